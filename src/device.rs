@@ -1,0 +1,218 @@
+//! The device handle: one API, two execution paths.
+//!
+//! Every operation validates its inputs the same way on both paths, then runs
+//! either the multi-threaded CPU code (`f32` or `f64`, the caller's type) or
+//! the WGSL shaders (`f32` inside, converted back to the caller's type).
+
+use std::sync::Arc;
+
+use nalgebra::{DMatrix, DVector};
+
+use crate::error::{ComputeError, Result};
+use crate::gpu::{GpuContext, GpuOptions, MatrixProduct};
+use crate::kernel::{self, Kernel};
+use crate::linalg::{self, check_dim, check_matrix, Real};
+
+/// Where computations run. Cheap to clone (the GPU context is shared).
+#[derive(Clone, Debug)]
+pub enum Device {
+    /// Multi-threaded CPU code (rayon + faer), in the caller's precision.
+    Cpu,
+    /// WGSL compute shaders through wgpu, in `f32`.
+    Gpu(Arc<GpuContext>),
+}
+
+/// Environment variable read by [`Device::auto`]: `cpu` forces the CPU path,
+/// `gpu` accepts any adapter including a software one (lavapipe).
+pub const DEVICE_ENV: &str = "GRAMIAN_DEVICE";
+
+impl Device {
+    /// The best device available: a hardware GPU when one exists, otherwise
+    /// the CPU path (with a logged warning). A software Vulkan adapter is used
+    /// only when asked for with `GRAMIAN_DEVICE=gpu`, because it is slower
+    /// than the CPU path; `GRAMIAN_DEVICE=cpu` forces the CPU.
+    pub fn auto() -> Device {
+        let wanted = std::env::var(DEVICE_ENV).unwrap_or_default().to_lowercase();
+        if wanted == "cpu" {
+            return Device::Cpu;
+        }
+        let allow_software = wanted == "gpu";
+        match GpuContext::new(&GpuOptions { allow_software, ..Default::default() }) {
+            Ok(ctx) => Device::Gpu(Arc::new(ctx)),
+            Err(e) => {
+                log::warn!("gramian: {e}; falling back to the CPU path");
+                Device::Cpu
+            }
+        }
+    }
+
+    /// The CPU path.
+    pub fn cpu() -> Device {
+        Device::Cpu
+    }
+
+    /// A GPU, hardware or software (a software adapter is accepted because
+    /// the caller asked for a GPU explicitly).
+    ///
+    /// Errors: [`ComputeError::NoGpuAdapter`] when there is none.
+    pub fn gpu() -> Result<Device> {
+        Device::gpu_with(&GpuOptions { allow_software: true, ..Default::default() })
+    }
+
+    /// A GPU opened with explicit options (e.g. a forced tile limit).
+    pub fn gpu_with(options: &GpuOptions) -> Result<Device> {
+        Ok(Device::Gpu(Arc::new(GpuContext::new(options)?)))
+    }
+
+    /// True for the GPU path.
+    pub fn is_gpu(&self) -> bool {
+        matches!(self, Device::Gpu(_))
+    }
+
+    /// A short description, e.g. `cpu (2 threads)` or `gpu: NVIDIA H200 (Vulkan)`.
+    pub fn describe(&self) -> String {
+        match self {
+            Device::Cpu => format!("cpu ({} threads)", rayon::current_num_threads()),
+            Device::Gpu(ctx) => {
+                let a = ctx.adapter();
+                format!("gpu: {} ({}{})", a.name, a.backend, if a.is_software { ", software" } else { "" })
+            }
+        }
+    }
+
+    /// Cross kernel matrix `K(X, Z)_{ij} = k(x_i, z_j)`, n x m, for X (n x d)
+    /// and Z (m x d); n != m is fine (asymmetric blocks).
+    pub fn kernel_matrix<T: Real>(&self, kernel: &Kernel, x: &DMatrix<T>, z: &DMatrix<T>) -> Result<DMatrix<T>> {
+        kernel::check_pair(kernel, x, z)?;
+        match self {
+            Device::Cpu => Ok(kernel::kernel_matrix_unchecked(kernel, x, z)),
+            Device::Gpu(ctx) => ctx.kernel_matrix(kernel, x, z),
+        }
+    }
+
+    /// Symmetric kernel matrix `K(X, X)` (exactly symmetric on both paths).
+    pub fn kernel_matrix_symmetric<T: Real>(&self, kernel: &Kernel, x: &DMatrix<T>) -> Result<DMatrix<T>> {
+        let mut k = self.kernel_matrix(kernel, x, x)?;
+        let n = k.nrows();
+        for j in 0..n {
+            for i in (j + 1)..n {
+                let avg = (k[(i, j)] + k[(j, i)]) * T::from_f64_lossy(0.5);
+                k[(i, j)] = avg;
+                k[(j, i)] = avg;
+            }
+        }
+        Ok(k)
+    }
+
+    /// One kernel column `K(X, z)_i = k(x_i, z)` against the point `z`
+    /// (length d). Incomplete Cholesky uses `z = x_p`, a pivot row.
+    pub fn kernel_column<T: Real>(&self, kernel: &Kernel, x: &DMatrix<T>, z: &[T]) -> Result<DVector<T>> {
+        match self {
+            Device::Cpu => kernel::kernel_column_cpu(kernel, x, z),
+            Device::Gpu(ctx) => {
+                let zm = DMatrix::from_row_slice(1, z.len(), z);
+                kernel::check_pair(kernel, x, &zm)?;
+                Ok(ctx.kernel_matrix(kernel, x, &zm)?.column(0).into_owned())
+            }
+        }
+    }
+
+    /// Column `i` of `K(X, X)`.
+    pub fn kernel_column_of<T: Real>(&self, kernel: &Kernel, x: &DMatrix<T>, i: usize) -> Result<DVector<T>> {
+        if i >= x.nrows() {
+            return Err(ComputeError::IndexOutOfRange { what: "rows of x", index: i, len: x.nrows() });
+        }
+        let z: Vec<T> = x.row(i).iter().copied().collect();
+        self.kernel_column(kernel, x, &z)
+    }
+
+    /// Diagonal `k(x_i, x_i)`; O(n d), computed on the CPU on every device.
+    pub fn kernel_diagonal<T: Real>(&self, kernel: &Kernel, x: &DMatrix<T>) -> Result<DVector<T>> {
+        kernel.diagonal(x)
+    }
+
+    /// `Phi^T Phi` (d x d), the sum over samples of `phi_i phi_i^T`: the
+    /// (uncentred) covariance of explicit features, Phi n x d.
+    pub fn gram<T: Real>(&self, phi: &DMatrix<T>) -> Result<DMatrix<T>> {
+        check_matrix("phi", phi)?;
+        match self {
+            Device::Cpu => Ok(linalg::matmul_tn(phi, phi)),
+            Device::Gpu(ctx) => symmetrised(ctx.product(phi, phi, MatrixProduct::AtB)?),
+        }
+    }
+
+    /// `Phi Phi^T` (n x n): the linear kernel matrix of the rows of Phi.
+    pub fn outer_gram<T: Real>(&self, phi: &DMatrix<T>) -> Result<DMatrix<T>> {
+        check_matrix("phi", phi)?;
+        match self {
+            Device::Cpu => Ok(linalg::matmul_nt(phi, phi)),
+            Device::Gpu(ctx) => symmetrised(ctx.product(phi, phi, MatrixProduct::ABt)?),
+        }
+    }
+
+    /// `A B`, `A B^T` or `A^T B` as `form` says.
+    pub fn matmul<T: Real>(&self, a: &DMatrix<T>, b: &DMatrix<T>, form: MatrixProduct) -> Result<DMatrix<T>> {
+        check_product(a, b, form)?;
+        match self {
+            Device::Cpu => Ok(cpu_product(a, b, form)),
+            Device::Gpu(ctx) => ctx.product(a, b, form),
+        }
+    }
+
+    /// Many products `A_i B_i` (or the other forms) at once: on the GPU as
+    /// few dispatches as the buffer limits allow, on the CPU in parallel.
+    pub fn batched_matmul<T: Real>(&self, pairs: &[(&DMatrix<T>, &DMatrix<T>)], form: MatrixProduct) -> Result<Vec<DMatrix<T>>> {
+        for (a, b) in pairs {
+            check_product(a, b, form)?;
+        }
+        match self {
+            Device::Cpu => {
+                use rayon::prelude::*;
+                Ok(pairs.par_iter().map(|(a, b)| cpu_product(a, b, form)).collect())
+            }
+            Device::Gpu(ctx) => ctx.batched_product(pairs, form),
+        }
+    }
+
+    /// `K(X, Z) V` (n x c) for V (m x c), without storing `K(X, Z)`: the
+    /// kernel is evaluated tile by tile and multiplied at once, so memory is
+    /// O((n + m)(d + c)) however large n x m is.
+    pub fn kernel_matvec<T: Real>(&self, kernel: &Kernel, x: &DMatrix<T>, z: &DMatrix<T>, v: &DMatrix<T>) -> Result<DMatrix<T>> {
+        kernel::check_pair(kernel, x, z)?;
+        check_matrix("v", v)?;
+        check_dim("rows of v vs rows of z", z.nrows(), v.nrows())?;
+        match self {
+            Device::Cpu => kernel::kernel_matvec_cpu(kernel, x, z, v),
+            Device::Gpu(ctx) => ctx.kernel_matvec(kernel, x, z, v),
+        }
+    }
+}
+
+
+fn symmetrised<T: Real>(mut m: DMatrix<T>) -> Result<DMatrix<T>> {
+    let n = m.nrows();
+    for j in 0..n {
+        for i in (j + 1)..n {
+            m[(j, i)] = m[(i, j)];
+        }
+    }
+    Ok(m)
+}
+
+fn check_product<T: Real>(a: &DMatrix<T>, b: &DMatrix<T>, form: MatrixProduct) -> Result<()> {
+    check_matrix("a", a)?;
+    check_matrix("b", b)?;
+    match form {
+        MatrixProduct::AB => check_dim("inner dimension of A B", a.ncols(), b.nrows()),
+        MatrixProduct::ABt => check_dim("inner dimension of A B^T", a.ncols(), b.ncols()),
+        MatrixProduct::AtB => check_dim("inner dimension of A^T B", a.nrows(), b.nrows()),
+    }
+}
+
+fn cpu_product<T: Real>(a: &DMatrix<T>, b: &DMatrix<T>, form: MatrixProduct) -> DMatrix<T> {
+    match form {
+        MatrixProduct::AB => linalg::matmul(a, b),
+        MatrixProduct::ABt => linalg::matmul_nt(a, b),
+        MatrixProduct::AtB => linalg::matmul_tn(a, b),
+    }
+}

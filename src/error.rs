@@ -1,0 +1,79 @@
+//! Errors of the compute core.
+
+use thiserror::Error;
+
+/// Everything that can go wrong in the compute core (kernel functions,
+/// kernel and Gram matrices, matrix products) on either execution path.
+///
+/// Method modules (`eksvd`, `mklaren`, `psd`) have their own error enums that
+/// wrap this one.
+#[derive(Debug, Error, Clone, PartialEq)]
+pub enum ComputeError {
+    /// An input matrix has no rows or no columns.
+    #[error("{what} is empty ({rows} x {cols})")]
+    Empty {
+        /// Which argument.
+        what: &'static str,
+        /// Its number of rows.
+        rows: usize,
+        /// Its number of columns.
+        cols: usize,
+    },
+    /// Two arguments disagree on a dimension.
+    #[error("dimension mismatch: {what} (expected {expected}, found {found})")]
+    DimensionMismatch {
+        /// Which dimension.
+        what: &'static str,
+        /// The size implied by the other argument.
+        expected: usize,
+        /// The size found.
+        found: usize,
+    },
+    /// An input holds NaN or an infinity.
+    #[error("{what} contains NaN or infinite values (first at row {row}, column {col})")]
+    NonFinite {
+        /// Which argument.
+        what: &'static str,
+        /// Row of the first offending entry.
+        row: usize,
+        /// Column of the first offending entry.
+        col: usize,
+    },
+    /// A parameter is outside its valid range.
+    #[error("invalid parameter {name}: {reason}")]
+    InvalidParameter {
+        /// The parameter.
+        name: &'static str,
+        /// Why it is invalid.
+        reason: String,
+    },
+    /// An index is out of range.
+    #[error("index {index} out of range for {what} of length {len}")]
+    IndexOutOfRange {
+        /// What was indexed.
+        what: &'static str,
+        /// The index.
+        index: usize,
+        /// The valid length.
+        len: usize,
+    },
+    /// A GPU was asked for but no adapter was found.
+    #[error("no GPU adapter found ({0})")]
+    NoGpuAdapter(String),
+    /// The GPU reported an error (device lost, out of memory, validation).
+    #[error("GPU error: {0}")]
+    Gpu(String),
+    /// A single row of an input is larger than the GPU allows in one buffer binding.
+    #[error("{what} needs {bytes} bytes in one GPU binding, over the adapter limit of {limit}")]
+    TooLargeForGpu {
+        /// What did not fit.
+        what: &'static str,
+        /// Bytes needed.
+        bytes: u64,
+        /// The adapter's limit.
+        limit: u64,
+    },
+}
+
+/// Result type of the compute core.
+pub type Result<T, E = ComputeError> = std::result::Result<T, E>;

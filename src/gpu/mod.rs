@@ -1,0 +1,154 @@
+//! The GPU path: owns wgpu (instance, adapter, device, queue), the compute
+//! pipelines built from `shaders/*.wgsl`, and reusable buffers. Nothing else
+//! in the crate touches wgpu.
+//!
+//! All GPU arithmetic is `f32`. Outputs larger than the adapter's
+//! `max_storage_buffer_binding_size` (or `max_buffer_size`, or a smaller
+//! limit forced with [`GpuOptions::max_tile_bytes`]) are computed tile by
+//! tile; nothing is ever bound beyond the limit.
+
+mod ops;
+
+pub use ops::MatrixProduct;
+
+use std::sync::Mutex;
+
+use crate::error::{ComputeError, Result};
+
+/// How to pick and set up a GPU.
+#[derive(Debug, Clone, Default)]
+pub struct GpuOptions {
+    /// Accept a software adapter (e.g. Mesa's lavapipe) when no hardware GPU
+    /// exists. Off by default: software Vulkan is slower than the CPU path.
+    pub allow_software: bool,
+    /// Cap, in bytes, on any one buffer binding (and so on any tile). `None`
+    /// uses the adapter's limits. Small values force tiling, for tests.
+    pub max_tile_bytes: Option<u64>,
+}
+
+/// What kind of adapter a [`GpuContext`] runs on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AdapterSummary {
+    /// The adapter's name, e.g. "NVIDIA H200" or "llvmpipe (LLVM 15.0.6, 256 bits)".
+    pub name: String,
+    /// Graphics API backend, e.g. "Vulkan".
+    pub backend: String,
+    /// True for software rasterisers (lavapipe/llvmpipe).
+    pub is_software: bool,
+    /// The largest binding (bytes) the tiler will use.
+    pub max_binding_bytes: u64,
+}
+
+pub(crate) struct Pipelines {
+    pub(crate) kernel_matrix: wgpu::ComputePipeline,
+    pub(crate) kernel_matvec: wgpu::ComputePipeline,
+}
+
+/// Buffers reused across calls; each grows (to the next power of two, within
+/// the adapter's limits) and is never shrunk.
+#[derive(Default)]
+pub(crate) struct Scratch {
+    pub(crate) slots: [Option<wgpu::Buffer>; ops::SLOT_COUNT],
+}
+
+/// An open GPU: device, queue, cached pipelines and scratch buffers.
+///
+/// Operations take `&self` and serialise on an internal lock, so one context
+/// can be shared between threads (wrap it in an `Arc`, as
+/// [`crate::Device`] does).
+pub struct GpuContext {
+    pub(crate) device: wgpu::Device,
+    pub(crate) queue: wgpu::Queue,
+    pub(crate) pipelines: Pipelines,
+    pub(crate) scratch: Mutex<Scratch>,
+    pub(crate) max_binding_bytes: u64,
+    pub(crate) max_buffer_bytes: u64,
+    pub(crate) max_workgroups: u32,
+    summary: AdapterSummary,
+}
+
+impl std::fmt::Debug for GpuContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GpuContext").field("adapter", &self.summary).finish()
+    }
+}
+
+fn adapter_rank(info: &wgpu::AdapterInfo) -> (u8, u8) {
+    let kind = match info.device_type {
+        wgpu::DeviceType::DiscreteGpu => 0,
+        wgpu::DeviceType::IntegratedGpu => 1,
+        wgpu::DeviceType::VirtualGpu => 2,
+        wgpu::DeviceType::Other => 3,
+        wgpu::DeviceType::Cpu => 4,
+    };
+    let backend = match info.backend {
+        wgpu::Backend::Vulkan | wgpu::Backend::Metal | wgpu::Backend::Dx12 => 0,
+        _ => 1,
+    };
+    (kind, backend)
+}
+
+fn is_software(info: &wgpu::AdapterInfo) -> bool {
+    let name = info.name.to_lowercase();
+    info.device_type == wgpu::DeviceType::Cpu || name.contains("llvmpipe") || name.contains("lavapipe") || name.contains("swiftshader")
+}
+
+impl GpuContext {
+    /// Opens the best adapter: a discrete GPU before an integrated one,
+    /// Vulkan/Metal/DX12 before GL; a software adapter only when
+    /// `options.allow_software`. The backends searched honour `WGPU_BACKEND`.
+    ///
+    /// Errors: [`ComputeError::NoGpuAdapter`] when no acceptable adapter
+    /// exists, [`ComputeError::Gpu`] when the device cannot be opened.
+    pub fn new(options: &GpuOptions) -> Result<Self> {
+        let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
+        let mut adapters = pollster::block_on(instance.enumerate_adapters(wgpu::Backends::all()));
+        adapters.retain(|a| options.allow_software || !is_software(&a.get_info()));
+        adapters.sort_by_key(|a| adapter_rank(&a.get_info()));
+        let Some(adapter) = adapters.into_iter().next() else {
+            return Err(ComputeError::NoGpuAdapter(if options.allow_software {
+                "no Vulkan/Metal/DX12/GL adapter, hardware or software".into()
+            } else {
+                "no hardware adapter (software adapters were not accepted)".into()
+            }));
+        };
+        let info = adapter.get_info();
+        let limits = adapter.limits();
+        let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
+            label: Some("gramian"),
+            required_features: wgpu::Features::empty(),
+            required_limits: limits.clone(),
+            ..Default::default()
+        }))
+        .map_err(|e| ComputeError::Gpu(format!("request_device on {}: {e}", info.name)))?;
+
+        let adapter_binding = limits.max_storage_buffer_binding_size.min(limits.max_buffer_size);
+        let max_binding_bytes = match options.max_tile_bytes {
+            Some(cap) => cap.clamp(256, adapter_binding),
+            None => adapter_binding,
+        } & !3;
+        let pipelines = ops::build_pipelines(&device);
+        let summary = AdapterSummary {
+            name: info.name.clone(),
+            backend: format!("{:?}", info.backend),
+            is_software: is_software(&info),
+            max_binding_bytes,
+        };
+        log::info!("gramian GPU: {} ({:?}, {:?}), tiles up to {} bytes", info.name, info.backend, info.device_type, max_binding_bytes);
+        Ok(GpuContext {
+            device,
+            queue,
+            pipelines,
+            scratch: Mutex::new(Scratch::default()),
+            max_binding_bytes,
+            max_buffer_bytes: limits.max_buffer_size,
+            max_workgroups: limits.max_compute_workgroups_per_dimension,
+            summary,
+        })
+    }
+
+    /// The adapter this context runs on.
+    pub fn adapter(&self) -> &AdapterSummary {
+        &self.summary
+    }
+}

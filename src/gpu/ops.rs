@@ -1,0 +1,563 @@
+//! GPU operations: tiled kernel matrices and matrix products, batched
+//! products, and the matrix-free kernel matvec. Inputs arrive as nalgebra
+//! matrices of `f32`/`f64`, are packed row-major in `f32`, and results come
+//! back in the caller's scalar type.
+
+use std::borrow::Cow;
+use std::num::NonZeroU64;
+use std::time::{Duration, Instant};
+
+use bytemuck::{Pod, Zeroable};
+use nalgebra::DMatrix;
+
+use super::{GpuContext, Scratch};
+use crate::error::{ComputeError, Result};
+use crate::kernel::Kernel;
+use crate::linalg::Real;
+
+pub(crate) const SLOT_COUNT: usize = 7;
+const SLOT_PROBLEMS: usize = 0;
+const SLOT_A: usize = 1;
+const SLOT_B: usize = 2;
+const SLOT_C: usize = 3;
+const SLOT_STAGING: usize = 4;
+const SLOT_PARAMS: usize = 5;
+const SLOT_V: usize = 6;
+
+/// Output tile edge of `kernel_matrix.wgsl` (rows and columns per workgroup).
+const TILE: usize = 64;
+/// Rows per workgroup of `kernel_matvec.wgsl`.
+const MATVEC_ROWS: usize = 64;
+/// Columns of V handled per pass of `kernel_matvec.wgsl`.
+const MATVEC_WIDTH: usize = 8;
+
+const FLAG_ACCUMULATE: u32 = 1;
+const FLAG_APPLY: u32 = 2;
+
+/// Which product of two matrices to form.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MatrixProduct {
+    /// `A B`
+    AB,
+    /// `A B^T`
+    ABt,
+    /// `A^T B`
+    AtB,
+}
+
+/// One problem of a batch, as `kernel_matrix.wgsl` reads it (std430).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Pod, Zeroable)]
+struct Problem {
+    rows: u32,
+    cols: u32,
+    depth: u32,
+    a_off: u32,
+    b_off: u32,
+    c_off: u32,
+    flags: u32,
+    kind: u32,
+    gamma: f32,
+    coef0: f32,
+    degree: u32,
+    _pad: u32,
+}
+
+/// Uniform parameters of `kernel_matvec.wgsl`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Pod, Zeroable)]
+struct MatvecParams {
+    rows: u32,
+    cols: u32,
+    depth: u32,
+    width: u32,
+    flags: u32,
+    kind: u32,
+    gamma: f32,
+    coef0: f32,
+    degree: u32,
+    _pad: [u32; 3],
+}
+
+/// The kernel as the shaders encode it.
+#[derive(Debug, Clone, Copy)]
+struct KernelCode {
+    kind: u32,
+    gamma: f32,
+    coef0: f32,
+    degree: u32,
+}
+
+impl KernelCode {
+    fn of(kernel: &Kernel) -> Self {
+        match *kernel {
+            Kernel::Linear => KernelCode { kind: 0, gamma: 0.0, coef0: 0.0, degree: 0 },
+            Kernel::Rbf { gamma } => KernelCode { kind: 1, gamma: gamma as f32, coef0: 0.0, degree: 0 },
+            Kernel::Laplacian { gamma } => KernelCode { kind: 2, gamma: gamma as f32, coef0: 0.0, degree: 0 },
+            Kernel::Polynomial { gamma, coef0, degree } => {
+                KernelCode { kind: 3, gamma: gamma as f32, coef0: coef0 as f32, degree }
+            }
+            Kernel::Sigmoid { gamma, coef0 } => KernelCode { kind: 4, gamma: gamma as f32, coef0: coef0 as f32, degree: 0 },
+        }
+    }
+
+    fn problem(&self, rows: usize, cols: usize, depth: usize, offsets: [usize; 3], flags: u32) -> Problem {
+        Problem {
+            rows: rows as u32,
+            cols: cols as u32,
+            depth: depth as u32,
+            a_off: offsets[0] as u32,
+            b_off: offsets[1] as u32,
+            c_off: offsets[2] as u32,
+            flags,
+            kind: self.kind,
+            gamma: self.gamma,
+            coef0: self.coef0,
+            degree: self.degree,
+            _pad: 0,
+        }
+    }
+}
+
+/// A row-major `f32` matrix on the host, the layout the shaders read.
+struct RowMajor {
+    data: Vec<f32>,
+    rows: usize,
+    cols: usize,
+}
+
+impl RowMajor {
+    /// The rows of `m` (transposes nalgebra's column-major storage).
+    fn rows_of<T: Real>(m: &DMatrix<T>) -> Self {
+        let (rows, cols) = m.shape();
+        let mut data = vec![0f32; rows * cols];
+        for (j, col) in m.column_iter().enumerate() {
+            for (i, v) in col.iter().enumerate() {
+                data[i * cols + j] = v.to_f32_lossy();
+            }
+        }
+        RowMajor { data, rows, cols }
+    }
+
+    /// The columns of `m` as rows, i.e. `m^T` (no transposition needed).
+    fn columns_of<T: Real>(m: &DMatrix<T>) -> Self {
+        let data = m.as_slice().iter().map(|v| v.to_f32_lossy()).collect();
+        RowMajor { data, rows: m.ncols(), cols: m.nrows() }
+    }
+
+    /// Rows `r0..r1`, columns `k0..k1`, contiguous.
+    fn block(&self, r0: usize, r1: usize, k0: usize, k1: usize) -> Cow<'_, [f32]> {
+        if k0 == 0 && k1 == self.cols {
+            return Cow::Borrowed(&self.data[r0 * self.cols..r1 * self.cols]);
+        }
+        let mut out = Vec::with_capacity((r1 - r0) * (k1 - k0));
+        for r in r0..r1 {
+            out.extend_from_slice(&self.data[r * self.cols + k0..r * self.cols + k1]);
+        }
+        Cow::Owned(out)
+    }
+}
+
+pub(crate) fn build_pipelines(device: &wgpu::Device) -> super::Pipelines {
+    let make = |label: &str, source: &str| {
+        let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+            label: Some(label),
+            source: wgpu::ShaderSource::Wgsl(Cow::Borrowed(source)),
+        });
+        device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+            label: Some(label),
+            layout: None,
+            module: &module,
+            entry_point: Some("main"),
+            compilation_options: Default::default(),
+            cache: None,
+        })
+    };
+    super::Pipelines {
+        kernel_matrix: make("kernel_matrix", include_str!("../../shaders/kernel_matrix.wgsl")),
+        kernel_matvec: make("kernel_matvec", include_str!("../../shaders/kernel_matvec.wgsl")),
+    }
+}
+
+fn div_ceil(a: usize, b: usize) -> usize {
+    a.div_ceil(b)
+}
+
+fn slot_usage(slot: usize) -> wgpu::BufferUsages {
+    use wgpu::BufferUsages as U;
+    match slot {
+        SLOT_STAGING => U::MAP_READ | U::COPY_DST,
+        SLOT_PARAMS => U::UNIFORM | U::COPY_DST,
+        SLOT_C => U::STORAGE | U::COPY_SRC | U::COPY_DST,
+        _ => U::STORAGE | U::COPY_DST,
+    }
+}
+
+impl GpuContext {
+    /// The scratch buffer of `slot`, at least `bytes` long.
+    fn scratch_buffer(&self, scratch: &mut Scratch, slot: usize, bytes: u64) -> wgpu::Buffer {
+        let bytes = bytes.max(16);
+        if let Some(buf) = &scratch.slots[slot] {
+            if buf.size() >= bytes {
+                return buf.clone();
+            }
+        }
+        let size = bytes.next_power_of_two().min(self.max_buffer_bytes).max(bytes);
+        let buf = self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("gramian scratch"),
+            size,
+            usage: slot_usage(slot),
+            mapped_at_creation: false,
+        });
+        scratch.slots[slot] = Some(buf.clone());
+        buf
+    }
+
+    fn binding(buffer: &wgpu::Buffer, bytes: u64) -> wgpu::BindingResource<'_> {
+        wgpu::BindingResource::Buffer(wgpu::BufferBinding { buffer, offset: 0, size: NonZeroU64::new(bytes.max(4)) })
+    }
+
+    /// Copies `bytes` of the C slot into the staging slot, waits, and hands
+    /// the `f32`s to `read`.
+    fn read_back(&self, scratch: &mut Scratch, mut encoder: wgpu::CommandEncoder, source: &wgpu::Buffer, bytes: u64, read: &mut dyn FnMut(&[f32])) -> Result<()> {
+        let staging = self.scratch_buffer(scratch, SLOT_STAGING, bytes);
+        encoder.copy_buffer_to_buffer(source, 0, &staging, 0, bytes);
+        self.queue.submit([encoder.finish()]);
+        let slice = staging.slice(0..bytes);
+        let (tx, rx) = std::sync::mpsc::channel();
+        slice.map_async(wgpu::MapMode::Read, move |r| {
+            let _ = tx.send(r);
+        });
+        self.device
+            .poll(wgpu::PollType::wait_indefinitely())
+            .map_err(|e| ComputeError::Gpu(format!("poll: {e}")))?;
+        rx.recv()
+            .map_err(|e| ComputeError::Gpu(format!("map callback: {e}")))?
+            .map_err(|e| ComputeError::Gpu(format!("map: {e}")))?;
+        {
+            let view = slice.get_mapped_range().map_err(|e| ComputeError::Gpu(format!("mapped range: {e}")))?;
+            read(bytemuck::cast_slice(&view));
+        }
+        staging.unmap();
+        Ok(())
+    }
+
+    /// Runs `body` inside a wgpu error scope and turns captured validation or
+    /// out-of-memory errors into [`ComputeError::Gpu`].
+    fn checked<R>(&self, body: impl FnOnce() -> Result<R>) -> Result<R> {
+        let oom = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+        let validation = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let out = body();
+        let v = pollster::block_on(validation.pop());
+        let o = pollster::block_on(oom.pop());
+        if let Some(e) = v.or(o) {
+            return Err(ComputeError::Gpu(e.to_string()));
+        }
+        out
+    }
+
+    /// Tile sizes `(rows, cols, depth)` for a statistic matrix so that no
+    /// operand or output tile exceeds the binding limit and no dispatch
+    /// exceeds the workgroup-count limit.
+    fn tile_shape(&self, rows: usize, cols: usize, depth: usize) -> (usize, usize, usize) {
+        let elems = (self.max_binding_bytes / 4) as usize;
+        let max_span = self.max_workgroups as usize * TILE;
+        let (mut br, mut bc, mut bk) = (rows.min(max_span), cols.min(max_span), depth);
+        while br * bc > elems || br * bk > elems || bc * bk > elems {
+            if br * bc > elems {
+                if br >= bc { br = div_ceil(br, 2) } else { bc = div_ceil(bc, 2) }
+            } else if br * bk > elems {
+                if bk >= br { bk = div_ceil(bk, 2) } else { br = div_ceil(br, 2) }
+            } else if bk >= bc {
+                bk = div_ceil(bk, 2)
+            } else {
+                bc = div_ceil(bc, 2)
+            }
+        }
+        (br, bc, bk)
+    }
+
+    /// The statistic matrix `f(s(a_i, b_j))` for all rows of `a` and `b`,
+    /// tile by tile; `sink(r0, c0, tile_rows, tile_cols, data)` receives each
+    /// finished row-major tile. With `read == false` tiles are computed but
+    /// not read back (device-side timing).
+    fn statistic_tiles(&self, code: KernelCode, a: &RowMajor, b: &RowMajor, read: bool, sink: &mut dyn FnMut(usize, usize, usize, usize, &[f32])) -> Result<()> {
+        debug_assert_eq!(a.cols, b.cols);
+        let (rows, cols, depth) = (a.rows, b.rows, a.cols);
+        let (br, bc, bk) = self.tile_shape(rows, cols, depth);
+        let mut scratch = self.scratch.lock().map_err(|_| ComputeError::Gpu("scratch lock poisoned".into()))?;
+        let scratch = &mut *scratch;
+        for r0 in (0..rows).step_by(br) {
+            let r1 = (r0 + br).min(rows);
+            for c0 in (0..cols).step_by(bc) {
+                let c1 = (c0 + bc).min(cols);
+                let (tr, tc) = (r1 - r0, c1 - c0);
+                let c_bytes = (tr * tc * 4) as u64;
+                let c_buf = self.scratch_buffer(scratch, SLOT_C, c_bytes);
+                for k0 in (0..depth).step_by(bk) {
+                    let k1 = (k0 + bk).min(depth);
+                    let last = k1 == depth;
+                    let flags = if k0 > 0 { FLAG_ACCUMULATE } else { 0 } | if last { FLAG_APPLY } else { 0 };
+                    let a_blk = a.block(r0, r1, k0, k1);
+                    let b_blk = b.block(c0, c1, k0, k1);
+                    let problem = code.problem(tr, tc, k1 - k0, [0, 0, 0], flags);
+                    let p_buf = self.scratch_buffer(scratch, SLOT_PROBLEMS, std::mem::size_of::<Problem>() as u64);
+                    let a_buf = self.scratch_buffer(scratch, SLOT_A, (a_blk.len() * 4) as u64);
+                    let b_buf = self.scratch_buffer(scratch, SLOT_B, (b_blk.len() * 4) as u64);
+                    self.queue.write_buffer(&p_buf, 0, bytemuck::bytes_of(&problem));
+                    self.queue.write_buffer(&a_buf, 0, bytemuck::cast_slice(&a_blk));
+                    self.queue.write_buffer(&b_buf, 0, bytemuck::cast_slice(&b_blk));
+                    let bind = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
+                        label: Some("kernel_matrix"),
+                        layout: &self.pipelines.kernel_matrix.get_bind_group_layout(0),
+                        entries: &[
+                            wgpu::BindGroupEntry { binding: 0, resource: Self::binding(&p_buf, std::mem::size_of::<Problem>() as u64) },
+                            wgpu::BindGroupEntry { binding: 1, resource: Self::binding(&a_buf, (a_blk.len() * 4) as u64) },
+                            wgpu::BindGroupEntry { binding: 2, resource: Self::binding(&b_buf, (b_blk.len() * 4) as u64) },
+                            wgpu::BindGroupEntry { binding: 3, resource: Self::binding(&c_buf, c_bytes) },
+                        ],
+                    });
+                    let mut encoder = self.device.create_command_encoder(&Default::default());
+                    {
+                        let mut pass = encoder.begin_compute_pass(&Default::default());
+                        pass.set_pipeline(&self.pipelines.kernel_matrix);
+                        pass.set_bind_group(0, &bind, &[]);
+                        pass.dispatch_workgroups(div_ceil(tc, TILE) as u32, div_ceil(tr, TILE) as u32, 1);
+                    }
+                    if last && read {
+                        self.read_back(scratch, encoder, &c_buf, c_bytes, &mut |data| sink(r0, c0, tr, tc, data))?;
+                    } else {
+                        self.queue.submit([encoder.finish()]);
+                    }
+                }
+            }
+        }
+        if !read {
+            self.device
+                .poll(wgpu::PollType::wait_indefinitely())
+                .map_err(|e| ComputeError::Gpu(format!("poll: {e}")))?;
+        }
+        Ok(())
+    }
+
+    fn statistic_matrix<T: Real>(&self, code: KernelCode, a: &RowMajor, b: &RowMajor) -> Result<DMatrix<T>> {
+        let mut out = DMatrix::<T>::zeros(a.rows, b.rows);
+        self.checked(|| {
+            self.statistic_tiles(code, a, b, true, &mut |r0, c0, tr, tc, data| {
+                for j in 0..tc {
+                    let mut col = out.column_mut(c0 + j);
+                    for i in 0..tr {
+                        col[r0 + i] = T::from_f32_exact(data[i * tc + j]);
+                    }
+                }
+            })
+        })?;
+        Ok(out)
+    }
+
+    /// `K(X, Z)` on the GPU (inputs validated by the caller).
+    pub(crate) fn kernel_matrix<T: Real>(&self, kernel: &Kernel, x: &DMatrix<T>, z: &DMatrix<T>) -> Result<DMatrix<T>> {
+        self.statistic_matrix(KernelCode::of(kernel), &RowMajor::rows_of(x), &RowMajor::rows_of(z))
+    }
+
+    /// Device-side time of `K(X, Z)`: uploads and kernels of every tile, the
+    /// output left on the GPU (no read-back). For benchmarks.
+    pub fn time_kernel_matrix_on_device<T: Real>(&self, kernel: &Kernel, x: &DMatrix<T>, z: &DMatrix<T>) -> Result<Duration> {
+        crate::kernel::check_pair(kernel, x, z)?;
+        let (a, b) = (RowMajor::rows_of(x), RowMajor::rows_of(z));
+        let start = Instant::now();
+        self.checked(|| self.statistic_tiles(KernelCode::of(kernel), &a, &b, false, &mut |_, _, _, _, _| {}))?;
+        Ok(start.elapsed())
+    }
+
+    fn product_operands<T: Real>(a: &DMatrix<T>, b: &DMatrix<T>, form: MatrixProduct) -> (RowMajor, RowMajor) {
+        match form {
+            MatrixProduct::AB => (RowMajor::rows_of(a), RowMajor::columns_of(b)),
+            MatrixProduct::ABt => (RowMajor::rows_of(a), RowMajor::rows_of(b)),
+            MatrixProduct::AtB => (RowMajor::columns_of(a), RowMajor::columns_of(b)),
+        }
+    }
+
+    /// One matrix product on the GPU (shapes validated by the caller).
+    pub(crate) fn product<T: Real>(&self, a: &DMatrix<T>, b: &DMatrix<T>, form: MatrixProduct) -> Result<DMatrix<T>> {
+        let (ra, rb) = Self::product_operands(a, b, form);
+        self.statistic_matrix(KernelCode::of(&Kernel::Linear), &ra, &rb)
+    }
+
+    /// Many products in as few dispatches as the binding limits allow: the
+    /// operands of a group are packed into one buffer each and the batch
+    /// index is the workgroup's z coordinate. Products too large for one
+    /// binding go through the tiled single-product path.
+    pub(crate) fn batched_product<T: Real>(&self, pairs: &[(&DMatrix<T>, &DMatrix<T>)], form: MatrixProduct) -> Result<Vec<DMatrix<T>>> {
+        let elems = (self.max_binding_bytes / 4) as usize;
+        let max_group = (self.max_workgroups as usize).min(elems * 4 / std::mem::size_of::<Problem>());
+        let max_span = self.max_workgroups as usize * TILE;
+        let mut results: Vec<Option<DMatrix<T>>> = vec![None; pairs.len()];
+        let mut group: Vec<(usize, RowMajor, RowMajor)> = Vec::new();
+        let (mut ga, mut gb, mut gc) = (0usize, 0usize, 0usize);
+        let linear = KernelCode::of(&Kernel::Linear);
+        for (idx, (a, b)) in pairs.iter().enumerate() {
+            let (ra, rb) = Self::product_operands(a, b, form);
+            let (na, nb, nc) = (ra.data.len(), rb.data.len(), ra.rows * rb.rows);
+            if na > elems || nb > elems || nc > elems || ra.rows > max_span || rb.rows > max_span {
+                results[idx] = Some(self.statistic_matrix(linear, &ra, &rb)?);
+                continue;
+            }
+            if ga + na > elems || gb + nb > elems || gc + nc > elems || group.len() == max_group {
+                self.run_group(linear, &mut group, &mut results)?;
+                (ga, gb, gc) = (0, 0, 0);
+            }
+            ga += na;
+            gb += nb;
+            gc += nc;
+            group.push((idx, ra, rb));
+        }
+        self.run_group(linear, &mut group, &mut results)?;
+        Ok(results.into_iter().map(|r| r.expect("every product computed")).collect())
+    }
+
+    fn run_group<T: Real>(&self, code: KernelCode, group: &mut Vec<(usize, RowMajor, RowMajor)>, results: &mut [Option<DMatrix<T>>]) -> Result<()> {
+        if group.is_empty() {
+            return Ok(());
+        }
+        let mut problems = Vec::with_capacity(group.len());
+        let (mut a_data, mut b_data) = (Vec::new(), Vec::new());
+        let mut c_len = 0usize;
+        let (mut max_rows, mut max_cols) = (1usize, 1usize);
+        for (_, ra, rb) in group.iter() {
+            problems.push(code.problem(ra.rows, rb.rows, ra.cols, [a_data.len(), b_data.len(), c_len], FLAG_APPLY));
+            a_data.extend_from_slice(&ra.data);
+            b_data.extend_from_slice(&rb.data);
+            c_len += ra.rows * rb.rows;
+            max_rows = max_rows.max(ra.rows);
+            max_cols = max_cols.max(rb.rows);
+        }
+        let mut packed = vec![0f32; c_len];
+        self.checked(|| {
+            let mut scratch = self.scratch.lock().map_err(|_| ComputeError::Gpu("scratch lock poisoned".into()))?;
+            let scratch = &mut *scratch;
+            let p_bytes = (problems.len() * std::mem::size_of::<Problem>()) as u64;
+            let (a_bytes, b_bytes, c_bytes) = ((a_data.len() * 4) as u64, (b_data.len() * 4) as u64, (c_len * 4) as u64);
+            let p_buf = self.scratch_buffer(scratch, SLOT_PROBLEMS, p_bytes);
+            let a_buf = self.scratch_buffer(scratch, SLOT_A, a_bytes);
+            let b_buf = self.scratch_buffer(scratch, SLOT_B, b_bytes);
+            let c_buf = self.scratch_buffer(scratch, SLOT_C, c_bytes);
+            self.queue.write_buffer(&p_buf, 0, bytemuck::cast_slice(&problems));
+            self.queue.write_buffer(&a_buf, 0, bytemuck::cast_slice(&a_data));
+            self.queue.write_buffer(&b_buf, 0, bytemuck::cast_slice(&b_data));
+            let bind = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
+                label: Some("batched product"),
+                layout: &self.pipelines.kernel_matrix.get_bind_group_layout(0),
+                entries: &[
+                    wgpu::BindGroupEntry { binding: 0, resource: Self::binding(&p_buf, p_bytes) },
+                    wgpu::BindGroupEntry { binding: 1, resource: Self::binding(&a_buf, a_bytes) },
+                    wgpu::BindGroupEntry { binding: 2, resource: Self::binding(&b_buf, b_bytes) },
+                    wgpu::BindGroupEntry { binding: 3, resource: Self::binding(&c_buf, c_bytes) },
+                ],
+            });
+            let mut encoder = self.device.create_command_encoder(&Default::default());
+            {
+                let mut pass = encoder.begin_compute_pass(&Default::default());
+                pass.set_pipeline(&self.pipelines.kernel_matrix);
+                pass.set_bind_group(0, &bind, &[]);
+                pass.dispatch_workgroups(div_ceil(max_cols, TILE) as u32, div_ceil(max_rows, TILE) as u32, problems.len() as u32);
+            }
+            self.read_back(scratch, encoder, &c_buf, c_bytes, &mut |data| packed.copy_from_slice(data))
+        })?;
+        let mut off = 0usize;
+        for (idx, ra, rb) in group.drain(..) {
+            let (r, c) = (ra.rows, rb.rows);
+            results[idx] = Some(DMatrix::from_fn(r, c, |i, j| T::from_f32_exact(packed[off + i * c + j])));
+            off += r * c;
+        }
+        Ok(())
+    }
+
+    /// `K(X, Z) V` without storing `K(X, Z)` (inputs validated by the caller).
+    pub(crate) fn kernel_matvec<T: Real>(&self, kernel: &Kernel, x: &DMatrix<T>, z: &DMatrix<T>, v: &DMatrix<T>) -> Result<DMatrix<T>> {
+        let code = KernelCode::of(kernel);
+        let (n, m, d) = (x.nrows(), z.nrows(), x.ncols());
+        let elems = (self.max_binding_bytes / 4) as usize;
+        let per_row = d.max(MATVEC_WIDTH);
+        if per_row > elems {
+            return Err(ComputeError::TooLargeForGpu { what: "one row of the kernel matvec input", bytes: (per_row * 4) as u64, limit: self.max_binding_bytes });
+        }
+        // Row and column blocks: whole rows of X, Z, V and Y within one binding.
+        let br = (elems / per_row).min(self.max_workgroups as usize * MATVEC_ROWS).min(n);
+        let bc = (elems / per_row).min(m);
+        let (xr, zr) = (RowMajor::rows_of(x), RowMajor::rows_of(z));
+        let mut out = DMatrix::<T>::zeros(n, v.ncols());
+        self.checked(|| {
+            let mut scratch = self.scratch.lock().map_err(|_| ComputeError::Gpu("scratch lock poisoned".into()))?;
+            let scratch = &mut *scratch;
+            for w0 in (0..v.ncols()).step_by(MATVEC_WIDTH) {
+                let w1 = (w0 + MATVEC_WIDTH).min(v.ncols());
+                let width = w1 - w0;
+                let vr = RowMajor::rows_of(&v.columns(w0, width).into_owned());
+                for r0 in (0..n).step_by(br) {
+                    let r1 = (r0 + br).min(n);
+                    let x_blk = xr.block(r0, r1, 0, d);
+                    let y_bytes = ((r1 - r0) * width * 4) as u64;
+                    let y_buf = self.scratch_buffer(scratch, SLOT_C, y_bytes);
+                    let x_buf = self.scratch_buffer(scratch, SLOT_A, (x_blk.len() * 4) as u64);
+                    self.queue.write_buffer(&x_buf, 0, bytemuck::cast_slice(&x_blk));
+                    for c0 in (0..m).step_by(bc) {
+                        let c1 = (c0 + bc).min(m);
+                        let last = c1 == m;
+                        let z_blk = zr.block(c0, c1, 0, d);
+                        let v_blk = vr.block(c0, c1, 0, width);
+                        let params = MatvecParams {
+                            rows: (r1 - r0) as u32,
+                            cols: (c1 - c0) as u32,
+                            depth: d as u32,
+                            width: width as u32,
+                            flags: if c0 > 0 { FLAG_ACCUMULATE } else { 0 },
+                            kind: code.kind,
+                            gamma: code.gamma,
+                            coef0: code.coef0,
+                            degree: code.degree,
+                            _pad: [0; 3],
+                        };
+                        let p_buf = self.scratch_buffer(scratch, SLOT_PARAMS, std::mem::size_of::<MatvecParams>() as u64);
+                        let z_buf = self.scratch_buffer(scratch, SLOT_B, (z_blk.len() * 4) as u64);
+                        let v_buf = self.scratch_buffer(scratch, SLOT_V, (v_blk.len() * 4) as u64);
+                        self.queue.write_buffer(&p_buf, 0, bytemuck::bytes_of(&params));
+                        self.queue.write_buffer(&z_buf, 0, bytemuck::cast_slice(&z_blk));
+                        self.queue.write_buffer(&v_buf, 0, bytemuck::cast_slice(&v_blk));
+                        let bind = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
+                            label: Some("kernel_matvec"),
+                            layout: &self.pipelines.kernel_matvec.get_bind_group_layout(0),
+                            entries: &[
+                                wgpu::BindGroupEntry { binding: 0, resource: Self::binding(&p_buf, std::mem::size_of::<MatvecParams>() as u64) },
+                                wgpu::BindGroupEntry { binding: 1, resource: Self::binding(&x_buf, (x_blk.len() * 4) as u64) },
+                                wgpu::BindGroupEntry { binding: 2, resource: Self::binding(&z_buf, (z_blk.len() * 4) as u64) },
+                                wgpu::BindGroupEntry { binding: 3, resource: Self::binding(&v_buf, (v_blk.len() * 4) as u64) },
+                                wgpu::BindGroupEntry { binding: 4, resource: Self::binding(&y_buf, y_bytes) },
+                            ],
+                        });
+                        let mut encoder = self.device.create_command_encoder(&Default::default());
+                        {
+                            let mut pass = encoder.begin_compute_pass(&Default::default());
+                            pass.set_pipeline(&self.pipelines.kernel_matvec);
+                            pass.set_bind_group(0, &bind, &[]);
+                            pass.dispatch_workgroups(div_ceil(r1 - r0, MATVEC_ROWS) as u32, 1, 1);
+                        }
+                        if last {
+                            self.read_back(scratch, encoder, &y_buf, y_bytes, &mut |data| {
+                                for i in 0..(r1 - r0) {
+                                    for w in 0..width {
+                                        out[(r0 + i, w0 + w)] = T::from_f32_exact(data[i * width + w]);
+                                    }
+                                }
+                            })?;
+                        } else {
+                            self.queue.submit([encoder.finish()]);
+                        }
+                    }
+                }
+            }
+            Ok(())
+        })?;
+        Ok(out)
+    }
+}

@@ -1,0 +1,33 @@
+//! # gramian
+//!
+//! GPU-accelerated kernel methods with verified CPU fallbacks.
+//!
+//! The compute core builds kernel and Gram matrices and runs matrix products
+//! on a [`Device`]: WGSL compute shaders through `wgpu` (`f32`) on a GPU, or
+//! multi-threaded Rust (`f32`/`f64`) on the CPU. [`Device::auto`] picks a
+//! hardware GPU when one exists and otherwise the CPU.
+//!
+//! ```
+//! use gramian::{Device, Kernel};
+//! use nalgebra::DMatrix;
+//!
+//! let x = DMatrix::<f64>::from_fn(5, 3, |i, j| (i + 2 * j) as f64 * 0.1);
+//! let z = DMatrix::<f64>::from_fn(4, 3, |i, j| (i * j) as f64 * 0.2);
+//! let k = Device::cpu().kernel_matrix(&Kernel::rbf(0.5)?, &x, &z)?;
+//! assert_eq!(k.shape(), (5, 4));
+//! # Ok::<(), gramian::ComputeError>(())
+//! ```
+
+#![warn(missing_docs)]
+
+pub mod device;
+pub mod error;
+pub mod gpu;
+pub mod kernel;
+pub mod linalg;
+
+pub use device::Device;
+pub use error::ComputeError;
+pub use gpu::{GpuContext, GpuOptions, MatrixProduct};
+pub use kernel::Kernel;
+pub use linalg::Real;

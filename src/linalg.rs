@@ -1,0 +1,239 @@
+//! CPU linear algebra: the scalar trait, input validation, dense matrix
+//! products and the symmetric eigendecomposition.
+//!
+//! Public data types are `nalgebra` matrices (column-major). Heavy kernels
+//! (matrix products, eigendecompositions) run through `faer`, which is
+//! multi-threaded and several times faster than nalgebra's own routines at the
+//! sizes the methods use; `faer` sees our matrices through zero-copy views of
+//! their column-major storage.
+
+use faer::{Accum, MatMut, MatRef, Par, Side};
+use nalgebra::{DMatrix, DVector};
+
+use crate::error::{ComputeError, Result};
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for f32 {}
+    impl Sealed for f64 {}
+}
+
+/// A floating-point scalar the CPU path computes in: `f32` or `f64`.
+///
+/// The GPU path always computes in `f32` and converts at the boundary.
+pub trait Real:
+    nalgebra::RealField + Copy + Send + Sync + bytemuck::Pod + std::fmt::Debug + sealed::Sealed
+{
+    /// Converts from `f64` (rounding for `f32`).
+    fn from_f64_lossy(x: f64) -> Self;
+    /// Converts to `f64`.
+    fn to_f64_exact(self) -> f64;
+    /// Converts to `f32` (rounding for `f64`).
+    fn to_f32_lossy(self) -> f32;
+    /// Converts from `f32`.
+    fn from_f32_exact(x: f32) -> Self;
+    /// `dst = beta_keep * dst + lhs * rhs` through faer, with
+    /// `lhs`, `rhs` possibly transposed views.
+    #[doc(hidden)]
+    fn faer_matmul(dst: MatMut<'_, Self>, accumulate: bool, lhs: MatRef<'_, Self>, rhs: MatRef<'_, Self>);
+}
+
+macro_rules! impl_real {
+    ($t:ty) => {
+        impl Real for $t {
+            #[inline]
+            fn from_f64_lossy(x: f64) -> Self {
+                x as $t
+            }
+            #[inline]
+            fn to_f64_exact(self) -> f64 {
+                self as f64
+            }
+            #[inline]
+            fn to_f32_lossy(self) -> f32 {
+                self as f32
+            }
+            #[inline]
+            fn from_f32_exact(x: f32) -> Self {
+                x as $t
+            }
+            fn faer_matmul(dst: MatMut<'_, Self>, accumulate: bool, lhs: MatRef<'_, Self>, rhs: MatRef<'_, Self>) {
+                let beta = if accumulate { Accum::Add } else { Accum::Replace };
+                let work = dst.nrows() * dst.ncols() * lhs.ncols().max(1);
+                let par = if work < 64 * 64 * 64 { Par::Seq } else { Par::rayon(0) };
+                faer::linalg::matmul::matmul(dst, beta, lhs, rhs, 1.0 as $t, par);
+            }
+        }
+    };
+}
+impl_real!(f32);
+impl_real!(f64);
+
+/// Read-only faer view of a nalgebra matrix (no copy).
+pub fn faer_ref<T: Real>(m: &DMatrix<T>) -> MatRef<'_, T> {
+    MatRef::from_column_major_slice(m.as_slice(), m.nrows(), m.ncols())
+}
+
+/// Mutable faer view of a nalgebra matrix (no copy).
+pub fn faer_mut<T: Real>(m: &mut DMatrix<T>) -> MatMut<'_, T> {
+    let (r, c) = m.shape();
+    MatMut::from_column_major_slice_mut(m.as_mut_slice(), r, c)
+}
+
+/// Fails with [`ComputeError::Empty`] if `m` has no rows or no columns.
+pub fn check_nonempty<T: Real>(what: &'static str, m: &DMatrix<T>) -> Result<()> {
+    if m.nrows() == 0 || m.ncols() == 0 {
+        return Err(ComputeError::Empty { what, rows: m.nrows(), cols: m.ncols() });
+    }
+    Ok(())
+}
+
+/// Fails with [`ComputeError::NonFinite`] at the first NaN or infinite entry.
+pub fn check_finite<T: Real>(what: &'static str, m: &DMatrix<T>) -> Result<()> {
+    let rows = m.nrows().max(1);
+    if let Some(pos) = m.as_slice().iter().position(|v| !v.is_finite()) {
+        return Err(ComputeError::NonFinite { what, row: pos % rows, col: pos / rows });
+    }
+    Ok(())
+}
+
+/// [`check_nonempty`] and [`check_finite`] together: what every input matrix needs.
+pub fn check_matrix<T: Real>(what: &'static str, m: &DMatrix<T>) -> Result<()> {
+    check_nonempty(what, m)?;
+    check_finite(what, m)
+}
+
+/// Fails with [`ComputeError::DimensionMismatch`] unless `expected == found`.
+pub fn check_dim(what: &'static str, expected: usize, found: usize) -> Result<()> {
+    if expected != found {
+        return Err(ComputeError::DimensionMismatch { what, expected, found });
+    }
+    Ok(())
+}
+
+/// `A B` (A: n x k, B: k x m), multi-threaded.
+pub fn matmul<T: Real>(a: &DMatrix<T>, b: &DMatrix<T>) -> DMatrix<T> {
+    assert_eq!(a.ncols(), b.nrows(), "matmul: inner dimensions");
+    let mut c = DMatrix::<T>::zeros(a.nrows(), b.ncols());
+    T::faer_matmul(faer_mut(&mut c), false, faer_ref(a), faer_ref(b));
+    c
+}
+
+/// `A B^T` (A: n x k, B: m x k), multi-threaded.
+pub fn matmul_nt<T: Real>(a: &DMatrix<T>, b: &DMatrix<T>) -> DMatrix<T> {
+    assert_eq!(a.ncols(), b.ncols(), "matmul_nt: inner dimensions");
+    let mut c = DMatrix::<T>::zeros(a.nrows(), b.nrows());
+    T::faer_matmul(faer_mut(&mut c), false, faer_ref(a), faer_ref(b).transpose());
+    c
+}
+
+/// `A^T B` (A: k x n, B: k x m), multi-threaded.
+pub fn matmul_tn<T: Real>(a: &DMatrix<T>, b: &DMatrix<T>) -> DMatrix<T> {
+    assert_eq!(a.nrows(), b.nrows(), "matmul_tn: inner dimensions");
+    let mut c = DMatrix::<T>::zeros(a.ncols(), b.ncols());
+    T::faer_matmul(faer_mut(&mut c), false, faer_ref(a).transpose(), faer_ref(b));
+    c
+}
+
+/// `C += A B` in place (A: n x k, B: k x m, C: n x m).
+pub fn matmul_acc<T: Real>(c: &mut DMatrix<T>, a: &DMatrix<T>, b: &DMatrix<T>) {
+    assert_eq!(a.ncols(), b.nrows(), "matmul_acc: inner dimensions");
+    assert_eq!((c.nrows(), c.ncols()), (a.nrows(), b.ncols()), "matmul_acc: output shape");
+    T::faer_matmul(faer_mut(c), true, faer_ref(a), faer_ref(b));
+}
+
+/// Eigendecomposition of a symmetric matrix, eigenvalues in ascending order.
+#[derive(Debug, Clone)]
+pub struct SymmetricEigen {
+    /// Eigenvalues, ascending.
+    pub eigenvalues: DVector<f64>,
+    /// Orthonormal eigenvectors, one per column, in the order of `eigenvalues`.
+    pub eigenvectors: DMatrix<f64>,
+}
+
+/// Symmetric eigendecomposition `A = U diag(s) U^T` (only the lower triangle
+/// of `a` is read), computed with faer's divide-and-conquer solver.
+///
+/// Errors: [`ComputeError::Empty`], [`ComputeError::DimensionMismatch`] for a
+/// non-square input, [`ComputeError::NonFinite`], and
+/// [`ComputeError::InvalidParameter`] if the iteration does not converge.
+pub fn symmetric_eigen(a: &DMatrix<f64>) -> Result<SymmetricEigen> {
+    check_matrix("symmetric matrix", a)?;
+    check_dim("symmetric matrix must be square", a.nrows(), a.ncols())?;
+    let n = a.nrows();
+    let evd = faer_ref(a)
+        .self_adjoint_eigen(Side::Lower)
+        .map_err(|e| ComputeError::InvalidParameter { name: "matrix", reason: format!("eigendecomposition failed: {e:?}") })?;
+    let s = evd.S();
+    let u = evd.U();
+    let eigenvalues = DVector::from_fn(n, |i, _| s[i]);
+    let eigenvectors = DMatrix::from_fn(n, n, |i, j| u[(i, j)]);
+    Ok(SymmetricEigen { eigenvalues, eigenvectors })
+}
+
+/// Eigenvalues only of a symmetric matrix (lower triangle read), ascending.
+pub fn symmetric_eigenvalues(a: &DMatrix<f64>) -> Result<DVector<f64>> {
+    check_matrix("symmetric matrix", a)?;
+    check_dim("symmetric matrix must be square", a.nrows(), a.ncols())?;
+    let vals = faer_ref(a)
+        .self_adjoint_eigenvalues(Side::Lower)
+        .map_err(|e| ComputeError::InvalidParameter { name: "matrix", reason: format!("eigendecomposition failed: {e:?}") })?;
+    Ok(DVector::from_vec(vals))
+}
+
+/// Relative Frobenius error `||A - B||_F / max(||B||_F, tiny)`.
+pub fn relative_frobenius_error<T: Real>(a: &DMatrix<T>, b: &DMatrix<T>) -> f64 {
+    assert_eq!(a.shape(), b.shape(), "relative_frobenius_error: shapes");
+    let mut num = 0.0f64;
+    let mut den = 0.0f64;
+    for (x, y) in a.iter().zip(b.iter()) {
+        let (x, y) = (x.to_f64_exact(), y.to_f64_exact());
+        num += (x - y) * (x - y);
+        den += y * y;
+    }
+    num.sqrt() / den.sqrt().max(f64::MIN_POSITIVE)
+}
+
+/// Converts a matrix between the two scalar types.
+pub fn convert<S: Real, T: Real>(m: &DMatrix<S>) -> DMatrix<T> {
+    m.map(|v| T::from_f64_lossy(v.to_f64_exact()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn matmul_variants_agree_with_nalgebra() {
+        let a = DMatrix::<f64>::from_fn(7, 5, |i, j| (i as f64 * 0.3 - j as f64 * 0.7).sin());
+        let b = DMatrix::<f64>::from_fn(5, 3, |i, j| (i as f64 + 2.0 * j as f64).cos());
+        let reference = &a * &b;
+        assert!(relative_frobenius_error(&matmul(&a, &b), &reference) < 1e-14);
+        assert!(relative_frobenius_error(&matmul_nt(&a, &b.transpose()), &reference) < 1e-14);
+        assert!(relative_frobenius_error(&matmul_tn(&a.transpose(), &b), &reference) < 1e-14);
+        let mut c = reference.clone();
+        matmul_acc(&mut c, &a, &b);
+        assert!(relative_frobenius_error(&c, &(&reference * 2.0)) < 1e-14);
+    }
+
+    #[test]
+    fn symmetric_eigen_reconstructs() {
+        let b = DMatrix::<f64>::from_fn(9, 9, |i, j| ((i * 9 + j) as f64 * 0.37).sin());
+        let a = &b + b.transpose();
+        let e = symmetric_eigen(&a).unwrap();
+        for w in e.eigenvalues.as_slice().windows(2) {
+            assert!(w[0] <= w[1]);
+        }
+        let rec = &e.eigenvectors * DMatrix::from_diagonal(&e.eigenvalues) * e.eigenvectors.transpose();
+        assert!(relative_frobenius_error(&rec, &a) < 1e-12);
+    }
+
+    #[test]
+    fn validation_errors() {
+        let empty = DMatrix::<f64>::zeros(0, 3);
+        assert!(matches!(check_matrix("x", &empty), Err(ComputeError::Empty { .. })));
+        let mut m = DMatrix::<f64>::zeros(2, 2);
+        m[(1, 0)] = f64::NAN;
+        assert_eq!(check_matrix("x", &m), Err(ComputeError::NonFinite { what: "x", row: 1, col: 0 }));
+    }
+}

@@ -1,0 +1,43 @@
+//! Shared helpers for integration tests.
+#![allow(dead_code)]
+
+use gramian::{Device, GpuOptions};
+use nalgebra::DMatrix;
+use rand::{rngs::StdRng, Rng, SeedableRng};
+
+/// Environment variable that makes GPU tests fail, not skip, without an adapter.
+pub const REQUIRE_GPU_ENV: &str = "GRAMIAN_REQUIRE_GPU";
+
+/// A GPU device (software adapters accepted) for tests. Without an adapter:
+/// panics when `GRAMIAN_REQUIRE_GPU=1`, otherwise prints a skip message and
+/// returns `None`.
+pub fn gpu_device(options: GpuOptions) -> Option<Device> {
+    let options = GpuOptions { allow_software: true, ..options };
+    match Device::gpu_with(&options) {
+        Ok(d) => Some(d),
+        Err(e) => {
+            if std::env::var(REQUIRE_GPU_ENV).as_deref() == Ok("1") {
+                panic!("{REQUIRE_GPU_ENV}=1 but no GPU adapter: {e}");
+            }
+            eprintln!("SKIPPED: no GPU adapter ({e}); set {REQUIRE_GPU_ENV}=1 to make this a failure");
+            None
+        }
+    }
+}
+
+/// Fresh random matrix with entries uniform in [-1, 1) (seeded from the
+/// test's own seed so failures reproduce).
+pub fn random_matrix(rng: &mut StdRng, rows: usize, cols: usize) -> DMatrix<f64> {
+    DMatrix::from_fn(rows, cols, |_, _| rng.random_range(-1.0..1.0))
+}
+
+/// A seeded RNG; the seed comes from the clock unless `GRAMIAN_TEST_SEED` is set,
+/// and is printed so a failure can be replayed.
+pub fn rng() -> StdRng {
+    let seed = std::env::var("GRAMIAN_TEST_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64);
+    eprintln!("test seed: {seed} (replay with GRAMIAN_TEST_SEED={seed})");
+    StdRng::seed_from_u64(seed)
+}
