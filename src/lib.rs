@@ -20,6 +20,7 @@
 
 #![warn(missing_docs)]
 
+pub mod datasets;
 pub mod device;
 pub mod error;
 pub mod gpu;

@@ -1,0 +1,248 @@
+//! Loading tabular data and the evaluation plumbing shared by the examples
+//! and reproductions: CSV files, splits, standardisation, metrics.
+//!
+//! The data sets of the papers live outside the repository (see
+//! `../shared/data/README.md` in the development tree); every loader takes a
+//! path and fails with [`DatasetError::Missing`] when the file is not there.
+
+use std::path::{Path, PathBuf};
+
+use nalgebra::{DMatrix, DVector};
+use rand::seq::SliceRandom;
+use rand::{rngs::StdRng, SeedableRng};
+use thiserror::Error;
+
+/// Errors while loading or splitting data.
+#[derive(Debug, Error)]
+pub enum DatasetError {
+    /// The file does not exist.
+    #[error("data file {0} not found (point the example at your copy of the data)")]
+    Missing(PathBuf),
+    /// The file could not be parsed.
+    #[error("cannot parse {path}: {reason}")]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// What went wrong.
+        reason: String,
+    },
+    /// Split fractions or sizes make no sense.
+    #[error("invalid split: {0}")]
+    InvalidSplit(String),
+}
+
+/// A table of numbers: features and the last column as target.
+#[derive(Debug, Clone)]
+pub struct Table {
+    /// Column names of the features (header row).
+    pub feature_names: Vec<String>,
+    /// Features, one sample per row.
+    pub features: DMatrix<f64>,
+    /// The last column (label or regression target).
+    pub target: DVector<f64>,
+}
+
+/// Reads a CSV file with a header row; every column must be numeric; the last
+/// column is returned as `target`, the others as `features`.
+pub fn read_csv_table(path: impl AsRef<Path>) -> Result<Table, DatasetError> {
+    let path = path.as_ref();
+    if !path.exists() {
+        return Err(DatasetError::Missing(path.to_path_buf()));
+    }
+    let parse_err = |reason: String| DatasetError::Parse { path: path.to_path_buf(), reason };
+    let mut reader = csv::Reader::from_path(path).map_err(|e| parse_err(e.to_string()))?;
+    let header: Vec<String> = reader.headers().map_err(|e| parse_err(e.to_string()))?.iter().map(str::to_string).collect();
+    if header.len() < 2 {
+        return Err(parse_err("need at least one feature column and a target column".into()));
+    }
+    let cols = header.len();
+    let mut values = Vec::new();
+    let mut rows = 0usize;
+    for (r, record) in reader.records().enumerate() {
+        let record = record.map_err(|e| parse_err(e.to_string()))?;
+        if record.len() != cols {
+            return Err(parse_err(format!("row {} has {} fields, header has {cols}", r + 1, record.len())));
+        }
+        for (c, field) in record.iter().enumerate() {
+            let v: f64 = field.trim().parse().map_err(|_| parse_err(format!("row {} column {c}: not a number: {field:?}", r + 1)))?;
+            values.push(v);
+        }
+        rows += 1;
+    }
+    if rows == 0 {
+        return Err(parse_err("no data rows".into()));
+    }
+    let all = DMatrix::from_row_slice(rows, cols, &values);
+    Ok(Table {
+        feature_names: header[..cols - 1].to_vec(),
+        features: all.columns(0, cols - 1).into_owned(),
+        target: all.column(cols - 1).into_owned(),
+    })
+}
+
+/// Rows `idx` of `m`, in that order.
+pub fn select_rows(m: &DMatrix<f64>, idx: &[usize]) -> DMatrix<f64> {
+    DMatrix::from_fn(idx.len(), m.ncols(), |i, j| m[(idx[i], j)])
+}
+
+/// Entries `idx` of `v`, in that order.
+pub fn select_entries(v: &DVector<f64>, idx: &[usize]) -> DVector<f64> {
+    DVector::from_fn(idx.len(), |i, _| v[idx[i]])
+}
+
+/// Index sets of a train/validation/test split.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Split {
+    /// Training rows.
+    pub train: Vec<usize>,
+    /// Validation rows.
+    pub validation: Vec<usize>,
+    /// Test rows.
+    pub test: Vec<usize>,
+}
+
+fn check_fractions(train: f64, validation: f64) -> Result<(), DatasetError> {
+    if !(train > 0.0 && validation >= 0.0 && train + validation < 1.0) {
+        return Err(DatasetError::InvalidSplit(format!("fractions train {train}, validation {validation} must be > 0, >= 0 and sum below 1")));
+    }
+    Ok(())
+}
+
+/// A random split of `n` rows: `train` and `validation` fractions, the rest test.
+pub fn random_split(n: usize, train: f64, validation: f64, seed: u64) -> Result<Split, DatasetError> {
+    check_fractions(train, validation)?;
+    let mut idx: Vec<usize> = (0..n).collect();
+    idx.shuffle(&mut StdRng::seed_from_u64(seed));
+    let n_train = (train * n as f64).round() as usize;
+    let n_val = (validation * n as f64).round() as usize;
+    if n_train == 0 || n_train + n_val >= n {
+        return Err(DatasetError::InvalidSplit(format!("{n} rows are too few for this split")));
+    }
+    Ok(Split { train: idx[..n_train].to_vec(), validation: idx[n_train..n_train + n_val].to_vec(), test: idx[n_train + n_val..].to_vec() })
+}
+
+/// A split stratified by class label: each class is split with the same
+/// fractions, so class proportions are kept in every part.
+pub fn stratified_split(labels: &[usize], train: f64, validation: f64, seed: u64) -> Result<Split, DatasetError> {
+    check_fractions(train, validation)?;
+    let mut rng = StdRng::seed_from_u64(seed);
+    let classes = labels.iter().copied().max().map_or(0, |m| m + 1);
+    let mut split = Split { train: Vec::new(), validation: Vec::new(), test: Vec::new() };
+    for c in 0..classes {
+        let mut idx: Vec<usize> = (0..labels.len()).filter(|&i| labels[i] == c).collect();
+        if idx.is_empty() {
+            continue;
+        }
+        idx.shuffle(&mut rng);
+        let n = idx.len();
+        let n_train = (train * n as f64).round() as usize;
+        let n_val = (validation * n as f64).round() as usize;
+        split.train.extend_from_slice(&idx[..n_train.min(n)]);
+        split.validation.extend_from_slice(&idx[n_train.min(n)..(n_train + n_val).min(n)]);
+        split.test.extend_from_slice(&idx[(n_train + n_val).min(n)..]);
+    }
+    for part in [&mut split.train, &mut split.validation, &mut split.test] {
+        part.shuffle(&mut rng);
+    }
+    Ok(split)
+}
+
+/// Per-column standardisation fitted on training data.
+#[derive(Debug, Clone)]
+pub struct Standardizer {
+    /// Column means of the training data.
+    pub mean: DVector<f64>,
+    /// Column standard deviations (1 for constant columns).
+    pub scale: DVector<f64>,
+}
+
+impl Standardizer {
+    /// Fits means and standard deviations on `train` (rows are samples).
+    pub fn fit(train: &DMatrix<f64>) -> Self {
+        let n = train.nrows().max(1) as f64;
+        let mean = DVector::from_fn(train.ncols(), |j, _| train.column(j).sum() / n);
+        let scale = DVector::from_fn(train.ncols(), |j, _| {
+            let var = train.column(j).iter().map(|v| (v - mean[j]).powi(2)).sum::<f64>() / n;
+            if var > 1e-24 { var.sqrt() } else { 1.0 }
+        });
+        Standardizer { mean, scale }
+    }
+
+    /// `(x - mean) / scale`, column by column.
+    pub fn transform(&self, x: &DMatrix<f64>) -> DMatrix<f64> {
+        DMatrix::from_fn(x.nrows(), x.ncols(), |i, j| (x[(i, j)] - self.mean[j]) / self.scale[j])
+    }
+}
+
+/// Macro-averaged F1 score over the classes present in `truth` or `predicted`.
+pub fn macro_f1(truth: &[usize], predicted: &[usize]) -> f64 {
+    assert_eq!(truth.len(), predicted.len(), "macro_f1: lengths");
+    let classes = truth.iter().chain(predicted).copied().max().map_or(0, |m| m + 1);
+    let mut total = 0.0;
+    let mut count = 0usize;
+    for c in 0..classes {
+        let tp = truth.iter().zip(predicted).filter(|(&t, &p)| t == c && p == c).count() as f64;
+        let fp = truth.iter().zip(predicted).filter(|(&t, &p)| t != c && p == c).count() as f64;
+        let fneg = truth.iter().zip(predicted).filter(|(&t, &p)| t == c && p != c).count() as f64;
+        if tp + fp + fneg == 0.0 {
+            continue;
+        }
+        total += 2.0 * tp / (2.0 * tp + fp + fneg);
+        count += 1;
+    }
+    if count == 0 { 0.0 } else { total / count as f64 }
+}
+
+/// Root mean squared error.
+pub fn rmse(truth: &DVector<f64>, predicted: &DVector<f64>) -> f64 {
+    assert_eq!(truth.len(), predicted.len(), "rmse: lengths");
+    ((truth - predicted).norm_squared() / truth.len().max(1) as f64).sqrt()
+}
+
+/// Mean and (population) standard deviation of a list of figures.
+pub fn mean_std(values: &[f64]) -> (f64, f64) {
+    let n = values.len().max(1) as f64;
+    let mean = values.iter().sum::<f64>() / n;
+    let var = values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / n;
+    (mean, var.sqrt())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stratified_split_keeps_proportions_and_partitions() {
+        let labels: Vec<usize> = (0..100).map(|i| i % 4).collect();
+        let s = stratified_split(&labels, 0.6, 0.2, 7).unwrap();
+        assert_eq!(s.train.len() + s.validation.len() + s.test.len(), 100);
+        let mut all: Vec<usize> = s.train.iter().chain(&s.validation).chain(&s.test).copied().collect();
+        all.sort();
+        assert_eq!(all, (0..100).collect::<Vec<_>>());
+        for c in 0..4 {
+            assert_eq!(s.train.iter().filter(|&&i| labels[i] == c).count(), 15);
+        }
+    }
+
+    #[test]
+    fn macro_f1_exact_small_case() {
+        // class 0: tp 1, fp 1, fn 0 -> 2/3; class 1: tp 1, fp 0, fn 1 -> 2/3.
+        assert!((macro_f1(&[0, 1, 1], &[0, 0, 1]) - 2.0 / 3.0).abs() < 1e-12);
+        assert_eq!(macro_f1(&[2, 1, 0], &[2, 1, 0]), 1.0);
+    }
+
+    #[test]
+    fn standardizer_centres_and_scales() {
+        let x = DMatrix::from_row_slice(3, 2, &[1.0, 5.0, 2.0, 5.0, 3.0, 5.0]);
+        let s = Standardizer::fit(&x);
+        let t = s.transform(&x);
+        assert!((t.column(0).sum()).abs() < 1e-12);
+        assert!((t.column(0).norm_squared() / 3.0 - 1.0).abs() < 1e-12);
+        assert!(t.column(1).iter().all(|&v| v == 0.0));
+    }
+
+    #[test]
+    fn missing_file_is_a_clear_error() {
+        assert!(matches!(read_csv_table("/nonexistent/x.csv"), Err(DatasetError::Missing(_))));
+    }
+}
