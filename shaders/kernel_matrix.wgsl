@@ -12,9 +12,9 @@
 //   splits a long depth into chunks and accumulates the statistic);
 // flags bit 1 (APPLY): apply f after accumulating (last chunk only).
 //
-// Each 16 x 16 workgroup computes a 64 x 64 tile of C, each invocation a
-// 4 x 4 block (rows ly + 16 r, columns lx + 16 c), staging 64 x 16 slices of
-// A and B in workgroup memory.
+// Each 16 x 16 workgroup computes a 128 x 128 tile of C, each invocation an
+// 8 x 8 block held in registers (rows ly + 16 r, columns lx + 16 q), staging
+// 128 x 16 slices of A and B in workgroup memory (16 KiB).
 
 struct Problem {
     rows: u32,
@@ -40,7 +40,8 @@ const KIND_SIGMOID: u32 = 4u;
 const FLAG_ACCUMULATE: u32 = 1u;
 const FLAG_APPLY: u32 = 2u;
 
-const TILE: u32 = 64u;
+const TILE: u32 = 128u;
+const RB: u32 = 8u;
 const KC: u32 = 16u;
 
 @group(0) @binding(0) var<storage, read> problems: array<Problem>;
@@ -48,8 +49,8 @@ const KC: u32 = 16u;
 @group(0) @binding(2) var<storage, read> b: array<f32>;
 @group(0) @binding(3) var<storage, read_write> c: array<f32>;
 
-var<workgroup> a_tile: array<array<f32, 64>, 16>;
-var<workgroup> b_tile: array<array<f32, 64>, 16>;
+var<workgroup> a_tile: array<array<f32, 128>, 16>;
+var<workgroup> b_tile: array<array<f32, 128>, 16>;
 
 fn kernel_of_statistic(p: Problem, s: f32) -> f32 {
     switch p.kind {
@@ -91,14 +92,14 @@ fn main(
     }
     let distance = p.kind == KIND_RBF || p.kind == KIND_LAPLACIAN;
 
-    var acc: array<f32, 16>;
-    for (var t = 0u; t < 16u; t++) {
+    var acc: array<f32, 64>;
+    for (var t = 0u; t < 64u; t++) {
         acc[t] = 0.0;
     }
 
     for (var k0 = 0u; k0 < p.depth; k0 += KC) {
-        // 256 invocations stage 64 x 16 values of A and of B, 4 each.
-        for (var t = 0u; t < 4u; t++) {
+        // 256 invocations stage 128 x 16 values of A and of B, 8 each.
+        for (var t = 0u; t < 8u; t++) {
             let e = li + t * 256u;
             let r = e / KC;
             let kk = e % KC;
@@ -120,20 +121,28 @@ fn main(
         // Zero padding beyond `depth` adds nothing to either statistic.
         if (distance) {
             for (var kk = 0u; kk < KC; kk++) {
-                for (var r = 0u; r < 4u; r++) {
+                var bv: array<f32, 8>;
+                for (var q = 0u; q < RB; q++) {
+                    bv[q] = b_tile[kk][lid.x + 16u * q];
+                }
+                for (var r = 0u; r < RB; r++) {
                     let av = a_tile[kk][lid.y + 16u * r];
-                    for (var q = 0u; q < 4u; q++) {
-                        let diff = av - b_tile[kk][lid.x + 16u * q];
-                        acc[r * 4u + q] = fma(diff, diff, acc[r * 4u + q]);
+                    for (var q = 0u; q < RB; q++) {
+                        let diff = av - bv[q];
+                        acc[r * RB + q] = fma(diff, diff, acc[r * RB + q]);
                     }
                 }
             }
         } else {
             for (var kk = 0u; kk < KC; kk++) {
-                for (var r = 0u; r < 4u; r++) {
+                var bv: array<f32, 8>;
+                for (var q = 0u; q < RB; q++) {
+                    bv[q] = b_tile[kk][lid.x + 16u * q];
+                }
+                for (var r = 0u; r < RB; r++) {
                     let av = a_tile[kk][lid.y + 16u * r];
-                    for (var q = 0u; q < 4u; q++) {
-                        acc[r * 4u + q] = fma(av, b_tile[kk][lid.x + 16u * q], acc[r * 4u + q]);
+                    for (var q = 0u; q < RB; q++) {
+                        acc[r * RB + q] = fma(av, bv[q], acc[r * RB + q]);
                     }
                 }
             }
@@ -141,18 +150,18 @@ fn main(
         workgroupBarrier();
     }
 
-    for (var r = 0u; r < 4u; r++) {
+    for (var r = 0u; r < RB; r++) {
         let gr = row0 + lid.y + 16u * r;
         if (gr >= p.rows) {
             continue;
         }
-        for (var q = 0u; q < 4u; q++) {
+        for (var q = 0u; q < RB; q++) {
             let gc = col0 + lid.x + 16u * q;
             if (gc >= p.cols) {
                 continue;
             }
             let idx = p.c_off + gr * p.cols + gc;
-            var s = acc[r * 4u + q];
+            var s = acc[r * RB + q];
             if ((p.flags & FLAG_ACCUMULATE) != 0u) {
                 s = s + c[idx];
             }

@@ -35,6 +35,8 @@ pub trait Real:
     /// `dst = beta_keep * dst + lhs * rhs` through faer, with
     /// `lhs`, `rhs` possibly transposed views.
     #[doc(hidden)]
+    fn faer_matmul_seq(dst: MatMut<'_, Self>, lhs: MatRef<'_, Self>, rhs: MatRef<'_, Self>);
+    #[doc(hidden)]
     fn faer_matmul(dst: MatMut<'_, Self>, accumulate: bool, lhs: MatRef<'_, Self>, rhs: MatRef<'_, Self>);
 }
 
@@ -56,6 +58,9 @@ macro_rules! impl_real {
             #[inline]
             fn from_f32_exact(x: f32) -> Self {
                 x as $t
+            }
+            fn faer_matmul_seq(dst: MatMut<'_, Self>, lhs: MatRef<'_, Self>, rhs: MatRef<'_, Self>) {
+                faer::linalg::matmul::matmul(dst, Accum::Replace, lhs, rhs, 1.0 as $t, Par::Seq);
             }
             fn faer_matmul(dst: MatMut<'_, Self>, accumulate: bool, lhs: MatRef<'_, Self>, rhs: MatRef<'_, Self>) {
                 let beta = if accumulate { Accum::Add } else { Accum::Replace };
@@ -166,6 +171,32 @@ pub fn matmul_tn<T: Real>(a: &DMatrix<T>, b: &DMatrix<T>) -> DMatrix<T> {
     c
 }
 
+/// `Phi^T Phi` for a tall Phi (n x d, n >> d): partial Grams of row blocks
+/// are computed in parallel and summed, which keeps both cores busy where a
+/// single product with a d x d output has too little parallelism.
+pub fn gram_tall<T: Real>(phi: &DMatrix<T>) -> DMatrix<T> {
+    use rayon::prelude::*;
+    const BLOCK: usize = 4096;
+    let (n, d) = phi.shape();
+    if n <= BLOCK {
+        return matmul_tn(phi, phi);
+    }
+    let starts: Vec<usize> = (0..n).step_by(BLOCK).collect();
+    let zero = || DMatrix::<T>::zeros(d, d);
+    let g = starts
+        .par_iter()
+        .map(|&r0| {
+            let rows = BLOCK.min(n - r0);
+            let view = faer_ref(phi).subrows(r0, rows);
+            let mut part = zero();
+            T::faer_matmul_seq(faer_mut(&mut part), view.transpose(), view);
+            part
+        })
+        .reduce(zero, |a, b| a + b);
+    clear_upper_simd_state(true);
+    g
+}
+
 /// `C += A B` in place (A: n x k, B: k x m, C: n x m).
 pub fn matmul_acc<T: Real>(c: &mut DMatrix<T>, a: &DMatrix<T>, b: &DMatrix<T>) {
     assert_eq!(a.ncols(), b.nrows(), "matmul_acc: inner dimensions");
@@ -244,6 +275,8 @@ mod tests {
         assert!(relative_frobenius_error(&matmul(&a, &b), &reference) < 1e-14);
         assert!(relative_frobenius_error(&matmul_nt(&a, &b.transpose()), &reference) < 1e-14);
         assert!(relative_frobenius_error(&matmul_tn(&a.transpose(), &b), &reference) < 1e-14);
+        let tall = DMatrix::<f64>::from_fn(9000, 3, |i, j| ((i * 3 + j) as f64 * 0.01).sin());
+        assert!(relative_frobenius_error(&gram_tall(&tall), &(tall.transpose() * &tall)) < 1e-13);
         let mut c = reference.clone();
         matmul_acc(&mut c, &a, &b);
         assert!(relative_frobenius_error(&c, &(&reference * 2.0)) < 1e-14);
