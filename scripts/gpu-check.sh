@@ -10,20 +10,22 @@
 #      present, and print our GPU-resident throughput as a ratio of it.
 # Budget: a few minutes on an H200. Results also go to $OUT (default /tmp/gpu-check).
 #
-# Vulkan loader: if `ldconfig -p | grep libvulkan` finds nothing, bring the
-# Debian package along in .gl/ (apt-get download libvulkan1) and it is unpacked here.
+# Vulkan loader: where the image lacks it, bring Debian's packages along in
+# .gl/ (apt-get download libvulkan1 libegl1 libglvnd0 libopengl0 libgl1
+# libglx0 libgles2) and they are unpacked here.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/gpu-check}
 mkdir -p "$OUT"
 status=0
 
-if ! ldconfig -p | grep -q 'libvulkan.so.1'; then
+# NVIDIA's Vulkan ICD (libGLX_nvidia.so.0) needs the Vulkan loader and glvnd.
+if ! ldconfig -p | grep -q 'libvulkan.so.1' || ! ldconfig -p | grep -q 'libGLdispatch.so.0'; then
   if ls .gl/*.deb >/dev/null 2>&1; then
     for f in .gl/*.deb; do dpkg -x "$f" /; done
     ldconfig
   else
-    echo "no Vulkan loader (libvulkan.so.1) and no .gl/*.deb to unpack" >&2
+    echo "missing libvulkan1/libglvnd0 and no .gl/*.deb to unpack" >&2
   fi
 fi
 if [ -e /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json ] && [ -z "${VK_DRIVER_FILES:-}" ]; then
