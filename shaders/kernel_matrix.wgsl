@@ -2,8 +2,8 @@
 //
 // For every problem p of the batch (workgroup_id.z) it computes
 //     C_p[i, j] = f_p( s(a_i, b_j) )     (rows x cols, row-major at c_off)
-// where a_i is row i of A_p (rows x depth, row-major at a_off), b_j is row j
-// of B_p (cols x depth, row-major at b_off), s is the squared distance
+// where a_i is row i of A_p (rows x depth at a_off, row stride `stride`),
+// b_j is row j of B_p (cols x depth at b_off, the same stride), s is the squared distance
 // ||a_i - b_j||^2 (distance kernels) or the inner product <a_i, b_j>, and f
 // is the kernel function of `kernel.rs` (identity for the linear kernel, so
 // kind LINEAR is the plain product A B^T).
@@ -31,7 +31,7 @@ struct Problem {
     gamma: f32,
     coef0: f32,
     degree: u32,
-    _pad: u32,
+    stride: u32,
 }
 
 const KIND_LINEAR: u32 = 0u;
@@ -124,10 +124,10 @@ fn main(
             var bv = 0.0;
             if (gk < p.depth) {
                 if (row0 + r < p.rows) {
-                    av = a[p.a_off + (row0 + r) * p.depth + gk];
+                    av = a[p.a_off + (row0 + r) * p.stride + gk];
                 }
                 if (col0 + r < p.cols) {
-                    bv = b[p.b_off + (col0 + r) * p.depth + gk];
+                    bv = b[p.b_off + (col0 + r) * p.stride + gk];
                 }
             }
             a_tile[kk][r / 4u][r % 4u] = av;

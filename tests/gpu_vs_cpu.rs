@@ -217,6 +217,12 @@ fn long_reductions_are_complete() {
     let phi = random_matrix(&mut rng, 12000, 3);
     let err = relative_frobenius_error(&gpu.gram(&phi).unwrap(), &(phi.transpose() * &phi));
     assert!(err <= 1e-5, "gram over 12000 samples: error {err:e}");
+    // Split-K: a 130 x 70 output (2 x 1 tiles) over 9000 samples runs as
+    // depth chunks of one batched dispatch summed on the host.
+    let a = random_matrix(&mut rng, 9000, 130);
+    let b = random_matrix(&mut rng, 9000, 70);
+    let err = relative_frobenius_error(&gpu.matmul(&a, &b, MatrixProduct::AtB).unwrap(), &(a.transpose() * &b));
+    assert!(err <= 1e-5, "A^T B over 9000 samples: error {err:e}");
     // (A fused matvec shader returned wrong sums here on lavapipe from about
     // 50 passes of its point loop on; the tile-then-product path does not.)
     let x = random_matrix(&mut rng, 64, 4);

@@ -58,7 +58,9 @@ struct Problem {
     gamma: f32,
     coef0: f32,
     degree: u32,
-    _pad: u32,
+    /// Row stride of A and B (usually `depth`; larger when a problem reads a
+    /// depth slice of longer rows, as split-K does).
+    stride: u32,
 }
 
 /// The kernel as the shaders encode it.
@@ -96,7 +98,7 @@ impl KernelCode {
             gamma: self.gamma,
             coef0: self.coef0,
             degree: self.degree,
-            _pad: 0,
+            stride: depth as u32,
         }
     }
 }
@@ -328,19 +330,108 @@ impl GpuContext {
         Ok(())
     }
 
+    /// The full matrix `f(s(a_i, b_j))` (a.rows x b.rows) in the caller's type.
+    ///
+    /// The GPU computes the transposed problem, `f(s(b_j, a_i))` row-major,
+    /// which is the column-major layout of the result: read-back is a
+    /// contiguous copy per column instead of a strided scatter.
     fn statistic_matrix<T: Real>(&self, code: KernelCode, a: &RowMajor, b: &RowMajor) -> Result<DMatrix<T>> {
+        if let Some(out) = self.split_depth_product(code, a, b)? {
+            return Ok(out);
+        }
         let mut out = DMatrix::<T>::zeros(a.rows, b.rows);
+        let n = a.rows;
         self.checked(|| {
-            self.statistic_tiles(code, a, b, true, &mut |r0, c0, tr, tc, data| {
+            self.statistic_tiles(code, b, a, true, &mut |c0, r0, tc, tr, data| {
+                let dst = out.as_mut_slice();
                 for j in 0..tc {
-                    let mut col = out.column_mut(c0 + j);
-                    for i in 0..tr {
-                        col[r0 + i] = T::from_f32_exact(data[i * tc + j]);
+                    let col = &mut dst[(c0 + j) * n + r0..(c0 + j) * n + r0 + tr];
+                    for (o, &v) in col.iter_mut().zip(&data[j * tr..(j + 1) * tr]) {
+                        *o = T::from_f32_exact(v);
                     }
                 }
             })
         })?;
         Ok(out)
+    }
+
+    /// Split-K for products with a small output and a long inner dimension
+    /// (`Phi^T Phi` over many samples): the depth is cut into chunks that
+    /// run as separate problems of one batched dispatch, each writing its own
+    /// partial product, and the partials are summed on the host in `f64`.
+    /// A single (row, column) tile grid of a few workgroups would otherwise
+    /// leave most of a GPU idle. `None` when the shape does not call for it
+    /// or the operands do not fit one binding.
+    fn split_depth_product<T: Real>(&self, code: KernelCode, a: &RowMajor, b: &RowMajor) -> Result<Option<DMatrix<T>>> {
+        const MIN_CHUNK: usize = 2048;
+        const MAX_CHUNKS: usize = 256;
+        let (rows, cols, depth) = (a.rows, b.rows, a.cols);
+        let output_tiles = div_ceil(rows, TILE) * div_ceil(cols, TILE);
+        let elems = (self.max_binding_bytes / 4) as usize;
+        if code.kind != KernelCode::of(&Kernel::Linear).kind || output_tiles >= 32 || depth < 2 * MIN_CHUNK {
+            return Ok(None);
+        }
+        let chunks = (depth / MIN_CHUNK).min(MAX_CHUNKS).min(div_ceil(128, output_tiles)).min(self.max_workgroups as usize);
+        let chunk = div_ceil(depth, chunks);
+        let chunks = div_ceil(depth, chunk);
+        if a.data.len() > elems || b.data.len() > elems || chunks * rows * cols > elems || chunks < 2 {
+            return Ok(None);
+        }
+        // Transposed as in `statistic_matrix`: problem rows are b's rows.
+        let problems: Vec<Problem> = (0..chunks)
+            .map(|i| {
+                let k0 = i * chunk;
+                let k1 = (k0 + chunk).min(depth);
+                let mut p = code.problem(cols, rows, k1 - k0, [k0, k0, i * rows * cols], FLAG_APPLY);
+                p.stride = depth as u32;
+                p
+            })
+            .collect();
+        let mut partials = vec![0f32; chunks * rows * cols];
+        self.checked(|| self.dispatch_batch(&problems, &b.data, &a.data, rows.max(cols), &mut partials))?;
+        let mut sum = vec![0f64; rows * cols];
+        for part in partials.chunks_exact(rows * cols) {
+            for (s, &v) in sum.iter_mut().zip(part) {
+                *s += v as f64;
+            }
+        }
+        Ok(Some(DMatrix::from_iterator(rows, cols, sum.into_iter().map(T::from_f64_lossy))))
+    }
+
+    /// One dispatch of `problems` (batch index = workgroup z) over packed
+    /// operand buffers; the packed outputs are read back into `out`.
+    fn dispatch_batch(&self, problems: &[Problem], a_data: &[f32], b_data: &[f32], max_edge: usize, out: &mut [f32]) -> Result<()> {
+        let mut scratch = self.scratch.lock().map_err(|_| ComputeError::Gpu("scratch lock poisoned".into()))?;
+        let scratch = &mut *scratch;
+        let p_bytes = std::mem::size_of_val(problems) as u64;
+        let (a_bytes, b_bytes, c_bytes) = ((a_data.len() * 4) as u64, (b_data.len() * 4) as u64, (out.len() * 4) as u64);
+        let p_buf = self.scratch_buffer(scratch, SLOT_PROBLEMS, p_bytes);
+        let a_buf = self.scratch_buffer(scratch, SLOT_A, a_bytes);
+        let b_buf = self.scratch_buffer(scratch, SLOT_B, b_bytes);
+        let c_buf = self.scratch_buffer(scratch, SLOT_C, c_bytes);
+        self.queue.write_buffer(&p_buf, 0, bytemuck::cast_slice(problems));
+        self.queue.write_buffer(&a_buf, 0, bytemuck::cast_slice(a_data));
+        self.queue.write_buffer(&b_buf, 0, bytemuck::cast_slice(b_data));
+        let bind = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: Some("batched problems"),
+            layout: &self.pipelines.kernel_matrix.get_bind_group_layout(0),
+            entries: &[
+                wgpu::BindGroupEntry { binding: 0, resource: Self::binding(&p_buf, p_bytes) },
+                wgpu::BindGroupEntry { binding: 1, resource: Self::binding(&a_buf, a_bytes) },
+                wgpu::BindGroupEntry { binding: 2, resource: Self::binding(&b_buf, b_bytes) },
+                wgpu::BindGroupEntry { binding: 3, resource: Self::binding(&c_buf, c_bytes) },
+            ],
+        });
+        let max_rows = problems.iter().map(|p| p.rows as usize).max().unwrap_or(1).min(max_edge.max(1));
+        let max_cols = problems.iter().map(|p| p.cols as usize).max().unwrap_or(1);
+        let mut encoder = self.device.create_command_encoder(&Default::default());
+        {
+            let mut pass = encoder.begin_compute_pass(&Default::default());
+            pass.set_pipeline(&self.pipelines.kernel_matrix);
+            pass.set_bind_group(0, &bind, &[]);
+            pass.dispatch_workgroups(div_ceil(max_cols, TILE) as u32, div_ceil(max_rows, TILE) as u32, problems.len() as u32);
+        }
+        self.read_back(scratch, encoder, &c_buf, c_bytes, &mut |data| out.copy_from_slice(data))
     }
 
     /// `K(X, Z)` on the GPU (inputs validated by the caller).
@@ -408,54 +499,23 @@ impl GpuContext {
         if group.is_empty() {
             return Ok(());
         }
+        // Transposed problems (rows from B, columns from A) so that each
+        // packed output is its product in column-major order.
         let mut problems = Vec::with_capacity(group.len());
         let (mut a_data, mut b_data) = (Vec::new(), Vec::new());
         let mut c_len = 0usize;
-        let (mut max_rows, mut max_cols) = (1usize, 1usize);
         for (_, ra, rb) in group.iter() {
-            problems.push(code.problem(ra.rows, rb.rows, ra.cols, [a_data.len(), b_data.len(), c_len], FLAG_APPLY));
+            problems.push(code.problem(rb.rows, ra.rows, ra.cols, [b_data.len(), a_data.len(), c_len], FLAG_APPLY));
             a_data.extend_from_slice(&ra.data);
             b_data.extend_from_slice(&rb.data);
             c_len += ra.rows * rb.rows;
-            max_rows = max_rows.max(ra.rows);
-            max_cols = max_cols.max(rb.rows);
         }
         let mut packed = vec![0f32; c_len];
-        self.checked(|| {
-            let mut scratch = self.scratch.lock().map_err(|_| ComputeError::Gpu("scratch lock poisoned".into()))?;
-            let scratch = &mut *scratch;
-            let p_bytes = (problems.len() * std::mem::size_of::<Problem>()) as u64;
-            let (a_bytes, b_bytes, c_bytes) = ((a_data.len() * 4) as u64, (b_data.len() * 4) as u64, (c_len * 4) as u64);
-            let p_buf = self.scratch_buffer(scratch, SLOT_PROBLEMS, p_bytes);
-            let a_buf = self.scratch_buffer(scratch, SLOT_A, a_bytes);
-            let b_buf = self.scratch_buffer(scratch, SLOT_B, b_bytes);
-            let c_buf = self.scratch_buffer(scratch, SLOT_C, c_bytes);
-            self.queue.write_buffer(&p_buf, 0, bytemuck::cast_slice(&problems));
-            self.queue.write_buffer(&a_buf, 0, bytemuck::cast_slice(&a_data));
-            self.queue.write_buffer(&b_buf, 0, bytemuck::cast_slice(&b_data));
-            let bind = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
-                label: Some("batched product"),
-                layout: &self.pipelines.kernel_matrix.get_bind_group_layout(0),
-                entries: &[
-                    wgpu::BindGroupEntry { binding: 0, resource: Self::binding(&p_buf, p_bytes) },
-                    wgpu::BindGroupEntry { binding: 1, resource: Self::binding(&a_buf, a_bytes) },
-                    wgpu::BindGroupEntry { binding: 2, resource: Self::binding(&b_buf, b_bytes) },
-                    wgpu::BindGroupEntry { binding: 3, resource: Self::binding(&c_buf, c_bytes) },
-                ],
-            });
-            let mut encoder = self.device.create_command_encoder(&Default::default());
-            {
-                let mut pass = encoder.begin_compute_pass(&Default::default());
-                pass.set_pipeline(&self.pipelines.kernel_matrix);
-                pass.set_bind_group(0, &bind, &[]);
-                pass.dispatch_workgroups(div_ceil(max_cols, TILE) as u32, div_ceil(max_rows, TILE) as u32, problems.len() as u32);
-            }
-            self.read_back(scratch, encoder, &c_buf, c_bytes, &mut |data| packed.copy_from_slice(data))
-        })?;
+        self.checked(|| self.dispatch_batch(&problems, &b_data, &a_data, usize::MAX, &mut packed))?;
         let mut off = 0usize;
         for (idx, ra, rb) in group.drain(..) {
             let (r, c) = (ra.rows, rb.rows);
-            results[idx] = Some(DMatrix::from_fn(r, c, |i, j| T::from_f32_exact(packed[off + i * c + j])));
+            results[idx] = Some(DMatrix::from_iterator(r, c, packed[off..off + r * c].iter().map(|&v| T::from_f32_exact(v))));
             off += r * c;
         }
         Ok(())
