@@ -34,6 +34,9 @@ pub trait Real:
     fn from_f32_exact(x: f32) -> Self;
     /// `dst = beta_keep * dst + lhs * rhs` through faer, with
     /// `lhs`, `rhs` possibly transposed views.
+    /// `v <- exp(v)` for entries `v <= 0` (kernel values), in a form the
+    /// compiler vectorises: see [`exp_nonpositive_f64`].
+    fn exp_nonpositive_in_place(values: &mut [Self]);
     #[doc(hidden)]
     fn faer_matmul_seq(dst: MatMut<'_, Self>, lhs: MatRef<'_, Self>, rhs: MatRef<'_, Self>);
     #[doc(hidden)]
@@ -41,7 +44,7 @@ pub trait Real:
 }
 
 macro_rules! impl_real {
-    ($t:ty) => {
+    ($t:ty, $exp:ident) => {
         impl Real for $t {
             #[inline]
             fn from_f64_lossy(x: f64) -> Self {
@@ -59,6 +62,11 @@ macro_rules! impl_real {
             fn from_f32_exact(x: f32) -> Self {
                 x as $t
             }
+            fn exp_nonpositive_in_place(values: &mut [Self]) {
+                for v in values.iter_mut() {
+                    *v = $exp(*v);
+                }
+            }
             fn faer_matmul_seq(dst: MatMut<'_, Self>, lhs: MatRef<'_, Self>, rhs: MatRef<'_, Self>) {
                 faer::linalg::matmul::matmul(dst, Accum::Replace, lhs, rhs, 1.0 as $t, Par::Seq);
             }
@@ -72,8 +80,56 @@ macro_rules! impl_real {
         }
     };
 }
-impl_real!(f32);
-impl_real!(f64);
+impl_real!(f32, exp_nonpositive_f32);
+impl_real!(f64, exp_nonpositive_f64);
+
+/// `exp(x)` for `x <= 0`, written without branches or library calls so that
+/// loops over it vectorise (libm's `exp` is a scalar call per entry, and was
+/// most of the time of a CPU kernel matrix).
+///
+/// Range reduction `x = k ln2 + r`, `|r| <= ln2 / 2`, with `k` rounded by the
+/// 1.5 * 2^52 shifter whose low bits then hold `k` as an integer; `exp(r)` by
+/// its Taylor polynomial of degree 12 (truncation below 2e-16 relative);
+/// `2^k` assembled in the exponent bits. Relative error within a few ulp for
+/// `-708 <= x <= 0`; results below `exp(-708)` (where `2^k` would be
+/// subnormal) are returned as 0.
+#[inline(always)]
+pub fn exp_nonpositive_f64(x: f64) -> f64 {
+    const SHIFTER: f64 = 6755399441055744.0; // 1.5 * 2^52
+    const LN2_HI: f64 = 6.93147180369123816490e-01;
+    const LN2_LO: f64 = 1.90821492927058770002e-10;
+    let xc = x.clamp(-708.0, 0.0);
+    let kf = xc * std::f64::consts::LOG2_E + SHIFTER;
+    let k_bits = kf.to_bits();
+    let k = kf - SHIFTER;
+    let r = (xc - k * LN2_HI) - k * LN2_LO;
+    let mut p = 1.0 / 479001600.0;
+    for c in [1.0 / 39916800.0, 1.0 / 3628800.0, 1.0 / 362880.0, 1.0 / 40320.0, 1.0 / 5040.0, 1.0 / 720.0, 1.0 / 120.0, 1.0 / 24.0, 1.0 / 6.0, 0.5, 1.0, 1.0] {
+        p = p * r + c;
+    }
+    let scale = f64::from_bits(k_bits.wrapping_add(1023) << 52);
+    if x < -708.0 { 0.0 } else { p * scale }
+}
+
+/// `exp(x)` for `x <= 0` in `f32`, as [`exp_nonpositive_f64`] (degree-7
+/// polynomial, shifter 1.5 * 2^23); results below `exp(-87)` are 0.
+#[inline(always)]
+pub fn exp_nonpositive_f32(x: f32) -> f32 {
+    const SHIFTER: f32 = 12582912.0; // 1.5 * 2^23
+    const LN2_HI: f32 = 0.693_145_75;
+    const LN2_LO: f32 = 1.428_606_8e-6;
+    let xc = x.clamp(-87.0, 0.0);
+    let kf = xc * std::f32::consts::LOG2_E + SHIFTER;
+    let k_bits = kf.to_bits();
+    let k = kf - SHIFTER;
+    let r = (xc - k * LN2_HI) - k * LN2_LO;
+    let mut p = 1.0 / 5040.0;
+    for c in [1.0 / 720.0, 1.0 / 120.0, 1.0 / 24.0, 1.0 / 6.0, 0.5, 1.0, 1.0] {
+        p = p * r + c;
+    }
+    let scale = f32::from_bits(k_bits.wrapping_add(127) << 23);
+    if x < -87.0 { 0.0 } else { p * scale }
+}
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx")]
@@ -280,6 +336,30 @@ mod tests {
         let mut c = reference.clone();
         matmul_acc(&mut c, &a, &b);
         assert!(relative_frobenius_error(&c, &(&reference * 2.0)) < 1e-14);
+    }
+
+    #[test]
+    fn vectorisable_exp_is_accurate() {
+        let mut worst64 = 0.0f64;
+        let mut worst32 = 0.0f64;
+        for i in 0..200_001 {
+            let x = -(i as f64) * 708.0 / 200_000.0;
+            let exact = x.exp();
+            worst64 = worst64.max(((exp_nonpositive_f64(x) - exact) / exact).abs());
+            if x >= -87.0 {
+                let x32 = x as f32;
+                let e32 = (x32 as f64).exp();
+                worst32 = worst32.max(((exp_nonpositive_f32(x32) as f64 - e32) / e32).abs());
+            }
+        }
+        assert!(worst64 < 1e-15, "f64 relative error {worst64:e}");
+        assert!(worst32 < 5e-7, "f32 relative error {worst32:e}");
+        assert_eq!(exp_nonpositive_f64(0.0), 1.0);
+        assert_eq!(exp_nonpositive_f64(-1000.0), 0.0);
+        assert_eq!(exp_nonpositive_f32(-100.0), 0.0);
+        let mut v = vec![-0.5f64, -3.0];
+        f64::exp_nonpositive_in_place(&mut v);
+        assert!((v[0] - (-0.5f64).exp()).abs() < 1e-16 && (v[1] - (-3.0f64).exp()).abs() < 1e-16);
     }
 
     #[test]
