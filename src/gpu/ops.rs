@@ -203,8 +203,22 @@ impl GpuContext {
         buf
     }
 
-    fn binding(buffer: &wgpu::Buffer, bytes: u64) -> wgpu::BindingResource<'_> {
-        wgpu::BindingResource::Buffer(wgpu::BufferBinding { buffer, offset: 0, size: NonZeroU64::new(bytes.max(4)) })
+    /// Bind group of `kernel_matrix.wgsl`: problems, A, B, C, each a
+    /// `(buffer, byte offset, byte length)` range.
+    fn kernel_matrix_bind_group(&self, label: &str, ranges: [(&wgpu::Buffer, u64, u64); 4]) -> wgpu::BindGroup {
+        let entries: Vec<wgpu::BindGroupEntry<'_>> = ranges
+            .iter()
+            .enumerate()
+            .map(|(i, &(buffer, offset, bytes))| wgpu::BindGroupEntry {
+                binding: i as u32,
+                resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding { buffer, offset, size: NonZeroU64::new(bytes.max(4)) }),
+            })
+            .collect();
+        self.device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: Some(label),
+            layout: &self.pipelines.kernel_matrix.get_bind_group_layout(0),
+            entries: &entries,
+        })
     }
 
     /// Copies `bytes` of the C slot into the staging slot, waits, and hands
@@ -297,16 +311,7 @@ impl GpuContext {
                     self.queue.write_buffer(&p_buf, 0, bytemuck::bytes_of(&problem));
                     self.queue.write_buffer(&a_buf, 0, bytemuck::cast_slice(&a_blk));
                     self.queue.write_buffer(&b_buf, 0, bytemuck::cast_slice(&b_blk));
-                    let bind = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
-                        label: Some("kernel_matrix"),
-                        layout: &self.pipelines.kernel_matrix.get_bind_group_layout(0),
-                        entries: &[
-                            wgpu::BindGroupEntry { binding: 0, resource: Self::binding(&p_buf, std::mem::size_of::<Problem>() as u64) },
-                            wgpu::BindGroupEntry { binding: 1, resource: Self::binding(&a_buf, (a_blk.len() * 4) as u64) },
-                            wgpu::BindGroupEntry { binding: 2, resource: Self::binding(&b_buf, (b_blk.len() * 4) as u64) },
-                            wgpu::BindGroupEntry { binding: 3, resource: Self::binding(&c_buf, c_bytes) },
-                        ],
-                    });
+                    let bind = self.kernel_matrix_bind_group("kernel_matrix", [(&p_buf, 0, std::mem::size_of::<Problem>() as u64), (&a_buf, 0, (a_blk.len() * 4) as u64), (&b_buf, 0, (b_blk.len() * 4) as u64), (&c_buf, 0, c_bytes)]);
                     let mut encoder = self.device.create_command_encoder(&Default::default());
                     {
                         let mut pass = encoder.begin_compute_pass(&Default::default());
@@ -412,16 +417,7 @@ impl GpuContext {
         self.queue.write_buffer(&p_buf, 0, bytemuck::cast_slice(problems));
         self.queue.write_buffer(&a_buf, 0, bytemuck::cast_slice(a_data));
         self.queue.write_buffer(&b_buf, 0, bytemuck::cast_slice(b_data));
-        let bind = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
-            label: Some("batched problems"),
-            layout: &self.pipelines.kernel_matrix.get_bind_group_layout(0),
-            entries: &[
-                wgpu::BindGroupEntry { binding: 0, resource: Self::binding(&p_buf, p_bytes) },
-                wgpu::BindGroupEntry { binding: 1, resource: Self::binding(&a_buf, a_bytes) },
-                wgpu::BindGroupEntry { binding: 2, resource: Self::binding(&b_buf, b_bytes) },
-                wgpu::BindGroupEntry { binding: 3, resource: Self::binding(&c_buf, c_bytes) },
-            ],
-        });
+        let bind = self.kernel_matrix_bind_group("batched problems", [(&p_buf, 0, p_bytes), (&a_buf, 0, a_bytes), (&b_buf, 0, b_bytes), (&c_buf, 0, c_bytes)]);
         let max_rows = problems.iter().map(|p| p.rows as usize).max().unwrap_or(1).min(max_edge.max(1));
         let max_cols = problems.iter().map(|p| p.cols as usize).max().unwrap_or(1);
         let mut encoder = self.device.create_command_encoder(&Default::default());
@@ -547,7 +543,6 @@ impl GpuContext {
         self.checked(|| {
             let mut scratch = self.scratch.lock().map_err(|_| ComputeError::Gpu("scratch lock poisoned".into()))?;
             let scratch = &mut *scratch;
-            let layout = self.pipelines.kernel_matrix.get_bind_group_layout(0);
             for r0 in (0..n).step_by(br) {
                 let r1 = (r0 + br).min(n);
                 let x_blk = xr.block(r0, r1, 0, d);
@@ -572,27 +567,8 @@ impl GpuContext {
                     self.queue.write_buffer(&p_buf, align as u64, bytemuck::bytes_of(&product));
                     self.queue.write_buffer(&z_buf, 0, bytemuck::cast_slice(&z_blk));
                     self.queue.write_buffer(&v_buf, 0, bytemuck::cast_slice(&v_blk));
-                    let problem_at = |offset: u64| wgpu::BindingResource::Buffer(wgpu::BufferBinding { buffer: &p_buf, offset, size: NonZeroU64::new(problem_bytes) });
-                    let tile_bind = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
-                        label: Some("kernel_matvec tile"),
-                        layout: &layout,
-                        entries: &[
-                            wgpu::BindGroupEntry { binding: 0, resource: problem_at(0) },
-                            wgpu::BindGroupEntry { binding: 1, resource: Self::binding(&x_buf, (x_blk.len() * 4) as u64) },
-                            wgpu::BindGroupEntry { binding: 2, resource: Self::binding(&z_buf, (z_blk.len() * 4) as u64) },
-                            wgpu::BindGroupEntry { binding: 3, resource: Self::binding(&k_buf, k_bytes) },
-                        ],
-                    });
-                    let product_bind = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
-                        label: Some("kernel_matvec product"),
-                        layout: &layout,
-                        entries: &[
-                            wgpu::BindGroupEntry { binding: 0, resource: problem_at(align as u64) },
-                            wgpu::BindGroupEntry { binding: 1, resource: Self::binding(&k_buf, k_bytes) },
-                            wgpu::BindGroupEntry { binding: 2, resource: Self::binding(&v_buf, (v_blk.len() * 4) as u64) },
-                            wgpu::BindGroupEntry { binding: 3, resource: Self::binding(&y_buf, y_bytes) },
-                        ],
-                    });
+                    let tile_bind = self.kernel_matrix_bind_group("kernel_matvec tile", [(&p_buf, 0, problem_bytes), (&x_buf, 0, (x_blk.len() * 4) as u64), (&z_buf, 0, (z_blk.len() * 4) as u64), (&k_buf, 0, k_bytes)]);
+                    let product_bind = self.kernel_matrix_bind_group("kernel_matvec product", [(&p_buf, align as u64, problem_bytes), (&k_buf, 0, k_bytes), (&v_buf, 0, (v_blk.len() * 4) as u64), (&y_buf, 0, y_bytes)]);
                     let mut encoder = self.device.create_command_encoder(&Default::default());
                     {
                         let mut pass = encoder.begin_compute_pass(&Default::default());
