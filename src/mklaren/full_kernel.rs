@@ -17,7 +17,8 @@ pub enum KernelCombination {
     Uniform,
     /// `mu_q ~ a_q / ||K_q^c||_F`: each kernel's own alignment with `y y^T` (`align`).
     Align,
-    /// `mu = M^{-1} a / ||M^{-1} a||`, `M_kl = <K_k^c, K_l^c>_F` (`alignf`).
+    /// `mu = M^{-1} a / ||M^{-1} a||`, `M_kl = <K_k^c, K_l^c>_F` (`alignf`;
+    /// `M^{-1}` is the pseudo-inverse when similar kernels make `M` singular).
     Alignf,
     /// `mu = v / ||v||`, `v = argmin_{v >= 0} v^T M v - 2 v^T a` (`alignfc`),
     /// solved by cyclic coordinate descent.
@@ -98,7 +99,7 @@ pub(crate) fn alignment_weights(combination: KernelCombination, matrices: &[DMat
     let mu = match combination {
         KernelCombination::Uniform => unreachable!("handled above"),
         KernelCombination::Align => DVector::from_fn(p, |q, _| if m[(q, q)] > 0.0 { a[q] / m[(q, q)].sqrt() } else { 0.0 }),
-        KernelCombination::Alignf => m.clone().cholesky().ok_or(MklarenError::Singular("alignment matrix M"))?.solve(&a),
+        KernelCombination::Alignf => pseudo_inverse_solve(&m, &a)?,
         KernelCombination::Alignfc => nonnegative_quadratic(&m, &a)?,
     };
     let norm = mu.norm();
@@ -106,6 +107,20 @@ pub(crate) fn alignment_weights(combination: KernelCombination, matrices: &[DMat
         return Err(MklarenError::Singular("kernel weights are zero (no kernel is aligned with y)"));
     }
     Ok(mu / norm)
+}
+
+/// `M^+ a` with eigenvalues of `M` below `1e-12 max` dropped.
+fn pseudo_inverse_solve(m: &DMatrix<f64>, a: &DVector<f64>) -> Result<DVector<f64>, MklarenError> {
+    let eig = crate::linalg::symmetric_eigen(m)?;
+    let top = eig.eigenvalues.amax();
+    let mut out = DVector::<f64>::zeros(a.len());
+    for (t, &s) in eig.eigenvalues.iter().enumerate() {
+        if s > 1e-12 * top {
+            let u = eig.eigenvectors.column(t);
+            out.axpy(u.dot(a) / s, &u, 1.0);
+        }
+    }
+    Ok(out)
 }
 
 /// `P K P` with `P = I - 1 1^T / n`.
