@@ -55,7 +55,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     if !dir.is_dir() {
         return Err(format!("data folder {} not found: pass the folder with {}.csv etc. as the first argument", dir.display(), DATASETS.join(".csv, ")).into());
     }
-    let device = Device::Cpu;
+    let device = Device::auto();
     let kernels: Vec<Kernel> = (-3..=3).map(|e| Kernel::rbf(2f64.powi(e))).collect::<Result<_, _>>()?;
     let p = kernels.len();
     println!("mklaren reproduction: {} kernels, delta = 10, {splits} splits, up to {max_rows} rows, device {}", p, device.describe());

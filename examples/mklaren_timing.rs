@@ -27,7 +27,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let max_n: usize = args.get(1).map(|s| s.parse()).transpose()?.unwrap_or(1_000_000);
     let d: usize = args.get(2).map(|s| s.parse()).transpose()?.unwrap_or(100);
     let max_full: usize = args.get(3).map(|s| s.parse()).transpose()?.unwrap_or(3162);
-    let device = Device::Cpu;
+    let device = Device::auto();
     let p = 10;
     let kernels: Vec<Kernel> = (0..p).map(|q| Kernel::rbf(2f64.powi(q as i32 - 5) / d as f64)).collect::<Result<_, _>>()?;
     let (rank, delta, lambda) = (30, 10, 0.1);

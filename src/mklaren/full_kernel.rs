@@ -21,7 +21,7 @@ pub enum KernelCombination {
     /// `M^{-1}` is the pseudo-inverse when similar kernels make `M` singular).
     Alignf,
     /// `mu = v / ||v||`, `v = argmin_{v >= 0} v^T M v - 2 v^T a` (`alignfc`),
-    /// solved by cyclic coordinate descent.
+    /// solved by the Lawson-Hanson active-set method.
     Alignfc,
 }
 
@@ -131,25 +131,52 @@ pub(crate) fn centre_kernel(k: &DMatrix<f64>) -> DMatrix<f64> {
     DMatrix::from_fn(k.nrows(), k.ncols(), |i, j| k[(i, j)] - row_means[i] - row_means[j] + total)
 }
 
-/// `argmin_{v >= 0} v^T M v - 2 v^T a` by cyclic coordinate descent
-/// (`M` positive semidefinite with a positive diagonal); converges to the
-/// KKT point: `(M v - a)_q = 0` where `v_q > 0` and `>= 0` where `v_q = 0`.
+/// `argmin_{v >= 0} v^T M v - 2 v^T a` by the active-set method of Lawson
+/// & Hanson (`M` positive semidefinite, p small); the result satisfies the
+/// KKT conditions `(M v - a)_q = 0` where `v_q > 0` and `>= 0` where `v_q = 0`.
 pub(crate) fn nonnegative_quadratic(m: &DMatrix<f64>, a: &DVector<f64>) -> Result<DVector<f64>, MklarenError> {
     let p = a.len();
     if (0..p).any(|q| !(m[(q, q)] > 0.0)) {
         return Err(MklarenError::Singular("alignment matrix M has a zero diagonal entry"));
     }
+    let tol = 1e-12 * (m.amax() + a.amax());
     let mut v = DVector::<f64>::zeros(p);
-    for _ in 0..10_000 {
-        let mut change = 0.0f64;
-        for q in 0..p {
-            let others: f64 = (0..p).filter(|&l| l != q).map(|l| m[(q, l)] * v[l]).sum();
-            let new = ((a[q] - others) / m[(q, q)]).max(0.0);
-            change = change.max((new - v[q]).abs());
-            v[q] = new;
+    let mut free = vec![false; p];
+    // Solution of the equality-constrained problem on the free set.
+    let solve_free = |free: &[bool]| -> Result<DVector<f64>, MklarenError> {
+        let idx: Vec<usize> = (0..p).filter(|&q| free[q]).collect();
+        let sub = DMatrix::from_fn(idx.len(), idx.len(), |i, j| m[(idx[i], idx[j])]);
+        let rhs = DVector::from_fn(idx.len(), |i, _| a[idx[i]]);
+        let sol = pseudo_inverse_solve(&sub, &rhs)?;
+        let mut out = DVector::<f64>::zeros(p);
+        for (i, &q) in idx.iter().enumerate() {
+            out[q] = sol[i];
         }
-        if change <= 1e-14 * v.amax().max(f64::MIN_POSITIVE) {
-            break;
+        Ok(out)
+    };
+    for _ in 0..10 * p + 10 {
+        let w = a - m * &v;
+        let Some(enter) = (0..p).filter(|&q| !free[q] && w[q] > tol).max_by(|&x, &y| w[x].total_cmp(&w[y])) else {
+            return Ok(v);
+        };
+        free[enter] = true;
+        loop {
+            let s = solve_free(&free)?;
+            if (0..p).filter(|&q| free[q]).all(|q| s[q] > tol) {
+                v = s;
+                break;
+            }
+            let mut alpha = 1.0f64;
+            for q in (0..p).filter(|&q| free[q] && s[q] <= tol) {
+                alpha = alpha.min(v[q] / (v[q] - s[q]));
+            }
+            v += (s - &v) * alpha;
+            for q in 0..p {
+                if free[q] && v[q] <= tol {
+                    free[q] = false;
+                    v[q] = 0.0;
+                }
+            }
         }
     }
     Ok(v)
@@ -188,5 +215,57 @@ impl FullKernelRidge {
             out.axpy(self.weights[q], &kv.column(0), 1.0);
         }
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn psd(p: usize, seed: u64) -> DMatrix<f64> {
+        use rand::{rngs::StdRng, Rng, SeedableRng};
+        let mut rng = StdRng::seed_from_u64(seed);
+        let b = DMatrix::from_fn(p, p + 2, |_, _| rng.random_range(-1.0..1.0));
+        &b * b.transpose()
+    }
+
+    #[test]
+    fn nonnegative_quadratic_satisfies_kkt() {
+        let m = psd(5, 4);
+        let a = DVector::from_fn(5, |i, _| (i as f64 * 1.3).cos());
+        assert!(m.clone().cholesky().is_some());
+        let v = nonnegative_quadratic(&m, &a).unwrap();
+        let grad = &m * &v - &a;
+        let mut at_bound = 0;
+        for q in 0..5 {
+            assert!(v[q] >= 0.0);
+            if v[q] > 1e-12 {
+                assert!(grad[q].abs() < 1e-8, "free coordinate {q}: gradient {}", grad[q]);
+            } else {
+                assert!(grad[q] > -1e-8, "bound coordinate {q}: gradient {}", grad[q]);
+                at_bound += 1;
+            }
+        }
+        assert!(at_bound > 0 && at_bound < 5, "the example should have an active bound ({at_bound})");
+    }
+
+    #[test]
+    fn alignf_weights_solve_the_alignment_system() {
+        let n = 12;
+        let x = DMatrix::from_fn(n, 2, |i, j| ((i * 5 + j) as f64 * 0.7).sin());
+        let y = DVector::from_fn(n, |i, _| (i as f64 * 0.9).cos());
+        let y = y.add_scalar(-y.mean());
+        let ks: Vec<DMatrix<f64>> = [0.3, 1.0, 3.0].iter().map(|&g| crate::kernel::kernel_matrix_cpu(&Kernel::rbf(g).unwrap(), &x, &x).unwrap()).collect();
+        let centred: Vec<DMatrix<f64>> = ks.iter().map(centre_kernel).collect();
+        for c in &centred {
+            assert!(c.row_sum().amax() < 1e-12 && c.column_sum().amax() < 1e-12);
+        }
+        let mu = alignment_weights(KernelCombination::Alignf, &ks, &y).unwrap();
+        let m = DMatrix::from_fn(3, 3, |k, l| centred[k].dot(&centred[l]));
+        let a = DVector::from_fn(3, |q, _| (&centred[q] * &y).dot(&y));
+        let lhs = &m * &mu;
+        let ratio = lhs.dot(&a) / a.norm_squared();
+        assert!((lhs - &a * ratio).norm() < 1e-8 * a.norm() * ratio.abs(), "M mu must be parallel to a");
+        assert!((mu.norm() - 1.0).abs() < 1e-12);
     }
 }

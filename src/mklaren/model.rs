@@ -172,8 +172,7 @@ impl MklarenParams {
         let mut kernel_weights = DVector::<f64>::zeros(kernels.len());
         for q in 0..kernels.len() {
             let mut contribution = DVector::<f64>::zeros(n);
-            for (l, s) in selected.iter().enumerate().filter(|(_, s)| s.kernel == q) {
-                let _ = s;
+            for (l, _) in selected.iter().enumerate().filter(|(_, s)| s.kernel == q) {
                 contribution.axpy(coefficients[l], &h.column(l).rows(0, n), 1.0);
             }
             kernel_weights[q] = contribution.norm();
