@@ -52,19 +52,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let csi = low(LowRankMethod::Csi { lookahead: delta, kappa: 0.5 })?;
         let mut full = Vec::new();
         for c in [KernelCombination::Uniform, KernelCombination::Align, KernelCombination::Alignf, KernelCombination::Alignfc] {
-            full.push(if n <= max_full {
-                match FullKernelRidgeParams::new(c).lambda(lambda).fit(&device, &kernels, &[&x], &y) {
-                    Ok(_) => String::new(),
-                    Err(e) => format!("err:{e}"),
-                }
+            full.push(if n > max_full {
+                "-".to_string()
             } else {
-                "-".into()
-            });
-            if n <= max_full && full.last().is_some_and(|s| s.is_empty()) {
                 let t = Instant::now();
-                FullKernelRidgeParams::new(c).lambda(lambda).fit(&device, &kernels, &[&x], &y)?;
-                *full.last_mut().unwrap() = format!("{:.3}", t.elapsed().as_secs_f64());
-            }
+                match FullKernelRidgeParams::new(c).lambda(lambda).fit(&device, &kernels, &[&x], &y) {
+                    Ok(_) => format!("{:.3}", t.elapsed().as_secs_f64()),
+                    Err(e) => {
+                        eprintln!("{c:?} at n = {n}: {e}");
+                        "error".to_string()
+                    }
+                }
+            });
         }
         println!("{n:>8} {mk:>9} {icd:>9} {ny:>9} {csi:>9} {:>9} {:>9} {:>9} {:>9} {peak:>10.0}", full[0], full[1], full[2], full[3]);
     }

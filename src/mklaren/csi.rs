@@ -6,7 +6,7 @@ use rayon::prelude::*;
 use super::columns::KernelColumns;
 use super::error::MklarenError;
 use super::icd::CholeskyState;
-use crate::linalg;
+use super::tall::{tall_mul, tall_tr_mul};
 
 /// Incomplete Cholesky decomposition of one kernel with pivots chosen by the
 /// CSI criterion of Bach & Jordan (2005): a convex combination of the
@@ -32,16 +32,16 @@ pub(crate) fn csi_decomposition(cols: &KernelColumns<'_>, y: &DVector<f64>, rank
             break;
         }
         let sum = DVector::from_fn(b.ncols(), |t, _| b.column(t).sum());
-        let btb = linalg::matmul_tn(&b, &b);
+        let btb = tall_tr_mul(&b, &b);
         let mut centred = &btb - &sum * sum.transpose() / n as f64;
         if !basis.is_empty() {
             let q = DMatrix::from_columns(&basis);
-            let qtb = linalg::matmul_tn(&q, &b);
-            centred -= linalg::matmul_tn(&qtb, &qtb);
+            let qtb = tall_tr_mul(&q, &b);
+            centred -= qtb.transpose() * &qtb;
         }
         let v = b.tr_mul(&residual) - &sum * (residual.sum() / n as f64);
-        let b_btb = linalg::matmul(&b, &btb);
-        let b_centred = linalg::matmul(&b, &centred);
+        let b_btb = tall_mul(&b, &btb);
+        let b_centred = tall_mul(&b, &centred);
         let bv = &b * &v;
         let trace: f64 = state.diag.iter().sum();
         let rss = residual.norm_squared().max(f64::MIN_POSITIVE);

@@ -47,12 +47,13 @@ impl FullKernelRidgeParams {
     /// Builds every kernel matrix on `device` (O(p n^2) memory), computes the
     /// weights `mu` (rescaled so that `sum |mu_q| = p`, which leaves the
     /// uniform sum unchanged and keeps `lambda` comparable), and solves
-    /// `(sum_q mu_q K_q + lambda I) alpha = y - mean(y)` by Cholesky.
+    /// `(sum_q mu_q K_q + lambda I) alpha = y - mean(y)` by Cholesky (by
+    /// pivoted LBL^T when negative alignf weights make it indefinite).
     ///
     /// Errors: lambda < 0, inputs that disagree on n, NaN/Inf, constant
     /// target, [`MklarenError::Singular`] when the system is not positive
-    /// definite (e.g. `lambda = 0` on a rank-deficient kernel sum, or negative
-    /// alignf weights) or `M` is singular.
+    /// definite (e.g. `lambda = 0` on a rank-deficient kernel sum) or, with
+    /// negative alignf weights, singular.
     pub fn fit(&self, device: &Device, kernels: &[Kernel], inputs: &[&DMatrix<f64>], y: &DVector<f64>) -> Result<FullKernelRidge, MklarenError> {
         let xs = inputs_per_kernel(kernels, inputs, None)?;
         check_lambda(self.lambda)?;
@@ -72,9 +73,20 @@ impl FullKernelRidgeParams {
         for i in 0..n {
             system[(i, i)] += self.lambda;
         }
-        let llt = faer_ref(&system).llt(faer::Side::Lower).map_err(|_| MklarenError::Singular("K_mu + lambda I is not positive definite"))?;
         let mut alpha = DMatrix::from_column_slice(n, 1, yc.as_slice());
-        faer::prelude::Solve::solve_in_place(&llt, faer_mut(&mut alpha));
+        match faer_ref(&system).llt(faer::Side::Lower) {
+            Ok(llt) => faer::prelude::Solve::solve_in_place(&llt, faer_mut(&mut alpha)),
+            // Negative alignf weights can make the combination indefinite:
+            // the system is still solvable, by symmetric pivoted LBL^T.
+            Err(_) if weights.iter().any(|&w| w < 0.0) => {
+                faer::prelude::Solve::solve_in_place(&faer_ref(&system).lblt(faer::Side::Lower), faer_mut(&mut alpha));
+                let residual = (&system * &alpha - DMatrix::from_column_slice(n, 1, yc.as_slice())).norm();
+                if !(residual <= 1e-8 * yc.norm()) {
+                    return Err(MklarenError::Singular("K_mu + lambda I (indefinite alignf combination) is singular"));
+                }
+            }
+            Err(_) => return Err(MklarenError::Singular("K_mu + lambda I is not positive definite")),
+        }
         let dual = alpha.column(0).into_owned();
         Ok(FullKernelRidge { kernels: kernels.to_vec(), training_inputs: xs.iter().map(|x| (*x).clone()).collect(), weights, dual, target_mean })
     }

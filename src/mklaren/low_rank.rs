@@ -89,7 +89,7 @@ impl LowRankRidgeParams {
                     (f.factor().clone(), f.transform().clone())
                 }
                 LowRankMethod::Csi { lookahead, kappa } => {
-                    let cols = KernelColumns::new(device, *kernel, xs[q])?;
+                    let cols = KernelColumns::new(device, *kernel, xs[q])?.with_cache(lookahead + 1);
                     let state = csi_decomposition(&cols, &yc, self.rank_per_kernel, lookahead, kappa)?;
                     (state.factor(), state.transform(*kernel, xs[q]))
                 }

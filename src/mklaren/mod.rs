@@ -30,6 +30,7 @@ mod full_kernel;
 mod icd;
 mod low_rank;
 mod model;
+mod tall;
 
 pub use columns::KernelColumns;
 pub use error::MklarenError;

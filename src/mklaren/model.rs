@@ -8,8 +8,9 @@ use rayon::prelude::*;
 use super::columns::KernelColumns;
 use super::error::MklarenError;
 use super::icd::{argmax, CholeskyState, FactorTransform};
+use super::tall::{tall_mul, tall_tr_mul};
 use super::{centred_target, check_lambda, inputs_per_kernel};
-use crate::linalg::{self, faer_mut, faer_ref};
+use crate::linalg::{faer_mut, faer_ref};
 use crate::{Device, Kernel};
 
 /// Parameters of mklaren: total rank K, look-ahead delta, ridge lambda.
@@ -75,7 +76,9 @@ impl MklarenParams {
     /// `t = 1` is the least-squares fit on the active columns.
     ///
     /// Kernel columns are computed on `device` (one column at a time; never a
-    /// full kernel matrix). Memory is O(n (K + p delta)).
+    /// full kernel matrix; the last delta + 1 columns of each kernel are
+    /// cached, since the look-ahead block is mostly recomputed on the same
+    /// pivots). Memory is O(n (d + K + p delta)).
     ///
     /// Errors: invalid parameters, rank above n, inputs that disagree on n,
     /// NaN/Inf inputs or target, constant target, and
@@ -92,7 +95,7 @@ impl MklarenParams {
 
         let mut states = Vec::with_capacity(kernels.len());
         for (q, kernel) in kernels.iter().enumerate() {
-            states.push(KernelState::new(KernelColumns::new(device, *kernel, xs[q])?, self.lookahead)?);
+            states.push(KernelState::new(KernelColumns::new(device, *kernel, xs[q])?.with_cache(self.lookahead + 1), self.lookahead)?);
         }
 
         let mut residual = DVector::<f64>::zeros(aug);
@@ -275,8 +278,8 @@ impl<'a> KernelState<'a> {
         let (b, _) = self.chol.lookahead(&self.cols, self.delta, self.tolerance)?;
         let n = b.nrows() as f64;
         let sum = DVector::from_fn(b.ncols(), |t, _| b.column(t).sum());
-        let m = linalg::matmul_tn(&b, &b) - &sum * sum.transpose() / n;
-        let bm = linalg::matmul(&b, &m);
+        let m = tall_tr_mul(&b, &b) - &sum * sum.transpose() / n;
+        let bm = tall_mul(&b, &m);
         let norm2: Vec<f64> = (0..b.nrows()).into_par_iter().map(|i| (0..b.ncols()).map(|t| bm[(i, t)] * b[(i, t)]).sum()).collect();
         let top = norm2.iter().fold(0.0f64, |a, &v| a.max(v));
         self.norm_floor = 1e-10 * top;
@@ -295,13 +298,13 @@ impl<'a> KernelState<'a> {
         if self.block.ncols() == 0 {
             return vec![None; n];
         }
-        let mut v = linalg::matmul_tn(&self.block, rd);
+        let mut v = tall_tr_mul(&self.block, rd);
         for j in 0..2 {
             for t in 0..v.nrows() {
                 v[(t, j)] -= self.block_sum[t] * sums[j] / n as f64;
             }
         }
-        let s = linalg::matmul(&self.block, &v);
+        let s = tall_mul(&self.block, &v);
         (0..n)
             .into_par_iter()
             .map(|i| {
