@@ -1,0 +1,71 @@
+//! Fit time against n: mklaren, the low-rank baselines (ICD, Nystrom, CSI)
+//! and the full-kernel methods (uniform, align, alignf, alignfc) as far as
+//! they are feasible, on synthetic data with p = 10 Gaussian kernels, total
+//! rank 30 (3 per kernel for the baselines), d = 100, delta = 10.
+//!
+//! Usage: `cargo run --example mklaren_timing [MAX_N] [D] [MAX_N_FULL]`
+//! (defaults 1000000, 100, 3162). Prints one row per n with seconds per fit
+//! and the process's peak resident memory after the mklaren fit.
+
+use std::time::Instant;
+
+use gramian::mklaren::{FullKernelRidgeParams, KernelCombination, LowRankMethod, LowRankRidgeParams, MklarenParams};
+use gramian::{Device, Kernel};
+use nalgebra::{DMatrix, DVector};
+use rand::{rngs::StdRng, Rng, SeedableRng};
+use rand_distr::StandardNormal;
+
+fn peak_memory_mb() -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| s.lines().find(|l| l.starts_with("VmHWM:")).and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok()))
+        .map_or(f64::NAN, |kb| kb / 1024.0)
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args: Vec<String> = std::env::args().collect();
+    let max_n: usize = args.get(1).map(|s| s.parse()).transpose()?.unwrap_or(1_000_000);
+    let d: usize = args.get(2).map(|s| s.parse()).transpose()?.unwrap_or(100);
+    let max_full: usize = args.get(3).map(|s| s.parse()).transpose()?.unwrap_or(3162);
+    let device = Device::auto();
+    let p = 10;
+    let kernels: Vec<Kernel> = (0..p).map(|q| Kernel::rbf(2f64.powi(q as i32 - 5) / d as f64)).collect::<Result<_, _>>()?;
+    let (rank, delta, lambda) = (30, 10, 0.1);
+    println!("p = {p} Gaussian kernels, d = {d}, mklaren rank {rank} (baselines {} per kernel), delta = {delta}, {}", rank / p, device.describe());
+    println!("{:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10}", "n", "mklaren", "icd", "nystrom", "csi", "uniform", "align", "alignf", "alignfc", "peak MB");
+    let mut rng = StdRng::seed_from_u64(1);
+    let w: Vec<f64> = (0..d).map(|_| rng.sample::<f64, _>(StandardNormal) / (d as f64).sqrt()).collect();
+    let sizes: Vec<usize> = (4..=12).map(|e| 10f64.powf(e as f64 / 2.0).round() as usize).filter(|&n| n <= max_n).collect();
+    for n in sizes {
+        let x = DMatrix::from_fn(n, d, |_, _| rng.sample::<f64, _>(StandardNormal));
+        let y = DVector::from_fn(n, |i, _| (0..d).map(|j| x[(i, j)] * w[j]).sum::<f64>().sin() + 0.1 * rng.sample::<f64, _>(StandardNormal));
+        let time = |f: &mut dyn FnMut() -> Result<(), gramian::mklaren::MklarenError>| -> Result<String, gramian::mklaren::MklarenError> {
+            let t = Instant::now();
+            f()?;
+            Ok(format!("{:.3}", t.elapsed().as_secs_f64()))
+        };
+        let mk = time(&mut || MklarenParams::new(rank).lookahead(delta).lambda(lambda).fit(&device, &kernels, &[&x], &y).map(|_| ()))?;
+        let peak = peak_memory_mb();
+        let low = |method| time(&mut || LowRankRidgeParams::new(method, rank / p).lambda(lambda).fit(&device, &kernels, &[&x], &y).map(|_| ()));
+        let icd = low(LowRankMethod::Icd)?;
+        let ny = low(LowRankMethod::Nystrom { seed: 0 })?;
+        let csi = low(LowRankMethod::Csi { lookahead: delta, kappa: 0.5 })?;
+        let mut full = Vec::new();
+        for c in [KernelCombination::Uniform, KernelCombination::Align, KernelCombination::Alignf, KernelCombination::Alignfc] {
+            full.push(if n > max_full {
+                "-".to_string()
+            } else {
+                let t = Instant::now();
+                match FullKernelRidgeParams::new(c).lambda(lambda).fit(&device, &kernels, &[&x], &y) {
+                    Ok(_) => format!("{:.3}", t.elapsed().as_secs_f64()),
+                    Err(e) => {
+                        eprintln!("{c:?} at n = {n}: {e}");
+                        "error".to_string()
+                    }
+                }
+            });
+        }
+        println!("{n:>8} {mk:>9} {icd:>9} {ny:>9} {csi:>9} {:>9} {:>9} {:>9} {:>9} {peak:>10.0}", full[0], full[1], full[2], full[3]);
+    }
+    Ok(())
+}

@@ -1,0 +1,151 @@
+//! Kernel columns computed on demand, never the full kernel matrix.
+
+use std::collections::VecDeque;
+use std::sync::Mutex;
+
+use nalgebra::DMatrix;
+use rayon::prelude::*;
+
+use crate::kernel::row_squared_norms;
+use crate::linalg::{self, check_matrix};
+use crate::{ComputeError, Device, Kernel};
+
+/// Rows handled per parallel task in the element-wise loops.
+pub(crate) const ROW_CHUNK: usize = 8192;
+
+/// The columns `K(:, i)` of one kernel matrix `K_{ki} = k(x_k, x_i)`, computed
+/// one at a time in O(n d) each, with the diagonal `k(x_i, x_i)` up front.
+///
+/// On [`Device::Cpu`] a column is one multi-threaded product `X x_i` (the
+/// inner products, or the squared distances through
+/// `||x_k - x_i||^2 = ||x_k||^2 + ||x_i||^2 - 2 <x_k, x_i>`, near-duplicates
+/// recomputed directly) followed by `k` applied element-wise; on a GPU it is
+/// [`Device::kernel_column_of`].
+///
+/// An optional cache keeps the most recently computed columns: mklaren
+/// recomputes its look-ahead block after every step, mostly on the same
+/// pivots, and a cached column costs a copy instead of a pass over `X`.
+pub struct KernelColumns<'a> {
+    device: &'a Device,
+    kernel: Kernel,
+    x: &'a DMatrix<f64>,
+    row_sq_norms: Vec<f64>,
+    diagonal: Vec<f64>,
+    cache_capacity: usize,
+    cache: Mutex<VecDeque<(usize, Vec<f64>)>>,
+}
+
+impl<'a> KernelColumns<'a> {
+    /// Prepares the columns of `kernel` on the rows of `x`.
+    pub fn new(device: &'a Device, kernel: Kernel, x: &'a DMatrix<f64>) -> Result<Self, ComputeError> {
+        kernel.validate()?;
+        check_matrix("x", x)?;
+        let row_sq_norms = if kernel.is_distance_based() { row_squared_norms(x) } else { Vec::new() };
+        let diagonal = kernel.diagonal(x)?.as_slice().to_vec();
+        Ok(KernelColumns { device, kernel, x, row_sq_norms, diagonal, cache_capacity: 0, cache: Mutex::new(VecDeque::new()) })
+    }
+
+    /// Keeps the `capacity` most recently used columns (memory `capacity n`).
+    pub fn with_cache(mut self, capacity: usize) -> Self {
+        self.cache_capacity = capacity;
+        self
+    }
+
+    /// Number of samples n.
+    pub fn n(&self) -> usize {
+        self.x.nrows()
+    }
+
+    /// The kernel.
+    pub fn kernel(&self) -> Kernel {
+        self.kernel
+    }
+
+    /// The data matrix (rows are samples).
+    pub fn data(&self) -> &DMatrix<f64> {
+        self.x
+    }
+
+    /// The diagonal `k(x_i, x_i)`.
+    pub fn diagonal(&self) -> &[f64] {
+        &self.diagonal
+    }
+
+    /// Column `i`: `k(x_k, x_i)` for every sample k.
+    pub fn column(&self, i: usize) -> Result<Vec<f64>, ComputeError> {
+        if i >= self.n() {
+            return Err(ComputeError::IndexOutOfRange { what: "rows of x", index: i, len: self.n() });
+        }
+        if self.cache_capacity == 0 {
+            return self.compute_column(i);
+        }
+        let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(pos) = cache.iter().position(|(p, _)| *p == i) {
+            let entry = cache.remove(pos).expect("position is valid");
+            let out = entry.1.clone();
+            cache.push_back(entry);
+            return Ok(out);
+        }
+        let col = self.compute_column(i)?;
+        if cache.len() == self.cache_capacity {
+            cache.pop_front();
+        }
+        cache.push_back((i, col.clone()));
+        Ok(col)
+    }
+
+    fn compute_column(&self, i: usize) -> Result<Vec<f64>, ComputeError> {
+        if self.device.is_gpu() {
+            return Ok(self.device.kernel_column_of(&self.kernel, self.x, i)?.as_slice().to_vec());
+        }
+        let xi = self.x.row(i).transpose();
+        let mut s = linalg::matmul(self.x, &DMatrix::from_column_slice(xi.len(), 1, xi.as_slice())).as_slice().to_vec();
+        let kernel = self.kernel;
+        if kernel.is_distance_based() {
+            let ni = self.row_sq_norms[i];
+            let x = self.x;
+            let norms = &self.row_sq_norms;
+            s.par_chunks_mut(ROW_CHUNK).enumerate().for_each(|(c, chunk)| {
+                for (o, v) in chunk.iter_mut().enumerate() {
+                    let k = c * ROW_CHUNK + o;
+                    let mut dist = (norms[k] + ni - 2.0 * *v).max(0.0);
+                    // Cancellation guard, as in the core's kernel matrix.
+                    if dist <= 1e-4 * (norms[k] + ni) {
+                        dist = (0..x.ncols()).map(|j| (x[(k, j)] - x[(i, j)]).powi(2)).sum();
+                    }
+                    *v = kernel.apply_to_statistic(dist);
+                }
+            });
+        } else if !matches!(kernel, Kernel::Linear) {
+            s.par_chunks_mut(ROW_CHUNK).for_each(|chunk| {
+                for v in chunk {
+                    *v = kernel.apply_to_statistic(*v);
+                }
+            });
+        }
+        Ok(s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn columns_match_the_kernel_matrix_with_and_without_cache() {
+        let x = DMatrix::<f64>::from_fn(30, 3, |i, j| ((i * 3 + j) as f64 * 0.37).sin());
+        let device = Device::Cpu;
+        for kernel in [Kernel::rbf(0.7).unwrap(), Kernel::laplacian(0.4).unwrap(), Kernel::polynomial(0.5, 1.0, 2).unwrap()] {
+            let k = crate::kernel::kernel_matrix_cpu(&kernel, &x, &x).unwrap();
+            let plain = KernelColumns::new(&device, kernel, &x).unwrap();
+            let cached = KernelColumns::new(&device, kernel, &x).unwrap().with_cache(2);
+            for &i in &[3usize, 7, 3, 11, 7, 3, 29] {
+                let expected = k.column(i);
+                for col in [plain.column(i).unwrap(), cached.column(i).unwrap()] {
+                    assert!(col.iter().zip(expected.iter()).all(|(a, b)| (a - b).abs() < 1e-12));
+                }
+            }
+            assert!(plain.diagonal().iter().zip(k.diagonal().iter()).all(|(a, b)| (a - b).abs() < 1e-12));
+        }
+    }
+}

@@ -1,0 +1,283 @@
+//! Full-kernel baselines: kernel ridge regression on a weighted sum of kernel
+//! matrices, weights uniform or from centred kernel alignment (Cortes, Mohri
+//! & Rostamizadeh 2012).
+
+use nalgebra::{DMatrix, DVector};
+
+use super::error::MklarenError;
+use super::{centred_target, check_lambda, inputs_per_kernel};
+use crate::linalg::{faer_mut, faer_ref};
+use crate::{Device, Kernel};
+
+/// How the kernel weights `mu` are chosen. With centred kernels
+/// `K^c = P K P` and `a_q = <K_q^c, y y^T>_F = y^T K_q^c y`:
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KernelCombination {
+    /// `mu_q = 1`: the unweighted sum (`uniform`).
+    Uniform,
+    /// `mu_q ~ a_q / ||K_q^c||_F`: each kernel's own alignment with `y y^T` (`align`).
+    Align,
+    /// `mu = M^{-1} a / ||M^{-1} a||`, `M_kl = <K_k^c, K_l^c>_F` (`alignf`;
+    /// `M^{-1}` is the pseudo-inverse when similar kernels make `M` singular).
+    Alignf,
+    /// `mu = v / ||v||`, `v = argmin_{v >= 0} v^T M v - 2 v^T a` (`alignfc`),
+    /// solved by the Lawson-Hanson active-set method.
+    Alignfc,
+}
+
+/// Parameters of kernel ridge regression on a combination of full kernels.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FullKernelRidgeParams {
+    combination: KernelCombination,
+    lambda: f64,
+}
+
+impl FullKernelRidgeParams {
+    /// `combination` of the kernels; `lambda = 1`.
+    pub fn new(combination: KernelCombination) -> Self {
+        FullKernelRidgeParams { combination, lambda: 1.0 }
+    }
+
+    /// Ridge parameter `lambda >= 0` of `(K_mu + lambda I) alpha = y`.
+    pub fn lambda(mut self, lambda: f64) -> Self {
+        self.lambda = lambda;
+        self
+    }
+
+    /// Builds every kernel matrix on `device` (O(p n^2) memory), computes the
+    /// weights `mu` (rescaled so that `sum |mu_q| = p`, which leaves the
+    /// uniform sum unchanged and keeps `lambda` comparable), and solves
+    /// `(sum_q mu_q K_q + lambda I) alpha = y - mean(y)` by Cholesky (by
+    /// pivoted LBL^T when negative alignf weights make it indefinite).
+    ///
+    /// Errors: lambda < 0, inputs that disagree on n, NaN/Inf, constant
+    /// target, [`MklarenError::Singular`] when the system is not positive
+    /// definite (e.g. `lambda = 0` on a rank-deficient kernel sum) or, with
+    /// negative alignf weights, singular.
+    pub fn fit(&self, device: &Device, kernels: &[Kernel], inputs: &[&DMatrix<f64>], y: &DVector<f64>) -> Result<FullKernelRidge, MklarenError> {
+        let xs = inputs_per_kernel(kernels, inputs, None)?;
+        check_lambda(self.lambda)?;
+        let n = xs[0].nrows();
+        let (yc, target_mean) = centred_target(y, n)?;
+        let matrices: Vec<DMatrix<f64>> = kernels.iter().zip(&xs).map(|(k, x)| device.kernel_matrix_symmetric(k, x)).collect::<Result<_, _>>()?;
+        let mut weights = alignment_weights(self.combination, &matrices, &yc)?;
+        let total: f64 = weights.iter().map(|w| w.abs()).sum();
+        if !(total > 0.0) {
+            return Err(MklarenError::Singular("all kernel weights are zero"));
+        }
+        weights *= kernels.len() as f64 / total;
+        let mut system = DMatrix::<f64>::zeros(n, n);
+        for (w, k) in weights.iter().zip(&matrices) {
+            system += k * *w;
+        }
+        for i in 0..n {
+            system[(i, i)] += self.lambda;
+        }
+        let mut alpha = DMatrix::from_column_slice(n, 1, yc.as_slice());
+        match faer_ref(&system).llt(faer::Side::Lower) {
+            Ok(llt) => faer::prelude::Solve::solve_in_place(&llt, faer_mut(&mut alpha)),
+            // Negative alignf weights can make the combination indefinite:
+            // the system is still solvable, by symmetric pivoted LBL^T.
+            Err(_) if weights.iter().any(|&w| w < 0.0) => {
+                faer::prelude::Solve::solve_in_place(&faer_ref(&system).lblt(faer::Side::Lower), faer_mut(&mut alpha));
+                let residual = (&system * &alpha - DMatrix::from_column_slice(n, 1, yc.as_slice())).norm();
+                if !(residual <= 1e-8 * yc.norm()) {
+                    return Err(MklarenError::Singular("K_mu + lambda I (indefinite alignf combination) is singular"));
+                }
+            }
+            Err(_) => return Err(MklarenError::Singular("K_mu + lambda I is not positive definite")),
+        }
+        let dual = alpha.column(0).into_owned();
+        Ok(FullKernelRidge { kernels: kernels.to_vec(), training_inputs: xs.iter().map(|x| (*x).clone()).collect(), weights, dual, target_mean })
+    }
+}
+
+/// Kernel weights (before the rescaling) for `combination`.
+pub(crate) fn alignment_weights(combination: KernelCombination, matrices: &[DMatrix<f64>], y: &DVector<f64>) -> Result<DVector<f64>, MklarenError> {
+    let p = matrices.len();
+    if combination == KernelCombination::Uniform {
+        return Ok(DVector::from_element(p, 1.0));
+    }
+    let centred: Vec<DMatrix<f64>> = matrices.iter().map(centre_kernel).collect();
+    let a = DVector::from_fn(p, |q, _| (&centred[q] * y).dot(y));
+    let mut m = DMatrix::<f64>::zeros(p, p);
+    for k in 0..p {
+        for l in 0..=k {
+            let v = centred[k].dot(&centred[l]);
+            m[(k, l)] = v;
+            m[(l, k)] = v;
+        }
+    }
+    let mu = match combination {
+        KernelCombination::Uniform => unreachable!("handled above"),
+        KernelCombination::Align => DVector::from_fn(p, |q, _| if m[(q, q)] > 0.0 { a[q] / m[(q, q)].sqrt() } else { 0.0 }),
+        KernelCombination::Alignf => pseudo_inverse_solve(&m, &a)?,
+        KernelCombination::Alignfc => nonnegative_quadratic(&m, &a)?,
+    };
+    let norm = mu.norm();
+    if !(norm > 0.0 && norm.is_finite()) {
+        return Err(MklarenError::Singular("kernel weights are zero (no kernel is aligned with y)"));
+    }
+    Ok(mu / norm)
+}
+
+/// `M^+ a` with eigenvalues of `M` below `1e-12 max` dropped.
+fn pseudo_inverse_solve(m: &DMatrix<f64>, a: &DVector<f64>) -> Result<DVector<f64>, MklarenError> {
+    let eig = crate::linalg::symmetric_eigen(m)?;
+    let top = eig.eigenvalues.amax();
+    let mut out = DVector::<f64>::zeros(a.len());
+    for (t, &s) in eig.eigenvalues.iter().enumerate() {
+        if s > 1e-12 * top {
+            let u = eig.eigenvectors.column(t);
+            out.axpy(u.dot(a) / s, &u, 1.0);
+        }
+    }
+    Ok(out)
+}
+
+/// `P K P` with `P = I - 1 1^T / n`.
+pub(crate) fn centre_kernel(k: &DMatrix<f64>) -> DMatrix<f64> {
+    let n = k.nrows() as f64;
+    let row_means = DVector::from_fn(k.nrows(), |i, _| k.row(i).sum() / n);
+    let total = row_means.sum() / n;
+    DMatrix::from_fn(k.nrows(), k.ncols(), |i, j| k[(i, j)] - row_means[i] - row_means[j] + total)
+}
+
+/// `argmin_{v >= 0} v^T M v - 2 v^T a` by the active-set method of Lawson
+/// & Hanson (`M` positive semidefinite, p small); the result satisfies the
+/// KKT conditions `(M v - a)_q = 0` where `v_q > 0` and `>= 0` where `v_q = 0`.
+pub(crate) fn nonnegative_quadratic(m: &DMatrix<f64>, a: &DVector<f64>) -> Result<DVector<f64>, MklarenError> {
+    let p = a.len();
+    if (0..p).any(|q| !(m[(q, q)] > 0.0)) {
+        return Err(MklarenError::Singular("alignment matrix M has a zero diagonal entry"));
+    }
+    let tol = 1e-12 * (m.amax() + a.amax());
+    let mut v = DVector::<f64>::zeros(p);
+    let mut free = vec![false; p];
+    // Solution of the equality-constrained problem on the free set.
+    let solve_free = |free: &[bool]| -> Result<DVector<f64>, MklarenError> {
+        let idx: Vec<usize> = (0..p).filter(|&q| free[q]).collect();
+        let sub = DMatrix::from_fn(idx.len(), idx.len(), |i, j| m[(idx[i], idx[j])]);
+        let rhs = DVector::from_fn(idx.len(), |i, _| a[idx[i]]);
+        let sol = pseudo_inverse_solve(&sub, &rhs)?;
+        let mut out = DVector::<f64>::zeros(p);
+        for (i, &q) in idx.iter().enumerate() {
+            out[q] = sol[i];
+        }
+        Ok(out)
+    };
+    for _ in 0..10 * p + 10 {
+        let w = a - m * &v;
+        let Some(enter) = (0..p).filter(|&q| !free[q] && w[q] > tol).max_by(|&x, &y| w[x].total_cmp(&w[y])) else {
+            return Ok(v);
+        };
+        free[enter] = true;
+        loop {
+            let s = solve_free(&free)?;
+            if (0..p).filter(|&q| free[q]).all(|q| s[q] > tol) {
+                v = s;
+                break;
+            }
+            let mut alpha = 1.0f64;
+            for q in (0..p).filter(|&q| free[q] && s[q] <= tol) {
+                alpha = alpha.min(v[q] / (v[q] - s[q]));
+            }
+            v += (s - &v) * alpha;
+            for q in 0..p {
+                if free[q] && v[q] <= tol {
+                    free[q] = false;
+                    v[q] = 0.0;
+                }
+            }
+        }
+    }
+    Ok(v)
+}
+
+/// A fitted kernel ridge regression on a kernel combination.
+#[derive(Debug, Clone)]
+pub struct FullKernelRidge {
+    kernels: Vec<Kernel>,
+    training_inputs: Vec<DMatrix<f64>>,
+    weights: DVector<f64>,
+    dual: DVector<f64>,
+    target_mean: f64,
+}
+
+impl FullKernelRidge {
+    /// Kernel weights `mu` (rescaled to `sum |mu_q| = p`).
+    pub fn weights(&self) -> &DVector<f64> {
+        &self.weights
+    }
+
+    /// Dual coefficients `alpha`.
+    pub fn dual_coefficients(&self) -> &DVector<f64> {
+        &self.dual
+    }
+
+    /// Predictions `mean(y) + sum_q mu_q K_q(X*, X) alpha`, each product
+    /// `K_q(X*, X) alpha` computed on `device` without storing `K_q(X*, X)`.
+    pub fn predict(&self, device: &Device, inputs: &[&DMatrix<f64>]) -> Result<DVector<f64>, MklarenError> {
+        let xs = inputs_per_kernel(&self.kernels, inputs, None)?;
+        let alpha = DMatrix::from_column_slice(self.dual.len(), 1, self.dual.as_slice());
+        let mut out = DVector::from_element(xs[0].nrows(), self.target_mean);
+        for (q, kernel) in self.kernels.iter().enumerate() {
+            let train = if self.training_inputs.len() == 1 { &self.training_inputs[0] } else { &self.training_inputs[q] };
+            let kv = device.kernel_matvec(kernel, xs[q], train, &alpha)?;
+            out.axpy(self.weights[q], &kv.column(0), 1.0);
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn psd(p: usize, seed: u64) -> DMatrix<f64> {
+        use rand::{rngs::StdRng, Rng, SeedableRng};
+        let mut rng = StdRng::seed_from_u64(seed);
+        let b = DMatrix::from_fn(p, p + 2, |_, _| rng.random_range(-1.0..1.0));
+        &b * b.transpose()
+    }
+
+    #[test]
+    fn nonnegative_quadratic_satisfies_kkt() {
+        let m = psd(5, 4);
+        let a = DVector::from_fn(5, |i, _| (i as f64 * 1.3).cos());
+        assert!(m.clone().cholesky().is_some());
+        let v = nonnegative_quadratic(&m, &a).unwrap();
+        let grad = &m * &v - &a;
+        let mut at_bound = 0;
+        for q in 0..5 {
+            assert!(v[q] >= 0.0);
+            if v[q] > 1e-12 {
+                assert!(grad[q].abs() < 1e-8, "free coordinate {q}: gradient {}", grad[q]);
+            } else {
+                assert!(grad[q] > -1e-8, "bound coordinate {q}: gradient {}", grad[q]);
+                at_bound += 1;
+            }
+        }
+        assert!(at_bound > 0 && at_bound < 5, "the example should have an active bound ({at_bound})");
+    }
+
+    #[test]
+    fn alignf_weights_solve_the_alignment_system() {
+        let n = 12;
+        let x = DMatrix::from_fn(n, 2, |i, j| ((i * 5 + j) as f64 * 0.7).sin());
+        let y = DVector::from_fn(n, |i, _| (i as f64 * 0.9).cos());
+        let y = y.add_scalar(-y.mean());
+        let ks: Vec<DMatrix<f64>> = [0.3, 1.0, 3.0].iter().map(|&g| crate::kernel::kernel_matrix_cpu(&Kernel::rbf(g).unwrap(), &x, &x).unwrap()).collect();
+        let centred: Vec<DMatrix<f64>> = ks.iter().map(centre_kernel).collect();
+        for c in &centred {
+            assert!(c.row_sum().amax() < 1e-12 && c.column_sum().amax() < 1e-12);
+        }
+        let mu = alignment_weights(KernelCombination::Alignf, &ks, &y).unwrap();
+        let m = DMatrix::from_fn(3, 3, |k, l| centred[k].dot(&centred[l]));
+        let a = DVector::from_fn(3, |q, _| (&centred[q] * &y).dot(&y));
+        let lhs = &m * &mu;
+        let ratio = lhs.dot(&a) / a.norm_squared();
+        assert!((lhs - &a * ratio).norm() < 1e-8 * a.norm() * ratio.abs(), "M mu must be parallel to a");
+        assert!((mu.norm() - 1.0).abs() < 1e-12);
+    }
+}

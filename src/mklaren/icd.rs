@@ -1,0 +1,337 @@
+//! Incomplete Cholesky decomposition (Eq. 1-3), its look-ahead columns
+//! (Eq. 12-13), the Nystrom approximation and the out-of-sample transform
+//! (Eq. 21).
+
+use nalgebra::{DMatrix, DVector};
+use rand::seq::index::sample;
+use rand::{rngs::StdRng, SeedableRng};
+use rayon::prelude::*;
+
+use super::columns::{KernelColumns, ROW_CHUNK};
+use super::error::MklarenError;
+use crate::linalg::{self, check_matrix};
+use crate::{Device, Kernel};
+
+/// The state of an incomplete Cholesky decomposition `K ~ G G^T` (Eq. 1-3):
+/// the columns of `G` computed so far, their pivots (the active set), and the
+/// residual diagonal `d = diag(K - G G^T)`.
+#[derive(Debug, Clone)]
+pub(crate) struct CholeskyState {
+    pub(crate) columns: Vec<Vec<f64>>,
+    pub(crate) pivots: Vec<usize>,
+    pub(crate) diag: Vec<f64>,
+}
+
+/// `out -= sum_t coeff[t] * columns[t]`, in parallel over rows.
+fn subtract_combination(out: &mut [f64], columns: &[&[f64]], coeff: &[f64]) {
+    out.par_chunks_mut(ROW_CHUNK).enumerate().for_each(|(c, chunk)| {
+        let off = c * ROW_CHUNK;
+        let len = chunk.len();
+        for (col, &f) in columns.iter().zip(coeff) {
+            if f != 0.0 {
+                for (o, &v) in chunk.iter_mut().zip(&col[off..off + len]) {
+                    *o -= f * v;
+                }
+            }
+        }
+    });
+}
+
+/// One Cholesky step (Eq. 2) on pivot `i` given the previous columns:
+/// `g_k = (K(k, i) - sum_t G(k, t) G(i, t)) / sqrt(d_i)`, `g_i = sqrt(d_i)`,
+/// zero on earlier pivots; then `d_k -= g_k^2` (Eq. 3).
+fn cholesky_column(
+    cols: &KernelColumns<'_>,
+    previous: &[&[f64]],
+    previous_pivots: &[usize],
+    diag: &mut [f64],
+    i: usize,
+) -> Result<Vec<f64>, MklarenError> {
+    let mut g = cols.column(i)?;
+    let coeff: Vec<f64> = previous.iter().map(|c| c[i]).collect();
+    subtract_combination(&mut g, previous, &coeff);
+    let pivot_value = diag[i].max(0.0).sqrt();
+    let inv = 1.0 / pivot_value;
+    g.par_chunks_mut(ROW_CHUNK).for_each(|chunk| chunk.iter_mut().for_each(|v| *v *= inv));
+    g[i] = pivot_value;
+    for &p in previous_pivots {
+        g[p] = 0.0;
+    }
+    diag.par_chunks_mut(ROW_CHUNK).zip(g.par_chunks(ROW_CHUNK)).for_each(|(d, gc)| {
+        for (dv, &gv) in d.iter_mut().zip(gc) {
+            *dv = (*dv - gv * gv).max(0.0);
+        }
+    });
+    diag[i] = 0.0;
+    for &p in previous_pivots {
+        diag[p] = 0.0;
+    }
+    Ok(g)
+}
+
+/// Index and value of the largest entry of `d`.
+pub(crate) fn argmax(d: &[f64]) -> (usize, f64) {
+    d.iter().enumerate().fold((0, f64::NEG_INFINITY), |best, (i, &v)| if v > best.1 { (i, v) } else { best })
+}
+
+impl CholeskyState {
+    /// Empty decomposition: `G = 0`, `d = diag(K)`, no pivots.
+    pub(crate) fn new(cols: &KernelColumns<'_>) -> Self {
+        CholeskyState { columns: Vec::new(), pivots: Vec::new(), diag: cols.diagonal().to_vec() }
+    }
+
+    /// Number of columns.
+    pub(crate) fn rank(&self) -> usize {
+        self.columns.len()
+    }
+
+    /// Adds the exact column for pivot `i` (Eq. 2-3) and returns it.
+    pub(crate) fn step(&mut self, cols: &KernelColumns<'_>, i: usize) -> Result<&[f64], MklarenError> {
+        let previous: Vec<&[f64]> = self.columns.iter().map(|c| c.as_slice()).collect();
+        let g = cholesky_column(cols, &previous, &self.pivots, &mut self.diag, i)?;
+        self.columns.push(g);
+        self.pivots.push(i);
+        Ok(self.columns.last().expect("just pushed"))
+    }
+
+    /// `delta` look-ahead columns: plain ICD steps (greedy pivots, largest
+    /// residual diagonal first) continuing from this state without changing
+    /// it, stopping early when the residual diagonal falls to `tolerance`.
+    /// Returns the block `B` (n x delta' with delta' <= delta) and its pivots.
+    pub(crate) fn lookahead(&self, cols: &KernelColumns<'_>, delta: usize, tolerance: f64) -> Result<(DMatrix<f64>, Vec<usize>), MklarenError> {
+        let mut diag = self.diag.clone();
+        let mut block: Vec<Vec<f64>> = Vec::with_capacity(delta);
+        let mut pivots = self.pivots.clone();
+        let mut block_pivots = Vec::new();
+        for _ in 0..delta {
+            let (i, best) = argmax(&diag);
+            if !(best > tolerance) {
+                break;
+            }
+            let previous: Vec<&[f64]> = self.columns.iter().chain(block.iter()).map(|c| c.as_slice()).collect();
+            let g = cholesky_column(cols, &previous, &pivots, &mut diag, i)?;
+            block.push(g);
+            pivots.push(i);
+            block_pivots.push(i);
+        }
+        let n = cols.n();
+        let mut b = DMatrix::<f64>::zeros(n, block.len());
+        for (t, g) in block.iter().enumerate() {
+            b.column_mut(t).copy_from_slice(g);
+        }
+        Ok((b, block_pivots))
+    }
+
+    /// `G` as an n x rank matrix.
+    pub(crate) fn factor(&self) -> DMatrix<f64> {
+        let n = self.diag.len();
+        let mut g = DMatrix::<f64>::zeros(n, self.rank());
+        for (t, c) in self.columns.iter().enumerate() {
+            g.column_mut(t).copy_from_slice(c);
+        }
+        g
+    }
+
+    /// The out-of-sample transform of this decomposition (Eq. 21).
+    pub(crate) fn transform(&self, kernel: Kernel, x: &DMatrix<f64>) -> FactorTransform {
+        // G(A, :) is lower triangular in pivot order: L L^T = K(A, A) and
+        // G = K(:, A) L^{-T}, so T = K(A,A)^{-1} K(A,:) G (G^T G)^{-1} = L^{-T}.
+        let j = self.rank();
+        let l = DMatrix::from_fn(j, j, |a, t| if t <= a { self.columns[t][self.pivots[a]] } else { 0.0 });
+        let l_inv = l.solve_lower_triangular(&DMatrix::identity(j, j)).expect("pivot values are positive");
+        FactorTransform { kernel, pivot_rows: linalg_rows(x, &self.pivots), transform: l_inv.transpose() }
+    }
+}
+
+fn linalg_rows(x: &DMatrix<f64>, idx: &[usize]) -> DMatrix<f64> {
+    DMatrix::from_fn(idx.len(), x.ncols(), |i, j| x[(idx[i], j)])
+}
+
+/// The linear map from kernel values to Cholesky factors of new samples
+/// (Eq. 21): `G* = K(*, A) T` with `T = K(A,A)^{-1} K(A,:) G (G^T G)^{-1}`,
+/// an |A| x rank matrix stored after training, so a new sample needs only
+/// its kernel values against the active pivots.
+#[derive(Debug, Clone)]
+pub struct FactorTransform {
+    kernel: Kernel,
+    pivot_rows: DMatrix<f64>,
+    transform: DMatrix<f64>,
+}
+
+impl FactorTransform {
+    /// The kernel.
+    pub fn kernel(&self) -> Kernel {
+        self.kernel
+    }
+
+    /// The training samples at the pivots (|A| x d).
+    pub fn pivot_rows(&self) -> &DMatrix<f64> {
+        &self.pivot_rows
+    }
+
+    /// The matrix `T` (|A| x rank).
+    pub fn matrix(&self) -> &DMatrix<f64> {
+        &self.transform
+    }
+
+    /// Factors of new samples `G* = K(X*, A) T` (t x rank); `K(X*, A)` is
+    /// built on `device`.
+    pub fn apply(&self, device: &Device, x: &DMatrix<f64>) -> Result<DMatrix<f64>, MklarenError> {
+        if self.pivot_rows.nrows() == 0 {
+            check_matrix("x", x)?;
+            return Ok(DMatrix::zeros(x.nrows(), 0));
+        }
+        let k = device.kernel_matrix(&self.kernel, x, &self.pivot_rows)?;
+        Ok(linalg::matmul(&k, &self.transform))
+    }
+}
+
+/// Parameters of the incomplete Cholesky decomposition with greedy pivots.
+#[derive(Debug, Clone, PartialEq)]
+pub struct IcdParams {
+    rank: usize,
+    tolerance: f64,
+}
+
+impl IcdParams {
+    /// At most `rank` columns; default tolerance `1e-12`.
+    pub fn new(rank: usize) -> Self {
+        IcdParams { rank, tolerance: 1e-12 }
+    }
+
+    /// Stop when the largest residual diagonal `max_i d_i` is below `tolerance`.
+    pub fn tolerance(mut self, tolerance: f64) -> Self {
+        self.tolerance = tolerance;
+        self
+    }
+
+    /// Decomposes the kernel matrix of `kernel` on the rows of `x` (n x d)
+    /// without forming it: each step computes one kernel column on `device`,
+    /// pivot `i = argmax d_i` (Eq. 1-3), cost O(n rank (rank + d)).
+    ///
+    /// Errors: rank 0 or above n, negative or non-finite tolerance, empty or
+    /// non-finite `x`, invalid kernel.
+    pub fn fit(&self, device: &Device, kernel: &Kernel, x: &DMatrix<f64>) -> Result<IcdFactor, MklarenError> {
+        if self.rank == 0 {
+            return Err(MklarenError::InvalidParameter { name: "rank", reason: "must be >= 1".into() });
+        }
+        if !(self.tolerance.is_finite() && self.tolerance >= 0.0) {
+            return Err(MklarenError::InvalidParameter { name: "tolerance", reason: format!("must be finite and >= 0, got {}", self.tolerance) });
+        }
+        let cols = KernelColumns::new(device, *kernel, x)?;
+        if self.rank > cols.n() {
+            return Err(MklarenError::RankTooLarge { rank: self.rank, n: cols.n() });
+        }
+        let mut state = CholeskyState::new(&cols);
+        while state.rank() < self.rank {
+            let (i, best) = argmax(&state.diag);
+            if !(best > self.tolerance) {
+                break;
+            }
+            state.step(&cols, i)?;
+        }
+        Ok(IcdFactor { factor: state.factor(), transform: state.transform(*kernel, x), pivots: state.pivots, residual_diagonal: DVector::from_vec(state.diag) })
+    }
+}
+
+/// A fitted incomplete Cholesky decomposition `K ~ G G^T`.
+#[derive(Debug, Clone)]
+pub struct IcdFactor {
+    factor: DMatrix<f64>,
+    pivots: Vec<usize>,
+    residual_diagonal: DVector<f64>,
+    transform: FactorTransform,
+}
+
+impl IcdFactor {
+    /// `G` (n x rank).
+    pub fn factor(&self) -> &DMatrix<f64> {
+        &self.factor
+    }
+
+    /// Pivots in the order they were chosen.
+    pub fn pivots(&self) -> &[usize] {
+        &self.pivots
+    }
+
+    /// Number of columns computed (less than asked when the tolerance stopped it).
+    pub fn rank(&self) -> usize {
+        self.pivots.len()
+    }
+
+    /// `diag(K - G G^T)`; its sum is the trace-norm error of the approximation.
+    pub fn residual_diagonal(&self) -> &DVector<f64> {
+        &self.residual_diagonal
+    }
+
+    /// The out-of-sample transform (Eq. 21).
+    pub fn transform(&self) -> &FactorTransform {
+        &self.transform
+    }
+}
+
+/// The Nystrom approximation `K ~ K(:, A) K(A, A)^+ K(A, :) = G G^T` on the
+/// pivots `A`, with `G = K(:, A) U S^{-1/2}` from the eigendecomposition
+/// `K(A, A) = U S U^T` (eigenvalues below `1e-12 max S` dropped, i.e. the
+/// pseudo-inverse). `K(:, A)` is built on `device`.
+///
+/// Errors: empty or repeated pivot list, a pivot out of range, invalid inputs.
+pub fn nystrom(device: &Device, kernel: &Kernel, x: &DMatrix<f64>, pivots: &[usize]) -> Result<NystromFactor, MklarenError> {
+    check_matrix("x", x)?;
+    kernel.validate()?;
+    if pivots.is_empty() {
+        return Err(MklarenError::InvalidParameter { name: "pivots", reason: "empty pivot set".into() });
+    }
+    let mut seen = vec![false; x.nrows()];
+    for &p in pivots {
+        if p >= x.nrows() {
+            return Err(crate::ComputeError::IndexOutOfRange { what: "pivots", index: p, len: x.nrows() }.into());
+        }
+        if std::mem::replace(&mut seen[p], true) {
+            return Err(MklarenError::InvalidParameter { name: "pivots", reason: format!("pivot {p} repeated") });
+        }
+    }
+    let pivot_rows = linalg_rows(x, pivots);
+    let c = device.kernel_matrix(kernel, x, &pivot_rows)?;
+    let m = pivots.len();
+    let w = DMatrix::from_fn(m, m, |a, b| 0.5 * (c[(pivots[a], b)] + c[(pivots[b], a)]));
+    let eig = linalg::symmetric_eigen(&w)?;
+    let top = eig.eigenvalues.iter().fold(0.0f64, |a, &b| a.max(b));
+    let keep: Vec<usize> = (0..m).filter(|&t| eig.eigenvalues[t] > 1e-12 * top).collect();
+    if keep.is_empty() {
+        return Err(MklarenError::RankDeficient { requested: m, reached: 0 });
+    }
+    let transform = DMatrix::from_fn(m, keep.len(), |a, t| eig.eigenvectors[(a, keep[t])] / eig.eigenvalues[keep[t]].sqrt());
+    let factor = linalg::matmul(&c, &transform);
+    Ok(NystromFactor { factor, pivots: pivots.to_vec(), transform: FactorTransform { kernel: *kernel, pivot_rows, transform } })
+}
+
+/// Nystrom pivots drawn uniformly at random without replacement (seeded).
+pub(crate) fn random_pivots(n: usize, rank: usize, seed: u64) -> Vec<usize> {
+    sample(&mut StdRng::seed_from_u64(seed), n, rank).into_vec()
+}
+
+/// A fitted Nystrom approximation `K ~ G G^T`.
+#[derive(Debug, Clone)]
+pub struct NystromFactor {
+    factor: DMatrix<f64>,
+    pivots: Vec<usize>,
+    transform: FactorTransform,
+}
+
+impl NystromFactor {
+    /// `G` (n x r, r = numerical rank of `K(A, A)`).
+    pub fn factor(&self) -> &DMatrix<f64> {
+        &self.factor
+    }
+
+    /// The pivots.
+    pub fn pivots(&self) -> &[usize] {
+        &self.pivots
+    }
+
+    /// The out-of-sample transform `G* = K(*, A) U S^{-1/2}`.
+    pub fn transform(&self) -> &FactorTransform {
+        &self.transform
+    }
+}

@@ -1,0 +1,520 @@
+//! The mklaren algorithm: LAR-guided simultaneous incomplete Cholesky
+//! decomposition of several kernels (Eq. 4-21).
+
+use faer::prelude::SolveLstsq;
+use nalgebra::{DMatrix, DVector};
+use rayon::prelude::*;
+
+use super::columns::KernelColumns;
+use super::error::MklarenError;
+use super::icd::{argmax, CholeskyState, FactorTransform};
+use super::tall::{tall_mul, tall_tr_mul};
+use super::{centred_target, check_lambda, inputs_per_kernel};
+use crate::linalg::{faer_mut, faer_ref};
+use crate::{Device, Kernel};
+
+/// Parameters of mklaren: total rank K, look-ahead delta, ridge lambda.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MklarenParams {
+    rank: usize,
+    lookahead: usize,
+    lambda: f64,
+}
+
+impl MklarenParams {
+    /// Total rank `K` (number of pivot columns over all kernels); defaults:
+    /// look-ahead `delta = 10`, `lambda = 0` (plain least squares at the end
+    /// of the path).
+    pub fn new(rank: usize) -> Self {
+        MklarenParams { rank, lookahead: 10, lambda: 0.0 }
+    }
+
+    /// Number of look-ahead columns `delta >= 1` per kernel (Eq. 12).
+    pub fn lookahead(mut self, delta: usize) -> Self {
+        self.lookahead = delta;
+        self
+    }
+
+    /// Ridge parameter `lambda >= 0`, applied through the augmentation of
+    /// Zou & Hastie: every column `h` becomes `(1 + lambda)^{-1/2} [h ;
+    /// sqrt(lambda) e_l]` and the residual carries K zeros below `y`.
+    pub fn lambda(mut self, lambda: f64) -> Self {
+        self.lambda = lambda;
+        self
+    }
+
+    fn validate(&self, n: usize) -> Result<(), MklarenError> {
+        if self.rank == 0 {
+            return Err(MklarenError::InvalidParameter { name: "rank", reason: "must be >= 1".into() });
+        }
+        if self.rank > n {
+            return Err(MklarenError::RankTooLarge { rank: self.rank, n });
+        }
+        if self.lookahead == 0 {
+            return Err(MklarenError::InvalidParameter { name: "lookahead", reason: "must be >= 1".into() });
+        }
+        check_lambda(self.lambda)
+    }
+
+    /// Fits mklaren to `y` with the kernels `kernels` on `inputs` (one matrix
+    /// shared by all kernels, or one per kernel; rows are samples).
+    ///
+    /// Each of the K iterations: (1) scores every candidate pivot `i` of
+    /// every kernel `q` with the look-ahead approximation of its column
+    /// (Eq. 12-16, O(delta^2) per candidate once the per-kernel products are
+    /// formed) and picks the LAR step minimiser (Eq. 11); (2) computes the
+    /// exact column by a Cholesky step (Eq. 2) and recomputes that kernel's
+    /// look-ahead block by plain ICD; (3) takes the LAR step (Eq. 8) with the
+    /// exact correlation of the new column `h` (Eq. 4-5). After the K-th
+    /// column the step `gamma = C / A` reaches the (ridge) least-squares fit;
+    /// the coefficients come from the thin QR of `H` (Eq. 18).
+    ///
+    /// The LAR direction is the projection of the residual on the active
+    /// columns, `u ~ H_A (H_A^T H_A)^{-1} H_A^T r`, which is the equiangular
+    /// bisector `H_A G_A^{-1} 1` of Eq. 6-7 when the active correlations are
+    /// equal, as LAR keeps them; the step is `mu += t u`, `t` in [0, 1], where
+    /// `t = 1` is the least-squares fit on the active columns.
+    ///
+    /// Kernel columns are computed on `device` (one column at a time; never a
+    /// full kernel matrix; the last delta + 1 columns of each kernel are
+    /// cached, since the look-ahead block is mostly recomputed on the same
+    /// pivots). Memory is O(n (d + K + p delta)).
+    ///
+    /// Errors: invalid parameters, rank above n, inputs that disagree on n,
+    /// NaN/Inf inputs or target, constant target, and
+    /// [`MklarenError::RankDeficient`] when the kernels run out of
+    /// independent columns before K.
+    pub fn fit(&self, device: &Device, kernels: &[Kernel], inputs: &[&DMatrix<f64>], y: &DVector<f64>) -> Result<Mklaren, MklarenError> {
+        let xs = inputs_per_kernel(kernels, inputs, None)?;
+        let n = xs[0].nrows();
+        self.validate(n)?;
+        let (yc, target_mean) = centred_target(y, n)?;
+        let rank = self.rank;
+        let scale = 1.0 / (1.0 + self.lambda).sqrt();
+        let aug = n + rank;
+
+        let mut states = Vec::with_capacity(kernels.len());
+        for (q, kernel) in kernels.iter().enumerate() {
+            states.push(KernelState::new(KernelColumns::new(device, *kernel, xs[q])?.with_cache(self.lookahead + 1), self.lookahead)?);
+        }
+
+        let mut residual = DVector::<f64>::zeros(aug);
+        residual.rows_mut(0, n).copy_from(&yc);
+        let mut fit = DVector::<f64>::zeros(aug);
+        let mut direction = DVector::<f64>::zeros(aug);
+        let mut weights = DVector::<f64>::zeros(0);
+        let mut h = DMatrix::<f64>::zeros(aug, rank);
+        let mut hth = DMatrix::<f64>::zeros(rank, rank);
+        let mut beta = DVector::<f64>::zeros(rank);
+        let mut path = Vec::with_capacity(rank);
+        let mut selected: Vec<SelectedColumn> = Vec::with_capacity(rank);
+        let mut active_correlation = 0.0;
+
+        for l in 0..rank {
+            // (1) Kernel and pivot by LAR on approximated columns.
+            let rd = DMatrix::from_fn(n, 2, |i, j| if j == 0 { residual[i] } else { direction[i] });
+            let sums = [rd.column(0).sum(), rd.column(1).sum()];
+            let active = if l == 0 { None } else { Some(active_correlation) };
+            let mut best: Option<(Candidate, usize)> = None;
+            for (q, st) in states.iter().enumerate() {
+                if let Some(c) = st.best_candidate(&rd, sums, scale, active) {
+                    if best.as_ref().is_none_or(|(b, _)| c.better_than(b)) {
+                        best = Some((c, q));
+                    }
+                }
+            }
+            let Some((candidate, q)) = best else {
+                return Err(MklarenError::RankDeficient { requested: rank, reached: l });
+            };
+            // (2) Exact Cholesky step, look-ahead recomputed.
+            let st = &mut states[q];
+            let g = st.chol.step(&st.cols, candidate.pivot)?.to_vec();
+            st.refresh()?;
+            // (3) Exact h (Eq. 4-5, augmented) and the LAR step (Eq. 8, 11).
+            let mean = g.iter().sum::<f64>() / n as f64;
+            let norm = g.iter().map(|v| (v - mean).powi(2)).sum::<f64>().sqrt();
+            if !(norm > 0.0 && norm.is_finite()) {
+                return Err(MklarenError::RankDeficient { requested: rank, reached: l });
+            }
+            let mut hcol = DVector::<f64>::zeros(aug);
+            for (k, v) in g.iter().enumerate() {
+                hcol[k] = (v - mean) / norm * scale;
+            }
+            hcol[n + l] = self.lambda.sqrt() * scale;
+            if l > 0 {
+                let t = step_length(active_correlation, hcol.dot(&residual), hcol.dot(&direction)).min(1.0);
+                take_step(t, &direction, &weights, &mut fit, &mut residual, &mut beta);
+                path.push(beta.clone());
+            }
+            let sign = if hcol.dot(&residual) < 0.0 { -1.0 } else { 1.0 };
+            hcol *= sign;
+            h.set_column(l, &hcol);
+            let active_h = h.columns(0, l + 1);
+            let cross = active_h.tr_mul(&hcol);
+            for k in 0..=l {
+                hth[(k, l)] = cross[k];
+                hth[(l, k)] = cross[k];
+            }
+            selected.push(SelectedColumn { kernel: q, pivot: candidate.pivot, position: st.chol.rank() - 1, mean, norm, sign });
+            // New direction: projection of r on span(H_A).
+            let correlations = active_h.tr_mul(&residual);
+            active_correlation = correlations.amax();
+            let chol = hth.view((0, 0), (l + 1, l + 1)).into_owned().cholesky().ok_or(MklarenError::RankDeficient { requested: rank, reached: l })?;
+            weights = chol.solve(&correlations);
+            direction = active_h * &weights;
+        }
+        // Last step: gamma = C / A, the least-squares fit (t = 1).
+        take_step(1.0, &direction, &weights, &mut fit, &mut residual, &mut beta);
+        path.push(beta.clone());
+
+        // Eq. 18: beta = R^{-1} Q^T mu from the thin QR of H.
+        let mut rhs = DMatrix::from_column_slice(aug, 1, fit.as_slice());
+        faer_ref(&h).qr().solve_lstsq_in_place(faer_mut(&mut rhs));
+        let coefficients = DVector::from_fn(rank, |i, _| rhs[(i, 0)]);
+
+        let mut kernel_weights = DVector::<f64>::zeros(kernels.len());
+        for q in 0..kernels.len() {
+            let mut contribution = DVector::<f64>::zeros(n);
+            for (l, _) in selected.iter().enumerate().filter(|(_, s)| s.kernel == q) {
+                contribution.axpy(coefficients[l], &h.column(l).rows(0, n), 1.0);
+            }
+            kernel_weights[q] = contribution.norm();
+        }
+        let transforms = states.iter().map(|st| st.chol.transform(st.cols.kernel(), st.cols.data())).collect();
+        let training_fit = fit.rows(0, n).map(|v| v + target_mean);
+        Ok(Mklaren {
+            kernels: kernels.to_vec(),
+            transforms,
+            selected,
+            coefficients,
+            path,
+            kernel_weights,
+            target_mean,
+            scale,
+            training_fit,
+        })
+    }
+}
+
+fn take_step(t: f64, direction: &DVector<f64>, weights: &DVector<f64>, fit: &mut DVector<f64>, residual: &mut DVector<f64>, beta: &mut DVector<f64>) {
+    fit.axpy(t, direction, 1.0);
+    residual.axpy(-t, direction, 1.0);
+    for (b, w) in beta.iter_mut().zip(weights.iter()) {
+        *b += t * w;
+    }
+}
+
+/// The LAR step (Eq. 11) in units of the direction `u`, where `t = 1` is
+/// least squares on the active set: the smallest positive `t` at which
+/// `|c - t a| = (1 - t) C` (`C`: the active correlation, `c = h^T r`,
+/// `a = h^T u`). A column already as correlated as the active set gets `t =
+/// 0`; none positive gives infinity.
+pub(crate) fn step_length(active: f64, c: f64, a: f64) -> f64 {
+    if c.abs() >= active {
+        return 0.0;
+    }
+    let mut t = f64::INFINITY;
+    for (num, den) in [(active - c, active - a), (active + c, active + a)] {
+        if den > 0.0 {
+            let v = num / den;
+            if v > 0.0 && v < t {
+                t = v;
+            }
+        }
+    }
+    t
+}
+
+/// A scored candidate pivot.
+#[derive(Debug, Clone, Copy)]
+struct Candidate {
+    step: f64,
+    correlation: f64,
+    pivot: usize,
+}
+
+impl Candidate {
+    /// Smaller LAR step first, then larger |correlation|, then lower index.
+    fn better_than(&self, other: &Candidate) -> bool {
+        (self.step, -self.correlation, self.pivot) < (other.step, -other.correlation, other.pivot)
+    }
+}
+
+/// One kernel's decomposition with its look-ahead block.
+struct KernelState<'a> {
+    cols: KernelColumns<'a>,
+    chol: CholeskyState,
+    delta: usize,
+    tolerance: f64,
+    /// Look-ahead block `B` (n x delta').
+    block: DMatrix<f64>,
+    /// `B^T 1`.
+    block_sum: DVector<f64>,
+    /// `||P B z_i||^2 = z_i^T (B^T B - B^T 1 1^T B / n) z_i` for `z_i = B(i, :)^T` (Eq. 14).
+    candidate_norm2: Vec<f64>,
+    norm_floor: f64,
+}
+
+impl<'a> KernelState<'a> {
+    fn new(cols: KernelColumns<'a>, delta: usize) -> Result<Self, MklarenError> {
+        let top = cols.diagonal().iter().fold(0.0f64, |a, &b| a.max(b));
+        let chol = CholeskyState::new(&cols);
+        let mut st = KernelState {
+            cols,
+            chol,
+            delta,
+            tolerance: 1e-12 * top,
+            block: DMatrix::zeros(0, 0),
+            block_sum: DVector::zeros(0),
+            candidate_norm2: Vec::new(),
+            norm_floor: 0.0,
+        };
+        st.refresh()?;
+        Ok(st)
+    }
+
+    /// Recomputes the look-ahead block and the candidate norms (Eq. 14).
+    fn refresh(&mut self) -> Result<(), MklarenError> {
+        let (b, _) = self.chol.lookahead(&self.cols, self.delta, self.tolerance)?;
+        let n = b.nrows() as f64;
+        let sum = DVector::from_fn(b.ncols(), |t, _| b.column(t).sum());
+        let m = tall_tr_mul(&b, &b) - &sum * sum.transpose() / n;
+        let bm = tall_mul(&b, &m);
+        let norm2: Vec<f64> = (0..b.nrows()).into_par_iter().map(|i| (0..b.ncols()).map(|t| bm[(i, t)] * b[(i, t)]).sum()).collect();
+        let top = norm2.iter().fold(0.0f64, |a, &v| a.max(v));
+        self.norm_floor = 1e-10 * top;
+        self.block = b;
+        self.block_sum = sum;
+        self.candidate_norm2 = norm2;
+        Ok(())
+    }
+
+    /// Approximate `(c_i, a_i)` of every candidate (Eq. 15-16):
+    /// `c_i = (r^T B - (r^T 1)(1^T B)/n) z_i / ||P B z_i||` (times the
+    /// augmentation scale), and the same with the direction `u` for `a_i`;
+    /// `None` for pivots and candidates the look-ahead block cannot represent.
+    fn candidate_scores(&self, rd: &DMatrix<f64>, sums: [f64; 2], scale: f64) -> Vec<Option<(f64, f64)>> {
+        let n = self.block.nrows();
+        if self.block.ncols() == 0 {
+            return vec![None; n];
+        }
+        let mut v = tall_tr_mul(&self.block, rd);
+        for j in 0..2 {
+            for t in 0..v.nrows() {
+                v[(t, j)] -= self.block_sum[t] * sums[j] / n as f64;
+            }
+        }
+        let s = tall_mul(&self.block, &v);
+        (0..n)
+            .into_par_iter()
+            .map(|i| {
+                if !(self.chol.diag[i] > self.tolerance && self.candidate_norm2[i] > self.norm_floor) {
+                    return None;
+                }
+                let inv = scale / self.candidate_norm2[i].sqrt();
+                Some((s[(i, 0)] * inv, s[(i, 1)] * inv))
+            })
+            .collect()
+    }
+
+    fn best_candidate(&self, rd: &DMatrix<f64>, sums: [f64; 2], scale: f64, active: Option<f64>) -> Option<Candidate> {
+        if self.block.ncols() == 0 || argmax(&self.chol.diag).1 <= self.tolerance {
+            return None;
+        }
+        self.candidate_scores(rd, sums, scale)
+            .into_par_iter()
+            .enumerate()
+            .filter_map(|(i, s)| {
+                let (c, a) = s?;
+                let step = match active {
+                    None => 0.0,
+                    Some(active) => step_length(active, c, a),
+                };
+                Some(Candidate { step, correlation: c.abs(), pivot: i })
+            })
+            .reduce_with(|x, y| if y.better_than(&x) { y } else { x })
+    }
+}
+
+/// One column of the combined feature matrix `H`, in the order LAR chose it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SelectedColumn {
+    /// Index of the kernel.
+    pub kernel: usize,
+    /// Training sample used as pivot.
+    pub pivot: usize,
+    /// Index of the column within its kernel's Cholesky factor.
+    pub position: usize,
+    /// Training mean of the Cholesky column `g` (the centring `P`).
+    pub mean: f64,
+    /// `||P g||` on the training set.
+    pub norm: f64,
+    /// The sign `s` that makes `h^T r >= 0` when the column entered.
+    pub sign: f64,
+}
+
+/// A fitted mklaren model.
+#[derive(Debug, Clone)]
+pub struct Mklaren {
+    kernels: Vec<Kernel>,
+    transforms: Vec<FactorTransform>,
+    selected: Vec<SelectedColumn>,
+    coefficients: DVector<f64>,
+    path: Vec<DVector<f64>>,
+    kernel_weights: DVector<f64>,
+    target_mean: f64,
+    scale: f64,
+    training_fit: DVector<f64>,
+}
+
+impl Mklaren {
+    /// Total rank K (columns of `H`).
+    pub fn rank(&self) -> usize {
+        self.selected.len()
+    }
+
+    /// The kernels.
+    pub fn kernels(&self) -> &[Kernel] {
+        &self.kernels
+    }
+
+    /// The columns of `H` in the order they entered (kernel, pivot, centring).
+    pub fn order(&self) -> &[SelectedColumn] {
+        &self.selected
+    }
+
+    /// Regression coefficients `beta` on the columns of `H` (Eq. 18).
+    pub fn coefficients(&self) -> &DVector<f64> {
+        &self.coefficients
+    }
+
+    /// The LAR solution path: `beta` after each of the K steps (entries of
+    /// columns not yet active are 0); the last equals [`Self::coefficients`].
+    pub fn coefficient_path(&self) -> &[DVector<f64>] {
+        &self.path
+    }
+
+    /// Kernel weights: the norm `||H_q beta_q||` of each kernel's
+    /// contribution to the training fit.
+    pub fn kernel_weights(&self) -> &DVector<f64> {
+        &self.kernel_weights
+    }
+
+    /// The in-sample fit `mean(y) + mu` on the training samples.
+    pub fn training_fit(&self) -> &DVector<f64> {
+        &self.training_fit
+    }
+
+    /// The per-kernel out-of-sample transforms (Eq. 21).
+    pub fn transforms(&self) -> &[FactorTransform] {
+        &self.transforms
+    }
+
+    /// Predictions for new samples (same input layout as in `fit`): `G*_q =
+    /// K_q(*, A_q) T_q` (Eq. 21), `H*` centred, normalised and signed as in
+    /// training, `mean(y) + H* beta`. Kernel values are computed on `device`.
+    pub fn predict(&self, device: &Device, inputs: &[&DMatrix<f64>]) -> Result<DVector<f64>, MklarenError> {
+        self.predict_with(device, inputs, &self.coefficients)
+    }
+
+    /// Predictions with the coefficients after step `step` (0-based) of the path.
+    pub fn predict_at_step(&self, device: &Device, inputs: &[&DMatrix<f64>], step: usize) -> Result<DVector<f64>, MklarenError> {
+        let beta = self.path.get(step).ok_or(crate::ComputeError::IndexOutOfRange { what: "solution path", index: step, len: self.path.len() })?;
+        self.predict_with(device, inputs, beta)
+    }
+
+    fn predict_with(&self, device: &Device, inputs: &[&DMatrix<f64>], beta: &DVector<f64>) -> Result<DVector<f64>, MklarenError> {
+        let xs = inputs_per_kernel(&self.kernels, inputs, None)?;
+        let t = xs[0].nrows();
+        let mut out = DVector::from_element(t, self.target_mean);
+        for (q, tr) in self.transforms.iter().enumerate() {
+            if tr.pivot_rows().nrows() == 0 {
+                continue;
+            }
+            let g = tr.apply(device, xs[q])?;
+            for (l, s) in self.selected.iter().enumerate().filter(|(_, s)| s.kernel == q) {
+                let f = beta[l] * s.sign * self.scale / s.norm;
+                for (o, v) in out.iter_mut().zip(g.column(s.position).iter()) {
+                    *o += f * (v - s.mean);
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::{rngs::StdRng, Rng, SeedableRng};
+
+    /// With delta = n the look-ahead block completes the decomposition,
+    /// `L_q = K_q`, so the approximated scores (Eq. 15-16) must equal the
+    /// exact ones from a trial Cholesky step on every candidate.
+    #[test]
+    fn full_lookahead_scores_equal_exact_scores() {
+        let mut rng = StdRng::seed_from_u64(11);
+        let n = 25;
+        let x = DMatrix::from_fn(n, 3, |_, _| rng.random_range(-1.0..1.0));
+        let device = Device::Cpu;
+        let cols = KernelColumns::new(&device, Kernel::rbf(0.3).unwrap(), &x).unwrap();
+        let mut st = KernelState::new(cols, n).unwrap();
+        for pivot in [4usize, 17, 9] {
+            let rd = DMatrix::from_fn(n, 2, |_, _| rng.random_range(-1.0..1.0));
+            let sums = [rd.column(0).sum(), rd.column(1).sum()];
+            let scale = 0.7;
+            let approx = st.candidate_scores(&rd, sums, scale);
+            let mut compared = 0;
+            for (i, s) in approx.iter().enumerate() {
+                let Some((c, a)) = *s else { continue };
+                let mut trial = st.chol.clone();
+                let g = trial.step(&st.cols, i).unwrap().to_vec();
+                let mean = g.iter().sum::<f64>() / n as f64;
+                let pg: Vec<f64> = g.iter().map(|v| v - mean).collect();
+                let norm = pg.iter().map(|v| v * v).sum::<f64>().sqrt();
+                let c_exact: f64 = pg.iter().zip(rd.column(0).iter()).map(|(p, r)| p * r).sum::<f64>() / norm * scale;
+                let a_exact: f64 = pg.iter().zip(rd.column(1).iter()).map(|(p, r)| p * r).sum::<f64>() / norm * scale;
+                assert!((c - c_exact).abs() < 1e-6 * (1.0 + c_exact.abs()), "c at {i}: {c} vs {c_exact}");
+                assert!((a - a_exact).abs() < 1e-6 * (1.0 + a_exact.abs()), "a at {i}: {a} vs {a_exact}");
+                compared += 1;
+            }
+            assert!(compared > n / 2, "only {compared} candidates compared");
+            st.chol.step(&st.cols, pivot).unwrap();
+            st.refresh().unwrap();
+        }
+    }
+
+    /// With a short look-ahead the approximation is not exact: the test above
+    /// can fail when the block does not complete the decomposition.
+    #[test]
+    fn short_lookahead_scores_are_approximate() {
+        let mut rng = StdRng::seed_from_u64(5);
+        let n = 40;
+        let x = DMatrix::from_fn(n, 3, |_, _| rng.random_range(-1.0..1.0));
+        let device = Device::Cpu;
+        let cols = KernelColumns::new(&device, Kernel::rbf(2.0).unwrap(), &x).unwrap();
+        let st = KernelState::new(cols, 2).unwrap();
+        let rd = DMatrix::from_fn(n, 2, |_, _| rng.random_range(-1.0..1.0));
+        let approx = st.candidate_scores(&rd, [rd.column(0).sum(), rd.column(1).sum()], 1.0);
+        let mut max_err = 0.0f64;
+        for (i, s) in approx.iter().enumerate() {
+            let Some((c, _)) = *s else { continue };
+            let mut trial = st.chol.clone();
+            let g = trial.step(&st.cols, i).unwrap().to_vec();
+            let mean = g.iter().sum::<f64>() / n as f64;
+            let norm = g.iter().map(|v| (v - mean).powi(2)).sum::<f64>().sqrt();
+            let c_exact: f64 = g.iter().zip(rd.column(0).iter()).map(|(v, r)| (v - mean) * r).sum::<f64>() / norm;
+            max_err = max_err.max((c - c_exact).abs());
+        }
+        assert!(max_err > 1e-3, "delta = 2 should not be exact (max error {max_err})");
+    }
+
+    #[test]
+    fn step_length_equalises_correlations() {
+        let (cmax, c, a) = (2.0, 0.5, -0.3);
+        let t = step_length(cmax, c, a);
+        assert!(t > 0.0 && t < 1.0);
+        assert!(((c - t * a).abs() - (1.0 - t) * cmax).abs() < 1e-12);
+        assert_eq!(step_length(1.0, 1.5, 0.0), 0.0);
+    }
+}
