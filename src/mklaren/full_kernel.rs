@@ -87,6 +87,7 @@ impl FullKernelRidgeParams {
             }
             Err(_) => return Err(MklarenError::Singular("K_mu + lambda I is not positive definite")),
         }
+        crate::linalg::clear_upper_simd_state(true);
         let dual = alpha.column(0).into_owned();
         Ok(FullKernelRidge { kernels: kernels.to_vec(), training_inputs: xs.iter().map(|x| (*x).clone()).collect(), weights, dual, target_mean })
     }

@@ -170,6 +170,7 @@ impl MklarenParams {
         // Eq. 18: beta = R^{-1} Q^T mu from the thin QR of H.
         let mut rhs = DMatrix::from_column_slice(aug, 1, fit.as_slice());
         faer_ref(&h).qr().solve_lstsq_in_place(faer_mut(&mut rhs));
+        crate::linalg::clear_upper_simd_state(true);
         let coefficients = DVector::from_fn(rank, |i, _| rhs[(i, 0)]);
 
         let mut kernel_weights = DVector::<f64>::zeros(kernels.len());
