@@ -16,7 +16,7 @@ use std::time::Instant;
 
 use gramian::datasets::mean_std;
 use gramian::eksvd::evaluation::{select_on_validation, EvaluationError, MultiViewData, Representation, SplitData};
-use gramian::eksvd::{Eigensolver, EksvdParams, FeatureMap, FittedEksvd, MultiSource, Solver};
+use gramian::eksvd::{Eigensolver, EksvdError, EksvdParams, FeatureMap, FittedFeatureMap, MultiSource, Solver};
 use gramian::{Device, Kernel};
 use linfa::prelude::*;
 use linfa_logistic::MultiLogisticRegression;
@@ -24,12 +24,14 @@ use nalgebra::DMatrix;
 
 type AnyResult<T> = Result<T, Box<dyn std::error::Error>>;
 
-/// Kernel widths: gamma_q = scale / d_q on standardised views.
-const GAMMA_SCALES: [f64; 3] = [0.25, 1.0, 4.0];
+/// Kernel widths of the KPCA baseline: gamma = scale / d on the concatenated views.
+const GAMMA_SCALES: [f64; 3] = [0.015, 0.06, 0.25];
+/// Kernel widths of eKSVD: gamma_q = scale / d_q on each standardised view.
+const EKSVD_GAMMA_SCALES: [f64; 3] = [1.0, 2.0, 4.0];
 /// Components per source (nested: the leading components of one fit).
-const COMPONENTS: [usize; 4] = [8, 16, 32, 64];
+const COMPONENTS: [usize; 2] = [64, 128];
 /// Inverse L2 penalties of the linear classifier.
-const CLASSIFIER_CS: [f64; 3] = [0.1, 1.0, 10.0];
+const CLASSIFIER_CS: [f64; 2] = [0.1, 1.0];
 /// Nystrom features per view (landmarks: all training rows).
 const D_PHI: usize = 512;
 
@@ -43,7 +45,7 @@ fn linear_classifier(c: f64, train: &DMatrix<f64>, labels: &[usize], eval: &[&DM
     let dataset = linfa::Dataset::new(to_ndarray(train), ndarray::Array1::from_vec(labels.to_vec()));
     let model = MultiLogisticRegression::default()
         .alpha(1.0 / c)
-        .max_iterations(200)
+        .max_iterations(100)
         .fit(&dataset)
         .map_err(|e| EvaluationError::Classifier(e.to_string()))?;
     Ok(eval.iter().map(|x| model.predict(&to_ndarray(x)).to_vec()).collect())
@@ -106,29 +108,61 @@ fn leading_components(scores: &DMatrix<f64>, n_sources: usize, k_fit: usize, k: 
     out
 }
 
-fn nystrom_maps(data: &MultiSource, scale: f64, landmarks: usize) -> AnyResult<Vec<FeatureMap>> {
-    data.sources()
-        .iter()
-        .map(|x| Ok(FeatureMap::nystrom(Kernel::rbf(scale / x.ncols() as f64)?, D_PHI.min(landmarks), landmarks)?))
-        .collect()
+/// Per-view Nystrom maps (all training rows as landmarks) with `gamma_q =
+/// scale / d_q`, fitted on the training views; `d_phi` starts at [`D_PHI`]
+/// and drops to the lowest numerical rank among the views' kernel matrices
+/// when one is rank-deficient (the 6-dimensional `mor` view is), since all
+/// sources need the same `d_phi`.
+fn fit_nystrom_maps(device: &Device, train: &MultiSource, scale: f64) -> AnyResult<Vec<FittedFeatureMap>> {
+    let landmarks = train.source(0).nrows();
+    let mut dim = D_PHI.min(landmarks);
+    'retry: loop {
+        let mut maps = Vec::new();
+        for (q, x) in train.sources().iter().enumerate() {
+            let map = FeatureMap::nystrom(Kernel::rbf(scale / x.ncols() as f64)?, dim, landmarks)?;
+            match map.fit(device, x, q, 7) {
+                Ok(m) => maps.push(m),
+                Err(EksvdError::RankDeficientKernel { rank, .. }) if rank > 0 && rank < dim => {
+                    dim = rank;
+                    continue 'retry;
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        return Ok(maps);
+    }
 }
 
-/// eKSVD scores with per-view Nystrom features, for each kernel width.
-fn eksvd(device: &Device, split: &SplitData, solver: Solver) -> AnyResult<Vec<(String, Representation)>> {
+fn features(device: &Device, maps: &[FittedFeatureMap], data: &MultiSource) -> AnyResult<Vec<DMatrix<f64>>> {
+    maps.iter().zip(data.sources()).map(|(m, x)| Ok(m.transform(device, x)?)).collect()
+}
+
+/// eKSVD scores with per-view Nystrom features, for each kernel width:
+/// candidates of the Dual (Lanczos) and of the Covariance solver, fitted on
+/// the same features.
+fn eksvd(device: &Device, split: &SplitData) -> AnyResult<[Vec<(String, Representation)>; 2]> {
     let k_fit = *COMPONENTS.last().unwrap();
     let q = split.train.n_sources();
-    let mut out = Vec::new();
-    for &scale in &GAMMA_SCALES {
-        let params = EksvdParams::new(k_fit).feature_maps(nystrom_maps(&split.train, scale, split.train.source(0).nrows())?).solver(solver).seed(7);
-        let model: FittedEksvd = params.fit(device, &split.train)?;
-        let rep = Representation {
-            train: model.transform_paired(device, &split.train)?,
-            validation: model.transform_paired(device, &split.validation)?,
-            test: model.transform_paired(device, &split.test)?,
-        };
-        for &k in &COMPONENTS {
-            let pick = |m: &DMatrix<f64>| leading_components(m, q, k_fit, k);
-            out.push((format!("g={scale} k={k}"), Representation { train: pick(&rep.train), validation: pick(&rep.validation), test: pick(&rep.test) }));
+    let mut out: [Vec<(String, Representation)>; 2] = Default::default();
+    for &scale in &EKSVD_GAMMA_SCALES {
+        let maps = fit_nystrom_maps(device, &split.train, scale)?;
+        let d_phi = maps[0].output_dim();
+        let parts = [features(device, &maps, &split.train)?, features(device, &maps, &split.validation)?, features(device, &maps, &split.test)?];
+        let solvers = [Solver::Dual(Eigensolver::Lanczos { tolerance: 1e-8, max_restarts: 1000 }), Solver::Covariance(Eigensolver::Dense)];
+        for (slot, solver) in out.iter_mut().zip(solvers) {
+            let model = EksvdParams::new(k_fit).solver(solver).seed(7).fit_features(device, parts[0].clone())?;
+            let scores = |phi: &[DMatrix<f64>]| -> AnyResult<DMatrix<f64>> {
+                let mut m = DMatrix::zeros(phi[0].nrows(), q * k_fit);
+                for (s, p) in phi.iter().enumerate() {
+                    m.columns_mut(s * k_fit, k_fit).copy_from(&model.transform_features(device, s, p)?);
+                }
+                Ok(m)
+            };
+            let rep = Representation { train: scores(&parts[0])?, validation: scores(&parts[1])?, test: scores(&parts[2])? };
+            for &k in &COMPONENTS {
+                let pick = |m: &DMatrix<f64>| leading_components(m, q, k_fit, k);
+                slot.push((format!("g={scale} k={k} d_phi={d_phi}"), Representation { train: pick(&rep.train), validation: pick(&rep.validation), test: pick(&rep.test) }));
+            }
         }
     }
     Ok(out)
@@ -198,13 +232,8 @@ fn main() -> AnyResult<()> {
         let mut chosen = vec![Vec::new(); 4];
         for seed in 0..splits {
             let split = data.split(0.6, 0.2, seed)?;
-            let lanczos = Solver::Dual(Eigensolver::Lanczos { tolerance: 1e-8, max_restarts: 1000 });
-            let candidates = [
-                concatenation(&split),
-                kernel_pca(&device, &split)?,
-                eksvd(&device, &split, lanczos)?,
-                eksvd(&device, &split, Solver::Covariance(Eigensolver::Dense))?,
-            ];
+            let [dual, covariance] = eksvd(&device, &split)?;
+            let candidates = [concatenation(&split), kernel_pca(&device, &split)?, dual, covariance];
             for (m, c) in candidates.iter().enumerate() {
                 let t = Instant::now();
                 let sel = select_on_validation(&split, c, &CLASSIFIER_CS, &linear_classifier)?;
