@@ -269,6 +269,26 @@ mod tests {
     }
 
     #[test]
+    fn lanczos_handles_an_invariant_subspace_of_a_low_rank_operator() {
+        // Rank 5 in dimension 200: the Krylov space is exhausted after 5 steps.
+        let mut rng = StdRng::seed_from_u64(4);
+        let g = DMatrix::<f64>::from_fn(200, 5, |_, _| StandardNormal.sample(&mut rng));
+        let u = g.qr().q();
+        let a = &u * DMatrix::from_diagonal(&DVector::from_vec(vec![5.0, 3.0, 1.0, -2.0, -4.0])) * u.transpose();
+        let l = largest_lanczos(200, 3, |v| Ok(&a * v), 1e-10, 50, 1).unwrap();
+        for (got, want) in l.values.iter().zip([5.0, 3.0, 1.0]) {
+            assert!((got - want).abs() < 1e-9, "{got} vs {want}");
+        }
+        let residual = &a * &l.vectors - &l.vectors * DMatrix::from_diagonal(&l.values);
+        assert!(residual.norm() < 1e-8);
+        // Only three positive eigenvalues exist.
+        assert_eq!(
+            largest_lanczos(200, 4, |v| Ok(&a * v), 1e-10, 50, 1).unwrap_err(),
+            EksvdError::TooFewPositiveEigenvalues { requested: 4, available: 3 }
+        );
+    }
+
+    #[test]
     fn negative_definite_matrix_has_no_positive_eigenvalues() {
         let a = -DMatrix::<f64>::identity(4, 4) - DMatrix::from_element(4, 4, 0.1);
         assert_eq!(largest_dense(&a, 1).unwrap_err(), EksvdError::NoPositiveEigenvalues);
