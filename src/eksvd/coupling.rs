@@ -215,8 +215,8 @@ impl CouplingMatrix {
             }
         }
         let mut result = DMatrix::zeros(self.order(), c);
-        for q in 0..n {
-            result.rows_mut(self.offset(q), self.sizes[q]).copy_from(&out[q]);
+        for (q, block) in out.iter().enumerate() {
+            result.rows_mut(self.offset(q), self.sizes[q]).copy_from(block);
         }
         Ok(result)
     }

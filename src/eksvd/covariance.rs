@@ -48,9 +48,9 @@ pub fn covariance_matrix(covariances: &[DMatrix<f64>]) -> Result<DMatrix<f64>> {
     }
     let mut out = DMatrix::zeros(n * d, n * d);
     for q in 0..n {
-        for p in 0..n {
+        for (p, c) in covariances.iter().enumerate() {
             if p != q {
-                out.view_mut((q * d, p * d), (d, d)).copy_from(&covariances[p]);
+                out.view_mut((q * d, p * d), (d, d)).copy_from(c);
             }
         }
     }

@@ -3,7 +3,8 @@
 //! on validation, and test macro-F1 of a downstream classifier.
 //!
 //! The classifier is passed in as a closure, so the harness does not depend
-//! on a particular machine-learning crate (the examples use a linear SVM).
+//! on a particular machine-learning crate (the reproduction example uses
+//! multinomial logistic regression from linfa-logistic).
 
 use std::path::Path;
 
