@@ -2,8 +2,8 @@
 //
 // For every problem p of the batch (workgroup_id.z) it computes
 //     C_p[i, j] = f_p( s(a_i, b_j) )     (rows x cols, row-major at c_off)
-// where a_i is row i of A_p (rows x depth, row-major at a_off), b_j is row j
-// of B_p (cols x depth, row-major at b_off), s is the squared distance
+// where a_i is row i of A_p (rows x depth at a_off, row stride `stride`),
+// b_j is row j of B_p (cols x depth at b_off, the same stride), s is the squared distance
 // ||a_i - b_j||^2 (distance kernels) or the inner product <a_i, b_j>, and f
 // is the kernel function of `kernel.rs` (identity for the linear kernel, so
 // kind LINEAR is the plain product A B^T).
@@ -12,9 +12,12 @@
 //   splits a long depth into chunks and accumulates the statistic);
 // flags bit 1 (APPLY): apply f after accumulating (last chunk only).
 //
-// Each 16 x 16 workgroup computes a 64 x 64 tile of C, each invocation a
-// 4 x 4 block (rows ly + 16 r, columns lx + 16 c), staging 64 x 16 slices of
-// A and B in workgroup memory.
+// Each 16 x 16 workgroup computes a 128 x 128 tile of C, each invocation an
+// 8 x 8 block (rows 8 ly .. 8 ly + 7, columns 8 lx .. 8 lx + 7) held in 16
+// vec4 registers, written out by name: dynamically indexed private arrays end
+// up in slow local memory on some drivers. 128 x 16 slices of A and B are
+// staged in workgroup memory (16 KiB) as vec4s, so each step of the inner
+// loop is 4 vector loads and 16 vector FMAs (32 for distances).
 
 struct Problem {
     rows: u32,
@@ -28,7 +31,7 @@ struct Problem {
     gamma: f32,
     coef0: f32,
     degree: u32,
-    _pad: u32,
+    stride: u32,
 }
 
 const KIND_LINEAR: u32 = 0u;
@@ -40,7 +43,8 @@ const KIND_SIGMOID: u32 = 4u;
 const FLAG_ACCUMULATE: u32 = 1u;
 const FLAG_APPLY: u32 = 2u;
 
-const TILE: u32 = 64u;
+const TILE: u32 = 128u;
+const RB: u32 = 8u;
 const KC: u32 = 16u;
 
 @group(0) @binding(0) var<storage, read> problems: array<Problem>;
@@ -48,8 +52,8 @@ const KC: u32 = 16u;
 @group(0) @binding(2) var<storage, read> b: array<f32>;
 @group(0) @binding(3) var<storage, read_write> c: array<f32>;
 
-var<workgroup> a_tile: array<array<f32, 64>, 16>;
-var<workgroup> b_tile: array<array<f32, 64>, 16>;
+var<workgroup> a_tile: array<array<vec4<f32>, 32>, 16>;
+var<workgroup> b_tile: array<array<vec4<f32>, 32>, 16>;
 
 fn kernel_of_statistic(p: Problem, s: f32) -> f32 {
     switch p.kind {
@@ -91,14 +95,27 @@ fn main(
     }
     let distance = p.kind == KIND_RBF || p.kind == KIND_LAPLACIAN;
 
-    var acc: array<f32, 16>;
-    for (var t = 0u; t < 16u; t++) {
-        acc[t] = 0.0;
-    }
+    var acc00 = vec4<f32>(0.0);
+    var acc01 = vec4<f32>(0.0);
+    var acc10 = vec4<f32>(0.0);
+    var acc11 = vec4<f32>(0.0);
+    var acc20 = vec4<f32>(0.0);
+    var acc21 = vec4<f32>(0.0);
+    var acc30 = vec4<f32>(0.0);
+    var acc31 = vec4<f32>(0.0);
+    var acc40 = vec4<f32>(0.0);
+    var acc41 = vec4<f32>(0.0);
+    var acc50 = vec4<f32>(0.0);
+    var acc51 = vec4<f32>(0.0);
+    var acc60 = vec4<f32>(0.0);
+    var acc61 = vec4<f32>(0.0);
+    var acc70 = vec4<f32>(0.0);
+    var acc71 = vec4<f32>(0.0);
 
     for (var k0 = 0u; k0 < p.depth; k0 += KC) {
-        // 256 invocations stage 64 x 16 values of A and of B, 4 each.
-        for (var t = 0u; t < 4u; t++) {
+        // 256 invocations stage 128 x 16 values of A and of B, 8 each;
+        // consecutive invocations read consecutive features of one row.
+        for (var t = 0u; t < 8u; t++) {
             let e = li + t * 256u;
             let r = e / KC;
             let kk = e % KC;
@@ -107,52 +124,97 @@ fn main(
             var bv = 0.0;
             if (gk < p.depth) {
                 if (row0 + r < p.rows) {
-                    av = a[p.a_off + (row0 + r) * p.depth + gk];
+                    av = a[p.a_off + (row0 + r) * p.stride + gk];
                 }
                 if (col0 + r < p.cols) {
-                    bv = b[p.b_off + (col0 + r) * p.depth + gk];
+                    bv = b[p.b_off + (col0 + r) * p.stride + gk];
                 }
             }
-            a_tile[kk][r] = av;
-            b_tile[kk][r] = bv;
+            a_tile[kk][r / 4u][r % 4u] = av;
+            b_tile[kk][r / 4u][r % 4u] = bv;
         }
         workgroupBarrier();
         // Zero padding beyond `depth` adds nothing to either statistic.
         if (distance) {
             for (var kk = 0u; kk < KC; kk++) {
-                for (var r = 0u; r < 4u; r++) {
-                    let av = a_tile[kk][lid.y + 16u * r];
-                    for (var q = 0u; q < 4u; q++) {
-                        let diff = av - b_tile[kk][lid.x + 16u * q];
-                        acc[r * 4u + q] = fma(diff, diff, acc[r * 4u + q]);
-                    }
-                }
+                let a0 = a_tile[kk][2u * lid.y];
+                let a1 = a_tile[kk][2u * lid.y + 1u];
+                let b0 = b_tile[kk][2u * lid.x];
+                let b1 = b_tile[kk][2u * lid.x + 1u];
+                var d: vec4<f32>;
+                d = vec4<f32>(a0.x) - b0;
+                acc00 = fma(d, d, acc00);
+                d = vec4<f32>(a0.x) - b1;
+                acc01 = fma(d, d, acc01);
+                d = vec4<f32>(a0.y) - b0;
+                acc10 = fma(d, d, acc10);
+                d = vec4<f32>(a0.y) - b1;
+                acc11 = fma(d, d, acc11);
+                d = vec4<f32>(a0.z) - b0;
+                acc20 = fma(d, d, acc20);
+                d = vec4<f32>(a0.z) - b1;
+                acc21 = fma(d, d, acc21);
+                d = vec4<f32>(a0.w) - b0;
+                acc30 = fma(d, d, acc30);
+                d = vec4<f32>(a0.w) - b1;
+                acc31 = fma(d, d, acc31);
+                d = vec4<f32>(a1.x) - b0;
+                acc40 = fma(d, d, acc40);
+                d = vec4<f32>(a1.x) - b1;
+                acc41 = fma(d, d, acc41);
+                d = vec4<f32>(a1.y) - b0;
+                acc50 = fma(d, d, acc50);
+                d = vec4<f32>(a1.y) - b1;
+                acc51 = fma(d, d, acc51);
+                d = vec4<f32>(a1.z) - b0;
+                acc60 = fma(d, d, acc60);
+                d = vec4<f32>(a1.z) - b1;
+                acc61 = fma(d, d, acc61);
+                d = vec4<f32>(a1.w) - b0;
+                acc70 = fma(d, d, acc70);
+                d = vec4<f32>(a1.w) - b1;
+                acc71 = fma(d, d, acc71);
             }
         } else {
             for (var kk = 0u; kk < KC; kk++) {
-                for (var r = 0u; r < 4u; r++) {
-                    let av = a_tile[kk][lid.y + 16u * r];
-                    for (var q = 0u; q < 4u; q++) {
-                        acc[r * 4u + q] = fma(av, b_tile[kk][lid.x + 16u * q], acc[r * 4u + q]);
-                    }
-                }
+                let a0 = a_tile[kk][2u * lid.y];
+                let a1 = a_tile[kk][2u * lid.y + 1u];
+                let b0 = b_tile[kk][2u * lid.x];
+                let b1 = b_tile[kk][2u * lid.x + 1u];
+                acc00 = fma(vec4<f32>(a0.x), b0, acc00);
+                acc01 = fma(vec4<f32>(a0.x), b1, acc01);
+                acc10 = fma(vec4<f32>(a0.y), b0, acc10);
+                acc11 = fma(vec4<f32>(a0.y), b1, acc11);
+                acc20 = fma(vec4<f32>(a0.z), b0, acc20);
+                acc21 = fma(vec4<f32>(a0.z), b1, acc21);
+                acc30 = fma(vec4<f32>(a0.w), b0, acc30);
+                acc31 = fma(vec4<f32>(a0.w), b1, acc31);
+                acc40 = fma(vec4<f32>(a1.x), b0, acc40);
+                acc41 = fma(vec4<f32>(a1.x), b1, acc41);
+                acc50 = fma(vec4<f32>(a1.y), b0, acc50);
+                acc51 = fma(vec4<f32>(a1.y), b1, acc51);
+                acc60 = fma(vec4<f32>(a1.z), b0, acc60);
+                acc61 = fma(vec4<f32>(a1.z), b1, acc61);
+                acc70 = fma(vec4<f32>(a1.w), b0, acc70);
+                acc71 = fma(vec4<f32>(a1.w), b1, acc71);
             }
         }
         workgroupBarrier();
     }
 
-    for (var r = 0u; r < 4u; r++) {
-        let gr = row0 + lid.y + 16u * r;
+    let acc = array<vec4<f32>, 16>(acc00, acc01, acc10, acc11, acc20, acc21, acc30, acc31, acc40, acc41, acc50, acc51, acc60, acc61, acc70, acc71);
+    for (var r = 0u; r < RB; r++) {
+        let gr = row0 + 8u * lid.y + r;
         if (gr >= p.rows) {
-            continue;
+            break;
         }
-        for (var q = 0u; q < 4u; q++) {
-            let gc = col0 + lid.x + 16u * q;
+        for (var q = 0u; q < RB; q++) {
+            let gc = col0 + 8u * lid.x + q;
             if (gc >= p.cols) {
-                continue;
+                break;
             }
             let idx = p.c_off + gr * p.cols + gc;
-            var s = acc[r * 4u + q];
+            var s = acc[2u * r + q / 4u][q % 4u];
             if ((p.flags & FLAG_ACCUMULATE) != 0u) {
                 s = s + c[idx];
             }

@@ -136,7 +136,7 @@ impl Device {
     pub fn gram<T: Real>(&self, phi: &DMatrix<T>) -> Result<DMatrix<T>> {
         check_matrix("phi", phi)?;
         match self {
-            Device::Cpu => Ok(linalg::matmul_tn(phi, phi)),
+            Device::Cpu => Ok(linalg::gram_tall(phi)),
             Device::Gpu(ctx) => symmetrised(ctx.product(phi, phi, MatrixProduct::AtB)?),
         }
     }

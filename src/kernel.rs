@@ -216,8 +216,22 @@ pub(crate) fn kernel_matrix_unchecked<T: Real>(kernel: &Kernel, x: &DMatrix<T>, 
                         acc + diff * diff
                     });
                 }
-                *v = kernel.apply_to_statistic(s);
+                *v = s;
             }
+            // k = exp(-gamma s) or exp(-gamma sqrt(s)): the exponent, then one
+            // vectorised exp pass over the column.
+            match *kernel {
+                Kernel::Rbf { gamma } => {
+                    let g = T::from_f64_lossy(gamma);
+                    col.iter_mut().for_each(|v| *v = -g * *v);
+                }
+                Kernel::Laplacian { gamma } => {
+                    let g = T::from_f64_lossy(gamma);
+                    col.iter_mut().for_each(|v| *v = -g * v.sqrt());
+                }
+                _ => unreachable!("distance-based kernels are RBF and Laplacian"),
+            }
+            T::exp_nonpositive_in_place(col);
         });
     } else if !matches!(kernel, Kernel::Linear) {
         k.as_mut_slice().par_chunks_mut(4096).for_each(|chunk| {

@@ -1,5 +1,5 @@
 //! Every GPU operation against the CPU f64 path, on fresh random inputs over
-//! awkward shapes (1, primes, non-multiples of the 64-wide tile, n != m), and
+//! awkward shapes (1, primes, non-multiples of the 128-wide tile, n != m), and
 //! with a forced small tile limit so outputs span many tiles.
 //!
 //! Tolerance: relative Frobenius error <= 1e-5 for products and bounded
@@ -14,7 +14,7 @@ use gramian::linalg::relative_frobenius_error;
 use gramian::{Device, GpuOptions, Kernel, MatrixProduct};
 use nalgebra::DMatrix;
 
-const SHAPES: &[(usize, usize, usize)] = &[(1, 1, 1), (1, 7, 3), (13, 1, 5), (67, 31, 1), (97, 131, 17), (130, 64, 65), (257, 193, 33)];
+const SHAPES: &[(usize, usize, usize)] = &[(1, 1, 1), (1, 7, 3), (13, 1, 5), (67, 31, 1), (97, 131, 17), (130, 64, 65), (257, 193, 33), (300, 129, 7)];
 
 fn kernels() -> Vec<(Kernel, f64)> {
     vec![
@@ -172,7 +172,8 @@ fn kernel_matvec_matches_cpu() {
 
 #[test]
 fn kernel_matvec_matches_cpu_with_forced_tiling() {
-    // 8 KiB bindings: Z streamed in blocks of 31 points for d = 65.
+    // 8 KiB bindings: kernel tiles of at most 2048 entries, so Z is streamed
+    // in blocks and the products accumulate across them.
     let Some(gpu) = gpu_device(GpuOptions { max_tile_bytes: Some(8192), ..Default::default() }) else { return };
     check_matvec(&gpu);
 }
@@ -205,4 +206,30 @@ fn large_output_spans_many_tiles() {
     let kernel = Kernel::rbf(0.05).unwrap();
     let err = relative_frobenius_error(&gpu.kernel_matrix(&kernel, &x, &z).unwrap(), &Device::Cpu.kernel_matrix(&kernel, &x, &z).unwrap());
     assert!(err <= 1e-5, "error {err:e}");
+}
+
+#[test]
+fn long_reductions_are_complete() {
+    // Regression: with naga's forced loop bounding, lavapipe stopped long
+    // shader loops early (Phi^T Phi over 8000 samples summed only 6349).
+    let Some(gpu) = gpu_device(GpuOptions::default()) else { return };
+    let mut rng = rng();
+    let phi = random_matrix(&mut rng, 12000, 3);
+    let err = relative_frobenius_error(&gpu.gram(&phi).unwrap(), &(phi.transpose() * &phi));
+    assert!(err <= 1e-5, "gram over 12000 samples: error {err:e}");
+    // Split-K: a 130 x 70 output (2 x 1 tiles) over 9000 samples runs as
+    // depth chunks of one batched dispatch summed on the host.
+    let a = random_matrix(&mut rng, 9000, 130);
+    let b = random_matrix(&mut rng, 9000, 70);
+    let err = relative_frobenius_error(&gpu.matmul(&a, &b, MatrixProduct::AtB).unwrap(), &(a.transpose() * &b));
+    assert!(err <= 1e-5, "A^T B over 9000 samples: error {err:e}");
+    // (A fused matvec shader returned wrong sums here on lavapipe from about
+    // 50 passes of its point loop on; the tile-then-product path does not.)
+    let x = random_matrix(&mut rng, 64, 4);
+    let z = random_matrix(&mut rng, 4800, 4);
+    let v = random_matrix(&mut rng, 4800, 2);
+    let kernel = Kernel::rbf(0.5).unwrap();
+    let reference = Device::Cpu.kernel_matrix(&kernel, &x, &z).unwrap() * &v;
+    let err = relative_frobenius_error(&gpu.kernel_matvec(&kernel, &x, &z, &v).unwrap(), &reference);
+    assert!(err <= 1e-4, "matvec over 4800 points: error {err:e}");
 }

@@ -13,7 +13,7 @@ use rand_distr::{Distribution, StandardNormal};
 
 use super::error::{EksvdError, Result};
 use super::features::sign_of_largest;
-use crate::linalg::{matmul, symmetric_eigen};
+use crate::linalg::{clear_upper_simd_state, matmul, symmetric_eigen};
 
 /// Eigenvalues at or below this fraction of the largest magnitude count as
 /// zero, not positive (rounding in a rank-deficient coupling matrix).
@@ -109,6 +109,7 @@ fn project(basis: &[f64], n: usize, cols: usize, w: &[f64], h: &mut [f64], par: 
     let w = MatRef::from_column_major_slice(w, n, 1);
     let h = MatMut::from_column_major_slice_mut(&mut h[..cols], cols, 1);
     faer::linalg::matmul::matmul(h, Accum::Replace, v.transpose(), w, 1.0, par);
+    clear_upper_simd_state(par != Par::Seq);
 }
 
 /// `w -= V h` for the first `cols` columns of the basis.
@@ -117,6 +118,7 @@ fn subtract(basis: &[f64], n: usize, cols: usize, h: &[f64], w: &mut [f64], par:
     let h = MatRef::from_column_major_slice(&h[..cols], cols, 1);
     let w = MatMut::from_column_major_slice_mut(w, n, 1);
     faer::linalg::matmul::matmul(w, Accum::Add, v, h, -1.0, par);
+    clear_upper_simd_state(par != Par::Seq);
 }
 
 fn norm(v: &[f64]) -> f64 {

@@ -41,7 +41,6 @@ pub struct AdapterSummary {
 
 pub(crate) struct Pipelines {
     pub(crate) kernel_matrix: wgpu::ComputePipeline,
-    pub(crate) kernel_matvec: wgpu::ComputePipeline,
 }
 
 /// Buffers reused across calls; each grows (to the next power of two, within
@@ -64,6 +63,7 @@ pub struct GpuContext {
     pub(crate) max_binding_bytes: u64,
     pub(crate) max_buffer_bytes: u64,
     pub(crate) max_workgroups: u32,
+    pub(crate) storage_offset_alignment: u32,
     summary: AdapterSummary,
 }
 
@@ -143,6 +143,7 @@ impl GpuContext {
             max_binding_bytes,
             max_buffer_bytes: limits.max_buffer_size,
             max_workgroups: limits.max_compute_workgroups_per_dimension,
+            storage_offset_alignment: limits.min_storage_buffer_offset_alignment,
             summary,
         })
     }

@@ -21,15 +21,13 @@ const SLOT_A: usize = 1;
 const SLOT_B: usize = 2;
 const SLOT_C: usize = 3;
 const SLOT_STAGING: usize = 4;
-const SLOT_PARAMS: usize = 5;
+const SLOT_Y: usize = 5;
 const SLOT_V: usize = 6;
 
 /// Output tile edge of `kernel_matrix.wgsl` (rows and columns per workgroup).
-const TILE: usize = 64;
-/// Rows per workgroup of `kernel_matvec.wgsl`.
-const MATVEC_ROWS: usize = 64;
-/// Columns of V handled per pass of `kernel_matvec.wgsl`.
-const MATVEC_WIDTH: usize = 8;
+const TILE: usize = 128;
+/// Largest row and column block of the kernel matvec's on-GPU kernel tile.
+const MATVEC_BLOCK: usize = 4096;
 
 const FLAG_ACCUMULATE: u32 = 1;
 const FLAG_APPLY: u32 = 2;
@@ -60,23 +58,9 @@ struct Problem {
     gamma: f32,
     coef0: f32,
     degree: u32,
-    _pad: u32,
-}
-
-/// Uniform parameters of `kernel_matvec.wgsl`.
-#[repr(C)]
-#[derive(Debug, Clone, Copy, Pod, Zeroable)]
-struct MatvecParams {
-    rows: u32,
-    cols: u32,
-    depth: u32,
-    width: u32,
-    flags: u32,
-    kind: u32,
-    gamma: f32,
-    coef0: f32,
-    degree: u32,
-    _pad: [u32; 3],
+    /// Row stride of A and B (usually `depth`; larger when a problem reads a
+    /// depth slice of longer rows, as split-K does).
+    stride: u32,
 }
 
 /// The kernel as the shaders encode it.
@@ -114,7 +98,7 @@ impl KernelCode {
             gamma: self.gamma,
             coef0: self.coef0,
             degree: self.degree,
-            _pad: 0,
+            stride: depth as u32,
         }
     }
 }
@@ -160,10 +144,18 @@ impl RowMajor {
 
 pub(crate) fn build_pipelines(device: &wgpu::Device) -> super::Pipelines {
     let make = |label: &str, source: &str| {
-        let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
-            label: Some(label),
-            source: wgpu::ShaderSource::Wgsl(Cow::Borrowed(source)),
-        });
+        let desc = wgpu::ShaderModuleDescriptor { label: Some(label), source: wgpu::ShaderSource::Wgsl(Cow::Borrowed(source)) };
+        // naga's forced loop bounding (a hidden counter in every loop) is
+        // miscompiled by Mesa's lavapipe (22.3, LLVM 15): a Phi^T Phi over
+        // 8000 samples stopped after 6349 of them, the same for any feature
+        // dimension. It is switched off; everything else stays checked.
+        // SAFETY: wgpu requires that shaders built without loop bounding have
+        // no infinite loops. Every loop in our shaders counts a u32 up by a
+        // constant step to a bound below 2^30 (the bounds are element counts
+        // of buffers under the binding limit), so none can wrap or run forever.
+        let mut checks = wgpu::ShaderRuntimeChecks::checked();
+        checks.force_loop_bounding = false;
+        let module = unsafe { device.create_shader_module_trusted(desc, checks) };
         device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
             label: Some(label),
             layout: None,
@@ -175,7 +167,6 @@ pub(crate) fn build_pipelines(device: &wgpu::Device) -> super::Pipelines {
     };
     super::Pipelines {
         kernel_matrix: make("kernel_matrix", include_str!("../../shaders/kernel_matrix.wgsl")),
-        kernel_matvec: make("kernel_matvec", include_str!("../../shaders/kernel_matvec.wgsl")),
     }
 }
 
@@ -187,8 +178,7 @@ fn slot_usage(slot: usize) -> wgpu::BufferUsages {
     use wgpu::BufferUsages as U;
     match slot {
         SLOT_STAGING => U::MAP_READ | U::COPY_DST,
-        SLOT_PARAMS => U::UNIFORM | U::COPY_DST,
-        SLOT_C => U::STORAGE | U::COPY_SRC | U::COPY_DST,
+        SLOT_C | SLOT_Y => U::STORAGE | U::COPY_SRC | U::COPY_DST,
         _ => U::STORAGE | U::COPY_DST,
     }
 }
@@ -213,8 +203,22 @@ impl GpuContext {
         buf
     }
 
-    fn binding(buffer: &wgpu::Buffer, bytes: u64) -> wgpu::BindingResource<'_> {
-        wgpu::BindingResource::Buffer(wgpu::BufferBinding { buffer, offset: 0, size: NonZeroU64::new(bytes.max(4)) })
+    /// Bind group of `kernel_matrix.wgsl`: problems, A, B, C, each a
+    /// `(buffer, byte offset, byte length)` range.
+    fn kernel_matrix_bind_group(&self, label: &str, ranges: [(&wgpu::Buffer, u64, u64); 4]) -> wgpu::BindGroup {
+        let entries: Vec<wgpu::BindGroupEntry<'_>> = ranges
+            .iter()
+            .enumerate()
+            .map(|(i, &(buffer, offset, bytes))| wgpu::BindGroupEntry {
+                binding: i as u32,
+                resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding { buffer, offset, size: NonZeroU64::new(bytes.max(4)) }),
+            })
+            .collect();
+        self.device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: Some(label),
+            layout: &self.pipelines.kernel_matrix.get_bind_group_layout(0),
+            entries: &entries,
+        })
     }
 
     /// Copies `bytes` of the C slot into the staging slot, waits, and hands
@@ -307,16 +311,7 @@ impl GpuContext {
                     self.queue.write_buffer(&p_buf, 0, bytemuck::bytes_of(&problem));
                     self.queue.write_buffer(&a_buf, 0, bytemuck::cast_slice(&a_blk));
                     self.queue.write_buffer(&b_buf, 0, bytemuck::cast_slice(&b_blk));
-                    let bind = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
-                        label: Some("kernel_matrix"),
-                        layout: &self.pipelines.kernel_matrix.get_bind_group_layout(0),
-                        entries: &[
-                            wgpu::BindGroupEntry { binding: 0, resource: Self::binding(&p_buf, std::mem::size_of::<Problem>() as u64) },
-                            wgpu::BindGroupEntry { binding: 1, resource: Self::binding(&a_buf, (a_blk.len() * 4) as u64) },
-                            wgpu::BindGroupEntry { binding: 2, resource: Self::binding(&b_buf, (b_blk.len() * 4) as u64) },
-                            wgpu::BindGroupEntry { binding: 3, resource: Self::binding(&c_buf, c_bytes) },
-                        ],
-                    });
+                    let bind = self.kernel_matrix_bind_group("kernel_matrix", [(&p_buf, 0, std::mem::size_of::<Problem>() as u64), (&a_buf, 0, (a_blk.len() * 4) as u64), (&b_buf, 0, (b_blk.len() * 4) as u64), (&c_buf, 0, c_bytes)]);
                     let mut encoder = self.device.create_command_encoder(&Default::default());
                     {
                         let mut pass = encoder.begin_compute_pass(&Default::default());
@@ -340,19 +335,99 @@ impl GpuContext {
         Ok(())
     }
 
+    /// The full matrix `f(s(a_i, b_j))` (a.rows x b.rows) in the caller's type.
+    ///
+    /// The GPU computes the transposed problem, `f(s(b_j, a_i))` row-major,
+    /// which is the column-major layout of the result: read-back is a
+    /// contiguous copy per column instead of a strided scatter.
     fn statistic_matrix<T: Real>(&self, code: KernelCode, a: &RowMajor, b: &RowMajor) -> Result<DMatrix<T>> {
+        if let Some(out) = self.split_depth_product(code, a, b)? {
+            return Ok(out);
+        }
         let mut out = DMatrix::<T>::zeros(a.rows, b.rows);
+        let n = a.rows;
         self.checked(|| {
-            self.statistic_tiles(code, a, b, true, &mut |r0, c0, tr, tc, data| {
+            self.statistic_tiles(code, b, a, true, &mut |c0, r0, tc, tr, data| {
+                let dst = out.as_mut_slice();
                 for j in 0..tc {
-                    let mut col = out.column_mut(c0 + j);
-                    for i in 0..tr {
-                        col[r0 + i] = T::from_f32_exact(data[i * tc + j]);
+                    let col = &mut dst[(c0 + j) * n + r0..(c0 + j) * n + r0 + tr];
+                    for (o, &v) in col.iter_mut().zip(&data[j * tr..(j + 1) * tr]) {
+                        *o = T::from_f32_exact(v);
                     }
                 }
             })
         })?;
         Ok(out)
+    }
+
+    /// Split-K for products with a small output and a long inner dimension
+    /// (`Phi^T Phi` over many samples): the depth is cut into chunks that
+    /// run as separate problems of one batched dispatch, each writing its own
+    /// partial product, and the partials are summed on the host in `f64`.
+    /// A single (row, column) tile grid of a few workgroups would otherwise
+    /// leave most of a GPU idle. `None` when the shape does not call for it
+    /// or the operands do not fit one binding.
+    fn split_depth_product<T: Real>(&self, code: KernelCode, a: &RowMajor, b: &RowMajor) -> Result<Option<DMatrix<T>>> {
+        const MIN_CHUNK: usize = 2048;
+        const MAX_CHUNKS: usize = 256;
+        let (rows, cols, depth) = (a.rows, b.rows, a.cols);
+        let output_tiles = div_ceil(rows, TILE) * div_ceil(cols, TILE);
+        let elems = (self.max_binding_bytes / 4) as usize;
+        if code.kind != KernelCode::of(&Kernel::Linear).kind || output_tiles >= 32 || depth < 2 * MIN_CHUNK {
+            return Ok(None);
+        }
+        let chunks = (depth / MIN_CHUNK).min(MAX_CHUNKS).min(div_ceil(128, output_tiles)).min(self.max_workgroups as usize);
+        let chunk = div_ceil(depth, chunks);
+        let chunks = div_ceil(depth, chunk);
+        if a.data.len() > elems || b.data.len() > elems || chunks * rows * cols > elems || chunks < 2 {
+            return Ok(None);
+        }
+        // Transposed as in `statistic_matrix`: problem rows are b's rows.
+        let problems: Vec<Problem> = (0..chunks)
+            .map(|i| {
+                let k0 = i * chunk;
+                let k1 = (k0 + chunk).min(depth);
+                let mut p = code.problem(cols, rows, k1 - k0, [k0, k0, i * rows * cols], FLAG_APPLY);
+                p.stride = depth as u32;
+                p
+            })
+            .collect();
+        let mut partials = vec![0f32; chunks * rows * cols];
+        self.checked(|| self.dispatch_batch(&problems, &b.data, &a.data, rows.max(cols), &mut partials))?;
+        let mut sum = vec![0f64; rows * cols];
+        for part in partials.chunks_exact(rows * cols) {
+            for (s, &v) in sum.iter_mut().zip(part) {
+                *s += v as f64;
+            }
+        }
+        Ok(Some(DMatrix::from_iterator(rows, cols, sum.into_iter().map(T::from_f64_lossy))))
+    }
+
+    /// One dispatch of `problems` (batch index = workgroup z) over packed
+    /// operand buffers; the packed outputs are read back into `out`.
+    fn dispatch_batch(&self, problems: &[Problem], a_data: &[f32], b_data: &[f32], max_edge: usize, out: &mut [f32]) -> Result<()> {
+        let mut scratch = self.scratch.lock().map_err(|_| ComputeError::Gpu("scratch lock poisoned".into()))?;
+        let scratch = &mut *scratch;
+        let p_bytes = std::mem::size_of_val(problems) as u64;
+        let (a_bytes, b_bytes, c_bytes) = ((a_data.len() * 4) as u64, (b_data.len() * 4) as u64, (out.len() * 4) as u64);
+        let p_buf = self.scratch_buffer(scratch, SLOT_PROBLEMS, p_bytes);
+        let a_buf = self.scratch_buffer(scratch, SLOT_A, a_bytes);
+        let b_buf = self.scratch_buffer(scratch, SLOT_B, b_bytes);
+        let c_buf = self.scratch_buffer(scratch, SLOT_C, c_bytes);
+        self.queue.write_buffer(&p_buf, 0, bytemuck::cast_slice(problems));
+        self.queue.write_buffer(&a_buf, 0, bytemuck::cast_slice(a_data));
+        self.queue.write_buffer(&b_buf, 0, bytemuck::cast_slice(b_data));
+        let bind = self.kernel_matrix_bind_group("batched problems", [(&p_buf, 0, p_bytes), (&a_buf, 0, a_bytes), (&b_buf, 0, b_bytes), (&c_buf, 0, c_bytes)]);
+        let max_rows = problems.iter().map(|p| p.rows as usize).max().unwrap_or(1).min(max_edge.max(1));
+        let max_cols = problems.iter().map(|p| p.cols as usize).max().unwrap_or(1);
+        let mut encoder = self.device.create_command_encoder(&Default::default());
+        {
+            let mut pass = encoder.begin_compute_pass(&Default::default());
+            pass.set_pipeline(&self.pipelines.kernel_matrix);
+            pass.set_bind_group(0, &bind, &[]);
+            pass.dispatch_workgroups(div_ceil(max_cols, TILE) as u32, div_ceil(max_rows, TILE) as u32, problems.len() as u32);
+        }
+        self.read_back(scratch, encoder, &c_buf, c_bytes, &mut |data| out.copy_from_slice(data))
     }
 
     /// `K(X, Z)` on the GPU (inputs validated by the caller).
@@ -420,139 +495,99 @@ impl GpuContext {
         if group.is_empty() {
             return Ok(());
         }
+        // Transposed problems (rows from B, columns from A) so that each
+        // packed output is its product in column-major order.
         let mut problems = Vec::with_capacity(group.len());
         let (mut a_data, mut b_data) = (Vec::new(), Vec::new());
         let mut c_len = 0usize;
-        let (mut max_rows, mut max_cols) = (1usize, 1usize);
         for (_, ra, rb) in group.iter() {
-            problems.push(code.problem(ra.rows, rb.rows, ra.cols, [a_data.len(), b_data.len(), c_len], FLAG_APPLY));
+            problems.push(code.problem(rb.rows, ra.rows, ra.cols, [b_data.len(), a_data.len(), c_len], FLAG_APPLY));
             a_data.extend_from_slice(&ra.data);
             b_data.extend_from_slice(&rb.data);
             c_len += ra.rows * rb.rows;
-            max_rows = max_rows.max(ra.rows);
-            max_cols = max_cols.max(rb.rows);
         }
         let mut packed = vec![0f32; c_len];
-        self.checked(|| {
-            let mut scratch = self.scratch.lock().map_err(|_| ComputeError::Gpu("scratch lock poisoned".into()))?;
-            let scratch = &mut *scratch;
-            let p_bytes = (problems.len() * std::mem::size_of::<Problem>()) as u64;
-            let (a_bytes, b_bytes, c_bytes) = ((a_data.len() * 4) as u64, (b_data.len() * 4) as u64, (c_len * 4) as u64);
-            let p_buf = self.scratch_buffer(scratch, SLOT_PROBLEMS, p_bytes);
-            let a_buf = self.scratch_buffer(scratch, SLOT_A, a_bytes);
-            let b_buf = self.scratch_buffer(scratch, SLOT_B, b_bytes);
-            let c_buf = self.scratch_buffer(scratch, SLOT_C, c_bytes);
-            self.queue.write_buffer(&p_buf, 0, bytemuck::cast_slice(&problems));
-            self.queue.write_buffer(&a_buf, 0, bytemuck::cast_slice(&a_data));
-            self.queue.write_buffer(&b_buf, 0, bytemuck::cast_slice(&b_data));
-            let bind = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
-                label: Some("batched product"),
-                layout: &self.pipelines.kernel_matrix.get_bind_group_layout(0),
-                entries: &[
-                    wgpu::BindGroupEntry { binding: 0, resource: Self::binding(&p_buf, p_bytes) },
-                    wgpu::BindGroupEntry { binding: 1, resource: Self::binding(&a_buf, a_bytes) },
-                    wgpu::BindGroupEntry { binding: 2, resource: Self::binding(&b_buf, b_bytes) },
-                    wgpu::BindGroupEntry { binding: 3, resource: Self::binding(&c_buf, c_bytes) },
-                ],
-            });
-            let mut encoder = self.device.create_command_encoder(&Default::default());
-            {
-                let mut pass = encoder.begin_compute_pass(&Default::default());
-                pass.set_pipeline(&self.pipelines.kernel_matrix);
-                pass.set_bind_group(0, &bind, &[]);
-                pass.dispatch_workgroups(div_ceil(max_cols, TILE) as u32, div_ceil(max_rows, TILE) as u32, problems.len() as u32);
-            }
-            self.read_back(scratch, encoder, &c_buf, c_bytes, &mut |data| packed.copy_from_slice(data))
-        })?;
+        self.checked(|| self.dispatch_batch(&problems, &b_data, &a_data, usize::MAX, &mut packed))?;
         let mut off = 0usize;
         for (idx, ra, rb) in group.drain(..) {
             let (r, c) = (ra.rows, rb.rows);
-            results[idx] = Some(DMatrix::from_fn(r, c, |i, j| T::from_f32_exact(packed[off + i * c + j])));
+            results[idx] = Some(DMatrix::from_iterator(r, c, packed[off..off + r * c].iter().map(|&v| T::from_f32_exact(v))));
             off += r * c;
         }
         Ok(())
     }
 
     /// `K(X, Z) V` without storing `K(X, Z)` (inputs validated by the caller).
+    ///
+    /// For each row block of X and point block of Z, two dispatches of the
+    /// kernel-matrix shader in one submission: the kernel tile
+    /// `K_t = K(X_r, Z_c)` into a scratch buffer that stays on the GPU, then
+    /// `Y_r += K_t V_c` (the linear kind, accumulating). Only Y is read back,
+    /// once per row block; memory is one tile, however large n x m is.
     pub(crate) fn kernel_matvec<T: Real>(&self, kernel: &Kernel, x: &DMatrix<T>, z: &DMatrix<T>, v: &DMatrix<T>) -> Result<DMatrix<T>> {
-        let code = KernelCode::of(kernel);
-        let (n, m, d) = (x.nrows(), z.nrows(), x.ncols());
+        let (n, m, d, c) = (x.nrows(), z.nrows(), x.ncols(), v.ncols());
         let elems = (self.max_binding_bytes / 4) as usize;
-        let per_row = d.max(MATVEC_WIDTH);
-        if per_row > elems {
-            return Err(ComputeError::TooLargeForGpu { what: "one row of the kernel matvec input", bytes: (per_row * 4) as u64, limit: self.max_binding_bytes });
+        if d > elems || c > elems {
+            return Err(ComputeError::TooLargeForGpu { what: "one row of the kernel matvec operands", bytes: (d.max(c) * 4) as u64, limit: self.max_binding_bytes });
         }
-        // Row and column blocks: whole rows of X, Z, V and Y within one binding.
-        let br = (elems / per_row).min(self.max_workgroups as usize * MATVEC_ROWS).min(n);
-        let bc = (elems / per_row).min(m);
-        let (xr, zr) = (RowMajor::rows_of(x), RowMajor::rows_of(z));
-        let mut out = DMatrix::<T>::zeros(n, v.ncols());
+        let max_span = self.max_workgroups as usize * TILE;
+        let (mut br, mut bc) = (n.min(MATVEC_BLOCK).min(max_span), m.min(MATVEC_BLOCK).min(max_span));
+        while br * bc > elems || br * d > elems || bc * d > elems || bc * c > elems || br * c > elems {
+            if br >= bc { br = div_ceil(br, 2) } else { bc = div_ceil(bc, 2) }
+        }
+        let (xr, zr, vt) = (RowMajor::rows_of(x), RowMajor::rows_of(z), RowMajor::columns_of(v));
+        let (kernel_code, linear) = (KernelCode::of(kernel), KernelCode::of(&Kernel::Linear));
+        let align = std::mem::size_of::<Problem>().next_multiple_of(self.storage_offset_alignment as usize);
+        let problem_bytes = std::mem::size_of::<Problem>() as u64;
+        let mut out = DMatrix::<T>::zeros(n, c);
         self.checked(|| {
             let mut scratch = self.scratch.lock().map_err(|_| ComputeError::Gpu("scratch lock poisoned".into()))?;
             let scratch = &mut *scratch;
-            for w0 in (0..v.ncols()).step_by(MATVEC_WIDTH) {
-                let w1 = (w0 + MATVEC_WIDTH).min(v.ncols());
-                let width = w1 - w0;
-                let vr = RowMajor::rows_of(&v.columns(w0, width).into_owned());
-                for r0 in (0..n).step_by(br) {
-                    let r1 = (r0 + br).min(n);
-                    let x_blk = xr.block(r0, r1, 0, d);
-                    let y_bytes = ((r1 - r0) * width * 4) as u64;
-                    let y_buf = self.scratch_buffer(scratch, SLOT_C, y_bytes);
-                    let x_buf = self.scratch_buffer(scratch, SLOT_A, (x_blk.len() * 4) as u64);
-                    self.queue.write_buffer(&x_buf, 0, bytemuck::cast_slice(&x_blk));
-                    for c0 in (0..m).step_by(bc) {
-                        let c1 = (c0 + bc).min(m);
-                        let last = c1 == m;
-                        let z_blk = zr.block(c0, c1, 0, d);
-                        let v_blk = vr.block(c0, c1, 0, width);
-                        let params = MatvecParams {
-                            rows: (r1 - r0) as u32,
-                            cols: (c1 - c0) as u32,
-                            depth: d as u32,
-                            width: width as u32,
-                            flags: if c0 > 0 { FLAG_ACCUMULATE } else { 0 },
-                            kind: code.kind,
-                            gamma: code.gamma,
-                            coef0: code.coef0,
-                            degree: code.degree,
-                            _pad: [0; 3],
-                        };
-                        let p_buf = self.scratch_buffer(scratch, SLOT_PARAMS, std::mem::size_of::<MatvecParams>() as u64);
-                        let z_buf = self.scratch_buffer(scratch, SLOT_B, (z_blk.len() * 4) as u64);
-                        let v_buf = self.scratch_buffer(scratch, SLOT_V, (v_blk.len() * 4) as u64);
-                        self.queue.write_buffer(&p_buf, 0, bytemuck::bytes_of(&params));
-                        self.queue.write_buffer(&z_buf, 0, bytemuck::cast_slice(&z_blk));
-                        self.queue.write_buffer(&v_buf, 0, bytemuck::cast_slice(&v_blk));
-                        let bind = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
-                            label: Some("kernel_matvec"),
-                            layout: &self.pipelines.kernel_matvec.get_bind_group_layout(0),
-                            entries: &[
-                                wgpu::BindGroupEntry { binding: 0, resource: Self::binding(&p_buf, std::mem::size_of::<MatvecParams>() as u64) },
-                                wgpu::BindGroupEntry { binding: 1, resource: Self::binding(&x_buf, (x_blk.len() * 4) as u64) },
-                                wgpu::BindGroupEntry { binding: 2, resource: Self::binding(&z_buf, (z_blk.len() * 4) as u64) },
-                                wgpu::BindGroupEntry { binding: 3, resource: Self::binding(&v_buf, (v_blk.len() * 4) as u64) },
-                                wgpu::BindGroupEntry { binding: 4, resource: Self::binding(&y_buf, y_bytes) },
-                            ],
-                        });
-                        let mut encoder = self.device.create_command_encoder(&Default::default());
-                        {
-                            let mut pass = encoder.begin_compute_pass(&Default::default());
-                            pass.set_pipeline(&self.pipelines.kernel_matvec);
-                            pass.set_bind_group(0, &bind, &[]);
-                            pass.dispatch_workgroups(div_ceil(r1 - r0, MATVEC_ROWS) as u32, 1, 1);
-                        }
-                        if last {
-                            self.read_back(scratch, encoder, &y_buf, y_bytes, &mut |data| {
-                                for i in 0..(r1 - r0) {
-                                    for w in 0..width {
-                                        out[(r0 + i, w0 + w)] = T::from_f32_exact(data[i * width + w]);
-                                    }
+            for r0 in (0..n).step_by(br) {
+                let r1 = (r0 + br).min(n);
+                let x_blk = xr.block(r0, r1, 0, d);
+                let x_buf = self.scratch_buffer(scratch, SLOT_A, (x_blk.len() * 4) as u64);
+                self.queue.write_buffer(&x_buf, 0, bytemuck::cast_slice(&x_blk));
+                let y_bytes = ((r1 - r0) * c * 4) as u64;
+                let y_buf = self.scratch_buffer(scratch, SLOT_Y, y_bytes);
+                for c0 in (0..m).step_by(bc) {
+                    let c1 = (c0 + bc).min(m);
+                    let (tr, tc) = (r1 - r0, c1 - c0);
+                    let z_blk = zr.block(c0, c1, 0, d);
+                    let v_blk = vt.block(0, c, c0, c1);
+                    let k_bytes = (tr * tc * 4) as u64;
+                    let k_buf = self.scratch_buffer(scratch, SLOT_C, k_bytes);
+                    let z_buf = self.scratch_buffer(scratch, SLOT_B, (z_blk.len() * 4) as u64);
+                    let v_buf = self.scratch_buffer(scratch, SLOT_V, (v_blk.len() * 4) as u64);
+                    let p_buf = self.scratch_buffer(scratch, SLOT_PROBLEMS, (align as u64) + problem_bytes);
+                    let tile = kernel_code.problem(tr, tc, d, [0, 0, 0], FLAG_APPLY);
+                    let accumulate = if c0 > 0 { FLAG_ACCUMULATE } else { 0 };
+                    let product = linear.problem(tr, c, tc, [0, 0, 0], FLAG_APPLY | accumulate);
+                    self.queue.write_buffer(&p_buf, 0, bytemuck::bytes_of(&tile));
+                    self.queue.write_buffer(&p_buf, align as u64, bytemuck::bytes_of(&product));
+                    self.queue.write_buffer(&z_buf, 0, bytemuck::cast_slice(&z_blk));
+                    self.queue.write_buffer(&v_buf, 0, bytemuck::cast_slice(&v_blk));
+                    let tile_bind = self.kernel_matrix_bind_group("kernel_matvec tile", [(&p_buf, 0, problem_bytes), (&x_buf, 0, (x_blk.len() * 4) as u64), (&z_buf, 0, (z_blk.len() * 4) as u64), (&k_buf, 0, k_bytes)]);
+                    let product_bind = self.kernel_matrix_bind_group("kernel_matvec product", [(&p_buf, align as u64, problem_bytes), (&k_buf, 0, k_bytes), (&v_buf, 0, (v_blk.len() * 4) as u64), (&y_buf, 0, y_bytes)]);
+                    let mut encoder = self.device.create_command_encoder(&Default::default());
+                    {
+                        let mut pass = encoder.begin_compute_pass(&Default::default());
+                        pass.set_pipeline(&self.pipelines.kernel_matrix);
+                        pass.set_bind_group(0, &tile_bind, &[]);
+                        pass.dispatch_workgroups(div_ceil(tc, TILE) as u32, div_ceil(tr, TILE) as u32, 1);
+                        pass.set_bind_group(0, &product_bind, &[]);
+                        pass.dispatch_workgroups(div_ceil(c, TILE) as u32, div_ceil(tr, TILE) as u32, 1);
+                    }
+                    if c1 == m {
+                        self.read_back(scratch, encoder, &y_buf, y_bytes, &mut |data| {
+                            for i in 0..tr {
+                                for w in 0..c {
+                                    out[(r0 + i, w)] = T::from_f32_exact(data[i * c + w]);
                                 }
-                            })?;
-                        } else {
-                            self.queue.submit([encoder.finish()]);
-                        }
+                            }
+                        })?;
+                    } else {
+                        self.queue.submit([encoder.finish()]);
                     }
                 }
             }

@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# Real-GPU check (e.g. an NVIDIA H200 with a CUDA image and no internet):
+#   1. build in release (when cargo is present; otherwise use the prebuilt
+#      binaries named by GPU_CHECK_BIN and GPU_TEST_BINS, built on a machine
+#      with the same architecture),
+#   2. run the GPU-vs-CPU test binaries with GRAMIAN_REQUIRE_GPU=1 (every GPU
+#      op against the CPU f64 path, fails if no adapter),
+#   3. print the CPU-vs-GPU table (each GPU row checked against CPU f64),
+#   4. time PyTorch's `cdist` + `exp` at the same size, when PyTorch is
+#      present, and print our GPU-resident throughput as a ratio of it.
+# Budget: a few minutes on an H200. Results also go to $OUT (default /tmp/gpu-check).
+#
+# Vulkan loader: where the image lacks it, bring Debian's packages along in
+# .gl/ (apt-get download libvulkan1 libegl1 libglvnd0 libopengl0 libgl1
+# libglx0 libgles2) and they are unpacked here.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/gpu-check}
+mkdir -p "$OUT"
+status=0
+
+# NVIDIA's Vulkan ICD (libGLX_nvidia.so.0) needs the Vulkan loader and glvnd.
+if ! ldconfig -p | grep -q 'libvulkan.so.1' || ! ldconfig -p | grep -q 'libGLdispatch.so.0'; then
+  if ls .gl/*.deb >/dev/null 2>&1; then
+    for f in .gl/*.deb; do dpkg -x "$f" /; done
+    ldconfig
+  else
+    echo "missing libvulkan1/libglvnd0 and no .gl/*.deb to unpack" >&2
+  fi
+fi
+if [ -e /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json ] && [ -z "${VK_DRIVER_FILES:-}" ]; then
+  export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+fi
+command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
+
+BIN=${GPU_CHECK_BIN:-}
+TEST_BINS=${GPU_TEST_BINS:-}
+if [ -z "$BIN" ]; then
+  if command -v cargo >/dev/null; then
+    cargo build --release --example compute_table || exit 1
+    BIN=target/release/examples/compute_table
+    TEST_BINS=$(cargo test --release --no-run --message-format=json 2>/dev/null | python3 -c 'import sys, json
+for l in sys.stdin:
+    m = json.loads(l)
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["kind"] == ["test"]:
+        print(m["executable"])')
+  else
+    echo "no cargo here and GPU_CHECK_BIN unset: nothing to run" >&2
+    exit 1
+  fi
+fi
+
+export GRAMIAN_REQUIRE_GPU=1 RUST_LOG=${RUST_LOG:-info}
+echo "== GPU vs CPU tests (GRAMIAN_REQUIRE_GPU=1)"
+for t in $TEST_BINS; do
+  echo "-- $(basename "$t")"
+  if ! "$t" --test-threads=1 2>&1 | tee -a "$OUT/tests.txt" | grep -E '^test |test result|panicked|SKIPPED'; then status=1; fi
+  [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+done
+
+echo "== compute table (preset h200)"
+"$BIN" --preset h200 --require-gpu 2>&1 | tee "$OUT/table.txt"
+[ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+
+if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
+  echo "== PyTorch reference: exp(-gamma * cdist(X, X)^2), f32, output on the GPU"
+  python3 - "$OUT/table.txt" <<'PY' | tee "$OUT/torch.txt"
+import re, sys, time, torch
+n, d = 32768, 256
+g = 1.0 / d
+x = torch.rand(n, d, device="cuda", dtype=torch.float32) * 2 - 1
+torch.backends.cuda.matmul.allow_tf32 = False
+def run():
+    return torch.exp(-g * torch.cdist(x, x) ** 2)
+run(); torch.cuda.synchronize()
+best = 1e9
+for _ in range(5):
+    torch.cuda.synchronize(); t = time.perf_counter(); k = run(); torch.cuda.synchronize()
+    best = min(best, time.perf_counter() - t)
+del k
+flops = 3.0 * n * n * d
+print(f"torch {torch.__version__} cdist+exp {n}x{n}x{d}: {best*1e3:.1f} ms, {flops/best/1e9:.1f} GFLOP/s (same FLOP count as ours)")
+ours = None
+for line in open(sys.argv[1]):
+    if "gpu f32 device" in line and f"{n}x{n}x{d}" in line:
+        ours = float([c.strip() for c in line.split("|")][5])
+if ours is not None:
+    print(f"gramian GPU-resident RBF / torch: {ours / (flops / best / 1e9):.2f} (goal >= 0.5)")
+PY
+fi
+exit $status
