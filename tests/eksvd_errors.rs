@@ -123,3 +123,18 @@ fn ksvd_rejects_bad_input() {
     z[(0, 0)] = f64::NAN;
     assert!(KsvdParams::new(1).fit(&Device::cpu(), &x, &z).is_err());
 }
+
+#[test]
+fn paired_operations_need_paired_sources_and_data_must_exist() {
+    let mut rng = common::rng();
+    let unpaired = MultiSource::new(vec![common::random_matrix(&mut rng, 10, 3), common::random_matrix(&mut rng, 10, 3)]).unwrap();
+    assert!(matches!(unpaired.select_rows(&[0, 1]), Err(EksvdError::NotAvailable(_))));
+    let model = EksvdParams::new(1).fit(&Device::cpu(), &unpaired).unwrap();
+    assert!(matches!(model.transform_paired(&Device::cpu(), &unpaired), Err(EksvdError::NotAvailable(_))));
+    let paired = MultiSource::paired(unpaired.into_sources()).unwrap();
+    assert!(paired.select_rows(&[0, 10]).is_err());
+    assert_eq!(paired.select_rows(&[3, 1]).unwrap().source(1).nrows(), 2);
+    assert_eq!(model.transform_paired(&Device::cpu(), &paired).unwrap().shape(), (10, 2));
+    let missing = gramian::eksvd::evaluation::MultiViewData::load_csv_views("/nonexistent/mfeat", "mfeat-", &["fac"]);
+    assert!(matches!(missing, Err(gramian::eksvd::evaluation::EvaluationError::Dataset(gramian::datasets::DatasetError::Missing(_)))));
+}
