@@ -22,6 +22,7 @@
 
 pub mod datasets;
 pub mod device;
+pub mod eksvd;
 pub mod error;
 pub mod gpu;
 pub mod kernel;

@@ -1,0 +1,240 @@
+//! The symmetric coupling matrix `G_Q` of the dual problem (Eq. 4): zero
+//! diagonal blocks and the cross-source kernels `K_pq` (`N_p x N_q`, generally
+//! neither square nor symmetric) off the diagonal, with `K_qp = K_pq^T`.
+//!
+//! `G_Q` can be assembled densely (on the [`Device`]) or applied to vectors
+//! without being stored, which is what the iterative eigensolver needs for
+//! large `sum_q N_q`.
+
+use nalgebra::DMatrix;
+
+use super::error::{check_shape, check_source_matrix, EksvdError, Result};
+use super::sources::MultiSource;
+use crate::gpu::MatrixProduct;
+use crate::linalg::{matmul, matmul_acc, matmul_tn};
+use crate::{Device, Kernel};
+
+#[derive(Debug, Clone)]
+enum Blocks {
+    /// Explicit features `Phi_q`: `K_pq = Phi_p Phi_q^T`.
+    Features(Vec<DMatrix<f64>>),
+    /// Precomputed upper blocks `K_pq`, `p < q`, in the order of [`pair_index`].
+    Precomputed(Vec<DMatrix<f64>>),
+    /// One kernel function on a shared input space: `K_pq = k(X_p, X_q)`.
+    KernelFunction { kernel: Kernel, sources: Vec<DMatrix<f64>> },
+}
+
+/// The coupling matrix `G_Q` of Eq. 4, defined by how its blocks are obtained.
+#[derive(Debug, Clone)]
+pub struct CouplingMatrix {
+    sizes: Vec<usize>,
+    blocks: Blocks,
+}
+
+/// Position of the pair `p < q` in the row-major list of upper blocks.
+fn pair_index(n_sources: usize, p: usize, q: usize) -> usize {
+    debug_assert!(p < q && q < n_sources);
+    p * n_sources - p * (p + 1) / 2 + (q - p - 1)
+}
+
+impl CouplingMatrix {
+    /// From explicit features `Phi_q` (`N_q x d_phi`, the same `d_phi` for all
+    /// sources): `K_pq = Phi_p Phi_q^T`.
+    ///
+    /// Errors: fewer than two sources, empty or non-finite features,
+    /// differing `d_phi`.
+    pub fn from_features(features: Vec<DMatrix<f64>>) -> Result<Self> {
+        if features.len() < 2 {
+            return Err(EksvdError::TooFewSources(features.len()));
+        }
+        for (q, phi) in features.iter().enumerate() {
+            check_source_matrix("features", q, phi)?;
+            check_shape(format!("feature dimension of source {q} vs source 0"), features[0].ncols(), phi.ncols())?;
+        }
+        Ok(CouplingMatrix { sizes: features.iter().map(|f| f.nrows()).collect(), blocks: Blocks::Features(features) })
+    }
+
+    /// From precomputed blocks: `blocks` lists every pair `(p, q, K_pq)` with
+    /// `p < q < n_sources` exactly once, `K_pq` of size `N_p x N_q`.
+    ///
+    /// Errors: fewer than two sources, a missing, repeated or out-of-range
+    /// pair, sizes inconsistent across blocks, empty or non-finite blocks.
+    pub fn from_blocks(n_sources: usize, blocks: Vec<(usize, usize, DMatrix<f64>)>) -> Result<Self> {
+        if n_sources < 2 {
+            return Err(EksvdError::TooFewSources(n_sources));
+        }
+        let n_pairs = n_sources * (n_sources - 1) / 2;
+        check_shape("number of blocks K_pq with p < q", n_pairs, blocks.len())?;
+        let mut slots: Vec<Option<DMatrix<f64>>> = vec![None; n_pairs];
+        let mut sizes: Vec<Option<usize>> = vec![None; n_sources];
+        for (p, q, k) in blocks {
+            if !(p < q && q < n_sources) {
+                return Err(EksvdError::InvalidParameter { name: "blocks", reason: format!("pair ({p}, {q}) is not p < q < {n_sources}") });
+            }
+            check_source_matrix("kernel block", p, &k)?;
+            for (s, len) in [(p, k.nrows()), (q, k.ncols())] {
+                match sizes[s] {
+                    None => sizes[s] = Some(len),
+                    Some(n) => check_shape(format!("size of source {s} implied by block ({p}, {q})"), n, len)?,
+                }
+            }
+            let slot = &mut slots[pair_index(n_sources, p, q)];
+            if slot.is_some() {
+                return Err(EksvdError::InvalidParameter { name: "blocks", reason: format!("pair ({p}, {q}) given twice") });
+            }
+            *slot = Some(k);
+        }
+        let sizes = sizes.into_iter().map(|s| s.expect("every source appears in some pair")).collect();
+        let blocks = slots.into_iter().map(|s| s.expect("all pairs given")).collect();
+        Ok(CouplingMatrix { sizes, blocks: Blocks::Precomputed(blocks) })
+    }
+
+    /// From one kernel function on a shared input space (all `d_q` equal):
+    /// `K_pq = k(X_p, X_q)`, asymmetric because `X_p != X_q`. Products with
+    /// `G_Q` use the core's tiled kernel matvec, so `G_Q` is never stored.
+    pub fn from_kernel(kernel: Kernel, data: &MultiSource) -> Result<Self> {
+        kernel.validate()?;
+        let d = data.source(0).ncols();
+        for (q, x) in data.sources().iter().enumerate() {
+            check_shape(format!("input dimension of source {q} vs source 0 (one kernel on a shared space)"), d, x.ncols())?;
+        }
+        Ok(CouplingMatrix {
+            sizes: data.sample_counts(),
+            blocks: Blocks::KernelFunction { kernel, sources: data.sources().to_vec() },
+        })
+    }
+
+    /// Number of sources `Q`.
+    pub fn n_sources(&self) -> usize {
+        self.sizes.len()
+    }
+
+    /// Block sizes `N_q`.
+    pub fn sizes(&self) -> &[usize] {
+        &self.sizes
+    }
+
+    /// Order of `G_Q`, `sum_q N_q`.
+    pub fn order(&self) -> usize {
+        self.sizes.iter().sum()
+    }
+
+    /// Row offset of block `q` in `G_Q`.
+    pub fn offset(&self, q: usize) -> usize {
+        self.sizes[..q].iter().sum()
+    }
+
+    /// The explicit features, when built from them.
+    pub fn features(&self) -> Option<&[DMatrix<f64>]> {
+        match &self.blocks {
+            Blocks::Features(f) => Some(f),
+            _ => None,
+        }
+    }
+
+    /// The block `K_pq` (`N_p x N_q`, `p != q`), built on `device`.
+    pub fn block(&self, device: &Device, p: usize, q: usize) -> Result<DMatrix<f64>> {
+        let n = self.n_sources();
+        if p == q || p >= n || q >= n {
+            return Err(EksvdError::InvalidParameter { name: "block", reason: format!("({p}, {q}) is not an off-diagonal block of {n} sources") });
+        }
+        Ok(match &self.blocks {
+            Blocks::Features(f) => device.matmul(&f[p], &f[q], MatrixProduct::ABt)?,
+            Blocks::Precomputed(b) => {
+                if p < q { b[pair_index(n, p, q)].clone() } else { b[pair_index(n, q, p)].transpose() }
+            }
+            Blocks::KernelFunction { kernel, sources } => device.kernel_matrix(kernel, &sources[p], &sources[q])?,
+        })
+    }
+
+    /// `G_Q` as a dense symmetric matrix; the blocks `K_pq`, `p < q`, are
+    /// built on `device` (one batched product for features).
+    pub fn assemble(&self, device: &Device) -> Result<DMatrix<f64>> {
+        let n = self.n_sources();
+        let pairs: Vec<(usize, usize)> = (0..n).flat_map(|p| ((p + 1)..n).map(move |q| (p, q))).collect();
+        let upper: Vec<DMatrix<f64>> = match &self.blocks {
+            Blocks::Features(f) => {
+                let operands: Vec<(&DMatrix<f64>, &DMatrix<f64>)> = pairs.iter().map(|&(p, q)| (&f[p], &f[q])).collect();
+                device.batched_matmul(&operands, MatrixProduct::ABt)?
+            }
+            _ => pairs.iter().map(|&(p, q)| self.block(device, p, q)).collect::<Result<_>>()?,
+        };
+        let order = self.order();
+        let mut g = DMatrix::zeros(order, order);
+        for (&(p, q), k) in pairs.iter().zip(&upper) {
+            let (op, oq) = (self.offset(p), self.offset(q));
+            g.view_mut((op, oq), (self.sizes[p], self.sizes[q])).copy_from(k);
+            g.view_mut((oq, op), (self.sizes[q], self.sizes[p])).copy_from(&k.transpose());
+        }
+        Ok(g)
+    }
+
+    /// `G_Q V` for `V` of size `sum_q N_q x c`, without storing `G_Q`.
+    ///
+    /// With features this is `(G_Q V)_q = Phi_q (s - Phi_q^T V_q)` with
+    /// `s = sum_p Phi_p^T V_p`, O(sum_q N_q d_phi c) in `f64` on the CPU
+    /// (the iterative solver calls it once per Krylov vector, too small a
+    /// product to pay for a GPU round trip). With a kernel function it runs
+    /// the core's tiled kernel matvec on `device`.
+    pub fn apply(&self, device: &Device, v: &DMatrix<f64>) -> Result<DMatrix<f64>> {
+        check_shape("rows of V vs the order of G_Q", self.order(), v.nrows())?;
+        crate::linalg::check_matrix("v", v)?;
+        let n = self.n_sources();
+        let c = v.ncols();
+        let parts: Vec<DMatrix<f64>> = (0..n).map(|q| v.rows(self.offset(q), self.sizes[q]).into_owned()).collect();
+        let mut out: Vec<DMatrix<f64>> = self.sizes.iter().map(|&s| DMatrix::zeros(s, c)).collect();
+        match &self.blocks {
+            Blocks::Features(f) => {
+                let projected: Vec<DMatrix<f64>> = f.iter().zip(&parts).map(|(phi, vq)| matmul_tn(phi, vq)).collect();
+                let mut total = projected[0].clone();
+                for y in &projected[1..] {
+                    total += y;
+                }
+                for q in 0..n {
+                    out[q] = matmul(&f[q], &(&total - &projected[q]));
+                }
+            }
+            Blocks::Precomputed(b) => {
+                for p in 0..n {
+                    for q in (p + 1)..n {
+                        let k = &b[pair_index(n, p, q)];
+                        matmul_acc(&mut out[p], k, &parts[q]);
+                        let kt_v = matmul_tn(k, &parts[p]);
+                        out[q] += kt_v;
+                    }
+                }
+            }
+            Blocks::KernelFunction { kernel, sources } => {
+                for p in 0..n {
+                    for q in 0..n {
+                        if p != q {
+                            out[p] += device.kernel_matvec(kernel, &sources[p], &sources[q], &parts[q])?;
+                        }
+                    }
+                }
+            }
+        }
+        let mut result = DMatrix::zeros(self.order(), c);
+        for (q, block) in out.iter().enumerate() {
+            result.rows_mut(self.offset(q), self.sizes[q]).copy_from(block);
+        }
+        Ok(result)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pair_index_enumerates_upper_pairs_in_order() {
+        let n = 5;
+        let mut expected = 0;
+        for p in 0..n {
+            for q in (p + 1)..n {
+                assert_eq!(pair_index(n, p, q), expected);
+                expected += 1;
+            }
+        }
+    }
+}

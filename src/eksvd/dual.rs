@@ -1,0 +1,123 @@
+//! Dual eKSVD (Theorem 3.1): the eigenvalue problem `G_Q alpha = lambda alpha`
+//! of Eq. 4, `lambda = 1/gamma`, keeping the largest positive eigenvalues.
+
+use nalgebra::{DMatrix, DVector};
+
+use super::coupling::CouplingMatrix;
+use super::eigensolver::{largest_dense, largest_lanczos, Eigensolver};
+use super::error::{check_shape, check_source_matrix, EksvdError, Result};
+use crate::linalg::{matmul, matmul_acc, matmul_tn};
+use crate::Device;
+
+/// The retained solutions of Eq. 4: eigenvalues `lambda_k` (descending,
+/// positive) and dual variables `alpha^(q)` per source, the stacked vector
+/// `[alpha^(1); ...; alpha^(Q)]` of each component having unit norm.
+#[derive(Debug, Clone)]
+pub struct DualSolution {
+    /// `lambda_k = 1 / gamma_k`, descending.
+    pub eigenvalues: DVector<f64>,
+    /// `alpha^(q)`, `N_q x k` for each source `q`.
+    pub alphas: Vec<DMatrix<f64>>,
+}
+
+/// Solves Eq. 4 for the `n_components` largest positive eigenvalues of
+/// `G_Q`. [`Eigensolver::Dense`] assembles `G_Q` on `device`;
+/// [`Eigensolver::Lanczos`] only applies it (`G_Q` is never stored when it
+/// comes from features or a kernel function). `seed` fixes the Lanczos start.
+pub fn solve_dual(device: &Device, coupling: &CouplingMatrix, n_components: usize, solver: &Eigensolver, seed: u64) -> Result<DualSolution> {
+    solver.validate()?;
+    let pairs = match *solver {
+        Eigensolver::Dense => largest_dense(&coupling.assemble(device)?, n_components)?,
+        Eigensolver::Lanczos { tolerance, max_restarts } => {
+            largest_lanczos(coupling.order(), n_components, |v| coupling.apply(device, v), tolerance, max_restarts, seed)?
+        }
+    };
+    let alphas = (0..coupling.n_sources())
+        .map(|q| pairs.vectors.rows(coupling.offset(q), coupling.sizes()[q]).into_owned())
+        .collect();
+    Ok(DualSolution { eigenvalues: pairs.values, alphas })
+}
+
+impl DualSolution {
+    /// Number of retained components `k`.
+    pub fn n_components(&self) -> usize {
+        self.eigenvalues.len()
+    }
+
+    /// Regularisation constants `gamma_k = 1 / lambda_k`.
+    pub fn gammas(&self) -> DVector<f64> {
+        self.eigenvalues.map(|l| 1.0 / l)
+    }
+
+    /// Training projection scores in the dual form of Eq. 7,
+    /// `e^(q) = (1/(Q-1)) sum_{p != q} K_qp alpha^(p)` (`N_q x k` per source),
+    /// computed with one product `G_Q alpha` (never stored).
+    pub fn training_scores(&self, device: &Device, coupling: &CouplingMatrix) -> Result<Vec<DMatrix<f64>>> {
+        let n = coupling.n_sources();
+        check_shape("sources of the coupling matrix vs the solution", self.alphas.len(), n)?;
+        let mut stacked = DMatrix::zeros(coupling.order(), self.n_components());
+        for q in 0..n {
+            check_shape(format!("rows of alpha^({q}) vs N_{q}"), coupling.sizes()[q], self.alphas[q].nrows())?;
+            stacked.rows_mut(coupling.offset(q), coupling.sizes()[q]).copy_from(&self.alphas[q]);
+        }
+        let g_alpha = coupling.apply(device, &stacked)?;
+        let scale = 1.0 / (n as f64 - 1.0);
+        Ok((0..n).map(|q| g_alpha.rows(coupling.offset(q), coupling.sizes()[q]) * scale).collect())
+    }
+
+    /// Out-of-sample scores of new samples of source `q` in the dual form of
+    /// Eq. 7: `e^(q)(x) = (1/(Q-1)) sum_{p != q} K(x, X_p) alpha^(p)`.
+    /// `cross_kernels[p]` is the `n_new x N_p` kernel block between the new
+    /// samples and the training samples of source `p` (`None` at `p = q`);
+    /// no block is assumed square or symmetric, and every block must have
+    /// the same `n_new` rows.
+    pub fn project(&self, q: usize, cross_kernels: &[Option<&DMatrix<f64>>]) -> Result<DMatrix<f64>> {
+        let n = self.alphas.len();
+        check_shape("number of cross-kernel blocks vs sources", n, cross_kernels.len())?;
+        if q >= n {
+            return Err(EksvdError::InvalidParameter { name: "q", reason: format!("source {q} of {n}") });
+        }
+        let mut rows = None;
+        let mut out: Option<DMatrix<f64>> = None;
+        for (p, block) in cross_kernels.iter().enumerate() {
+            match (p == q, block) {
+                (true, None) => {}
+                (true, Some(_)) => return Err(EksvdError::InvalidParameter { name: "cross_kernels", reason: format!("block {q} must be None (no K_qq in Eq. 7)") }),
+                (false, None) => return Err(EksvdError::InvalidParameter { name: "cross_kernels", reason: format!("block {p} is missing") }),
+                (false, Some(k)) => {
+                    check_source_matrix("cross-kernel block", p, k)?;
+                    check_shape(format!("columns of K(x, X_{p}) vs N_{p}"), self.alphas[p].nrows(), k.ncols())?;
+                    let r = *rows.get_or_insert(k.nrows());
+                    check_shape(format!("rows of K(x, X_{p}) vs the other blocks"), r, k.nrows())?;
+                    match out.as_mut() {
+                        None => out = Some(matmul(k, &self.alphas[p])),
+                        Some(o) => matmul_acc(o, k, &self.alphas[p]),
+                    }
+                }
+            }
+        }
+        let out = out.expect("Q >= 2 leaves at least one block");
+        Ok(out / (n as f64 - 1.0))
+    }
+
+    /// Primal weights from the dual variables through the KKT conditions
+    /// (Eq. 5): `sum_{p != q} w_p - (Q-2) w_q = Phi_q^T alpha^(q)` inverts to
+    /// `w_q = (1/(Q-1)) sum_{p != q} Phi_p^T alpha^(p)` (`d_phi x k` per source).
+    pub fn primal_weights(&self, features: &[DMatrix<f64>]) -> Result<Vec<DMatrix<f64>>> {
+        let n = self.alphas.len();
+        check_shape("number of feature matrices vs sources", n, features.len())?;
+        let mut projected = Vec::with_capacity(n);
+        for (q, phi) in features.iter().enumerate() {
+            check_source_matrix("features", q, phi)?;
+            check_shape(format!("rows of Phi_{q} vs N_{q}"), self.alphas[q].nrows(), phi.nrows())?;
+            check_shape(format!("feature dimension of source {q} vs source 0"), features[0].ncols(), phi.ncols())?;
+            projected.push(matmul_tn(phi, &self.alphas[q]));
+        }
+        let mut total = projected[0].clone();
+        for y in &projected[1..] {
+            total += y;
+        }
+        let scale = 1.0 / (n as f64 - 1.0);
+        Ok(projected.iter().map(|y| (&total - y) * scale).collect())
+    }
+}

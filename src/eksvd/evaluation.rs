@@ -1,0 +1,223 @@
+//! The evaluation harness of the reproductions: multi-view data sets, splits
+//! with each view standardised on its training part, hyperparameter selection
+//! on validation, and test macro-F1 of a downstream classifier.
+//!
+//! The classifier is passed in as a closure, so the harness does not depend
+//! on a particular machine-learning crate (the reproduction example uses
+//! multinomial logistic regression from linfa-logistic).
+
+use std::path::Path;
+
+use nalgebra::DMatrix;
+use thiserror::Error;
+
+use super::error::EksvdError;
+use super::sources::MultiSource;
+use crate::datasets::{macro_f1, read_csv_table, stratified_split, DatasetError, Split, Standardizer};
+
+/// Errors of the evaluation harness.
+#[derive(Debug, Error)]
+pub enum EvaluationError {
+    /// Loading or splitting the data failed.
+    #[error(transparent)]
+    Dataset(#[from] DatasetError),
+    /// Fitting or applying a model failed.
+    #[error(transparent)]
+    Eksvd(#[from] EksvdError),
+    /// The views disagree (sample counts or labels) or a label is not a
+    /// non-negative integer.
+    #[error("inconsistent views: {0}")]
+    InconsistentViews(String),
+    /// The classifier failed.
+    #[error("classifier failed: {0}")]
+    Classifier(String),
+    /// No candidate to select from.
+    #[error("nothing to select: {0}")]
+    NoCandidates(&'static str),
+}
+
+/// Result type of the harness.
+pub type Result<T, E = EvaluationError> = std::result::Result<T, E>;
+
+/// Paired views of the same samples with integer class labels.
+#[derive(Debug, Clone)]
+pub struct MultiViewData {
+    /// Names of the views.
+    pub view_names: Vec<String>,
+    /// The views, `N x d_q` each, rows in the same sample order.
+    pub views: Vec<DMatrix<f64>>,
+    /// Class of each sample, `0..n_classes`.
+    pub labels: Vec<usize>,
+}
+
+impl MultiViewData {
+    /// Loads `dir/{prefix}{name}.csv` for each name (CSV with a header, the
+    /// last column the label; e.g. UCI Multiple Features, prefix `mfeat-`),
+    /// checking that all views have the same samples and labels.
+    pub fn load_csv_views(dir: impl AsRef<Path>, prefix: &str, names: &[&str]) -> Result<Self> {
+        let mut views = Vec::new();
+        let mut labels: Option<Vec<usize>> = None;
+        for name in names {
+            let table = read_csv_table(dir.as_ref().join(format!("{prefix}{name}.csv")))?;
+            let these: Vec<usize> = table
+                .target
+                .iter()
+                .map(|&v| if v >= 0.0 && v.fract() == 0.0 { Ok(v as usize) } else { Err(EvaluationError::InconsistentViews(format!("label {v} of view {name}"))) })
+                .collect::<Result<_>>()?;
+            match &labels {
+                None => labels = Some(these),
+                Some(l) if *l != these => return Err(EvaluationError::InconsistentViews(format!("labels of view {name} differ from view {}", names[0]))),
+                Some(_) => {}
+            }
+            views.push(table.features);
+        }
+        let labels = labels.ok_or(EvaluationError::NoCandidates("no views named"))?;
+        Ok(MultiViewData { view_names: names.iter().map(|s| s.to_string()).collect(), views, labels })
+    }
+
+    /// A stratified train/validation/test split (fractions of the samples),
+    /// each view standardised with means and deviations of its training rows.
+    pub fn split(&self, train: f64, validation: f64, seed: u64) -> Result<SplitData> {
+        let split = stratified_split(&self.labels, train, validation, seed)?;
+        self.apply_split(&split)
+    }
+
+    /// The parts of a given split, each view standardised on its training rows.
+    pub fn apply_split(&self, split: &Split) -> Result<SplitData> {
+        let mut parts: [Vec<DMatrix<f64>>; 3] = Default::default();
+        for view in &self.views {
+            let train = crate::datasets::select_rows(view, &split.train);
+            let scaler = Standardizer::fit(&train);
+            parts[0].push(scaler.transform(&train));
+            parts[1].push(scaler.transform(&crate::datasets::select_rows(view, &split.validation)));
+            parts[2].push(scaler.transform(&crate::datasets::select_rows(view, &split.test)));
+        }
+        let [train, validation, test] = parts;
+        let pick = |idx: &[usize]| idx.iter().map(|&i| self.labels[i]).collect::<Vec<_>>();
+        Ok(SplitData {
+            train: MultiSource::paired(train)?,
+            validation: MultiSource::paired(validation)?,
+            test: MultiSource::paired(test)?,
+            train_labels: pick(&split.train),
+            validation_labels: pick(&split.validation),
+            test_labels: pick(&split.test),
+        })
+    }
+}
+
+/// One split: standardised paired views and labels of each part.
+#[derive(Debug, Clone)]
+pub struct SplitData {
+    /// Training views.
+    pub train: MultiSource,
+    /// Validation views.
+    pub validation: MultiSource,
+    /// Test views.
+    pub test: MultiSource,
+    /// Training labels.
+    pub train_labels: Vec<usize>,
+    /// Validation labels.
+    pub validation_labels: Vec<usize>,
+    /// Test labels.
+    pub test_labels: Vec<usize>,
+}
+
+/// Learned features of the three parts of a split (rows are samples).
+#[derive(Debug, Clone)]
+pub struct Representation {
+    /// Training rows.
+    pub train: DMatrix<f64>,
+    /// Validation rows.
+    pub validation: DMatrix<f64>,
+    /// Test rows.
+    pub test: DMatrix<f64>,
+}
+
+impl Representation {
+    /// The first `columns` columns of every part (e.g. fewer components).
+    pub fn leading_columns(&self, columns: usize) -> Representation {
+        let c = columns.min(self.train.ncols());
+        Representation { train: self.train.columns(0, c).into_owned(), validation: self.validation.columns(0, c).into_owned(), test: self.test.columns(0, c).into_owned() }
+    }
+
+    /// Each column standardised with the training rows' mean and deviation.
+    pub fn standardized(&self) -> Representation {
+        let s = Standardizer::fit(&self.train);
+        Representation { train: s.transform(&self.train), validation: s.transform(&self.validation), test: s.transform(&self.test) }
+    }
+}
+
+/// The selected candidate of one split.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Selection<P> {
+    /// The chosen representation parameters.
+    pub params: P,
+    /// The chosen classifier regularisation.
+    pub classifier_c: f64,
+    /// Validation macro-F1 of the choice.
+    pub validation_f1: f64,
+    /// Test macro-F1 of the choice.
+    pub test_f1: f64,
+}
+
+/// A classifier: `classify(c, train_x, train_y, [validation_x, test_x])`
+/// returns predicted labels for each evaluation matrix, `c` its
+/// regularisation constant.
+pub type Classify<'a> = dyn Fn(f64, &DMatrix<f64>, &[usize], &[&DMatrix<f64>]) -> Result<Vec<Vec<usize>>> + 'a;
+
+/// Picks the candidate (representation parameters and classifier constant)
+/// with the best validation macro-F1 and reports its test macro-F1. Each
+/// representation is standardised column-wise on its training rows before
+/// classification. Ties keep the earlier candidate.
+pub fn select_on_validation<P: Clone>(
+    split: &SplitData,
+    candidates: &[(P, Representation)],
+    classifier_cs: &[f64],
+    classify: &Classify<'_>,
+) -> Result<Selection<P>> {
+    let mut best: Option<Selection<P>> = None;
+    for (params, representation) in candidates {
+        let r = representation.standardized();
+        for &c in classifier_cs {
+            let predictions = classify(c, &r.train, &split.train_labels, &[&r.validation, &r.test])?;
+            if predictions.len() != 2 {
+                return Err(EvaluationError::Classifier(format!("returned {} prediction sets, expected 2", predictions.len())));
+            }
+            let validation_f1 = macro_f1(&split.validation_labels, &predictions[0]);
+            if best.as_ref().is_none_or(|b| validation_f1 > b.validation_f1) {
+                let test_f1 = macro_f1(&split.test_labels, &predictions[1]);
+                best = Some(Selection { params: params.clone(), classifier_c: c, validation_f1, test_f1 });
+            }
+        }
+    }
+    best.ok_or(EvaluationError::NoCandidates("no representation candidates or classifier constants"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn selection_picks_the_best_validation_candidate() {
+        let views = vec![DMatrix::from_fn(40, 2, |i, j| (i * (j + 1)) as f64), DMatrix::from_fn(40, 3, |i, j| (i + j) as f64 * 0.5)];
+        let data = MultiViewData { view_names: vec!["a".into(), "b".into()], views, labels: (0..40).map(|i| i % 2).collect() };
+        let split = data.split(0.5, 0.25, 1).unwrap();
+        // Training views are standardised.
+        let x = split.train.source(0);
+        assert!(x.column(1).sum().abs() < 1e-9);
+        let rep = |v: f64| Representation {
+            train: DMatrix::from_element(split.train_labels.len(), 1, v),
+            validation: DMatrix::from_element(split.validation_labels.len(), 1, v),
+            test: DMatrix::from_element(split.test_labels.len(), 1, v),
+        };
+        // A classifier that is perfect only for the candidate marked 2.0 (the
+        // constant column standardises to 0, so the mark travels in `c`).
+        let truth_val = split.validation_labels.clone();
+        let truth_test = split.test_labels.clone();
+        let classify = move |c: f64, _: &DMatrix<f64>, _: &[usize], eval: &[&DMatrix<f64>]| -> Result<Vec<Vec<usize>>> {
+            Ok(if c == 2.0 { vec![truth_val.clone(), truth_test.clone()] } else { eval.iter().map(|m| vec![0; m.nrows()]).collect() })
+        };
+        let sel = select_on_validation(&split, &[("only", rep(1.0))], &[1.0, 2.0, 3.0], &classify).unwrap();
+        assert_eq!((sel.params, sel.classifier_c, sel.validation_f1, sel.test_f1), ("only", 2.0, 1.0, 1.0));
+    }
+}

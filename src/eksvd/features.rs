@@ -1,0 +1,237 @@
+//! Explicit feature maps `phi_q : R^{d_q} -> R^{d_phi}`, fitted per source on
+//! training data and applied to new data.
+//!
+//! With explicit features the cross-source kernels of eKSVD are
+//! `K_pq = Phi_p Phi_q^T` (`N_p x N_q`, generally neither square nor
+//! symmetric; `K_qp = K_pq^T`) and the covariances of Eq. 8 are
+//! `C_qq = Phi_q^T Phi_q`. The paper builds the maps "by factorizing the
+//! corresponding kernel matrices" (Section 4): that is [`FeatureMap::Nystrom`].
+
+use nalgebra::{DMatrix, DVector};
+use rand::{rngs::StdRng, Rng, SeedableRng};
+use rand_distr::{Distribution, Normal};
+
+use super::error::{check_shape, check_source_matrix, EksvdError, Result};
+use crate::gpu::MatrixProduct;
+use crate::linalg::symmetric_eigen;
+use crate::{Device, Kernel};
+
+/// Relative eigenvalue threshold under which a Nystrom kernel matrix is
+/// rank-deficient (CPU path, `f64` kernels).
+const NYSTROM_RANK_TOLERANCE_F64: f64 = 1e-10;
+/// The same threshold for kernel matrices built on the GPU in `f32`.
+const NYSTROM_RANK_TOLERANCE_F32: f64 = 1e-5;
+
+/// How to build a source's features (unfitted).
+#[derive(Debug, Clone, PartialEq)]
+pub enum FeatureMap {
+    /// The identity `phi(x) = x` (`d_phi = d_q`).
+    Linear,
+    /// Random Fourier features of the RBF kernel `exp(-gamma ||x - z||^2)`
+    /// (Rahimi and Recht): `phi(x) = sqrt(2 / D) cos(Omega^T x + b)` with the
+    /// columns of `Omega` drawn from `N(0, 2 gamma I)` and `b ~ U[0, 2 pi)`,
+    /// so that `E[phi(x)^T phi(z)] = k(x, z)`.
+    RandomFourier {
+        /// RBF parameter `gamma > 0`.
+        gamma: f64,
+        /// Number of features `D`.
+        dim: usize,
+    },
+    /// Nystrom features from factorising the kernel matrix of `landmarks`
+    /// training rows (all rows when there are fewer):
+    /// `K_mm = U diag(s) U^T`, `phi(x) = diag(s_k)^{-1/2} U_k^T k(L, x)` with
+    /// the `dim` largest eigenpairs, so `Phi Phi^T` is the rank-`dim`
+    /// Nystrom approximation of the kernel matrix.
+    Nystrom {
+        /// The source's kernel.
+        kernel: Kernel,
+        /// Number of features (at most `landmarks`).
+        dim: usize,
+        /// Number of landmark rows sampled from the training data.
+        landmarks: usize,
+    },
+    /// A user-supplied linear map `phi(x) = W^T x`, `W` of size `d_q x d_phi`.
+    Projection(DMatrix<f64>),
+}
+
+impl FeatureMap {
+    /// Random Fourier features of `exp(-gamma ||x - z||^2)`.
+    pub fn random_fourier(gamma: f64, dim: usize) -> Result<Self> {
+        let map = FeatureMap::RandomFourier { gamma, dim };
+        map.validate()?;
+        Ok(map)
+    }
+
+    /// Nystrom features of `kernel` with `dim` features from `landmarks` rows.
+    pub fn nystrom(kernel: Kernel, dim: usize, landmarks: usize) -> Result<Self> {
+        let map = FeatureMap::Nystrom { kernel, dim, landmarks };
+        map.validate()?;
+        Ok(map)
+    }
+
+    /// A user-supplied matrix `W` (`d_q x d_phi`): `phi(x) = W^T x`.
+    pub fn projection(w: DMatrix<f64>) -> Result<Self> {
+        let map = FeatureMap::Projection(w);
+        map.validate()?;
+        Ok(map)
+    }
+
+    /// Re-checks the parameters (for values built as enum literals).
+    pub fn validate(&self) -> Result<()> {
+        match self {
+            FeatureMap::Linear => Ok(()),
+            FeatureMap::RandomFourier { gamma, dim } => {
+                Kernel::rbf(*gamma)?;
+                positive_dim("dim", *dim)
+            }
+            FeatureMap::Nystrom { kernel, dim, landmarks } => {
+                kernel.validate()?;
+                positive_dim("dim", *dim)?;
+                positive_dim("landmarks", *landmarks)?;
+                if dim > landmarks {
+                    return Err(EksvdError::InvalidParameter { name: "dim", reason: format!("{dim} Nystrom features need at least as many landmarks, got {landmarks}") });
+                }
+                Ok(())
+            }
+            FeatureMap::Projection(w) => check_source_matrix("projection matrix", 0, w),
+        }
+    }
+
+    /// Fits the map on the training rows `x` of source `source_index`
+    /// (`seed` drives the random draws). Kernel matrices are built on `device`.
+    ///
+    /// Errors: invalid parameters, bad input, a projection matrix whose rows
+    /// do not match `d_q`, [`EksvdError::RankDeficientKernel`].
+    pub fn fit(&self, device: &Device, x: &DMatrix<f64>, source_index: usize, seed: u64) -> Result<FittedFeatureMap> {
+        self.validate()?;
+        check_source_matrix("data", source_index, x)?;
+        let d = x.ncols();
+        let mut rng = StdRng::seed_from_u64(seed);
+        let kind = match self {
+            FeatureMap::Linear => Fitted::Linear,
+            FeatureMap::RandomFourier { gamma, dim } => {
+                let normal = Normal::new(0.0, (2.0 * gamma).sqrt())
+                    .map_err(|e| EksvdError::InvalidParameter { name: "gamma", reason: e.to_string() })?;
+                let frequencies = DMatrix::from_fn(d, *dim, |_, _| normal.sample(&mut rng));
+                let phases = DVector::from_fn(*dim, |_, _| rng.random_range(0.0..std::f64::consts::TAU));
+                Fitted::RandomFourier { frequencies, phases }
+            }
+            FeatureMap::Nystrom { kernel, dim, landmarks } => {
+                let n = x.nrows();
+                let rows: Vec<usize> = if *landmarks >= n {
+                    (0..n).collect()
+                } else {
+                    let mut idx = rand::seq::index::sample(&mut rng, n, *landmarks).into_vec();
+                    idx.sort_unstable();
+                    idx
+                };
+                if *dim > rows.len() {
+                    return Err(EksvdError::RankDeficientKernel { source_index, rank: rows.len(), requested: *dim });
+                }
+                let points = DMatrix::from_fn(rows.len(), d, |i, j| x[(rows[i], j)]);
+                let k_mm = device.kernel_matrix_symmetric(kernel, &points)?;
+                let evd = symmetric_eigen(&k_mm)?;
+                let m = rows.len();
+                let top = evd.eigenvalues[m - 1];
+                let tolerance = if device.is_gpu() { NYSTROM_RANK_TOLERANCE_F32 } else { NYSTROM_RANK_TOLERANCE_F64 };
+                let rank = evd.eigenvalues.iter().filter(|&&s| s > tolerance * top.abs().max(f64::MIN_POSITIVE)).count();
+                if top <= 0.0 || rank < *dim {
+                    return Err(EksvdError::RankDeficientKernel { source_index, rank, requested: *dim });
+                }
+                // Column j of the map: u_j / sqrt(s_j) for the j-th largest pair,
+                // sign fixed so that its largest-magnitude entry is positive.
+                let mut scaled = DMatrix::zeros(m, *dim);
+                for j in 0..*dim {
+                    let col = m - 1 - j;
+                    let u = evd.eigenvectors.column(col);
+                    let sign = sign_of_largest(u.as_slice());
+                    let s = evd.eigenvalues[col].sqrt();
+                    for i in 0..m {
+                        scaled[(i, j)] = sign * u[i] / s;
+                    }
+                }
+                Fitted::Nystrom { kernel: *kernel, landmarks: points, scaled_eigenvectors: scaled }
+            }
+            FeatureMap::Projection(w) => {
+                check_shape(format!("rows of the projection matrix of source {source_index} vs columns of its data"), d, w.nrows())?;
+                Fitted::Projection(w.clone())
+            }
+        };
+        Ok(FittedFeatureMap { input_dim: d, kind })
+    }
+}
+
+fn positive_dim(name: &'static str, v: usize) -> Result<()> {
+    if v == 0 {
+        return Err(EksvdError::InvalidParameter { name, reason: "must be >= 1".into() });
+    }
+    Ok(())
+}
+
+/// `+1` or `-1`: the sign of the entry of largest magnitude (ties: first).
+pub(crate) fn sign_of_largest(v: &[f64]) -> f64 {
+    let mut best = 0.0f64;
+    for &x in v {
+        if x.abs() > best.abs() {
+            best = x;
+        }
+    }
+    if best < 0.0 { -1.0 } else { 1.0 }
+}
+
+#[derive(Debug, Clone)]
+enum Fitted {
+    Linear,
+    RandomFourier { frequencies: DMatrix<f64>, phases: DVector<f64> },
+    Nystrom { kernel: Kernel, landmarks: DMatrix<f64>, scaled_eigenvectors: DMatrix<f64> },
+    Projection(DMatrix<f64>),
+}
+
+/// A feature map fitted on one source's training data.
+#[derive(Debug, Clone)]
+pub struct FittedFeatureMap {
+    input_dim: usize,
+    kind: Fitted,
+}
+
+impl FittedFeatureMap {
+    /// Input dimension `d_q`.
+    pub fn input_dim(&self) -> usize {
+        self.input_dim
+    }
+
+    /// Output dimension `d_phi`.
+    pub fn output_dim(&self) -> usize {
+        match &self.kind {
+            Fitted::Linear => self.input_dim,
+            Fitted::RandomFourier { phases, .. } => phases.len(),
+            Fitted::Nystrom { scaled_eigenvectors, .. } => scaled_eigenvectors.ncols(),
+            Fitted::Projection(w) => w.ncols(),
+        }
+    }
+
+    /// `Phi = phi(X)` (`n x d_phi`) for rows `x` (`n x d_q`); products and
+    /// kernel matrices run on `device`.
+    pub fn transform(&self, device: &Device, x: &DMatrix<f64>) -> Result<DMatrix<f64>> {
+        crate::linalg::check_matrix("x", x)?;
+        check_shape("columns of new data vs the fitted feature map's input dimension", self.input_dim, x.ncols())?;
+        Ok(match &self.kind {
+            Fitted::Linear => x.clone(),
+            Fitted::RandomFourier { frequencies, phases } => {
+                let mut z = device.matmul(x, frequencies, MatrixProduct::AB)?;
+                let scale = (2.0 / phases.len() as f64).sqrt();
+                for (j, mut col) in z.column_iter_mut().enumerate() {
+                    for v in col.iter_mut() {
+                        *v = scale * (*v + phases[j]).cos();
+                    }
+                }
+                z
+            }
+            Fitted::Nystrom { kernel, landmarks, scaled_eigenvectors } => {
+                let k = device.kernel_matrix(kernel, x, landmarks)?;
+                device.matmul(&k, scaled_eigenvectors, MatrixProduct::AB)?
+            }
+            Fitted::Projection(w) => device.matmul(x, w, MatrixProduct::AB)?,
+        })
+    }
+}

@@ -1,0 +1,378 @@
+//! The user-facing model: validated parameters -> `fit` -> fitted model ->
+//! `transform` (projection scores, Eq. 7), for `Q >= 2` sources ([`EksvdParams`])
+//! and for two ([`KsvdParams`], KSVD of Eq. 2).
+
+use nalgebra::{DMatrix, DVector};
+
+use super::coupling::CouplingMatrix;
+use super::covariance::solve_covariance;
+use super::dual::{solve_dual, DualSolution};
+use super::eigensolver::Eigensolver;
+use super::error::{check_shape, check_source_matrix, EksvdError, Result};
+use super::features::{FeatureMap, FittedFeatureMap};
+use super::objective::{kkt_residuals, objective_terms, KktResiduals, ObjectiveTerms};
+use super::sources::MultiSource;
+use crate::gpu::MatrixProduct;
+use crate::linalg::matmul;
+use crate::Device;
+
+/// Which formulation finds the components.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Solver {
+    /// Dual eKSVD (Eq. 4) on `G_Q`, of order `sum_q N_q`.
+    Dual(Eigensolver),
+    /// Covariance eKSVD (Eq. 8) on `C_Q`, of order `Q d_phi`.
+    Covariance(Eigensolver),
+}
+
+/// Parameters of eKSVD (builder; checked by [`EksvdParams::validate`] and `fit`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct EksvdParams {
+    n_components: usize,
+    feature_maps: Vec<FeatureMap>,
+    solver: Solver,
+    seed: u64,
+}
+
+impl EksvdParams {
+    /// `n_components` components; defaults: linear feature maps, dense dual
+    /// solver, seed 0.
+    pub fn new(n_components: usize) -> Self {
+        EksvdParams { n_components, feature_maps: vec![FeatureMap::Linear], solver: Solver::Dual(Eigensolver::Dense), seed: 0 }
+    }
+
+    /// The same kind of feature map for every source (each fitted on its own source).
+    pub fn feature_map(mut self, map: FeatureMap) -> Self {
+        self.feature_maps = vec![map];
+        self
+    }
+
+    /// One feature map per source (all must give the same `d_phi`).
+    pub fn feature_maps(mut self, maps: Vec<FeatureMap>) -> Self {
+        self.feature_maps = maps;
+        self
+    }
+
+    /// The formulation and eigensolver.
+    pub fn solver(mut self, solver: Solver) -> Self {
+        self.solver = solver;
+        self
+    }
+
+    /// Seed of the random feature maps (source `q` uses `seed + q`) and of
+    /// the Lanczos start vector.
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = seed;
+        self
+    }
+
+    /// Number of components.
+    pub fn n_components(&self) -> usize {
+        self.n_components
+    }
+
+    /// Checks the parameters for `n_sources` sources.
+    pub fn validate(&self, n_sources: usize) -> Result<()> {
+        if n_sources < 2 {
+            return Err(EksvdError::TooFewSources(n_sources));
+        }
+        if self.n_components == 0 {
+            return Err(EksvdError::InvalidParameter { name: "n_components", reason: "must be >= 1".into() });
+        }
+        if self.feature_maps.len() != 1 {
+            check_shape("number of feature maps vs sources", n_sources, self.feature_maps.len())?;
+        }
+        for map in &self.feature_maps {
+            map.validate()?;
+        }
+        match &self.solver {
+            Solver::Dual(s) | Solver::Covariance(s) => s.validate(),
+        }
+    }
+
+    fn map_for(&self, q: usize) -> &FeatureMap {
+        if self.feature_maps.len() == 1 { &self.feature_maps[0] } else { &self.feature_maps[q] }
+    }
+
+    /// Fits the feature maps on `data` (each source on its own rows), then
+    /// solves Eq. 4 or Eq. 8. Kernel, Gram and product matrices run on `device`.
+    pub fn fit(&self, device: &Device, data: &MultiSource) -> Result<FittedEksvd> {
+        self.validate(data.n_sources())?;
+        let maps: Vec<FittedFeatureMap> = (0..data.n_sources())
+            .map(|q| self.map_for(q).fit(device, data.source(q), q, self.seed.wrapping_add(q as u64)))
+            .collect::<Result<_>>()?;
+        let features: Vec<DMatrix<f64>> = maps.iter().zip(data.sources()).map(|(m, x)| m.transform(device, x)).collect::<Result<_>>()?;
+        let mut fitted = self.fit_features(device, features)?;
+        fitted.maps = Some(maps);
+        Ok(fitted)
+    }
+
+    /// Solves Eq. 4 or Eq. 8 from precomputed training features `Phi_q`
+    /// (`N_q x d_phi`, e.g. from a neural network); the feature maps set on
+    /// the parameters are not used, and new data is projected with
+    /// [`FittedEksvd::transform_features`].
+    pub fn fit_features(&self, device: &Device, features: Vec<DMatrix<f64>>) -> Result<FittedEksvd> {
+        self.validate(features.len())?;
+        let coupling = CouplingMatrix::from_features(features)?;
+        let features = coupling.features().expect("built from features").to_vec();
+        let n = features.len();
+        let (eigenvalues, weights, alphas) = match &self.solver {
+            Solver::Dual(eig) => {
+                let solution = solve_dual(device, &coupling, self.n_components, eig, self.seed)?;
+                let weights = solution.primal_weights(&features)?;
+                (solution.eigenvalues, weights, solution.alphas)
+            }
+            Solver::Covariance(eig) => {
+                let solution = solve_covariance(device, &features, self.n_components, eig, self.seed)?;
+                // alpha^(q) = (Q-1) gamma Phi_q w_q (Eq. 5).
+                let alphas = (0..n)
+                    .map(|q| {
+                        let mut a = matmul(&features[q], &solution.weights[q]);
+                        for (k, mut col) in a.column_iter_mut().enumerate() {
+                            col *= (n as f64 - 1.0) / solution.eigenvalues[k];
+                        }
+                        a
+                    })
+                    .collect();
+                (solution.eigenvalues, solution.weights, alphas)
+            }
+        };
+        Ok(FittedEksvd { maps: None, features, eigenvalues, weights, alphas, solver: self.solver })
+    }
+}
+
+/// A fitted eKSVD model: eigenvalues `lambda_k = 1/gamma_k`, primal weights
+/// `w_q` and dual variables `alpha^(q)` (both available whichever solver ran:
+/// the dual recovers `w_q` by Eq. 5, the covariance solver `alpha^(q)` by
+/// Eq. 5), the training features and, when fitted from raw data, the maps.
+#[derive(Debug, Clone)]
+pub struct FittedEksvd {
+    maps: Option<Vec<FittedFeatureMap>>,
+    features: Vec<DMatrix<f64>>,
+    eigenvalues: DVector<f64>,
+    weights: Vec<DMatrix<f64>>,
+    alphas: Vec<DMatrix<f64>>,
+    solver: Solver,
+}
+
+impl FittedEksvd {
+    /// Number of sources `Q`.
+    pub fn n_sources(&self) -> usize {
+        self.features.len()
+    }
+
+    /// Number of components `k`.
+    pub fn n_components(&self) -> usize {
+        self.eigenvalues.len()
+    }
+
+    /// The solver that produced the model.
+    pub fn solver(&self) -> Solver {
+        self.solver
+    }
+
+    /// `lambda_k`, descending and positive.
+    pub fn eigenvalues(&self) -> &DVector<f64> {
+        &self.eigenvalues
+    }
+
+    /// `gamma_k = 1 / lambda_k`.
+    pub fn gammas(&self) -> DVector<f64> {
+        self.eigenvalues.map(|l| 1.0 / l)
+    }
+
+    /// Primal weights `w_q` (`d_phi x k`).
+    pub fn weights(&self, q: usize) -> &DMatrix<f64> {
+        &self.weights[q]
+    }
+
+    /// Dual variables `alpha^(q)` (`N_q x k`); stacked, each component has unit norm.
+    pub fn alphas(&self, q: usize) -> &DMatrix<f64> {
+        &self.alphas[q]
+    }
+
+    /// Training features `Phi_q` (`N_q x d_phi`).
+    pub fn training_features(&self, q: usize) -> &DMatrix<f64> {
+        &self.features[q]
+    }
+
+    /// The fitted feature map of source `q` (`None` when fitted from features).
+    pub fn feature_map(&self, q: usize) -> Option<&FittedFeatureMap> {
+        self.maps.as_ref().map(|m| &m[q])
+    }
+
+    /// The dual solution (eigenvalues and `alpha^(q)`), e.g. for
+    /// [`DualSolution::project`] with precomputed cross-kernel blocks.
+    pub fn dual_solution(&self) -> DualSolution {
+        DualSolution { eigenvalues: self.eigenvalues.clone(), alphas: self.alphas.clone() }
+    }
+
+    fn check_source(&self, q: usize) -> Result<()> {
+        if q >= self.n_sources() {
+            return Err(EksvdError::InvalidParameter { name: "q", reason: format!("source {q} of {}", self.n_sources()) });
+        }
+        Ok(())
+    }
+
+    /// Features `phi_q(x)` of new rows of source `q`.
+    pub fn features_of(&self, device: &Device, q: usize, x: &DMatrix<f64>) -> Result<DMatrix<f64>> {
+        self.check_source(q)?;
+        let maps = self.maps.as_ref().ok_or(EksvdError::NotAvailable("feature maps (the model was fitted from precomputed features)"))?;
+        maps[q].transform(device, x)
+    }
+
+    /// Projection scores of new features of source `q`, primal form of
+    /// Eq. 7: `e = Phi_new w_q` (`n_new x k`).
+    pub fn transform_features(&self, device: &Device, q: usize, phi: &DMatrix<f64>) -> Result<DMatrix<f64>> {
+        self.check_source(q)?;
+        check_source_matrix("features", q, phi)?;
+        check_shape(format!("feature dimension of new features of source {q}"), self.weights[q].nrows(), phi.ncols())?;
+        Ok(device.matmul(phi, &self.weights[q], MatrixProduct::AB)?)
+    }
+
+    /// Projection scores of new features of source `q`, dual form of Eq. 7:
+    /// `e = (1/(Q-1)) sum_{p != q} K(x, X_p) alpha^(p)` with the rectangular
+    /// cross-source blocks `K(x, X_p) = Phi_new Phi_p^T` (`n_new x N_p`).
+    pub fn transform_features_dual(&self, device: &Device, q: usize, phi: &DMatrix<f64>) -> Result<DMatrix<f64>> {
+        self.check_source(q)?;
+        check_source_matrix("features", q, phi)?;
+        check_shape(format!("feature dimension of new features of source {q}"), self.weights[q].nrows(), phi.ncols())?;
+        let blocks: Vec<Option<DMatrix<f64>>> = (0..self.n_sources())
+            .map(|p| if p == q { Ok(None) } else { device.matmul(phi, &self.features[p], MatrixProduct::ABt).map(Some) })
+            .collect::<std::result::Result<_, _>>()?;
+        let refs: Vec<Option<&DMatrix<f64>>> = blocks.iter().map(|b| b.as_ref()).collect();
+        self.dual_solution().project(q, &refs)
+    }
+
+    /// Projection scores (primal form) of new raw rows `x` of source `q`.
+    pub fn transform(&self, device: &Device, q: usize, x: &DMatrix<f64>) -> Result<DMatrix<f64>> {
+        let phi = self.features_of(device, q, x)?;
+        self.transform_features(device, q, &phi)
+    }
+
+    /// Projection scores (dual form) of new raw rows `x` of source `q`.
+    pub fn transform_dual(&self, device: &Device, q: usize, x: &DMatrix<f64>) -> Result<DMatrix<f64>> {
+        let phi = self.features_of(device, q, x)?;
+        self.transform_features_dual(device, q, &phi)
+    }
+
+    /// Scores of a paired set, concatenated per sample:
+    /// `[e^(1) ... e^(Q)]` (`n x Q k`), e.g. as input to a classifier.
+    pub fn transform_paired(&self, device: &Device, data: &MultiSource) -> Result<DMatrix<f64>> {
+        if !data.is_paired() {
+            return Err(EksvdError::NotAvailable("per-sample concatenation needs paired sources"));
+        }
+        check_shape("number of sources", self.n_sources(), data.n_sources())?;
+        let k = self.n_components();
+        let mut out = DMatrix::zeros(data.source(0).nrows(), self.n_sources() * k);
+        for q in 0..self.n_sources() {
+            let e = self.transform(device, q, data.source(q))?;
+            out.columns_mut(q * k, k).copy_from(&e);
+        }
+        Ok(out)
+    }
+
+    /// Training scores `e^(q) = Phi_q w_q` (`N_q x k`).
+    pub fn training_scores(&self, q: usize) -> DMatrix<f64> {
+        matmul(&self.features[q], &self.weights[q])
+    }
+
+    /// Objective `J` of Eq. 3 at component `k` (0 at every solution, Lemma 3.3).
+    pub fn objective(&self, k: usize) -> Result<ObjectiveTerms> {
+        self.check_component(k)?;
+        let weights: Vec<DVector<f64>> = self.weights.iter().map(|w| w.column(k).into_owned()).collect();
+        let scores: Vec<DVector<f64>> = (0..self.n_sources()).map(|q| &self.features[q] * &weights[q]).collect();
+        objective_terms(&weights, &scores, 1.0 / self.eigenvalues[k])
+    }
+
+    /// KKT residuals (Eq. 5) at component `k`.
+    pub fn kkt(&self, k: usize) -> Result<KktResiduals> {
+        self.check_component(k)?;
+        let weights: Vec<DVector<f64>> = self.weights.iter().map(|w| w.column(k).into_owned()).collect();
+        let alphas: Vec<DVector<f64>> = self.alphas.iter().map(|a| a.column(k).into_owned()).collect();
+        kkt_residuals(&self.features, &weights, &alphas, 1.0 / self.eigenvalues[k])
+    }
+
+    fn check_component(&self, k: usize) -> Result<()> {
+        if k >= self.n_components() {
+            return Err(EksvdError::InvalidParameter { name: "k", reason: format!("component {k} of {}", self.n_components()) });
+        }
+        Ok(())
+    }
+}
+
+/// Parameters of KSVD (Eq. 2), eKSVD with two sources `X` (rows `x_i`) and
+/// `Z` (rows `z_j`): by Theorem 2.1 its eigenvalues are the singular values of
+/// `K_xz = Phi_x Phi_z^T` and `alpha`, `beta` the stacked singular vectors.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KsvdParams {
+    inner: EksvdParams,
+}
+
+impl KsvdParams {
+    /// `n_components` singular triplets; defaults as [`EksvdParams::new`].
+    pub fn new(n_components: usize) -> Self {
+        KsvdParams { inner: EksvdParams::new(n_components) }
+    }
+
+    /// Feature maps `phi` of `X` and `psi` of `Z` (same output dimension).
+    pub fn feature_maps(mut self, phi: FeatureMap, psi: FeatureMap) -> Self {
+        self.inner = self.inner.feature_maps(vec![phi, psi]);
+        self
+    }
+
+    /// The formulation and eigensolver.
+    pub fn solver(mut self, solver: Solver) -> Self {
+        self.inner = self.inner.solver(solver);
+        self
+    }
+
+    /// Seed (see [`EksvdParams::seed`]).
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.inner = self.inner.seed(seed);
+        self
+    }
+
+    /// Fits on `x` (`N x d_x`) and `z` (`M x d_z`); `N != M` is fine.
+    pub fn fit(&self, device: &Device, x: &DMatrix<f64>, z: &DMatrix<f64>) -> Result<FittedKsvd> {
+        let data = MultiSource::new(vec![x.clone(), z.clone()])?;
+        Ok(FittedKsvd { model: self.inner.fit(device, &data)? })
+    }
+}
+
+/// A fitted KSVD model (a two-source [`FittedEksvd`]).
+#[derive(Debug, Clone)]
+pub struct FittedKsvd {
+    model: FittedEksvd,
+}
+
+impl FittedKsvd {
+    /// The singular values of `K_xz` retained (the eigenvalues `lambda`).
+    pub fn singular_values(&self) -> &DVector<f64> {
+        self.model.eigenvalues()
+    }
+
+    /// Scores `e = phi(x)^T w` of new rows of `X`.
+    pub fn transform_x(&self, device: &Device, x: &DMatrix<f64>) -> Result<DMatrix<f64>> {
+        self.model.transform(device, 0, x)
+    }
+
+    /// Scores `r = psi(z)^T v` of new rows of `Z`.
+    pub fn transform_z(&self, device: &Device, z: &DMatrix<f64>) -> Result<DMatrix<f64>> {
+        self.model.transform(device, 1, z)
+    }
+
+    /// The underlying two-source eKSVD model.
+    pub fn as_eksvd(&self) -> &FittedEksvd {
+        &self.model
+    }
+}
+
+/// KSVD of a given asymmetric kernel matrix `K_xz` (`N x M`): the dual
+/// problem of Eq. 2, whose solutions are the `n_components` largest singular
+/// triplets (`alphas[0]` left, `alphas[1]` right singular vectors, each
+/// scaled by `1/sqrt(2)`).
+pub fn ksvd_from_kernel(device: &Device, k_xz: &DMatrix<f64>, n_components: usize, solver: &Eigensolver, seed: u64) -> Result<DualSolution> {
+    let coupling = CouplingMatrix::from_blocks(2, vec![(0, 1, k_xz.clone())])?;
+    solve_dual(device, &coupling, n_components, solver, seed)
+}

@@ -1,0 +1,99 @@
+//! The multi-source data type: `Q >= 2` sources, source `q` an `N_q x d_q`
+//! matrix with one sample per row.
+
+use nalgebra::DMatrix;
+
+use super::error::{check_shape, check_source_matrix, EksvdError, Result};
+
+/// `Q >= 2` data sources `X_q` (`N_q x d_q`, rows are samples), validated on
+/// construction: every source non-empty and finite. Feature dimensions `d_q`
+/// may differ. Sample counts `N_q` may differ too (the dual problem of Eq. 4
+/// only needs the rectangular blocks `K_pq`), unless the sources are
+/// *paired* (row `i` of every source describes the same object), which
+/// [`MultiSource::paired`] checks and per-sample outputs (concatenated
+/// scores for a downstream classifier) need.
+#[derive(Debug, Clone)]
+pub struct MultiSource {
+    sources: Vec<DMatrix<f64>>,
+    paired: bool,
+}
+
+impl MultiSource {
+    /// Unpaired sources: `N_q` may differ.
+    ///
+    /// Errors: [`EksvdError::TooFewSources`], [`EksvdError::EmptySource`],
+    /// [`EksvdError::NonFinite`].
+    pub fn new(sources: Vec<DMatrix<f64>>) -> Result<Self> {
+        if sources.len() < 2 {
+            return Err(EksvdError::TooFewSources(sources.len()));
+        }
+        for (q, x) in sources.iter().enumerate() {
+            check_source_matrix("data", q, x)?;
+        }
+        Ok(MultiSource { sources, paired: false })
+    }
+
+    /// Paired sources: additionally every source has the same number of rows.
+    ///
+    /// Errors: those of [`MultiSource::new`] and [`EksvdError::ShapeMismatch`].
+    pub fn paired(sources: Vec<DMatrix<f64>>) -> Result<Self> {
+        let mut data = MultiSource::new(sources)?;
+        let n = data.sources[0].nrows();
+        for (q, x) in data.sources.iter().enumerate() {
+            check_shape(format!("rows of paired source {q} vs source 0"), n, x.nrows())?;
+        }
+        data.paired = true;
+        Ok(data)
+    }
+
+    /// True when built with [`MultiSource::paired`].
+    pub fn is_paired(&self) -> bool {
+        self.paired
+    }
+
+    /// Number of sources `Q`.
+    pub fn n_sources(&self) -> usize {
+        self.sources.len()
+    }
+
+    /// Source `q` (`N_q x d_q`). Panics if `q >= Q`.
+    pub fn source(&self, q: usize) -> &DMatrix<f64> {
+        &self.sources[q]
+    }
+
+    /// All sources.
+    pub fn sources(&self) -> &[DMatrix<f64>] {
+        &self.sources
+    }
+
+    /// Sample counts `N_q`.
+    pub fn sample_counts(&self) -> Vec<usize> {
+        self.sources.iter().map(|x| x.nrows()).collect()
+    }
+
+    /// Total samples `sum_q N_q` (the order of the dual matrix `G_Q`).
+    pub fn total_samples(&self) -> usize {
+        self.sources.iter().map(|x| x.nrows()).sum()
+    }
+
+    /// The same rows `idx` of every source of a paired set (e.g. a split).
+    ///
+    /// Errors: [`EksvdError::NotAvailable`] for unpaired sources,
+    /// [`EksvdError::InvalidParameter`] for an empty or out-of-range index list.
+    pub fn select_rows(&self, idx: &[usize]) -> Result<MultiSource> {
+        if !self.paired {
+            return Err(EksvdError::NotAvailable("row selection across sources needs paired sources"));
+        }
+        let n = self.sources[0].nrows();
+        if idx.is_empty() || idx.iter().any(|&i| i >= n) {
+            return Err(EksvdError::InvalidParameter { name: "idx", reason: format!("must be non-empty with every index < {n}") });
+        }
+        let sources = self.sources.iter().map(|x| DMatrix::from_fn(idx.len(), x.ncols(), |i, j| x[(idx[i], j)])).collect();
+        Ok(MultiSource { sources, paired: true })
+    }
+
+    /// Consumes the set, returning the sources.
+    pub fn into_sources(self) -> Vec<DMatrix<f64>> {
+        self.sources
+    }
+}

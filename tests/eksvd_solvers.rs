@@ -1,0 +1,259 @@
+//! eKSVD solvers against the paper's identities: Lemma 3.3 (J = 0), the KKT
+//! conditions (Eq. 5), Theorem 3.2 (dual = covariance), Theorem 2.1 (KSVD =
+//! SVD of K_12), the two forms of Eq. 7, and Lanczos against the dense solver.
+
+mod common;
+
+use gramian::eksvd::{
+    covariance::{covariance_matrix, covariances},
+    ksvd_from_kernel, solve_dual, CouplingMatrix, Eigensolver, EksvdParams, FeatureMap, MultiSource, Solver,
+};
+use gramian::linalg::{faer_ref, relative_frobenius_error};
+use gramian::{Device, Kernel};
+use nalgebra::DMatrix;
+
+/// Three unpaired sources of different sizes and input dimensions.
+fn three_sources(rng: &mut rand::rngs::StdRng) -> MultiSource {
+    MultiSource::new(vec![common::random_matrix(rng, 60, 4), common::random_matrix(rng, 45, 6), common::random_matrix(rng, 38, 3)]).unwrap()
+}
+
+fn rff_params(k: usize, solver: Solver) -> EksvdParams {
+    EksvdParams::new(k).feature_map(FeatureMap::random_fourier(0.7, 24).unwrap()).solver(solver).seed(5)
+}
+
+/// Max over columns of min(|a - b|, |a + b|) relative to |b| (equality up to sign).
+fn max_error_up_to_sign(a: &DMatrix<f64>, b: &DMatrix<f64>) -> f64 {
+    assert_eq!(a.shape(), b.shape());
+    (0..a.ncols())
+        .map(|j| {
+            let (x, y) = (a.column(j), b.column(j));
+            (x - y).norm().min((x + y).norm()) / y.norm().max(1e-300)
+        })
+        .fold(0.0, f64::max)
+}
+
+#[test]
+fn lemma_3_3_objective_is_zero_at_every_solution() {
+    let mut rng = common::rng();
+    let data = three_sources(&mut rng);
+    for solver in [Solver::Dual(Eigensolver::Dense), Solver::Covariance(Eigensolver::Dense)] {
+        let model = rff_params(5, solver).fit(&Device::cpu(), &data).unwrap();
+        for k in 0..5 {
+            let terms = model.objective(k).unwrap();
+            assert!(terms.variance > 0.0 && terms.coupling.abs() > 0.0, "{solver:?}: degenerate terms {terms:?}");
+            assert!(terms.relative_value() < 1e-10, "{solver:?} component {k}: J = {} ({terms:?})", terms.value());
+        }
+    }
+}
+
+#[test]
+fn objective_is_not_zero_away_from_a_solution() {
+    // The check above can fail: perturbed weights give J != 0.
+    let mut rng = common::rng();
+    let data = three_sources(&mut rng);
+    let model = rff_params(1, Solver::Dual(Eigensolver::Dense)).fit(&Device::cpu(), &data).unwrap();
+    let mut weights: Vec<_> = (0..3).map(|q| model.weights(q).column(0).into_owned()).collect();
+    weights[1] *= 1.5;
+    let scores: Vec<_> = (0..3).map(|q| model.training_features(q) * &weights[q]).collect();
+    let terms = gramian::eksvd::objective_terms(&weights, &scores, model.gammas()[0]).unwrap();
+    assert!(terms.relative_value() > 1e-3, "{terms:?}");
+}
+
+#[test]
+fn kkt_conditions_hold_for_both_solvers() {
+    let mut rng = common::rng();
+    let data = three_sources(&mut rng);
+    for solver in [Solver::Dual(Eigensolver::Dense), Solver::Covariance(Eigensolver::Dense), Solver::Dual(Eigensolver::lanczos())] {
+        let model = rff_params(4, solver).fit(&Device::cpu(), &data).unwrap();
+        for k in 0..4 {
+            let r = model.kkt(k).unwrap();
+            assert!(r.stationarity < 1e-8 && r.dual_scaling < 1e-8, "{solver:?} component {k}: {r:?}");
+        }
+    }
+}
+
+#[test]
+fn theorem_3_2_dual_and_covariance_agree() {
+    let mut rng = common::rng();
+    let data = three_sources(&mut rng);
+    let device = Device::cpu();
+    let dual = rff_params(6, Solver::Dual(Eigensolver::Dense)).fit(&device, &data).unwrap();
+    let cov = rff_params(6, Solver::Covariance(Eigensolver::Dense)).fit(&device, &data).unwrap();
+    for k in 0..6 {
+        let (a, b) = (dual.eigenvalues()[k], cov.eigenvalues()[k]);
+        assert!((a - b).abs() < 1e-10 * a, "eigenvalue {k}: dual {a} vs covariance {b}");
+    }
+    let fresh = common::random_matrix(&mut rng, 17, 6);
+    for q in 0..3 {
+        // Same normalisation on both sides, so scores agree up to sign.
+        let err = max_error_up_to_sign(&dual.training_scores(q), &cov.training_scores(q));
+        assert!(err < 1e-7, "training scores of source {q}: {err}");
+    }
+    let err = max_error_up_to_sign(&dual.transform(&device, 1, &fresh).unwrap(), &cov.transform(&device, 1, &fresh).unwrap());
+    assert!(err < 1e-7, "out-of-sample scores: {err}");
+    // The covariance weights solve the nonsymmetric Eq. 8 directly.
+    let features: Vec<DMatrix<f64>> = (0..3).map(|q| cov.training_features(q).clone()).collect();
+    let c_q = covariance_matrix(&covariances(&device, &features).unwrap()).unwrap();
+    for k in 0..6 {
+        let w = DMatrix::from_fn(3 * 24, 1, |i, _| cov.weights(i / 24)[(i % 24, k)]);
+        let residual = (&c_q * &w - &w * cov.eigenvalues()[k]).norm() / (w.norm() * cov.eigenvalues()[k]);
+        assert!(residual < 1e-9, "C_Q w = lambda w residual {residual} at component {k}");
+    }
+}
+
+#[test]
+fn theorem_2_1_ksvd_gives_the_svd_of_k12() {
+    let mut rng = common::rng();
+    let k12 = common::random_matrix(&mut rng, 30, 19);
+    let sol = ksvd_from_kernel(&Device::cpu(), &k12, 5, &Eigensolver::Dense, 0).unwrap();
+    let svd = faer_ref(&k12).thin_svd().unwrap();
+    let (s, u, v) = (svd.S(), svd.U(), svd.V());
+    for i in 0..5 {
+        assert!((sol.eigenvalues[i] - s[i]).abs() < 1e-11 * s[0], "sigma {i}: {} vs {}", sol.eigenvalues[i], s[i]);
+        let uu = DMatrix::from_fn(30, 1, |r, _| u[(r, i)] / 2f64.sqrt());
+        let vv = DMatrix::from_fn(19, 1, |r, _| v[(r, i)] / 2f64.sqrt());
+        let alpha = DMatrix::from_fn(30, 1, |r, _| sol.alphas[0][(r, i)]);
+        let beta = DMatrix::from_fn(19, 1, |r, _| sol.alphas[1][(r, i)]);
+        // One common sign for the pair (u, v).
+        let sign = if (&alpha - &uu).norm() < (&alpha + &uu).norm() { 1.0 } else { -1.0 };
+        assert!((&alpha - &uu * sign).norm() < 1e-9 && (&beta - &vv * sign).norm() < 1e-9, "singular vectors {i}");
+    }
+    // The full spectrum of G_2 is {+sigma, -sigma, 0 (N - M times)}.
+    let g = CouplingMatrix::from_blocks(2, vec![(0, 1, k12.clone())]).unwrap().assemble(&Device::cpu()).unwrap();
+    let eig = gramian::linalg::symmetric_eigenvalues(&g).unwrap();
+    let mut expected: Vec<f64> = (0..19).flat_map(|i| [s[i], -s[i]]).chain(std::iter::repeat_n(0.0, 11)).collect();
+    expected.sort_by(f64::total_cmp);
+    for (a, b) in eig.iter().zip(&expected) {
+        assert!((a - b).abs() < 1e-11 * s[0], "{a} vs {b}");
+    }
+}
+
+#[test]
+fn dual_and_primal_projections_agree_out_of_sample() {
+    let mut rng = common::rng();
+    let data = three_sources(&mut rng);
+    let device = Device::cpu();
+    let model = rff_params(4, Solver::Dual(Eigensolver::Dense)).fit(&device, &data).unwrap();
+    // 7 new rows: no block K(x, X_p) is square (N_p = 60, 45, 38).
+    for q in 0..3 {
+        let fresh = common::random_matrix(&mut rng, 7, data.source(q).ncols());
+        let primal = model.transform(&device, q, &fresh).unwrap();
+        let dual = model.transform_dual(&device, q, &fresh).unwrap();
+        assert_eq!(primal.shape(), (7, 4));
+        assert!(relative_frobenius_error(&dual, &primal) < 1e-10, "source {q}");
+    }
+    // On training rows, the dual form of Eq. 7 is lambda alpha / (Q - 1).
+    let coupling = CouplingMatrix::from_features((0..3).map(|q| model.training_features(q).clone()).collect()).unwrap();
+    let sol = model.dual_solution();
+    let scores = sol.training_scores(&device, &coupling).unwrap();
+    for (q, score) in scores.iter().enumerate() {
+        let mut expected = model.alphas(q).clone();
+        for (k, mut col) in expected.column_iter_mut().enumerate() {
+            col *= model.eigenvalues()[k] / 2.0;
+        }
+        assert!(relative_frobenius_error(score, &expected) < 1e-10);
+        assert!(relative_frobenius_error(score, &model.training_scores(q)) < 1e-10);
+    }
+}
+
+#[test]
+fn lanczos_matches_dense_without_storing_g() {
+    let mut rng = common::rng();
+    let data = MultiSource::new(vec![
+        common::random_matrix(&mut rng, 300, 5),
+        common::random_matrix(&mut rng, 250, 5),
+        common::random_matrix(&mut rng, 280, 4),
+    ])
+    .unwrap();
+    let device = Device::cpu();
+    let params = |solver| EksvdParams::new(8).feature_map(FeatureMap::random_fourier(0.5, 64).unwrap()).solver(Solver::Dual(solver)).seed(9);
+    let dense = params(Eigensolver::Dense).fit(&device, &data).unwrap();
+    let lanczos = params(Eigensolver::lanczos()).fit(&device, &data).unwrap();
+    for k in 0..8 {
+        let (a, b) = (dense.eigenvalues()[k], lanczos.eigenvalues()[k]);
+        assert!((a - b).abs() < 1e-9 * dense.eigenvalues()[0], "eigenvalue {k}: {a} vs {b}");
+    }
+    for q in 0..3 {
+        let err = max_error_up_to_sign(&lanczos.alphas(q).clone(), dense.alphas(q));
+        assert!(err < 1e-5, "alpha^({q}): {err}");
+    }
+}
+
+#[test]
+fn kernel_function_coupling_is_matrix_free_and_matches_dense() {
+    let mut rng = common::rng();
+    let data = MultiSource::new(vec![common::random_matrix(&mut rng, 90, 3), common::random_matrix(&mut rng, 70, 3), common::random_matrix(&mut rng, 80, 3)]).unwrap();
+    let device = Device::cpu();
+    let coupling = CouplingMatrix::from_kernel(Kernel::rbf(0.8).unwrap(), &data).unwrap();
+    let g = coupling.assemble(&device).unwrap();
+    // The block K_01 is k(X_0, X_1): rectangular and not K_10.
+    let k01 = device.kernel_matrix(&Kernel::rbf(0.8).unwrap(), data.source(0), data.source(1)).unwrap();
+    assert!(relative_frobenius_error(&g.view((0, 90), (90, 70)).into_owned(), &k01) < 1e-15);
+    let v = common::random_matrix(&mut rng, 240, 2);
+    assert!(relative_frobenius_error(&coupling.apply(&device, &v).unwrap(), &(&g * &v)) < 1e-12);
+    let dense = solve_dual(&device, &coupling, 4, &Eigensolver::Dense, 0).unwrap();
+    let lanczos = solve_dual(&device, &coupling, 4, &Eigensolver::lanczos(), 0).unwrap();
+    for k in 0..4 {
+        assert!((dense.eigenvalues[k] - lanczos.eigenvalues[k]).abs() < 1e-9 * dense.eigenvalues[0]);
+    }
+}
+
+#[test]
+fn precomputed_blocks_reproduce_the_feature_model() {
+    let mut rng = common::rng();
+    let data = three_sources(&mut rng);
+    let device = Device::cpu();
+    let model = rff_params(3, Solver::Dual(Eigensolver::Dense)).fit(&device, &data).unwrap();
+    let phi: Vec<DMatrix<f64>> = (0..3).map(|q| model.training_features(q).clone()).collect();
+    let blocks = vec![(0, 1, &phi[0] * phi[1].transpose()), (0, 2, &phi[0] * phi[2].transpose()), (1, 2, &phi[1] * phi[2].transpose())];
+    let coupling = CouplingMatrix::from_blocks(3, blocks).unwrap();
+    let sol = solve_dual(&device, &coupling, 3, &Eigensolver::Dense, 0).unwrap();
+    for k in 0..3 {
+        assert!((sol.eigenvalues[k] - model.eigenvalues()[k]).abs() < 1e-10 * sol.eigenvalues[0]);
+    }
+    // Out of sample with user-supplied rectangular blocks K(x, X_p), p != 2.
+    let fresh = common::random_matrix(&mut rng, 5, 3);
+    let phi_new = model.features_of(&device, 2, &fresh).unwrap();
+    let k0 = &phi_new * phi[0].transpose();
+    let k1 = &phi_new * phi[1].transpose();
+    let projected = sol.project(2, &[Some(&k0), Some(&k1), None]).unwrap();
+    let err = max_error_up_to_sign(&projected, &model.transform(&device, 2, &fresh).unwrap());
+    assert!(err < 1e-8, "{err}");
+    // A block of the wrong width is a typed error, not a panic.
+    assert!(sol.project(2, &[Some(&k1), Some(&k0), None]).is_err());
+}
+
+#[test]
+fn nystrom_with_all_landmarks_reproduces_the_kernel_matrix() {
+    let mut rng = common::rng();
+    let x = common::random_matrix(&mut rng, 15, 3);
+    let cpu = Device::cpu();
+    // A narrow kernel on 15 points is well conditioned: all 15 eigenpairs
+    // give Phi Phi^T = K exactly (up to rounding).
+    let kernel = Kernel::rbf(3.0).unwrap();
+    let k = cpu.kernel_matrix(&kernel, &x, &x).unwrap();
+    let reconstruction_error = |dim: usize| {
+        let map = FeatureMap::nystrom(kernel, dim, 15).unwrap().fit(&cpu, &x, 0, 1).unwrap();
+        let phi = map.transform(&cpu, &x).unwrap();
+        relative_frobenius_error(&(&phi * phi.transpose()), &k)
+    };
+    let (full, truncated) = (reconstruction_error(15), reconstruction_error(5));
+    assert!(full < 1e-9 && truncated > 1e-4, "full {full}, rank-5 {truncated}");
+    // Out of sample: phi(z)^T phi(x_i) = k(z, x_i) when the map is exact.
+    let map = FeatureMap::nystrom(kernel, 15, 15).unwrap().fit(&cpu, &x, 0, 1).unwrap();
+    let z = common::random_matrix(&mut rng, 4, 3);
+    let cross = map.transform(&cpu, &z).unwrap() * map.transform(&cpu, &x).unwrap().transpose();
+    assert!(relative_frobenius_error(&cross, &cpu.kernel_matrix(&kernel, &z, &x).unwrap()) < 1e-8);
+}
+
+#[test]
+fn random_fourier_features_approximate_the_rbf_kernel() {
+    let mut rng = common::rng();
+    let x = common::random_matrix(&mut rng, 20, 3);
+    let kernel = Kernel::rbf(0.5).unwrap();
+    let map = FeatureMap::random_fourier(0.5, 8000).unwrap().fit(&Device::cpu(), &x, 0, 2).unwrap();
+    let phi = map.transform(&Device::cpu(), &x).unwrap();
+    let k = Device::cpu().kernel_matrix(&kernel, &x, &x).unwrap();
+    let max_err = (&phi * phi.transpose() - &k).abs().max();
+    assert!(max_err < 0.08, "max |Phi Phi^T - K| = {max_err}");
+}
