@@ -233,3 +233,17 @@ fn long_reductions_are_complete() {
     let err = relative_frobenius_error(&gpu.kernel_matvec(&kernel, &x, &z, &v).unwrap(), &reference);
     assert!(err <= 1e-4, "matvec over 4800 points: error {err:e}");
 }
+
+#[test]
+fn rbf_is_accurate_far_from_the_origin() {
+    // The shader expands ||x - z||^2 = ||x||^2 + ||z||^2 - 2 <x, z> for RBF;
+    // data centred at 1000 with unit spread would lose every digit of the
+    // distances in f32 without the host-side centring.
+    let Some(gpu) = gpu_device(GpuOptions::default()) else { return };
+    let mut rng = rng();
+    let x = random_matrix(&mut rng, 70, 5).add_scalar(1000.0);
+    let z = random_matrix(&mut rng, 90, 5).add_scalar(1000.0);
+    let kernel = Kernel::rbf(0.5).unwrap();
+    let err = relative_frobenius_error(&gpu.kernel_matrix(&kernel, &x, &z).unwrap(), &Device::Cpu.kernel_matrix(&kernel, &x, &z).unwrap());
+    assert!(err <= 1e-5, "error {err:e}");
+}

@@ -123,6 +123,34 @@ impl RowMajor {
         RowMajor { data, rows, cols }
     }
 
+    /// The rows of `x` and of `z` for a kernel matrix. For the RBF kernel,
+    /// which the shader evaluates as `||x||^2 + ||z||^2 - 2 <x, z>`, both are
+    /// first shifted by the mean of all their rows: distances do not change,
+    /// and the norms, whose f32 rounding the expanded form exposes, shrink to
+    /// the spread of the data.
+    fn kernel_operands<T: Real>(kernel: &Kernel, x: &DMatrix<T>, z: &DMatrix<T>) -> (Self, Self) {
+        if !matches!(kernel, Kernel::Rbf { .. }) {
+            return (Self::rows_of(x), Self::rows_of(z));
+        }
+        // The mean is taken and subtracted in the caller's precision, before
+        // rounding to f32, so data far from the origin keeps its digits.
+        let count = (x.nrows() + z.nrows()) as f64;
+        let mean: Vec<f64> = (0..x.ncols())
+            .map(|j| (x.column(j).iter().chain(z.column(j).iter()).map(|v| v.to_f64_exact()).sum::<f64>()) / count)
+            .collect();
+        let centred_rows = |m: &DMatrix<T>| {
+            let (rows, cols) = m.shape();
+            let mut data = vec![0f32; rows * cols];
+            for (j, col) in m.column_iter().enumerate() {
+                for (i, v) in col.iter().enumerate() {
+                    data[i * cols + j] = (v.to_f64_exact() - mean[j]) as f32;
+                }
+            }
+            RowMajor { data, rows, cols }
+        };
+        (centred_rows(x), centred_rows(z))
+    }
+
     /// The columns of `m` as rows, i.e. `m^T` (no transposition needed).
     fn columns_of<T: Real>(m: &DMatrix<T>) -> Self {
         let data = m.as_slice().iter().map(|v| v.to_f32_lossy()).collect();
@@ -432,14 +460,15 @@ impl GpuContext {
 
     /// `K(X, Z)` on the GPU (inputs validated by the caller).
     pub(crate) fn kernel_matrix<T: Real>(&self, kernel: &Kernel, x: &DMatrix<T>, z: &DMatrix<T>) -> Result<DMatrix<T>> {
-        self.statistic_matrix(KernelCode::of(kernel), &RowMajor::rows_of(x), &RowMajor::rows_of(z))
+        let (a, b) = RowMajor::kernel_operands(kernel, x, z);
+        self.statistic_matrix(KernelCode::of(kernel), &a, &b)
     }
 
     /// Device-side time of `K(X, Z)`: uploads and kernels of every tile, the
     /// output left on the GPU (no read-back). For benchmarks.
     pub fn time_kernel_matrix_on_device<T: Real>(&self, kernel: &Kernel, x: &DMatrix<T>, z: &DMatrix<T>) -> Result<Duration> {
         crate::kernel::check_pair(kernel, x, z)?;
-        let (a, b) = (RowMajor::rows_of(x), RowMajor::rows_of(z));
+        let (a, b) = RowMajor::kernel_operands(kernel, x, z);
         let start = Instant::now();
         self.checked(|| self.statistic_tiles(KernelCode::of(kernel), &a, &b, false, &mut |_, _, _, _, _| {}))?;
         Ok(start.elapsed())
@@ -535,7 +564,8 @@ impl GpuContext {
         while br * bc > elems || br * d > elems || bc * d > elems || bc * c > elems || br * c > elems {
             if br >= bc { br = div_ceil(br, 2) } else { bc = div_ceil(bc, 2) }
         }
-        let (xr, zr, vt) = (RowMajor::rows_of(x), RowMajor::rows_of(z), RowMajor::columns_of(v));
+        let (xr, zr) = RowMajor::kernel_operands(kernel, x, z);
+        let vt = RowMajor::columns_of(v);
         let (kernel_code, linear) = (KernelCode::of(kernel), KernelCode::of(&Kernel::Linear));
         let align = std::mem::size_of::<Problem>().next_multiple_of(self.storage_offset_alignment as usize);
         let problem_bytes = std::mem::size_of::<Problem>() as u64;
