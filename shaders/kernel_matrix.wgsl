@@ -93,17 +93,8 @@ fn main(
     if (row0 >= p.rows || col0 >= p.cols) {
         return;
     }
-    // RBF: ||a - b||^2 = ||a||^2 + ||b||^2 - 2 <a, b>, one FMA per feature
-    // (the host centres the data first, so the norms stay small).
-    // Laplacian: direct differences, since its sqrt magnifies cancellation.
-    let expanded = p.kind == KIND_RBF;
-    let distance = p.kind == KIND_LAPLACIAN;
+    let distance = p.kind == KIND_RBF || p.kind == KIND_LAPLACIAN;
 
-    // Squared norms of this invocation's 8 rows of A and 8 rows of B (RBF only).
-    var an0 = vec4<f32>(0.0);
-    var an1 = vec4<f32>(0.0);
-    var bn0 = vec4<f32>(0.0);
-    var bn1 = vec4<f32>(0.0);
     var acc00 = vec4<f32>(0.0);
     var acc01 = vec4<f32>(0.0);
     var acc10 = vec4<f32>(0.0);
@@ -190,10 +181,6 @@ fn main(
                 let a1 = a_tile[kk][2u * lid.y + 1u];
                 let b0 = b_tile[kk][2u * lid.x];
                 let b1 = b_tile[kk][2u * lid.x + 1u];
-                an0 = fma(a0, a0, an0);
-                an1 = fma(a1, a1, an1);
-                bn0 = fma(b0, b0, bn0);
-                bn1 = fma(b1, b1, bn1);
                 acc00 = fma(vec4<f32>(a0.x), b0, acc00);
                 acc01 = fma(vec4<f32>(a0.x), b1, acc01);
                 acc10 = fma(vec4<f32>(a0.y), b0, acc10);
@@ -215,8 +202,6 @@ fn main(
         workgroupBarrier();
     }
 
-    let a_norms = array<f32, 8>(an0.x, an0.y, an0.z, an0.w, an1.x, an1.y, an1.z, an1.w);
-    let b_norms = array<f32, 8>(bn0.x, bn0.y, bn0.z, bn0.w, bn1.x, bn1.y, bn1.z, bn1.w);
     let acc = array<vec4<f32>, 16>(acc00, acc01, acc10, acc11, acc20, acc21, acc30, acc31, acc40, acc41, acc50, acc51, acc60, acc61, acc70, acc71);
     for (var r = 0u; r < RB; r++) {
         let gr = row0 + 8u * lid.y + r;
@@ -230,9 +215,6 @@ fn main(
             }
             let idx = p.c_off + gr * p.cols + gc;
             var s = acc[2u * r + q / 4u][q % 4u];
-            if (expanded) {
-                s = max(a_norms[r] + b_norms[q] - 2.0 * s, 0.0);
-            }
             if ((p.flags & FLAG_ACCUMULATE) != 0u) {
                 s = s + c[idx];
             }

@@ -123,13 +123,12 @@ impl RowMajor {
         RowMajor { data, rows, cols }
     }
 
-    /// The rows of `x` and of `z` for a kernel matrix. For the RBF kernel,
-    /// which the shader evaluates as `||x||^2 + ||z||^2 - 2 <x, z>`, both are
-    /// first shifted by the mean of all their rows: distances do not change,
-    /// and the norms, whose f32 rounding the expanded form exposes, shrink to
-    /// the spread of the data.
+    /// The rows of `x` and of `z` for a kernel matrix. For the distance
+    /// kernels (RBF, Laplacian) both are first shifted by the mean of all
+    /// their rows: distances do not change, and data far from the origin
+    /// keeps its digits when rounded to f32.
     fn kernel_operands<T: Real>(kernel: &Kernel, x: &DMatrix<T>, z: &DMatrix<T>) -> (Self, Self) {
-        if !matches!(kernel, Kernel::Rbf { .. }) {
+        if !kernel.is_distance_based() {
             return (Self::rows_of(x), Self::rows_of(z));
         }
         // The mean is taken and subtracted in the caller's precision, before
