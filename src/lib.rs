@@ -26,6 +26,7 @@ pub mod error;
 pub mod gpu;
 pub mod kernel;
 pub mod linalg;
+pub mod psd;
 
 pub use device::Device;
 pub use error::ComputeError;
