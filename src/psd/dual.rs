@@ -13,8 +13,19 @@
 //! (without the constraint, drop `mu`), and the primal solution is
 //! `A = [M]_+ / lambda_2` (Eq. 11 in feature coordinates). The smooth part has
 //! gradient `-(p_i^T A p_i)_i = -f_A(x_i)` in `alpha` and `1 - tr(A W)` in `mu`,
-//! and is `L_h`-smooth with `L_h <= 2 max(max_i ||p_i||^2 ||P||_2^2, ||W||_F^2) / lambda_2`
+//! and is `L_h`-smooth in `alpha` with `L_h <= max_i ||p_i||^2 ||P||_2^2 / lambda_2`
 //! (Schur: `lambda_max((P^T P) o (P^T P)) <= max_i ||p_i||^2 lambda_max(P^T P)`).
+//!
+//! **The multiplier `mu`.** Running FISTA jointly on `(alpha, mu)` is very
+//! slow (the coupling through `W` is badly conditioned: thousands of
+//! iterations where the unconstrained problem needs a hundred). So `mu` is
+//! updated in an outer loop instead: for fixed `mu` FISTA solves the dual in
+//! `alpha` of the penalised problem `min_A L + Omega + mu (tr(A W) - 1)`;
+//! its solution has `c(mu) = tr(A_mu W) = (1 - lambda_1 tr A - lambda_2 ||A||_F^2)/mu`
+//! (stationarity in the scale of `A`, since `L(c f) = L(f) - log c` for the
+//! log-likelihood), and `c(mu) = 1` is exactly the KKT system of Eq. 12.
+//! The outer loop solves `log c(log mu) = 0` by secant steps, the first one
+//! `mu <- mu c(mu)`, warm-starting `alpha`.
 //!
 //! **Duality gap.** At a dual iterate, `A` from Eq. 11 is primal feasible up to
 //! the integral, so it is rescaled to `A / tr(A W)`; the gap is
@@ -46,7 +57,7 @@ pub struct SolverOptions {
 
 impl Default for SolverOptions {
     fn default() -> Self {
-        SolverOptions { tolerance: 1e-6, max_iterations: 5000, check_every: 5 }
+        SolverOptions { tolerance: 1e-6, max_iterations: 20_000, check_every: 10 }
     }
 }
 
@@ -141,14 +152,13 @@ impl<'a, L: DualLoss> DualProblem<'a, L> {
     }
 
     /// `M(alpha, mu) = -P diag(alpha) P^T - mu W - lambda_1 I`.
-    fn m_matrix(&self, x: &DVector<f64>, timers: &mut Timers) -> DMatrix<f64> {
+    fn m_matrix(&self, alpha: &DVector<f64>, mu: f64, timers: &mut Timers) -> DMatrix<f64> {
         let start = Instant::now();
-        let n = self.n();
         let p = self.features;
-        let scaled = DMatrix::from_fn(p.nrows(), n, |i, j| -p[(i, j)] * x[j]);
+        let scaled = DMatrix::from_fn(p.nrows(), p.ncols(), |i, j| -p[(i, j)] * alpha[j]);
         let mut m = linalg::matmul_nt(&scaled, p);
         if let Some(w) = self.integral {
-            m -= w * x[n];
+            m -= w * mu;
         }
         for i in 0..m.nrows() {
             m[(i, i)] -= self.lambda1;
@@ -195,7 +205,7 @@ impl<'a, L: DualLoss> DualProblem<'a, L> {
         if pp.values.is_empty() { DMatrix::zeros(r, r) } else { linalg::matmul_nt(&scaled, &pp.vectors) }
     }
 
-    /// `lambda_1 tr(A) + lambda_2/2 ||A||_F^2` from the eigenvalues of `[M]_+`.
+    /// `lambda_1 tr(A s) + lambda_2/2 ||A s||_F^2` from the eigenvalues of `[M]_+`.
     fn regulariser(&self, pp: &PositivePart, scale: f64) -> f64 {
         pp.values.iter().map(|v| {
             let a = v / self.lambda2 * scale;
@@ -203,18 +213,101 @@ impl<'a, L: DualLoss> DualProblem<'a, L> {
         }).sum()
     }
 
-    fn smooth_value(&self, x: &DVector<f64>, pp_values: &[f64]) -> f64 {
-        let reg: f64 = pp_values.iter().map(|v| v * v).sum::<f64>() / (2.0 * self.lambda2);
-        reg + if self.integral.is_some() { x[self.n()] } else { 0.0 }
+    /// `F(alpha, mu) = L*(alpha) + mu + ||[M]_+||^2 / (2 lambda_2)` (minus the dual objective).
+    fn dual_value(&self, alpha: &DVector<f64>, mu: f64, positive_eigenvalues: &[f64]) -> f64 {
+        let reg: f64 = positive_eigenvalues.iter().map(|v| v * v).sum::<f64>() / (2.0 * self.lambda2);
+        self.loss.conjugate(alpha) + reg + if self.integral.is_some() { mu } else { 0.0 }
     }
 
-    /// Primal objective at `A / s` with `s = tr(A W)` (or `s = 1`), from the model values.
+    /// Primal objective at the feasible `A / tr(A W)` (or `A` without constraint).
     fn primal(&self, pp: &PositivePart, f: &DVector<f64>, trace_aw: f64) -> f64 {
         let s = if self.integral.is_some() { trace_aw } else { 1.0 };
         if !(s > 0.0) {
             return f64::INFINITY;
         }
         self.loss.value(&(f / s)) + self.regulariser(pp, 1.0 / s)
+    }
+
+    /// Duality gaps at `(alpha, mu)`: of the problem itself and of the
+    /// penalised problem with `mu` fixed; plus `tr(A W)`.
+    fn gaps(&self, alpha: &DVector<f64>, mu: f64, timers: &mut Timers) -> Result<(f64, f64, f64), PsdError> {
+        let m = self.m_matrix(alpha, mu, timers);
+        let pp = self.positive_part(&m, timers)?;
+        let (f, trace_aw) = self.model_values(&pp, timers);
+        let dual = self.dual_value(alpha, mu, &pp.values);
+        let gap = self.primal(&pp, &f, trace_aw) + dual;
+        let penalised_primal = self.loss.value(&f) + self.regulariser(&pp, 1.0) + if self.integral.is_some() { mu * (trace_aw - 1.0) } else { 0.0 };
+        Ok((gap, penalised_primal + dual, trace_aw))
+    }
+
+    /// FISTA on `alpha` with `mu` fixed, from `alpha0`, until the penalised
+    /// gap is below `inner_tol` or the gap of the problem below `tol`.
+    fn solve_alpha(
+        &self,
+        alpha0: DVector<f64>,
+        mu: f64,
+        step: f64,
+        inner_tol: f64,
+        options: &SolverOptions,
+        budget: usize,
+        timers: &mut Timers,
+        history: &mut Vec<(usize, f64)>,
+        done_before: usize,
+    ) -> Result<fista::FistaOutcome, PsdError> {
+        let cell = std::cell::RefCell::new(timers);
+        let error: std::cell::RefCell<Option<PsdError>> = std::cell::RefCell::new(None);
+        let gaps_seen = std::cell::RefCell::new(Vec::new());
+        let smooth = |alpha: &DVector<f64>, want_gradient: bool| -> (f64, Option<DVector<f64>>) {
+            let mut t = cell.borrow_mut();
+            let m = self.m_matrix(alpha, mu, &mut t);
+            let fail = |e: PsdError| {
+                *error.borrow_mut() = Some(e);
+                (f64::NAN, if want_gradient { Some(DVector::zeros(alpha.len())) } else { None })
+            };
+            if !want_gradient {
+                let s = Instant::now();
+                let vals = linalg::symmetric_eigenvalues(&m);
+                t.eigen += s.elapsed().as_secs_f64();
+                return match vals {
+                    Ok(v) => {
+                        let pos: Vec<f64> = v.iter().copied().filter(|&e| e > 0.0).collect();
+                        (pos.iter().map(|v| v * v).sum::<f64>() / (2.0 * self.lambda2), None)
+                    }
+                    Err(e) => fail(e.into()),
+                };
+            }
+            match self.positive_part(&m, &mut t) {
+                Ok(pp) => {
+                    let (f, _) = self.model_values(&pp, &mut t);
+                    (pp.values.iter().map(|v| v * v).sum::<f64>() / (2.0 * self.lambda2), Some(-f))
+                }
+                Err(e) => fail(e),
+            }
+        };
+        let prox = |v: &DVector<f64>, t: f64| self.loss.prox_conjugate(v, t);
+        let nonsmooth = |alpha: &DVector<f64>| self.loss.conjugate(alpha);
+        let gap = |alpha: &DVector<f64>| -> f64 {
+            let mut t = cell.borrow_mut();
+            match self.gaps(alpha, mu, &mut t) {
+                Ok((g, inner, _)) => {
+                    gaps_seen.borrow_mut().push(g);
+                    if g <= options.tolerance { 0.0 } else { inner }
+                }
+                Err(e) => {
+                    *error.borrow_mut() = Some(e);
+                    0.0
+                }
+            }
+        };
+        let settings = FistaSettings { initial_step: step, max_iterations: budget, tolerance: inner_tol, check_every: options.check_every };
+        let outcome = fista::minimise(smooth, prox, nonsmooth, gap, alpha0, settings);
+        if let Some(e) = error.borrow_mut().take() {
+            return Err(e);
+        }
+        for (&(k, _), &g) in outcome.gap_history.iter().zip(gaps_seen.borrow().iter()) {
+            history.push((done_before + k, g));
+        }
+        Ok(outcome)
     }
 
     /// Solves the dual with FISTA; returns the primal `A` of Eq. 11 (rescaled
@@ -226,116 +319,70 @@ impl<'a, L: DualLoss> DualProblem<'a, L> {
         self.validate()?;
         options.validate()?;
         let start = Instant::now();
-        let n = self.n();
-        let constrained = self.integral.is_some();
         let mut timers = Timers { eigen: 0.0, products: 0.0 };
-        let cell = std::cell::RefCell::new(&mut timers);
-        let error: std::cell::RefCell<Option<PsdError>> = std::cell::RefCell::new(None);
-
         // Step from the Lipschitz bound (module docs), optimistic by 4x; backtracking corrects it.
         let p = self.features;
-        let max_col = (0..n).map(|j| p.column(j).norm_squared()).fold(0.0f64, f64::max);
+        let max_col = (0..self.n()).map(|j| p.column(j).norm_squared()).fold(0.0f64, f64::max);
         let ppt_top = linalg::symmetric_eigenvalues(&linalg::matmul_nt(p, p))?.max();
-        let w_norm = self.integral.map_or(0.0, |w| w.norm_squared());
-        let lipschitz = 2.0 * (max_col * ppt_top).max(w_norm) / self.lambda2;
-        let initial_step = 4.0 / lipschitz.max(f64::MIN_POSITIVE);
+        let mut step = 4.0 * self.lambda2 / (max_col * ppt_top).max(f64::MIN_POSITIVE);
 
-        let mut x0 = self.loss.dual_start();
-        if constrained {
-            x0 = x0.push(0.0);
+        let mut alpha = self.loss.dual_start();
+        let mut mu = if self.integral.is_some() { 1.0 } else { 0.0 };
+        let mut iterations = 0;
+        let mut history = Vec::new();
+        // Secant state on (log mu, log c).
+        let mut previous: Option<(f64, f64)> = None;
+        loop {
+            let budget = options.max_iterations - iterations;
+            let inner_tol = if self.integral.is_some() { 0.25 * options.tolerance } else { options.tolerance };
+            let outcome = self.solve_alpha(alpha, mu, step, inner_tol, options, budget, &mut timers, &mut history, iterations)?;
+            iterations += outcome.iterations;
+            alpha = outcome.x;
+            step = outcome.step;
+            let (gap, _, c) = self.gaps(&alpha, mu, &mut timers)?;
+            if gap <= options.tolerance || iterations >= options.max_iterations || self.integral.is_none() {
+                break;
+            }
+            if !(c > 0.0) {
+                mu *= 0.5;
+                continue;
+            }
+            let (lm, lc) = (mu.ln(), c.ln());
+            let next = match previous {
+                Some((lm0, lc0)) if (lc - lc0).abs() > 1e-14 && (lm - lm0).abs() > 1e-14 && (lc - lc0) / (lm - lm0) < 0.0 => {
+                    lm - lc * (lm - lm0) / (lc - lc0)
+                }
+                _ => lm + lc,
+            };
+            previous = Some((lm, lc));
+            mu = next.clamp(lm - 5.0, lm + 5.0).exp();
         }
-        let split = |x: &DVector<f64>| -> DVector<f64> { x.rows(0, n).into_owned() };
-
-        let smooth = |x: &DVector<f64>, want_gradient: bool| -> (f64, Option<DVector<f64>>) {
-            let mut t = cell.borrow_mut();
-            let m = self.m_matrix(x, &mut t);
-            if !want_gradient {
-                let s = Instant::now();
-                let vals = linalg::symmetric_eigenvalues(&m);
-                t.eigen += s.elapsed().as_secs_f64();
-                return match vals {
-                    Ok(v) => {
-                        let pos: Vec<f64> = v.iter().copied().filter(|&e| e > 0.0).collect();
-                        (self.smooth_value(x, &pos), None)
-                    }
-                    Err(e) => {
-                        *error.borrow_mut() = Some(e.into());
-                        (f64::NAN, None)
-                    }
-                };
-            }
-            match self.positive_part(&m, &mut t) {
-                Ok(pp) => {
-                    let (f, trace_aw) = self.model_values(&pp, &mut t);
-                    let mut grad = -f;
-                    if constrained {
-                        grad = grad.push(1.0 - trace_aw);
-                    }
-                    (self.smooth_value(x, &pp.values), Some(grad))
-                }
-                Err(e) => {
-                    *error.borrow_mut() = Some(e);
-                    (f64::NAN, Some(DVector::zeros(x.len())))
-                }
-            }
-        };
-        let prox = |v: &DVector<f64>, t: f64| -> DVector<f64> {
-            let a = self.loss.prox_conjugate(&split(v), t);
-            if constrained { a.push(v[n]) } else { a }
-        };
-        let nonsmooth = |x: &DVector<f64>| self.loss.conjugate(&split(x));
-        let gap = |x: &DVector<f64>| -> f64 {
-            let mut t = cell.borrow_mut();
-            let m = self.m_matrix(x, &mut t);
-            match self.positive_part(&m, &mut t) {
-                Ok(pp) => {
-                    let (f, trace_aw) = self.model_values(&pp, &mut t);
-                    let dual = self.loss.conjugate(&split(x)) + self.smooth_value(x, &pp.values);
-                    self.primal(&pp, &f, trace_aw) + dual
-                }
-                Err(e) => {
-                    *error.borrow_mut() = Some(e);
-                    f64::NAN
-                }
-            }
-        };
-        let settings = FistaSettings {
-            initial_step,
-            max_iterations: options.max_iterations,
-            tolerance: options.tolerance,
-            check_every: options.check_every,
-        };
-        let outcome = fista::minimise(smooth, prox, nonsmooth, gap, x0, settings);
-        if let Some(e) = error.borrow_mut().take() {
-            return Err(e);
-        }
-        let x = outcome.x;
-        let m = self.m_matrix(&x, &mut timers);
+        let m = self.m_matrix(&alpha, mu, &mut timers);
         let pp = self.positive_part(&m, &mut timers)?;
         let (f, trace_aw) = self.model_values(&pp, &mut timers);
         let primal = self.primal(&pp, &f, trace_aw);
-        let dual_value = self.loss.conjugate(&split(&x)) + self.smooth_value(&x, &pp.values);
+        let dual_value = self.dual_value(&alpha, mu, &pp.values);
         let gap_now = primal + dual_value;
         let report = SolverReport {
-            iterations: outcome.iterations,
+            iterations,
             gap: gap_now,
             primal,
-            gap_history: outcome.gap_history,
+            gap_history: history,
             seconds_setup: 0.0,
             seconds_eigen: timers.eigen,
             seconds_products: timers.products,
             seconds_total: start.elapsed().as_secs_f64(),
         };
         if !(gap_now <= options.tolerance) {
-            return Err(PsdError::NotConverged { iterations: outcome.iterations, gap: gap_now, tolerance: options.tolerance });
+            return Err(PsdError::NotConverged { iterations, gap: gap_now, tolerance: options.tolerance });
         }
         let mut a = self.a_matrix(&pp);
-        if constrained {
+        if self.integral.is_some() {
             if !(trace_aw > 0.0) {
                 return Err(PsdError::NotPositive { what: "integral of the fitted model", value: trace_aw });
             }
             a /= trace_aw;
         }
-        Ok(DualSolution { a, alpha: split(&x), mu: if constrained { x[n] } else { 0.0 }, dual_objective: -dual_value, report })
+        Ok(DualSolution { a, alpha, mu, dual_objective: -dual_value, report })
     }
 }

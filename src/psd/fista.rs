@@ -2,13 +2,19 @@
 //! restart (O'Donoghue & Candes 2015) for `min_x h(x) + g(x)`, `h` smooth,
 //! `g` with a computable proximal operator.
 //!
-//! One iteration from the extrapolated point `y` with step `t`:
+//! The step may grow as well as shrink (Scheinberg, Goldfarb & Bai 2014,
+//! FISTA with full backtracking): iteration k tries `t_k = t_{k-1} / 0.8`,
+//! `theta_k = (1 + sqrt(1 + 4 theta_{k-1}^2 t_{k-1}/t_k))/2`,
+//! `y = x_k + (theta_{k-1} - 1)/theta_k (x_k - x_{k-1})`,
 //! `x+ = prox_{t g}(y - t grad h(y))`, accepted when
-//! `h(x+) <= h(y) + <grad h(y), x+ - y> + ||x+ - y||^2/(2t)`, otherwise `t <- t/2`;
-//! then `theta+ = (1 + sqrt(1 + 4 theta^2))/2`, `y = x+ + (theta - 1)/theta+ (x+ - x)`.
-//! The momentum is reset when the objective increases.
+//! `h(x+) <= h(y) + <grad h(y), x+ - y> + ||x+ - y||^2/(2t)`, otherwise `t <- t/2`
+//! and the extrapolation is recomputed. The momentum is reset when the
+//! objective increases.
 
 use nalgebra::DVector;
+
+/// Each iteration first tries the previous step divided by this factor.
+const SHRINK_TO_GROW: f64 = 0.8;
 
 /// Outcome of [`minimise`].
 #[derive(Debug, Clone)]
@@ -49,8 +55,8 @@ pub fn minimise(
     x0: DVector<f64>,
     settings: FistaSettings,
 ) -> FistaOutcome {
-    let mut x = x0.clone();
-    let mut y = x0;
+    let mut x_prev = x0.clone();
+    let mut x = x0;
     let mut theta = 1.0f64;
     let mut t = settings.initial_step;
     let mut objective = f64::INFINITY;
@@ -59,27 +65,31 @@ pub fn minimise(
     let mut iterations = 0;
     while iterations < settings.max_iterations {
         iterations += 1;
-        let (hy, grad) = smooth(&y, true);
-        let grad = grad.expect("gradient requested");
-        let (x_new, h_new) = loop {
-            let cand = prox(&(&y - &grad * t), t);
+        // Try a longer step first; shrink until the sufficient-decrease test holds.
+        let mut t_new = t / SHRINK_TO_GROW;
+        let (x_new, h_new, theta_new) = loop {
+            let theta_new = (1.0 + (1.0 + 4.0 * theta * theta * t / t_new).sqrt()) / 2.0;
+            let y = &x + (&x - &x_prev) * ((theta - 1.0) / theta_new);
+            let (hy, grad) = smooth(&y, true);
+            let grad = grad.expect("gradient requested");
+            let cand = prox(&(&y - &grad * t_new), t_new);
             let d = &cand - &y;
             let (h_cand, _) = smooth(&cand, false);
-            let bound = hy + grad.dot(&d) + d.norm_squared() / (2.0 * t);
-            if h_cand <= bound + 1e-12 * hy.abs().max(1.0) || t < 1e-300 {
-                break (cand, h_cand);
+            let bound = hy + grad.dot(&d) + d.norm_squared() / (2.0 * t_new);
+            if h_cand <= bound + 1e-12 * hy.abs().max(1.0) || t_new < 1e-300 {
+                break (cand, h_cand, theta_new);
             }
-            t *= 0.5;
+            t_new *= 0.5;
         };
+        t = t_new;
         let obj_new = h_new + nonsmooth(&x_new);
-        let theta_new = (1.0 + (1.0 + 4.0 * theta * theta).sqrt()) / 2.0;
         if obj_new > objective {
             // Adaptive restart: drop the momentum.
             theta = 1.0;
-            y = x_new.clone();
+            x_prev = x_new.clone();
         } else {
-            y = &x_new + (&x_new - &x) * ((theta - 1.0) / theta_new);
             theta = theta_new;
+            x_prev = x;
         }
         objective = obj_new.min(objective);
         x = x_new;
