@@ -24,11 +24,13 @@
 //! | FISTA with backtracking | [`fista`] |
 //! | the dual problem (Eq. 10-11) with an optional integral constraint (Eq. 12) | [`dual`] |
 //! | density estimation (Eq. 12) | [`density`] |
+//! | baselines of Appendix D (PNM, NCM, GLM) | [`baselines`] |
 //!
 //! Regulariser convention: the paper writes `lambda_2 ||A||_F^2` in Eq. 6 but
 //! `lambda_2/2 ||A||_F^2` in Lemma 5 and Eq. 10-11; this module uses
 //! `lambda_1 ||A||_* + lambda_2/2 ||A||_F^2` throughout, so Eq. 10-11 hold as printed.
 
+pub mod baselines;
 pub mod density;
 pub mod dual;
 pub mod features;
