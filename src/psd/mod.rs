@@ -25,6 +25,7 @@
 //! | the dual problem (Eq. 10-11) with an optional integral constraint (Eq. 12) | [`dual`] |
 //! | density estimation (Eq. 12) | [`density`] |
 //! | baselines of Appendix D (PNM, NCM, GLM) | [`baselines`] |
+//! | multiple quantile regression with non-crossing curves | [`regression`] |
 //!
 //! Regulariser convention: the paper writes `lambda_2 ||A||_F^2` in Eq. 6 but
 //! `lambda_2/2 ||A||_F^2` in Lemma 5 and Eq. 10-11; this module uses
@@ -38,6 +39,7 @@ pub mod fista;
 pub mod integrals;
 pub mod loss;
 pub mod model;
+pub mod regression;
 
 mod error;
 
