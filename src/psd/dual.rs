@@ -24,8 +24,13 @@
 //! its solution has `c(mu) = tr(A_mu W) = (1 - lambda_1 tr A - lambda_2 ||A||_F^2)/mu`
 //! (stationarity in the scale of `A`, since `L(c f) = L(f) - log c` for the
 //! log-likelihood), and `c(mu) = 1` is exactly the KKT system of Eq. 12.
-//! The outer loop solves `log c(log mu) = 0` by secant steps, the first one
-//! `mu <- mu c(mu)`, warm-starting `alpha`.
+//! The outer loop solves `c(mu) = 1` (`c` decreases with `mu`): the first
+//! steps take the multiplier that the rescaled feasible point `A / c` would
+//! have, `mu = 1 - lambda_1 tr(A/c) - lambda_2 ||A/c||_F^2`, then secant steps
+//! inside a bracket; `alpha` is warm-started. The dual starts from
+//! `alpha = grad L(f_0)` for the model values of `A_0 = I / tr(W)`, which puts
+//! it at the right scale (model values range over many decades with a
+//! Gaussian base measure in 10-D).
 //!
 //! **Duality gap.** At a dual iterate, `A` from Eq. 11 is primal feasible up to
 //! the integral, so it is rescaled to `A / tr(A W)`; the gap is
@@ -230,14 +235,24 @@ impl<'a, L: DualLoss> DualProblem<'a, L> {
 
     /// Duality gaps at `(alpha, mu)`: of the problem itself and of the
     /// penalised problem with `mu` fixed; plus `tr(A W)`.
-    fn gaps(&self, alpha: &DVector<f64>, mu: f64, timers: &mut Timers) -> Result<(f64, f64, f64), PsdError> {
+    /// Also returns the multiplier estimate `1 - lambda_1 tr(A/c) - lambda_2 ||A/c||_F^2`
+    /// (scale stationarity at the rescaled feasible point).
+    fn gaps(&self, alpha: &DVector<f64>, mu: f64, timers: &mut Timers) -> Result<(f64, f64, f64, f64), PsdError> {
         let m = self.m_matrix(alpha, mu, timers);
         let pp = self.positive_part(&m, timers)?;
         let (f, trace_aw) = self.model_values(&pp, timers);
         let dual = self.dual_value(alpha, mu, &pp.values);
         let gap = self.primal(&pp, &f, trace_aw) + dual;
         let penalised_primal = self.loss.value(&f) + self.regulariser(&pp, 1.0) + if self.integral.is_some() { mu * (trace_aw - 1.0) } else { 0.0 };
-        Ok((gap, penalised_primal + dual, trace_aw))
+        let mu_estimate = if trace_aw > 0.0 {
+            1.0 - pp.values.iter().map(|v| {
+                let a = v / self.lambda2 / trace_aw;
+                self.lambda1 * a + self.lambda2 * a * a
+            }).sum::<f64>()
+        } else {
+            mu
+        };
+        Ok((gap, penalised_primal + dual, trace_aw, mu_estimate))
     }
 
     /// FISTA on `alpha` with `mu` fixed, from `alpha0`, until the penalised
@@ -289,7 +304,7 @@ impl<'a, L: DualLoss> DualProblem<'a, L> {
         let gap = |alpha: &DVector<f64>| -> f64 {
             let mut t = cell.borrow_mut();
             match self.gaps(alpha, mu, &mut t) {
-                Ok((g, inner, _)) => {
+                Ok((g, inner, _, _)) => {
                     gaps_seen.borrow_mut().push(g);
                     if g <= options.tolerance { 0.0 } else { inner }
                 }
@@ -326,12 +341,16 @@ impl<'a, L: DualLoss> DualProblem<'a, L> {
         let ppt_top = linalg::symmetric_eigenvalues(&linalg::matmul_nt(p, p))?.max();
         let mut step = 4.0 * self.lambda2 / (max_col * ppt_top).max(f64::MIN_POSITIVE);
 
-        let mut alpha = self.loss.dual_start();
+        // Start from the dual point of the primal guess A0 = s I, s = 1/tr(W) (integral 1).
+        let s0 = self.integral.map_or(1.0, |w| 1.0 / w.trace().max(f64::MIN_POSITIVE));
+        let guess = DVector::from_fn(self.n(), |j, _| s0 * p.column(j).norm_squared());
+        let mut alpha = self.loss.dual_start(&guess);
         let mut mu = if self.integral.is_some() { 1.0 } else { 0.0 };
         let mut iterations = 0;
         let mut history = Vec::new();
-        // Secant state on (log mu, log c).
-        let mut previous: Option<(f64, f64)> = None;
+        // c(mu) - 1 is decreasing in mu: bracket [below, above] of the root and secant steps.
+        let mut below: Option<(f64, f64)> = None; // mu with c > 1
+        let mut above: Option<(f64, f64)> = None; // mu with c < 1
         loop {
             let budget = options.max_iterations - iterations;
             let inner_tol = if self.integral.is_some() { 0.25 * options.tolerance } else { options.tolerance };
@@ -339,23 +358,19 @@ impl<'a, L: DualLoss> DualProblem<'a, L> {
             iterations += outcome.iterations;
             alpha = outcome.x;
             step = outcome.step;
-            let (gap, _, c) = self.gaps(&alpha, mu, &mut timers)?;
+            let (gap, _, c, mu_estimate) = self.gaps(&alpha, mu, &mut timers)?;
             if gap <= options.tolerance || iterations >= options.max_iterations || self.integral.is_none() {
                 break;
             }
-            if !(c > 0.0) {
-                mu *= 0.5;
-                continue;
-            }
-            let (lm, lc) = (mu.ln(), c.ln());
-            let next = match previous {
-                Some((lm0, lc0)) if (lc - lc0).abs() > 1e-14 && (lm - lm0).abs() > 1e-14 && (lc - lc0) / (lm - lm0) < 0.0 => {
-                    lm - lc * (lm - lm0) / (lc - lc0)
+            if c > 1.0 { below = Some((mu, c - 1.0)) } else { above = Some((mu, c - 1.0)) }
+            mu = match (below, above) {
+                (Some((m0, g0)), Some((m1, g1))) if (g0 - g1).abs() > 0.0 => {
+                    // Secant between the bracket ends, kept strictly inside.
+                    let t = (g0 / (g0 - g1)).clamp(0.05, 0.95);
+                    m0 + t * (m1 - m0)
                 }
-                _ => lm + lc,
+                _ => mu_estimate,
             };
-            previous = Some((lm, lc));
-            mu = next.clamp(lm - 5.0, lm + 5.0).exp();
         }
         let m = self.m_matrix(&alpha, mu, &mut timers);
         let pp = self.positive_part(&m, &mut timers)?;

@@ -15,8 +15,10 @@ pub trait DualLoss {
     fn conjugate(&self, alpha: &DVector<f64>) -> f64;
     /// `prox_{t L*}(v) = argmin_s 1/2 ||s - v||^2 + t L*(s)`.
     fn prox_conjugate(&self, v: &DVector<f64>, t: f64) -> DVector<f64>;
-    /// A point in the domain of `L*` to start the dual from.
-    fn dual_start(&self) -> DVector<f64>;
+    /// The dual point matching a primal guess of the model values `z > 0`:
+    /// `alpha_i = l_i'(z_i)` (at the optimum, `alpha = grad L(f)`), which sets
+    /// the scale of the dual variables right.
+    fn dual_start(&self, z: &DVector<f64>) -> DVector<f64>;
 }
 
 /// Negative log-likelihood `L(z) = -(1/n) sum_i log z_i` (Section 6, density estimation).
@@ -48,8 +50,8 @@ impl DualLoss for NegativeLogLikelihood {
             if x > 0.0 { -c / (2.0 * (x + (x * x + c).sqrt())) } else { 0.5 * (x - (x * x + c).sqrt()) }
         })
     }
-    fn dual_start(&self) -> DVector<f64> {
-        DVector::from_element(self.n, -1.0 / self.n as f64)
+    fn dual_start(&self, z: &DVector<f64>) -> DVector<f64> {
+        z.map(|v| -1.0 / (self.n as f64 * v.max(f64::MIN_POSITIVE)))
     }
 }
 
@@ -76,8 +78,8 @@ impl DualLoss for SquaredLoss {
         let n = self.len() as f64;
         (v - &self.targets * t) / (1.0 + t * n)
     }
-    fn dual_start(&self) -> DVector<f64> {
-        DVector::zeros(self.len())
+    fn dual_start(&self, z: &DVector<f64>) -> DVector<f64> {
+        (z - &self.targets) / self.len() as f64
     }
 }
 

@@ -136,7 +136,8 @@ impl PsdModel {
 
     /// The model on the coordinates `keep` obtained by integrating the others
     /// out against `base`: `B' = B o M_rest` (Hadamard product, PSD by the Schur
-    /// product theorem), centres restricted to `keep`.
+    /// product theorem), centres restricted to `keep`. Costs `O(q r m^2)` for
+    /// `B = C^T C` with q rows and `M_rest` of rank r.
     pub fn marginal(&self, base: &BaseMeasure, keep: &[usize]) -> Result<PsdModel, PsdError> {
         let d = self.dimension();
         base.check_dimension(d)?;
@@ -145,9 +146,15 @@ impl PsdModel {
         }
         let rest: Vec<usize> = (0..d).filter(|k| !keep.contains(k)).collect();
         let m_rest = product_integrals_over(&self.centres, self.sigma, base, &rest, &vec![f64::NEG_INFINITY; d], &vec![f64::INFINITY; d]);
-        let b = self.coefficients().component_mul(&m_rest);
+        // B o M = sum_{q,l} (c_q o r_l)(c_q o r_l)^T for B = C^T C, M = R^T R:
+        // an exact factor, compressed by a thin QR (no eigendecomposition of
+        // B o M, whose entries cancel when K is ill-conditioned).
+        let r = psd_factor(&m_rest)?;
+        let (q, l, m) = (self.factor.nrows(), r.nrows(), self.centres.nrows());
+        let stacked = DMatrix::from_fn(q * l, m, |row, j| self.factor[(row / l, j)] * r[(row % l, j)]);
+        let factor = if stacked.nrows() > m { stacked.qr().r() } else { stacked };
         let centres = DMatrix::from_fn(self.centres.nrows(), keep.len(), |i, a| self.centres[(i, keep[a])]);
-        PsdModel::from_factor(centres, self.sigma, psd_factor(&b)?)
+        PsdModel::from_factor(centres, self.sigma, factor)
     }
 }
 
