@@ -48,7 +48,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let test = mixture_10d(1000, &mut rng);
     let probe = probes(&mut rng);
     let base = BaseMeasure::isotropic_gaussian(10, 5.0)?;
-    let sigmas = [1.0, 2.0, 4.0];
+    let sigmas = [1.0, 2.0];
     let lambdas = [1e-3, 1e-2];
     println!("{:<22} {:>6} {:>8} {:>12} {:>10} {:>12} {:>9}", "model", "sigma", "lambda", "test LL", "integral", "neg. probes", "fit s");
     for kind in [None, Some(BaselineKind::Pnm), Some(BaselineKind::Ncm), Some(BaselineKind::Glm)] {
