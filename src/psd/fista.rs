@@ -9,7 +9,9 @@
 //! `x+ = prox_{t g}(y - t grad h(y))`, accepted when
 //! `h(x+) <= h(y) + <grad h(y), x+ - y> + ||x+ - y||^2/(2t)`, otherwise `t <- t/2`
 //! and the extrapolation is recomputed. The momentum is reset when the
-//! objective increases.
+//! objective increases. Once changes of `h` are at round-off level
+//! (`|h(x+) - h(y)| <= 1e-9 |h(y)|`) the step stops growing, since the test
+//! can no longer reject a step that is too long.
 
 use nalgebra::DVector;
 
@@ -63,10 +65,11 @@ pub fn minimise(
     let mut history = Vec::new();
     let mut last_gap = f64::INFINITY;
     let mut iterations = 0;
+    let mut grow = true;
     while iterations < settings.max_iterations {
         iterations += 1;
         // Try a longer step first; shrink until the sufficient-decrease test holds.
-        let mut t_new = t / SHRINK_TO_GROW;
+        let mut t_new = if grow { t / SHRINK_TO_GROW } else { t };
         let (x_new, h_new, theta_new) = loop {
             let theta_new = (1.0 + (1.0 + 4.0 * theta * theta * t / t_new).sqrt()) / 2.0;
             let y = &x + (&x - &x_prev) * ((theta - 1.0) / theta_new);
@@ -76,7 +79,9 @@ pub fn minimise(
             let d = &cand - &y;
             let (h_cand, _) = smooth(&cand, false);
             let bound = hy + grad.dot(&d) + d.norm_squared() / (2.0 * t_new);
-            if h_cand <= bound + 1e-12 * hy.abs().max(1.0) || t_new < 1e-300 {
+            if h_cand <= bound + 8.0 * f64::EPSILON * hy.abs() || t_new < 1e-300 {
+                // Near the optimum the test is decided by round-off: stop growing the step.
+                grow = (h_cand - hy).abs() > 1e-9 * hy.abs();
                 break (cand, h_cand, theta_new);
             }
             t_new *= 0.5;
