@@ -28,6 +28,7 @@ pub mod gpu;
 pub mod kernel;
 pub mod linalg;
 pub mod mklaren;
+pub mod psd;
 
 pub use device::Device;
 pub use error::ComputeError;

@@ -1,0 +1,73 @@
+//! Speed of the dual FISTA solver: time per iteration, iterations to a
+//! duality gap, and where the time goes (setup = kernel matrices, features
+//! and integrals; eigendecompositions; products `P diag(alpha) P^T` and model values).
+//!
+//! `cargo run --example psd_speed [-- n m max_iterations]`
+//! Defaults: the 10-D density of App. E with n = 1000 (all centres, then
+//! Nystrom m = 200), and Nystrom m = 500 on n = 100,000 with a budget of 40 iterations (the full n = 1000 problem: 300).
+
+use std::time::Instant;
+
+use gramian::psd::{BaseMeasure, DensityParams, PsdError, SolverOptions};
+use gramian::Device;
+use nalgebra::DMatrix;
+use rand::{rngs::StdRng, Rng, SeedableRng};
+use rand_distr::{Distribution, Normal};
+
+/// n samples of 1/2 N(-2 e_1, c I) + 1/2 N(2 e_1, c I), c = 1/sqrt(2 pi) (App. E).
+fn mixture_10d(n: usize, rng: &mut StdRng) -> DMatrix<f64> {
+    let sd = (1.0 / (2.0 * std::f64::consts::PI).sqrt()).sqrt();
+    let noise = Normal::new(0.0, sd).unwrap();
+    let mut x = DMatrix::from_fn(n, 10, |_, _| noise.sample(rng));
+    for i in 0..n {
+        x[(i, 0)] += if rng.random::<bool>() { 2.0 } else { -2.0 };
+    }
+    x
+}
+
+fn run(label: &str, x: &DMatrix<f64>, nystrom: Option<usize>, tolerance: f64, max_iterations: usize) {
+    let base = BaseMeasure::isotropic_gaussian(10, 5.0).unwrap();
+    let mut params = DensityParams::new(2.0).regularisation(1e-3, 1e-4).base_measure(base).solver(SolverOptions { tolerance, max_iterations, check_every: 10 });
+    if let Some(m) = nystrom {
+        params = params.nystrom(m, 1);
+    }
+    let start = Instant::now();
+    match params.fit(&Device::Cpu, x) {
+        Ok(d) => {
+            let r = d.report();
+            println!(
+                "{label:<34} {:>6} {:>10.2e} {:>9.1} {:>10.1} {:>8.2} {:>8.2} {:>8.2} {:>9.1}",
+                r.iterations,
+                r.gap,
+                r.seconds_total,
+                1e3 * (r.seconds_total - r.seconds_setup) / r.iterations as f64,
+                r.seconds_setup,
+                r.seconds_eigen,
+                r.seconds_products,
+                d.model().factor().nrows() as f64,
+            );
+        }
+        Err(PsdError::NotConverged { iterations, gap, .. }) => {
+            let s = start.elapsed().as_secs_f64();
+            println!("{label:<34} {iterations:>6} {gap:>10.2e} {s:>9.1} {:>10.1}   (budget reached, not converged)", 1e3 * s / iterations as f64);
+        }
+        Err(e) => println!("{label:<34} error: {e}"),
+    }
+}
+
+fn main() {
+    let args: Vec<usize> = std::env::args().skip(1).filter_map(|a| a.parse().ok()).collect();
+    let mut rng = StdRng::seed_from_u64(3);
+    println!("device: cpu ({} threads); sigma 2, lambda_1 1e-3, lambda_2 1e-4, base N(0, 5 I)", rayon::current_num_threads());
+    println!("{:<34} {:>6} {:>10} {:>9} {:>10} {:>8} {:>8} {:>8} {:>9}", "problem", "iters", "gap", "total s", "ms/iter", "setup s", "eigen s", "prod s", "rank B");
+    if args.len() == 3 {
+        let x = mixture_10d(args[0], &mut rng);
+        run(&format!("n {} Nystrom m {}", args[0], args[1]), &x, Some(args[1]), 1e-4, args[2]);
+        return;
+    }
+    let x = mixture_10d(1000, &mut rng);
+    run("10-D n 1000, all centres", &x, None, 1e-4, 300);
+    run("10-D n 1000, Nystrom m 200", &x, Some(200), 1e-4, 5000);
+    let big = mixture_10d(100_000, &mut rng);
+    run("10-D n 100000, Nystrom m 500", &big, Some(500), 1e-4, 40);
+}

@@ -1,0 +1,342 @@
+//! Baselines of Appendix D for density estimation, with the same
+//! params -> fit -> model flow as [`super::density`]. All three use a linear
+//! kernel expansion `g(x) = sum_j alpha_j k(x, z_j)` with the Gaussian kernel
+//! and the regulariser `lambda/2 alpha^T K alpha` (App. E), and the
+//! negative log-likelihood.
+//!
+//! - **PNM** (Eq. 37): `p = g nu` with `g(x_i) >= 0` on the data only and
+//!   `int g dnu = u^T alpha = 1`, `u_j = int k(x, z_j) dnu(x)`. In feature
+//!   coordinates `g(x) = w^T Phi(x)`, `alpha = T^T w`, the problem
+//!   `min_w -(1/n) sum_i log(p_i^T w) + lambda/2 ||w||^2`, `(T u)^T w = 1` is
+//!   smooth and strongly convex on its domain and is solved by Newton's method
+//!   with the equality constraint (KKT system) and a backtracking line search
+//!   that keeps `p_i^T w > 0`. Nothing keeps `g >= 0` away from the data.
+//! - **NCM** (Eq. 35): `alpha >= 0`, `u^T alpha = 1`: projected gradient with
+//!   backtracking onto `{alpha >= 0, u^T alpha = 1}` (a bisection on the
+//!   multiplier gives the projection).
+//! - **GLM** (Eq. 33): `p = exp(g) nu / Z` with `Z = int exp(g) dnu` estimated
+//!   by Monte Carlo on samples of `nu` (Lebesgue: of a wide Gaussian, with
+//!   importance weights); convex and smooth, solved by FISTA with backtracking.
+//!   Its integral is only approximately 1, which [`BaselineDensity::integral`]
+//!   shows with an independent Monte Carlo estimate.
+
+use nalgebra::{DMatrix, DVector};
+use rand::rngs::StdRng;
+use rand::SeedableRng;
+use rand_distr::{Distribution, Normal};
+
+use crate::device::Device;
+use crate::kernel::Kernel;
+use crate::linalg::{self, check_matrix};
+
+use super::error::{check_positive, PsdError};
+use super::features::EmpiricalFeatures;
+use super::fista::{self, FistaSettings};
+use super::integrals::BaseMeasure;
+
+/// Which baseline model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BaselineKind {
+    /// Partially non-negative linear model (non-negative on the data only).
+    Pnm,
+    /// Non-negative coefficients model.
+    Ncm,
+    /// Generalised linear model with exponential link.
+    Glm,
+}
+
+impl BaselineKind {
+    /// Short name for tables.
+    pub fn name(&self) -> &'static str {
+        match self {
+            BaselineKind::Pnm => "PNM",
+            BaselineKind::Ncm => "NCM",
+            BaselineKind::Glm => "GLM",
+        }
+    }
+}
+
+/// Parameters of a baseline density estimator.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BaselineParams {
+    kind: BaselineKind,
+    sigma: f64,
+    lambda: f64,
+    base: BaseMeasure,
+    monte_carlo: usize,
+    seed: u64,
+    tolerance: f64,
+    max_iterations: usize,
+}
+
+impl BaselineParams {
+    /// Baseline `kind` with kernel width `sigma`, `lambda = 1e-3`, Lebesgue
+    /// base measure, 10,000 Monte Carlo samples (GLM), seed 0.
+    pub fn new(kind: BaselineKind, sigma: f64) -> Self {
+        BaselineParams { kind, sigma, lambda: 1e-3, base: BaseMeasure::Lebesgue, monte_carlo: 10_000, seed: 0, tolerance: 1e-8, max_iterations: 5000 }
+    }
+
+    /// Regularisation `lambda/2 alpha^T K alpha`, `lambda > 0`.
+    pub fn lambda(mut self, lambda: f64) -> Self {
+        self.lambda = lambda;
+        self
+    }
+
+    /// Base measure `nu`.
+    pub fn base_measure(mut self, base: BaseMeasure) -> Self {
+        self.base = base;
+        self
+    }
+
+    /// Monte Carlo sample size and seed for the GLM normaliser.
+    pub fn monte_carlo(mut self, samples: usize, seed: u64) -> Self {
+        self.monte_carlo = samples;
+        self.seed = seed;
+        self
+    }
+
+    /// Fits on the rows of `x` (every sample a centre).
+    pub fn fit(&self, device: &Device, x: &DMatrix<f64>) -> Result<BaselineDensity, PsdError> {
+        check_positive("sigma", self.sigma)?;
+        check_positive("lambda", self.lambda)?;
+        if self.monte_carlo == 0 {
+            return Err(PsdError::InvalidParameter { name: "monte_carlo", reason: "need at least one sample".into() });
+        }
+        check_matrix("x", x)?;
+        self.base.check_dimension(x.ncols())?;
+        let kernel = Kernel::gaussian_with_width(self.sigma)?;
+        let u = kernel_integrals(x, self.sigma, &self.base);
+        let (alpha, log_normaliser) = match self.kind {
+            BaselineKind::Pnm => (self.fit_pnm(device, x, &u)?, 0.0),
+            BaselineKind::Ncm => (self.fit_ncm(device, &kernel, x, &u)?, 0.0),
+            BaselineKind::Glm => self.fit_glm(device, &kernel, x)?,
+        };
+        Ok(BaselineDensity { kind: self.kind, centres: x.clone(), sigma: self.sigma, kernel, alpha, log_normaliser, base: self.base.clone(), seed: self.seed.wrapping_add(1), monte_carlo: self.monte_carlo })
+    }
+
+    fn fit_pnm(&self, device: &Device, x: &DMatrix<f64>, u: &DVector<f64>) -> Result<DVector<f64>, PsdError> {
+        let features = EmpiricalFeatures::new(x, self.sigma)?;
+        let p = features.features(device, x)?;
+        let t = features.map();
+        let uh = t * u;
+        let n = x.nrows() as f64;
+        let r = p.nrows();
+        // Feasible start: g = sum_j k(., x_j) > 0, scaled to integrate to 1.
+        let mut w = &p * DVector::from_element(x.nrows(), 1.0);
+        w /= uh.dot(&w);
+        let objective = |w: &DVector<f64>| -> f64 {
+            let f = p.transpose() * w;
+            if f.iter().any(|&v| v <= 0.0) {
+                return f64::INFINITY;
+            }
+            -f.iter().map(|v| v.ln()).sum::<f64>() / n + 0.5 * self.lambda * w.norm_squared()
+        };
+        for _ in 0..self.max_iterations.min(200) {
+            let f = p.transpose() * &w;
+            let inv = f.map(|v| 1.0 / v);
+            let grad = -(&p * &inv) / n + &w * self.lambda;
+            let scaled = DMatrix::from_fn(r, p.ncols(), |i, j| p[(i, j)] * inv[j]);
+            let mut kkt = DMatrix::zeros(r + 1, r + 1);
+            let h = linalg::matmul_nt(&scaled, &scaled) / n + DMatrix::identity(r, r) * self.lambda;
+            kkt.view_mut((0, 0), (r, r)).copy_from(&h);
+            kkt.view_mut((0, r), (r, 1)).copy_from(&uh);
+            kkt.view_mut((r, 0), (1, r)).copy_from(&uh.transpose());
+            let mut rhs = DVector::zeros(r + 1);
+            rhs.rows_mut(0, r).copy_from(&(-&grad));
+            let sol = kkt.lu().solve(&rhs).ok_or(PsdError::NotPositive { what: "pivot of the PNM Newton system", value: 0.0 })?;
+            let step = sol.rows(0, r).into_owned();
+            let decrement = -grad.dot(&step);
+            if decrement / 2.0 <= self.tolerance {
+                break;
+            }
+            let f0 = objective(&w);
+            let mut s = 1.0;
+            while objective(&(&w + &step * s)) > f0 - 0.25 * s * decrement && s > 1e-12 {
+                s *= 0.5;
+            }
+            w += step * s;
+        }
+        Ok(t.transpose() * w)
+    }
+
+    fn fit_ncm(&self, device: &Device, kernel: &Kernel, x: &DMatrix<f64>, u: &DVector<f64>) -> Result<DVector<f64>, PsdError> {
+        let k = device.kernel_matrix_symmetric(kernel, x)?;
+        let n = x.nrows() as f64;
+        let objective = |a: &DVector<f64>| -> (f64, DVector<f64>) {
+            let f = &k * a;
+            if f.iter().any(|&v| v <= 0.0) {
+                return (f64::INFINITY, DVector::zeros(a.len()));
+            }
+            let value = -f.iter().map(|v| v.ln()).sum::<f64>() / n + 0.5 * self.lambda * a.dot(&f);
+            let grad = -(&k * f.map(|v| 1.0 / v)) / n + &f * self.lambda;
+            (value, grad)
+        };
+        let mut a = u.map(|_| 1.0);
+        a /= u.dot(&a);
+        let mut step = 1.0;
+        let (mut value, mut grad) = objective(&a);
+        for _ in 0..self.max_iterations {
+            let (cand, cv, cg) = loop {
+                let cand = project_weighted_simplex(&(&a - &grad * step), u);
+                let (cv, cg) = objective(&cand);
+                let d = &cand - &a;
+                if cv <= value + grad.dot(&d) + d.norm_squared() / (2.0 * step) || step < 1e-300 {
+                    break (cand, cv, cg);
+                }
+                step *= 0.5;
+            };
+            let moved = (&cand - &a).norm() / step;
+            a = cand;
+            value = cv;
+            grad = cg;
+            step *= 1.5;
+            if moved <= self.tolerance.sqrt() {
+                break;
+            }
+        }
+        Ok(a)
+    }
+
+    fn fit_glm(&self, device: &Device, kernel: &Kernel, x: &DMatrix<f64>) -> Result<(DVector<f64>, f64), PsdError> {
+        let (samples, log_weights) = monte_carlo_points(x, &self.base, self.monte_carlo, self.seed);
+        let k = device.kernel_matrix_symmetric(kernel, x)?;
+        let ks = device.kernel_matrix(kernel, &samples, x)?;
+        let n = x.nrows() as f64;
+        let mean_k = DVector::from_fn(x.nrows(), |j, _| k.column(j).sum() / n);
+        let log_z = |a: &DVector<f64>| -> (f64, DVector<f64>) {
+            let g = &ks * a + &log_weights;
+            let top = g.max();
+            let e = g.map(|v| (v - top).exp());
+            let s = e.sum();
+            (top + (s / g.len() as f64).ln(), e / s)
+        };
+        let smooth = |a: &DVector<f64>, want: bool| -> (f64, Option<DVector<f64>>) {
+            let (lz, soft) = log_z(a);
+            let ka = &k * a;
+            let value = -mean_k.dot(a) + lz + 0.5 * self.lambda * a.dot(&ka);
+            let grad = if want { Some(-&mean_k + ks.transpose() * soft + ka * self.lambda) } else { None };
+            (value, grad)
+        };
+        let grad_norm = |a: &DVector<f64>| {
+            let (lz, soft) = log_z(a);
+            let _ = lz;
+            (-&mean_k + ks.transpose() * soft + (&k * a) * self.lambda).norm()
+        };
+        let settings = FistaSettings { initial_step: 1.0, max_iterations: self.max_iterations, tolerance: self.tolerance.sqrt(), check_every: 10 };
+        let out = fista::minimise(smooth, |v, _| v.clone(), |_| 0.0, grad_norm, DVector::zeros(x.nrows()), settings);
+        let (lz, _) = log_z(&out.x);
+        Ok((out.x, lz))
+    }
+}
+
+/// `u_j = int k(x, z_j) dnu(x)` for the Gaussian kernel of width `sigma`:
+/// per coordinate `sqrt(2 pi) sigma` (Lebesgue) or
+/// `sigma / sqrt(sigma^2 + s^2) exp(-(z - mu)^2 / (2 (sigma^2 + s^2)))` (Gaussian).
+pub fn kernel_integrals(centres: &DMatrix<f64>, sigma: f64, base: &BaseMeasure) -> DVector<f64> {
+    DVector::from_fn(centres.nrows(), |j, _| {
+        (0..centres.ncols()).map(|k| match base.coordinate(k) {
+            None => (2.0 * std::f64::consts::PI).sqrt() * sigma,
+            Some((mu, s)) => {
+                let v = sigma * sigma + s * s;
+                sigma / v.sqrt() * (-(centres[(j, k)] - mu).powi(2) / (2.0 * v)).exp()
+            }
+        }).product()
+    })
+}
+
+/// Monte Carlo points for `int h dnu` and their log importance weights:
+/// samples of `nu` (weights 1) or, for Lebesgue, of `N(mean, (2 std)^2)` of the data (weights `1/q`).
+fn monte_carlo_points(x: &DMatrix<f64>, base: &BaseMeasure, count: usize, seed: u64) -> (DMatrix<f64>, DVector<f64>) {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let d = x.ncols();
+    let (mean, std): (Vec<f64>, Vec<f64>) = match base {
+        BaseMeasure::Gaussian { mean, std } => (mean.iter().copied().collect(), std.iter().copied().collect()),
+        BaseMeasure::Lebesgue => (0..d).map(|k| {
+            let c = x.column(k);
+            let m = c.mean();
+            let s = (c.map(|v| (v - m).powi(2)).mean()).sqrt().max(1e-3);
+            (m, 2.0 * s)
+        }).unzip(),
+    };
+    let normal = Normal::new(0.0, 1.0).expect("unit normal");
+    let pts = DMatrix::from_fn(count, d, |_, k| mean[k] + std[k] * normal.sample(&mut rng));
+    let logw = DVector::from_fn(count, |i, _| match base {
+        BaseMeasure::Gaussian { .. } => 0.0,
+        BaseMeasure::Lebesgue => -(0..d).map(|k| super::integrals::gaussian_pdf(pts[(i, k)], mean[k], std[k]).ln()).sum::<f64>(),
+    });
+    (pts, logw)
+}
+
+/// Euclidean projection onto `{a >= 0, u^T a = 1}` (`u > 0`): `a_i = max(0, y_i - theta u_i)`
+/// with `theta` found by bisection.
+pub fn project_weighted_simplex(y: &DVector<f64>, u: &DVector<f64>) -> DVector<f64> {
+    let mass = |theta: f64| -> f64 { y.iter().zip(u.iter()).map(|(&yi, &ui)| ui * (yi - theta * ui).max(0.0)).sum() };
+    let mut hi = y.iter().zip(u.iter()).map(|(&yi, &ui)| yi / ui).fold(f64::NEG_INFINITY, f64::max);
+    let mut lo = hi - 1.0;
+    while mass(lo) < 1.0 {
+        lo = hi - 2.0 * (hi - lo);
+    }
+    for _ in 0..200 {
+        let mid = 0.5 * (lo + hi);
+        if mass(mid) > 1.0 { lo = mid } else { hi = mid }
+    }
+    let theta = 0.5 * (lo + hi);
+    DVector::from_fn(y.len(), |i, _| (y[i] - theta * u[i]).max(0.0))
+}
+
+/// A fitted baseline density.
+#[derive(Debug, Clone)]
+pub struct BaselineDensity {
+    kind: BaselineKind,
+    centres: DMatrix<f64>,
+    sigma: f64,
+    kernel: Kernel,
+    alpha: DVector<f64>,
+    log_normaliser: f64,
+    base: BaseMeasure,
+    seed: u64,
+    monte_carlo: usize,
+}
+
+impl BaselineDensity {
+    /// Which baseline.
+    pub fn kind(&self) -> BaselineKind {
+        self.kind
+    }
+
+    /// Coefficients `alpha` of `g = sum_j alpha_j k(., z_j)`.
+    pub fn coefficients(&self) -> &DVector<f64> {
+        &self.alpha
+    }
+
+    /// The estimated density at the rows of `x` (PNM may be negative).
+    pub fn density(&self, device: &Device, x: &DMatrix<f64>) -> Result<DVector<f64>, PsdError> {
+        check_matrix("x", x)?;
+        linalg::check_dim("columns of x vs model dimension", self.centres.ncols(), x.ncols())?;
+        let g = device.kernel_matrix(&self.kernel, x, &self.centres)? * &self.alpha;
+        let nu = self.base.density(x);
+        Ok(match self.kind {
+            BaselineKind::Glm => DVector::from_fn(x.nrows(), |i, _| (g[i] - self.log_normaliser).exp() * nu[i]),
+            _ => g.component_mul(&nu),
+        })
+    }
+
+    /// `int p`: closed form `u^T alpha` for PNM/NCM (exactly 1 after fitting);
+    /// for GLM an independent Monte Carlo estimate (not exactly 1: GLM lacks P4).
+    pub fn integral(&self) -> f64 {
+        match self.kind {
+            BaselineKind::Glm => {
+                let (pts, logw) = monte_carlo_points(&self.centres, &self.base, self.monte_carlo, self.seed);
+                let g = Device::Cpu.kernel_matrix(&self.kernel, &pts, &self.centres).expect("validated shapes") * &self.alpha;
+                g.iter().zip(logw.iter()).map(|(gi, lw)| (gi + lw - self.log_normaliser).exp()).sum::<f64>() / pts.nrows() as f64
+            }
+            _ => kernel_integrals(&self.centres, self.sigma, &self.base).dot(&self.alpha),
+        }
+    }
+
+    /// Mean log-likelihood; `NaN`/`-inf` where the density is not positive.
+    pub fn mean_log_likelihood(&self, device: &Device, x: &DMatrix<f64>) -> Result<f64, PsdError> {
+        let p = self.density(device, x)?;
+        Ok(p.iter().map(|v| if *v > 0.0 { v.ln() } else { f64::NEG_INFINITY }).sum::<f64>() / x.nrows() as f64)
+    }
+}

@@ -1,0 +1,403 @@
+//! The dual problem of Theorem 2 solved with FISTA (App. B.5).
+//!
+//! With training features `p_i = Phi(x_i)` (columns of `P`, r x n) the primal
+//! (Eq. 9, with the integral constraint of Eq. 12 when `W` is given) is
+//!
+//! `min_{A >= 0} L(p_i^T A p_i) + lambda_1 tr(A) + lambda_2/2 ||A||_F^2`  s.t. `tr(A W) = 1`.
+//!
+//! Its dual (Eq. 10, the constraint dualised with a multiplier `mu`) is
+//!
+//! `min_{alpha, mu} L*(alpha) + mu + 1/(2 lambda_2) ||[M(alpha, mu)]_+||_F^2`,
+//! `M = -P diag(alpha) P^T - mu W - lambda_1 I`,
+//!
+//! (without the constraint, drop `mu`), and the primal solution is
+//! `A = [M]_+ / lambda_2` (Eq. 11 in feature coordinates). The smooth part has
+//! gradient `-(p_i^T A p_i)_i = -f_A(x_i)` in `alpha` and `1 - tr(A W)` in `mu`,
+//! and is `L_h`-smooth in `alpha` with `L_h <= max_i ||p_i||^2 ||P||_2^2 / lambda_2`
+//! (Schur: `lambda_max((P^T P) o (P^T P)) <= max_i ||p_i||^2 lambda_max(P^T P)`).
+//!
+//! **The multiplier `mu`.** Running FISTA jointly on `(alpha, mu)` is very
+//! slow (the coupling through `W` is badly conditioned: thousands of
+//! iterations where the unconstrained problem needs a hundred). So `mu` is
+//! updated in an outer loop instead: for fixed `mu` FISTA solves the dual in
+//! `alpha` of the penalised problem `min_A L + Omega + mu (tr(A W) - 1)`;
+//! its solution has `c(mu) = tr(A_mu W) = (1 - lambda_1 tr A - lambda_2 ||A||_F^2)/mu`
+//! (stationarity in the scale of `A`, since `L(c f) = L(f) - log c` for the
+//! log-likelihood), and `c(mu) = 1` is exactly the KKT system of Eq. 12.
+//! The outer loop solves `c(mu) = 1` (`c` decreases with `mu`): the first
+//! steps take the multiplier that the rescaled feasible point `A / c` would
+//! have, `mu = 1 - lambda_1 tr(A/c) - lambda_2 ||A/c||_F^2`, then secant steps
+//! inside a bracket; `alpha` is warm-started. The dual starts from
+//! `alpha = grad L(f_0)` for the model values of `A_0 = I / tr(W)`, which puts
+//! it at the right scale (model values range over many decades with a
+//! Gaussian base measure in 10-D).
+//!
+//! **Duality gap.** At a dual iterate, `A` from Eq. 11 is primal feasible up to
+//! the integral, so it is rescaled to `A / tr(A W)`; the gap is
+//! `primal(A / tr(A W)) + F(alpha, mu) >= 0` and is the stopping rule.
+//! Each FISTA iteration costs one eigendecomposition of `M` (r x r) with
+//! vectors plus eigenvalues only for every backtracking test, and
+//! `O(n r^2)` for `P diag(alpha) P^T`.
+
+use std::time::Instant;
+
+use nalgebra::{DMatrix, DVector};
+
+use crate::linalg::{self, check_dim};
+
+use super::error::{check_nonnegative, check_positive, PsdError};
+use super::fista::{self, FistaSettings};
+use super::loss::DualLoss;
+
+/// Budget and tolerance of the dual solver.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SolverOptions {
+    /// Stop when the duality gap is at most this (absolute, objective units).
+    pub tolerance: f64,
+    /// Iteration budget; exceeding it is [`PsdError::NotConverged`].
+    pub max_iterations: usize,
+    /// Evaluate the gap every this many iterations.
+    pub check_every: usize,
+}
+
+impl Default for SolverOptions {
+    fn default() -> Self {
+        SolverOptions { tolerance: 1e-6, max_iterations: 20_000, check_every: 10 }
+    }
+}
+
+impl SolverOptions {
+    /// Validates the options.
+    pub fn validate(&self) -> Result<(), PsdError> {
+        check_positive("tolerance", self.tolerance)?;
+        if self.max_iterations == 0 || self.check_every == 0 {
+            return Err(PsdError::InvalidParameter { name: "max_iterations/check_every", reason: "must be >= 1".into() });
+        }
+        Ok(())
+    }
+}
+
+/// Where the time of a fit went and how it converged.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SolverReport {
+    /// FISTA iterations.
+    pub iterations: usize,
+    /// Final duality gap.
+    pub gap: f64,
+    /// Primal objective at the returned model.
+    pub primal: f64,
+    /// `(iteration, gap)` at every check.
+    pub gap_history: Vec<(usize, f64)>,
+    /// Seconds in kernel matrices, features and integrals (setup).
+    pub seconds_setup: f64,
+    /// Seconds in eigendecompositions.
+    pub seconds_eigen: f64,
+    /// Seconds forming `P diag(alpha) P^T` and the model values.
+    pub seconds_products: f64,
+    /// Total seconds of the fit.
+    pub seconds_total: f64,
+}
+
+/// A solution of the dual.
+#[derive(Debug, Clone)]
+pub struct DualSolution {
+    /// `A` (r x r, PSD) in feature coordinates (Eq. 11), normalised to
+    /// `tr(A W) = 1` when there is an integral constraint.
+    pub a: DMatrix<f64>,
+    /// Dual variables `alpha`.
+    pub alpha: DVector<f64>,
+    /// Multiplier of the integral constraint (0 without one).
+    pub mu: f64,
+    /// Dual objective `-F(alpha, mu)`.
+    pub dual_objective: f64,
+    /// Convergence and timing.
+    pub report: SolverReport,
+}
+
+/// The dual problem of Eq. 10 (optionally with the integral constraint of Eq. 12).
+pub struct DualProblem<'a, L: DualLoss> {
+    /// Training features `P` (r x n).
+    pub features: &'a DMatrix<f64>,
+    /// `W` (r x r) of the constraint `tr(A W) = 1`, if any.
+    pub integral: Option<&'a DMatrix<f64>>,
+    /// The loss.
+    pub loss: &'a L,
+    /// Nuclear-norm weight `lambda_1 >= 0`.
+    pub lambda1: f64,
+    /// Frobenius weight `lambda_2 > 0`.
+    pub lambda2: f64,
+}
+
+struct Timers {
+    eigen: f64,
+    products: f64,
+}
+
+/// Positive part `[M]_+` as eigenpairs `(values > 0, vectors)`.
+struct PositivePart {
+    values: Vec<f64>,
+    vectors: DMatrix<f64>,
+}
+
+impl<'a, L: DualLoss> DualProblem<'a, L> {
+    fn validate(&self) -> Result<(), PsdError> {
+        check_nonnegative("lambda_1", self.lambda1)?;
+        check_positive("lambda_2", self.lambda2)?;
+        linalg::check_matrix("features", self.features)?;
+        check_dim("number of loss terms vs number of feature columns", self.features.ncols(), self.loss.len())?;
+        if let Some(w) = self.integral {
+            check_dim("rows of W vs feature dimension", self.features.nrows(), w.nrows())?;
+            check_dim("columns of W vs feature dimension", self.features.nrows(), w.ncols())?;
+        }
+        Ok(())
+    }
+
+    fn n(&self) -> usize {
+        self.features.ncols()
+    }
+
+    /// `M(alpha, mu) = -P diag(alpha) P^T - mu W - lambda_1 I`.
+    fn m_matrix(&self, alpha: &DVector<f64>, mu: f64, timers: &mut Timers) -> DMatrix<f64> {
+        let start = Instant::now();
+        let p = self.features;
+        let scaled = DMatrix::from_fn(p.nrows(), p.ncols(), |i, j| -p[(i, j)] * alpha[j]);
+        let mut m = linalg::matmul_nt(&scaled, p);
+        if let Some(w) = self.integral {
+            m -= w * mu;
+        }
+        for i in 0..m.nrows() {
+            m[(i, i)] -= self.lambda1;
+        }
+        timers.products += start.elapsed().as_secs_f64();
+        m
+    }
+
+    fn positive_part(&self, m: &DMatrix<f64>, timers: &mut Timers) -> Result<PositivePart, PsdError> {
+        let start = Instant::now();
+        let eig = linalg::symmetric_eigen(m)?;
+        timers.eigen += start.elapsed().as_secs_f64();
+        let idx: Vec<usize> = (0..m.nrows()).filter(|&i| eig.eigenvalues[i] > 0.0).collect();
+        let vectors = DMatrix::from_fn(m.nrows(), idx.len(), |i, a| eig.eigenvectors[(i, idx[a])]);
+        Ok(PositivePart { values: idx.iter().map(|&i| eig.eigenvalues[i]).collect(), vectors })
+    }
+
+    /// Model values `f_A(x_i) = p_i^T A p_i` and `tr(A W)`, `A = [M]_+ / lambda_2`.
+    fn model_values(&self, pp: &PositivePart, timers: &mut Timers) -> (DVector<f64>, f64) {
+        let start = Instant::now();
+        let scale = DVector::from_iterator(pp.values.len(), pp.values.iter().map(|v| (v / self.lambda2).sqrt()));
+        let mut g = linalg::matmul_tn(&pp.vectors, self.features);
+        for (a, mut row) in g.row_iter_mut().enumerate() {
+            row *= scale[a];
+        }
+        let f = DVector::from_fn(self.n(), |j, _| g.column(j).norm_squared());
+        let trace_aw = match self.integral {
+            Some(w) => {
+                let uw = linalg::matmul_tn(&pp.vectors, w);
+                (0..pp.values.len()).map(|a| scale[a] * scale[a] * uw.row(a).dot(&pp.vectors.column(a).transpose())).sum()
+            }
+            None => 0.0,
+        };
+        timers.products += start.elapsed().as_secs_f64();
+        (f, trace_aw)
+    }
+
+    fn a_matrix(&self, pp: &PositivePart) -> DMatrix<f64> {
+        let r = self.features.nrows();
+        let mut scaled = pp.vectors.clone();
+        for (a, mut col) in scaled.column_iter_mut().enumerate() {
+            col *= pp.values[a] / self.lambda2;
+        }
+        if pp.values.is_empty() { DMatrix::zeros(r, r) } else { linalg::matmul_nt(&scaled, &pp.vectors) }
+    }
+
+    /// `lambda_1 tr(A s) + lambda_2/2 ||A s||_F^2` from the eigenvalues of `[M]_+`.
+    fn regulariser(&self, pp: &PositivePart, scale: f64) -> f64 {
+        pp.values.iter().map(|v| {
+            let a = v / self.lambda2 * scale;
+            self.lambda1 * a + 0.5 * self.lambda2 * a * a
+        }).sum()
+    }
+
+    /// `F(alpha, mu) = L*(alpha) + mu + ||[M]_+||^2 / (2 lambda_2)` (minus the dual objective).
+    fn dual_value(&self, alpha: &DVector<f64>, mu: f64, positive_eigenvalues: &[f64]) -> f64 {
+        let reg: f64 = positive_eigenvalues.iter().map(|v| v * v).sum::<f64>() / (2.0 * self.lambda2);
+        self.loss.conjugate(alpha) + reg + if self.integral.is_some() { mu } else { 0.0 }
+    }
+
+    /// Primal objective at the feasible `A / tr(A W)` (or `A` without constraint).
+    fn primal(&self, pp: &PositivePart, f: &DVector<f64>, trace_aw: f64) -> f64 {
+        let s = if self.integral.is_some() { trace_aw } else { 1.0 };
+        if !(s > 0.0) {
+            return f64::INFINITY;
+        }
+        self.loss.value(&(f / s)) + self.regulariser(pp, 1.0 / s)
+    }
+
+    /// Duality gaps at `(alpha, mu)`: of the problem itself and of the
+    /// penalised problem with `mu` fixed; plus `tr(A W)`.
+    /// Also returns the multiplier estimate `1 - lambda_1 tr(A/c) - lambda_2 ||A/c||_F^2`
+    /// (scale stationarity at the rescaled feasible point).
+    fn gaps(&self, alpha: &DVector<f64>, mu: f64, timers: &mut Timers) -> Result<(f64, f64, f64, f64), PsdError> {
+        let m = self.m_matrix(alpha, mu, timers);
+        let pp = self.positive_part(&m, timers)?;
+        let (f, trace_aw) = self.model_values(&pp, timers);
+        let dual = self.dual_value(alpha, mu, &pp.values);
+        let gap = self.primal(&pp, &f, trace_aw) + dual;
+        let penalised_primal = self.loss.value(&f) + self.regulariser(&pp, 1.0) + if self.integral.is_some() { mu * (trace_aw - 1.0) } else { 0.0 };
+        let mu_estimate = if trace_aw > 0.0 {
+            1.0 - pp.values.iter().map(|v| {
+                let a = v / self.lambda2 / trace_aw;
+                self.lambda1 * a + self.lambda2 * a * a
+            }).sum::<f64>()
+        } else {
+            mu
+        };
+        Ok((gap, penalised_primal + dual, trace_aw, mu_estimate))
+    }
+
+    /// FISTA on `alpha` with `mu` fixed, from `alpha0`, until the penalised
+    /// gap is below `inner_tol` or the gap of the problem below `tol`.
+    fn solve_alpha(
+        &self,
+        alpha0: DVector<f64>,
+        mu: f64,
+        step: f64,
+        inner_tol: f64,
+        options: &SolverOptions,
+        budget: usize,
+        timers: &mut Timers,
+        history: &mut Vec<(usize, f64)>,
+        done_before: usize,
+    ) -> Result<fista::FistaOutcome, PsdError> {
+        let cell = std::cell::RefCell::new(timers);
+        let error: std::cell::RefCell<Option<PsdError>> = std::cell::RefCell::new(None);
+        let gaps_seen = std::cell::RefCell::new(Vec::new());
+        let smooth = |alpha: &DVector<f64>, want_gradient: bool| -> (f64, Option<DVector<f64>>) {
+            let mut t = cell.borrow_mut();
+            let m = self.m_matrix(alpha, mu, &mut t);
+            let fail = |e: PsdError| {
+                *error.borrow_mut() = Some(e);
+                (f64::NAN, if want_gradient { Some(DVector::zeros(alpha.len())) } else { None })
+            };
+            if !want_gradient {
+                let s = Instant::now();
+                let vals = linalg::symmetric_eigenvalues(&m);
+                t.eigen += s.elapsed().as_secs_f64();
+                return match vals {
+                    Ok(v) => {
+                        let pos: Vec<f64> = v.iter().copied().filter(|&e| e > 0.0).collect();
+                        (pos.iter().map(|v| v * v).sum::<f64>() / (2.0 * self.lambda2), None)
+                    }
+                    Err(e) => fail(e.into()),
+                };
+            }
+            match self.positive_part(&m, &mut t) {
+                Ok(pp) => {
+                    let (f, _) = self.model_values(&pp, &mut t);
+                    (pp.values.iter().map(|v| v * v).sum::<f64>() / (2.0 * self.lambda2), Some(-f))
+                }
+                Err(e) => fail(e),
+            }
+        };
+        let prox = |v: &DVector<f64>, t: f64| self.loss.prox_conjugate(v, t);
+        let nonsmooth = |alpha: &DVector<f64>| self.loss.conjugate(alpha);
+        let gap = |alpha: &DVector<f64>| -> f64 {
+            let mut t = cell.borrow_mut();
+            match self.gaps(alpha, mu, &mut t) {
+                Ok((g, inner, _, _)) => {
+                    gaps_seen.borrow_mut().push(g);
+                    if g <= options.tolerance { 0.0 } else { inner }
+                }
+                Err(e) => {
+                    *error.borrow_mut() = Some(e);
+                    0.0
+                }
+            }
+        };
+        let settings = FistaSettings { initial_step: step, max_iterations: budget, tolerance: inner_tol, check_every: options.check_every };
+        let outcome = fista::minimise(smooth, prox, nonsmooth, gap, alpha0, settings);
+        if let Some(e) = error.borrow_mut().take() {
+            return Err(e);
+        }
+        for (&(k, _), &g) in outcome.gap_history.iter().zip(gaps_seen.borrow().iter()) {
+            history.push((done_before + k, g));
+        }
+        Ok(outcome)
+    }
+
+    /// Solves the dual with FISTA; returns the primal `A` of Eq. 11 (rescaled
+    /// to satisfy the integral constraint exactly) and the report.
+    ///
+    /// Errors: invalid parameters or shapes, [`PsdError::NotConverged`] when
+    /// the gap is above `options.tolerance` after `options.max_iterations`.
+    pub fn solve(&self, options: &SolverOptions) -> Result<DualSolution, PsdError> {
+        self.validate()?;
+        options.validate()?;
+        let start = Instant::now();
+        let mut timers = Timers { eigen: 0.0, products: 0.0 };
+        // Step from the Lipschitz bound (module docs), optimistic by 4x; backtracking corrects it.
+        let p = self.features;
+        let max_col = (0..self.n()).map(|j| p.column(j).norm_squared()).fold(0.0f64, f64::max);
+        let ppt_top = linalg::symmetric_eigenvalues(&linalg::matmul_nt(p, p))?.max();
+        let mut step = 4.0 * self.lambda2 / (max_col * ppt_top).max(f64::MIN_POSITIVE);
+
+        // Start from the dual point of the primal guess A0 = s I, s = 1/tr(W) (integral 1).
+        let s0 = self.integral.map_or(1.0, |w| 1.0 / w.trace().max(f64::MIN_POSITIVE));
+        let guess = DVector::from_fn(self.n(), |j, _| s0 * p.column(j).norm_squared());
+        let mut alpha = self.loss.dual_start(&guess);
+        let mut mu = if self.integral.is_some() { 1.0 } else { 0.0 };
+        let mut iterations = 0;
+        let mut history = Vec::new();
+        // c(mu) - 1 is decreasing in mu: bracket [below, above] of the root and secant steps.
+        let mut below: Option<(f64, f64)> = None; // mu with c > 1
+        let mut above: Option<(f64, f64)> = None; // mu with c < 1
+        loop {
+            let budget = options.max_iterations - iterations;
+            let inner_tol = if self.integral.is_some() { 0.25 * options.tolerance } else { options.tolerance };
+            let outcome = self.solve_alpha(alpha, mu, step, inner_tol, options, budget, &mut timers, &mut history, iterations)?;
+            iterations += outcome.iterations;
+            alpha = outcome.x;
+            step = outcome.step;
+            let (gap, _, c, mu_estimate) = self.gaps(&alpha, mu, &mut timers)?;
+            if gap <= options.tolerance || iterations >= options.max_iterations || self.integral.is_none() {
+                break;
+            }
+            if c > 1.0 { below = Some((mu, c - 1.0)) } else { above = Some((mu, c - 1.0)) }
+            mu = match (below, above) {
+                (Some((m0, g0)), Some((m1, g1))) if (g0 - g1).abs() > 0.0 => {
+                    // Secant between the bracket ends, kept strictly inside.
+                    let t = (g0 / (g0 - g1)).clamp(0.05, 0.95);
+                    m0 + t * (m1 - m0)
+                }
+                _ => mu_estimate,
+            };
+        }
+        let m = self.m_matrix(&alpha, mu, &mut timers);
+        let pp = self.positive_part(&m, &mut timers)?;
+        let (f, trace_aw) = self.model_values(&pp, &mut timers);
+        let primal = self.primal(&pp, &f, trace_aw);
+        let dual_value = self.dual_value(&alpha, mu, &pp.values);
+        let gap_now = primal + dual_value;
+        let report = SolverReport {
+            iterations,
+            gap: gap_now,
+            primal,
+            gap_history: history,
+            seconds_setup: 0.0,
+            seconds_eigen: timers.eigen,
+            seconds_products: timers.products,
+            seconds_total: start.elapsed().as_secs_f64(),
+        };
+        if !(gap_now <= options.tolerance) {
+            return Err(PsdError::NotConverged { iterations, gap: gap_now, tolerance: options.tolerance });
+        }
+        let mut a = self.a_matrix(&pp);
+        if self.integral.is_some() {
+            if !(trace_aw > 0.0) {
+                return Err(PsdError::NotPositive { what: "integral of the fitted model", value: trace_aw });
+            }
+            a /= trace_aw;
+        }
+        Ok(DualSolution { a, alpha, mu, dual_objective: -dual_value, report })
+    }
+}

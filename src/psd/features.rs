@@ -1,0 +1,182 @@
+//! The empirical feature map of Eq. 8 and App. B.4.
+//!
+//! For centres `z_1..z_m` with kernel matrix `K = V^T V` (V is r x m, r the
+//! numerical rank), the feature of a point `x` is
+//!
+//! `Phi(x) = (V V^T)^{-1} V v(x)`, `v(x) = (k(x, z_i))_i` (App. B.4, Remark 5),
+//!
+//! which is `V^{-T} v(x)` when `V` is the (invertible) Cholesky factor. Then
+//! `Phi(z_i)^T Phi(z_j) = K_ij`, and a model `f(x) = Phi(x)^T A Phi(x)` with
+//! `A` r x r PSD is the model of Eq. 7 with `B = T^T A T`, where `T` is the
+//! r x m matrix with `Phi(x) = T v(x)`.
+//!
+//! **Rank safeguard.** Cholesky of `K` is tried first (faer `llt`). When it
+//! fails, or when a pivot `L_ii^2` falls below `1e-10 max_i K_ii`
+//! (duplicate or near-duplicate centres), `V = S_r^{1/2} U_r^T` is built from
+//! the eigendecomposition `K = U S U^T` keeping the eigenvalues above
+//! `1e-10 max(S)` (Remark 5), so duplicate points are handled exactly: they
+//! give identical features. The small matrix `K` (m x m) is always built on
+//! the CPU in `f64` because the factorisation needs full precision; the large
+//! `K(X, Z)` blocks go through the caller's [`Device`].
+
+use faer::{Par, Side};
+use nalgebra::{DMatrix, DVector};
+
+use crate::device::Device;
+use crate::kernel::Kernel;
+use crate::linalg::{self, check_dim, check_matrix};
+use crate::MatrixProduct;
+
+use super::error::{check_positive, PsdError};
+
+/// Relative threshold of the rank safeguard (see the module docs).
+pub const RANK_TOLERANCE: f64 = 1e-10;
+
+/// How `K = V^T V` was factorised.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Factorisation {
+    /// Full-rank Cholesky, `V` upper triangular m x m.
+    Cholesky,
+    /// Truncated eigendecomposition (rank-deficient `K`), `V` r x m.
+    TruncatedEigen {
+        /// Numerical rank kept.
+        rank: usize,
+    },
+}
+
+/// The empirical feature map `Phi(x) = T v(x)` on a set of centres.
+#[derive(Debug, Clone)]
+pub struct EmpiricalFeatures {
+    centres: DMatrix<f64>,
+    sigma: f64,
+    kernel: Kernel,
+    map: DMatrix<f64>,
+    factorisation: Factorisation,
+}
+
+impl EmpiricalFeatures {
+    /// Builds the feature map on `centres` (m x d, one centre per row) for
+    /// the Gaussian kernel of width `sigma`.
+    ///
+    /// Errors: invalid `sigma`, empty or non-finite centres,
+    /// [`PsdError::RankDeficient`] if `K` is numerically zero.
+    pub fn new(centres: &DMatrix<f64>, sigma: f64) -> Result<Self, PsdError> {
+        check_positive("sigma", sigma)?;
+        check_matrix("centres", centres)?;
+        let kernel = Kernel::gaussian_with_width(sigma)?;
+        let k = Device::Cpu.kernel_matrix_symmetric(&kernel, centres)?;
+        let (map, factorisation) = factorise(&k)?;
+        Ok(EmpiricalFeatures { centres: centres.clone(), sigma, kernel, map, factorisation })
+    }
+
+    /// The centres (m x d).
+    pub fn centres(&self) -> &DMatrix<f64> {
+        &self.centres
+    }
+
+    /// Kernel width `sigma`.
+    pub fn sigma(&self) -> f64 {
+        self.sigma
+    }
+
+    /// The Gaussian kernel.
+    pub fn kernel(&self) -> &Kernel {
+        &self.kernel
+    }
+
+    /// `T` (r x m) with `Phi(x) = T v(x)`.
+    pub fn map(&self) -> &DMatrix<f64> {
+        &self.map
+    }
+
+    /// Dimension r of the features (numerical rank of `K`).
+    pub fn rank(&self) -> usize {
+        self.map.nrows()
+    }
+
+    /// How `K` was factorised.
+    pub fn factorisation(&self) -> Factorisation {
+        self.factorisation
+    }
+
+    /// `K(X, Z)` (n x m) on `device`.
+    pub fn kernel_to_centres(&self, device: &Device, x: &DMatrix<f64>) -> Result<DMatrix<f64>, PsdError> {
+        check_matrix("x", x)?;
+        check_dim("columns of x vs columns of the centres", self.centres.ncols(), x.ncols())?;
+        Ok(device.kernel_matrix(&self.kernel, x, &self.centres)?)
+    }
+
+    /// Features of the rows of `x` as columns: `Phi(X) = T K(Z, X)` (r x n).
+    pub fn features(&self, device: &Device, x: &DMatrix<f64>) -> Result<DMatrix<f64>, PsdError> {
+        let kxz = self.kernel_to_centres(device, x)?;
+        Ok(device.matmul(&self.map, &kxz, MatrixProduct::ABt)?)
+    }
+}
+
+/// `T` with `Phi(x) = T v(x)` and the kind of factorisation (module docs).
+fn factorise(k: &DMatrix<f64>) -> Result<(DMatrix<f64>, Factorisation), PsdError> {
+    let m = k.nrows();
+    let max_diag = (0..m).map(|i| k[(i, i)]).fold(0.0f64, f64::max);
+    if max_diag <= 0.0 {
+        return Err(PsdError::RankDeficient);
+    }
+    if let Ok(llt) = linalg::faer_ref(k).llt(Side::Lower) {
+        let l = llt.L();
+        let min_pivot = (0..m).map(|i| l[(i, i)] * l[(i, i)]).fold(f64::INFINITY, f64::min);
+        if min_pivot > RANK_TOLERANCE * max_diag {
+            // K = L L^T, V = L^T, T = V^{-T} = L^{-1}.
+            let mut t = DMatrix::<f64>::identity(m, m);
+            faer::linalg::triangular_solve::solve_lower_triangular_in_place(l, linalg::faer_mut(&mut t), Par::rayon(0));
+            linalg::clear_upper_simd_state(true);
+            return Ok((t, Factorisation::Cholesky));
+        }
+    }
+    let eig = linalg::symmetric_eigen(k)?;
+    let top = eig.eigenvalues[m - 1];
+    let kept: Vec<usize> = (0..m).filter(|&i| eig.eigenvalues[i] > RANK_TOLERANCE * top).collect();
+    if kept.is_empty() || top <= 0.0 {
+        return Err(PsdError::RankDeficient);
+    }
+    // V = S_r^{1/2} U_r^T, (V V^T)^{-1} V = S_r^{-1/2} U_r^T.
+    let r = kept.len();
+    let scale = DVector::from_iterator(r, kept.iter().map(|&i| 1.0 / eig.eigenvalues[i].sqrt()));
+    let t = DMatrix::from_fn(r, m, |a, j| scale[a] * eig.eigenvectors[(j, kept[a])]);
+    Ok((t, Factorisation::TruncatedEigen { rank: r }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn features_reproduce_the_kernel_matrix() {
+        let z = DMatrix::<f64>::from_fn(12, 2, |i, j| ((i * 2 + j) as f64 * 0.7).sin());
+        let f = EmpiricalFeatures::new(&z, 0.8).unwrap();
+        assert_eq!(f.factorisation(), Factorisation::Cholesky);
+        let phi = f.features(&Device::Cpu, &z).unwrap();
+        let k = Device::Cpu.kernel_matrix(f.kernel(), &z, &z).unwrap();
+        assert!(linalg::relative_frobenius_error(&(&phi.transpose() * &phi), &k) < 1e-10);
+    }
+
+    #[test]
+    fn duplicate_centres_use_the_truncated_factorisation() {
+        let base = DMatrix::<f64>::from_fn(6, 1, |i, _| i as f64 * 0.5);
+        let z = DMatrix::from_fn(12, 1, |i, _| base[(i % 6, 0)]);
+        let f = EmpiricalFeatures::new(&z, 1.0).unwrap();
+        assert_eq!(f.factorisation(), Factorisation::TruncatedEigen { rank: 6 });
+        let phi = f.features(&Device::Cpu, &z).unwrap();
+        let k = Device::Cpu.kernel_matrix(f.kernel(), &z, &z).unwrap();
+        assert!(linalg::relative_frobenius_error(&(&phi.transpose() * &phi), &k) < 1e-8);
+        assert!((phi.column(0) - phi.column(6)).norm() < 1e-10);
+    }
+
+    #[test]
+    fn invalid_inputs_are_typed_errors() {
+        let z = DMatrix::<f64>::zeros(3, 2);
+        assert!(matches!(EmpiricalFeatures::new(&z, 0.0), Err(PsdError::InvalidParameter { .. })));
+        assert!(matches!(EmpiricalFeatures::new(&DMatrix::zeros(0, 2), 1.0), Err(PsdError::Compute(_))));
+        let mut bad = z.clone();
+        bad[(1, 1)] = f64::NAN;
+        assert!(matches!(EmpiricalFeatures::new(&bad, 1.0), Err(PsdError::Compute(_))));
+    }
+}

@@ -1,0 +1,120 @@
+//! Separable convex losses `L(z) = sum_i l_i(z_i)` with the Fenchel conjugate
+//! `L*(alpha) = sum_i l_i*(alpha_i)` and its proximal operator, which is what
+//! the dual (Eq. 10) needs (App. B.5: "it suffices to be able to compute the
+//! proximal operator of the l_i").
+
+use nalgebra::DVector;
+
+/// A separable convex loss with a computable conjugate proximal operator.
+pub trait DualLoss {
+    /// Number of terms n.
+    fn len(&self) -> usize;
+    /// `L(z)`, `+inf` outside the domain.
+    fn value(&self, z: &DVector<f64>) -> f64;
+    /// `L*(alpha)`, `+inf` outside the domain.
+    fn conjugate(&self, alpha: &DVector<f64>) -> f64;
+    /// `prox_{t L*}(v) = argmin_s 1/2 ||s - v||^2 + t L*(s)`.
+    fn prox_conjugate(&self, v: &DVector<f64>, t: f64) -> DVector<f64>;
+    /// The dual point matching a primal guess of the model values `z > 0`:
+    /// `alpha_i = l_i'(z_i)` (at the optimum, `alpha = grad L(f)`), which sets
+    /// the scale of the dual variables right.
+    fn dual_start(&self, z: &DVector<f64>) -> DVector<f64>;
+}
+
+/// Negative log-likelihood `L(z) = -(1/n) sum_i log z_i` (Section 6, density estimation).
+///
+/// `l*(s) = -(1/n)(1 + log(-n s))` for `s < 0`; `prox_{t l*}(v)` is the negative
+/// root of `s^2 - v s - t/n = 0`, `s = (v - sqrt(v^2 + 4t/n))/2`.
+#[derive(Debug, Clone, Copy)]
+pub struct NegativeLogLikelihood {
+    /// Number of samples.
+    pub n: usize,
+}
+
+impl DualLoss for NegativeLogLikelihood {
+    fn len(&self) -> usize {
+        self.n
+    }
+    fn value(&self, z: &DVector<f64>) -> f64 {
+        let n = self.n as f64;
+        z.iter().map(|&v| if v > 0.0 { -v.ln() / n } else { f64::INFINITY }).sum()
+    }
+    fn conjugate(&self, alpha: &DVector<f64>) -> f64 {
+        let n = self.n as f64;
+        alpha.iter().map(|&s| if s < 0.0 { -(1.0 + (-n * s).ln()) / n } else { f64::INFINITY }).sum()
+    }
+    fn prox_conjugate(&self, v: &DVector<f64>, t: f64) -> DVector<f64> {
+        let c = 4.0 * t / self.n as f64;
+        v.map(|x| {
+            // (x - sqrt(x^2 + c))/2 written without cancellation for x > 0.
+            if x > 0.0 { -c / (2.0 * (x + (x * x + c).sqrt())) } else { 0.5 * (x - (x * x + c).sqrt()) }
+        })
+    }
+    fn dual_start(&self, z: &DVector<f64>) -> DVector<f64> {
+        z.map(|v| -1.0 / (self.n as f64 * v.max(f64::MIN_POSITIVE)))
+    }
+}
+
+/// Squared loss `L(z) = 1/(2n) sum_i (z_i - y_i)^2` (fitting a non-negative function to values).
+///
+/// `l*(s) = s y + n s^2 / 2`; `prox_{t l*}(v) = (v - t y)/(1 + t n)`.
+#[derive(Debug, Clone)]
+pub struct SquaredLoss {
+    /// Targets `y_i`.
+    pub targets: DVector<f64>,
+}
+
+impl DualLoss for SquaredLoss {
+    fn len(&self) -> usize {
+        self.targets.len()
+    }
+    fn value(&self, z: &DVector<f64>) -> f64 {
+        (z - &self.targets).norm_squared() / (2.0 * self.len() as f64)
+    }
+    fn conjugate(&self, alpha: &DVector<f64>) -> f64 {
+        alpha.dot(&self.targets) + self.len() as f64 * alpha.norm_squared() / 2.0
+    }
+    fn prox_conjugate(&self, v: &DVector<f64>, t: f64) -> DVector<f64> {
+        let n = self.len() as f64;
+        (v - &self.targets * t) / (1.0 + t * n)
+    }
+    fn dual_start(&self, z: &DVector<f64>) -> DVector<f64> {
+        (z - &self.targets) / self.len() as f64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Checks prox optimality and the Fenchel-Young equality by brute force.
+    fn check_prox(loss: &dyn DualLoss, v: &DVector<f64>, t: f64) {
+        let p = loss.prox_conjugate(v, t);
+        let obj = |s: &DVector<f64>| 0.5 * (s - v).norm_squared() + t * loss.conjugate(s);
+        let base = obj(&p);
+        assert!(base.is_finite());
+        for i in 0..v.len() {
+            for h in [1e-4, -1e-4, 1e-2, -1e-2] {
+                let mut q = p.clone();
+                q[i] += h * p[i].abs().max(1e-3);
+                assert!(obj(&q) >= base - 1e-14, "prox not optimal at {i}");
+            }
+        }
+    }
+
+    #[test]
+    fn proximal_operators_minimise_their_objective() {
+        let v = DVector::from_vec(vec![-0.3, 0.2, 1.5, -2.0]);
+        check_prox(&NegativeLogLikelihood { n: 4 }, &v, 0.7);
+        check_prox(&SquaredLoss { targets: DVector::from_vec(vec![1.0, 0.0, 2.0, 0.5]) }, &v, 0.3);
+    }
+
+    #[test]
+    fn conjugate_of_nll_satisfies_fenchel_young() {
+        // l(z) + l*(s) = s z at s = l'(z) = -1/(n z).
+        let loss = NegativeLogLikelihood { n: 3 };
+        let z = DVector::from_vec(vec![0.5, 2.0, 7.0]);
+        let s = z.map(|v| -1.0 / (3.0 * v));
+        assert!((loss.value(&z) + loss.conjugate(&s) - s.dot(&z)).abs() < 1e-12);
+    }
+}
