@@ -7,6 +7,15 @@
 //! multi-threaded Rust (`f32`/`f64`) on the CPU. [`Device::auto`] picks a
 //! hardware GPU when one exists and otherwise the CPU.
 //!
+//! Methods, one module each, all taking a `&Device` for their kernel and Gram
+//! matrices:
+//! - [`eksvd`]: kernel SVD with asymmetric kernels for Q >= 2 sources (Dual
+//!   and Covariance solvers, KSVD as Q = 2);
+//! - [`mklaren`]: multiple-kernel low-rank regression (incomplete Cholesky
+//!   with look-ahead and least-angle regression) and its baselines;
+//! - [`psd`]: PSD models for non-negative functions (dual FISTA; densities,
+//!   quantile regression) and their baselines.
+//!
 //! ```
 //! use gramian::{Device, Kernel};
 //! use nalgebra::DMatrix;
