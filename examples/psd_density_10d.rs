@@ -13,18 +13,11 @@ use gramian::psd::baselines::{BaselineKind, BaselineParams};
 use gramian::psd::{BaseMeasure, DensityParams, SolverOptions};
 use gramian::Device;
 use nalgebra::{DMatrix, DVector};
-use rand::{rngs::StdRng, Rng, SeedableRng};
-use rand_distr::{Distribution, Normal};
+mod psd_data;
 
-fn mixture_10d(n: usize, rng: &mut StdRng) -> DMatrix<f64> {
-    let sd = (1.0 / (2.0 * std::f64::consts::PI).sqrt()).sqrt();
-    let noise = Normal::new(0.0, sd).unwrap();
-    let mut x = DMatrix::from_fn(n, 10, |_, _| noise.sample(rng));
-    for i in 0..n {
-        x[(i, 0)] += if rng.random::<bool>() { 2.0 } else { -2.0 };
-    }
-    x
-}
+use psd_data::mixture_10d;
+use rand::{rngs::StdRng, Rng, SeedableRng};
+
 
 fn probes(rng: &mut StdRng) -> DMatrix<f64> {
     let truth = mixture_10d(500, rng);

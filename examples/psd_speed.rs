@@ -11,19 +11,11 @@ use std::time::Instant;
 use gramian::psd::{BaseMeasure, DensityParams, PsdError, SolverOptions};
 use gramian::Device;
 use nalgebra::DMatrix;
-use rand::{rngs::StdRng, Rng, SeedableRng};
-use rand_distr::{Distribution, Normal};
+mod psd_data;
 
-/// n samples of 1/2 N(-2 e_1, c I) + 1/2 N(2 e_1, c I), c = 1/sqrt(2 pi) (App. E).
-fn mixture_10d(n: usize, rng: &mut StdRng) -> DMatrix<f64> {
-    let sd = (1.0 / (2.0 * std::f64::consts::PI).sqrt()).sqrt();
-    let noise = Normal::new(0.0, sd).unwrap();
-    let mut x = DMatrix::from_fn(n, 10, |_, _| noise.sample(rng));
-    for i in 0..n {
-        x[(i, 0)] += if rng.random::<bool>() { 2.0 } else { -2.0 };
-    }
-    x
-}
+use psd_data::mixture_10d;
+use rand::{rngs::StdRng, SeedableRng};
+
 
 fn run(label: &str, x: &DMatrix<f64>, nystrom: Option<usize>, tolerance: f64, max_iterations: usize) {
     let base = BaseMeasure::isotropic_gaussian(10, 5.0).unwrap();
