@@ -92,16 +92,7 @@ impl Device {
 
     /// Symmetric kernel matrix `K(X, X)` (exactly symmetric on both paths).
     pub fn kernel_matrix_symmetric<T: Real>(&self, kernel: &Kernel, x: &DMatrix<T>) -> Result<DMatrix<T>> {
-        let mut k = self.kernel_matrix(kernel, x, x)?;
-        let n = k.nrows();
-        for j in 0..n {
-            for i in (j + 1)..n {
-                let avg = (k[(i, j)] + k[(j, i)]) * T::from_f64_lossy(0.5);
-                k[(i, j)] = avg;
-                k[(j, i)] = avg;
-            }
-        }
-        Ok(k)
+        Ok(symmetrised(self.kernel_matrix(kernel, x, x)?))
     }
 
     /// One kernel column `K(X, z)_i = k(x_i, z)` against the point `z`
@@ -137,7 +128,7 @@ impl Device {
         check_matrix("phi", phi)?;
         match self {
             Device::Cpu => Ok(linalg::gram_tall(phi)),
-            Device::Gpu(ctx) => symmetrised(ctx.product(phi, phi, MatrixProduct::AtB)?),
+            Device::Gpu(ctx) => Ok(symmetrised(ctx.product(phi, phi, MatrixProduct::AtB)?)),
         }
     }
 
@@ -146,7 +137,7 @@ impl Device {
         check_matrix("phi", phi)?;
         match self {
             Device::Cpu => Ok(linalg::matmul_nt(phi, phi)),
-            Device::Gpu(ctx) => symmetrised(ctx.product(phi, phi, MatrixProduct::ABt)?),
+            Device::Gpu(ctx) => Ok(symmetrised(ctx.product(phi, phi, MatrixProduct::ABt)?)),
         }
     }
 
@@ -189,14 +180,16 @@ impl Device {
 }
 
 
-fn symmetrised<T: Real>(mut m: DMatrix<T>) -> Result<DMatrix<T>> {
+/// Copies the lower triangle onto the upper one, so that a matrix that is
+/// symmetric up to rounding (f32 GPU tiles, GEMM order) is exactly symmetric.
+fn symmetrised<T: Real>(mut m: DMatrix<T>) -> DMatrix<T> {
     let n = m.nrows();
     for j in 0..n {
         for i in (j + 1)..n {
             m[(j, i)] = m[(i, j)];
         }
     }
-    Ok(m)
+    m
 }
 
 fn check_product<T: Real>(a: &DMatrix<T>, b: &DMatrix<T>, form: MatrixProduct) -> Result<()> {

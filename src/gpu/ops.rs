@@ -230,6 +230,22 @@ impl GpuContext {
         buf
     }
 
+    /// A command encoder holding one compute pass of the kernel-matrix
+    /// pipeline that runs `dispatches` (bind group, workgroup grid) in order;
+    /// wgpu orders the dispatches' buffer accesses.
+    fn encode_dispatches(&self, dispatches: &[(&wgpu::BindGroup, [u32; 3])]) -> wgpu::CommandEncoder {
+        let mut encoder = self.device.create_command_encoder(&Default::default());
+        {
+            let mut pass = encoder.begin_compute_pass(&Default::default());
+            pass.set_pipeline(&self.pipelines.kernel_matrix);
+            for (bind, [x, y, z]) in dispatches {
+                pass.set_bind_group(0, *bind, &[]);
+                pass.dispatch_workgroups(*x, *y, *z);
+            }
+        }
+        encoder
+    }
+
     /// Bind group of `kernel_matrix.wgsl`: problems, A, B, C, each a
     /// `(buffer, byte offset, byte length)` range.
     fn kernel_matrix_bind_group(&self, label: &str, ranges: [(&wgpu::Buffer, u64, u64); 4]) -> wgpu::BindGroup {
@@ -339,13 +355,7 @@ impl GpuContext {
                     self.queue.write_buffer(&a_buf, 0, bytemuck::cast_slice(&a_blk));
                     self.queue.write_buffer(&b_buf, 0, bytemuck::cast_slice(&b_blk));
                     let bind = self.kernel_matrix_bind_group("kernel_matrix", [(&p_buf, 0, std::mem::size_of::<Problem>() as u64), (&a_buf, 0, (a_blk.len() * 4) as u64), (&b_buf, 0, (b_blk.len() * 4) as u64), (&c_buf, 0, c_bytes)]);
-                    let mut encoder = self.device.create_command_encoder(&Default::default());
-                    {
-                        let mut pass = encoder.begin_compute_pass(&Default::default());
-                        pass.set_pipeline(&self.pipelines.kernel_matrix);
-                        pass.set_bind_group(0, &bind, &[]);
-                        pass.dispatch_workgroups(div_ceil(tc, TILE) as u32, div_ceil(tr, TILE) as u32, 1);
-                    }
+                    let encoder = self.encode_dispatches(&[(&bind, [div_ceil(tc, TILE) as u32, div_ceil(tr, TILE) as u32, 1])]);
                     if last && read {
                         self.read_back(scratch, encoder, &c_buf, c_bytes, &mut |data| sink(r0, c0, tr, tc, data))?;
                     } else {
@@ -447,13 +457,7 @@ impl GpuContext {
         let bind = self.kernel_matrix_bind_group("batched problems", [(&p_buf, 0, p_bytes), (&a_buf, 0, a_bytes), (&b_buf, 0, b_bytes), (&c_buf, 0, c_bytes)]);
         let max_rows = problems.iter().map(|p| p.rows as usize).max().unwrap_or(1).min(max_edge.max(1));
         let max_cols = problems.iter().map(|p| p.cols as usize).max().unwrap_or(1);
-        let mut encoder = self.device.create_command_encoder(&Default::default());
-        {
-            let mut pass = encoder.begin_compute_pass(&Default::default());
-            pass.set_pipeline(&self.pipelines.kernel_matrix);
-            pass.set_bind_group(0, &bind, &[]);
-            pass.dispatch_workgroups(div_ceil(max_cols, TILE) as u32, div_ceil(max_rows, TILE) as u32, problems.len() as u32);
-        }
+        let encoder = self.encode_dispatches(&[(&bind, [div_ceil(max_cols, TILE) as u32, div_ceil(max_rows, TILE) as u32, problems.len() as u32])]);
         self.read_back(scratch, encoder, &c_buf, c_bytes, &mut |data| out.copy_from_slice(data))
     }
 
@@ -598,15 +602,10 @@ impl GpuContext {
                     self.queue.write_buffer(&v_buf, 0, bytemuck::cast_slice(&v_blk));
                     let tile_bind = self.kernel_matrix_bind_group("kernel_matvec tile", [(&p_buf, 0, problem_bytes), (&x_buf, 0, (x_blk.len() * 4) as u64), (&z_buf, 0, (z_blk.len() * 4) as u64), (&k_buf, 0, k_bytes)]);
                     let product_bind = self.kernel_matrix_bind_group("kernel_matvec product", [(&p_buf, align as u64, problem_bytes), (&k_buf, 0, k_bytes), (&v_buf, 0, (v_blk.len() * 4) as u64), (&y_buf, 0, y_bytes)]);
-                    let mut encoder = self.device.create_command_encoder(&Default::default());
-                    {
-                        let mut pass = encoder.begin_compute_pass(&Default::default());
-                        pass.set_pipeline(&self.pipelines.kernel_matrix);
-                        pass.set_bind_group(0, &tile_bind, &[]);
-                        pass.dispatch_workgroups(div_ceil(tc, TILE) as u32, div_ceil(tr, TILE) as u32, 1);
-                        pass.set_bind_group(0, &product_bind, &[]);
-                        pass.dispatch_workgroups(div_ceil(c, TILE) as u32, div_ceil(tr, TILE) as u32, 1);
-                    }
+                    let encoder = self.encode_dispatches(&[
+                        (&tile_bind, [div_ceil(tc, TILE) as u32, div_ceil(tr, TILE) as u32, 1]),
+                        (&product_bind, [div_ceil(c, TILE) as u32, div_ceil(tr, TILE) as u32, 1]),
+                    ]);
                     if c1 == m {
                         self.read_back(scratch, encoder, &y_buf, y_bytes, &mut |data| {
                             for i in 0..tr {
