@@ -26,6 +26,7 @@
 //! | density estimation (Eq. 12) | [`density`] |
 //! | baselines of Appendix D (PNM, NCM, GLM) | [`baselines`] |
 //! | multiple quantile regression with non-crossing curves | [`regression`] |
+//! | heteroscedastic Gaussian regression (natural parameters) | [`heteroscedastic`] |
 //!
 //! Regulariser convention: the paper writes `lambda_2 ||A||_F^2` in Eq. 6 but
 //! `lambda_2/2 ||A||_F^2` in Lemma 5 and Eq. 10-11; this module uses
@@ -36,6 +37,7 @@ pub mod density;
 pub mod dual;
 pub mod features;
 pub mod fista;
+pub mod heteroscedastic;
 pub mod integrals;
 pub mod loss;
 pub mod model;
@@ -47,5 +49,6 @@ pub use density::{DensityParams, PsdDensity};
 pub use dual::{DualSolution, SolverOptions, SolverReport};
 pub use error::PsdError;
 pub use features::{EmpiricalFeatures, Factorisation};
+pub use heteroscedastic::{HeteroscedasticParams, HeteroscedasticRegression};
 pub use integrals::BaseMeasure;
 pub use model::PsdModel;
