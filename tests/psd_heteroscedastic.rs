@@ -150,7 +150,8 @@ fn fitted_variance_tracks_the_true_variance() {
     assert!(ll > ll_const, "heteroscedastic {ll} <= constant variance {ll_const}");
 }
 
-/// Worst seen over 20 seeds with n = 200 (see the commit message), with a wide margin.
+/// Worst over 26 seeds (n = 200): mean abs log-variance ratio 0.318, rms mean error 0.332;
+/// held-out log-likelihood margin over the constant-variance oracle >= 0.068.
 const LOG_VARIANCE_TOLERANCE: f64 = 0.5;
 const MEAN_TOLERANCE: f64 = 0.5;
 

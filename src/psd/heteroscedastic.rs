@@ -185,6 +185,9 @@ fn solve_increasing(f: impl Fn(f64) -> f64, df: impl Fn(f64) -> f64, start: f64)
             break;
         }
         let newton = t - ft / df(t);
+        if (newton - t).abs() <= 2.0 * f64::EPSILON * t && newton > 0.0 {
+            return newton;
+        }
         t = if newton > lo && newton < hi {
             newton
         } else if hi > 4.0 * lo {
