@@ -30,6 +30,7 @@ use super::features::EmpiricalFeatures;
 use super::integrals::{gaussian_product, product_integrals, squared_gaussian_integral, BaseMeasure};
 use super::loss::NegativeLogLikelihood;
 use super::model::PsdModel;
+use super::positive_part::PositivePartStats;
 
 /// Parameters of [`PsdDensity`] (builder; validated in [`DensityParams::fit`]).
 #[derive(Debug, Clone, PartialEq)]
@@ -122,7 +123,7 @@ impl DensityParams {
         let mut report = solution.report;
         report.seconds_setup = setup;
         report.seconds_total = start.elapsed().as_secs_f64();
-        Ok(PsdDensity { model, base: self.base.clone(), report })
+        Ok(PsdDensity { model, base: self.base.clone(), report, eigen_stats: solution.eigen_stats })
     }
 }
 
@@ -132,6 +133,7 @@ pub struct PsdDensity {
     model: PsdModel,
     base: BaseMeasure,
     report: SolverReport,
+    eigen_stats: PositivePartStats,
 }
 
 /// `p` as a signed Gaussian mixture `sum_c w_c N(x; mean_c, diag(std^2))`.
@@ -145,7 +147,7 @@ impl PsdDensity {
     /// A density from a model and base measure (not normalised here).
     pub fn from_model(model: PsdModel, base: BaseMeasure) -> Result<Self, PsdError> {
         base.check_dimension(model.dimension())?;
-        Ok(PsdDensity { model, base, report: SolverReport::default() })
+        Ok(PsdDensity { model, base, report: SolverReport::default(), eigen_stats: PositivePartStats::default() })
     }
 
     /// The non-negative model `f`.
@@ -161,6 +163,12 @@ impl PsdDensity {
     /// Convergence and timing of the fit.
     pub fn report(&self) -> &SolverReport {
         &self.report
+    }
+
+    /// How the fit computed the positive parts `[M]_+` (full eigendecompositions
+    /// vs certified partial solves, see [`super::positive_part`]).
+    pub fn eigen_stats(&self) -> PositivePartStats {
+        self.eigen_stats
     }
 
     /// `p(x) = f(x) nu(x)` at the rows of `x`.
