@@ -59,8 +59,8 @@ fn partial_positive_part_matches_the_full_one_and_falls_back_when_it_cannot_cert
         // A nearby matrix (as between late FISTA iterations): warm-started partial solve.
         let m2 = &m1 + perturbation(&mut rng, r, 1e-6 * m1.norm());
         let (err, route) = difference(&mut solver, &m2);
-        // Certified bound 1e-10 ||M||_F plus the reference's own round-off.
-        assert!(err < 1e-9, "case {case} ({route:?}): partial vs full {err:e}");
+        // Certified bound 1e-9 ||M||_F plus the reference's own round-off.
+        assert!(err < 1e-8, "case {case} ({route:?}): partial vs full {err:e}");
         if matches!(route, Route::Partial { .. }) {
             partial += 1;
         }
@@ -73,7 +73,7 @@ fn partial_positive_part_matches_the_full_one_and_falls_back_when_it_cannot_cert
         // pick the new direction up from round-off), but the answer must agree.
         let mut follow = solver.clone();
         let (err, route) = difference(&mut follow, &m3);
-        assert!(err < 1e-9, "case {case} ({route:?}): new direction, partial vs full {err:e}");
+        assert!(err < 1e-8, "case {case} ({route:?}): new direction, partial vs full {err:e}");
         // (b) From the exact eigenvectors of m2 (positive ones and a buffer) the
         // Ritz residuals are at round-off and do not see the new direction:
         // only the certificate can catch it, and it must force the fallback.

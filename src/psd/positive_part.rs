@@ -13,7 +13,8 @@
 //!    the basis is **expanded** by the orthonormalised residuals of the
 //!    leading `b` Ritz vectors (a block Krylov step; the basis grows up to `4b`
 //!    vectors, then restarts thickly to the leading Ritz vectors), at most
-//!    [`MAX_EXPANSIONS`] times.
+//!    [`MAX_EXPANSIONS`] times; it gives up early when the observed rate of
+//!    decrease of the residual cannot reach the tolerance in the steps left.
 //! 3. **Certificate.** With `X_+` the Ritz vectors of positive Ritz values and
 //!    `C` the compression of `M` to the orthogonal complement of `X_+`, the
 //!    Cholesky factorisation of
@@ -44,11 +45,11 @@ use crate::linalg;
 use super::error::PsdError;
 
 /// Expansion steps of the partial solver before it falls back to the full one.
-pub const MAX_EXPANSIONS: usize = 12;
+pub const MAX_EXPANSIONS: usize = 10;
 
 /// Relative accuracy of `[M]_+` (Frobenius, relative to `||M||_F`) that the
 /// partial solver must certify, and the relative margin `tau / ||M||_F` of the certificate.
-pub const DEFAULT_TOLERANCE: f64 = 1e-10;
+pub const DEFAULT_TOLERANCE: f64 = 1e-9;
 
 /// `[M]_+` as its eigenpairs above 0 (`values > 0`, orthonormal `vectors` as columns).
 #[derive(Debug, Clone)]
@@ -200,6 +201,7 @@ impl PositivePartSolver {
         // (thick restart to the leading Ritz vectors beyond).
         let cap = (4 * b).min(r / 2).max(b);
         let mut expansions = 0;
+        let mut last_residual: Option<f64> = None;
         loop {
             let k = theta.iter().take_while(|&&t| t > 0.0).count();
             if k + buffer_size(k) / 2 > b {
@@ -221,6 +223,16 @@ impl PositivePartSolver {
             if expansions == MAX_EXPANSIONS {
                 return Ok(None);
             }
+            // Give up early when the observed rate of decrease of the residual
+            // cannot reach the tolerance within the remaining expansions.
+            if let Some(previous) = last_residual {
+                let rate: f64 = res_pos / previous;
+                let needed = std::f64::consts::SQRT_2 * res_pos / (allowed - tau * (r as f64).sqrt()).max(f64::MIN_POSITIVE);
+                if !(rate < 1.0) || needed.ln() / -rate.ln() > (MAX_EXPANSIONS - expansions) as f64 {
+                    return Ok(None);
+                }
+            }
+            last_residual = Some(res_pos);
             expansions += 1;
             // Expand by the residual directions of the leading block (block Krylov step).
             let Some(z) = orthonormalise(&residual, Some(&x)) else { return Ok(None) };
