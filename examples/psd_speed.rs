@@ -3,6 +3,7 @@
 //! and integrals; eigendecompositions; products `P diag(alpha) P^T` and model values).
 //!
 //! `cargo run --example psd_speed [-- n | -- n m max_iterations]`
+//! (`PSD_FULL_EIGEN=1`: every `[M]_+` by the full eigendecomposition, for comparison)
 //! Defaults: the 10-D density of App. E with n = 1000 (all centres, then
 //! Nystrom m = 200), and Nystrom m = 500 on n = 100,000 with a budget of 40 iterations (the full n = 1000 problem: 300).
 
@@ -19,7 +20,9 @@ use rand::{rngs::StdRng, SeedableRng};
 
 fn run(label: &str, x: &DMatrix<f64>, nystrom: Option<usize>, tolerance: f64, max_iterations: usize) {
     let base = BaseMeasure::isotropic_gaussian(10, 5.0).unwrap();
-    let mut params = DensityParams::new(2.0).regularisation(1e-3, 1e-4).base_measure(base).solver(SolverOptions { tolerance, max_iterations, check_every: 10 });
+    let partial = std::env::var("PSD_FULL_EIGEN").is_err();
+    let label = &format!("{label}{}", if partial { "" } else { " (full eig)" });
+    let mut params = DensityParams::new(2.0).regularisation(1e-3, 1e-4).base_measure(base).solver(SolverOptions { tolerance, max_iterations, check_every: 10 }).partial_eigensolver(partial);
     if let Some(m) = nystrom {
         params = params.nystrom(m, 1);
     }

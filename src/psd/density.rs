@@ -30,7 +30,7 @@ use super::features::EmpiricalFeatures;
 use super::integrals::{gaussian_product, product_integrals, squared_gaussian_integral, BaseMeasure};
 use super::loss::NegativeLogLikelihood;
 use super::model::PsdModel;
-use super::positive_part::PositivePartStats;
+use super::positive_part::{PositivePartSolver, PositivePartStats};
 
 /// Parameters of [`PsdDensity`] (builder; validated in [`DensityParams::fit`]).
 #[derive(Debug, Clone, PartialEq)]
@@ -41,6 +41,7 @@ pub struct DensityParams {
     base: BaseMeasure,
     nystrom: Option<(usize, u64)>,
     options: SolverOptions,
+    partial_eigen: bool,
 }
 
 /// Draws `m` distinct row indices out of `n` uniformly (seeded).
@@ -58,7 +59,7 @@ impl DensityParams {
     /// Gaussian kernel of width `sigma`, Lebesgue base measure, `lambda_1 = 1e-3`,
     /// `lambda_2 = 1e-4` (the ratio 0.1 of App. E), every sample a centre, default solver options.
     pub fn new(sigma: f64) -> Self {
-        DensityParams { sigma, lambda1: 1e-3, lambda2: 1e-4, base: BaseMeasure::Lebesgue, nystrom: None, options: SolverOptions::default() }
+        DensityParams { sigma, lambda1: 1e-3, lambda2: 1e-4, base: BaseMeasure::Lebesgue, nystrom: None, options: SolverOptions::default(), partial_eigen: true }
     }
 
     /// Regulariser `lambda_1 ||A||_* + lambda_2/2 ||A||_F^2` (Eq. 6); needs `lambda_1 >= 0`, `lambda_2 > 0`.
@@ -83,6 +84,14 @@ impl DensityParams {
     /// Solver tolerance (duality gap) and budget.
     pub fn solver(mut self, options: SolverOptions) -> Self {
         self.options = options;
+        self
+    }
+
+    /// Whether the dual may use the certified partial eigensolver of
+    /// [`super::positive_part`] (default `true`); `false` computes every
+    /// `[M]_+` by the full eigendecomposition (for comparisons).
+    pub fn partial_eigensolver(mut self, enabled: bool) -> Self {
+        self.partial_eigen = enabled;
         self
     }
 
@@ -118,7 +127,8 @@ impl DensityParams {
         let setup = start.elapsed().as_secs_f64();
         let loss = NegativeLogLikelihood { n: x.nrows() };
         let problem = DualProblem { features: &p, integral: Some(&w), loss: &loss, lambda1: self.lambda1, lambda2: self.lambda2 };
-        let solution = problem.solve(&self.options)?;
+        let eigen_solver = if self.partial_eigen { PositivePartSolver::new() } else { PositivePartSolver::full_only() };
+        let solution = problem.solve_with(&self.options, eigen_solver)?;
         let model = PsdModel::from_feature_operator(&features, &solution.a)?;
         let mut report = solution.report;
         report.seconds_setup = setup;

@@ -407,10 +407,16 @@ impl<'a, L: DualLoss> DualProblem<'a, L> {
     /// Errors: invalid parameters or shapes, [`PsdError::NotConverged`] when
     /// the gap is above `options.tolerance` after `options.max_iterations`.
     pub fn solve(&self, options: &SolverOptions) -> Result<DualSolution, PsdError> {
+        self.solve_with(options, PositivePartSolver::new())
+    }
+
+    /// [`DualProblem::solve`] with a given computation of `[M]_+` (e.g.
+    /// [`PositivePartSolver::full_only`] for the full eigendecomposition every time).
+    pub fn solve_with(&self, options: &SolverOptions, eigen_solver: PositivePartSolver) -> Result<DualSolution, PsdError> {
         self.validate()?;
         options.validate()?;
         let start = Instant::now();
-        let mut timers = Timers { eigen: 0.0, products: 0.0, eigen_solver: PositivePartSolver::new(), m_cache: MatrixCache::default() };
+        let mut timers = Timers { eigen: 0.0, products: 0.0, eigen_solver, m_cache: MatrixCache::default() };
         // Step from the Lipschitz bound (module docs), optimistic by 4x; backtracking corrects it.
         let p = self.features;
         let max_col = (0..self.n()).map(|j| p.column(j).norm_squared()).fold(0.0f64, f64::max);
