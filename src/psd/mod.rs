@@ -22,6 +22,7 @@
 //! | Gaussian product integrals, base measures, boxes | [`integrals`] |
 //! | losses and the proximal operators of their conjugates | [`loss`] |
 //! | FISTA with backtracking | [`fista`] |
+//! | certified warm-started positive part `[M]_+` (partial eigensolver) | [`positive_part`] |
 //! | the dual problem (Eq. 10-11) with an optional integral constraint (Eq. 12) | [`dual`] |
 //! | density estimation (Eq. 12) | [`density`] |
 //! | baselines of Appendix D (PNM, NCM, GLM) | [`baselines`] |
@@ -41,6 +42,7 @@ pub mod heteroscedastic;
 pub mod integrals;
 pub mod loss;
 pub mod model;
+pub mod positive_part;
 pub mod regression;
 
 mod error;
