@@ -19,28 +19,15 @@
 #[path = "psd_plot/mod.rs"]
 mod psd_plot;
 
+#[path = "psd_toy/mod.rs"]
+mod psd_toy;
 use gramian::psd::{HeteroscedasticParams, HeteroscedasticRegression, SolverOptions};
 use gramian::{Device, Kernel};
 use nalgebra::{DMatrix, DVector};
 use plotters::style::RGBColor;
 use psd_plot::{Curve, Panel};
-use rand::{rngs::StdRng, Rng, SeedableRng};
-use rand_distr::{Distribution, Normal};
-
-fn true_mean(x: f64) -> f64 {
-    2.0 * ((-30.0 * (x - 0.25).powi(2)).exp() + (std::f64::consts::PI * x * x).sin()) - 2.0
-}
-
-fn true_variance(x: f64) -> f64 {
-    (2.0 * std::f64::consts::PI * x).sin().exp()
-}
-
-fn toy_data(n: usize, rng: &mut StdRng) -> (DMatrix<f64>, DVector<f64>) {
-    let x = DMatrix::from_fn(n, 1, |_, _| rng.random_range(0.0..1.0));
-    let normal = Normal::new(0.0, 1.0).expect("unit normal");
-    let y = DVector::from_fn(n, |i, _| true_mean(x[(i, 0)]) + true_variance(x[(i, 0)]).sqrt() * normal.sample(rng));
-    (x, y)
-}
+use rand::{rngs::StdRng, SeedableRng};
+use psd_toy::{toy_data, true_mean, true_variance};
 
 /// Homoscedastic kernel ridge regression: `mu = mean(y) + K(x, X) a`,
 /// `(K + n lambda I) a = y - mean(y)`, variance = mean squared training residual.

@@ -2,30 +2,14 @@
 
 mod common;
 
+#[path = "../examples/psd_toy/mod.rs"]
+mod psd_toy;
 use gramian::psd::heteroscedastic::GaussianNaturalLoss;
 use gramian::psd::{HeteroscedasticParams, PsdError, SolverOptions};
 use gramian::Device;
 use nalgebra::{DMatrix, DVector};
-use rand::rngs::StdRng;
 use rand::Rng;
-use rand_distr::{Distribution, Normal};
-
-/// Mean of the heteroscedastic toy model (Yuan & Wahba 2004, stand-in for LSC 05, Sec. 5).
-fn true_mean(x: f64) -> f64 {
-    2.0 * ((-30.0 * (x - 0.25).powi(2)).exp() + (std::f64::consts::PI * x * x).sin()) - 2.0
-}
-
-/// Its variance, `log v(x) = sin(2 pi x)`.
-fn true_variance(x: f64) -> f64 {
-    (2.0 * std::f64::consts::PI * x).sin().exp()
-}
-
-fn toy_data(n: usize, rng: &mut StdRng) -> (DMatrix<f64>, DVector<f64>) {
-    let x = DMatrix::from_fn(n, 1, |_, _| rng.random_range(0.0..1.0));
-    let normal = Normal::new(0.0, 1.0).unwrap();
-    let y = DVector::from_fn(n, |i, _| true_mean(x[(i, 0)]) + true_variance(x[(i, 0)]).sqrt() * normal.sample(rng));
-    (x, y)
-}
+use psd_toy::{toy_data, true_mean, true_variance};
 
 /// Golden-section minimum of a unimodal `f` on `[a, b]`.
 fn golden(f: impl Fn(f64) -> f64, mut a: f64, mut b: f64) -> f64 {

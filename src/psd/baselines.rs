@@ -150,11 +150,7 @@ impl BaselineParams {
             if decrement / 2.0 <= self.tolerance {
                 break;
             }
-            let f0 = objective(&w);
-            let mut s = 1.0;
-            while objective(&(&w + &step * s)) > f0 - 0.25 * s * decrement && s > 1e-12 {
-                s *= 0.5;
-            }
+            let s = damped_newton_step(&objective, &w, &step, decrement);
             w += step * s;
         }
         Ok(t.transpose() * w)
@@ -242,16 +238,24 @@ impl BaselineParams {
             if !(decrement / 2.0 > self.tolerance) {
                 break;
             }
-            let f0 = objective(&a);
-            let mut t = 1.0;
-            while objective(&(&a + &step * t)) > f0 - 0.25 * t * decrement && t > 1e-12 {
-                t *= 0.5;
-            }
+            let t = damped_newton_step(&objective, &a, &step, decrement);
             a += step * t;
         }
         let (lz, _) = log_z(&a);
         Ok((a, lz))
     }
+}
+
+/// Step length of a damped Newton step (Armijo backtracking with slope 1/4 of
+/// the Newton decrement `-grad^T step`): halves from 1 until the objective has
+/// decreased enough, or down to 1e-12.
+fn damped_newton_step(objective: &impl Fn(&DVector<f64>) -> f64, x: &DVector<f64>, step: &DVector<f64>, decrement: f64) -> f64 {
+    let f0 = objective(x);
+    let mut t = 1.0;
+    while objective(&(x + step * t)) > f0 - 0.25 * t * decrement && t > 1e-12 {
+        t *= 0.5;
+    }
+    t
 }
 
 /// `u_j = int k(x, z_j) dnu(x)` for the Gaussian kernel of width `sigma`:
