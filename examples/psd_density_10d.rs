@@ -11,8 +11,8 @@
 //! [-2.5, 2.5]^10, 500 from the true density, 500 on the segment [-4, 4] e_1,
 //! as in Figure 3).
 //!
-//! `cargo run --example psd_density_10d [-- --folds K --nystrom M --models psd,pnm,ncm,glm]`
-//! (defaults: 3 folds, PSD on m = 200 Nystrom centres, all four models).
+//! `cargo run --example psd_density_10d [-- --folds K --nystrom M --models psd,pnm,ncm,glm --sigmas 1,2,3 --lambdas 1e-4,1e-3,1e-2]`
+//! (defaults: 3 folds, PSD on m = 200 Nystrom centres, all four models, the grids shown).
 
 use gramian::psd::baselines::{BaselineKind, BaselineParams};
 use gramian::psd::{BaseMeasure, DensityParams, SolverOptions};
@@ -71,8 +71,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let x = mixture_10d(1000, &mut rng);
     let test = mixture_10d(1000, &mut rng);
     let probe = probes(&mut rng);
-    let sigmas = [1.0, 2.0, 3.0];
-    let lambdas = [1e-4, 1e-3, 1e-2];
+    let grid = |name: &str, default: &[f64]| -> Result<Vec<f64>, Box<dyn std::error::Error>> {
+        match flag(name) {
+            Some(list) => Ok(list.split(',').map(|v| v.parse::<f64>()).collect::<Result<_, _>>()?),
+            None => Ok(default.to_vec()),
+        }
+    };
+    let sigmas = grid("--sigmas", &[1.0, 2.0, 3.0])?;
+    let lambdas = grid("--lambdas", &[1e-4, 1e-3, 1e-2])?;
     let splits: Vec<(Vec<usize>, Vec<usize>)> = (0..folds)
         .map(|_| {
             let mut idx: Vec<usize> = (0..x.nrows()).collect();

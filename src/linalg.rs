@@ -227,6 +227,35 @@ pub fn matmul_tn<T: Real>(a: &DMatrix<T>, b: &DMatrix<T>) -> DMatrix<T> {
     c
 }
 
+/// `A B^T` (A, B: r x n) for a product known to be symmetric (e.g.
+/// `P diag(alpha) P^T` with `A = P diag(alpha)`, `B = P`): only the lower
+/// triangle is computed (half the flops of a full product) and mirrored.
+pub fn symmetric_product_nt(a: &DMatrix<f64>, b: &DMatrix<f64>) -> DMatrix<f64> {
+    assert_eq!(a.shape(), b.shape(), "symmetric_product_nt: shapes");
+    use faer::linalg::matmul::triangular::{matmul, BlockStructure};
+    let r = a.nrows();
+    let mut c = DMatrix::<f64>::zeros(r, r);
+    let par = if r * r * a.ncols() < 64 * 64 * 64 { faer::Par::Seq } else { faer::Par::rayon(0) };
+    matmul(
+        faer_mut(&mut c),
+        BlockStructure::TriangularLower,
+        faer::Accum::Replace,
+        faer_ref(a),
+        BlockStructure::Rectangular,
+        faer_ref(b).transpose(),
+        BlockStructure::Rectangular,
+        1.0,
+        par,
+    );
+    clear_upper_simd_state(par != faer::Par::Seq);
+    for j in 0..r {
+        for i in 0..j {
+            c[(i, j)] = c[(j, i)];
+        }
+    }
+    c
+}
+
 /// `Phi^T Phi` for a tall Phi (n x d, n >> d): partial Grams of row blocks
 /// are computed in parallel and summed, which keeps both cores busy where a
 /// single product with a d x d output has too little parallelism.
@@ -322,6 +351,19 @@ pub fn convert<S: Real, T: Real>(m: &DMatrix<S>) -> DMatrix<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn symmetric_product_matches_the_full_product() {
+        // Sizes on both sides of the sequential/parallel switch.
+        for (r, n) in [(6, 9), (90, 70)] {
+            let p = DMatrix::<f64>::from_fn(r, n, |i, j| ((i * 7 + j * 3) as f64 * 0.37).sin());
+            let alpha: Vec<f64> = (0..n).map(|j| (j as f64 * 1.3).cos()).collect();
+            let scaled = DMatrix::from_fn(r, n, |i, j| p[(i, j)] * alpha[j]);
+            let sym = symmetric_product_nt(&scaled, &p);
+            assert!(relative_frobenius_error(&sym, &(&scaled * p.transpose())) < 1e-13);
+            assert_eq!(sym, sym.transpose());
+        }
+    }
 
     #[test]
     fn matmul_variants_agree_with_nalgebra() {

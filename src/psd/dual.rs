@@ -140,34 +140,6 @@ struct Timers {
     m_cache: MatrixCache,
 }
 
-/// `A B^T` for `A B^T` known to be symmetric (here `-P diag(alpha) P^T`):
-/// only the lower triangle is computed (half the flops of a full product)
-/// and mirrored.
-fn symmetric_product(a: &DMatrix<f64>, b: &DMatrix<f64>) -> DMatrix<f64> {
-    use faer::linalg::matmul::triangular::{matmul, BlockStructure};
-    let r = a.nrows();
-    let mut c = DMatrix::<f64>::zeros(r, r);
-    let par = if r * r * a.ncols() < 64 * 64 * 64 { faer::Par::Seq } else { faer::Par::rayon(0) };
-    matmul(
-        linalg::faer_mut(&mut c),
-        BlockStructure::TriangularLower,
-        faer::Accum::Replace,
-        linalg::faer_ref(a),
-        BlockStructure::Rectangular,
-        linalg::faer_ref(b).transpose(),
-        BlockStructure::Rectangular,
-        1.0,
-        par,
-    );
-    linalg::clear_upper_simd_state(par != faer::Par::Seq);
-    for j in 0..r {
-        for i in 0..j {
-            c[(i, j)] = c[(j, i)];
-        }
-    }
-    c
-}
-
 /// The last few `(alpha, mu, M(alpha, mu))`. `M` is affine in `alpha`, and
 /// FISTA's extrapolated point `y = x_k + beta (x_k - x_{k-1})` is an affine
 /// combination of two earlier candidates, so
@@ -244,7 +216,7 @@ impl<'a, L: DualLoss> DualProblem<'a, L> {
         }
         let p = self.features;
         let scaled = DMatrix::from_fn(p.nrows(), p.ncols(), |i, j| -p[(i, j)] * alpha[j]);
-        let mut m = symmetric_product(&scaled, p);
+        let mut m = linalg::symmetric_product_nt(&scaled, p);
         if let Some(w) = self.integral {
             m -= w * mu;
         }
