@@ -1,0 +1,66 @@
+//! `J_k` of Eq. 3 for all components at once and the training loss
+//! `sum_k J_k^2 + eta L_CE` of Section 3.4, on burn tensors.
+
+use burn::tensor::{activation, Tensor};
+
+/// `J_k` of Eq. 3 for every component `k` (shape `[k]`):
+///
+/// `J_k = (Q/2 - 1) sum_q ||w_qk||^2 - sum_{p<q} w_qk^T w_pk
+///        + ((Q-1)/2) gamma s sum_q sum_i (e_ik^(q))^2`,
+///
+/// computed as `((Q-1)/2) sum_q ||w_qk||^2 - ||sum_q w_qk||^2 / 2 + ...`
+/// (since `2 sum_{p<q} w_p^T w_q = ||sum_q w_q||^2 - sum_q ||w_q||^2`).
+/// `projections` are the `W_q` (`d_phi x k`), `scores` the `E_q` (`n_q x k`)
+/// of the samples at hand and `sample_scale = s` the factor that turns their
+/// sum into the full-data sum (`N / |batch|`; 1 on the full data).
+pub fn objective_per_component(projections: &[Tensor<2>], scores: &[Tensor<2>], gamma: Tensor<1>, sample_scale: f64) -> Tensor<1> {
+    let q = projections.len() as f64;
+    let k = projections[0].dims()[1];
+    let norms = projections.iter().map(|w| w.clone().square().sum_dim(0)).reduce(|a, b| a + b).expect("at least one source");
+    let total = projections.iter().cloned().reduce(|a, b| a + b).expect("at least one source");
+    let total_norm = total.square().sum_dim(0);
+    let variance = scores.iter().map(|e| e.clone().square().sum_dim(0)).reduce(|a, b| a + b).expect("at least one source");
+    let j = norms.mul_scalar((q - 1.0) / 2.0) - total_norm.mul_scalar(0.5) + variance.mul(gamma.unsqueeze::<2>()).mul_scalar((q - 1.0) / 2.0 * sample_scale);
+    j.reshape([k])
+}
+
+/// Mean cross-entropy of `logits` (`n x C`) against one-hot targets.
+pub fn cross_entropy(logits: Tensor<2>, one_hot: Tensor<2>) -> Tensor<1> {
+    let n = logits.dims()[0] as f64;
+    activation::log_softmax(logits, 1).mul(one_hot).sum().mul_scalar(-1.0 / n)
+}
+
+/// The loss terms of one batch, as tensors (for backpropagation).
+#[derive(Debug, Clone)]
+pub struct LossTensors {
+    /// `J_k` per component (`[k]`).
+    pub objective: Tensor<1>,
+    /// `sum_k J_k^2` (`[1]`).
+    pub objective_squared: Tensor<1>,
+    /// Mean cross-entropy (`[1]`).
+    pub cross_entropy: Tensor<1>,
+    /// `sum_k J_k^2 + eta L_CE` (`[1]`).
+    pub total: Tensor<1>,
+}
+
+impl LossTensors {
+    /// The loss of Section 3.4 from its parts.
+    pub fn new(objective: Tensor<1>, cross_entropy: Tensor<1>, eta: f64) -> Self {
+        let objective_squared = objective.clone().square().sum();
+        let total = objective_squared.clone() + cross_entropy.clone().mul_scalar(eta);
+        LossTensors { objective, objective_squared, cross_entropy, total }
+    }
+}
+
+/// The loss terms read back to the host.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LossValues {
+    /// `J_k` per component.
+    pub objective: Vec<f64>,
+    /// `sum_k J_k^2`.
+    pub objective_squared: f64,
+    /// Mean cross-entropy.
+    pub cross_entropy: f64,
+    /// `sum_k J_k^2 + eta L_CE`.
+    pub total: f64,
+}
