@@ -34,7 +34,7 @@ fn rows_to_tensor(m: &DMatrix<f64>, device: &burn::tensor::Device) -> Tensor<2> 
 }
 
 fn to_vec(t: Tensor<1>) -> Vec<f64> {
-    t.into_data().convert::<f32>().to_vec::<f32>().unwrap().into_iter().map(f64::from).collect()
+    t.into_data().convert::<f32>().try_to_vec::<f32>().unwrap().into_iter().map(f64::from).collect()
 }
 
 fn small_params(seed: u64) -> NeuralEksvdParams {

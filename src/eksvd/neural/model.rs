@@ -305,13 +305,13 @@ fn vector_to_tensor(v: &DVector<f64>, device: &Device) -> Tensor<1> {
 pub(crate) fn tensor_to_matrix(t: Tensor<2>) -> DMatrix<f64> {
     let [r, c] = t.dims();
     let data = t.into_data().convert::<f32>();
-    let v: Vec<f32> = data.to_vec().expect("f32 tensor data");
+    let v: Vec<f32> = data.try_to_vec::<f32>().expect("f32 tensor data");
     DMatrix::from_row_iterator(r, c, v.into_iter().map(f64::from))
 }
 
 /// An f64 vector from a rank-1 tensor.
 pub(crate) fn tensor_to_vector(t: Tensor<1>) -> DVector<f64> {
     let data = t.into_data().convert::<f32>();
-    let v: Vec<f32> = data.to_vec().expect("f32 tensor data");
+    let v: Vec<f32> = data.try_to_vec::<f32>().expect("f32 tensor data");
     DVector::from_iterator(v.len(), v.into_iter().map(f64::from))
 }
