@@ -191,7 +191,7 @@ impl NeuralEksvdParams {
         let device = model.device.clone();
         let ad_device = device.clone().autodiff();
         let n = host.n;
-        let mut net = model.net.clone().fork(&ad_device);
+        let mut net = model.net.clone().fork(&ad_device).train();
         let mut optim = AdamConfig::new().init();
         let mut rng = StdRng::seed_from_u64(self.seed ^ 0x9e37_79b9_7f4a_7c15);
         let mut order: Vec<usize> = (0..n).collect();
