@@ -2,7 +2,7 @@
 //! neural feature maps `phi_q` (MLPs), projection weights `W_q`
 //! (`d_phi x k`, one column per component) and a shared, learned
 //! regularisation constant `gamma = exp(log_gamma) > 0`, trained end to end
-//! with Adam on `sum_k J_k^2 + eta * L_CE` through [burn](https://burn.dev).
+//! with Adam on `sum_k (J_k / N)^2 + eta * L_CE` through [burn](https://burn.dev).
 //!
 //! * [`model`]: the burn [`Module`](burn::module::Module) (feature maps,
 //!   projections, positive `gamma`, linear classifier on the scores).
@@ -15,11 +15,14 @@
 //! [`NeuralBackend::Wgpu`] on a GPU through wgpu); the model code is the same.
 //! Available with the cargo feature `neural`.
 //!
-//! **Batch convention.** On a minibatch `B` of the `N` training samples, the
-//! data term of `J_k` (Eq. 3) is `((Q-1)/2) gamma (N/|B|) sum_{i in B} sum_q
-//! (e_ik^(q))^2`, an unbiased estimate of its full-data value, while `L_CE` is
-//! the mean over the batch. `J_k` is thus always the objective of the whole
-//! training set and `eta` weighs the same two quantities at any batch size.
+//! **Batch convention.** The loss uses the objective per training sample,
+//! `J_k / N` (`N` the number of training samples): on a minibatch `B` its
+//! data term is `((Q-1)/2) gamma` times the batch **mean** of
+//! `sum_q (e_ik^(q))^2` and its weight terms are divided by `N`, an unbiased
+//! estimate of the full-data `J_k / N`. Like the mean cross-entropy it is
+//! O(1) whatever `N` and `|B|`, so `eta` weighs the same two quantities at
+//! any batch size and training-set size. `J_k / N = 0` exactly where
+//! `J_k = 0` (Lemma 3.3), and the reported curves are `sum_k (J_k / N)^2`.
 
 pub mod loss;
 pub mod model;

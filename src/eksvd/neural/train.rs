@@ -1,6 +1,6 @@
 //! Training of Neural eKSVD (Section 3.4): [`NeuralEksvdParams`] (validated
 //! builder) -> [`NeuralEksvd`] (transform, predict, save/load), Adam on
-//! minibatches of `sum_k J_k^2 + eta L_CE`, early stopping on validation
+//! minibatches of `sum_k (J_k / N)^2 + eta L_CE`, early stopping on validation
 //! macro-F1 keeping the best checkpoint, per-epoch curves.
 
 use std::io::Write;
@@ -214,7 +214,7 @@ impl NeuralEksvdParams {
                 let (xs, one_hot) = host.batch(batch, &ad_device);
                 let scores: Vec<Tensor<2>> = xs.into_iter().enumerate().map(|(q, x)| net.scores(q, x)).collect();
                 let projections: Vec<Tensor<2>> = (0..net.n_sources()).map(|q| net.projection(q)).collect();
-                let objective = objective_per_component(&projections, &scores, net.gamma(), n as f64 / batch.len() as f64);
+                let objective = objective_per_component(&projections, &scores, net.gamma(), n);
                 let loss = LossTensors::new(objective, cross_entropy(net.logits(&scores), one_hot), self.eta);
                 let grads = GradientsParams::from_grads(loss.total.backward(), &net);
                 net = optim.step(self.learning_rate, net, grads);
@@ -344,7 +344,7 @@ const EVAL_CHUNK: usize = 4096;
 pub struct EpochRecord {
     /// Epoch, from 1.
     pub epoch: usize,
-    /// `sum_k J_k^2` on the whole training set at the end of the epoch.
+    /// `sum_k (J_k / N)^2` on the whole training set at the end of the epoch.
     pub objective_squared: f64,
     /// Mean cross-entropy on the whole training set at the end of the epoch.
     pub cross_entropy: f64,
@@ -483,8 +483,9 @@ impl NeuralEksvd {
         Ok(logits.row_iter().map(|r| r.iter().enumerate().fold((0, f64::NEG_INFINITY), |b, (j, &v)| if v > b.1 { (j, v) } else { b }).0).collect())
     }
 
-    /// `J_k` (full-data sums, Eq. 3), `sum_k J_k^2`, the mean cross-entropy
-    /// and `sum_k J_k^2 + eta L_CE` on paired samples with labels.
+    /// `J_k / N` (Eq. 3 on all `N` samples given, per sample),
+    /// `sum_k (J_k / N)^2`, the mean cross-entropy and
+    /// `sum_k (J_k / N)^2 + eta L_CE` on paired samples with labels.
     pub fn loss(&self, data: &MultiSource, labels: &[usize], eta: f64) -> Result<LossValues> {
         check_labels(data, labels)?;
         if labels.iter().any(|&l| l >= self.arch.n_classes) {
@@ -515,7 +516,7 @@ impl NeuralEksvd {
                 *v += s;
             }
         }
-        // J_k from the weights and the accumulated sums (same formula as
+        // J_k / N from the weights and the accumulated sums (same formula as
         // `objective_per_component`, whose data term is linear in the sums).
         let w = self.net.export();
         let qf = self.arch.n_sources() as f64;
@@ -523,7 +524,7 @@ impl NeuralEksvd {
             .map(|c| {
                 let norms: f64 = w.projections.iter().map(|p| p.column(c).norm_squared()).sum();
                 let total = w.projections.iter().fold(nalgebra::DVector::zeros(self.arch.d_phi), |acc, p| acc + p.column(c));
-                (qf - 1.0) / 2.0 * norms - 0.5 * total.norm_squared() + (qf - 1.0) / 2.0 * w.gamma * variance[c]
+                ((qf - 1.0) / 2.0 * norms - 0.5 * total.norm_squared() + (qf - 1.0) / 2.0 * w.gamma * variance[c]) / host.n as f64
             })
             .collect();
         let objective_squared = objective.iter().map(|j| j * j).sum::<f64>();
