@@ -2,7 +2,8 @@
 //! duality gap, and where the time goes (setup = kernel matrices, features
 //! and integrals; eigendecompositions; products `P diag(alpha) P^T` and model values).
 //!
-//! `cargo run --example psd_speed [-- n m max_iterations]`
+//! `cargo run --example psd_speed [-- n | -- n m max_iterations]`
+//! (`PSD_FULL_EIGEN=1`: every `[M]_+` by the full eigendecomposition, for comparison)
 //! Defaults: the 10-D density of App. E with n = 1000 (all centres, then
 //! Nystrom m = 200), and Nystrom m = 500 on n = 100,000 with a budget of 40 iterations (the full n = 1000 problem: 300).
 
@@ -19,7 +20,9 @@ use rand::{rngs::StdRng, SeedableRng};
 
 fn run(label: &str, x: &DMatrix<f64>, nystrom: Option<usize>, tolerance: f64, max_iterations: usize) {
     let base = BaseMeasure::isotropic_gaussian(10, 5.0).unwrap();
-    let mut params = DensityParams::new(2.0).regularisation(1e-3, 1e-4).base_measure(base).solver(SolverOptions { tolerance, max_iterations, check_every: 10 });
+    let partial = std::env::var("PSD_FULL_EIGEN").is_err();
+    let label = &format!("{label}{}", if partial { "" } else { " (full eig)" });
+    let mut params = DensityParams::new(2.0).regularisation(1e-3, 1e-4).base_measure(base).solver(SolverOptions { tolerance, max_iterations, check_every: 10 }).partial_eigensolver(partial);
     if let Some(m) = nystrom {
         params = params.nystrom(m, 1);
     }
@@ -28,7 +31,7 @@ fn run(label: &str, x: &DMatrix<f64>, nystrom: Option<usize>, tolerance: f64, ma
         Ok(d) => {
             let r = d.report();
             println!(
-                "{label:<34} {:>6} {:>10.2e} {:>9.1} {:>10.1} {:>8.2} {:>8.2} {:>8.2} {:>9.1}",
+                "{label:<34} {:>6} {:>10.2e} {:>9.1} {:>10.1} {:>8.2} {:>8.2} {:>8.2} {:>7} {:>5}/{:<5}",
                 r.iterations,
                 r.gap,
                 r.seconds_total,
@@ -36,7 +39,9 @@ fn run(label: &str, x: &DMatrix<f64>, nystrom: Option<usize>, tolerance: f64, ma
                 r.seconds_setup,
                 r.seconds_eigen,
                 r.seconds_products,
-                d.model().factor().nrows() as f64,
+                d.model().factor().nrows(),
+                d.eigen_stats().full,
+                d.eigen_stats().partial,
             );
         }
         Err(PsdError::NotConverged { iterations, gap, .. }) => {
@@ -51,7 +56,12 @@ fn main() {
     let args: Vec<usize> = std::env::args().skip(1).filter_map(|a| a.parse().ok()).collect();
     let mut rng = StdRng::seed_from_u64(3);
     println!("device: cpu ({} threads); sigma 2, lambda_1 1e-3, lambda_2 1e-4, base N(0, 5 I)", rayon::current_num_threads());
-    println!("{:<34} {:>6} {:>10} {:>9} {:>10} {:>8} {:>8} {:>8} {:>9}", "problem", "iters", "gap", "total s", "ms/iter", "setup s", "eigen s", "prod s", "rank B");
+    println!("{:<34} {:>6} {:>10} {:>9} {:>10} {:>8} {:>8} {:>8} {:>7} {:>11}", "problem", "iters", "gap", "total s", "ms/iter", "setup s", "eigen s", "prod s", "rank B", "full/partial");
+    if args.len() == 1 {
+        let x = mixture_10d(args[0], &mut rng);
+        run(&format!("10-D n {}, all centres", args[0]), &x, None, 1e-4, 2000);
+        return;
+    }
     if args.len() == 3 {
         let x = mixture_10d(args[0], &mut rng);
         run(&format!("n {} Nystrom m {}", args[0], args[1]), &x, Some(args[1]), 1e-4, args[2]);

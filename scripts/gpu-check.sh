@@ -7,7 +7,11 @@
 #      op against the CPU f64 path, fails if no adapter),
 #   3. print the CPU-vs-GPU table (each GPU row checked against CPU f64),
 #   4. time PyTorch's `cdist` + `exp` at the same size, when PyTorch is
-#      present, and print our GPU-resident throughput as a ratio of it.
+#      present, and print our GPU-resident throughput as a ratio of it,
+#   5. time Neural eKSVD epochs on burn's Wgpu backend at the NUS-WIDE-OBJ
+#      scale (N = 30,000, 5 sources) when GPU_NEURAL_BIN names the
+#      eksvd_neural_bench example (feature `neural`).
+# GPU_CHECK_BIN=none skips steps 3-4 (tests and Neural eKSVD only).
 # Budget: a few minutes on an H200. Results also go to $OUT (default /tmp/gpu-check).
 #
 # Vulkan loader: where the image lacks it, bring Debian's packages along in
@@ -58,6 +62,13 @@ for t in $TEST_BINS; do
   [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 done
 
+if [ -n "${GPU_NEURAL_BIN:-}" ]; then
+  echo "== Neural eKSVD time per epoch (burn Wgpu), N = 30,000, 5 sources"
+  "$GPU_NEURAL_BIN" --backend wgpu --samples 30000 ${GPU_NEURAL_ARGS:-} 2>&1 | tee "$OUT/neural.txt"
+  [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+fi
+
+[ "$BIN" = none ] && exit $status
 echo "== compute table (preset h200)"
 "$BIN" --preset h200 --require-gpu 2>&1 | tee "$OUT/table.txt"
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1

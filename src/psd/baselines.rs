@@ -15,8 +15,10 @@
 //!   backtracking onto `{alpha >= 0, u^T alpha = 1}` (a bisection on the
 //!   multiplier gives the projection).
 //! - **GLM** (Eq. 33): `p = exp(g) nu / Z` with `Z = int exp(g) dnu` estimated
-//!   by Monte Carlo on samples of `nu` (Lebesgue: of a wide Gaussian, with
-//!   importance weights); convex and smooth, solved by FISTA with backtracking.
+//!   by importance-sampled Monte Carlo (proposal: half `nu` or a wide Gaussian,
+//!   half a kernel density estimate of the data, see `monte_carlo_points`);
+//!   convex and smooth, solved by Newton's method with backtracking (FISTA
+//!   needed thousands of iterations here, which kept the 10-D table from finishing).
 //!   Its integral is only approximately 1, which [`BaselineDensity::integral`]
 //!   shows with an independent Monte Carlo estimate.
 
@@ -31,7 +33,6 @@ use crate::linalg::{self, check_matrix};
 
 use super::error::{check_positive, PsdError};
 use super::features::EmpiricalFeatures;
-use super::fista::{self, FistaSettings};
 use super::integrals::BaseMeasure;
 
 /// Which baseline model.
@@ -149,11 +150,7 @@ impl BaselineParams {
             if decrement / 2.0 <= self.tolerance {
                 break;
             }
-            let f0 = objective(&w);
-            let mut s = 1.0;
-            while objective(&(&w + &step * s)) > f0 - 0.25 * s * decrement && s > 1e-12 {
-                s *= 0.5;
-            }
+            let s = damped_newton_step(&objective, &w, &step, decrement);
             w += step * s;
         }
         Ok(t.transpose() * w)
@@ -201,8 +198,9 @@ impl BaselineParams {
         let (samples, log_weights) = monte_carlo_points(x, &self.base, self.monte_carlo, self.seed);
         let k = device.kernel_matrix_symmetric(kernel, x)?;
         let ks = device.kernel_matrix(kernel, &samples, x)?;
-        let n = x.nrows() as f64;
-        let mean_k = DVector::from_fn(x.nrows(), |j, _| k.column(j).sum() / n);
+        let n = x.nrows();
+        let mean_k = DVector::from_fn(n, |j, _| k.column(j).sum() / n as f64);
+        // log Z(a) and the softmax weights of the Monte Carlo points.
         let log_z = |a: &DVector<f64>| -> (f64, DVector<f64>) {
             let g = &ks * a + &log_weights;
             let top = g.max();
@@ -210,23 +208,54 @@ impl BaselineParams {
             let s = e.sum();
             (top + (s / g.len() as f64).ln(), e / s)
         };
-        let smooth = |a: &DVector<f64>, want: bool| -> (f64, Option<DVector<f64>>) {
-            let (lz, soft) = log_z(a);
-            let ka = &k * a;
-            let value = -mean_k.dot(a) + lz + 0.5 * self.lambda * a.dot(&ka);
-            let grad = if want { Some(-&mean_k + ks.transpose() * soft + ka * self.lambda) } else { None };
-            (value, grad)
-        };
-        let grad_norm = |a: &DVector<f64>| {
-            let (lz, soft) = log_z(a);
-            let _ = lz;
-            (-&mean_k + ks.transpose() * soft + (&k * a) * self.lambda).norm()
-        };
-        let settings = FistaSettings { initial_step: 1.0, max_iterations: self.max_iterations, tolerance: self.tolerance.sqrt(), check_every: 10 };
-        let out = fista::minimise(smooth, |v, _| v.clone(), |_| 0.0, grad_norm, DVector::zeros(x.nrows()), settings);
-        let (lz, _) = log_z(&out.x);
-        Ok((out.x, lz))
+        let objective = |a: &DVector<f64>| -> f64 { -mean_k.dot(a) + log_z(a).0 + 0.5 * self.lambda * a.dot(&(&k * a)) };
+        // Newton's method with backtracking: the objective is smooth and convex,
+        // Hessian ks^T (diag(s) - s s^T) ks + lambda K (s = softmax weights).
+        let mut a = DVector::zeros(n);
+        for _ in 0..self.max_iterations.min(100) {
+            let (_, soft) = log_z(&a);
+            let ks_soft = ks.transpose() * &soft;
+            let grad = -&mean_k + &ks_soft + (&k * &a) * self.lambda;
+            // Only the points with non-negligible weight enter the Hessian.
+            let top = soft.max();
+            let used: Vec<usize> = (0..soft.len()).filter(|&i| soft[i] > 1e-14 * top).collect();
+            let weighted = DMatrix::from_fn(used.len(), n, |i, j| ks[(used[i], j)] * soft[used[i]].sqrt());
+            let mut h = linalg::gram_tall(&weighted) - &ks_soft * ks_soft.transpose() + &k * self.lambda;
+            let ridge = 1e-12 * (0..n).map(|i| h[(i, i)]).sum::<f64>() / n as f64;
+            let step = loop {
+                let mut hr = h.clone();
+                for i in 0..n {
+                    hr[(i, i)] += ridge.max(f64::MIN_POSITIVE);
+                }
+                if let Some(chol) = hr.cholesky() {
+                    break chol.solve(&(-&grad));
+                }
+                for i in 0..n {
+                    h[(i, i)] += 1e3 * ridge.max(1e-300);
+                }
+            };
+            let decrement = -grad.dot(&step);
+            if !(decrement / 2.0 > self.tolerance) {
+                break;
+            }
+            let t = damped_newton_step(&objective, &a, &step, decrement);
+            a += step * t;
+        }
+        let (lz, _) = log_z(&a);
+        Ok((a, lz))
     }
+}
+
+/// Step length of a damped Newton step (Armijo backtracking with slope 1/4 of
+/// the Newton decrement `-grad^T step`): halves from 1 until the objective has
+/// decreased enough, or down to 1e-12.
+fn damped_newton_step(objective: &impl Fn(&DVector<f64>) -> f64, x: &DVector<f64>, step: &DVector<f64>, decrement: f64) -> f64 {
+    let f0 = objective(x);
+    let mut t = 1.0;
+    while objective(&(x + step * t)) > f0 - 0.25 * t * decrement && t > 1e-12 {
+        t *= 0.5;
+    }
+    t
 }
 
 /// `u_j = int k(x, z_j) dnu(x)` for the Gaussian kernel of width `sigma`:
@@ -244,25 +273,58 @@ pub fn kernel_integrals(centres: &DMatrix<f64>, sigma: f64, base: &BaseMeasure) 
     })
 }
 
-/// Monte Carlo points for `int h dnu` and their log importance weights:
-/// samples of `nu` (weights 1) or, for Lebesgue, of `N(mean, (2 std)^2)` of the data (weights `1/q`).
+/// Monte Carlo points for `int h dnu` and their log importance weights
+/// `log(nu(s) / q(s))` (`nu = 1` for Lebesgue). The proposal `q` is the
+/// even mixture of a broad Gaussian (`nu` itself, or `N(mean, (2 std)^2)` of
+/// the data for Lebesgue) and a kernel density estimate of the data with
+/// bandwidth half the data's standard deviation per coordinate, so that the
+/// region of the data, where `exp(g)` is large, is sampled even in 10-D.
 fn monte_carlo_points(x: &DMatrix<f64>, base: &BaseMeasure, count: usize, seed: u64) -> (DMatrix<f64>, DVector<f64>) {
+    use rand::Rng;
     let mut rng = StdRng::seed_from_u64(seed);
-    let d = x.ncols();
+    let (nx, d) = x.shape();
+    let data_std: Vec<f64> = (0..d).map(|k| {
+        let c = x.column(k);
+        let m = c.mean();
+        (c.map(|v| (v - m).powi(2)).mean()).sqrt().max(1e-3)
+    }).collect();
     let (mean, std): (Vec<f64>, Vec<f64>) = match base {
         BaseMeasure::Gaussian { mean, std } => (mean.iter().copied().collect(), std.iter().copied().collect()),
-        BaseMeasure::Lebesgue => (0..d).map(|k| {
-            let c = x.column(k);
-            let m = c.mean();
-            let s = (c.map(|v| (v - m).powi(2)).mean()).sqrt().max(1e-3);
-            (m, 2.0 * s)
-        }).unzip(),
+        BaseMeasure::Lebesgue => (0..d).map(|k| (x.column(k).mean(), 2.0 * data_std[k])).unzip(),
     };
+    let bandwidth: Vec<f64> = data_std.iter().map(|s| 0.5 * s).collect();
     let normal = Normal::new(0.0, 1.0).expect("unit normal");
-    let pts = DMatrix::from_fn(count, d, |_, k| mean[k] + std[k] * normal.sample(&mut rng));
-    let logw = DVector::from_fn(count, |i, _| match base {
-        BaseMeasure::Gaussian { .. } => 0.0,
-        BaseMeasure::Lebesgue => -(0..d).map(|k| super::integrals::gaussian_pdf(pts[(i, k)], mean[k], std[k]).ln()).sum::<f64>(),
+    let mut pts = DMatrix::zeros(count, d);
+    for i in 0..count {
+        if rng.random::<bool>() {
+            for k in 0..d {
+                pts[(i, k)] = mean[k] + std[k] * normal.sample(&mut rng);
+            }
+        } else {
+            let j = rng.random_range(0..nx);
+            for k in 0..d {
+                pts[(i, k)] = x[(j, k)] + bandwidth[k] * normal.sample(&mut rng);
+            }
+        }
+    }
+    let log_gauss = |i: usize, centre: &dyn Fn(usize) -> f64, sd: &[f64]| -> f64 {
+        (0..d).map(|k| {
+            let z = (pts[(i, k)] - centre(k)) / sd[k];
+            -0.5 * z * z - sd[k].ln() - 0.5 * (2.0 * std::f64::consts::PI).ln()
+        }).sum()
+    };
+    let logw = DVector::from_fn(count, |i, _| {
+        let log_broad = log_gauss(i, &|k| mean[k], &std);
+        // log of the KDE by log-sum-exp over the data points.
+        let terms: Vec<f64> = (0..nx).map(|j| log_gauss(i, &|k| x[(j, k)], &bandwidth)).collect();
+        let top = terms.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+        let log_kde = top + (terms.iter().map(|t| (t - top).exp()).sum::<f64>() / nx as f64).ln();
+        let log_q = log_broad.max(log_kde) + (1.0 + (-(log_broad - log_kde).abs()).exp()).ln() - std::f64::consts::LN_2;
+        let log_nu = match base {
+            BaseMeasure::Gaussian { .. } => log_broad,
+            BaseMeasure::Lebesgue => 0.0,
+        };
+        log_nu - log_q
     });
     (pts, logw)
 }

@@ -30,6 +30,7 @@ use super::features::EmpiricalFeatures;
 use super::integrals::{gaussian_product, product_integrals, squared_gaussian_integral, BaseMeasure};
 use super::loss::NegativeLogLikelihood;
 use super::model::PsdModel;
+use super::positive_part::{PositivePartSolver, PositivePartStats};
 
 /// Parameters of [`PsdDensity`] (builder; validated in [`DensityParams::fit`]).
 #[derive(Debug, Clone, PartialEq)]
@@ -40,6 +41,7 @@ pub struct DensityParams {
     base: BaseMeasure,
     nystrom: Option<(usize, u64)>,
     options: SolverOptions,
+    partial_eigen: bool,
 }
 
 /// Draws `m` distinct row indices out of `n` uniformly (seeded).
@@ -57,7 +59,7 @@ impl DensityParams {
     /// Gaussian kernel of width `sigma`, Lebesgue base measure, `lambda_1 = 1e-3`,
     /// `lambda_2 = 1e-4` (the ratio 0.1 of App. E), every sample a centre, default solver options.
     pub fn new(sigma: f64) -> Self {
-        DensityParams { sigma, lambda1: 1e-3, lambda2: 1e-4, base: BaseMeasure::Lebesgue, nystrom: None, options: SolverOptions::default() }
+        DensityParams { sigma, lambda1: 1e-3, lambda2: 1e-4, base: BaseMeasure::Lebesgue, nystrom: None, options: SolverOptions::default(), partial_eigen: true }
     }
 
     /// Regulariser `lambda_1 ||A||_* + lambda_2/2 ||A||_F^2` (Eq. 6); needs `lambda_1 >= 0`, `lambda_2 > 0`.
@@ -82,6 +84,14 @@ impl DensityParams {
     /// Solver tolerance (duality gap) and budget.
     pub fn solver(mut self, options: SolverOptions) -> Self {
         self.options = options;
+        self
+    }
+
+    /// Whether the dual may use the certified partial eigensolver of
+    /// [`super::positive_part`] (default `true`); `false` computes every
+    /// `[M]_+` by the full eigendecomposition (for comparisons).
+    pub fn partial_eigensolver(mut self, enabled: bool) -> Self {
+        self.partial_eigen = enabled;
         self
     }
 
@@ -117,12 +127,13 @@ impl DensityParams {
         let setup = start.elapsed().as_secs_f64();
         let loss = NegativeLogLikelihood { n: x.nrows() };
         let problem = DualProblem { features: &p, integral: Some(&w), loss: &loss, lambda1: self.lambda1, lambda2: self.lambda2 };
-        let solution = problem.solve(&self.options)?;
+        let eigen_solver = if self.partial_eigen { PositivePartSolver::new() } else { PositivePartSolver::full_only() };
+        let solution = problem.solve_with(&self.options, eigen_solver)?;
         let model = PsdModel::from_feature_operator(&features, &solution.a)?;
         let mut report = solution.report;
         report.seconds_setup = setup;
         report.seconds_total = start.elapsed().as_secs_f64();
-        Ok(PsdDensity { model, base: self.base.clone(), report })
+        Ok(PsdDensity { model, base: self.base.clone(), report, eigen_stats: solution.eigen_stats })
     }
 }
 
@@ -132,6 +143,7 @@ pub struct PsdDensity {
     model: PsdModel,
     base: BaseMeasure,
     report: SolverReport,
+    eigen_stats: PositivePartStats,
 }
 
 /// `p` as a signed Gaussian mixture `sum_c w_c N(x; mean_c, diag(std^2))`.
@@ -145,7 +157,7 @@ impl PsdDensity {
     /// A density from a model and base measure (not normalised here).
     pub fn from_model(model: PsdModel, base: BaseMeasure) -> Result<Self, PsdError> {
         base.check_dimension(model.dimension())?;
-        Ok(PsdDensity { model, base, report: SolverReport::default() })
+        Ok(PsdDensity { model, base, report: SolverReport::default(), eigen_stats: PositivePartStats::default() })
     }
 
     /// The non-negative model `f`.
@@ -161,6 +173,12 @@ impl PsdDensity {
     /// Convergence and timing of the fit.
     pub fn report(&self) -> &SolverReport {
         &self.report
+    }
+
+    /// How the fit computed the positive parts `[M]_+` (full eigendecompositions
+    /// vs certified partial solves, see [`super::positive_part`]).
+    pub fn eigen_stats(&self) -> PositivePartStats {
+        self.eigen_stats
     }
 
     /// `p(x) = f(x) nu(x)` at the rows of `x`.

@@ -48,6 +48,7 @@ use crate::linalg::{self, check_dim};
 use super::error::{check_nonnegative, check_positive, PsdError};
 use super::fista::{self, FistaSettings};
 use super::loss::DualLoss;
+use super::positive_part::{PositivePart, PositivePartSolver, PositivePartStats};
 
 /// Budget and tolerance of the dual solver.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -112,6 +113,8 @@ pub struct DualSolution {
     pub dual_objective: f64,
     /// Convergence and timing.
     pub report: SolverReport,
+    /// How the positive parts `[M]_+` were computed (full vs certified partial).
+    pub eigen_stats: PositivePartStats,
 }
 
 /// The dual problem of Eq. 10 (optionally with the integral constraint of Eq. 12).
@@ -131,12 +134,88 @@ pub struct DualProblem<'a, L: DualLoss> {
 struct Timers {
     eigen: f64,
     products: f64,
+    /// Warm-started certified `[M]_+` (see [`super::positive_part`]).
+    eigen_solver: PositivePartSolver,
+    /// Recent `M(alpha)` for the affine-combination shortcut.
+    m_cache: MatrixCache,
 }
 
-/// Positive part `[M]_+` as eigenpairs `(values > 0, vectors)`.
-struct PositivePart {
-    values: Vec<f64>,
-    vectors: DMatrix<f64>,
+/// `A B^T` for `A B^T` known to be symmetric (here `-P diag(alpha) P^T`):
+/// only the lower triangle is computed (half the flops of a full product)
+/// and mirrored.
+fn symmetric_product(a: &DMatrix<f64>, b: &DMatrix<f64>) -> DMatrix<f64> {
+    use faer::linalg::matmul::triangular::{matmul, BlockStructure};
+    let r = a.nrows();
+    let mut c = DMatrix::<f64>::zeros(r, r);
+    let par = if r * r * a.ncols() < 64 * 64 * 64 { faer::Par::Seq } else { faer::Par::rayon(0) };
+    matmul(
+        linalg::faer_mut(&mut c),
+        BlockStructure::TriangularLower,
+        faer::Accum::Replace,
+        linalg::faer_ref(a),
+        BlockStructure::Rectangular,
+        linalg::faer_ref(b).transpose(),
+        BlockStructure::Rectangular,
+        1.0,
+        par,
+    );
+    linalg::clear_upper_simd_state(par != faer::Par::Seq);
+    for j in 0..r {
+        for i in 0..j {
+            c[(i, j)] = c[(j, i)];
+        }
+    }
+    c
+}
+
+/// The last few `(alpha, mu, M(alpha, mu))`. `M` is affine in `alpha`, and
+/// FISTA's extrapolated point `y = x_k + beta (x_k - x_{k-1})` is an affine
+/// combination of two earlier candidates, so
+/// `M(y) = (1 + beta) M(x_k) - beta M(x_{k-1})` costs `O(r^2)` instead of the
+/// `O(n r^2)` product. The combination is used only when it reproduces
+/// `alpha` to `1e-13` relative (checked entry by entry).
+#[derive(Default)]
+struct MatrixCache {
+    entries: Vec<(DVector<f64>, f64, DMatrix<f64>)>,
+}
+
+impl MatrixCache {
+    const SIZE: usize = 3;
+
+    fn insert(&mut self, alpha: &DVector<f64>, mu: f64, m: &DMatrix<f64>) {
+        if self.entries.len() == Self::SIZE {
+            self.entries.remove(0);
+        }
+        self.entries.push((alpha.clone(), mu, m.clone()));
+    }
+
+    fn combination(&self, alpha: &DVector<f64>, mu: f64) -> Option<DMatrix<f64>> {
+        let scale = alpha.amax();
+        let close = |c: &DVector<f64>| (alpha - c).amax() <= 1e-13 * scale;
+        for (a, m_a, m) in self.entries.iter().rev() {
+            if *m_a == mu && close(a) {
+                return Some(m.clone());
+            }
+        }
+        for (i, (a1, mu1, m1)) in self.entries.iter().enumerate().rev() {
+            for (a2, mu2, m2) in self.entries[..i].iter().rev() {
+                if *mu1 != mu || *mu2 != mu {
+                    continue;
+                }
+                let d = a1 - a2;
+                let dd = d.norm_squared();
+                if !(dd > 0.0) {
+                    continue;
+                }
+                let t = (alpha - a2).dot(&d) / dd;
+                if close(&(a2 + &d * t)) {
+                    // alpha = t a1 + (1 - t) a2 and M is affine in alpha.
+                    return Some(m1 * t + m2 * (1.0 - t));
+                }
+            }
+        }
+        None
+    }
 }
 
 impl<'a, L: DualLoss> DualProblem<'a, L> {
@@ -159,26 +238,29 @@ impl<'a, L: DualLoss> DualProblem<'a, L> {
     /// `M(alpha, mu) = -P diag(alpha) P^T - mu W - lambda_1 I`.
     fn m_matrix(&self, alpha: &DVector<f64>, mu: f64, timers: &mut Timers) -> DMatrix<f64> {
         let start = Instant::now();
+        if let Some(m) = timers.m_cache.combination(alpha, mu) {
+            timers.products += start.elapsed().as_secs_f64();
+            return m;
+        }
         let p = self.features;
         let scaled = DMatrix::from_fn(p.nrows(), p.ncols(), |i, j| -p[(i, j)] * alpha[j]);
-        let mut m = linalg::matmul_nt(&scaled, p);
+        let mut m = symmetric_product(&scaled, p);
         if let Some(w) = self.integral {
             m -= w * mu;
         }
         for i in 0..m.nrows() {
             m[(i, i)] -= self.lambda1;
         }
+        timers.m_cache.insert(alpha, mu, &m);
         timers.products += start.elapsed().as_secs_f64();
         m
     }
 
     fn positive_part(&self, m: &DMatrix<f64>, timers: &mut Timers) -> Result<PositivePart, PsdError> {
         let start = Instant::now();
-        let eig = linalg::symmetric_eigen(m)?;
+        let (pp, _) = timers.eigen_solver.compute(m)?;
         timers.eigen += start.elapsed().as_secs_f64();
-        let idx: Vec<usize> = (0..m.nrows()).filter(|&i| eig.eigenvalues[i] > 0.0).collect();
-        let vectors = DMatrix::from_fn(m.nrows(), idx.len(), |i, a| eig.eigenvectors[(i, idx[a])]);
-        Ok(PositivePart { values: idx.iter().map(|&i| eig.eigenvalues[i]).collect(), vectors })
+        Ok(pp)
     }
 
     /// Model values `f_A(x_i) = p_i^T A p_i` and `tr(A W)`, `A = [M]_+ / lambda_2`.
@@ -280,15 +362,9 @@ impl<'a, L: DualLoss> DualProblem<'a, L> {
                 (f64::NAN, if want_gradient { Some(DVector::zeros(alpha.len())) } else { None })
             };
             if !want_gradient {
-                let s = Instant::now();
-                let vals = linalg::symmetric_eigenvalues(&m);
-                t.eigen += s.elapsed().as_secs_f64();
-                return match vals {
-                    Ok(v) => {
-                        let pos: Vec<f64> = v.iter().copied().filter(|&e| e > 0.0).collect();
-                        (pos.iter().map(|v| v * v).sum::<f64>() / (2.0 * self.lambda2), None)
-                    }
-                    Err(e) => fail(e.into()),
+                return match self.positive_part(&m, &mut t) {
+                    Ok(pp) => (pp.values.iter().map(|v| v * v).sum::<f64>() / (2.0 * self.lambda2), None),
+                    Err(e) => fail(e),
                 };
             }
             match self.positive_part(&m, &mut t) {
@@ -331,10 +407,16 @@ impl<'a, L: DualLoss> DualProblem<'a, L> {
     /// Errors: invalid parameters or shapes, [`PsdError::NotConverged`] when
     /// the gap is above `options.tolerance` after `options.max_iterations`.
     pub fn solve(&self, options: &SolverOptions) -> Result<DualSolution, PsdError> {
+        self.solve_with(options, PositivePartSolver::new())
+    }
+
+    /// [`DualProblem::solve`] with a given computation of `[M]_+` (e.g.
+    /// [`PositivePartSolver::full_only`] for the full eigendecomposition every time).
+    pub fn solve_with(&self, options: &SolverOptions, eigen_solver: PositivePartSolver) -> Result<DualSolution, PsdError> {
         self.validate()?;
         options.validate()?;
         let start = Instant::now();
-        let mut timers = Timers { eigen: 0.0, products: 0.0 };
+        let mut timers = Timers { eigen: 0.0, products: 0.0, eigen_solver, m_cache: MatrixCache::default() };
         // Step from the Lipschitz bound (module docs), optimistic by 4x; backtracking corrects it.
         let p = self.features;
         let max_col = (0..self.n()).map(|j| p.column(j).norm_squared()).fold(0.0f64, f64::max);
@@ -398,6 +480,6 @@ impl<'a, L: DualLoss> DualProblem<'a, L> {
             }
             a /= trace_aw;
         }
-        Ok(DualSolution { a, alpha, mu, dual_objective: -dual_value, report })
+        Ok(DualSolution { a, alpha, mu, dual_objective: -dual_value, report, eigen_stats: timers.eigen_solver.stats() })
     }
 }

@@ -22,10 +22,12 @@
 //! | Gaussian product integrals, base measures, boxes | [`integrals`] |
 //! | losses and the proximal operators of their conjugates | [`loss`] |
 //! | FISTA with backtracking | [`fista`] |
+//! | certified warm-started positive part `[M]_+` (partial eigensolver) | [`positive_part`] |
 //! | the dual problem (Eq. 10-11) with an optional integral constraint (Eq. 12) | [`dual`] |
 //! | density estimation (Eq. 12) | [`density`] |
 //! | baselines of Appendix D (PNM, NCM, GLM) | [`baselines`] |
 //! | multiple quantile regression with non-crossing curves | [`regression`] |
+//! | heteroscedastic Gaussian regression (natural parameters) | [`heteroscedastic`] |
 //!
 //! Regulariser convention: the paper writes `lambda_2 ||A||_F^2` in Eq. 6 but
 //! `lambda_2/2 ||A||_F^2` in Lemma 5 and Eq. 10-11; this module uses
@@ -36,9 +38,11 @@ pub mod density;
 pub mod dual;
 pub mod features;
 pub mod fista;
+pub mod heteroscedastic;
 pub mod integrals;
 pub mod loss;
 pub mod model;
+pub mod positive_part;
 pub mod regression;
 
 mod error;
@@ -47,5 +51,6 @@ pub use density::{DensityParams, PsdDensity};
 pub use dual::{DualSolution, SolverOptions, SolverReport};
 pub use error::PsdError;
 pub use features::{EmpiricalFeatures, Factorisation};
+pub use heteroscedastic::{HeteroscedasticParams, HeteroscedasticRegression};
 pub use integrals::BaseMeasure;
 pub use model::PsdModel;

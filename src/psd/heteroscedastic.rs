@@ -1,0 +1,479 @@
+//! Heteroscedastic Gaussian regression in natural parameters (Section 6,
+//! "Heteroscedastic Gaussian process estimation"; Le, Smola & Canu 2005).
+//!
+//! `y | x ~ N(mu(x), v(x))` is written with the natural parameters
+//! `eta = mu / v` and `theta = 1 / v`, in which the per-sample negative
+//! log-likelihood (up to `log(2 pi)/2`)
+//!
+//! `l(eta, theta; y) = theta y^2/2 - eta y + eta^2/(2 theta) - log(theta)/2`
+//!
+//! is jointly convex for `theta > 0` (`eta^2/theta` is a perspective).
+//! As in the paper, `eta` is a **linear** model and `theta` a **PSD model**
+//! (Eq. 7), both in the features of the kernel `k_sigma(x, x') + 1`
+//! (Gaussian plus a constant), i.e. `Phi'(x) = (Phi(x), 1)` with the
+//! empirical Gaussian features `Phi` of [`super::features`] (Eq. 8):
+//!
+//! `eta(x) = w^T Phi'(x)`, `theta(x) = Phi'(x)^T A Phi'(x)`, `A >= 0`.
+//!
+//! The constant feature is an intercept for `eta` and lets `theta` tend to
+//! the constant `A_{r r} >= 0` far from the data instead of decaying to 0
+//! like a pure Gaussian PSD model (which would make the variance infinite).
+//! `theta(x) = ||G Phi'(x)||^2 >= 0` everywhere by construction.
+//! The training problem (the paper's functional, scaled by `1/n`) is
+//!
+//! `min_{w, A >= 0} (1/n) sum_i l(eta(x_i), theta(x_i); y_i) + lambda_0/2 ||w||^2 + lambda_1 tr A + lambda_2/2 ||A||_F^2`.
+//!
+//! Targets are standardised first (`y' = (y - mean)/sd`; the predictions are
+//! mapped back: `mu = mean + sd eta'/theta'`, `v = sd^2 / theta'`).
+//!
+//! # Dual (Theorem 2 with an extra linear block) and solver
+//!
+//! With `P = (Phi'(x_i))_i` ((r+1) x n), dual variables `alpha_i` (for
+//! `theta_i`) and `beta_i` (for `eta_i`), Fenchel duality as in Theorem 2 gives
+//!
+//! `min_{alpha, beta} sum_i l_i*(beta_i, alpha_i) + 1/(2 lambda_0) ||P beta||^2 + 1/(2 lambda_2) ||[M(alpha)]_+||_F^2`,
+//! `M(alpha) = -P diag(alpha) P^T - lambda_1 I`,
+//!
+//! with primal recovery `w = -P beta / lambda_0` and `A = [M(alpha)]_+ / lambda_2`
+//! (Eq. 11), and gradient `(-theta(x_i), -eta(x_i))` of the smooth part. It is solved by
+//! FISTA with backtracking ([`super::fista`]); the duality gap (primal at
+//! `(w, A)` plus the dual objective) is the stopping rule.
+//!
+//! **Conjugate.** For `l_i = c l(., .; y_i)`, `c = 1/n`: the supremum over `eta`
+//! of `a eta + b theta - l_i` is attained at `eta = theta (a + c y)/c`, then
+//! over `theta` with `g = (a + c y)^2/(2c) + b - c y^2/2`:
+//! `l_i*(a, b) = (c/2)(log(c / (-2 g)) - 1)` for `g < 0`, `+inf` otherwise.
+//!
+//! **Proximal operator of the conjugate.** By Moreau,
+//! `prox_{s l*}(v) = v - s prox_{l/s}(v/s)`. The prox of `q l` (`q = 1/s`) at `(u, v)`,
+//! `argmin_{eta, theta} q l(eta, theta) + (eta - u)^2/2 + (theta - v)^2/2`,
+//! is solved exactly: for fixed `theta`, `eta` is a quadratic minimiser,
+//! `eta(theta) = theta (u + q c y)/(theta + q c)`; substituting leaves the 1-D function
+//!
+//! `h(t) = q c (t y^2/2 - log(t)/2) + (t - v)^2/2 + kappa q c / (2 (t + q c))`, `kappa = (u + q c y)^2`,
+//!
+//! with `h'(t) = q c y^2/2 - q c/(2t) + t - v - kappa q c/(2 (t + q c)^2)` and
+//! `h''(t) = q c/(2 t^2) + 1 + kappa q c/(t + q c)^3 > 0`: strictly convex on
+//! `t > 0`, `h' -> -inf` at `0+` and `+inf` at `+inf`, so the unique root of `h'`
+//! is bracketed (doubling/halving) and found by Newton steps safeguarded by
+//! bisection (in `log t`) to machine precision.
+
+use std::time::Instant;
+
+use nalgebra::{DMatrix, DVector};
+
+use crate::device::Device;
+use crate::kernel::Kernel;
+use crate::linalg::{self, check_dim, check_matrix};
+
+use super::dual::{SolverOptions, SolverReport};
+use super::error::{check_nonnegative, check_positive, PsdError};
+use super::features::EmpiricalFeatures;
+use super::fista::{self, FistaSettings};
+
+/// The per-sample Gaussian negative log-likelihood in natural parameters,
+/// `L(eta, theta) = (1/n) sum_i theta_i y_i^2/2 - eta_i y_i + eta_i^2/(2 theta_i) - log(theta_i)/2`,
+/// with its conjugate and the proximal operator of the conjugate (module docs).
+#[derive(Debug, Clone)]
+pub struct GaussianNaturalLoss {
+    /// Targets `y_i`.
+    pub targets: DVector<f64>,
+}
+
+impl GaussianNaturalLoss {
+    fn weight(&self) -> f64 {
+        1.0 / self.targets.len() as f64
+    }
+
+    /// `L(eta, theta)`, `+inf` if some `theta_i <= 0`.
+    pub fn value(&self, eta: &DVector<f64>, theta: &DVector<f64>) -> f64 {
+        let c = self.weight();
+        let mut total = 0.0;
+        for i in 0..self.targets.len() {
+            let (e, t, y) = (eta[i], theta[i], self.targets[i]);
+            if !(t > 0.0) {
+                return f64::INFINITY;
+            }
+            total += t * y * y / 2.0 - e * y + e * e / (2.0 * t) - t.ln() / 2.0;
+        }
+        c * total
+    }
+
+    /// `L*(beta, alpha) = sum_i l_i*(beta_i, alpha_i)` (`beta` pairs with `eta`,
+    /// `alpha` with `theta`), `+inf` outside the domain.
+    pub fn conjugate(&self, beta: &DVector<f64>, alpha: &DVector<f64>) -> f64 {
+        let c = self.weight();
+        let mut total = 0.0;
+        for i in 0..self.targets.len() {
+            let y = self.targets[i];
+            let s = beta[i] + c * y;
+            let g = s * s / (2.0 * c) + alpha[i] - c * y * y / 2.0;
+            if !(g < 0.0) {
+                return f64::INFINITY;
+            }
+            total += 0.5 * c * ((c / (-2.0 * g)).ln() - 1.0);
+        }
+        total
+    }
+
+    /// `prox_{q l_i}(u, v) = argmin_{eta, theta} q l_i(eta, theta) + (eta - u)^2/2 + (theta - v)^2/2`.
+    pub fn prox_loss(&self, i: usize, u: f64, v: f64, q: f64) -> (f64, f64) {
+        let y = self.targets[i];
+        let qc = q * self.weight();
+        let kappa = (u + qc * y).powi(2);
+        let dh = |t: f64| qc * y * y / 2.0 - qc / (2.0 * t) + t - v - kappa * qc / (2.0 * (t + qc).powi(2));
+        let d2h = |t: f64| qc / (2.0 * t * t) + 1.0 + kappa * qc / (t + qc).powi(3);
+        let t = solve_increasing(dh, d2h, v.max(0.0) + 1.0);
+        (t * (u + qc * y) / (t + qc), t)
+    }
+
+    /// `prox_{s L*}` at `(beta, alpha)` by Moreau's identity
+    /// `prox_{s L*}(z) = z - s prox_{L/s}(z/s)`; returns `(beta, alpha)`.
+    pub fn prox_conjugate(&self, beta: &DVector<f64>, alpha: &DVector<f64>, s: f64) -> (DVector<f64>, DVector<f64>) {
+        let n = self.targets.len();
+        let mut b = DVector::zeros(n);
+        let mut a = DVector::zeros(n);
+        for i in 0..n {
+            let (e, t) = self.prox_loss(i, beta[i] / s, alpha[i] / s, 1.0 / s);
+            b[i] = beta[i] - s * e;
+            a[i] = alpha[i] - s * t;
+        }
+        (b, a)
+    }
+
+    /// The dual point `(beta, alpha) = grad L(eta, theta)` of a primal point with `theta > 0`.
+    pub fn gradient(&self, eta: &DVector<f64>, theta: &DVector<f64>) -> (DVector<f64>, DVector<f64>) {
+        let c = self.weight();
+        let n = self.targets.len();
+        let beta = DVector::from_fn(n, |i, _| c * (eta[i] / theta[i] - self.targets[i]));
+        let alpha = DVector::from_fn(n, |i, _| {
+            let (e, t, y) = (eta[i], theta[i], self.targets[i]);
+            c * (y * y / 2.0 - e * e / (2.0 * t * t) - 1.0 / (2.0 * t))
+        });
+        (beta, alpha)
+    }
+}
+
+/// The root on `(0, inf)` of an increasing `f` with `f(0+) < 0 < f(inf)`:
+/// bracket by doubling/halving from `start`, then Newton safeguarded by
+/// bisection in `log t`, to machine precision.
+fn solve_increasing(f: impl Fn(f64) -> f64, df: impl Fn(f64) -> f64, start: f64) -> f64 {
+    let mut hi = start;
+    let mut guard = 0;
+    while f(hi) <= 0.0 && guard < 2100 {
+        hi *= 2.0;
+        guard += 1;
+    }
+    let mut lo = hi / 2.0;
+    guard = 0;
+    while f(lo) >= 0.0 && guard < 2100 {
+        if f(lo) == 0.0 {
+            return lo;
+        }
+        hi = lo;
+        lo /= 2.0;
+        guard += 1;
+    }
+    let mut t = 0.5 * (lo + hi);
+    for _ in 0..300 {
+        let ft = f(t);
+        if ft == 0.0 {
+            return t;
+        }
+        if ft < 0.0 { lo = t } else { hi = t }
+        if hi - lo <= 2.0 * f64::EPSILON * hi {
+            break;
+        }
+        let newton = t - ft / df(t);
+        if (newton - t).abs() <= 2.0 * f64::EPSILON * t && newton > 0.0 {
+            return newton;
+        }
+        t = if newton > lo && newton < hi {
+            newton
+        } else if hi > 4.0 * lo {
+            (lo * hi).sqrt()
+        } else {
+            0.5 * (lo + hi)
+        };
+    }
+    t
+}
+
+/// Parameters of [`HeteroscedasticRegression`] (linfa-like builder, validated by [`HeteroscedasticParams::fit`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct HeteroscedasticParams {
+    sigma: f64,
+    lambda0: f64,
+    lambda1: f64,
+    lambda2: f64,
+    options: SolverOptions,
+}
+
+impl HeteroscedasticParams {
+    /// Kernel width `sigma`; defaults `lambda_0 = 1e-3` (linear part),
+    /// `lambda_1 = 1e-3`, `lambda_2 = 1e-3` (PSD part), gap tolerance `1e-6`.
+    pub fn new(sigma: f64) -> Self {
+        HeteroscedasticParams { sigma, lambda0: 1e-3, lambda1: 1e-3, lambda2: 1e-3, options: SolverOptions::default() }
+    }
+
+    /// Regularisation: `lambda_0 > 0` for `eta`, `lambda_1 >= 0` and `lambda_2 > 0` for `theta`.
+    pub fn regularisation(mut self, lambda0: f64, lambda1: f64, lambda2: f64) -> Self {
+        self.lambda0 = lambda0;
+        self.lambda1 = lambda1;
+        self.lambda2 = lambda2;
+        self
+    }
+
+    /// Solver tolerance (duality gap, in units of the `1/n`-scaled objective) and budget.
+    pub fn solver(mut self, options: SolverOptions) -> Self {
+        self.options = options;
+        self
+    }
+
+    fn validate(&self) -> Result<(), PsdError> {
+        check_positive("sigma", self.sigma)?;
+        check_positive("lambda_0", self.lambda0)?;
+        check_nonnegative("lambda_1", self.lambda1)?;
+        check_positive("lambda_2", self.lambda2)?;
+        self.options.validate()
+    }
+
+    /// Fits `eta` and `theta` to inputs `x` (n x d) and targets `y` (n) by
+    /// FISTA on the dual (module docs).
+    ///
+    /// Errors: invalid parameters, empty/NaN/mismatched input, fewer than 2
+    /// samples or constant targets ([`PsdError::InvalidParameter`]),
+    /// [`PsdError::NotConverged`] with the gap reached.
+    pub fn fit(&self, device: &Device, x: &DMatrix<f64>, y: &DVector<f64>) -> Result<HeteroscedasticRegression, PsdError> {
+        self.validate()?;
+        check_matrix("x", x)?;
+        check_dim("length of y vs rows of x", x.nrows(), y.len())?;
+        linalg::check_finite("y", &DMatrix::from_column_slice(y.len(), 1, y.as_slice()))?;
+        let n = x.nrows();
+        if n < 2 {
+            return Err(PsdError::InvalidParameter { name: "y", reason: "need at least 2 samples".into() });
+        }
+        let start = Instant::now();
+        let y_mean = y.mean();
+        let y_sd = (y.map(|v| (v - y_mean).powi(2)).sum() / n as f64).sqrt();
+        if !(y_sd > 0.0) {
+            return Err(PsdError::InvalidParameter { name: "y", reason: "targets are constant (zero variance)".into() });
+        }
+        let ys = y.map(|v| (v - y_mean) / y_sd);
+        let loss = GaussianNaturalLoss { targets: ys };
+        let features = EmpiricalFeatures::new(x, self.sigma)?;
+        let phi = features.features(device, x)?;
+        let r = phi.nrows() + 1;
+        let p = DMatrix::from_fn(r, n, |a, j| if a + 1 < r { phi[(a, j)] } else { 1.0 });
+        let setup = start.elapsed().as_secs_f64();
+        let (lambda0, lambda1, lambda2) = (self.lambda0, self.lambda1, self.lambda2);
+
+        let eigen_seconds = std::cell::Cell::new(0.0);
+        let error: std::cell::RefCell<Option<PsdError>> = std::cell::RefCell::new(None);
+        // State at a dual point z = (alpha; beta): smooth part, model values, primal variables.
+        struct State {
+            smooth: f64,
+            eta: DVector<f64>,
+            theta: DVector<f64>,
+            w: DVector<f64>,
+            a_factor: DMatrix<f64>,
+            regulariser: f64,
+        }
+        let evaluate = |z: &DVector<f64>| -> Result<State, PsdError> {
+            let alpha = z.rows(0, n);
+            let beta = z.rows(n, n);
+            let pb = &p * beta;
+            let w = -&pb / lambda0;
+            let eta = p.transpose() * &w;
+            let mut smooth = pb.norm_squared() / (2.0 * lambda0);
+            let mut regulariser = 0.5 * lambda0 * w.norm_squared();
+            let scaled = DMatrix::from_fn(r, n, |a, j| -p[(a, j)] * alpha[j]);
+            let mut m = linalg::matmul_nt(&scaled, &p);
+            for a in 0..r {
+                m[(a, a)] -= lambda1;
+            }
+            let t0 = Instant::now();
+            let eig = linalg::symmetric_eigen(&m)?;
+            eigen_seconds.set(eigen_seconds.get() + t0.elapsed().as_secs_f64());
+            let idx: Vec<usize> = (0..r).filter(|&a| eig.eigenvalues[a] > 0.0).collect();
+            // A = G^T G with G = diag(sqrt(lambda / lambda_2)) U^T.
+            let mut g = DMatrix::zeros(idx.len().max(1), r);
+            for (row, &a) in idx.iter().enumerate() {
+                let lam = eig.eigenvalues[a];
+                smooth += lam * lam / (2.0 * lambda2);
+                let av = lam / lambda2;
+                regulariser += lambda1 * av + 0.5 * lambda2 * av * av;
+                g.row_mut(row).copy_from(&(eig.eigenvectors.column(a).transpose() * av.sqrt()));
+            }
+            let gp = &g * &p;
+            let theta = DVector::from_fn(n, |j, _| gp.column(j).norm_squared());
+            Ok(State { smooth, eta, theta, w, a_factor: g, regulariser })
+        };
+        let conjugate = |z: &DVector<f64>| loss.conjugate(&z.rows(n, n).into_owned(), &z.rows(0, n).into_owned());
+        let smooth = |z: &DVector<f64>, want: bool| -> (f64, Option<DVector<f64>>) {
+            match evaluate(z) {
+                Ok(st) => {
+                    let grad = want.then(|| {
+                        let mut g = DVector::zeros(2 * n);
+                        g.rows_mut(0, n).copy_from(&(-&st.theta));
+                        g.rows_mut(n, n).copy_from(&(-&st.eta));
+                        g
+                    });
+                    (st.smooth, grad)
+                }
+                Err(e) => {
+                    *error.borrow_mut() = Some(e);
+                    (f64::NAN, want.then(|| DVector::zeros(2 * n)))
+                }
+            }
+        };
+        let prox = |v: &DVector<f64>, s: f64| -> DVector<f64> {
+            let (b, a) = loss.prox_conjugate(&v.rows(n, n).into_owned(), &v.rows(0, n).into_owned(), s);
+            let mut out = DVector::zeros(2 * n);
+            out.rows_mut(0, n).copy_from(&a);
+            out.rows_mut(n, n).copy_from(&b);
+            out
+        };
+        let gap_at = |z: &DVector<f64>| -> Result<(f64, f64, State), PsdError> {
+            let st = evaluate(z)?;
+            let primal = loss.value(&st.eta, &st.theta) + st.regulariser;
+            Ok((primal + conjugate(z) + st.smooth, primal, st))
+        };
+        let gap = |z: &DVector<f64>| -> f64 {
+            match gap_at(z) {
+                Ok((g, _, _)) => g,
+                Err(e) => {
+                    *error.borrow_mut() = Some(e);
+                    0.0
+                }
+            }
+        };
+        // Start at the dual point of the primal guess eta = 0, theta = 1 (unit variance).
+        let (beta0, alpha0) = loss.gradient(&DVector::zeros(n), &DVector::from_element(n, 1.0));
+        let mut z0 = DVector::zeros(2 * n);
+        z0.rows_mut(0, n).copy_from(&alpha0);
+        z0.rows_mut(n, n).copy_from(&beta0);
+        let ppt_top = linalg::symmetric_eigenvalues(&linalg::matmul_nt(&p, &p))?.max();
+        let max_col = (0..n).map(|j| p.column(j).norm_squared()).fold(0.0f64, f64::max);
+        let lipschitz = ppt_top / lambda0 + max_col * ppt_top / lambda2;
+        let settings = FistaSettings { initial_step: 4.0 / lipschitz, max_iterations: self.options.max_iterations, tolerance: self.options.tolerance, check_every: self.options.check_every };
+        let outcome = fista::minimise(smooth, prox, conjugate, gap, z0, settings);
+        if let Some(e) = error.borrow_mut().take() {
+            return Err(e);
+        }
+        let (gap_now, primal, st) = gap_at(&outcome.x)?;
+        if !(gap_now <= self.options.tolerance) {
+            return Err(PsdError::NotConverged { iterations: outcome.iterations, gap: gap_now, tolerance: self.options.tolerance });
+        }
+        // Back to kernel coordinates: Phi'(x) = (T v(x), 1).
+        let t_map = features.map();
+        let rg = r - 1;
+        let eta_coefficients = t_map.transpose() * st.w.rows(0, rg);
+        let eta_intercept = st.w[rg];
+        let theta_factor = linalg::matmul(&st.a_factor.columns(0, rg).into_owned(), t_map);
+        let theta_offset = st.a_factor.column(rg).into_owned();
+        let report = SolverReport {
+            iterations: outcome.iterations,
+            gap: gap_now,
+            primal,
+            gap_history: outcome.gap_history,
+            seconds_setup: setup,
+            seconds_eigen: eigen_seconds.get(),
+            seconds_products: 0.0,
+            seconds_total: start.elapsed().as_secs_f64(),
+        };
+        Ok(HeteroscedasticRegression {
+            centres: x.clone(),
+            kernel: *features.kernel(),
+            eta_coefficients,
+            eta_intercept,
+            theta_factor,
+            theta_offset,
+            y_mean,
+            y_sd,
+            report,
+        })
+    }
+}
+
+/// A fitted heteroscedastic Gaussian regression: `y | x ~ N(mu(x), v(x))`.
+#[derive(Debug, Clone)]
+pub struct HeteroscedasticRegression {
+    centres: DMatrix<f64>,
+    kernel: Kernel,
+    /// `eta'(x) = a^T v(x) + b` (standardised units).
+    eta_coefficients: DVector<f64>,
+    eta_intercept: f64,
+    /// `theta'(x) = ||C v(x) + c0||^2` (standardised units).
+    theta_factor: DMatrix<f64>,
+    theta_offset: DVector<f64>,
+    y_mean: f64,
+    y_sd: f64,
+    report: SolverReport,
+}
+
+/// Natural parameters at some points, in the original units of `y`.
+#[derive(Debug, Clone)]
+pub struct NaturalParameters {
+    /// `eta(x) = mu(x) / v(x)`.
+    pub eta: DVector<f64>,
+    /// `theta(x) = 1 / v(x) >= 0`.
+    pub theta: DVector<f64>,
+}
+
+impl HeteroscedasticRegression {
+    /// Convergence and timing of the fit.
+    pub fn report(&self) -> &SolverReport {
+        &self.report
+    }
+
+    /// The value of `theta` (in standardised units of `y`) far from all
+    /// centres: `||c0||^2`, the constant part of the PSD model.
+    pub fn precision_at_infinity(&self) -> f64 {
+        self.theta_offset.norm_squared() / (self.y_sd * self.y_sd)
+    }
+
+    /// `eta(x)` and `theta(x)` at the rows of `x` (original units of `y`):
+    /// `theta = theta'/sd^2`, `eta = (theta' mean/sd + eta')/sd`.
+    pub fn natural_parameters(&self, device: &Device, x: &DMatrix<f64>) -> Result<NaturalParameters, PsdError> {
+        check_matrix("x", x)?;
+        check_dim("columns of x vs model dimension", self.centres.ncols(), x.ncols())?;
+        let kxz = device.kernel_matrix(&self.kernel, x, &self.centres)?;
+        let eta_s = (&kxz * &self.eta_coefficients).add_scalar(self.eta_intercept);
+        let g = linalg::matmul_nt(&kxz, &self.theta_factor);
+        let theta_s = DVector::from_fn(x.nrows(), |i, _| (g.row(i).transpose() + &self.theta_offset).norm_squared());
+        let sd = self.y_sd;
+        let theta = theta_s.map(|t| t / (sd * sd));
+        let eta = DVector::from_fn(x.nrows(), |i, _| (theta_s[i] * self.y_mean / sd + eta_s[i]) / sd);
+        Ok(NaturalParameters { eta, theta })
+    }
+
+    /// Predictive mean `mu(x) = eta(x)/theta(x)` (`+-inf`/NaN where `theta` underflows to 0).
+    pub fn predict_mean(&self, device: &Device, x: &DMatrix<f64>) -> Result<DVector<f64>, PsdError> {
+        let np = self.natural_parameters(device, x)?;
+        Ok(np.eta.zip_map(&np.theta, |e, t| e / t))
+    }
+
+    /// Predictive variance `v(x) = 1/theta(x)` (`+inf` where `theta` is 0).
+    pub fn predict_variance(&self, device: &Device, x: &DMatrix<f64>) -> Result<DVector<f64>, PsdError> {
+        Ok(self.natural_parameters(device, x)?.theta.map(|t| 1.0 / t))
+    }
+
+    /// Predictive log-likelihood `log N(y_i; mu(x_i), v(x_i))` per point,
+    /// `= log(theta)/2 - log(2 pi)/2 - theta y^2/2 + eta y - eta^2/(2 theta)`.
+    pub fn log_likelihood(&self, device: &Device, x: &DMatrix<f64>, y: &DVector<f64>) -> Result<DVector<f64>, PsdError> {
+        check_dim("length of y vs rows of x", x.nrows(), y.len())?;
+        linalg::check_finite("y", &DMatrix::from_column_slice(y.len(), 1, y.as_slice()))?;
+        let np = self.natural_parameters(device, x)?;
+        let half_log_2pi = 0.5 * (2.0 * std::f64::consts::PI).ln();
+        Ok(DVector::from_fn(y.len(), |i, _| {
+            let (e, t, v) = (np.eta[i], np.theta[i], y[i]);
+            if t > 0.0 { 0.5 * t.ln() - half_log_2pi - t * v * v / 2.0 + e * v - e * e / (2.0 * t) } else { f64::NEG_INFINITY }
+        }))
+    }
+
+    /// Mean predictive log-likelihood over the points.
+    pub fn mean_log_likelihood(&self, device: &Device, x: &DMatrix<f64>, y: &DVector<f64>) -> Result<f64, PsdError> {
+        Ok(self.log_likelihood(device, x, y)?.mean())
+    }
+}
