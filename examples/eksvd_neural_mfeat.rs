@@ -4,7 +4,8 @@
 //!
 //! ```text
 //! cargo run --features neural --example eksvd_neural_mfeat -- \
-//!     [DATA_DIR] [--splits N] [--epochs N] [--backend ndarray|wgpu] [--out DIR] [--views 3|6|both]
+//!     [DATA_DIR] [--splits N] [--epochs N] [--backend ndarray|wgpu] [--out DIR] [--views 3|6|both] \
+//!     [--candidates k:eta:lr,k:eta:lr,...]
 //! ```
 //!
 //! DATA_DIR defaults to `../shared/data/multiview/mfeat`. Protocol of
@@ -35,8 +36,22 @@ use psd_plot::{Curve, Panel};
 
 type AnyResult<T> = Result<T, Box<dyn std::error::Error>>;
 
-/// Hyper-parameter candidates `(components k, eta, learning rate)`, chosen on validation.
+/// Default hyper-parameter candidates `(components k, eta, learning rate)`,
+/// chosen on validation (`--candidates` replaces them).
 const CANDIDATES: [(usize, f64, f64); 2] = [(32, 1.0, 1e-3), (16, 0.1, 1e-3)];
+
+/// Parses `k:eta:lr,k:eta:lr,...`.
+fn parse_candidates(text: &str) -> AnyResult<Vec<(usize, f64, f64)>> {
+    text.split(',')
+        .map(|c| {
+            let parts: Vec<&str> = c.split(':').collect();
+            if parts.len() != 3 {
+                return Err(format!("candidate {c:?}: expected k:eta:lr").into());
+            }
+            Ok((parts[0].parse()?, parts[1].parse()?, parts[2].parse()?))
+        })
+        .collect()
+}
 /// Inverse L2 penalties of the concatenation baseline's classifier.
 const CLASSIFIER_CS: [f64; 2] = [0.1, 1.0];
 
@@ -74,9 +89,9 @@ struct NeuralRun {
     label: String,
 }
 
-fn neural(split: &SplitData, backend: NeuralBackend, epochs: usize, seed: u64) -> AnyResult<NeuralRun> {
+fn neural(split: &SplitData, candidates: &[(usize, f64, f64)], backend: NeuralBackend, epochs: usize, seed: u64) -> AnyResult<NeuralRun> {
     let mut best: Option<NeuralRun> = None;
-    for &(k, eta, lr) in &CANDIDATES {
+    for &(k, eta, lr) in candidates {
         let params = NeuralEksvdParams::new(k).hidden(vec![256]).d_phi(128).eta(eta).learning_rate(lr).batch_size(64).max_epochs(epochs).patience(25).seed(seed).backend(backend).progress(true);
         let model = params.fit(&split.train, &split.train_labels, Some((&split.validation, &split.validation_labels)))?;
         let validation_f1 = macro_f1(&split.validation_labels, &model.predict(&split.validation)?);
@@ -118,6 +133,7 @@ fn main() -> AnyResult<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut dir = "../shared/data/multiview/mfeat".to_string();
     let (mut splits, mut epochs, mut backend, mut out, mut views) = (5u64, 150usize, NeuralBackend::NdArray, "target/neural_eksvd".to_string(), "both".to_string());
+    let mut candidates = CANDIDATES.to_vec();
     let mut i = 0;
     while i < args.len() {
         let value = || args.get(i + 1).cloned().ok_or(format!("{} needs a value", args[i]));
@@ -127,6 +143,7 @@ fn main() -> AnyResult<()> {
             "--backend" => backend = NeuralBackend::parse(&value()?).ok_or("--backend: ndarray or wgpu")?,
             "--out" => out = value()?,
             "--views" => views = value()?,
+            "--candidates" => candidates = parse_candidates(&value()?)?,
             other => {
                 dir = other.to_string();
                 i += 1;
@@ -145,7 +162,7 @@ fn main() -> AnyResult<()> {
     if views == "6" || views == "both" {
         sets.push(MultiViewData::load_csv_views(&dir, "mfeat-", &["fac", "fou", "kar", "pix", "zer", "mor"])?);
     }
-    println!("backend: {}, at most {epochs} epochs, candidates (k, eta, lr) {CANDIDATES:?}", backend.name());
+    println!("backend: {}, at most {epochs} epochs, candidates (k, eta, lr) {candidates:?}", backend.name());
     println!("\nTable 1 (UCI Digit): test macro-F1 %, mean +- std over {splits} stratified 60/20/20 splits");
     println!("| views | concatenation | Neural eKSVD | seconds per epoch ({}) | total seconds |", backend.name());
     println!("|---|---|---|---|---|");
@@ -155,7 +172,7 @@ fn main() -> AnyResult<()> {
         for seed in 0..splits {
             let split = data.split(0.6, 0.2, seed)?;
             concat.push(100.0 * concatenation_f1(&split)?);
-            let run = neural(&split, backend, epochs, seed)?;
+            let run = neural(&split, &candidates, backend, epochs, seed)?;
             neural_f1.push(100.0 * run.test_f1);
             per_epoch.push(run.model.history().seconds_per_epoch());
             eprintln!("{} split {seed}: concatenation {:.2}, Neural eKSVD {:.2} ({}, gamma {:.3e})", data.view_names.join("+"), concat.last().unwrap(), neural_f1.last().unwrap(), run.label, run.model.gamma());
