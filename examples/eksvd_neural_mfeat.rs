@@ -5,7 +5,7 @@
 //! ```text
 //! cargo run --features neural --example eksvd_neural_mfeat -- \
 //!     [DATA_DIR] [--splits N] [--epochs N] [--backend ndarray|wgpu] [--out DIR] [--views 3|6|both] \
-//!     [--candidates k:eta:lr,k:eta:lr,...]
+//!     [--candidates k:eta:lr[:wd],...]
 //! ```
 //!
 //! DATA_DIR defaults to `../shared/data/multiview/mfeat`. Protocol of
@@ -36,19 +36,20 @@ use psd_plot::{Curve, Panel};
 
 type AnyResult<T> = Result<T, Box<dyn std::error::Error>>;
 
-/// Default hyper-parameter candidates `(components k, eta, learning rate)`,
-/// chosen on validation (`--candidates` replaces them).
-const CANDIDATES: [(usize, f64, f64); 2] = [(32, 1.0, 1e-3), (16, 0.1, 1e-3)];
+/// Default hyper-parameter candidates `(components k, eta, learning rate,
+/// weight decay)`, chosen on validation (`--candidates` replaces them).
+const CANDIDATES: [(usize, f64, f64, f64); 2] = [(32, 1.0, 1e-3, 0.05), (32, 1.0, 3e-3, 0.05)];
 
-/// Parses `k:eta:lr,k:eta:lr,...`.
-fn parse_candidates(text: &str) -> AnyResult<Vec<(usize, f64, f64)>> {
+/// Parses `k:eta:lr[:wd],...` (weight decay 0 when left out).
+fn parse_candidates(text: &str) -> AnyResult<Vec<(usize, f64, f64, f64)>> {
     text.split(',')
         .map(|c| {
             let parts: Vec<&str> = c.split(':').collect();
-            if parts.len() != 3 {
-                return Err(format!("candidate {c:?}: expected k:eta:lr").into());
+            if !(3..=4).contains(&parts.len()) {
+                return Err(format!("candidate {c:?}: expected k:eta:lr[:wd]").into());
             }
-            Ok((parts[0].parse()?, parts[1].parse()?, parts[2].parse()?))
+            let wd = if parts.len() == 4 { parts[3].parse()? } else { 0.0 };
+            Ok((parts[0].parse()?, parts[1].parse()?, parts[2].parse()?, wd))
         })
         .collect()
 }
@@ -89,14 +90,14 @@ struct NeuralRun {
     label: String,
 }
 
-fn neural(split: &SplitData, candidates: &[(usize, f64, f64)], backend: NeuralBackend, epochs: usize, seed: u64) -> AnyResult<NeuralRun> {
+fn neural(split: &SplitData, candidates: &[(usize, f64, f64, f64)], backend: NeuralBackend, epochs: usize, seed: u64) -> AnyResult<NeuralRun> {
     let mut best: Option<NeuralRun> = None;
-    for &(k, eta, lr) in candidates {
-        let params = NeuralEksvdParams::new(k).hidden(vec![256]).d_phi(128).eta(eta).learning_rate(lr).batch_size(64).max_epochs(epochs).patience(25).seed(seed).backend(backend).progress(true);
+    for &(k, eta, lr, wd) in candidates {
+        let params = NeuralEksvdParams::new(k).hidden(vec![256]).d_phi(128).eta(eta).learning_rate(lr).weight_decay(wd).batch_size(64).max_epochs(epochs).patience(20).seed(seed).backend(backend).progress(true);
         let model = params.fit(&split.train, &split.train_labels, Some((&split.validation, &split.validation_labels)))?;
         let validation_f1 = macro_f1(&split.validation_labels, &model.predict(&split.validation)?);
         let test_f1 = macro_f1(&split.test_labels, &model.predict(&split.test)?);
-        let label = format!("k={k} eta={eta} lr={lr} best epoch {}", model.best_epoch());
+        let label = format!("k={k} eta={eta} lr={lr} wd={wd} best epoch {}", model.best_epoch());
         eprintln!("    {label}: validation {:.2} test {:.2}, {:.3} s/epoch", 100.0 * validation_f1, 100.0 * test_f1, model.history().seconds_per_epoch());
         if best.as_ref().is_none_or(|b| validation_f1 > b.validation_f1) {
             best = Some(NeuralRun { model, validation_f1, test_f1, label });
@@ -132,7 +133,7 @@ fn write_curves(history: &TrainingHistory, out: &std::path::Path, name: &str) ->
 fn main() -> AnyResult<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut dir = "../shared/data/multiview/mfeat".to_string();
-    let (mut splits, mut epochs, mut backend, mut out, mut views) = (5u64, 150usize, NeuralBackend::NdArray, "target/neural_eksvd".to_string(), "both".to_string());
+    let (mut splits, mut epochs, mut backend, mut out, mut views) = (5u64, 100usize, NeuralBackend::NdArray, "target/neural_eksvd".to_string(), "both".to_string());
     let mut candidates = CANDIDATES.to_vec();
     let mut i = 0;
     while i < args.len() {
@@ -162,7 +163,7 @@ fn main() -> AnyResult<()> {
     if views == "6" || views == "both" {
         sets.push(MultiViewData::load_csv_views(&dir, "mfeat-", &["fac", "fou", "kar", "pix", "zer", "mor"])?);
     }
-    println!("backend: {}, at most {epochs} epochs, candidates (k, eta, lr) {candidates:?}", backend.name());
+    println!("backend: {}, at most {epochs} epochs, candidates (k, eta, lr, weight decay) {candidates:?}", backend.name());
     println!("\nTable 1 (UCI Digit): test macro-F1 %, mean +- std over {splits} stratified 60/20/20 splits");
     println!("| views | concatenation | Neural eKSVD | seconds per epoch ({}) | total seconds |", backend.name());
     println!("|---|---|---|---|---|");

@@ -180,6 +180,7 @@ fn bad_input_and_divergence_give_errors() {
     assert!(matches!(small_params(1).fit(&huge, &labels, None), Err(NeuralError::NotRepresentable { source_index: 2, .. })));
     assert!(matches!(small_params(1).fit(&data, &labels[..10], None), Err(NeuralError::Eksvd(EksvdError::ShapeMismatch { .. }))));
     assert!(matches!(small_params(1).learning_rate(f64::NAN).fit(&data, &labels, None), Err(NeuralError::Eksvd(EksvdError::InvalidParameter { name: "learning_rate", .. }))));
+    assert!(matches!(small_params(1).weight_decay(-1.0).fit(&data, &labels, None), Err(NeuralError::Eksvd(EksvdError::InvalidParameter { name: "weight_decay", .. }))));
     assert!(matches!(small_params(1).gamma_init(-1.0).fit(&data, &labels, None), Err(NeuralError::Eksvd(EksvdError::InvalidParameter { name: "gamma_init", .. }))));
     match small_params(rng.random()).learning_rate(1e4).max_epochs(3).fit(&data, &labels, None) {
         Err(NeuralError::Diverged { epoch, .. }) => assert!(epoch >= 1),

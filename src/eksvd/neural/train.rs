@@ -8,7 +8,7 @@ use std::path::Path;
 use std::time::Instant;
 
 use burn::module::Module;
-use burn::optim::{AdamConfig, GradientsParams};
+use burn::optim::{AdamWConfig, GradientsParams};
 use burn::tensor::{Device, Tensor, TensorData};
 use nalgebra::DMatrix;
 use rand::rngs::StdRng;
@@ -32,6 +32,7 @@ pub struct NeuralEksvdParams {
     activation: Activation,
     eta: f64,
     learning_rate: f64,
+    weight_decay: f64,
     batch_size: usize,
     max_epochs: usize,
     patience: usize,
@@ -45,7 +46,7 @@ pub struct NeuralEksvdParams {
 impl NeuralEksvdParams {
     /// `components` projection components per source; defaults: one hidden
     /// layer of 256, `d_phi = 128`, ReLU, `eta = 1`, Adam with learning rate
-    /// `1e-3`, batches of 128, at most 100 epochs, patience 20 epochs,
+    /// `1e-3` and no weight decay, batches of 128, at most 100 epochs, patience 20 epochs,
     /// `gamma_init = 1`, seed 0, NdArray, no progress bar, divergence factor
     /// `1e6`.
     pub fn new(components: usize) -> Self {
@@ -56,6 +57,7 @@ impl NeuralEksvdParams {
             activation: Activation::Relu,
             eta: 1.0,
             learning_rate: 1e-3,
+            weight_decay: 0.0,
             batch_size: 128,
             max_epochs: 100,
             patience: 20,
@@ -92,6 +94,13 @@ impl NeuralEksvdParams {
         self.learning_rate = lr;
         self
     }
+    /// Decoupled weight decay `wd >= 0` (AdamW, Loshchilov & Hutter 2019:
+    /// every step also scales the weights by `1 - lr wd`); 0 is plain Adam.
+    pub fn weight_decay(mut self, wd: f64) -> Self {
+        self.weight_decay = wd;
+        self
+    }
+
     /// Minibatch size (samples per Adam step; the last batch of an epoch may be smaller).
     pub fn batch_size(mut self, batch_size: usize) -> Self {
         self.batch_size = batch_size;
@@ -145,6 +154,9 @@ impl NeuralEksvdParams {
         if !(self.eta.is_finite() && self.eta >= 0.0) {
             return bad("eta", format!("must be finite and >= 0, got {}", self.eta));
         }
+        if !(self.weight_decay.is_finite() && self.weight_decay >= 0.0) {
+            return bad("weight_decay", format!("must be finite and >= 0, got {}", self.weight_decay));
+        }
         if !(self.learning_rate.is_finite() && self.learning_rate > 0.0) {
             return bad("learning_rate", format!("must be finite and > 0, got {}", self.learning_rate));
         }
@@ -192,7 +204,7 @@ impl NeuralEksvdParams {
         let ad_device = device.clone().autodiff();
         let n = host.n;
         let mut net = model.net.clone().fork(&ad_device).train();
-        let mut optim = AdamConfig::new().init();
+        let mut optim = AdamWConfig::new().with_weight_decay(self.weight_decay as f32).init();
         let mut rng = StdRng::seed_from_u64(self.seed ^ 0x9e37_79b9_7f4a_7c15);
         let mut order: Vec<usize> = (0..n).collect();
 
