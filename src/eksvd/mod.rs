@@ -42,6 +42,8 @@ mod error;
 pub mod evaluation;
 pub mod features;
 pub mod model;
+#[cfg(feature = "neural")]
+pub mod neural;
 pub mod objective;
 pub mod sources;
 

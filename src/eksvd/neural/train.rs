@@ -1,0 +1,596 @@
+//! Training of Neural eKSVD (Section 3.4): [`NeuralEksvdParams`] (validated
+//! builder) -> [`NeuralEksvd`] (transform, predict, save/load), Adam on
+//! minibatches of `sum_k (J_k / N)^2 + eta L_CE`, early stopping on validation
+//! macro-F1 keeping the best checkpoint, per-epoch curves.
+
+use std::io::Write;
+use std::path::Path;
+use std::time::Instant;
+
+use burn::module::Module;
+use burn::optim::{AdamWConfig, GradientsParams};
+use burn::tensor::{Device, Tensor, TensorData};
+use nalgebra::DMatrix;
+use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
+
+use super::loss::{cross_entropy, objective_per_component, LossTensors, LossValues};
+use super::model::{matrix_to_tensor, tensor_to_matrix, tensor_to_vector, Activation, Architecture, NeuralEksvdNet, NeuralWeights};
+use super::{NeuralBackend, NeuralError, Result};
+use crate::datasets::macro_f1;
+use crate::eksvd::error::{check_shape, check_source_matrix};
+use crate::eksvd::{EksvdError, MultiSource};
+
+/// Hyperparameters of Neural eKSVD (linfa-like builder; checked by
+/// [`NeuralEksvdParams::fit`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct NeuralEksvdParams {
+    components: usize,
+    hidden: Vec<usize>,
+    d_phi: usize,
+    activation: Activation,
+    eta: f64,
+    learning_rate: f64,
+    weight_decay: f64,
+    batch_size: usize,
+    max_epochs: usize,
+    patience: usize,
+    gamma_init: f64,
+    seed: u64,
+    backend: NeuralBackend,
+    progress: bool,
+    divergence_factor: f64,
+}
+
+impl NeuralEksvdParams {
+    /// `components` projection components per source; defaults: one hidden
+    /// layer of 256, `d_phi = 128`, ReLU, `eta = 1`, Adam with learning rate
+    /// `1e-3` and no weight decay, batches of 128, at most 100 epochs, patience 20 epochs,
+    /// `gamma_init = 1`, seed 0, NdArray, no progress bar, divergence factor
+    /// `1e6`.
+    pub fn new(components: usize) -> Self {
+        NeuralEksvdParams {
+            components,
+            hidden: vec![256],
+            d_phi: 128,
+            activation: Activation::Relu,
+            eta: 1.0,
+            learning_rate: 1e-3,
+            weight_decay: 0.0,
+            batch_size: 128,
+            max_epochs: 100,
+            patience: 20,
+            gamma_init: 1.0,
+            seed: 0,
+            backend: NeuralBackend::NdArray,
+            progress: false,
+            divergence_factor: 1e6,
+        }
+    }
+
+    /// Hidden widths of every feature-map MLP (empty: one layer `d_q -> d_phi`).
+    pub fn hidden(mut self, widths: Vec<usize>) -> Self {
+        self.hidden = widths;
+        self
+    }
+    /// Feature dimension `d_phi`.
+    pub fn d_phi(mut self, d_phi: usize) -> Self {
+        self.d_phi = d_phi;
+        self
+    }
+    /// Activation of the MLPs.
+    pub fn activation(mut self, activation: Activation) -> Self {
+        self.activation = activation;
+        self
+    }
+    /// Weight `eta >= 0` of the task loss (Section 3.4).
+    pub fn eta(mut self, eta: f64) -> Self {
+        self.eta = eta;
+        self
+    }
+    /// Adam learning rate.
+    pub fn learning_rate(mut self, lr: f64) -> Self {
+        self.learning_rate = lr;
+        self
+    }
+    /// Decoupled weight decay `wd >= 0` (AdamW, Loshchilov & Hutter 2019:
+    /// every step also scales the weights by `1 - lr wd`); 0 is plain Adam.
+    pub fn weight_decay(mut self, wd: f64) -> Self {
+        self.weight_decay = wd;
+        self
+    }
+
+    /// Minibatch size (samples per Adam step; the last batch of an epoch may be smaller).
+    pub fn batch_size(mut self, batch_size: usize) -> Self {
+        self.batch_size = batch_size;
+        self
+    }
+    /// Maximum number of epochs.
+    pub fn max_epochs(mut self, epochs: usize) -> Self {
+        self.max_epochs = epochs;
+        self
+    }
+    /// Epochs without a better validation macro-F1 before stopping.
+    pub fn patience(mut self, epochs: usize) -> Self {
+        self.patience = epochs;
+        self
+    }
+    /// Initial `gamma > 0`.
+    pub fn gamma_init(mut self, gamma: f64) -> Self {
+        self.gamma_init = gamma;
+        self
+    }
+    /// Seed of the initial weights and of the batch order.
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = seed;
+        self
+    }
+    /// Backend to train and run on.
+    pub fn backend(mut self, backend: NeuralBackend) -> Self {
+        self.backend = backend;
+        self
+    }
+    /// Show a progress bar (indicatif, on stderr) while training.
+    pub fn progress(mut self, show: bool) -> Self {
+        self.progress = show;
+        self
+    }
+    /// Training stops with [`NeuralError::Diverged`] when the loss on the
+    /// training set exceeds this factor times its value before training (or
+    /// is not finite).
+    pub fn divergence_factor(mut self, factor: f64) -> Self {
+        self.divergence_factor = factor;
+        self
+    }
+
+    /// The backend.
+    pub fn get_backend(&self) -> NeuralBackend {
+        self.backend
+    }
+
+    fn validate(&self) -> Result<()> {
+        let bad = |name: &'static str, reason: String| Err(NeuralError::Eksvd(EksvdError::InvalidParameter { name, reason }));
+        if !(self.eta.is_finite() && self.eta >= 0.0) {
+            return bad("eta", format!("must be finite and >= 0, got {}", self.eta));
+        }
+        if !(self.weight_decay.is_finite() && self.weight_decay >= 0.0) {
+            return bad("weight_decay", format!("must be finite and >= 0, got {}", self.weight_decay));
+        }
+        if !(self.learning_rate.is_finite() && self.learning_rate > 0.0) {
+            return bad("learning_rate", format!("must be finite and > 0, got {}", self.learning_rate));
+        }
+        if self.batch_size == 0 {
+            return bad("batch_size", "must be positive".into());
+        }
+        if self.max_epochs == 0 {
+            return bad("max_epochs", "must be positive".into());
+        }
+        if !(self.divergence_factor > 1.0) {
+            return bad("divergence_factor", format!("must be > 1, got {}", self.divergence_factor));
+        }
+        Ok(())
+    }
+
+    fn architecture(&self, input_dims: Vec<usize>, n_classes: usize) -> Architecture {
+        Architecture { input_dims, hidden: self.hidden.clone(), d_phi: self.d_phi, components: self.components, n_classes, activation: self.activation }
+    }
+
+    /// An untrained model with the initial weights `fit` starts from.
+    pub fn init(&self, input_dims: Vec<usize>, n_classes: usize) -> Result<NeuralEksvd> {
+        self.validate()?;
+        let arch = self.architecture(input_dims, n_classes);
+        let device = self.backend.device()?;
+        let net = NeuralEksvdNet::init(&arch, self.gamma_init, self.seed, &device)?;
+        Ok(NeuralEksvd { net, device, arch, backend: self.backend, history: TrainingHistory::default(), best_epoch: 0 })
+    }
+
+    /// Trains on paired sources `train` with class labels (`0..C`), with
+    /// early stopping on the macro-F1 of `validation` when given (the best
+    /// epoch's weights are kept), else for `max_epochs`.
+    ///
+    /// Errors: invalid parameters or data ([`NeuralError::Eksvd`]), values
+    /// that overflow f32 ([`NeuralError::NotRepresentable`]), bad labels,
+    /// [`NeuralError::Diverged`], [`NeuralError::BackendUnavailable`].
+    pub fn fit(&self, train: &MultiSource, labels: &[usize], validation: Option<(&MultiSource, &[usize])>) -> Result<NeuralEksvd> {
+        self.validate()?;
+        let n_classes = check_labels(train, labels)?.max(validation.map_or(Ok(0), |(v, l)| check_labels(v, l))?);
+        if let Some((v, _)) = validation {
+            check_same_dims(train, v)?;
+        }
+        let host = HostData::new(train, labels, n_classes)?;
+        let mut model = self.init(train.sources().iter().map(|x| x.ncols()).collect(), n_classes)?;
+        let device = model.device.clone();
+        let ad_device = device.clone().autodiff();
+        let n = host.n;
+        let mut net = model.net.clone().fork(&ad_device).train();
+        let mut optim = AdamWConfig::new().with_weight_decay(self.weight_decay as f32).init();
+        let mut rng = StdRng::seed_from_u64(self.seed ^ 0x9e37_79b9_7f4a_7c15);
+        let mut order: Vec<usize> = (0..n).collect();
+
+        let initial = model.loss_on(&host, self.eta)?;
+        if !initial.total.is_finite() {
+            return Err(NeuralError::Diverged { epoch: 0, loss: initial.total, initial: initial.total });
+        }
+        let bar = self.progress.then(|| {
+            let bar = indicatif::ProgressBar::new(self.max_epochs as u64);
+            bar.set_style(indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} epochs {msg} [{elapsed}<{eta}]").expect("static template"));
+            bar
+        });
+        let mut history = TrainingHistory::default();
+        let mut best: Option<(f64, usize, NeuralEksvdNet)> = None;
+        for epoch in 1..=self.max_epochs {
+            let start = Instant::now();
+            order.shuffle(&mut rng);
+            for batch in order.chunks(self.batch_size) {
+                let (xs, one_hot) = host.batch(batch, &ad_device);
+                let scores: Vec<Tensor<2>> = xs.into_iter().enumerate().map(|(q, x)| net.scores(q, x)).collect();
+                let projections: Vec<Tensor<2>> = (0..net.n_sources()).map(|q| net.projection(q)).collect();
+                let objective = objective_per_component(&projections, &scores, net.gamma(), n);
+                let loss = LossTensors::new(objective, cross_entropy(net.logits(&scores), one_hot), self.eta);
+                let grads = GradientsParams::from_grads(loss.total.backward(), &net);
+                net = optim.step(self.learning_rate, net, grads);
+            }
+            let seconds = start.elapsed().as_secs_f64();
+            model.net = net.valid();
+            let values = model.loss_on(&host, self.eta)?;
+            if !values.total.is_finite() || values.total > self.divergence_factor * initial.total {
+                if let Some(bar) = &bar {
+                    bar.abandon_with_message("diverged");
+                }
+                return Err(NeuralError::Diverged { epoch, loss: values.total, initial: initial.total });
+            }
+            let validation_f1 = match validation {
+                Some((v, l)) => Some(macro_f1(l, &model.predict(v)?)),
+                None => None,
+            };
+            history.epochs.push(EpochRecord { epoch, objective_squared: values.objective_squared, cross_entropy: values.cross_entropy, gamma: model.gamma(), validation_f1, seconds });
+            if let Some(bar) = &bar {
+                bar.set_position(epoch as u64);
+                bar.set_message(format!("J^2 {:.3e} CE {:.4} val F1 {}", values.objective_squared, values.cross_entropy, validation_f1.map_or("-".into(), |f| format!("{f:.4}"))));
+            }
+            if let Some(f1) = validation_f1 {
+                if best.as_ref().is_none_or(|(b, _, _)| f1 > *b) {
+                    best = Some((f1, epoch, model.net.clone()));
+                } else if epoch - best.as_ref().map_or(0, |b| b.1) >= self.patience {
+                    break;
+                }
+            }
+        }
+        if let Some(bar) = &bar {
+            bar.finish();
+        }
+        model.best_epoch = history.epochs.len();
+        if let Some((_, epoch, net)) = best {
+            model.net = net;
+            model.best_epoch = epoch;
+        }
+        let gamma = model.gamma();
+        if !(gamma.is_finite() && gamma > 0.0) {
+            return Err(NeuralError::Diverged { epoch: model.best_epoch, loss: gamma, initial: initial.total });
+        }
+        model.history = history;
+        Ok(model)
+    }
+}
+
+/// Number of classes (`max label + 1`), after checking one label per sample.
+fn check_labels(data: &MultiSource, labels: &[usize]) -> Result<usize> {
+    if !data.is_paired() {
+        return Err(NeuralError::Labels("Neural eKSVD trains on paired sources (one label per sample)".into()));
+    }
+    check_shape("labels vs samples", data.source(0).nrows(), labels.len())?;
+    let classes = labels.iter().max().map_or(0, |m| m + 1);
+    if classes < 2 {
+        return Err(NeuralError::Labels(format!("need at least 2 classes, got {classes}")));
+    }
+    Ok(classes)
+}
+
+fn check_same_dims(a: &MultiSource, b: &MultiSource) -> Result<()> {
+    check_shape("number of sources", a.n_sources(), b.n_sources())?;
+    for q in 0..a.n_sources() {
+        check_shape(format!("columns of source {q}"), a.source(q).ncols(), b.source(q).ncols())?;
+    }
+    Ok(())
+}
+
+/// Row-major f32 copies of the sources, checked to be finite in f32.
+fn to_f32_rows(q: usize, x: &DMatrix<f64>) -> Result<Vec<f32>> {
+    check_source_matrix("data", q, x)?;
+    let mut v = Vec::with_capacity(x.len());
+    for row in x.row_iter() {
+        for &value in row.iter() {
+            let f = value as f32;
+            if !f.is_finite() {
+                return Err(NeuralError::NotRepresentable { what: "data", source_index: q, value });
+            }
+            v.push(f);
+        }
+    }
+    Ok(v)
+}
+
+/// Training data on the host, cut into batches on demand.
+struct HostData {
+    n: usize,
+    dims: Vec<usize>,
+    rows: Vec<Vec<f32>>,
+    labels: Vec<usize>,
+    n_classes: usize,
+}
+
+impl HostData {
+    fn new(data: &MultiSource, labels: &[usize], n_classes: usize) -> Result<Self> {
+        let rows = data.sources().iter().enumerate().map(|(q, x)| to_f32_rows(q, x)).collect::<Result<_>>()?;
+        Ok(HostData { n: data.source(0).nrows(), dims: data.sources().iter().map(|x| x.ncols()).collect(), rows, labels: labels.to_vec(), n_classes })
+    }
+
+    /// The rows `idx` of every source and their one-hot labels.
+    fn batch(&self, idx: &[usize], device: &Device) -> (Vec<Tensor<2>>, Tensor<2>) {
+        let xs = self
+            .rows
+            .iter()
+            .zip(&self.dims)
+            .map(|(rows, &d)| {
+                let mut v = Vec::with_capacity(idx.len() * d);
+                for &i in idx {
+                    v.extend_from_slice(&rows[i * d..(i + 1) * d]);
+                }
+                Tensor::from_data(TensorData::new(v, [idx.len(), d]), device)
+            })
+            .collect();
+        let mut one_hot = vec![0f32; idx.len() * self.n_classes];
+        for (r, &i) in idx.iter().enumerate() {
+            one_hot[r * self.n_classes + self.labels[i]] = 1.0;
+        }
+        (xs, Tensor::from_data(TensorData::new(one_hot, [idx.len(), self.n_classes]), device))
+    }
+}
+
+/// Samples per forward pass when evaluating on a whole data set.
+const EVAL_CHUNK: usize = 4096;
+
+/// Per-epoch training curve values (Figure 1 of the paper).
+#[derive(Debug, Clone, PartialEq)]
+pub struct EpochRecord {
+    /// Epoch, from 1.
+    pub epoch: usize,
+    /// `sum_k (J_k / N)^2` on the whole training set at the end of the epoch.
+    pub objective_squared: f64,
+    /// Mean cross-entropy on the whole training set at the end of the epoch.
+    pub cross_entropy: f64,
+    /// `gamma` at the end of the epoch.
+    pub gamma: f64,
+    /// Validation macro-F1 (when a validation set was given).
+    pub validation_f1: Option<f64>,
+    /// Wall-clock seconds of the epoch's Adam steps.
+    pub seconds: f64,
+}
+
+/// The training curves.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TrainingHistory {
+    /// One record per epoch run.
+    pub epochs: Vec<EpochRecord>,
+}
+
+impl TrainingHistory {
+    /// Writes `epoch,objective_squared,cross_entropy,gamma,validation_f1,seconds` as CSV.
+    pub fn write_csv(&self, path: impl AsRef<Path>) -> std::io::Result<()> {
+        let mut f = std::io::BufWriter::new(std::fs::File::create(path)?);
+        writeln!(f, "epoch,objective_squared,cross_entropy,gamma,validation_f1,seconds")?;
+        for e in &self.epochs {
+            let f1 = e.validation_f1.map_or(String::new(), |v| v.to_string());
+            writeln!(f, "{},{},{},{},{},{}", e.epoch, e.objective_squared, e.cross_entropy, e.gamma, f1, e.seconds)?;
+        }
+        f.flush()
+    }
+
+    /// Mean seconds per epoch, leaving out the first epoch when there are
+    /// more (it includes warm-up such as shader compilation).
+    pub fn seconds_per_epoch(&self) -> f64 {
+        let e = if self.epochs.len() > 1 { &self.epochs[1..] } else { &self.epochs[..] };
+        if e.is_empty() { 0.0 } else { e.iter().map(|r| r.seconds).sum::<f64>() / e.len() as f64 }
+    }
+}
+
+/// A Neural eKSVD model (trained by [`NeuralEksvdParams::fit`] or fresh from
+/// [`NeuralEksvdParams::init`]).
+#[derive(Debug, Clone)]
+pub struct NeuralEksvd {
+    net: NeuralEksvdNet,
+    device: Device,
+    arch: Architecture,
+    backend: NeuralBackend,
+    history: TrainingHistory,
+    best_epoch: usize,
+}
+
+impl NeuralEksvd {
+    /// The network's shapes.
+    pub fn architecture(&self) -> &Architecture {
+        &self.arch
+    }
+    /// The backend it runs on.
+    pub fn backend(&self) -> NeuralBackend {
+        self.backend
+    }
+    /// Per-epoch curves of the training run (empty for an untrained model).
+    pub fn history(&self) -> &TrainingHistory {
+        &self.history
+    }
+    /// The epoch whose weights were kept (0 when untrained).
+    pub fn best_epoch(&self) -> usize {
+        self.best_epoch
+    }
+    /// The burn device (without autodiff) the model lives on.
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+    /// The burn network.
+    pub fn net(&self) -> &NeuralEksvdNet {
+        &self.net
+    }
+    /// `gamma > 0`.
+    pub fn gamma(&self) -> f64 {
+        tensor_to_vector(self.net.gamma())[0]
+    }
+    /// All weights in f64.
+    pub fn weights(&self) -> NeuralWeights {
+        self.net.export()
+    }
+
+    fn check_input(&self, q: usize, x: &DMatrix<f64>) -> Result<Vec<f32>> {
+        if q >= self.arch.n_sources() {
+            return Err(EksvdError::InvalidParameter { name: "source", reason: format!("source {q} of a model with {} sources", self.arch.n_sources()) }.into());
+        }
+        check_shape(format!("columns of source {q}"), self.arch.input_dims[q], x.ncols())?;
+        to_f32_rows(q, x)
+    }
+
+    /// Projection scores `E_q = phi_q(X_q) W_q` of new samples of source `q`
+    /// (`n x k`).
+    pub fn transform(&self, q: usize, x: &DMatrix<f64>) -> Result<DMatrix<f64>> {
+        let rows = self.check_input(q, x)?;
+        let d = x.ncols();
+        let mut out = DMatrix::zeros(x.nrows(), self.arch.components);
+        for start in (0..x.nrows()).step_by(EVAL_CHUNK) {
+            let len = EVAL_CHUNK.min(x.nrows() - start);
+            let t = Tensor::from_data(TensorData::new(rows[start * d..(start + len) * d].to_vec(), [len, d]), &self.device);
+            out.rows_mut(start, len).copy_from(&tensor_to_matrix(self.net.scores(q, t)));
+        }
+        Ok(out)
+    }
+
+    /// Scores of all sources side by side, `[E_1 ... E_Q]` (`N x Qk`).
+    pub fn transform_all(&self, data: &MultiSource) -> Result<DMatrix<f64>> {
+        self.check_paired(data)?;
+        let k = self.arch.components;
+        let mut out = DMatrix::zeros(data.source(0).nrows(), k * data.n_sources());
+        for q in 0..data.n_sources() {
+            out.columns_mut(q * k, k).copy_from(&self.transform(q, data.source(q))?);
+        }
+        Ok(out)
+    }
+
+    fn check_paired(&self, data: &MultiSource) -> Result<()> {
+        if !data.is_paired() {
+            return Err(NeuralError::Labels("prediction needs paired sources".into()));
+        }
+        check_shape("number of sources", self.arch.n_sources(), data.n_sources())?;
+        Ok(())
+    }
+
+    /// Class logits of paired samples (`N x C`).
+    pub fn logits(&self, data: &MultiSource) -> Result<DMatrix<f64>> {
+        let scores = self.transform_all(data)?;
+        let t = matrix_to_tensor(&scores, &self.device);
+        Ok(tensor_to_matrix(self.net.classifier_forward(t)))
+    }
+
+    /// Predicted classes of paired samples (all sources of each sample).
+    pub fn predict(&self, data: &MultiSource) -> Result<Vec<usize>> {
+        let logits = self.logits(data)?;
+        Ok(logits.row_iter().map(|r| r.iter().enumerate().fold((0, f64::NEG_INFINITY), |b, (j, &v)| if v > b.1 { (j, v) } else { b }).0).collect())
+    }
+
+    /// `J_k / N` (Eq. 3 on all `N` samples given, per sample),
+    /// `sum_k (J_k / N)^2`, the mean cross-entropy and
+    /// `sum_k (J_k / N)^2 + eta L_CE` on paired samples with labels.
+    pub fn loss(&self, data: &MultiSource, labels: &[usize], eta: f64) -> Result<LossValues> {
+        check_labels(data, labels)?;
+        if labels.iter().any(|&l| l >= self.arch.n_classes) {
+            return Err(NeuralError::Labels(format!("label beyond the model's {} classes", self.arch.n_classes)));
+        }
+        self.check_paired(data)?;
+        for q in 0..data.n_sources() {
+            check_shape(format!("columns of source {q}"), self.arch.input_dims[q], data.source(q).ncols())?;
+        }
+        let host = HostData::new(data, labels, self.arch.n_classes)?;
+        self.loss_on(&host, eta)
+    }
+
+    /// The loss on host data, in chunks: the `J_k` need only the per-component
+    /// sums of squared scores, the cross-entropy the sum of per-sample terms.
+    fn loss_on(&self, host: &HostData, eta: f64) -> Result<LossValues> {
+        let k = self.arch.components;
+        let mut variance = vec![0.0f64; k];
+        let mut ce_sum = 0.0;
+        let idx: Vec<usize> = (0..host.n).collect();
+        for chunk in idx.chunks(EVAL_CHUNK) {
+            let (xs, one_hot) = host.batch(chunk, &self.device);
+            let scores: Vec<Tensor<2>> = xs.into_iter().enumerate().map(|(q, x)| self.net.scores(q, x)).collect();
+            let ce = cross_entropy(self.net.logits(&scores), one_hot);
+            ce_sum += tensor_to_vector(ce)[0] * chunk.len() as f64;
+            let sq = scores.into_iter().map(|e| e.square().sum_dim(0)).reduce(|a, b| a + b).expect("sources");
+            for (v, s) in variance.iter_mut().zip(tensor_to_vector(sq.reshape([k])).iter()) {
+                *v += s;
+            }
+        }
+        // J_k / N from the weights and the accumulated sums (same formula as
+        // `objective_per_component`, whose data term is linear in the sums).
+        let w = self.net.export();
+        let qf = self.arch.n_sources() as f64;
+        let objective: Vec<f64> = (0..k)
+            .map(|c| {
+                let norms: f64 = w.projections.iter().map(|p| p.column(c).norm_squared()).sum();
+                let total = w.projections.iter().fold(nalgebra::DVector::zeros(self.arch.d_phi), |acc, p| acc + p.column(c));
+                ((qf - 1.0) / 2.0 * norms - 0.5 * total.norm_squared() + (qf - 1.0) / 2.0 * w.gamma * variance[c]) / host.n as f64
+            })
+            .collect();
+        let objective_squared = objective.iter().map(|j| j * j).sum::<f64>();
+        let cross_entropy = ce_sum / host.n as f64;
+        Ok(LossValues { objective_squared, cross_entropy, total: objective_squared + eta * cross_entropy, objective })
+    }
+
+    /// Saves the weights (burnpack `model.bpk`) and the architecture
+    /// (`architecture.txt`) into directory `dir` (created if missing).
+    pub fn save(&self, dir: impl AsRef<Path>) -> Result<()> {
+        let dir = dir.as_ref();
+        let io = |e: std::io::Error| NeuralError::Record(format!("{}: {e}", dir.display()));
+        std::fs::create_dir_all(dir).map_err(io)?;
+        let a = &self.arch;
+        let list = |v: &[usize]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(" ");
+        let text = format!(
+            "input_dims={}\nhidden={}\nd_phi={}\ncomponents={}\nn_classes={}\nactivation={}\n",
+            list(&a.input_dims),
+            list(&a.hidden),
+            a.d_phi,
+            a.components,
+            a.n_classes,
+            a.activation.name()
+        );
+        std::fs::write(dir.join("architecture.txt"), text).map_err(io)?;
+        self.net.clone().save_file(dir.join("model.bpk")).map_err(|e| NeuralError::Record(e.to_string()))
+    }
+
+    /// Loads a model written by [`NeuralEksvd::save`] onto `backend`.
+    pub fn load(dir: impl AsRef<Path>, backend: NeuralBackend) -> Result<Self> {
+        let dir = dir.as_ref();
+        let text = std::fs::read_to_string(dir.join("architecture.txt")).map_err(|e| NeuralError::Record(format!("{}: {e}", dir.display())))?;
+        let arch = parse_architecture(&text)?;
+        let device = backend.device()?;
+        let net = NeuralEksvdNet::init(&arch, 1.0, 0, &device)?
+            .try_load_file(dir.join("model.bpk"))
+            .map_err(|e| NeuralError::Record(e.to_string()))?;
+        Ok(NeuralEksvd { net, device, arch, backend, history: TrainingHistory::default(), best_epoch: 0 })
+    }
+}
+
+fn parse_architecture(text: &str) -> Result<Architecture> {
+    let bad = |what: &str| NeuralError::Record(format!("architecture.txt: bad or missing {what}"));
+    let get = |key: &str| text.lines().find_map(|l| l.strip_prefix(key).and_then(|r| r.strip_prefix('='))).ok_or_else(|| bad(key));
+    let list = |key: &str| -> Result<Vec<usize>> { get(key)?.split_whitespace().map(|s| s.parse().map_err(|_| bad(key))).collect() };
+    let one = |key: &str| -> Result<usize> { get(key)?.trim().parse().map_err(|_| bad(key)) };
+    let arch = Architecture {
+        input_dims: list("input_dims")?,
+        hidden: list("hidden")?,
+        d_phi: one("d_phi")?,
+        components: one("components")?,
+        n_classes: one("n_classes")?,
+        activation: Activation::parse(get("activation")?.trim()).ok_or_else(|| bad("activation"))?,
+    };
+    arch.validate()?;
+    Ok(arch)
+}

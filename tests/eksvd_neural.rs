@@ -1,0 +1,249 @@
+//! Neural eKSVD (Section 3.4, Lemma 3.3) on burn: J and the loss against the
+//! f64 CPU formula of Eq. 3, training on a synthetic multi-source problem,
+//! Wgpu (lavapipe) vs NdArray, gamma > 0, NaN/divergence errors, save/load.
+#![cfg(feature = "neural")]
+
+mod common;
+
+use burn::tensor::{Tensor, TensorData};
+use gramian::eksvd::neural::{cross_entropy, objective_per_component, Activation, LossTensors, NeuralBackend, NeuralEksvd, NeuralEksvdParams, NeuralError};
+use gramian::eksvd::{objective_terms, EksvdError, MultiSource};
+use nalgebra::{DMatrix, DVector};
+use rand::rngs::StdRng;
+use rand::Rng;
+use rand_distr::StandardNormal;
+
+/// `n` paired samples of `classes` classes in three sources of dimensions
+/// 4, 5, 6: class means drawn at distance ~3 sigma, unit Gaussian noise.
+fn synthetic(rng: &mut StdRng, n: usize, classes: usize) -> (MultiSource, Vec<usize>) {
+    let dims = [4, 5, 6];
+    let labels: Vec<usize> = (0..n).map(|i| i % classes).collect();
+    let sources = dims
+        .iter()
+        .map(|&d| {
+            let means = DMatrix::from_fn(classes, d, |_, _| 1.5 * rng.sample::<f64, _>(StandardNormal));
+            DMatrix::from_fn(n, d, |i, j| means[(labels[i], j)] + rng.sample::<f64, _>(StandardNormal) * 0.7)
+        })
+        .collect();
+    (MultiSource::paired(sources).unwrap(), labels)
+}
+
+fn rows_to_tensor(m: &DMatrix<f64>, device: &burn::tensor::Device) -> Tensor<2> {
+    let v: Vec<f32> = (0..m.nrows()).flat_map(|i| (0..m.ncols()).map(move |j| m[(i, j)] as f32)).collect();
+    Tensor::from_data(TensorData::new(v, [m.nrows(), m.ncols()]), device)
+}
+
+fn to_vec(t: Tensor<1>) -> Vec<f64> {
+    t.into_data().convert::<f32>().try_to_vec::<f32>().unwrap().into_iter().map(f64::from).collect()
+}
+
+fn small_params(seed: u64) -> NeuralEksvdParams {
+    NeuralEksvdParams::new(4).hidden(vec![16]).d_phi(16).batch_size(32).learning_rate(1e-2).seed(seed)
+}
+
+/// f64 reference of the cross-entropy (mean over samples) of logits.
+fn cross_entropy_f64(logits: &DMatrix<f64>, labels: &[usize]) -> f64 {
+    let mut total = 0.0;
+    for (i, &l) in labels.iter().enumerate() {
+        let row = logits.row(i);
+        let m = row.max();
+        let lse = m + row.iter().map(|v| (v - m).exp()).sum::<f64>().ln();
+        total += lse - logits[(i, l)];
+    }
+    total / labels.len() as f64
+}
+
+/// J_k / N and the loss of the burn model (on all N = 40 samples, and on a
+/// batch of 20 whose mean stands for the full-data mean) agree with
+/// `objective_terms` (Eq. 3, f64, gamma scaled by N/|B| for the batch)
+/// divided by N, evaluated on the same weights with an f64 forward pass.
+/// Tolerance: f32 rounding, 1e-4 relative to the sum of the magnitudes of
+/// the terms of J.
+#[test]
+fn objective_and_loss_match_the_f64_formula() {
+    let mut rng = common::rng();
+    for activation in [Activation::Relu, Activation::Tanh, Activation::Gelu] {
+        let (data, labels) = synthetic(&mut rng, 40, 3);
+        let gamma0 = rng.random_range(0.05..2.0);
+        let model = small_params(rng.random()).activation(activation).gamma_init(gamma0).init(vec![4, 5, 6], 3).unwrap();
+        let w = model.weights();
+        assert!((w.gamma - gamma0).abs() < 1e-5 * gamma0);
+        let device = model.device().clone();
+        let net = model.net();
+        for (rows, scale) in [((0..40).collect::<Vec<_>>(), 1.0), ((0..20).collect(), 2.0)] {
+            let sub: Vec<DMatrix<f64>> = data.sources().iter().map(|x| gramian::datasets::select_rows(x, &rows)).collect();
+            let scores: Vec<Tensor<2>> = sub.iter().enumerate().map(|(q, x)| net.scores(q, rows_to_tensor(x, &device))).collect();
+            let projections: Vec<Tensor<2>> = (0..3).map(|q| net.projection(q)).collect();
+            let j_burn = to_vec(objective_per_component(&projections, &scores, net.gamma(), 40));
+            let cpu_scores: Vec<DMatrix<f64>> = sub.iter().enumerate().map(|(q, x)| w.scores(q, x)).collect();
+            for k in 0..4 {
+                let wk: Vec<DVector<f64>> = w.projections.iter().map(|p| p.column(k).into_owned()).collect();
+                let ek: Vec<DVector<f64>> = cpu_scores.iter().map(|e| e.column(k).into_owned()).collect();
+                let terms = objective_terms(&wk, &ek, w.gamma * scale).unwrap();
+                let scale_j = (terms.weight_norms.abs() + terms.coupling.abs() + terms.variance.abs()) / 40.0;
+                let j_cpu = terms.value() / 40.0;
+                assert!((j_burn[k] - j_cpu).abs() <= 1e-4 * scale_j, "{activation:?} k={k} scale={scale}: burn {} vs f64 {j_cpu} (scale {scale_j})", j_burn[k]);
+            }
+            // The loss: sum_k J_k^2 + eta CE with the CE of the classifier.
+            let sub_labels: Vec<usize> = rows.iter().map(|&i| labels[i]).collect();
+            let mut one_hot = vec![0f32; rows.len() * 3];
+            for (r, &l) in sub_labels.iter().enumerate() {
+                one_hot[r * 3 + l] = 1.0;
+            }
+            let one_hot = Tensor::from_data(TensorData::new(one_hot, [rows.len(), 3]), &device);
+            let loss = LossTensors::new(objective_per_component(&projections, &scores, net.gamma(), 40), cross_entropy(net.logits(&scores), one_hot), 0.7);
+            let mut concat = DMatrix::zeros(rows.len(), 12);
+            for (q, e) in cpu_scores.iter().enumerate() {
+                concat.columns_mut(q * 4, 4).copy_from(e);
+            }
+            let logits = concat * &w.classifier.0 + DMatrix::from_fn(rows.len(), 3, |_, c| w.classifier.1[c]);
+            let ce_cpu = cross_entropy_f64(&logits, &sub_labels);
+            let ce = to_vec(loss.cross_entropy)[0];
+            assert!((ce - ce_cpu).abs() < 1e-4 * ce_cpu.max(1.0), "{activation:?}: CE burn {ce} vs f64 {ce_cpu}");
+            let j2: f64 = j_burn.iter().map(|j| j * j).sum();
+            let total = to_vec(loss.total)[0];
+            assert!((total - (j2 + 0.7 * ce_cpu)).abs() < 1e-4 * (j2 + 0.7 * ce_cpu), "total {total} vs {}", j2 + 0.7 * ce_cpu);
+            if scale == 1.0 {
+                // The chunked host evaluation used for the curves agrees too.
+                let values = model.loss(&data, &labels, 0.7).unwrap();
+                assert!((values.objective_squared - j2).abs() < 1e-4 * j2.max(1e-6));
+                assert!((values.cross_entropy - ce_cpu).abs() < 1e-4 * ce_cpu.max(1.0));
+            }
+        }
+    }
+}
+
+fn accuracy(truth: &[usize], predicted: &[usize]) -> f64 {
+    truth.iter().zip(predicted).filter(|(a, b)| a == b).count() as f64 / truth.len() as f64
+}
+
+/// A short NdArray training run lowers sum_k J_k^2 and the cross-entropy on
+/// the training set and classifies held-out samples of a well-separated
+/// 3-class problem with accuracy >= 0.85; gamma stays > 0.
+#[test]
+fn training_lowers_both_losses_and_classifies() {
+    let mut rng = common::rng();
+    let (data, labels) = synthetic(&mut rng, 240, 3);
+    let train_idx: Vec<usize> = (0..180).collect();
+    let test_idx: Vec<usize> = (180..240).collect();
+    let train = data.select_rows(&train_idx).unwrap();
+    let test = data.select_rows(&test_idx).unwrap();
+    let (train_labels, test_labels): (Vec<usize>, Vec<usize>) = (labels[..180].to_vec(), labels[180..].to_vec());
+    let params = small_params(rng.random()).max_epochs(25);
+    let before = params.init(vec![4, 5, 6], 3).unwrap().loss(&train, &train_labels, 1.0).unwrap();
+    let model = params.fit(&train, &train_labels, None).unwrap();
+    let after = model.loss(&train, &train_labels, 1.0).unwrap();
+    eprintln!("J^2 {:.3e} -> {:.3e}, CE {:.4} -> {:.4}, gamma {:.4}", before.objective_squared, after.objective_squared, before.cross_entropy, after.cross_entropy, model.gamma());
+    assert!(after.objective_squared < 0.05 * before.objective_squared, "J^2 {} -> {}", before.objective_squared, after.objective_squared);
+    assert!(after.cross_entropy < 0.5 * before.cross_entropy, "CE {} -> {}", before.cross_entropy, after.cross_entropy);
+    let acc = accuracy(&test_labels, &model.predict(&test).unwrap());
+    assert!(acc >= 0.85, "held-out accuracy {acc}");
+    assert!(model.gamma() > 0.0 && model.gamma().is_finite());
+    let h = model.history();
+    assert_eq!(h.epochs.len(), 25);
+    assert!(h.epochs.iter().all(|e| e.gamma > 0.0 && e.objective_squared.is_finite() && e.cross_entropy.is_finite()));
+}
+
+/// Early stopping keeps the epoch with the best validation macro-F1.
+#[test]
+fn early_stopping_keeps_the_best_validation_epoch() {
+    let mut rng = common::rng();
+    let (data, labels) = synthetic(&mut rng, 150, 3);
+    let train = data.select_rows(&(0..100).collect::<Vec<_>>()).unwrap();
+    let val = data.select_rows(&(100..150).collect::<Vec<_>>()).unwrap();
+    let model = small_params(rng.random()).max_epochs(30).patience(5).fit(&train, &labels[..100], Some((&val, &labels[100..]))).unwrap();
+    let h = model.history();
+    let f1s: Vec<f64> = h.epochs.iter().map(|e| e.validation_f1.unwrap()).collect();
+    let best = f1s.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+    let first_best = f1s.iter().position(|&f| f == best).unwrap() + 1;
+    assert_eq!(model.best_epoch(), first_best);
+    assert!(h.epochs.len() == 30 || h.epochs.len() == first_best + 5, "stopped after {} epochs, best {first_best}", h.epochs.len());
+    let f1 = gramian::datasets::macro_f1(&labels[100..], &model.predict(&val).unwrap());
+    assert!((f1 - best).abs() < 1e-12, "kept model F1 {f1} vs best {best}");
+}
+
+/// NaN input, values that overflow f32 and a diverging run give typed
+/// errors, never a model.
+#[test]
+fn bad_input_and_divergence_give_errors() {
+    let mut rng = common::rng();
+    let (data, labels) = synthetic(&mut rng, 60, 3);
+    let mut with_nan = data.sources().to_vec();
+    with_nan[1][(3, 2)] = f64::NAN;
+    assert!(matches!(MultiSource::paired(with_nan.clone()), Err(EksvdError::NonFinite { source_index: 1, row: 3, col: 2, .. })));
+    let model = small_params(1).init(vec![4, 5, 6], 3).unwrap();
+    assert!(matches!(model.transform(1, &with_nan[1]), Err(NeuralError::Eksvd(EksvdError::NonFinite { source_index: 1, .. }))));
+    assert!(matches!(model.transform(0, &with_nan[1]), Err(NeuralError::Eksvd(EksvdError::ShapeMismatch { .. }))));
+    let mut huge = data.sources().to_vec();
+    huge[2][(0, 0)] = 1e300;
+    let huge = MultiSource::paired(huge).unwrap();
+    assert!(matches!(small_params(1).fit(&huge, &labels, None), Err(NeuralError::NotRepresentable { source_index: 2, .. })));
+    assert!(matches!(small_params(1).fit(&data, &labels[..10], None), Err(NeuralError::Eksvd(EksvdError::ShapeMismatch { .. }))));
+    assert!(matches!(small_params(1).learning_rate(f64::NAN).fit(&data, &labels, None), Err(NeuralError::Eksvd(EksvdError::InvalidParameter { name: "learning_rate", .. }))));
+    assert!(matches!(small_params(1).weight_decay(-1.0).fit(&data, &labels, None), Err(NeuralError::Eksvd(EksvdError::InvalidParameter { name: "weight_decay", .. }))));
+    assert!(matches!(small_params(1).gamma_init(-1.0).fit(&data, &labels, None), Err(NeuralError::Eksvd(EksvdError::InvalidParameter { name: "gamma_init", .. }))));
+    match small_params(rng.random()).learning_rate(1e4).max_epochs(3).fit(&data, &labels, None) {
+        Err(NeuralError::Diverged { epoch, .. }) => assert!(epoch >= 1),
+        other => panic!("expected Diverged, got {:?}", other.map(|m| m.gamma())),
+    }
+}
+
+/// save -> load gives the identical transform and predictions.
+#[test]
+fn save_and_load_round_trip() {
+    let mut rng = common::rng();
+    let (data, labels) = synthetic(&mut rng, 60, 3);
+    let model = small_params(rng.random()).activation(Activation::Tanh).hidden(vec![8, 12]).max_epochs(2).fit(&data, &labels, None).unwrap();
+    let dir = std::env::temp_dir().join(format!("gramian-neural-{}-{}", std::process::id(), rng.random::<u32>()));
+    model.save(&dir).unwrap();
+    let loaded = NeuralEksvd::load(&dir, NeuralBackend::NdArray).unwrap();
+    assert_eq!(loaded.architecture(), model.architecture());
+    for q in 0..3 {
+        assert_eq!(loaded.transform(q, data.source(q)).unwrap(), model.transform(q, data.source(q)).unwrap());
+    }
+    assert_eq!(loaded.predict(&data).unwrap(), model.predict(&data).unwrap());
+    assert_eq!(loaded.gamma(), model.gamma());
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert!(matches!(NeuralEksvd::load(&dir, NeuralBackend::NdArray), Err(NeuralError::Record(_))));
+}
+
+/// The same first Adam steps on Wgpu (lavapipe in CI) and NdArray: same
+/// initial weights and batches, so the curves and weights agree up to f32
+/// rounding (tolerance 1e-3 relative on the losses, 2e-3 absolute on the
+/// weights, which move by about the learning rate 1e-2 per step).
+#[test]
+fn wgpu_and_ndarray_agree_over_the_first_steps() {
+    if NeuralBackend::Wgpu.device().is_err() {
+        let e = NeuralBackend::Wgpu.device().unwrap_err();
+        if std::env::var(common::REQUIRE_GPU_ENV).as_deref() == Ok("1") {
+            panic!("{}=1 but burn's Wgpu backend has no adapter: {e}", common::REQUIRE_GPU_ENV);
+        }
+        eprintln!("SKIPPED: {e}");
+        return;
+    }
+    let mut rng = common::rng();
+    let (data, labels) = synthetic(&mut rng, 64, 3);
+    let params = small_params(rng.random()).max_epochs(2);
+    let cpu = params.clone().backend(NeuralBackend::NdArray).fit(&data, &labels, None).unwrap();
+    let gpu = params.backend(NeuralBackend::Wgpu).fit(&data, &labels, None).unwrap();
+    for (a, b) in cpu.history().epochs.iter().zip(&gpu.history().epochs) {
+        eprintln!("epoch {}: J^2 {} vs {}, CE {} vs {}", a.epoch, a.objective_squared, b.objective_squared, a.cross_entropy, b.cross_entropy);
+        assert!((a.objective_squared - b.objective_squared).abs() <= 1e-3 * a.objective_squared.max(1e-3));
+        assert!((a.cross_entropy - b.cross_entropy).abs() <= 1e-3 * a.cross_entropy);
+        assert!((a.gamma - b.gamma).abs() <= 1e-3 * a.gamma);
+    }
+    let (wa, wb) = (cpu.weights(), gpu.weights());
+    let mut max_diff = 0.0f64;
+    for (pa, pb) in wa.projections.iter().zip(&wb.projections) {
+        max_diff = max_diff.max((pa - pb).amax());
+    }
+    for (fa, fb) in wa.feature_maps.iter().zip(&wb.feature_maps) {
+        for ((a1, b1), (a2, b2)) in fa.iter().zip(fb) {
+            max_diff = max_diff.max((a1 - a2).amax()).max((b1 - b2).amax());
+        }
+    }
+    eprintln!("max weight difference {max_diff:e}");
+    assert!(max_diff < 2e-3, "weights differ by {max_diff}");
+    let (sa, sb) = (cpu.transform(0, data.source(0)).unwrap(), gpu.transform(0, data.source(0)).unwrap());
+    assert!((&sa - &sb).amax() <= 1e-2 * sa.amax().max(1.0));
+}
