@@ -42,14 +42,15 @@
 //!   boxes `alpha_j in [-tau_j/n, (1 - tau_j)/n]` and `mu_i >= 0` by FISTA
 //!   ([`super::fista`]); primal recovery `v = -P s / lambda_0`,
 //!   `w_i = -P d_i / lambda`. Stopping rule: the KKT residual
-//!   `sum_j (L_j(q_j) + L_j*(alpha_j) - alpha_j^T q_j) + sum_i |mu_i^T g_i(X)| + sum_i ||[g_i(X)]_-||_1 / n`
+//!   `sum_j (L_j(q_j) + L_j*(alpha_j) - alpha_j^T q_j) + sum_i |mu_i^T g_i(X)| + sum_i max_l [g_i(x_l)]_-`
 //!   (zero exactly at a primal-dual solution). PNM's curves are ordered on
 //!   the data only, so they may cross elsewhere (the paper's point).
 //! - NCM, GLM: the pinball loss `rho_tau` is replaced by its Moreau envelope
 //!   with parameter `epsilon` (`smoothing`, default `1e-3` in standardised
 //!   units), which differs from it by at most `epsilon max(tau, 1 - tau)^2 / 2`
 //!   per term, and the smooth problem is solved by the projected damped Newton
-//!   method (GLM: with restarts as above, since it is non-convex).
+//!   method with continuation in `epsilon` (1, 0.1, .., `epsilon`; GLM: with
+//!   restarts as above, since it is non-convex).
 
 use std::time::Instant;
 
@@ -336,6 +337,11 @@ impl HeteroscedasticBaselineProblem {
         &self.bounded
     }
 
+    /// Sizes `(r + 1, dim)` of the blocks `v` (for `eta`) and `c` (for `theta`) of `z`.
+    pub fn block_sizes(&self) -> (usize, usize) {
+        (self.p.nrows(), self.part.dim())
+    }
+
     fn split(&self, z: &DVector<f64>) -> (DVector<f64>, DVector<f64>) {
         let r = self.p.nrows();
         (z.rows(0, r).into_owned(), z.rows(r, z.len() - r).into_owned())
@@ -583,7 +589,7 @@ impl BaselineQuantileParams {
                     let c0 = if s == 0 { problem.part.unit_start() * 0.5 } else { random_start(dim, &mut rng) };
                     z0.rows_mut(r + i * dim, dim).copy_from(&c0);
                 }
-                let out = newton::minimise(|z| problem.objective(z), |z| problem.derivatives(z), &problem.bounded, z0, settings);
+                let out = problem.solve_smoothed(z0, settings);
                 objectives.push(out.objective);
                 if out.residual <= self.tolerance && best.as_ref().is_none_or(|b| out.objective < b.objective) {
                     best = Some(out);
@@ -633,6 +639,16 @@ impl QuantileBaselineProblem {
     /// Which variables are constrained to be `>= 0` (NCM's coefficients).
     pub fn bounded(&self) -> &[bool] {
         &self.bounded
+    }
+
+    /// Sizes `(r + 1, dim)` of the middle block `v` and of each gap block `c_i` of `z`.
+    pub fn block_sizes(&self) -> (usize, usize) {
+        (self.p.nrows(), self.part.dim())
+    }
+
+    /// Quantile curves at the training points for variables `z` (standardised units, n x K).
+    pub fn quantiles(&self, z: &DVector<f64>) -> DMatrix<f64> {
+        self.values(z).0
     }
 
     /// Index of the middle level.
@@ -784,6 +800,28 @@ impl QuantileBaselineProblem {
         self.derivatives(z).0
     }
 
+    /// Minimises [`Self::objective`] from `z0` by continuation: the smoothing
+    /// parameter goes 1, 0.1, 0.01, .. down to `epsilon` (standardised units),
+    /// each stage warm-started from the last (loose tolerance `1e-5` before the
+    /// last stage). Newton steps on a narrow quadratic zone of the pinball
+    /// envelope overshoot, which the wide early stages avoid.
+    fn solve_smoothed(&self, z0: DVector<f64>, settings: NewtonSettings) -> newton::NewtonOutcome {
+        let mut stages = Vec::new();
+        let mut eps = 1.0;
+        while eps > self.smoothing * 1.000_001 {
+            stages.push(eps);
+            eps *= 0.1;
+        }
+        let mut z = z0;
+        let mut stage_problem = self.clone();
+        for eps in stages {
+            stage_problem.smoothing = eps;
+            let loose = NewtonSettings { tolerance: settings.tolerance.max(1e-5), ..settings };
+            z = newton::minimise(|z| stage_problem.objective(z), |z| stage_problem.derivatives(z), &self.bounded, z, loose).z;
+        }
+        newton::minimise(|z| self.objective(z), |z| self.derivatives(z), &self.bounded, z, settings)
+    }
+
     /// PNM dual variables `(alpha_1..alpha_K, mu_1..mu_{K-1})` -> primal `z` (module docs).
     fn pnm_primal(&self, dual: &DVector<f64>) -> DVector<f64> {
         let (n, k, r) = (self.targets.len(), self.levels.len(), self.p.nrows());
@@ -877,7 +915,7 @@ impl QuantileBaselineProblem {
         }
         for (i, part) in parts.iter().enumerate() {
             let mu = dual.rows(k * n + i * n, n);
-            total += mu.dot(&part.0).abs() + part.0.iter().map(|&v| (-v).max(0.0)).sum::<f64>() / n as f64;
+            total += mu.dot(&part.0).abs() + part.0.iter().map(|&v| (-v).max(0.0)).fold(0.0, f64::max);
         }
         total
     }

@@ -11,7 +11,8 @@
 //! (`eps` = the current residual) takes a projected gradient step; the free
 //! variables a Newton step with `H_FF` (a ridge is added until its Cholesky
 //! factorisation exists, so non-convex objectives get a descent direction
-//! too); then `z(t) = P(z + t d)` with Armijo backtracking
+//! too; it starts at the current residual, as in regularised Newton
+//! methods); then `z(t) = P(z + t d)` with Armijo backtracking
 //! `f(z(t)) <= f(z) + 1e-4 g^T (z(t) - z)`. If no Newton step is accepted a
 //! projected gradient step is tried instead.
 //!
@@ -76,7 +77,11 @@ pub(crate) fn minimise(
             let hff = DMatrix::from_fn(free.len(), free.len(), |a, b| h[(free[a], free[b])]);
             let gf = DVector::from_fn(free.len(), |a, _| g[free[a]]);
             let mean_diag = (0..free.len()).map(|a| hff[(a, a)].abs()).sum::<f64>() / free.len() as f64;
-            let mut ridge = 0.0;
+            // Regularised Newton: a ridge proportional to the residual keeps the
+            // steps bounded along (near-)null directions of the Hessian (the
+            // smoothed pinball loss is flat away from its kinks) and vanishes at
+            // the solution, so the local convergence stays superlinear.
+            let mut ridge = residual;
             let step = loop {
                 let mut m = hff.clone();
                 for a in 0..free.len() {
@@ -85,7 +90,7 @@ pub(crate) fn minimise(
                 if let Some(chol) = m.cholesky() {
                     break Some(chol.solve(&(-&gf)));
                 }
-                ridge = if ridge == 0.0 { 1e-10 * mean_diag.max(f64::MIN_POSITIVE) } else { ridge * 10.0 };
+                ridge = (ridge * 10.0).max(1e-10 * mean_diag.max(f64::MIN_POSITIVE));
                 if !ridge.is_finite() {
                     break None;
                 }
