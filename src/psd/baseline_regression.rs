@@ -23,7 +23,7 @@
 //! `theta = g(x)`, objective
 //! `L(eta, theta) + lambda_0/2 ||v||^2 + Omega(g)` with the Gaussian loss
 //! [`GaussianNaturalLoss`] (its value, gradient and Hessian are reused).
-//! Solved by the projected damped Newton method of [`super::newton`]; the
+//! Solved by the projected damped Newton method of `super::newton` (Bertsekas 1982, regularised); the
 //! loss keeps `theta(x_i) > 0`, which is PNM's constraint. GLM is non-convex
 //! (`eta^2 exp(-s)` is not jointly convex): it is solved from `restarts`
 //! starting points (the first `theta = 1`, the others random with the
@@ -883,8 +883,8 @@ impl QuantileBaselineProblem {
                 for j in 0..k {
                     g.rows_mut(j * n, n).copy_from(&(&self.targets - q.column(j)));
                 }
-                for i in 0..k - 1 {
-                    g.rows_mut(k * n + i * n, n).copy_from(&parts[i].0);
+                for (i, part) in parts.iter().enumerate() {
+                    g.rows_mut(k * n + i * n, n).copy_from(&part.0);
                 }
                 g
             });
