@@ -159,7 +159,16 @@ fn pnm_quantiles_cross_in_the_gap_without_data_while_the_others_do_not() {
     let crossings = |q: &DMatrix<f64>| (0..q.nrows()).filter(|&i| q[(i, 0)] > q[(i, 1)] || q[(i, 1)] > q[(i, 2)]).count();
     let mut counts = Vec::new();
     for kind in KINDS {
-        let model = BaselineQuantileParams::new(kind, 0.2, &LEVELS).regularisation(1e-4, 1e-4).restarts(2, 3).fit(&Device::Cpu, &x, &y).unwrap();
+        // PNM with little regularisation crossed in every one of 25+ seeds checked
+        // (at least 209 of 1501 grid points); NCM and GLM get lambda = 1e-2 (their Newton
+        // solver ran out of budget once in about 60 seeds at 1e-3), where
+        // the ordering holds by construction for any lambda.
+        // PNM's tolerance is 1e-6 here: FISTA on its dual needed more than 100,000
+        // iterations for 1e-7 once at lambda = 1e-4, and counting crossings
+        // of hundreds of grid points does not need it.
+        let params = BaselineQuantileParams::new(kind, 0.2, &LEVELS).restarts(2, 3);
+        let params = if kind == BaselineKind::Pnm { params.regularisation(1e-4, 1e-4).solver(1e-6, 100_000) } else { params.regularisation(1e-2, 1e-2) };
+        let model = params.fit(&Device::Cpu, &x, &y).unwrap();
         counts.push(crossings(&model.predict(&Device::Cpu, &grid).unwrap()));
     }
     let psd = QuantileParams::new(0.2, &LEVELS).regularisation(1e-2, 1e-3, 1e-4).solver(SolverOptions { tolerance: 1e-4, max_iterations: 20_000, check_every: 10 }).fit(&Device::Cpu, &x, &y).unwrap();

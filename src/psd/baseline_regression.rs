@@ -199,8 +199,10 @@ fn check_data(x: &DMatrix<f64>, y: &DVector<f64>) -> Result<(), PsdError> {
 // Heteroscedastic regression
 // ---------------------------------------------------------------------------
 
-/// Parameters of a heteroscedastic regression whose precision `theta = 1/v`
-/// is a baseline of Appendix D (module docs); linfa-like builder validated by `fit`.
+/// Parameters of a heteroscedastic regression (Section 6, "regression with
+/// Gaussian heteroscedastic errors") whose precision `theta = 1/v` is a
+/// baseline of Appendix D: PNM (Eq. 36), NCM (Eq. 34) or GLM (Eq. 32) (module
+/// docs); linfa-like builder validated by `fit`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct BaselineHeteroscedasticParams {
     kind: BaselineKind,
@@ -388,7 +390,7 @@ impl HeteroscedasticBaselineProblem {
     }
 }
 
-/// A fitted heteroscedastic regression with a baseline model for `theta`.
+/// A fitted heteroscedastic regression with a baseline model (Eq. 32, 34 or 36) for `theta`.
 #[derive(Debug, Clone)]
 pub struct BaselineHeteroscedastic {
     kind: BaselineKind,
@@ -466,8 +468,10 @@ fn smoothed_pinball(u: f64, tau: f64, eps: f64) -> (f64, f64, f64) {
     }
 }
 
-/// Parameters of multiple quantile regression whose gaps between levels are
-/// baselines of Appendix D (module docs); linfa-like builder validated by `fit`.
+/// Parameters of multiple quantile regression (Section 6, "multiple quantile
+/// regression", `q_{tau_{+-j}} = q_{tau_0} +- sum v`) whose gaps `v` between
+/// levels are baselines of Appendix D: PNM (Eq. 36), NCM (Eq. 34) or GLM
+/// (Eq. 32) (module docs); linfa-like builder validated by `fit`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct BaselineQuantileParams {
     kind: BaselineKind,
@@ -921,7 +925,7 @@ impl QuantileBaselineProblem {
     }
 }
 
-/// Fitted quantile curves with baseline gap models.
+/// Fitted quantile curves with baseline gap models (Eq. 32, 34 or 36).
 #[derive(Debug, Clone)]
 pub struct BaselineQuantile {
     kind: BaselineKind,
