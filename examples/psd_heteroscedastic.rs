@@ -1,6 +1,7 @@
 //! Heteroscedastic Gaussian regression (Figure 1, centre row): `eta = mu/v`
-//! linear, `theta = 1/v` a PSD model, against a homoscedastic kernel ridge
-//! baseline (kernel ridge mean, constant variance = mean squared residual).
+//! linear and `theta = 1/v` modelled by each non-negative model of the
+//! paper: PNM, NCM, GLM (Appendix D, [`gramian::psd::baseline_regression`])
+//! and the PSD model ([`gramian::psd::heteroscedastic`]).
 //!
 //! Data: the paper uses "the toy data in section 5 of LSC 05" (Le, Smola &
 //! Canu 2005), n = 80, and cites Yuan & Wahba (2004) for the same model. That
@@ -8,57 +9,59 @@
 //! toy model as a documented **stand-in**: `x ~ U(0, 1)`,
 //! `mu(x) = 2 (exp(-30 (x - 1/4)^2) + sin(pi x^2)) - 2`, `log v(x) = sin(2 pi x)`.
 //!
-//! `sigma` and `lambda` are chosen for each model by 5-fold cross-validation
-//! of the held-out log-likelihood on the 80 training points (the paper's
-//! regulariser `lambda (||A||_* + 0.05 ||A||_F^2)`, i.e. `lambda_1 = lambda`,
+//! `sigma` and `lambda` are chosen for each model independently by 5-fold
+//! cross-validation of the held-out log-likelihood on the 80 training points
+//! (PSD: the paper's `lambda (||A||_* + 0.05 ||A||_F^2)`, i.e. `lambda_1 = lambda`,
 //! `lambda_2 = 0.1 lambda` in this crate's `lambda_2/2` convention, and
-//! `lambda_0 = lambda`); the test log-likelihood is on 2000 fresh points.
+//! `lambda_0 = lambda`; baselines: `lambda_0 = lambda` for `eta` and
+//! `lambda/2 ||w||^2` for `theta`); the test log-likelihood is on 2000 fresh
+//! points. `min theta` is over a grid of [-0.5, 1.5], which extends beyond the
+//! data on [0, 1]: PNM is only constrained to be positive on the data.
 //!
-//! `cargo run --release --example psd_heteroscedastic [-- out/psd_heteroscedastic.png]`
+//! `cargo run --example psd_heteroscedastic [-- out/psd_heteroscedastic.png]`
 
 #[path = "psd_plot/mod.rs"]
 mod psd_plot;
 
 #[path = "psd_toy/mod.rs"]
 mod psd_toy;
-use gramian::psd::{HeteroscedasticParams, HeteroscedasticRegression, SolverOptions};
-use gramian::{Device, Kernel};
+use gramian::psd::heteroscedastic::NaturalParameters;
+use gramian::psd::{BaselineHeteroscedasticParams, BaselineKind, HeteroscedasticParams, PsdError, SolverOptions};
+use gramian::Device;
 use nalgebra::{DMatrix, DVector};
 use plotters::style::RGBColor;
 use psd_plot::{Curve, Panel};
-use rand::{rngs::StdRng, SeedableRng};
 use psd_toy::{toy_data, true_mean, true_variance};
+use rand::{rngs::StdRng, SeedableRng};
 
-/// Homoscedastic kernel ridge regression: `mu = mean(y) + K(x, X) a`,
-/// `(K + n lambda I) a = y - mean(y)`, variance = mean squared training residual.
-struct KernelRidge {
-    x: DMatrix<f64>,
-    kernel: Kernel,
-    coefficients: DVector<f64>,
-    offset: f64,
-    variance: f64,
+/// The four models for `theta`, in the column order of Figure 1.
+#[derive(Clone, Copy)]
+enum Model {
+    Baseline(BaselineKind),
+    Psd,
 }
 
-impl KernelRidge {
-    fn fit(x: &DMatrix<f64>, y: &DVector<f64>, sigma: f64, lambda: f64) -> Result<Self, Box<dyn std::error::Error>> {
-        let kernel = Kernel::gaussian_with_width(sigma)?;
-        let n = x.nrows();
-        let k = Device::Cpu.kernel_matrix(&kernel, x, x)?;
-        let offset = y.mean();
-        let system = &k + DMatrix::identity(n, n) * (n as f64 * lambda);
-        let coefficients = system.cholesky().ok_or("K + n lambda I not positive definite")?.solve(&y.add_scalar(-offset));
-        let residual = &k * &coefficients - y.add_scalar(-offset);
-        Ok(KernelRidge { x: x.clone(), kernel, coefficients, offset, variance: residual.norm_squared() / n as f64 })
+impl Model {
+    fn name(&self) -> &'static str {
+        match self {
+            Model::Baseline(k) => k.name(),
+            Model::Psd => "PSD",
+        }
     }
 
-    fn mean(&self, x: &DMatrix<f64>) -> Result<DVector<f64>, Box<dyn std::error::Error>> {
-        Ok((Device::Cpu.kernel_matrix(&self.kernel, x, &self.x)? * &self.coefficients).add_scalar(self.offset))
-    }
-
-    fn mean_log_likelihood(&self, x: &DMatrix<f64>, y: &DVector<f64>) -> Result<f64, Box<dyn std::error::Error>> {
-        let mu = self.mean(x)?;
-        let v = self.variance;
-        Ok((0..y.len()).map(|i| -0.5 * (2.0 * std::f64::consts::PI * v).ln() - (y[i] - mu[i]).powi(2) / (2.0 * v)).sum::<f64>() / y.len() as f64)
+    /// Fits and returns a closure giving the natural parameters at new points.
+    fn fit(&self, device: &Device, x: &DMatrix<f64>, y: &DVector<f64>, sigma: f64, lambda: f64) -> Result<Box<dyn Fn(&DMatrix<f64>) -> Result<NaturalParameters, PsdError>>, PsdError> {
+        let device = device.clone();
+        Ok(match *self {
+            Model::Baseline(kind) => {
+                let m = BaselineHeteroscedasticParams::new(kind, sigma).regularisation(lambda, lambda).restarts(3, 7).fit(&device, x, y)?;
+                Box::new(move |g| m.natural_parameters(&device, g))
+            }
+            Model::Psd => {
+                let m = HeteroscedasticParams::new(sigma).regularisation(lambda, lambda, 0.1 * lambda).solver(SolverOptions { tolerance: 1e-6, max_iterations: 50_000, check_every: 10 }).fit(&device, x, y)?;
+                Box::new(move |g| m.natural_parameters(&device, g))
+            }
+        })
     }
 }
 
@@ -70,20 +73,22 @@ fn entries(y: &DVector<f64>, idx: &[usize]) -> DVector<f64> {
     DVector::from_fn(idx.len(), |i, _| y[idx[i]])
 }
 
-/// Mean held-out log-likelihood of `score(train_x, train_y, test_x, test_y)` over `folds` folds.
-fn cross_validate(x: &DMatrix<f64>, y: &DVector<f64>, folds: usize, mut score: impl FnMut(&DMatrix<f64>, &DVector<f64>, &DMatrix<f64>, &DVector<f64>) -> f64) -> f64 {
+/// Mean held-out log-likelihood over `folds` folds (`-inf` if a fit fails).
+fn cross_validate(device: &Device, model: Model, x: &DMatrix<f64>, y: &DVector<f64>, folds: usize, sigma: f64, lambda: f64) -> f64 {
     let n = x.nrows();
     let mut total = 0.0;
     for f in 0..folds {
         let test: Vec<usize> = (0..n).filter(|i| i % folds == f).collect();
         let train: Vec<usize> = (0..n).filter(|i| i % folds != f).collect();
-        total += score(&rows(x, &train), &entries(y, &train), &rows(x, &test), &entries(y, &test));
+        total += match model.fit(device, &rows(x, &train), &entries(y, &train), sigma, lambda) {
+            Ok(m) => m(&rows(x, &test)).map(|np| np.log_likelihood(&entries(y, &test)).mean()).unwrap_or(f64::NEG_INFINITY),
+            Err(e) => {
+                eprintln!("{} sigma {sigma} lambda {lambda}: {e}", model.name());
+                f64::NEG_INFINITY
+            }
+        };
     }
     total / folds as f64
-}
-
-fn psd_params(sigma: f64, lambda: f64) -> HeteroscedasticParams {
-    HeteroscedasticParams::new(sigma).regularisation(lambda, lambda, 0.1 * lambda).solver(SolverOptions { tolerance: 1e-6, max_iterations: 50_000, check_every: 10 })
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -94,78 +99,61 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let (x_test, y_test) = toy_data(2000, &mut rng);
     let sigmas = [0.05, 0.1, 0.2];
     let lambdas = [1e-3, 1e-2, 1e-1];
-
-    let start = std::time::Instant::now();
-    let mut best_psd = (f64::NEG_INFINITY, 0.0, 0.0);
-    let mut best_krr = (f64::NEG_INFINITY, 0.0, 0.0);
-    for &sigma in &sigmas {
-        for &lambda in &lambdas {
-            let psd = cross_validate(&x, &y, 5, |xt, yt, xv, yv| match psd_params(sigma, lambda).fit(&device, xt, yt) {
-                Ok(m) => m.mean_log_likelihood(&device, xv, yv).unwrap_or(f64::NEG_INFINITY),
-                Err(e) => {
-                    eprintln!("sigma {sigma} lambda {lambda}: {e}");
-                    f64::NEG_INFINITY
-                }
-            });
-            let krr = cross_validate(&x, &y, 5, |xt, yt, xv, yv| KernelRidge::fit(xt, yt, sigma, lambda).and_then(|m| m.mean_log_likelihood(xv, yv)).unwrap_or(f64::NEG_INFINITY));
-            println!("cv  sigma {sigma:<5} lambda {lambda:<6e}  PSD {psd:>8.4}  KRR {krr:>8.4}");
-            if psd > best_psd.0 {
-                best_psd = (psd, sigma, lambda);
-            }
-            if krr > best_krr.0 {
-                best_krr = (krr, sigma, lambda);
-            }
-        }
-    }
-    let t_cv = start.elapsed().as_secs_f64();
-    let start = std::time::Instant::now();
-    let psd: HeteroscedasticRegression = psd_params(best_psd.1, best_psd.2).fit(&device, &x, &y)?;
-    let t_fit = start.elapsed().as_secs_f64();
-    let krr = KernelRidge::fit(&x, &y, best_krr.1, best_krr.2)?;
-
-    let grid = DMatrix::from_fn(501, 1, |i, _| i as f64 / 500.0);
+    let models = [Model::Baseline(BaselineKind::Pnm), Model::Baseline(BaselineKind::Ncm), Model::Baseline(BaselineKind::Glm), Model::Psd];
+    let plot_grid = DMatrix::from_fn(601, 1, |i, _| -0.1 + 1.2 * i as f64 / 600.0);
+    let wide_grid = DMatrix::from_fn(2001, 1, |i, _| -0.5 + 2.0 * i as f64 / 2000.0);
     let truth_ll = (0..y_test.len()).map(|i| {
         let (m, v) = (true_mean(x_test[(i, 0)]), true_variance(x_test[(i, 0)]));
         -0.5 * (2.0 * std::f64::consts::PI * v).ln() - (y_test[i] - m).powi(2) / (2.0 * v)
     }).sum::<f64>() / y_test.len() as f64;
-    let var_grid = psd.predict_variance(&device, &grid)?;
-    let log_var_err = (0..grid.nrows()).map(|i| (var_grid[i] / true_variance(grid[(i, 0)])).ln().abs()).sum::<f64>() / grid.nrows() as f64;
-    let krr_log_var_err = (0..grid.nrows()).map(|i| (krr.variance / true_variance(grid[(i, 0)])).ln().abs()).sum::<f64>() / grid.nrows() as f64;
-    println!();
-    println!("n = 80 training points, 2000 test points; 5-fold CV over sigma {sigmas:?} x lambda {lambdas:?} ({t_cv:.1} s)");
-    println!("{:<36} {:>7} {:>8} {:>14} {:>18}", "model", "sigma", "lambda", "test log-lik", "mean |log v/v*|");
-    println!("{:<36} {:>7} {:>8.0e} {:>14.4} {:>18.3}", "homoscedastic kernel ridge", best_krr.1, best_krr.2, krr.mean_log_likelihood(&x_test, &y_test)?, krr_log_var_err);
-    println!("{:<36} {:>7} {:>8.0e} {:>14.4} {:>18.3}", "PSD model (eta linear, theta PSD)", best_psd.1, best_psd.2, psd.mean_log_likelihood(&device, &x_test, &y_test)?, log_var_err);
-    println!("{:<36} {:>7} {:>8} {:>14.4} {:>18}", "true model", "-", "-", truth_ll, "0");
-    let r = psd.report();
-    println!("PSD fit: {} FISTA iterations, duality gap {:.1e}, {t_fit:.2} s ({:.2} s in eigendecompositions); theta at infinity {:.3e}", r.iterations, r.gap, r.seconds_eigen, psd.precision_at_infinity());
 
-    let mu_psd = psd.predict_mean(&device, &grid)?;
-    let mu_krr = krr.mean(&grid)?;
-    let g: Vec<f64> = grid.column(0).iter().copied().collect();
-    let orange = RGBColor(255, 140, 0);
-    let blue = RGBColor(31, 119, 180);
-    let light = RGBColor(120, 170, 220);
-    let band = |mu: &DVector<f64>, var: &dyn Fn(usize) -> f64, title: String| {
+    let mut rows_out = Vec::new();
+    let mut panels = Vec::new();
+    let g: Vec<f64> = plot_grid.column(0).iter().copied().collect();
+    let (orange, blue, light) = (RGBColor(255, 140, 0), RGBColor(31, 119, 180), RGBColor(120, 170, 220));
+    for model in models {
+        let start = std::time::Instant::now();
+        let mut best = (f64::NEG_INFINITY, sigmas[0], lambdas[0]);
+        for &sigma in &sigmas {
+            for &lambda in &lambdas {
+                let cv = cross_validate(&device, model, &x, &y, 5, sigma, lambda);
+                println!("cv  {:<4} sigma {sigma:<5} lambda {lambda:<6e}  held-out log-lik {cv:>9.4}", model.name());
+                if cv > best.0 {
+                    best = (cv, sigma, lambda);
+                }
+            }
+        }
+        let t_cv = start.elapsed().as_secs_f64();
+        let fitted = model.fit(&device, &x, &y, best.1, best.2)?;
+        let test_ll = fitted(&x_test)?.log_likelihood(&y_test).mean();
+        let theta_wide = fitted(&wide_grid)?.theta;
+        let min_theta = theta_wide.min();
+        let negative = theta_wide.iter().filter(|&&t| t <= 0.0).count();
+        let inside: Vec<usize> = (0..plot_grid.nrows()).filter(|&i| (0.0..=1.0).contains(&plot_grid[(i, 0)])).collect();
+        let np = fitted(&plot_grid)?;
+        let (mu, var) = (np.mean(), np.variance());
+        let log_var_err = inside.iter().map(|&i| if var[i] > 0.0 { (var[i] / true_variance(plot_grid[(i, 0)])).ln().abs() } else { f64::INFINITY }).sum::<f64>() / inside.len() as f64;
+        rows_out.push(format!("{:<5} {:>6} {:>8.0e} {:>14.4} {:>16.3} {:>14.3e} {:>10} {:>8.1}", model.name(), best.1, best.2, test_ll, log_var_err, min_theta, negative, t_cv));
         let mut curves = vec![Curve { points: (0..y.len()).map(|i| (x[(i, 0)], y[i])).collect(), colour: RGBColor(150, 150, 150), dots: true }];
         for s in [-2.0, 0.0, 2.0] {
             curves.push(Curve { points: g.iter().map(|&t| (t, true_mean(t) + s * true_variance(t).sqrt())).collect(), colour: orange, dots: false });
         }
+        // Bands only where the fitted variance is positive (PNM's may not be).
         for s in [-2.0, 2.0] {
-            curves.push(Curve { points: (0..g.len()).map(|i| (g[i], mu[i] + s * var(i).sqrt())).collect(), colour: light, dots: false });
+            curves.push(Curve { points: (0..g.len()).filter(|&i| var[i] > 0.0).map(|i| (g[i], (mu[i] + s * var[i].sqrt()).clamp(-50.0, 50.0))).collect(), colour: light, dots: false });
         }
-        curves.push(Curve { points: (0..g.len()).map(|i| (g[i], mu[i])).collect(), colour: blue, dots: false });
-        Panel { title, curves, x_range: (0.0, 1.0), y_range: (-7.0, 5.0) }
-    };
-    let krr_var = krr.variance;
-    psd_plot::draw_panels(
-        &out,
-        &[
-            band(&mu_krr, &|_| krr_var, "homoscedastic kernel ridge".into()),
-            band(&mu_psd, &|i| var_grid[i], "PSD model for 1/variance".into()),
-        ],
-        (520, 380),
-    )?;
+        curves.push(Curve { points: (0..g.len()).map(|i| (g[i], mu[i].clamp(-50.0, 50.0))).collect(), colour: blue, dots: false });
+        panels.push(Panel { title: format!("{} (test log-lik {test_ll:.3})", model.name()), curves, x_range: (-0.1, 1.1), y_range: (-7.0, 5.0) });
+    }
+    println!();
+    println!("n = 80 training points, 2000 test points; 5-fold CV per model over sigma {sigmas:?} x lambda {lambdas:?}");
+    println!("{:<5} {:>6} {:>8} {:>14} {:>16} {:>14} {:>10} {:>8}", "model", "sigma", "lambda", "test log-lik", "mean |log v/v*|", "min theta", "theta<=0", "CV s");
+    for r in &rows_out {
+        println!("{r}");
+    }
+    println!("{:<5} {:>6} {:>8} {:>14.4} {:>16} {:>14} {:>10} {:>8}", "truth", "-", "-", truth_ll, "0", "-", "-", "-");
+    println!("(mean |log v/v*| on [0, 1]; min theta and the count of theta <= 0 on 2001 points of [-0.5, 1.5], units of 1/y^2)");
+    psd_plot::draw_panels(&out, &panels, (420, 340))?;
     println!("figure written to {out} (orange: truth mean +- 2 sd; blue: fitted)");
     Ok(())
 }

@@ -1,18 +1,27 @@
 //! Multiple quantile regression (Figure 1, bottom row) on the distribution of
-//! App. E, n = 500: X ~ 1/2 U(0, 1/3) + 1/2 U(2/3, 1), Y | x ~ N(0, s(x)^2),
-//! levels 1/4, 1/2, 3/4. Compares independent kernel quantile regressions
-//! (one linear model per level, no ordering constraint) with the PSD model
-//! (median linear, the others median +- PSD models: never cross), counts
-//! crossings on a dense grid of [-0.25, 1.25] (it includes the gap (1/3, 2/3)
-//! without data), and draws both in one PNG with the true quantiles.
+//! App. E: X ~ 1/2 U(0, 1/3) + 1/2 U(2/3, 1), Y | x ~ N(0, s(x)^2),
+//! levels 1/4, 1/2, 3/4. The median is linear and the other levels are the
+//! median -+ a non-negative gap, modelled by PNM, NCM, GLM (Appendix D,
+//! [`gramian::psd::baseline_regression`]) or a PSD model
+//! ([`gramian::psd::regression`]). PNM orders the curves on the data only.
 //!
-//! `cargo run --example psd_quantile [-- out/psd_quantile.png]`
+//! `sigma` and `lambda` are chosen per model on a validation split (70% / 30%
+//! of the training data, as in App. E) by the pinball loss (PSD:
+//! `lambda_0 = lambda`, `lambda_1 = 0.1 lambda`, `lambda_2 = 0.01 lambda`, the
+//! ratios of the fixed setting used before; baselines: `lambda_0 = lambda` and
+//! `lambda/2 ||w||^2` per gap); the table gives the
+//! pinball loss (mean over the levels) on fresh test data and the count of
+//! grid points of [-0.25, 1.25] (1501 points, including the gap (1/3, 2/3)
+//! without data) where the curves cross.
+//!
+//! `cargo run --example psd_quantile [-- out/psd_quantile.png [n]]` (n = 200 by default; the paper uses
+//! n = 500, which takes about 5 minutes here, mostly NCM with its n x n kernel coordinates)
 
 #[path = "psd_plot/mod.rs"]
 mod psd_plot;
 
 use gramian::psd::regression::QuantileParams;
-use gramian::psd::SolverOptions;
+use gramian::psd::{BaselineKind, BaselineQuantileParams, PsdError, SolverOptions};
 use gramian::Device;
 use nalgebra::{DMatrix, DVector};
 use plotters::style::RGBColor;
@@ -20,8 +29,10 @@ use psd_plot::{Curve, Panel};
 use rand::{rngs::StdRng, Rng, SeedableRng};
 use rand_distr::{Distribution, Normal};
 
+const LEVELS: [f64; 3] = [0.25, 0.5, 0.75];
+
 fn spread(t: f64) -> f64 {
-    if t <= 1.0 / 3.0 && t >= 0.0 {
+    if (0.0..=1.0 / 3.0).contains(&t) {
         1.0 / 3.0 - t
     } else if (2.0 / 3.0..=1.0).contains(&t) {
         t - 2.0 / 3.0
@@ -30,49 +41,126 @@ fn spread(t: f64) -> f64 {
     }
 }
 
+fn sample(n: usize, rng: &mut StdRng) -> (DMatrix<f64>, DVector<f64>) {
+    let x = DMatrix::from_fn(n, 1, |_, _| if rng.random::<bool>() { rng.random_range(0.0..1.0 / 3.0) } else { rng.random_range(2.0 / 3.0..1.0) });
+    let normal = Normal::new(0.0, 1.0).expect("unit normal");
+    let y = DVector::from_fn(n, |i, _| spread(x[(i, 0)]) * normal.sample(rng));
+    (x, y)
+}
+
+/// Mean over the levels of the mean pinball loss of the curves `q` (n x 3).
+fn pinball(q: &DMatrix<f64>, y: &DVector<f64>) -> f64 {
+    let mut total = 0.0;
+    for (j, &tau) in LEVELS.iter().enumerate() {
+        for i in 0..y.len() {
+            let u = y[i] - q[(i, j)];
+            total += (tau * u).max((tau - 1.0) * u);
+        }
+    }
+    total / (y.len() * LEVELS.len()) as f64
+}
+
+fn crossings(m: &DMatrix<f64>) -> usize {
+    (0..m.nrows()).filter(|&i| m[(i, 0)] > m[(i, 1)] || m[(i, 1)] > m[(i, 2)]).count()
+}
+
+#[derive(Clone, Copy)]
+enum Model {
+    Baseline(BaselineKind),
+    Psd,
+}
+
+type Predictor = Box<dyn Fn(&DMatrix<f64>) -> Result<DMatrix<f64>, PsdError>>;
+
+impl Model {
+    fn name(&self) -> &'static str {
+        match self {
+            Model::Baseline(k) => k.name(),
+            Model::Psd => "PSD",
+        }
+    }
+
+    fn fit(&self, device: &Device, x: &DMatrix<f64>, y: &DVector<f64>, sigma: f64, lambda: f64) -> Result<Predictor, PsdError> {
+        let device = device.clone();
+        Ok(match *self {
+            Model::Baseline(kind) => {
+                let m = BaselineQuantileParams::new(kind, sigma, &LEVELS).regularisation(lambda, lambda).restarts(3, 7).fit(&device, x, y)?;
+                Box::new(move |g| m.predict(&device, g))
+            }
+            Model::Psd => {
+                let options = SolverOptions { tolerance: 1e-4, max_iterations: 20_000, check_every: 10 };
+                let m = QuantileParams::new(sigma, &LEVELS).regularisation(lambda, 0.1 * lambda, 0.01 * lambda).solver(options).fit(&device, x, y)?;
+                Box::new(move |g| m.predict(&device, g))
+            }
+        })
+    }
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let out = std::env::args().nth(1).unwrap_or_else(|| "out/psd_quantile.png".into());
+    let n: usize = std::env::args().nth(2).map(|s| s.parse()).transpose()?.unwrap_or(200);
     let device = Device::Cpu;
     let mut rng = StdRng::seed_from_u64(5);
-    let n = 500;
-    let x = DMatrix::from_fn(n, 1, |_, _| if rng.random::<bool>() { rng.random_range(0.0..1.0 / 3.0) } else { rng.random_range(2.0 / 3.0..1.0) });
-    let normal = Normal::new(0.0, 1.0)?;
-    let y = DVector::from_fn(n, |i, _| spread(x[(i, 0)]) * normal.sample(&mut rng));
-    let levels = [0.25, 0.5, 0.75];
-    let (sigma, l0, l1, l2) = (0.1, 1e-3, 1e-4, 1e-5);
-    let options = SolverOptions { tolerance: 1e-4, max_iterations: 20_000, check_every: 10 };
+    let (x, y) = sample(n, &mut rng);
+    let (x_test, y_test) = sample(5000, &mut rng);
+    let split = n * 7 / 10;
+    let (x_fit, y_fit) = (x.rows(0, split).into_owned(), y.rows(0, split).into_owned());
+    let (x_val, y_val) = (x.rows(split, n - split).into_owned(), y.rows(split, n - split).into_owned());
+    let sigmas = [0.05, 0.1, 0.2];
+    let lambdas = [1e-4, 1e-3, 1e-2];
     let grid = DMatrix::from_fn(1501, 1, |i, _| -0.25 + 1.5 * i as f64 / 1500.0);
-
-    let start = std::time::Instant::now();
-    let mut independent = DMatrix::zeros(grid.nrows(), 3);
-    for (j, &tau) in levels.iter().enumerate() {
-        let m = QuantileParams::new(sigma, &[tau]).regularisation(l0, l1, l2).solver(options).fit(&device, &x, &y)?;
-        independent.column_mut(j).copy_from(&m.predict(&device, &grid)?.column(0));
-    }
-    let t_ind = start.elapsed().as_secs_f64();
-    let start = std::time::Instant::now();
-    let psd = QuantileParams::new(sigma, &levels).regularisation(l0, l1, l2).solver(options).fit(&device, &x, &y)?;
-    let t_psd = start.elapsed().as_secs_f64();
-    let q = psd.predict(&device, &grid)?;
-    let crossings = |m: &DMatrix<f64>| (0..m.nrows()).filter(|&i| m[(i, 0)] > m[(i, 1)] || m[(i, 1)] > m[(i, 2)]).count();
-    println!("sigma {sigma}, lambda_0 {l0:e}, lambda_1 {l1:e}, lambda_2 {l2:e}; n {n}; grid of {} points on [-0.25, 1.25]", grid.nrows());
-    println!("{:<34} {:>18} {:>8} {:>10}", "model", "crossing points", "fit s", "gap");
-    println!("{:<34} {:>18} {:>8.2} {:>10}", "independent kernel quantile reg.", crossings(&independent), t_ind, "-");
-    println!("{:<34} {:>18} {:>8.2} {:>10.2e}", "PSD model (median +- PSD)", crossings(&q), t_psd, psd.report().gap);
-    // True quantiles: s(x) * z_tau, z_{1/4} = -0.6745.
+    let models = [Model::Baseline(BaselineKind::Pnm), Model::Baseline(BaselineKind::Ncm), Model::Baseline(BaselineKind::Glm), Model::Psd];
+    // True quantiles: s(x) z_tau, z_{1/4} = -0.6745.
     let z = [-0.674_489_750_196_081_7, 0.0, 0.674_489_750_196_081_7];
     let colours = [RGBColor(31, 119, 180), RGBColor(20, 60, 140), RGBColor(31, 119, 180)];
-    let panel = |title: &str, m: &DMatrix<f64>| {
+    let mut table = Vec::new();
+    let mut panels = Vec::new();
+    for model in models {
+        let start = std::time::Instant::now();
+        let mut best = (f64::INFINITY, sigmas[0], lambdas[0]);
+        for &sigma in &sigmas {
+            for &lambda in &lambdas {
+                let loss = match model.fit(&device, &x_fit, &y_fit, sigma, lambda).and_then(|m| m(&x_val)) {
+                    Ok(q) => pinball(&q, &y_val),
+                    Err(e) => {
+                        eprintln!("{} sigma {sigma} lambda {lambda}: {e}", model.name());
+                        f64::INFINITY
+                    }
+                };
+                println!("val {:<4} sigma {sigma:<5} lambda {lambda:<6e}  pinball {loss:.5}", model.name());
+                if loss < best.0 {
+                    best = (loss, sigma, lambda);
+                }
+            }
+        }
+        let t_select = start.elapsed().as_secs_f64();
+        let start = std::time::Instant::now();
+        let fitted = model.fit(&device, &x, &y, best.1, best.2)?;
+        let t_fit = start.elapsed().as_secs_f64();
+        let test = pinball(&fitted(&x_test)?, &y_test);
+        let q = fitted(&grid)?;
+        table.push(format!("{:<5} {:>6} {:>8.0e} {:>14.5} {:>16} {:>10.1} {:>8.2}", model.name(), best.1, best.2, test, crossings(&q), t_select, t_fit));
         let mut curves = vec![Curve { points: (0..n).map(|i| (x[(i, 0)], y[i])).collect(), colour: RGBColor(150, 150, 150), dots: true }];
         for j in 0..3 {
             curves.push(Curve { points: (0..grid.nrows()).map(|i| (grid[(i, 0)], spread(grid[(i, 0)]) * z[j])).collect(), colour: RGBColor(255, 140, 0), dots: false });
         }
         for j in 0..3 {
-            curves.push(Curve { points: (0..grid.nrows()).map(|i| (grid[(i, 0)], m[(i, j)])).collect(), colour: colours[j], dots: false });
+            curves.push(Curve { points: (0..grid.nrows()).map(|i| (grid[(i, 0)], q[(i, j)].clamp(-5.0, 5.0))).collect(), colour: colours[j], dots: false });
         }
-        Panel { title: format!("{title}: {} crossing points", crossings(m)), curves, x_range: (-0.25, 1.25), y_range: (-0.6, 0.6) }
+        panels.push(Panel { title: format!("{}: {} crossing points", model.name(), crossings(&q)), curves, x_range: (-0.25, 1.25), y_range: (-0.6, 0.6) });
+    }
+    let truth = {
+        let q = DMatrix::from_fn(x_test.nrows(), 3, |i, j| spread(x_test[(i, 0)]) * z[j]);
+        pinball(&q, &y_test)
     };
-    psd_plot::draw_panels(&out, &[panel("independent", &independent), panel("PSD model", &q)], (520, 380))?;
-    println!("figure written to {out}");
+    println!();
+    println!("n = {n} ({split} fit / {} validation), 5000 test points; sigma {sigmas:?} x lambda {lambdas:?}; grid of 1501 points on [-0.25, 1.25]", n - split);
+    println!("{:<5} {:>6} {:>8} {:>14} {:>16} {:>10} {:>8}", "model", "sigma", "lambda", "test pinball", "crossing points", "select s", "fit s");
+    for row in &table {
+        println!("{row}");
+    }
+    println!("{:<5} {:>6} {:>8} {:>14.5} {:>16} {:>10} {:>8}", "truth", "-", "-", truth, 0, "-", "-");
+    psd_plot::draw_panels(&out, &panels, (420, 340))?;
+    println!("figure written to {out} (orange: true quantiles; blue: fitted)");
     Ok(())
 }

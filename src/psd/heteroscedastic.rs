@@ -141,6 +141,18 @@ impl GaussianNaturalLoss {
         (b, a)
     }
 
+    /// Second derivatives per sample, `(d2L/deta2, d2L/deta dtheta, d2L/dtheta2)`
+    /// `= (c/theta, -c eta/theta^2, c (eta^2/theta^3 + 1/(2 theta^2)))`, `c = 1/n`
+    /// (the Hessian of `L` is block diagonal over samples), for `theta > 0`.
+    pub fn hessian(&self, eta: &DVector<f64>, theta: &DVector<f64>) -> (DVector<f64>, DVector<f64>, DVector<f64>) {
+        let c = self.weight();
+        let n = self.targets.len();
+        let ee = DVector::from_fn(n, |i, _| c / theta[i]);
+        let et = DVector::from_fn(n, |i, _| -c * eta[i] / (theta[i] * theta[i]));
+        let tt = DVector::from_fn(n, |i, _| c * (eta[i] * eta[i] / theta[i].powi(3) + 0.5 / (theta[i] * theta[i])));
+        (ee, et, tt)
+    }
+
     /// The dual point `(beta, alpha) = grad L(eta, theta)` of a primal point with `theta > 0`.
     pub fn gradient(&self, eta: &DVector<f64>, theta: &DVector<f64>) -> (DVector<f64>, DVector<f64>) {
         let c = self.weight();
@@ -421,6 +433,36 @@ pub struct NaturalParameters {
     pub theta: DVector<f64>,
 }
 
+impl NaturalParameters {
+    /// Maps natural parameters fitted on standardised targets `y' = (y - mean)/sd`
+    /// back to the units of `y`: `theta = theta'/sd^2`, `eta = (theta' mean/sd + eta')/sd`.
+    pub(crate) fn from_standardised(eta_s: &DVector<f64>, theta_s: &DVector<f64>, y_mean: f64, y_sd: f64) -> Self {
+        let theta = theta_s.map(|t| t / (y_sd * y_sd));
+        let eta = DVector::from_fn(eta_s.len(), |i, _| (theta_s[i] * y_mean / y_sd + eta_s[i]) / y_sd);
+        NaturalParameters { eta, theta }
+    }
+
+    /// Mean `mu = eta/theta` (`+-inf`/NaN where `theta` is 0; negative variance where `theta < 0`).
+    pub fn mean(&self) -> DVector<f64> {
+        self.eta.zip_map(&self.theta, |e, t| e / t)
+    }
+
+    /// Variance `v = 1/theta`.
+    pub fn variance(&self) -> DVector<f64> {
+        self.theta.map(|t| 1.0 / t)
+    }
+
+    /// Log-likelihood `log N(y_i; mu_i, v_i) = log(theta)/2 - log(2 pi)/2 - theta y^2/2 + eta y - eta^2/(2 theta)`
+    /// per point; `-inf` where `theta <= 0` (no Gaussian there).
+    pub fn log_likelihood(&self, y: &DVector<f64>) -> DVector<f64> {
+        let half_log_2pi = 0.5 * (2.0 * std::f64::consts::PI).ln();
+        DVector::from_fn(y.len(), |i, _| {
+            let (e, t, v) = (self.eta[i], self.theta[i], y[i]);
+            if t > 0.0 { 0.5 * t.ln() - half_log_2pi - t * v * v / 2.0 + e * v - e * e / (2.0 * t) } else { f64::NEG_INFINITY }
+        })
+    }
+}
+
 impl HeteroscedasticRegression {
     /// Convergence and timing of the fit.
     pub fn report(&self) -> &SolverReport {
@@ -442,21 +484,17 @@ impl HeteroscedasticRegression {
         let eta_s = (&kxz * &self.eta_coefficients).add_scalar(self.eta_intercept);
         let g = linalg::matmul_nt(&kxz, &self.theta_factor);
         let theta_s = DVector::from_fn(x.nrows(), |i, _| (g.row(i).transpose() + &self.theta_offset).norm_squared());
-        let sd = self.y_sd;
-        let theta = theta_s.map(|t| t / (sd * sd));
-        let eta = DVector::from_fn(x.nrows(), |i, _| (theta_s[i] * self.y_mean / sd + eta_s[i]) / sd);
-        Ok(NaturalParameters { eta, theta })
+        Ok(NaturalParameters::from_standardised(&eta_s, &theta_s, self.y_mean, self.y_sd))
     }
 
     /// Predictive mean `mu(x) = eta(x)/theta(x)` (`+-inf`/NaN where `theta` underflows to 0).
     pub fn predict_mean(&self, device: &Device, x: &DMatrix<f64>) -> Result<DVector<f64>, PsdError> {
-        let np = self.natural_parameters(device, x)?;
-        Ok(np.eta.zip_map(&np.theta, |e, t| e / t))
+        Ok(self.natural_parameters(device, x)?.mean())
     }
 
     /// Predictive variance `v(x) = 1/theta(x)` (`+inf` where `theta` is 0).
     pub fn predict_variance(&self, device: &Device, x: &DMatrix<f64>) -> Result<DVector<f64>, PsdError> {
-        Ok(self.natural_parameters(device, x)?.theta.map(|t| 1.0 / t))
+        Ok(self.natural_parameters(device, x)?.variance())
     }
 
     /// Predictive log-likelihood `log N(y_i; mu(x_i), v(x_i))` per point,
@@ -464,12 +502,7 @@ impl HeteroscedasticRegression {
     pub fn log_likelihood(&self, device: &Device, x: &DMatrix<f64>, y: &DVector<f64>) -> Result<DVector<f64>, PsdError> {
         check_dim("length of y vs rows of x", x.nrows(), y.len())?;
         linalg::check_finite("y", &DMatrix::from_column_slice(y.len(), 1, y.as_slice()))?;
-        let np = self.natural_parameters(device, x)?;
-        let half_log_2pi = 0.5 * (2.0 * std::f64::consts::PI).ln();
-        Ok(DVector::from_fn(y.len(), |i, _| {
-            let (e, t, v) = (np.eta[i], np.theta[i], y[i]);
-            if t > 0.0 { 0.5 * t.ln() - half_log_2pi - t * v * v / 2.0 + e * v - e * e / (2.0 * t) } else { f64::NEG_INFINITY }
-        }))
+        Ok(self.natural_parameters(device, x)?.log_likelihood(y))
     }
 
     /// Mean predictive log-likelihood over the points.

@@ -25,7 +25,9 @@
 //! | certified warm-started positive part `[M]_+` (partial eigensolver) | [`positive_part`] |
 //! | the dual problem (Eq. 10-11) with an optional integral constraint (Eq. 12) | [`dual`] |
 //! | density estimation (Eq. 12) | [`density`] |
-//! | baselines of Appendix D (PNM, NCM, GLM) | [`baselines`] |
+//! | baselines of Appendix D (PNM, NCM, GLM) for density estimation | [`baselines`] |
+//! | the same baselines for heteroscedastic and multiple quantile regression | [`baseline_regression`] |
+//! | projected damped Newton method (baselines) | `newton` |
 //! | multiple quantile regression with non-crossing curves | [`regression`] |
 //! | heteroscedastic Gaussian regression (natural parameters) | [`heteroscedastic`] |
 //!
@@ -33,6 +35,7 @@
 //! `lambda_2/2 ||A||_F^2` in Lemma 5 and Eq. 10-11; this module uses
 //! `lambda_1 ||A||_* + lambda_2/2 ||A||_F^2` throughout, so Eq. 10-11 hold as printed.
 
+pub mod baseline_regression;
 pub mod baselines;
 pub mod density;
 pub mod dual;
@@ -42,6 +45,7 @@ pub mod heteroscedastic;
 pub mod integrals;
 pub mod loss;
 pub mod model;
+mod newton;
 pub mod positive_part;
 pub mod regression;
 
@@ -51,6 +55,8 @@ pub use density::{DensityParams, PsdDensity};
 pub use dual::{DualSolution, SolverOptions, SolverReport};
 pub use error::PsdError;
 pub use features::{EmpiricalFeatures, Factorisation};
+pub use baseline_regression::{BaselineHeteroscedastic, BaselineHeteroscedasticParams, BaselineQuantile, BaselineQuantileParams};
+pub use baselines::BaselineKind;
 pub use heteroscedastic::{HeteroscedasticParams, HeteroscedasticRegression};
 pub use integrals::BaseMeasure;
 pub use model::PsdModel;

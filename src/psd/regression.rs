@@ -67,18 +67,7 @@ impl QuantileParams {
         check_nonnegative("lambda_1", self.lambda1)?;
         check_positive("lambda_2", self.lambda2)?;
         self.options.validate()?;
-        if self.levels.is_empty() {
-            return Err(PsdError::InvalidParameter { name: "levels", reason: "need at least one quantile level".into() });
-        }
-        for (i, &t) in self.levels.iter().enumerate() {
-            if !(t > 0.0 && t < 1.0) {
-                return Err(PsdError::InvalidParameter { name: "levels", reason: format!("level {t} is outside (0, 1)") });
-            }
-            if i > 0 && t <= self.levels[i - 1] {
-                return Err(PsdError::InvalidParameter { name: "levels", reason: format!("levels must increase strictly, got {:?}", self.levels) });
-            }
-        }
-        Ok(())
+        check_levels(&self.levels)
     }
 
     /// Fits the quantile curves to inputs `x` (n x d) and targets `y` (n).
@@ -258,6 +247,22 @@ impl QuantileParams {
         };
         Ok(QuantileRegression { levels: self.levels.clone(), centres: x.clone(), kernel: *features.kernel(), linear, offset, parts, report })
     }
+}
+
+/// Quantile levels must be non-empty, in `(0, 1)` and strictly increasing.
+pub(crate) fn check_levels(levels: &[f64]) -> Result<(), PsdError> {
+    if levels.is_empty() {
+        return Err(PsdError::InvalidParameter { name: "levels", reason: "need at least one quantile level".into() });
+    }
+    for (i, &t) in levels.iter().enumerate() {
+        if !(t > 0.0 && t < 1.0) {
+            return Err(PsdError::InvalidParameter { name: "levels", reason: format!("level {t} is outside (0, 1)") });
+        }
+        if i > 0 && t <= levels[i - 1] {
+            return Err(PsdError::InvalidParameter { name: "levels", reason: format!("levels must increase strictly, got {:?}", levels) });
+        }
+    }
+    Ok(())
 }
 
 /// Fitted non-crossing quantile curves.
