@@ -61,7 +61,7 @@ fn main() -> AnyResult<()> {
     let (data, labels) = synthetic(samples, 7)?;
     println!("synthetic NUS-WIDE-OBJ shape: N = {samples}, sources {DIMS:?}, {CLASSES} classes (generated in {:.1} s)", start.elapsed().as_secs_f64());
     println!("model: MLP d_q-512-256 per source (ReLU), k = 64 components, batch {batch}, Adam");
-    println!("| backend | epochs | seconds per epoch (2..E) | epoch 1 (s) | steps per epoch | final sum_k J_k^2 | final CE |");
+    println!("| backend | epochs | seconds per epoch (2..E) | epoch 1 (s) | steps per epoch | final sum_k (J_k / N)^2 | final CE |");
     println!("|---|---|---|---|---|---|---|");
     for backend in backends {
         let params = NeuralEksvdParams::new(64).hidden(vec![512]).d_phi(256).batch_size(batch).max_epochs(epochs).learning_rate(1e-3).backend(backend).progress(true);

@@ -11,7 +11,7 @@
 //! DATA_DIR defaults to `../shared/data/multiview/mfeat`. Protocol of
 //! `eksvd_mfeat`: stratified 60/20/20 splits with seeds `0..N`, each view
 //! standardised on its training part. Neural eKSVD is trained end to end
-//! (MLP feature maps, `sum_k J_k^2 + eta L_CE`, Adam), early-stopped on
+//! (MLP feature maps, `sum_k (J_k / N)^2 + eta L_CE`, AdamW), early-stopped on
 //! validation macro-F1; its hyper-parameters are picked from [`CANDIDATES`]
 //! on validation macro-F1, and the test macro-F1 of its own classifier is
 //! reported. The concatenation baseline is multinomial logistic regression on
@@ -121,7 +121,7 @@ fn write_curves(history: &TrainingHistory, out: &std::path::Path, name: &str) ->
     let x_range = (1.0, history.epochs.len().max(2) as f64);
     let blue = RGBColor(31, 119, 180);
     let panels = [
-        Panel { title: "(a) log10 sum_k J_k^2".into(), y_range: range(&j2), x_range, curves: vec![Curve { points: j2, colour: blue, dots: false }] },
+        Panel { title: "(a) log10 sum_k (J_k / N)^2".into(), y_range: range(&j2), x_range, curves: vec![Curve { points: j2, colour: blue, dots: false }] },
         Panel { title: "(b) cross-entropy L_CE".into(), y_range: range(&ce), x_range, curves: vec![Curve { points: ce, colour: blue, dots: false }] },
     ];
     let png = out.join(format!("{name}.png"));
