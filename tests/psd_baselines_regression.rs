@@ -10,23 +10,11 @@ use gramian::psd::regression::QuantileParams;
 use gramian::psd::{BaselineHeteroscedasticParams, BaselineKind, BaselineQuantileParams, PsdError, SolverOptions};
 use gramian::Device;
 use nalgebra::{DMatrix, DVector};
-use rand::rngs::StdRng;
 use rand::Rng;
-use rand_distr::{Distribution, Normal};
 
 const KINDS: [BaselineKind; 3] = [BaselineKind::Pnm, BaselineKind::Ncm, BaselineKind::Glm];
 const LEVELS: [f64; 3] = [0.25, 0.5, 0.75];
 
-/// The distribution of App. E: X ~ 1/2 U(0, 1/3) + 1/2 U(2/3, 1), Y | x ~ N(0, s(x)^2).
-fn appendix_e(n: usize, rng: &mut StdRng) -> (DMatrix<f64>, DVector<f64>) {
-    let x = DMatrix::from_fn(n, 1, |_, _| if rng.random::<bool>() { rng.random_range(0.0..1.0 / 3.0) } else { rng.random_range(2.0 / 3.0..1.0) });
-    let y = DVector::from_fn(n, |i, _| {
-        let t = x[(i, 0)];
-        let s = if t <= 1.0 / 3.0 { 1.0 / 3.0 - t } else { t - 2.0 / 3.0 };
-        s * Normal::new(0.0, 1.0).unwrap().sample(rng)
-    });
-    (x, y)
-}
 
 /// Central finite-difference gradient.
 fn fd_gradient(f: impl Fn(&DVector<f64>) -> f64, z: &DVector<f64>) -> DVector<f64> {
@@ -98,7 +86,7 @@ fn ncm_and_glm_precisions_are_positive_everywhere_pnm_on_the_data() {
 #[test]
 fn smoothed_quantile_baselines_satisfy_first_order_conditions() {
     let mut rng = common::rng();
-    let (x, y) = appendix_e(40, &mut rng);
+    let (x, y) = common::quantile_appendix_e(40, &mut rng);
     let seed = rng.random();
     for kind in [BaselineKind::Ncm, BaselineKind::Glm] {
         let params = BaselineQuantileParams::new(kind, 0.2, &LEVELS).regularisation(1e-3, 1e-3).smoothing(1e-2).restarts(2, seed);
@@ -118,7 +106,7 @@ fn smoothed_quantile_baselines_satisfy_first_order_conditions() {
 #[test]
 fn pnm_quantiles_are_optimal_and_ordered_on_the_data() {
     let mut rng = common::rng();
-    let (x, y) = appendix_e(50, &mut rng);
+    let (x, y) = common::quantile_appendix_e(50, &mut rng);
     let params = BaselineQuantileParams::new(BaselineKind::Pnm, 0.2, &LEVELS).regularisation(1e-3, 1e-3);
     let model = params.fit(&Device::Cpu, &x, &y).unwrap();
     let problem = params.problem(&Device::Cpu, &x, &y).unwrap();
@@ -154,7 +142,7 @@ fn pnm_quantiles_are_optimal_and_ordered_on_the_data() {
 #[test]
 fn pnm_quantiles_cross_in_the_gap_without_data_while_the_others_do_not() {
     let mut rng = common::rng();
-    let (x, y) = appendix_e(120, &mut rng);
+    let (x, y) = common::quantile_appendix_e(120, &mut rng);
     let grid = DMatrix::from_fn(1501, 1, |i, _| -0.25 + 1.5 * i as f64 / 1500.0);
     let crossings = |q: &DMatrix<f64>| (0..q.nrows()).filter(|&i| q[(i, 0)] > q[(i, 1)] || q[(i, 1)] > q[(i, 2)]).count();
     let mut counts = Vec::new();

@@ -5,26 +5,13 @@ mod common;
 use gramian::psd::regression::QuantileParams;
 use gramian::psd::{PsdError, SolverOptions};
 use gramian::Device;
-use nalgebra::{DMatrix, DVector};
-use rand::rngs::StdRng;
-use rand::Rng;
-use rand_distr::{Distribution, Normal};
+use nalgebra::DMatrix;
 
-/// The distribution of App. E: X ~ 1/2 U(0, 1/3) + 1/2 U(2/3, 1), Y | x ~ N(0, s(x)^2).
-fn appendix_e(n: usize, rng: &mut StdRng) -> (DMatrix<f64>, DVector<f64>) {
-    let x = DMatrix::from_fn(n, 1, |_, _| if rng.random::<bool>() { rng.random_range(0.0..1.0 / 3.0) } else { rng.random_range(2.0 / 3.0..1.0) });
-    let y = DVector::from_fn(n, |i, _| {
-        let t = x[(i, 0)];
-        let s = if t <= 1.0 / 3.0 { 1.0 / 3.0 - t } else { t - 2.0 / 3.0 };
-        s * Normal::new(0.0, 1.0).unwrap().sample(rng)
-    });
-    (x, y)
-}
 
 #[test]
 fn quantile_curves_never_cross_and_cover_their_levels() {
     let mut rng = common::rng();
-    let (x, y) = appendix_e(120, &mut rng);
+    let (x, y) = common::quantile_appendix_e(120, &mut rng);
     let params = QuantileParams::new(0.15, &[0.25, 0.5, 0.75]).regularisation(1e-4, 1e-4, 1e-5).solver(SolverOptions { tolerance: 1e-5, max_iterations: 20_000, check_every: 10 });
     let model = params.fit(&Device::Cpu, &x, &y).unwrap();
     assert!(model.report().gap <= 1e-5);
@@ -44,7 +31,7 @@ fn quantile_curves_never_cross_and_cover_their_levels() {
 #[test]
 fn quantile_levels_are_validated() {
     let mut rng = common::rng();
-    let (x, y) = appendix_e(20, &mut rng);
+    let (x, y) = common::quantile_appendix_e(20, &mut rng);
     for levels in [vec![0.5, 0.25], vec![0.0, 0.5], vec![0.5, 1.0], vec![0.3, 0.3], vec![]] {
         assert!(matches!(QuantileParams::new(0.2, &levels).fit(&Device::Cpu, &x, &y), Err(PsdError::InvalidParameter { .. })), "{levels:?}");
     }

@@ -41,3 +41,16 @@ pub fn rng() -> StdRng {
     eprintln!("test seed: {seed} (replay with GRAMIAN_TEST_SEED={seed})");
     StdRng::seed_from_u64(seed)
 }
+
+/// The distribution of App. E: X ~ 1/2 U(0, 1/3) + 1/2 U(2/3, 1), Y | x ~ N(0, s(x)^2).
+pub fn quantile_appendix_e(n: usize, rng: &mut StdRng) -> (DMatrix<f64>, nalgebra::DVector<f64>) {
+    use nalgebra::DVector;
+    use rand_distr::{Distribution, Normal};
+    let x = DMatrix::from_fn(n, 1, |_, _| if rng.random::<bool>() { rng.random_range(0.0..1.0 / 3.0) } else { rng.random_range(2.0 / 3.0..1.0) });
+    let y = DVector::from_fn(n, |i, _| {
+        let t = x[(i, 0)];
+        let s = if t <= 1.0 / 3.0 { 1.0 / 3.0 - t } else { t - 2.0 / 3.0 };
+        s * Normal::new(0.0, 1.0).unwrap().sample(rng)
+    });
+    (x, y)
+}
