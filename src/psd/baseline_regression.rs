@@ -66,16 +66,9 @@ use super::baselines::BaselineKind;
 use super::error::{check_positive, PsdError};
 use super::features::EmpiricalFeatures;
 use super::fista::{self, FistaSettings};
-use super::heteroscedastic::{GaussianNaturalLoss, NaturalParameters};
+use super::heteroscedastic::{target_moments, GaussianNaturalLoss, NaturalParameters};
 use super::newton::{self, NewtonSettings};
 use super::regression::check_levels;
-
-/// Features with a constant row: `Phi'(X) = (Phi(X); 1)` ((r + 1) x n).
-fn augmented_features(features: &EmpiricalFeatures, device: &Device, x: &DMatrix<f64>) -> Result<DMatrix<f64>, PsdError> {
-    let phi = features.features(device, x)?;
-    let (r, n) = phi.shape();
-    Ok(DMatrix::from_fn(r + 1, n, |a, j| if a < r { phi[(a, j)] } else { 1.0 }))
-}
 
 /// `a diag(d) b^T` for `a` (m x n), `b` (k x n).
 fn weighted_product(a: &DMatrix<f64>, d: &DVector<f64>, b: &DMatrix<f64>) -> DMatrix<f64> {
@@ -180,21 +173,6 @@ fn check_solver(tolerance: f64, max_iterations: usize, restarts: usize) -> Resul
     Ok(())
 }
 
-/// Validated data: `y` finite with the length of `x`, at least 2 samples, not constant.
-fn check_data(x: &DMatrix<f64>, y: &DVector<f64>) -> Result<(), PsdError> {
-    check_matrix("x", x)?;
-    check_dim("length of y vs rows of x", x.nrows(), y.len())?;
-    linalg::check_finite("y", &DMatrix::from_column_slice(y.len(), 1, y.as_slice()))?;
-    if x.nrows() < 2 {
-        return Err(PsdError::InvalidParameter { name: "y", reason: "need at least 2 samples".into() });
-    }
-    let mean = y.mean();
-    if !(y.iter().any(|&v| v != mean)) {
-        return Err(PsdError::InvalidParameter { name: "y", reason: "targets are constant (zero variance)".into() });
-    }
-    Ok(())
-}
-
 // ---------------------------------------------------------------------------
 // Heteroscedastic regression
 // ---------------------------------------------------------------------------
@@ -254,13 +232,10 @@ impl BaselineHeteroscedasticParams {
     /// The training problem on `(x, y)` (validated), for inspection and tests.
     pub fn problem(&self, device: &Device, x: &DMatrix<f64>, y: &DVector<f64>) -> Result<HeteroscedasticBaselineProblem, PsdError> {
         self.validate()?;
-        check_data(x, y)?;
-        let n = x.nrows();
-        let y_mean = y.mean();
-        let y_sd = (y.map(|v| (v - y_mean).powi(2)).sum() / n as f64).sqrt();
+        let (y_mean, y_sd) = target_moments(x, y)?;
         let loss = GaussianNaturalLoss { targets: y.map(|v| (v - y_mean) / y_sd) };
         let features = EmpiricalFeatures::new(x, self.sigma)?;
-        let p = augmented_features(&features, device, x)?;
+        let p = features.features_with_constant(device, x)?;
         let part = PartMap::new(self.kind, &p);
         let r = p.nrows();
         let bounded = (0..r + part.dim()).map(|j| j >= r && self.kind == BaselineKind::Ncm).collect();
@@ -427,7 +402,7 @@ impl BaselineHeteroscedastic {
     pub fn natural_parameters(&self, device: &Device, x: &DMatrix<f64>) -> Result<NaturalParameters, PsdError> {
         check_matrix("x", x)?;
         check_dim("columns of x vs model dimension", self.features.centres().ncols(), x.ncols())?;
-        let phi = augmented_features(&self.features, device, x)?;
+        let phi = self.features.features_with_constant(device, x)?;
         let eta_s = phi.transpose() * &self.eta_weights;
         let s = phi.transpose() * &self.theta_weights;
         let theta_s = if self.kind == BaselineKind::Glm { s.map(f64::exp) } else { s };
@@ -535,15 +510,13 @@ impl BaselineQuantileParams {
     /// The training problem on `(x, y)` (validated), for inspection and tests.
     pub fn problem(&self, device: &Device, x: &DMatrix<f64>, y: &DVector<f64>) -> Result<QuantileBaselineProblem, PsdError> {
         self.validate()?;
-        check_data(x, y)?;
+        let (_, y_sd) = target_moments(x, y)?;
         let n = x.nrows();
         let mut sorted: Vec<f64> = y.iter().copied().collect();
         sorted.sort_by(|a, b| a.total_cmp(b));
         let y_median = sorted[n / 2];
-        let mean = y.mean();
-        let y_sd = (y.map(|v| (v - mean).powi(2)).sum() / n as f64).sqrt();
         let features = EmpiricalFeatures::new(x, self.sigma)?;
-        let p = augmented_features(&features, device, x)?;
+        let p = features.features_with_constant(device, x)?;
         let part = PartMap::new(self.kind, &p);
         let k = self.levels.len();
         let r = p.nrows();
@@ -965,7 +938,7 @@ impl BaselineQuantile {
     pub fn predict(&self, device: &Device, x: &DMatrix<f64>) -> Result<DMatrix<f64>, PsdError> {
         check_matrix("x", x)?;
         check_dim("columns of x vs model dimension", self.features.centres().ncols(), x.ncols())?;
-        let phi = augmented_features(&self.features, device, x)?;
+        let phi = self.features.features_with_constant(device, x)?;
         let k = self.levels.len();
         let c = k / 2;
         let parts: Vec<DVector<f64>> = self

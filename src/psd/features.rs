@@ -111,6 +111,16 @@ impl EmpiricalFeatures {
         let kxz = self.kernel_to_centres(device, x)?;
         Ok(device.matmul(&self.map, &kxz, MatrixProduct::ABt)?)
     }
+
+    /// The features with a constant row appended, `Phi'(X) = (Phi(X); 1)`
+    /// ((r + 1) x n): the feature map of the regression models, whose
+    /// constant gives an intercept (linear parts) and a constant level far
+    /// from the data (non-negative parts).
+    pub fn features_with_constant(&self, device: &Device, x: &DMatrix<f64>) -> Result<DMatrix<f64>, PsdError> {
+        let phi = self.features(device, x)?;
+        let (r, n) = phi.shape();
+        Ok(DMatrix::from_fn(r + 1, n, |a, j| if a < r { phi[(a, j)] } else { 1.0 }))
+    }
 }
 
 /// `T` with `Phi(x) = T v(x)` and the kind of factorisation (module docs).

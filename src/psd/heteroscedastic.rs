@@ -211,6 +211,25 @@ fn solve_increasing(f: impl Fn(f64) -> f64, df: impl Fn(f64) -> f64, start: f64)
     t
 }
 
+/// Checks regression data (`x` non-empty and finite, `y` finite with one
+/// target per row, at least 2 samples, not constant) and returns the mean
+/// and standard deviation of `y`, by which the targets are standardised.
+pub(crate) fn target_moments(x: &DMatrix<f64>, y: &DVector<f64>) -> Result<(f64, f64), PsdError> {
+    check_matrix("x", x)?;
+    check_dim("length of y vs rows of x", x.nrows(), y.len())?;
+    linalg::check_finite("y", &DMatrix::from_column_slice(y.len(), 1, y.as_slice()))?;
+    let n = x.nrows();
+    if n < 2 {
+        return Err(PsdError::InvalidParameter { name: "y", reason: "need at least 2 samples".into() });
+    }
+    let mean = y.mean();
+    let sd = (y.map(|v| (v - mean).powi(2)).sum() / n as f64).sqrt();
+    if !(sd > 0.0) {
+        return Err(PsdError::InvalidParameter { name: "y", reason: "targets are constant (zero variance)".into() });
+    }
+    Ok((mean, sd))
+}
+
 /// Parameters of [`HeteroscedasticRegression`] (linfa-like builder, validated by [`HeteroscedasticParams::fit`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct HeteroscedasticParams {
@@ -258,25 +277,14 @@ impl HeteroscedasticParams {
     /// [`PsdError::NotConverged`] with the gap reached.
     pub fn fit(&self, device: &Device, x: &DMatrix<f64>, y: &DVector<f64>) -> Result<HeteroscedasticRegression, PsdError> {
         self.validate()?;
-        check_matrix("x", x)?;
-        check_dim("length of y vs rows of x", x.nrows(), y.len())?;
-        linalg::check_finite("y", &DMatrix::from_column_slice(y.len(), 1, y.as_slice()))?;
+        let (y_mean, y_sd) = target_moments(x, y)?;
         let n = x.nrows();
-        if n < 2 {
-            return Err(PsdError::InvalidParameter { name: "y", reason: "need at least 2 samples".into() });
-        }
         let start = Instant::now();
-        let y_mean = y.mean();
-        let y_sd = (y.map(|v| (v - y_mean).powi(2)).sum() / n as f64).sqrt();
-        if !(y_sd > 0.0) {
-            return Err(PsdError::InvalidParameter { name: "y", reason: "targets are constant (zero variance)".into() });
-        }
         let ys = y.map(|v| (v - y_mean) / y_sd);
         let loss = GaussianNaturalLoss { targets: ys };
         let features = EmpiricalFeatures::new(x, self.sigma)?;
-        let phi = features.features(device, x)?;
-        let r = phi.nrows() + 1;
-        let p = DMatrix::from_fn(r, n, |a, j| if a + 1 < r { phi[(a, j)] } else { 1.0 });
+        let p = features.features_with_constant(device, x)?;
+        let r = p.nrows();
         let setup = start.elapsed().as_secs_f64();
         let (lambda0, lambda1, lambda2) = (self.lambda0, self.lambda1, self.lambda2);
 
