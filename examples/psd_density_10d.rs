@@ -42,7 +42,7 @@ fn fit_and_eval(kind: Option<BaselineKind>, s: f64, l: f64, m: usize, x: &DMatri
     let base = BaseMeasure::isotropic_gaussian(10, 5.0)?;
     Ok(match kind {
         None => {
-            let options = SolverOptions { tolerance: 1e-4, max_iterations: 20_000, check_every: 10 };
+            let options = SolverOptions { tolerance: 1e-4, max_iterations: 20_000, check_every: 2 };
             let mut params = DensityParams::new(s).regularisation(l, 0.01 * l).base_measure(base).solver(options);
             if m < x.nrows() {
                 params = params.nystrom(m, 1);

@@ -54,7 +54,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let model = BaselineParams::new(kind, sigma).lambda(l).fit(&device, &x)?;
         fitted.push((format!("{} (lambda {l:e})", kind.name()), model.density(&device, &grid)?, model.integral(), ll));
     }
-    let options = SolverOptions { tolerance: 1e-6, max_iterations: 50_000, check_every: 10 };
+    let options = SolverOptions { tolerance: 1e-6, max_iterations: 50_000, check_every: 2 };
     let mut best: Option<(f64, f64)> = None;
     for &l in &lambdas {
         let d = DensityParams::new(sigma).regularisation(l, 0.1 * l).solver(options).fit(&device, &x)?;

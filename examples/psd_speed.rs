@@ -22,7 +22,7 @@ fn run(label: &str, x: &DMatrix<f64>, nystrom: Option<usize>, tolerance: f64, ma
     let base = BaseMeasure::isotropic_gaussian(10, 5.0).unwrap();
     let partial = std::env::var("PSD_FULL_EIGEN").is_err();
     let label = &format!("{label}{}", if partial { "" } else { " (full eig)" });
-    let mut params = DensityParams::new(2.0).regularisation(1e-3, 1e-4).base_measure(base).solver(SolverOptions { tolerance, max_iterations, check_every: 10 }).partial_eigensolver(partial);
+    let mut params = DensityParams::new(2.0).regularisation(1e-3, 1e-4).base_measure(base).solver(SolverOptions { tolerance, max_iterations, check_every: 2 }).partial_eigensolver(partial);
     if let Some(m) = nystrom {
         params = params.nystrom(m, 1);
     }
@@ -31,9 +31,10 @@ fn run(label: &str, x: &DMatrix<f64>, nystrom: Option<usize>, tolerance: f64, ma
         Ok(d) => {
             let r = d.report();
             println!(
-                "{label:<34} {:>6} {:>10.2e} {:>9.1} {:>10.1} {:>8.2} {:>8.2} {:>8.2} {:>7} {:>5}/{:<5}",
+                "{label:<34} {:>6} {:>10.2e} {:>12.6} {:>9.1} {:>10.1} {:>8.2} {:>8.2} {:>8.2} {:>7} {:>5}/{:<5}",
                 r.iterations,
                 r.gap,
+                r.primal,
                 r.seconds_total,
                 1e3 * (r.seconds_total - r.seconds_setup) / r.iterations as f64,
                 r.seconds_setup,
@@ -46,7 +47,7 @@ fn run(label: &str, x: &DMatrix<f64>, nystrom: Option<usize>, tolerance: f64, ma
         }
         Err(PsdError::NotConverged { iterations, gap, .. }) => {
             let s = start.elapsed().as_secs_f64();
-            println!("{label:<34} {iterations:>6} {gap:>10.2e} {s:>9.1} {:>10.1}   (budget reached, not converged)", 1e3 * s / iterations as f64);
+            println!("{label:<34} {iterations:>6} {gap:>10.2e} {:>12} {s:>9.1} {:>10.1}   (budget reached, not converged)", "-", 1e3 * s / iterations as f64);
         }
         Err(e) => println!("{label:<34} error: {e}"),
     }
@@ -56,7 +57,7 @@ fn main() {
     let args: Vec<usize> = std::env::args().skip(1).filter_map(|a| a.parse().ok()).collect();
     let mut rng = StdRng::seed_from_u64(3);
     println!("device: cpu ({} threads); sigma 2, lambda_1 1e-3, lambda_2 1e-4, base N(0, 5 I)", rayon::current_num_threads());
-    println!("{:<34} {:>6} {:>10} {:>9} {:>10} {:>8} {:>8} {:>8} {:>7} {:>11}", "problem", "iters", "gap", "total s", "ms/iter", "setup s", "eigen s", "prod s", "rank B", "full/partial");
+    println!("{:<34} {:>6} {:>10} {:>12} {:>9} {:>10} {:>8} {:>8} {:>8} {:>7} {:>11}", "problem", "iters", "gap", "primal", "total s", "ms/iter", "setup s", "eigen s", "prod s", "rank B", "full/partial");
     if args.len() == 1 {
         let x = mixture_10d(args[0], &mut rng);
         run(&format!("10-D n {}, all centres", args[0]), &x, None, 1e-4, 2000);

@@ -29,7 +29,7 @@ fn grid_1d(a: f64, b: f64, n: usize) -> DMatrix<f64> {
 
 fn fitted_1d_density(rng: &mut StdRng) -> (DMatrix<f64>, gramian::psd::PsdDensity) {
     let x = bimodal(50, rng);
-    let params = DensityParams::new(1.0).regularisation(1e-3, 1e-4).solver(SolverOptions { tolerance: 1e-7, max_iterations: 20_000, check_every: 10 });
+    let params = DensityParams::new(1.0).regularisation(1e-3, 1e-4).solver(SolverOptions { tolerance: 1e-7, max_iterations: 20_000, check_every: 2 });
     let density = params.fit(&Device::Cpu, &x).unwrap();
     (x, density)
 }
