@@ -227,26 +227,40 @@ pub fn matmul_tn<T: Real>(a: &DMatrix<T>, b: &DMatrix<T>) -> DMatrix<T> {
     c
 }
 
-/// `A B^T` (A, B: r x n) for a product known to be symmetric (e.g.
-/// `P diag(alpha) P^T` with `A = P diag(alpha)`, `B = P`): only the lower
-/// triangle is computed (half the flops of a full product) and mirrored.
-pub fn symmetric_product_nt(a: &DMatrix<f64>, b: &DMatrix<f64>) -> DMatrix<f64> {
-    assert_eq!(a.shape(), b.shape(), "symmetric_product_nt: shapes");
+/// `P diag(w) P^T` (P: r x n, w: n) for the dual of the PSD models
+/// (`M(alpha)` of Eq. 10). Only the lower triangle is computed (half the flops
+/// of a full product) and mirrored. The columns are processed in blocks of
+/// [`WEIGHTED_GRAM_BLOCK`]: each block is scaled into a small buffer and
+/// accumulated by one multi-threaded product, so no r x n scaled copy of `P`
+/// is formed (at r = 500, n = 10^5 that copy alone took 0.4 s of the 0.9 s).
+pub fn weighted_gram(p: &DMatrix<f64>, w: &DVector<f64>) -> DMatrix<f64> {
+    assert_eq!(p.ncols(), w.len(), "weighted_gram: one weight per column");
     use faer::linalg::matmul::triangular::{matmul, BlockStructure};
-    let r = a.nrows();
+    let (r, n) = p.shape();
     let mut c = DMatrix::<f64>::zeros(r, r);
-    let par = if r * r * a.ncols() < 64 * 64 * 64 { faer::Par::Seq } else { faer::Par::rayon(0) };
-    matmul(
-        faer_mut(&mut c),
-        BlockStructure::TriangularLower,
-        faer::Accum::Replace,
-        faer_ref(a),
-        BlockStructure::Rectangular,
-        faer_ref(b).transpose(),
-        BlockStructure::Rectangular,
-        1.0,
-        par,
-    );
+    let par = if r * r * n < 64 * 64 * 64 { faer::Par::Seq } else { faer::Par::rayon(0) };
+    let width = WEIGHTED_GRAM_BLOCK.min(n);
+    let mut block = DMatrix::<f64>::zeros(r, width);
+    for start in (0..n).step_by(width.max(1)) {
+        let cols = width.min(n - start);
+        for j in 0..cols {
+            let weight = w[start + j];
+            for (out, v) in block.column_mut(j).iter_mut().zip(p.column(start + j).iter()) {
+                *out = v * weight;
+            }
+        }
+        matmul(
+            faer_mut(&mut c),
+            BlockStructure::TriangularLower,
+            faer::Accum::Add,
+            faer_ref(&block).subcols(0, cols),
+            BlockStructure::Rectangular,
+            faer_ref(p).subcols(start, cols).transpose(),
+            BlockStructure::Rectangular,
+            1.0,
+            par,
+        );
+    }
     clear_upper_simd_state(par != faer::Par::Seq);
     for j in 0..r {
         for i in 0..j {
@@ -255,6 +269,9 @@ pub fn symmetric_product_nt(a: &DMatrix<f64>, b: &DMatrix<f64>) -> DMatrix<f64> 
     }
     c
 }
+
+/// Columns per block of [`weighted_gram`].
+pub const WEIGHTED_GRAM_BLOCK: usize = 8192;
 
 /// `Phi^T Phi` for a tall Phi (n x d, n >> d): partial Grams of row blocks
 /// are computed in parallel and summed, which keeps both cores busy where a
@@ -353,13 +370,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn symmetric_product_matches_the_full_product() {
-        // Sizes on both sides of the sequential/parallel switch.
-        for (r, n) in [(6, 9), (90, 70)] {
+    fn weighted_gram_matches_the_full_product() {
+        // Sizes on both sides of the sequential/parallel switch and of the column block.
+        for (r, n) in [(6, 9), (90, 70), (20, 2 * WEIGHTED_GRAM_BLOCK + 37)] {
             let p = DMatrix::<f64>::from_fn(r, n, |i, j| ((i * 7 + j * 3) as f64 * 0.37).sin());
-            let alpha: Vec<f64> = (0..n).map(|j| (j as f64 * 1.3).cos()).collect();
+            let alpha = DVector::<f64>::from_fn(n, |j, _| (j as f64 * 1.3).cos());
             let scaled = DMatrix::from_fn(r, n, |i, j| p[(i, j)] * alpha[j]);
-            let sym = symmetric_product_nt(&scaled, &p);
+            let sym = weighted_gram(&p, &alpha);
             assert!(relative_frobenius_error(&sym, &(&scaled * p.transpose())) < 1e-13);
             assert_eq!(sym, sym.transpose());
         }

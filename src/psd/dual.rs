@@ -225,9 +225,7 @@ impl<'a, L: DualLoss> DualProblem<'a, L> {
             timers.products += start.elapsed().as_secs_f64();
             return m;
         }
-        let p = self.features;
-        let scaled = DMatrix::from_fn(p.nrows(), p.ncols(), |i, j| -p[(i, j)] * alpha[j]);
-        let mut m = linalg::symmetric_product_nt(&scaled, p);
+        let mut m = linalg::weighted_gram(self.features, &(-alpha));
         if let Some(w) = self.integral {
             m -= w * mu;
         }
