@@ -30,7 +30,17 @@
 //! bracket of the root once there is one (regula falsi otherwise); the first
 //! step assumes the slope `-1/max(|mu|, 1)` of the unregularised problem, where
 //! `c = 1/mu`. `alpha` is warm-started. (The multiplier of the rescaled feasible
-//! point `A / c`, used before, overshot the root by up to 6x.) The dual starts from
+//! point `A / c`, used before, overshot the root by up to 6x.)
+//! A solve at fixed `mu` need not finish when `mu` is far from the root: the
+//! penalised primal is `lambda_2`-strongly convex, so at a dual iterate with
+//! penalised gap `g` the primal point `A` of Eq. 11 has
+//! `||A - A_mu||_F <= sqrt(2 g / lambda_2)` and
+//! `|c - c(mu)| <= ||W||_F sqrt(2 g / lambda_2) =: delta`. The solve stops as
+//! soon as `delta <= |c - 1| / 2`: the side of the root is then certain (the
+//! bracket stays valid) and `c` is good enough for the secant. (10-D density,
+//! sigma 1, lambda_1 1e-4, lambda_2 1e-6, m 200: the first solve at `mu = 1`,
+//! where `c = 0.02`, took 1444 iterations to finish; the whole fit now takes 20.)
+//! The dual starts from
 //! `alpha = grad L(f_0)` for the model values of `A_0 = I / tr(W)`, which puts
 //! it at the right scale (model values range over many decades with a
 //! Gaussian base measure in 10-D).
@@ -316,13 +326,16 @@ impl<'a, L: DualLoss> DualProblem<'a, L> {
     }
 
     /// FISTA on `alpha` with `mu` fixed, from `alpha0`, until the penalised
-    /// gap is below `inner_tol` or the gap of the problem below `tol`.
+    /// gap is below `inner_tol` or the gap of the problem below `tol`, or, with
+    /// `leave_when_far`, as soon as the side of the root of `c(mu) = 1` is
+    /// certain and `c` is known to half its distance from 1 (module docs).
     fn solve_alpha(
         &self,
         alpha0: DVector<f64>,
         mu: f64,
         step: f64,
         inner_tol: f64,
+        leave_when_far: bool,
         options: &SolverOptions,
         budget: usize,
         timers: &mut Timers,
@@ -363,12 +376,19 @@ impl<'a, L: DualLoss> DualProblem<'a, L> {
         };
         let prox = |v: &DVector<f64>, t: f64| self.loss.prox_conjugate(v, t);
         let nonsmooth = |alpha: &DVector<f64>| self.loss.conjugate(alpha);
+        let w_norm = self.integral.map_or(0.0, |w| w.norm());
         let gap = |alpha: &DVector<f64>| -> f64 {
             let mut t = cell.borrow_mut();
             match self.gaps(alpha, mu, &mut t) {
-                Ok((g, inner, _)) => {
+                Ok((g, inner, c)) => {
                     gaps_seen.borrow_mut().push(g);
-                    if g <= options.tolerance { 0.0 } else { inner }
+                    if g <= options.tolerance {
+                        0.0
+                    } else if leave_when_far && w_norm * (2.0 * inner.max(0.0) / self.lambda2).sqrt() <= 0.5 * (c - 1.0).abs() {
+                        0.0
+                    } else {
+                        inner
+                    }
                 }
                 Err(e) => {
                     *error.borrow_mut() = Some(e);
@@ -421,13 +441,14 @@ impl<'a, L: DualLoss> DualProblem<'a, L> {
         // inside the bracket [below, above] of the root once there is one. The
         // first step assumes the slope -1/max(|mu|, 1) of the unregularised
         // problem (where c = 1/mu).
-        let mut below: Option<(f64, f64)> = None; // (mu, ln c) with c > 1
-        let mut above: Option<(f64, f64)> = None; // (mu, ln c) with c < 1
+        let mut below: Option<(f64, f64)> = None; // (mu, ln c) with c(mu) > 1
+        let mut above: Option<(f64, f64)> = None; // (mu, ln c) with c(mu) < 1
         let mut last: Option<(f64, f64)> = None;
         let inner_tol = if self.integral.is_some() { 0.25 * options.tolerance } else { options.tolerance };
         loop {
             let budget = options.max_iterations - iterations;
-            let outcome = self.solve_alpha(alpha, mu, step, inner_tol, options, budget, &mut timers, &mut history, iterations)?;
+            let leave_when_far = self.integral.is_some();
+            let outcome = self.solve_alpha(alpha, mu, step, inner_tol, leave_when_far, options, budget, &mut timers, &mut history, iterations)?;
             iterations += outcome.iterations;
             alpha = outcome.x;
             step = outcome.step;
