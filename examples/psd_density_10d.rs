@@ -11,8 +11,9 @@
 //! [-2.5, 2.5]^10, 500 from the true density, 500 on the segment [-4, 4] e_1,
 //! as in Figure 3).
 //!
-//! `cargo run --example psd_density_10d [-- --folds K --nystrom M --models psd,pnm,ncm,glm --sigmas 1,2,3 --lambdas 1e-4,1e-3,1e-2]`
-//! (defaults: 3 folds, PSD on m = 200 Nystrom centres, all four models, the grids shown).
+//! `cargo run --example psd_density_10d [-- --folds K --nystrom M --models psd,pnm,ncm,glm --sigmas 0.5,0.7,1,2,3 --lambdas 1e-4,1e-3,1e-2]`
+//! (defaults: 3 folds, PSD on m = 200 Nystrom centres, all four models, sigma in {0.5, 0.7, 1, 2, 3},
+//! lambda in {1e-4, 1e-3, 1e-2}; `--nystrom 1000` fits PSD on all centres).
 
 use gramian::psd::baselines::{BaselineKind, BaselineParams};
 use gramian::psd::{BaseMeasure, DensityParams, SolverOptions};
@@ -77,7 +78,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             None => Ok(default.to_vec()),
         }
     };
-    let sigmas = grid("--sigmas", &[1.0, 2.0, 3.0])?;
+    let sigmas = grid("--sigmas", &[0.5, 0.7, 1.0, 2.0, 3.0])?;
     let lambdas = grid("--lambdas", &[1e-4, 1e-3, 1e-2])?;
     let splits: Vec<(Vec<usize>, Vec<usize>)> = (0..folds)
         .map(|_| {
