@@ -14,8 +14,8 @@
 //! grid points of [-0.25, 1.25] (1501 points, including the gap (1/3, 2/3)
 //! without data) where the curves cross.
 //!
-//! `cargo run --example psd_quantile [-- out/psd_quantile.png [n]]` (n = 200 by default; the paper uses
-//! n = 500, which takes about 5 minutes here, mostly NCM with its n x n kernel coordinates)
+//! `cargo run --example psd_quantile [-- out/psd_quantile.png [n]]` (n = 500 by default, the paper's;
+//! `-- out.png 200` for a quicker run)
 
 #[path = "psd_plot/mod.rs"]
 mod psd_plot;
@@ -98,7 +98,7 @@ impl Model {
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let out = std::env::args().nth(1).unwrap_or_else(|| "out/psd_quantile.png".into());
-    let n: usize = std::env::args().nth(2).map(|s| s.parse()).transpose()?.unwrap_or(200);
+    let n: usize = std::env::args().nth(2).map(|s| s.parse()).transpose()?.unwrap_or(500);
     let device = Device::Cpu;
     let mut rng = StdRng::seed_from_u64(5);
     let (x, y) = sample(n, &mut rng);
