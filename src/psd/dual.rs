@@ -75,7 +75,8 @@ pub struct SolverOptions {
     pub tolerance: f64,
     /// Iteration budget; exceeding it is [`PsdError::NotConverged`].
     pub max_iterations: usize,
-    /// Evaluate the gap every this many iterations.
+    /// Evaluate the gap every this many iterations (default 10; the density
+    /// estimator, whose gap checks are cheap, uses 2).
     pub check_every: usize,
 }
 
