@@ -8,7 +8,11 @@
 #   3. print the CPU-vs-GPU table (each GPU row checked against CPU f64),
 #   4. time PyTorch's `cdist` + `exp` at the same size, when PyTorch is
 #      present, and print our GPU-resident throughput as a ratio of it,
-#   5. time Neural eKSVD epochs on burn's Wgpu backend at the NUS-WIDE-OBJ
+#   5. run the per-method CPU-vs-GPU benchmark (examples/method_bench,
+#      --preset h200: eKSVD Dual matrix-free sum N = 10^6, mklaren n = 10^7,
+#      PSD density n = 10^6 on 1000 centres; CPU rows up to n = 10^5) when
+#      GPU_METHOD_BIN names it (or cargo builds it), output in $OUT/methods.txt,
+#   6. time Neural eKSVD epochs on burn's Wgpu backend at the NUS-WIDE-OBJ
 #      scale (N = 30,000, 5 sources) when GPU_NEURAL_BIN names the
 #      eksvd_neural_bench example (feature `neural`).
 # GPU_CHECK_BIN=none skips steps 3-4 (tests and Neural eKSVD only).
@@ -41,8 +45,9 @@ BIN=${GPU_CHECK_BIN:-}
 TEST_BINS=${GPU_TEST_BINS:-}
 if [ -z "$BIN" ]; then
   if command -v cargo >/dev/null; then
-    cargo build --release --example compute_table || exit 1
+    cargo build --release --example compute_table --example method_bench || exit 1
     BIN=target/release/examples/compute_table
+    GPU_METHOD_BIN=${GPU_METHOD_BIN:-target/release/examples/method_bench}
     TEST_BINS=$(cargo test --release --no-run --message-format=json 2>/dev/null | python3 -c 'import sys, json
 for l in sys.stdin:
     m = json.loads(l)
@@ -66,6 +71,14 @@ if [ -n "${GPU_NEURAL_BIN:-}" ]; then
   echo "== Neural eKSVD time per epoch (burn Wgpu), N = 30,000, 5 sources"
   "$GPU_NEURAL_BIN" --backend wgpu --samples 30000 ${GPU_NEURAL_ARGS:-} 2>&1 | tee "$OUT/neural.txt"
   [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+fi
+
+if [ -n "${GPU_METHOD_BIN:-}" ]; then
+  echo "== per-method CPU vs GPU (preset ${GPU_METHOD_PRESET:-h200})"
+  # Bounded: the CPU rows stop at --cpu-limit; every row prints as it ends.
+  timeout "${GPU_METHOD_TIMEOUT:-420}" "$GPU_METHOD_BIN" --preset "${GPU_METHOD_PRESET:-h200}" ${GPU_METHOD_ARGS:-} 2>&1 | tee "$OUT/methods.txt"
+  [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+  mkdir -p benches/results && cp "$OUT/methods.txt" "benches/results/methods-$(date +%Y-%m-%d-%H%M).txt" 2>/dev/null || true
 fi
 
 [ "$BIN" = none ] && exit $status

@@ -2,8 +2,9 @@
 //
 // For every problem p of the batch (workgroup_id.z) it computes
 //     C_p[i, j] = f_p( s(a_i, b_j) )     (rows x cols, row-major at c_off)
-// where a_i is row i of A_p (rows x depth at a_off, row stride `stride`),
-// b_j is row j of B_p (cols x depth at b_off, the same stride), s is the squared distance
+// where a_i is row i of A_p (element (i, k) at a_off + i a_rs + k a_cs),
+// b_j is row j of B_p (element (j, k) at b_off + j b_rs + k b_cs), C_p's
+// element (i, j) is at c_off + i c_rs + j c_cs, s is the squared distance
 // ||a_i - b_j||^2 (distance kernels) or the inner product <a_i, b_j>, and f
 // is the kernel function of `kernel.rs` (identity for the linear kernel, so
 // kind LINEAR is the plain product A B^T).
@@ -11,6 +12,11 @@
 // flags bit 0 (ACCUMULATE): add the statistic already stored in C (the host
 //   splits a long depth into chunks and accumulates the statistic);
 // flags bit 1 (APPLY): apply f after accumulating (last chunk only).
+// flags bit 2 (WEIGHTED, linear kind only): s = sum_k a_ik w_k b_jk with the
+//   weights w at w_off (the weighted Gram P diag(w) P^T).
+//
+// The strides let one shader read row-major operands, their transposes and
+// row blocks of device-resident matrices in place.
 //
 // Each 16 x 16 workgroup computes a 128 x 128 tile of C, each invocation an
 // 8 x 8 block (rows 8 ly .. 8 ly + 7, columns 8 lx .. 8 lx + 7) held in 16
@@ -28,10 +34,16 @@ struct Problem {
     c_off: u32,
     flags: u32,
     kind: u32,
+    a_rs: u32,
+    a_cs: u32,
+    b_rs: u32,
+    b_cs: u32,
+    c_rs: u32,
+    c_cs: u32,
+    w_off: u32,
+    degree: u32,
     gamma: f32,
     coef0: f32,
-    degree: u32,
-    stride: u32,
 }
 
 const KIND_LINEAR: u32 = 0u;
@@ -42,6 +54,7 @@ const KIND_SIGMOID: u32 = 4u;
 
 const FLAG_ACCUMULATE: u32 = 1u;
 const FLAG_APPLY: u32 = 2u;
+const FLAG_WEIGHTED: u32 = 4u;
 
 const TILE: u32 = 128u;
 const RB: u32 = 8u;
@@ -51,6 +64,7 @@ const KC: u32 = 16u;
 @group(0) @binding(1) var<storage, read> a: array<f32>;
 @group(0) @binding(2) var<storage, read> b: array<f32>;
 @group(0) @binding(3) var<storage, read_write> c: array<f32>;
+@group(0) @binding(4) var<storage, read> w: array<f32>;
 
 var<workgroup> a_tile: array<array<vec4<f32>, 32>, 16>;
 var<workgroup> b_tile: array<array<vec4<f32>, 32>, 16>;
@@ -94,6 +108,7 @@ fn main(
         return;
     }
     let distance = p.kind == KIND_RBF || p.kind == KIND_LAPLACIAN;
+    let weighted = (p.flags & FLAG_WEIGHTED) != 0u;
 
     var acc00 = vec4<f32>(0.0);
     var acc01 = vec4<f32>(0.0);
@@ -124,10 +139,13 @@ fn main(
             var bv = 0.0;
             if (gk < p.depth) {
                 if (row0 + r < p.rows) {
-                    av = a[p.a_off + (row0 + r) * p.stride + gk];
+                    av = a[p.a_off + (row0 + r) * p.a_rs + gk * p.a_cs];
+                    if (weighted) {
+                        av = av * w[p.w_off + gk];
+                    }
                 }
                 if (col0 + r < p.cols) {
-                    bv = b[p.b_off + (col0 + r) * p.stride + gk];
+                    bv = b[p.b_off + (col0 + r) * p.b_rs + gk * p.b_cs];
                 }
             }
             a_tile[kk][r / 4u][r % 4u] = av;
@@ -213,7 +231,7 @@ fn main(
             if (gc >= p.cols) {
                 break;
             }
-            let idx = p.c_off + gr * p.cols + gc;
+            let idx = p.c_off + gr * p.c_rs + gc * p.c_cs;
             var s = acc[2u * r + q / 4u][q % 4u];
             if ((p.flags & FLAG_ACCUMULATE) != 0u) {
                 s = s + c[idx];

@@ -63,6 +63,23 @@ pub enum ComputeError {
     /// The GPU reported an error (device lost, out of memory, validation).
     #[error("GPU error: {0}")]
     Gpu(String),
+    /// The device cannot do what was asked (e.g. `f64` on an adapter without `SHADER_F64`).
+    #[error("not supported on this device: {0}")]
+    Unsupported(String),
+    /// A device matrix was used with a device other than the one that holds it.
+    #[error("a device matrix was used on a device other than the one that holds it")]
+    DeviceMismatch,
+    /// Device matrices of different precisions were combined.
+    #[error("precision mismatch: expected {expected:?}, found {found:?}")]
+    PrecisionMismatch {
+        /// The precision of the first operand.
+        expected: crate::gpu::Precision,
+        /// The precision of the operand that differs.
+        found: crate::gpu::Precision,
+    },
+    /// The GPU ran out of memory.
+    #[error("GPU out of memory: {0}")]
+    OutOfMemory(String),
     /// A single row of an input is larger than the GPU allows in one buffer binding.
     #[error("{what} needs {bytes} bytes in one GPU binding, over the adapter limit of {limit}")]
     TooLargeForGpu {

@@ -37,10 +37,14 @@ pub mod gpu;
 pub mod kernel;
 pub mod linalg;
 pub mod mklaren;
+pub mod operator;
 pub mod psd;
+pub mod resident;
 
 pub use device::Device;
 pub use error::ComputeError;
-pub use gpu::{GpuContext, GpuOptions, MatrixProduct};
+pub use gpu::{GpuContext, GpuOptions, MatrixProduct, Precision, TransferStats};
+pub use operator::KernelOperator;
+pub use resident::DeviceMatrix;
 pub use kernel::Kernel;
 pub use linalg::Real;

@@ -134,7 +134,7 @@ fn dual_solution_matches_a_direct_primal_solver_and_the_gap_closes() {
     let p = features.features(&Device::Cpu, &x).unwrap();
     let loss = SquaredLoss { targets: y.clone() };
     let (l1, l2) = (1e-3, 1e-2);
-    let problem = DualProblem { features: &p, integral: None, loss: &loss, lambda1: l1, lambda2: l2 };
+    let problem = DualProblem { features: (&p).into(), integral: None, loss: &loss, lambda1: l1, lambda2: l2 };
     let sol = problem.solve(&SolverOptions { tolerance: 1e-12, max_iterations: 100_000, check_every: 5 }).unwrap();
     assert!(sol.report.gap <= 1e-12 && sol.report.gap >= -1e-12);
     // The gap decreases to 0 along the run.

@@ -12,6 +12,7 @@ use super::error::{check_shape, check_source_matrix, EksvdError, Result};
 use super::sources::MultiSource;
 use crate::gpu::MatrixProduct;
 use crate::linalg::{matmul, matmul_acc, matmul_tn};
+use crate::resident::DeviceMatrix;
 use crate::{Device, Kernel};
 
 #[derive(Debug, Clone)]
@@ -219,6 +220,82 @@ impl CouplingMatrix {
             result.rows_mut(self.offset(q), self.sizes[q]).copy_from(block);
         }
         Ok(result)
+    }
+}
+
+/// `G_Q` prepared on a device for many products (the Lanczos iterations of
+/// one fit): on a GPU each source's features or inputs are uploaded once,
+/// and a product moves only `V` up and `G_Q V` down (O(sum_q N_q c)
+/// numbers). On the CPU it is the host [`CouplingMatrix::apply`].
+pub struct ResidentCoupling<'a> {
+    coupling: &'a CouplingMatrix,
+    device: &'a Device,
+    resident: Option<ResidentBlocks>,
+}
+
+enum ResidentBlocks {
+    Features(Vec<DeviceMatrix>),
+    KernelFunction { kernel: Kernel, sources: Vec<DeviceMatrix> },
+}
+
+impl CouplingMatrix {
+    /// Prepares `G_Q V` products on `device` (see [`ResidentCoupling`]).
+    /// Precomputed blocks stay on the host (they are host matrices already).
+    pub fn on_device<'a>(&'a self, device: &'a Device) -> Result<ResidentCoupling<'a>> {
+        let precision = device.best_precision();
+        let resident = match (&self.blocks, device.is_gpu()) {
+            (_, false) | (Blocks::Precomputed(_), _) => None,
+            (Blocks::Features(f), true) => Some(ResidentBlocks::Features(f.iter().map(|phi| device.upload(phi, precision)).collect::<std::result::Result<_, _>>()?)),
+            (Blocks::KernelFunction { kernel, sources }, true) => Some(ResidentBlocks::KernelFunction {
+                kernel: *kernel,
+                sources: sources.iter().map(|x| device.upload(x, precision)).collect::<std::result::Result<_, _>>()?,
+            }),
+        };
+        Ok(ResidentCoupling { coupling: self, device, resident })
+    }
+}
+
+impl ResidentCoupling<'_> {
+    /// `G_Q V` (see [`CouplingMatrix::apply`]); the same numbers up to the
+    /// device's precision.
+    pub fn apply(&self, v: &DMatrix<f64>) -> Result<DMatrix<f64>> {
+        let Some(resident) = &self.resident else {
+            return self.coupling.apply(self.device, v);
+        };
+        let g = self.coupling;
+        check_shape("rows of V vs the order of G_Q", g.order(), v.nrows())?;
+        crate::linalg::check_matrix("v", v)?;
+        let (n, c, device) = (g.n_sources(), v.ncols(), self.device);
+        let precision = device.best_precision();
+        let vd = device.upload(v, precision)?;
+        let parts: Vec<DeviceMatrix> = (0..n).map(|q| vd.rows(g.offset(q), g.sizes[q])).collect::<std::result::Result<_, _>>()?;
+        let out = device.zeros(g.order(), c, precision)?;
+        match resident {
+            ResidentBlocks::Features(f) => {
+                // s = sum_p Phi_p^T V_p (d_phi x c each: small, summed on the
+                // host), then (G V)_q = Phi_q (s - Phi_q^T V_q) on the device.
+                let projected: Vec<DMatrix<f64>> = f.iter().zip(&parts).map(|(phi, vq)| device.to_host(&device.resident_matmul(phi, vq, MatrixProduct::AtB)?)).collect::<std::result::Result<_, _>>()?;
+                let total: DMatrix<f64> = projected.iter().skip(1).fold(projected[0].clone(), |acc, y| acc + y);
+                for q in 0..n {
+                    let oq = out.rows(g.offset(q), g.sizes[q])?;
+                    let others = device.upload(&(&total - &projected[q]), precision)?;
+                    device.resident_matmul_into(&f[q], &others, MatrixProduct::AB, &oq, false)?;
+                }
+            }
+            ResidentBlocks::KernelFunction { kernel, sources } => {
+                for p in 0..n {
+                    let op = out.rows(g.offset(p), g.sizes[p])?;
+                    let mut first = true;
+                    for q in 0..n {
+                        if p != q {
+                            device.resident_kernel_matvec_into(kernel, &sources[p], &sources[q], &parts[q], &op, !first)?;
+                            first = false;
+                        }
+                    }
+                }
+            }
+        }
+        Ok(device.to_host(&out)?)
     }
 }
 

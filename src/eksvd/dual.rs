@@ -29,7 +29,9 @@ pub fn solve_dual(device: &Device, coupling: &CouplingMatrix, n_components: usiz
     let pairs = match *solver {
         Eigensolver::Dense => largest_dense(&coupling.assemble(device)?, n_components)?,
         Eigensolver::Lanczos { tolerance, max_restarts } => {
-            largest_lanczos(coupling.order(), n_components, |v| coupling.apply(device, v), tolerance, max_restarts, seed)?
+            // Sources (or features) go to the device once for the whole solve.
+            let resident = coupling.on_device(device)?;
+            largest_lanczos(coupling.order(), n_components, |v| resident.apply(v), tolerance, max_restarts, seed)?
         }
     };
     let alphas = (0..coupling.n_sources())

@@ -2,15 +2,22 @@
 //! pipelines built from `shaders/*.wgsl`, and reusable buffers. Nothing else
 //! in the crate touches wgpu.
 //!
-//! All GPU arithmetic is `f32`. Outputs larger than the adapter's
+//! Host-matrix operations (`ops`) compute in `f32`; device-resident matrices
+//! ([`GpuMatrix`], `resident`) are `f32` or, where the adapter has
+//! `SHADER_F64`, `f64`. Outputs larger than the adapter's
 //! `max_storage_buffer_binding_size` (or `max_buffer_size`, or a smaller
 //! limit forced with [`GpuOptions::max_tile_bytes`]) are computed tile by
 //! tile; nothing is ever bound beyond the limit.
 
 mod ops;
+mod resident;
 
 pub use ops::MatrixProduct;
+pub use resident::{GpuMatrix, Precision, TransferStats};
+pub(crate) use ops::KernelCode;
+pub(crate) use resident::{Operand, ProductFlags};
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use crate::error::{ComputeError, Result};
@@ -40,8 +47,16 @@ pub struct AdapterSummary {
 }
 
 pub(crate) struct Pipelines {
+    /// The tuned f32 kernel-matrix / product shader.
     pub(crate) kernel_matrix: wgpu::ComputePipeline,
+    /// The generic shader in f64 (`None` without `SHADER_F64`).
+    pub(crate) product_f64: Option<wgpu::ComputePipeline>,
+    pub(crate) row_reduce_f32: wgpu::ComputePipeline,
+    pub(crate) row_reduce_f64: Option<wgpu::ComputePipeline>,
 }
+
+/// Distinguishes contexts, so that a matrix of one device is never used on another.
+static NEXT_CONTEXT_ID: AtomicU64 = AtomicU64::new(1);
 
 /// Buffers reused across calls; each grows (to the next power of two, within
 /// the adapter's limits) and is never shrunk.
@@ -64,6 +79,8 @@ pub struct GpuContext {
     pub(crate) max_buffer_bytes: u64,
     pub(crate) max_workgroups: u32,
     pub(crate) storage_offset_alignment: u32,
+    pub(crate) counters: resident::Counters,
+    pub(crate) id: u64,
     summary: AdapterSummary,
 }
 
@@ -114,9 +131,11 @@ impl GpuContext {
         };
         let info = adapter.get_info();
         let limits = adapter.limits();
+        // f64 where the adapter has it; nothing else is needed.
+        let features = adapter.features() & wgpu::Features::SHADER_F64;
         let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
             label: Some("gramian"),
-            required_features: wgpu::Features::empty(),
+            required_features: features,
             required_limits: limits.clone(),
             ..Default::default()
         }))
@@ -127,14 +146,14 @@ impl GpuContext {
             Some(cap) => cap.clamp(256, adapter_binding),
             None => adapter_binding,
         } & !3;
-        let pipelines = ops::build_pipelines(&device);
+        let pipelines = ops::build_pipelines(&device, features.contains(wgpu::Features::SHADER_F64));
         let summary = AdapterSummary {
             name: info.name.clone(),
             backend: format!("{:?}", info.backend),
             is_software: is_software(&info),
             max_binding_bytes,
         };
-        log::info!("gramian GPU: {} ({:?}, {:?}), tiles up to {} bytes", info.name, info.backend, info.device_type, max_binding_bytes);
+        log::info!("gramian GPU: {} ({:?}, {:?}), tiles up to {} bytes, f64 {}", info.name, info.backend, info.device_type, max_binding_bytes, pipelines.product_f64.is_some());
         Ok(GpuContext {
             device,
             queue,
@@ -144,6 +163,8 @@ impl GpuContext {
             max_buffer_bytes: limits.max_buffer_size,
             max_workgroups: limits.max_compute_workgroups_per_dimension,
             storage_offset_alignment: limits.min_storage_buffer_offset_alignment,
+            counters: resident::Counters::default(),
+            id: NEXT_CONTEXT_ID.fetch_add(1, Ordering::Relaxed),
             summary,
         })
     }

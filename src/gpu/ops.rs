@@ -25,12 +25,12 @@ const SLOT_Y: usize = 5;
 const SLOT_V: usize = 6;
 
 /// Output tile edge of `kernel_matrix.wgsl` (rows and columns per workgroup).
-const TILE: usize = 128;
+pub(crate) const TILE: usize = 128;
 /// Largest row and column block of the kernel matvec's on-GPU kernel tile.
 const MATVEC_BLOCK: usize = 4096;
 
-const FLAG_ACCUMULATE: u32 = 1;
-const FLAG_APPLY: u32 = 2;
+pub(crate) const FLAG_ACCUMULATE: u32 = 1;
+pub(crate) const FLAG_APPLY: u32 = 2;
 
 /// Which product of two matrices to form.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,47 +43,53 @@ pub enum MatrixProduct {
     AtB,
 }
 
-/// One problem of a batch, as `kernel_matrix.wgsl` reads it (std430).
+/// One problem of a batch, as `kernel_matrix.wgsl` and the generic shaders
+/// read it (std430): element offsets and strides of A, B and C (see the
+/// shader's header), flags, the kernel, and the weights' offset.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Pod, Zeroable)]
-struct Problem {
-    rows: u32,
-    cols: u32,
-    depth: u32,
-    a_off: u32,
-    b_off: u32,
-    c_off: u32,
-    flags: u32,
-    kind: u32,
-    gamma: f32,
-    coef0: f32,
-    degree: u32,
-    /// Row stride of A and B (usually `depth`; larger when a problem reads a
-    /// depth slice of longer rows, as split-K does).
-    stride: u32,
+pub(crate) struct Problem {
+    pub(crate) rows: u32,
+    pub(crate) cols: u32,
+    pub(crate) depth: u32,
+    pub(crate) a_off: u32,
+    pub(crate) b_off: u32,
+    pub(crate) c_off: u32,
+    pub(crate) flags: u32,
+    pub(crate) kind: u32,
+    pub(crate) a_rs: u32,
+    pub(crate) a_cs: u32,
+    pub(crate) b_rs: u32,
+    pub(crate) b_cs: u32,
+    pub(crate) c_rs: u32,
+    pub(crate) c_cs: u32,
+    pub(crate) w_off: u32,
+    pub(crate) degree: u32,
+    pub(crate) gamma: f32,
+    pub(crate) coef0: f32,
 }
 
-/// The kernel as the shaders encode it.
+/// The kernel as the shaders encode it (parameters kept in `f64`; the f32
+/// shaders round them).
 #[derive(Debug, Clone, Copy)]
-struct KernelCode {
-    kind: u32,
-    gamma: f32,
-    coef0: f32,
-    degree: u32,
+pub(crate) struct KernelCode {
+    pub(crate) kind: u32,
+    pub(crate) gamma: f64,
+    pub(crate) coef0: f64,
+    pub(crate) degree: u32,
 }
 
 impl KernelCode {
-    fn of(kernel: &Kernel) -> Self {
+    pub(crate) fn of(kernel: &Kernel) -> Self {
         match *kernel {
             Kernel::Linear => KernelCode { kind: 0, gamma: 0.0, coef0: 0.0, degree: 0 },
-            Kernel::Rbf { gamma } => KernelCode { kind: 1, gamma: gamma as f32, coef0: 0.0, degree: 0 },
-            Kernel::Laplacian { gamma } => KernelCode { kind: 2, gamma: gamma as f32, coef0: 0.0, degree: 0 },
-            Kernel::Polynomial { gamma, coef0, degree } => {
-                KernelCode { kind: 3, gamma: gamma as f32, coef0: coef0 as f32, degree }
-            }
-            Kernel::Sigmoid { gamma, coef0 } => KernelCode { kind: 4, gamma: gamma as f32, coef0: coef0 as f32, degree: 0 },
+            Kernel::Rbf { gamma } => KernelCode { kind: 1, gamma, coef0: 0.0, degree: 0 },
+            Kernel::Laplacian { gamma } => KernelCode { kind: 2, gamma, coef0: 0.0, degree: 0 },
+            Kernel::Polynomial { gamma, coef0, degree } => KernelCode { kind: 3, gamma, coef0, degree },
+            Kernel::Sigmoid { gamma, coef0 } => KernelCode { kind: 4, gamma, coef0, degree: 0 },
         }
     }
+
 
     fn problem(&self, rows: usize, cols: usize, depth: usize, offsets: [usize; 3], flags: u32) -> Problem {
         Problem {
@@ -95,10 +101,16 @@ impl KernelCode {
             c_off: offsets[2] as u32,
             flags,
             kind: self.kind,
-            gamma: self.gamma,
-            coef0: self.coef0,
+            a_rs: depth as u32,
+            a_cs: 1,
+            b_rs: depth as u32,
+            b_cs: 1,
+            c_rs: cols as u32,
+            c_cs: 1,
+            w_off: 0,
             degree: self.degree,
-            stride: depth as u32,
+            gamma: self.gamma as f32,
+            coef0: self.coef0 as f32,
         }
     }
 }
@@ -169,9 +181,11 @@ impl RowMajor {
     }
 }
 
-pub(crate) fn build_pipelines(device: &wgpu::Device) -> super::Pipelines {
+/// Compiles the pipelines; the generic shaders are compiled after a
+/// precision prelude (`shaders/prelude_f32.wgsl`, `prelude_f64.wgsl`).
+pub(crate) fn build_pipelines(device: &wgpu::Device, f64_shaders: bool) -> super::Pipelines {
     let make = |label: &str, source: &str| {
-        let desc = wgpu::ShaderModuleDescriptor { label: Some(label), source: wgpu::ShaderSource::Wgsl(Cow::Borrowed(source)) };
+        let desc = wgpu::ShaderModuleDescriptor { label: Some(label), source: wgpu::ShaderSource::Wgsl(Cow::Owned(source.to_owned())) };
         // naga's forced loop bounding (a hidden counter in every loop) is
         // miscompiled by Mesa's lavapipe (22.3, LLVM 15): a Phi^T Phi over
         // 8000 samples stopped after 6349 of them, the same for any feature
@@ -192,8 +206,15 @@ pub(crate) fn build_pipelines(device: &wgpu::Device) -> super::Pipelines {
             cache: None,
         })
     };
+    const PRELUDE_F32: &str = include_str!("../../shaders/prelude_f32.wgsl");
+    const PRELUDE_F64: &str = include_str!("../../shaders/prelude_f64.wgsl");
+    const GENERIC: &str = include_str!("../../shaders/kernel_generic.wgsl");
+    const ROW_REDUCE: &str = include_str!("../../shaders/row_reduce.wgsl");
     super::Pipelines {
         kernel_matrix: make("kernel_matrix", include_str!("../../shaders/kernel_matrix.wgsl")),
+        product_f64: f64_shaders.then(|| make("kernel_generic f64", &format!("{PRELUDE_F64}\n{GENERIC}"))),
+        row_reduce_f32: make("row_reduce f32", &format!("{PRELUDE_F32}\n{ROW_REDUCE}")),
+        row_reduce_f64: f64_shaders.then(|| make("row_reduce f64", &format!("{PRELUDE_F64}\n{ROW_REDUCE}"))),
     }
 }
 
@@ -241,6 +262,7 @@ impl GpuContext {
             for (bind, [x, y, z]) in dispatches {
                 pass.set_bind_group(0, *bind, &[]);
                 pass.dispatch_workgroups(*x, *y, *z);
+                self.counters.count_dispatch();
             }
         }
         encoder
@@ -249,6 +271,8 @@ impl GpuContext {
     /// Bind group of `kernel_matrix.wgsl`: problems, A, B, C, each a
     /// `(buffer, byte offset, byte length)` range.
     fn kernel_matrix_bind_group(&self, label: &str, ranges: [(&wgpu::Buffer, u64, u64); 4]) -> wgpu::BindGroup {
+        // No weights on this path: the problems' range stands in for them.
+        let ranges = [ranges[0], ranges[1], ranges[2], ranges[3], ranges[0]];
         let entries: Vec<wgpu::BindGroupEntry<'_>> = ranges
             .iter()
             .enumerate()
@@ -269,7 +293,8 @@ impl GpuContext {
     fn read_back(&self, scratch: &mut Scratch, mut encoder: wgpu::CommandEncoder, source: &wgpu::Buffer, bytes: u64, read: &mut dyn FnMut(&[f32])) -> Result<()> {
         let staging = self.scratch_buffer(scratch, SLOT_STAGING, bytes);
         encoder.copy_buffer_to_buffer(source, 0, &staging, 0, bytes);
-        self.queue.submit([encoder.finish()]);
+        self.submit_counted(encoder);
+        self.counters.count_download(bytes);
         let slice = staging.slice(0..bytes);
         let (tx, rx) = std::sync::mpsc::channel();
         slice.map_async(wgpu::MapMode::Read, move |r| {
@@ -291,13 +316,16 @@ impl GpuContext {
 
     /// Runs `body` inside a wgpu error scope and turns captured validation or
     /// out-of-memory errors into [`ComputeError::Gpu`].
-    fn checked<R>(&self, body: impl FnOnce() -> Result<R>) -> Result<R> {
+    pub(crate) fn checked<R>(&self, body: impl FnOnce() -> Result<R>) -> Result<R> {
         let oom = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
         let validation = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
         let out = body();
         let v = pollster::block_on(validation.pop());
         let o = pollster::block_on(oom.pop());
-        if let Some(e) = v.or(o) {
+        if let Some(e) = o {
+            return Err(ComputeError::OutOfMemory(e.to_string()));
+        }
+        if let Some(e) = v {
             return Err(ComputeError::Gpu(e.to_string()));
         }
         out
@@ -351,15 +379,15 @@ impl GpuContext {
                     let p_buf = self.scratch_buffer(scratch, SLOT_PROBLEMS, std::mem::size_of::<Problem>() as u64);
                     let a_buf = self.scratch_buffer(scratch, SLOT_A, (a_blk.len() * 4) as u64);
                     let b_buf = self.scratch_buffer(scratch, SLOT_B, (b_blk.len() * 4) as u64);
-                    self.queue.write_buffer(&p_buf, 0, bytemuck::bytes_of(&problem));
-                    self.queue.write_buffer(&a_buf, 0, bytemuck::cast_slice(&a_blk));
-                    self.queue.write_buffer(&b_buf, 0, bytemuck::cast_slice(&b_blk));
+                    self.write_counted(&p_buf, 0, bytemuck::bytes_of(&problem));
+                    self.write_counted(&a_buf, 0, bytemuck::cast_slice(&a_blk));
+                    self.write_counted(&b_buf, 0, bytemuck::cast_slice(&b_blk));
                     let bind = self.kernel_matrix_bind_group("kernel_matrix", [(&p_buf, 0, std::mem::size_of::<Problem>() as u64), (&a_buf, 0, (a_blk.len() * 4) as u64), (&b_buf, 0, (b_blk.len() * 4) as u64), (&c_buf, 0, c_bytes)]);
                     let encoder = self.encode_dispatches(&[(&bind, [div_ceil(tc, TILE) as u32, div_ceil(tr, TILE) as u32, 1])]);
                     if last && read {
                         self.read_back(scratch, encoder, &c_buf, c_bytes, &mut |data| sink(r0, c0, tr, tc, data))?;
                     } else {
-                        self.queue.submit([encoder.finish()]);
+                        self.submit_counted(encoder);
                     }
                 }
             }
@@ -425,7 +453,7 @@ impl GpuContext {
                 let k0 = i * chunk;
                 let k1 = (k0 + chunk).min(depth);
                 let mut p = code.problem(cols, rows, k1 - k0, [k0, k0, i * rows * cols], FLAG_APPLY);
-                p.stride = depth as u32;
+                (p.a_rs, p.b_rs) = (depth as u32, depth as u32);
                 p
             })
             .collect();
@@ -451,9 +479,9 @@ impl GpuContext {
         let a_buf = self.scratch_buffer(scratch, SLOT_A, a_bytes);
         let b_buf = self.scratch_buffer(scratch, SLOT_B, b_bytes);
         let c_buf = self.scratch_buffer(scratch, SLOT_C, c_bytes);
-        self.queue.write_buffer(&p_buf, 0, bytemuck::cast_slice(problems));
-        self.queue.write_buffer(&a_buf, 0, bytemuck::cast_slice(a_data));
-        self.queue.write_buffer(&b_buf, 0, bytemuck::cast_slice(b_data));
+        self.write_counted(&p_buf, 0, bytemuck::cast_slice(problems));
+        self.write_counted(&a_buf, 0, bytemuck::cast_slice(a_data));
+        self.write_counted(&b_buf, 0, bytemuck::cast_slice(b_data));
         let bind = self.kernel_matrix_bind_group("batched problems", [(&p_buf, 0, p_bytes), (&a_buf, 0, a_bytes), (&b_buf, 0, b_bytes), (&c_buf, 0, c_bytes)]);
         let max_rows = problems.iter().map(|p| p.rows as usize).max().unwrap_or(1).min(max_edge.max(1));
         let max_cols = problems.iter().map(|p| p.cols as usize).max().unwrap_or(1);
@@ -580,7 +608,7 @@ impl GpuContext {
                 let r1 = (r0 + br).min(n);
                 let x_blk = xr.block(r0, r1, 0, d);
                 let x_buf = self.scratch_buffer(scratch, SLOT_A, (x_blk.len() * 4) as u64);
-                self.queue.write_buffer(&x_buf, 0, bytemuck::cast_slice(&x_blk));
+                self.write_counted(&x_buf, 0, bytemuck::cast_slice(&x_blk));
                 let y_bytes = ((r1 - r0) * c * 4) as u64;
                 let y_buf = self.scratch_buffer(scratch, SLOT_Y, y_bytes);
                 for c0 in (0..m).step_by(bc) {
@@ -596,10 +624,10 @@ impl GpuContext {
                     let tile = kernel_code.problem(tr, tc, d, [0, 0, 0], FLAG_APPLY);
                     let accumulate = if c0 > 0 { FLAG_ACCUMULATE } else { 0 };
                     let product = linear.problem(tr, c, tc, [0, 0, 0], FLAG_APPLY | accumulate);
-                    self.queue.write_buffer(&p_buf, 0, bytemuck::bytes_of(&tile));
-                    self.queue.write_buffer(&p_buf, align as u64, bytemuck::bytes_of(&product));
-                    self.queue.write_buffer(&z_buf, 0, bytemuck::cast_slice(&z_blk));
-                    self.queue.write_buffer(&v_buf, 0, bytemuck::cast_slice(&v_blk));
+                    self.write_counted(&p_buf, 0, bytemuck::bytes_of(&tile));
+                    self.write_counted(&p_buf, align as u64, bytemuck::bytes_of(&product));
+                    self.write_counted(&z_buf, 0, bytemuck::cast_slice(&z_blk));
+                    self.write_counted(&v_buf, 0, bytemuck::cast_slice(&v_blk));
                     let tile_bind = self.kernel_matrix_bind_group("kernel_matvec tile", [(&p_buf, 0, problem_bytes), (&x_buf, 0, (x_blk.len() * 4) as u64), (&z_buf, 0, (z_blk.len() * 4) as u64), (&k_buf, 0, k_bytes)]);
                     let product_bind = self.kernel_matrix_bind_group("kernel_matvec product", [(&p_buf, align as u64, problem_bytes), (&k_buf, 0, k_bytes), (&v_buf, 0, (v_blk.len() * 4) as u64), (&y_buf, 0, y_bytes)]);
                     let encoder = self.encode_dispatches(&[
@@ -615,7 +643,7 @@ impl GpuContext {
                             }
                         })?;
                     } else {
-                        self.queue.submit([encoder.finish()]);
+                        self.submit_counted(encoder);
                     }
                 }
             }

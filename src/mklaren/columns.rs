@@ -8,6 +8,7 @@ use rayon::prelude::*;
 
 use crate::kernel::row_squared_norms;
 use crate::linalg::{self, check_matrix};
+use crate::resident::DeviceMatrix;
 use crate::{ComputeError, Device, Kernel};
 
 /// Rows handled per parallel task in the element-wise loops.
@@ -19,8 +20,11 @@ pub(crate) const ROW_CHUNK: usize = 8192;
 /// On [`Device::Cpu`] a column is one multi-threaded product `X x_i` (the
 /// inner products, or the squared distances through
 /// `||x_k - x_i||^2 = ||x_k||^2 + ||x_i||^2 - 2 <x_k, x_i>`, near-duplicates
-/// recomputed directly) followed by `k` applied element-wise; on a GPU it is
-/// [`Device::kernel_column_of`].
+/// recomputed directly) followed by `k` applied element-wise. On a GPU, X is
+/// uploaded once (in `f64` where the adapter has it) when the columns are
+/// prepared, and a column is [`Device::resident_kernel_columns`] on the
+/// resident X: n numbers come back per column, nothing goes up but the
+/// dispatch descriptors.
 ///
 /// An optional cache keeps the most recently computed columns: mklaren
 /// recomputes its look-ahead block after every step, mostly on the same
@@ -29,6 +33,8 @@ pub struct KernelColumns<'a> {
     device: &'a Device,
     kernel: Kernel,
     x: &'a DMatrix<f64>,
+    /// X on the device (GPU only), uploaded once.
+    resident: Option<DeviceMatrix>,
     row_sq_norms: Vec<f64>,
     diagonal: Vec<f64>,
     cache_capacity: usize,
@@ -42,7 +48,39 @@ impl<'a> KernelColumns<'a> {
         check_matrix("x", x)?;
         let row_sq_norms = if kernel.is_distance_based() { row_squared_norms(x) } else { Vec::new() };
         let diagonal = kernel.diagonal(x)?.as_slice().to_vec();
-        Ok(KernelColumns { device, kernel, x, row_sq_norms, diagonal, cache_capacity: 0, cache: Mutex::new(VecDeque::new()) })
+        let resident = if device.is_gpu() { Some(device.upload(x, device.best_precision())?) } else { None };
+        Ok(KernelColumns { device, kernel, x, resident, row_sq_norms, diagonal, cache_capacity: 0, cache: Mutex::new(VecDeque::new()) })
+    }
+
+    /// Like [`KernelColumns::new`] with X already on the device (several
+    /// kernels on one input share one upload).
+    ///
+    /// Errors: a resident X whose shape differs from `x`'s.
+    pub fn with_resident(device: &'a Device, kernel: Kernel, x: &'a DMatrix<f64>, resident: DeviceMatrix) -> Result<Self, ComputeError> {
+        linalg::check_dim("rows of the resident x", x.nrows(), resident.nrows())?;
+        linalg::check_dim("columns of the resident x", x.ncols(), resident.ncols())?;
+        kernel.validate()?;
+        check_matrix("x", x)?;
+        let row_sq_norms = if kernel.is_distance_based() { row_squared_norms(x) } else { Vec::new() };
+        let diagonal = kernel.diagonal(x)?.as_slice().to_vec();
+        Ok(KernelColumns { device, kernel, x, resident: Some(resident), row_sq_norms, diagonal, cache_capacity: 0, cache: Mutex::new(VecDeque::new()) })
+    }
+
+    /// Inputs `xs` on `device`, each distinct matrix uploaded once (matrices
+    /// are the same input when they are the same object): `None` on the CPU.
+    pub fn upload_inputs(device: &Device, xs: &[&DMatrix<f64>]) -> Result<Vec<Option<DeviceMatrix>>, ComputeError> {
+        if !device.is_gpu() {
+            return Ok(vec![None; xs.len()]);
+        }
+        let mut out: Vec<Option<DeviceMatrix>> = Vec::with_capacity(xs.len());
+        for (q, x) in xs.iter().enumerate() {
+            let earlier = (0..q).find(|&p| std::ptr::eq(xs[p], *x));
+            out.push(Some(match earlier {
+                Some(p) => out[p].clone().expect("uploaded above"),
+                None => device.upload(*x, device.best_precision())?,
+            }));
+        }
+        Ok(out)
     }
 
     /// Keeps the `capacity` most recently used columns (memory `capacity n`).
@@ -94,9 +132,34 @@ impl<'a> KernelColumns<'a> {
         Ok(col)
     }
 
+    /// Columns `indices` as an n x len matrix; on a GPU in one dispatch
+    /// (cached columns are not recomputed).
+    pub fn columns(&self, indices: &[usize]) -> Result<DMatrix<f64>, ComputeError> {
+        let n = self.n();
+        let mut out = DMatrix::zeros(n, indices.len());
+        match &self.resident {
+            Some(x) if self.cache_capacity == 0 && !indices.is_empty() => {
+                for &i in indices {
+                    if i >= n {
+                        return Err(ComputeError::IndexOutOfRange { what: "rows of x", index: i, len: n });
+                    }
+                }
+                let block = self.device.to_host(&self.device.resident_kernel_columns(&self.kernel, x, indices)?)?;
+                out.copy_from(&block);
+            }
+            _ => {
+                for (t, &i) in indices.iter().enumerate() {
+                    out.column_mut(t).copy_from_slice(&self.column(i)?);
+                }
+            }
+        }
+        Ok(out)
+    }
+
     fn compute_column(&self, i: usize) -> Result<Vec<f64>, ComputeError> {
-        if self.device.is_gpu() {
-            return Ok(self.device.kernel_column_of(&self.kernel, self.x, i)?.as_slice().to_vec());
+        if let Some(x) = &self.resident {
+            let col = self.device.resident_kernel_columns(&self.kernel, x, &[i])?;
+            return Ok(self.device.to_host(&col)?.as_slice().to_vec());
         }
         let xi = self.x.row(i).transpose();
         let mut s = linalg::matmul(self.x, &DMatrix::from_column_slice(xi.len(), 1, xi.as_slice())).as_slice().to_vec();

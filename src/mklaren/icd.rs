@@ -175,11 +175,21 @@ impl FactorTransform {
     }
 
     /// Factors of new samples `G* = K(X*, A) T` (t x rank); `K(X*, A)` is
-    /// built on `device`.
+    /// built on `device`. On a GPU the samples, pivots and `T` go up once
+    /// and the kernel matrix and the product run there (in `f64` where the
+    /// adapter has it); only `G*` comes back.
     pub fn apply(&self, device: &Device, x: &DMatrix<f64>) -> Result<DMatrix<f64>, MklarenError> {
         if self.pivot_rows.nrows() == 0 {
             check_matrix("x", x)?;
             return Ok(DMatrix::zeros(x.nrows(), 0));
+        }
+        if device.is_gpu() {
+            check_matrix("x", x)?;
+            crate::linalg::check_dim("columns of x vs the pivots", self.pivot_rows.ncols(), x.ncols())?;
+            let precision = device.best_precision();
+            let (xd, ad, td) = (device.upload(x, precision)?, device.upload(&self.pivot_rows, precision)?, device.upload(&self.transform, precision)?);
+            let k = device.resident_kernel_matrix(&self.kernel, &xd, &ad)?;
+            return Ok(device.to_host(&device.resident_matmul(&k, &td, crate::MatrixProduct::AB)?)?);
         }
         let k = device.kernel_matrix(&self.kernel, x, &self.pivot_rows)?;
         Ok(linalg::matmul(&k, &self.transform))

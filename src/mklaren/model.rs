@@ -94,8 +94,14 @@ impl MklarenParams {
         let aug = n + rank;
 
         let mut states = Vec::with_capacity(kernels.len());
+        // On a GPU each distinct input goes up once for the whole fit.
+        let resident = KernelColumns::upload_inputs(device, &xs)?;
         for (q, kernel) in kernels.iter().enumerate() {
-            states.push(KernelState::new(KernelColumns::new(device, *kernel, xs[q])?.with_cache(self.lookahead + 1), self.lookahead)?);
+            let cols = match &resident[q] {
+                Some(r) => KernelColumns::with_resident(device, *kernel, xs[q], r.clone())?,
+                None => KernelColumns::new(device, *kernel, xs[q])?,
+            };
+            states.push(KernelState::new(cols.with_cache(self.lookahead + 1), self.lookahead)?);
         }
 
         let mut residual = DVector::<f64>::zeros(aug);

@@ -22,9 +22,10 @@ use nalgebra::{DMatrix, DVector};
 use rand::Rng;
 
 use crate::device::Device;
+use crate::gpu::Precision;
 use crate::linalg::{self, check_matrix};
 
-use super::dual::{DualProblem, SolverOptions, SolverReport};
+use super::dual::{DualProblem, Features, SolverOptions, SolverReport};
 use super::error::{check_nonnegative, check_positive, PsdError};
 use super::features::EmpiricalFeatures;
 use super::integrals::{gaussian_product, product_integrals, squared_gaussian_integral, BaseMeasure};
@@ -108,8 +109,15 @@ impl DensityParams {
         self.options.validate()
     }
 
-    /// Fits the density to the rows of `x` (n x d). Kernel matrices and
-    /// feature products run on `device`; the dual iterations in `f64` on the CPU.
+    /// Fits the density to the rows of `x` (n x d).
+    ///
+    /// On a GPU with `f64` (see [`Device::supports`]) X is uploaded once,
+    /// the features are built on the device and stay there, and every
+    /// iteration's `P diag(alpha) P^T` and model values run there in `f64`
+    /// ([`super::dual::Features::Resident`]); the r x r eigendecompositions and
+    /// the O(n) vector updates run on the CPU. On a GPU without `f64` the
+    /// features are computed there in `f32` and the iterations on the CPU.
+    /// On the CPU everything runs in `f64` on the CPU.
     pub fn fit(&self, device: &Device, x: &DMatrix<f64>) -> Result<PsdDensity, PsdError> {
         self.validate()?;
         check_matrix("x", x)?;
@@ -120,14 +128,24 @@ impl DensityParams {
             Some((m, seed)) => crate::datasets::select_rows(x, &nystrom_indices(x.nrows(), m, seed)?),
         };
         let features = EmpiricalFeatures::new(&centres, self.sigma)?;
-        let p = features.features(device, x)?;
+        let resident = device.is_gpu() && device.supports(Precision::F64);
+        let (p, phi) = if resident {
+            let xd = device.upload(x, Precision::F64)?;
+            (DMatrix::zeros(0, 0), Some(features.resident_features(device, &xd)?))
+        } else {
+            (features.features(device, x)?, None)
+        };
         let m_int = product_integrals(&centres, self.sigma, &self.base)?;
         let t = features.map();
         let w = linalg::matmul_nt(&linalg::matmul(t, &m_int), t);
         let w = (&w + w.transpose()) * 0.5;
         let setup = start.elapsed().as_secs_f64();
         let loss = NegativeLogLikelihood { n: x.nrows() };
-        let problem = DualProblem { features: &p, integral: Some(&w), loss: &loss, lambda1: self.lambda1, lambda2: self.lambda2 };
+        let feature_matrix = match &phi {
+            Some(phi) => Features::Resident { device, phi },
+            None => Features::Host(&p),
+        };
+        let problem = DualProblem { features: feature_matrix, integral: Some(&w), loss: &loss, lambda1: self.lambda1, lambda2: self.lambda2 };
         let eigen_solver = if self.partial_eigen { PositivePartSolver::new() } else { PositivePartSolver::full_only() };
         let solution = problem.solve_with(&self.options, eigen_solver)?;
         let model = PsdModel::from_feature_operator(&features, &solution.a)?;

@@ -61,7 +61,10 @@ use std::time::Instant;
 
 use nalgebra::{DMatrix, DVector};
 
+use crate::device::Device;
+use crate::gpu::{MatrixProduct, Precision};
 use crate::linalg::{self, check_dim};
+use crate::resident::DeviceMatrix;
 
 use super::error::{check_nonnegative, check_positive, PsdError};
 use super::fista::{self, FistaSettings};
@@ -136,10 +139,103 @@ pub struct DualSolution {
     pub eigen_stats: PositivePartStats,
 }
 
+/// The training features `P` (r x n) of a [`DualProblem`], where they live.
+///
+/// On a device they are held as `Phi = P^T` (n x r, samples as rows) in
+/// `f64`, and the two `O(n r^2)` products of an iteration run there:
+/// `P diag(alpha) P^T` (Eq. 10's `M`; `alpha` goes up, the r x r matrix comes
+/// down) and the model values `p_i^T A p_i = ||V^T p_i||^2` (the r x k
+/// factor `V` goes up, n values come down). An iteration moves
+/// `O(n + r^2)` numbers. The r x r eigendecompositions of `[M]_+` stay on the
+/// CPU in `f64` (dense symmetric eigensolvers are LAPACK-class code we do not
+/// have in WGSL; at r <= a few thousand they cost less than the products).
+#[derive(Clone, Copy)]
+pub enum Features<'a> {
+    /// `P` (r x n) on the host.
+    Host(&'a DMatrix<f64>),
+    /// `Phi = P^T` (n x r) on `device`, `f64`.
+    Resident {
+        /// The device holding `phi`.
+        device: &'a Device,
+        /// `P^T`, n x r, `Precision::F64`.
+        phi: &'a DeviceMatrix,
+    },
+}
+
+impl<'a> From<&'a DMatrix<f64>> for Features<'a> {
+    fn from(p: &'a DMatrix<f64>) -> Self {
+        Features::Host(p)
+    }
+}
+
+impl Features<'_> {
+    /// Feature dimension r.
+    fn dim(&self) -> usize {
+        match self {
+            Features::Host(p) => p.nrows(),
+            Features::Resident { phi, .. } => phi.ncols(),
+        }
+    }
+    /// Number of samples n.
+    fn samples(&self) -> usize {
+        match self {
+            Features::Host(p) => p.ncols(),
+            Features::Resident { phi, .. } => phi.nrows(),
+        }
+    }
+    fn validate(&self) -> Result<(), PsdError> {
+        match self {
+            Features::Host(p) => Ok(linalg::check_matrix("features", *p)?),
+            Features::Resident { device, phi } => {
+                if phi.precision() != Precision::F64 || !device.supports(Precision::F64) {
+                    return Err(PsdError::InvalidParameter { name: "features", reason: "device-resident features must be f64 (the duality-gap certificate needs the digits)".into() });
+                }
+                Ok(())
+            }
+        }
+    }
+    /// `P diag(w) P^T` (r x r).
+    fn weighted_gram(&self, w: &DVector<f64>) -> Result<DMatrix<f64>, PsdError> {
+        match self {
+            Features::Host(p) => Ok(linalg::weighted_gram(p, w)),
+            Features::Resident { device, phi } => {
+                let wd = device.upload_vector(w, Precision::F64)?;
+                let m = device.to_host(&device.resident_weighted_gram(phi, &wd)?)?;
+                Ok((&m + m.transpose()) * 0.5)
+            }
+        }
+    }
+    /// `||V^T p_i||^2` for every sample i, V r x k.
+    fn projected_norms(&self, v: &DMatrix<f64>) -> Result<DVector<f64>, PsdError> {
+        match self {
+            Features::Host(p) => {
+                let g = linalg::matmul_tn(v, p);
+                Ok(DVector::from_fn(p.ncols(), |j, _| g.column(j).norm_squared()))
+            }
+            Features::Resident { device, phi } => {
+                let vd = device.upload(v, Precision::F64)?;
+                let g = device.resident_matmul(phi, &vd, MatrixProduct::AB)?;
+                Ok(device.to_host_vector(&device.resident_row_squared_norms(&g)?)?)
+            }
+        }
+    }
+    /// `||p_i||^2` for every sample and `P P^T` (r x r), for the step size.
+    fn norms_and_gram(&self) -> Result<(DVector<f64>, DMatrix<f64>), PsdError> {
+        match self {
+            Features::Host(p) => Ok((DVector::from_fn(p.ncols(), |j, _| p.column(j).norm_squared()), linalg::matmul_nt(p, p))),
+            Features::Resident { device, phi } => {
+                let norms = device.to_host_vector(&device.resident_row_squared_norms(phi)?)?;
+                let g = device.to_host(&device.resident_matmul(phi, phi, MatrixProduct::AtB)?)?;
+                Ok((norms, (&g + g.transpose()) * 0.5))
+            }
+        }
+    }
+}
+
 /// The dual problem of Eq. 10 (optionally with the integral constraint of Eq. 12).
 pub struct DualProblem<'a, L: DualLoss> {
-    /// Training features `P` (r x n).
-    pub features: &'a DMatrix<f64>,
+    /// Training features `P` (r x n), on the host or a device.
+    pub features: Features<'a>,
     /// `W` (r x r) of the constraint `tr(A W) = 1`, if any.
     pub integral: Option<&'a DMatrix<f64>>,
     /// The loss.
@@ -216,27 +312,27 @@ impl<'a, L: DualLoss> DualProblem<'a, L> {
     fn validate(&self) -> Result<(), PsdError> {
         check_nonnegative("lambda_1", self.lambda1)?;
         check_positive("lambda_2", self.lambda2)?;
-        linalg::check_matrix("features", self.features)?;
-        check_dim("number of loss terms vs number of feature columns", self.features.ncols(), self.loss.len())?;
+        self.features.validate()?;
+        check_dim("number of loss terms vs number of feature columns", self.features.samples(), self.loss.len())?;
         if let Some(w) = self.integral {
-            check_dim("rows of W vs feature dimension", self.features.nrows(), w.nrows())?;
-            check_dim("columns of W vs feature dimension", self.features.nrows(), w.ncols())?;
+            check_dim("rows of W vs feature dimension", self.features.dim(), w.nrows())?;
+            check_dim("columns of W vs feature dimension", self.features.dim(), w.ncols())?;
         }
         Ok(())
     }
 
     fn n(&self) -> usize {
-        self.features.ncols()
+        self.features.samples()
     }
 
     /// `M(alpha, mu) = -P diag(alpha) P^T - mu W - lambda_1 I`.
-    fn m_matrix(&self, alpha: &DVector<f64>, mu: f64, timers: &mut Timers) -> DMatrix<f64> {
+    fn m_matrix(&self, alpha: &DVector<f64>, mu: f64, timers: &mut Timers) -> Result<DMatrix<f64>, PsdError> {
         let start = Instant::now();
         if let Some(m) = timers.m_cache.combination(alpha, mu) {
             timers.products += start.elapsed().as_secs_f64();
-            return m;
+            return Ok(m);
         }
-        let mut m = linalg::weighted_gram(self.features, &(-alpha));
+        let mut m = self.features.weighted_gram(&(-alpha))?;
         if let Some(w) = self.integral {
             m -= w * mu;
         }
@@ -245,7 +341,7 @@ impl<'a, L: DualLoss> DualProblem<'a, L> {
         }
         timers.m_cache.insert(alpha, mu, &m);
         timers.products += start.elapsed().as_secs_f64();
-        m
+        Ok(m)
     }
 
     /// `[M(alpha, mu)]_+`, reused when `(alpha, mu)` is the last point evaluated.
@@ -255,7 +351,7 @@ impl<'a, L: DualLoss> DualProblem<'a, L> {
                 return Ok(pp.clone());
             }
         }
-        let m = self.m_matrix(alpha, mu, timers);
+        let m = self.m_matrix(alpha, mu, timers)?;
         let start = Instant::now();
         let (pp, _) = timers.eigen_solver.compute(&m)?;
         timers.eigen += start.elapsed().as_secs_f64();
@@ -264,14 +360,18 @@ impl<'a, L: DualLoss> DualProblem<'a, L> {
     }
 
     /// Model values `f_A(x_i) = p_i^T A p_i` and `tr(A W)`, `A = [M]_+ / lambda_2`.
-    fn model_values(&self, pp: &PositivePart, timers: &mut Timers) -> (DVector<f64>, f64) {
+    fn model_values(&self, pp: &PositivePart, timers: &mut Timers) -> Result<(DVector<f64>, f64), PsdError> {
         let start = Instant::now();
         let scale = DVector::from_iterator(pp.values.len(), pp.values.iter().map(|v| (v / self.lambda2).sqrt()));
-        let mut g = linalg::matmul_tn(&pp.vectors, self.features);
-        for (a, mut row) in g.row_iter_mut().enumerate() {
-            row *= scale[a];
-        }
-        let f = DVector::from_fn(self.n(), |j, _| g.column(j).norm_squared());
+        let f = if pp.values.is_empty() {
+            DVector::zeros(self.n())
+        } else {
+            let mut v = pp.vectors.clone();
+            for (a, mut col) in v.column_iter_mut().enumerate() {
+                col *= scale[a];
+            }
+            self.features.projected_norms(&v)?
+        };
         let trace_aw = match self.integral {
             Some(w) => {
                 let uw = linalg::matmul_tn(&pp.vectors, w);
@@ -280,11 +380,11 @@ impl<'a, L: DualLoss> DualProblem<'a, L> {
             None => 0.0,
         };
         timers.products += start.elapsed().as_secs_f64();
-        (f, trace_aw)
+        Ok((f, trace_aw))
     }
 
     fn a_matrix(&self, pp: &PositivePart) -> DMatrix<f64> {
-        let r = self.features.nrows();
+        let r = self.features.dim();
         let mut scaled = pp.vectors.clone();
         for (a, mut col) in scaled.column_iter_mut().enumerate() {
             col *= pp.values[a] / self.lambda2;
@@ -319,7 +419,7 @@ impl<'a, L: DualLoss> DualProblem<'a, L> {
     /// penalised problem with `mu` fixed; plus `tr(A W)`.
     fn gaps(&self, alpha: &DVector<f64>, mu: f64, timers: &mut Timers) -> Result<(f64, f64, f64), PsdError> {
         let pp = self.positive_part(alpha, mu, timers)?;
-        let (f, trace_aw) = self.model_values(&pp, timers);
+        let (f, trace_aw) = self.model_values(&pp, timers)?;
         let dual = self.dual_value(alpha, mu, &pp.values);
         let gap = self.primal(&pp, &f, trace_aw) + dual;
         let penalised_primal = self.loss.value(&f) + self.regulariser(&pp, 1.0) + if self.integral.is_some() { mu * (trace_aw - 1.0) } else { 0.0 };
@@ -358,11 +458,8 @@ impl<'a, L: DualLoss> DualProblem<'a, L> {
                     Err(e) => fail(e),
                 };
             }
-            match self.positive_part(alpha, mu, &mut t) {
-                Ok(pp) => {
-                    let (f, _) = self.model_values(&pp, &mut t);
-                    (pp.values.iter().map(|v| v * v).sum::<f64>() / (2.0 * self.lambda2), Some(-f))
-                }
+            match self.positive_part(alpha, mu, &mut t).and_then(|pp| Ok((self.model_values(&pp, &mut t)?.0, pp))) {
+                Ok((f, pp)) => (pp.values.iter().map(|v| v * v).sum::<f64>() / (2.0 * self.lambda2), Some(-f)),
                 Err(e) => fail(e),
             }
         };
@@ -371,8 +468,10 @@ impl<'a, L: DualLoss> DualProblem<'a, L> {
         // O(r^2) once `M(x)` is formed (which the next extrapolation needs anyway).
         let remainder_bound = |y: &DVector<f64>, x: &DVector<f64>| -> Option<f64> {
             let mut t = cell.borrow_mut();
-            let m_y = self.m_matrix(y, mu, &mut t);
-            let m_x = self.m_matrix(x, mu, &mut t);
+            // A failed product makes the bound unavailable (exact evaluation
+            // follows, which reports the error).
+            let m_y = self.m_matrix(y, mu, &mut t).ok()?;
+            let m_x = self.m_matrix(x, mu, &mut t).ok()?;
             Some((m_x - m_y).norm_squared() / (2.0 * self.lambda2))
         };
         let prox = |v: &DVector<f64>, t: f64| self.loss.prox_conjugate(v, t);
@@ -425,14 +524,14 @@ impl<'a, L: DualLoss> DualProblem<'a, L> {
         let start = Instant::now();
         let mut timers = Timers { eigen: 0.0, products: 0.0, eigen_solver, m_cache: MatrixCache::default(), last_positive_part: None };
         // Step from the Lipschitz bound (module docs), optimistic by 4x; backtracking corrects it.
-        let p = self.features;
-        let max_col = (0..self.n()).map(|j| p.column(j).norm_squared()).fold(0.0f64, f64::max);
-        let ppt_top = linalg::symmetric_eigenvalues(&linalg::matmul_nt(p, p))?.max();
+        let (column_norms, ppt) = self.features.norms_and_gram()?;
+        let max_col = column_norms.max();
+        let ppt_top = linalg::symmetric_eigenvalues(&ppt)?.max();
         let mut step = 4.0 * self.lambda2 / (max_col * ppt_top).max(f64::MIN_POSITIVE);
 
         // Start from the dual point of the primal guess A0 = s I, s = 1/tr(W) (integral 1).
         let s0 = self.integral.map_or(1.0, |w| 1.0 / w.trace().max(f64::MIN_POSITIVE));
-        let guess = DVector::from_fn(self.n(), |j, _| s0 * p.column(j).norm_squared());
+        let guess = &column_norms * s0;
         let mut alpha = self.loss.dual_start(&guess);
         let mut mu = if self.integral.is_some() { 1.0 } else { 0.0 };
         let mut iterations = 0;
@@ -477,7 +576,7 @@ impl<'a, L: DualLoss> DualProblem<'a, L> {
             };
         }
         let pp = self.positive_part(&alpha, mu, &mut timers)?;
-        let (f, trace_aw) = self.model_values(&pp, &mut timers);
+        let (f, trace_aw) = self.model_values(&pp, &mut timers)?;
         let primal = self.primal(&pp, &f, trace_aw);
         let dual_value = self.dual_value(&alpha, mu, &pp.values);
         let gap_now = primal + dual_value;

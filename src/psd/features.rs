@@ -25,6 +25,7 @@ use nalgebra::{DMatrix, DVector};
 use crate::device::Device;
 use crate::kernel::Kernel;
 use crate::linalg::{self, check_dim, check_matrix};
+use crate::resident::DeviceMatrix;
 use crate::MatrixProduct;
 
 use super::error::{check_positive, PsdError};
@@ -110,6 +111,18 @@ impl EmpiricalFeatures {
     pub fn features(&self, device: &Device, x: &DMatrix<f64>) -> Result<DMatrix<f64>, PsdError> {
         let kxz = self.kernel_to_centres(device, x)?;
         Ok(device.matmul(&self.map, &kxz, MatrixProduct::ABt)?)
+    }
+
+    /// Features of resident samples X (n x d, on `device`) as resident rows,
+    /// `Phi = P^T = K(X, Z) T^T` (n x r), in X's precision: the kernel matrix
+    /// to the centres and the product with the map run on the device and
+    /// stay there (the centres and the map, O(m d + r m) numbers, go up).
+    pub fn resident_features(&self, device: &Device, x: &DeviceMatrix) -> Result<DeviceMatrix, PsdError> {
+        check_dim("columns of x vs columns of the centres", self.centres.ncols(), x.ncols())?;
+        let z = device.upload(&self.centres, x.precision())?;
+        let t = device.upload(&self.map, x.precision())?;
+        let kxz = device.resident_kernel_matrix(&self.kernel, x, &z)?;
+        Ok(device.resident_matmul(&kxz, &t, MatrixProduct::ABt)?)
     }
 
     /// The features with a constant row appended, `Phi'(X) = (Phi(X); 1)`

@@ -52,7 +52,7 @@ pub mod regression;
 mod error;
 
 pub use density::{DensityParams, PsdDensity};
-pub use dual::{DualSolution, SolverOptions, SolverReport};
+pub use dual::{DualSolution, Features, SolverOptions, SolverReport};
 pub use error::PsdError;
 pub use features::{EmpiricalFeatures, Factorisation};
 pub use baseline_regression::{BaselineHeteroscedastic, BaselineHeteroscedasticParams, BaselineQuantile, BaselineQuantileParams};

@@ -11,6 +11,8 @@
 use nalgebra::{DMatrix, DVector};
 
 use crate::device::Device;
+use crate::gpu::Precision;
+use crate::resident::DeviceMatrix;
 use crate::kernel::Kernel;
 use crate::linalg::{self, check_dim, check_matrix};
 use crate::MatrixProduct;
@@ -92,12 +94,30 @@ impl PsdModel {
         Ok(())
     }
 
-    /// `f(x)` at the rows of `x` (n x d): `||C v(x)||^2`, kernel matrix and product on `device`.
+    /// `f(x)` at the rows of `x` (n x d): `||C v(x)||^2`, kernel matrix and
+    /// product on `device`. On a GPU with `f64` the points go up once and the
+    /// kernel matrix, the product and the row norms stay on the device (n
+    /// values come back; [`PsdModel::evaluate_resident`]).
     pub fn evaluate(&self, device: &Device, x: &DMatrix<f64>) -> Result<DVector<f64>, PsdError> {
         self.check_points(x)?;
+        if device.is_gpu() && device.supports(Precision::F64) {
+            let xd = device.upload(x, Precision::F64)?;
+            return Ok(device.to_host_vector(&self.evaluate_resident(device, &xd)?)?);
+        }
         let kxz = device.kernel_matrix(&self.kernel, x, &self.centres)?;
         let g = device.matmul(&kxz, &self.factor, MatrixProduct::ABt)?;
         Ok(DVector::from_fn(x.nrows(), |i, _| g.row(i).norm_squared()))
+    }
+
+    /// `f(x)` at resident points (n x d) as a resident n x 1 matrix, in the
+    /// points' precision: `K(X, Z)`, `K C^T` and the squared row norms on the device.
+    pub fn evaluate_resident(&self, device: &Device, x: &DeviceMatrix) -> Result<DeviceMatrix, PsdError> {
+        check_dim("columns of x vs model dimension", self.dimension(), x.ncols())?;
+        let z = device.upload(&self.centres, x.precision())?;
+        let c = device.upload(&self.factor, x.precision())?;
+        let kxz = device.resident_kernel_matrix(&self.kernel, x, &z)?;
+        let g = device.resident_matmul(&kxz, &c, MatrixProduct::ABt)?;
+        Ok(device.resident_row_squared_norms(&g)?)
     }
 
     /// `grad f(x)` at the rows of `x`, one gradient per row (n x d).

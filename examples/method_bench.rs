@@ -1,0 +1,222 @@
+//! One benchmark per method, CPU against GPU in the same run: fits each
+//! method at growing n on the CPU and on the GPU and prints one markdown
+//! table (fit seconds, the time breakdown each method reports, MB moved
+//! host-to-device and device-to-host during the fit, and the largest
+//! relative difference between the GPU and the CPU results).
+//!
+//! ```text
+//! cargo run --release --example method_bench -- --preset quick   # seconds on lavapipe (CI runs it)
+//! cargo run --release --example method_bench -- --preset h200    # large n on a real GPU
+//! ```
+//! `--methods eksvd,mklaren,psd` picks methods; `--cpu-limit N` skips CPU
+//! fits above n = N (their rows say so). The GPU is any adapter, software
+//! ones included (`Device::gpu`); without one only CPU rows are printed.
+//!
+//! What each method fits:
+//! - eKSVD: the Dual solver, matrix-free (Lanczos over a kernel-function
+//!   coupling, RBF, Q = 3 sources of N each, 4 components); result compared:
+//!   the eigenvalues.
+//! - mklaren: 2 RBF kernels on X (n x d), rank 20, look-ahead 5; compared:
+//!   the training predictions.
+//! - PSD: density on Nystrom centres (10-D mixture, Gaussian base measure);
+//!   compared: the primal objective.
+
+use std::time::Instant;
+
+use clap::Parser;
+use gramian::eksvd::{solve_dual, CouplingMatrix, Eigensolver, MultiSource};
+use gramian::mklaren::MklarenParams;
+use gramian::psd::{BaseMeasure, DensityParams, SolverOptions};
+use gramian::{Device, Kernel};
+use nalgebra::{DMatrix, DVector};
+use rand::{rngs::StdRng, Rng, SeedableRng};
+use rand_distr::{Distribution, Normal};
+
+#[derive(Parser)]
+struct Args {
+    /// `quick` (small n, seconds on a software GPU) or `h200` (large n).
+    #[arg(long, default_value = "quick")]
+    preset: String,
+    /// Comma-separated subset of eksvd, mklaren, psd.
+    #[arg(long, default_value = "eksvd,mklaren,psd")]
+    methods: String,
+    /// Largest n for which the CPU fit is run (default: the preset's).
+    #[arg(long)]
+    cpu_limit: Option<usize>,
+    /// A GPU result further than this (relative, max-norm) from its CPU
+    /// result fails the run. The GPU fits compute in f64 where the adapter
+    /// has it; 1e-6 leaves room for the different summation orders.
+    #[arg(long, default_value_t = 1e-6)]
+    max_difference: f64,
+}
+
+struct Preset {
+    eksvd_n: Vec<usize>,
+    mklaren: Vec<(usize, usize)>,
+    psd: Vec<(usize, usize)>,
+    cpu_limit: usize,
+}
+
+fn preset(name: &str) -> Preset {
+    match name {
+        "h200" => Preset {
+            // eKSVD: N per source (3 sources; sum N up to 10^6).
+            eksvd_n: vec![10_000, 100_000, 333_334],
+            // mklaren (n, d).
+            mklaren: vec![(100_000, 100), (1_000_000, 100), (10_000_000, 100)],
+            // PSD density (n, Nystrom centres).
+            psd: vec![(100_000, 1000), (1_000_000, 1000)],
+            cpu_limit: 100_000,
+        },
+        _ => Preset { eksvd_n: vec![200, 600], mklaren: vec![(500, 5), (2000, 5)], psd: vec![(300, 40), (1000, 60)], cpu_limit: usize::MAX },
+    }
+}
+
+struct Row {
+    method: &'static str,
+    n: usize,
+    device: String,
+    seconds: f64,
+}
+
+fn mb(bytes: u64) -> f64 {
+    bytes as f64 / 1e6
+}
+
+fn max_relative_difference(a: &[f64], b: &[f64]) -> f64 {
+    let scale = b.iter().fold(0.0f64, |m, v| m.max(v.abs())).max(f64::MIN_POSITIVE);
+    a.iter().zip(b).fold(0.0f64, |m, (x, y)| m.max((x - y).abs() / scale))
+}
+
+fn gaussian(rng: &mut StdRng, rows: usize, cols: usize, std: f64) -> DMatrix<f64> {
+    let normal = Normal::new(0.0, std).expect("valid std");
+    DMatrix::from_fn(rows, cols, |_, _| normal.sample(rng))
+}
+
+fn fit_eksvd(device: &Device, n: usize) -> Result<(Vec<f64>, String), String> {
+    let mut rng = StdRng::seed_from_u64(11);
+    let shared = gaussian(&mut rng, n, 4, 1.0);
+    let sources: Vec<DMatrix<f64>> = (0..3).map(|_| &shared + gaussian(&mut rng, n, 4, 0.3)).collect();
+    let data = MultiSource::paired(sources).map_err(|e| e.to_string())?;
+    let coupling = CouplingMatrix::from_kernel(Kernel::rbf(0.25).map_err(|e| e.to_string())?, &data).map_err(|e| e.to_string())?;
+    let solution = solve_dual(device, &coupling, 4, &Eigensolver::Lanczos { tolerance: 1e-8, max_restarts: 200 }, 5).map_err(|e| e.to_string())?;
+    Ok((solution.eigenvalues.as_slice().to_vec(), "-".into()))
+}
+
+fn fit_mklaren(device: &Device, n: usize, d: usize) -> Result<(Vec<f64>, String), String> {
+    let mut rng = StdRng::seed_from_u64(12);
+    let x = DMatrix::<f64>::from_fn(n, d, |_, _| rng.random_range(-1.0..1.0));
+    let y = DVector::from_fn(n, |i, _| (3.0 * x[(i, 0)]).sin() + 0.5 * x[(i, d - 1)] + 0.05 * rng.random_range(-1.0..1.0));
+    let kernels = [Kernel::rbf(0.5 / d as f64).map_err(|e| e.to_string())?, Kernel::rbf(4.0 / d as f64).map_err(|e| e.to_string())?];
+    let model = MklarenParams::new(20).lookahead(5).fit(device, &kernels, &[&x, &x], &y).map_err(|e| e.to_string())?;
+    let predictions = model.predict(device, &[&x, &x]).map_err(|e| e.to_string())?;
+    Ok((predictions.as_slice().to_vec(), "-".into()))
+}
+
+fn fit_psd(device: &Device, n: usize, centres: usize) -> Result<(Vec<f64>, String), String> {
+    let mut rng = StdRng::seed_from_u64(13);
+    let d = 10;
+    let normal = Normal::new(0.0, 0.4).expect("valid std");
+    let x = DMatrix::from_fn(n, d, |i, j| normal.sample(&mut rng) + if j == 0 { if i % 2 == 0 { 2.0 } else { -2.0 } } else { 0.0 });
+    let base = BaseMeasure::isotropic_gaussian(d, 5.0).map_err(|e| e.to_string())?;
+    let params = DensityParams::new(1.0).regularisation(1e-3, 1e-4).base_measure(base).nystrom(centres, 1).solver(SolverOptions { tolerance: 1e-6, max_iterations: 500, check_every: 2 });
+    let fitted = params.fit(device, &x).map_err(|e| e.to_string())?;
+    let r = fitted.report();
+    let other = r.seconds_total - r.seconds_setup - r.seconds_eigen - r.seconds_products;
+    let breakdown = format!("setup {:.2} / products {:.2} / eigen {:.2} / other {:.2} ({} it)", r.seconds_setup, r.seconds_products, r.seconds_eigen, other, r.iterations);
+    Ok((vec![r.primal], breakdown))
+}
+
+fn main() {
+    let args = Args::parse();
+    let p = preset(&args.preset);
+    let cpu_limit = args.cpu_limit.unwrap_or(p.cpu_limit);
+    let methods: Vec<&str> = args.methods.split(',').map(str::trim).collect();
+    let gpu = match Device::gpu() {
+        Ok(d) => Some(d),
+        Err(e) => {
+            eprintln!("no GPU adapter ({e}): CPU rows only");
+            None
+        }
+    };
+    let mut devices: Vec<Device> = vec![Device::Cpu];
+    devices.extend(gpu.clone());
+    println!("preset {}; devices: {}", args.preset, devices.iter().map(|d| d.describe()).collect::<Vec<_>>().join(", "));
+    type Job = (&'static str, usize, Box<dyn Fn(&Device) -> Result<(Vec<f64>, String), String>>);
+    let mut jobs: Vec<Job> = Vec::new();
+    if methods.contains(&"eksvd") {
+        for &n in &p.eksvd_n {
+            jobs.push(("eKSVD dual (Q=3, Lanczos)", 3 * n, Box::new(move |d| fit_eksvd(d, n))));
+        }
+    }
+    if methods.contains(&"mklaren") {
+        for &(n, dim) in &p.mklaren {
+            jobs.push(("mklaren (2 RBF, rank 20)", n, Box::new(move |d| fit_mklaren(d, n, dim))));
+        }
+    }
+    if methods.contains(&"psd") {
+        for &(n, m) in &p.psd {
+            jobs.push(if m >= 1000 { ("PSD density (m=1000)", n, Box::new(move |d| fit_psd(d, n, m))) } else { ("PSD density (Nystrom)", n, Box::new(move |d| fit_psd(d, n, m))) });
+        }
+    }
+    let mut rows: Vec<Row> = Vec::new();
+    let mut failures = 0;
+    println!();
+    println!("| method | n | device | fit s | breakdown (s) | H2D MB | D2H MB | dispatches | max rel. diff vs CPU |");
+    println!("|---|---|---|---|---|---|---|---|---|");
+    for (method, n, job) in &jobs {
+        let mut cpu_result: Option<Vec<f64>> = None;
+        for device in &devices {
+            let label = if device.is_gpu() { "gpu" } else { "cpu" };
+            if !device.is_gpu() && *n > cpu_limit {
+                println!("| {method} | {n} | cpu | skipped (n > --cpu-limit {cpu_limit}) | | | | | |");
+                continue;
+            }
+            device.reset_transfer_stats();
+            let start = Instant::now();
+            let outcome = job(device);
+            let seconds = start.elapsed().as_secs_f64();
+            match outcome {
+                Ok((result, breakdown)) => {
+                    let diff = match (&cpu_result, device.is_gpu()) {
+                        (_, false) => "reference".to_string(),
+                        (Some(r), true) => {
+                            let diff = max_relative_difference(&result, r);
+                            if !(diff <= args.max_difference) {
+                                failures += 1;
+                                eprintln!("{method} n={n}: GPU differs from CPU by {diff:e} > {:e}", args.max_difference);
+                            }
+                            format!("{diff:.2e}")
+                        }
+                        (None, true) => "no CPU row".to_string(),
+                    };
+                    if !device.is_gpu() {
+                        cpu_result = Some(result.clone());
+                    }
+                    let transfers = device.transfer_stats();
+                    println!(
+                        "| {method} | {n} | {label} | {seconds:.3} | {breakdown} | {:.2} | {:.2} | {} | {diff} |",
+                        mb(transfers.host_to_device_bytes),
+                        mb(transfers.device_to_host_bytes),
+                        transfers.dispatches,
+                    );
+                    rows.push(Row { method, n: *n, device: label.into(), seconds });
+                }
+                Err(e) => {
+                    failures += 1;
+                    println!("| {method} | {n} | {label} | failed: {e} | | | | | |");
+                }
+            }
+        }
+    }
+    println!();
+    for row in rows.iter().filter(|r| r.device != "cpu") {
+        if let Some(r) = rows.iter().find(|c| c.method == row.method && c.n == row.n && c.device == "cpu") {
+            println!("speed-up {} n={}: {:.2}x (cpu {:.3} s / gpu {:.3} s)", row.method, row.n, r.seconds / row.seconds, r.seconds, row.seconds);
+        }
+    }
+    if failures > 0 {
+        eprintln!("{failures} fit(s) failed");
+        std::process::exit(1);
+    }
+}

@@ -1,0 +1,161 @@
+// Generic-precision kernel-matrix / matrix-product shader, compiled after a
+// precision prelude (`prelude_f64.wgsl` or `prelude_f32.wgsl`) that defines
+// the scalar type T and texp, ttanh, tsqrt. Same problem semantics as
+// `kernel_matrix.wgsl` (strided operands, ACCUMULATE / APPLY / WEIGHTED):
+//     C_p[i, j] = f_p( s(a_i, b_j) ),  s = ||a_i - b_j||^2 or <a_i, b_j>
+//     (WEIGHTED: s = sum_k a_ik w_k b_jk),
+// a_i at a_off + i a_rs + k a_cs, b_j at b_off + j b_rs + k b_cs, C at
+// c_off + i c_rs + j c_cs; the kernel parameters gamma and coef0 are T.
+//
+// A 16 x 16 workgroup computes a 64 x 64 tile of C, each invocation a 4 x 4
+// block (rows 4 ly.., columns 4 lx..); 64 x 16 slices of A and B are staged
+// in workgroup memory (16 KiB in f64).
+
+struct Problem {
+    rows: u32,
+    cols: u32,
+    depth: u32,
+    a_off: u32,
+    b_off: u32,
+    c_off: u32,
+    flags: u32,
+    kind: u32,
+    a_rs: u32,
+    a_cs: u32,
+    b_rs: u32,
+    b_cs: u32,
+    c_rs: u32,
+    c_cs: u32,
+    w_off: u32,
+    degree: u32,
+    gamma: T,
+    coef0: T,
+}
+
+const KIND_LINEAR: u32 = 0u;
+const KIND_RBF: u32 = 1u;
+const KIND_LAPLACIAN: u32 = 2u;
+const KIND_POLYNOMIAL: u32 = 3u;
+const KIND_SIGMOID: u32 = 4u;
+
+const FLAG_ACCUMULATE: u32 = 1u;
+const FLAG_APPLY: u32 = 2u;
+const FLAG_WEIGHTED: u32 = 4u;
+
+const GTILE: u32 = 64u;
+const KC: u32 = 16u;
+
+@group(0) @binding(0) var<storage, read> problems: array<Problem>;
+@group(0) @binding(1) var<storage, read> a: array<T>;
+@group(0) @binding(2) var<storage, read> b: array<T>;
+@group(0) @binding(3) var<storage, read_write> c: array<T>;
+@group(0) @binding(4) var<storage, read> w: array<T>;
+
+var<workgroup> a_tile: array<array<T, 64>, 16>;
+var<workgroup> b_tile: array<array<T, 64>, 16>;
+
+fn kernel_of_statistic(p: Problem, s: T) -> T {
+    switch p.kind {
+        case KIND_RBF: {
+            return texp(-p.gamma * s);
+        }
+        case KIND_LAPLACIAN: {
+            return texp(-p.gamma * tsqrt(max(s, T(0.0))));
+        }
+        case KIND_POLYNOMIAL: {
+            let base = p.gamma * s + p.coef0;
+            var r = T(1.0);
+            for (var e = 0u; e < p.degree; e++) {
+                r = r * base;
+            }
+            return r;
+        }
+        case KIND_SIGMOID: {
+            return ttanh(p.gamma * s + p.coef0);
+        }
+        default: {
+            return s;
+        }
+    }
+}
+
+@compute @workgroup_size(16, 16, 1)
+fn main(
+    @builtin(workgroup_id) wg: vec3<u32>,
+    @builtin(local_invocation_id) lid: vec3<u32>,
+    @builtin(local_invocation_index) li: u32,
+) {
+    let p = problems[wg.z];
+    let row0 = wg.y * GTILE;
+    let col0 = wg.x * GTILE;
+    if (row0 >= p.rows || col0 >= p.cols) {
+        return;
+    }
+    let distance = p.kind == KIND_RBF || p.kind == KIND_LAPLACIAN;
+    let weighted = (p.flags & FLAG_WEIGHTED) != 0u;
+    var acc: array<T, 16>;
+    for (var q = 0u; q < 16u; q++) {
+        acc[q] = T(0.0);
+    }
+    for (var k0 = 0u; k0 < p.depth; k0 += KC) {
+        // 256 invocations stage 64 x 16 values of A and of B, 4 each.
+        for (var t = 0u; t < 4u; t++) {
+            let e = li + t * 256u;
+            let r = e / KC;
+            let kk = e % KC;
+            let gk = k0 + kk;
+            var av = T(0.0);
+            var bv = T(0.0);
+            if (gk < p.depth) {
+                if (row0 + r < p.rows) {
+                    av = a[p.a_off + (row0 + r) * p.a_rs + gk * p.a_cs];
+                    if (weighted) {
+                        av = av * w[p.w_off + gk];
+                    }
+                }
+                if (col0 + r < p.cols) {
+                    bv = b[p.b_off + (col0 + r) * p.b_rs + gk * p.b_cs];
+                }
+            }
+            a_tile[kk][r] = av;
+            b_tile[kk][r] = bv;
+        }
+        workgroupBarrier();
+        for (var kk = 0u; kk < KC; kk++) {
+            for (var i = 0u; i < 4u; i++) {
+                let av = a_tile[kk][4u * lid.y + i];
+                for (var j = 0u; j < 4u; j++) {
+                    let bv = b_tile[kk][4u * lid.x + j];
+                    if (distance) {
+                        let d = av - bv;
+                        acc[4u * i + j] = fma(d, d, acc[4u * i + j]);
+                    } else {
+                        acc[4u * i + j] = fma(av, bv, acc[4u * i + j]);
+                    }
+                }
+            }
+        }
+        workgroupBarrier();
+    }
+    for (var i = 0u; i < 4u; i++) {
+        let gr = row0 + 4u * lid.y + i;
+        if (gr >= p.rows) {
+            break;
+        }
+        for (var j = 0u; j < 4u; j++) {
+            let gc = col0 + 4u * lid.x + j;
+            if (gc >= p.cols) {
+                break;
+            }
+            let idx = p.c_off + gr * p.c_rs + gc * p.c_cs;
+            var s = acc[4u * i + j];
+            if ((p.flags & FLAG_ACCUMULATE) != 0u) {
+                s = s + c[idx];
+            }
+            if ((p.flags & FLAG_APPLY) != 0u) {
+                s = kernel_of_statistic(p, s);
+            }
+            c[idx] = s;
+        }
+    }
+}

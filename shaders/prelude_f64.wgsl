@@ -1,0 +1,54 @@
+// Precision prelude for the generic shaders: T = f64 (adapter feature
+// SHADER_F64). Vulkan's GLSL.std.450 has no 64-bit exp, so `texp` is ours:
+// x = k ln 2 + r with |r| <= ln 2 / 2 (ln 2 split in a high and a low part,
+// Cody-Waite), exp(r) by its Taylor series to r^13 (truncation below 4e-18
+// relative), scaled by 2^k with ldexp. Arguments below -745 give 0, the f64
+// underflow; arguments are clamped at 709 (kernels only take exp of <= 0
+// values, tanh of |y| < 354).
+
+alias T = f64;
+
+fn texp(x: f64) -> f64 {
+    if (x < -745.0lf) {
+        return 0.0lf;
+    }
+    let xc = min(x, 709.0lf);
+    let k = floor(xc * 1.4426950408889634lf + 0.5lf);
+    let r = (xc - k * 0.6931471803691238lf) - k * 1.9082149292705877e-10lf;
+    var p = 1.0lf / 6227020800.0lf;
+    p = p * r + 1.0lf / 479001600.0lf;
+    p = p * r + 1.0lf / 39916800.0lf;
+    p = p * r + 1.0lf / 3628800.0lf;
+    p = p * r + 1.0lf / 362880.0lf;
+    p = p * r + 1.0lf / 40320.0lf;
+    p = p * r + 1.0lf / 5040.0lf;
+    p = p * r + 1.0lf / 720.0lf;
+    p = p * r + 1.0lf / 120.0lf;
+    p = p * r + 1.0lf / 24.0lf;
+    p = p * r + 1.0lf / 6.0lf;
+    p = p * r + 0.5lf;
+    p = p * r + 1.0lf;
+    p = p * r + 1.0lf;
+    // Two steps keep 2^k representable when k is below the normal range.
+    let k1 = i32(k) / 2;
+    return ldexp(ldexp(p, k1), i32(k) - k1);
+}
+
+// tanh(y) = sign(y) (1 - e) / (1 + e), e = exp(-2 |y|); 1 - e by its series
+// for small |y| so that tiny arguments keep their relative accuracy.
+fn ttanh(y: f64) -> f64 {
+    let a = abs(y);
+    var t: f64;
+    if (a < 0.01lf) {
+        let a2 = a * a;
+        t = a * (1.0lf - a2 * (1.0lf / 3.0lf - a2 * (2.0lf / 15.0lf - a2 * (17.0lf / 315.0lf))));
+    } else {
+        let e = texp(-2.0lf * a);
+        t = (1.0lf - e) / (1.0lf + e);
+    }
+    return select(t, -t, y < 0.0lf);
+}
+
+fn tsqrt(x: f64) -> f64 {
+    return sqrt(x);
+}

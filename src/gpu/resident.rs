@@ -1,0 +1,739 @@
+//! Device-resident matrices and the operations between them.
+//!
+//! A [`GpuMatrix`] is a row-major matrix in GPU memory, in `f32` or `f64`,
+//! stored as row blocks of at most one buffer binding each (so a matrix may
+//! be larger than any single binding). Views of row ranges share the
+//! storage. Operations read their operands in place (strided, so transposed
+//! operands cost no copy) and write a resident output: a pipeline of
+//! operations moves no data between host and device. Data crosses only in
+//! [`GpuContext::upload`] / [`GpuContext::download`] and where a caller asks
+//! for a small result, and every crossing is counted ([`TransferStats`]).
+//!
+//! The one product engine, [`GpuContext::product_into`], computes
+//! `C = f(s(A', B'))` with `A'` and `B'` each a matrix or its transpose, `s`
+//! an inner product (optionally weighted, `A' diag(w) B'^T`) or a squared
+//! distance, and `f` a kernel function: kernel matrices, kernel columns,
+//! every matrix product form and the weighted Gram `P diag(w) P^T` are this
+//! one operation with different operands. It cuts the problem at every row
+//! block boundary of its operands and of the output (and at the workgroup
+//! grid limit) and records one dispatch per piece, all in one submission.
+
+use std::collections::HashMap;
+use std::num::NonZeroU64;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use bytemuck::{Pod, Zeroable};
+
+use super::ops::{KernelCode, Problem};
+use super::GpuContext;
+use crate::error::{ComputeError, Result};
+
+/// Scalar type of a device-resident matrix and of the arithmetic on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Precision {
+    /// 32-bit floats: every adapter.
+    F32,
+    /// 64-bit floats: adapters with `SHADER_F64` (NVIDIA's and Mesa's Vulkan
+    /// drivers have it); the CPU path always.
+    F64,
+}
+
+impl Precision {
+    /// Bytes per element.
+    pub fn bytes(self) -> usize {
+        match self {
+            Precision::F32 => 4,
+            Precision::F64 => 8,
+        }
+    }
+}
+
+/// Counters of the data moved between host and device and of the GPU work
+/// submitted, since the device was opened or last reset.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TransferStats {
+    /// Bytes of data written from the host into GPU buffers (matrices,
+    /// vectors; dispatch descriptors are counted apart).
+    pub host_to_device_bytes: u64,
+    /// Bytes of dispatch descriptors (problem shapes, offsets, kernel
+    /// parameters) written to the GPU: control, not data.
+    pub descriptor_bytes: u64,
+    /// Host matrices uploaded (calls of `upload`).
+    pub uploads: u64,
+    /// Bytes read back from GPU buffers to the host.
+    pub device_to_host_bytes: u64,
+    /// Compute dispatches recorded.
+    pub dispatches: u64,
+    /// Command buffers submitted to the queue.
+    pub submissions: u64,
+}
+
+#[derive(Default)]
+pub(crate) struct Counters {
+    h2d: AtomicU64,
+    descriptors: AtomicU64,
+    uploads: AtomicU64,
+    d2h: AtomicU64,
+    dispatches: AtomicU64,
+    submissions: AtomicU64,
+}
+
+impl Counters {
+    pub(crate) fn count_upload(&self, bytes: u64) {
+        self.h2d.fetch_add(bytes, Ordering::Relaxed);
+    }
+    pub(crate) fn count_descriptors(&self, bytes: u64) {
+        self.descriptors.fetch_add(bytes, Ordering::Relaxed);
+    }
+    pub(crate) fn count_matrix_upload(&self) {
+        self.uploads.fetch_add(1, Ordering::Relaxed);
+    }
+    pub(crate) fn count_download(&self, bytes: u64) {
+        self.d2h.fetch_add(bytes, Ordering::Relaxed);
+    }
+    pub(crate) fn count_dispatch(&self) {
+        self.dispatches.fetch_add(1, Ordering::Relaxed);
+    }
+    pub(crate) fn count_submission(&self) {
+        self.submissions.fetch_add(1, Ordering::Relaxed);
+    }
+    pub(crate) fn snapshot(&self) -> TransferStats {
+        TransferStats {
+            host_to_device_bytes: self.h2d.load(Ordering::Relaxed),
+            descriptor_bytes: self.descriptors.load(Ordering::Relaxed),
+            uploads: self.uploads.load(Ordering::Relaxed),
+            device_to_host_bytes: self.d2h.load(Ordering::Relaxed),
+            dispatches: self.dispatches.load(Ordering::Relaxed),
+            submissions: self.submissions.load(Ordering::Relaxed),
+        }
+    }
+    pub(crate) fn reset(&self) {
+        for c in [&self.h2d, &self.descriptors, &self.uploads, &self.d2h, &self.dispatches, &self.submissions] {
+            c.store(0, Ordering::Relaxed);
+        }
+    }
+}
+
+struct Storage {
+    /// Row blocks: block `b` holds rows `b * block_rows ..`.
+    blocks: Vec<wgpu::Buffer>,
+    block_rows: usize,
+    rows: usize,
+    cols: usize,
+    precision: Precision,
+    context: u64,
+}
+
+/// A row-major matrix in GPU memory (or a view of a row range of one).
+/// Cheap to clone: clones and views share the storage.
+#[derive(Clone)]
+pub struct GpuMatrix {
+    storage: Arc<Storage>,
+    row0: usize,
+    rows: usize,
+}
+
+impl std::fmt::Debug for GpuMatrix {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "GpuMatrix({} x {}, {:?}, rows {}.. of {})", self.rows, self.storage.cols, self.storage.precision, self.row0, self.storage.rows)
+    }
+}
+
+/// A contiguous piece of a view inside one row block.
+#[derive(Debug, Clone, Copy)]
+struct Segment {
+    block: usize,
+    /// First row of the piece within its block.
+    local_row: usize,
+}
+
+impl GpuMatrix {
+    /// Rows of the view.
+    pub fn nrows(&self) -> usize {
+        self.rows
+    }
+    /// Columns.
+    pub fn ncols(&self) -> usize {
+        self.storage.cols
+    }
+    /// Element type.
+    pub fn precision(&self) -> Precision {
+        self.storage.precision
+    }
+    /// Bytes of the view's elements.
+    pub fn bytes(&self) -> u64 {
+        (self.rows * self.storage.cols * self.storage.precision.bytes()) as u64
+    }
+    /// The view of rows `start .. start + count` (no copy).
+    pub fn rows_view(&self, start: usize, count: usize) -> Result<GpuMatrix> {
+        let end = start.checked_add(count).ok_or(ComputeError::IndexOutOfRange { what: "rows of a device matrix", index: usize::MAX, len: self.rows })?;
+        if end > self.rows || count == 0 {
+            return Err(ComputeError::IndexOutOfRange { what: "rows of a device matrix", index: end.max(start), len: self.rows });
+        }
+        Ok(GpuMatrix { storage: self.storage.clone(), row0: self.row0 + start, rows: count })
+    }
+    pub(crate) fn same_storage(&self, other: &GpuMatrix) -> bool {
+        Arc::ptr_eq(&self.storage, &other.storage)
+    }
+    pub(crate) fn context_id(&self) -> u64 {
+        self.storage.context
+    }
+    /// Block and local row of view row `r`.
+    fn locate(&self, r: usize) -> Segment {
+        let g = self.row0 + r;
+        Segment { block: g / self.storage.block_rows, local_row: g % self.storage.block_rows }
+    }
+    /// View-row positions where a new row block starts (excluding 0).
+    fn block_breaks(&self) -> Vec<usize> {
+        let br = self.storage.block_rows;
+        let first = (self.row0 / br + 1) * br;
+        (0..).map(|b| first + b * br).take_while(|&g| g < self.row0 + self.rows).map(|g| g - self.row0).collect()
+    }
+    fn buffer(&self, block: usize) -> &wgpu::Buffer {
+        &self.storage.blocks[block]
+    }
+}
+
+/// One operand of the product engine: a matrix read as is (its rows are the
+/// product's rows, its columns the depth) or transposed.
+#[derive(Clone, Copy)]
+pub(crate) struct Operand<'a> {
+    pub(crate) m: &'a GpuMatrix,
+    pub(crate) transposed: bool,
+}
+
+impl<'a> Operand<'a> {
+    pub(crate) fn plain(m: &'a GpuMatrix) -> Self {
+        Operand { m, transposed: false }
+    }
+    pub(crate) fn transposed(m: &'a GpuMatrix) -> Self {
+        Operand { m, transposed: true }
+    }
+    fn rows(&self) -> usize {
+        if self.transposed { self.m.ncols() } else { self.m.nrows() }
+    }
+    fn depth(&self) -> usize {
+        if self.transposed { self.m.nrows() } else { self.m.ncols() }
+    }
+    /// (buffer block, element offset, row stride, depth stride) of the piece
+    /// at product rows `i0..`, depth `k0..`.
+    fn locate(&self, i0: usize, k0: usize) -> (usize, u32, u32, u32) {
+        let cols = self.m.ncols();
+        if self.transposed {
+            let s = self.m.locate(k0);
+            (s.block, (s.local_row * cols + i0) as u32, 1, cols as u32)
+        } else {
+            let s = self.m.locate(i0);
+            (s.block, (s.local_row * cols + k0) as u32, cols as u32, 1)
+        }
+    }
+}
+
+/// A dispatch recorded by the product engine, run later in one submission.
+pub(crate) struct Dispatch {
+    problem: Problem,
+    precision: Precision,
+    buffers: [wgpu::Buffer; 4],
+    weights: Option<wgpu::Buffer>,
+    grid: [u32; 3],
+    pipeline: PipelineKind,
+    /// Kernel parameters in `f64` (the f64 shader reads these; `problem`
+    /// holds them rounded to `f32`).
+    params: (f64, f64),
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum PipelineKind {
+    Product,
+    RowReduce,
+}
+
+/// `Problem` with `f64` kernel parameters, as the f64 generic shader reads it.
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable)]
+struct ProblemF64 {
+    words: [u32; 16],
+    gamma: f64,
+    coef0: f64,
+}
+
+/// The row-reduction job of `row_reduce.wgsl`.
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable)]
+struct Reduce {
+    rows: u32,
+    cols: u32,
+    x_off: u32,
+    x_rs: u32,
+    x_cs: u32,
+    out_off: u32,
+    mode: u32,
+    accumulate: u32,
+}
+
+/// Sorted, deduplicated cut points `0 = c_0 < ... < c_k = len`.
+fn cuts(len: usize, mut inner: Vec<usize>, max_span: usize) -> Vec<usize> {
+    inner.push(0);
+    inner.push(len);
+    let mut step = max_span.max(1);
+    while step < len {
+        inner.push(step);
+        step += max_span.max(1);
+    }
+    inner.retain(|&c| c <= len);
+    inner.sort_unstable();
+    inner.dedup();
+    inner
+}
+
+/// What a product computes besides `f(s(A', B'))`.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct ProductFlags<'a> {
+    /// Add to what `out` holds (only for the linear kind).
+    pub(crate) accumulate: bool,
+    /// Weights over the depth: `A' diag(w) B'^T` (a depth x 1 matrix).
+    pub(crate) weights: Option<&'a GpuMatrix>,
+}
+
+impl GpuContext {
+    /// The counters of data moved and work submitted.
+    pub fn transfer_stats(&self) -> TransferStats {
+        self.counters.snapshot()
+    }
+
+    /// Sets every counter to zero.
+    pub fn reset_transfer_stats(&self) {
+        self.counters.reset()
+    }
+
+    /// True when matrices of `precision` can live and be computed on here.
+    pub fn supports(&self, precision: Precision) -> bool {
+        match precision {
+            Precision::F32 => true,
+            Precision::F64 => self.pipelines.product_f64.is_some(),
+        }
+    }
+
+    pub(crate) fn write_counted(&self, buffer: &wgpu::Buffer, offset: u64, data: &[u8]) {
+        self.counters.count_upload(data.len() as u64);
+        self.queue.write_buffer(buffer, offset, data);
+    }
+
+    pub(crate) fn submit_counted(&self, encoder: wgpu::CommandEncoder) {
+        self.counters.count_submission();
+        self.queue.submit([encoder.finish()]);
+    }
+
+    fn check_supported(&self, precision: Precision) -> Result<()> {
+        if self.supports(precision) {
+            Ok(())
+        } else {
+            Err(ComputeError::Unsupported(format!("{precision:?} on {} (no SHADER_F64)", self.adapter().name)))
+        }
+    }
+
+    pub(crate) fn check_owned(&self, m: &GpuMatrix) -> Result<()> {
+        if m.context_id() != self.id {
+            return Err(ComputeError::DeviceMismatch);
+        }
+        Ok(())
+    }
+
+    /// A zero matrix of `rows x cols` on the GPU.
+    pub fn zeros(&self, rows: usize, cols: usize, precision: Precision) -> Result<GpuMatrix> {
+        self.check_supported(precision)?;
+        if rows == 0 || cols == 0 {
+            return Err(ComputeError::Empty { what: "device matrix", rows, cols });
+        }
+        let eb = precision.bytes() as u64;
+        let row_bytes = (cols as u64).checked_mul(eb).ok_or(ComputeError::TooLargeForGpu { what: "one row of a device matrix", bytes: u64::MAX, limit: self.max_binding_bytes })?;
+        if row_bytes > self.max_binding_bytes {
+            return Err(ComputeError::TooLargeForGpu { what: "one row of a device matrix", bytes: row_bytes, limit: self.max_binding_bytes });
+        }
+        // Element offsets inside a block are u32 in the shaders.
+        let block_rows = ((self.max_binding_bytes / row_bytes) as usize).min((u32::MAX as usize) / cols).min(rows).max(1);
+        let count = rows.div_ceil(block_rows);
+        let blocks = self.checked(|| {
+            Ok((0..count)
+                .map(|b| {
+                    let r = block_rows.min(rows - b * block_rows);
+                    self.device.create_buffer(&wgpu::BufferDescriptor {
+                        label: Some("gramian matrix block"),
+                        size: ((r * cols) as u64 * eb).next_multiple_of(4).max(16),
+                        usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST,
+                        mapped_at_creation: false,
+                    })
+                })
+                .collect::<Vec<_>>())
+        })?;
+        Ok(GpuMatrix { storage: Arc::new(Storage { blocks, block_rows, rows, cols, precision, context: self.id }), row0: 0, rows })
+    }
+
+    /// Uploads a row-major matrix given as `f64` values, stored in `precision`.
+    pub fn upload(&self, row_major: &[f64], rows: usize, cols: usize, precision: Precision) -> Result<GpuMatrix> {
+        let len = rows.checked_mul(cols).ok_or(ComputeError::InvalidParameter { name: "shape", reason: "rows x cols overflows".into() })?;
+        if row_major.len() != len {
+            return Err(ComputeError::DimensionMismatch { what: "elements of a row-major matrix", expected: len, found: row_major.len() });
+        }
+        let m = self.zeros(rows, cols, precision)?;
+        self.counters.count_matrix_upload();
+        self.checked(|| {
+            for (b, buf) in m.storage.blocks.iter().enumerate() {
+                let r0 = b * m.storage.block_rows;
+                let r1 = (r0 + m.storage.block_rows).min(rows);
+                let part = &row_major[r0 * cols..r1 * cols];
+                match precision {
+                    Precision::F64 => self.write_counted(buf, 0, bytemuck::cast_slice(part)),
+                    Precision::F32 => {
+                        let v: Vec<f32> = part.iter().map(|&x| x as f32).collect();
+                        self.write_counted(buf, 0, bytemuck::cast_slice(&v));
+                    }
+                }
+            }
+            Ok(())
+        })?;
+        Ok(m)
+    }
+
+    /// Reads a matrix (view) back, row-major, as `f64`.
+    pub fn download(&self, m: &GpuMatrix) -> Result<Vec<f64>> {
+        self.check_owned(m)?;
+        let cols = m.ncols();
+        let eb = m.precision().bytes();
+        let mut out = Vec::with_capacity(m.rows * cols);
+        let mut breaks = m.block_breaks();
+        breaks.push(m.rows);
+        let mut start = 0;
+        self.checked(|| {
+            for end in breaks {
+                let s = m.locate(start);
+                let bytes = ((end - start) * cols * eb) as u64;
+                let offset = (s.local_row * cols * eb) as u64;
+                // Copies need 4-byte multiples; f32 and f64 rows always are.
+                let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
+                    label: Some("gramian download"),
+                    size: bytes.max(16),
+                    usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+                    mapped_at_creation: false,
+                });
+                let mut encoder = self.device.create_command_encoder(&Default::default());
+                encoder.copy_buffer_to_buffer(m.buffer(s.block), offset, &staging, 0, bytes);
+                self.submit_counted(encoder);
+                self.counters.count_download(bytes);
+                let slice = staging.slice(0..bytes);
+                let (tx, rx) = std::sync::mpsc::channel();
+                slice.map_async(wgpu::MapMode::Read, move |r| {
+                    let _ = tx.send(r);
+                });
+                self.device.poll(wgpu::PollType::wait_indefinitely()).map_err(|e| ComputeError::Gpu(format!("poll: {e}")))?;
+                rx.recv()
+                    .map_err(|e| ComputeError::Gpu(format!("map callback: {e}")))?
+                    .map_err(|e| ComputeError::Gpu(format!("map: {e}")))?;
+                {
+                    let view = slice.get_mapped_range().map_err(|e| ComputeError::Gpu(format!("mapped range: {e}")))?;
+                    match m.precision() {
+                        Precision::F64 => out.extend_from_slice(bytemuck::cast_slice::<u8, f64>(&view)),
+                        Precision::F32 => out.extend(bytemuck::cast_slice::<u8, f32>(&view).iter().map(|&v| v as f64)),
+                    }
+                }
+                staging.unmap();
+                start = end;
+            }
+            Ok(())
+        })?;
+        Ok(out)
+    }
+
+    /// Rows `indices` of `x`, gathered into a new matrix by buffer copies on
+    /// the GPU (nothing crosses to the host).
+    pub fn gather_rows(&self, x: &GpuMatrix, indices: &[usize]) -> Result<GpuMatrix> {
+        self.check_owned(x)?;
+        for &i in indices {
+            if i >= x.nrows() {
+                return Err(ComputeError::IndexOutOfRange { what: "rows of x", index: i, len: x.nrows() });
+            }
+        }
+        let out = self.zeros(indices.len(), x.ncols(), x.precision())?;
+        let row_bytes = (x.ncols() * x.precision().bytes()) as u64;
+        self.checked(|| {
+            let mut encoder = self.device.create_command_encoder(&Default::default());
+            for (t, &i) in indices.iter().enumerate() {
+                let s = x.locate(i);
+                let d = out.locate(t);
+                encoder.copy_buffer_to_buffer(x.buffer(s.block), s.local_row as u64 * row_bytes, out.buffer(d.block), d.local_row as u64 * row_bytes, row_bytes);
+            }
+            self.submit_counted(encoder);
+            Ok(())
+        })?;
+        Ok(out)
+    }
+
+    fn check_same(&self, what: &[&GpuMatrix]) -> Result<Precision> {
+        let precision = what[0].precision();
+        for m in what {
+            self.check_owned(m)?;
+            if m.precision() != precision {
+                return Err(ComputeError::PrecisionMismatch { expected: precision, found: m.precision() });
+            }
+        }
+        self.check_supported(precision)?;
+        Ok(precision)
+    }
+
+    /// The output of a product of `a` and `b`: a new zero matrix of the right shape.
+    pub(crate) fn product_output(&self, a: Operand<'_>, b: Operand<'_>) -> Result<GpuMatrix> {
+        self.zeros(a.rows(), b.rows(), a.m.precision())
+    }
+
+    /// Records `out = f(s(A', B'))` (see the module docs) as dispatches.
+    pub(crate) fn plan_product(&self, code: KernelCode, a: Operand<'_>, b: Operand<'_>, out: &GpuMatrix, flags: ProductFlags<'_>, plan: &mut Vec<Dispatch>) -> Result<()> {
+        let mut operands = vec![a.m, b.m, out];
+        if let Some(w) = flags.weights {
+            operands.push(w);
+        }
+        let precision = self.check_same(&operands)?;
+        if a.depth() != b.depth() {
+            return Err(ComputeError::DimensionMismatch { what: "inner dimension of a device product", expected: a.depth(), found: b.depth() });
+        }
+        if out.nrows() != a.rows() || out.ncols() != b.rows() {
+            return Err(ComputeError::DimensionMismatch { what: "shape of a device product's output", expected: a.rows() * b.rows(), found: out.nrows() * out.ncols() });
+        }
+        if out.same_storage(a.m) || out.same_storage(b.m) || flags.weights.is_some_and(|w| out.same_storage(w)) {
+            return Err(ComputeError::InvalidParameter { name: "out", reason: "the output of a device product may not share storage with an operand".into() });
+        }
+        if let Some(w) = flags.weights {
+            if w.ncols() != 1 || w.nrows() != a.depth() {
+                return Err(ComputeError::DimensionMismatch { what: "weights of a weighted product (depth x 1)", expected: a.depth(), found: w.nrows() * w.ncols() });
+            }
+            if code.kind != 0 {
+                return Err(ComputeError::InvalidParameter { name: "weights", reason: "only a linear (inner product) statistic can be weighted".into() });
+            }
+        }
+        if flags.accumulate && code.kind != 0 {
+            return Err(ComputeError::InvalidParameter { name: "accumulate", reason: "only a linear product can accumulate into its output".into() });
+        }
+        let tile = match precision {
+            Precision::F32 => super::ops::TILE,
+            Precision::F64 => GENERIC_TILE,
+        };
+        let max_span = self.max_workgroups as usize * tile;
+        let (rows, cols, depth) = (a.rows(), b.rows(), a.depth());
+        let mut row_cuts = out.block_breaks();
+        if !a.transposed {
+            row_cuts.extend(a.m.block_breaks());
+        }
+        let row_cuts = cuts(rows, row_cuts, max_span);
+        let col_cuts = cuts(cols, if b.transposed { Vec::new() } else { b.m.block_breaks() }, max_span);
+        let mut depth_cuts = Vec::new();
+        if a.transposed {
+            depth_cuts.extend(a.m.block_breaks());
+        }
+        if b.transposed {
+            depth_cuts.extend(b.m.block_breaks());
+        }
+        if let Some(w) = flags.weights {
+            depth_cuts.extend(w.block_breaks());
+        }
+        let depth_cuts = cuts(depth, depth_cuts, usize::MAX);
+        let out_cols = out.ncols();
+        for ri in row_cuts.windows(2) {
+            let (i0, i1) = (ri[0], ri[1]);
+            let o = out.locate(i0);
+            for cj in col_cuts.windows(2) {
+                let (j0, j1) = (cj[0], cj[1]);
+                let chunks = depth_cuts.len() - 1;
+                for (t, ck) in depth_cuts.windows(2).enumerate() {
+                    let (k0, k1) = (ck[0], ck[1]);
+                    let (ab, a_off, a_rs, a_cs) = a.locate(i0, k0);
+                    let (bb, b_off, b_rs, b_cs) = b.locate(j0, k0);
+                    let mut bits = 0u32;
+                    if t > 0 || flags.accumulate {
+                        bits |= super::ops::FLAG_ACCUMULATE;
+                    }
+                    if t + 1 == chunks {
+                        bits |= super::ops::FLAG_APPLY;
+                    }
+                    let (weights, w_off) = match flags.weights {
+                        Some(w) => {
+                            bits |= FLAG_WEIGHTED;
+                            let s = w.locate(k0);
+                            (Some(w.buffer(s.block).clone()), s.local_row as u32)
+                        }
+                        None => (None, 0),
+                    };
+                    let problem = Problem {
+                        rows: (i1 - i0) as u32,
+                        cols: (j1 - j0) as u32,
+                        depth: (k1 - k0) as u32,
+                        a_off,
+                        b_off,
+                        c_off: (o.local_row * out_cols + j0) as u32,
+                        flags: bits,
+                        kind: code.kind,
+                        a_rs,
+                        a_cs,
+                        b_rs,
+                        b_cs,
+                        c_rs: out_cols as u32,
+                        c_cs: 1,
+                        w_off,
+                        degree: code.degree,
+                        gamma: code.gamma as f32,
+                        coef0: code.coef0 as f32,
+                    };
+                    plan.push(Dispatch {
+                        problem,
+                        precision,
+                        buffers: [a.m.buffer(ab).clone(), b.m.buffer(bb).clone(), out.buffer(o.block).clone(), out.buffer(o.block).clone()],
+                        weights,
+                        grid: [(j1 - j0).div_ceil(tile) as u32, (i1 - i0).div_ceil(tile) as u32, 1],
+                        pipeline: PipelineKind::Product,
+                        params: (code.gamma, code.coef0),
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Records `out[i] (+)= sum_k x_ik^2` (`squares`) or `sum_k x_ik`.
+    pub(crate) fn plan_row_reduce(&self, x: &GpuMatrix, out: &GpuMatrix, squares: bool, accumulate: bool, plan: &mut Vec<Dispatch>) -> Result<()> {
+        let precision = self.check_same(&[x, out])?;
+        if out.nrows() != x.nrows() || out.ncols() != 1 {
+            return Err(ComputeError::DimensionMismatch { what: "rows of a row reduction's output (n x 1)", expected: x.nrows(), found: out.nrows() * out.ncols() });
+        }
+        if out.same_storage(x) {
+            return Err(ComputeError::InvalidParameter { name: "out", reason: "a row reduction may not write into its input".into() });
+        }
+        let mut breaks = x.block_breaks();
+        breaks.extend(out.block_breaks());
+        let row_cuts = cuts(x.nrows(), breaks, self.max_workgroups as usize * 64);
+        let cols = x.ncols();
+        for r in row_cuts.windows(2) {
+            let (i0, i1) = (r[0], r[1]);
+            let s = x.locate(i0);
+            let o = out.locate(i0);
+            let job = Reduce {
+                rows: (i1 - i0) as u32,
+                cols: cols as u32,
+                x_off: (s.local_row * cols) as u32,
+                x_rs: cols as u32,
+                x_cs: 1,
+                out_off: o.local_row as u32,
+                mode: if squares { 0 } else { 1 },
+                accumulate: accumulate as u32,
+            };
+            let mut problem = Problem::zeroed();
+            bytemuck::bytes_of_mut(&mut problem)[..std::mem::size_of::<Reduce>()].copy_from_slice(bytemuck::bytes_of(&job));
+            plan.push(Dispatch {
+                problem,
+                precision,
+                buffers: [x.buffer(s.block).clone(), out.buffer(o.block).clone(), x.buffer(s.block).clone(), x.buffer(s.block).clone()],
+                weights: None,
+                grid: [(i1 - i0).div_ceil(64) as u32, 1, 1],
+                pipeline: PipelineKind::RowReduce,
+                params: (0.0, 0.0),
+            });
+        }
+        Ok(())
+    }
+
+    /// Runs recorded dispatches in order, in one compute pass and one
+    /// submission (wgpu orders the dispatches' accesses to shared buffers).
+    pub(crate) fn run_plan(&self, plan: Vec<Dispatch>) -> Result<()> {
+        if plan.is_empty() {
+            return Ok(());
+        }
+        self.checked(|| {
+            let align = (self.storage_offset_alignment as usize).max(std::mem::size_of::<ProblemF64>()).next_multiple_of(self.storage_offset_alignment as usize);
+            // One descriptor buffer per run, within a binding.
+            let per_run = ((self.max_binding_bytes as usize) / align).max(1);
+            for part in plan.chunks(per_run) {
+                let mut bytes = vec![0u8; part.len() * align];
+                for (i, d) in part.iter().enumerate() {
+                    let dst = &mut bytes[i * align..];
+                    match (d.pipeline, d.precision) {
+                        (PipelineKind::Product, Precision::F64) => {
+                            let words: [u32; 16] = bytemuck::cast_slice::<Problem, u32>(std::slice::from_ref(&d.problem))[..16].try_into().expect("16 words");
+                            let p = ProblemF64 { words, gamma: d.params.0, coef0: d.params.1 };
+                            dst[..std::mem::size_of::<ProblemF64>()].copy_from_slice(bytemuck::bytes_of(&p));
+                        }
+                        _ => dst[..std::mem::size_of::<Problem>()].copy_from_slice(bytemuck::bytes_of(&d.problem)),
+                    }
+                }
+                let descriptors = self.device.create_buffer(&wgpu::BufferDescriptor {
+                    label: Some("gramian problems"),
+                    size: bytes.len() as u64,
+                    usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
+                    mapped_at_creation: false,
+                });
+                self.counters.count_descriptors(bytes.len() as u64);
+                self.queue.write_buffer(&descriptors, 0, &bytes);
+                let mut layouts: HashMap<(u8, Precision), (&wgpu::ComputePipeline, wgpu::BindGroupLayout)> = HashMap::new();
+                let mut groups = Vec::with_capacity(part.len());
+                for (i, d) in part.iter().enumerate() {
+                    let pipeline = self.pipeline_for(d.pipeline, d.precision)?;
+                    let key = (d.pipeline as u8, d.precision);
+                    let layout = &layouts.entry(key).or_insert_with(|| (pipeline, pipeline.get_bind_group_layout(0))).1;
+                    let desc_size = match (d.pipeline, d.precision) {
+                        (PipelineKind::Product, Precision::F64) => std::mem::size_of::<ProblemF64>(),
+                        (PipelineKind::Product, Precision::F32) => std::mem::size_of::<Problem>(),
+                        (PipelineKind::RowReduce, _) => std::mem::size_of::<Reduce>(),
+                    } as u64;
+                    let desc = wgpu::BindingResource::Buffer(wgpu::BufferBinding { buffer: &descriptors, offset: (i * align) as u64, size: NonZeroU64::new(desc_size) });
+                    fn whole(b: &wgpu::Buffer) -> wgpu::BindingResource<'_> {
+                        wgpu::BindingResource::Buffer(b.as_entire_buffer_binding())
+                    }
+                    let entries: Vec<wgpu::BindGroupEntry<'_>> = match d.pipeline {
+                        PipelineKind::Product => vec![
+                            wgpu::BindGroupEntry { binding: 0, resource: desc },
+                            wgpu::BindGroupEntry { binding: 1, resource: whole(&d.buffers[0]) },
+                            wgpu::BindGroupEntry { binding: 2, resource: whole(&d.buffers[1]) },
+                            wgpu::BindGroupEntry { binding: 3, resource: whole(&d.buffers[2]) },
+                            wgpu::BindGroupEntry { binding: 4, resource: whole(d.weights.as_ref().unwrap_or(&d.buffers[0])) },
+                        ],
+                        PipelineKind::RowReduce => vec![
+                            wgpu::BindGroupEntry { binding: 0, resource: desc },
+                            wgpu::BindGroupEntry { binding: 1, resource: whole(&d.buffers[0]) },
+                            wgpu::BindGroupEntry { binding: 2, resource: whole(&d.buffers[1]) },
+                        ],
+                    };
+                    groups.push(self.device.create_bind_group(&wgpu::BindGroupDescriptor { label: Some("gramian dispatch"), layout, entries: &entries }));
+                }
+                let mut encoder = self.device.create_command_encoder(&Default::default());
+                {
+                    let mut pass = encoder.begin_compute_pass(&Default::default());
+                    for (d, g) in part.iter().zip(&groups) {
+                        pass.set_pipeline(self.pipeline_for(d.pipeline, d.precision)?);
+                        pass.set_bind_group(0, g, &[]);
+                        pass.dispatch_workgroups(d.grid[0], d.grid[1], d.grid[2]);
+                        self.counters.count_dispatch();
+                    }
+                }
+                self.submit_counted(encoder);
+            }
+            Ok(())
+        })
+    }
+
+    fn pipeline_for(&self, kind: PipelineKind, precision: Precision) -> Result<&wgpu::ComputePipeline> {
+        let missing = || ComputeError::Unsupported(format!("{precision:?} shaders on {}", self.adapter().name));
+        match (kind, precision) {
+            (PipelineKind::Product, Precision::F32) => Ok(&self.pipelines.kernel_matrix),
+            (PipelineKind::Product, Precision::F64) => self.pipelines.product_f64.as_ref().ok_or_else(missing),
+            (PipelineKind::RowReduce, Precision::F32) => Ok(&self.pipelines.row_reduce_f32),
+            (PipelineKind::RowReduce, Precision::F64) => self.pipelines.row_reduce_f64.as_ref().ok_or_else(missing),
+        }
+    }
+
+    /// Waits until the queue is idle (for timing).
+    pub fn synchronize(&self) -> Result<()> {
+        self.device.poll(wgpu::PollType::wait_indefinitely()).map_err(|e| ComputeError::Gpu(format!("poll: {e}")))?;
+        Ok(())
+    }
+}
+
+/// Output tile edge of `kernel_generic.wgsl`.
+pub(crate) const GENERIC_TILE: usize = 64;
+const FLAG_WEIGHTED: u32 = 4;

@@ -1,0 +1,491 @@
+//! Matrices that live on a device, and the operations between them.
+//!
+//! [`Device::upload`] moves a host matrix to the device once;
+//! [`Device::to_host`] brings a result back only when asked. In between,
+//! every `resident_*` operation reads [`DeviceMatrix`] operands where they
+//! are and returns a [`DeviceMatrix`]: a pipeline of operations moves no data
+//! between host and device. On the GPU the data are `f32` or `f64` buffers
+//! ([`crate::gpu::GpuMatrix`]); on the CPU a [`DeviceMatrix`] is a shared host
+//! matrix and the same calls run the CPU code in `f64`, so every method is
+//! written once against this API. [`Device::transfer_stats`] counts what
+//! crosses.
+//!
+//! Layout: a device matrix is row-major on the GPU. Sample matrices keep
+//! samples as rows (X is n x d, features Phi are n x r), so a row view
+//! ([`DeviceMatrix::rows`]) is a block of samples.
+
+use std::sync::{Arc, RwLock, RwLockReadGuard};
+
+use nalgebra::{DMatrix, DVector};
+
+use crate::device::Device;
+use crate::error::{ComputeError, Result};
+use crate::gpu::{GpuContext, GpuMatrix, KernelCode, MatrixProduct, Operand, Precision, ProductFlags, TransferStats};
+use crate::kernel::{self, Kernel};
+use crate::linalg::{self, Real};
+
+/// A matrix held by a [`Device`]: GPU buffers on a GPU, a shared host matrix
+/// on the CPU. Cheap to clone; [`DeviceMatrix::rows`] views share storage.
+#[derive(Clone, Debug)]
+pub struct DeviceMatrix {
+    repr: Repr,
+}
+
+#[derive(Clone, Debug)]
+enum Repr {
+    Host { m: Arc<RwLock<DMatrix<f64>>>, row0: usize, rows: usize, precision: Precision },
+    Gpu(GpuMatrix),
+}
+
+impl DeviceMatrix {
+    /// Rows.
+    pub fn nrows(&self) -> usize {
+        match &self.repr {
+            Repr::Host { rows, .. } => *rows,
+            Repr::Gpu(g) => g.nrows(),
+        }
+    }
+    /// Columns.
+    pub fn ncols(&self) -> usize {
+        match &self.repr {
+            Repr::Host { m, .. } => m.read().unwrap_or_else(|e| e.into_inner()).ncols(),
+            Repr::Gpu(g) => g.ncols(),
+        }
+    }
+    /// `(rows, columns)`.
+    pub fn shape(&self) -> (usize, usize) {
+        (self.nrows(), self.ncols())
+    }
+    /// Element type on the device.
+    pub fn precision(&self) -> Precision {
+        match &self.repr {
+            Repr::Host { precision, .. } => *precision,
+            Repr::Gpu(g) => g.precision(),
+        }
+    }
+    /// True when the data are in GPU memory.
+    pub fn is_gpu(&self) -> bool {
+        matches!(self.repr, Repr::Gpu(_))
+    }
+    /// The view of rows `start .. start + count` (no copy).
+    ///
+    /// Errors: [`ComputeError::IndexOutOfRange`] outside the matrix or for `count == 0`.
+    pub fn rows(&self, start: usize, count: usize) -> Result<DeviceMatrix> {
+        match &self.repr {
+            Repr::Host { m, row0, rows, precision } => {
+                let end = start.checked_add(count).filter(|&e| e <= *rows && count > 0);
+                if end.is_none() {
+                    return Err(ComputeError::IndexOutOfRange { what: "rows of a device matrix", index: start.saturating_add(count), len: *rows });
+                }
+                Ok(DeviceMatrix { repr: Repr::Host { m: m.clone(), row0: row0 + start, rows: count, precision: *precision } })
+            }
+            Repr::Gpu(g) => Ok(DeviceMatrix { repr: Repr::Gpu(g.rows_view(start, count)?) }),
+        }
+    }
+
+    fn host(m: DMatrix<f64>, precision: Precision) -> DeviceMatrix {
+        let rows = m.nrows();
+        DeviceMatrix { repr: Repr::Host { m: Arc::new(RwLock::new(m)), row0: 0, rows, precision } }
+    }
+
+    /// The host matrix of a CPU-held view (a copy only for a proper row view).
+    fn host_view(&self) -> Result<HostRef<'_>> {
+        match &self.repr {
+            Repr::Host { m, row0, rows, .. } => {
+                let guard = m.read().unwrap_or_else(|e| e.into_inner());
+                if *row0 == 0 && *rows == guard.nrows() {
+                    Ok(HostRef::Shared(guard))
+                } else {
+                    Ok(HostRef::Owned(guard.rows(*row0, *rows).into_owned()))
+                }
+            }
+            Repr::Gpu(_) => Err(ComputeError::DeviceMismatch),
+        }
+    }
+
+    fn same_storage(&self, other: &DeviceMatrix) -> bool {
+        match (&self.repr, &other.repr) {
+            (Repr::Host { m: a, .. }, Repr::Host { m: b, .. }) => Arc::ptr_eq(a, b),
+            (Repr::Gpu(a), Repr::Gpu(b)) => a.same_storage(b),
+            _ => false,
+        }
+    }
+
+    fn gpu(&self) -> Result<&GpuMatrix> {
+        match &self.repr {
+            Repr::Gpu(g) => Ok(g),
+            Repr::Host { .. } => Err(ComputeError::DeviceMismatch),
+        }
+    }
+}
+
+/// A read of a CPU-held device matrix: the shared storage, or a copy of a row view.
+enum HostRef<'a> {
+    Shared(RwLockReadGuard<'a, DMatrix<f64>>),
+    Owned(DMatrix<f64>),
+}
+
+impl std::ops::Deref for HostRef<'_> {
+    type Target = DMatrix<f64>;
+    fn deref(&self) -> &DMatrix<f64> {
+        match self {
+            HostRef::Shared(g) => g,
+            HostRef::Owned(m) => m,
+        }
+    }
+}
+
+fn row_major<T: Real>(x: &DMatrix<T>) -> Vec<f64> {
+    let (rows, cols) = x.shape();
+    let mut out = vec![0.0; rows * cols];
+    for (j, col) in x.column_iter().enumerate() {
+        for (i, v) in col.iter().enumerate() {
+            out[i * cols + j] = v.to_f64_exact();
+        }
+    }
+    out
+}
+
+fn check_form(a: (usize, usize), b: (usize, usize), form: MatrixProduct) -> Result<(usize, usize)> {
+    let (inner_a, inner_b, shape) = match form {
+        MatrixProduct::AB => (a.1, b.0, (a.0, b.1)),
+        MatrixProduct::ABt => (a.1, b.1, (a.0, b.0)),
+        MatrixProduct::AtB => (a.0, b.0, (a.1, b.1)),
+    };
+    linalg::check_dim("inner dimension of a device product", inner_a, inner_b)?;
+    Ok(shape)
+}
+
+fn operands<'a>(a: &'a GpuMatrix, b: &'a GpuMatrix, form: MatrixProduct) -> (Operand<'a>, Operand<'a>) {
+    // C = A' B'^T in the engine's terms.
+    match form {
+        MatrixProduct::AB => (Operand::plain(a), Operand::transposed(b)),
+        MatrixProduct::ABt => (Operand::plain(a), Operand::plain(b)),
+        MatrixProduct::AtB => (Operand::transposed(a), Operand::transposed(b)),
+    }
+}
+
+impl Device {
+    fn context(&self) -> Option<&GpuContext> {
+        match self {
+            Device::Cpu => None,
+            Device::Gpu(ctx) => Some(ctx),
+        }
+    }
+
+    /// True when matrices of `precision` can be held and computed on here
+    /// (the CPU: both; a GPU: `f32`, and `f64` with `SHADER_F64`).
+    pub fn supports(&self, precision: Precision) -> bool {
+        self.context().is_none_or(|c| c.supports(precision))
+    }
+
+    /// `f64` where the device supports it, else `f32`: for methods that
+    /// need the digits (duality-gap certificates, Cholesky factors).
+    pub fn best_precision(&self) -> Precision {
+        if self.supports(Precision::F64) { Precision::F64 } else { Precision::F32 }
+    }
+
+    /// Bytes and work moved since the device was opened or last reset
+    /// (all zero on the CPU, where nothing crosses).
+    pub fn transfer_stats(&self) -> TransferStats {
+        self.context().map(|c| c.transfer_stats()).unwrap_or_default()
+    }
+
+    /// Sets the transfer counters to zero.
+    pub fn reset_transfer_stats(&self) {
+        if let Some(c) = self.context() {
+            c.reset_transfer_stats()
+        }
+    }
+
+    /// Moves `x` to the device, stored in `precision` (on the CPU, `f32`
+    /// rounds the values, so both paths see the same numbers).
+    ///
+    /// Errors: empty or non-finite input; `Unsupported` precision;
+    /// `OutOfMemory` when the device cannot hold it; `TooLargeForGpu` when one
+    /// row exceeds a buffer binding.
+    pub fn upload<T: Real>(&self, x: &DMatrix<T>, precision: Precision) -> Result<DeviceMatrix> {
+        linalg::check_matrix("uploaded matrix", x)?;
+        match self.context() {
+            None => {
+                let m = match precision {
+                    Precision::F64 => linalg::convert::<T, f64>(x),
+                    Precision::F32 => x.map(|v| v.to_f32_lossy() as f64),
+                };
+                Ok(DeviceMatrix::host(m, precision))
+            }
+            Some(ctx) => Ok(DeviceMatrix { repr: Repr::Gpu(ctx.upload(&row_major(x), x.nrows(), x.ncols(), precision)?) }),
+        }
+    }
+
+    /// Moves a vector to the device as an n x 1 matrix.
+    pub fn upload_vector(&self, v: &DVector<f64>, precision: Precision) -> Result<DeviceMatrix> {
+        let m = DMatrix::from_column_slice(v.len(), 1, v.as_slice());
+        self.upload(&m, precision)
+    }
+
+    /// A zero matrix on the device.
+    pub fn zeros(&self, rows: usize, cols: usize, precision: Precision) -> Result<DeviceMatrix> {
+        if rows == 0 || cols == 0 {
+            return Err(ComputeError::Empty { what: "device matrix", rows, cols });
+        }
+        match self.context() {
+            None => Ok(DeviceMatrix::host(DMatrix::zeros(rows, cols), precision)),
+            Some(ctx) => Ok(DeviceMatrix { repr: Repr::Gpu(ctx.zeros(rows, cols, precision)?) }),
+        }
+    }
+
+    /// Brings a device matrix back to the host (in `f64`).
+    ///
+    /// Errors: `DeviceMismatch` for a matrix of another device.
+    pub fn to_host(&self, m: &DeviceMatrix) -> Result<DMatrix<f64>> {
+        match self.context() {
+            None => Ok(m.host_view()?.clone()),
+            Some(ctx) => {
+                let g = m.gpu()?;
+                let data = ctx.download(g)?;
+                Ok(DMatrix::from_row_slice(g.nrows(), g.ncols(), &data))
+            }
+        }
+    }
+
+    /// Brings an n x 1 device matrix back as a vector.
+    pub fn to_host_vector(&self, m: &DeviceMatrix) -> Result<DVector<f64>> {
+        linalg::check_dim("columns of a device vector", 1, m.ncols())?;
+        let h = self.to_host(m)?;
+        Ok(DVector::from_column_slice(h.as_slice()))
+    }
+
+    fn check_kernel_pair(kernel: &Kernel, x: &DeviceMatrix, z: &DeviceMatrix) -> Result<()> {
+        kernel.validate()?;
+        linalg::check_dim("columns of z vs columns of x", x.ncols(), z.ncols())
+    }
+
+    /// `K(X, Z)` (n x m) from resident X (n x d) and Z (m x d), left on the device.
+    pub fn resident_kernel_matrix(&self, kernel: &Kernel, x: &DeviceMatrix, z: &DeviceMatrix) -> Result<DeviceMatrix> {
+        Self::check_kernel_pair(kernel, x, z)?;
+        match self.context() {
+            None => Ok(DeviceMatrix::host(kernel::kernel_matrix_unchecked(kernel, &*x.host_view()?, &*z.host_view()?), x.precision())),
+            Some(ctx) => {
+                let (xg, zg) = (x.gpu()?, z.gpu()?);
+                let (a, b) = (Operand::plain(xg), Operand::plain(zg));
+                let out = ctx.product_output(a, b)?;
+                let mut plan = Vec::new();
+                ctx.plan_product(KernelCode::of(kernel), a, b, &out, ProductFlags::default(), &mut plan)?;
+                ctx.run_plan(plan)?;
+                Ok(DeviceMatrix { repr: Repr::Gpu(out) })
+            }
+        }
+    }
+
+    /// Rows `indices` of a resident matrix, gathered on the device.
+    pub fn resident_gather_rows(&self, x: &DeviceMatrix, indices: &[usize]) -> Result<DeviceMatrix> {
+        if indices.is_empty() {
+            return Err(ComputeError::Empty { what: "row indices", rows: 0, cols: 0 });
+        }
+        for &i in indices {
+            if i >= x.nrows() {
+                return Err(ComputeError::IndexOutOfRange { what: "rows of x", index: i, len: x.nrows() });
+            }
+        }
+        match self.context() {
+            None => {
+                let xh = x.host_view()?;
+                Ok(DeviceMatrix::host(DMatrix::from_fn(indices.len(), xh.ncols(), |t, j| xh[(indices[t], j)]), x.precision()))
+            }
+            Some(ctx) => Ok(DeviceMatrix { repr: Repr::Gpu(ctx.gather_rows(x.gpu()?, indices)?) }),
+        }
+    }
+
+    /// Kernel columns `K(X, X[indices])` (n x indices.len()) in one dispatch
+    /// (the pivots are gathered on the device): incomplete Cholesky's
+    /// look-ahead needs several at once.
+    pub fn resident_kernel_columns(&self, kernel: &Kernel, x: &DeviceMatrix, indices: &[usize]) -> Result<DeviceMatrix> {
+        if indices.is_empty() {
+            return Err(ComputeError::Empty { what: "kernel column indices", rows: 0, cols: 0 });
+        }
+        let z = self.resident_gather_rows(x, indices)?;
+        self.resident_kernel_matrix(kernel, x, &z)
+    }
+
+    /// `A B`, `A B^T` or `A^T B` of resident matrices, left on the device.
+    pub fn resident_matmul(&self, a: &DeviceMatrix, b: &DeviceMatrix, form: MatrixProduct) -> Result<DeviceMatrix> {
+        let (r, c) = check_form(a.shape(), b.shape(), form)?;
+        let out = self.zeros(r, c, a.precision())?;
+        self.resident_matmul_into(a, b, form, &out, false)?;
+        Ok(out)
+    }
+
+    /// `out (+)= op(A, B)` into an existing resident output (`accumulate`
+    /// adds to what it holds). `out` may not share storage with `a` or `b`.
+    pub fn resident_matmul_into(&self, a: &DeviceMatrix, b: &DeviceMatrix, form: MatrixProduct, out: &DeviceMatrix, accumulate: bool) -> Result<()> {
+        let shape = check_form(a.shape(), b.shape(), form)?;
+        linalg::check_dim("rows of a product's output", shape.0, out.nrows())?;
+        linalg::check_dim("columns of a product's output", shape.1, out.ncols())?;
+        if out.same_storage(a) || out.same_storage(b) {
+            return Err(ComputeError::InvalidParameter { name: "out", reason: "the output of a device product may not share storage with an operand".into() });
+        }
+        match self.context() {
+            None => {
+                let (ah, bh) = (a.host_view()?, b.host_view()?);
+                let prod = match form {
+                    MatrixProduct::AB => linalg::matmul(&ah, &bh),
+                    MatrixProduct::ABt => linalg::matmul_nt(&ah, &bh),
+                    MatrixProduct::AtB => linalg::matmul_tn(&ah, &bh),
+                };
+                host_write(out, prod, accumulate)
+            }
+            Some(ctx) => {
+                let (ag, bg) = (a.gpu()?, b.gpu()?);
+                let (oa, ob) = operands(ag, bg, form);
+                let mut plan = Vec::new();
+                ctx.plan_product(KernelCode::of(&Kernel::Linear), oa, ob, out.gpu()?, ProductFlags { accumulate, weights: None }, &mut plan)?;
+                ctx.run_plan(plan)
+            }
+        }
+    }
+
+    /// The weighted Gram `Phi^T diag(w) Phi` (r x r) of resident features
+    /// Phi (n x r, samples as rows) and weights w (n x 1): `P diag(w) P^T`
+    /// with `P = Phi^T`, the PSD dual's `M(alpha)` (psd paper Eq. 10).
+    pub fn resident_weighted_gram(&self, phi: &DeviceMatrix, w: &DeviceMatrix) -> Result<DeviceMatrix> {
+        linalg::check_dim("rows of the weights vs rows of phi", phi.nrows(), w.nrows())?;
+        linalg::check_dim("columns of the weights", 1, w.ncols())?;
+        match self.context() {
+            None => {
+                let (ph, wh) = (phi.host_view()?, w.host_view()?);
+                let wv = DVector::from_column_slice(wh.as_slice());
+                Ok(DeviceMatrix::host(linalg::weighted_gram(&ph.transpose(), &wv), phi.precision()))
+            }
+            Some(ctx) => {
+                let (pg, wg) = (phi.gpu()?, w.gpu()?);
+                let (a, b) = (Operand::transposed(pg), Operand::transposed(pg));
+                let out = ctx.product_output(a, b)?;
+                let mut plan = Vec::new();
+                ctx.plan_product(KernelCode::of(&Kernel::Linear), a, b, &out, ProductFlags { accumulate: false, weights: Some(wg) }, &mut plan)?;
+                ctx.run_plan(plan)?;
+                Ok(DeviceMatrix { repr: Repr::Gpu(out) })
+            }
+        }
+    }
+
+    /// Squared row norms `||x_i||^2` (n x 1), left on the device.
+    pub fn resident_row_squared_norms(&self, x: &DeviceMatrix) -> Result<DeviceMatrix> {
+        match self.context() {
+            None => {
+                let xh = x.host_view()?;
+                Ok(DeviceMatrix::host(DMatrix::from_fn(xh.nrows(), 1, |i, _| xh.row(i).norm_squared()), x.precision()))
+            }
+            Some(ctx) => {
+                let xg = x.gpu()?;
+                let out = ctx.zeros(xg.nrows(), 1, xg.precision())?;
+                let mut plan = Vec::new();
+                ctx.plan_row_reduce(xg, &out, true, false, &mut plan)?;
+                ctx.run_plan(plan)?;
+                Ok(DeviceMatrix { repr: Repr::Gpu(out) })
+            }
+        }
+    }
+
+    /// The kernel diagonal `k(x_i, x_i)` of resident X; O(n) numbers come
+    /// back (the squared norms for the inner-product kernels; nothing is
+    /// read for the distance kernels, whose diagonal is 1).
+    pub fn resident_kernel_diagonal(&self, kernel: &Kernel, x: &DeviceMatrix) -> Result<DVector<f64>> {
+        kernel.validate()?;
+        if kernel.is_distance_based() {
+            return Ok(DVector::from_element(x.nrows(), 1.0));
+        }
+        let norms = self.to_host_vector(&self.resident_row_squared_norms(x)?)?;
+        Ok(norms.map(|s| kernel.apply_to_statistic(s)))
+    }
+
+    /// `K(X, Z) V` (n x c) for resident X, Z and V (m x c), without storing
+    /// `K(X, Z)`: tiles of K live in one scratch matrix on the device and are
+    /// multiplied into the output at once, so memory is one tile however
+    /// large n x m is.
+    pub fn resident_kernel_matvec(&self, kernel: &Kernel, x: &DeviceMatrix, z: &DeviceMatrix, v: &DeviceMatrix) -> Result<DeviceMatrix> {
+        let out = self.zeros(x.nrows(), v.ncols(), x.precision())?;
+        self.resident_kernel_matvec_into(kernel, x, z, v, &out, false)?;
+        Ok(out)
+    }
+
+    /// `out (+)= K(X, Z) V` into an existing resident output (n x c).
+    pub fn resident_kernel_matvec_into(&self, kernel: &Kernel, x: &DeviceMatrix, z: &DeviceMatrix, v: &DeviceMatrix, out: &DeviceMatrix, accumulate: bool) -> Result<()> {
+        Self::check_kernel_pair(kernel, x, z)?;
+        linalg::check_dim("rows of v vs rows of z", z.nrows(), v.nrows())?;
+        linalg::check_dim("rows of the output vs rows of x", x.nrows(), out.nrows())?;
+        linalg::check_dim("columns of the output vs columns of v", v.ncols(), out.ncols())?;
+        if out.same_storage(x) || out.same_storage(z) || out.same_storage(v) {
+            return Err(ComputeError::InvalidParameter { name: "out", reason: "the output of a kernel matvec may not share storage with an operand".into() });
+        }
+        match self.context() {
+            None => {
+                let kv = kernel::kernel_matvec_cpu(kernel, &*x.host_view()?, &*z.host_view()?, &*v.host_view()?)?;
+                host_write(out, kv, accumulate)
+            }
+            Some(ctx) => {
+                let (n, m) = (x.nrows(), z.nrows());
+                let precision = x.precision();
+                let eb = precision.bytes();
+                let binding = ctx.adapter().max_binding_bytes as usize;
+                let bc = m.min(MATVEC_BLOCK).min((binding / eb).max(1));
+                let br = n.min(MATVEC_BLOCK).min((binding / (eb * bc)).max(1));
+                let out = out.gpu()?;
+                let (xg, zg, vg) = (x.gpu()?, z.gpu()?, v.gpu()?);
+                let mut tiles: std::collections::HashMap<(usize, usize), GpuMatrix> = Default::default();
+                let mut plan = Vec::new();
+                for r0 in (0..n).step_by(br) {
+                    let tr = br.min(n - r0);
+                    let xr = xg.rows_view(r0, tr)?;
+                    let yr = out.rows_view(r0, tr)?;
+                    for c0 in (0..m).step_by(bc) {
+                        let tc = bc.min(m - c0);
+                        let zc = zg.rows_view(c0, tc)?;
+                        let vc = vg.rows_view(c0, tc)?;
+                        let tile = match tiles.get(&(tr, tc)) {
+                            Some(t) => t.clone(),
+                            None => {
+                                let t = ctx.zeros(tr, tc, precision)?;
+                                tiles.insert((tr, tc), t.clone());
+                                t
+                            }
+                        };
+                        ctx.plan_product(KernelCode::of(kernel), Operand::plain(&xr), Operand::plain(&zc), &tile, ProductFlags::default(), &mut plan)?;
+                        ctx.plan_product(KernelCode::of(&Kernel::Linear), Operand::plain(&tile), Operand::transposed(&vc), &yr, ProductFlags { accumulate: accumulate || c0 > 0, weights: None }, &mut plan)?;
+                    }
+                    // Bound the recorded work per submission.
+                    if plan.len() > 4096 {
+                        ctx.run_plan(std::mem::take(&mut plan))?;
+                    }
+                }
+                ctx.run_plan(plan)
+            }
+        }
+    }
+
+    /// Waits for queued GPU work (for timing); nothing on the CPU.
+    pub fn synchronize(&self) -> Result<()> {
+        match self.context() {
+            None => Ok(()),
+            Some(ctx) => ctx.synchronize(),
+        }
+    }
+}
+
+/// Largest row and column block of the resident kernel matvec's K tile.
+const MATVEC_BLOCK: usize = 4096;
+
+/// Writes (or adds) `value` into the rows of a CPU-held output view.
+fn host_write(out: &DeviceMatrix, value: DMatrix<f64>, accumulate: bool) -> Result<()> {
+    let Repr::Host { m, row0, rows, .. } = &out.repr else {
+        return Err(ComputeError::DeviceMismatch);
+    };
+    let mut guard = m.write().unwrap_or_else(|e| e.into_inner());
+    let mut view = guard.rows_mut(*row0, *rows);
+    if accumulate {
+        view += &value;
+    } else {
+        view.copy_from(&value);
+    }
+    Ok(())
+}

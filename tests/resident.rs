@@ -1,0 +1,314 @@
+//! Device-resident matrices: every resident operation on the GPU (f32 and
+//! f64) against the CPU f64 path on fresh random inputs, with and without a
+//! forced small binding limit (so matrices span many row blocks and products
+//! are cut at every block boundary), plus transfer accounting and the typed
+//! errors of misuse.
+//!
+//! Tolerances (relative Frobenius error): f64 shaders 1e-12 (products of at
+//! most a few hundred terms, our exp within a few ulps); f32 1e-5 (as in
+//! `gpu_vs_cpu.rs`), 1e-4 for the polynomial kernel.
+
+mod common;
+
+use common::{gpu_device, random_matrix, rng};
+use gramian::linalg::relative_frobenius_error;
+use gramian::{ComputeError, Device, GpuOptions, Kernel, MatrixProduct, Precision};
+use nalgebra::{DMatrix, DVector};
+
+const SHAPES: &[(usize, usize, usize)] = &[(1, 1, 1), (13, 1, 5), (67, 31, 3), (130, 64, 65), (257, 193, 17)];
+
+fn kernels() -> Vec<(Kernel, f64)> {
+    vec![
+        (Kernel::rbf(0.3).unwrap(), 1.0),
+        (Kernel::laplacian(0.4).unwrap(), 1.0),
+        (Kernel::linear(), 1.0),
+        (Kernel::polynomial(0.2, 1.0, 3).unwrap(), 10.0),
+        (Kernel::sigmoid(0.1, -0.2).unwrap(), 1.0),
+    ]
+}
+
+fn tolerance(precision: Precision) -> f64 {
+    match precision {
+        Precision::F32 => 1e-5,
+        Precision::F64 => 1e-12,
+    }
+}
+
+fn devices() -> Vec<Device> {
+    let mut out = Vec::new();
+    if let Some(d) = gpu_device(GpuOptions::default()) {
+        out.push(d);
+    }
+    // 4 KiB bindings: 512 f64 per block, so every matrix here spans many blocks.
+    if let Some(d) = gpu_device(GpuOptions { max_tile_bytes: Some(4096), ..Default::default() }) {
+        out.push(d);
+    }
+    out
+}
+
+fn precisions(device: &Device) -> Vec<Precision> {
+    [Precision::F32, Precision::F64].into_iter().filter(|p| device.supports(*p)).collect()
+}
+
+#[test]
+fn lavapipe_and_real_gpus_run_f64() {
+    // The f64 path is what the PSD dual needs; lavapipe and NVIDIA's Vulkan
+    // driver both have SHADER_F64, so a GPU test machine without it is a
+    // configuration error, not a skip.
+    for device in devices() {
+        assert!(device.supports(Precision::F64), "{} lacks f64", device.describe());
+    }
+}
+
+#[test]
+fn resident_kernel_matrices_match_cpu() {
+    let mut rng = rng();
+    for device in devices() {
+        for precision in precisions(&device) {
+            for &(n, m, d) in SHAPES {
+                let x = random_matrix(&mut rng, n, d);
+                let z = random_matrix(&mut rng, m, d);
+                let (xd, zd) = (device.upload(&x, precision).unwrap(), device.upload(&z, precision).unwrap());
+                for (kernel, scale) in kernels() {
+                    let reference = Device::Cpu.kernel_matrix(&kernel, &x, &z).unwrap();
+                    let got = device.to_host(&device.resident_kernel_matrix(&kernel, &xd, &zd).unwrap()).unwrap();
+                    let err = relative_frobenius_error(&got, &reference);
+                    let tol = tolerance(precision) * scale;
+                    assert!(err <= tol, "{} {precision:?} {kernel:?} {n}x{m}x{d}: {err:e} > {tol:e}", device.describe());
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn f64_exponential_is_accurate_over_the_whole_range() {
+    // RBF values exp(-gamma s) for s spanning 0 .. 700 / gamma: our WGSL exp
+    // (Cody-Waite reduction + Taylor) against the host's, entry by entry.
+    let Some(device) = gpu_device(GpuOptions::default()) else { return };
+    let x = DMatrix::from_fn(64, 1, |i, _| i as f64 * 0.42);
+    let z = DMatrix::from_element(1, 1, 0.0);
+    let kernel = Kernel::rbf(1.0).unwrap();
+    let got = device.to_host(&device.resident_kernel_matrix(&kernel, &device.upload(&x, Precision::F64).unwrap(), &device.upload(&z, Precision::F64).unwrap()).unwrap()).unwrap();
+    for i in 0..64 {
+        let s = (i as f64 * 0.42).powi(2);
+        let want = (-s).exp();
+        let rel = if want > 1e-300 { ((got[(i, 0)] - want) / want).abs() } else { (got[(i, 0)] - want).abs() };
+        assert!(rel <= 1e-14, "exp(-{s}) = {} on the GPU, {want} on the host (rel {rel:e})", got[(i, 0)]);
+    }
+}
+
+#[test]
+fn resident_products_match_cpu_in_every_form() {
+    let mut rng = rng();
+    for device in devices() {
+        for precision in precisions(&device) {
+            for &(n, m, d) in SHAPES {
+                let a = random_matrix(&mut rng, n, d);
+                let cases = [
+                    (MatrixProduct::AB, random_matrix(&mut rng, d, m)),
+                    (MatrixProduct::ABt, random_matrix(&mut rng, m, d)),
+                    (MatrixProduct::AtB, random_matrix(&mut rng, n, m)),
+                ];
+                for (form, b) in cases {
+                    let reference = match form {
+                        MatrixProduct::AB => &a * &b,
+                        MatrixProduct::ABt => &a * b.transpose(),
+                        MatrixProduct::AtB => a.transpose() * &b,
+                    };
+                    let (ad, bd) = (device.upload(&a, precision).unwrap(), device.upload(&b, precision).unwrap());
+                    let got = device.to_host(&device.resident_matmul(&ad, &bd, form).unwrap()).unwrap();
+                    let err = relative_frobenius_error(&got, &reference);
+                    assert!(err <= tolerance(precision), "{} {precision:?} {form:?} {n}x{m}x{d}: {err:e}", device.describe());
+                    // Accumulating into the same output doubles it.
+                    let out = device.resident_matmul(&ad, &bd, form).unwrap();
+                    device.resident_matmul_into(&ad, &bd, form, &out, true).unwrap();
+                    let twice = device.to_host(&out).unwrap();
+                    assert!(relative_frobenius_error(&twice, &(&reference * 2.0)) <= tolerance(precision));
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn weighted_gram_and_row_norms_match_cpu() {
+    let mut rng = rng();
+    for device in devices() {
+        for precision in precisions(&device) {
+            for &(n, r) in &[(1usize, 1usize), (300, 7), (1000, 33), (517, 70)] {
+                let phi = random_matrix(&mut rng, n, r);
+                let w = DVector::from_fn(n, |i, _| (i as f64 * 0.37).sin());
+                let reference = phi.transpose() * DMatrix::from_diagonal(&w) * &phi;
+                let (pd, wd) = (device.upload(&phi, precision).unwrap(), device.upload_vector(&w, precision).unwrap());
+                let got = device.to_host(&device.resident_weighted_gram(&pd, &wd).unwrap()).unwrap();
+                let err = relative_frobenius_error(&got, &reference);
+                assert!(err <= tolerance(precision) * 10.0, "{} {precision:?} weighted gram {n}x{r}: {err:e}", device.describe());
+                let norms = device.to_host_vector(&device.resident_row_squared_norms(&pd).unwrap()).unwrap();
+                let want = DVector::from_fn(n, |i, _| phi.row(i).norm_squared());
+                assert!((norms - &want).norm() <= tolerance(precision) * want.norm());
+            }
+        }
+    }
+}
+
+#[test]
+fn kernel_columns_matvec_and_diagonal_match_cpu() {
+    let mut rng = rng();
+    for device in devices() {
+        for precision in precisions(&device) {
+            let (n, m, d, c) = (300, 211, 9, 3);
+            let x = random_matrix(&mut rng, n, d);
+            let z = random_matrix(&mut rng, m, d);
+            let v = random_matrix(&mut rng, m, c);
+            let (xd, zd, vd) = (device.upload(&x, precision).unwrap(), device.upload(&z, precision).unwrap(), device.upload(&v, precision).unwrap());
+            for (kernel, scale) in kernels() {
+                let tol = tolerance(precision) * scale;
+                let reference = Device::Cpu.kernel_matvec(&kernel, &x, &z, &v).unwrap();
+                let got = device.to_host(&device.resident_kernel_matvec(&kernel, &xd, &zd, &vd).unwrap()).unwrap();
+                assert!(relative_frobenius_error(&got, &reference) <= tol, "{} {precision:?} {kernel:?} matvec", device.describe());
+                let idx = [0usize, 17, 299, 17, 5];
+                let cols = device.to_host(&device.resident_kernel_columns(&kernel, &xd, &idx).unwrap()).unwrap();
+                for (t, &i) in idx.iter().enumerate() {
+                    let want = Device::Cpu.kernel_column_of(&kernel, &x, i).unwrap();
+                    let err = (cols.column(t) - &want).norm() / want.norm().max(1e-300);
+                    assert!(err <= tol, "{} {precision:?} {kernel:?} column {i}: {err:e}", device.describe());
+                }
+                let diag = device.resident_kernel_diagonal(&kernel, &xd).unwrap();
+                let want = kernel.diagonal(&x).unwrap();
+                assert!((diag - &want).norm() <= tol * want.norm());
+            }
+        }
+    }
+}
+
+#[test]
+fn row_views_are_blocks_of_samples() {
+    let mut rng = rng();
+    for device in devices().into_iter().chain([Device::Cpu]) {
+        for precision in precisions(&device) {
+            let x = random_matrix(&mut rng, 700, 6);
+            let xd = device.upload(&x, precision).unwrap();
+            let view = xd.rows(123, 400).unwrap();
+            assert_eq!(view.shape(), (400, 6));
+            let got = device.to_host(&view).unwrap();
+            let want = x.rows(123, 400).into_owned();
+            assert!(relative_frobenius_error(&got, &want) <= tolerance(precision));
+            // A product of a view reads only its rows.
+            let k = Kernel::rbf(0.5).unwrap();
+            let kv = device.to_host(&device.resident_kernel_matrix(&k, &view, &xd.rows(0, 50).unwrap()).unwrap()).unwrap();
+            let want = Device::Cpu.kernel_matrix(&k, &want, &x.rows(0, 50).into_owned()).unwrap();
+            assert!(relative_frobenius_error(&kv, &want) <= tolerance(precision));
+            assert!(matches!(xd.rows(650, 51), Err(ComputeError::IndexOutOfRange { .. })));
+            assert!(matches!(xd.rows(0, 0), Err(ComputeError::IndexOutOfRange { .. })));
+        }
+    }
+}
+
+#[test]
+fn a_pipeline_of_resident_operations_moves_only_what_it_is_asked_for() {
+    let Some(device) = gpu_device(GpuOptions::default()) else { return };
+    let mut rng = rng();
+    let (n, m, d) = (500, 40, 8);
+    let x = random_matrix(&mut rng, n, d);
+    let z = random_matrix(&mut rng, m, d);
+    device.reset_transfer_stats();
+    let xd = device.upload(&x, Precision::F64).unwrap();
+    let zd = device.upload(&z, Precision::F64).unwrap();
+    let after_upload = device.transfer_stats();
+    assert_eq!(after_upload.host_to_device_bytes, ((n + m) * d * 8) as u64);
+    assert_eq!(after_upload.device_to_host_bytes, 0);
+    // K(X, Z), then K^T K (m x m), then the row norms of K: nothing comes back.
+    let k = device.resident_kernel_matrix(&Kernel::rbf(0.2).unwrap(), &xd, &zd).unwrap();
+    let ktk = device.resident_matmul(&k, &k, MatrixProduct::AtB).unwrap();
+    let norms = device.resident_row_squared_norms(&k).unwrap();
+    let mid = device.transfer_stats();
+    assert_eq!(mid.device_to_host_bytes, 0, "no read-back inside a resident pipeline");
+    // Only the descriptors of the three operations went up, no data.
+    assert_eq!(mid.host_to_device_bytes, after_upload.host_to_device_bytes);
+    assert_eq!(mid.uploads, 2);
+    assert!(mid.descriptor_bytes > 0 && mid.descriptor_bytes < 4096);
+    assert!(mid.dispatches >= 3 && mid.submissions >= 3);
+    let ktk_host = device.to_host(&ktk).unwrap();
+    let norms_host = device.to_host_vector(&norms).unwrap();
+    let end = device.transfer_stats();
+    assert_eq!(end.device_to_host_bytes, ((m * m + n) * 8) as u64);
+    let kh = Device::Cpu.kernel_matrix(&Kernel::rbf(0.2).unwrap(), &x, &z).unwrap();
+    assert!(relative_frobenius_error(&ktk_host, &(kh.transpose() * &kh)) <= 1e-12);
+    assert!((norms_host - DVector::from_fn(n, |i, _| kh.row(i).norm_squared())).amax() <= 1e-12);
+    device.reset_transfer_stats();
+    assert_eq!(device.transfer_stats(), Default::default());
+}
+
+#[test]
+fn misuse_gives_typed_errors() {
+    let Some(device) = gpu_device(GpuOptions::default()) else { return };
+    let Some(other) = gpu_device(GpuOptions::default()) else { return };
+    let a = DMatrix::from_element(4, 3, 1.0);
+    let ad = device.upload(&a, Precision::F32).unwrap();
+    let a64 = device.upload(&a, Precision::F64).unwrap();
+    let foreign = other.upload(&a, Precision::F32).unwrap();
+    assert!(matches!(device.resident_matmul(&ad, &a64, MatrixProduct::ABt), Err(ComputeError::PrecisionMismatch { .. })));
+    assert!(matches!(device.resident_matmul(&ad, &foreign, MatrixProduct::ABt), Err(ComputeError::DeviceMismatch)));
+    assert!(matches!(device.to_host(&foreign), Err(ComputeError::DeviceMismatch)));
+    assert!(matches!(Device::Cpu.to_host(&ad), Err(ComputeError::DeviceMismatch)));
+    assert!(matches!(device.resident_matmul(&ad, &ad, MatrixProduct::AB), Err(ComputeError::DimensionMismatch { .. })));
+    let out = device.resident_matmul(&ad, &ad, MatrixProduct::ABt).unwrap();
+    assert!(matches!(device.resident_matmul_into(&out, &out, MatrixProduct::AB, &out, false), Err(ComputeError::InvalidParameter { .. })));
+    let nan = DMatrix::from_element(2, 2, f64::NAN);
+    assert!(matches!(device.upload(&nan, Precision::F32), Err(ComputeError::NonFinite { .. })));
+    assert!(matches!(device.resident_kernel_columns(&Kernel::linear(), &ad, &[4]), Err(ComputeError::IndexOutOfRange { .. })));
+}
+
+#[test]
+fn the_cpu_path_runs_the_same_calls() {
+    let mut rng = rng();
+    let device = Device::Cpu;
+    let x = random_matrix(&mut rng, 50, 4);
+    let xd = device.upload(&x, Precision::F64).unwrap();
+    let g = device.to_host(&device.resident_matmul(&xd, &xd, MatrixProduct::AtB).unwrap()).unwrap();
+    assert!(relative_frobenius_error(&g, &(x.transpose() * &x)) <= 1e-14);
+    let out = device.zeros(4, 4, Precision::F64).unwrap();
+    device.resident_matmul_into(&xd, &xd, MatrixProduct::AtB, &out, false).unwrap();
+    device.resident_matmul_into(&xd, &xd, MatrixProduct::AtB, &out, true).unwrap();
+    assert!(relative_frobenius_error(&device.to_host(&out).unwrap(), &(x.transpose() * &x * 2.0)) <= 1e-14);
+    assert_eq!(device.transfer_stats(), Default::default());
+}
+
+#[test]
+fn kernel_operator_applies_columns_diagonal_and_materialises_like_the_cpu() {
+    let mut rng = rng();
+    let (n, m, d) = (230, 170, 5);
+    let x = random_matrix(&mut rng, n, d);
+    let z = random_matrix(&mut rng, m, d);
+    let v = random_matrix(&mut rng, m, 2);
+    let kernel = Kernel::laplacian(0.7).unwrap();
+    let reference = Device::Cpu.kernel_matrix(&kernel, &x, &z).unwrap();
+    for device in devices().into_iter().chain([Device::Cpu]) {
+        let precision = device.best_precision();
+        let tol = tolerance(precision);
+        let op = gramian::KernelOperator::new(&device, kernel, &x, &z, precision).unwrap();
+        assert_eq!((op.nrows(), op.ncols()), (n, m));
+        let kv = op.apply(&v).unwrap();
+        assert!(relative_frobenius_error(&kv, &(&reference * &v)) <= tol, "{}", device.describe());
+        let cols = device.to_host(&op.columns(&[3, 0, 169]).unwrap()).unwrap();
+        for (t, j) in [3usize, 0, 169].into_iter().enumerate() {
+            assert!((cols.column(t) - reference.column(j)).amax() <= tol);
+        }
+        let full = device.to_host(&op.materialise().unwrap()).unwrap();
+        assert!(relative_frobenius_error(&full, &reference) <= tol);
+        assert!(matches!(op.diagonal(), Err(ComputeError::InvalidParameter { .. })));
+        let sq = gramian::KernelOperator::square(&device, Kernel::polynomial(0.3, 1.0, 2).unwrap(), &x, precision).unwrap();
+        let want = Kernel::polynomial(0.3, 1.0, 2).unwrap().diagonal(&x).unwrap();
+        assert!((sq.diagonal().unwrap() - &want).amax() <= tol * want.amax());
+        // Matrix-free Lanczos on the operator: the top eigenvalues of K(X, X).
+        let rbf = gramian::KernelOperator::square(&device, Kernel::rbf(0.5).unwrap(), &x, precision).unwrap();
+        let top = gramian::eksvd::eigensolver::largest_lanczos(n, 3, |w| Ok(rbf.apply(w)?), 1e-9, 200, 1).unwrap();
+        let dense = gramian::linalg::symmetric_eigenvalues(&Device::Cpu.kernel_matrix_symmetric(&Kernel::rbf(0.5).unwrap(), &x).unwrap()).unwrap();
+        let mut sorted: Vec<f64> = dense.iter().copied().collect();
+        sorted.sort_by(|a, b| b.partial_cmp(a).unwrap());
+        for k in 0..3 {
+            assert!((top.values[k] - sorted[k]).abs() <= 1e-6 * sorted[0].max(tol * 1e3), "{} eigenvalue {k}", device.describe());
+        }
+    }
+}
