@@ -13,3 +13,7 @@ fn ttanh(y: f32) -> f32 {
 fn tsqrt(x: f32) -> f32 {
     return sqrt(x);
 }
+
+fn tcos(x: f32) -> f32 {
+    return cos(x);
+}

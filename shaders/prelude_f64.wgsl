@@ -52,3 +52,39 @@ fn ttanh(y: f64) -> f64 {
 fn tsqrt(x: f64) -> f64 {
     return sqrt(x);
 }
+
+// cos(x) in f64: x = k pi/2 + r, |r| <= pi/4 (pi/2 in three parts, exact
+// for |k| < 2^20, i.e. |x| < 1.6e6; larger arguments lose digits), then the
+// Taylor series of sin or cos on r to r^17 / r^18 (truncation below 1e-17).
+fn tcos(x: f64) -> f64 {
+    let k = floor(x * 0.6366197723675814lf + 0.5lf);
+    let r = ((x - k * 1.5707963267341256lf) - k * 6.077100506303966e-11lf) - k * 2.0222662487111665e-21lf;
+    let r2 = r * r;
+    var c = -1.0lf / 6402373705728000.0lf;
+    c = 1.0lf / 20922789888000.0lf + r2 * c;
+    c = -1.0lf / 87178291200.0lf + r2 * c;
+    c = 1.0lf / 479001600.0lf + r2 * c;
+    c = -1.0lf / 3628800.0lf + r2 * c;
+    c = 1.0lf / 40320.0lf + r2 * c;
+    c = -1.0lf / 720.0lf + r2 * c;
+    c = 1.0lf / 24.0lf + r2 * c;
+    c = -0.5lf + r2 * c;
+    c = 1.0lf + r2 * c;
+    var s = 1.0lf / 355687428096000.0lf;
+    s = -1.0lf / 1307674368000.0lf + r2 * s;
+    s = 1.0lf / 6227020800.0lf + r2 * s;
+    s = -1.0lf / 39916800.0lf + r2 * s;
+    s = 1.0lf / 362880.0lf + r2 * s;
+    s = -1.0lf / 5040.0lf + r2 * s;
+    s = 1.0lf / 120.0lf + r2 * s;
+    s = -1.0lf / 6.0lf + r2 * s;
+    s = r + r * r2 * s;
+    // cos(k pi/2 + r) by the quadrant k mod 4.
+    let q = i32(k - 4.0lf * floor(k * 0.25lf));
+    switch q {
+        case 0: { return c; }
+        case 1: { return -s; }
+        case 2: { return -c; }
+        default: { return s; }
+    }
+}

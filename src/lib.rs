@@ -3,7 +3,8 @@
 //! GPU-accelerated kernel methods with verified CPU fallbacks.
 //!
 //! The compute core builds kernel and Gram matrices and runs matrix products
-//! on a [`Device`]: WGSL compute shaders through `wgpu` (`f32`) on a GPU, or
+//! on a [`Device`]: WGSL compute shaders through `wgpu` (`f32`, and `f64` for
+//! device-resident data where the adapter has it) on a GPU, or
 //! multi-threaded Rust (`f32`/`f64`) on the CPU. [`Device::auto`] picks a
 //! hardware GPU when one exists and otherwise the CPU.
 //!
@@ -24,6 +25,21 @@
 //! let z = DMatrix::<f64>::from_fn(4, 3, |i, j| (i * j) as f64 * 0.2);
 //! let k = Device::cpu().kernel_matrix(&Kernel::rbf(0.5)?, &x, &z)?;
 //! assert_eq!(k.shape(), (5, 4));
+//! # Ok::<(), gramian::ComputeError>(())
+//! ```
+//!
+//! Data that stays on the device ([`resident`]): upload once, chain
+//! operations, read back only the result; the same calls run on the CPU.
+//!
+//! ```
+//! use gramian::{Device, Kernel, MatrixProduct};
+//! use nalgebra::DMatrix;
+//!
+//! let device = Device::cpu(); // or Device::gpu()?, Device::auto()
+//! let x = device.upload(&DMatrix::<f64>::from_fn(50, 3, |i, j| (i + j) as f64 * 0.01), device.best_precision())?;
+//! let k = device.resident_kernel_matrix(&Kernel::rbf(0.5)?, &x, &x.rows(0, 10)?)?; // 50 x 10, stays put
+//! let g = device.resident_matmul(&k, &k, MatrixProduct::AtB)?;                      // 10 x 10
+//! assert_eq!(device.to_host(&g)?.shape(), (10, 10));
 //! # Ok::<(), gramian::ComputeError>(())
 //! ```
 

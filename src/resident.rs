@@ -20,7 +20,7 @@ use nalgebra::{DMatrix, DVector};
 
 use crate::device::Device;
 use crate::error::{ComputeError, Result};
-use crate::gpu::{GpuContext, GpuMatrix, KernelCode, MatrixProduct, Operand, Precision, ProductFlags, TransferStats};
+use crate::gpu::{ElementwiseMap, GpuContext, GpuMatrix, KernelCode, MatrixProduct, Operand, Precision, ProductFlags, TransferStats};
 use crate::kernel::{self, Kernel};
 use crate::linalg::{self, Real};
 
@@ -459,6 +459,60 @@ impl Device {
                     }
                 }
                 ctx.run_plan(plan)
+            }
+        }
+    }
+
+    /// Cosine features `scale cos(x_ij + phase_j)` (random Fourier features;
+    /// `phases` is a 1 x cols row), element-wise on the device.
+    pub fn resident_cosine_features(&self, x: &DeviceMatrix, phases: &DeviceMatrix, scale: f64) -> Result<DeviceMatrix> {
+        linalg::check_dim("phases (a 1 x cols row): rows", 1, phases.nrows())?;
+        linalg::check_dim("phases: columns vs columns of x", x.ncols(), phases.ncols())?;
+        self.elementwise(ElementwiseMap::CosineFeatures { scale }, x, phases)
+    }
+
+    /// The Hadamard product `a o b` of two resident matrices of one shape.
+    pub fn resident_hadamard(&self, a: &DeviceMatrix, b: &DeviceMatrix) -> Result<DeviceMatrix> {
+        linalg::check_dim("rows of a Hadamard product's operands", a.nrows(), b.nrows())?;
+        linalg::check_dim("columns of a Hadamard product's operands", a.ncols(), b.ncols())?;
+        self.elementwise(ElementwiseMap::Hadamard, a, b)
+    }
+
+    /// Row sums `sum_k x_ik` (n x 1), left on the device.
+    pub fn resident_row_sums(&self, x: &DeviceMatrix) -> Result<DeviceMatrix> {
+        match self.context() {
+            None => {
+                let xh = x.host_view()?;
+                Ok(DeviceMatrix::host(DMatrix::from_fn(xh.nrows(), 1, |i, _| xh.row(i).sum()), x.precision()))
+            }
+            Some(ctx) => {
+                let xg = x.gpu()?;
+                let out = ctx.zeros(xg.nrows(), 1, xg.precision())?;
+                let mut plan = Vec::new();
+                ctx.plan_row_reduce(xg, &out, false, false, &mut plan)?;
+                ctx.run_plan(plan)?;
+                Ok(DeviceMatrix { repr: Repr::Gpu(out) })
+            }
+        }
+    }
+
+    fn elementwise(&self, map: ElementwiseMap, x: &DeviceMatrix, y: &DeviceMatrix) -> Result<DeviceMatrix> {
+        match self.context() {
+            None => {
+                let (xh, yh) = (x.host_view()?, y.host_view()?);
+                let out = match map {
+                    ElementwiseMap::CosineFeatures { scale } => DMatrix::from_fn(xh.nrows(), xh.ncols(), |i, j| scale * (xh[(i, j)] + yh[(0, j)]).cos()),
+                    ElementwiseMap::Hadamard => xh.component_mul(&*yh),
+                };
+                Ok(DeviceMatrix::host(out, x.precision()))
+            }
+            Some(ctx) => {
+                let (xg, yg) = (x.gpu()?, y.gpu()?);
+                let out = ctx.zeros(xg.nrows(), xg.ncols(), xg.precision())?;
+                let mut plan = Vec::new();
+                ctx.plan_elementwise(map, xg, yg, &out, &mut plan)?;
+                ctx.run_plan(plan)?;
+                Ok(DeviceMatrix { repr: Repr::Gpu(out) })
             }
         }
     }

@@ -312,3 +312,34 @@ fn kernel_operator_applies_columns_diagonal_and_materialises_like_the_cpu() {
         }
     }
 }
+
+#[test]
+fn elementwise_maps_and_row_sums_match_cpu() {
+    let mut rng = rng();
+    for device in devices() {
+        for precision in precisions(&device) {
+            let tol = tolerance(precision);
+            // Arguments up to |x| ~ 1000 exercise the cosine's range reduction.
+            let x = random_matrix(&mut rng, 301, 7) * 900.0;
+            let y = random_matrix(&mut rng, 301, 7);
+            let phases = random_matrix(&mut rng, 1, 7) * 3.0;
+            let (xd, yd, pd) = (device.upload(&x, precision).unwrap(), device.upload(&y, precision).unwrap(), device.upload(&phases, precision).unwrap());
+            let cos = device.to_host(&device.resident_cosine_features(&xd, &pd, 0.5).unwrap()).unwrap();
+            // f32 rounds x itself by up to 3e-5 at |x| = 900: compare with the rounded input.
+            let round = |m: &DMatrix<f64>| if precision == Precision::F32 { m.map(|v| v as f32 as f64) } else { m.clone() };
+            let (xr, pr) = (round(&x), round(&phases));
+            let cos_tol = if precision == Precision::F32 { 1e-4 } else { 1e-13 };
+            for i in 0..301 {
+                for j in 0..7 {
+                    let want = 0.5 * (xr[(i, j)] + pr[(0, j)]).cos();
+                    assert!((cos[(i, j)] - want).abs() <= cos_tol, "{} {precision:?} cos({}) = {} vs {want}", device.describe(), xr[(i, j)], cos[(i, j)]);
+                }
+            }
+            let had = device.to_host(&device.resident_hadamard(&xd, &yd).unwrap()).unwrap();
+            assert!(relative_frobenius_error(&had, &x.component_mul(&y)) <= tol);
+            let sums = device.to_host_vector(&device.resident_row_sums(&yd).unwrap()).unwrap();
+            assert!((sums - DVector::from_fn(301, |i, _| y.row(i).sum())).amax() <= tol * 10.0);
+            assert!(matches!(device.resident_hadamard(&xd, &pd), Err(ComputeError::DimensionMismatch { .. })));
+        }
+    }
+}

@@ -15,6 +15,7 @@ use super::eigensolver::{largest_dense, largest_lanczos, Eigensolver};
 use super::error::{check_shape, check_source_matrix, EksvdError, Result};
 use crate::linalg::{matmul, symmetric_eigen};
 use crate::Device;
+use crate::MatrixProduct;
 
 /// The retained solutions of Eq. 8: eigenvalues `lambda_k` (descending,
 /// positive) and primal weights `w_q` per source, scaled so that the dual
@@ -28,10 +29,23 @@ pub struct CovarianceSolution {
     pub weights: Vec<DMatrix<f64>>,
 }
 
-/// `C_qq = Phi_q^T Phi_q` for every source (Gram matrices on `device`).
+/// `C_qq = Phi_q^T Phi_q` for every source (Gram matrices on `device`: on a
+/// GPU each `Phi_q` goes up once, in `f64` where the adapter has it, and only
+/// the `d_phi x d_phi` Gram comes back).
 pub fn covariances(device: &Device, features: &[DMatrix<f64>]) -> Result<Vec<DMatrix<f64>>> {
     check_features(features)?;
-    features.iter().map(|phi| Ok(device.gram(phi)?)).collect()
+    if !device.is_gpu() {
+        return features.iter().map(|phi| Ok(device.gram(phi)?)).collect();
+    }
+    let precision = device.best_precision();
+    features
+        .iter()
+        .map(|phi| {
+            let resident = device.upload(phi, precision)?;
+            let c = device.to_host(&device.resident_matmul(&resident, &resident, MatrixProduct::AtB)?)?;
+            Ok((&c + c.transpose()) * 0.5)
+        })
+        .collect()
 }
 
 /// The nonsymmetric matrix `C_Q` of Eq. 8 (block `(q, p)` is `C_pp` for

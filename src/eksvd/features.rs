@@ -14,6 +14,7 @@ use rand_distr::{Distribution, Normal};
 use super::error::{check_shape, check_source_matrix, EksvdError, Result};
 use crate::gpu::MatrixProduct;
 use crate::linalg::symmetric_eigen;
+use crate::resident::DeviceMatrix;
 use crate::{Device, Kernel};
 
 /// Relative eigenvalue threshold under which a Nystrom kernel matrix is
@@ -211,10 +212,16 @@ impl FittedFeatureMap {
     }
 
     /// `Phi = phi(X)` (`n x d_phi`) for rows `x` (`n x d_q`); products and
-    /// kernel matrices run on `device`.
+    /// kernel matrices run on `device` (on a GPU through
+    /// [`FittedFeatureMap::transform_resident`], in `f64` where the adapter
+    /// has it: X goes up once, `Phi` comes back).
     pub fn transform(&self, device: &Device, x: &DMatrix<f64>) -> Result<DMatrix<f64>> {
         crate::linalg::check_matrix("x", x)?;
         check_shape("columns of new data vs the fitted feature map's input dimension", self.input_dim, x.ncols())?;
+        if device.is_gpu() && !matches!(self.kind, Fitted::Linear) {
+            let xd = device.upload(x, device.best_precision())?;
+            return Ok(device.to_host(&self.transform_resident(device, &xd)?)?);
+        }
         Ok(match &self.kind {
             Fitted::Linear => x.clone(),
             Fitted::RandomFourier { frequencies, phases } => {
@@ -232,6 +239,27 @@ impl FittedFeatureMap {
                 device.matmul(&k, scaled_eigenvectors, MatrixProduct::AB)?
             }
             Fitted::Projection(w) => device.matmul(x, w, MatrixProduct::AB)?,
+        })
+    }
+
+    /// `Phi = phi(X)` for resident X (`n x d_q`), left on the device in X's
+    /// precision: the map's parameters (frequencies and phases, landmarks
+    /// and eigenvectors, or the projection) go up, nothing comes back.
+    pub fn transform_resident(&self, device: &Device, x: &DeviceMatrix) -> Result<DeviceMatrix> {
+        check_shape("columns of new data vs the fitted feature map's input dimension", self.input_dim, x.ncols())?;
+        let precision = x.precision();
+        Ok(match &self.kind {
+            Fitted::Linear => x.clone(),
+            Fitted::RandomFourier { frequencies, phases } => {
+                let z = device.resident_matmul(x, &device.upload(frequencies, precision)?, MatrixProduct::AB)?;
+                let row = DMatrix::from_row_slice(1, phases.len(), phases.as_slice());
+                device.resident_cosine_features(&z, &device.upload(&row, precision)?, (2.0 / phases.len() as f64).sqrt())?
+            }
+            Fitted::Nystrom { kernel, landmarks, scaled_eigenvectors } => {
+                let k = device.resident_kernel_matrix(kernel, x, &device.upload(landmarks, precision)?)?;
+                device.resident_matmul(&k, &device.upload(scaled_eigenvectors, precision)?, MatrixProduct::AB)?
+            }
+            Fitted::Projection(w) => device.resident_matmul(x, &device.upload(w, precision)?, MatrixProduct::AB)?,
         })
     }
 }

@@ -15,7 +15,7 @@ mod resident;
 pub use ops::MatrixProduct;
 pub use resident::{GpuMatrix, Precision, TransferStats};
 pub(crate) use ops::KernelCode;
-pub(crate) use resident::{Operand, ProductFlags};
+pub(crate) use resident::{ElementwiseMap, Operand, ProductFlags};
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -53,6 +53,8 @@ pub(crate) struct Pipelines {
     pub(crate) product_f64: Option<wgpu::ComputePipeline>,
     pub(crate) row_reduce_f32: wgpu::ComputePipeline,
     pub(crate) row_reduce_f64: Option<wgpu::ComputePipeline>,
+    pub(crate) elementwise_f32: wgpu::ComputePipeline,
+    pub(crate) elementwise_f64: Option<wgpu::ComputePipeline>,
 }
 
 /// Distinguishes contexts, so that a matrix of one device is never used on another.

@@ -210,11 +210,14 @@ pub(crate) fn build_pipelines(device: &wgpu::Device, f64_shaders: bool) -> super
     const PRELUDE_F64: &str = include_str!("../../shaders/prelude_f64.wgsl");
     const GENERIC: &str = include_str!("../../shaders/kernel_generic.wgsl");
     const ROW_REDUCE: &str = include_str!("../../shaders/row_reduce.wgsl");
+    const ELEMENTWISE: &str = include_str!("../../shaders/elementwise.wgsl");
     super::Pipelines {
         kernel_matrix: make("kernel_matrix", include_str!("../../shaders/kernel_matrix.wgsl")),
         product_f64: f64_shaders.then(|| make("kernel_generic f64", &format!("{PRELUDE_F64}\n{GENERIC}"))),
         row_reduce_f32: make("row_reduce f32", &format!("{PRELUDE_F32}\n{ROW_REDUCE}")),
         row_reduce_f64: f64_shaders.then(|| make("row_reduce f64", &format!("{PRELUDE_F64}\n{ROW_REDUCE}"))),
+        elementwise_f32: make("elementwise f32", &format!("{PRELUDE_F32}\n{ELEMENTWISE}")),
+        elementwise_f64: f64_shaders.then(|| make("elementwise f64", &format!("{PRELUDE_F64}\n{ELEMENTWISE}"))),
     }
 }
 

@@ -247,6 +247,16 @@ pub(crate) struct Dispatch {
 enum PipelineKind {
     Product,
     RowReduce,
+    Elementwise,
+}
+
+/// The element-wise maps of `elementwise.wgsl`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum ElementwiseMap {
+    /// `out_ij = scale cos(x_ij + y_j)`, y a 1 x cols row.
+    CosineFeatures { scale: f64 },
+    /// `out_ij = x_ij y_ij`.
+    Hadamard,
 }
 
 /// `Problem` with `f64` kernel parameters, as the f64 generic shader reads it.
@@ -639,6 +649,59 @@ impl GpuContext {
         Ok(())
     }
 
+    /// Records `out = map(x, y)` (see [`ElementwiseMap`]).
+    pub(crate) fn plan_elementwise(&self, map: ElementwiseMap, x: &GpuMatrix, y: &GpuMatrix, out: &GpuMatrix, plan: &mut Vec<Dispatch>) -> Result<()> {
+        let precision = self.check_same(&[x, y, out])?;
+        let (rows, cols) = (x.nrows(), x.ncols());
+        if out.nrows() != rows || out.ncols() != cols {
+            return Err(ComputeError::DimensionMismatch { what: "shape of an element-wise map's output", expected: rows * cols, found: out.nrows() * out.ncols() });
+        }
+        let y_is_row = matches!(map, ElementwiseMap::CosineFeatures { .. });
+        let (want_rows, want_cols) = if y_is_row { (1, cols) } else { (rows, cols) };
+        if y.nrows() != want_rows || y.ncols() != want_cols {
+            return Err(ComputeError::DimensionMismatch { what: "shape of an element-wise map's second operand", expected: want_rows * want_cols, found: y.nrows() * y.ncols() });
+        }
+        if out.same_storage(x) || out.same_storage(y) {
+            return Err(ComputeError::InvalidParameter { name: "out", reason: "an element-wise map may not write into an operand".into() });
+        }
+        let mut breaks = x.block_breaks();
+        breaks.extend(out.block_breaks());
+        if !y_is_row {
+            breaks.extend(y.block_breaks());
+        }
+        // At most 65535 x 65535 workgroups of 256, and u32 element counts.
+        let max_rows = ((u32::MAX as usize) / cols).max(1);
+        let row_cuts = cuts(rows, breaks, max_rows);
+        let (mode, scale) = match map {
+            ElementwiseMap::CosineFeatures { scale } => (0u32, scale),
+            ElementwiseMap::Hadamard => (1u32, 0.0),
+        };
+        for r in row_cuts.windows(2) {
+            let (i0, i1) = (r[0], r[1]);
+            let (sx, so) = (x.locate(i0), out.locate(i0));
+            let (yb, y_off) = if y_is_row { (y.locate(0).block, (y.locate(0).local_row * cols) as u32) } else { let s = y.locate(i0); (s.block, (s.local_row * cols) as u32) };
+            let mut problem = Problem::zeroed();
+            let words: [u32; 6] = [(i1 - i0) as u32, cols as u32, (sx.local_row * cols) as u32, y_off, (so.local_row * cols) as u32, mode];
+            bytemuck::cast_slice_mut::<Problem, u32>(std::slice::from_mut(&mut problem))[..6].copy_from_slice(&words);
+            let groups = ((i1 - i0) * cols).div_ceil(256);
+            let gx = groups.min(self.max_workgroups as usize).max(1);
+            let gy = groups.div_ceil(gx).max(1);
+            if gy > self.max_workgroups as usize {
+                return Err(ComputeError::TooLargeForGpu { what: "an element-wise map's workgroup grid", bytes: ((i1 - i0) * cols * precision.bytes()) as u64, limit: self.max_binding_bytes });
+            }
+            plan.push(Dispatch {
+                problem,
+                precision,
+                buffers: [x.buffer(sx.block).clone(), y.buffer(yb).clone(), out.buffer(so.block).clone(), out.buffer(so.block).clone()],
+                weights: None,
+                grid: [gx as u32, gy as u32, 1],
+                pipeline: PipelineKind::Elementwise,
+                params: (scale, 0.0),
+            });
+        }
+        Ok(())
+    }
+
     /// Runs recorded dispatches in order, in one compute pass and one
     /// submission (wgpu orders the dispatches' accesses to shared buffers).
     pub(crate) fn run_plan(&self, plan: Vec<Dispatch>) -> Result<()> {
@@ -658,6 +721,13 @@ impl GpuContext {
                             let words: [u32; 16] = bytemuck::cast_slice::<Problem, u32>(std::slice::from_ref(&d.problem))[..16].try_into().expect("16 words");
                             let p = ProblemF64 { words, gamma: d.params.0, coef0: d.params.1 };
                             dst[..std::mem::size_of::<ProblemF64>()].copy_from_slice(bytemuck::bytes_of(&p));
+                        }
+                        (PipelineKind::Elementwise, precision) => {
+                            dst[..24].copy_from_slice(&bytemuck::bytes_of(&d.problem)[..24]);
+                            match precision {
+                                Precision::F64 => dst[24..32].copy_from_slice(&d.params.0.to_le_bytes()),
+                                Precision::F32 => dst[24..28].copy_from_slice(&(d.params.0 as f32).to_le_bytes()),
+                            }
                         }
                         _ => dst[..std::mem::size_of::<Problem>()].copy_from_slice(bytemuck::bytes_of(&d.problem)),
                     }
@@ -680,6 +750,8 @@ impl GpuContext {
                         (PipelineKind::Product, Precision::F64) => std::mem::size_of::<ProblemF64>(),
                         (PipelineKind::Product, Precision::F32) => std::mem::size_of::<Problem>(),
                         (PipelineKind::RowReduce, _) => std::mem::size_of::<Reduce>(),
+                        (PipelineKind::Elementwise, Precision::F64) => 32,
+                        (PipelineKind::Elementwise, Precision::F32) => 28,
                     } as u64;
                     let desc = wgpu::BindingResource::Buffer(wgpu::BufferBinding { buffer: &descriptors, offset: (i * align) as u64, size: NonZeroU64::new(desc_size) });
                     fn whole(b: &wgpu::Buffer) -> wgpu::BindingResource<'_> {
@@ -697,6 +769,12 @@ impl GpuContext {
                             wgpu::BindGroupEntry { binding: 0, resource: desc },
                             wgpu::BindGroupEntry { binding: 1, resource: whole(&d.buffers[0]) },
                             wgpu::BindGroupEntry { binding: 2, resource: whole(&d.buffers[1]) },
+                        ],
+                        PipelineKind::Elementwise => vec![
+                            wgpu::BindGroupEntry { binding: 0, resource: desc },
+                            wgpu::BindGroupEntry { binding: 1, resource: whole(&d.buffers[0]) },
+                            wgpu::BindGroupEntry { binding: 2, resource: whole(&d.buffers[1]) },
+                            wgpu::BindGroupEntry { binding: 3, resource: whole(&d.buffers[2]) },
                         ],
                     };
                     groups.push(self.device.create_bind_group(&wgpu::BindGroupDescriptor { label: Some("gramian dispatch"), layout, entries: &entries }));
@@ -724,6 +802,8 @@ impl GpuContext {
             (PipelineKind::Product, Precision::F64) => self.pipelines.product_f64.as_ref().ok_or_else(missing),
             (PipelineKind::RowReduce, Precision::F32) => Ok(&self.pipelines.row_reduce_f32),
             (PipelineKind::RowReduce, Precision::F64) => self.pipelines.row_reduce_f64.as_ref().ok_or_else(missing),
+            (PipelineKind::Elementwise, Precision::F32) => Ok(&self.pipelines.elementwise_f32),
+            (PipelineKind::Elementwise, Precision::F64) => self.pipelines.elementwise_f64.as_ref().ok_or_else(missing),
         }
     }
 

@@ -121,8 +121,22 @@ impl PsdModel {
     }
 
     /// `grad f(x)` at the rows of `x`, one gradient per row (n x d).
+    ///
+    /// On a GPU with `f64` the products and the Hadamard product run on the
+    /// device: X goes up once, `sum_j g_ij` (n) and `G Z` (n x d) come back.
     pub fn gradient(&self, device: &Device, x: &DMatrix<f64>) -> Result<DMatrix<f64>, PsdError> {
         self.check_points(x)?;
+        if device.is_gpu() && device.supports(Precision::F64) {
+            let p = Precision::F64;
+            let xd = device.upload(x, p)?;
+            let kxz = device.resident_kernel_matrix(&self.kernel, &xd, &device.upload(&self.centres, p)?)?;
+            let w = device.resident_matmul(&kxz, &device.upload(&self.coefficients(), p)?, MatrixProduct::AB)?;
+            let g = device.resident_hadamard(&w, &kxz)?;
+            let sums = device.to_host_vector(&device.resident_row_sums(&g)?)?;
+            let gz = device.to_host(&device.resident_matmul(&g, &device.upload(&self.centres, p)?, MatrixProduct::AB)?)?;
+            let scale = -2.0 / (self.sigma * self.sigma);
+            return Ok(DMatrix::from_fn(x.nrows(), x.ncols(), |i, k| scale * (sums[i] * x[(i, k)] - gz[(i, k)])));
+        }
         let kxz = device.kernel_matrix(&self.kernel, x, &self.centres)?;
         let b = self.coefficients();
         let w = device.matmul(&kxz, &b, MatrixProduct::AB)?;
