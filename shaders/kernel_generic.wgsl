@@ -1,6 +1,6 @@
 // Generic-precision kernel-matrix / matrix-product shader, compiled after a
-// precision prelude (`prelude_f64.wgsl` or `prelude_f32.wgsl`) that defines
-// the scalar type T and texp, ttanh, tsqrt. Same problem semantics as
+// precision prelude (`prelude_f64.wgsl` or `prelude_f32.wgsl`, defining the
+// scalar type T and texp, ttanh, tsqrt) and `problem.wgsl`. Same problem semantics as
 // `kernel_matrix.wgsl` (strided operands, ACCUMULATE / APPLY / WEIGHTED):
 //     C_p[i, j] = f_p( s(a_i, b_j) ),  s = ||a_i - b_j||^2 or <a_i, b_j>
 //     (WEIGHTED: s = sum_k a_ik w_k b_jk),
@@ -10,37 +10,6 @@
 // A 16 x 16 workgroup computes a 64 x 64 tile of C, each invocation a 4 x 4
 // block (rows 4 ly.., columns 4 lx..); 64 x 16 slices of A and B are staged
 // in workgroup memory (16 KiB in f64).
-
-struct Problem {
-    rows: u32,
-    cols: u32,
-    depth: u32,
-    a_off: u32,
-    b_off: u32,
-    c_off: u32,
-    flags: u32,
-    kind: u32,
-    a_rs: u32,
-    a_cs: u32,
-    b_rs: u32,
-    b_cs: u32,
-    c_rs: u32,
-    c_cs: u32,
-    w_off: u32,
-    degree: u32,
-    gamma: T,
-    coef0: T,
-}
-
-const KIND_LINEAR: u32 = 0u;
-const KIND_RBF: u32 = 1u;
-const KIND_LAPLACIAN: u32 = 2u;
-const KIND_POLYNOMIAL: u32 = 3u;
-const KIND_SIGMOID: u32 = 4u;
-
-const FLAG_ACCUMULATE: u32 = 1u;
-const FLAG_APPLY: u32 = 2u;
-const FLAG_WEIGHTED: u32 = 4u;
 
 const GTILE: u32 = 64u;
 const KC: u32 = 16u;
@@ -53,31 +22,6 @@ const KC: u32 = 16u;
 
 var<workgroup> a_tile: array<array<T, 64>, 16>;
 var<workgroup> b_tile: array<array<T, 64>, 16>;
-
-fn kernel_of_statistic(p: Problem, s: T) -> T {
-    switch p.kind {
-        case KIND_RBF: {
-            return texp(-p.gamma * s);
-        }
-        case KIND_LAPLACIAN: {
-            return texp(-p.gamma * tsqrt(max(s, T(0.0))));
-        }
-        case KIND_POLYNOMIAL: {
-            let base = p.gamma * s + p.coef0;
-            var r = T(1.0);
-            for (var e = 0u; e < p.degree; e++) {
-                r = r * base;
-            }
-            return r;
-        }
-        case KIND_SIGMOID: {
-            return ttanh(p.gamma * s + p.coef0);
-        }
-        default: {
-            return s;
-        }
-    }
-}
 
 @compute @workgroup_size(16, 16, 1)
 fn main(

@@ -1,4 +1,6 @@
-// Batched, register-tiled kernel-matrix / matrix-product shader.
+// Batched, register-tiled kernel-matrix / matrix-product shader in f32,
+// compiled after `prelude_f32.wgsl` and `problem.wgsl` (the descriptor and
+// the kernel functions).
 //
 // For every problem p of the batch (workgroup_id.z) it computes
 //     C_p[i, j] = f_p( s(a_i, b_j) )     (rows x cols, row-major at c_off)
@@ -25,37 +27,6 @@
 // staged in workgroup memory (16 KiB) as vec4s, so each step of the inner
 // loop is 4 vector loads and 16 vector FMAs (32 for distances).
 
-struct Problem {
-    rows: u32,
-    cols: u32,
-    depth: u32,
-    a_off: u32,
-    b_off: u32,
-    c_off: u32,
-    flags: u32,
-    kind: u32,
-    a_rs: u32,
-    a_cs: u32,
-    b_rs: u32,
-    b_cs: u32,
-    c_rs: u32,
-    c_cs: u32,
-    w_off: u32,
-    degree: u32,
-    gamma: f32,
-    coef0: f32,
-}
-
-const KIND_LINEAR: u32 = 0u;
-const KIND_RBF: u32 = 1u;
-const KIND_LAPLACIAN: u32 = 2u;
-const KIND_POLYNOMIAL: u32 = 3u;
-const KIND_SIGMOID: u32 = 4u;
-
-const FLAG_ACCUMULATE: u32 = 1u;
-const FLAG_APPLY: u32 = 2u;
-const FLAG_WEIGHTED: u32 = 4u;
-
 const TILE: u32 = 128u;
 const RB: u32 = 8u;
 const KC: u32 = 16u;
@@ -68,31 +39,6 @@ const KC: u32 = 16u;
 
 var<workgroup> a_tile: array<array<vec4<f32>, 32>, 16>;
 var<workgroup> b_tile: array<array<vec4<f32>, 32>, 16>;
-
-fn kernel_of_statistic(p: Problem, s: f32) -> f32 {
-    switch p.kind {
-        case KIND_RBF: {
-            return exp(-p.gamma * s);
-        }
-        case KIND_LAPLACIAN: {
-            return exp(-p.gamma * sqrt(max(s, 0.0)));
-        }
-        case KIND_POLYNOMIAL: {
-            let base = p.gamma * s + p.coef0;
-            var r = 1.0;
-            for (var e = 0u; e < p.degree; e++) {
-                r = r * base;
-            }
-            return r;
-        }
-        case KIND_SIGMOID: {
-            return tanh(p.gamma * s + p.coef0);
-        }
-        default: {
-            return s;
-        }
-    }
-}
 
 @compute @workgroup_size(16, 16, 1)
 fn main(

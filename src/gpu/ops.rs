@@ -209,11 +209,13 @@ pub(crate) fn build_pipelines(device: &wgpu::Device, f64_shaders: bool) -> super
     const PRELUDE_F32: &str = include_str!("../../shaders/prelude_f32.wgsl");
     const PRELUDE_F64: &str = include_str!("../../shaders/prelude_f64.wgsl");
     const GENERIC: &str = include_str!("../../shaders/kernel_generic.wgsl");
+    const PROBLEM: &str = include_str!("../../shaders/problem.wgsl");
+    const TUNED: &str = include_str!("../../shaders/kernel_matrix.wgsl");
     const ROW_REDUCE: &str = include_str!("../../shaders/row_reduce.wgsl");
     const ELEMENTWISE: &str = include_str!("../../shaders/elementwise.wgsl");
     super::Pipelines {
-        kernel_matrix: make("kernel_matrix", include_str!("../../shaders/kernel_matrix.wgsl")),
-        product_f64: f64_shaders.then(|| make("kernel_generic f64", &format!("{PRELUDE_F64}\n{GENERIC}"))),
+        kernel_matrix: make("kernel_matrix", &format!("{PRELUDE_F32}\n{PROBLEM}\n{TUNED}")),
+        product_f64: f64_shaders.then(|| make("kernel_generic f64", &format!("{PRELUDE_F64}\n{PROBLEM}\n{GENERIC}"))),
         row_reduce_f32: make("row_reduce f32", &format!("{PRELUDE_F32}\n{ROW_REDUCE}")),
         row_reduce_f64: f64_shaders.then(|| make("row_reduce f64", &format!("{PRELUDE_F64}\n{ROW_REDUCE}"))),
         elementwise_f32: make("elementwise f32", &format!("{PRELUDE_F32}\n{ELEMENTWISE}")),
@@ -297,6 +299,13 @@ impl GpuContext {
         let staging = self.scratch_buffer(scratch, SLOT_STAGING, bytes);
         encoder.copy_buffer_to_buffer(source, 0, &staging, 0, bytes);
         self.submit_counted(encoder);
+        self.map_and_read(&staging, bytes, &mut |data| read(bytemuck::cast_slice(data)))
+    }
+
+    /// Maps the first `bytes` of a staging buffer once the queue has written
+    /// it (a blocking wait), hands them to `read`, unmaps, and counts them as
+    /// device-to-host traffic. The one read-back path of the crate.
+    pub(crate) fn map_and_read(&self, staging: &wgpu::Buffer, bytes: u64, read: &mut dyn FnMut(&[u8])) -> Result<()> {
         self.counters.count_download(bytes);
         let slice = staging.slice(0..bytes);
         let (tx, rx) = std::sync::mpsc::channel();
@@ -311,7 +320,7 @@ impl GpuContext {
             .map_err(|e| ComputeError::Gpu(format!("map: {e}")))?;
         {
             let view = slice.get_mapped_range().map_err(|e| ComputeError::Gpu(format!("mapped range: {e}")))?;
-            read(bytemuck::cast_slice(&view));
+            read(&view);
         }
         staging.unmap();
         Ok(())

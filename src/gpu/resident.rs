@@ -430,24 +430,10 @@ impl GpuContext {
                 let mut encoder = self.device.create_command_encoder(&Default::default());
                 encoder.copy_buffer_to_buffer(m.buffer(s.block), offset, &staging, 0, bytes);
                 self.submit_counted(encoder);
-                self.counters.count_download(bytes);
-                let slice = staging.slice(0..bytes);
-                let (tx, rx) = std::sync::mpsc::channel();
-                slice.map_async(wgpu::MapMode::Read, move |r| {
-                    let _ = tx.send(r);
-                });
-                self.device.poll(wgpu::PollType::wait_indefinitely()).map_err(|e| ComputeError::Gpu(format!("poll: {e}")))?;
-                rx.recv()
-                    .map_err(|e| ComputeError::Gpu(format!("map callback: {e}")))?
-                    .map_err(|e| ComputeError::Gpu(format!("map: {e}")))?;
-                {
-                    let view = slice.get_mapped_range().map_err(|e| ComputeError::Gpu(format!("mapped range: {e}")))?;
-                    match m.precision() {
-                        Precision::F64 => out.extend_from_slice(bytemuck::cast_slice::<u8, f64>(&view)),
-                        Precision::F32 => out.extend(bytemuck::cast_slice::<u8, f32>(&view).iter().map(|&v| v as f64)),
-                    }
-                }
-                staging.unmap();
+                self.map_and_read(&staging, bytes, &mut |view| match m.precision() {
+                    Precision::F64 => out.extend_from_slice(bytemuck::cast_slice::<u8, f64>(view)),
+                    Precision::F32 => out.extend(bytemuck::cast_slice::<u8, f32>(view).iter().map(|&v| v as f64)),
+                })?;
                 start = end;
             }
             Ok(())
