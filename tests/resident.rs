@@ -343,3 +343,35 @@ fn elementwise_maps_and_row_sums_match_cpu() {
         }
     }
 }
+
+#[test]
+fn long_products_split_their_depth_and_sum_every_chunk() {
+    // Depths of 20,000 and more with small outputs take the split-K path
+    // (partial products summed by a reduction dispatch); a lost or doubled
+    // chunk changes the result by a whole chunk's share.
+    let mut rng = rng();
+    let Some(device) = gpu_device(GpuOptions::default()) else { return };
+    for precision in precisions(&device) {
+        for &(n, r) in &[(20_000usize, 3usize), (33_333, 17), (41_000, 70)] {
+            let phi = random_matrix(&mut rng, n, r);
+            let w = DVector::from_fn(n, |i, _| 1.0 + (i as f64 * 0.37).sin());
+            let (pd, wd) = (device.upload(&phi, precision).unwrap(), device.upload_vector(&w, precision).unwrap());
+            device.reset_transfer_stats();
+            let got = device.to_host(&device.resident_weighted_gram(&pd, &wd).unwrap()).unwrap();
+            assert!(device.transfer_stats().dispatches > 2, "expected a split product");
+            let mut reference = DMatrix::zeros(r, r);
+            for i in 0..n {
+                let row = phi.row(i);
+                reference += row.transpose() * row * w[i];
+            }
+            let err = relative_frobenius_error(&got, &reference);
+            assert!(err <= tolerance(precision) * 10.0, "{precision:?} weighted gram {n}x{r}: {err:e}");
+            let v = random_matrix(&mut rng, n, 2);
+            let vd = device.upload(&v, precision).unwrap();
+            let out = device.resident_matmul(&pd, &vd, MatrixProduct::AtB).unwrap();
+            device.resident_matmul_into(&pd, &vd, MatrixProduct::AtB, &out, true).unwrap();
+            let err = relative_frobenius_error(&device.to_host(&out).unwrap(), &(phi.transpose() * &v * 2.0));
+            assert!(err <= tolerance(precision) * 10.0, "{precision:?} accumulated A^T B {n}x{r}: {err:e}");
+        }
+    }
+}

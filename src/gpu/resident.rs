@@ -541,10 +541,14 @@ impl GpuContext {
                 let chunks = depth_cuts.len() - 1;
                 for (t, ck) in depth_cuts.windows(2).enumerate() {
                     let (k0, k1) = (ck[0], ck[1]);
+                    let accumulate = t > 0 || flags.accumulate;
+                    if self.plan_split_depth(code, a, b, out, flags, (i0, i1), (j0, j1), (k0, k1), accumulate, plan)? {
+                        continue;
+                    }
                     let (ab, a_off, a_rs, a_cs) = a.locate(i0, k0);
                     let (bb, b_off, b_rs, b_cs) = b.locate(j0, k0);
                     let mut bits = 0u32;
-                    if t > 0 || flags.accumulate {
+                    if accumulate {
                         bits |= super::ops::FLAG_ACCUMULATE;
                     }
                     if t + 1 == chunks {
@@ -591,6 +595,105 @@ impl GpuContext {
             }
         }
         Ok(())
+    }
+
+    /// Split-K for a linear product piece with few output tiles and a long
+    /// depth (`P diag(w) P^T` over many samples, `Phi^T V`): a single tile
+    /// grid of a few workgroups would leave most of a GPU idle. The depth is
+    /// cut into chunks that write stacked partial products into a scratch
+    /// matrix in one dispatch each, then one row-reduction dispatch sums the
+    /// partials into the output (adding to it with `accumulate`). Returns
+    /// false (nothing recorded) when the piece does not call for it.
+    #[allow(clippy::too_many_arguments)]
+    fn plan_split_depth(&self, code: KernelCode, a: Operand<'_>, b: Operand<'_>, out: &GpuMatrix, flags: ProductFlags<'_>, (i0, i1): (usize, usize), (j0, j1): (usize, usize), (k0, k1): (usize, usize), accumulate: bool, plan: &mut Vec<Dispatch>) -> Result<bool> {
+        let precision = out.precision();
+        let tile = match precision {
+            Precision::F32 => super::ops::TILE,
+            Precision::F64 => GENERIC_TILE,
+        };
+        let (rows, cols, len) = (i1 - i0, j1 - j0, k1 - k0);
+        let tiles = rows.div_ceil(tile) * cols.div_ceil(tile);
+        let elements = rows * cols;
+        let fits = (self.max_binding_bytes as usize) / (elements * precision.bytes()).max(1);
+        if code.kind != 0 || j0 != 0 || j1 != out.ncols() || tiles >= SPLIT_BELOW_TILES || len < 2 * SPLIT_MIN_DEPTH || elements > self.max_workgroups as usize * 64 {
+            return Ok(false);
+        }
+        let wanted = (SPLIT_TARGET_WORKGROUPS / tiles).min(len / SPLIT_MIN_DEPTH).min(fits).min(SPLIT_MAX_CHUNKS);
+        if wanted < 2 {
+            return Ok(false);
+        }
+        let chunk = len.div_ceil(wanted);
+        let chunks = len.div_ceil(chunk);
+        let partial = self.zeros(chunks * rows, cols, precision)?;
+        debug_assert_eq!(partial.storage.blocks.len(), 1);
+        let o = out.locate(i0);
+        for s in 0..chunks {
+            let (ks, ke) = (k0 + s * chunk, (k0 + (s + 1) * chunk).min(k1));
+            let (ab, a_off, a_rs, a_cs) = a.locate(i0, ks);
+            let (bb, b_off, b_rs, b_cs) = b.locate(j0, ks);
+            let mut bits = super::ops::FLAG_APPLY;
+            let (weights, w_off) = match flags.weights {
+                Some(w) => {
+                    bits |= FLAG_WEIGHTED;
+                    let l = w.locate(ks);
+                    (Some(w.buffer(l.block).clone()), l.local_row as u32)
+                }
+                None => (None, 0),
+            };
+            let problem = Problem {
+                rows: rows as u32,
+                cols: cols as u32,
+                depth: (ke - ks) as u32,
+                a_off,
+                b_off,
+                c_off: (s * elements) as u32,
+                flags: bits,
+                kind: code.kind,
+                a_rs,
+                a_cs,
+                b_rs,
+                b_cs,
+                c_rs: cols as u32,
+                c_cs: 1,
+                w_off,
+                degree: 0,
+                gamma: 0.0,
+                coef0: 0.0,
+            };
+            plan.push(Dispatch {
+                problem,
+                precision,
+                buffers: [a.m.buffer(ab).clone(), b.m.buffer(bb).clone(), partial.buffer(0).clone(), partial.buffer(0).clone()],
+                weights,
+                grid: [cols.div_ceil(tile) as u32, rows.div_ceil(tile) as u32, 1],
+                pipeline: PipelineKind::Product,
+                params: (0.0, 0.0),
+            });
+        }
+        // out[e] (+)= sum_s partial[s, e] over the elements e of the piece
+        // (full rows of out, so contiguous from the piece's first row).
+        let job = Reduce {
+            rows: elements as u32,
+            cols: chunks as u32,
+            x_off: 0,
+            x_rs: 1,
+            x_cs: elements as u32,
+            out_off: (o.local_row * out.ncols()) as u32,
+            mode: 1,
+            accumulate: accumulate as u32,
+        };
+        let mut problem = Problem::zeroed();
+        bytemuck::bytes_of_mut(&mut problem)[..std::mem::size_of::<Reduce>()].copy_from_slice(bytemuck::bytes_of(&job));
+        plan.push(Dispatch {
+            problem,
+            precision,
+            buffers: [partial.buffer(0).clone(), out.buffer(o.block).clone(), partial.buffer(0).clone(), partial.buffer(0).clone()],
+            weights: None,
+            grid: [elements.div_ceil(64) as u32, 1, 1],
+            pipeline: PipelineKind::RowReduce,
+            params: (0.0, 0.0),
+        });
+        Ok(true)
     }
 
     /// Records `out[i] (+)= sum_k x_ik^2` (`squares`) or `sum_k x_ik`.
@@ -799,6 +902,15 @@ impl GpuContext {
         Ok(())
     }
 }
+
+/// Split-K (see `plan_split_depth`): pieces with fewer output tiles than this,
+const SPLIT_BELOW_TILES: usize = 64;
+/// aiming at about this many workgroups,
+const SPLIT_TARGET_WORKGROUPS: usize = 256;
+/// with chunks of at least this depth,
+const SPLIT_MIN_DEPTH: usize = 2048;
+/// and at most this many chunks.
+const SPLIT_MAX_CHUNKS: usize = 64;
 
 /// Output tile edge of `kernel_generic.wgsl`.
 pub(crate) const GENERIC_TILE: usize = 64;
