@@ -77,6 +77,19 @@ pub enum ComputeError {
         /// The precision of the operand that differs.
         found: crate::gpu::Precision,
     },
+    /// A finite input does not fit the precision it is computed in on the
+    /// device (an `f64` beyond the `f32` range on an `f32` path).
+    #[error("{what} holds {value:e} at row {row}, column {col}, beyond the f32 range of the device path (use f64 or rescale)")]
+    NotRepresentable {
+        /// Which argument.
+        what: &'static str,
+        /// Row of the first such entry.
+        row: usize,
+        /// Column of the first such entry.
+        col: usize,
+        /// The value.
+        value: f64,
+    },
     /// The GPU ran out of memory.
     #[error("GPU out of memory: {0}")]
     OutOfMemory(String),

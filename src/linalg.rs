@@ -195,6 +195,19 @@ pub fn check_matrix<T: Real>(what: &'static str, m: &DMatrix<T>) -> Result<()> {
     check_finite(what, m)
 }
 
+/// Every entry of `m` within the `f32` range (for paths that compute in `f32`).
+///
+/// Errors: [`ComputeError::NotRepresentable`] at the first entry beyond it.
+pub fn check_f32_range<T: Real>(what: &'static str, m: &DMatrix<T>) -> Result<()> {
+    let limit = f32::MAX as f64;
+    for (j, col) in m.column_iter().enumerate() {
+        if let Some(i) = col.iter().position(|v| v.to_f64_exact().abs() > limit) {
+            return Err(ComputeError::NotRepresentable { what, row: i, col: j, value: m[(i, j)].to_f64_exact() });
+        }
+    }
+    Ok(())
+}
+
 /// Fails with [`ComputeError::DimensionMismatch`] unless `expected == found`.
 pub fn check_dim(what: &'static str, expected: usize, found: usize) -> Result<()> {
     if expected != found {

@@ -201,11 +201,15 @@ impl Device {
     /// Moves `x` to the device, stored in `precision` (on the CPU, `f32`
     /// rounds the values, so both paths see the same numbers).
     ///
-    /// Errors: empty or non-finite input; `Unsupported` precision;
+    /// Errors: empty or non-finite input; `NotRepresentable` for `f64`
+    /// values beyond the `f32` range stored as `F32`; `Unsupported` precision;
     /// `OutOfMemory` when the device cannot hold it; `TooLargeForGpu` when one
     /// row exceeds a buffer binding.
     pub fn upload<T: Real>(&self, x: &DMatrix<T>, precision: Precision) -> Result<DeviceMatrix> {
         linalg::check_matrix("uploaded matrix", x)?;
+        if precision == Precision::F32 {
+            linalg::check_f32_range("uploaded matrix", x)?;
+        }
         match self.context() {
             None => {
                 let m = match precision {

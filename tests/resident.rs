@@ -257,6 +257,13 @@ fn misuse_gives_typed_errors() {
     assert!(matches!(device.resident_matmul_into(&out, &out, MatrixProduct::AB, &out, false), Err(ComputeError::InvalidParameter { .. })));
     let nan = DMatrix::from_element(2, 2, f64::NAN);
     assert!(matches!(device.upload(&nan, Precision::F32), Err(ComputeError::NonFinite { .. })));
+    // Finite f64 beyond the f32 range: an error on every f32 path, fine in f64.
+    let huge = DMatrix::from_element(2, 2, 1e200);
+    assert!(matches!(device.upload(&huge, Precision::F32), Err(ComputeError::NotRepresentable { .. })));
+    assert!(matches!(Device::Cpu.upload(&huge, Precision::F32), Err(ComputeError::NotRepresentable { .. })));
+    assert!(matches!(device.kernel_matrix(&Kernel::laplacian(1.0).unwrap(), &huge, &huge), Err(ComputeError::NotRepresentable { .. })));
+    assert!(matches!(device.matmul(&huge, &huge, MatrixProduct::AB), Err(ComputeError::NotRepresentable { .. })));
+    assert!(device.upload(&huge, Precision::F64).is_ok());
     assert!(matches!(device.resident_kernel_columns(&Kernel::linear(), &ad, &[4]), Err(ComputeError::IndexOutOfRange { .. })));
 }
 

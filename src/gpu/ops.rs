@@ -13,7 +13,7 @@ use nalgebra::DMatrix;
 use super::{GpuContext, Scratch};
 use crate::error::{ComputeError, Result};
 use crate::kernel::Kernel;
-use crate::linalg::Real;
+use crate::linalg::{check_f32_range, Real};
 
 pub(crate) const SLOT_COUNT: usize = 7;
 const SLOT_PROBLEMS: usize = 0;
@@ -503,6 +503,8 @@ impl GpuContext {
 
     /// `K(X, Z)` on the GPU (inputs validated by the caller).
     pub(crate) fn kernel_matrix<T: Real>(&self, kernel: &Kernel, x: &DMatrix<T>, z: &DMatrix<T>) -> Result<DMatrix<T>> {
+        check_f32_range("x", x)?;
+        check_f32_range("z", z)?;
         let (a, b) = RowMajor::kernel_operands(kernel, x, z);
         self.statistic_matrix(KernelCode::of(kernel), &a, &b)
     }
@@ -527,6 +529,8 @@ impl GpuContext {
 
     /// One matrix product on the GPU (shapes validated by the caller).
     pub(crate) fn product<T: Real>(&self, a: &DMatrix<T>, b: &DMatrix<T>, form: MatrixProduct) -> Result<DMatrix<T>> {
+        check_f32_range("a", a)?;
+        check_f32_range("b", b)?;
         let (ra, rb) = Self::product_operands(a, b, form);
         self.statistic_matrix(KernelCode::of(&Kernel::Linear), &ra, &rb)
     }
@@ -536,6 +540,10 @@ impl GpuContext {
     /// index is the workgroup's z coordinate. Products too large for one
     /// binding go through the tiled single-product path.
     pub(crate) fn batched_product<T: Real>(&self, pairs: &[(&DMatrix<T>, &DMatrix<T>)], form: MatrixProduct) -> Result<Vec<DMatrix<T>>> {
+        for (a, b) in pairs {
+            check_f32_range("a", a)?;
+            check_f32_range("b", b)?;
+        }
         let elems = (self.max_binding_bytes / 4) as usize;
         let max_group = (self.max_workgroups as usize).min(elems * 4 / std::mem::size_of::<Problem>());
         let max_span = self.max_workgroups as usize * TILE;
@@ -597,6 +605,9 @@ impl GpuContext {
     /// `Y_r += K_t V_c` (the linear kind, accumulating). Only Y is read back,
     /// once per row block; memory is one tile, however large n x m is.
     pub(crate) fn kernel_matvec<T: Real>(&self, kernel: &Kernel, x: &DMatrix<T>, z: &DMatrix<T>, v: &DMatrix<T>) -> Result<DMatrix<T>> {
+        check_f32_range("x", x)?;
+        check_f32_range("z", z)?;
+        check_f32_range("v", v)?;
         let (n, m, d, c) = (x.nrows(), z.nrows(), x.ncols(), v.ncols());
         let elems = (self.max_binding_bytes / 4) as usize;
         if d > elems || c > elems {
