@@ -140,6 +140,15 @@ fn feature_maps_and_psd_gradients_on_the_gpu_match_the_cpu() {
         let err = (&c - &g).amax() / c.amax();
         assert!(err <= 1e-12, "{map:?}: GPU features differ by {err:e}");
     }
+    // A fitted eKSVD model's scores of new data: on the device = on the CPU.
+    let sources: Vec<DMatrix<f64>> = (0..3).map(|_| &x + gaussian_matrix(&mut rng, 200, 4) * 0.2).collect();
+    let data = MultiSource::paired(sources).unwrap();
+    let model = gramian::eksvd::EksvdParams::new(3).feature_map(FeatureMap::nystrom(Kernel::rbf(0.4).unwrap(), 25, 50).unwrap()).fit(&Device::Cpu, &data).unwrap();
+    let fresh = gaussian_matrix(&mut rng, 60, 4);
+    for q in 0..3 {
+        let (c, g) = (model.transform(&Device::Cpu, q, &fresh).unwrap(), model.transform(&gpu, q, &fresh).unwrap());
+        assert!((&c - &g).amax() <= 1e-10 * c.amax(), "source {q}: scores differ by {}", (&c - &g).amax());
+    }
     let centres = gaussian_matrix(&mut rng, 15, 3);
     let factor = gaussian_matrix(&mut rng, 15, 15);
     let model = PsdModel::from_factor(centres, 0.9, factor).unwrap();

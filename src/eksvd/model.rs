@@ -13,6 +13,7 @@ use super::features::{FeatureMap, FittedFeatureMap};
 use super::objective::{kkt_residuals, objective_terms, KktResiduals, ObjectiveTerms};
 use super::sources::MultiSource;
 use crate::gpu::MatrixProduct;
+use crate::resident::DeviceMatrix;
 use crate::linalg::matmul;
 use crate::Device;
 
@@ -230,6 +231,18 @@ impl FittedEksvd {
         Ok(device.matmul(phi, &self.weights[q], MatrixProduct::AB)?)
     }
 
+    /// Primal scores `Phi(X) w_q` of resident raw rows X of source `q`, left
+    /// on the device in X's precision: the feature map and the projection run
+    /// there, only the map's parameters and `w_q` go up.
+    pub fn transform_resident(&self, device: &Device, q: usize, x: &DeviceMatrix) -> Result<DeviceMatrix> {
+        self.check_source(q)?;
+        let maps = self.maps.as_ref().ok_or(EksvdError::NotAvailable("feature maps (the model was fitted from precomputed features)"))?;
+        let phi = maps[q].transform_resident(device, x)?;
+        check_shape(format!("feature dimension of new features of source {q}"), self.weights[q].nrows(), phi.ncols())?;
+        let w = device.upload(&self.weights[q], x.precision())?;
+        Ok(device.resident_matmul(&phi, &w, MatrixProduct::AB)?)
+    }
+
     /// Projection scores of new features of source `q`, dual form of Eq. 7:
     /// `e = (1/(Q-1)) sum_{p != q} K(x, X_p) alpha^(p)` with the rectangular
     /// cross-source blocks `K(x, X_p) = Phi_new Phi_p^T` (`n_new x N_p`).
@@ -244,8 +257,15 @@ impl FittedEksvd {
         self.dual_solution().project(q, &refs)
     }
 
-    /// Projection scores (primal form) of new raw rows `x` of source `q`.
+    /// Projection scores (primal form) of new raw rows `x` of source `q`
+    /// (on a GPU: [`FittedEksvd::transform_resident`] in `f64` where the
+    /// adapter has it, X up once, the scores back).
     pub fn transform(&self, device: &Device, q: usize, x: &DMatrix<f64>) -> Result<DMatrix<f64>> {
+        if device.is_gpu() && self.maps.is_some() {
+            crate::linalg::check_matrix("x", x)?;
+            let xd = device.upload(x, device.best_precision())?;
+            return Ok(device.to_host(&self.transform_resident(device, q, &xd)?)?);
+        }
         let phi = self.features_of(device, q, x)?;
         self.transform_features(device, q, &phi)
     }
