@@ -1,8 +1,13 @@
 //! The device handle: one API, two execution paths.
 //!
-//! Every operation validates its inputs the same way on both paths, then runs
+//! The operations here take and return host matrices (a convenience: on a
+//! GPU each call uploads its operands and reads its result back). Every
+//! operation validates its inputs the same way on both paths, then runs
 //! either the multi-threaded CPU code (`f32` or `f64`, the caller's type) or
 //! the WGSL shaders (`f32` inside, converted back to the caller's type).
+//! Data that should stay on the device between operations, in `f32` or
+//! `f64`, goes through [`Device::upload`] and the `resident_*` operations of
+//! [`crate::resident`]; the methods' fits use those.
 
 use std::sync::Arc;
 
@@ -28,7 +33,7 @@ pub const DEVICE_ENV: &str = "GRAMIAN_DEVICE";
 
 impl Device {
     /// The best device available: a hardware GPU when one exists, otherwise
-    /// the CPU path (with a logged warning). A software Vulkan adapter is used
+    /// the CPU path (with one INFO log line). A software Vulkan adapter is used
     /// only when asked for with `GRAMIAN_DEVICE=gpu`, because it is slower
     /// than the CPU path; `GRAMIAN_DEVICE=cpu` forces the CPU.
     pub fn auto() -> Device {
@@ -40,7 +45,7 @@ impl Device {
         match GpuContext::new(&GpuOptions { allow_software, ..Default::default() }) {
             Ok(ctx) => Device::Gpu(Arc::new(ctx)),
             Err(e) => {
-                log::warn!("gramian: {e}; falling back to the CPU path");
+                log::info!("gramian: {e}; falling back to the CPU path");
                 Device::Cpu
             }
         }

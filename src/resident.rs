@@ -267,17 +267,26 @@ impl Device {
 
     /// `K(X, Z)` (n x m) from resident X (n x d) and Z (m x d), left on the device.
     pub fn resident_kernel_matrix(&self, kernel: &Kernel, x: &DeviceMatrix, z: &DeviceMatrix) -> Result<DeviceMatrix> {
+        let out = self.zeros(x.nrows(), z.nrows(), x.precision())?;
+        self.resident_kernel_matrix_into(kernel, x, z, &out)?;
+        Ok(out)
+    }
+
+    /// `out = K(X, Z)` into an existing resident n x m output (which may be
+    /// a row view of a larger matrix; it may not share storage with X or Z).
+    pub fn resident_kernel_matrix_into(&self, kernel: &Kernel, x: &DeviceMatrix, z: &DeviceMatrix, out: &DeviceMatrix) -> Result<()> {
         Self::check_kernel_pair(kernel, x, z)?;
+        linalg::check_dim("rows of the output vs rows of x", x.nrows(), out.nrows())?;
+        linalg::check_dim("columns of the output vs rows of z", z.nrows(), out.ncols())?;
+        if out.same_storage(x) || out.same_storage(z) {
+            return Err(ComputeError::InvalidParameter { name: "out", reason: "the output of a kernel matrix may not share storage with an operand".into() });
+        }
         match self.context() {
-            None => Ok(DeviceMatrix::host(kernel::kernel_matrix_unchecked(kernel, &*x.host_view()?, &*z.host_view()?), x.precision())),
+            None => host_write(out, kernel::kernel_matrix_unchecked(kernel, &*x.host_view()?, &*z.host_view()?), false),
             Some(ctx) => {
-                let (xg, zg) = (x.gpu()?, z.gpu()?);
-                let (a, b) = (Operand::plain(xg), Operand::plain(zg));
-                let out = ctx.product_output(a, b)?;
                 let mut plan = Vec::new();
-                ctx.plan_product(KernelCode::of(kernel), a, b, &out, ProductFlags::default(), &mut plan)?;
-                ctx.run_plan(plan)?;
-                Ok(DeviceMatrix { repr: Repr::Gpu(out) })
+                ctx.plan_product(KernelCode::of(kernel), Operand::plain(x.gpu()?), Operand::plain(z.gpu()?), out.gpu()?, ProductFlags::default(), &mut plan)?;
+                ctx.run_plan(plan)
             }
         }
     }
@@ -353,22 +362,31 @@ impl Device {
     /// Phi (n x r, samples as rows) and weights w (n x 1): `P diag(w) P^T`
     /// with `P = Phi^T`, the PSD dual's `M(alpha)` (psd paper Eq. 10).
     pub fn resident_weighted_gram(&self, phi: &DeviceMatrix, w: &DeviceMatrix) -> Result<DeviceMatrix> {
+        let out = self.zeros(phi.ncols(), phi.ncols(), phi.precision())?;
+        self.resident_weighted_gram_into(phi, w, &out, false)?;
+        Ok(out)
+    }
+
+    /// `out (+)= Phi^T diag(w) Phi` into an existing resident r x r output.
+    pub fn resident_weighted_gram_into(&self, phi: &DeviceMatrix, w: &DeviceMatrix, out: &DeviceMatrix, accumulate: bool) -> Result<()> {
         linalg::check_dim("rows of the weights vs rows of phi", phi.nrows(), w.nrows())?;
         linalg::check_dim("columns of the weights", 1, w.ncols())?;
+        linalg::check_dim("rows of the output vs columns of phi", phi.ncols(), out.nrows())?;
+        linalg::check_dim("columns of the output vs columns of phi", phi.ncols(), out.ncols())?;
+        if out.same_storage(phi) || out.same_storage(w) {
+            return Err(ComputeError::InvalidParameter { name: "out", reason: "the output of a weighted Gram may not share storage with an operand".into() });
+        }
         match self.context() {
             None => {
                 let (ph, wh) = (phi.host_view()?, w.host_view()?);
                 let wv = DVector::from_column_slice(wh.as_slice());
-                Ok(DeviceMatrix::host(linalg::weighted_gram(&ph.transpose(), &wv), phi.precision()))
+                host_write(out, linalg::weighted_gram(&ph.transpose(), &wv), accumulate)
             }
             Some(ctx) => {
-                let (pg, wg) = (phi.gpu()?, w.gpu()?);
-                let (a, b) = (Operand::transposed(pg), Operand::transposed(pg));
-                let out = ctx.product_output(a, b)?;
+                let pg = phi.gpu()?;
                 let mut plan = Vec::new();
-                ctx.plan_product(KernelCode::of(&Kernel::Linear), a, b, &out, ProductFlags { accumulate: false, weights: Some(wg) }, &mut plan)?;
-                ctx.run_plan(plan)?;
-                Ok(DeviceMatrix { repr: Repr::Gpu(out) })
+                ctx.plan_product(KernelCode::of(&Kernel::Linear), Operand::transposed(pg), Operand::transposed(pg), out.gpu()?, ProductFlags { accumulate, weights: Some(w.gpu()?) }, &mut plan)?;
+                ctx.run_plan(plan)
             }
         }
     }

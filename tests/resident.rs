@@ -382,3 +382,31 @@ fn long_products_split_their_depth_and_sum_every_chunk() {
         }
     }
 }
+
+#[test]
+fn outputs_can_be_written_in_place_into_row_views() {
+    let mut rng = rng();
+    for device in devices().into_iter().chain([Device::Cpu]) {
+        let precision = device.best_precision();
+        let tol = tolerance(precision);
+        let x = random_matrix(&mut rng, 90, 4);
+        let z = random_matrix(&mut rng, 30, 4);
+        let (xd, zd) = (device.upload(&x, precision).unwrap(), device.upload(&z, precision).unwrap());
+        let kernel = Kernel::rbf(0.6).unwrap();
+        // K(X, Z) written block by block into one resident 90 x 30 output.
+        let out = device.zeros(90, 30, precision).unwrap();
+        for start in [0usize, 40, 70] {
+            let rows = if start == 70 { 20 } else { 40.min(70 - start) };
+            device.resident_kernel_matrix_into(&kernel, &xd.rows(start, rows).unwrap(), &zd, &out.rows(start, rows).unwrap()).unwrap();
+        }
+        let want = Device::Cpu.kernel_matrix(&kernel, &x, &z).unwrap();
+        assert!(relative_frobenius_error(&device.to_host(&out).unwrap(), &want) <= tol, "{}", device.describe());
+        // Two halves of the samples accumulate into one weighted Gram.
+        let w = device.upload_vector(&DVector::from_element(90, 0.5), precision).unwrap();
+        let g = device.zeros(4, 4, precision).unwrap();
+        device.resident_weighted_gram_into(&xd.rows(0, 45).unwrap(), &w.rows(0, 45).unwrap(), &g, false).unwrap();
+        device.resident_weighted_gram_into(&xd.rows(45, 45).unwrap(), &w.rows(45, 45).unwrap(), &g, true).unwrap();
+        assert!(relative_frobenius_error(&device.to_host(&g).unwrap(), &(x.transpose() * &x * 0.5)) <= tol);
+        assert!(matches!(device.resident_kernel_matrix_into(&kernel, &xd, &zd, &xd), Err(ComputeError::DimensionMismatch { .. }) | Err(ComputeError::InvalidParameter { .. })));
+    }
+}

@@ -477,11 +477,6 @@ impl GpuContext {
         Ok(precision)
     }
 
-    /// The output of a product of `a` and `b`: a new zero matrix of the right shape.
-    pub(crate) fn product_output(&self, a: Operand<'_>, b: Operand<'_>) -> Result<GpuMatrix> {
-        self.zeros(a.rows(), b.rows(), a.m.precision())
-    }
-
     /// Records `out = f(s(A', B'))` (see the module docs) as dispatches.
     pub(crate) fn plan_product(&self, code: KernelCode, a: Operand<'_>, b: Operand<'_>, out: &GpuMatrix, flags: ProductFlags<'_>, plan: &mut Vec<Dispatch>) -> Result<()> {
         let mut operands = vec![a.m, b.m, out];
