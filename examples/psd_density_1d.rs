@@ -113,8 +113,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             Panel {
                 title: format!("{name}: int {integral:.3}, min {:.2}", p.min()),
                 curves: vec![
-                    Curve { points: truth_curve.clone(), colour: RGBColor(255, 140, 0), dots: false },
-                    Curve { points: (0..grid.nrows()).map(|i| (grid[(i, 0)], p[i])).collect(), colour: RGBColor(31, 119, 180), dots: false },
+                    Curve { points: truth_curve.iter().copied().filter(|q| q.0 >= x_lo && q.0 <= x_hi).collect(), colour: RGBColor(255, 140, 0), dots: false },
+                    Curve { points: (0..grid.nrows()).filter(|&i| grid[(i, 0)] >= x_lo && grid[(i, 0)] <= x_hi).map(|i| (grid[(i, 0)], p[i])).collect(), colour: RGBColor(31, 119, 180), dots: false },
                     Curve { points: (0..x.nrows()).map(|i| (x[(i, 0)], 0.0)).collect(), colour: RGBColor(0, 0, 0), dots: true },
                 ],
                 x_range: (x_lo, x_hi),
