@@ -1,13 +1,21 @@
-//! The paper's Figure 1 (top row): 1-D density estimation with n = 50 samples
-//! of 1/2 N(-1, 0.3^2) + 1/2 N(1, 0.3^2) and sigma = 1, for PNM, NCM, GLM and
+//! The paper's Figure 1 (top row): 1-D density estimation on samples of
+//! 1/2 N(-1, 0.3^2) + 1/2 N(1, 0.3^2) with sigma = 1, for PNM, NCM, GLM and
 //! the PSD model, side by side in one PNG; prints each model's integral and
 //! minimum. lambda is chosen per model on the log-likelihood of an
-//! independent validation sample (500 points).
+//! independent validation sample (500 points drawn here).
 //!
-//! `cargo run --example psd_density_1d [-- out/psd_density_1d.png]`
+//! The training sample is by default the authors' own n = 80 set
+//! (`../shared/data/psd/density-1d-n80.csv`, see `../shared/data/README.md`);
+//! `--data sample` draws n = 50 here instead (the main text's n), and
+//! `--data FILE` reads another one-column CSV with a header row. Each panel
+//! has its own y-scale, wide enough for the whole curve on [-3, 3] (PNM goes
+//! negative away from the data).
+//!
+//! `cargo run --example psd_density_1d [-- --data authors|sample|FILE --out out/psd_density_1d.png]`
 
 #[path = "psd_plot/mod.rs"]
 mod psd_plot;
+mod psd_data;
 
 use gramian::psd::baselines::{BaselineKind, BaselineParams};
 use gramian::psd::{DensityParams, SolverOptions};
@@ -32,10 +40,27 @@ fn truth(x: f64) -> f64 {
 type Fitted = (String, DVector<f64>, f64, f64);
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let out = std::env::args().nth(1).unwrap_or_else(|| "out/psd_density_1d.png".into());
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let flag = |name: &str| args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).cloned();
+    // A lone argument is the output path (the example's earlier interface).
+    let out = flag("--out").or_else(|| (args.len() == 1).then(|| args[0].clone())).unwrap_or_else(|| "out/psd_density_1d.png".into());
+    let data = flag("--data").unwrap_or_else(|| "authors".into());
     let device = Device::Cpu;
     let mut rng = StdRng::seed_from_u64(7);
-    let x = sample(50, &mut rng);
+    let x = match data.as_str() {
+        "sample" => sample(50, &mut rng),
+        other => {
+            let path = if other == "authors" { "../shared/data/psd/density-1d-n80.csv" } else { other };
+            let x = psd_data::read_samples(path)?;
+            if x.ncols() != 1 {
+                return Err(format!("{path}: expected one column, got {}", x.ncols()).into());
+            }
+            // Keep the validation sample the same draw as with `--data sample`.
+            let _ = sample(50, &mut rng);
+            println!("training sample: {path}, n = {}", x.nrows());
+            x
+        }
+    };
     let validation = sample(500, &mut rng);
     let grid = DMatrix::from_fn(1201, 1, |i, _| -6.0 + 12.0 * i as f64 / 1200.0);
     let lambdas = [1e-4, 1e-3, 1e-2, 1e-1];
@@ -74,17 +99,27 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         println!("{:<26} {:>12.6} {:>14.4e} {:>16.4}", name, integral, p.min(), ll);
     }
     let truth_curve: Vec<(f64, f64)> = (0..grid.nrows()).map(|i| (grid[(i, 0)], truth(grid[(i, 0)]))).collect();
+    let (x_lo, x_hi) = (-3.0, 3.0);
+    let shown = |v: &DVector<f64>| -> (f64, f64) {
+        (0..grid.nrows()).filter(|&i| grid[(i, 0)] >= x_lo && grid[(i, 0)] <= x_hi).fold((0.0f64, 0.0f64), |(lo, hi), i| (lo.min(v[i]), hi.max(v[i])))
+    };
+    let truth_top = truth_curve.iter().fold(0.0f64, |m, p| m.max(p.1));
     let panels: Vec<Panel> = fitted
         .iter()
-        .map(|(name, p, integral, _)| Panel {
-            title: format!("{name}: int {integral:.3}, min {:.2}", p.min()),
-            curves: vec![
-                Curve { points: truth_curve.clone(), colour: RGBColor(255, 140, 0), dots: false },
-                Curve { points: (0..grid.nrows()).map(|i| (grid[(i, 0)], p[i])).collect(), colour: RGBColor(31, 119, 180), dots: false },
-                Curve { points: (0..x.nrows()).map(|i| (x[(i, 0)], 0.0)).collect(), colour: RGBColor(0, 0, 0), dots: true },
-            ],
-            x_range: (-3.0, 3.0),
-            y_range: (-0.3, 1.0),
+        .map(|(name, p, integral, _)| {
+            // Each panel's own scale: the whole curve on [-3, 3] and the truth, at least [-0.3, 1].
+            let (lo, hi) = shown(p);
+            let (lo, hi) = (lo.min(-0.3 / 1.1), hi.max(truth_top).max(1.0 / 1.1));
+            Panel {
+                title: format!("{name}: int {integral:.3}, min {:.2}", p.min()),
+                curves: vec![
+                    Curve { points: truth_curve.iter().copied().filter(|q| q.0 >= x_lo && q.0 <= x_hi).collect(), colour: RGBColor(255, 140, 0), dots: false },
+                    Curve { points: (0..grid.nrows()).filter(|&i| grid[(i, 0)] >= x_lo && grid[(i, 0)] <= x_hi).map(|i| (grid[(i, 0)], p[i])).collect(), colour: RGBColor(31, 119, 180), dots: false },
+                    Curve { points: (0..x.nrows()).map(|i| (x[(i, 0)], 0.0)).collect(), colour: RGBColor(0, 0, 0), dots: true },
+                ],
+                x_range: (x_lo, x_hi),
+                y_range: (1.1 * lo, 1.1 * hi),
+            }
         })
         .collect();
     psd_plot::draw_panels(&out, &panels, (420, 340))?;

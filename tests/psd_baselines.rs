@@ -2,8 +2,8 @@
 
 mod common;
 
-use gramian::psd::baselines::{project_weighted_simplex, BaselineKind, BaselineParams};
-use gramian::psd::{DensityParams, PsdError};
+use gramian::psd::baselines::{kernel_integrals, project_weighted_simplex, BaselineKind, BaselineParams};
+use gramian::psd::{BaseMeasure, DensityParams, PsdError};
 use gramian::Device;
 use nalgebra::{DMatrix, DVector};
 use rand::rngs::StdRng;
@@ -76,4 +76,64 @@ fn baseline_parameters_are_validated() {
         bad[(0, 0)] = f64::INFINITY;
         assert!(matches!(BaselineParams::new(kind, 1.0).fit(&Device::Cpu, &bad), Err(PsdError::Compute(_))));
     }
+}
+
+/// The 10-D mixture of App. E as the paper's authors sampled it (standard
+/// deviation 1/sqrt(2 pi) per coordinate), with their base measure N(0, 5^2 I).
+fn authors_10d(n: usize, rng: &mut StdRng) -> (DMatrix<f64>, BaseMeasure) {
+    let noise = Normal::new(0.0, 1.0 / (2.0 * std::f64::consts::PI).sqrt()).unwrap();
+    let mut x = DMatrix::from_fn(n, 10, |_, _| noise.sample(rng));
+    for i in 0..n {
+        x[(i, 0)] += if rng.random::<bool>() { 2.0 } else { -2.0 };
+    }
+    (x, BaseMeasure::gaussian(DVector::zeros(10), DVector::from_element(10, 5.0)).unwrap())
+}
+
+#[test]
+fn weighted_simplex_projection_works_at_the_scale_of_a_10d_gaussian_base_measure() {
+    // u ~ 1e-11 and y ~ 1e8 (NCM in 10-D with nu = N(0, 5^2 I)): y / u ~ 1e19,
+    // where a bracket grown from `hi - 1` never grows. Run in a thread so that
+    // a hang is a failure.
+    let mut rng = common::rng();
+    let u = DVector::from_fn(50, |_, _| rng.random_range(0.5e-11..2e-11));
+    let y = DVector::from_fn(50, |_, _| rng.random_range(0.5e8..2e8));
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (yc, uc) = (y.clone(), u.clone());
+    std::thread::spawn(move || tx.send(project_weighted_simplex(&yc, &uc)).unwrap());
+    let a = rx.recv_timeout(std::time::Duration::from_secs(20)).expect("projection did not finish in 20 s");
+    assert!(a.iter().all(|&v| v >= 0.0));
+    assert!((u.dot(&a) - 1.0).abs() < 1e-10, "u^T a = {}", u.dot(&a));
+    // Same projection as the problem scaled to u ~ 1: a(c y, u / c) = c a(y, u).
+    let c = 1e-11;
+    let b = project_weighted_simplex(&(&y * c), &(&u / c));
+    assert!((&a * c - &b).amax() <= 1e-8 * b.amax(), "{} vs {}", (&a * c - &b).amax(), b.amax());
+}
+
+#[test]
+fn ncm_moves_off_its_start_with_a_10d_gaussian_base_measure() {
+    // With nu = N(0, 5^2 I) in 10-D the coefficients are ~1e8 and the
+    // gradient ~1e-11; an absolute stopping rule stopped NCM at its uniform
+    // start a = 1 / (u^T 1) whatever lambda.
+    let mut rng = common::rng();
+    let (x, base) = authors_10d(150, &mut rng);
+    let sigma = 0.5;
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (xc, bc) = (x.clone(), base.clone());
+    std::thread::spawn(move || tx.send(BaselineParams::new(BaselineKind::Ncm, sigma).lambda(1e-24).base_measure(bc).fit(&Device::Cpu, &xc).unwrap()).unwrap());
+    let ncm = rx.recv_timeout(std::time::Duration::from_secs(120)).expect("NCM fit did not finish in 120 s");
+    assert!((ncm.integral() - 1.0).abs() < 1e-9, "integral {}", ncm.integral());
+    let u = kernel_integrals(&x, sigma, &base);
+    let start = 1.0 / u.sum();
+    let nu = base.density(&x);
+    let start_ll = (0..x.nrows())
+        .map(|i| {
+            let g: f64 = (0..x.nrows()).map(|j| (-(x.row(i) - x.row(j)).norm_squared() / (2.0 * sigma * sigma)).exp()).sum::<f64>() * start;
+            (g * nu[i]).ln()
+        })
+        .sum::<f64>()
+        / x.nrows() as f64;
+    let fitted_ll = ncm.mean_log_likelihood(&Device::Cpu, &x).unwrap();
+    let spread = ncm.coefficients().max() / ncm.coefficients().min().max(f64::MIN_POSITIVE);
+    assert!(fitted_ll > start_ll + 0.05, "training LL: fitted {fitted_ll}, uniform start {start_ll}");
+    assert!(spread > 2.0, "coefficients still uniform: max/min {spread}");
 }

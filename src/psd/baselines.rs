@@ -175,7 +175,14 @@ impl BaselineParams {
         };
         let mut a = u.map(|_| 1.0);
         a /= u.dot(&a);
-        let mut step = 1.0;
+        // The problem is scale-covariant: with a Gaussian base measure in 10-D
+        // `u ~ 1e-11` and `a ~ 1e8`, the gradient scales as `1/|a|` and the
+        // curvature as `1/|a|^2`. So the first step and the stopping rule are
+        // taken relative to the rms size of `a` (both reduce to the absolute
+        // ones when `a ~ 1`); with the absolute step 1 and test `moved <= sqrt(tol)`
+        // the fit stopped at its uniform start whatever lambda.
+        let rms = |a: &DVector<f64>| a.norm() / (a.len() as f64).sqrt();
+        let mut step = rms(&a).powi(2);
         let (mut value, mut grad) = objective(&a);
         for _ in 0..self.max_iterations {
             let (cand, cv, cg) = loop {
@@ -192,7 +199,7 @@ impl BaselineParams {
             value = cv;
             grad = cg;
             step *= 1.5;
-            if moved <= self.tolerance.sqrt() {
+            if moved * rms(&a) <= self.tolerance.sqrt() {
                 break;
             }
         }
@@ -352,13 +359,20 @@ fn monte_carlo_points(x: &DMatrix<f64>, base: &BaseMeasure, count: usize, seed: 
 }
 
 /// Euclidean projection onto `{a >= 0, u^T a = 1}` (`u > 0`): `a_i = max(0, y_i - theta u_i)`
-/// with `theta` found by bisection.
+/// with `theta` found by bisection on the bracket `[lo, hi]`,
+/// `hi = max_i y_i / u_i` (mass 0) and `lo = (u^T y - 1) / u^T u` (mass >= 1,
+/// since `max(0, t) >= t`). (The bracket used to be grown from `hi - 1` by
+/// doubling, which never grows once `|hi| > 2^53`: with a Gaussian base
+/// measure in 10-D, `u ~ 1e-11` and `y / u ~ 1e19`, and the projection hung.)
 pub fn project_weighted_simplex(y: &DVector<f64>, u: &DVector<f64>) -> DVector<f64> {
     let mass = |theta: f64| -> f64 { y.iter().zip(u.iter()).map(|(&yi, &ui)| ui * (yi - theta * ui).max(0.0)).sum() };
     let mut hi = y.iter().zip(u.iter()).map(|(&yi, &ui)| yi / ui).fold(f64::NEG_INFINITY, f64::max);
-    let mut lo = hi - 1.0;
+    let mut lo = ((u.dot(y) - 1.0) / u.norm_squared()).min(hi);
+    // Round-off in `lo` can leave its mass a hair below 1: widen by the bracket's own size.
+    let mut width = (hi - lo).max(f64::EPSILON * hi.abs().max(1.0));
     while mass(lo) < 1.0 {
-        lo = hi - 2.0 * (hi - lo);
+        lo = hi - 2.0 * width;
+        width *= 2.0;
     }
     for _ in 0..200 {
         let mid = 0.5 * (lo + hi);
