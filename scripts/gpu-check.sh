@@ -76,7 +76,7 @@ fi
 if [ -n "${GPU_METHOD_BIN:-}" ]; then
   echo "== per-method CPU vs GPU (preset ${GPU_METHOD_PRESET:-h200})"
   # Bounded: the CPU rows stop at --cpu-limit; every row prints as it ends.
-  timeout "${GPU_METHOD_TIMEOUT:-420}" "$GPU_METHOD_BIN" --preset "${GPU_METHOD_PRESET:-h200}" ${GPU_METHOD_ARGS:-} 2>&1 | tee "$OUT/methods.txt"
+  timeout "${GPU_METHOD_TIMEOUT:-480}" "$GPU_METHOD_BIN" --preset "${GPU_METHOD_PRESET:-h200}" ${GPU_METHOD_ARGS:-} 2>&1 | tee "$OUT/methods.txt"
   [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
   mkdir -p benches/results && cp "$OUT/methods.txt" "benches/results/methods-$(date +%Y-%m-%d-%H%M).txt" 2>/dev/null || true
 fi
