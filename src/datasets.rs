@@ -229,10 +229,24 @@ pub fn try_macro_f1(truth: &[usize], predicted: &[usize]) -> Result<f64, Dataset
     Ok(if counts.is_empty() { 0.0 } else { total / counts.len() as f64 })
 }
 
-/// Root mean squared error.
+/// Root mean squared error (0 for empty vectors).
+///
+/// # Panics
+///
+/// When the lengths differ; [`try_rmse`] returns [`DatasetError::LengthMismatch`] instead.
 pub fn rmse(truth: &DVector<f64>, predicted: &DVector<f64>) -> f64 {
-    assert_eq!(truth.len(), predicted.len(), "rmse: lengths");
-    ((truth - predicted).norm_squared() / truth.len().max(1) as f64).sqrt()
+    match try_rmse(truth, predicted) {
+        Ok(e) => e,
+        Err(e) => panic!("rmse: {e}"),
+    }
+}
+
+/// Root mean squared error, or [`DatasetError::LengthMismatch`] when the lengths differ.
+pub fn try_rmse(truth: &DVector<f64>, predicted: &DVector<f64>) -> Result<f64, DatasetError> {
+    if truth.len() != predicted.len() {
+        return Err(DatasetError::LengthMismatch { what: "predictions vs true values", expected: truth.len(), found: predicted.len() });
+    }
+    Ok(((truth - predicted).norm_squared() / truth.len().max(1) as f64).sqrt())
 }
 
 /// Mean and (population) standard deviation of a list of figures.

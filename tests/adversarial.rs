@@ -8,7 +8,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use gramian::datasets::{macro_f1, stratified_split, try_macro_f1, DatasetError, Split};
+use gramian::datasets::{macro_f1, rmse, stratified_split, try_macro_f1, try_rmse, DatasetError, Split};
 use gramian::eksvd::eigensolver::largest_lanczos;
 use gramian::eksvd::evaluation::{select_on_validation, EvaluationError, MultiViewData, Representation};
 use gramian::eksvd::{kkt_residuals, CouplingMatrix, EksvdError, EksvdParams, FeatureMap, MultiSource};
@@ -95,6 +95,11 @@ fn macro_f1_with_predictions_of_the_wrong_length_is_an_error() {
     // The panicking form says so instead of failing an assertion deep inside.
     let p = run_bounded("macro_f1", || macro_f1(&[0, 1, 1], &[0, 1]));
     assert!(p.is_err_and(|m| m.contains("length mismatch")));
+    // Same for rmse.
+    let (a, b) = (DVector::from_element(3, 1.0), DVector::from_element(4, 1.0));
+    assert!(matches!(try_rmse(&a, &b), Err(DatasetError::LengthMismatch { expected: 3, found: 4, .. })));
+    assert_eq!(try_rmse(&a, &a).unwrap(), 0.0);
+    assert!(run_bounded("rmse", move || rmse(&a, &b)).is_err_and(|m| m.contains("length mismatch")));
 }
 
 #[test]
@@ -264,6 +269,9 @@ fn lanczos_with_an_operator_of_the_wrong_shape_is_an_error() {
             assert!(matches!(r, Err(EksvdError::ShapeMismatch { .. })), "n {n}, {rows} x {cols}: {r:?}");
         }
     }
+    // n = 0 is named as such (it was reported as "n_components must be in 1..=0").
+    let r = bounded("largest_lanczos n = 0", || largest_lanczos(0, 1, |v: &DMatrix<f64>| Ok(v.clone()), 1e-10, 5, 1).map(|_| ()));
+    assert!(matches!(r, Err(EksvdError::InvalidParameter { name: "n", .. })), "{r:?}");
     // Sizes whose basis overflows are rejected before any allocation or call.
     let r = bounded("largest_lanczos huge", || largest_lanczos(usize::MAX, usize::MAX / 2 + 1, |v: &DMatrix<f64>| Ok(v.clone()), 1e-10, 5, 1).map(|_| ()));
     assert!(matches!(r, Err(EksvdError::InvalidParameter { name: "n", .. })), "{r:?}");
@@ -296,8 +304,11 @@ fn kkt_residuals_with_weights_of_different_lengths_is_an_error() {
 fn fitted_eksvd_checked_accessors_reject_out_of_range_sources() {
     let mut rng = StdRng::seed_from_u64(9);
     let data = MultiSource::new(vec![random_matrix(&mut rng, 30, 3), random_matrix(&mut rng, 25, 2)]).unwrap();
+    let sources = data.clone();
+    assert_eq!(sources.try_source(1).unwrap(), sources.source(1));
     let model = bounded("eKSVD fit", move || EksvdParams::new(2).feature_map(FeatureMap::random_fourier(0.7, 12).unwrap()).seed(3).fit(&Device::Cpu, &data)).unwrap();
     for q in [2usize, 99, usize::MAX] {
+        assert!(matches!(sources.try_source(q), Err(EksvdError::InvalidParameter { name: "q", .. })));
         assert!(matches!(model.try_weights(q), Err(EksvdError::InvalidParameter { name: "q", .. })));
         assert!(matches!(model.try_alphas(q), Err(EksvdError::InvalidParameter { name: "q", .. })));
         assert!(matches!(model.try_training_features(q), Err(EksvdError::InvalidParameter { name: "q", .. })));

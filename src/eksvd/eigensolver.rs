@@ -86,6 +86,9 @@ fn retain_largest_positive(values: &[f64], vectors: &DMatrix<f64>, order: &[usiz
 }
 
 fn check_k(k: usize, n: usize) -> Result<()> {
+    if n == 0 {
+        return Err(EksvdError::InvalidParameter { name: "n", reason: "the operator dimension must be >= 1, got 0".into() });
+    }
     if k == 0 || k > n {
         return Err(EksvdError::InvalidParameter { name: "n_components", reason: format!("must be in 1..={n}, got {k}") });
     }
