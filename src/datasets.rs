@@ -5,6 +5,7 @@
 //! `../shared/data/README.md` in the development tree); every loader takes a
 //! path and fails with [`DatasetError::Missing`] when the file is not there.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use nalgebra::{DMatrix, DVector};
@@ -29,6 +30,16 @@ pub enum DatasetError {
     /// Split fractions or sizes make no sense.
     #[error("invalid split: {0}")]
     InvalidSplit(String),
+    /// Two sequences that must be paired entry by entry have different lengths.
+    #[error("length mismatch: {what} (expected {expected}, found {found})")]
+    LengthMismatch {
+        /// Which sequences.
+        what: &'static str,
+        /// The length of the first.
+        expected: usize,
+        /// The length found.
+        found: usize,
+    },
 }
 
 /// A table of numbers: features and the last column as target.
@@ -123,16 +134,20 @@ pub fn random_split(n: usize, train: f64, validation: f64, seed: u64) -> Result<
 
 /// A split stratified by class label: each class is split with the same
 /// fractions, so class proportions are kept in every part.
+///
+/// Labels may be any `usize` values (not necessarily `0..n_classes`): the
+/// work is proportional to the number of rows, not to the largest label.
 pub fn stratified_split(labels: &[usize], train: f64, validation: f64, seed: u64) -> Result<Split, DatasetError> {
     check_fractions(train, validation)?;
     let mut rng = StdRng::seed_from_u64(seed);
-    let classes = labels.iter().copied().max().map_or(0, |m| m + 1);
+    // Rows of each distinct label, in ascending label order and ascending row
+    // order within a class (the order in which the random draws are made).
+    let mut classes: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+    for (i, &c) in labels.iter().enumerate() {
+        classes.entry(c).or_default().push(i);
+    }
     let mut split = Split { train: Vec::new(), validation: Vec::new(), test: Vec::new() };
-    for c in 0..classes {
-        let mut idx: Vec<usize> = (0..labels.len()).filter(|&i| labels[i] == c).collect();
-        if idx.is_empty() {
-            continue;
-        }
+    for mut idx in classes.into_values() {
         idx.shuffle(&mut rng);
         let n = idx.len();
         let n_train = (train * n as f64).round() as usize;
@@ -174,29 +189,64 @@ impl Standardizer {
     }
 }
 
-/// Macro-averaged F1 score over the classes present in `truth` or `predicted`.
+/// Macro-averaged F1 score over the classes present in `truth` or `predicted`
+/// (0 when both are empty).
+///
+/// # Panics
+///
+/// When `truth` and `predicted` have different lengths; [`try_macro_f1`]
+/// returns [`DatasetError::LengthMismatch`] instead.
 pub fn macro_f1(truth: &[usize], predicted: &[usize]) -> f64 {
-    assert_eq!(truth.len(), predicted.len(), "macro_f1: lengths");
-    let classes = truth.iter().chain(predicted).copied().max().map_or(0, |m| m + 1);
-    let mut total = 0.0;
-    let mut count = 0usize;
-    for c in 0..classes {
-        let tp = truth.iter().zip(predicted).filter(|(&t, &p)| t == c && p == c).count() as f64;
-        let fp = truth.iter().zip(predicted).filter(|(&t, &p)| t != c && p == c).count() as f64;
-        let fneg = truth.iter().zip(predicted).filter(|(&t, &p)| t == c && p != c).count() as f64;
-        if tp + fp + fneg == 0.0 {
-            continue;
-        }
-        total += 2.0 * tp / (2.0 * tp + fp + fneg);
-        count += 1;
+    match try_macro_f1(truth, predicted) {
+        Ok(f1) => f1,
+        Err(e) => panic!("macro_f1: {e}"),
     }
-    if count == 0 { 0.0 } else { total / count as f64 }
 }
 
-/// Root mean squared error.
+/// Macro-averaged F1 score over the distinct classes present in `truth` or
+/// `predicted` (any `usize` labels; the work is proportional to the number of
+/// entries times the number of distinct classes, not to the largest label),
+/// or [`DatasetError::LengthMismatch`] when the lengths differ.
+pub fn try_macro_f1(truth: &[usize], predicted: &[usize]) -> Result<f64, DatasetError> {
+    if truth.len() != predicted.len() {
+        return Err(DatasetError::LengthMismatch { what: "predictions vs true labels", expected: truth.len(), found: predicted.len() });
+    }
+    // (tp, fp, fn) per distinct class.
+    let mut counts: BTreeMap<usize, (usize, usize, usize)> = BTreeMap::new();
+    for (&t, &p) in truth.iter().zip(predicted) {
+        if t == p {
+            counts.entry(t).or_default().0 += 1;
+        } else {
+            counts.entry(p).or_default().1 += 1;
+            counts.entry(t).or_default().2 += 1;
+        }
+    }
+    let mut total = 0.0;
+    for &(tp, fp, fneg) in counts.values() {
+        let (tp, fp, fneg) = (tp as f64, fp as f64, fneg as f64);
+        total += 2.0 * tp / (2.0 * tp + fp + fneg);
+    }
+    Ok(if counts.is_empty() { 0.0 } else { total / counts.len() as f64 })
+}
+
+/// Root mean squared error (0 for empty vectors).
+///
+/// # Panics
+///
+/// When the lengths differ; [`try_rmse`] returns [`DatasetError::LengthMismatch`] instead.
 pub fn rmse(truth: &DVector<f64>, predicted: &DVector<f64>) -> f64 {
-    assert_eq!(truth.len(), predicted.len(), "rmse: lengths");
-    ((truth - predicted).norm_squared() / truth.len().max(1) as f64).sqrt()
+    match try_rmse(truth, predicted) {
+        Ok(e) => e,
+        Err(e) => panic!("rmse: {e}"),
+    }
+}
+
+/// Root mean squared error, or [`DatasetError::LengthMismatch`] when the lengths differ.
+pub fn try_rmse(truth: &DVector<f64>, predicted: &DVector<f64>) -> Result<f64, DatasetError> {
+    if truth.len() != predicted.len() {
+        return Err(DatasetError::LengthMismatch { what: "predictions vs true values", expected: truth.len(), found: predicted.len() });
+    }
+    Ok(((truth - predicted).norm_squared() / truth.len().max(1) as f64).sqrt())
 }
 
 /// Mean and (population) standard deviation of a list of figures.

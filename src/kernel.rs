@@ -88,14 +88,20 @@ impl Kernel {
         Kernel::Linear
     }
 
-    /// Polynomial kernel `(gamma <x, z> + coef0)^degree`.
+    /// The largest polynomial degree accepted (`i32::MAX`): the power is
+    /// taken with `powi`, whose exponent is an `i32`, so larger degrees would
+    /// wrap to negative exponents.
+    pub const MAX_POLYNOMIAL_DEGREE: u32 = i32::MAX as u32;
+
+    /// Polynomial kernel `(gamma <x, z> + coef0)^degree`, `gamma > 0` finite,
+    /// `coef0` finite, `degree` in `1..=`[`Kernel::MAX_POLYNOMIAL_DEGREE`].
     pub fn polynomial(gamma: f64, coef0: f64, degree: u32) -> Result<Self> {
         check_positive("gamma", gamma)?;
         if !coef0.is_finite() {
             return Err(ComputeError::InvalidParameter { name: "coef0", reason: format!("must be finite, got {coef0}") });
         }
-        if degree == 0 {
-            return Err(ComputeError::InvalidParameter { name: "degree", reason: "must be >= 1".into() });
+        if degree == 0 || degree > Self::MAX_POLYNOMIAL_DEGREE {
+            return Err(ComputeError::InvalidParameter { name: "degree", reason: format!("must be in 1..={}, got {degree}", Self::MAX_POLYNOMIAL_DEGREE) });
         }
         Ok(Kernel::Polynomial { gamma, coef0, degree })
     }

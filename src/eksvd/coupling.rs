@@ -64,7 +64,12 @@ impl CouplingMatrix {
         if n_sources < 2 {
             return Err(EksvdError::TooFewSources(n_sources));
         }
-        let n_pairs = n_sources * (n_sources - 1) / 2;
+        // Checked: a huge `n_sources` (e.g. `usize::MAX`) cannot match any
+        // list of blocks, and must not overflow on the way.
+        let n_pairs = n_sources.checked_mul(n_sources - 1).map(|p| p / 2).ok_or_else(|| EksvdError::InvalidParameter {
+            name: "n_sources",
+            reason: format!("{n_sources} sources have more pairs than fit in usize (given {} blocks)", blocks.len()),
+        })?;
         check_shape("number of blocks K_pq with p < q", n_pairs, blocks.len())?;
         let mut slots: Vec<Option<DMatrix<f64>>> = vec![None; n_pairs];
         let mut sizes: Vec<Option<usize>> = vec![None; n_sources];

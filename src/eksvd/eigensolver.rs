@@ -11,7 +11,7 @@ use nalgebra::{DMatrix, DVector};
 use rand::{rngs::StdRng, SeedableRng};
 use rand_distr::{Distribution, StandardNormal};
 
-use super::error::{EksvdError, Result};
+use super::error::{check_shape, EksvdError, Result};
 use super::features::sign_of_largest;
 use crate::linalg::{clear_upper_simd_state, matmul, symmetric_eigen};
 
@@ -86,6 +86,9 @@ fn retain_largest_positive(values: &[f64], vectors: &DMatrix<f64>, order: &[usiz
 }
 
 fn check_k(k: usize, n: usize) -> Result<()> {
+    if n == 0 {
+        return Err(EksvdError::InvalidParameter { name: "n", reason: "the operator dimension must be >= 1, got 0".into() });
+    }
     if k == 0 || k > n {
         return Err(EksvdError::InvalidParameter { name: "n_components", reason: format!("must be in 1..={n}, got {k}") });
     }
@@ -147,16 +150,23 @@ where
 {
     check_k(k, n)?;
     Eigensolver::Lanczos { tolerance, max_restarts }.validate()?;
-    let m = (2 * k).max(k + 32);
+    // k <= n, and n x (m + 1) is the basis: check the sizes before allocating.
+    let m = k.checked_mul(2).and_then(|d| Some(d.max(k.checked_add(32)?)));
+    let basis_len = m.and_then(|m| n.checked_mul(m.checked_add(1)?)).filter(|&len| len <= isize::MAX as usize / std::mem::size_of::<f64>());
+    let (Some(m), Some(basis_len)) = (m, basis_len) else {
+        return Err(EksvdError::InvalidParameter { name: "n", reason: format!("a Lanczos basis for n = {n}, k = {k} does not fit in memory") });
+    };
     if m >= n {
         let a = apply(&DMatrix::identity(n, n))?;
+        check_shape("rows of the operator's A I", n, a.nrows())?;
+        check_shape("columns of the operator's A I", n, a.ncols())?;
         let sym = (&a + a.transpose()) * 0.5;
         return largest_dense(&sym, k);
     }
     let par = if n * m >= 1 << 16 { Par::rayon(0) } else { Par::Seq };
     let mut rng = StdRng::seed_from_u64(seed);
     // Basis with m + 1 columns, column-major.
-    let mut basis = vec![0.0f64; n * (m + 1)];
+    let mut basis = vec![0.0f64; basis_len];
     for v in basis[..n].iter_mut() {
         *v = StandardNormal.sample(&mut rng);
     }
@@ -173,6 +183,8 @@ where
         for j in kept..m {
             let vj = DMatrix::from_column_slice(n, 1, &basis[j * n..(j + 1) * n]);
             let w_mat = apply(&vj)?;
+            check_shape("rows of the operator's A v", n, w_mat.nrows())?;
+            check_shape("columns of the operator's A v", 1, w_mat.ncols())?;
             let mut w: Vec<f64> = w_mat.as_slice().to_vec();
             if w.iter().any(|x| !x.is_finite()) {
                 return Err(EksvdError::InvalidParameter { name: "operator", reason: "produced NaN or infinite values".into() });

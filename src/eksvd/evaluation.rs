@@ -13,7 +13,7 @@ use thiserror::Error;
 
 use super::error::EksvdError;
 use super::sources::MultiSource;
-use crate::datasets::{macro_f1, read_csv_table, stratified_split, DatasetError, Split, Standardizer};
+use crate::datasets::{read_csv_table, stratified_split, try_macro_f1, DatasetError, Split, Standardizer};
 
 /// Errors of the evaluation harness.
 #[derive(Debug, Error)]
@@ -24,8 +24,8 @@ pub enum EvaluationError {
     /// Fitting or applying a model failed.
     #[error(transparent)]
     Eksvd(#[from] EksvdError),
-    /// The views disagree (sample counts or labels) or a label is not a
-    /// non-negative integer.
+    /// The views disagree (sample counts or labels), a label is not an
+    /// integer in `0..=MAX_LABEL`, or a split indexes rows that do not exist.
     #[error("inconsistent views: {0}")]
     InconsistentViews(String),
     /// The classifier failed.
@@ -38,6 +38,12 @@ pub enum EvaluationError {
 
 /// Result type of the harness.
 pub type Result<T, E = EvaluationError> = std::result::Result<T, E>;
+
+/// The largest class label [`MultiViewData::load_csv_views`] accepts
+/// (`u32::MAX`); larger values (e.g. `1e12`, `1e300`) are reported as
+/// [`EvaluationError::InconsistentViews`] instead of being cast (saturated)
+/// to `usize`.
+pub const MAX_LABEL: f64 = u32::MAX as f64;
 
 /// Paired views of the same samples with integer class labels.
 #[derive(Debug, Clone)]
@@ -52,8 +58,9 @@ pub struct MultiViewData {
 
 impl MultiViewData {
     /// Loads `dir/{prefix}{name}.csv` for each name (CSV with a header, the
-    /// last column the label; e.g. UCI Multiple Features, prefix `mfeat-`),
-    /// checking that all views have the same samples and labels.
+    /// last column the label, an integer in `0..=`[`MAX_LABEL`]; e.g. UCI
+    /// Multiple Features, prefix `mfeat-`), checking that all views have the
+    /// same samples and labels.
     pub fn load_csv_views(dir: impl AsRef<Path>, prefix: &str, names: &[&str]) -> Result<Self> {
         let mut views = Vec::new();
         let mut labels: Option<Vec<usize>> = None;
@@ -62,7 +69,13 @@ impl MultiViewData {
             let these: Vec<usize> = table
                 .target
                 .iter()
-                .map(|&v| if v >= 0.0 && v.fract() == 0.0 { Ok(v as usize) } else { Err(EvaluationError::InconsistentViews(format!("label {v} of view {name}"))) })
+                .map(|&v| {
+                    if (0.0..=MAX_LABEL).contains(&v) && v.fract() == 0.0 {
+                        Ok(v as usize)
+                    } else {
+                        Err(EvaluationError::InconsistentViews(format!("label {v} of view {name} is not an integer in 0..={MAX_LABEL}")))
+                    }
+                })
                 .collect::<Result<_>>()?;
             match &labels {
                 None => labels = Some(these),
@@ -77,13 +90,40 @@ impl MultiViewData {
 
     /// A stratified train/validation/test split (fractions of the samples),
     /// each view standardised with means and deviations of its training rows.
+    ///
+    /// Errors: [`EvaluationError::InconsistentViews`] when there are no views
+    /// or the views and labels disagree on the number of samples.
     pub fn split(&self, train: f64, validation: f64, seed: u64) -> Result<SplitData> {
+        self.check_consistent()?;
         let split = stratified_split(&self.labels, train, validation, seed)?;
         self.apply_split(&split)
     }
 
+    /// Fails unless there is at least one view and every view has one row
+    /// per label (the fields are public, so this is checked at use).
+    fn check_consistent(&self) -> Result<()> {
+        if self.views.is_empty() {
+            return Err(EvaluationError::InconsistentViews("no views".into()));
+        }
+        for (q, view) in self.views.iter().enumerate() {
+            if view.nrows() != self.labels.len() {
+                return Err(EvaluationError::InconsistentViews(format!("view {q} has {} rows for {} labels", view.nrows(), self.labels.len())));
+            }
+        }
+        Ok(())
+    }
+
     /// The parts of a given split, each view standardised on its training rows.
+    ///
+    /// Errors: as [`MultiViewData::split`], and
+    /// [`EvaluationError::InconsistentViews`] when the split names a row
+    /// index beyond the samples.
     pub fn apply_split(&self, split: &Split) -> Result<SplitData> {
+        self.check_consistent()?;
+        let n = self.labels.len();
+        if let Some(&i) = split.train.iter().chain(&split.validation).chain(&split.test).find(|&&i| i >= n) {
+            return Err(EvaluationError::InconsistentViews(format!("split names row {i} of {n} samples")));
+        }
         let mut parts: [Vec<DMatrix<f64>>; 3] = Default::default();
         for view in &self.views {
             let train = crate::datasets::select_rows(view, &split.train);
@@ -183,9 +223,9 @@ pub fn select_on_validation<P: Clone>(
             if predictions.len() != 2 {
                 return Err(EvaluationError::Classifier(format!("returned {} prediction sets, expected 2", predictions.len())));
             }
-            let validation_f1 = macro_f1(&split.validation_labels, &predictions[0]);
+            let validation_f1 = try_macro_f1(&split.validation_labels, &predictions[0])?;
             if best.as_ref().is_none_or(|b| validation_f1 > b.validation_f1) {
-                let test_f1 = macro_f1(&split.test_labels, &predictions[1]);
+                let test_f1 = try_macro_f1(&split.test_labels, &predictions[1])?;
                 best = Some(Selection { params: params.clone(), classifier_c: c, validation_f1, test_f1 });
             }
         }

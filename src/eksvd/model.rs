@@ -183,23 +183,54 @@ impl FittedEksvd {
     }
 
     /// Primal weights `w_q` (`d_phi x k`).
+    ///
+    /// # Panics
+    ///
+    /// If `q >= n_sources()`; [`FittedEksvd::try_weights`] returns an error instead.
     pub fn weights(&self, q: usize) -> &DMatrix<f64> {
         &self.weights[q]
     }
 
+    /// Primal weights `w_q`, or [`EksvdError::InvalidParameter`] (`q`) if `q >= n_sources()`.
+    pub fn try_weights(&self, q: usize) -> Result<&DMatrix<f64>> {
+        self.check_source(q)?;
+        Ok(&self.weights[q])
+    }
+
     /// Dual variables `alpha^(q)` (`N_q x k`); stacked, each component has unit norm.
+    ///
+    /// # Panics
+    ///
+    /// If `q >= n_sources()`; [`FittedEksvd::try_alphas`] returns an error instead.
     pub fn alphas(&self, q: usize) -> &DMatrix<f64> {
         &self.alphas[q]
     }
 
+    /// Dual variables `alpha^(q)`, or [`EksvdError::InvalidParameter`] (`q`) if `q >= n_sources()`.
+    pub fn try_alphas(&self, q: usize) -> Result<&DMatrix<f64>> {
+        self.check_source(q)?;
+        Ok(&self.alphas[q])
+    }
+
     /// Training features `Phi_q` (`N_q x d_phi`).
+    ///
+    /// # Panics
+    ///
+    /// If `q >= n_sources()`; [`FittedEksvd::try_training_features`] returns an error instead.
     pub fn training_features(&self, q: usize) -> &DMatrix<f64> {
         &self.features[q]
     }
 
-    /// The fitted feature map of source `q` (`None` when fitted from features).
+    /// Training features `Phi_q`, or [`EksvdError::InvalidParameter`] (`q`) if `q >= n_sources()`.
+    pub fn try_training_features(&self, q: usize) -> Result<&DMatrix<f64>> {
+        self.check_source(q)?;
+        Ok(&self.features[q])
+    }
+
+    /// The fitted feature map of source `q` (`None` when fitted from
+    /// features, or when `q >= n_sources()`; never panics).
     pub fn feature_map(&self, q: usize) -> Option<&FittedFeatureMap> {
-        self.maps.as_ref().map(|m| &m[q])
+        self.maps.as_ref().and_then(|m| m.get(q))
     }
 
     /// The dual solution (eigenvalues and `alpha^(q)`), e.g. for

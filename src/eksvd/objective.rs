@@ -79,11 +79,18 @@ pub fn kkt_residuals(features: &[DMatrix<f64>], weights: &[DVector<f64>], alphas
     }
     check_shape("number of weight vectors vs sources", n, weights.len())?;
     check_shape("number of dual vectors vs sources", n, alphas.len())?;
-    let total: DVector<f64> = weights.iter().fold(DVector::zeros(weights[0].len()), |acc, w| acc + w);
-    let (mut st_num, mut st_den, mut sc_num, mut sc_den) = (0.0, 0.0, 0.0, 0.0);
+    if !gamma.is_finite() {
+        return Err(EksvdError::InvalidParameter { name: "gamma", reason: format!("must be finite, got {gamma}") });
+    }
+    // All shapes before any arithmetic: the sum of the w_q needs one length.
     for q in 0..n {
         check_shape(format!("rows of Phi_{q} vs alpha^({q})"), features[q].nrows(), alphas[q].len())?;
         check_shape(format!("columns of Phi_{q} vs w_{q}"), features[q].ncols(), weights[q].len())?;
+        check_shape(format!("length of w_{q} vs w_0"), weights[0].len(), weights[q].len())?;
+    }
+    let total: DVector<f64> = weights.iter().fold(DVector::zeros(weights[0].len()), |acc, w| acc + w);
+    let (mut st_num, mut st_den, mut sc_num, mut sc_den) = (0.0, 0.0, 0.0, 0.0);
+    for q in 0..n {
         let phi_t_alpha = matmul_tn(&features[q], &DMatrix::from_column_slice(alphas[q].len(), 1, alphas[q].as_slice()));
         let lhs = &total - &weights[q] - &weights[q] * (n as f64 - 2.0);
         st_num += (lhs - phi_t_alpha.column(0)).norm_squared();

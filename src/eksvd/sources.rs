@@ -56,9 +56,18 @@ impl MultiSource {
         self.sources.len()
     }
 
-    /// Source `q` (`N_q x d_q`). Panics if `q >= Q`.
+    /// Source `q` (`N_q x d_q`).
+    ///
+    /// # Panics
+    ///
+    /// If `q >= Q`; [`MultiSource::try_source`] returns an error instead.
     pub fn source(&self, q: usize) -> &DMatrix<f64> {
         &self.sources[q]
+    }
+
+    /// Source `q`, or [`EksvdError::InvalidParameter`] (`q`) if `q >= Q`.
+    pub fn try_source(&self, q: usize) -> Result<&DMatrix<f64>> {
+        self.sources.get(q).ok_or_else(|| EksvdError::InvalidParameter { name: "q", reason: format!("source {q} of {}", self.sources.len()) })
     }
 
     /// All sources.

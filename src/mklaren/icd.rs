@@ -99,6 +99,9 @@ impl CholeskyState {
     /// it, stopping early when the residual diagonal falls to `tolerance`.
     /// Returns the block `B` (n x delta' with delta' <= delta) and its pivots.
     pub(crate) fn lookahead(&self, cols: &KernelColumns<'_>, delta: usize, tolerance: f64) -> Result<(DMatrix<f64>, Vec<usize>), MklarenError> {
+        // No more than n columns can be added (a larger delta would also
+        // overflow the capacity below).
+        let delta = delta.min(self.diag.len());
         let mut diag = self.diag.clone();
         let mut block: Vec<Vec<f64>> = Vec::with_capacity(delta);
         let mut pivots = self.pivots.clone();

@@ -22,7 +22,7 @@ pub enum LowRankMethod {
     },
     /// Cholesky with side information (Bach & Jordan 2005) with look-ahead.
     Csi {
-        /// Look-ahead columns delta.
+        /// Look-ahead columns delta `>= 1` (values above n act as n).
         lookahead: usize,
         /// Weight in [0, 1] of the approximation-error gain against the prediction gain.
         kappa: f64,
@@ -89,6 +89,8 @@ impl LowRankRidgeParams {
                     (f.factor().clone(), f.transform().clone())
                 }
                 LowRankMethod::Csi { lookahead, kappa } => {
+                    // At most n look-ahead columns exist: clamp before the `+ 1`.
+                    let lookahead = lookahead.min(n);
                     let cols = KernelColumns::new(device, *kernel, xs[q])?.with_cache(lookahead + 1);
                     let state = csi_decomposition(&cols, &yc, self.rank_per_kernel, lookahead, kappa)?;
                     (state.factor(), state.transform(*kernel, xs[q]))

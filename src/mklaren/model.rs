@@ -29,7 +29,9 @@ impl MklarenParams {
         MklarenParams { rank, lookahead: 10, lambda: 0.0 }
     }
 
-    /// Number of look-ahead columns `delta >= 1` per kernel (Eq. 12).
+    /// Number of look-ahead columns `delta >= 1` per kernel (Eq. 12). A
+    /// kernel on n samples has at most n look-ahead columns, so values above
+    /// n (up to `usize::MAX`) act as n.
     pub fn lookahead(mut self, delta: usize) -> Self {
         self.lookahead = delta;
         self
@@ -101,7 +103,9 @@ impl MklarenParams {
                 Some(r) => KernelColumns::with_resident(device, *kernel, xs[q], r.clone())?,
                 None => KernelColumns::new(device, *kernel, xs[q])?,
             };
-            states.push(KernelState::new(cols.with_cache(self.lookahead + 1), self.lookahead)?);
+            // At most n look-ahead columns exist: clamp before the `+ 1`.
+            let delta = self.lookahead.min(n);
+            states.push(KernelState::new(cols.with_cache(delta + 1), delta)?);
         }
 
         let mut residual = DVector::<f64>::zeros(aug);

@@ -33,6 +33,7 @@ use rand::SeedableRng;
 use rand_distr::{Distribution, Normal};
 
 use crate::device::Device;
+use crate::error::ComputeError;
 use crate::kernel::Kernel;
 use crate::linalg::{self, check_matrix};
 
@@ -186,7 +187,7 @@ impl BaselineParams {
         let (mut value, mut grad) = objective(&a);
         for _ in 0..self.max_iterations {
             let (cand, cv, cg) = loop {
-                let cand = project_weighted_simplex(&(&a - &grad * step), u);
+                let cand = try_project_weighted_simplex(&(&a - &grad * step), u)?;
                 let (cv, cg) = objective(&cand);
                 let d = &cand - &a;
                 if cv <= value + grad.dot(&d) + d.norm_squared() / (2.0 * step) || step < 1e-300 {
@@ -364,22 +365,64 @@ fn monte_carlo_points(x: &DMatrix<f64>, base: &BaseMeasure, count: usize, seed: 
 /// since `max(0, t) >= t`). (The bracket used to be grown from `hi - 1` by
 /// doubling, which never grows once `|hi| > 2^53`: with a Gaussian base
 /// measure in 10-D, `u ~ 1e-11` and `y / u ~ 1e19`, and the projection hung.)
+///
+/// # Panics
+///
+/// On the inputs [`try_project_weighted_simplex`] rejects (empty, lengths
+/// that differ, non-finite entries, a weight `u_i` that is not positive, an
+/// empty feasible set); that function returns a [`PsdError`] instead.
 pub fn project_weighted_simplex(y: &DVector<f64>, u: &DVector<f64>) -> DVector<f64> {
-    let mass = |theta: f64| -> f64 { y.iter().zip(u.iter()).map(|(&yi, &ui)| ui * (yi - theta * ui).max(0.0)).sum() };
+    match try_project_weighted_simplex(y, u) {
+        Ok(a) => a,
+        Err(e) => panic!("project_weighted_simplex: {e}"),
+    }
+}
+
+/// [`project_weighted_simplex`] with its preconditions checked: `y` and `u`
+/// non-empty, of the same length and finite, every `u_i > 0` and `u^T u`
+/// finite and positive (so that the simplex is not empty and the bracket is
+/// finite). Errors: [`ComputeError::Empty`], [`ComputeError::DimensionMismatch`],
+/// [`ComputeError::NonFinite`], [`PsdError::InvalidParameter`] (`u`).
+/// The bracket search and the bisection are bounded, so it always returns.
+pub fn try_project_weighted_simplex(y: &DVector<f64>, u: &DVector<f64>) -> Result<DVector<f64>, PsdError> {
+    if y.is_empty() {
+        return Err(ComputeError::Empty { what: "y", rows: 0, cols: 1 }.into());
+    }
+    linalg::check_dim("length of u vs y", y.len(), u.len())?;
+    for (what, v) in [("y", y), ("u", u)] {
+        if let Some(row) = v.iter().position(|x| !x.is_finite()) {
+            return Err(ComputeError::NonFinite { what, row, col: 0 }.into());
+        }
+    }
+    if let Some(i) = u.iter().position(|&x| !(x > 0.0)) {
+        return Err(PsdError::InvalidParameter { name: "u", reason: format!("every weight must be > 0, u[{i}] = {}", u[i]) });
+    }
+    let (uy, uu) = (u.dot(y), u.norm_squared());
     let mut hi = y.iter().zip(u.iter()).map(|(&yi, &ui)| yi / ui).fold(f64::NEG_INFINITY, f64::max);
-    let mut lo = ((u.dot(y) - 1.0) / u.norm_squared()).min(hi);
-    // Round-off in `lo` can leave its mass a hair below 1: widen by the bracket's own size.
+    if !(uu.is_finite() && uu > 0.0 && uy.is_finite() && hi.is_finite()) {
+        return Err(PsdError::InvalidParameter { name: "u", reason: format!("u^T u = {uu:e}, u^T y = {uy:e}, max y/u = {hi:e}: out of the range the projection can bracket") });
+    }
+    let mass = |theta: f64| -> f64 { y.iter().zip(u.iter()).map(|(&yi, &ui)| ui * (yi - theta * ui).max(0.0)).sum() };
+    let mut lo = ((uy - 1.0) / uu).min(hi);
+    // Round-off in `lo` can leave its mass a hair below 1: widen by the
+    // bracket's own size. Doubling a finite positive width reaches infinity
+    // (where the mass is infinite) in at most ~2100 steps.
     let mut width = (hi - lo).max(f64::EPSILON * hi.abs().max(1.0));
+    let mut widenings = 0;
     while mass(lo) < 1.0 {
+        if widenings >= 4096 {
+            return Err(PsdError::InvalidParameter { name: "u", reason: "no bracket of the projection found".into() });
+        }
         lo = hi - 2.0 * width;
         width *= 2.0;
+        widenings += 1;
     }
     for _ in 0..200 {
         let mid = 0.5 * (lo + hi);
         if mass(mid) > 1.0 { lo = mid } else { hi = mid }
     }
     let theta = 0.5 * (lo + hi);
-    DVector::from_fn(y.len(), |i, _| (y[i] - theta * u[i]).max(0.0))
+    Ok(DVector::from_fn(y.len(), |i, _| (y[i] - theta * u[i]).max(0.0)))
 }
 
 /// A fitted baseline density.

@@ -1,0 +1,345 @@
+//! Adversarial inputs to public entry points (issue 16): each call must end
+//! in `Err` with a sensible variant or in `Ok` with finite output, never
+//! panic and never hang. Every call runs in its own thread with a time
+//! bound, so a hang is a test failure, not a stuck CI job. Inputs are seeded
+//! with fixed seeds.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use gramian::datasets::{macro_f1, rmse, stratified_split, try_macro_f1, try_rmse, DatasetError, Split};
+use gramian::eksvd::eigensolver::largest_lanczos;
+use gramian::eksvd::evaluation::{select_on_validation, EvaluationError, MultiViewData, Representation};
+use gramian::eksvd::{kkt_residuals, CouplingMatrix, EksvdError, EksvdParams, FeatureMap, MultiSource};
+use gramian::mklaren::{LowRankMethod, LowRankRidgeParams, MklarenParams};
+use gramian::psd::baselines::{project_weighted_simplex, try_project_weighted_simplex};
+use gramian::psd::PsdError;
+use gramian::{ComputeError, Device, Kernel};
+use nalgebra::{DMatrix, DVector};
+use rand::{rngs::StdRng, Rng, SeedableRng};
+
+/// Time bound of one call.
+const LIMIT: Duration = Duration::from_secs(10);
+
+/// Runs `f` in a thread: `Ok(value)`, or `Err(message)` if it panicked.
+/// Fails the test if it does not return within [`LIMIT`].
+fn run_bounded<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static) -> Result<T, String> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let r = catch_unwind(AssertUnwindSafe(f)).map_err(|e| {
+            e.downcast_ref::<String>().cloned().or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default()
+        });
+        let _ = tx.send(r);
+    });
+    match rx.recv_timeout(LIMIT) {
+        Ok(r) => r,
+        Err(_) => panic!("{what}: did not return within {LIMIT:?} (hang)"),
+    }
+}
+
+/// [`run_bounded`], failing the test on a panic as well.
+fn bounded<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+    match run_bounded(what, f) {
+        Ok(v) => v,
+        Err(msg) => panic!("{what}: panicked: {msg}"),
+    }
+}
+
+fn random_matrix(rng: &mut StdRng, rows: usize, cols: usize) -> DMatrix<f64> {
+    DMatrix::from_fn(rows, cols, |_, _| rng.random_range(-1.0..1.0))
+}
+
+// ---------------------------------------------------------------- hangs
+
+#[test]
+fn stratified_split_with_huge_labels_is_bounded_and_partitions() {
+    // Loops up to the largest label used to run ~1e12 iterations here, and
+    // `usize::MAX + 1` overflowed.
+    let mut rng = StdRng::seed_from_u64(16);
+    let mut labels: Vec<usize> = (0..60).map(|_| [0usize, 7, 1_000_000_000_000, usize::MAX][rng.random_range(0..4)]).collect();
+    labels.extend([0, 7, 1_000_000_000_000, usize::MAX].iter().flat_map(|&c| [c; 5]));
+    let n = labels.len();
+    let l = labels.clone();
+    let split = bounded("stratified_split", move || stratified_split(&l, 0.6, 0.2, 3)).unwrap();
+    let mut all: Vec<usize> = split.train.iter().chain(&split.validation).chain(&split.test).copied().collect();
+    all.sort();
+    assert_eq!(all, (0..n).collect::<Vec<_>>());
+    for c in [0, 7, 1_000_000_000_000, usize::MAX] {
+        assert!(split.train.iter().any(|&i| labels[i] == c), "class {c} missing from the training part");
+    }
+}
+
+#[test]
+fn stratified_split_result_does_not_depend_on_label_values() {
+    // Relabelling classes monotonically keeps the split (same order of draws).
+    let labels: Vec<usize> = (0..50).map(|i| i % 3).collect();
+    let relabelled: Vec<usize> = labels.iter().map(|&c| [2usize, 1_000_000_000_000, usize::MAX][c]).collect();
+    let a = stratified_split(&labels, 0.5, 0.25, 9).unwrap();
+    let b = bounded("stratified_split", move || stratified_split(&relabelled, 0.5, 0.25, 9)).unwrap();
+    assert_eq!(a, b);
+}
+
+#[test]
+fn macro_f1_with_huge_labels_is_bounded_and_exact() {
+    // class usize::MAX: tp 1, fp 0, fn 1 -> 2/3; class 1e12: tp 0, fp 1, fn 0 -> 0; class 0: tp 1 -> 1.
+    let f1 = bounded("macro_f1", || macro_f1(&[usize::MAX, usize::MAX, 0], &[usize::MAX, 1_000_000_000_000, 0]));
+    assert!((f1 - (2.0 / 3.0 + 0.0 + 1.0) / 3.0).abs() < 1e-12, "{f1}");
+    assert_eq!(bounded("try_macro_f1", || try_macro_f1(&[], &[])).unwrap(), 0.0);
+}
+
+#[test]
+fn macro_f1_with_predictions_of_the_wrong_length_is_an_error() {
+    let r = bounded("try_macro_f1", || try_macro_f1(&[0, 1, 1], &[0, 1]));
+    assert!(matches!(r, Err(DatasetError::LengthMismatch { expected: 3, found: 2, .. })), "{r:?}");
+    // The panicking form says so instead of failing an assertion deep inside.
+    let p = run_bounded("macro_f1", || macro_f1(&[0, 1, 1], &[0, 1]));
+    assert!(p.is_err_and(|m| m.contains("length mismatch")));
+    // Same for rmse.
+    let (a, b) = (DVector::from_element(3, 1.0), DVector::from_element(4, 1.0));
+    assert!(matches!(try_rmse(&a, &b), Err(DatasetError::LengthMismatch { expected: 3, found: 4, .. })));
+    assert_eq!(try_rmse(&a, &a).unwrap(), 0.0);
+    assert!(run_bounded("rmse", move || rmse(&a, &b)).is_err_and(|m| m.contains("length mismatch")));
+}
+
+#[test]
+fn select_on_validation_with_a_classifier_of_wrong_length_is_an_error() {
+    let mut rng = StdRng::seed_from_u64(4);
+    let views = vec![random_matrix(&mut rng, 40, 3), random_matrix(&mut rng, 40, 2)];
+    let data = MultiViewData { view_names: vec!["a".into(), "b".into()], views, labels: (0..40).map(|i| i % 2).collect() };
+    let r = bounded("select_on_validation", move || {
+        let split = data.split(0.5, 0.25, 1)?;
+        let rep = Representation {
+            train: DMatrix::from_element(split.train_labels.len(), 1, 1.0),
+            validation: DMatrix::from_element(split.validation_labels.len(), 1, 1.0),
+            test: DMatrix::from_element(split.test_labels.len(), 1, 1.0),
+        };
+        // One prediction too few for each evaluation set.
+        let classify = |_c: f64, _x: &DMatrix<f64>, _y: &[usize], eval: &[&DMatrix<f64>]| -> Result<Vec<Vec<usize>>, EvaluationError> {
+            Ok(eval.iter().map(|m| vec![0; m.nrows().saturating_sub(1)]).collect())
+        };
+        select_on_validation(&split, &[((), rep)], &[1.0], &classify).map(|_| ())
+    });
+    assert!(matches!(r, Err(EvaluationError::Dataset(DatasetError::LengthMismatch { .. }))), "{r:?}");
+}
+
+/// Writes views `dir/v-a.csv` and `dir/v-b.csv` with a header and the given label column.
+fn write_view(tag: &str, labels: &[&str]) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("gramian-adversarial-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut text = String::from("x0,x1,label\n");
+    for (i, l) in labels.iter().enumerate() {
+        text.push_str(&format!("{},{},{l}\n", i as f64 * 0.5, 1.0 - i as f64));
+    }
+    std::fs::write(dir.join("v-a.csv"), &text).unwrap();
+    std::fs::write(dir.join("v-b.csv"), &text).unwrap();
+    dir
+}
+
+#[test]
+fn csv_labels_beyond_the_documented_range_are_rejected() {
+    for (tag, big) in [("e12", "1e12"), ("e300", "1e300"), ("u32", "4294967296"), ("neg", "-1"), ("frac", "0.5")] {
+        let mut labels = vec!["0", "1", "0", "1", "0", "1"];
+        labels.push(big);
+        let dir = write_view(tag, &labels);
+        let d = dir.clone();
+        let r = bounded("load_csv_views", move || MultiViewData::load_csv_views(&d, "v-", &["a", "b"]).map(|_| ()));
+        assert!(matches!(r, Err(EvaluationError::InconsistentViews(_))), "label {big}: {r:?}");
+        let _ = std::fs::remove_dir_all(dir);
+    }
+    // The bound itself is accepted, and splitting with it is fast.
+    let mut labels = vec!["0"; 6];
+    labels.extend(["4294967295"; 6]);
+    let dir = write_view("max", &labels);
+    let d = dir.clone();
+    let r = bounded("load_csv_views + split", move || {
+        let data = MultiViewData::load_csv_views(&d, "v-", &["a", "b"])?;
+        assert_eq!(data.labels[11], u32::MAX as usize);
+        let split = data.split(0.5, 0.2, 1)?;
+        Ok::<_, EvaluationError>(split.train_labels.len() + split.validation_labels.len() + split.test_labels.len())
+    });
+    assert_eq!(r.unwrap(), 12);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn weighted_simplex_projection_rejects_degenerate_input_without_hanging() {
+    let empty = DVector::<f64>::zeros(0);
+    let y = DVector::from_vec(vec![0.3, -0.2, 1.5]);
+    let cases: Vec<(&str, DVector<f64>, DVector<f64>)> = vec![
+        ("empty", empty.clone(), empty.clone()),
+        ("all-zero weights", y.clone(), DVector::zeros(3)),
+        ("one zero weight", y.clone(), DVector::from_vec(vec![1.0, 0.0, 1.0])),
+        ("negative weight", y.clone(), DVector::from_vec(vec![1.0, -1.0, 1.0])),
+        ("lengths differ", y.clone(), DVector::from_element(2, 1.0)),
+        ("NaN in y", DVector::from_vec(vec![f64::NAN, 0.0, 1.0]), DVector::from_element(3, 1.0)),
+        ("inf in u", y.clone(), DVector::from_vec(vec![1.0, f64::INFINITY, 1.0])),
+        ("u^T u underflows", y.clone(), DVector::from_element(3, 1e-300)),
+    ];
+    for (what, y, u) in cases {
+        let (yc, uc) = (y.clone(), u.clone());
+        let r = bounded(what, move || try_project_weighted_simplex(&yc, &uc));
+        assert!(
+            matches!(r, Err(PsdError::Compute(ComputeError::Empty { .. } | ComputeError::DimensionMismatch { .. } | ComputeError::NonFinite { .. })) | Err(PsdError::InvalidParameter { name: "u", .. })),
+            "{what}: {r:?}"
+        );
+        // The unchecked form panics with the reason instead of looping.
+        assert!(run_bounded(what, move || project_weighted_simplex(&y, &u)).is_err(), "{what}: no panic");
+    }
+    // A valid case still projects.
+    let a = try_project_weighted_simplex(&y, &DVector::from_element(3, 2.0)).unwrap();
+    assert!(a.iter().all(|&v| v >= 0.0) && (a.sum() * 2.0 - 1.0).abs() < 1e-10);
+}
+
+// ---------------------------------------------------------------- panics
+
+#[test]
+fn multiview_split_with_inconsistent_views_or_labels_is_an_error() {
+    let mut rng = StdRng::seed_from_u64(5);
+    let a = random_matrix(&mut rng, 30, 3);
+    let b = random_matrix(&mut rng, 30, 2);
+    let short = random_matrix(&mut rng, 20, 2);
+    let cases = vec![
+        ("more labels than rows", vec![a.clone(), b.clone()], (0..45).map(|i| i % 3).collect::<Vec<_>>()),
+        ("fewer labels than rows", vec![a.clone(), b.clone()], (0..20).map(|i| i % 3).collect()),
+        ("views of unequal length", vec![a.clone(), short], (0..30).map(|i| i % 3).collect()),
+        ("no views", vec![], (0..30).map(|i| i % 3).collect()),
+    ];
+    for (what, views, labels) in cases {
+        let data = MultiViewData { view_names: vec!["a".into(); views.len()], views, labels };
+        let r = bounded(what, move || data.split(0.5, 0.25, 2).map(|_| ()));
+        assert!(matches!(r, Err(EvaluationError::InconsistentViews(_))), "{what}: {r:?}");
+    }
+    let data = MultiViewData { view_names: vec!["a".into(), "b".into()], views: vec![a, b], labels: (0..30).map(|i| i % 3).collect() };
+    let bad = Split { train: vec![0, 1, 2, 30], validation: vec![3], test: vec![4] };
+    let r = bounded("apply_split beyond the rows", move || data.apply_split(&bad).map(|_| ()));
+    assert!(matches!(r, Err(EvaluationError::InconsistentViews(_))), "{r:?}");
+}
+
+fn regression_data(seed: u64, n: usize) -> (DMatrix<f64>, DVector<f64>) {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let x = random_matrix(&mut rng, n, 2);
+    let y = DVector::from_fn(n, |i, _| (2.0 * x[(i, 0)]).sin() + 0.3 * x[(i, 1)]);
+    (x, y)
+}
+
+#[test]
+fn mklaren_lookahead_usize_max_acts_as_n() {
+    let (x, y) = regression_data(6, 40);
+    let r = bounded("MklarenParams::lookahead(usize::MAX)", move || {
+        let kernels = [Kernel::rbf(1.0).unwrap(), Kernel::linear()];
+        let model = MklarenParams::new(6).lookahead(usize::MAX).fit(&Device::Cpu, &kernels, &[&x], &y)?;
+        let reference = MklarenParams::new(6).lookahead(40).fit(&Device::Cpu, &kernels, &[&x], &y)?;
+        Ok::<_, gramian::mklaren::MklarenError>((model.predict(&Device::Cpu, &[&x])?, reference.predict(&Device::Cpu, &[&x])?))
+    });
+    let (p, q) = r.unwrap();
+    assert!(p.iter().all(|v| v.is_finite()));
+    assert!((&p - &q).amax() < 1e-10, "usize::MAX and n look-ahead differ by {}", (&p - &q).amax());
+}
+
+#[test]
+fn csi_lookahead_usize_max_acts_as_n() {
+    let (x, y) = regression_data(7, 40);
+    let r = bounded("Csi { lookahead: usize::MAX }", move || {
+        let kernels = [Kernel::rbf(1.0).unwrap()];
+        let fit = |lookahead| LowRankRidgeParams::new(LowRankMethod::Csi { lookahead, kappa: 0.5 }, 5).lambda(0.1).fit(&Device::Cpu, &kernels, &[&x], &y);
+        let (model, reference) = (fit(usize::MAX)?, fit(40)?);
+        Ok::<_, gramian::mklaren::MklarenError>((model.predict(&Device::Cpu, &[&x])?, reference.predict(&Device::Cpu, &[&x])?))
+    });
+    let (p, q) = r.unwrap();
+    assert!(p.iter().all(|v| v.is_finite()));
+    assert!((&p - &q).amax() < 1e-10);
+}
+
+#[test]
+fn coupling_from_blocks_with_huge_source_counts_is_an_error() {
+    for n_sources in [usize::MAX, usize::MAX / 2, 1usize << 33] {
+        let r = bounded("CouplingMatrix::from_blocks", move || CouplingMatrix::from_blocks(n_sources, vec![(0, 1, DMatrix::identity(3, 3))]).map(|_| ()));
+        assert!(matches!(r, Err(EksvdError::InvalidParameter { name: "n_sources", .. }) | Err(EksvdError::ShapeMismatch { .. })), "{n_sources}: {r:?}");
+    }
+}
+
+#[test]
+fn lanczos_with_an_operator_of_the_wrong_shape_is_an_error() {
+    // n = 10 takes the dense path (A I), n = 200 the Lanczos iteration (A v).
+    let cases = [(10usize, [(9usize, 10usize), (10, 11), (10, 1)]), (200, [(199, 1), (201, 1), (200, 2)])];
+    for (n, shapes) in cases {
+        for (rows, cols) in shapes {
+            let r = bounded("largest_lanczos", move || largest_lanczos(n, 2, |_: &DMatrix<f64>| Ok(DMatrix::from_element(rows, cols, 1.0)), 1e-10, 50, 1).map(|_| ()));
+            assert!(matches!(r, Err(EksvdError::ShapeMismatch { .. })), "n {n}, {rows} x {cols}: {r:?}");
+        }
+    }
+    // n = 0 is named as such (it was reported as "n_components must be in 1..=0").
+    let r = bounded("largest_lanczos n = 0", || largest_lanczos(0, 1, |v: &DMatrix<f64>| Ok(v.clone()), 1e-10, 5, 1).map(|_| ()));
+    assert!(matches!(r, Err(EksvdError::InvalidParameter { name: "n", .. })), "{r:?}");
+    // Sizes whose basis overflows are rejected before any allocation or call.
+    let r = bounded("largest_lanczos huge", || largest_lanczos(usize::MAX, usize::MAX / 2 + 1, |v: &DMatrix<f64>| Ok(v.clone()), 1e-10, 5, 1).map(|_| ()));
+    assert!(matches!(r, Err(EksvdError::InvalidParameter { name: "n", .. })), "{r:?}");
+    let r = bounded("largest_lanczos huge n", || largest_lanczos(usize::MAX / 4, 3, |v: &DMatrix<f64>| Ok(v.clone()), 1e-10, 5, 1).map(|_| ()));
+    assert!(matches!(r, Err(EksvdError::InvalidParameter { name: "n", .. })), "{r:?}");
+}
+
+#[test]
+fn kkt_residuals_with_weights_of_different_lengths_is_an_error() {
+    let mut rng = StdRng::seed_from_u64(8);
+    let features = vec![random_matrix(&mut rng, 5, 3), random_matrix(&mut rng, 6, 4)];
+    let weights = vec![DVector::from_element(3, 0.1), DVector::from_element(4, 0.1)];
+    let alphas = vec![DVector::from_element(5, 0.1), DVector::from_element(6, 0.1)];
+    let (f, w, a) = (features.clone(), weights.clone(), alphas.clone());
+    let r = bounded("kkt_residuals", move || kkt_residuals(&f, &w, &a, 1.0).map(|_| ()));
+    assert!(matches!(r, Err(EksvdError::ShapeMismatch { .. })), "{r:?}");
+    // gamma must be finite (NaN used to come back inside Ok).
+    let features = vec![random_matrix(&mut rng, 5, 3), random_matrix(&mut rng, 6, 3)];
+    let weights = vec![DVector::from_element(3, 0.1), DVector::from_element(3, 0.1)];
+    for gamma in [f64::NAN, f64::INFINITY] {
+        let (f, w, a) = (features.clone(), weights.clone(), alphas.clone());
+        let r = bounded("kkt_residuals gamma", move || kkt_residuals(&f, &w, &a, gamma).map(|_| ()));
+        assert!(matches!(r, Err(EksvdError::InvalidParameter { name: "gamma", .. })), "{gamma}: {r:?}");
+    }
+    let r = kkt_residuals(&features, &weights, &alphas, 1.0).unwrap();
+    assert!(r.stationarity.is_finite() && r.dual_scaling.is_finite());
+}
+
+#[test]
+fn fitted_eksvd_checked_accessors_reject_out_of_range_sources() {
+    let mut rng = StdRng::seed_from_u64(9);
+    let data = MultiSource::new(vec![random_matrix(&mut rng, 30, 3), random_matrix(&mut rng, 25, 2)]).unwrap();
+    let sources = data.clone();
+    assert_eq!(sources.try_source(1).unwrap(), sources.source(1));
+    let model = bounded("eKSVD fit", move || EksvdParams::new(2).feature_map(FeatureMap::random_fourier(0.7, 12).unwrap()).seed(3).fit(&Device::Cpu, &data)).unwrap();
+    for q in [2usize, 99, usize::MAX] {
+        assert!(matches!(sources.try_source(q), Err(EksvdError::InvalidParameter { name: "q", .. })));
+        assert!(matches!(model.try_weights(q), Err(EksvdError::InvalidParameter { name: "q", .. })));
+        assert!(matches!(model.try_alphas(q), Err(EksvdError::InvalidParameter { name: "q", .. })));
+        assert!(matches!(model.try_training_features(q), Err(EksvdError::InvalidParameter { name: "q", .. })));
+        assert!(model.feature_map(q).is_none());
+    }
+    for q in 0..2 {
+        assert_eq!(model.try_weights(q).unwrap(), model.weights(q));
+        assert_eq!(model.try_alphas(q).unwrap(), model.alphas(q));
+        assert_eq!(model.try_training_features(q).unwrap(), model.training_features(q));
+        assert!(model.feature_map(q).is_some());
+    }
+}
+
+// ---------------------------------------------------------------- silently wrong
+
+#[test]
+fn polynomial_degrees_beyond_i32_max_are_rejected() {
+    let top = Kernel::MAX_POLYNOMIAL_DEGREE;
+    assert_eq!(top, i32::MAX as u32);
+    assert!(Kernel::polynomial(1.0, 0.0, top).is_ok());
+    for degree in [top + 1, u32::MAX] {
+        assert!(matches!(Kernel::polynomial(1.0, 0.0, degree), Err(ComputeError::InvalidParameter { name: "degree", .. })));
+        let literal = Kernel::Polynomial { gamma: 1.0, coef0: 0.0, degree };
+        assert!(literal.validate().is_err());
+        // An enum literal reaches no computation either (powi would wrap to a negative power).
+        let x = DMatrix::from_element(2, 1, 0.5);
+        assert!(matches!(Device::Cpu.kernel_matrix(&literal, &x, &x), Err(ComputeError::InvalidParameter { name: "degree", .. })));
+    }
+    // Degree i32::MAX with |base| < 1 is a valid (tiny) value, not a wrapped one.
+    let k = Kernel::polynomial(1.0, 0.0, top).unwrap();
+    let x = DMatrix::from_element(1, 1, 0.5);
+    let v: f64 = Device::Cpu.kernel_matrix(&k, &x, &x).unwrap()[(0, 0)];
+    assert!(v.is_finite() && (0.0..1e-300).contains(&v), "{v}");
+}
