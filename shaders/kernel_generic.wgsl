@@ -14,11 +14,6 @@
 const GTILE: u32 = 64u;
 const KC: u32 = 16u;
 
-@group(0) @binding(0) var<storage, read> problems: array<Problem>;
-@group(0) @binding(1) var<storage, read> a: array<T>;
-@group(0) @binding(2) var<storage, read> b: array<T>;
-@group(0) @binding(3) var<storage, read_write> c: array<T>;
-@group(0) @binding(4) var<storage, read> w: array<T>;
 
 var<workgroup> a_tile: array<array<T, 64>, 16>;
 var<workgroup> b_tile: array<array<T, 64>, 16>;
@@ -36,7 +31,6 @@ fn main(
         return;
     }
     let distance = p.kind == KIND_RBF || p.kind == KIND_LAPLACIAN;
-    let weighted = (p.flags & FLAG_WEIGHTED) != 0u;
     var acc: array<T, 16>;
     for (var q = 0u; q < 16u; q++) {
         acc[q] = T(0.0);
@@ -48,19 +42,8 @@ fn main(
             let r = e / KC;
             let kk = e % KC;
             let gk = k0 + kk;
-            var av = T(0.0);
-            var bv = T(0.0);
-            if (gk < p.depth) {
-                if (row0 + r < p.rows) {
-                    av = a[p.a_off + (row0 + r) * p.a_rs + gk * p.a_cs];
-                    if (weighted) {
-                        av = av * w[p.w_off + gk];
-                    }
-                }
-                if (col0 + r < p.cols) {
-                    bv = b[p.b_off + (col0 + r) * p.b_rs + gk * p.b_cs];
-                }
-            }
+            let av = load_a(p, row0 + r, gk);
+            let bv = load_b(p, col0 + r, gk);
             a_tile[kk][r] = av;
             b_tile[kk][r] = bv;
         }
@@ -91,15 +74,7 @@ fn main(
             if (gc >= p.cols) {
                 break;
             }
-            let idx = p.c_off + gr * p.c_rs + gc * p.c_cs;
-            var s = acc[4u * i + j];
-            if ((p.flags & FLAG_ACCUMULATE) != 0u) {
-                s = s + c[idx];
-            }
-            if ((p.flags & FLAG_APPLY) != 0u) {
-                s = kernel_of_statistic(p, s);
-            }
-            c[idx] = s;
+            store_c(p, gr, gc, acc[4u * i + j]);
         }
     }
 }

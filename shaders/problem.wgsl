@@ -1,7 +1,8 @@
 // Shared by the product shaders (compiled after a precision prelude that
 // defines T, texp, ttanh, tsqrt): the problem descriptor (std430; element
 // offsets and strides of A, B and C, flags, the kernel, the weights'
-// offset), and the kernel function applied to the statistic.
+// offset), the bindings, the operand loads and the output epilogue shared by
+// both tilings, and the kernel function applied to the statistic.
 
 struct Problem {
     rows: u32,
@@ -57,4 +58,44 @@ fn kernel_of_statistic(p: Problem, s: T) -> T {
             return s;
         }
     }
+}
+
+@group(0) @binding(0) var<storage, read> problems: array<Problem>;
+@group(0) @binding(1) var<storage, read> a: array<T>;
+@group(0) @binding(2) var<storage, read> b: array<T>;
+@group(0) @binding(3) var<storage, read_write> c: array<T>;
+@group(0) @binding(4) var<storage, read> w: array<T>;
+
+// Element (i, k) of A, times w_k for WEIGHTED problems; 0 outside the
+// problem (zero padding adds nothing to either statistic).
+fn load_a(p: Problem, i: u32, k: u32) -> T {
+    if (i >= p.rows || k >= p.depth) {
+        return T(0.0);
+    }
+    var v = a[p.a_off + i * p.a_rs + k * p.a_cs];
+    if ((p.flags & FLAG_WEIGHTED) != 0u) {
+        v = v * w[p.w_off + k];
+    }
+    return v;
+}
+
+// Element (j, k) of B; 0 outside the problem.
+fn load_b(p: Problem, j: u32, k: u32) -> T {
+    if (j >= p.cols || k >= p.depth) {
+        return T(0.0);
+    }
+    return b[p.b_off + j * p.b_rs + k * p.b_cs];
+}
+
+// C(i, j) = f(s (+ C(i, j) with ACCUMULATE)), f applied with APPLY.
+fn store_c(p: Problem, i: u32, j: u32, statistic: T) {
+    let idx = p.c_off + i * p.c_rs + j * p.c_cs;
+    var s = statistic;
+    if ((p.flags & FLAG_ACCUMULATE) != 0u) {
+        s = s + c[idx];
+    }
+    if ((p.flags & FLAG_APPLY) != 0u) {
+        s = kernel_of_statistic(p, s);
+    }
+    c[idx] = s;
 }

@@ -393,20 +393,7 @@ impl Device {
 
     /// Squared row norms `||x_i||^2` (n x 1), left on the device.
     pub fn resident_row_squared_norms(&self, x: &DeviceMatrix) -> Result<DeviceMatrix> {
-        match self.context() {
-            None => {
-                let xh = x.host_view()?;
-                Ok(DeviceMatrix::host(DMatrix::from_fn(xh.nrows(), 1, |i, _| xh.row(i).norm_squared()), x.precision()))
-            }
-            Some(ctx) => {
-                let xg = x.gpu()?;
-                let out = ctx.zeros(xg.nrows(), 1, xg.precision())?;
-                let mut plan = Vec::new();
-                ctx.plan_row_reduce(xg, &out, true, false, &mut plan)?;
-                ctx.run_plan(plan)?;
-                Ok(DeviceMatrix { repr: Repr::Gpu(out) })
-            }
-        }
+        self.row_reduction(x, true)
     }
 
     /// The kernel diagonal `k(x_i, x_i)` of resident X; O(n) numbers come
@@ -502,16 +489,22 @@ impl Device {
 
     /// Row sums `sum_k x_ik` (n x 1), left on the device.
     pub fn resident_row_sums(&self, x: &DeviceMatrix) -> Result<DeviceMatrix> {
+        self.row_reduction(x, false)
+    }
+
+    /// `sum_k x_ik^2` (`squares`) or `sum_k x_ik` for every row (n x 1).
+    fn row_reduction(&self, x: &DeviceMatrix, squares: bool) -> Result<DeviceMatrix> {
         match self.context() {
             None => {
                 let xh = x.host_view()?;
-                Ok(DeviceMatrix::host(DMatrix::from_fn(xh.nrows(), 1, |i, _| xh.row(i).sum()), x.precision()))
+                let value = |i: usize| if squares { xh.row(i).norm_squared() } else { xh.row(i).sum() };
+                Ok(DeviceMatrix::host(DMatrix::from_fn(xh.nrows(), 1, |i, _| value(i)), x.precision()))
             }
             Some(ctx) => {
                 let xg = x.gpu()?;
                 let out = ctx.zeros(xg.nrows(), 1, xg.precision())?;
                 let mut plan = Vec::new();
-                ctx.plan_row_reduce(xg, &out, false, false, &mut plan)?;
+                ctx.plan_row_reduce(xg, &out, squares, false, &mut plan)?;
                 ctx.run_plan(plan)?;
                 Ok(DeviceMatrix { repr: Repr::Gpu(out) })
             }

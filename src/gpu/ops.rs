@@ -237,6 +237,25 @@ fn slot_usage(slot: usize) -> wgpu::BufferUsages {
 }
 
 impl GpuContext {
+    /// Runs `body` with the scratch buffer of `slot` (at least `bytes`
+    /// long), holding the scratch lock so that no other operation writes or
+    /// maps it meanwhile.
+    fn with_scratch<R>(&self, slot: usize, bytes: u64, body: impl FnOnce(&wgpu::Buffer) -> Result<R>) -> Result<R> {
+        let mut scratch = self.scratch.lock().map_err(|_| ComputeError::Gpu("scratch lock poisoned".into()))?;
+        let buffer = self.scratch_buffer(&mut scratch, slot, bytes);
+        body(&buffer)
+    }
+
+    /// [`Self::with_scratch`] on the reused read-back staging buffer.
+    pub(crate) fn with_staging<R>(&self, bytes: u64, body: impl FnOnce(&wgpu::Buffer) -> Result<R>) -> Result<R> {
+        self.with_scratch(SLOT_STAGING, bytes, body)
+    }
+
+    /// [`Self::with_scratch`] on the reused dispatch-descriptor buffer.
+    pub(crate) fn with_descriptor_buffer<R>(&self, bytes: u64, body: impl FnOnce(&wgpu::Buffer) -> Result<R>) -> Result<R> {
+        self.with_scratch(SLOT_PROBLEMS, bytes, body)
+    }
+
     /// The scratch buffer of `slot`, at least `bytes` long.
     fn scratch_buffer(&self, scratch: &mut Scratch, slot: usize, bytes: u64) -> wgpu::Buffer {
         let bytes = bytes.max(16);

@@ -234,7 +234,9 @@ impl<'a> Operand<'a> {
 pub(crate) struct Dispatch {
     problem: Problem,
     precision: Precision,
-    buffers: [wgpu::Buffer; 4],
+    /// The storage buffers bound after the descriptor, in binding order
+    /// (a product binds the weights, or `buffers[0]` unused, as binding 4).
+    buffers: Vec<wgpu::Buffer>,
     weights: Option<wgpu::Buffer>,
     grid: [u32; 3],
     pipeline: PipelineKind,
@@ -421,18 +423,14 @@ impl GpuContext {
                 let bytes = ((end - start) * cols * eb) as u64;
                 let offset = (s.local_row * cols * eb) as u64;
                 // Copies need 4-byte multiples; f32 and f64 rows always are.
-                let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
-                    label: Some("gramian download"),
-                    size: bytes.max(16),
-                    usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-                    mapped_at_creation: false,
-                });
-                let mut encoder = self.device.create_command_encoder(&Default::default());
-                encoder.copy_buffer_to_buffer(m.buffer(s.block), offset, &staging, 0, bytes);
-                self.submit_counted(encoder);
-                self.map_and_read(&staging, bytes, &mut |view| match m.precision() {
-                    Precision::F64 => out.extend_from_slice(bytemuck::cast_slice::<u8, f64>(view)),
-                    Precision::F32 => out.extend(bytemuck::cast_slice::<u8, f32>(view).iter().map(|&v| v as f64)),
+                self.with_staging(bytes, |staging| {
+                    let mut encoder = self.device.create_command_encoder(&Default::default());
+                    encoder.copy_buffer_to_buffer(m.buffer(s.block), offset, staging, 0, bytes);
+                    self.submit_counted(encoder);
+                    self.map_and_read(staging, bytes, &mut |view| match m.precision() {
+                        Precision::F64 => out.extend_from_slice(bytemuck::cast_slice::<u8, f64>(view)),
+                        Precision::F32 => out.extend(bytemuck::cast_slice::<u8, f32>(view).iter().map(|&v| v as f64)),
+                    })
                 })?;
                 start = end;
             }
@@ -504,10 +502,7 @@ impl GpuContext {
         if flags.accumulate && code.kind != 0 {
             return Err(ComputeError::InvalidParameter { name: "accumulate", reason: "only a linear product can accumulate into its output".into() });
         }
-        let tile = match precision {
-            Precision::F32 => super::ops::TILE,
-            Precision::F64 => GENERIC_TILE,
-        };
+        let tile = tile_edge(precision);
         let max_span = self.max_workgroups as usize * tile;
         let (rows, cols, depth) = (a.rows(), b.rows(), a.depth());
         let mut row_cuts = out.block_breaks();
@@ -540,56 +535,65 @@ impl GpuContext {
                     if self.plan_split_depth(code, a, b, out, flags, (i0, i1), (j0, j1), (k0, k1), accumulate, plan)? {
                         continue;
                     }
-                    let (ab, a_off, a_rs, a_cs) = a.locate(i0, k0);
-                    let (bb, b_off, b_rs, b_cs) = b.locate(j0, k0);
-                    let mut bits = 0u32;
-                    if accumulate {
-                        bits |= super::ops::FLAG_ACCUMULATE;
-                    }
+                    let mut bits = if accumulate { super::ops::FLAG_ACCUMULATE } else { 0 };
                     if t + 1 == chunks {
                         bits |= super::ops::FLAG_APPLY;
                     }
-                    let (weights, w_off) = match flags.weights {
-                        Some(w) => {
-                            bits |= FLAG_WEIGHTED;
-                            let s = w.locate(k0);
-                            (Some(w.buffer(s.block).clone()), s.local_row as u32)
-                        }
-                        None => (None, 0),
-                    };
-                    let problem = Problem {
-                        rows: (i1 - i0) as u32,
-                        cols: (j1 - j0) as u32,
-                        depth: (k1 - k0) as u32,
-                        a_off,
-                        b_off,
-                        c_off: (o.local_row * out_cols + j0) as u32,
-                        flags: bits,
-                        kind: code.kind,
-                        a_rs,
-                        a_cs,
-                        b_rs,
-                        b_cs,
-                        c_rs: out_cols as u32,
-                        c_cs: 1,
-                        w_off,
-                        degree: code.degree,
-                        gamma: code.gamma as f32,
-                        coef0: code.coef0 as f32,
-                    };
-                    plan.push(Dispatch {
-                        problem,
-                        precision,
-                        buffers: [a.m.buffer(ab).clone(), b.m.buffer(bb).clone(), out.buffer(o.block).clone(), out.buffer(o.block).clone()],
-                        weights,
-                        grid: [(j1 - j0).div_ceil(tile) as u32, (i1 - i0).div_ceil(tile) as u32, 1],
-                        pipeline: PipelineKind::Product,
-                        params: (code.gamma, code.coef0),
-                    });
+                    let target = (out.buffer(o.block), o.local_row * out_cols + j0, out_cols);
+                    plan.push(Self::product_piece(code, precision, a, b, flags.weights, (i0, i1), (j0, j1), (k0, k1), target, bits));
                 }
             }
         }
         Ok(())
+    }
+
+    /// The dispatch of one piece of a product: rows `i0..i1` of A', rows
+    /// `j0..j1` of B', depth `k0..k1`, written at `target = (buffer, element
+    /// offset, row stride)` with `bits` (ACCUMULATE / APPLY; WEIGHTED is
+    /// added when there are weights).
+    #[allow(clippy::too_many_arguments)]
+    fn product_piece(code: KernelCode, precision: Precision, a: Operand<'_>, b: Operand<'_>, weights: Option<&GpuMatrix>, (i0, i1): (usize, usize), (j0, j1): (usize, usize), (k0, k1): (usize, usize), target: (&wgpu::Buffer, usize, usize), mut bits: u32) -> Dispatch {
+        let (ab, a_off, a_rs, a_cs) = a.locate(i0, k0);
+        let (bb, b_off, b_rs, b_cs) = b.locate(j0, k0);
+        let (weights, w_off) = match weights {
+            Some(w) => {
+                bits |= FLAG_WEIGHTED;
+                let l = w.locate(k0);
+                (Some(w.buffer(l.block).clone()), l.local_row as u32)
+            }
+            None => (None, 0),
+        };
+        let (c_buffer, c_off, c_rs) = target;
+        let problem = Problem {
+            rows: (i1 - i0) as u32,
+            cols: (j1 - j0) as u32,
+            depth: (k1 - k0) as u32,
+            a_off,
+            b_off,
+            c_off: c_off as u32,
+            flags: bits,
+            kind: code.kind,
+            a_rs,
+            a_cs,
+            b_rs,
+            b_cs,
+            c_rs: c_rs as u32,
+            c_cs: 1,
+            w_off,
+            degree: code.degree,
+            gamma: code.gamma as f32,
+            coef0: code.coef0 as f32,
+        };
+        let tile = tile_edge(precision);
+        Dispatch {
+            problem,
+            precision,
+            buffers: vec![a.m.buffer(ab).clone(), b.m.buffer(bb).clone(), c_buffer.clone()],
+            weights,
+            grid: [(j1 - j0).div_ceil(tile) as u32, (i1 - i0).div_ceil(tile) as u32, 1],
+            pipeline: PipelineKind::Product,
+            params: (code.gamma, code.coef0),
+        }
     }
 
     /// Split-K for a linear product piece with few output tiles and a long
@@ -602,10 +606,7 @@ impl GpuContext {
     #[allow(clippy::too_many_arguments)]
     fn plan_split_depth(&self, code: KernelCode, a: Operand<'_>, b: Operand<'_>, out: &GpuMatrix, flags: ProductFlags<'_>, (i0, i1): (usize, usize), (j0, j1): (usize, usize), (k0, k1): (usize, usize), accumulate: bool, plan: &mut Vec<Dispatch>) -> Result<bool> {
         let precision = out.precision();
-        let tile = match precision {
-            Precision::F32 => super::ops::TILE,
-            Precision::F64 => GENERIC_TILE,
-        };
+        let tile = tile_edge(precision);
         let (rows, cols, len) = (i1 - i0, j1 - j0, k1 - k0);
         let tiles = rows.div_ceil(tile) * cols.div_ceil(tile);
         let elements = rows * cols;
@@ -624,46 +625,8 @@ impl GpuContext {
         let o = out.locate(i0);
         for s in 0..chunks {
             let (ks, ke) = (k0 + s * chunk, (k0 + (s + 1) * chunk).min(k1));
-            let (ab, a_off, a_rs, a_cs) = a.locate(i0, ks);
-            let (bb, b_off, b_rs, b_cs) = b.locate(j0, ks);
-            let mut bits = super::ops::FLAG_APPLY;
-            let (weights, w_off) = match flags.weights {
-                Some(w) => {
-                    bits |= FLAG_WEIGHTED;
-                    let l = w.locate(ks);
-                    (Some(w.buffer(l.block).clone()), l.local_row as u32)
-                }
-                None => (None, 0),
-            };
-            let problem = Problem {
-                rows: rows as u32,
-                cols: cols as u32,
-                depth: (ke - ks) as u32,
-                a_off,
-                b_off,
-                c_off: (s * elements) as u32,
-                flags: bits,
-                kind: code.kind,
-                a_rs,
-                a_cs,
-                b_rs,
-                b_cs,
-                c_rs: cols as u32,
-                c_cs: 1,
-                w_off,
-                degree: 0,
-                gamma: 0.0,
-                coef0: 0.0,
-            };
-            plan.push(Dispatch {
-                problem,
-                precision,
-                buffers: [a.m.buffer(ab).clone(), b.m.buffer(bb).clone(), partial.buffer(0).clone(), partial.buffer(0).clone()],
-                weights,
-                grid: [cols.div_ceil(tile) as u32, rows.div_ceil(tile) as u32, 1],
-                pipeline: PipelineKind::Product,
-                params: (0.0, 0.0),
-            });
+            let target = (partial.buffer(0), s * elements, cols);
+            plan.push(Self::product_piece(code, precision, a, b, flags.weights, (i0, i1), (j0, j1), (ks, ke), target, super::ops::FLAG_APPLY));
         }
         // out[e] (+)= sum_s partial[s, e] over the elements e of the piece
         // (full rows of out, so contiguous from the piece's first row).
@@ -682,7 +645,7 @@ impl GpuContext {
         plan.push(Dispatch {
             problem,
             precision,
-            buffers: [partial.buffer(0).clone(), out.buffer(o.block).clone(), partial.buffer(0).clone(), partial.buffer(0).clone()],
+            buffers: vec![partial.buffer(0).clone(), out.buffer(o.block).clone()],
             weights: None,
             grid: [elements.div_ceil(64) as u32, 1, 1],
             pipeline: PipelineKind::RowReduce,
@@ -723,7 +686,7 @@ impl GpuContext {
             plan.push(Dispatch {
                 problem,
                 precision,
-                buffers: [x.buffer(s.block).clone(), out.buffer(o.block).clone(), x.buffer(s.block).clone(), x.buffer(s.block).clone()],
+                buffers: vec![x.buffer(s.block).clone(), out.buffer(o.block).clone()],
                 weights: None,
                 grid: [(i1 - i0).div_ceil(64) as u32, 1, 1],
                 pipeline: PipelineKind::RowReduce,
@@ -776,7 +739,7 @@ impl GpuContext {
             plan.push(Dispatch {
                 problem,
                 precision,
-                buffers: [x.buffer(sx.block).clone(), y.buffer(yb).clone(), out.buffer(so.block).clone(), out.buffer(so.block).clone()],
+                buffers: vec![x.buffer(sx.block).clone(), y.buffer(yb).clone(), out.buffer(so.block).clone()],
                 weights: None,
                 grid: [gx as u32, gy as u32, 1],
                 pipeline: PipelineKind::Elementwise,
@@ -816,64 +779,48 @@ impl GpuContext {
                         _ => dst[..std::mem::size_of::<Problem>()].copy_from_slice(bytemuck::bytes_of(&d.problem)),
                     }
                 }
-                let descriptors = self.device.create_buffer(&wgpu::BufferDescriptor {
-                    label: Some("gramian problems"),
-                    size: bytes.len() as u64,
-                    usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
-                    mapped_at_creation: false,
-                });
-                self.counters.count_descriptors(bytes.len() as u64);
-                self.queue.write_buffer(&descriptors, 0, &bytes);
-                let mut layouts: HashMap<(u8, Precision), (&wgpu::ComputePipeline, wgpu::BindGroupLayout)> = HashMap::new();
-                let mut groups = Vec::with_capacity(part.len());
-                for (i, d) in part.iter().enumerate() {
-                    let pipeline = self.pipeline_for(d.pipeline, d.precision)?;
-                    let key = (d.pipeline as u8, d.precision);
-                    let layout = &layouts.entry(key).or_insert_with(|| (pipeline, pipeline.get_bind_group_layout(0))).1;
-                    let desc_size = match (d.pipeline, d.precision) {
-                        (PipelineKind::Product, Precision::F64) => std::mem::size_of::<ProblemF64>(),
-                        (PipelineKind::Product, Precision::F32) => std::mem::size_of::<Problem>(),
-                        (PipelineKind::RowReduce, _) => std::mem::size_of::<Reduce>(),
-                        (PipelineKind::Elementwise, Precision::F64) => 32,
-                        (PipelineKind::Elementwise, Precision::F32) => 28,
-                    } as u64;
-                    let desc = wgpu::BindingResource::Buffer(wgpu::BufferBinding { buffer: &descriptors, offset: (i * align) as u64, size: NonZeroU64::new(desc_size) });
-                    fn whole(b: &wgpu::Buffer) -> wgpu::BindingResource<'_> {
-                        wgpu::BindingResource::Buffer(b.as_entire_buffer_binding())
+                // One reused descriptor buffer, held from the write to the submission.
+                self.with_descriptor_buffer(bytes.len() as u64, |descriptors| {
+                    self.counters.count_descriptors(bytes.len() as u64);
+                    self.queue.write_buffer(&descriptors, 0, &bytes);
+                    let mut layouts: HashMap<(u8, Precision), (&wgpu::ComputePipeline, wgpu::BindGroupLayout)> = HashMap::new();
+                    let mut groups = Vec::with_capacity(part.len());
+                    for (i, d) in part.iter().enumerate() {
+                        let pipeline = self.pipeline_for(d.pipeline, d.precision)?;
+                        let key = (d.pipeline as u8, d.precision);
+                        let layout = &layouts.entry(key).or_insert_with(|| (pipeline, pipeline.get_bind_group_layout(0))).1;
+                        let desc_size = match (d.pipeline, d.precision) {
+                            (PipelineKind::Product, Precision::F64) => std::mem::size_of::<ProblemF64>(),
+                            (PipelineKind::Product, Precision::F32) => std::mem::size_of::<Problem>(),
+                            (PipelineKind::RowReduce, _) => std::mem::size_of::<Reduce>(),
+                            (PipelineKind::Elementwise, Precision::F64) => 32,
+                            (PipelineKind::Elementwise, Precision::F32) => 28,
+                        } as u64;
+                        let desc = wgpu::BindingResource::Buffer(wgpu::BufferBinding { buffer: &descriptors, offset: (i * align) as u64, size: NonZeroU64::new(desc_size) });
+                        fn whole(b: &wgpu::Buffer) -> wgpu::BindingResource<'_> {
+                            wgpu::BindingResource::Buffer(b.as_entire_buffer_binding())
+                        }
+                        let mut entries = vec![wgpu::BindGroupEntry { binding: 0, resource: desc }];
+                        entries.extend(d.buffers.iter().enumerate().map(|(i, buf)| wgpu::BindGroupEntry { binding: i as u32 + 1, resource: whole(buf) }));
+                        if d.pipeline == PipelineKind::Product {
+                            // No weights: any read-only buffer of the dispatch stands in.
+                            entries.push(wgpu::BindGroupEntry { binding: 4, resource: whole(d.weights.as_ref().unwrap_or(&d.buffers[0])) });
+                        }
+                        groups.push(self.device.create_bind_group(&wgpu::BindGroupDescriptor { label: Some("gramian dispatch"), layout, entries: &entries }));
                     }
-                    let entries: Vec<wgpu::BindGroupEntry<'_>> = match d.pipeline {
-                        PipelineKind::Product => vec![
-                            wgpu::BindGroupEntry { binding: 0, resource: desc },
-                            wgpu::BindGroupEntry { binding: 1, resource: whole(&d.buffers[0]) },
-                            wgpu::BindGroupEntry { binding: 2, resource: whole(&d.buffers[1]) },
-                            wgpu::BindGroupEntry { binding: 3, resource: whole(&d.buffers[2]) },
-                            wgpu::BindGroupEntry { binding: 4, resource: whole(d.weights.as_ref().unwrap_or(&d.buffers[0])) },
-                        ],
-                        PipelineKind::RowReduce => vec![
-                            wgpu::BindGroupEntry { binding: 0, resource: desc },
-                            wgpu::BindGroupEntry { binding: 1, resource: whole(&d.buffers[0]) },
-                            wgpu::BindGroupEntry { binding: 2, resource: whole(&d.buffers[1]) },
-                        ],
-                        PipelineKind::Elementwise => vec![
-                            wgpu::BindGroupEntry { binding: 0, resource: desc },
-                            wgpu::BindGroupEntry { binding: 1, resource: whole(&d.buffers[0]) },
-                            wgpu::BindGroupEntry { binding: 2, resource: whole(&d.buffers[1]) },
-                            wgpu::BindGroupEntry { binding: 3, resource: whole(&d.buffers[2]) },
-                        ],
-                    };
-                    groups.push(self.device.create_bind_group(&wgpu::BindGroupDescriptor { label: Some("gramian dispatch"), layout, entries: &entries }));
-                }
-                let mut encoder = self.device.create_command_encoder(&Default::default());
-                {
-                    let mut pass = encoder.begin_compute_pass(&Default::default());
-                    for (d, g) in part.iter().zip(&groups) {
-                        pass.set_pipeline(self.pipeline_for(d.pipeline, d.precision)?);
-                        pass.set_bind_group(0, g, &[]);
-                        pass.dispatch_workgroups(d.grid[0], d.grid[1], d.grid[2]);
-                        self.counters.count_dispatch();
+                    let mut encoder = self.device.create_command_encoder(&Default::default());
+                    {
+                        let mut pass = encoder.begin_compute_pass(&Default::default());
+                        for (d, g) in part.iter().zip(&groups) {
+                            pass.set_pipeline(self.pipeline_for(d.pipeline, d.precision)?);
+                            pass.set_bind_group(0, g, &[]);
+                            pass.dispatch_workgroups(d.grid[0], d.grid[1], d.grid[2]);
+                            self.counters.count_dispatch();
+                        }
                     }
-                }
-                self.submit_counted(encoder);
+                    self.submit_counted(encoder);
+                    Ok(())
+                })?;
             }
             Ok(())
         })
@@ -908,5 +855,14 @@ const SPLIT_MIN_DEPTH: usize = 2048;
 const SPLIT_MAX_CHUNKS: usize = 64;
 
 /// Output tile edge of `kernel_generic.wgsl`.
-pub(crate) const GENERIC_TILE: usize = 64;
+const GENERIC_TILE: usize = 64;
+
+/// Output tile edge of the product shader of `precision` (the tuned f32
+/// shader's or the generic one's).
+fn tile_edge(precision: Precision) -> usize {
+    match precision {
+        Precision::F32 => super::ops::TILE,
+        Precision::F64 => GENERIC_TILE,
+    }
+}
 const FLAG_WEIGHTED: u32 = 4;
