@@ -11,9 +11,13 @@
 
 mod ops;
 mod resident;
+mod tuner;
+mod variants;
 
 pub use ops::MatrixProduct;
 pub use resident::{GpuMatrix, Precision, TransferStats};
+pub use tuner::{TunedChoice, TuningMode, TUNE_BUDGET, TUNE_CACHE_ENV, TUNE_ENV, VARIANT_ENV};
+pub use variants::{DistanceForm, LaneLayout, ProductVariant, CATALOGUE};
 pub(crate) use ops::KernelCode;
 pub(crate) use resident::{ElementwiseMap, Operand, ProductFlags};
 
@@ -83,6 +87,12 @@ pub struct GpuContext {
     pub(crate) storage_offset_alignment: u32,
     pub(crate) counters: resident::Counters,
     pub(crate) id: u64,
+    /// The autotuner's state (choices per shape class, forced variants).
+    pub(crate) tuner: Mutex<tuner::Tuner>,
+    /// Compiled product variants, by catalogue index (compiled on first use).
+    pub(crate) variant_pipelines: Mutex<std::collections::HashMap<usize, wgpu::ComputePipeline>>,
+    pub(crate) workgroup_limits: variants::WorkgroupLimits,
+    pub(crate) is_software: bool,
     summary: AdapterSummary,
 }
 
@@ -156,6 +166,19 @@ impl GpuContext {
             max_binding_bytes,
         };
         log::info!("gramian GPU: {} ({:?}, {:?}), tiles up to {} bytes, f64 {}", info.name, info.backend, info.device_type, max_binding_bytes, pipelines.product_f64.is_some());
+        let adapter_key = format!("{}|{:?}|{:04x}:{:04x}|{}|{}", info.name, info.backend, info.vendor, info.device, info.driver, info.driver_info);
+        let tuner = tuner::Tuner::from_env(adapter_key)?;
+        let mut variant_pipelines = std::collections::HashMap::new();
+        variant_pipelines.insert(variants::default_index(Precision::F32), pipelines.kernel_matrix.clone());
+        if let Some(p) = &pipelines.product_f64 {
+            variant_pipelines.insert(variants::default_index(Precision::F64), p.clone());
+        }
+        let workgroup_limits = variants::WorkgroupLimits {
+            storage_bytes: limits.max_compute_workgroup_storage_size,
+            invocations: limits.max_compute_invocations_per_workgroup,
+            size_x: limits.max_compute_workgroup_size_x,
+            size_y: limits.max_compute_workgroup_size_y,
+        };
         Ok(GpuContext {
             device,
             queue,
@@ -167,6 +190,10 @@ impl GpuContext {
             storage_offset_alignment: limits.min_storage_buffer_offset_alignment,
             counters: resident::Counters::default(),
             id: NEXT_CONTEXT_ID.fetch_add(1, Ordering::Relaxed),
+            tuner: Mutex::new(tuner),
+            variant_pipelines: Mutex::new(variant_pipelines),
+            workgroup_limits,
+            is_software: summary.is_software,
             summary,
         })
     }
@@ -174,5 +201,40 @@ impl GpuContext {
     /// The adapter this context runs on.
     pub fn adapter(&self) -> &AdapterSummary {
         &self.summary
+    }
+
+    /// The product variants this adapter can run (its precision's default
+    /// first), from [`CATALOGUE`].
+    pub fn product_variants(&self) -> Vec<&'static ProductVariant> {
+        CATALOGUE.iter().filter(|v| v.fits(&self.workgroup_limits) && self.supports(v.precision)).collect()
+    }
+
+    /// Forces the product variant called `name` for every product of its
+    /// precision from now on (no tuning), or with `None` returns to the
+    /// tuner. Errors: [`ComputeError::InvalidParameter`] for an unknown
+    /// name, [`ComputeError::Unsupported`] for one this adapter cannot run.
+    pub fn force_variant(&self, name: Option<&str>) -> Result<()> {
+        if let Some(name) = name {
+            let v = CATALOGUE.iter().find(|v| v.name == name).ok_or_else(|| ComputeError::InvalidParameter { name: "variant", reason: format!("no product variant called {name:?}") })?;
+            if !self.product_variants().contains(&v) {
+                return Err(ComputeError::Unsupported(format!("variant {name} on {} (workgroup limits or precision)", self.summary.name)));
+            }
+        }
+        self.tuner.lock().map_err(|_| ComputeError::Gpu("tuner lock poisoned".into()))?.force(name)
+    }
+
+    /// Sets how the tuner chooses from now on (the environment's
+    /// `GRAMIAN_TUNE` sets the initial mode). `Retune` forgets the choices
+    /// made or loaded so far.
+    pub fn set_tuning_mode(&self, mode: TuningMode) -> Result<()> {
+        let mut t = self.tuner.lock().map_err(|_| ComputeError::Gpu("tuner lock poisoned".into()))?;
+        t.set_mode(mode);
+        Ok(())
+    }
+
+    /// The tuner's choices so far: made in this process (with every
+    /// variant's time), then those loaded from the disk cache.
+    pub fn tuned_choices(&self) -> Vec<TunedChoice> {
+        self.tuner.lock().map(|t| t.choices()).unwrap_or_default()
     }
 }

@@ -181,45 +181,64 @@ impl RowMajor {
     }
 }
 
-/// Compiles the pipelines; the generic shaders are compiled after a
-/// precision prelude (`shaders/prelude_f32.wgsl`, `prelude_f64.wgsl`).
-pub(crate) fn build_pipelines(device: &wgpu::Device, f64_shaders: bool) -> super::Pipelines {
-    let make = |label: &str, source: &str| {
-        let desc = wgpu::ShaderModuleDescriptor { label: Some(label), source: wgpu::ShaderSource::Wgsl(Cow::Owned(source.to_owned())) };
-        // naga's forced loop bounding (a hidden counter in every loop) is
-        // miscompiled by Mesa's lavapipe (22.3, LLVM 15): a Phi^T Phi over
-        // 8000 samples stopped after 6349 of them, the same for any feature
-        // dimension. It is switched off; everything else stays checked.
-        // SAFETY: wgpu requires that shaders built without loop bounding have
-        // no infinite loops. Every loop in our shaders counts a u32 up by a
-        // constant step to a bound below 2^30 (the bounds are element counts
-        // of buffers under the binding limit), so none can wrap or run forever.
-        let mut checks = wgpu::ShaderRuntimeChecks::checked();
-        checks.force_loop_bounding = false;
-        let module = unsafe { device.create_shader_module_trusted(desc, checks) };
-        device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-            label: Some(label),
-            layout: None,
-            module: &module,
-            entry_point: Some("main"),
-            compilation_options: Default::default(),
-            cache: None,
-        })
-    };
-    const PRELUDE_F32: &str = include_str!("../../shaders/prelude_f32.wgsl");
-    const PRELUDE_F64: &str = include_str!("../../shaders/prelude_f64.wgsl");
-    const GENERIC: &str = include_str!("../../shaders/kernel_generic.wgsl");
+/// `shaders/prelude_f32.wgsl` / `prelude_f64.wgsl`: the scalar type T and
+/// its exp, tanh, sqrt, cos.
+pub(crate) fn prelude(precision: super::Precision) -> &'static str {
+    match precision {
+        super::Precision::F32 => include_str!("../../shaders/prelude_f32.wgsl"),
+        super::Precision::F64 => include_str!("../../shaders/prelude_f64.wgsl"),
+    }
+}
+
+/// The WGSL of product variant `v`: precision prelude, the shared
+/// descriptor `problem.wgsl`, and the variant's expansion of `product.wgsl`.
+pub(crate) fn product_source(v: &super::ProductVariant) -> String {
     const PROBLEM: &str = include_str!("../../shaders/problem.wgsl");
-    const TUNED: &str = include_str!("../../shaders/kernel_matrix.wgsl");
+    format!("{}\n{PROBLEM}\n{}", prelude(v.precision), v.source())
+}
+
+/// Compiles one compute pipeline (entry point `main`).
+pub(crate) fn compile(device: &wgpu::Device, label: &str, source: &str) -> wgpu::ComputePipeline {
+    let desc = wgpu::ShaderModuleDescriptor { label: Some(label), source: wgpu::ShaderSource::Wgsl(Cow::Owned(source.to_owned())) };
+    // naga's forced loop bounding (a hidden counter in every loop) is
+    // miscompiled by Mesa's lavapipe (22.3, LLVM 15): a Phi^T Phi over
+    // 8000 samples stopped after 6349 of them, the same for any feature
+    // dimension. It is switched off; everything else stays checked.
+    // SAFETY: wgpu requires that shaders built without loop bounding have
+    // no infinite loops. Every loop in our shaders counts a u32 up by a
+    // constant step to a bound below 2^30 (the bounds are element counts
+    // of buffers under the binding limit), so none can wrap or run forever.
+    let mut checks = wgpu::ShaderRuntimeChecks::checked();
+    checks.force_loop_bounding = false;
+    let module = unsafe { device.create_shader_module_trusted(desc, checks) };
+    device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+        label: Some(label),
+        layout: None,
+        module: &module,
+        entry_point: Some("main"),
+        compilation_options: Default::default(),
+        cache: None,
+    })
+}
+
+/// Compiles the fixed pipelines: the default product variant of each
+/// precision (the f64 ones only with `SHADER_F64`), the row reductions and
+/// the element-wise maps.
+pub(crate) fn build_pipelines(device: &wgpu::Device, f64_shaders: bool) -> super::Pipelines {
+    use super::variants::{default_index, CATALOGUE};
     const ROW_REDUCE: &str = include_str!("../../shaders/row_reduce.wgsl");
     const ELEMENTWISE: &str = include_str!("../../shaders/elementwise.wgsl");
+    let f32v = &CATALOGUE[default_index(super::Precision::F32)];
+    let f64v = &CATALOGUE[default_index(super::Precision::F64)];
+    let f32p = prelude(super::Precision::F32);
+    let f64p = prelude(super::Precision::F64);
     super::Pipelines {
-        kernel_matrix: make("kernel_matrix", &format!("{PRELUDE_F32}\n{PROBLEM}\n{TUNED}")),
-        product_f64: f64_shaders.then(|| make("kernel_generic f64", &format!("{PRELUDE_F64}\n{PROBLEM}\n{GENERIC}"))),
-        row_reduce_f32: make("row_reduce f32", &format!("{PRELUDE_F32}\n{ROW_REDUCE}")),
-        row_reduce_f64: f64_shaders.then(|| make("row_reduce f64", &format!("{PRELUDE_F64}\n{ROW_REDUCE}"))),
-        elementwise_f32: make("elementwise f32", &format!("{PRELUDE_F32}\n{ELEMENTWISE}")),
-        elementwise_f64: f64_shaders.then(|| make("elementwise f64", &format!("{PRELUDE_F64}\n{ELEMENTWISE}"))),
+        kernel_matrix: compile(device, f32v.name, &product_source(f32v)),
+        product_f64: f64_shaders.then(|| compile(device, f64v.name, &product_source(f64v))),
+        row_reduce_f32: compile(device, "row_reduce f32", &format!("{f32p}\n{ROW_REDUCE}")),
+        row_reduce_f64: f64_shaders.then(|| compile(device, "row_reduce f64", &format!("{f64p}\n{ROW_REDUCE}"))),
+        elementwise_f32: compile(device, "elementwise f32", &format!("{f32p}\n{ELEMENTWISE}")),
+        elementwise_f64: f64_shaders.then(|| compile(device, "elementwise f64", &format!("{f64p}\n{ELEMENTWISE}"))),
     }
 }
 

@@ -26,6 +26,8 @@ use std::sync::Arc;
 use bytemuck::{Pod, Zeroable};
 
 use super::ops::{KernelCode, Problem};
+use super::tuner::ShapeClass;
+use super::variants::{self, CATALOGUE};
 use super::GpuContext;
 use crate::error::{ComputeError, Result};
 
@@ -107,6 +109,15 @@ impl Counters {
             dispatches: self.dispatches.load(Ordering::Relaxed),
             submissions: self.submissions.load(Ordering::Relaxed),
         }
+    }
+    /// Puts the counters back to `s` (the tuner's own work is not the caller's traffic).
+    pub(crate) fn restore(&self, s: &TransferStats) {
+        self.h2d.store(s.host_to_device_bytes, Ordering::Relaxed);
+        self.descriptors.store(s.descriptor_bytes, Ordering::Relaxed);
+        self.uploads.store(s.uploads, Ordering::Relaxed);
+        self.d2h.store(s.device_to_host_bytes, Ordering::Relaxed);
+        self.dispatches.store(s.dispatches, Ordering::Relaxed);
+        self.submissions.store(s.submissions, Ordering::Relaxed);
     }
     pub(crate) fn reset(&self) {
         for c in [&self.h2d, &self.descriptors, &self.uploads, &self.d2h, &self.dispatches, &self.submissions] {
@@ -231,6 +242,7 @@ impl<'a> Operand<'a> {
 }
 
 /// A dispatch recorded by the product engine, run later in one submission.
+#[derive(Clone)]
 pub(crate) struct Dispatch {
     problem: Problem,
     precision: Precision,
@@ -240,6 +252,8 @@ pub(crate) struct Dispatch {
     weights: Option<wgpu::Buffer>,
     grid: [u32; 3],
     pipeline: PipelineKind,
+    /// The product variant (index in the catalogue; products only).
+    variant: usize,
     /// Kernel parameters in `f64` (the f64 shader reads these; `problem`
     /// holds them rounded to `f32`).
     params: (f64, f64),
@@ -502,15 +516,116 @@ impl GpuContext {
         if flags.accumulate && code.kind != 0 {
             return Err(ComputeError::InvalidParameter { name: "accumulate", reason: "only a linear product can accumulate into its output".into() });
         }
-        let tile = tile_edge(precision);
-        let max_span = self.max_workgroups as usize * tile;
         let (rows, cols, depth) = (a.rows(), b.rows(), a.depth());
+        let distance = code.kind == 1 || code.kind == 2;
+        let class = ShapeClass::of(precision, distance, a.transposed, b.transposed, rows, cols, depth);
+        let variant = self.variant_for(class, (rows, cols, depth))?;
+        self.plan_product_with(variant, code, a, b, out, flags, plan)
+    }
+
+    /// The product variant for `class`: forced, cached, or timed now (see
+    /// `tuner.rs`). A tuning that fails (e.g. out of memory for its
+    /// synthetic operands) falls back to the default variant.
+    fn variant_for(&self, class: ShapeClass, dims: (usize, usize, usize)) -> Result<usize> {
+        let lock_err = |_| ComputeError::Gpu("tuner lock poisoned".into());
+        if let Some(i) = self.tuner.lock().map_err(lock_err)?.known(&class) {
+            if self.product_variants().contains(&&CATALOGUE[i]) {
+                return Ok(i);
+            }
+        }
+        let before = self.counters.snapshot();
+        let timed = self.tune(class, dims);
+        self.counters.restore(&before);
+        match timed {
+            Ok((best, timings)) => {
+                log::info!("gramian tuner: {} -> {} ({} variants timed)", class.key(), CATALOGUE[best].name, timings.len());
+                self.tuner.lock().map_err(lock_err)?.record(class, best, timings);
+                Ok(best)
+            }
+            Err(e) => {
+                log::warn!("gramian tuner: {} not tuned ({e}); using the default variant", class.key());
+                Ok(variants::default_index(class.precision))
+            }
+        }
+    }
+
+    /// Times every applicable variant on a synthetic problem of `class`
+    /// (operands uniform in [-1, 1], the caller's shape capped), within
+    /// [`super::TUNE_BUDGET`] of measured time; returns the fastest and
+    /// every time (microseconds, the best of a few runs).
+    fn tune(&self, class: ShapeClass, (rows, cols, depth): (usize, usize, usize)) -> Result<(usize, Vec<(&'static str, f64)>)> {
+        let work_cap = if self.is_software { 1 << 21 } else { 1 << 33 };
+        let (r, c, d) = ShapeClass::synthetic_shape(rows, cols, depth, work_cap);
+        let p = class.precision;
+        let fill = |len: usize, seed: u64| -> Vec<f64> {
+            // A fixed xorshift stream: replayable, no allocation of an RNG.
+            let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+            (0..len)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    (x >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0
+                })
+                .collect()
+        };
+        let operand = |n: usize, transposed: bool, seed: u64| -> Result<GpuMatrix> {
+            let (mr, mc) = if transposed { (d, n) } else { (n, d) };
+            self.upload(&fill(mr * mc, seed), mr, mc, p)
+        };
+        let a = operand(r, class.a_transposed, 1)?;
+        let b = operand(c, class.b_transposed, 2)?;
+        let out = self.zeros(r, c, p)?;
+        let code = if class.distance { KernelCode { kind: 1, gamma: 1.0 / d as f64, coef0: 0.0, degree: 0 } } else { KernelCode { kind: 0, gamma: 0.0, coef0: 0.0, degree: 0 } };
+        let reps = if self.is_software { 1 } else { 3 };
+        let mut spent = std::time::Duration::ZERO;
+        let mut timings = Vec::new();
+        let mut best: Option<(usize, f64)> = None;
+        let candidates: Vec<usize> = (0..CATALOGUE.len()).filter(|&i| CATALOGUE[i].precision == p && self.product_variants().contains(&&CATALOGUE[i])).collect();
+        for i in candidates {
+            if spent > super::TUNE_BUDGET {
+                break;
+            }
+            if self.variant_pipeline(i).is_err() {
+                continue;
+            }
+            let mut plan = Vec::new();
+            self.plan_product_with(i, code, Operand { m: &a, transposed: class.a_transposed }, Operand { m: &b, transposed: class.b_transposed }, &out, ProductFlags::default(), &mut plan)?;
+            // Warm-up (first use of a pipeline), then the best of `reps`.
+            self.run_plan(plan.clone())?;
+            self.synchronize()?;
+            let mut fastest = f64::INFINITY;
+            for _ in 0..reps {
+                let t0 = std::time::Instant::now();
+                self.run_plan(plan.clone())?;
+                self.synchronize()?;
+                let dt = t0.elapsed();
+                spent += dt;
+                fastest = fastest.min(dt.as_secs_f64() * 1e6);
+            }
+            timings.push((CATALOGUE[i].name, fastest));
+            if best.is_none_or(|(_, t)| fastest < t) {
+                best = Some((i, fastest));
+            }
+        }
+        best.map(|(i, _)| (i, timings)).ok_or_else(|| ComputeError::Unsupported(format!("no product variant runs on {}", self.adapter().name)))
+    }
+
+    /// [`Self::plan_product`] with the product variant `variant` (checked
+    /// operands).
+    #[allow(clippy::too_many_arguments)]
+    fn plan_product_with(&self, variant: usize, code: KernelCode, a: Operand<'_>, b: Operand<'_>, out: &GpuMatrix, flags: ProductFlags<'_>, plan: &mut Vec<Dispatch>) -> Result<()> {
+        let precision = out.precision();
+        let v = &CATALOGUE[variant];
+        let (rows, cols, depth) = (a.rows(), b.rows(), a.depth());
+        let row_span = self.max_workgroups as usize * v.tile_rows();
+        let col_span = self.max_workgroups as usize * v.tile_cols();
         let mut row_cuts = out.block_breaks();
         if !a.transposed {
             row_cuts.extend(a.m.block_breaks());
         }
-        let row_cuts = cuts(rows, row_cuts, max_span);
-        let col_cuts = cuts(cols, if b.transposed { Vec::new() } else { b.m.block_breaks() }, max_span);
+        let row_cuts = cuts(rows, row_cuts, row_span);
+        let col_cuts = cuts(cols, if b.transposed { Vec::new() } else { b.m.block_breaks() }, col_span);
         let mut depth_cuts = Vec::new();
         if a.transposed {
             depth_cuts.extend(a.m.block_breaks());
@@ -532,7 +647,7 @@ impl GpuContext {
                 for (t, ck) in depth_cuts.windows(2).enumerate() {
                     let (k0, k1) = (ck[0], ck[1]);
                     let accumulate = t > 0 || flags.accumulate;
-                    if self.plan_split_depth(code, a, b, out, flags, (i0, i1), (j0, j1), (k0, k1), accumulate, plan)? {
+                    if self.plan_split_depth(variant, code, a, b, out, flags, (i0, i1), (j0, j1), (k0, k1), accumulate, plan)? {
                         continue;
                     }
                     let mut bits = if accumulate { super::ops::FLAG_ACCUMULATE } else { 0 };
@@ -540,7 +655,7 @@ impl GpuContext {
                         bits |= super::ops::FLAG_APPLY;
                     }
                     let target = (out.buffer(o.block), o.local_row * out_cols + j0, out_cols);
-                    plan.push(Self::product_piece(code, precision, a, b, flags.weights, (i0, i1), (j0, j1), (k0, k1), target, bits));
+                    plan.push(Self::product_piece(variant, code, precision, a, b, flags.weights, (i0, i1), (j0, j1), (k0, k1), target, bits));
                 }
             }
         }
@@ -552,7 +667,7 @@ impl GpuContext {
     /// offset, row stride)` with `bits` (ACCUMULATE / APPLY; WEIGHTED is
     /// added when there are weights).
     #[allow(clippy::too_many_arguments)]
-    fn product_piece(code: KernelCode, precision: Precision, a: Operand<'_>, b: Operand<'_>, weights: Option<&GpuMatrix>, (i0, i1): (usize, usize), (j0, j1): (usize, usize), (k0, k1): (usize, usize), target: (&wgpu::Buffer, usize, usize), mut bits: u32) -> Dispatch {
+    fn product_piece(variant: usize, code: KernelCode, precision: Precision, a: Operand<'_>, b: Operand<'_>, weights: Option<&GpuMatrix>, (i0, i1): (usize, usize), (j0, j1): (usize, usize), (k0, k1): (usize, usize), target: (&wgpu::Buffer, usize, usize), mut bits: u32) -> Dispatch {
         let (ab, a_off, a_rs, a_cs) = a.locate(i0, k0);
         let (bb, b_off, b_rs, b_cs) = b.locate(j0, k0);
         let (weights, w_off) = match weights {
@@ -584,14 +699,15 @@ impl GpuContext {
             gamma: code.gamma as f32,
             coef0: code.coef0 as f32,
         };
-        let tile = tile_edge(precision);
+        let v = &CATALOGUE[variant];
         Dispatch {
             problem,
             precision,
             buffers: vec![a.m.buffer(ab).clone(), b.m.buffer(bb).clone(), c_buffer.clone()],
             weights,
-            grid: [(j1 - j0).div_ceil(tile) as u32, (i1 - i0).div_ceil(tile) as u32, 1],
+            grid: [(j1 - j0).div_ceil(v.tile_cols()) as u32, (i1 - i0).div_ceil(v.tile_rows()) as u32, 1],
             pipeline: PipelineKind::Product,
+            variant,
             params: (code.gamma, code.coef0),
         }
     }
@@ -604,11 +720,11 @@ impl GpuContext {
     /// partials into the output (adding to it with `accumulate`). Returns
     /// false (nothing recorded) when the piece does not call for it.
     #[allow(clippy::too_many_arguments)]
-    fn plan_split_depth(&self, code: KernelCode, a: Operand<'_>, b: Operand<'_>, out: &GpuMatrix, flags: ProductFlags<'_>, (i0, i1): (usize, usize), (j0, j1): (usize, usize), (k0, k1): (usize, usize), accumulate: bool, plan: &mut Vec<Dispatch>) -> Result<bool> {
+    fn plan_split_depth(&self, variant: usize, code: KernelCode, a: Operand<'_>, b: Operand<'_>, out: &GpuMatrix, flags: ProductFlags<'_>, (i0, i1): (usize, usize), (j0, j1): (usize, usize), (k0, k1): (usize, usize), accumulate: bool, plan: &mut Vec<Dispatch>) -> Result<bool> {
         let precision = out.precision();
-        let tile = tile_edge(precision);
+        let v = &CATALOGUE[variant];
         let (rows, cols, len) = (i1 - i0, j1 - j0, k1 - k0);
-        let tiles = rows.div_ceil(tile) * cols.div_ceil(tile);
+        let tiles = rows.div_ceil(v.tile_rows()) * cols.div_ceil(v.tile_cols());
         let elements = rows * cols;
         let fits = (self.max_binding_bytes as usize) / (elements * precision.bytes()).max(1);
         if code.kind != 0 || j0 != 0 || j1 != out.ncols() || tiles >= SPLIT_BELOW_TILES || len < 2 * SPLIT_MIN_DEPTH || elements > self.max_workgroups as usize * 64 {
@@ -626,7 +742,7 @@ impl GpuContext {
         for s in 0..chunks {
             let (ks, ke) = (k0 + s * chunk, (k0 + (s + 1) * chunk).min(k1));
             let target = (partial.buffer(0), s * elements, cols);
-            plan.push(Self::product_piece(code, precision, a, b, flags.weights, (i0, i1), (j0, j1), (ks, ke), target, super::ops::FLAG_APPLY));
+            plan.push(Self::product_piece(variant, code, precision, a, b, flags.weights, (i0, i1), (j0, j1), (ks, ke), target, super::ops::FLAG_APPLY));
         }
         // out[e] (+)= sum_s partial[s, e] over the elements e of the piece
         // (full rows of out, so contiguous from the piece's first row).
@@ -649,6 +765,7 @@ impl GpuContext {
             weights: None,
             grid: [elements.div_ceil(64) as u32, 1, 1],
             pipeline: PipelineKind::RowReduce,
+            variant: 0,
             params: (0.0, 0.0),
         });
         Ok(true)
@@ -690,6 +807,7 @@ impl GpuContext {
                 weights: None,
                 grid: [(i1 - i0).div_ceil(64) as u32, 1, 1],
                 pipeline: PipelineKind::RowReduce,
+                variant: 0,
                 params: (0.0, 0.0),
             });
         }
@@ -743,6 +861,7 @@ impl GpuContext {
                 weights: None,
                 grid: [gx as u32, gy as u32, 1],
                 pipeline: PipelineKind::Elementwise,
+                variant: 0,
                 params: (scale, 0.0),
             });
         }
@@ -783,12 +902,16 @@ impl GpuContext {
                 self.with_descriptor_buffer(bytes.len() as u64, |descriptors| {
                     self.counters.count_descriptors(bytes.len() as u64);
                     self.queue.write_buffer(&descriptors, 0, &bytes);
-                    let mut layouts: HashMap<(u8, Precision), (&wgpu::ComputePipeline, wgpu::BindGroupLayout)> = HashMap::new();
+                    let mut layouts: HashMap<(u8, Precision, usize), (wgpu::ComputePipeline, wgpu::BindGroupLayout)> = HashMap::new();
                     let mut groups = Vec::with_capacity(part.len());
                     for (i, d) in part.iter().enumerate() {
-                        let pipeline = self.pipeline_for(d.pipeline, d.precision)?;
-                        let key = (d.pipeline as u8, d.precision);
-                        let layout = &layouts.entry(key).or_insert_with(|| (pipeline, pipeline.get_bind_group_layout(0))).1;
+                        let key = (d.pipeline as u8, d.precision, d.variant);
+                        if !layouts.contains_key(&key) {
+                            let pipeline = self.pipeline_for(d.pipeline, d.precision, d.variant)?;
+                            let layout = pipeline.get_bind_group_layout(0);
+                            layouts.insert(key, (pipeline, layout));
+                        }
+                        let layout = &layouts[&key].1;
                         let desc_size = match (d.pipeline, d.precision) {
                             (PipelineKind::Product, Precision::F64) => std::mem::size_of::<ProblemF64>(),
                             (PipelineKind::Product, Precision::F32) => std::mem::size_of::<Problem>(),
@@ -812,7 +935,7 @@ impl GpuContext {
                     {
                         let mut pass = encoder.begin_compute_pass(&Default::default());
                         for (d, g) in part.iter().zip(&groups) {
-                            pass.set_pipeline(self.pipeline_for(d.pipeline, d.precision)?);
+                            pass.set_pipeline(&layouts[&(d.pipeline as u8, d.precision, d.variant)].0);
                             pass.set_bind_group(0, g, &[]);
                             pass.dispatch_workgroups(d.grid[0], d.grid[1], d.grid[2]);
                             self.counters.count_dispatch();
@@ -826,16 +949,39 @@ impl GpuContext {
         })
     }
 
-    fn pipeline_for(&self, kind: PipelineKind, precision: Precision) -> Result<&wgpu::ComputePipeline> {
+    fn pipeline_for(&self, kind: PipelineKind, precision: Precision, variant: usize) -> Result<wgpu::ComputePipeline> {
         let missing = || ComputeError::Unsupported(format!("{precision:?} shaders on {}", self.adapter().name));
         match (kind, precision) {
-            (PipelineKind::Product, Precision::F32) => Ok(&self.pipelines.kernel_matrix),
-            (PipelineKind::Product, Precision::F64) => self.pipelines.product_f64.as_ref().ok_or_else(missing),
-            (PipelineKind::RowReduce, Precision::F32) => Ok(&self.pipelines.row_reduce_f32),
-            (PipelineKind::RowReduce, Precision::F64) => self.pipelines.row_reduce_f64.as_ref().ok_or_else(missing),
-            (PipelineKind::Elementwise, Precision::F32) => Ok(&self.pipelines.elementwise_f32),
-            (PipelineKind::Elementwise, Precision::F64) => self.pipelines.elementwise_f64.as_ref().ok_or_else(missing),
+            (PipelineKind::Product, _) => self.variant_pipeline(variant),
+            (PipelineKind::RowReduce, Precision::F32) => Ok(self.pipelines.row_reduce_f32.clone()),
+            (PipelineKind::RowReduce, Precision::F64) => self.pipelines.row_reduce_f64.clone().ok_or_else(missing),
+            (PipelineKind::Elementwise, Precision::F32) => Ok(self.pipelines.elementwise_f32.clone()),
+            (PipelineKind::Elementwise, Precision::F64) => self.pipelines.elementwise_f64.clone().ok_or_else(missing),
         }
+    }
+
+    /// The compiled pipeline of product variant `index` (compiled on first
+    /// use, inside an error scope: a variant the driver rejects is an error,
+    /// not a panic).
+    fn variant_pipeline(&self, index: usize) -> Result<wgpu::ComputePipeline> {
+        let v = CATALOGUE.get(index).ok_or_else(|| ComputeError::Gpu(format!("no product variant {index}")))?;
+        if !self.supports(v.precision) {
+            return Err(ComputeError::Unsupported(format!("{:?} shaders on {}", v.precision, self.adapter().name)));
+        }
+        let lock_err = |_| ComputeError::Gpu("variant pipeline lock poisoned".into());
+        if let Some(p) = self.variant_pipelines.lock().map_err(lock_err)?.get(&index) {
+            return Ok(p.clone());
+        }
+        if !v.fits(&self.workgroup_limits) {
+            return Err(ComputeError::Unsupported(format!("variant {} on {} (workgroup limits)", v.name, self.adapter().name)));
+        }
+        let scope = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let pipeline = super::ops::compile(&self.device, v.name, &super::ops::product_source(v));
+        if let Some(e) = pollster::block_on(scope.pop()) {
+            return Err(ComputeError::Gpu(format!("variant {} does not compile on {}: {e}", v.name, self.adapter().name)));
+        }
+        self.variant_pipelines.lock().map_err(lock_err)?.insert(index, pipeline.clone());
+        Ok(pipeline)
     }
 
     /// Waits until the queue is idle (for timing).
@@ -854,15 +1000,4 @@ const SPLIT_MIN_DEPTH: usize = 2048;
 /// and at most this many chunks.
 const SPLIT_MAX_CHUNKS: usize = 64;
 
-/// Output tile edge of `kernel_generic.wgsl`.
-const GENERIC_TILE: usize = 64;
-
-/// Output tile edge of the product shader of `precision` (the tuned f32
-/// shader's or the generic one's).
-fn tile_edge(precision: Precision) -> usize {
-    match precision {
-        Precision::F32 => super::ops::TILE,
-        Precision::F64 => GENERIC_TILE,
-    }
-}
 const FLAG_WEIGHTED: u32 = 4;

@@ -1,0 +1,314 @@
+//! The autotuner: on first use of a product's shape class on an adapter it
+//! times the applicable variants of `variants.rs` on a synthetic problem of
+//! that class (a bounded budget: [`TUNE_BUDGET`] of measured GPU time), keeps
+//! the fastest, and caches the choice in memory and on disk, keyed by
+//! adapter, driver and class, so later processes skip the timing.
+//!
+//! Every variant gives the same results to the same tolerance (each is
+//! tested against the CPU `f64` path), so the choice changes speed only.
+//!
+//! Environment:
+//! - `GRAMIAN_TUNE`: `on` (default), `off` (always the default variant, no
+//!   timing), `retune` (ignore the disk cache, time again and rewrite it);
+//! - `GRAMIAN_TUNE_CACHE`: the cache file (default
+//!   `$XDG_CACHE_HOME/gramian/tuning-v1.tsv`, else
+//!   `$HOME/.cache/gramian/tuning-v1.tsv`); `none` keeps choices in memory;
+//! - `GRAMIAN_VARIANT`: a variant name (see [`super::CATALOGUE`]) used for
+//!   every product of its precision, no timing.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::variants::{self, CATALOGUE};
+use super::Precision;
+use crate::error::{ComputeError, Result};
+
+/// Measured GPU time one tuning may spend (compilation not included).
+pub const TUNE_BUDGET: Duration = Duration::from_millis(300);
+
+/// Environment variable selecting the tuning mode (`on`, `off`, `retune`).
+pub const TUNE_ENV: &str = "GRAMIAN_TUNE";
+/// Environment variable naming the tuning cache file (or `none`).
+pub const TUNE_CACHE_ENV: &str = "GRAMIAN_TUNE_CACHE";
+/// Environment variable forcing one variant.
+pub const VARIANT_ENV: &str = "GRAMIAN_VARIANT";
+
+/// Bumped when the catalogue or the class buckets change: older cache
+/// entries are ignored.
+const CACHE_VERSION: u32 = 1;
+
+/// How the tuner chooses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TuningMode {
+    /// Time unknown classes, reuse cached choices.
+    On,
+    /// Always the default variant.
+    Off,
+    /// Ignore cached choices from disk and time again.
+    Retune,
+}
+
+/// The shape class of a product: what decides which variant is fastest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct ShapeClass {
+    pub(crate) precision: Precision,
+    /// RBF/Laplacian (squared distances) rather than inner products.
+    pub(crate) distance: bool,
+    pub(crate) a_transposed: bool,
+    pub(crate) b_transposed: bool,
+    /// Output size bucket: < 2^14, < 2^20, < 2^24, more elements.
+    pub(crate) out_bucket: u8,
+    /// Depth bucket: <= 16, <= 128, <= 1024, more.
+    pub(crate) depth_bucket: u8,
+}
+
+impl ShapeClass {
+    pub(crate) fn of(precision: Precision, distance: bool, a_transposed: bool, b_transposed: bool, rows: usize, cols: usize, depth: usize) -> Self {
+        let elements = rows.saturating_mul(cols);
+        let out_bucket = match elements {
+            e if e < 1 << 14 => 0,
+            e if e < 1 << 20 => 1,
+            e if e < 1 << 24 => 2,
+            _ => 3,
+        };
+        let depth_bucket = match depth {
+            d if d <= 16 => 0,
+            d if d <= 128 => 1,
+            d if d <= 1024 => 2,
+            _ => 3,
+        };
+        ShapeClass { precision, distance, a_transposed, b_transposed, out_bucket, depth_bucket }
+    }
+
+    /// The cache key, e.g. `product/f32/distance/NN/o3/d2`.
+    pub(crate) fn key(&self) -> String {
+        let t = |b: bool| if b { 'T' } else { 'N' };
+        format!(
+            "product/{}/{}/{}{}/o{}/d{}",
+            match self.precision {
+                Precision::F32 => "f32",
+                Precision::F64 => "f64",
+            },
+            if self.distance { "distance" } else { "inner" },
+            t(self.a_transposed),
+            t(self.b_transposed),
+            self.out_bucket,
+            self.depth_bucket
+        )
+    }
+
+    /// The synthetic problem timed for this class: the caller's shape,
+    /// capped so one run is short (`work_cap` multiply-adds).
+    pub(crate) fn synthetic_shape(rows: usize, cols: usize, depth: usize, work_cap: usize) -> (usize, usize, usize) {
+        let (mut r, mut c, mut d) = (rows.clamp(1, 8192), cols.clamp(1, 8192), depth.clamp(1, 2048));
+        for _ in 0..64 {
+            if r.saturating_mul(c).saturating_mul(d) <= work_cap {
+                break;
+            }
+            if r >= c && r > 64 {
+                r /= 2;
+            } else if c > 64 {
+                c /= 2;
+            } else if d > 16 {
+                d /= 2;
+            } else {
+                break;
+            }
+        }
+        (r, c, d)
+    }
+}
+
+/// A tuner's choice for one class.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TunedChoice {
+    /// The class key (see the module docs).
+    pub class: String,
+    /// The chosen variant's name.
+    pub variant: &'static str,
+    /// Its measured time on the synthetic problem, microseconds (0 when
+    /// loaded from the cache without a time).
+    pub micros: f64,
+    /// Every variant timed, with microseconds (empty for cached choices).
+    pub timings: Vec<(&'static str, f64)>,
+}
+
+/// Per-context tuner state.
+#[derive(Debug)]
+pub(crate) struct Tuner {
+    pub(crate) mode: TuningMode,
+    /// Forced variant per precision (f32, f64).
+    forced: [Option<usize>; 2],
+    cache_path: Option<PathBuf>,
+    adapter_key: String,
+    choices: HashMap<ShapeClass, (usize, TunedChoice)>,
+    /// Classes loaded from disk: key -> variant index.
+    cached: HashMap<String, usize>,
+}
+
+fn precision_slot(p: Precision) -> usize {
+    match p {
+        Precision::F32 => 0,
+        Precision::F64 => 1,
+    }
+}
+
+fn default_cache_path() -> Option<PathBuf> {
+    let base = std::env::var_os("XDG_CACHE_HOME").filter(|v| !v.is_empty()).map(PathBuf::from).or_else(|| std::env::var_os("HOME").filter(|v| !v.is_empty()).map(|h| PathBuf::from(h).join(".cache")))?;
+    Some(base.join("gramian").join(format!("tuning-v{CACHE_VERSION}.tsv")))
+}
+
+impl Tuner {
+    /// From the environment (see the module docs). Errors: an unknown
+    /// `GRAMIAN_TUNE` value or `GRAMIAN_VARIANT` name.
+    pub(crate) fn from_env(adapter_key: String) -> Result<Self> {
+        let mode = match std::env::var(TUNE_ENV).ok().as_deref().map(str::trim) {
+            None | Some("") | Some("on") | Some("1") => TuningMode::On,
+            Some("off") | Some("0") => TuningMode::Off,
+            Some("retune") => TuningMode::Retune,
+            Some(other) => return Err(ComputeError::InvalidParameter { name: "GRAMIAN_TUNE", reason: format!("expected on, off or retune, got {other:?}") }),
+        };
+        let cache_path = match std::env::var(TUNE_CACHE_ENV).ok().as_deref().map(str::trim) {
+            Some("none") => None,
+            Some(path) if !path.is_empty() => Some(PathBuf::from(path)),
+            _ => default_cache_path(),
+        };
+        let mut tuner = Tuner { mode, forced: [None, None], cache_path, adapter_key: adapter_key.replace(['\t', '\n'], " "), choices: HashMap::new(), cached: HashMap::new() };
+        if let Ok(name) = std::env::var(VARIANT_ENV) {
+            if !name.trim().is_empty() {
+                tuner.force(Some(name.trim()))?;
+            }
+        }
+        if mode == TuningMode::On {
+            tuner.load();
+        }
+        Ok(tuner)
+    }
+
+    /// Forces `name` for its precision, or clears every forced variant.
+    pub(crate) fn force(&mut self, name: Option<&str>) -> Result<()> {
+        match name {
+            None => self.forced = [None, None],
+            Some(name) => {
+                let index = variants::index_of(name).ok_or_else(|| ComputeError::InvalidParameter { name: "variant", reason: format!("no product variant called {name:?} (see gramian::gpu::CATALOGUE)") })?;
+                self.forced[precision_slot(CATALOGUE[index].precision)] = Some(index);
+            }
+        }
+        Ok(())
+    }
+
+    /// Changes the mode; `Retune` forgets every choice made or loaded.
+    pub(crate) fn set_mode(&mut self, mode: TuningMode) {
+        if mode == TuningMode::Retune {
+            self.choices.clear();
+            self.cached.clear();
+        }
+        self.mode = mode;
+    }
+
+    /// The variant to use without timing, if the class needs none.
+    pub(crate) fn known(&self, class: &ShapeClass) -> Option<usize> {
+        if let Some(f) = self.forced[precision_slot(class.precision)] {
+            return Some(f);
+        }
+        if self.mode == TuningMode::Off {
+            return Some(variants::default_index(class.precision));
+        }
+        if let Some((i, _)) = self.choices.get(class) {
+            return Some(*i);
+        }
+        self.cached.get(&class.key()).copied()
+    }
+
+    /// Records a timed choice (and appends it to the disk cache).
+    pub(crate) fn record(&mut self, class: ShapeClass, index: usize, timings: Vec<(&'static str, f64)>) {
+        let micros = timings.iter().find(|(n, _)| *n == CATALOGUE[index].name).map_or(0.0, |t| t.1);
+        let key = class.key();
+        if let Some(path) = &self.cache_path {
+            let line = format!("{}\t{}\t{}\t{:.1}\n", self.adapter_key, key, CATALOGUE[index].name, micros);
+            let write = || -> std::io::Result<()> {
+                if let Some(dir) = path.parent() {
+                    std::fs::create_dir_all(dir)?;
+                }
+                // One short append per choice: concurrent writers interleave whole lines.
+                std::fs::OpenOptions::new().create(true).append(true).open(path)?.write_all(line.as_bytes())
+            };
+            if let Err(e) = write() {
+                log::warn!("gramian tuner: cannot write the cache {}: {e}", path.display());
+            }
+        }
+        self.choices.insert(class, (index, TunedChoice { class: key, variant: CATALOGUE[index].name, micros, timings }));
+    }
+
+    /// Reads this adapter's entries of the disk cache (later lines win;
+    /// unknown variants and malformed lines are skipped).
+    fn load(&mut self) {
+        let Some(path) = &self.cache_path else { return };
+        let Ok(text) = std::fs::read_to_string(path) else { return };
+        for line in text.lines().take(100_000) {
+            let fields: Vec<&str> = line.split('\t').collect();
+            if fields.len() >= 3 && fields[0] == self.adapter_key {
+                if let Some(i) = variants::index_of(fields[2]) {
+                    self.cached.insert(fields[1].to_string(), i);
+                }
+            }
+        }
+    }
+
+    /// Choices made in this process, then those loaded from disk.
+    pub(crate) fn choices(&self) -> Vec<TunedChoice> {
+        let mut out: Vec<TunedChoice> = self.choices.values().map(|(_, c)| c.clone()).collect();
+        out.sort_by(|a, b| a.class.cmp(&b.class));
+        let mut cached: Vec<TunedChoice> = self.cached.iter().filter(|(k, _)| !out.iter().any(|c| &c.class == *k)).map(|(k, &i)| TunedChoice { class: k.clone(), variant: CATALOGUE[i].name, micros: 0.0, timings: Vec::new() }).collect();
+        cached.sort_by(|a, b| a.class.cmp(&b.class));
+        out.extend(cached);
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn synthetic_shapes_respect_the_cap() {
+        for &(r, c, d, cap) in &[(32768, 32768, 256, 1usize << 33), (5, 7, 3, 1 << 21), (100_000, 3, 50_000, 1 << 21), (1, 1, 1, 1)] {
+            let (sr, sc, sd) = ShapeClass::synthetic_shape(r, c, d, cap);
+            assert!(sr >= 1 && sc >= 1 && sd >= 1);
+            assert!(sr <= r.max(1) && sc <= c.max(1) && sd <= d.max(1));
+            assert!(sr * sc * sd <= cap.max(64 * 64 * 16), "{r} {c} {d}: {sr} {sc} {sd}");
+        }
+    }
+
+    #[test]
+    fn classes_bucket_shapes() {
+        let a = ShapeClass::of(Precision::F32, true, false, false, 32768, 32768, 256);
+        let b = ShapeClass::of(Precision::F32, true, false, false, 16384, 16384, 200);
+        assert_eq!(a, b);
+        assert_eq!(a.key(), "product/f32/distance/NN/o3/d2");
+        assert_ne!(a, ShapeClass::of(Precision::F32, false, false, true, 32768, 32768, 256));
+    }
+
+    #[test]
+    fn the_cache_round_trips_and_skips_garbage() {
+        let dir = std::env::temp_dir().join(format!("gramian-tuner-test-{}", std::process::id()));
+        let path = dir.join("t.tsv");
+        let _ = std::fs::remove_file(&path);
+        let class = ShapeClass::of(Precision::F32, true, false, false, 100, 100, 10);
+        let mut t = Tuner { mode: TuningMode::On, forced: [None, None], cache_path: Some(path.clone()), adapter_key: "A".into(), choices: HashMap::new(), cached: HashMap::new() };
+        t.record(class, 2, vec![(CATALOGUE[2].name, 12.5)]);
+        std::fs::OpenOptions::new().append(true).open(&path).unwrap().write_all(b"garbage\nA\tproduct/x\tno-such-variant\t1\n").unwrap();
+        let mut u = Tuner { mode: TuningMode::On, forced: [None, None], cache_path: Some(path.clone()), adapter_key: "A".into(), choices: HashMap::new(), cached: HashMap::new() };
+        u.load();
+        assert_eq!(u.known(&class), Some(2));
+        let mut other = Tuner { mode: TuningMode::On, forced: [None, None], cache_path: Some(path.clone()), adapter_key: "B".into(), choices: HashMap::new(), cached: HashMap::new() };
+        other.load();
+        assert_eq!(other.known(&class), None);
+        assert!(u.force(Some("no-such-variant")).is_err());
+        u.force(Some(CATALOGUE[0].name)).unwrap();
+        assert_eq!(u.known(&class), Some(0));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

@@ -1,0 +1,328 @@
+//! The catalogue of product-shader variants and the generator that writes
+//! each one's WGSL from the template `shaders/product.wgsl`.
+//!
+//! Every variant computes the same thing (`C = f(s(A', B'))`, see the
+//! template's header) to the same tolerance; they differ in how the work is
+//! laid out on a GPU, which decides their speed on a given adapter:
+//! - the workgroup shape `WX x WY` and the register block `RM x RN` of each
+//!   invocation, so a tile of `TR = WY RM` rows by `TC = WX RN` columns;
+//! - the depth `KC` staged in workgroup memory per step, in one or two
+//!   stages (double buffering: the next slice loads while this one is used);
+//! - the vector width of workgroup loads (`vec4` or scalars);
+//! - the lane layout: *blocked* (an invocation owns `RM` consecutive rows)
+//!   or *strided* (its rows are `WY` apart, so neighbouring invocations read
+//!   neighbouring workgroup-memory words);
+//! - the distance form: *direct* `sum (a - b)^2` or *expanded*
+//!   `|a|^2 + |b|^2 - 2 <a, b>` with direct recomputation where it cancels;
+//! - the staging order: consecutive invocations load consecutive depth
+//!   (coalesced for row-major operands) or consecutive rows (for
+//!   transposed operands).
+//!
+//! The autotuner (`tuner.rs`) times the applicable variants on the adapter
+//! and keeps the fastest per shape class; the tests run every variant
+//! against the CPU `f64` path.
+
+use super::Precision;
+
+/// The lane layout of an invocation's register block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LaneLayout {
+    /// Rows `RM ly ..`, columns `RN lx ..` (consecutive).
+    Blocked,
+    /// Row units `ly, ly + WY, ..`, column units `lx, lx + WX, ..`.
+    Strided,
+}
+
+/// How a variant forms the squared distance of the RBF and Laplacian kernels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DistanceForm {
+    /// `sum_k (a_k - b_k)^2`.
+    Direct,
+    /// `|a|^2 + |b|^2 - 2 <a, b>`, recomputed directly where it cancels.
+    Expanded,
+}
+
+/// One product-shader variant (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProductVariant {
+    /// Stable name, used by the tuner's cache and `GRAMIAN_VARIANT`.
+    pub name: &'static str,
+    /// Element type.
+    pub precision: Precision,
+    /// Workgroup columns (invocations along the output's columns).
+    pub wx: u32,
+    /// Workgroup rows.
+    pub wy: u32,
+    /// Rows of C per invocation.
+    pub rm: u32,
+    /// Columns of C per invocation.
+    pub rn: u32,
+    /// Depth staged per step.
+    pub kc: u32,
+    /// Vector width of the workgroup-memory words (1 or 4).
+    pub unit: u32,
+    /// Lane layout.
+    pub layout: LaneLayout,
+    /// Distance form.
+    pub form: DistanceForm,
+    /// Consecutive invocations stage consecutive rows (true) or depth (false).
+    pub rows_fast: bool,
+    /// Workgroup-memory stages (1, or 2 for double buffering).
+    pub stages: u32,
+}
+
+const fn v(name: &'static str, precision: Precision, (wx, wy): (u32, u32), (rm, rn): (u32, u32), kc: u32, unit: u32, layout: LaneLayout, form: DistanceForm, rows_fast: bool, stages: u32) -> ProductVariant {
+    ProductVariant { name, precision, wx, wy, rm, rn, kc, unit, layout, form, rows_fast, stages }
+}
+
+use DistanceForm::{Direct, Expanded};
+use LaneLayout::{Blocked, Strided};
+use Precision::{F32, F64};
+
+/// Every variant; the first of each precision is its default (the one used
+/// when tuning is off and by the host-matrix path).
+pub const CATALOGUE: &[ProductVariant] = &[
+    v("f32-128x128-b8x8-k16-v4-direct", F32, (16, 16), (8, 8), 16, 4, Blocked, Direct, false, 1),
+    v("f32-128x128-b8x8-k16-v4-expanded", F32, (16, 16), (8, 8), 16, 4, Blocked, Expanded, false, 1),
+    v("f32-128x128-s8x8-k16-v4-expanded", F32, (16, 16), (8, 8), 16, 4, Strided, Expanded, false, 1),
+    v("f32-128x128-s8x8-k16-v4-expanded-db", F32, (16, 16), (8, 8), 16, 4, Strided, Expanded, false, 2),
+    v("f32-128x128-s8x8-k8-v4-expanded-db", F32, (16, 16), (8, 8), 8, 4, Strided, Expanded, false, 2),
+    v("f32-128x128-s8x8-k16-v4-direct-db", F32, (16, 16), (8, 8), 16, 4, Strided, Direct, false, 2),
+    v("f32-64x128-s8x8-k16-v4-expanded-db", F32, (16, 8), (8, 8), 16, 4, Strided, Expanded, false, 2),
+    v("f32-64x64-s4x4-k16-v4-expanded-db", F32, (16, 16), (4, 4), 16, 4, Strided, Expanded, false, 2),
+    v("f32-32x32-b4x4-k16-v4-direct", F32, (8, 8), (4, 4), 16, 4, Blocked, Direct, false, 1),
+    v("f32-128x128-b8x8-k16-v4-direct-rows", F32, (16, 16), (8, 8), 16, 4, Blocked, Direct, true, 1),
+    v("f32-64x64-s4x4-k16-v4-expanded-rows", F32, (16, 16), (4, 4), 16, 4, Strided, Expanded, true, 2),
+    v("f32-64x64-b4x4-k16-v1-direct", F32, (16, 16), (4, 4), 16, 1, Blocked, Direct, false, 1),
+    v("f64-64x64-b4x4-k16-v1-direct", F64, (16, 16), (4, 4), 16, 1, Blocked, Direct, false, 1),
+    v("f64-64x64-s4x4-k16-v4-direct", F64, (16, 16), (4, 4), 16, 4, Strided, Direct, false, 1),
+    v("f64-64x64-s4x4-k8-v4-expanded-db", F64, (16, 16), (4, 4), 8, 4, Strided, Expanded, false, 2),
+    v("f64-64x128-s8x8-k8-v4-expanded-db", F64, (16, 8), (8, 8), 8, 4, Strided, Expanded, false, 2),
+    v("f64-32x32-b4x4-k16-v1-direct", F64, (8, 8), (4, 4), 16, 1, Blocked, Direct, false, 1),
+    v("f64-64x64-s4x4-k16-v4-direct-rows", F64, (16, 16), (4, 4), 16, 4, Strided, Direct, true, 1),
+];
+
+/// Index in [`CATALOGUE`] of the default variant of `precision`.
+pub(crate) fn default_index(precision: Precision) -> usize {
+    CATALOGUE.iter().position(|v| v.precision == precision).expect("the catalogue has a variant of each precision")
+}
+
+/// Index of the variant called `name`.
+pub(crate) fn index_of(name: &str) -> Option<usize> {
+    CATALOGUE.iter().position(|v| v.name == name)
+}
+
+/// What an adapter allows a workgroup to use.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct WorkgroupLimits {
+    pub(crate) storage_bytes: u32,
+    pub(crate) invocations: u32,
+    pub(crate) size_x: u32,
+    pub(crate) size_y: u32,
+}
+
+impl ProductVariant {
+    /// Output rows per workgroup.
+    pub fn tile_rows(&self) -> usize {
+        (self.wy * self.rm) as usize
+    }
+    /// Output columns per workgroup.
+    pub fn tile_cols(&self) -> usize {
+        (self.wx * self.rn) as usize
+    }
+    /// Invocations per workgroup.
+    pub fn threads(&self) -> u32 {
+        self.wx * self.wy
+    }
+    /// Bytes of workgroup memory.
+    pub fn workgroup_bytes(&self) -> u32 {
+        self.stages * self.kc * (self.tile_rows() + self.tile_cols()) as u32 * self.precision.bytes() as u32
+    }
+
+    /// True when the adapter can run it.
+    pub(crate) fn fits(&self, limits: &WorkgroupLimits) -> bool {
+        self.workgroup_bytes() <= limits.storage_bytes && self.threads() <= limits.invocations && self.wx <= limits.size_x && self.wy <= limits.size_y
+    }
+
+    /// The variant's WGSL (without the prelude and `problem.wgsl`).
+    pub(crate) fn source(&self) -> String {
+        const TEMPLATE: &str = include_str!("../../shaders/product.wgsl");
+        let u = self.unit;
+        assert!(u == 1 || u == 4, "unit width 1 or 4");
+        assert!(self.rm % u == 0 && self.rn % u == 0, "register block a multiple of the unit");
+        let (rmu, rnu) = (self.rm / u, self.rn / u);
+        let scalar = match self.precision {
+            Precision::F32 => "f32",
+            Precision::F64 => "f64",
+        };
+        let vt = if u == 4 { format!("vec4<{scalar}>") } else { scalar.to_string() };
+        let (tr, tc) = (self.tile_rows() as u32, self.tile_cols() as u32);
+        let threads = self.threads();
+        // Unit index of register row unit `p` / column unit `q`.
+        let (urow, ucol) = match self.layout {
+            LaneLayout::Blocked => ("ly * RMU + pu".to_string(), "lx * RNU + qu".to_string()),
+            LaneLayout::Strided => ("pu * WY + ly".to_string(), "qu * WX + lx".to_string()),
+        };
+        let urow_of = |p: u32| urow.replace("pu", &format!("{p}u"));
+        let ucol_of = |q: u32| ucol.replace("qu", &format!("{q}u"));
+        let index = |rows: u32| {
+            if self.rows_fast {
+                format!("let r = e % {rows}u;\n            let kk = e / {rows}u;")
+            } else {
+                "let r = e / KC;\n            let kk = e % KC;".to_string()
+            }
+        };
+        let set = |tile: &str| {
+            if u == 4 {
+                format!("{tile}[buf][kk][r / 4u][r % 4u] = v;")
+            } else {
+                format!("{tile}[buf][kk][r] = v;")
+            }
+        };
+        let comp = |name: String, c: u32| if u == 4 { format!("{name}.{}", ["x", "y", "z", "w"][c as usize]) } else { name };
+        let splat = |x: String| if u == 4 { format!("{vt}({x})") } else { x };
+
+        let mut decls = String::new();
+        for r in 0..self.rm {
+            for q in 0..rnu {
+                decls += &format!("    var c_{r}_{q} = {vt}(0.0);\n");
+            }
+        }
+        if self.form == DistanceForm::Expanded {
+            for p in 0..rmu {
+                decls += &format!("    var na_{p} = {vt}(0.0);\n");
+            }
+            for q in 0..rnu {
+                decls += &format!("    var nb_{q} = {vt}(0.0);\n");
+            }
+        }
+        let cur = if self.stages == 2 { "cur" } else { "0u" };
+        let loads = {
+            let mut s = String::new();
+            for p in 0..rmu {
+                s += &format!("                let a_{p} = a_tile[{cur}][kk][{}];\n", urow_of(p));
+            }
+            for q in 0..rnu {
+                s += &format!("                let b_{q} = b_tile[{cur}][kk][{}];\n", ucol_of(q));
+            }
+            s
+        };
+        let mut step_inner = loads.clone();
+        let mut step_direct = loads.clone();
+        step_direct += &format!("                var d: {vt};\n");
+        let mut step_expanded = loads.clone();
+        for r in 0..self.rm {
+            let a = splat(comp(format!("a_{}", r / u), r % u));
+            for q in 0..rnu {
+                step_inner += &format!("                c_{r}_{q} = fma({a}, b_{q}, c_{r}_{q});\n");
+                step_direct += &format!("                d = {a} - b_{q};\n                c_{r}_{q} = fma(d, d, c_{r}_{q});\n");
+                step_expanded += &format!("                c_{r}_{q} = fma({a}, b_{q}, c_{r}_{q});\n");
+            }
+        }
+        if self.form == DistanceForm::Expanded {
+            for p in 0..rmu {
+                step_expanded += &format!("                na_{p} = fma(a_{p}, a_{p}, na_{p});\n");
+            }
+            for q in 0..rnu {
+                step_expanded += &format!("                nb_{q} = fma(b_{q}, b_{q}, nb_{q});\n");
+            }
+        } else {
+            // Not reached (direct variants take the direct loop for distances).
+            step_expanded = step_direct.clone();
+        }
+        let (prologue, pre, post) = if self.stages == 2 {
+            (
+                "    var cur = 0u;\n    stage(p, 0u, 0u, row0, col0, li);\n    workgroupBarrier();".to_string(),
+                "        if (k0 + KC < p.depth) {\n            stage(p, 1u - cur, k0 + KC, row0, col0, li);\n        }".to_string(),
+                "        workgroupBarrier();\n        cur = 1u - cur;".to_string(),
+            )
+        } else {
+            (String::new(), "        stage(p, 0u, k0, row0, col0, li);\n        workgroupBarrier();".to_string(), "        workgroupBarrier();".to_string())
+        };
+        let list = |names: Vec<String>| names.join(", ");
+        let mut pack = format!(
+            "    let acc = array<{vt}, {}>({});\n",
+            self.rm * rnu,
+            list((0..self.rm).flat_map(|r| (0..rnu).map(move |q| format!("c_{r}_{q}"))).collect())
+        );
+        let (na_at, nb_at) = if self.form == DistanceForm::Expanded {
+            pack += &format!("    let na = array<{vt}, {rmu}>({});\n", list((0..rmu).map(|p| format!("na_{p}")).collect()));
+            pack += &format!("    let nb = array<{vt}, {rnu}>({});\n", list((0..rnu).map(|q| format!("nb_{q}")).collect()));
+            if u == 4 {
+                ("na[pu][r % 4u]".to_string(), "nb[qu][q % 4u]".to_string())
+            } else {
+                ("na[pu]".to_string(), "nb[qu]".to_string())
+            }
+        } else {
+            ("T(0.0)".to_string(), "T(0.0)".to_string())
+        };
+        let acc_at = if u == 4 { "acc[r * RNU + qu][q % 4u]" } else { "acc[r * RNU + qu]" };
+        let fields: Vec<(&str, String)> = vec![
+            ("TR", tr.to_string()),
+            ("TC", tc.to_string()),
+            ("KC", self.kc.to_string()),
+            ("RM", self.rm.to_string()),
+            ("RN", self.rn.to_string()),
+            ("UNIT", u.to_string()),
+            ("RMU", rmu.to_string()),
+            ("RNU", rnu.to_string()),
+            ("WX", self.wx.to_string()),
+            ("WY", self.wy.to_string()),
+            ("THREADS", threads.to_string()),
+            ("EXPANDED", (self.form == DistanceForm::Expanded).to_string()),
+            ("VT", vt.clone()),
+            ("AU", (tr / u).to_string()),
+            ("BU", (tc / u).to_string()),
+            ("STAGES", self.stages.to_string()),
+            ("A_LOADS", (tr * self.kc).div_ceil(threads).to_string()),
+            ("B_LOADS", (tc * self.kc).div_ceil(threads).to_string()),
+            ("INDEX_A", index(tr)),
+            ("INDEX_B", index(tc)),
+            ("SET_A", set("a_tile")),
+            ("SET_B", set("b_tile")),
+            ("DECLS", decls),
+            ("PROLOGUE", prologue),
+            ("PRE", pre),
+            ("POST", post),
+            ("STEP_DIRECT", step_direct),
+            ("STEP_EXPANDED", step_expanded),
+            ("STEP_INNER", step_inner),
+            ("PACK", pack),
+            ("UROW", urow),
+            ("UCOL", ucol),
+            ("ACC_AT", acc_at.to_string()),
+            ("NA_AT", na_at),
+            ("NB_AT", nb_at),
+        ];
+        let mut out = TEMPLATE.to_string();
+        for (key, value) in &fields {
+            out = out.replace(&format!("@@{key}@@"), value);
+        }
+        debug_assert!(!out.contains("@@"), "every template field is filled");
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_unique_and_defaults_come_first() {
+        for (i, a) in CATALOGUE.iter().enumerate() {
+            assert!(CATALOGUE[i + 1..].iter().all(|b| b.name != a.name), "{} twice", a.name);
+            assert!(a.name.starts_with(match a.precision { Precision::F32 => "f32", Precision::F64 => "f64" }));
+        }
+        assert_eq!(CATALOGUE[default_index(Precision::F32)].name, "f32-128x128-b8x8-k16-v4-direct");
+        assert_eq!(CATALOGUE[default_index(Precision::F64)].name, "f64-64x64-b4x4-k16-v1-direct");
+    }
+
+    #[test]
+    fn every_template_field_is_filled() {
+        for v in CATALOGUE {
+            let s = v.source();
+            assert!(!s.contains("@@"), "{}", v.name);
+            assert!(s.contains(&format!("@workgroup_size({}, {}, 1)", v.wx, v.wy)), "{}", v.name);
+        }
+    }
+}
