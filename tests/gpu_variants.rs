@@ -110,6 +110,50 @@ fn every_variant_matches_the_cpu_on_kernel_matrices_and_products() {
 }
 
 #[test]
+fn every_variant_runs_the_fused_kernel_matvec() {
+    // Y = K(X, Z) V with one, five and eight columns (fused shader) and
+    // eleven (the tiled path), against the CPU; signed sums over m terms
+    // cancel, so the Frobenius tolerance is 10x the entry tolerance.
+    let mut rng = rng();
+    for (t, (device, ctx)) in devices().into_iter().enumerate() {
+        let mut variants = ctx.product_variants();
+        if t > 0 {
+            variants.retain(|v| v.name.contains("64x64-s4x4") && v.name.contains("-db") || v.name.ends_with("-direct") && v.name.contains("128x128"));
+        }
+        for v in variants {
+            ctx.force_variant(Some(v.name)).unwrap();
+            let p = v.precision;
+            for &(n, m, d) in SHAPES {
+                let x = random_matrix(&mut rng, n, d) / (d as f64).sqrt();
+                let z = random_matrix(&mut rng, m, d) / (d as f64).sqrt();
+                let (xd, zd) = (device.upload(&x, p).unwrap(), device.upload(&z, p).unwrap());
+                let widths: &[usize] = if t == 0 { &[1, 5] } else { &[8, 11] };
+                for &c in widths {
+                    let vm = random_matrix(&mut rng, m, c);
+                    let vd = device.upload(&vm, p).unwrap();
+                    for (kernel, scale) in kernels() {
+                        let want = Device::cpu().kernel_matrix(&kernel, &x, &z).unwrap() * &vm;
+                        let got = device.to_host(&device.resident_kernel_matvec(&kernel, &xd, &zd, &vd).unwrap()).unwrap();
+                        let (rel, _) = tolerances(p);
+                        let err = relative_frobenius_error(&got, &want);
+                        assert!(err <= 10.0 * rel * scale, "{} {kernel:?} {n}x{m}x{d} c={c}: error {err:e}", v.name);
+                        if !matches!(kernel, Kernel::Rbf { .. }) {
+                            continue;
+                        }
+                        // Accumulating adds the same again.
+                        let acc = device.upload(&want, p).unwrap();
+                        device.resident_kernel_matvec_into(&kernel, &xd, &zd, &vd, &acc, true).unwrap();
+                        let err = relative_frobenius_error(&device.to_host(&acc).unwrap(), &(&want * 2.0));
+                        assert!(err <= 10.0 * rel * scale, "{} {kernel:?} accumulate c={c}: error {err:e}", v.name);
+                    }
+                }
+            }
+        }
+        ctx.force_variant(None).unwrap();
+    }
+}
+
+#[test]
 fn expanded_distances_stay_accurate_for_near_duplicates_and_far_data() {
     // Rows in pairs 1e-4 apart, and the same data shifted far from the
     // origin: |a|^2 + |b|^2 - 2 <a, b> cancels almost completely, so the

@@ -19,7 +19,7 @@ pub use resident::{GpuMatrix, Precision, TransferStats};
 pub use tuner::{TunedChoice, TuningMode, TUNE_BUDGET, TUNE_CACHE_ENV, TUNE_ENV, VARIANT_ENV};
 pub use variants::{DistanceForm, LaneLayout, ProductVariant, CATALOGUE};
 pub(crate) use ops::KernelCode;
-pub(crate) use resident::{ElementwiseMap, Operand, ProductFlags};
+pub(crate) use resident::{ElementwiseMap, Operand, ProductFlags, MATVEC_MAX_COLUMNS};
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;

@@ -262,6 +262,8 @@ pub(crate) struct Dispatch {
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum PipelineKind {
     Product,
+    /// The fused kernel matvec of a product variant.
+    Matvec,
     RowReduce,
     Elementwise,
 }
@@ -575,7 +577,15 @@ impl GpuContext {
         };
         let a = operand(r, class.a_transposed, 1)?;
         let b = operand(c, class.b_transposed, 2)?;
-        let out = self.zeros(r, c, p)?;
+        let (vc, out_cols) = match class.op {
+            super::tuner::Op::Product => (0, c),
+            super::tuner::Op::Matvec { wide } => {
+                let vc = if wide { MATVEC_MAX_COLUMNS } else { 1 };
+                (vc, vc)
+            }
+        };
+        let vmat = if vc > 0 { Some(self.upload(&fill(c * vc, 3), c, vc, p)?) } else { None };
+        let out = self.zeros(r, out_cols, p)?;
         let code = if class.distance { KernelCode { kind: 1, gamma: 1.0 / d as f64, coef0: 0.0, degree: 0 } } else { KernelCode { kind: 0, gamma: 0.0, coef0: 0.0, degree: 0 } };
         let reps = if self.is_software { 1 } else { 3 };
         let mut spent = std::time::Duration::ZERO;
@@ -586,11 +596,15 @@ impl GpuContext {
             if spent > super::TUNE_BUDGET {
                 break;
             }
-            if self.variant_pipeline(i).is_err() {
+            let key = if vc > 0 { i | (if vc == 1 { 1 } else { MATVEC_MAX_COLUMNS } << 16) } else { i };
+            if self.variant_pipeline(key).is_err() {
                 continue;
             }
             let mut plan = Vec::new();
-            self.plan_product_with(i, code, Operand { m: &a, transposed: class.a_transposed }, Operand { m: &b, transposed: class.b_transposed }, &out, ProductFlags::default(), &mut plan)?;
+            match &vmat {
+                None => self.plan_product_with(i, code, Operand { m: &a, transposed: class.a_transposed }, Operand { m: &b, transposed: class.b_transposed }, &out, ProductFlags::default(), &mut plan)?,
+                Some(vm) => self.plan_kernel_matvec_with(i, code, &a, &b, vm, &out, false, &mut plan)?,
+            }
             // Warm-up (first use of a pipeline), then the best of `reps`.
             self.run_plan(plan.clone())?;
             self.synchronize()?;
@@ -771,6 +785,127 @@ impl GpuContext {
         Ok(true)
     }
 
+    /// Records the fused kernel matvec `out (+)= K(X, Z) V` (V with at most
+    /// [`MATVEC_MAX_COLUMNS`] columns) without writing K: per piece (cut at
+    /// the row blocks of X, Z, V and out) one dispatch of the chosen
+    /// variant's `kernel_matvec.wgsl` writes partial sums, and one
+    /// row-reduction dispatch adds them into out.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn plan_kernel_matvec(&self, code: KernelCode, x: &GpuMatrix, z: &GpuMatrix, v: &GpuMatrix, out: &GpuMatrix, accumulate: bool, plan: &mut Vec<Dispatch>) -> Result<()> {
+        let precision = self.check_same(&[x, z, v, out])?;
+        let (n, m, d, c) = (x.nrows(), z.nrows(), x.ncols(), v.ncols());
+        if z.ncols() != d || v.nrows() != m || out.nrows() != n || out.ncols() != c {
+            return Err(ComputeError::DimensionMismatch { what: "shapes of a fused kernel matvec", expected: n * c, found: out.nrows() * out.ncols() });
+        }
+        if c > MATVEC_MAX_COLUMNS {
+            return Err(ComputeError::InvalidParameter { name: "v", reason: format!("the fused kernel matvec takes at most {MATVEC_MAX_COLUMNS} columns, got {c}") });
+        }
+        let distance = code.kind == 1 || code.kind == 2;
+        let class = ShapeClass { op: super::tuner::Op::Matvec { wide: c > 1 }, ..ShapeClass::of(precision, distance, false, false, n, m, d) };
+        let variant = self.variant_for(class, (n, m, d))?;
+        self.plan_kernel_matvec_with(variant, code, x, z, v, out, accumulate, plan)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn plan_kernel_matvec_with(&self, variant: usize, code: KernelCode, x: &GpuMatrix, z: &GpuMatrix, v: &GpuMatrix, out: &GpuMatrix, accumulate: bool, plan: &mut Vec<Dispatch>) -> Result<()> {
+        let precision = out.precision();
+        let var = &CATALOGUE[variant];
+        let (n, m, d, c) = (x.nrows(), z.nrows(), x.ncols(), v.ncols());
+        let mv: usize = if c == 1 { 1 } else { MATVEC_MAX_COLUMNS };
+        let eb = precision.bytes();
+        let (tr, tc, wx) = (var.tile_rows(), var.tile_cols(), var.wx as usize);
+        let binding = self.max_binding_bytes as usize;
+        // Rows per piece: the grid limit, and one slot of partials per lane
+        // column within a binding.
+        let max_rows = (self.max_workgroups as usize * tr).min((binding / (wx * c * eb)).max(1));
+        let mut rb = x.block_breaks();
+        rb.extend(out.block_breaks());
+        let row_cuts = cuts(n, rb, max_rows);
+        let mut cb = z.block_breaks();
+        cb.extend(v.block_breaks());
+        let col_cuts = cuts(m, cb, usize::MAX);
+        // Splits of the column tiles: enough workgroups to fill a GPU.
+        let longest = row_cuts.windows(2).map(|w| w[1] - w[0]).max().unwrap_or(1);
+        let widest = col_cuts.windows(2).map(|w| w[1] - w[0]).max().unwrap_or(1);
+        let splits_for = |rows: usize, cols: usize| -> usize {
+            let wanted = MATVEC_TARGET_WORKGROUPS.div_ceil(rows.div_ceil(tr)).max(1);
+            wanted.min(cols.div_ceil(tc)).min((binding / (wx * rows * c * eb)).max(1)).min(self.max_workgroups as usize).max(1)
+        };
+        let slots = splits_for(longest, widest) * wx;
+        let partial = self.zeros(slots * longest, c, precision)?;
+        debug_assert_eq!(partial.storage.blocks.len(), 1);
+        let key = variant | (mv << 16);
+        for ri in row_cuts.windows(2) {
+            let (i0, i1) = (ri[0], ri[1]);
+            let rows = i1 - i0;
+            let (xs, os) = (x.locate(i0), out.locate(i0));
+            for (t, cj) in col_cuts.windows(2).enumerate() {
+                let (j0, j1) = (cj[0], cj[1]);
+                let cols = j1 - j0;
+                let (zs, vs) = (z.locate(j0), v.locate(j0));
+                let splits = splits_for(rows, cols);
+                let problem = Problem {
+                    rows: rows as u32,
+                    cols: cols as u32,
+                    depth: d as u32,
+                    a_off: (xs.local_row * d) as u32,
+                    b_off: (zs.local_row * d) as u32,
+                    c_off: 0,
+                    flags: 0,
+                    kind: code.kind,
+                    a_rs: d as u32,
+                    a_cs: 1,
+                    b_rs: d as u32,
+                    b_cs: 1,
+                    c_rs: c as u32,
+                    c_cs: c as u32,
+                    w_off: (vs.local_row * c) as u32,
+                    degree: code.degree,
+                    gamma: code.gamma as f32,
+                    coef0: code.coef0 as f32,
+                };
+                plan.push(Dispatch {
+                    problem,
+                    precision,
+                    buffers: vec![x.buffer(xs.block).clone(), z.buffer(zs.block).clone(), partial.buffer(0).clone()],
+                    weights: Some(v.buffer(vs.block).clone()),
+                    grid: [splits as u32, rows.div_ceil(tr) as u32, 1],
+                    pipeline: PipelineKind::Matvec,
+                    variant: key,
+                    params: (code.gamma, code.coef0),
+                });
+                // out[rows of the piece] (+)= sum over the splits x lanes slots.
+                let elements = rows * c;
+                let job = Reduce {
+                    rows: elements as u32,
+                    cols: (splits * wx) as u32,
+                    x_off: 0,
+                    x_rs: 1,
+                    x_cs: elements as u32,
+                    out_off: (os.local_row * c) as u32,
+                    mode: 1,
+                    accumulate: (accumulate || t > 0) as u32,
+                };
+                let mut problem = Problem::zeroed();
+                bytemuck::bytes_of_mut(&mut problem)[..std::mem::size_of::<Reduce>()].copy_from_slice(bytemuck::bytes_of(&job));
+                let groups = elements.div_ceil(64);
+                let gx = groups.min(self.max_workgroups as usize).max(1);
+                let gy = groups.div_ceil(gx);
+                plan.push(Dispatch {
+                    problem,
+                    precision,
+                    buffers: vec![partial.buffer(0).clone(), out.buffer(os.block).clone()],
+                    weights: None,
+                    grid: [gx as u32, gy as u32, 1],
+                    pipeline: PipelineKind::RowReduce,
+                    variant: 0,
+                    params: (0.0, 0.0),
+                });
+            }
+        }
+        Ok(())
+    }
+
     /// Records `out[i] (+)= sum_k x_ik^2` (`squares`) or `sum_k x_ik`.
     pub(crate) fn plan_row_reduce(&self, x: &GpuMatrix, out: &GpuMatrix, squares: bool, accumulate: bool, plan: &mut Vec<Dispatch>) -> Result<()> {
         let precision = self.check_same(&[x, out])?;
@@ -883,7 +1018,7 @@ impl GpuContext {
                 for (i, d) in part.iter().enumerate() {
                     let dst = &mut bytes[i * align..];
                     match (d.pipeline, d.precision) {
-                        (PipelineKind::Product, Precision::F64) => {
+                        (PipelineKind::Product | PipelineKind::Matvec, Precision::F64) => {
                             let words: [u32; 16] = bytemuck::cast_slice::<Problem, u32>(std::slice::from_ref(&d.problem))[..16].try_into().expect("16 words");
                             let p = ProblemF64 { words, gamma: d.params.0, coef0: d.params.1 };
                             dst[..std::mem::size_of::<ProblemF64>()].copy_from_slice(bytemuck::bytes_of(&p));
@@ -913,8 +1048,8 @@ impl GpuContext {
                         }
                         let layout = &layouts[&key].1;
                         let desc_size = match (d.pipeline, d.precision) {
-                            (PipelineKind::Product, Precision::F64) => std::mem::size_of::<ProblemF64>(),
-                            (PipelineKind::Product, Precision::F32) => std::mem::size_of::<Problem>(),
+                            (PipelineKind::Product | PipelineKind::Matvec, Precision::F64) => std::mem::size_of::<ProblemF64>(),
+                            (PipelineKind::Product | PipelineKind::Matvec, Precision::F32) => std::mem::size_of::<Problem>(),
                             (PipelineKind::RowReduce, _) => std::mem::size_of::<Reduce>(),
                             (PipelineKind::Elementwise, Precision::F64) => 32,
                             (PipelineKind::Elementwise, Precision::F32) => 28,
@@ -925,7 +1060,7 @@ impl GpuContext {
                         }
                         let mut entries = vec![wgpu::BindGroupEntry { binding: 0, resource: desc }];
                         entries.extend(d.buffers.iter().enumerate().map(|(i, buf)| wgpu::BindGroupEntry { binding: i as u32 + 1, resource: whole(buf) }));
-                        if d.pipeline == PipelineKind::Product {
+                        if matches!(d.pipeline, PipelineKind::Product | PipelineKind::Matvec) {
                             // No weights: any read-only buffer of the dispatch stands in.
                             entries.push(wgpu::BindGroupEntry { binding: 4, resource: whole(d.weights.as_ref().unwrap_or(&d.buffers[0])) });
                         }
@@ -952,7 +1087,7 @@ impl GpuContext {
     fn pipeline_for(&self, kind: PipelineKind, precision: Precision, variant: usize) -> Result<wgpu::ComputePipeline> {
         let missing = || ComputeError::Unsupported(format!("{precision:?} shaders on {}", self.adapter().name));
         match (kind, precision) {
-            (PipelineKind::Product, _) => self.variant_pipeline(variant),
+            (PipelineKind::Product | PipelineKind::Matvec, _) => self.variant_pipeline(variant),
             (PipelineKind::RowReduce, Precision::F32) => Ok(self.pipelines.row_reduce_f32.clone()),
             (PipelineKind::RowReduce, Precision::F64) => self.pipelines.row_reduce_f64.clone().ok_or_else(missing),
             (PipelineKind::Elementwise, Precision::F32) => Ok(self.pipelines.elementwise_f32.clone()),
@@ -963,24 +1098,27 @@ impl GpuContext {
     /// The compiled pipeline of product variant `index` (compiled on first
     /// use, inside an error scope: a variant the driver rejects is an error,
     /// not a panic).
-    fn variant_pipeline(&self, index: usize) -> Result<wgpu::ComputePipeline> {
+    fn variant_pipeline(&self, key: usize) -> Result<wgpu::ComputePipeline> {
+        // key = catalogue index, plus MV << 16 for the fused matvec of MV columns.
+        let (index, mv) = (key & 0xffff, (key >> 16) as u32);
         let v = CATALOGUE.get(index).ok_or_else(|| ComputeError::Gpu(format!("no product variant {index}")))?;
         if !self.supports(v.precision) {
             return Err(ComputeError::Unsupported(format!("{:?} shaders on {}", v.precision, self.adapter().name)));
         }
         let lock_err = |_| ComputeError::Gpu("variant pipeline lock poisoned".into());
-        if let Some(p) = self.variant_pipelines.lock().map_err(lock_err)?.get(&index) {
+        if let Some(p) = self.variant_pipelines.lock().map_err(lock_err)?.get(&key) {
             return Ok(p.clone());
         }
         if !v.fits(&self.workgroup_limits) {
             return Err(ComputeError::Unsupported(format!("variant {} on {} (workgroup limits)", v.name, self.adapter().name)));
         }
         let scope = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
-        let pipeline = super::ops::compile(&self.device, v.name, &super::ops::product_source(v));
+        let source = if mv == 0 { super::ops::product_source(v) } else { format!("{}\n{}\n{}", super::ops::prelude(v.precision), include_str!("../../shaders/problem.wgsl"), v.matvec_source(mv)) };
+        let pipeline = super::ops::compile(&self.device, v.name, &source);
         if let Some(e) = pollster::block_on(scope.pop()) {
             return Err(ComputeError::Gpu(format!("variant {} does not compile on {}: {e}", v.name, self.adapter().name)));
         }
-        self.variant_pipelines.lock().map_err(lock_err)?.insert(index, pipeline.clone());
+        self.variant_pipelines.lock().map_err(lock_err)?.insert(key, pipeline.clone());
         Ok(pipeline)
     }
 
@@ -990,6 +1128,11 @@ impl GpuContext {
         Ok(())
     }
 }
+
+/// Most columns of V the fused kernel matvec takes per call.
+pub(crate) const MATVEC_MAX_COLUMNS: usize = 8;
+/// Workgroups the fused kernel matvec aims at (column tiles are split).
+const MATVEC_TARGET_WORKGROUPS: usize = 1024;
 
 /// Split-K (see `plan_split_depth`): pieces with fewer output tiles than this,
 const SPLIT_BELOW_TILES: usize = 64;

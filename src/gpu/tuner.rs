@@ -50,9 +50,20 @@ pub enum TuningMode {
     Retune,
 }
 
+/// The operation a variant runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum Op {
+    /// `C = f(s(A', B'))` (`product.wgsl`).
+    Product,
+    /// `Y = K(X, Z) V` without writing K (`kernel_matvec.wgsl`), V with one
+    /// column or (`wide`) up to eight.
+    Matvec { wide: bool },
+}
+
 /// The shape class of a product: what decides which variant is fastest.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) struct ShapeClass {
+    pub(crate) op: Op,
     pub(crate) precision: Precision,
     /// RBF/Laplacian (squared distances) rather than inner products.
     pub(crate) distance: bool,
@@ -79,14 +90,19 @@ impl ShapeClass {
             d if d <= 1024 => 2,
             _ => 3,
         };
-        ShapeClass { precision, distance, a_transposed, b_transposed, out_bucket, depth_bucket }
+        ShapeClass { op: Op::Product, precision, distance, a_transposed, b_transposed, out_bucket, depth_bucket }
     }
 
     /// The cache key, e.g. `product/f32/distance/NN/o3/d2`.
     pub(crate) fn key(&self) -> String {
         let t = |b: bool| if b { 'T' } else { 'N' };
         format!(
-            "product/{}/{}/{}{}/o{}/d{}",
+            "{}/{}/{}/{}{}/o{}/d{}",
+            match self.op {
+                Op::Product => "product",
+                Op::Matvec { wide: false } => "matvec1",
+                Op::Matvec { wide: true } => "matvec8",
+            },
             match self.precision {
                 Precision::F32 => "f32",
                 Precision::F64 => "f64",

@@ -144,9 +144,35 @@ impl ProductVariant {
         self.workgroup_bytes() <= limits.storage_bytes && self.threads() <= limits.invocations && self.wx <= limits.size_x && self.wy <= limits.size_y
     }
 
-    /// The variant's WGSL (without the prelude and `problem.wgsl`).
+    /// The variant's product shader (without the prelude and `problem.wgsl`):
+    /// `product_tile.wgsl` + `product.wgsl`, filled in.
     pub(crate) fn source(&self) -> String {
-        const TEMPLATE: &str = include_str!("../../shaders/product.wgsl");
+        const TILE: &str = include_str!("../../shaders/product_tile.wgsl");
+        const PRODUCT: &str = include_str!("../../shaders/product.wgsl");
+        Self::fill(format!("{TILE}\n{PRODUCT}"), &self.fields())
+    }
+
+    /// The variant's fused kernel matvec for up to `mv` columns of V:
+    /// `product_tile.wgsl` + `kernel_matvec.wgsl`, filled in.
+    pub(crate) fn matvec_source(&self, mv: u32) -> String {
+        const TILE: &str = include_str!("../../shaders/product_tile.wgsl");
+        const MATVEC: &str = include_str!("../../shaders/kernel_matvec.wgsl");
+        let mut fields = self.fields();
+        fields.push(("MV", mv.to_string()));
+        fields.push(("RM_MV", (self.rm * mv).to_string()));
+        Self::fill(format!("{TILE}\n{MATVEC}"), &fields)
+    }
+
+    fn fill(mut out: String, fields: &[(&'static str, String)]) -> String {
+        for (key, value) in fields {
+            out = out.replace(&format!("@@{key}@@"), value);
+        }
+        debug_assert!(!out.contains("@@"), "every template field is filled");
+        out
+    }
+
+    /// The template fields of this variant.
+    fn fields(&self) -> Vec<(&'static str, String)> {
         let u = self.unit;
         assert!(u == 1 || u == 4, "unit width 1 or 4");
         assert!(self.rm % u == 0 && self.rn % u == 0, "register block a multiple of the unit");
@@ -257,7 +283,7 @@ impl ProductVariant {
             ("T(0.0)".to_string(), "T(0.0)".to_string())
         };
         let acc_at = if u == 4 { "acc[r * RNU + qu][q % 4u]" } else { "acc[r * RNU + qu]" };
-        let fields: Vec<(&str, String)> = vec![
+        vec![
             ("TR", tr.to_string()),
             ("TC", tc.to_string()),
             ("KC", self.kc.to_string()),
@@ -293,13 +319,7 @@ impl ProductVariant {
             ("ACC_AT", acc_at.to_string()),
             ("NA_AT", na_at),
             ("NB_AT", nb_at),
-        ];
-        let mut out = TEMPLATE.to_string();
-        for (key, value) in &fields {
-            out = out.replace(&format!("@@{key}@@"), value);
-        }
-        debug_assert!(!out.contains("@@"), "every template field is filled");
-        out
+        ]
     }
 }
 
@@ -320,9 +340,10 @@ mod tests {
     #[test]
     fn every_template_field_is_filled() {
         for v in CATALOGUE {
-            let s = v.source();
-            assert!(!s.contains("@@"), "{}", v.name);
-            assert!(s.contains(&format!("@workgroup_size({}, {}, 1)", v.wx, v.wy)), "{}", v.name);
+            for s in [v.source(), v.matvec_source(1), v.matvec_source(8)] {
+                assert!(!s.contains("@@"), "{}", v.name);
+                assert!(s.contains(&format!("@workgroup_size({}, {}, 1)", v.wx, v.wy)), "{}", v.name);
+            }
         }
     }
 }
