@@ -12,7 +12,15 @@
 #      --preset h200: eKSVD Dual matrix-free sum N = 10^6, mklaren n = 10^7,
 #      PSD density n = 10^6 on 1000 centres; CPU rows up to n = 10^5) when
 #      GPU_METHOD_BIN names it (or cargo builds it), output in $OUT/methods.txt,
-#   6. time Neural eKSVD epochs on burn's Wgpu backend at the NUS-WIDE-OBJ
+#   6. time every product-shader variant at the issue's benchmark shapes
+#      (examples/gpu_variants --preset h200: RBF 32768^2 x 256 f32, product
+#      8192^3 f32, fused matvec 32768^2 x 256 with 1 and 8 vectors, RBF and
+#      matvec f64 at 16384), each checked against CPU f64 on sampled rows,
+#      with the tuner's choice and % of peak, when GPU_VARIANTS_BIN names it
+#      (or cargo builds it); then PyTorch at the same shapes (cdist + exp,
+#      TF32 off and on, torch.compile when it works; matmul; exp(..) @ v)
+#      and our best variant's ratio to each,
+#   7. time Neural eKSVD epochs on burn's Wgpu backend at the NUS-WIDE-OBJ
 #      scale (N = 30,000, 5 sources) when GPU_NEURAL_BIN names the
 #      eksvd_neural_bench example (feature `neural`).
 # GPU_CHECK_BIN=none skips steps 3-4 (tests and Neural eKSVD only).
@@ -45,9 +53,10 @@ BIN=${GPU_CHECK_BIN:-}
 TEST_BINS=${GPU_TEST_BINS:-}
 if [ -z "$BIN" ]; then
   if command -v cargo >/dev/null; then
-    cargo build --release --example compute_table --example method_bench || exit 1
+    cargo build --release --example compute_table --example method_bench --example gpu_variants || exit 1
     BIN=target/release/examples/compute_table
     GPU_METHOD_BIN=${GPU_METHOD_BIN:-target/release/examples/method_bench}
+    GPU_VARIANTS_BIN=${GPU_VARIANTS_BIN:-target/release/examples/gpu_variants}
     TEST_BINS=$(cargo test --release --no-run --message-format=json 2>/dev/null | python3 -c 'import sys, json
 for l in sys.stdin:
     m = json.loads(l)
@@ -66,6 +75,62 @@ for t in $TEST_BINS; do
   if ! "$t" --test-threads=1 2>&1 | tee -a "$OUT/tests.txt" | grep -E '^test |test result|panicked|SKIPPED'; then status=1; fi
   [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 done
+
+if [ -n "${GPU_VARIANTS_BIN:-}" ]; then
+  echo "== product-shader variants and the tuner (preset ${GPU_VARIANTS_PRESET:-h200})"
+  # A fresh tuning cache in $OUT: the tuner's choices are made on this card.
+  GRAMIAN_TUNE_CACHE="$OUT/tuning.tsv" timeout "${GPU_VARIANTS_TIMEOUT:-240}" "$GPU_VARIANTS_BIN" --preset "${GPU_VARIANTS_PRESET:-h200}" --require-gpu ${GPU_VARIANTS_ARGS:-} 2>&1 | tee "$OUT/variants.txt"
+  [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+  mkdir -p benches/results && cp "$OUT/variants.txt" "benches/results/variants-$(date +%Y-%m-%d-%H%M).txt" 2>/dev/null || true
+  if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
+    echo "== PyTorch at the variant shapes, and gramian's best variant / PyTorch"
+    timeout 180 python3 - "$OUT/variants.txt" <<'PY' 2>&1 | tee "$OUT/torch-variants.txt"
+import re, sys, time, torch
+best = {}
+for line in open(sys.argv[1]):
+    m = re.match(r"BEST (\S+) ms=([0-9.]+)", line)
+    if m:
+        best[m.group(1)] = float(m.group(2))
+def timed(f, reps=5):
+    f(); torch.cuda.synchronize()
+    t_best = 1e9
+    for _ in range(reps):
+        torch.cuda.synchronize(); t = time.perf_counter(); r = f(); torch.cuda.synchronize()
+        t_best = min(t_best, time.perf_counter() - t)
+        del r
+    return t_best * 1e3
+def report(job, what, ms):
+    ours = best.get(job)
+    ratio = f"gramian best {ours:.2f} ms, torch / gramian = {ms / ours:.2f}" if ours else "no gramian row"
+    print(f"{job:34s} {what:34s} {ms:9.2f} ms   {ratio}")
+print(f"torch {torch.__version__} on {torch.cuda.get_device_name()}")
+rbf = lambda x, g: torch.exp(-g * torch.cdist(x, x) ** 2)
+for dtype, n, tag in [(torch.float32, 32768, "f32"), (torch.float64, 16384, "f64")]:
+    d = 256; g = 1.0 / d
+    x = torch.rand(n, d, device="cuda", dtype=dtype) * 2 - 1
+    job = f"rbf-{tag}-{n}x{n}x{d}"
+    for tf32 in ([False, True] if tag == "f32" else [False]):
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        report(job, f"cdist+exp tf32={'on' if tf32 else 'off'}", timed(lambda: rbf(x, g)))
+    torch.backends.cuda.matmul.allow_tf32 = False
+    if tag == "f32":
+        try:
+            c = torch.compile(rbf)
+            report(job, "torch.compile(cdist+exp)", timed(lambda: c(x, g)))
+        except Exception as e:
+            print(f"{job:34s} torch.compile failed: {type(e).__name__}: {str(e)[:120]}")
+    for k in ([1, 8] if tag == "f32" else [1]):
+        v = torch.rand(n, k, device="cuda", dtype=dtype)
+        report(f"matvec-{tag}-{n}x{n}x{d}-c{k}", "exp(-g cdist^2) @ v (writes K)", timed(lambda: rbf(x, g) @ v))
+    del x
+torch.backends.cuda.matmul.allow_tf32 = False
+a = torch.rand(8192, 8192, device="cuda"); b = torch.rand(8192, 8192, device="cuda")
+report("product-f32-8192x8192x8192", "a @ b.T tf32=off", timed(lambda: a @ b.T))
+torch.backends.cuda.matmul.allow_tf32 = True
+report("product-f32-8192x8192x8192", "a @ b.T tf32=on", timed(lambda: a @ b.T))
+PY
+  fi
+fi
 
 if [ -n "${GPU_NEURAL_BIN:-}" ]; then
   echo "== Neural eKSVD time per epoch (burn Wgpu), N = 30,000, 5 sources"

@@ -12,7 +12,7 @@
 //! | polynomial | `<x, z>` | `(gamma s + coef0)^degree` |
 //! | sigmoid | `<x, z>` | `tanh(gamma s + coef0)` |
 //!
-//! The GPU shader (`shaders/kernel_matrix.wgsl`) uses the same split: it
+//! The GPU shaders (`shaders/product_tile.wgsl`) uses the same split: it
 //! accumulates `s` over the feature dimension and applies the function once.
 //!
 //! Data matrices hold one sample per **row** (n x d).

@@ -24,7 +24,8 @@ const SLOT_STAGING: usize = 4;
 const SLOT_Y: usize = 5;
 const SLOT_V: usize = 6;
 
-/// Output tile edge of `kernel_matrix.wgsl` (rows and columns per workgroup).
+/// Output tile edge of the default f32 product variant (rows and columns per
+/// workgroup), which the host-matrix path uses.
 pub(crate) const TILE: usize = 128;
 /// Largest row and column block of the kernel matvec's on-GPU kernel tile.
 const MATVEC_BLOCK: usize = 4096;
@@ -43,7 +44,7 @@ pub enum MatrixProduct {
     AtB,
 }
 
-/// One problem of a batch, as `kernel_matrix.wgsl` and the generic shaders
+/// One problem of a batch, as the product shaders (`problem.wgsl`)
 /// read it (std430): element offsets and strides of A, B and C (see the
 /// shader's header), flags, the kernel, and the weights' offset.
 #[repr(C)]
@@ -311,7 +312,7 @@ impl GpuContext {
         encoder
     }
 
-    /// Bind group of `kernel_matrix.wgsl`: problems, A, B, C, each a
+    /// Bind group of the default f32 product variant: problems, A, B, C, each a
     /// `(buffer, byte offset, byte length)` range.
     fn kernel_matrix_bind_group(&self, label: &str, ranges: [(&wgpu::Buffer, u64, u64); 4]) -> wgpu::BindGroup {
         // No weights on this path: the problems' range stands in for them.

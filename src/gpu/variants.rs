@@ -335,6 +335,9 @@ mod tests {
         }
         assert_eq!(CATALOGUE[default_index(Precision::F32)].name, "f32-128x128-b8x8-k16-v4-direct");
         assert_eq!(CATALOGUE[default_index(Precision::F64)].name, "f64-64x64-b4x4-k16-v1-direct");
+        // The host-matrix path (ops.rs) grids its dispatches by this tile.
+        let d = &CATALOGUE[default_index(Precision::F32)];
+        assert_eq!((d.tile_rows(), d.tile_cols()), (super::super::ops::TILE, super::super::ops::TILE));
     }
 
     #[test]
