@@ -42,6 +42,12 @@ impl Device {
             return Device::Cpu;
         }
         let allow_software = wanted == "gpu";
+        if !allow_software && !gpu_device_nodes_present() {
+            // Probing the Vulkan loader on such a machine loads Mesa's
+            // software drivers, which print errors of their own.
+            log::info!("gramian: no GPU device nodes (/dev/dri/renderD*, /dev/nvidia*); using the CPU path");
+            return Device::Cpu;
+        }
         match GpuContext::new(&GpuOptions { allow_software, ..Default::default() }) {
             Ok(ctx) => Device::Gpu(Arc::new(ctx)),
             Err(e) => {
@@ -213,4 +219,15 @@ fn cpu_product<T: Real>(a: &DMatrix<T>, b: &DMatrix<T>, form: MatrixProduct) -> 
         MatrixProduct::ABt => linalg::matmul_nt(a, b),
         MatrixProduct::AtB => linalg::matmul_tn(a, b),
     }
+}
+
+/// Whether this machine can have a hardware GPU: on Linux, a DRM render node
+/// or an NVIDIA device node; elsewhere always true (the adapter probe decides).
+fn gpu_device_nodes_present() -> bool {
+    if !cfg!(target_os = "linux") {
+        return true;
+    }
+    let nvidia = std::path::Path::new("/dev/nvidia0").exists() || std::path::Path::new("/dev/nvidiactl").exists();
+    let render = std::fs::read_dir("/dev/dri").map(|d| d.flatten().any(|e| e.file_name().to_string_lossy().starts_with("renderD"))).unwrap_or(false);
+    nvidia || render
 }

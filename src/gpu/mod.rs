@@ -123,14 +123,21 @@ fn is_software(info: &wgpu::AdapterInfo) -> bool {
 }
 
 impl GpuContext {
-    /// Opens the best adapter: a discrete GPU before an integrated one,
-    /// Vulkan/Metal/DX12 before GL; a software adapter only when
-    /// `options.allow_software`. The backends searched honour `WGPU_BACKEND`.
+    /// Opens the best adapter: a discrete GPU before an integrated one; a
+    /// software adapter only when `options.allow_software`. The backends
+    /// searched are Vulkan, Metal and DX12, or those `WGPU_BACKEND` names
+    /// (e.g. `gl`).
     ///
     /// Errors: [`ComputeError::NoGpuAdapter`] when no acceptable adapter
     /// exists, [`ComputeError::Gpu`] when the device cannot be opened.
     pub fn new(options: &GpuOptions) -> Result<Self> {
-        let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
+        let mut descriptor = wgpu::InstanceDescriptor::new_without_display_handle_from_env();
+        if std::env::var_os("WGPU_BACKEND").is_none() {
+            // Compute needs no GL: its EGL probe logs errors on machines
+            // without a GPU. `WGPU_BACKEND=gl` still opts in.
+            descriptor.backends = wgpu::Backends::PRIMARY;
+        }
+        let instance = wgpu::Instance::new(descriptor);
         let mut adapters = pollster::block_on(instance.enumerate_adapters(wgpu::Backends::all()));
         adapters.retain(|a| options.allow_software || !is_software(&a.get_info()));
         adapters.sort_by_key(|a| adapter_rank(&a.get_info()));
