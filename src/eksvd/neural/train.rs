@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use burn::module::Module;
 use burn::optim::{AdamWConfig, GradientsParams};
-use burn::tensor::{Device, Tensor, TensorData};
+use burn::tensor::{Device, Int, Tensor, TensorData};
 use nalgebra::DMatrix;
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
@@ -203,12 +203,18 @@ impl NeuralEksvdParams {
         let device = model.device.clone();
         let ad_device = device.clone().autodiff();
         let n = host.n;
+        // The training set is uploaded once, to the training device (for
+        // the steps) and the plain one (for the per-epoch loss); each epoch
+        // uploads its permutation (n integers) and every minibatch is
+        // gathered on the device.
+        let resident = host.upload(&ad_device);
+        let resident_eval = host.upload(&device);
         let mut net = model.net.clone().fork(&ad_device).train();
         let mut optim = AdamWConfig::new().with_weight_decay(self.weight_decay as f32).init();
         let mut rng = StdRng::seed_from_u64(self.seed ^ 0x9e37_79b9_7f4a_7c15);
         let mut order: Vec<usize> = (0..n).collect();
 
-        let initial = model.loss_on(&host, self.eta)?;
+        let initial = model.loss_on(&host.upload(&device), self.eta)?;
         if !initial.total.is_finite() {
             return Err(NeuralError::Diverged { epoch: 0, loss: initial.total, initial: initial.total });
         }
@@ -222,8 +228,10 @@ impl NeuralEksvdParams {
         for epoch in 1..=self.max_epochs {
             let start = Instant::now();
             order.shuffle(&mut rng);
-            for batch in order.chunks(self.batch_size) {
-                let (xs, one_hot) = host.batch(batch, &ad_device);
+            let permutation = index_tensor(&order, &ad_device);
+            for start in (0..n).step_by(self.batch_size) {
+                let len = self.batch_size.min(n - start);
+                let (xs, one_hot) = resident.gather(permutation.clone().narrow(0, start, len));
                 let scores: Vec<Tensor<2>> = xs.into_iter().enumerate().map(|(q, x)| net.scores(q, x)).collect();
                 let projections: Vec<Tensor<2>> = (0..net.n_sources()).map(|q| net.projection(q)).collect();
                 let objective = objective_per_component(&projections, &scores, net.gamma(), n);
@@ -233,7 +241,7 @@ impl NeuralEksvdParams {
             }
             let seconds = start.elapsed().as_secs_f64();
             model.net = net.valid();
-            let values = model.loss_on(&host, self.eta)?;
+            let values = model.loss_on(&resident_eval, self.eta)?;
             if !values.total.is_finite() || values.total > self.divergence_factor * initial.total {
                 if let Some(bar) = &bar {
                     bar.abandon_with_message("diverged");
@@ -311,7 +319,7 @@ fn to_f32_rows(q: usize, x: &DMatrix<f64>) -> Result<Vec<f32>> {
     Ok(v)
 }
 
-/// Training data on the host, cut into batches on demand.
+/// Training data on the host, checked and in f32, before its upload.
 struct HostData {
     n: usize,
     dims: Vec<usize>,
@@ -326,25 +334,41 @@ impl HostData {
         Ok(HostData { n: data.source(0).nrows(), dims: data.sources().iter().map(|x| x.ncols()).collect(), rows, labels: labels.to_vec(), n_classes })
     }
 
-    /// The rows `idx` of every source and their one-hot labels.
-    fn batch(&self, idx: &[usize], device: &Device) -> (Vec<Tensor<2>>, Tensor<2>) {
-        let xs = self
-            .rows
-            .iter()
-            .zip(&self.dims)
-            .map(|(rows, &d)| {
-                let mut v = Vec::with_capacity(idx.len() * d);
-                for &i in idx {
-                    v.extend_from_slice(&rows[i * d..(i + 1) * d]);
-                }
-                Tensor::from_data(TensorData::new(v, [idx.len(), d]), device)
-            })
-            .collect();
-        let mut one_hot = vec![0f32; idx.len() * self.n_classes];
-        for (r, &i) in idx.iter().enumerate() {
-            one_hot[r * self.n_classes + self.labels[i]] = 1.0;
+    /// Every source and the one-hot labels as tensors on `device` (one
+    /// upload each).
+    fn upload(&self, device: &Device) -> ResidentData {
+        let xs = self.rows.iter().zip(&self.dims).map(|(rows, &d)| Tensor::from_data(TensorData::new(rows.clone(), [self.n, d]), device)).collect();
+        let mut one_hot = vec![0f32; self.n * self.n_classes];
+        for (r, &l) in self.labels.iter().enumerate() {
+            one_hot[r * self.n_classes + l] = 1.0;
         }
-        (xs, Tensor::from_data(TensorData::new(one_hot, [idx.len(), self.n_classes]), device))
+        ResidentData { n: self.n, xs, one_hot: Tensor::from_data(TensorData::new(one_hot, [self.n, self.n_classes]), device) }
+    }
+}
+
+/// Sample indices as an integer tensor on `device`.
+fn index_tensor(idx: &[usize], device: &Device) -> Tensor<1, Int> {
+    let v: Vec<i64> = idx.iter().map(|&i| i as i64).collect();
+    Tensor::from_data(TensorData::new(v, [idx.len()]), device)
+}
+
+/// A labelled data set resident on a burn device: minibatches are gathered
+/// (`select`) or sliced (`narrow`) there, with no host transfer.
+struct ResidentData {
+    n: usize,
+    xs: Vec<Tensor<2>>,
+    one_hot: Tensor<2>,
+}
+
+impl ResidentData {
+    /// The rows `idx` of every source and their one-hot labels.
+    fn gather(&self, idx: Tensor<1, Int>) -> (Vec<Tensor<2>>, Tensor<2>) {
+        (self.xs.iter().map(|x| x.clone().select(0, idx.clone())).collect(), self.one_hot.clone().select(0, idx))
+    }
+
+    /// Rows `start .. start + len` of every source and their one-hot labels.
+    fn rows(&self, start: usize, len: usize) -> (Vec<Tensor<2>>, Tensor<2>) {
+        (self.xs.iter().map(|x| x.clone().narrow(0, start, len)).collect(), self.one_hot.clone().narrow(0, start, len))
     }
 }
 
@@ -508,21 +532,22 @@ impl NeuralEksvd {
             check_shape(format!("columns of source {q}"), self.arch.input_dims[q], data.source(q).ncols())?;
         }
         let host = HostData::new(data, labels, self.arch.n_classes)?;
-        self.loss_on(&host, eta)
+        self.loss_on(&host.upload(&self.device), eta)
     }
 
-    /// The loss on host data, in chunks: the `J_k` need only the per-component
-    /// sums of squared scores, the cross-entropy the sum of per-sample terms.
-    fn loss_on(&self, host: &HostData, eta: f64) -> Result<LossValues> {
+    /// The loss on resident data, in chunks: the `J_k` need only the
+    /// per-component sums of squared scores, the cross-entropy the sum of
+    /// per-sample terms.
+    fn loss_on(&self, host: &ResidentData, eta: f64) -> Result<LossValues> {
         let k = self.arch.components;
         let mut variance = vec![0.0f64; k];
         let mut ce_sum = 0.0;
-        let idx: Vec<usize> = (0..host.n).collect();
-        for chunk in idx.chunks(EVAL_CHUNK) {
-            let (xs, one_hot) = host.batch(chunk, &self.device);
+        for start in (0..host.n).step_by(EVAL_CHUNK) {
+            let len = EVAL_CHUNK.min(host.n - start);
+            let (xs, one_hot) = host.rows(start, len);
             let scores: Vec<Tensor<2>> = xs.into_iter().enumerate().map(|(q, x)| self.net.scores(q, x)).collect();
             let ce = cross_entropy(self.net.logits(&scores), one_hot);
-            ce_sum += tensor_to_vector(ce)[0] * chunk.len() as f64;
+            ce_sum += tensor_to_vector(ce)[0] * len as f64;
             let sq = scores.into_iter().map(|e| e.square().sum_dim(0)).reduce(|a, b| a + b).expect("sources");
             for (v, s) in variance.iter_mut().zip(tensor_to_vector(sq.reshape([k])).iter()) {
                 *v += s;
