@@ -241,16 +241,20 @@ impl Device {
 
     /// Brings a device matrix back to the host (in `f64`).
     ///
-    /// Errors: `DeviceMismatch` for a matrix of another device.
+    /// Errors: `DeviceMismatch` for a matrix of another device;
+    /// [`ComputeError::Overflow`] when it holds NaN or an infinity (uploads
+    /// are checked finite, so such values come from overflow in a resident
+    /// operation, e.g. a product of entries near `1e200`).
     pub fn to_host(&self, m: &DeviceMatrix) -> Result<DMatrix<f64>> {
-        match self.context() {
-            None => Ok(m.host_view()?.clone()),
+        let host = match self.context() {
+            None => m.host_view()?.clone(),
             Some(ctx) => {
                 let g = m.gpu()?;
                 let data = ctx.download(g)?;
-                Ok(DMatrix::from_row_slice(g.nrows(), g.ncols(), &data))
+                DMatrix::from_row_slice(g.nrows(), g.ncols(), &data)
             }
-        }
+        };
+        linalg::finite_result("device matrix read back to the host", host)
     }
 
     /// Brings an n x 1 device matrix back as a vector.

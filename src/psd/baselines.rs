@@ -234,8 +234,17 @@ impl BaselineParams {
             let used: Vec<usize> = (0..soft.len()).filter(|&i| soft[i] > 1e-14 * top).collect();
             let weighted = DMatrix::from_fn(used.len(), n, |i, j| ks[(used[i], j)] * soft[used[i]].sqrt());
             let mut h = linalg::gram_tall(&weighted) - &ks_soft * ks_soft.transpose() + &k * self.lambda;
+            if h.iter().chain(grad.iter()).any(|v| !v.is_finite()) {
+                return Err(ComputeError::Overflow { what: "GLM Newton system (data too far from the base measure)", row: 0, col: 0 }.into());
+            }
             let ridge = 1e-12 * (0..n).map(|i| h[(i, i)]).sum::<f64>() / n as f64;
+            // Bounded: the ridge grows 1e3-fold per try, so 120 tries span the f64 range.
+            let mut tries = 0;
             let step = loop {
+                tries += 1;
+                if tries > 120 {
+                    return Err(PsdError::NotPositive { what: "GLM Newton system after ridge regularisation (smallest pivot)", value: ridge });
+                }
                 let mut hr = h.clone();
                 for i in 0..n {
                     hr[(i, i)] += ridge.max(f64::MIN_POSITIVE);
@@ -256,6 +265,9 @@ impl BaselineParams {
         }
         // Z at the fitted alpha on a fresh, larger sample (see the module docs).
         let lz = log_normaliser(device, kernel, x, &a, &self.base, 4 * self.monte_carlo, self.seed ^ 0x5eed_f00d)?;
+        if !lz.is_finite() || a.iter().any(|v| !v.is_finite()) {
+            return Err(ComputeError::Overflow { what: "GLM log-normaliser", row: 0, col: 0 }.into());
+        }
         Ok((a, lz))
     }
 }
