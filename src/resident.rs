@@ -229,12 +229,25 @@ impl Device {
     }
 
     /// A zero matrix on the device.
+    ///
+    /// Errors: `Empty` for a zero dimension; [`ComputeError::OutOfMemory`]
+    /// when `rows x cols` entries overflow the address space or cannot be
+    /// allocated (on the CPU path the allocation is tried, not assumed).
     pub fn zeros(&self, rows: usize, cols: usize, precision: Precision) -> Result<DeviceMatrix> {
         if rows == 0 || cols == 0 {
             return Err(ComputeError::Empty { what: "device matrix", rows, cols });
         }
+        let entries = rows
+            .checked_mul(cols)
+            .filter(|e| e.checked_mul(std::mem::size_of::<f64>()).is_some())
+            .ok_or_else(|| ComputeError::OutOfMemory(format!("{rows} x {cols} entries overflow the address space")))?;
         match self.context() {
-            None => Ok(DeviceMatrix::host(DMatrix::zeros(rows, cols), precision)),
+            None => {
+                let mut v: Vec<f64> = Vec::new();
+                v.try_reserve_exact(entries).map_err(|e| ComputeError::OutOfMemory(format!("{rows} x {cols} host matrix: {e}")))?;
+                v.resize(entries, 0.0);
+                Ok(DeviceMatrix::host(DMatrix::from_vec(rows, cols, v), precision))
+            }
             Some(ctx) => Ok(DeviceMatrix { repr: Repr::Gpu(ctx.zeros(rows, cols, precision)?) }),
         }
     }

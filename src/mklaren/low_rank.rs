@@ -115,6 +115,10 @@ impl LowRankRidgeParams {
             scales[j] = if norm > 1e-10 { 1.0 / norm } else { 0.0 };
             col *= scales[j];
         }
+        if self.lambda == 0.0 && scales.iter().all(|&s| s == 0.0) {
+            // Identical rows: every centred factor column vanishes, so F^T F = 0.
+            return Err(MklarenError::Singular("F^T F + lambda I with lambda = 0: no factor column varies over the samples (identical rows)"));
+        }
         let mut system = device.gram(&stacked)?;
         for j in 0..total {
             system[(j, j)] += self.lambda;

@@ -182,6 +182,9 @@ impl MklarenParams {
         faer_ref(&h).qr().solve_lstsq_in_place(faer_mut(&mut rhs));
         crate::linalg::clear_upper_simd_state(true);
         let coefficients = DVector::from_fn(rank, |i, _| rhs[(i, 0)]);
+        if coefficients.iter().chain(fit.iter()).any(|v| !v.is_finite()) {
+            return Err(MklarenError::Singular("least-squares system of the selected columns (Eq. 18) has no finite solution (degenerate LAR path)"));
+        }
 
         let mut kernel_weights = DVector::<f64>::zeros(kernels.len());
         for q in 0..kernels.len() {

@@ -113,11 +113,15 @@ impl BaselineParams {
         self.base.check_dimension(x.ncols())?;
         let kernel = Kernel::gaussian_with_width(self.sigma)?;
         let u = kernel_integrals(x, self.sigma, &self.base);
+        if self.kind != BaselineKind::Glm && !(u.iter().all(|v| v.is_finite()) && u.amax() > 0.0) {
+            return Err(PsdError::NotPositive { what: "largest kernel integral against the base measure (the data lie outside its mass)", value: u.amax() });
+        }
         let (alpha, log_normaliser) = match self.kind {
             BaselineKind::Pnm => (self.fit_pnm(device, x, &u)?, 0.0),
             BaselineKind::Ncm => (self.fit_ncm(device, &kernel, x, &u)?, 0.0),
             BaselineKind::Glm => self.fit_glm(device, &kernel, x)?,
         };
+        linalg::finite_vector("baseline density coefficients", alpha.clone())?;
         Ok(BaselineDensity { kind: self.kind, centres: x.clone(), sigma: self.sigma, kernel, alpha, log_normaliser, base: self.base.clone(), seed: self.seed.wrapping_add(1), monte_carlo: self.monte_carlo })
     }
 
@@ -468,10 +472,11 @@ impl BaselineDensity {
         linalg::check_dim("columns of x vs model dimension", self.centres.ncols(), x.ncols())?;
         let g = device.kernel_matrix(&self.kernel, x, &self.centres)? * &self.alpha;
         let nu = self.base.density(x);
-        Ok(match self.kind {
+        let p = match self.kind {
             BaselineKind::Glm => DVector::from_fn(x.nrows(), |i, _| (g[i] - self.log_normaliser).exp() * nu[i]),
             _ => g.component_mul(&nu),
-        })
+        };
+        Ok(linalg::finite_vector("baseline density", p)?)
     }
 
     /// `int p`: closed form `u^T alpha` for PNM/NCM (exactly 1 after fitting);

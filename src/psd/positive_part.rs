@@ -335,6 +335,12 @@ fn certify(m: &DMatrix<f64>, x: &DMatrix<f64>, mx: &DMatrix<f64>, residual: &DMa
 }
 
 /// `[M]_+` by the full eigendecomposition (reference for tests).
+///
+/// Errors: empty or non-finite `m`; `Compute(Overflow)` when the result
+/// does not fit `f64` (entries of `m` near the top of its range).
 pub fn positive_part_full(m: &DMatrix<f64>) -> Result<PositivePart, PsdError> {
-    PositivePartSolver::full_only().full(m)
+    crate::linalg::check_matrix("m", m)?;
+    let pp = PositivePartSolver::full_only().full(m)?;
+    crate::linalg::check_overflow("positive part", &pp.to_matrix())?;
+    Ok(pp)
 }
