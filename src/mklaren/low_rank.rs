@@ -43,7 +43,9 @@ impl LowRankRidgeParams {
         LowRankRidgeParams { method, rank_per_kernel, lambda: 0.0 }
     }
 
-    /// Ridge parameter `lambda >= 0`.
+    /// Ridge parameter `lambda`, finite and `>= 0`. With `lambda = 0` a
+    /// system without any varying factor column (identical rows) is
+    /// [`MklarenError::Singular`].
     pub fn lambda(mut self, lambda: f64) -> Self {
         self.lambda = lambda;
         self
