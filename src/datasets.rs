@@ -30,6 +30,14 @@ pub enum DatasetError {
     /// Split fractions or sizes make no sense.
     #[error("invalid split: {0}")]
     InvalidSplit(String),
+    /// A value is NaN or infinite (in a file, or given to a metric).
+    #[error("{what} holds a NaN or infinite value at index {index}")]
+    NonFinite {
+        /// Which values.
+        what: &'static str,
+        /// Index of the first such value (row-major in a file).
+        index: usize,
+    },
     /// Two sequences that must be paired entry by entry have different lengths.
     #[error("length mismatch: {what} (expected {expected}, found {found})")]
     LengthMismatch {
@@ -55,6 +63,12 @@ pub struct Table {
 
 /// Reads a CSV file with a header row; every column must be numeric; the last
 /// column is returned as `target`, the others as `features`.
+///
+/// Errors: [`DatasetError::Missing`] for a path that does not exist;
+/// [`DatasetError::Parse`] for unreadable or invalid UTF-8 input, fewer than
+/// two columns, ragged rows, a field that is not a finite `f64` (NaN,
+/// `inf`, `1e400` included) and a file without data rows. A leading UTF-8
+/// byte-order mark is ignored.
 pub fn read_csv_table(path: impl AsRef<Path>) -> Result<Table, DatasetError> {
     let path = path.as_ref();
     if !path.exists() {
@@ -76,6 +90,9 @@ pub fn read_csv_table(path: impl AsRef<Path>) -> Result<Table, DatasetError> {
         }
         for (c, field) in record.iter().enumerate() {
             let v: f64 = field.trim().parse().map_err(|_| parse_err(format!("row {} column {c}: not a number: {field:?}", r + 1)))?;
+            if !v.is_finite() {
+                return Err(parse_err(format!("row {} column {c}: {field:?} is not a finite number (NaN, infinity, or beyond the f64 range)", r + 1)));
+            }
             values.push(v);
         }
         rows += 1;
@@ -241,12 +258,31 @@ pub fn rmse(truth: &DVector<f64>, predicted: &DVector<f64>) -> f64 {
     }
 }
 
-/// Root mean squared error, or [`DatasetError::LengthMismatch`] when the lengths differ.
+/// Root mean squared error (0 for empty vectors), computed with the
+/// differences scaled by their largest magnitude so that squares of large
+/// finite errors do not overflow.
+///
+/// Errors: [`DatasetError::LengthMismatch`] when the lengths differ,
+/// [`DatasetError::NonFinite`] for NaN/Inf in either vector or a difference
+/// beyond the `f64` range (e.g. `1e308 - (-1e308)`).
 pub fn try_rmse(truth: &DVector<f64>, predicted: &DVector<f64>) -> Result<f64, DatasetError> {
     if truth.len() != predicted.len() {
         return Err(DatasetError::LengthMismatch { what: "predictions vs true values", expected: truth.len(), found: predicted.len() });
     }
-    Ok(((truth - predicted).norm_squared() / truth.len().max(1) as f64).sqrt())
+    for (what, v) in [("true values", truth), ("predictions", predicted)] {
+        if let Some(index) = v.iter().position(|x| !x.is_finite()) {
+            return Err(DatasetError::NonFinite { what, index });
+        }
+    }
+    let diff = truth - predicted;
+    if let Some(index) = diff.iter().position(|x| !x.is_finite()) {
+        return Err(DatasetError::NonFinite { what: "difference of true value and prediction (overflow)", index });
+    }
+    let scale = diff.amax();
+    if scale == 0.0 {
+        return Ok(0.0);
+    }
+    Ok(scale * ((diff / scale).norm_squared() / truth.len() as f64).sqrt())
 }
 
 /// Mean and (population) standard deviation of a list of figures.

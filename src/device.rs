@@ -93,12 +93,19 @@ impl Device {
 
     /// Cross kernel matrix `K(X, Z)_{ij} = k(x_i, z_j)`, n x m, for X (n x d)
     /// and Z (m x d); n != m is fine (asymmetric blocks).
+    ///
+    /// Errors (every operation here, both paths): `Empty`, `NonFinite` and
+    /// `DimensionMismatch` inputs, invalid kernel parameters, and
+    /// [`ComputeError::Overflow`] when finite inputs give a non-finite result
+    /// (e.g. entries near `1e200` in a linear or polynomial kernel, or in a
+    /// product).
     pub fn kernel_matrix<T: Real>(&self, kernel: &Kernel, x: &DMatrix<T>, z: &DMatrix<T>) -> Result<DMatrix<T>> {
         kernel::check_pair(kernel, x, z)?;
-        match self {
-            Device::Cpu => Ok(kernel::kernel_matrix_unchecked(kernel, x, z)),
-            Device::Gpu(ctx) => ctx.kernel_matrix(kernel, x, z),
-        }
+        let k = match self {
+            Device::Cpu => kernel::kernel_matrix_unchecked(kernel, x, z),
+            Device::Gpu(ctx) => ctx.kernel_matrix(kernel, x, z)?,
+        };
+        linalg::finite_result("kernel matrix", k)
     }
 
     /// Symmetric kernel matrix `K(X, X)` (exactly symmetric on both paths).
@@ -109,14 +116,15 @@ impl Device {
     /// One kernel column `K(X, z)_i = k(x_i, z)` against the point `z`
     /// (length d). Incomplete Cholesky uses `z = x_p`, a pivot row.
     pub fn kernel_column<T: Real>(&self, kernel: &Kernel, x: &DMatrix<T>, z: &[T]) -> Result<DVector<T>> {
-        match self {
-            Device::Cpu => kernel::kernel_column_cpu(kernel, x, z),
+        let column = match self {
+            Device::Cpu => kernel::kernel_column_cpu(kernel, x, z)?,
             Device::Gpu(ctx) => {
                 let zm = DMatrix::from_row_slice(1, z.len(), z);
                 kernel::check_pair(kernel, x, &zm)?;
-                Ok(ctx.kernel_matrix(kernel, x, &zm)?.column(0).into_owned())
+                ctx.kernel_matrix(kernel, x, &zm)?.column(0).into_owned()
             }
-        }
+        };
+        linalg::finite_vector("kernel column", column)
     }
 
     /// Column `i` of `K(X, X)`.
@@ -137,28 +145,31 @@ impl Device {
     /// (uncentred) covariance of explicit features, Phi n x d.
     pub fn gram<T: Real>(&self, phi: &DMatrix<T>) -> Result<DMatrix<T>> {
         check_matrix("phi", phi)?;
-        match self {
-            Device::Cpu => Ok(linalg::gram_tall(phi)),
-            Device::Gpu(ctx) => Ok(symmetrised(ctx.product(phi, phi, MatrixProduct::AtB)?)),
-        }
+        let g = match self {
+            Device::Cpu => linalg::gram_tall(phi),
+            Device::Gpu(ctx) => symmetrised(ctx.product(phi, phi, MatrixProduct::AtB)?),
+        };
+        linalg::finite_result("Gram matrix", g)
     }
 
     /// `Phi Phi^T` (n x n): the linear kernel matrix of the rows of Phi.
     pub fn outer_gram<T: Real>(&self, phi: &DMatrix<T>) -> Result<DMatrix<T>> {
         check_matrix("phi", phi)?;
-        match self {
-            Device::Cpu => Ok(linalg::matmul_nt(phi, phi)),
-            Device::Gpu(ctx) => Ok(symmetrised(ctx.product(phi, phi, MatrixProduct::ABt)?)),
-        }
+        let g = match self {
+            Device::Cpu => linalg::matmul_nt(phi, phi),
+            Device::Gpu(ctx) => symmetrised(ctx.product(phi, phi, MatrixProduct::ABt)?),
+        };
+        linalg::finite_result("outer Gram matrix", g)
     }
 
     /// `A B`, `A B^T` or `A^T B` as `form` says.
     pub fn matmul<T: Real>(&self, a: &DMatrix<T>, b: &DMatrix<T>, form: MatrixProduct) -> Result<DMatrix<T>> {
         check_product(a, b, form)?;
-        match self {
-            Device::Cpu => Ok(cpu_product(a, b, form)),
-            Device::Gpu(ctx) => ctx.product(a, b, form),
-        }
+        let c = match self {
+            Device::Cpu => cpu_product(a, b, form),
+            Device::Gpu(ctx) => ctx.product(a, b, form)?,
+        };
+        linalg::finite_result("matrix product", c)
     }
 
     /// Many products `A_i B_i` (or the other forms) at once: on the GPU as
@@ -167,13 +178,14 @@ impl Device {
         for (a, b) in pairs {
             check_product(a, b, form)?;
         }
-        match self {
+        let products = match self {
             Device::Cpu => {
                 use rayon::prelude::*;
-                Ok(pairs.par_iter().map(|(a, b)| cpu_product(a, b, form)).collect())
+                pairs.par_iter().map(|(a, b)| cpu_product(a, b, form)).collect()
             }
-            Device::Gpu(ctx) => ctx.batched_product(pairs, form),
-        }
+            Device::Gpu(ctx) => ctx.batched_product(pairs, form)?,
+        };
+        products.into_iter().map(|c| linalg::finite_result("batched matrix product", c)).collect()
     }
 
     /// `K(X, Z) V` (n x c) for V (m x c), without storing `K(X, Z)`: the
@@ -183,10 +195,11 @@ impl Device {
         kernel::check_pair(kernel, x, z)?;
         check_matrix("v", v)?;
         check_dim("rows of v vs rows of z", z.nrows(), v.nrows())?;
-        match self {
-            Device::Cpu => kernel::kernel_matvec_cpu(kernel, x, z, v),
-            Device::Gpu(ctx) => ctx.kernel_matvec(kernel, x, z, v),
-        }
+        let kv = match self {
+            Device::Cpu => kernel::kernel_matvec_cpu(kernel, x, z, v)?,
+            Device::Gpu(ctx) => ctx.kernel_matvec(kernel, x, z, v)?,
+        };
+        linalg::finite_result("kernel matrix-vector product", kv)
     }
 }
 

@@ -90,6 +90,19 @@ pub enum ComputeError {
         /// The value.
         value: f64,
     },
+    /// Finite inputs gave NaN or an infinity: the result does not fit the
+    /// precision it is computed in (e.g. entries near `1e200` in a linear or
+    /// polynomial kernel, a Gram matrix or a product; a large `gamma` on
+    /// `f32` data). Rescale the data, or use `f64`.
+    #[error("overflow in {what}: finite inputs gave a non-finite value at row {row}, column {col} (rescale the data or use f64)")]
+    Overflow {
+        /// Which result.
+        what: &'static str,
+        /// Row of the first non-finite entry.
+        row: usize,
+        /// Column of the first non-finite entry.
+        col: usize,
+    },
     /// The GPU ran out of memory.
     #[error("GPU out of memory: {0}")]
     OutOfMemory(String),

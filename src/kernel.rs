@@ -71,10 +71,23 @@ impl Kernel {
         Ok(Kernel::Rbf { gamma })
     }
 
-    /// Gaussian kernel of width `sigma`: `exp(-||x - z||^2 / (2 sigma^2))`.
+    /// Gaussian kernel of width `sigma`: `exp(-||x - z||^2 / (2 sigma^2))`,
+    /// i.e. `gamma = 1 / (2 sigma^2)`.
+    ///
+    /// Valid range: `sigma` finite with `gamma` a finite positive `f64`,
+    /// about `5.3e-155 <= sigma <= 9.4e153` (smaller widths overflow `gamma`
+    /// to infinity, larger ones underflow it to 0); outside it the error
+    /// names `sigma` and the range.
     pub fn gaussian_with_width(sigma: f64) -> Result<Self> {
         check_positive("sigma", sigma)?;
-        Kernel::rbf(1.0 / (2.0 * sigma * sigma))
+        let gamma = 1.0 / (2.0 * sigma * sigma);
+        if !(gamma.is_finite() && gamma > 0.0) {
+            return Err(ComputeError::InvalidParameter {
+                name: "sigma",
+                reason: format!("{sigma:e} is outside the range where gamma = 1/(2 sigma^2) is a finite positive f64 (about 5.3e-155 ..= 9.4e153)"),
+            });
+        }
+        Kernel::rbf(gamma)
     }
 
     /// Laplacian kernel `exp(-gamma ||x - z||)`.
@@ -161,13 +174,14 @@ impl Kernel {
     pub fn diagonal<T: Real>(&self, x: &DMatrix<T>) -> Result<DVector<T>> {
         self.validate()?;
         check_matrix("x", x)?;
-        Ok(match self {
+        let diagonal = match self {
             Kernel::Rbf { .. } | Kernel::Laplacian { .. } => DVector::from_element(x.nrows(), T::one()),
             _ => {
                 let sq = row_squared_norms(x);
                 DVector::from_iterator(x.nrows(), sq.iter().map(|&s| self.apply_to_statistic(s)))
             }
-        })
+        };
+        linalg::finite_vector("kernel diagonal", diagonal)
     }
 }
 
@@ -198,7 +212,7 @@ pub(crate) fn check_pair<T: Real>(kernel: &Kernel, x: &DMatrix<T>, z: &DMatrix<T
 /// recomputed directly), then `k` is applied element-wise in parallel.
 pub fn kernel_matrix_cpu<T: Real>(kernel: &Kernel, x: &DMatrix<T>, z: &DMatrix<T>) -> Result<DMatrix<T>> {
     check_pair(kernel, x, z)?;
-    Ok(kernel_matrix_unchecked(kernel, x, z))
+    linalg::finite_result("kernel matrix", kernel_matrix_unchecked(kernel, x, z))
 }
 
 pub(crate) fn kernel_matrix_unchecked<T: Real>(kernel: &Kernel, x: &DMatrix<T>, z: &DMatrix<T>) -> DMatrix<T> {
@@ -273,7 +287,7 @@ pub fn kernel_column_cpu<T: Real>(kernel: &Kernel, x: &DMatrix<T>, z: &[T]) -> R
             }
         }
     }
-    Ok(DVector::from_iterator(n, s.into_iter().map(|v| kernel.apply_to_statistic(v))))
+    linalg::finite_vector("kernel column", DVector::from_iterator(n, s.into_iter().map(|v| kernel.apply_to_statistic(v))))
 }
 
 /// Largest number of kernel entries the CPU matvec holds at once (32 MiB of f64).
@@ -303,7 +317,7 @@ pub fn kernel_matvec_cpu<T: Real>(kernel: &Kernel, x: &DMatrix<T>, z: &DMatrix<T
         }
         out.rows_mut(r0, r1 - r0).copy_from(&ob);
     }
-    Ok(out)
+    linalg::finite_result("kernel matrix-vector product", out)
 }
 
 #[cfg(test)]

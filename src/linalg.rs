@@ -189,6 +189,32 @@ pub fn check_finite<T: Real>(what: &'static str, m: &DMatrix<T>) -> Result<()> {
     Ok(())
 }
 
+/// Checks a result computed from finite inputs: NaN or an infinity in it
+/// can only come from overflow, reported as [`ComputeError::Overflow`]
+/// (not as a non-finite input).
+pub fn check_overflow<T: Real>(what: &'static str, m: &DMatrix<T>) -> Result<()> {
+    let rows = m.nrows().max(1);
+    if let Some(pos) = m.as_slice().iter().position(|v| !v.is_finite()) {
+        return Err(ComputeError::Overflow { what, row: pos % rows, col: pos / rows });
+    }
+    Ok(())
+}
+
+/// `m` if [`check_overflow`] passes.
+pub fn finite_result<T: Real>(what: &'static str, m: DMatrix<T>) -> Result<DMatrix<T>> {
+    check_overflow(what, &m)?;
+    Ok(m)
+}
+
+/// [`finite_result`] for a vector.
+pub fn finite_vector<T: Real>(what: &'static str, v: DVector<T>) -> Result<DVector<T>> {
+    let rows = v.len();
+    if let Some(pos) = v.iter().position(|x| !x.is_finite()) {
+        return Err(ComputeError::Overflow { what, row: pos % rows.max(1), col: 0 });
+    }
+    Ok(v)
+}
+
 /// [`check_nonempty`] and [`check_finite`] together: what every input matrix needs.
 pub fn check_matrix<T: Real>(what: &'static str, m: &DMatrix<T>) -> Result<()> {
     check_nonempty(what, m)?;

@@ -229,28 +229,45 @@ impl Device {
     }
 
     /// A zero matrix on the device.
+    ///
+    /// Errors: `Empty` for a zero dimension; [`ComputeError::OutOfMemory`]
+    /// when `rows x cols` entries overflow the address space or cannot be
+    /// allocated (on the CPU path the allocation is tried, not assumed).
     pub fn zeros(&self, rows: usize, cols: usize, precision: Precision) -> Result<DeviceMatrix> {
         if rows == 0 || cols == 0 {
             return Err(ComputeError::Empty { what: "device matrix", rows, cols });
         }
+        let entries = rows
+            .checked_mul(cols)
+            .filter(|e| e.checked_mul(std::mem::size_of::<f64>()).is_some())
+            .ok_or_else(|| ComputeError::OutOfMemory(format!("{rows} x {cols} entries overflow the address space")))?;
         match self.context() {
-            None => Ok(DeviceMatrix::host(DMatrix::zeros(rows, cols), precision)),
+            None => {
+                let mut v: Vec<f64> = Vec::new();
+                v.try_reserve_exact(entries).map_err(|e| ComputeError::OutOfMemory(format!("{rows} x {cols} host matrix: {e}")))?;
+                v.resize(entries, 0.0);
+                Ok(DeviceMatrix::host(DMatrix::from_vec(rows, cols, v), precision))
+            }
             Some(ctx) => Ok(DeviceMatrix { repr: Repr::Gpu(ctx.zeros(rows, cols, precision)?) }),
         }
     }
 
     /// Brings a device matrix back to the host (in `f64`).
     ///
-    /// Errors: `DeviceMismatch` for a matrix of another device.
+    /// Errors: `DeviceMismatch` for a matrix of another device;
+    /// [`ComputeError::Overflow`] when it holds NaN or an infinity (uploads
+    /// are checked finite, so such values come from overflow in a resident
+    /// operation, e.g. a product of entries near `1e200`).
     pub fn to_host(&self, m: &DeviceMatrix) -> Result<DMatrix<f64>> {
-        match self.context() {
-            None => Ok(m.host_view()?.clone()),
+        let host = match self.context() {
+            None => m.host_view()?.clone(),
             Some(ctx) => {
                 let g = m.gpu()?;
                 let data = ctx.download(g)?;
-                Ok(DMatrix::from_row_slice(g.nrows(), g.ncols(), &data))
+                DMatrix::from_row_slice(g.nrows(), g.ncols(), &data)
             }
-        }
+        };
+        linalg::finite_result("device matrix read back to the host", host)
     }
 
     /// Brings an n x 1 device matrix back as a vector.

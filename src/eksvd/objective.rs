@@ -4,8 +4,9 @@
 
 use nalgebra::{DMatrix, DVector};
 
-use super::error::{check_shape, EksvdError, Result};
+use super::error::{check_shape, check_source_matrix, EksvdError, Result};
 use crate::linalg::matmul_tn;
+use crate::ComputeError;
 
 /// The three terms of `J` (Eq. 3) for one component:
 /// `J = (Q/2 - 1) sum_q w_q^T w_q - sum_{p<q} w_q^T w_p + ((Q-1)/2) gamma sum_q sum_i (e_i^(q))^2`.
@@ -33,7 +34,10 @@ impl ObjectiveTerms {
 }
 
 /// `J` of Eq. 3 for one component: weights `w_q` (`d_phi` each), scores
-/// `e^(q)` (`N_q` each) and `gamma > 0`.
+/// `e^(q)` (`N_q` each) and `gamma > 0` (finite).
+///
+/// Errors: fewer than 2 sources, shape mismatches, non-finite inputs, an
+/// invalid `gamma`, and `Compute(Overflow)` when a term overflows.
 pub fn objective_terms(weights: &[DVector<f64>], scores: &[DVector<f64>], gamma: f64) -> Result<ObjectiveTerms> {
     let n = weights.len();
     if n < 2 {
@@ -45,6 +49,10 @@ pub fn objective_terms(weights: &[DVector<f64>], scores: &[DVector<f64>], gamma:
     }
     for (q, w) in weights.iter().enumerate() {
         check_shape(format!("length of w_{q} vs w_0"), weights[0].len(), w.len())?;
+        finite_vector("w", q, w)?;
+    }
+    for (q, e) in scores.iter().enumerate() {
+        finite_vector("scores", q, e)?;
     }
     let qf = n as f64;
     let weight_norms = (qf / 2.0 - 1.0) * weights.iter().map(|w| w.norm_squared()).sum::<f64>();
@@ -55,6 +63,11 @@ pub fn objective_terms(weights: &[DVector<f64>], scores: &[DVector<f64>], gamma:
         }
     }
     let variance = (qf - 1.0) / 2.0 * gamma * scores.iter().map(|e| e.norm_squared()).sum::<f64>();
+    for (v, name) in [(weight_norms, "objective: weight norms"), (coupling, "objective: coupling"), (variance, "objective: variance")] {
+        if !v.is_finite() {
+            return Err(ComputeError::Overflow { what: name, row: 0, col: 0 }.into());
+        }
+    }
     Ok(ObjectiveTerms { weight_norms, coupling, variance })
 }
 
@@ -72,6 +85,10 @@ pub struct KktResiduals {
 
 /// KKT residuals (Eq. 5) of one component from features `Phi_q`
 /// (`N_q x d_phi`), weights `w_q`, dual variables `alpha^(q)` and `gamma`.
+///
+/// Errors: fewer than 2 sources, shape mismatches, empty or non-finite
+/// inputs, a non-finite `gamma`, and `Compute(Overflow)` when finite inputs
+/// overflow the residuals.
 pub fn kkt_residuals(features: &[DMatrix<f64>], weights: &[DVector<f64>], alphas: &[DVector<f64>], gamma: f64) -> Result<KktResiduals> {
     let n = features.len();
     if n < 2 {
@@ -84,6 +101,9 @@ pub fn kkt_residuals(features: &[DMatrix<f64>], weights: &[DVector<f64>], alphas
     }
     // All shapes before any arithmetic: the sum of the w_q needs one length.
     for q in 0..n {
+        check_source_matrix("features", q, &features[q])?;
+        finite_vector("w", q, &weights[q])?;
+        finite_vector("alpha", q, &alphas[q])?;
         check_shape(format!("rows of Phi_{q} vs alpha^({q})"), features[q].nrows(), alphas[q].len())?;
         check_shape(format!("columns of Phi_{q} vs w_{q}"), features[q].ncols(), weights[q].len())?;
         check_shape(format!("length of w_{q} vs w_0"), weights[0].len(), weights[q].len())?;
@@ -100,5 +120,17 @@ pub fn kkt_residuals(features: &[DMatrix<f64>], weights: &[DVector<f64>], alphas
         sc_den += alphas[q].norm_squared();
     }
     let rel = |num: f64, den: f64| if den == 0.0 { num.sqrt() } else { (num / den).sqrt() };
-    Ok(KktResiduals { stationarity: rel(st_num, st_den), dual_scaling: rel(sc_num, sc_den) })
+    let (stationarity, dual_scaling) = (rel(st_num, st_den), rel(sc_num, sc_den));
+    if !(stationarity.is_finite() && dual_scaling.is_finite()) {
+        return Err(ComputeError::Overflow { what: "KKT residuals", row: 0, col: 0 }.into());
+    }
+    Ok(KktResiduals { stationarity, dual_scaling })
+}
+
+/// [`EksvdError::NonFinite`] at the first NaN/Inf entry of `v` (of source `q`).
+fn finite_vector(what: &'static str, q: usize, v: &DVector<f64>) -> Result<()> {
+    match v.iter().position(|x| !x.is_finite()) {
+        Some(row) => Err(EksvdError::NonFinite { what, source_index: q, row, col: 0 }),
+        None => Ok(()),
+    }
 }

@@ -207,12 +207,14 @@ pub struct IcdParams {
 }
 
 impl IcdParams {
-    /// At most `rank` columns; default tolerance `1e-12`.
+    /// At most `rank` columns, valid in `1..=n` for n samples (checked at
+    /// fit); default tolerance `1e-12`.
     pub fn new(rank: usize) -> Self {
         IcdParams { rank, tolerance: 1e-12 }
     }
 
-    /// Stop when the largest residual diagonal `max_i d_i` is below `tolerance`.
+    /// Stop when the largest residual diagonal `max_i d_i` is below
+    /// `tolerance` (finite and `>= 0`; checked at fit).
     pub fn tolerance(mut self, tolerance: f64) -> Self {
         self.tolerance = tolerance;
         self

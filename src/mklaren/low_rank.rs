@@ -43,7 +43,9 @@ impl LowRankRidgeParams {
         LowRankRidgeParams { method, rank_per_kernel, lambda: 0.0 }
     }
 
-    /// Ridge parameter `lambda >= 0`.
+    /// Ridge parameter `lambda`, finite and `>= 0`. With `lambda = 0` a
+    /// system without any varying factor column (identical rows) is
+    /// [`MklarenError::Singular`].
     pub fn lambda(mut self, lambda: f64) -> Self {
         self.lambda = lambda;
         self
@@ -114,6 +116,10 @@ impl LowRankRidgeParams {
             let norm = col.norm();
             scales[j] = if norm > 1e-10 { 1.0 / norm } else { 0.0 };
             col *= scales[j];
+        }
+        if self.lambda == 0.0 && scales.iter().all(|&s| s == 0.0) {
+            // Identical rows: every centred factor column vanishes, so F^T F = 0.
+            return Err(MklarenError::Singular("F^T F + lambda I with lambda = 0: no factor column varies over the samples (identical rows)"));
         }
         let mut system = device.gram(&stacked)?;
         for j in 0..total {

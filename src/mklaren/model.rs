@@ -22,7 +22,9 @@ pub struct MklarenParams {
 }
 
 impl MklarenParams {
-    /// Total rank `K` (number of pivot columns over all kernels); defaults:
+    /// Total rank `K` (number of pivot columns over all kernels), valid in
+    /// `1..=n` for n samples (checked at fit: 0 is `InvalidParameter`, above
+    /// n `RankTooLarge`); defaults:
     /// look-ahead `delta = 10`, `lambda = 0` (plain least squares at the end
     /// of the path).
     pub fn new(rank: usize) -> Self {
@@ -37,7 +39,7 @@ impl MklarenParams {
         self
     }
 
-    /// Ridge parameter `lambda >= 0`, applied through the augmentation of
+    /// Ridge parameter `lambda`, finite and `>= 0`, applied through the augmentation of
     /// Zou & Hastie: every column `h` becomes `(1 + lambda)^{-1/2} [h ;
     /// sqrt(lambda) e_l]` and the residual carries K zeros below `y`.
     pub fn lambda(mut self, lambda: f64) -> Self {
@@ -182,6 +184,9 @@ impl MklarenParams {
         faer_ref(&h).qr().solve_lstsq_in_place(faer_mut(&mut rhs));
         crate::linalg::clear_upper_simd_state(true);
         let coefficients = DVector::from_fn(rank, |i, _| rhs[(i, 0)]);
+        if coefficients.iter().chain(fit.iter()).any(|v| !v.is_finite()) {
+            return Err(MklarenError::Singular("least-squares system of the selected columns (Eq. 18) has no finite solution (degenerate LAR path)"));
+        }
 
         let mut kernel_weights = DVector::<f64>::zeros(kernels.len());
         for q in 0..kernels.len() {

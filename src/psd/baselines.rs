@@ -113,11 +113,15 @@ impl BaselineParams {
         self.base.check_dimension(x.ncols())?;
         let kernel = Kernel::gaussian_with_width(self.sigma)?;
         let u = kernel_integrals(x, self.sigma, &self.base);
+        if self.kind != BaselineKind::Glm && !(u.iter().all(|v| v.is_finite()) && u.amax() > 0.0) {
+            return Err(PsdError::NotPositive { what: "largest kernel integral against the base measure (the data lie outside its mass)", value: u.amax() });
+        }
         let (alpha, log_normaliser) = match self.kind {
             BaselineKind::Pnm => (self.fit_pnm(device, x, &u)?, 0.0),
             BaselineKind::Ncm => (self.fit_ncm(device, &kernel, x, &u)?, 0.0),
             BaselineKind::Glm => self.fit_glm(device, &kernel, x)?,
         };
+        linalg::finite_vector("baseline density coefficients", alpha.clone())?;
         Ok(BaselineDensity { kind: self.kind, centres: x.clone(), sigma: self.sigma, kernel, alpha, log_normaliser, base: self.base.clone(), seed: self.seed.wrapping_add(1), monte_carlo: self.monte_carlo })
     }
 
@@ -234,8 +238,17 @@ impl BaselineParams {
             let used: Vec<usize> = (0..soft.len()).filter(|&i| soft[i] > 1e-14 * top).collect();
             let weighted = DMatrix::from_fn(used.len(), n, |i, j| ks[(used[i], j)] * soft[used[i]].sqrt());
             let mut h = linalg::gram_tall(&weighted) - &ks_soft * ks_soft.transpose() + &k * self.lambda;
+            if h.iter().chain(grad.iter()).any(|v| !v.is_finite()) {
+                return Err(ComputeError::Overflow { what: "GLM Newton system (data too far from the base measure)", row: 0, col: 0 }.into());
+            }
             let ridge = 1e-12 * (0..n).map(|i| h[(i, i)]).sum::<f64>() / n as f64;
+            // Bounded: the ridge grows 1e3-fold per try, so 120 tries span the f64 range.
+            let mut tries = 0;
             let step = loop {
+                tries += 1;
+                if tries > 120 {
+                    return Err(PsdError::NotPositive { what: "GLM Newton system after ridge regularisation (smallest pivot)", value: ridge });
+                }
                 let mut hr = h.clone();
                 for i in 0..n {
                     hr[(i, i)] += ridge.max(f64::MIN_POSITIVE);
@@ -256,6 +269,9 @@ impl BaselineParams {
         }
         // Z at the fitted alpha on a fresh, larger sample (see the module docs).
         let lz = log_normaliser(device, kernel, x, &a, &self.base, 4 * self.monte_carlo, self.seed ^ 0x5eed_f00d)?;
+        if !lz.is_finite() || a.iter().any(|v| !v.is_finite()) {
+            return Err(ComputeError::Overflow { what: "GLM log-normaliser", row: 0, col: 0 }.into());
+        }
         Ok((a, lz))
     }
 }
@@ -456,10 +472,11 @@ impl BaselineDensity {
         linalg::check_dim("columns of x vs model dimension", self.centres.ncols(), x.ncols())?;
         let g = device.kernel_matrix(&self.kernel, x, &self.centres)? * &self.alpha;
         let nu = self.base.density(x);
-        Ok(match self.kind {
+        let p = match self.kind {
             BaselineKind::Glm => DVector::from_fn(x.nrows(), |i, _| (g[i] - self.log_normaliser).exp() * nu[i]),
             _ => g.component_mul(&nu),
-        })
+        };
+        Ok(linalg::finite_vector("baseline density", p)?)
     }
 
     /// `int p`: closed form `u^T alpha` for PNM/NCM (exactly 1 after fitting);

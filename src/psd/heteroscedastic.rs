@@ -214,6 +214,11 @@ fn solve_increasing(f: impl Fn(f64) -> f64, df: impl Fn(f64) -> f64, start: f64)
 /// Checks regression data (`x` non-empty and finite, `y` finite with one
 /// target per row, at least 2 samples, not constant) and returns the mean
 /// and standard deviation of `y`, by which the targets are standardised.
+/// Valid range of the standard deviation of the targets of the
+/// heteroscedastic models (`1e-150 ..= 1e150`): their natural parameters are
+/// returned in the units of `y`, `theta = 1 / variance`, which must fit `f64`.
+pub const TARGET_SD_RANGE: (f64, f64) = (1e-150, 1e150);
+
 pub(crate) fn target_moments(x: &DMatrix<f64>, y: &DVector<f64>) -> Result<(f64, f64), PsdError> {
     check_matrix("x", x)?;
     check_dim("length of y vs rows of x", x.nrows(), y.len())?;
@@ -222,10 +227,20 @@ pub(crate) fn target_moments(x: &DMatrix<f64>, y: &DVector<f64>) -> Result<(f64,
     if n < 2 {
         return Err(PsdError::InvalidParameter { name: "y", reason: "need at least 2 samples".into() });
     }
-    let mean = y.mean();
-    let sd = (y.map(|v| (v - mean).powi(2)).sum() / n as f64).sqrt();
+    // Mean and deviation without overflow for targets near the f64 limits.
+    let mean = Some(y.mean()).filter(|m| m.is_finite()).unwrap_or_else(|| y.iter().map(|v| v / n as f64).sum::<f64>());
+    let spread = y.iter().fold(0.0f64, |m, v| m.max((v - mean).abs()));
+    let sd = if spread > 0.0 && spread.is_finite() { spread * (y.map(|v| ((v - mean) / spread).powi(2)).sum() / n as f64).sqrt() } else { spread };
     if !(sd > 0.0) {
         return Err(PsdError::InvalidParameter { name: "y", reason: "targets are constant (zero variance)".into() });
+    }
+    // The model returns natural parameters in the units of y (theta = 1/variance),
+    // so sd^2 and 1/sd^2 must both be finite, normal f64 values.
+    if !(TARGET_SD_RANGE.0..=TARGET_SD_RANGE.1).contains(&sd) {
+        return Err(PsdError::InvalidParameter {
+            name: "y",
+            reason: format!("standard deviation {sd:e} outside {:e}..={:e}: 1/variance in the units of y would not fit f64 (rescale y)", TARGET_SD_RANGE.0, TARGET_SD_RANGE.1),
+        });
     }
     Ok((mean, sd))
 }
@@ -241,8 +256,10 @@ pub struct HeteroscedasticParams {
 }
 
 impl HeteroscedasticParams {
-    /// Kernel width `sigma`; defaults `lambda_0 = 1e-3` (linear part),
-    /// `lambda_1 = 1e-3`, `lambda_2 = 1e-3` (PSD part), gap tolerance `1e-6`.
+    /// Kernel width `sigma` (valid range as [`crate::Kernel::gaussian_with_width`]);
+    /// defaults `lambda_0 = 1e-3` (linear part), `lambda_1 = 1e-3`,
+    /// `lambda_2 = 1e-3` (PSD part), gap tolerance `1e-6`. The targets' standard
+    /// deviation must lie in [`TARGET_SD_RANGE`] (checked at fit).
     pub fn new(sigma: f64) -> Self {
         HeteroscedasticParams { sigma, lambda0: 1e-3, lambda1: 1e-3, lambda2: 1e-3, options: SolverOptions::default() }
     }
@@ -495,14 +512,19 @@ impl HeteroscedasticRegression {
         Ok(NaturalParameters::from_standardised(&eta_s, &theta_s, self.y_mean, self.y_sd))
     }
 
-    /// Predictive mean `mu(x) = eta(x)/theta(x)` (`+-inf`/NaN where `theta` underflows to 0).
+    /// Predictive mean `mu(x) = eta(x)/theta(x)`.
+    ///
+    /// Errors: as [`HeteroscedasticRegression::natural_parameters`], and
+    /// `Compute(Overflow)` where `theta` underflows to 0 (far from the data).
     pub fn predict_mean(&self, device: &Device, x: &DMatrix<f64>) -> Result<DVector<f64>, PsdError> {
-        Ok(self.natural_parameters(device, x)?.mean())
+        Ok(linalg::finite_vector("predictive mean", self.natural_parameters(device, x)?.mean())?)
     }
 
-    /// Predictive variance `v(x) = 1/theta(x)` (`+inf` where `theta` is 0).
+    /// Predictive variance `v(x) = 1/theta(x)`.
+    ///
+    /// Errors: as [`HeteroscedasticRegression::predict_mean`].
     pub fn predict_variance(&self, device: &Device, x: &DMatrix<f64>) -> Result<DVector<f64>, PsdError> {
-        Ok(self.natural_parameters(device, x)?.variance())
+        Ok(linalg::finite_vector("predictive variance", self.natural_parameters(device, x)?.variance())?)
     }
 
     /// Predictive log-likelihood `log N(y_i; mu(x_i), v(x_i))` per point,

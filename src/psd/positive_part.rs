@@ -141,9 +141,28 @@ impl PositivePartSolver {
     }
 
     /// Replaces the warm basis (orthonormal columns are not required: it is
-    /// orthonormalised on use).
+    /// orthonormalised on use). A basis that does not fit the next matrix
+    /// (rows other than its order `r`, no columns, more than `r / 2` columns,
+    /// or non-finite entries) is not used; [`PositivePartSolver::try_set_basis`]
+    /// reports such a basis as an error instead.
     pub fn set_basis(&mut self, basis: DMatrix<f64>) {
         self.basis = Some(basis);
+    }
+
+    /// [`PositivePartSolver::set_basis`] for matrices of order `order`, checked:
+    /// the basis must be `order x k` with `1 <= k <= order / 2` and finite.
+    ///
+    /// Errors: [`PsdError::InvalidParameter`] naming the size or entry at fault.
+    pub fn try_set_basis(&mut self, basis: DMatrix<f64>, order: usize) -> Result<(), PsdError> {
+        if basis.nrows() != order {
+            return Err(PsdError::InvalidParameter { name: "basis", reason: format!("has {} rows, the matrix has order {order}", basis.nrows()) });
+        }
+        if basis.ncols() == 0 || 2 * basis.ncols() > order {
+            return Err(PsdError::InvalidParameter { name: "basis", reason: format!("needs 1..={} columns for order {order}, has {}", order / 2, basis.ncols()) });
+        }
+        crate::linalg::check_finite("basis", &basis)?;
+        self.basis = Some(basis);
+        Ok(())
     }
 
     /// `[M]_+` of the symmetric `m` (lower triangle and upper triangle must agree)
@@ -152,7 +171,7 @@ impl PositivePartSolver {
         let r = m.nrows();
         if self.enabled {
             if let Some(q) = self.basis.take() {
-                if q.nrows() == r && q.ncols() > 0 && 2 * q.ncols() <= r {
+                if q.nrows() == r && q.ncols() > 0 && 2 * q.ncols() <= r && q.iter().all(|v| v.is_finite()) {
                     if let Some((pp, basis, expansions)) = self.partial(m, &q)? {
                         self.basis = Some(basis);
                         self.stats.partial += 1;
@@ -316,6 +335,12 @@ fn certify(m: &DMatrix<f64>, x: &DMatrix<f64>, mx: &DMatrix<f64>, residual: &DMa
 }
 
 /// `[M]_+` by the full eigendecomposition (reference for tests).
+///
+/// Errors: empty or non-finite `m`; `Compute(Overflow)` when the result
+/// does not fit `f64` (entries of `m` near the top of its range).
 pub fn positive_part_full(m: &DMatrix<f64>) -> Result<PositivePart, PsdError> {
-    PositivePartSolver::full_only().full(m)
+    crate::linalg::check_matrix("m", m)?;
+    let pp = PositivePartSolver::full_only().full(m)?;
+    crate::linalg::check_overflow("positive part", &pp.to_matrix())?;
+    Ok(pp)
 }

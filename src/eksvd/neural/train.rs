@@ -18,7 +18,7 @@ use rand::SeedableRng;
 use super::loss::{cross_entropy, objective_per_component, LossTensors, LossValues};
 use super::model::{matrix_to_tensor, tensor_to_matrix, tensor_to_vector, Activation, Architecture, NeuralEksvdNet, NeuralWeights};
 use super::{NeuralBackend, NeuralError, Result};
-use crate::datasets::macro_f1;
+use crate::datasets::try_macro_f1;
 use crate::eksvd::error::{check_shape, check_source_matrix};
 use crate::eksvd::{EksvdError, MultiSource};
 
@@ -249,7 +249,7 @@ impl NeuralEksvdParams {
                 return Err(NeuralError::Diverged { epoch, loss: values.total, initial: initial.total });
             }
             let validation_f1 = match validation {
-                Some((v, l)) => Some(macro_f1(l, &model.predict(v)?)),
+                Some((v, l)) => Some(try_macro_f1(l, &model.predict(v)?).map_err(|e| NeuralError::Labels(format!("validation macro-F1: {e}")))?),
                 None => None,
             };
             history.epochs.push(EpochRecord { epoch, objective_squared: values.objective_squared, cross_entropy: values.cross_entropy, gamma: model.gamma(), validation_f1, seconds });
@@ -282,12 +282,21 @@ impl NeuralEksvdParams {
     }
 }
 
-/// Number of classes (`max label + 1`), after checking one label per sample.
+/// The largest number of classes the neural variant trains on (labels in
+/// `0..MAX_CLASSES`): its output layer and one-hot targets have one column
+/// per class, so a stray label such as `1e12` must not size them.
+pub const MAX_CLASSES: usize = 1 << 16;
+
+/// Number of classes (`max label + 1`), after checking one label per sample
+/// and every label below [`MAX_CLASSES`].
 fn check_labels(data: &MultiSource, labels: &[usize]) -> Result<usize> {
     if !data.is_paired() {
         return Err(NeuralError::Labels("Neural eKSVD trains on paired sources (one label per sample)".into()));
     }
     check_shape("labels vs samples", data.source(0).nrows(), labels.len())?;
+    if let Some(&l) = labels.iter().find(|&&l| l >= MAX_CLASSES) {
+        return Err(NeuralError::Labels(format!("label {l} is not below MAX_CLASSES = {MAX_CLASSES}")));
+    }
     let classes = labels.iter().max().map_or(0, |m| m + 1);
     if classes < 2 {
         return Err(NeuralError::Labels(format!("need at least 2 classes, got {classes}")));
