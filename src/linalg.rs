@@ -37,10 +37,65 @@ pub trait Real:
     /// `v <- exp(v)` for entries `v <= 0` (kernel values), in a form the
     /// compiler vectorises: see [`exp_nonpositive_f64`].
     fn exp_nonpositive_in_place(values: &mut [Self]);
+    /// `exp(x)` for `x <= 0` on one scalar ([`exp_nonpositive_f64`] or
+    /// [`exp_nonpositive_f32`]), inlined into vectorised loops.
+    fn exp_nonpositive(x: Self) -> Self;
     #[doc(hidden)]
     fn faer_matmul_seq(dst: MatMut<'_, Self>, lhs: MatRef<'_, Self>, rhs: MatRef<'_, Self>);
     #[doc(hidden)]
+    fn faer_matmul_seq_add(dst: MatMut<'_, Self>, lhs: MatRef<'_, Self>, rhs: MatRef<'_, Self>);
+    #[doc(hidden)]
     fn faer_matmul(dst: MatMut<'_, Self>, accumulate: bool, lhs: MatRef<'_, Self>, rhs: MatRef<'_, Self>);
+}
+
+/// Defines `fn name<T: Real>(args)` whose body is compiled three times:
+/// for AVX-512F, for AVX2 + FMA and for the build's baseline, the widest the
+/// CPU has being chosen at run time. The crate is built for baseline x86-64
+/// (SSE2), where a loop over [`exp_nonpositive_f64`] vectorises only two
+/// lanes wide. The body must not rely on closures for its hot loops (a
+/// closure is a separate function compiled without the wider features).
+/// The arithmetic is the same in every variant (Rust does not contract
+/// `a * b + c` into an FMA), so the results are bit-identical across them.
+macro_rules! simd_fn {
+    ($(#[$m:meta])* $vis:vis fn $name:ident<$T:ident: Real>($($arg:ident: $ty:ty),* $(,)?) $body:block) => {
+        $(#[$m])* $vis fn $name<$T: Real>($($arg: $ty),*) {
+            #[inline(always)]
+            #[allow(clippy::too_many_arguments)]
+            fn body<$T: Real>($($arg: $ty),*) $body
+            #[cfg(target_arch = "x86_64")]
+            {
+                #[target_feature(enable = "avx512f")]
+                #[allow(clippy::too_many_arguments)]
+                unsafe fn wide<$T: Real>($($arg: $ty),*) {
+                    body::<$T>($($arg),*)
+                }
+                #[target_feature(enable = "avx2,fma")]
+                #[allow(clippy::too_many_arguments)]
+                unsafe fn mid<$T: Real>($($arg: $ty),*) {
+                    body::<$T>($($arg),*)
+                }
+                if std::arch::is_x86_feature_detected!("avx512f") {
+                    // SAFETY: the feature was detected at run time.
+                    return unsafe { wide::<$T>($($arg),*) };
+                }
+                if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
+                    // SAFETY: as above.
+                    return unsafe { mid::<$T>($($arg),*) };
+                }
+            }
+            body::<$T>($($arg),*)
+        }
+    };
+}
+pub(crate) use simd_fn;
+
+simd_fn! {
+    /// `v <- exp(v)` for entries `v <= 0`, at the CPU's widest vectors.
+    fn exp_in_place<T: Real>(values: &mut [T]) {
+        for v in values.iter_mut() {
+            *v = T::exp_nonpositive(*v);
+        }
+    }
 }
 
 macro_rules! impl_real {
@@ -63,12 +118,17 @@ macro_rules! impl_real {
                 x as $t
             }
             fn exp_nonpositive_in_place(values: &mut [Self]) {
-                for v in values.iter_mut() {
-                    *v = $exp(*v);
-                }
+                exp_in_place::<$t>(values);
+            }
+            #[inline(always)]
+            fn exp_nonpositive(x: Self) -> Self {
+                $exp(x)
             }
             fn faer_matmul_seq(dst: MatMut<'_, Self>, lhs: MatRef<'_, Self>, rhs: MatRef<'_, Self>) {
                 faer::linalg::matmul::matmul(dst, Accum::Replace, lhs, rhs, 1.0 as $t, Par::Seq);
+            }
+            fn faer_matmul_seq_add(dst: MatMut<'_, Self>, lhs: MatRef<'_, Self>, rhs: MatRef<'_, Self>) {
+                faer::linalg::matmul::matmul(dst, Accum::Add, lhs, rhs, 1.0 as $t, Par::Seq);
             }
             fn faer_matmul(dst: MatMut<'_, Self>, accumulate: bool, lhs: MatRef<'_, Self>, rhs: MatRef<'_, Self>) {
                 let beta = if accumulate { Accum::Add } else { Accum::Replace };
