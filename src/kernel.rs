@@ -204,9 +204,26 @@ pub fn kernel_matrix_cpu<T: Real>(kernel: &Kernel, x: &DMatrix<T>, z: &DMatrix<T
 }
 
 pub(crate) fn kernel_matrix_unchecked<T: Real>(kernel: &Kernel, x: &DMatrix<T>, z: &DMatrix<T>) -> DMatrix<T> {
+    let norms = TileNorms::new(kernel, x, z);
+    kernel_matrix_tiled(kernel, x, z, &norms)
+}
+
+/// [`kernel_matrix_cpu`] (inputs already checked) with the squared row norms
+/// of `x` and `z` given, for callers that compute many blocks against one
+/// `x` (mklaren's kernel columns): `x_sq_norms[i] = ||x_i||^2`,
+/// `z_sq_norms[j] = ||z_j||^2`, read only by the distance-based kernels
+/// (pass empty slices for the others).
+pub(crate) fn kernel_matrix_with_norms<T: Real>(kernel: &Kernel, x: &DMatrix<T>, z: &DMatrix<T>, x_sq_norms: &[T], z_sq_norms: &[T]) -> DMatrix<T> {
+    if kernel.is_distance_based() {
+        assert_eq!((x_sq_norms.len(), z_sq_norms.len()), (x.nrows(), z.nrows()), "kernel_matrix_with_norms: one norm per row");
+    }
+    let norms = TileNorms { x: x_sq_norms.to_vec(), z: z_sq_norms.to_vec() };
+    kernel_matrix_tiled(kernel, x, z, &norms)
+}
+
+fn kernel_matrix_tiled<T: Real>(kernel: &Kernel, x: &DMatrix<T>, z: &DMatrix<T>, norms: &TileNorms<T>) -> DMatrix<T> {
     let (n, m) = (x.nrows(), z.nrows());
     let mut k = DMatrix::from_vec(n, m, vec![T::zero(); n * m]);
-    let norms = TileNorms::new(kernel, x, z);
     let out = SendPtr(k.as_mut_slice().as_mut_ptr());
     let (row_blocks, col_blocks) = (n.div_ceil(MATRIX_TILE_ROWS), m.div_ceil(MATRIX_TILE_COLS));
     let tile = |t: usize| {
@@ -216,7 +233,7 @@ pub(crate) fn kernel_matrix_unchecked<T: Real>(kernel: &Kernel, x: &DMatrix<T>, 
         // its own rows r0..r0+rows of columns c0..c0+cols (column stride n)
         // and no other task touches them; `k` outlives the parallel loop.
         let dst = unsafe { MatMut::from_raw_parts_mut(out.get().add(r0 + c0 * n), rows, cols, 1, n as isize) };
-        fill_tile(kernel, x, z, &norms, r0, c0, dst);
+        fill_tile(kernel, x, z, norms, r0, c0, dst);
     };
     if n * m * x.ncols().max(1) < PARALLEL_WORK {
         (0..row_blocks * col_blocks).for_each(tile);
@@ -310,14 +327,26 @@ linalg::simd_fn! {
                         col[i] = s;
                     }
                     if near {
-                        for i in 0..rows {
-                            if col[i] <= cancellation * (xn[i] + znj) {
-                                let mut s = T::zero();
-                                for c in 0..d {
-                                    let diff = x[(r0 + i, c)] - z[(c0 + j, c)];
-                                    s += diff * diff;
+                        // Scan 8 entries at a time (one vector compare), and
+                        // recompute only inside chunks that hold a near pair.
+                        for start in (0..rows).step_by(8) {
+                            let end = (start + 8).min(rows);
+                            let mut hit = false;
+                            for i in start..end {
+                                hit |= col[i] <= cancellation * (xn[i] + znj);
+                            }
+                            if !hit {
+                                continue;
+                            }
+                            for i in start..end {
+                                if col[i] <= cancellation * (xn[i] + znj) {
+                                    let mut s = T::zero();
+                                    for c in 0..d {
+                                        let diff = x[(r0 + i, c)] - z[(c0 + j, c)];
+                                        s += diff * diff;
+                                    }
+                                    col[i] = s;
                                 }
-                                col[i] = s;
                             }
                         }
                     }
