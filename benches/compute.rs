@@ -34,6 +34,28 @@ fn bench(c: &mut Criterion) {
     }
     group.finish();
 
+    // Issue 17: the fused CPU kernel matrix in f32, and the dense symmetric
+    // eigendecomposition (the side-by-side table against NumPy/SciPy is
+    // `cargo run --all-features --example cpu_table`).
+    let mut group = c.benchmark_group("rbf_kernel_matrix_f32_cpu");
+    group.sample_size(10);
+    for n in [512usize, 2048] {
+        let x: DMatrix<f32> = gramian::linalg::convert(&random(&mut rng, n, 64));
+        let k = Kernel::rbf(1.0 / 64.0).unwrap();
+        group.throughput(Throughput::Elements((n * n) as u64));
+        group.bench_with_input(BenchmarkId::new("cpu", n), &x, |b, x| b.iter(|| gramian::kernel::kernel_matrix_cpu(&k, x, x).unwrap()));
+    }
+    group.finish();
+
+    let mut group = c.benchmark_group("symmetric_eigen_cpu");
+    group.sample_size(10);
+    for n in [256usize, 768] {
+        let b = random(&mut rng, n, n);
+        let a = &b + b.transpose();
+        group.bench_with_input(BenchmarkId::new("all", n), &a, |bch, a| bch.iter(|| gramian::linalg::symmetric_eigen(a).unwrap()));
+    }
+    group.finish();
+
     let mut group = c.benchmark_group("gram");
     group.sample_size(10);
     let phi = random(&mut rng, 20000, 64);

@@ -17,6 +17,8 @@
 //!
 //! Data matrices hold one sample per **row** (n x d).
 
+use faer::reborrow::{Reborrow, ReborrowMut};
+use faer::MatMut;
 use nalgebra::{DMatrix, DVector};
 use rayon::prelude::*;
 
@@ -216,51 +218,172 @@ pub fn kernel_matrix_cpu<T: Real>(kernel: &Kernel, x: &DMatrix<T>, z: &DMatrix<T
 }
 
 pub(crate) fn kernel_matrix_unchecked<T: Real>(kernel: &Kernel, x: &DMatrix<T>, z: &DMatrix<T>) -> DMatrix<T> {
-    let n = x.nrows();
-    let mut k = linalg::matmul_nt(x, z);
+    let norms = TileNorms::new(kernel, x, z);
+    kernel_matrix_tiled(kernel, x, z, &norms)
+}
+
+/// [`kernel_matrix_cpu`] (inputs already checked) with the squared row norms
+/// of `x` and `z` given, for callers that compute many blocks against one
+/// `x` (mklaren's kernel columns): `x_sq_norms[i] = ||x_i||^2`,
+/// `z_sq_norms[j] = ||z_j||^2`, read only by the distance-based kernels
+/// (pass empty slices for the others).
+pub(crate) fn kernel_matrix_with_norms<T: Real>(kernel: &Kernel, x: &DMatrix<T>, z: &DMatrix<T>, x_sq_norms: &[T], z_sq_norms: &[T]) -> DMatrix<T> {
     if kernel.is_distance_based() {
-        let xn = row_squared_norms(x);
-        let zn = row_squared_norms(z);
-        let two = T::one() + T::one();
-        // Below this fraction of ||x||^2 + ||z||^2 the expanded form has lost
-        // most of its digits to cancellation; such (near-duplicate) pairs are
-        // recomputed as a direct sum of squared differences.
-        let cancellation = T::from_f64_lossy(1e-4);
-        k.as_mut_slice().par_chunks_mut(n).enumerate().for_each(|(j, col)| {
-            let znj = zn[j];
-            for (i, (v, &xni)) in col.iter_mut().zip(xn.iter()).enumerate() {
-                let mut s = (xni + znj - two * *v).max(T::zero());
-                if s <= cancellation * (xni + znj) {
-                    s = (0..x.ncols()).fold(T::zero(), |acc, c| {
-                        let diff = x[(i, c)] - z[(j, c)];
-                        acc + diff * diff
-                    });
-                }
-                *v = s;
-            }
-            // k = exp(-gamma s) or exp(-gamma sqrt(s)): the exponent, then one
-            // vectorised exp pass over the column.
-            match *kernel {
-                Kernel::Rbf { gamma } => {
-                    let g = T::from_f64_lossy(gamma);
-                    col.iter_mut().for_each(|v| *v = -g * *v);
-                }
-                Kernel::Laplacian { gamma } => {
-                    let g = T::from_f64_lossy(gamma);
-                    col.iter_mut().for_each(|v| *v = -g * v.sqrt());
-                }
-                _ => unreachable!("distance-based kernels are RBF and Laplacian"),
-            }
-            T::exp_nonpositive_in_place(col);
-        });
-    } else if !matches!(kernel, Kernel::Linear) {
-        k.as_mut_slice().par_chunks_mut(4096).for_each(|chunk| {
-            for v in chunk {
-                *v = kernel.apply_to_statistic(*v);
-            }
-        });
+        assert_eq!((x_sq_norms.len(), z_sq_norms.len()), (x.nrows(), z.nrows()), "kernel_matrix_with_norms: one norm per row");
+    }
+    let norms = TileNorms { x: x_sq_norms.to_vec(), z: z_sq_norms.to_vec() };
+    kernel_matrix_tiled(kernel, x, z, &norms)
+}
+
+fn kernel_matrix_tiled<T: Real>(kernel: &Kernel, x: &DMatrix<T>, z: &DMatrix<T>, norms: &TileNorms<T>) -> DMatrix<T> {
+    let (n, m) = (x.nrows(), z.nrows());
+    let mut k = DMatrix::from_vec(n, m, vec![T::zero(); n * m]);
+    let out = SendPtr(k.as_mut_slice().as_mut_ptr());
+    let (row_blocks, col_blocks) = (n.div_ceil(MATRIX_TILE_ROWS), m.div_ceil(MATRIX_TILE_COLS));
+    let tile = |t: usize| {
+        let (r0, c0) = ((t % row_blocks) * MATRIX_TILE_ROWS, (t / row_blocks) * MATRIX_TILE_COLS);
+        let (rows, cols) = (MATRIX_TILE_ROWS.min(n - r0), MATRIX_TILE_COLS.min(m - c0));
+        // SAFETY: the tiles partition the n x m output, so each task writes
+        // its own rows r0..r0+rows of columns c0..c0+cols (column stride n)
+        // and no other task touches them; `k` outlives the parallel loop.
+        let dst = unsafe { MatMut::from_raw_parts_mut(out.get().add(r0 + c0 * n), rows, cols, 1, n as isize) };
+        fill_tile(kernel, x, z, norms, r0, c0, dst);
+    };
+    if n * m * x.ncols().max(1) < PARALLEL_WORK {
+        (0..row_blocks * col_blocks).for_each(tile);
+    } else {
+        (0..row_blocks * col_blocks).into_par_iter().for_each(tile);
     }
     k
+}
+
+/// Rows and columns of one tile of the fused CPU kernel matrix
+/// (256 x 128 f64 = 256 KiB: product, exponential and store stay in L2).
+const MATRIX_TILE_ROWS: usize = 256;
+const MATRIX_TILE_COLS: usize = 128;
+/// Tile of the fused kernel matvec (256 x 256): built in a per-task buffer
+/// and multiplied into the output at once, never stored.
+const MATVEC_TILE_ROWS: usize = 256;
+const MATVEC_TILE_COLS: usize = 256;
+/// Below this many multiply-adds (n m d) the tiles run on the calling thread.
+const PARALLEL_WORK: usize = 1 << 18;
+
+/// A raw output pointer shared by tasks that write disjoint tiles.
+#[derive(Clone, Copy)]
+struct SendPtr<T>(*mut T);
+// SAFETY: used only to hand disjoint tiles of one buffer to rayon tasks.
+unsafe impl<T> Send for SendPtr<T> {}
+unsafe impl<T> Sync for SendPtr<T> {}
+impl<T> SendPtr<T> {
+    fn get(self) -> *mut T {
+        self.0
+    }
+}
+
+/// Squared row norms of `X` and `Z` for the distance-based kernels (empty otherwise).
+struct TileNorms<T> {
+    x: Vec<T>,
+    z: Vec<T>,
+}
+
+impl<T: Real> TileNorms<T> {
+    fn new(kernel: &Kernel, x: &DMatrix<T>, z: &DMatrix<T>) -> Self {
+        if kernel.is_distance_based() {
+            TileNorms { x: row_squared_norms(x), z: row_squared_norms(z) }
+        } else {
+            TileNorms { x: Vec::new(), z: Vec::new() }
+        }
+    }
+}
+
+/// One tile of the fused kernel matrix: `dst = k(X[r0.., :], Z[c0.., :])`
+/// for the tile's rows and columns, in three steps while the tile is in cache:
+///
+/// 1. the inner products `X_b Z_b^T` (one sequential faer GEMM into `dst`);
+/// 2. for RBF/Laplacian, `s = ||x||^2 + ||z||^2 - 2 <x, z>` clamped at 0,
+///    with near-duplicate pairs (`s <= 1e-4 (||x||^2 + ||z||^2)`, where the
+///    expanded form has lost most of its digits) recomputed as a direct sum
+///    of squared differences;
+/// 3. `k(s)`: `exp(-gamma s)` / `exp(-gamma sqrt(s))` by the vectorised
+///    [`Real::exp_nonpositive`], the other kernels by
+///    [`Kernel::apply_to_statistic`].
+///
+/// Steps 2 and 3 run compiled for the CPU's widest vectors (`linalg::simd_fn`).
+/// This is the only CPU kernel-matrix implementation: the whole matrix and
+/// the matrix-free matvec both call it.
+fn fill_tile<T: Real>(kernel: &Kernel, x: &DMatrix<T>, z: &DMatrix<T>, norms: &TileNorms<T>, r0: usize, c0: usize, mut dst: MatMut<'_, T>) {
+    let (rows, cols) = (dst.nrows(), dst.ncols());
+    let xb = linalg::faer_ref(x).subrows(r0, rows);
+    let zb = linalg::faer_ref(z).subrows(c0, cols);
+    T::faer_matmul_seq(dst.rb_mut(), xb, zb.transpose());
+    linalg::clear_upper_simd_state(false);
+    finish_tile(kernel, x, z, norms, r0, c0, dst);
+}
+
+linalg::simd_fn! {
+    /// Steps 2 and 3 of [`fill_tile`] on a tile that holds the inner products.
+    fn finish_tile<T: Real>(kernel: &Kernel, x: &DMatrix<T>, z: &DMatrix<T>, norms: &TileNorms<T>, r0: usize, c0: usize, dst: MatMut<'_, T>) {
+        let mut dst = dst;
+        let (rows, cols) = (dst.nrows(), dst.ncols());
+        let two = T::one() + T::one();
+        let cancellation = T::from_f64_lossy(1e-4);
+        let d = x.ncols();
+        for j in 0..cols {
+            let col = dst.rb_mut().col_mut(j).try_as_col_major_mut().expect("tiles have unit row stride").as_slice_mut();
+            match *kernel {
+                Kernel::Rbf { gamma } | Kernel::Laplacian { gamma } => {
+                    let xn = &norms.x[r0..r0 + rows];
+                    let znj = norms.z[c0 + j];
+                    let mut near = false;
+                    for i in 0..rows {
+                        let s = (xn[i] + znj - two * col[i]).max(T::zero());
+                        near |= s <= cancellation * (xn[i] + znj);
+                        col[i] = s;
+                    }
+                    if near {
+                        // Scan 8 entries at a time (one vector compare), and
+                        // recompute only inside chunks that hold a near pair.
+                        for start in (0..rows).step_by(8) {
+                            let end = (start + 8).min(rows);
+                            let mut hit = false;
+                            for i in start..end {
+                                hit |= col[i] <= cancellation * (xn[i] + znj);
+                            }
+                            if !hit {
+                                continue;
+                            }
+                            for i in start..end {
+                                if col[i] <= cancellation * (xn[i] + znj) {
+                                    let mut s = T::zero();
+                                    for c in 0..d {
+                                        let diff = x[(r0 + i, c)] - z[(c0 + j, c)];
+                                        s += diff * diff;
+                                    }
+                                    col[i] = s;
+                                }
+                            }
+                        }
+                    }
+                    let g = -T::from_f64_lossy(gamma);
+                    if matches!(kernel, Kernel::Rbf { .. }) {
+                        for v in col.iter_mut() {
+                            *v = T::exp_nonpositive(g * *v);
+                        }
+                    } else {
+                        for v in col.iter_mut() {
+                            *v = T::exp_nonpositive(g * v.sqrt());
+                        }
+                    }
+                }
+                Kernel::Linear => {}
+                _ => {
+                    for v in col.iter_mut() {
+                        *v = kernel.apply_to_statistic(*v);
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// CPU kernel column `K(X, z)_i = k(x_i, z)` for one point `z` (length d).
@@ -290,32 +413,47 @@ pub fn kernel_column_cpu<T: Real>(kernel: &Kernel, x: &DMatrix<T>, z: &[T]) -> R
     linalg::finite_vector("kernel column", DVector::from_iterator(n, s.into_iter().map(|v| kernel.apply_to_statistic(v))))
 }
 
-/// Largest number of kernel entries the CPU matvec holds at once (32 MiB of f64).
-const CPU_MATVEC_TILE_ENTRIES: usize = 1 << 22;
-
 /// CPU kernel matrix times a thin matrix, `K(X, Z) V` (n x c), without storing
-/// `K(X, Z)`: it is built in row-by-column tiles of at most 4M entries and
-/// each tile is multiplied into the output at once.
+/// `K(X, Z)`: fused and blocked. Each task owns 256 rows of `X` and a range of
+/// the rows of `Z`; it builds one 256 x 256 tile of `K` at a time in a small
+/// buffer (the same tile code as [`kernel_matrix_cpu`]: product, statistic
+/// and `k` in cache) and multiplies it into its 256 x c block of the output
+/// at once. When there are fewer row blocks than twice the threads, the
+/// columns are split too and the partial outputs summed.
 pub fn kernel_matvec_cpu<T: Real>(kernel: &Kernel, x: &DMatrix<T>, z: &DMatrix<T>, v: &DMatrix<T>) -> Result<DMatrix<T>> {
     check_pair(kernel, x, z)?;
     check_matrix("v", v)?;
     check_dim("rows of v vs rows of z", z.nrows(), v.nrows())?;
-    let (n, m) = (x.nrows(), z.nrows());
-    let block = ((CPU_MATVEC_TILE_ENTRIES as f64).sqrt() as usize).max(1);
-    let (br, bc) = if n < block { (n, (CPU_MATVEC_TILE_ENTRIES / n).min(m)) } else { (block, block.min(m)) };
-    let mut out = DMatrix::<T>::zeros(n, v.ncols());
-    for r0 in (0..n).step_by(br) {
-        let r1 = (r0 + br).min(n);
-        let xb = x.rows(r0, r1 - r0).into_owned();
-        let mut ob = DMatrix::<T>::zeros(r1 - r0, v.ncols());
-        for c0 in (0..m).step_by(bc) {
-            let c1 = (c0 + bc).min(m);
-            let zb = z.rows(c0, c1 - c0).into_owned();
-            let kb = kernel_matrix_unchecked(kernel, &xb, &zb);
-            let vb = v.rows(c0, c1 - c0).into_owned();
-            linalg::matmul_acc(&mut ob, &kb, &vb);
+    let (n, m, c) = (x.nrows(), z.nrows(), v.ncols());
+    let norms = TileNorms::new(kernel, x, z);
+    let row_blocks = n.div_ceil(MATVEC_TILE_ROWS);
+    let col_blocks = m.div_ceil(MATVEC_TILE_COLS);
+    let parallel = n * m * x.ncols().max(1) >= PARALLEL_WORK;
+    let threads = if parallel { rayon::current_num_threads() } else { 1 };
+    let groups = (2 * threads).div_ceil(row_blocks).clamp(1, col_blocks);
+    let per_group = col_blocks.div_ceil(groups);
+    let task = |t: usize| {
+        let (rb, g) = (t % row_blocks, t / row_blocks);
+        let r0 = rb * MATVEC_TILE_ROWS;
+        let rows = MATVEC_TILE_ROWS.min(n - r0);
+        let mut acc = DMatrix::<T>::zeros(rows, c);
+        let mut buf = vec![T::zero(); rows * MATVEC_TILE_COLS];
+        for cb in (g * per_group)..((g + 1) * per_group).min(col_blocks) {
+            let c0 = cb * MATVEC_TILE_COLS;
+            let cols = MATVEC_TILE_COLS.min(m - c0);
+            let mut tile = MatMut::from_column_major_slice_mut(&mut buf[..rows * cols], rows, cols);
+            fill_tile(kernel, x, z, &norms, r0, c0, tile.rb_mut());
+            T::faer_matmul_seq_add(linalg::faer_mut(&mut acc), tile.rb(), linalg::faer_ref(v).subrows(c0, cols));
+            linalg::clear_upper_simd_state(false);
         }
-        out.rows_mut(r0, r1 - r0).copy_from(&ob);
+        (r0, acc)
+    };
+    let parts: Vec<(usize, DMatrix<T>)> =
+        if parallel { (0..row_blocks * groups).into_par_iter().map(task).collect() } else { (0..row_blocks * groups).map(task).collect() };
+    let mut out = DMatrix::<T>::zeros(n, c);
+    for (r0, part) in parts {
+        let mut rows = out.rows_mut(r0, part.nrows());
+        rows += &part;
     }
     linalg::finite_result("kernel matrix-vector product", out)
 }

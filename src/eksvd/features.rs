@@ -228,9 +228,10 @@ impl FittedFeatureMap {
                 let mut z = device.matmul(x, frequencies, MatrixProduct::AB)?;
                 let scale = (2.0 / phases.len() as f64).sqrt();
                 for (j, mut col) in z.column_iter_mut().enumerate() {
-                    for v in col.iter_mut() {
-                        *v = scale * (*v + phases[j]).cos();
-                    }
+                    let col = col.as_mut_slice();
+                    col.iter_mut().for_each(|v| *v += phases[j]);
+                    crate::linalg::cos_in_place(col);
+                    col.iter_mut().for_each(|v| *v *= scale);
                 }
                 z
             }

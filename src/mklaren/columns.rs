@@ -4,7 +4,6 @@ use std::collections::VecDeque;
 use std::sync::Mutex;
 
 use nalgebra::DMatrix;
-use rayon::prelude::*;
 
 use crate::kernel::row_squared_norms;
 use crate::linalg::{self, check_matrix};
@@ -17,10 +16,10 @@ pub(crate) const ROW_CHUNK: usize = 8192;
 /// The columns `K(:, i)` of one kernel matrix `K_{ki} = k(x_k, x_i)`, computed
 /// one at a time in O(n d) each, with the diagonal `k(x_i, x_i)` up front.
 ///
-/// On [`Device::Cpu`] a column is one multi-threaded product `X x_i` (the
-/// inner products, or the squared distances through
-/// `||x_k - x_i||^2 = ||x_k||^2 + ||x_i||^2 - 2 <x_k, x_i>`, near-duplicates
-/// recomputed directly) followed by `k` applied element-wise. On a GPU, X is
+/// On [`Device::Cpu`] a column (or a block of columns) is the core's fused
+/// kernel matrix `K(X, x_i)` (the inner products, the squared distances
+/// through `||x_k - x_i||^2 = ||x_k||^2 + ||x_i||^2 - 2 <x_k, x_i>` with
+/// near-duplicates recomputed directly, and `k`, tile by tile on every core). On a GPU, X is
 /// uploaded once (in `f64` where the adapter has it) when the columns are
 /// prepared, and a column is [`Device::resident_kernel_columns`] on the
 /// resident X: n numbers come back per column, nothing goes up but the
@@ -147,6 +146,12 @@ impl<'a> KernelColumns<'a> {
                 let block = self.device.to_host(&self.device.resident_kernel_columns(&self.kernel, x, indices)?)?;
                 out.copy_from(&block);
             }
+            None if self.cache_capacity == 0 && !indices.is_empty() => {
+                if let Some(&i) = indices.iter().find(|&&i| i >= n) {
+                    return Err(ComputeError::IndexOutOfRange { what: "rows of x", index: i, len: n });
+                }
+                out.copy_from(&self.cpu_block(indices));
+            }
             _ => {
                 for (t, &i) in indices.iter().enumerate() {
                     out.column_mut(t).copy_from_slice(&self.column(i)?);
@@ -161,32 +166,17 @@ impl<'a> KernelColumns<'a> {
             let col = self.device.resident_kernel_columns(&self.kernel, x, &[i])?;
             return Ok(self.device.to_host(&col)?.as_slice().to_vec());
         }
-        let xi = self.x.row(i).transpose();
-        let mut s = linalg::matmul(self.x, &DMatrix::from_column_slice(xi.len(), 1, xi.as_slice())).as_slice().to_vec();
-        let kernel = self.kernel;
-        if kernel.is_distance_based() {
-            let ni = self.row_sq_norms[i];
-            let x = self.x;
-            let norms = &self.row_sq_norms;
-            s.par_chunks_mut(ROW_CHUNK).enumerate().for_each(|(c, chunk)| {
-                for (o, v) in chunk.iter_mut().enumerate() {
-                    let k = c * ROW_CHUNK + o;
-                    let mut dist = (norms[k] + ni - 2.0 * *v).max(0.0);
-                    // Cancellation guard, as in the core's kernel matrix.
-                    if dist <= 1e-4 * (norms[k] + ni) {
-                        dist = (0..x.ncols()).map(|j| (x[(k, j)] - x[(i, j)]).powi(2)).sum();
-                    }
-                    *v = kernel.apply_to_statistic(dist);
-                }
-            });
-        } else if !matches!(kernel, Kernel::Linear) {
-            s.par_chunks_mut(ROW_CHUNK).for_each(|chunk| {
-                for v in chunk {
-                    *v = kernel.apply_to_statistic(*v);
-                }
-            });
-        }
-        Ok(s)
+        Ok(self.cpu_block(&[i]).as_slice().to_vec())
+    }
+
+    /// Columns `indices` on the CPU: one call of the core's fused, blocked
+    /// kernel matrix `K(X, X[indices])` (the product, the statistic with its
+    /// cancellation guard, and `k` in cache, on every core), with the squared
+    /// row norms computed once in [`KernelColumns::new`].
+    fn cpu_block(&self, indices: &[usize]) -> DMatrix<f64> {
+        let z = self.x.select_rows(indices);
+        let z_norms: Vec<f64> = if self.kernel.is_distance_based() { indices.iter().map(|&i| self.row_sq_norms[i]).collect() } else { Vec::new() };
+        crate::kernel::kernel_matrix_with_norms(&self.kernel, self.x, &z, &self.row_sq_norms, &z_norms)
     }
 }
 

@@ -1,0 +1,75 @@
+//! CPU side-by-side table for issue 17: the fused RBF kernel matrix, the
+//! fused kernel matvec and the dense symmetric eigendecomposition, each as
+//! the median of several runs (after one warm-up), to set beside NumPy/SciPy
+//! run in the same session (the one-liners are in BENCHMARKS.md, "CPU at the
+//! hardware limit").
+//!
+//! ```text
+//! cargo run --all-features --example cpu_table                 # all rows, 5 runs each
+//! cargo run --all-features --example cpu_table -- kernel 7     # only the kernel rows, 7 runs
+//! cargo run --all-features --example cpu_table -- eigen 3      # only the eigensolver rows
+//! ```
+//!
+//! Data: X uniform in [-1, 1) (seed 1), gamma = 1/d; eigen rows on the
+//! symmetric matrix B + B^T with B uniform in [-1, 1) (seed 2).
+
+use std::time::Instant;
+
+use gramian::eksvd::eigensolver::largest_dense;
+use gramian::kernel::{kernel_matrix_cpu, kernel_matvec_cpu};
+use gramian::linalg::{convert, symmetric_eigen};
+use gramian::Kernel;
+use nalgebra::DMatrix;
+use rand::{rngs::StdRng, Rng, SeedableRng};
+
+fn random(rng: &mut StdRng, r: usize, c: usize) -> DMatrix<f64> {
+    DMatrix::from_fn(r, c, |_, _| rng.random_range(-1.0..1.0))
+}
+
+/// Median seconds of `reps` runs of `f` after one warm-up run.
+fn median<R>(reps: usize, mut f: impl FnMut() -> R) -> f64 {
+    std::hint::black_box(f());
+    let mut t: Vec<f64> = (0..reps)
+        .map(|_| {
+            let s = Instant::now();
+            std::hint::black_box(f());
+            s.elapsed().as_secs_f64()
+        })
+        .collect();
+    t.sort_by(f64::total_cmp);
+    t[t.len() / 2]
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let which = args.first().map(String::as_str).unwrap_or("all");
+    let reps: usize = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(5);
+    println!("| operation | shape | gramian (median of {reps}) |");
+    println!("|---|---|---|");
+    if which == "all" || which == "kernel" {
+        let mut rng = StdRng::seed_from_u64(1);
+        let x = random(&mut rng, 4096, 64);
+        let k = Kernel::rbf(1.0 / 64.0).unwrap();
+        let s = median(reps, || kernel_matrix_cpu(&k, &x, &x).unwrap());
+        println!("| RBF kernel matrix f64 | 4096 x 4096 x 64 | {:.1} ms |", s * 1e3);
+        let x32 = convert::<f64, f32>(&x);
+        let s = median(reps, || kernel_matrix_cpu(&k, &x32, &x32).unwrap());
+        println!("| RBF kernel matrix f32 | 4096 x 4096 x 64 | {:.1} ms |", s * 1e3);
+        let x = random(&mut rng, 16384, 64);
+        let v = random(&mut rng, 16384, 1);
+        let s = median(reps.min(3), || kernel_matvec_cpu(&k, &x, &x, &v).unwrap());
+        println!("| RBF kernel matvec f64, c = 1 | 16384 x 16384 x 64 | {:.0} ms |", s * 1e3);
+    }
+    if which == "all" || which == "eigen" {
+        let mut rng = StdRng::seed_from_u64(2);
+        for n in [1536usize, 3600] {
+            let b = random(&mut rng, n, n);
+            let a = &b + b.transpose();
+            let r = if n > 2000 { reps.min(3) } else { reps };
+            let s = median(r, || symmetric_eigen(&a).unwrap());
+            println!("| symmetric eigen, all pairs | {n} | {s:.3} s |");
+            let s = median(r, || largest_dense(&a, 64).unwrap());
+            println!("| symmetric eigen, top 64 | {n} | {s:.3} s |");
+        }
+    }
+}

@@ -1,0 +1,50 @@
+//! faer's self-adjoint eigendecomposition under its tuning parameters
+//! (issue 17): parallelism (`Par::rayon` vs `Par::Seq`), the
+//! tridiagonalisation's parallel threshold and the divide-and-conquer
+//! recursion threshold, each the median of REPS runs on `B + B^T` with a
+//! deterministic `B` in [-1, 1). Prints one line per setting; `gramian::linalg::symmetric_eigen`
+//! uses faer's defaults (the first line), which no other setting beat
+//! beyond the noise of the shared machine (BENCHMARKS.md).
+//!
+//! ```text
+//! cargo run --all-features --example eigen_params -- N [REPS]
+//! ```
+
+use std::time::Instant;
+use faer::{Mat, Par, Side};
+use faer::linalg::evd::{self, ComputeEigenvectors, SelfAdjointEvdParams};
+use faer::dyn_stack::{MemBuffer, MemStack};
+use faer::{Auto, Spec};
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let n: usize = args.get(1).and_then(|s| s.parse().ok()).expect("usage: eigen_params N [REPS]");
+    let reps: usize = args.get(2).map(|s| s.parse().unwrap()).unwrap_or(3);
+    let b = Mat::<f64>::from_fn(n, n, |i, j| ((i * 7919 + j * 104729) % 1000) as f64 / 500.0 - 1.0);
+    let a = Mat::<f64>::from_fn(n, n, |i, j| b[(i, j)] + b[(j, i)]);
+    for (label, par, pt, rt) in [
+        ("default", Par::rayon(0), 192 * 256, 64usize),
+        ("seq", Par::Seq, 192 * 256, 64),
+        ("pt small", Par::rayon(0), 64 * 64, 64),
+        ("rt 128", Par::rayon(0), 192 * 256, 128),
+        ("rt 32", Par::rayon(0), 192 * 256, 32),
+    ] {
+        let mut params: SelfAdjointEvdParams = <SelfAdjointEvdParams as Auto<f64>>::auto();
+        params.tridiag.par_threshold = pt;
+        params.recursion_threshold = rt;
+        let mut times = vec![];
+        for _ in 0..reps {
+            let t = Instant::now();
+            let mut s = faer::diag::Diag::<f64>::zeros(n);
+            let mut u = Mat::<f64>::zeros(n, n);
+            let mut mem = MemBuffer::new(evd::self_adjoint_evd_scratch::<f64>(n, ComputeEigenvectors::Yes, par, Spec::new(params)));
+            evd::self_adjoint_evd(a.as_ref(), s.as_mut(), Some(u.as_mut()), par, MemStack::new(&mut mem), Spec::new(params)).unwrap();
+            times.push(t.elapsed().as_secs_f64());
+            gramian::linalg::clear_upper_simd_state(true);
+        }
+        times.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        println!("{label}: median {:.3} s  all {:?}", times[times.len() / 2], times);
+    }
+    let t = Instant::now();
+    let _ = a.as_ref().self_adjoint_eigenvalues(Side::Lower).unwrap();
+    println!("values only: {:.3}", t.elapsed().as_secs_f64());
+}
