@@ -138,11 +138,15 @@ impl LinearSvm {
 
     /// Decision values `w_c^T [x, 1]` (`n x n_classes`).
     ///
-    /// Errors: [`EvaluationError::Classifier`] when `x` has the wrong number of columns.
+    /// Errors: [`EvaluationError::Classifier`] when `x` has the wrong number
+    /// of columns or a non-finite entry.
     pub fn decision_function(&self, x: &DMatrix<f64>) -> Result<DMatrix<f64>> {
         let d = self.weights.nrows() - 1;
         if x.ncols() != d {
             return Err(EvaluationError::Classifier(format!("linear SVM: {} columns, trained on {d}", x.ncols())));
+        }
+        if x.iter().any(|v| !v.is_finite()) {
+            return Err(EvaluationError::Classifier("linear SVM: non-finite input to predict".into()));
         }
         let bias = self.weights.row(d);
         let mut out = x * self.weights.rows(0, d);
@@ -311,5 +315,6 @@ mod tests {
         assert!(LinearSvmParams::new(1.0).fit(&bad, &labels).is_err());
         let model = LinearSvmParams::new(1.0).fit(&x, &labels).unwrap();
         assert!(model.predict(&DMatrix::zeros(3, 4)).is_err());
+        assert!(model.predict(&bad).is_err());
     }
 }
