@@ -14,8 +14,8 @@
 //! (MLP feature maps, `sum_k (J_k / N)^2 + eta L_CE`, AdamW), early-stopped on
 //! validation macro-F1; its hyper-parameters are picked from [`CANDIDATES`]
 //! on validation macro-F1, and the test macro-F1 of its own classifier is
-//! reported. The concatenation baseline is multinomial logistic regression on
-//! the standardised views side by side, its penalty chosen on validation.
+//! reported. The concatenation baseline is the linear SVM of `eksvd_mfeat`
+//! (one-vs-rest) on the standardised views side by side, `C` chosen on validation.
 //! Curves (CSV and a two-panel PNG) of split 0 go to `--out`
 //! (default `target/neural_eksvd/`).
 
@@ -25,11 +25,9 @@ mod psd_plot;
 use std::time::Instant;
 
 use gramian::datasets::{macro_f1, mean_std};
-use gramian::eksvd::evaluation::{select_on_validation, EvaluationError, MultiViewData, Representation, SplitData};
+use gramian::eksvd::evaluation::{linear_svm_classifier, select_on_validation, MultiViewData, Representation, SplitData};
 use gramian::eksvd::neural::{NeuralBackend, NeuralEksvd, NeuralEksvdParams, TrainingHistory};
 use gramian::eksvd::MultiSource;
-use linfa::prelude::*;
-use linfa_logistic::MultiLogisticRegression;
 use nalgebra::DMatrix;
 use plotters::style::RGBColor;
 use psd_plot::{Curve, Panel};
@@ -53,19 +51,8 @@ fn parse_candidates(text: &str) -> AnyResult<Vec<(usize, f64, f64, f64)>> {
         })
         .collect()
 }
-/// Inverse L2 penalties of the concatenation baseline's classifier.
+/// Penalties `C` of the concatenation baseline's linear SVM.
 const CLASSIFIER_CS: [f64; 2] = [0.1, 1.0];
-
-fn to_ndarray(m: &DMatrix<f64>) -> ndarray::Array2<f64> {
-    ndarray::Array2::from_shape_fn((m.nrows(), m.ncols()), |(i, j)| m[(i, j)])
-}
-
-/// Multinomial logistic regression (as in `eksvd_mfeat`), penalty `1 / c`.
-fn linear_classifier(c: f64, train: &DMatrix<f64>, labels: &[usize], eval: &[&DMatrix<f64>]) -> Result<Vec<Vec<usize>>, EvaluationError> {
-    let dataset = linfa::Dataset::new(to_ndarray(train), ndarray::Array1::from_vec(labels.to_vec()));
-    let model = MultiLogisticRegression::default().alpha(1.0 / c).max_iterations(100).fit(&dataset).map_err(|e| EvaluationError::Classifier(e.to_string()))?;
-    Ok(eval.iter().map(|x| model.predict(&to_ndarray(x)).to_vec()).collect())
-}
 
 fn concatenate(data: &MultiSource) -> DMatrix<f64> {
     let cols: usize = data.sources().iter().map(|x| x.ncols()).sum();
@@ -80,7 +67,7 @@ fn concatenate(data: &MultiSource) -> DMatrix<f64> {
 
 fn concatenation_f1(split: &SplitData) -> AnyResult<f64> {
     let rep = Representation { train: concatenate(&split.train), validation: concatenate(&split.validation), test: concatenate(&split.test) };
-    Ok(select_on_validation(split, &[("-", rep)], &CLASSIFIER_CS, &linear_classifier)?.test_f1)
+    Ok(select_on_validation(split, &[("-", rep)], &CLASSIFIER_CS, &linear_svm_classifier)?.test_f1)
 }
 
 struct NeuralRun {

@@ -13,6 +13,9 @@ use rand::seq::SliceRandom;
 use rand::{rngs::StdRng, SeedableRng};
 use thiserror::Error;
 
+mod term_counts;
+pub use term_counts::{load_term_count_views, load_three_sources, log_cosine_normalize, TermCountError, TermCountViews, THREE_SOURCES_VIEWS};
+
 /// Errors while loading or splitting data.
 #[derive(Debug, Error)]
 pub enum DatasetError {

@@ -3,8 +3,8 @@
 //! on validation, and test macro-F1 of a downstream classifier.
 //!
 //! The classifier is passed in as a closure, so the harness does not depend
-//! on a particular machine-learning crate (the reproduction example uses
-//! multinomial logistic regression from linfa-logistic).
+//! on a particular machine-learning crate; the reproductions use the paper's
+//! downstream classifier, a one-vs-rest linear SVM ([`linear_svm`]).
 
 use std::path::Path;
 
@@ -14,6 +14,9 @@ use thiserror::Error;
 use super::error::EksvdError;
 use super::sources::MultiSource;
 use crate::datasets::{read_csv_table, stratified_split, try_macro_f1, DatasetError, Split, Standardizer};
+
+pub mod linear_svm;
+pub use linear_svm::{linear_svm_classifier, LinearSvm, LinearSvmParams};
 
 /// Errors of the evaluation harness.
 #[derive(Debug, Error)]
@@ -119,6 +122,20 @@ impl MultiViewData {
     /// [`EvaluationError::InconsistentViews`] when the split names a row
     /// index beyond the samples.
     pub fn apply_split(&self, split: &Split) -> Result<SplitData> {
+        self.apply_split_scaled(split, true)
+    }
+
+    /// A stratified split as [`MultiViewData::split`] but with the views as
+    /// they are (no standardisation): for views already scaled per sample,
+    /// e.g. cosine-normalised term counts, where centring would destroy the
+    /// sparsity and the per-document normalisation.
+    pub fn split_unscaled(&self, train: f64, validation: f64, seed: u64) -> Result<SplitData> {
+        self.check_consistent()?;
+        let split = stratified_split(&self.labels, train, validation, seed)?;
+        self.apply_split_scaled(&split, false)
+    }
+
+    fn apply_split_scaled(&self, split: &Split, standardize: bool) -> Result<SplitData> {
         self.check_consistent()?;
         let n = self.labels.len();
         if let Some(&i) = split.train.iter().chain(&split.validation).chain(&split.test).find(|&&i| i >= n) {
@@ -127,10 +144,18 @@ impl MultiViewData {
         let mut parts: [Vec<DMatrix<f64>>; 3] = Default::default();
         for view in &self.views {
             let train = crate::datasets::select_rows(view, &split.train);
-            let scaler = Standardizer::fit(&train);
-            parts[0].push(scaler.transform(&train));
-            parts[1].push(scaler.transform(&crate::datasets::select_rows(view, &split.validation)));
-            parts[2].push(scaler.transform(&crate::datasets::select_rows(view, &split.test)));
+            let validation = crate::datasets::select_rows(view, &split.validation);
+            let test = crate::datasets::select_rows(view, &split.test);
+            if standardize {
+                let scaler = Standardizer::fit(&train);
+                parts[0].push(scaler.transform(&train));
+                parts[1].push(scaler.transform(&validation));
+                parts[2].push(scaler.transform(&test));
+            } else {
+                parts[0].push(train);
+                parts[1].push(validation);
+                parts[2].push(test);
+            }
         }
         let [train, validation, test] = parts;
         let pick = |idx: &[usize]| idx.iter().map(|&i| self.labels[i]).collect::<Vec<_>>();
@@ -215,9 +240,28 @@ pub fn select_on_validation<P: Clone>(
     classifier_cs: &[f64],
     classify: &Classify<'_>,
 ) -> Result<Selection<P>> {
+    select_on_validation_scaled(split, candidates, classifier_cs, classify, true)
+}
+
+/// [`select_on_validation`], with the column-wise standardisation of each
+/// representation switched by `standardize` (off for e.g. cosine-normalised
+/// term counts, whose rare terms standardisation would inflate).
+pub fn select_on_validation_scaled<P: Clone>(
+    split: &SplitData,
+    candidates: &[(P, Representation)],
+    classifier_cs: &[f64],
+    classify: &Classify<'_>,
+    standardize: bool,
+) -> Result<Selection<P>> {
     let mut best: Option<Selection<P>> = None;
     for (params, representation) in candidates {
-        let r = representation.standardized();
+        let scaled;
+        let r = if standardize {
+            scaled = representation.standardized();
+            &scaled
+        } else {
+            representation
+        };
         for &c in classifier_cs {
             let predictions = classify(c, &r.train, &split.train_labels, &[&r.validation, &r.test])?;
             if predictions.len() != 2 {
