@@ -410,3 +410,32 @@ fn outputs_can_be_written_in_place_into_row_views() {
         assert!(matches!(device.resident_kernel_matrix_into(&kernel, &xd, &zd, &xd), Err(ComputeError::DimensionMismatch { .. }) | Err(ComputeError::InvalidParameter { .. })));
     }
 }
+
+#[test]
+fn a_device_budget_turns_oversized_allocations_into_out_of_memory() {
+    // 1 MiB budget: two 512 KiB matrices fit, a third byte does not; freeing
+    // one makes room again.
+    let Some(device) = gpu_device(GpuOptions { max_device_bytes: Some(1 << 20), ..Default::default() }) else { return };
+    let Device::Gpu(ctx) = &device else { panic!("gpu_device returned the CPU") };
+    let a = device.zeros(256, 256, Precision::F64).unwrap();
+    let b = device.zeros(256, 256, Precision::F64).unwrap();
+    assert_eq!(ctx.device_bytes_held(), 1 << 20);
+    assert!(matches!(device.zeros(1, 1, Precision::F64), Err(ComputeError::OutOfMemory(_))));
+    let view = a.rows(0, 10).unwrap();
+    drop(a);
+    assert_eq!(ctx.device_bytes_held(), 1 << 20, "a view keeps its storage alive");
+    drop(view);
+    assert_eq!(ctx.device_bytes_held(), 1 << 19);
+    let c = device.zeros(256, 256, Precision::F64).unwrap();
+    drop((b, c));
+    assert_eq!(ctx.device_bytes_held(), 0);
+    // Without a budget option a software adapter is held to the host's
+    // memory: 8 TiB is refused at once instead of creating 65536 buffers.
+    let Some(device) = gpu_device(GpuOptions::default()) else { return };
+    let Device::Gpu(ctx) = &device else { panic!("gpu_device returned the CPU") };
+    if ctx.adapter().is_software {
+        let t = std::time::Instant::now();
+        assert!(matches!(device.zeros(1 << 20, 1 << 20, Precision::F64), Err(ComputeError::OutOfMemory(_))));
+        assert!(t.elapsed().as_secs() < 5);
+    }
+}

@@ -35,6 +35,20 @@ pub struct GpuOptions {
     /// Cap, in bytes, on any one buffer binding (and so on any tile). `None`
     /// uses the adapter's limits. Small values force tiling, for tests.
     pub max_tile_bytes: Option<u64>,
+    /// Budget, in bytes, for the device matrices a context holds at once: an
+    /// allocation beyond it is [`ComputeError::OutOfMemory`] before any
+    /// buffer is created. `None`: the host's physical memory for software
+    /// adapters (they allocate from it; Linux `/proc/meminfo`), no budget on
+    /// hardware GPUs (the driver reports out-of-memory itself).
+    pub max_device_bytes: Option<u64>,
+}
+
+/// Physical memory of this machine (Linux), for software adapters' budget.
+fn host_memory_bytes() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
 }
 
 /// What kind of adapter a [`GpuContext`] runs on.
@@ -93,6 +107,9 @@ pub struct GpuContext {
     pub(crate) variant_pipelines: Mutex<std::collections::HashMap<usize, wgpu::ComputePipeline>>,
     pub(crate) workgroup_limits: variants::WorkgroupLimits,
     pub(crate) is_software: bool,
+    /// Bytes of device matrices alive, and the budget (see [`GpuOptions`]).
+    pub(crate) allocated: std::sync::Arc<AtomicU64>,
+    pub(crate) device_budget: Option<u64>,
     summary: AdapterSummary,
 }
 
@@ -201,6 +218,8 @@ impl GpuContext {
             variant_pipelines: Mutex::new(variant_pipelines),
             workgroup_limits,
             is_software: summary.is_software,
+            allocated: Default::default(),
+            device_budget: options.max_device_bytes.or_else(|| if summary.is_software { host_memory_bytes() } else { None }),
             summary,
         })
     }
@@ -237,6 +256,11 @@ impl GpuContext {
         let mut t = self.tuner.lock().map_err(|_| ComputeError::Gpu("tuner lock poisoned".into()))?;
         t.set_mode(mode);
         Ok(())
+    }
+
+    /// Bytes of device matrices this context holds now (views count once).
+    pub fn device_bytes_held(&self) -> u64 {
+        self.allocated.load(Ordering::Relaxed)
     }
 
     /// The tuner's choices so far: made in this process (with every

@@ -134,6 +134,15 @@ struct Storage {
     cols: usize,
     precision: Precision,
     context: u64,
+    /// Bytes charged to the context's device-memory ledger, returned on drop.
+    bytes: u64,
+    ledger: Arc<AtomicU64>,
+}
+
+impl Drop for Storage {
+    fn drop(&mut self) {
+        self.ledger.fetch_sub(self.bytes, Ordering::Relaxed);
+    }
 }
 
 /// A row-major matrix in GPU memory (or a view of a row range of one).
@@ -382,6 +391,19 @@ impl GpuContext {
         // Element offsets inside a block are u32 in the shaders.
         let block_rows = ((self.max_binding_bytes / row_bytes) as usize).min((u32::MAX as usize) / cols).min(rows).max(1);
         let count = rows.div_ceil(block_rows);
+        let total = (rows as u64).checked_mul(row_bytes).ok_or(ComputeError::OutOfMemory(format!("a {rows} x {cols} device matrix overflows u64 bytes")))?;
+        // Charge the ledger first: a budget turns an allocation that cannot
+        // fit into an error before any buffer exists.
+        let held = self.allocated.fetch_add(total, Ordering::Relaxed);
+        let release = || {
+            self.allocated.fetch_sub(total, Ordering::Relaxed);
+        };
+        if let Some(budget) = self.device_budget {
+            if held.saturating_add(total) > budget {
+                release();
+                return Err(ComputeError::OutOfMemory(format!("a {rows} x {cols} {precision:?} device matrix ({total} bytes) with {held} bytes held exceeds the device budget of {budget} bytes")));
+            }
+        }
         let blocks = self.checked(|| {
             Ok((0..count)
                 .map(|b| {
@@ -394,8 +416,15 @@ impl GpuContext {
                     })
                 })
                 .collect::<Vec<_>>())
-        })?;
-        Ok(GpuMatrix { storage: Arc::new(Storage { blocks, block_rows, rows, cols, precision, context: self.id }), row0: 0, rows })
+        });
+        let blocks = match blocks {
+            Ok(b) => b,
+            Err(e) => {
+                release();
+                return Err(e);
+            }
+        };
+        Ok(GpuMatrix { storage: Arc::new(Storage { blocks, block_rows, rows, cols, precision, context: self.id, bytes: total, ledger: self.allocated.clone() }), row0: 0, rows })
     }
 
     /// Uploads a row-major matrix given as `f64` values, stored in `precision`.
