@@ -48,26 +48,7 @@ fn main(
             }
             v_tile[jj][t] = val;
         }
-@@DECLS@@
-@@PROLOGUE@@
-        for (var k0 = 0u; k0 < p.depth; k0 += KC) {
-@@PRE@@
-            if (direct) {
-                for (var kk = 0u; kk < KC; kk++) {
-@@STEP_DIRECT@@
-                }
-            } else if (distance) {
-                for (var kk = 0u; kk < KC; kk++) {
-@@STEP_EXPANDED@@
-                }
-            } else {
-                for (var kk = 0u; kk < KC; kk++) {
-@@STEP_INNER@@
-                }
-            }
-@@POST@@
-        }
-@@PACK@@
+@@TILE_LOOP@@
         for (var r = 0u; r < RM; r++) {
             let pu = r / UNIT;
             let gr = row0 + (@@UROW@@) * UNIT + r % UNIT;

@@ -18,27 +18,7 @@ fn main(
     let direct = distance && !EXPANDED;
     let lx = lid.x;
     let ly = lid.y;
-@@DECLS@@
-@@PROLOGUE@@
-    for (var k0 = 0u; k0 < p.depth; k0 += KC) {
-@@PRE@@
-        if (direct) {
-            for (var kk = 0u; kk < KC; kk++) {
-@@STEP_DIRECT@@
-            }
-        } else if (distance) {
-            for (var kk = 0u; kk < KC; kk++) {
-@@STEP_EXPANDED@@
-            }
-        } else {
-            for (var kk = 0u; kk < KC; kk++) {
-@@STEP_INNER@@
-            }
-        }
-@@POST@@
-    }
-
-@@PACK@@
+@@TILE_LOOP@@
     // Rows and columns of an invocation grow with r and q, so the first
     // index beyond the problem ends the loop.
     for (var r = 0u; r < RM; r++) {

@@ -24,13 +24,7 @@ use std::sync::Arc;
 const SHAPES: &[(usize, usize, usize)] = &[(1, 1, 1), (7, 13, 5), (129, 67, 17), (131, 257, 3), (33, 5, 300)];
 
 fn kernels() -> Vec<(Kernel, f64)> {
-    vec![
-        (Kernel::rbf(0.3).unwrap(), 1.0),
-        (Kernel::laplacian(0.4).unwrap(), 1.0),
-        (Kernel::linear(), 1.0),
-        (Kernel::polynomial(0.2, 1.0, 3).unwrap(), 10.0),
-        (Kernel::sigmoid(0.1, -0.2).unwrap(), 1.0),
-    ]
+    common::test_kernels()
 }
 
 fn tolerances(precision: Precision) -> (f64, f64) {

@@ -18,13 +18,7 @@ use nalgebra::{DMatrix, DVector};
 const SHAPES: &[(usize, usize, usize)] = &[(1, 1, 1), (13, 1, 5), (67, 31, 3), (130, 64, 65), (257, 193, 17)];
 
 fn kernels() -> Vec<(Kernel, f64)> {
-    vec![
-        (Kernel::rbf(0.3).unwrap(), 1.0),
-        (Kernel::laplacian(0.4).unwrap(), 1.0),
-        (Kernel::linear(), 1.0),
-        (Kernel::polynomial(0.2, 1.0, 3).unwrap(), 10.0),
-        (Kernel::sigmoid(0.1, -0.2).unwrap(), 1.0),
-    ]
+    common::test_kernels()
 }
 
 fn tolerance(precision: Precision) -> f64 {

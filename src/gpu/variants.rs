@@ -163,7 +163,9 @@ impl ProductVariant {
         Self::fill(format!("{TILE}\n{MATVEC}"), &fields)
     }
 
-    fn fill(mut out: String, fields: &[(&'static str, String)]) -> String {
+    fn fill(out: String, fields: &[(&'static str, String)]) -> String {
+        const TILE_LOOP: &str = include_str!("../../shaders/tile_loop.wgsl");
+        let mut out = out.replace("@@TILE_LOOP@@", TILE_LOOP);
         for (key, value) in fields {
             out = out.replace(&format!("@@{key}@@"), value);
         }

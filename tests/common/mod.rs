@@ -25,6 +25,19 @@ pub fn gpu_device(options: GpuOptions) -> Option<Device> {
     }
 }
 
+/// The five kernels with parameters the GPU tests use, each with the scale
+/// of its values (the polynomial kernel's reach 10), for scaled tolerances.
+pub fn test_kernels() -> Vec<(gramian::Kernel, f64)> {
+    use gramian::Kernel;
+    vec![
+        (Kernel::rbf(0.3).unwrap(), 1.0),
+        (Kernel::laplacian(0.4).unwrap(), 1.0),
+        (Kernel::linear(), 1.0),
+        (Kernel::polynomial(0.2, 1.0, 3).unwrap(), 10.0),
+        (Kernel::sigmoid(0.1, -0.2).unwrap(), 1.0),
+    ]
+}
+
 /// Fresh random matrix with entries uniform in [-1, 1) (seeded from the
 /// test's own seed so failures reproduce).
 pub fn random_matrix(rng: &mut StdRng, rows: usize, cols: usize) -> DMatrix<f64> {
