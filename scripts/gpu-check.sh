@@ -24,7 +24,11 @@
 #      scale (N = 30,000, 5 sources) when GPU_NEURAL_BIN names the
 #      eksvd_neural_bench example (feature `neural`).
 # GPU_CHECK_BIN=none skips steps 3-4 (tests and Neural eKSVD only).
-# Budget: a few minutes on an H200. Results also go to $OUT (default /tmp/gpu-check).
+# Budget on an H200: tests 2-3 min, variants up to 4 min plus PyTorch up to
+# 4 min, methods up to 8 min (GPU_METHOD_TIMEOUT): more than one 10-minute
+# device call with everything on; run it in two calls (e.g. unset
+# GPU_METHOD_BIN in the first, GPU_VARIANTS_BIN and GPU_TEST_BINS in the
+# second) or lower the timeouts. Results also go to $OUT (default /tmp/gpu-check).
 #
 # Vulkan loader: where the image lacks it, bring Debian's packages along in
 # .gl/ (apt-get download libvulkan1 libegl1 libglvnd0 libopengl0 libgl1
@@ -84,7 +88,7 @@ if [ -n "${GPU_VARIANTS_BIN:-}" ]; then
   mkdir -p benches/results && cp "$OUT/variants.txt" "benches/results/variants-$(date +%Y-%m-%d-%H%M).txt" 2>/dev/null || true
   if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
     echo "== PyTorch at the variant shapes, and gramian's best variant / PyTorch"
-    timeout 180 python3 - "$OUT/variants.txt" <<'PY' 2>&1 | tee "$OUT/torch-variants.txt"
+    timeout "${GPU_TORCH_TIMEOUT:-240}" python3 - "$OUT/variants.txt" <<'PY' 2>&1 | tee "$OUT/torch-variants.txt"
 import re, sys, time, torch
 best = {}
 for line in open(sys.argv[1]):
