@@ -28,7 +28,7 @@
 use std::time::Instant;
 
 use gramian::datasets::{load_three_sources, mean_std};
-use gramian::eksvd::evaluation::{linear_svm_classifier, select_on_validation, select_on_validation_scaled, MultiViewData, Representation, Selection, SplitData};
+use gramian::eksvd::evaluation::{kernel_pca as kernel_pca_representation, linear_svm_classifier, select_on_validation, select_on_validation_scaled, MultiViewData, Representation, Selection, SplitData};
 use gramian::eksvd::{Eigensolver, EksvdError, EksvdParams, FeatureMap, FittedFeatureMap, MultiSource, Solver};
 use gramian::{Device, Kernel};
 use nalgebra::DMatrix;
@@ -55,40 +55,13 @@ fn kernel_name(gamma: Option<f64>) -> String {
     gamma.map_or("linear".into(), |g| format!("rbf({g:.3})"))
 }
 
-fn concatenate(data: &MultiSource) -> DMatrix<f64> {
-    let cols: usize = data.sources().iter().map(|x| x.ncols()).sum();
-    let mut out = DMatrix::zeros(data.source(0).nrows(), cols);
-    let mut c0 = 0;
-    for x in data.sources() {
-        out.columns_mut(c0, x.ncols()).copy_from(x);
-        c0 += x.ncols();
-    }
-    out
-}
-
 /// Kernel PCA of the concatenated views (centred in feature space), for each kernel.
 fn kernel_pca(device: &Device, split: &SplitData) -> AnyResult<Vec<(String, Representation)>> {
-    let (xt, xv, xs) = (concatenate(&split.train), concatenate(&split.validation), concatenate(&split.test));
-    let n = xt.nrows() as f64;
     let q = split.train.n_sources();
-    let k_max = (*COMPONENTS.last().unwrap() * q).min(xt.nrows() - 1);
+    let k_max = (*COMPONENTS.last().unwrap() * q).min(split.train.source(0).nrows() - 1);
     let mut out = Vec::new();
     for gamma in KPCA_RBF_GAMMAS {
-        let kernel = kernel_of(gamma)?;
-        let k = device.kernel_matrix_symmetric(&kernel, &xt)?;
-        let col_mean = k.row_mean();
-        let total = col_mean.mean();
-        let centred = DMatrix::from_fn(k.nrows(), k.ncols(), |i, j| k[(i, j)] - col_mean[i] - col_mean[j] + total);
-        let evd = gramian::linalg::symmetric_eigen(&centred)?;
-        let m = evd.eigenvalues.len();
-        let proj = DMatrix::from_fn(xt.nrows(), k_max, |i, j| evd.eigenvectors[(i, m - 1 - j)] / evd.eigenvalues[m - 1 - j].max(1e-12).sqrt());
-        let project = |x: &DMatrix<f64>| -> AnyResult<DMatrix<f64>> {
-            let kx = device.kernel_matrix(&kernel, x, &xt)?;
-            let row_means: Vec<f64> = (0..kx.nrows()).map(|i| kx.row(i).sum() / n).collect();
-            let c = DMatrix::from_fn(kx.nrows(), kx.ncols(), |i, j| kx[(i, j)] - row_means[i] - col_mean[j] + total);
-            Ok(c * &proj)
-        };
-        let rep = Representation { train: project(&xt)?, validation: project(&xv)?, test: project(&xs)? };
+        let rep = kernel_pca_representation(device, &kernel_of(gamma)?, split, k_max)?;
         for &c in &COMPONENTS {
             let kk = (c * q).min(k_max);
             out.push((format!("{} k={kk}", kernel_name(gamma)), rep.leading_columns(kk)));
@@ -214,7 +187,7 @@ fn main() -> AnyResult<()> {
     let mut chosen = vec![Vec::new(); names.len()];
     for seed in 0..splits {
         let split = data.split_unscaled(0.6, 0.2, seed)?;
-        let concat = vec![("-".to_string(), Representation { train: concatenate(&split.train), validation: concatenate(&split.validation), test: concatenate(&split.test) })];
+        let concat = vec![("-".to_string(), Representation { train: split.train.concatenated()?, validation: split.validation.concatenated()?, test: split.test.concatenated()? })];
         let [dual, covariance] = eksvd(&device, &split)?;
         let kpca = kernel_pca(&device, &split)?;
         let selections = [

@@ -15,7 +15,7 @@
 use std::time::Instant;
 
 use gramian::datasets::mean_std;
-use gramian::eksvd::evaluation::{linear_svm_classifier, select_on_validation, MultiViewData, Representation, SplitData};
+use gramian::eksvd::evaluation::{kernel_pca as kernel_pca_representation, linear_svm_classifier, select_on_validation, MultiViewData, Representation, SplitData};
 use gramian::eksvd::{Eigensolver, EksvdError, EksvdParams, FeatureMap, FittedFeatureMap, MultiSource, Solver};
 use gramian::{Device, Kernel};
 use nalgebra::DMatrix;
@@ -33,46 +33,18 @@ const CLASSIFIER_CS: [f64; 2] = [0.1, 1.0];
 /// Nystrom features per view (landmarks: all training rows).
 const D_PHI: usize = 512;
 
-fn concatenate(data: &MultiSource) -> DMatrix<f64> {
-    let cols: usize = data.sources().iter().map(|x| x.ncols()).sum();
-    let n = data.source(0).nrows();
-    let mut out = DMatrix::zeros(n, cols);
-    let mut c0 = 0;
-    for x in data.sources() {
-        out.columns_mut(c0, x.ncols()).copy_from(x);
-        c0 += x.ncols();
-    }
-    out
-}
-
 /// Baseline: the standardised views side by side.
-fn concatenation(split: &SplitData) -> Vec<(String, Representation)> {
-    vec![("-".into(), Representation { train: concatenate(&split.train), validation: concatenate(&split.validation), test: concatenate(&split.test) })]
+fn concatenation(split: &SplitData) -> AnyResult<Vec<(String, Representation)>> {
+    Ok(vec![("-".into(), Representation { train: split.train.concatenated()?, validation: split.validation.concatenated()?, test: split.test.concatenated()? })])
 }
 
 /// Baseline: RBF kernel PCA of the concatenated views (centred in feature space).
 fn kernel_pca(device: &Device, split: &SplitData) -> AnyResult<Vec<(String, Representation)>> {
-    let (xt, xv, xs) = (concatenate(&split.train), concatenate(&split.validation), concatenate(&split.test));
-    let n = xt.nrows() as f64;
+    let d: usize = split.train.sources().iter().map(|x| x.ncols()).sum();
     let k_max = *COMPONENTS.last().unwrap() * split.train.n_sources();
     let mut out = Vec::new();
     for &scale in &GAMMA_SCALES {
-        let kernel = Kernel::rbf(scale / xt.ncols() as f64)?;
-        let k = device.kernel_matrix_symmetric(&kernel, &xt)?;
-        let col_mean = k.row_mean(); // mean over rows of each column
-        let total = col_mean.mean();
-        let centred = DMatrix::from_fn(k.nrows(), k.ncols(), |i, j| k[(i, j)] - col_mean[i] - col_mean[j] + total);
-        let evd = gramian::linalg::symmetric_eigen(&centred)?;
-        let m = evd.eigenvalues.len();
-        // Projection of x: sum_i u_i (k(x, x_i) - centring) / sqrt(s).
-        let proj = DMatrix::from_fn(xt.nrows(), k_max, |i, j| evd.eigenvectors[(i, m - 1 - j)] / evd.eigenvalues[m - 1 - j].max(1e-12).sqrt());
-        let project = |x: &DMatrix<f64>| -> AnyResult<DMatrix<f64>> {
-            let kx = device.kernel_matrix(&kernel, x, &xt)?;
-            let row_means: Vec<f64> = (0..kx.nrows()).map(|i| kx.row(i).sum() / n).collect();
-            let c = DMatrix::from_fn(kx.nrows(), kx.ncols(), |i, j| kx[(i, j)] - row_means[i] - col_mean[j] + total);
-            Ok(c * &proj)
-        };
-        let rep = Representation { train: project(&xt)?, validation: project(&xv)?, test: project(&xs)? };
+        let rep = kernel_pca_representation(device, &Kernel::rbf(scale / d as f64)?, split, k_max)?;
         for &k in &COMPONENTS {
             let kk = k * split.train.n_sources();
             out.push((format!("g={scale} k={kk}"), rep.leading_columns(kk)));
@@ -221,7 +193,7 @@ fn main() -> AnyResult<()> {
         for seed in 0..splits {
             let split = data.split(0.6, 0.2, seed)?;
             let [dual, covariance] = eksvd(&device, &split)?;
-            let candidates = [concatenation(&split), kernel_pca(&device, &split)?, dual, covariance];
+            let candidates = [concatenation(&split)?, kernel_pca(&device, &split)?, dual, covariance];
             for (m, c) in candidates.iter().enumerate() {
                 let t = Instant::now();
                 let sel = select_on_validation(&split, c, &CLASSIFIER_CS, &linear_svm_classifier)?;

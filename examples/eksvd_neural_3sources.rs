@@ -19,8 +19,6 @@ use std::time::Instant;
 use gramian::datasets::{load_three_sources, macro_f1, mean_std};
 use gramian::eksvd::evaluation::{linear_svm_classifier, select_on_validation_scaled, MultiViewData, Representation, SplitData};
 use gramian::eksvd::neural::{NeuralBackend, NeuralEksvdParams};
-use gramian::eksvd::MultiSource;
-use nalgebra::DMatrix;
 
 type AnyResult<T> = Result<T, Box<dyn std::error::Error>>;
 
@@ -28,17 +26,6 @@ type AnyResult<T> = Result<T, Box<dyn std::error::Error>>;
 const CANDIDATES: [(usize, f64, f64, f64); 4] = [(16, 1.0, 1e-3, 0.05), (16, 1.0, 3e-3, 0.05), (16, 0.1, 1e-3, 0.05), (32, 1.0, 1e-3, 0.05)];
 /// Penalties `C` of the concatenation baseline's linear SVM.
 const CLASSIFIER_CS: [f64; 4] = [0.1, 1.0, 10.0, 100.0];
-
-fn concatenate(data: &MultiSource) -> DMatrix<f64> {
-    let cols: usize = data.sources().iter().map(|x| x.ncols()).sum();
-    let mut out = DMatrix::zeros(data.source(0).nrows(), cols);
-    let mut c0 = 0;
-    for x in data.sources() {
-        out.columns_mut(c0, x.ncols()).copy_from(x);
-        c0 += x.ncols();
-    }
-    out
-}
 
 /// The best candidate on validation: (validation F1, test F1, label).
 fn neural(split: &SplitData, epochs: usize, seed: u64) -> AnyResult<(f64, f64, String)> {
@@ -91,7 +78,7 @@ fn main() -> AnyResult<()> {
     let (mut concat, mut neural_f1, mut chosen) = (Vec::new(), Vec::new(), Vec::new());
     for seed in 0..splits {
         let split = data.split_unscaled(0.6, 0.2, seed)?;
-        let rep = Representation { train: concatenate(&split.train), validation: concatenate(&split.validation), test: concatenate(&split.test) };
+        let rep = Representation { train: split.train.concatenated()?, validation: split.validation.concatenated()?, test: split.test.concatenated()? };
         concat.push(100.0 * select_on_validation_scaled(&split, &[("-", rep)], &CLASSIFIER_CS, &linear_svm_classifier, false)?.test_f1);
         let (_, test_f1, label) = neural(&split, epochs, seed)?;
         neural_f1.push(100.0 * test_f1);

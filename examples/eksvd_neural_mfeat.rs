@@ -27,8 +27,6 @@ use std::time::Instant;
 use gramian::datasets::{macro_f1, mean_std};
 use gramian::eksvd::evaluation::{linear_svm_classifier, select_on_validation, MultiViewData, Representation, SplitData};
 use gramian::eksvd::neural::{NeuralBackend, NeuralEksvd, NeuralEksvdParams, TrainingHistory};
-use gramian::eksvd::MultiSource;
-use nalgebra::DMatrix;
 use plotters::style::RGBColor;
 use psd_plot::{Curve, Panel};
 
@@ -54,19 +52,8 @@ fn parse_candidates(text: &str) -> AnyResult<Vec<(usize, f64, f64, f64)>> {
 /// Penalties `C` of the concatenation baseline's linear SVM.
 const CLASSIFIER_CS: [f64; 2] = [0.1, 1.0];
 
-fn concatenate(data: &MultiSource) -> DMatrix<f64> {
-    let cols: usize = data.sources().iter().map(|x| x.ncols()).sum();
-    let mut out = DMatrix::zeros(data.source(0).nrows(), cols);
-    let mut c0 = 0;
-    for x in data.sources() {
-        out.columns_mut(c0, x.ncols()).copy_from(x);
-        c0 += x.ncols();
-    }
-    out
-}
-
 fn concatenation_f1(split: &SplitData) -> AnyResult<f64> {
-    let rep = Representation { train: concatenate(&split.train), validation: concatenate(&split.validation), test: concatenate(&split.test) };
+    let rep = Representation { train: split.train.concatenated()?, validation: split.validation.concatenated()?, test: split.test.concatenated()? };
     Ok(select_on_validation(split, &[("-", rep)], &CLASSIFIER_CS, &linear_svm_classifier)?.test_f1)
 }
 

@@ -212,6 +212,29 @@ impl Representation {
     }
 }
 
+/// Kernel PCA of the concatenated views of a split, centred in feature space
+/// (the paper's KPCA baseline): with `K` the training kernel matrix and
+/// `Kc = K - 1K/n - K1/n + 1K1/n^2`, the leading `components` eigenpairs
+/// `(s_j, u_j)` of `Kc` map a row `x` to `(k(x, X) - centring) u_j / sqrt(s_j)`.
+pub fn kernel_pca(device: &crate::Device, kernel: &crate::Kernel, split: &SplitData, components: usize) -> Result<Representation, EksvdError> {
+    let xt = split.train.concatenated()?;
+    let n = xt.nrows();
+    let k = device.kernel_matrix_symmetric(kernel, &xt)?;
+    let col_mean = k.row_mean();
+    let total = col_mean.mean();
+    let centred = DMatrix::from_fn(n, n, |i, j| k[(i, j)] - col_mean[i] - col_mean[j] + total);
+    let evd = crate::linalg::symmetric_eigen(&centred)?;
+    let m = evd.eigenvalues.len();
+    let kk = components.min(m);
+    let proj = DMatrix::from_fn(n, kk, |i, j| evd.eigenvectors[(i, m - 1 - j)] / evd.eigenvalues[m - 1 - j].max(1e-12).sqrt());
+    let project = |x: &DMatrix<f64>| -> Result<DMatrix<f64>, EksvdError> {
+        let kx = device.kernel_matrix(kernel, x, &xt)?;
+        let row_means: Vec<f64> = (0..kx.nrows()).map(|i| kx.row(i).sum() / n as f64).collect();
+        Ok(DMatrix::from_fn(kx.nrows(), kx.ncols(), |i, j| kx[(i, j)] - row_means[i] - col_mean[j] + total) * &proj)
+    };
+    Ok(Representation { train: project(&xt)?, validation: project(&split.validation.concatenated()?)?, test: project(&split.test.concatenated()?)? })
+}
+
 /// The selected candidate of one split.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Selection<P> {
@@ -280,6 +303,31 @@ pub fn select_on_validation_scaled<P: Clone>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn kernel_pca_scores_are_orthogonal_with_the_eigenvalues_as_norms() {
+        // Training scores are U S^(1/2): Z^T Z = diag(s), decreasing.
+        let view = |seed: usize, n: usize| DMatrix::from_fn(n, 3, |i, j| (((i * 7 + j * 13 + seed) % 17) as f64) / 17.0 - 0.5);
+        let part = |n: usize| MultiSource::paired(vec![view(1, n), view(5, n)]).unwrap();
+        let split = SplitData { train: part(40), validation: part(9), test: part(11), train_labels: vec![0; 40], validation_labels: vec![0; 9], test_labels: vec![0; 11] };
+        assert_eq!(split.train.concatenated().unwrap().shape(), (40, 6));
+        assert_eq!(split.train.concatenated().unwrap().column(4), split.train.source(1).column(1));
+        let rep = kernel_pca(&crate::Device::cpu(), &crate::Kernel::rbf(0.5).unwrap(), &split, 5).unwrap();
+        assert_eq!((rep.train.shape(), rep.validation.shape(), rep.test.shape()), ((40, 5), (9, 5), (11, 5)));
+        let g = rep.train.transpose() * &rep.train;
+        for i in 0..5 {
+            for j in 0..5 {
+                if i != j {
+                    assert!(g[(i, j)].abs() < 1e-9 * g[(0, 0)], "({i}, {j}): {}", g[(i, j)]);
+                }
+            }
+            if i > 0 {
+                assert!(g[(i, i)] <= g[(i - 1, i - 1)] * (1.0 + 1e-12));
+            }
+        }
+        let unpaired = MultiSource::new(vec![view(1, 4), view(2, 5)]).unwrap();
+        assert!(unpaired.concatenated().is_err());
+    }
 
     #[test]
     fn selection_picks_the_best_validation_candidate() {

@@ -75,6 +75,24 @@ impl MultiSource {
         &self.sources
     }
 
+    /// The sources side by side, row `i` of every source in row `i` (the
+    /// concatenation baseline's input). Errors: sources with different
+    /// numbers of rows ([`EksvdError::ShapeMismatch`]).
+    pub fn concatenated(&self) -> Result<DMatrix<f64>> {
+        let n = self.source(0).nrows();
+        for (q, x) in self.sources().iter().enumerate() {
+            check_shape(format!("rows of source {q} vs source 0 (concatenation)"), n, x.nrows())?;
+        }
+        let cols: usize = self.sources().iter().map(|x| x.ncols()).sum();
+        let mut out = DMatrix::zeros(n, cols);
+        let mut c0 = 0;
+        for x in self.sources() {
+            out.columns_mut(c0, x.ncols()).copy_from(x);
+            c0 += x.ncols();
+        }
+        Ok(out)
+    }
+
     /// Sample counts `N_q`.
     pub fn sample_counts(&self) -> Vec<usize> {
         self.sources.iter().map(|x| x.nrows()).collect()
