@@ -146,7 +146,7 @@ fn timing_table(device: &Device, data: &MultiViewData) -> AnyResult<()> {
             // the primal form only the explicit features.
             let scores = match solver {
                 Solver::Dual(_) => model.transform_dual(device, q, split.test.source(q))?,
-                Solver::Covariance(_) => model.transform(device, q, split.test.source(q))?,
+                Solver::Covariance(_) => model.transform_source(device, q, split.test.source(q))?,
             };
             std::hint::black_box(scores);
         }

@@ -85,21 +85,21 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let (xt, yt) = (&split.train.0, &split.train.1);
             let uniform = select_lambda(
                 &split,
-                |l| FullKernelRidgeParams::new(KernelCombination::Uniform).lambda(l).fit(&device, &kernels, &[xt], yt),
-                |m, x| m.predict(&device, &[x]),
+                |l| FullKernelRidgeParams::new(KernelCombination::Uniform).lambda(l).kernels(&kernels).fit_inputs(&device, &[xt], yt),
+                |m, x| m.predict_inputs(&device, &[x]),
             )?;
             for (r, &rank) in RANKS.iter().enumerate() {
                 scores[0][r].push(select_lambda(
                     &split,
-                    |l| MklarenParams::new(p * rank).lookahead(10).lambda(l).fit(&device, &kernels, &[xt], yt),
-                    |m, x| m.predict(&device, &[x]),
+                    |l| MklarenParams::new(p * rank).lookahead(10).lambda(l).kernels(&kernels).fit_inputs(&device, &[xt], yt),
+                    |m, x| m.predict_inputs(&device, &[x]),
                 )?);
                 let methods = [LowRankMethod::Icd, LowRankMethod::Csi { lookahead: 10, kappa: 0.5 }, LowRankMethod::Nystrom { seed }];
                 for (k, method) in methods.into_iter().enumerate() {
                     scores[k + 1][r].push(select_lambda(
                         &split,
-                        |l| LowRankRidgeParams::new(method, rank).lambda(l).fit(&device, &kernels, &[xt], yt),
-                        |m, x| m.predict(&device, &[x]),
+                        |l| LowRankRidgeParams::new(method, rank).lambda(l).kernels(&kernels).fit_inputs(&device, &[xt], yt),
+                        |m, x| m.predict_inputs(&device, &[x]),
                     )?);
                 }
                 scores[4][r].push(uniform);

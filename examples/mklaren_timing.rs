@@ -44,9 +44,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             f()?;
             Ok(format!("{:.3}", t.elapsed().as_secs_f64()))
         };
-        let mk = time(&mut || MklarenParams::new(rank).lookahead(delta).lambda(lambda).fit(&device, &kernels, &[&x], &y).map(|_| ()))?;
+        let mk = time(&mut || MklarenParams::new(rank).lookahead(delta).lambda(lambda).kernels(&kernels).fit_inputs(&device, &[&x], &y).map(|_| ()))?;
         let peak = peak_memory_mb();
-        let low = |method| time(&mut || LowRankRidgeParams::new(method, rank / p).lambda(lambda).fit(&device, &kernels, &[&x], &y).map(|_| ()));
+        let low = |method| time(&mut || LowRankRidgeParams::new(method, rank / p).lambda(lambda).kernels(&kernels).fit_inputs(&device, &[&x], &y).map(|_| ()));
         let icd = low(LowRankMethod::Icd)?;
         let ny = low(LowRankMethod::Nystrom { seed: 0 })?;
         let csi = low(LowRankMethod::Csi { lookahead: delta, kappa: 0.5 })?;
@@ -56,7 +56,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 "-".to_string()
             } else {
                 let t = Instant::now();
-                match FullKernelRidgeParams::new(c).lambda(lambda).fit(&device, &kernels, &[&x], &y) {
+                match FullKernelRidgeParams::new(c).lambda(lambda).kernels(&kernels).fit_inputs(&device, &[&x], &y) {
                     Ok(_) => format!("{:.3}", t.elapsed().as_secs_f64()),
                     Err(e) => {
                         eprintln!("{c:?} at n = {n}: {e}");

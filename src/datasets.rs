@@ -6,14 +6,18 @@
 //! path and fails with [`DatasetError::Missing`] when the file is not there.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+#[cfg(feature = "repro")]
+use std::path::Path;
+use std::path::PathBuf;
 
 use nalgebra::{DMatrix, DVector};
 use rand::seq::SliceRandom;
 use rand::{rngs::StdRng, SeedableRng};
 use thiserror::Error;
 
+#[cfg(feature = "repro")]
 mod term_counts;
+#[cfg(feature = "repro")]
 pub use term_counts::{load_term_count_views, load_three_sources, log_cosine_normalize, TermCountError, TermCountViews, THREE_SOURCES_VIEWS};
 
 /// Errors while loading or splitting data.
@@ -54,6 +58,7 @@ pub enum DatasetError {
 }
 
 /// A table of numbers: features and the last column as target.
+#[cfg(feature = "repro")]
 #[derive(Debug, Clone)]
 pub struct Table {
     /// Column names of the features (header row).
@@ -72,6 +77,9 @@ pub struct Table {
 /// two columns, ragged rows, a field that is not a finite `f64` (NaN,
 /// `inf`, `1e400` included) and a file without data rows. A leading UTF-8
 /// byte-order mark is ignored.
+///
+/// Feature `repro`.
+#[cfg(feature = "repro")]
 pub fn read_csv_table(path: impl AsRef<Path>) -> Result<Table, DatasetError> {
     let path = path.as_ref();
     if !path.exists() {
@@ -330,6 +338,7 @@ mod tests {
         assert!(t.column(1).iter().all(|&v| v == 0.0));
     }
 
+    #[cfg(feature = "repro")]
     #[test]
     fn missing_file_is_a_clear_error() {
         assert!(matches!(read_csv_table("/nonexistent/x.csv"), Err(DatasetError::Missing(_))));

@@ -1,14 +1,29 @@
-//! Errors of the compute core.
+//! The one error type of the library.
+//!
+//! Every fallible call in `gramian` (compute core, eKSVD, Neural eKSVD,
+//! mklaren, PSD models) returns [`Error`]. The variants are grouped by where
+//! they arise: the compute core (shapes, non-finite input, parameters, the
+//! GPU), then the few cases specific to one method. The enum is
+//! `#[non_exhaustive]`: match the variants you handle and keep a `_` arm.
+//!
+//! The names of the former per-module enums (`ComputeError`, `EksvdError`,
+//! `MklarenError`, `PsdError`, `NeuralError`) are aliases of [`Error`], so
+//! code that names them keeps compiling.
+//!
+//! The reproduction harness (feature `repro`: data loaders, evaluation) has
+//! its own errors for files and splits, which wrap this one.
 
-use thiserror::Error;
+use thiserror::Error as ThisError;
 
-/// Everything that can go wrong in the compute core (kernel functions,
-/// kernel and Gram matrices, matrix products) on either execution path.
+/// Everything that can go wrong in `gramian`.
 ///
-/// Method modules (`eksvd`, `mklaren`, `psd`) have their own error enums that
-/// wrap this one.
-#[derive(Debug, Error, Clone, PartialEq)]
-pub enum ComputeError {
+/// [`Error::is_invalid_input`] tells bad arguments (shapes, NaN/Inf,
+/// parameters) from failures of a valid call (the GPU, convergence, rank).
+#[derive(Debug, ThisError, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum Error {
+    // ----- compute core: inputs, parameters, the GPU -----
+
     /// An input matrix has no rows or no columns.
     #[error("{what} is empty ({rows} x {cols})")]
     Empty {
@@ -116,7 +131,229 @@ pub enum ComputeError {
         /// The adapter's limit.
         limit: u64,
     },
+
+    // ----- eKSVD -----
+    /// eKSVD couples at least two sources.
+    #[error("eKSVD needs at least 2 sources, got {0}")]
+    TooFewSources(usize),
+    /// A source (or its features, or a kernel block) is empty.
+    #[error("{what} of source {source_index} is empty ({rows} x {cols})")]
+    EmptySource {
+        /// What was empty (data, features, kernel block).
+        what: &'static str,
+        /// Index of the source.
+        source_index: usize,
+        /// Its rows.
+        rows: usize,
+        /// Its columns.
+        cols: usize,
+    },
+    /// A source holds NaN or an infinity.
+    #[error("{what} of source {source_index} contains NaN or infinite values (first at row {row}, column {col})")]
+    NonFiniteSource {
+        /// What was checked (data, features, kernel block).
+        what: &'static str,
+        /// Index of the source.
+        source_index: usize,
+        /// Row of the first offending entry.
+        row: usize,
+        /// Column of the first offending entry.
+        col: usize,
+    },
+    /// A finite `f64` value of a source overflows `f32`, the precision it is
+    /// computed in (Neural eKSVD training).
+    #[error("{what} of source {source_index} has a value ({value:e}) that is not finite in f32")]
+    SourceNotRepresentable {
+        /// What was converted.
+        what: &'static str,
+        /// Index of the source.
+        source_index: usize,
+        /// The offending value.
+        value: f64,
+    },
+    /// Shapes disagree (sample counts of paired sources, feature dimensions,
+    /// kernel block sizes, number of per-source settings).
+    #[error("shape mismatch: {what} (expected {expected}, found {found})")]
+    ShapeMismatch {
+        /// Which dimension.
+        what: String,
+        /// The size implied by the other inputs.
+        expected: usize,
+        /// The size found.
+        found: usize,
+    },
+    /// The coupling matrix has no positive eigenvalue, so no component
+    /// `lambda = 1/gamma > 0` exists.
+    #[error("the coupling matrix has no positive eigenvalue")]
+    NoPositiveEigenvalues,
+    /// Fewer positive eigenvalues than components were asked for.
+    #[error("{requested} components requested but the coupling matrix has only {available} positive eigenvalues")]
+    TooFewPositiveEigenvalues {
+        /// Components asked for.
+        requested: usize,
+        /// Positive eigenvalues found.
+        available: usize,
+    },
+    /// The iterative eigensolver stopped before all wanted pairs converged.
+    #[error("eigensolver did not converge: {converged} of {requested} eigenpairs after {restarts} restarts")]
+    EigenNotConverged {
+        /// Pairs that met the tolerance.
+        converged: usize,
+        /// Pairs asked for.
+        requested: usize,
+        /// Restarts done.
+        restarts: usize,
+    },
+    /// A kernel matrix has lower numerical rank than the number of features
+    /// asked of a Nystrom map.
+    #[error("kernel matrix of source {source_index} has numerical rank {rank}, below the {requested} Nystrom features asked for")]
+    RankDeficientKernel {
+        /// Index of the source.
+        source_index: usize,
+        /// Eigenvalues above the tolerance.
+        rank: usize,
+        /// Features asked for.
+        requested: usize,
+    },
+    /// The operation needs something the model was not fitted with (e.g.
+    /// primal weights of a model fitted on precomputed kernel blocks).
+    #[error("not available: {0}")]
+    NotAvailable(&'static str),
+    /// Class labels do not match the samples (Neural eKSVD's supervised term).
+    #[error("labels: {0}")]
+    Labels(String),
+    /// Training loss became NaN/infinite or grew beyond the divergence bound;
+    /// no model is returned.
+    #[error("training diverged at epoch {epoch}: loss {loss:e} (initial {initial:e}); lower the learning rate")]
+    Diverged {
+        /// Epoch (1-based) at whose end the loss was checked.
+        epoch: usize,
+        /// The loss found (may be NaN or infinite).
+        loss: f64,
+        /// The loss before training.
+        initial: f64,
+    },
+    /// The requested training backend cannot run here (e.g. no wgpu adapter).
+    #[error("backend {backend} unavailable: {reason}")]
+    BackendUnavailable {
+        /// The backend.
+        backend: &'static str,
+        /// Why.
+        reason: String,
+    },
+    /// Saving or loading a model failed (unknown format version, corrupt
+    /// bytes, I/O).
+    #[error("model record: {0}")]
+    Record(String),
+
+    // ----- mklaren -----
+    /// The requested rank is larger than the number of samples.
+    #[error("rank {rank} is larger than the number of samples {n}")]
+    RankTooLarge {
+        /// Requested rank.
+        rank: usize,
+        /// Number of samples.
+        n: usize,
+    },
+    /// The inputs are neither one shared matrix nor one per kernel.
+    #[error("{inputs} input matrices for {kernels} kernels (give 1 shared or one per kernel)")]
+    InputCount {
+        /// Number of kernels.
+        kernels: usize,
+        /// Number of input matrices.
+        inputs: usize,
+    },
+    /// The input of a kernel has a different number of samples.
+    #[error("input of kernel {kernel} has {found} samples, expected {expected}")]
+    SampleCountMismatch {
+        /// Kernel index.
+        kernel: usize,
+        /// Samples expected.
+        expected: usize,
+        /// Samples found.
+        found: usize,
+    },
+    /// The target does not have one entry per sample.
+    #[error("target has {found} entries, expected {expected}")]
+    TargetLength {
+        /// Samples.
+        expected: usize,
+        /// Entries found.
+        found: usize,
+    },
+    /// The target is constant: there is nothing to regress.
+    #[error("the target is constant")]
+    ConstantTarget,
+    /// The kernels do not have the requested rank (numerically), or the
+    /// selected features are collinear.
+    #[error("rank deficient: {reached} independent columns found, {requested} requested")]
+    RankDeficient {
+        /// Rank requested.
+        requested: usize,
+        /// Rank reached before the kernels were exhausted.
+        reached: usize,
+    },
+    /// A linear system to be solved is singular or not positive definite.
+    #[error("singular system: {0}")]
+    Singular(&'static str),
+
+    // ----- PSD models -----
+    /// The kernel matrix of the centres is numerically zero (no usable feature).
+    #[error("kernel matrix of the centres has numerical rank 0")]
+    NoUsableFeature,
+    /// The solver stopped at its iteration budget before the duality gap reached the tolerance.
+    #[error("solver did not converge in {iterations} iterations: duality gap {gap:e} > tolerance {tolerance:e}")]
+    NotConverged {
+        /// Iterations done.
+        iterations: usize,
+        /// Duality gap reached (may be infinite if the primal point was never feasible).
+        gap: f64,
+        /// Requested gap.
+        tolerance: f64,
+    },
+    /// A quantity that must be positive is not (e.g. the integral of a model to be normalised).
+    #[error("{what} must be positive, got {value:e}")]
+    NotPositive {
+        /// What.
+        what: &'static str,
+        /// Its value.
+        value: f64,
+    },
 }
 
-/// Result type of the compute core.
-pub type Result<T, E = ComputeError> = std::result::Result<T, E>;
+impl Error {
+    /// `true` for errors caused by the arguments of the call (empty or
+    /// mismatched shapes, NaN/Inf or unrepresentable values, out-of-range
+    /// parameters or indices, wrong label or input counts), `false` for
+    /// failures of a valid call (GPU, memory, convergence, rank, overflow).
+    pub fn is_invalid_input(&self) -> bool {
+        matches!(
+            self,
+            Error::Empty { .. }
+                | Error::DimensionMismatch { .. }
+                | Error::NonFinite { .. }
+                | Error::InvalidParameter { .. }
+                | Error::IndexOutOfRange { .. }
+                | Error::DeviceMismatch
+                | Error::PrecisionMismatch { .. }
+                | Error::NotRepresentable { .. }
+                | Error::TooFewSources(_)
+                | Error::EmptySource { .. }
+                | Error::NonFiniteSource { .. }
+                | Error::SourceNotRepresentable { .. }
+                | Error::ShapeMismatch { .. }
+                | Error::Labels(_)
+                | Error::RankTooLarge { .. }
+                | Error::InputCount { .. }
+                | Error::SampleCountMismatch { .. }
+                | Error::TargetLength { .. }
+                | Error::ConstantTarget
+        )
+    }
+}
+
+/// The compute core's error: an alias of [`Error`].
+pub type ComputeError = Error;
+
+/// Result type of the library.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

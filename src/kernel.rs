@@ -28,6 +28,7 @@ use crate::linalg::{self, check_dim, check_matrix, Real};
 /// A kernel function with validated parameters. Build it with the
 /// constructors ([`Kernel::rbf`], ...), which reject invalid parameters.
 #[derive(Debug, Clone, Copy, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub enum Kernel {
     /// Gaussian/RBF `exp(-gamma ||x - z||^2)`, `gamma > 0`.
     Rbf {

@@ -49,7 +49,12 @@ pub mod datasets;
 pub mod device;
 pub mod eksvd;
 pub mod error;
+pub mod estimator;
 pub mod gpu;
+#[cfg(feature = "serde")]
+pub mod io;
+#[cfg(feature = "ndarray")]
+pub mod interop;
 pub mod kernel;
 pub mod linalg;
 pub mod mklaren;
@@ -58,9 +63,21 @@ pub mod psd;
 pub mod resident;
 
 pub use device::Device;
-pub use error::ComputeError;
+pub use error::{ComputeError, Error};
 pub use gpu::{GpuContext, GpuOptions, MatrixProduct, Precision, TransferStats};
 pub use operator::KernelOperator;
 pub use resident::DeviceMatrix;
 pub use kernel::Kernel;
 pub use linalg::Real;
+
+/// The names most programs need: `use gramian::prelude::*;`.
+pub mod prelude {
+    pub use crate::eksvd::{Eksvd, EksvdParams, FeatureMap, Ksvd, KsvdParams, MultiSource, Solver};
+    pub use crate::error::Error;
+    pub use crate::estimator::{cross_validate, CrossValidation, Fit, Predict, Samples, Supervised, Transform};
+    #[cfg(feature = "serde")]
+    pub use crate::io::{Format, SavedModel};
+    pub use crate::mklaren::{Mklaren, MklarenParams};
+    pub use crate::psd::{BaseMeasure, DensityParams, HeteroscedasticParams, HeteroscedasticRegression, PsdDensity, QuantileParams, QuantileRegression};
+    pub use crate::{Device, DeviceMatrix, Kernel, KernelOperator, MatrixProduct, Precision};
+}

@@ -335,7 +335,7 @@ fn estimator_cases(t: &mut Tally, dev: &Device, path: &str, input: &FitInput) {
                 let model = EksvdParams::new(i.count.min(3)).feature_map(map).solver(solver).seed(i.seed).fit(&d, &data)?;
                 let q = (i.seed % 3) as usize;
                 let kkt = model.kkt(0)?;
-                let out = model.transform(&d, q, &i.x_new)?;
+                let out = model.transform_source(&d, q, &i.x_new)?;
                 Ok::<_, gramian::eksvd::EksvdError>((out, { let o = model.objective(0)?; vec![kkt.stationarity, kkt.dual_scaling, o.weight_norms, o.coupling, o.variance] }))
             });
         }
@@ -346,7 +346,7 @@ fn estimator_cases(t: &mut Tally, dev: &Device, path: &str, input: &FitInput) {
     });
     case!("eKSVD fit_features", |d, i| EksvdParams::new(2).fit_features(&d, i.sources.clone()).map(|m| m.eigenvalues().clone()));
     case!("KSVD fit+transform", |d, i| {
-        let model = KsvdParams::new(i.count.min(3)).feature_maps(FeatureMap::Linear, FeatureMap::Linear).fit(&d, &i.x, &i.x.map(|v| v * 0.5))?;
+        let model = KsvdParams::new(i.count.min(3)).feature_maps(FeatureMap::Linear, FeatureMap::Linear).fit_pair(&d, &i.x, &i.x.map(|v| v * 0.5))?;
         Ok::<_, gramian::eksvd::EksvdError>((model.singular_values().clone(), model.transform_x(&d, &i.x_new)?))
     });
     case!("ksvd_from_kernel", |d, i| ksvd_from_kernel(&d, &i.x, i.count, &Eigensolver::Dense, i.seed).map(|s| s.eigenvalues));
@@ -364,24 +364,24 @@ fn estimator_cases(t: &mut Tally, dev: &Device, path: &str, input: &FitInput) {
     // mklaren and the low-rank / full-kernel ridge baselines.
     let kernels = |i: &FitInput| vec![i.kernel, Kernel::Linear];
     case!("Mklaren fit+predict", |d, i| {
-        let model = MklarenParams::new(i.count.min(5)).lookahead(i.count).lambda(i.lambda).fit(&d, &kernels(&i), &[&i.x], &i.y)?;
-        Ok::<_, gramian::mklaren::MklarenError>((model.training_fit().clone(), model.predict(&d, &[&i.x_new])?))
+        let model = MklarenParams::new(i.count.min(5)).lookahead(i.count).lambda(i.lambda).kernels(&kernels(&i)).fit_inputs(&d, &[&i.x], &i.y)?;
+        Ok::<_, gramian::mklaren::MklarenError>((model.training_fit().clone(), model.predict_inputs(&d, &[&i.x_new])?))
     });
-    case!("Mklaren rank extreme", |d, i| MklarenParams::new(i.count).fit(&d, &[Kernel::rbf(1.0).unwrap()], &[&i.x], &i.y).map(|m| m.coefficients().clone()));
+    case!("Mklaren rank extreme", |d, i| MklarenParams::new(i.count).kernels(&[Kernel::rbf(1.0).unwrap()]).fit_inputs(&d, &[&i.x], &i.y).map(|m| m.coefficients().clone()));
     for (mi, method) in [LowRankMethod::Icd, LowRankMethod::Nystrom { seed: input.seed }, LowRankMethod::Csi { lookahead: input.count, kappa: 0.5 }].into_iter().enumerate() {
         case!(&format!("LowRankRidge {mi} fit+predict"), |d, i| {
-            let model = LowRankRidgeParams::new(method, i.count.min(4)).lambda(if i.lambda.is_finite() { i.lambda.min(10.0) } else { i.lambda }).fit(&d, &kernels(&i), &[&i.x], &i.y)?;
-            Ok::<_, gramian::mklaren::MklarenError>((model.coefficients().clone(), model.predict(&d, &[&i.x_new])?))
+            let model = LowRankRidgeParams::new(method, i.count.min(4)).lambda(if i.lambda.is_finite() { i.lambda.min(10.0) } else { i.lambda }).kernels(&kernels(&i)).fit_inputs(&d, &[&i.x], &i.y)?;
+            Ok::<_, gramian::mklaren::MklarenError>((model.coefficients().clone(), model.predict_inputs(&d, &[&i.x_new])?))
         });
         case!(&format!("LowRankRidge {mi} lambda 0"), |d, i| {
-            let model = LowRankRidgeParams::new(method, 2).lambda(0.0).fit(&d, &[Kernel::rbf(0.5).unwrap()], &[&i.x], &i.y)?;
+            let model = LowRankRidgeParams::new(method, 2).lambda(0.0).kernels(&[Kernel::rbf(0.5).unwrap()]).fit_inputs(&d, &[&i.x], &i.y)?;
             Ok::<_, gramian::mklaren::MklarenError>(model.coefficients().clone())
         });
     }
     for (ci, comb) in [KernelCombination::Uniform, KernelCombination::Align, KernelCombination::Alignf, KernelCombination::Alignfc].into_iter().enumerate() {
         case!(&format!("FullKernelRidge {ci} fit+predict"), |d, i| {
-            let model = FullKernelRidgeParams::new(comb).lambda(i.lambda).fit(&d, &kernels(&i), &[&i.x], &i.y)?;
-            Ok::<_, gramian::mklaren::MklarenError>((model.weights().clone(), model.predict(&d, &[&i.x_new])?))
+            let model = FullKernelRidgeParams::new(comb).lambda(i.lambda).kernels(&kernels(&i)).fit_inputs(&d, &[&i.x], &i.y)?;
+            Ok::<_, gramian::mklaren::MklarenError>((model.weights().clone(), model.predict_inputs(&d, &[&i.x_new])?))
         });
     }
     case!("IcdParams fit", |d, i| {

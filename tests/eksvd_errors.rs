@@ -18,7 +18,7 @@ fn invalid_sources_are_rejected() {
     bad[(4, 2)] = f64::NAN;
     assert_eq!(
         MultiSource::new(vec![a.clone(), bad]).unwrap_err(),
-        EksvdError::NonFinite { what: "data", source_index: 1, row: 4, col: 2 }
+        EksvdError::NonFiniteSource { what: "data", source_index: 1, row: 4, col: 2 }
     );
     let short = common::random_matrix(&mut rng, 9, 3);
     assert!(MultiSource::new(vec![a.clone(), short.clone()]).is_ok());
@@ -56,11 +56,11 @@ fn mismatched_feature_dimensions_are_rejected() {
     assert!(matches!(EksvdParams::new(1).feature_maps(maps).fit(&Device::cpu(), &data), Err(EksvdError::ShapeMismatch { .. })));
     // New data with the wrong input dimension.
     let ok = EksvdParams::new(1).feature_map(FeatureMap::random_fourier(1.0, 8).unwrap()).fit(&Device::cpu(), &data).unwrap();
-    assert!(ok.transform(&Device::cpu(), 0, &common::random_matrix(&mut rng, 2, 4)).is_err());
+    assert!(ok.transform_source(&Device::cpu(), 0, &common::random_matrix(&mut rng, 2, 4)).is_err());
     let mut nan = common::random_matrix(&mut rng, 2, 3);
     nan[(0, 0)] = f64::INFINITY;
-    assert!(ok.transform(&Device::cpu(), 0, &nan).is_err());
-    assert!(ok.transform(&Device::cpu(), 2, &common::random_matrix(&mut rng, 2, 3)).is_err());
+    assert!(ok.transform_source(&Device::cpu(), 0, &nan).is_err());
+    assert!(ok.transform_source(&Device::cpu(), 2, &common::random_matrix(&mut rng, 2, 3)).is_err());
 }
 
 #[test]
@@ -97,7 +97,7 @@ fn non_convergence_is_reported() {
     let phi = vec![common::random_matrix(&mut rng, 200, 60), common::random_matrix(&mut rng, 200, 60)];
     let solver = Solver::Dual(Eigensolver::Lanczos { tolerance: 1e-14, max_restarts: 0 });
     let err = EksvdParams::new(20).solver(solver).fit_features(&Device::cpu(), phi).unwrap_err();
-    assert!(matches!(err, EksvdError::NotConverged { requested: 20, restarts: 0, .. }), "{err:?}");
+    assert!(matches!(err, EksvdError::EigenNotConverged { requested: 20, restarts: 0, .. }), "{err:?}");
 }
 
 #[test]
@@ -111,7 +111,7 @@ fn invalid_kernel_blocks_are_rejected() {
     assert!(matches!(err, EksvdError::ShapeMismatch { .. }), "{err:?}");
     let mut nan = a.clone();
     nan[(1, 1)] = f64::NAN;
-    assert!(matches!(CouplingMatrix::from_blocks(2, vec![(0, 1, nan)]), Err(EksvdError::NonFinite { .. })));
+    assert!(matches!(CouplingMatrix::from_blocks(2, vec![(0, 1, nan)]), Err(EksvdError::NonFiniteSource { .. })));
     let data = MultiSource::new(vec![DMatrix::from_element(3, 2, 1.0), DMatrix::from_element(3, 3, 1.0)]).unwrap();
     assert!(CouplingMatrix::from_kernel(Kernel::rbf(1.0).unwrap(), &data).is_err()); // d_q differ
 }
@@ -121,11 +121,11 @@ fn ksvd_rejects_bad_input() {
     let x = DMatrix::<f64>::from_fn(6, 2, |i, j| (i + j) as f64);
     let mut z = DMatrix::<f64>::from_fn(5, 2, |i, j| (i * j) as f64);
     z[(0, 0)] = f64::NAN;
-    assert!(KsvdParams::new(1).fit(&Device::cpu(), &x, &z).is_err());
+    assert!(KsvdParams::new(1).fit_pair(&Device::cpu(), &x, &z).is_err());
 }
 
 #[test]
-fn paired_operations_need_paired_sources_and_data_must_exist() {
+fn paired_operations_need_paired_sources() {
     let mut rng = common::rng();
     let unpaired = MultiSource::new(vec![common::random_matrix(&mut rng, 10, 3), common::random_matrix(&mut rng, 10, 3)]).unwrap();
     assert!(matches!(unpaired.select_rows(&[0, 1]), Err(EksvdError::NotAvailable(_))));
@@ -135,6 +135,11 @@ fn paired_operations_need_paired_sources_and_data_must_exist() {
     assert!(paired.select_rows(&[0, 10]).is_err());
     assert_eq!(paired.select_rows(&[3, 1]).unwrap().source(1).nrows(), 2);
     assert_eq!(model.transform_paired(&Device::cpu(), &paired).unwrap().shape(), (10, 2));
+}
+
+#[cfg(feature = "repro")]
+#[test]
+fn missing_data_files_are_reported() {
     let missing = gramian::eksvd::evaluation::MultiViewData::load_csv_views("/nonexistent/mfeat", "mfeat-", &["fac"]);
     assert!(matches!(missing, Err(gramian::eksvd::evaluation::EvaluationError::Dataset(gramian::datasets::DatasetError::Missing(_)))));
 }

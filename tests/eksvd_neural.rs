@@ -170,18 +170,18 @@ fn bad_input_and_divergence_give_errors() {
     let (data, labels) = synthetic(&mut rng, 60, 3);
     let mut with_nan = data.sources().to_vec();
     with_nan[1][(3, 2)] = f64::NAN;
-    assert!(matches!(MultiSource::paired(with_nan.clone()), Err(EksvdError::NonFinite { source_index: 1, row: 3, col: 2, .. })));
+    assert!(matches!(MultiSource::paired(with_nan.clone()), Err(EksvdError::NonFiniteSource { source_index: 1, row: 3, col: 2, .. })));
     let model = small_params(1).init(vec![4, 5, 6], 3).unwrap();
-    assert!(matches!(model.transform(1, &with_nan[1]), Err(NeuralError::Eksvd(EksvdError::NonFinite { source_index: 1, .. }))));
-    assert!(matches!(model.transform(0, &with_nan[1]), Err(NeuralError::Eksvd(EksvdError::ShapeMismatch { .. }))));
+    assert!(matches!(model.transform(1, &with_nan[1]), Err(EksvdError::NonFiniteSource { source_index: 1, .. })));
+    assert!(matches!(model.transform(0, &with_nan[1]), Err(EksvdError::ShapeMismatch { .. })));
     let mut huge = data.sources().to_vec();
     huge[2][(0, 0)] = 1e300;
     let huge = MultiSource::paired(huge).unwrap();
-    assert!(matches!(small_params(1).fit(&huge, &labels, None), Err(NeuralError::NotRepresentable { source_index: 2, .. })));
-    assert!(matches!(small_params(1).fit(&data, &labels[..10], None), Err(NeuralError::Eksvd(EksvdError::ShapeMismatch { .. }))));
-    assert!(matches!(small_params(1).learning_rate(f64::NAN).fit(&data, &labels, None), Err(NeuralError::Eksvd(EksvdError::InvalidParameter { name: "learning_rate", .. }))));
-    assert!(matches!(small_params(1).weight_decay(-1.0).fit(&data, &labels, None), Err(NeuralError::Eksvd(EksvdError::InvalidParameter { name: "weight_decay", .. }))));
-    assert!(matches!(small_params(1).gamma_init(-1.0).fit(&data, &labels, None), Err(NeuralError::Eksvd(EksvdError::InvalidParameter { name: "gamma_init", .. }))));
+    assert!(matches!(small_params(1).fit(&huge, &labels, None), Err(NeuralError::SourceNotRepresentable { source_index: 2, .. })));
+    assert!(matches!(small_params(1).fit(&data, &labels[..10], None), Err(EksvdError::ShapeMismatch { .. })));
+    assert!(matches!(small_params(1).learning_rate(f64::NAN).fit(&data, &labels, None), Err(EksvdError::InvalidParameter { name: "learning_rate", .. })));
+    assert!(matches!(small_params(1).weight_decay(-1.0).fit(&data, &labels, None), Err(EksvdError::InvalidParameter { name: "weight_decay", .. })));
+    assert!(matches!(small_params(1).gamma_init(-1.0).fit(&data, &labels, None), Err(EksvdError::InvalidParameter { name: "gamma_init", .. })));
     match small_params(rng.random()).learning_rate(1e4).max_epochs(3).fit(&data, &labels, None) {
         Err(NeuralError::Diverged { epoch, .. }) => assert!(epoch >= 1),
         other => panic!("expected Diverged, got {:?}", other.map(|m| m.gamma())),

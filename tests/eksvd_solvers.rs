@@ -89,7 +89,7 @@ fn theorem_3_2_dual_and_covariance_agree() {
         let err = max_error_up_to_sign(&dual.training_scores(q), &cov.training_scores(q));
         assert!(err < 1e-7, "training scores of source {q}: {err}");
     }
-    let err = max_error_up_to_sign(&dual.transform(&device, 1, &fresh).unwrap(), &cov.transform(&device, 1, &fresh).unwrap());
+    let err = max_error_up_to_sign(&dual.transform_source(&device, 1, &fresh).unwrap(), &cov.transform_source(&device, 1, &fresh).unwrap());
     assert!(err < 1e-7, "out-of-sample scores: {err}");
     // The covariance weights solve the nonsymmetric Eq. 8 directly.
     let features: Vec<DMatrix<f64>> = (0..3).map(|q| cov.training_features(q).clone()).collect();
@@ -137,7 +137,7 @@ fn dual_and_primal_projections_agree_out_of_sample() {
     // 7 new rows: no block K(x, X_p) is square (N_p = 60, 45, 38).
     for q in 0..3 {
         let fresh = common::random_matrix(&mut rng, 7, data.source(q).ncols());
-        let primal = model.transform(&device, q, &fresh).unwrap();
+        let primal = model.transform_source(&device, q, &fresh).unwrap();
         let dual = model.transform_dual(&device, q, &fresh).unwrap();
         assert_eq!(primal.shape(), (7, 4));
         assert!(relative_frobenius_error(&dual, &primal) < 1e-10, "source {q}");
@@ -217,7 +217,7 @@ fn precomputed_blocks_reproduce_the_feature_model() {
     let k0 = &phi_new * phi[0].transpose();
     let k1 = &phi_new * phi[1].transpose();
     let projected = sol.project(2, &[Some(&k0), Some(&k1), None]).unwrap();
-    let err = max_error_up_to_sign(&projected, &model.transform(&device, 2, &fresh).unwrap());
+    let err = max_error_up_to_sign(&projected, &model.transform_source(&device, 2, &fresh).unwrap());
     assert!(err < 1e-8, "{err}");
     // A block of the wrong width is a typed error, not a panic.
     assert!(sol.project(2, &[Some(&k1), Some(&k0), None]).is_err());

@@ -84,17 +84,17 @@ fn mklaren_fit_on_the_gpu_matches_the_cpu_and_uploads_x_once() {
     let x = DMatrix::<f64>::from_fn(n, d, |_, _| rng.random_range(-1.0..1.0));
     let y = DVector::from_fn(n, |i, _| (2.0 * x[(i, 0)]).sin() + x[(i, 1)]);
     let kernels = [Kernel::rbf(0.3).unwrap(), Kernel::rbf(3.0).unwrap()];
-    let params = MklarenParams::new(12).lookahead(4);
-    let cpu = params.fit(&Device::Cpu, &kernels, &[&x, &x], &y).unwrap();
+    let params = MklarenParams::new(12).lookahead(4).kernels(&kernels);
+    let cpu = params.fit_inputs(&Device::Cpu, &[&x, &x], &y).unwrap();
     gpu.reset_transfer_stats();
-    let fitted = params.fit(&gpu, &kernels, &[&x, &x], &y).unwrap();
+    let fitted = params.fit_inputs(&gpu, &[&x, &x], &y).unwrap();
     let stats = gpu.transfer_stats();
     // Both kernels read the same X: one upload of n d f64 for the whole fit.
     assert_eq!(stats.uploads, 1, "{stats:?}");
     assert_eq!(stats.host_to_device_bytes, (n * d * 8) as u64);
     // Columns come back: at most (rank + look-ahead refreshes) columns of n.
     assert!(stats.device_to_host_bytes <= (12 * 6 * 2 * n * 8) as u64, "{stats:?}");
-    let (pc, pg) = (cpu.predict(&Device::Cpu, &[&x, &x]).unwrap(), fitted.predict(&gpu, &[&x, &x]).unwrap());
+    let (pc, pg) = (cpu.predict_inputs(&Device::Cpu, &[&x, &x]).unwrap(), fitted.predict_inputs(&gpu, &[&x, &x]).unwrap());
     let err = (&pc - &pg).amax() / pc.amax();
     assert!(err <= 1e-8, "predictions differ by {err:e} (relative)");
 }
@@ -146,7 +146,7 @@ fn feature_maps_and_psd_gradients_on_the_gpu_match_the_cpu() {
     let model = gramian::eksvd::EksvdParams::new(3).feature_map(FeatureMap::nystrom(Kernel::rbf(0.4).unwrap(), 25, 50).unwrap()).fit(&Device::Cpu, &data).unwrap();
     let fresh = gaussian_matrix(&mut rng, 60, 4);
     for q in 0..3 {
-        let (c, g) = (model.transform(&Device::Cpu, q, &fresh).unwrap(), model.transform(&gpu, q, &fresh).unwrap());
+        let (c, g) = (model.transform_source(&Device::Cpu, q, &fresh).unwrap(), model.transform_source(&gpu, q, &fresh).unwrap());
         assert!((&c - &g).amax() <= 1e-10 * c.amax(), "source {q}: scores differ by {}", (&c - &g).amax());
     }
     let centres = gaussian_matrix(&mut rng, 15, 3);

@@ -120,7 +120,7 @@ fn mklaren_with_rank_one_kernels_and_delta_one_is_lar() {
     let feature_inputs: Vec<DMatrix<f64>> = (0..p).map(|j| select_columns(&x, &[j]).unwrap()).collect();
     let inputs: Vec<&DMatrix<f64>> = feature_inputs.iter().collect();
     let kernels = vec![Kernel::linear(); p];
-    let model = MklarenParams::new(p).lookahead(1).lambda(0.0).fit(&Device::Cpu, &kernels, &inputs, &y).unwrap();
+    let model = MklarenParams::new(p).lookahead(1).lambda(0.0).kernels(&kernels).fit_inputs(&Device::Cpu, &inputs, &y).unwrap();
 
     // Reference on standardised columns.
     let ybar = y.mean();
@@ -157,9 +157,9 @@ fn out_of_sample_prediction_on_training_points_equals_the_fit() {
     let y = DVector::from_fn(n, |i, _| (3.0 * x[(i, 0)]).sin() + x[(i, 1)] * x[(i, 2)] + 0.1 * rng.random_range(-1.0..1.0));
     let kernels = [Kernel::rbf(0.25).unwrap(), Kernel::rbf(1.0).unwrap(), Kernel::rbf(4.0).unwrap()];
     let lambda = 0.3;
-    let model = MklarenParams::new(15).lookahead(5).lambda(lambda).fit(&Device::Cpu, &kernels, &[&x], &y).unwrap();
+    let model = MklarenParams::new(15).lookahead(5).lambda(lambda).kernels(&kernels).fit_inputs(&Device::Cpu, &[&x], &y).unwrap();
     assert_eq!(model.rank(), 15);
-    let pred = model.predict(&Device::Cpu, &[&x]).unwrap();
+    let pred = model.predict_inputs(&Device::Cpu, &[&x]).unwrap();
     let fit = model.training_fit();
     assert!((&pred - fit).norm() < 1e-7 * fit.norm(), "{}", (&pred - fit).norm());
     // Eq. 18 (thin QR of H) equals the coefficients accumulated along the path.
@@ -193,7 +193,7 @@ fn mklaren_picks_the_kernel_that_explains_the_target() {
     let subsets: Vec<DMatrix<f64>> = (0..3).map(|j| select_columns(&x, &[j]).unwrap()).collect();
     let inputs: Vec<&DMatrix<f64>> = subsets.iter().collect();
     let kernels = [Kernel::rbf(2.0).unwrap(); 3];
-    let model = MklarenParams::new(6).lookahead(5).fit(&Device::Cpu, &kernels, &inputs, &y).unwrap();
+    let model = MklarenParams::new(6).lookahead(5).kernels(&kernels).fit_inputs(&Device::Cpu, &inputs, &y).unwrap();
     assert_eq!(model.order()[0].kernel, 2);
     let w = model.kernel_weights();
     assert!(w[2] > 5.0 * w[0].max(w[1]), "weights {w}");
@@ -207,23 +207,23 @@ fn baselines_fit_and_predict_consistently() {
     let y = DVector::from_fn(n, |i, _| x[(i, 0)] - (2.0 * x[(i, 1)]).cos() + 0.1 * rng.random_range(-1.0..1.0));
     let kernels = [Kernel::rbf(0.5).unwrap(), Kernel::rbf(2.0).unwrap()];
     for method in [LowRankMethod::Icd, LowRankMethod::Nystrom { seed: 3 }, LowRankMethod::Csi { lookahead: 5, kappa: 0.5 }] {
-        let model = LowRankRidgeParams::new(method, 8).lambda(0.1).fit(&Device::Cpu, &kernels, &[&x], &y).unwrap();
-        let pred = model.predict(&Device::Cpu, &[&x]).unwrap();
+        let model = LowRankRidgeParams::new(method, 8).lambda(0.1).kernels(&kernels).fit_inputs(&Device::Cpu, &[&x], &y).unwrap();
+        let pred = model.predict_inputs(&Device::Cpu, &[&x]).unwrap();
         assert!((&pred - model.training_fit()).norm() < 1e-7 * pred.norm(), "{method:?}");
         let rmse = gramian::datasets::rmse(&y, &pred);
         assert!(rmse < 0.8 * y.map(|v| v - y.mean()).norm() / (n as f64).sqrt(), "{method:?} explains little: {rmse}");
     }
     // Uniform kernel ridge regression against a direct dense solve.
     let lambda = 0.5;
-    let uniform = FullKernelRidgeParams::new(KernelCombination::Uniform).lambda(lambda).fit(&Device::Cpu, &kernels, &[&x], &y).unwrap();
+    let uniform = FullKernelRidgeParams::new(KernelCombination::Uniform).lambda(lambda).kernels(&kernels).fit_inputs(&Device::Cpu, &[&x], &y).unwrap();
     let k = kernel_matrix(&kernels[0], &x) + kernel_matrix(&kernels[1], &x);
     let yc = y.map(|v| v - y.mean());
     let alpha = (&k + DMatrix::identity(n, n) * lambda).try_inverse().unwrap() * &yc;
     assert!((uniform.dual_coefficients() - &alpha).norm() < 1e-8 * alpha.norm());
-    let pred = uniform.predict(&Device::Cpu, &[&x]).unwrap();
+    let pred = uniform.predict_inputs(&Device::Cpu, &[&x]).unwrap();
     assert!((&pred - (&k * &alpha).add_scalar(y.mean())).norm() < 1e-8 * pred.norm());
     for combination in [KernelCombination::Align, KernelCombination::Alignf, KernelCombination::Alignfc] {
-        let model = FullKernelRidgeParams::new(combination).lambda(lambda).fit(&Device::Cpu, &kernels, &[&x], &y).unwrap();
+        let model = FullKernelRidgeParams::new(combination).lambda(lambda).kernels(&kernels).fit_inputs(&Device::Cpu, &[&x], &y).unwrap();
         let w = model.weights();
         assert!((w.iter().map(|v| v.abs()).sum::<f64>() - 2.0).abs() < 1e-12);
         if combination != KernelCombination::Alignf {
@@ -239,39 +239,39 @@ fn bad_inputs_get_typed_errors() {
     let y = DVector::from_fn(20, |i, _| x[(i, 0)]);
     let k = [Kernel::rbf(1.0).unwrap()];
     let cpu = Device::Cpu;
-    assert!(matches!(MklarenParams::new(21).fit(&cpu, &k, &[&x], &y), Err(MklarenError::RankTooLarge { rank: 21, n: 20 })));
-    assert!(matches!(MklarenParams::new(0).fit(&cpu, &k, &[&x], &y), Err(MklarenError::InvalidParameter { name: "rank", .. })));
-    assert!(matches!(MklarenParams::new(3).lambda(-1.0).fit(&cpu, &k, &[&x], &y), Err(MklarenError::InvalidParameter { name: "lambda", .. })));
-    assert!(matches!(MklarenParams::new(3).lookahead(0).fit(&cpu, &k, &[&x], &y), Err(MklarenError::InvalidParameter { name: "lookahead", .. })));
-    assert!(matches!(MklarenParams::new(3).fit(&cpu, &k, &[&x], &DVector::from_element(20, 4.2)), Err(MklarenError::ConstantTarget)));
-    assert!(matches!(MklarenParams::new(3).fit(&cpu, &k, &[&x], &DVector::zeros(19)), Err(MklarenError::TargetLength { .. })));
+    assert!(matches!(MklarenParams::new(21).kernels(&k).fit_inputs(&cpu, &[&x], &y), Err(MklarenError::RankTooLarge { rank: 21, n: 20 })));
+    assert!(matches!(MklarenParams::new(0).kernels(&k).fit_inputs(&cpu, &[&x], &y), Err(MklarenError::InvalidParameter { name: "rank", .. })));
+    assert!(matches!(MklarenParams::new(3).lambda(-1.0).kernels(&k).fit_inputs(&cpu, &[&x], &y), Err(MklarenError::InvalidParameter { name: "lambda", .. })));
+    assert!(matches!(MklarenParams::new(3).lookahead(0).kernels(&k).fit_inputs(&cpu, &[&x], &y), Err(MklarenError::InvalidParameter { name: "lookahead", .. })));
+    assert!(matches!(MklarenParams::new(3).kernels(&k).fit_inputs(&cpu, &[&x], &DVector::from_element(20, 4.2)), Err(MklarenError::ConstantTarget)));
+    assert!(matches!(MklarenParams::new(3).kernels(&k).fit_inputs(&cpu, &[&x], &DVector::zeros(19)), Err(MklarenError::TargetLength { .. })));
     let mut bad = x.clone();
     bad[(3, 1)] = f64::NAN;
-    assert!(matches!(MklarenParams::new(3).fit(&cpu, &k, &[&bad], &y), Err(MklarenError::Compute(ComputeError::NonFinite { .. }))));
+    assert!(matches!(MklarenParams::new(3).kernels(&k).fit_inputs(&cpu, &[&bad], &y), Err(ComputeError::NonFinite { .. })));
     let mut bad_y = y.clone();
     bad_y[2] = f64::INFINITY;
-    assert!(matches!(MklarenParams::new(3).fit(&cpu, &k, &[&x], &bad_y), Err(MklarenError::Compute(ComputeError::NonFinite { .. }))));
+    assert!(matches!(MklarenParams::new(3).kernels(&k).fit_inputs(&cpu, &[&x], &bad_y), Err(ComputeError::NonFinite { .. })));
     let short = x.rows(0, 15).into_owned();
     let two = [k[0], Kernel::linear()];
-    assert!(matches!(MklarenParams::new(3).fit(&cpu, &two, &[&x, &short], &y), Err(MklarenError::SampleCountMismatch { kernel: 1, .. })));
-    assert!(matches!(MklarenParams::new(3).fit(&cpu, &k, &[&x, &x], &y), Err(MklarenError::InputCount { .. })));
-    assert!(matches!(MklarenParams::new(3).fit(&cpu, &[], &[&x], &y), Err(MklarenError::InvalidParameter { name: "kernels", .. })));
+    assert!(matches!(MklarenParams::new(3).kernels(&two).fit_inputs(&cpu, &[&x, &short], &y), Err(MklarenError::SampleCountMismatch { kernel: 1, .. })));
+    assert!(matches!(MklarenParams::new(3).kernels(&k).fit_inputs(&cpu, &[&x, &x], &y), Err(MklarenError::InputCount { .. })));
+    assert!(matches!(MklarenParams::new(3).kernels(&[]).fit_inputs(&cpu, &[&x], &y), Err(MklarenError::InvalidParameter { name: "kernels", .. })));
     let empty = DMatrix::<f64>::zeros(0, 2);
-    assert!(matches!(MklarenParams::new(1).fit(&cpu, &k, &[&empty], &DVector::zeros(0)), Err(MklarenError::Compute(ComputeError::Empty { .. }))));
+    assert!(matches!(MklarenParams::new(1).kernels(&k).fit_inputs(&cpu, &[&empty], &DVector::zeros(0)), Err(ComputeError::Empty { .. })));
     // Two rank-one linear kernels cannot give rank 3.
     let cols: Vec<DMatrix<f64>> = (0..2).map(|j| select_columns(&x, &[j]).unwrap()).collect();
     let lin = [Kernel::linear(); 2];
-    assert!(matches!(MklarenParams::new(3).lookahead(2).fit(&cpu, &lin, &[&cols[0], &cols[1]], &y), Err(MklarenError::RankDeficient { requested: 3, reached: 2 })));
+    assert!(matches!(MklarenParams::new(3).lookahead(2).kernels(&lin).fit_inputs(&cpu, &[&cols[0], &cols[1]], &y), Err(MklarenError::RankDeficient { requested: 3, reached: 2 })));
     // Prediction with the wrong feature dimension.
-    let model = MklarenParams::new(3).fit(&cpu, &k, &[&x], &y).unwrap();
-    assert!(matches!(model.predict(&cpu, &[&DMatrix::zeros(4, 3)]), Err(MklarenError::Compute(ComputeError::DimensionMismatch { .. }))));
+    let model = MklarenParams::new(3).kernels(&k).fit_inputs(&cpu, &[&x], &y).unwrap();
+    assert!(matches!(model.predict_inputs(&cpu, &[&DMatrix::zeros(4, 3)]), Err(ComputeError::DimensionMismatch { .. })));
     // Baselines and ICD.
     assert!(matches!(IcdParams::new(25).fit(&cpu, &k[0], &x), Err(MklarenError::RankTooLarge { .. })));
     assert!(matches!(nystrom(&cpu, &k[0], &x, &[1, 1]), Err(MklarenError::InvalidParameter { name: "pivots", .. })));
-    assert!(matches!(LowRankRidgeParams::new(LowRankMethod::Csi { lookahead: 2, kappa: 1.5 }, 3).fit(&cpu, &k, &[&x], &y), Err(MklarenError::InvalidParameter { name: "kappa", .. })));
-    assert!(matches!(FullKernelRidgeParams::new(KernelCombination::Uniform).lambda(-0.1).fit(&cpu, &k, &[&x], &y), Err(MklarenError::InvalidParameter { .. })));
+    assert!(matches!(LowRankRidgeParams::new(LowRankMethod::Csi { lookahead: 2, kappa: 1.5 }, 3).kernels(&k).fit_inputs(&cpu, &[&x], &y), Err(MklarenError::InvalidParameter { name: "kappa", .. })));
+    assert!(matches!(FullKernelRidgeParams::new(KernelCombination::Uniform).lambda(-0.1).kernels(&k).fit_inputs(&cpu, &[&x], &y), Err(MklarenError::InvalidParameter { .. })));
     let dup = DMatrix::from_fn(20, 2, |i, j| (i % 5 + j) as f64);
-    assert!(matches!(FullKernelRidgeParams::new(KernelCombination::Uniform).lambda(0.0).fit(&cpu, &[Kernel::linear()], &[&dup], &y), Err(MklarenError::Singular(_))));
+    assert!(matches!(FullKernelRidgeParams::new(KernelCombination::Uniform).lambda(0.0).kernels(&[Kernel::linear()]).fit_inputs(&cpu, &[&dup], &y), Err(MklarenError::Singular(_))));
 }
 
 #[test]
@@ -282,13 +282,13 @@ fn gpu_prediction_matches_cpu() {
     let x = common::random_matrix(&mut rng, n, 4);
     let y = DVector::from_fn(n, |i, _| x[(i, 0)] * x[(i, 1)] + x[(i, 3)]);
     let kernels = [Kernel::rbf(0.5).unwrap(), Kernel::rbf(2.0).unwrap()];
-    let cpu_model = MklarenParams::new(12).lookahead(4).lambda(0.1).fit(&Device::Cpu, &kernels, &[&x], &y).unwrap();
+    let cpu_model = MklarenParams::new(12).lookahead(4).lambda(0.1).kernels(&kernels).fit_inputs(&Device::Cpu, &[&x], &y).unwrap();
     let test = common::random_matrix(&mut rng, 50, 4);
-    let on_cpu = cpu_model.predict(&Device::Cpu, &[&test]).unwrap();
-    let on_gpu = cpu_model.predict(&gpu, &[&test]).unwrap();
+    let on_cpu = cpu_model.predict_inputs(&Device::Cpu, &[&test]).unwrap();
+    let on_gpu = cpu_model.predict_inputs(&gpu, &[&test]).unwrap();
     assert!((&on_cpu - &on_gpu).norm() < 1e-3 * on_cpu.norm().max(1.0), "{}", (&on_cpu - &on_gpu).norm());
     // Fitting with GPU kernel columns (f32) selects a model of the same quality.
-    let gpu_model = MklarenParams::new(12).lookahead(4).lambda(0.1).fit(&gpu, &kernels, &[&x], &y).unwrap();
+    let gpu_model = MklarenParams::new(12).lookahead(4).lambda(0.1).kernels(&kernels).fit_inputs(&gpu, &[&x], &y).unwrap();
     let r_cpu = gramian::datasets::rmse(&y, cpu_model.training_fit());
     let r_gpu = gramian::datasets::rmse(&y, gpu_model.training_fit());
     assert!((r_cpu - r_gpu).abs() < 0.05 * r_cpu.max(1e-3) + 1e-3, "cpu {r_cpu} gpu {r_gpu}");

@@ -21,6 +21,7 @@ pub const POSITIVE_EIGENVALUE_TOLERANCE: f64 = 1e-10;
 
 /// Which symmetric eigensolver finds the retained eigenpairs.
 #[derive(Debug, Clone, Copy, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub enum Eigensolver {
     /// Full dense decomposition (faer, divide and conquer), then the largest
     /// `k`: exact, O(n^3), needs the matrix stored.
@@ -31,7 +32,7 @@ pub enum Eigensolver {
     Lanczos {
         /// Converged when `||A x - theta x|| <= tolerance * max |theta|`.
         tolerance: f64,
-        /// Restarts before giving up with [`EksvdError::NotConverged`].
+        /// Restarts before giving up with [`EksvdError::EigenNotConverged`].
         max_restarts: usize,
     },
 }
@@ -240,7 +241,7 @@ where
             return retain_largest_positive(theta, &ritz, &order, k, anorm);
         }
         if restarts >= max_restarts {
-            return Err(EksvdError::NotConverged { converged, requested: k, restarts });
+            return Err(EksvdError::EigenNotConverged { converged, requested: k, restarts });
         }
         restarts += 1;
         // Thick restart: keep the largest Ritz vectors, then the residual direction.

@@ -25,6 +25,7 @@ const NYSTROM_RANK_TOLERANCE_F32: f64 = 1e-5;
 
 /// How to build a source's features (unfitted).
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub enum FeatureMap {
     /// The identity `phi(x) = x` (`d_phi = d_q`).
     Linear,
@@ -181,6 +182,7 @@ pub(crate) fn sign_of_largest(v: &[f64]) -> f64 {
 }
 
 #[derive(Debug, Clone)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 enum Fitted {
     Linear,
     RandomFourier { frequencies: DMatrix<f64>, phases: DVector<f64> },
@@ -190,6 +192,7 @@ enum Fitted {
 
 /// A feature map fitted on one source's training data.
 #[derive(Debug, Clone)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct FittedFeatureMap {
     input_dim: usize,
     kind: Fitted,
@@ -199,6 +202,23 @@ impl FittedFeatureMap {
     /// Input dimension `d_q`.
     pub fn input_dim(&self) -> usize {
         self.input_dim
+    }
+
+    /// Shapes agree with `input_dim`, the kernel is valid and every number is
+    /// finite (the check of a loaded model).
+    #[cfg(feature = "serde")]
+    pub(crate) fn is_consistent(&self) -> bool {
+        let finite = |m: &DMatrix<f64>| m.iter().all(|v| v.is_finite());
+        match &self.kind {
+            Fitted::Linear => true,
+            Fitted::RandomFourier { frequencies, phases } => {
+                frequencies.shape() == (self.input_dim, phases.len()) && finite(frequencies) && phases.iter().all(|v| v.is_finite())
+            }
+            Fitted::Nystrom { kernel, landmarks, scaled_eigenvectors } => {
+                kernel.validate().is_ok() && landmarks.ncols() == self.input_dim && scaled_eigenvectors.nrows() == landmarks.nrows() && finite(landmarks) && finite(scaled_eigenvectors)
+            }
+            Fitted::Projection(w) => w.nrows() == self.input_dim && finite(w),
+        }
     }
 
     /// Output dimension `d_phi`.

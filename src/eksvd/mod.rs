@@ -39,6 +39,7 @@ pub mod covariance;
 pub mod dual;
 pub mod eigensolver;
 mod error;
+#[cfg(feature = "repro")]
 pub mod evaluation;
 pub mod features;
 pub mod model;
@@ -53,6 +54,13 @@ pub use dual::{solve_dual, DualSolution};
 pub use eigensolver::{Eigensolver, LargestEigenpairs};
 pub use error::{EksvdError, Result};
 pub use features::{FeatureMap, FittedFeatureMap};
-pub use model::{ksvd_from_kernel, EksvdParams, FittedEksvd, FittedKsvd, KsvdParams, Solver};
+pub use model::{ksvd_from_kernel, Eksvd, EksvdParams, Ksvd, KsvdParams, Solver};
+
+/// Former name of [`Eksvd`], the fitted eKSVD model.
+pub type FittedEksvd = Eksvd;
+/// Former name of [`Ksvd`], the fitted KSVD model.
+pub type FittedKsvd = Ksvd;
+
+mod estimator;
 pub use objective::{kkt_residuals, objective_terms, KktResiduals, ObjectiveTerms};
 pub use sources::MultiSource;

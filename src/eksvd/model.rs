@@ -19,6 +19,7 @@ use crate::Device;
 
 /// Which formulation finds the components.
 #[derive(Debug, Clone, Copy, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub enum Solver {
     /// Dual eKSVD (Eq. 4) on `G_Q`, of order `sum_q N_q`.
     Dual(Eigensolver),
@@ -28,6 +29,7 @@ pub enum Solver {
 
 /// Parameters of eKSVD (builder; checked by [`EksvdParams::validate`] and `fit`).
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct EksvdParams {
     n_components: usize,
     feature_maps: Vec<FeatureMap>,
@@ -97,7 +99,7 @@ impl EksvdParams {
 
     /// Fits the feature maps on `data` (each source on its own rows), then
     /// solves Eq. 4 or Eq. 8. Kernel, Gram and product matrices run on `device`.
-    pub fn fit(&self, device: &Device, data: &MultiSource) -> Result<FittedEksvd> {
+    pub fn fit(&self, device: &Device, data: &MultiSource) -> Result<Eksvd> {
         self.validate(data.n_sources())?;
         let maps: Vec<FittedFeatureMap> = (0..data.n_sources())
             .map(|q| self.map_for(q).fit(device, data.source(q), q, self.seed.wrapping_add(q as u64)))
@@ -111,8 +113,8 @@ impl EksvdParams {
     /// Solves Eq. 4 or Eq. 8 from precomputed training features `Phi_q`
     /// (`N_q x d_phi`, e.g. from a neural network); the feature maps set on
     /// the parameters are not used, and new data is projected with
-    /// [`FittedEksvd::transform_features`].
-    pub fn fit_features(&self, device: &Device, features: Vec<DMatrix<f64>>) -> Result<FittedEksvd> {
+    /// [`Eksvd::transform_features`].
+    pub fn fit_features(&self, device: &Device, features: Vec<DMatrix<f64>>) -> Result<Eksvd> {
         self.validate(features.len())?;
         let coupling = CouplingMatrix::from_features(features)?;
         let features = coupling.features().expect("built from features").to_vec();
@@ -138,7 +140,7 @@ impl EksvdParams {
                 (solution.eigenvalues, solution.weights, alphas)
             }
         };
-        Ok(FittedEksvd { maps: None, features, eigenvalues, weights, alphas, solver: self.solver })
+        Ok(Eksvd { maps: None, features, eigenvalues, weights, alphas, solver: self.solver })
     }
 }
 
@@ -147,7 +149,8 @@ impl EksvdParams {
 /// the dual recovers `w_q` by Eq. 5, the covariance solver `alpha^(q)` by
 /// Eq. 5), the training features and, when fitted from raw data, the maps.
 #[derive(Debug, Clone)]
-pub struct FittedEksvd {
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct Eksvd {
     maps: Option<Vec<FittedFeatureMap>>,
     features: Vec<DMatrix<f64>>,
     eigenvalues: DVector<f64>,
@@ -156,7 +159,46 @@ pub struct FittedEksvd {
     solver: Solver,
 }
 
-impl FittedEksvd {
+#[cfg(feature = "serde")]
+impl crate::io::SavedModel for Eksvd {
+    const KIND: &'static str = "eksvd";
+
+    /// `Q >= 2` sources; per source `features` `N_q x d_q`, `weights`
+    /// `d_q x k`, `alphas` `N_q x k`; a map per source (if any) from its
+    /// input dimension to `d_q`; everything finite.
+    fn check_loaded(&self) -> Result<()> {
+        use crate::io::ensure;
+        let (q, k) = (self.features.len(), self.eigenvalues.len());
+        ensure(q >= 2 && self.weights.len() == q && self.alphas.len() == q, || format!("{q} feature blocks, {} weight and {} dual blocks", self.weights.len(), self.alphas.len()))?;
+        ensure(k >= 1 && self.eigenvalues.iter().all(|v| v.is_finite()), || "no or non-finite eigenvalues".into())?;
+        for s in 0..q {
+            let (n, d) = self.features[s].shape();
+            ensure(self.weights[s].shape() == (d, k) && self.alphas[s].shape() == (n, k), || format!("source {s}: shapes disagree"))?;
+            for m in [&self.features[s], &self.weights[s], &self.alphas[s]] {
+                ensure(m.iter().all(|v| v.is_finite()), || format!("source {s}: non-finite entries"))?;
+            }
+        }
+        if let Some(maps) = &self.maps {
+            ensure(maps.len() == q, || format!("{} feature maps for {q} sources", maps.len()))?;
+            for (s, m) in maps.iter().enumerate() {
+                ensure(m.is_consistent(), || format!("source {s}: inconsistent feature map"))?;
+                ensure(m.output_dim() == self.features[s].ncols(), || format!("source {s}: the map gives {} features, the model has {}", m.output_dim(), self.features[s].ncols()))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(feature = "serde")]
+impl crate::io::SavedModel for Ksvd {
+    const KIND: &'static str = "ksvd";
+    fn check_loaded(&self) -> Result<()> {
+        crate::io::ensure(self.model.n_sources() == 2, || format!("KSVD with {} sources", self.model.n_sources()))?;
+        self.model.check_loaded()
+    }
+}
+
+impl Eksvd {
     /// Number of sources `Q`.
     pub fn n_sources(&self) -> usize {
         self.features.len()
@@ -186,7 +228,7 @@ impl FittedEksvd {
     ///
     /// # Panics
     ///
-    /// If `q >= n_sources()`; [`FittedEksvd::try_weights`] returns an error instead.
+    /// If `q >= n_sources()`; [`Eksvd::try_weights`] returns an error instead.
     pub fn weights(&self, q: usize) -> &DMatrix<f64> {
         &self.weights[q]
     }
@@ -201,7 +243,7 @@ impl FittedEksvd {
     ///
     /// # Panics
     ///
-    /// If `q >= n_sources()`; [`FittedEksvd::try_alphas`] returns an error instead.
+    /// If `q >= n_sources()`; [`Eksvd::try_alphas`] returns an error instead.
     pub fn alphas(&self, q: usize) -> &DMatrix<f64> {
         &self.alphas[q]
     }
@@ -216,7 +258,7 @@ impl FittedEksvd {
     ///
     /// # Panics
     ///
-    /// If `q >= n_sources()`; [`FittedEksvd::try_training_features`] returns an error instead.
+    /// If `q >= n_sources()`; [`Eksvd::try_training_features`] returns an error instead.
     pub fn training_features(&self, q: usize) -> &DMatrix<f64> {
         &self.features[q]
     }
@@ -289,9 +331,9 @@ impl FittedEksvd {
     }
 
     /// Projection scores (primal form) of new raw rows `x` of source `q`
-    /// (on a GPU: [`FittedEksvd::transform_resident`] in `f64` where the
+    /// (on a GPU: [`Eksvd::transform_resident`] in `f64` where the
     /// adapter has it, X up once, the scores back).
-    pub fn transform(&self, device: &Device, q: usize, x: &DMatrix<f64>) -> Result<DMatrix<f64>> {
+    pub fn transform_source(&self, device: &Device, q: usize, x: &DMatrix<f64>) -> Result<DMatrix<f64>> {
         if device.is_gpu() && self.maps.is_some() {
             crate::linalg::check_matrix("x", x)?;
             let xd = device.upload(x, device.best_precision())?;
@@ -317,7 +359,7 @@ impl FittedEksvd {
         let k = self.n_components();
         let mut out = DMatrix::zeros(data.source(0).nrows(), self.n_sources() * k);
         for q in 0..self.n_sources() {
-            let e = self.transform(device, q, data.source(q))?;
+            let e = self.transform_source(device, q, data.source(q))?;
             out.columns_mut(q * k, k).copy_from(&e);
         }
         Ok(out)
@@ -356,6 +398,7 @@ impl FittedEksvd {
 /// `Z` (rows `z_j`): by Theorem 2.1 its eigenvalues are the singular values of
 /// `K_xz = Phi_x Phi_z^T` and `alpha`, `beta` the stacked singular vectors.
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct KsvdParams {
     inner: EksvdParams,
 }
@@ -384,20 +427,32 @@ impl KsvdParams {
         self
     }
 
+    /// Fits on two sources `X = data.source(0)` (`N x d_x`) and
+    /// `Z = data.source(1)` (`M x d_z`); `N != M` is fine.
+    ///
+    /// Errors: [`EksvdError::InvalidParameter`] for other than two sources,
+    /// and those of [`EksvdParams::fit`].
+    pub fn fit(&self, device: &Device, data: &MultiSource) -> Result<Ksvd> {
+        if data.n_sources() != 2 {
+            return Err(EksvdError::InvalidParameter { name: "sources", reason: format!("KSVD couples exactly 2 sources, got {}", data.n_sources()) });
+        }
+        Ok(Ksvd { model: self.inner.fit(device, data)? })
+    }
+
     /// Fits on `x` (`N x d_x`) and `z` (`M x d_z`); `N != M` is fine.
-    pub fn fit(&self, device: &Device, x: &DMatrix<f64>, z: &DMatrix<f64>) -> Result<FittedKsvd> {
-        let data = MultiSource::new(vec![x.clone(), z.clone()])?;
-        Ok(FittedKsvd { model: self.inner.fit(device, &data)? })
+    pub fn fit_pair(&self, device: &Device, x: &DMatrix<f64>, z: &DMatrix<f64>) -> Result<Ksvd> {
+        self.fit(device, &MultiSource::new(vec![x.clone(), z.clone()])?)
     }
 }
 
-/// A fitted KSVD model (a two-source [`FittedEksvd`]).
+/// A fitted KSVD model (a two-source [`Eksvd`]).
 #[derive(Debug, Clone)]
-pub struct FittedKsvd {
-    model: FittedEksvd,
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct Ksvd {
+    model: Eksvd,
 }
 
-impl FittedKsvd {
+impl Ksvd {
     /// The singular values of `K_xz` retained (the eigenvalues `lambda`).
     pub fn singular_values(&self) -> &DVector<f64> {
         self.model.eigenvalues()
@@ -405,16 +460,16 @@ impl FittedKsvd {
 
     /// Scores `e = phi(x)^T w` of new rows of `X`.
     pub fn transform_x(&self, device: &Device, x: &DMatrix<f64>) -> Result<DMatrix<f64>> {
-        self.model.transform(device, 0, x)
+        self.model.transform_source(device, 0, x)
     }
 
     /// Scores `r = psi(z)^T v` of new rows of `Z`.
     pub fn transform_z(&self, device: &Device, z: &DMatrix<f64>) -> Result<DMatrix<f64>> {
-        self.model.transform(device, 1, z)
+        self.model.transform_source(device, 1, z)
     }
 
     /// The underlying two-source eKSVD model.
-    pub fn as_eksvd(&self) -> &FittedEksvd {
+    pub fn as_eksvd(&self) -> &Eksvd {
         &self.model
     }
 }

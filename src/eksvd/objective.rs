@@ -87,7 +87,7 @@ pub struct KktResiduals {
 /// (`N_q x d_phi`), weights `w_q`, dual variables `alpha^(q)` and `gamma`.
 ///
 /// Errors: fewer than 2 sources, shape mismatches, empty or non-finite
-/// inputs, a non-finite `gamma`, and `Compute(Overflow)` when finite inputs
+/// inputs, a non-finite `gamma`, and [`EksvdError::Overflow`] when finite inputs
 /// overflow the residuals.
 pub fn kkt_residuals(features: &[DMatrix<f64>], weights: &[DVector<f64>], alphas: &[DVector<f64>], gamma: f64) -> Result<KktResiduals> {
     let n = features.len();
@@ -127,10 +127,10 @@ pub fn kkt_residuals(features: &[DMatrix<f64>], weights: &[DVector<f64>], alphas
     Ok(KktResiduals { stationarity, dual_scaling })
 }
 
-/// [`EksvdError::NonFinite`] at the first NaN/Inf entry of `v` (of source `q`).
+/// [`EksvdError::NonFiniteSource`] at the first NaN/Inf entry of `v` (of source `q`).
 fn finite_vector(what: &'static str, q: usize, v: &DVector<f64>) -> Result<()> {
     match v.iter().position(|x| !x.is_finite()) {
-        Some(row) => Err(EksvdError::NonFinite { what, source_index: q, row, col: 0 }),
+        Some(row) => Err(EksvdError::NonFiniteSource { what, source_index: q, row, col: 0 }),
         None => Ok(()),
     }
 }

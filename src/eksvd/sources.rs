@@ -22,7 +22,7 @@ impl MultiSource {
     /// Unpaired sources: `N_q` may differ.
     ///
     /// Errors: [`EksvdError::TooFewSources`], [`EksvdError::EmptySource`],
-    /// [`EksvdError::NonFinite`].
+    /// [`EksvdError::NonFiniteSource`].
     pub fn new(sources: Vec<DMatrix<f64>>) -> Result<Self> {
         if sources.len() < 2 {
             return Err(EksvdError::TooFewSources(sources.len()));

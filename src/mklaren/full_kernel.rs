@@ -12,6 +12,7 @@ use crate::{Device, Kernel};
 /// How the kernel weights `mu` are chosen. With centred kernels
 /// `K^c = P K P` and `a_q = <K_q^c, y y^T>_F = y^T K_q^c y`:
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub enum KernelCombination {
     /// `mu_q = 1`: the unweighted sum (`uniform`).
     Uniform,
@@ -28,6 +29,7 @@ pub enum KernelCombination {
 /// Parameters of kernel ridge regression on a combination of full kernels.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FullKernelRidgeParams {
+    kernels: Vec<Kernel>,
     combination: KernelCombination,
     lambda: f64,
 }
@@ -35,13 +37,31 @@ pub struct FullKernelRidgeParams {
 impl FullKernelRidgeParams {
     /// `combination` of the kernels; `lambda = 1`.
     pub fn new(combination: KernelCombination) -> Self {
-        FullKernelRidgeParams { combination, lambda: 1.0 }
+        FullKernelRidgeParams { kernels: Vec::new(), combination, lambda: 1.0 }
+    }
+
+    /// The kernels `k_1 .. k_p` (at least one; checked at fit), each on
+    /// the shared input or on its own input ([`FullKernelRidgeParams::fit_inputs`]).
+    pub fn kernels(mut self, kernels: &[Kernel]) -> Self {
+        self.kernels = kernels.to_vec();
+        self
+    }
+
+    /// The kernels.
+    pub fn kernel_list(&self) -> &[Kernel] {
+        &self.kernels
     }
 
     /// Ridge parameter `lambda >= 0` of `(K_mu + lambda I) alpha = y`.
     pub fn lambda(mut self, lambda: f64) -> Self {
         self.lambda = lambda;
         self
+    }
+
+    /// Fits on `data`: every kernel on the shared input `data.x`, target
+    /// `data.y` ([`FullKernelRidgeParams::fit_inputs`] for one input per kernel).
+    pub fn fit(&self, device: &Device, data: &crate::estimator::Supervised) -> Result<FullKernelRidge, MklarenError> {
+        self.fit_inputs(device, &[&data.x], &data.y)
     }
 
     /// Builds every kernel matrix on `device` (O(p n^2) memory), computes the
@@ -54,7 +74,8 @@ impl FullKernelRidgeParams {
     /// target, [`MklarenError::Singular`] when the system is not positive
     /// definite (e.g. `lambda = 0` on a rank-deficient kernel sum) or, with
     /// negative alignf weights, singular.
-    pub fn fit(&self, device: &Device, kernels: &[Kernel], inputs: &[&DMatrix<f64>], y: &DVector<f64>) -> Result<FullKernelRidge, MklarenError> {
+    pub fn fit_inputs(&self, device: &Device, inputs: &[&DMatrix<f64>], y: &DVector<f64>) -> Result<FullKernelRidge, MklarenError> {
+        let kernels: &[Kernel] = &self.kernels;
         let xs = inputs_per_kernel(kernels, inputs, None)?;
         check_lambda(self.lambda)?;
         let n = xs[0].nrows();
@@ -197,6 +218,7 @@ pub(crate) fn nonnegative_quadratic(m: &DMatrix<f64>, a: &DVector<f64>) -> Resul
 
 /// A fitted kernel ridge regression on a kernel combination.
 #[derive(Debug, Clone)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct FullKernelRidge {
     kernels: Vec<Kernel>,
     training_inputs: Vec<DMatrix<f64>>,
@@ -216,9 +238,15 @@ impl FullKernelRidge {
         &self.dual
     }
 
+    /// Predictions for new rows `x` of the shared input (every kernel on
+    /// `x`; [`FullKernelRidge::predict_inputs`] for one input per kernel).
+    pub fn predict(&self, device: &Device, x: &DMatrix<f64>) -> Result<DVector<f64>, MklarenError> {
+        self.predict_inputs(device, &[x])
+    }
+
     /// Predictions `mean(y) + sum_q mu_q K_q(X*, X) alpha`, each product
     /// `K_q(X*, X) alpha` computed on `device` without storing `K_q(X*, X)`.
-    pub fn predict(&self, device: &Device, inputs: &[&DMatrix<f64>]) -> Result<DVector<f64>, MklarenError> {
+    pub fn predict_inputs(&self, device: &Device, inputs: &[&DMatrix<f64>]) -> Result<DVector<f64>, MklarenError> {
         let xs = inputs_per_kernel(&self.kernels, inputs, None)?;
         let alpha = DMatrix::from_column_slice(self.dual.len(), 1, self.dual.as_slice());
         let mut out = DVector::from_element(xs[0].nrows(), self.target_mean);
@@ -280,5 +308,21 @@ mod tests {
         let ratio = lhs.dot(&a) / a.norm_squared();
         assert!((lhs - &a * ratio).norm() < 1e-8 * a.norm() * ratio.abs(), "M mu must be parallel to a");
         assert!((mu.norm() - 1.0).abs() < 1e-12);
+    }
+}
+
+#[cfg(feature = "serde")]
+impl crate::io::SavedModel for FullKernelRidge {
+    const KIND: &'static str = "full-kernel-ridge";
+
+    /// A training input and a weight per kernel, all with the dual's `n`
+    /// rows; valid kernels; finite.
+    fn check_loaded(&self) -> Result<(), MklarenError> {
+        use crate::io::ensure;
+        let (p, n) = (self.kernels.len(), self.dual.len());
+        ensure(p >= 1 && self.training_inputs.len() == p && self.weights.len() == p, || format!("{p} kernels, {} inputs, {} weights", self.training_inputs.len(), self.weights.len()))?;
+        ensure(self.training_inputs.iter().all(|x| x.nrows() == n && x.iter().all(|v| v.is_finite())), || "training inputs do not match the dual coefficients".into())?;
+        ensure(self.kernels.iter().all(|k| k.validate().is_ok()), || "invalid kernel".into())?;
+        ensure(self.weights.iter().chain(self.dual.iter()).all(|v| v.is_finite()) && self.target_mean.is_finite(), || "non-finite numbers".into())
     }
 }

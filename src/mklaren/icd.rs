@@ -155,6 +155,7 @@ fn linalg_rows(x: &DMatrix<f64>, idx: &[usize]) -> DMatrix<f64> {
 /// an |A| x rank matrix stored after training, so a new sample needs only
 /// its kernel values against the active pivots.
 #[derive(Debug, Clone)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct FactorTransform {
     kernel: Kernel,
     pivot_rows: DMatrix<f64>,
@@ -162,6 +163,15 @@ pub struct FactorTransform {
 }
 
 impl FactorTransform {
+    /// The kernel is valid, `T` has a row per pivot, and every number is
+    /// finite (the check of a loaded model).
+    #[cfg(feature = "serde")]
+    pub(crate) fn is_consistent(&self) -> bool {
+        self.kernel.validate().is_ok()
+            && self.pivot_rows.nrows() == self.transform.nrows()
+            && self.pivot_rows.iter().chain(self.transform.iter()).all(|v| v.is_finite())
+    }
+
     /// The kernel.
     pub fn kernel(&self) -> Kernel {
         self.kernel

@@ -32,6 +32,7 @@ pub enum LowRankMethod {
 /// Parameters of the stacked low-rank ridge baselines (`icd`, `Nystrom`, `csi` in the paper).
 #[derive(Debug, Clone, PartialEq)]
 pub struct LowRankRidgeParams {
+    kernels: Vec<Kernel>,
     method: LowRankMethod,
     rank_per_kernel: usize,
     lambda: f64,
@@ -40,7 +41,19 @@ pub struct LowRankRidgeParams {
 impl LowRankRidgeParams {
     /// `method` at rank `rank_per_kernel` for every kernel; `lambda = 0`.
     pub fn new(method: LowRankMethod, rank_per_kernel: usize) -> Self {
-        LowRankRidgeParams { method, rank_per_kernel, lambda: 0.0 }
+        LowRankRidgeParams { kernels: Vec::new(), method, rank_per_kernel, lambda: 0.0 }
+    }
+
+    /// The kernels `k_1 .. k_p` (at least one; checked at fit), each on
+    /// the shared input or on its own input ([`LowRankRidgeParams::fit_inputs`]).
+    pub fn kernels(mut self, kernels: &[Kernel]) -> Self {
+        self.kernels = kernels.to_vec();
+        self
+    }
+
+    /// The kernels.
+    pub fn kernel_list(&self) -> &[Kernel] {
+        &self.kernels
     }
 
     /// Ridge parameter `lambda`, finite and `>= 0`. With `lambda = 0` a
@@ -51,6 +64,12 @@ impl LowRankRidgeParams {
         self
     }
 
+    /// Fits on `data`: every kernel on the shared input `data.x`, target
+    /// `data.y` ([`LowRankRidgeParams::fit_inputs`] for one input per kernel).
+    pub fn fit(&self, device: &Device, data: &crate::estimator::Supervised) -> Result<LowRankRidge, MklarenError> {
+        self.fit_inputs(device, &[&data.x], &data.y)
+    }
+
     /// Approximates each kernel `K_q ~ G_q G_q^T`, stacks `F = [G_1 .. G_p]`,
     /// standardises its columns (centred, unit norm, like `h` in mklaren) and
     /// solves ridge regression `(F^T F + lambda I) beta = F^T (y - mean(y))`
@@ -59,7 +78,8 @@ impl LowRankRidgeParams {
     /// Errors: invalid parameters (rank 0 or above n, kappa outside [0, 1],
     /// delta 0, lambda < 0), inputs that disagree on n, NaN/Inf, constant
     /// target, [`MklarenError::Singular`] for `lambda = 0` on collinear factors.
-    pub fn fit(&self, device: &Device, kernels: &[Kernel], inputs: &[&DMatrix<f64>], y: &DVector<f64>) -> Result<LowRankRidge, MklarenError> {
+    pub fn fit_inputs(&self, device: &Device, inputs: &[&DMatrix<f64>], y: &DVector<f64>) -> Result<LowRankRidge, MklarenError> {
+        let kernels: &[Kernel] = &self.kernels;
         let xs = inputs_per_kernel(kernels, inputs, None)?;
         let n = xs[0].nrows();
         check_lambda(self.lambda)?;
@@ -140,6 +160,7 @@ impl LowRankRidgeParams {
 
 /// A fitted stacked low-rank ridge regression.
 #[derive(Debug, Clone)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct LowRankRidge {
     kernels: Vec<Kernel>,
     transforms: Vec<FactorTransform>,
@@ -166,9 +187,15 @@ impl LowRankRidge {
         &self.training_fit
     }
 
+    /// Predictions for new rows `x` of the shared input (every kernel on
+    /// `x`; [`LowRankRidge::predict_inputs`] for one input per kernel).
+    pub fn predict(&self, device: &Device, x: &DMatrix<f64>) -> Result<DVector<f64>, MklarenError> {
+        self.predict_inputs(device, &[x])
+    }
+
     /// Predictions for new samples (same input layout as in `fit`); kernel
     /// values against the pivots are computed on `device`.
-    pub fn predict(&self, device: &Device, inputs: &[&DMatrix<f64>]) -> Result<DVector<f64>, MklarenError> {
+    pub fn predict_inputs(&self, device: &Device, inputs: &[&DMatrix<f64>]) -> Result<DVector<f64>, MklarenError> {
         let xs = inputs_per_kernel(&self.kernels, inputs, None)?;
         let mut out = DVector::from_element(xs[0].nrows(), self.target_mean);
         let mut c0 = 0;
@@ -184,5 +211,22 @@ impl LowRankRidge {
             c0 += g.ncols();
         }
         Ok(out)
+    }
+}
+
+#[cfg(feature = "serde")]
+impl crate::io::SavedModel for LowRankRidge {
+    const KIND: &'static str = "low-rank-ridge";
+
+    /// A transform per kernel; a mean, scale and coefficient per stacked
+    /// factor column; finite.
+    fn check_loaded(&self) -> Result<(), MklarenError> {
+        use crate::io::ensure;
+        let p = self.kernels.len();
+        ensure(p >= 1 && self.transforms.len() == p, || format!("{p} kernels, {} transforms", self.transforms.len()))?;
+        ensure(self.transforms.iter().zip(&self.kernels).all(|(t, k)| t.is_consistent() && t.kernel() == *k), || "inconsistent factor transforms".into())?;
+        let columns: usize = self.transforms.iter().map(|t| t.matrix().ncols()).sum();
+        ensure(self.means.len() == columns && self.scales.len() == columns && self.coefficients.len() == columns, || format!("{columns} factor columns, {} means, {} scales, {} coefficients", self.means.len(), self.scales.len(), self.coefficients.len()))?;
+        ensure(self.means.iter().chain(self.scales.iter()).chain(self.coefficients.iter()).chain(self.training_fit.iter()).all(|v| v.is_finite()) && self.target_mean.is_finite(), || "non-finite numbers".into())
     }
 }

@@ -31,6 +31,7 @@ mod icd;
 mod low_rank;
 mod model;
 mod tall;
+mod estimator;
 
 pub use columns::KernelColumns;
 pub use error::MklarenError;

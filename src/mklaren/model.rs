@@ -16,6 +16,7 @@ use crate::{Device, Kernel};
 /// Parameters of mklaren: total rank K, look-ahead delta, ridge lambda.
 #[derive(Debug, Clone, PartialEq)]
 pub struct MklarenParams {
+    kernels: Vec<Kernel>,
     rank: usize,
     lookahead: usize,
     lambda: f64,
@@ -28,7 +29,19 @@ impl MklarenParams {
     /// look-ahead `delta = 10`, `lambda = 0` (plain least squares at the end
     /// of the path).
     pub fn new(rank: usize) -> Self {
-        MklarenParams { rank, lookahead: 10, lambda: 0.0 }
+        MklarenParams { kernels: Vec::new(), rank, lookahead: 10, lambda: 0.0 }
+    }
+
+    /// The kernels `k_1 .. k_p` (at least one; checked at fit), each on
+    /// the shared input or on its own input ([`MklarenParams::fit_inputs`]).
+    pub fn kernels(mut self, kernels: &[Kernel]) -> Self {
+        self.kernels = kernels.to_vec();
+        self
+    }
+
+    /// The kernels.
+    pub fn kernel_list(&self) -> &[Kernel] {
+        &self.kernels
     }
 
     /// Number of look-ahead columns `delta >= 1` per kernel (Eq. 12). A
@@ -60,7 +73,13 @@ impl MklarenParams {
         check_lambda(self.lambda)
     }
 
-    /// Fits mklaren to `y` with the kernels `kernels` on `inputs` (one matrix
+    /// Fits on `data`: every kernel on the shared input `data.x`, target
+    /// `data.y` ([`MklarenParams::fit_inputs`] for one input per kernel).
+    pub fn fit(&self, device: &Device, data: &crate::estimator::Supervised) -> Result<Mklaren, MklarenError> {
+        self.fit_inputs(device, &[&data.x], &data.y)
+    }
+
+    /// Fits mklaren to `y` with the kernels of [`MklarenParams::kernels`] on `inputs` (one matrix
     /// shared by all kernels, or one per kernel; rows are samples).
     ///
     /// Each of the K iterations: (1) scores every candidate pivot `i` of
@@ -88,7 +107,8 @@ impl MklarenParams {
     /// NaN/Inf inputs or target, constant target, and
     /// [`MklarenError::RankDeficient`] when the kernels run out of
     /// independent columns before K.
-    pub fn fit(&self, device: &Device, kernels: &[Kernel], inputs: &[&DMatrix<f64>], y: &DVector<f64>) -> Result<Mklaren, MklarenError> {
+    pub fn fit_inputs(&self, device: &Device, inputs: &[&DMatrix<f64>], y: &DVector<f64>) -> Result<Mklaren, MklarenError> {
+        let kernels: &[Kernel] = &self.kernels;
         let xs = inputs_per_kernel(kernels, inputs, None)?;
         let n = xs[0].nrows();
         self.validate(n)?;
@@ -354,6 +374,7 @@ impl<'a> KernelState<'a> {
 
 /// One column of the combined feature matrix `H`, in the order LAR chose it.
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct SelectedColumn {
     /// Index of the kernel.
     pub kernel: usize,
@@ -371,6 +392,7 @@ pub struct SelectedColumn {
 
 /// A fitted mklaren model.
 #[derive(Debug, Clone)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Mklaren {
     kernels: Vec<Kernel>,
     transforms: Vec<FactorTransform>,
@@ -426,10 +448,16 @@ impl Mklaren {
         &self.transforms
     }
 
+    /// Predictions for new rows `x` of the shared input (every kernel on
+    /// `x`; [`Mklaren::predict_inputs`] for one input per kernel).
+    pub fn predict(&self, device: &Device, x: &DMatrix<f64>) -> Result<DVector<f64>, MklarenError> {
+        self.predict_inputs(device, &[x])
+    }
+
     /// Predictions for new samples (same input layout as in `fit`): `G*_q =
     /// K_q(*, A_q) T_q` (Eq. 21), `H*` centred, normalised and signed as in
     /// training, `mean(y) + H* beta`. Kernel values are computed on `device`.
-    pub fn predict(&self, device: &Device, inputs: &[&DMatrix<f64>]) -> Result<DVector<f64>, MklarenError> {
+    pub fn predict_inputs(&self, device: &Device, inputs: &[&DMatrix<f64>]) -> Result<DVector<f64>, MklarenError> {
         self.predict_with(device, inputs, &self.coefficients)
     }
 
@@ -532,5 +560,23 @@ mod tests {
         assert!(t > 0.0 && t < 1.0);
         assert!(((c - t * a).abs() - (1.0 - t) * cmax).abs() < 1e-12);
         assert_eq!(step_length(1.0, 1.5, 0.0), 0.0);
+    }
+}
+
+#[cfg(feature = "serde")]
+impl crate::io::SavedModel for Mklaren {
+    const KIND: &'static str = "mklaren";
+
+    /// A transform per kernel; every selected column within its kernel's
+    /// factor; a coefficient per column and a weight per kernel; finite.
+    fn check_loaded(&self) -> Result<(), MklarenError> {
+        use crate::io::ensure;
+        let p = self.kernels.len();
+        ensure(p >= 1 && self.transforms.len() == p && self.kernel_weights.len() == p, || format!("{p} kernels, {} transforms, {} weights", self.transforms.len(), self.kernel_weights.len()))?;
+        ensure(self.transforms.iter().zip(&self.kernels).all(|(t, k)| t.is_consistent() && t.kernel() == *k), || "inconsistent factor transforms".into())?;
+        ensure(self.coefficients.len() == self.selected.len() && self.path.iter().all(|b| b.len() == self.selected.len()), || "coefficients do not match the selected columns".into())?;
+        ensure(self.selected.iter().all(|c| c.kernel < p && c.position < self.transforms[c.kernel].matrix().ncols() && c.mean.is_finite() && c.norm.is_finite() && c.norm > 0.0 && c.sign.is_finite()), || "a selected column outside its kernel's factor".into())?;
+        let finite = |v: &DVector<f64>| v.iter().all(|x| x.is_finite());
+        ensure(finite(&self.coefficients) && finite(&self.kernel_weights) && finite(&self.training_fit) && self.path.iter().all(finite) && self.target_mean.is_finite() && self.scale.is_finite(), || "non-finite numbers".into())
     }
 }

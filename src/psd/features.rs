@@ -60,7 +60,7 @@ impl EmpiricalFeatures {
     /// the Gaussian kernel of width `sigma`.
     ///
     /// Errors: invalid `sigma`, empty or non-finite centres,
-    /// [`PsdError::RankDeficient`] if `K` is numerically zero.
+    /// [`PsdError::NoUsableFeature`] if `K` is numerically zero.
     pub fn new(centres: &DMatrix<f64>, sigma: f64) -> Result<Self, PsdError> {
         check_positive("sigma", sigma)?;
         check_matrix("centres", centres)?;
@@ -141,7 +141,7 @@ fn factorise(k: &DMatrix<f64>) -> Result<(DMatrix<f64>, Factorisation), PsdError
     let m = k.nrows();
     let max_diag = (0..m).map(|i| k[(i, i)]).fold(0.0f64, f64::max);
     if max_diag <= 0.0 {
-        return Err(PsdError::RankDeficient);
+        return Err(PsdError::NoUsableFeature);
     }
     if let Ok(llt) = linalg::faer_ref(k).llt(Side::Lower) {
         let l = llt.L();
@@ -158,7 +158,7 @@ fn factorise(k: &DMatrix<f64>) -> Result<(DMatrix<f64>, Factorisation), PsdError
     let top = eig.eigenvalues[m - 1];
     let kept: Vec<usize> = (0..m).filter(|&i| eig.eigenvalues[i] > RANK_TOLERANCE * top).collect();
     if kept.is_empty() || top <= 0.0 {
-        return Err(PsdError::RankDeficient);
+        return Err(PsdError::NoUsableFeature);
     }
     // V = S_r^{1/2} U_r^T, (V V^T)^{-1} V = S_r^{-1/2} U_r^T.
     let r = kept.len();
@@ -197,9 +197,9 @@ mod tests {
     fn invalid_inputs_are_typed_errors() {
         let z = DMatrix::<f64>::zeros(3, 2);
         assert!(matches!(EmpiricalFeatures::new(&z, 0.0), Err(PsdError::InvalidParameter { .. })));
-        assert!(matches!(EmpiricalFeatures::new(&DMatrix::zeros(0, 2), 1.0), Err(PsdError::Compute(_))));
+        assert!(matches!(EmpiricalFeatures::new(&DMatrix::zeros(0, 2), 1.0), Err(ref e) if e.is_invalid_input()));
         let mut bad = z.clone();
         bad[(1, 1)] = f64::NAN;
-        assert!(matches!(EmpiricalFeatures::new(&bad, 1.0), Err(PsdError::Compute(_))));
+        assert!(matches!(EmpiricalFeatures::new(&bad, 1.0), Err(ref e) if e.is_invalid_input()));
     }
 }

@@ -60,3 +60,6 @@ pub use baselines::BaselineKind;
 pub use heteroscedastic::{HeteroscedasticParams, HeteroscedasticRegression};
 pub use integrals::BaseMeasure;
 pub use model::PsdModel;
+pub use regression::{QuantileParams, QuantileRegression};
+
+mod estimator;

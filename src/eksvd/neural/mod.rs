@@ -35,53 +35,9 @@ pub use train::{EpochRecord, NeuralEksvd, NeuralEksvdParams, TrainingHistory};
 use std::sync::OnceLock;
 
 use burn::tensor::Device;
-use thiserror::Error;
 
-use super::EksvdError;
-
-/// Errors of Neural eKSVD.
-#[derive(Debug, Error, Clone, PartialEq)]
-pub enum NeuralError {
-    /// Invalid data (empty, NaN/inf, mismatched shapes) or parameters, as for
-    /// the other eKSVD solvers.
-    #[error(transparent)]
-    Eksvd(#[from] EksvdError),
-    /// A value that is finite in f64 overflows f32, the precision of training.
-    #[error("{what} of source {source_index} has a value ({value:e}) that is not finite in f32")]
-    NotRepresentable {
-        /// What was converted.
-        what: &'static str,
-        /// Index of the source.
-        source_index: usize,
-        /// The offending value.
-        value: f64,
-    },
-    /// Labels do not match the samples.
-    #[error("labels: {0}")]
-    Labels(String),
-    /// The training loss became NaN/infinite or grew beyond the divergence
-    /// bound; no model is returned.
-    #[error("training diverged at epoch {epoch}: loss {loss:e} (initial {initial:e}); lower the learning rate")]
-    Diverged {
-        /// Epoch (1-based) at whose end the loss was checked.
-        epoch: usize,
-        /// The loss found (may be NaN or infinite).
-        loss: f64,
-        /// The loss before training.
-        initial: f64,
-    },
-    /// The requested backend cannot run here (e.g. no wgpu adapter).
-    #[error("backend {backend} unavailable: {reason}")]
-    BackendUnavailable {
-        /// The backend.
-        backend: &'static str,
-        /// Why.
-        reason: String,
-    },
-    /// Saving or loading a model failed.
-    #[error("model record: {0}")]
-    Record(String),
-}
+/// Neural eKSVD's error: an alias of the library's one [`Error`](crate::Error).
+pub type NeuralError = crate::error::Error;
 
 /// Result type of Neural eKSVD.
 pub type Result<T, E = NeuralError> = std::result::Result<T, E>;

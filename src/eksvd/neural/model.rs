@@ -9,7 +9,7 @@ use nalgebra::{DMatrix, DVector};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use super::{NeuralError, Result};
+use super::Result;
 use crate::eksvd::EksvdError;
 
 /// Activation of the feature-map MLPs.
@@ -92,7 +92,7 @@ impl Architecture {
         if self.input_dims.len() < 2 {
             return Err(EksvdError::TooFewSources(self.input_dims.len()).into());
         }
-        let bad = |name: &'static str, reason: String| Err(NeuralError::Eksvd(EksvdError::InvalidParameter { name, reason }));
+        let bad = |name: &'static str, reason: String| Err(EksvdError::InvalidParameter { name, reason });
         if self.input_dims.contains(&0) || self.hidden.contains(&0) {
             return bad("hidden", "all layer widths and input dimensions must be positive".into());
         }

@@ -150,7 +150,7 @@ impl NeuralEksvdParams {
     }
 
     fn validate(&self) -> Result<()> {
-        let bad = |name: &'static str, reason: String| Err(NeuralError::Eksvd(EksvdError::InvalidParameter { name, reason }));
+        let bad = |name: &'static str, reason: String| Err(EksvdError::InvalidParameter { name, reason });
         if !(self.eta.is_finite() && self.eta >= 0.0) {
             return bad("eta", format!("must be finite and >= 0, got {}", self.eta));
         }
@@ -189,8 +189,8 @@ impl NeuralEksvdParams {
     /// early stopping on the macro-F1 of `validation` when given (the best
     /// epoch's weights are kept), else for `max_epochs`.
     ///
-    /// Errors: invalid parameters or data ([`NeuralError::Eksvd`]), values
-    /// that overflow f32 ([`NeuralError::NotRepresentable`]), bad labels,
+    /// Errors: invalid parameters or data ([`EksvdError`]), values
+    /// that overflow f32 ([`NeuralError::SourceNotRepresentable`]), bad labels,
     /// [`NeuralError::Diverged`], [`NeuralError::BackendUnavailable`].
     pub fn fit(&self, train: &MultiSource, labels: &[usize], validation: Option<(&MultiSource, &[usize])>) -> Result<NeuralEksvd> {
         self.validate()?;
@@ -320,7 +320,7 @@ fn to_f32_rows(q: usize, x: &DMatrix<f64>) -> Result<Vec<f32>> {
         for &value in row.iter() {
             let f = value as f32;
             if !f.is_finite() {
-                return Err(NeuralError::NotRepresentable { what: "data", source_index: q, value });
+                return Err(NeuralError::SourceNotRepresentable { what: "data", source_index: q, value });
             }
             v.push(f);
         }

@@ -1,0 +1,163 @@
+//! Saving and loading fitted models (feature `serde`).
+//!
+//! A saved model is an envelope `{format, version, kind, crate_version,
+//! model}` written as JSON (readable, diffable) or CBOR (RFC 8949, compact
+//! binary). Loading reads the envelope first: another `format` or `kind`, or
+//! a `version` newer than [`FORMAT_VERSION`], is [`Error::Record`] with the
+//! reason, before the model itself is decoded; a decoded model is checked
+//! for consistency ([`SavedModel::check_loaded`]) so that a damaged file
+//! fails at load, not in a later `predict`.
+//!
+//! ```
+//! use gramian::prelude::*;
+//! use gramian::io::SavedModel;
+//! use nalgebra::DMatrix;
+//!
+//! let x = DMatrix::<f64>::from_fn(30, 3, |i, j| ((i * 5 + j) % 7) as f64);
+//! let z = DMatrix::<f64>::from_fn(30, 2, |i, j| ((i + 3 * j) % 5) as f64);
+//! let data = MultiSource::paired(vec![x, z])?;
+//! let model = EksvdParams::new(2).fit(&Device::cpu(), &data)?;
+//! let json = model.to_json()?;
+//! let loaded = Eksvd::from_json(&json)?;
+//! assert_eq!(loaded.transform(&Device::cpu(), &data)?, model.transform(&Device::cpu(), &data)?);
+//! # Ok::<(), gramian::Error>(())
+//! ```
+
+use std::path::Path;
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+
+/// The envelope's `format` field.
+pub const FORMAT_NAME: &str = "gramian-model";
+
+/// The version of the saved-model format written by this build. Files of
+/// this or an older version load; newer ones fail with [`Error::Record`].
+pub const FORMAT_VERSION: u32 = 1;
+
+/// The encoding of a saved model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// JSON text.
+    Json,
+    /// CBOR (RFC 8949), compact binary.
+    Cbor,
+}
+
+/// A fitted model that can be saved and loaded.
+pub trait SavedModel: Serialize + DeserializeOwned {
+    /// The envelope's `kind` (e.g. `"eksvd"`): a file of another kind does
+    /// not load as this model.
+    const KIND: &'static str;
+
+    /// Checks the internal consistency of a decoded model (shapes, finite
+    /// values); called by every loader.
+    fn check_loaded(&self) -> Result<()>;
+
+    /// The model as JSON.
+    fn to_json(&self) -> Result<String> {
+        serde_json::to_string(&Envelope::of(self)).map_err(|e| Error::Record(format!("JSON encoding: {e}")))
+    }
+
+    /// A model from JSON written by [`SavedModel::to_json`].
+    fn from_json(text: &str) -> Result<Self> {
+        let header: Header = serde_json::from_str(text).map_err(|e| Error::Record(format!("not a saved model (JSON): {e}")))?;
+        header.check(Self::KIND)?;
+        let envelope: Envelope<Self> = serde_json::from_str(text).map_err(|e| Error::Record(format!("{} model (JSON): {e}", Self::KIND)))?;
+        envelope.model.check_loaded()?;
+        Ok(envelope.model)
+    }
+
+    /// The model as CBOR bytes.
+    fn to_cbor(&self) -> Result<Vec<u8>> {
+        let mut out = Vec::new();
+        ciborium::into_writer(&Envelope::of(self), &mut out).map_err(|e| Error::Record(format!("CBOR encoding: {e}")))?;
+        Ok(out)
+    }
+
+    /// A model from CBOR bytes written by [`SavedModel::to_cbor`].
+    fn from_cbor(bytes: &[u8]) -> Result<Self> {
+        let header: Header = ciborium::from_reader(bytes).map_err(|e| Error::Record(format!("not a saved model (CBOR): {e}")))?;
+        header.check(Self::KIND)?;
+        let envelope: Envelope<Self> = ciborium::from_reader(bytes).map_err(|e| Error::Record(format!("{} model (CBOR): {e}", Self::KIND)))?;
+        envelope.model.check_loaded()?;
+        Ok(envelope.model)
+    }
+
+    /// Writes the model to `path` in `format`.
+    fn save(&self, path: impl AsRef<Path>, format: Format) -> Result<()> {
+        let bytes = match format {
+            Format::Json => self.to_json()?.into_bytes(),
+            Format::Cbor => self.to_cbor()?,
+        };
+        std::fs::write(path.as_ref(), bytes).map_err(|e| Error::Record(format!("writing {}: {e}", path.as_ref().display())))
+    }
+
+    /// Reads a model saved by [`SavedModel::save`] in either format (JSON
+    /// files start with `{`).
+    fn load(path: impl AsRef<Path>) -> Result<Self> {
+        let bytes = std::fs::read(path.as_ref()).map_err(|e| Error::Record(format!("reading {}: {e}", path.as_ref().display())))?;
+        match bytes.iter().find(|b| !b.is_ascii_whitespace()) {
+            Some(b'{') => {
+                let text = std::str::from_utf8(&bytes).map_err(|e| Error::Record(format!("{}: not UTF-8 JSON: {e}", path.as_ref().display())))?;
+                Self::from_json(text)
+            }
+            _ => Self::from_cbor(&bytes),
+        }
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+struct Envelope<M> {
+    format: String,
+    version: u32,
+    kind: String,
+    crate_version: String,
+    model: M,
+}
+
+impl<'a, M: SavedModel> Envelope<&'a M> {
+    fn of(model: &'a M) -> Self {
+        Envelope { format: FORMAT_NAME.into(), version: FORMAT_VERSION, kind: M::KIND.into(), crate_version: env!("CARGO_PKG_VERSION").into(), model }
+    }
+}
+
+/// The envelope without the model (unknown fields are skipped).
+#[derive(Deserialize)]
+struct Header {
+    format: String,
+    version: u32,
+    kind: String,
+    crate_version: String,
+}
+
+impl Header {
+    fn check(&self, kind: &str) -> Result<()> {
+        if self.format != FORMAT_NAME {
+            return Err(Error::Record(format!("format {:?} is not {FORMAT_NAME:?}", self.format)));
+        }
+        if self.version > FORMAT_VERSION {
+            return Err(Error::Record(format!(
+                "model format version {} (written by gramian {}) is newer than this build reads ({FORMAT_VERSION}, gramian {}): upgrade gramian",
+                self.version,
+                self.crate_version,
+                env!("CARGO_PKG_VERSION")
+            )));
+        }
+        if self.kind != kind {
+            return Err(Error::Record(format!("the file holds a {:?} model, not {kind:?}", self.kind)));
+        }
+        Ok(())
+    }
+}
+
+/// Fails with [`Error::Record`] unless `ok`: the check of a loaded model.
+pub(crate) fn ensure(ok: bool, what: impl FnOnce() -> String) -> Result<()> {
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::Record(format!("inconsistent saved model: {}", what())))
+    }
+}

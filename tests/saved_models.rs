@@ -1,0 +1,119 @@
+//! Saved models (feature `serde`): every fitted model survives JSON and CBOR
+//! round trips exactly (same predictions bit for bit), and damaged, foreign
+//! or newer files fail at load with `Error::Record`.
+#![cfg(feature = "serde")]
+
+mod common;
+
+use gramian::eksvd::{Eigensolver, FeatureMap};
+use gramian::io::{Format, SavedModel, FORMAT_VERSION};
+use gramian::prelude::*;
+
+fn eksvd_model() -> (Eksvd, MultiSource) {
+    let mut rng = common::rng();
+    let data = MultiSource::paired(vec![common::random_matrix(&mut rng, 40, 3), common::random_matrix(&mut rng, 40, 4), common::random_matrix(&mut rng, 40, 16)]).unwrap();
+    // All three kinds of fitted maps, each giving 16 features.
+    let params = EksvdParams::new(3)
+        .feature_maps(vec![FeatureMap::random_fourier(0.5, 16).unwrap(), FeatureMap::nystrom(Kernel::rbf(0.3).unwrap(), 16, 20).unwrap(), FeatureMap::Linear])
+        .solver(Solver::Dual(Eigensolver::Dense))
+        .seed(3);
+    (params.fit(&Device::cpu(), &data).unwrap(), data)
+}
+
+fn assert_same_eksvd(a: &Eksvd, b: &Eksvd, data: &MultiSource) {
+    let cpu = Device::cpu();
+    assert_eq!(a.eigenvalues(), b.eigenvalues());
+    assert_eq!(a.transform_paired(&cpu, data).unwrap(), b.transform_paired(&cpu, data).unwrap());
+    for q in 0..data.n_sources() {
+        assert_eq!(a.transform_source(&cpu, q, data.source(q)).unwrap(), b.transform_source(&cpu, q, data.source(q)).unwrap());
+    }
+}
+
+#[test]
+fn eksvd_round_trips_in_both_formats() {
+    let (model, data) = eksvd_model();
+    let from_json = Eksvd::from_json(&model.to_json().unwrap()).unwrap();
+    assert_same_eksvd(&model, &from_json, &data);
+    let bytes = model.to_cbor().unwrap();
+    assert!(bytes.len() < model.to_json().unwrap().len(), "CBOR should be smaller than JSON");
+    assert_same_eksvd(&model, &Eksvd::from_cbor(&bytes).unwrap(), &data);
+    let dir = std::env::temp_dir().join(format!("gramian-saved-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for (format, name) in [(Format::Json, "m.json"), (Format::Cbor, "m.cbor")] {
+        let path = dir.join(name);
+        model.save(&path, format).unwrap();
+        assert_same_eksvd(&model, &Eksvd::load(&path).unwrap(), &data);
+    }
+    assert!(matches!(Eksvd::load(dir.join("missing")), Err(Error::Record(_))));
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn ksvd_round_trips() {
+    let mut rng = common::rng();
+    let (x, z) = (common::random_matrix(&mut rng, 30, 3), common::random_matrix(&mut rng, 25, 3));
+    let model = KsvdParams::new(2).fit_pair(&Device::cpu(), &x, &z).unwrap();
+    let loaded = Ksvd::from_cbor(&model.to_cbor().unwrap()).unwrap();
+    assert_eq!(model.singular_values(), loaded.singular_values());
+    assert_eq!(model.transform_z(&Device::cpu(), &z).unwrap(), loaded.transform_z(&Device::cpu(), &z).unwrap());
+    // A KSVD file is not an eKSVD file, and the other way round.
+    assert!(matches!(Eksvd::from_cbor(&model.to_cbor().unwrap()), Err(Error::Record(ref m)) if m.contains("ksvd")));
+    assert!(matches!(Ksvd::from_json(&model.as_eksvd().to_json().unwrap()), Err(Error::Record(_))));
+}
+
+#[test]
+fn damaged_foreign_and_newer_files_fail_at_load() {
+    let (model, _) = eksvd_model();
+    let json = model.to_json().unwrap();
+    // A newer format version.
+    let newer = json.replacen(&format!("\"version\":{FORMAT_VERSION}"), &format!("\"version\":{}", FORMAT_VERSION + 1), 1);
+    assert_ne!(newer, json);
+    assert!(matches!(Eksvd::from_json(&newer), Err(Error::Record(ref m)) if m.contains("newer")));
+    // Another format name.
+    let foreign = json.replacen("gramian-model", "other-model", 1);
+    assert!(matches!(Eksvd::from_json(&foreign), Err(Error::Record(_))));
+    // Shapes that disagree: a weight block removed.
+    let mut v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    v["model"]["weights"].as_array_mut().unwrap().pop();
+    assert!(matches!(Eksvd::from_json(&v.to_string()), Err(Error::Record(ref m)) if m.contains("inconsistent")));
+    // Garbage and truncation.
+    assert!(matches!(Eksvd::from_json("not json"), Err(Error::Record(_))));
+    assert!(matches!(Eksvd::from_json(&json[..json.len() / 2]), Err(Error::Record(_))));
+    let bytes = model.to_cbor().unwrap();
+    assert!(matches!(Eksvd::from_cbor(&bytes[..bytes.len() / 2]), Err(Error::Record(_))));
+    assert!(matches!(Eksvd::from_cbor(&[]), Err(Error::Record(_))));
+}
+
+#[test]
+fn mklaren_and_its_baselines_round_trip() {
+    use gramian::mklaren::{FullKernelRidge, FullKernelRidgeParams, KernelCombination, LowRankMethod, LowRankRidge, LowRankRidgeParams};
+    use nalgebra::DVector;
+    let mut rng = common::rng();
+    let x = common::random_matrix(&mut rng, 60, 3);
+    let y = DVector::from_fn(60, |i, _| (2.0 * x[(i, 0)]).sin() + x[(i, 1)]);
+    let data = Supervised::new(x.clone(), y).unwrap();
+    let test = common::random_matrix(&mut rng, 15, 3);
+    let kernels = [Kernel::rbf(0.5).unwrap(), Kernel::linear()];
+    let cpu = Device::cpu();
+
+    let model = MklarenParams::new(8).lookahead(3).kernels(&kernels).fit(&cpu, &data).unwrap();
+    let loaded = Mklaren::from_json(&model.to_json().unwrap()).unwrap();
+    assert_eq!(model.predict(&cpu, &test).unwrap(), loaded.predict(&cpu, &test).unwrap());
+    assert_eq!(model.order(), loaded.order());
+    let loaded = Mklaren::from_cbor(&model.to_cbor().unwrap()).unwrap();
+    assert_eq!(model.predict(&cpu, &test).unwrap(), loaded.predict(&cpu, &test).unwrap());
+    // A selected column pointing outside its kernel's factor is caught at load.
+    let mut v: serde_json::Value = serde_json::from_str(&model.to_json().unwrap()).unwrap();
+    v["model"]["selected"][0]["position"] = serde_json::json!(10_000);
+    assert!(matches!(Mklaren::from_json(&v.to_string()), Err(Error::Record(ref m)) if m.contains("inconsistent")));
+
+    let full = FullKernelRidgeParams::new(KernelCombination::Uniform).lambda(0.1).kernels(&kernels).fit(&cpu, &data).unwrap();
+    let loaded = FullKernelRidge::from_cbor(&full.to_cbor().unwrap()).unwrap();
+    assert_eq!(full.predict(&cpu, &test).unwrap(), loaded.predict(&cpu, &test).unwrap());
+
+    let low = LowRankRidgeParams::new(LowRankMethod::Icd, 4).lambda(0.1).kernels(&kernels).fit(&cpu, &data).unwrap();
+    let loaded = LowRankRidge::from_json(&low.to_json().unwrap()).unwrap();
+    assert_eq!(low.predict(&cpu, &test).unwrap(), loaded.predict(&cpu, &test).unwrap());
+    // A model of one kind does not load as another.
+    assert!(matches!(LowRankRidge::from_json(&full.to_json().unwrap()), Err(Error::Record(_))));
+}
