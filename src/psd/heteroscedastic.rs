@@ -66,7 +66,10 @@ use crate::device::Device;
 use crate::kernel::Kernel;
 use crate::linalg::{self, check_dim, check_matrix};
 
-use super::dual::{SolverOptions, SolverReport};
+use super::density::nystrom_indices;
+use super::dual::{Features, SolverOptions, SolverReport};
+use super::engine::{BlockLoss, EngineProblem, LinearPart};
+use super::model::psd_factor;
 use super::error::{check_nonnegative, check_positive, PsdError};
 use super::features::EmpiricalFeatures;
 use super::fista::{self, FistaSettings};
@@ -166,6 +169,43 @@ impl GaussianNaturalLoss {
     }
 }
 
+/// The loss as the engine's [`BlockLoss`]: blocks `(theta, eta)`, dual
+/// variables `(alpha, beta)`.
+impl BlockLoss for GaussianNaturalLoss {
+    fn samples(&self) -> usize {
+        self.targets.len()
+    }
+    fn blocks(&self) -> usize {
+        2
+    }
+    fn value(&self, u: &DVector<f64>) -> f64 {
+        let n = self.targets.len();
+        GaussianNaturalLoss::value(self, &u.rows(n, n).into_owned(), &u.rows(0, n).into_owned())
+    }
+    fn conjugate(&self, z: &DVector<f64>) -> f64 {
+        let n = self.targets.len();
+        GaussianNaturalLoss::conjugate(self, &z.rows(n, n).into_owned(), &z.rows(0, n).into_owned())
+    }
+    fn prox_conjugate(&self, v: &DVector<f64>, t: f64) -> DVector<f64> {
+        let n = self.targets.len();
+        let (b, a) = GaussianNaturalLoss::prox_conjugate(self, &v.rows(n, n).into_owned(), &v.rows(0, n).into_owned(), t);
+        let mut out = DVector::zeros(2 * n);
+        out.rows_mut(0, n).copy_from(&a);
+        out.rows_mut(n, n).copy_from(&b);
+        out
+    }
+    /// The dual point of the primal guess `eta = 0`, `theta = 1` (unit
+    /// variance in standardised units; the guess of the engine is ignored).
+    fn dual_start(&self, _u0: &DVector<f64>) -> DVector<f64> {
+        let n = self.targets.len();
+        let (beta, alpha) = self.gradient(&DVector::zeros(n), &DVector::from_element(n, 1.0));
+        let mut z = DVector::zeros(2 * n);
+        z.rows_mut(0, n).copy_from(&alpha);
+        z.rows_mut(n, n).copy_from(&beta);
+        z
+    }
+}
+
 /// The root on `(0, inf)` of an increasing `f` with `f(0+) < 0 < f(inf)`:
 /// bracket by doubling/halving from `start`, then Newton safeguarded by
 /// bisection in `log t`, to machine precision.
@@ -253,6 +293,7 @@ pub struct HeteroscedasticParams {
     lambda1: f64,
     lambda2: f64,
     options: SolverOptions,
+    nystrom: Option<(usize, u64)>,
 }
 
 impl HeteroscedasticParams {
@@ -261,7 +302,7 @@ impl HeteroscedasticParams {
     /// `lambda_2 = 1e-3` (PSD part), gap tolerance `1e-6`. The targets' standard
     /// deviation must lie in [`TARGET_SD_RANGE`] (checked at fit).
     pub fn new(sigma: f64) -> Self {
-        HeteroscedasticParams { sigma, lambda0: 1e-3, lambda1: 1e-3, lambda2: 1e-3, options: SolverOptions::default() }
+        HeteroscedasticParams { sigma, lambda0: 1e-3, lambda1: 1e-3, lambda2: 1e-3, options: SolverOptions::default(), nystrom: None }
     }
 
     /// Regularisation: `lambda_0 > 0` for `eta`, `lambda_1 >= 0` and `lambda_2 > 0` for `theta`.
@@ -275,6 +316,14 @@ impl HeteroscedasticParams {
     /// Solver tolerance (duality gap, in units of the `1/n`-scaled objective) and budget.
     pub fn solver(mut self, options: SolverOptions) -> Self {
         self.options = options;
+        self
+    }
+
+    /// Nystrom compression: the model lives on `m` centres drawn uniformly
+    /// from the data with `seed` (features of dimension `<= m + 1`, cost per
+    /// iteration `O(n m^2 + m^3)`); default: every sample is a centre.
+    pub fn nystrom(mut self, m: usize, seed: u64) -> Self {
+        self.nystrom = Some((m, seed));
         self
     }
 
@@ -293,6 +342,46 @@ impl HeteroscedasticParams {
     /// samples or constant targets ([`PsdError::InvalidParameter`]),
     /// [`PsdError::NotConverged`] with the gap reached.
     pub fn fit(&self, device: &Device, x: &DMatrix<f64>, y: &DVector<f64>) -> Result<HeteroscedasticRegression, PsdError> {
+        self.validate()?;
+        let (y_mean, y_sd) = target_moments(x, y)?;
+        let start = Instant::now();
+        let loss = GaussianNaturalLoss { targets: y.map(|v| (v - y_mean) / y_sd) };
+        let centres = match self.nystrom {
+            None => x.clone(),
+            Some((m, seed)) => crate::datasets::select_rows(x, &nystrom_indices(x.nrows(), m, seed)?),
+        };
+        let features = EmpiricalFeatures::new(&centres, self.sigma)?;
+        let p = features.features_with_constant(device, x)?;
+        let setup = start.elapsed().as_secs_f64();
+        // Blocks (theta, eta): the PSD part is theta, the linear part eta.
+        let problem = EngineProblem {
+            features: Features::Host(&p),
+            parts: vec![vec![1.0, 0.0]],
+            linear: Some(LinearPart { coupling: vec![0.0, 1.0], lambda0: self.lambda0 }),
+            integral: None,
+            loss: &loss,
+            lambda1: self.lambda1,
+            lambda2: self.lambda2,
+        };
+        let solution = problem.solve(&self.options)?;
+        // theta'(x) = ||G Phi'(x)||^2 with G^T G = A; back to kernel coordinates: Phi'(x) = (T v(x), 1).
+        let g = psd_factor(&solution.parts[0])?;
+        let t_map = features.map();
+        let rg = p.nrows() - 1;
+        let eta_coefficients = t_map.transpose() * solution.linear.rows(0, rg);
+        let eta_intercept = solution.linear[rg];
+        let theta_factor = linalg::matmul(&g.columns(0, rg).into_owned(), t_map);
+        let theta_offset = g.column(rg).into_owned();
+        let mut report = solution.report;
+        report.seconds_setup = setup;
+        report.seconds_total = start.elapsed().as_secs_f64();
+        Ok(HeteroscedasticRegression { centres, kernel: *features.kernel(), eta_coefficients, eta_intercept, theta_factor, theta_offset, y_mean, y_sd, report })
+    }
+
+    /// The driver used before the engine (own FISTA, full eigendecompositions,
+    /// all samples as centres): kept as a test oracle for [`Self::fit`].
+    #[doc(hidden)]
+    pub fn fit_reference(&self, device: &Device, x: &DMatrix<f64>, y: &DVector<f64>) -> Result<HeteroscedasticRegression, PsdError> {
         self.validate()?;
         let (y_mean, y_sd) = target_moments(x, y)?;
         let n = x.nrows();

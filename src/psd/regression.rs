@@ -22,7 +22,9 @@ use nalgebra::{DMatrix, DVector};
 use crate::device::Device;
 use crate::linalg::{self, check_dim, check_matrix};
 
-use super::dual::{SolverOptions, SolverReport};
+use super::density::nystrom_indices;
+use super::dual::{Features, SolverOptions, SolverReport};
+use super::engine::{BlockLoss, EngineProblem, LinearPart};
 use super::error::{check_nonnegative, check_positive, PsdError};
 use super::features::EmpiricalFeatures;
 use super::fista::{self, FistaSettings};
@@ -37,13 +39,14 @@ pub struct QuantileParams {
     lambda1: f64,
     lambda2: f64,
     options: SolverOptions,
+    nystrom: Option<(usize, u64)>,
 }
 
 impl QuantileParams {
     /// Kernel width `sigma` and quantile levels (strictly increasing, in (0, 1));
     /// `lambda_0 = 1e-3`, `lambda_1 = 1e-3`, `lambda_2 = 1e-4`.
     pub fn new(sigma: f64, levels: &[f64]) -> Self {
-        QuantileParams { sigma, levels: levels.to_vec(), lambda0: 1e-3, lambda1: 1e-3, lambda2: 1e-4, options: SolverOptions::default() }
+        QuantileParams { sigma, levels: levels.to_vec(), lambda0: 1e-3, lambda1: 1e-3, lambda2: 1e-4, options: SolverOptions::default(), nystrom: None }
     }
 
     /// Regularisation of the linear part (`lambda_0 > 0`) and of the PSD parts
@@ -61,6 +64,14 @@ impl QuantileParams {
         self
     }
 
+    /// Nystrom compression: the curves live on `m` centres drawn uniformly
+    /// from the data with `seed` (cost per iteration `O(K (n m^2 + m^3))`);
+    /// default: every sample is a centre.
+    pub fn nystrom(mut self, m: usize, seed: u64) -> Self {
+        self.nystrom = Some((m, seed));
+        self
+    }
+
     fn validate(&self) -> Result<(), PsdError> {
         check_positive("sigma", self.sigma)?;
         check_positive("lambda_0", self.lambda0)?;
@@ -71,7 +82,58 @@ impl QuantileParams {
     }
 
     /// Fits the quantile curves to inputs `x` (n x d) and targets `y` (n).
+    ///
+    /// Errors: invalid parameters or levels, empty/NaN/mismatched input,
+    /// [`PsdError::NotConverged`] with the gap reached.
     pub fn fit(&self, device: &Device, x: &DMatrix<f64>, y: &DVector<f64>) -> Result<QuantileRegression, PsdError> {
+        self.validate()?;
+        check_matrix("x", x)?;
+        check_dim("length of y vs rows of x", x.nrows(), y.len())?;
+        linalg::check_finite("y", &DMatrix::from_column_slice(y.len(), 1, y.as_slice()))?;
+        let start = std::time::Instant::now();
+        let n = x.nrows();
+        let k = self.levels.len();
+        let c = k / 2;
+        let mut sorted: Vec<f64> = y.iter().copied().collect();
+        sorted.sort_by(|a, b| a.total_cmp(b));
+        let offset = sorted[n / 2];
+        let loss = PinballLoss { targets: y.add_scalar(-offset), levels: self.levels.clone() };
+        let centres = match self.nystrom {
+            None => x.clone(),
+            Some((m, seed)) => crate::datasets::select_rows(x, &nystrom_indices(n, m, seed)?),
+        };
+        let features = EmpiricalFeatures::new(&centres, self.sigma)?;
+        let p = features.features(device, x)?;
+        let setup = start.elapsed().as_secs_f64();
+        // A PSD part per level i != c, moving the levels j >= i (above the
+        // middle, +1) or j <= i (below, -1); the linear part moves all levels.
+        let part_levels: Vec<usize> = (0..k).filter(|&i| i != c).collect();
+        let parts = part_levels.iter().map(|&i| (0..k).map(|j| if i > c && j >= i { 1.0 } else if i < c && j <= i { -1.0 } else { 0.0 }).collect()).collect();
+        let problem = EngineProblem {
+            features: Features::Host(&p),
+            parts,
+            linear: Some(LinearPart { coupling: vec![1.0; k], lambda0: self.lambda0 }),
+            integral: None,
+            loss: &loss,
+            lambda1: self.lambda1,
+            lambda2: self.lambda2,
+        };
+        let solution = problem.solve(&self.options)?;
+        let mut models = Vec::with_capacity(part_levels.len());
+        for (&i, a) in part_levels.iter().zip(solution.parts.iter()) {
+            models.push((i, PsdModel::from_feature_operator(&features, a)?));
+        }
+        let linear = features.map().transpose() * &solution.linear;
+        let mut report = solution.report;
+        report.seconds_setup = setup;
+        report.seconds_total = start.elapsed().as_secs_f64();
+        Ok(QuantileRegression { levels: self.levels.clone(), centres, kernel: *features.kernel(), linear, offset, parts: models, report })
+    }
+
+    /// The driver used before the engine (own FISTA, full eigendecompositions,
+    /// all samples as centres): kept as a test oracle for [`Self::fit`].
+    #[doc(hidden)]
+    pub fn fit_reference(&self, device: &Device, x: &DMatrix<f64>, y: &DVector<f64>) -> Result<QuantileRegression, PsdError> {
         self.validate()?;
         check_matrix("x", x)?;
         check_dim("length of y vs rows of x", x.nrows(), y.len())?;
@@ -246,6 +308,66 @@ impl QuantileParams {
             seconds_total: start.elapsed().as_secs_f64(),
         };
         Ok(QuantileRegression { levels: self.levels.clone(), centres: x.clone(), kernel: *features.kernel(), linear, offset, parts, report })
+    }
+}
+
+/// The pinball loss of the levels `tau_1..tau_K` as the engine's
+/// [`BlockLoss`] (one block per level):
+/// `L(q) = (1/n) sum_j sum_i rho_{tau_j}(y_i - q_j(x_i))`,
+/// `l*_{tau, i}(s) = s y_i` on `[-tau/n, (1 - tau)/n]` (`+inf` outside),
+/// `prox_{t l*}(v) = clip(v - t y_i)` to that interval.
+#[derive(Debug, Clone)]
+pub struct PinballLoss {
+    /// Targets `y_i` (centred).
+    pub targets: DVector<f64>,
+    /// Levels `tau_j`.
+    pub levels: Vec<f64>,
+}
+
+impl BlockLoss for PinballLoss {
+    fn samples(&self) -> usize {
+        self.targets.len()
+    }
+    fn blocks(&self) -> usize {
+        self.levels.len()
+    }
+    fn value(&self, u: &DVector<f64>) -> f64 {
+        let n = self.targets.len();
+        let mut total = 0.0;
+        for (j, &tau) in self.levels.iter().enumerate() {
+            for i in 0..n {
+                let r = self.targets[i] - u[j * n + i];
+                total += (tau * r).max((tau - 1.0) * r);
+            }
+        }
+        total / n as f64
+    }
+    fn conjugate(&self, z: &DVector<f64>) -> f64 {
+        let n = self.targets.len();
+        let nf = n as f64;
+        let mut total = 0.0;
+        for (j, &tau) in self.levels.iter().enumerate() {
+            for i in 0..n {
+                let s = z[j * n + i];
+                if s < -tau / nf - 1e-15 || s > (1.0 - tau) / nf + 1e-15 {
+                    return f64::INFINITY;
+                }
+                total += s * self.targets[i];
+            }
+        }
+        total
+    }
+    fn prox_conjugate(&self, v: &DVector<f64>, t: f64) -> DVector<f64> {
+        let n = self.targets.len();
+        let nf = n as f64;
+        DVector::from_fn(v.len(), |idx, _| {
+            let (j, i) = (idx / n, idx % n);
+            (v[idx] - t * self.targets[i]).clamp(-self.levels[j] / nf, (1.0 - self.levels[j]) / nf)
+        })
+    }
+    /// Zero (inside every box; the engine's guess is ignored).
+    fn dual_start(&self, _u0: &DVector<f64>) -> DVector<f64> {
+        DVector::zeros(self.targets.len() * self.levels.len())
     }
 }
 
