@@ -82,16 +82,18 @@ pub(super) struct PartMap {
     pub(super) jt: DMatrix<f64>,
     /// `R` (dim x dim).
     pub(super) reg: DMatrix<f64>,
+    /// NCM: the features `P_Z` of the centres, `g(x) = Phi'(x)^T P_Z a`.
+    pub(super) centres: Option<DMatrix<f64>>,
 }
 
 impl PartMap {
-    pub(super) fn new(kind: BaselineKind, p: &DMatrix<f64>) -> Self {
+    /// The part for training features `p` ((r + 1) x n) and the features
+    /// `pz` of the centres ((r + 1) x m; NCM's kernel coordinates are the
+    /// coefficients of `k'(., z_j)`, `J^T = K'(X, Z) = P^T P_Z`, `R = K'(Z, Z)`).
+    pub(super) fn new(kind: BaselineKind, p: &DMatrix<f64>, pz: &DMatrix<f64>) -> Self {
         match kind {
-            BaselineKind::Ncm => {
-                let k = linalg::matmul_tn(p, p);
-                PartMap { kind, jt: k.clone(), reg: k }
-            }
-            _ => PartMap { kind, jt: p.clone(), reg: DMatrix::identity(p.nrows(), p.nrows()) },
+            BaselineKind::Ncm => PartMap { kind, jt: linalg::matmul_tn(pz, p), reg: linalg::matmul_tn(pz, pz), centres: Some(pz.clone()) },
+            _ => PartMap { kind, jt: p.clone(), reg: DMatrix::identity(p.nrows(), p.nrows()), centres: None },
         }
     }
 
@@ -129,10 +131,10 @@ impl PartMap {
     }
 
     /// Weights in feature coordinates: `g(x) = link(Phi'(x)^T u)`.
-    pub(super) fn feature_weights(&self, p: &DMatrix<f64>, c: &DVector<f64>) -> DVector<f64> {
-        match self.kind {
-            BaselineKind::Ncm => p * c,
-            _ => c.clone(),
+    pub(super) fn feature_weights(&self, c: &DVector<f64>) -> DVector<f64> {
+        match &self.centres {
+            Some(pz) => pz * c,
+            None => c.clone(),
         }
     }
 }
@@ -156,6 +158,14 @@ pub struct BaselineReport {
     pub objectives_per_start: Vec<f64>,
     /// Wall-clock seconds of the fit.
     pub seconds: f64,
+}
+
+/// The centres of a baseline: all rows of `x`, or `m` drawn with `seed` (Nystrom).
+pub(super) fn centres(x: &DMatrix<f64>, nystrom: Option<(usize, u64)>) -> Result<DMatrix<f64>, PsdError> {
+    Ok(match nystrom {
+        None => x.clone(),
+        Some((m, seed)) => crate::datasets::select_rows(x, &super::density::nystrom_indices(x.nrows(), m, seed)?),
+    })
 }
 
 /// Shared validation of the solver settings.

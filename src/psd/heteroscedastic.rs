@@ -35,8 +35,11 @@
 //! `M(alpha) = -P diag(alpha) P^T - lambda_1 I`,
 //!
 //! with primal recovery `w = -P beta / lambda_0` and `A = [M(alpha)]_+ / lambda_2`
-//! (Eq. 11), and gradient `(-theta(x_i), -eta(x_i))` of the smooth part. It is solved by
-//! FISTA with backtracking ([`super::fista`]); the duality gap (primal at
+//! (Eq. 11), and gradient `(-theta(x_i), -eta(x_i))` of the smooth part. It is
+//! the configuration of the engine of [`super::engine`] with blocks
+//! `(theta, eta)`, one PSD part on `theta` and the linear part on `eta`
+//! (certified warm-started `[M]_+`, remainder-bound backtracking, Nystrom
+//! centres with [`HeteroscedasticParams::nystrom`]); the duality gap (primal at
 //! `(w, A)` plus the dual objective) is the stopping rule.
 //!
 //! **Conjugate.** For `l_i = c l(., .; y_i)`, `c = 1/n`: the supremum over `eta`

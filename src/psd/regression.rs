@@ -15,7 +15,11 @@
 //! `M_i = P diag(sum_{j <= i} alpha_j) P^T - lambda_1 I` (i < c),
 //! with `l_{tau,i}*(s) = s y_i` on `[-tau/n, (1 - tau)/n]` (prox: clip of `v - t y`),
 //! primal recovery `w = -P sum_j alpha_j / lambda_0`, `A_i = [M_i]_+ / lambda_2`,
-//! and gradient `-q_j(x_i)` in `alpha_j`. FISTA with backtracking; the duality gap stops it.
+//! and gradient `-q_j(x_i)` in `alpha_j`. This is the configuration of the
+//! engine of [`super::engine`] with one block per level, a PSD part per gap
+//! (couplings `+-1` on the levels it moves) and the linear part on all levels
+//! ([`PinballLoss`]); Nystrom centres with [`QuantileParams::nystrom`]. The
+//! duality gap stops it.
 
 use nalgebra::{DMatrix, DVector};
 

@@ -15,7 +15,7 @@ use super::super::error::{check_positive, PsdError};
 use super::super::features::EmpiricalFeatures;
 use super::super::heteroscedastic::{target_moments, GaussianNaturalLoss, NaturalParameters};
 use super::super::newton::{self, NewtonSettings};
-use super::{check_solver, random_start, weighted_product, BaselineReport, PartMap};
+use super::{centres, check_solver, random_start, weighted_product, BaselineReport, PartMap};
 
 /// Parameters of a heteroscedastic regression (Section 6, "regression with
 /// Gaussian heteroscedastic errors") whose precision `theta = 1/v` is a
@@ -31,6 +31,7 @@ pub struct BaselineHeteroscedasticParams {
     seed: u64,
     tolerance: f64,
     max_iterations: usize,
+    nystrom: Option<(usize, u64)>,
 }
 
 impl BaselineHeteroscedasticParams {
@@ -38,7 +39,7 @@ impl BaselineHeteroscedasticParams {
     /// `lambda_0 = lambda = 1e-3`, 5 starting points (GLM only), seed 0,
     /// residual tolerance `1e-8`, 500 Newton iterations per start.
     pub fn new(kind: BaselineKind, sigma: f64) -> Self {
-        BaselineHeteroscedasticParams { kind, sigma, lambda0: 1e-3, lambda: 1e-3, restarts: 5, seed: 0, tolerance: 1e-8, max_iterations: 500 }
+        BaselineHeteroscedasticParams { kind, sigma, lambda0: 1e-3, lambda: 1e-3, restarts: 5, seed: 0, tolerance: 1e-8, max_iterations: 500, nystrom: None }
     }
 
     /// Regularisation `lambda_0/2 ||v||^2` of `eta` and `lambda/2 ||w||^2` of `theta` (both > 0).
@@ -62,6 +63,14 @@ impl BaselineHeteroscedasticParams {
         self
     }
 
+    /// Nystrom compression: features on `m` centres drawn from the data with
+    /// `seed`, and for NCM `m` kernel coefficients per non-negative part
+    /// (Newton systems of order `O(m)` instead of `O(n)`); default: every sample.
+    pub fn nystrom(mut self, m: usize, seed: u64) -> Self {
+        self.nystrom = Some((m, seed));
+        self
+    }
+
     fn validate(&self) -> Result<(), PsdError> {
         check_positive("sigma", self.sigma)?;
         check_positive("lambda_0", self.lambda0)?;
@@ -74,9 +83,11 @@ impl BaselineHeteroscedasticParams {
         self.validate()?;
         let (y_mean, y_sd) = target_moments(x, y)?;
         let loss = GaussianNaturalLoss { targets: y.map(|v| (v - y_mean) / y_sd) };
-        let features = EmpiricalFeatures::new(x, self.sigma)?;
+        let centres = centres(x, self.nystrom)?;
+        let features = EmpiricalFeatures::new(&centres, self.sigma)?;
         let p = features.features_with_constant(device, x)?;
-        let part = PartMap::new(self.kind, &p);
+        let pz = if self.nystrom.is_some() { features.features_with_constant(device, &centres)? } else { p.clone() };
+        let part = PartMap::new(self.kind, &p, &pz);
         let r = p.nrows();
         let bounded = (0..r + part.dim()).map(|j| j >= r && self.kind == BaselineKind::Ncm).collect();
         Ok(HeteroscedasticBaselineProblem { features, p, part, loss, lambda0: self.lambda0, lambda: self.lambda, bounded, y_mean, y_sd })
@@ -118,7 +129,7 @@ impl BaselineHeteroscedasticParams {
         Ok(BaselineHeteroscedastic {
             kind: self.kind,
             eta_weights: best.z.rows(0, r).into_owned(),
-            theta_weights: problem.part.feature_weights(&problem.p, &c),
+            theta_weights: problem.part.feature_weights(&c),
             solution: best.z,
             features: problem.features,
             y_mean: problem.y_mean,

@@ -17,7 +17,7 @@ use super::super::fista::{self, FistaSettings};
 use super::super::heteroscedastic::target_moments;
 use super::super::newton::{self, NewtonSettings};
 use super::super::regression::check_levels;
-use super::{check_solver, random_start, weighted_product, BaselineReport, PartMap};
+use super::{centres, check_solver, random_start, weighted_product, BaselineReport, PartMap};
 
 /// Moreau envelope of the pinball loss `rho_tau(u) = max(tau u, (tau - 1) u)`
 /// with parameter `eps`: value, derivative and second derivative in `u`.
@@ -47,6 +47,7 @@ pub struct BaselineQuantileParams {
     seed: u64,
     tolerance: f64,
     max_iterations: usize,
+    nystrom: Option<(usize, u64)>,
 }
 
 impl BaselineQuantileParams {
@@ -56,7 +57,7 @@ impl BaselineQuantileParams {
     /// 500 Newton iterations per start (NCM, GLM) or 100,000 FISTA iterations (PNM).
     pub fn new(kind: BaselineKind, sigma: f64, levels: &[f64]) -> Self {
         let max_iterations = if kind == BaselineKind::Pnm { 100_000 } else { 500 };
-        BaselineQuantileParams { kind, sigma, levels: levels.to_vec(), lambda0: 1e-3, lambda: 1e-3, smoothing: 1e-3, restarts: 5, seed: 0, tolerance: 1e-7, max_iterations }
+        BaselineQuantileParams { kind, sigma, levels: levels.to_vec(), lambda0: 1e-3, lambda: 1e-3, smoothing: 1e-3, restarts: 5, seed: 0, tolerance: 1e-7, max_iterations, nystrom: None }
     }
 
     /// Regularisation `lambda_0/2 ||v||^2` of the middle quantile and `lambda/2 ||w_i||^2` of each gap (both > 0).
@@ -86,6 +87,14 @@ impl BaselineQuantileParams {
         self
     }
 
+    /// Nystrom compression: features on `m` centres drawn from the data with
+    /// `seed`, and for NCM `m` kernel coefficients per non-negative part
+    /// (Newton systems of order `O(m)` instead of `O(n)`); default: every sample.
+    pub fn nystrom(mut self, m: usize, seed: u64) -> Self {
+        self.nystrom = Some((m, seed));
+        self
+    }
+
     fn validate(&self) -> Result<(), PsdError> {
         check_positive("sigma", self.sigma)?;
         check_positive("lambda_0", self.lambda0)?;
@@ -103,9 +112,11 @@ impl BaselineQuantileParams {
         let mut sorted: Vec<f64> = y.iter().copied().collect();
         sorted.sort_by(|a, b| a.total_cmp(b));
         let y_median = sorted[n / 2];
-        let features = EmpiricalFeatures::new(x, self.sigma)?;
+        let centres = centres(x, self.nystrom)?;
+        let features = EmpiricalFeatures::new(&centres, self.sigma)?;
         let p = features.features_with_constant(device, x)?;
-        let part = PartMap::new(self.kind, &p);
+        let pz = if self.nystrom.is_some() { features.features_with_constant(device, &centres)? } else { p.clone() };
+        let part = PartMap::new(self.kind, &p, &pz);
         let k = self.levels.len();
         let r = p.nrows();
         let bounded = (0..r + (k - 1) * part.dim()).map(|j| j >= r && self.kind == BaselineKind::Ncm).collect();
@@ -171,7 +182,7 @@ impl BaselineQuantileParams {
         let objective = if self.kind == BaselineKind::Pnm { objectives[0] } else { problem.objective(&z) };
         let (r, dim) = (problem.p.nrows(), problem.part.dim());
         let centre_weights = z.rows(0, r).into_owned();
-        let part_weights = (0..self.levels.len() - 1).map(|i| problem.part.feature_weights(&problem.p, &z.rows(r + i * dim, dim).into_owned())).collect();
+        let part_weights = (0..self.levels.len() - 1).map(|i| problem.part.feature_weights(&z.rows(r + i * dim, dim).into_owned())).collect();
         let report = BaselineReport { iterations, residual, objective, objectives_per_start: objectives, seconds: start.elapsed().as_secs_f64() };
         Ok(BaselineQuantile { kind: self.kind, levels: self.levels.clone(), centre_weights, part_weights, solution: z, features: problem.features, y_median: problem.y_median, y_sd: problem.y_sd, report })
     }
