@@ -14,11 +14,16 @@
 //! grid points of [-0.25, 1.25] (1501 points, including the gap (1/3, 2/3)
 //! without data) where the curves cross.
 //!
+//! NCM runs on 100 Nystrom centres (its Newton systems would otherwise have
+//! order `3n`); the other models use every sample.
+//!
 //! `cargo run --example psd_quantile [-- out/psd_quantile.png [n]]` (n = 500 by default, the paper's;
 //! `-- out.png 200` for a quicker run)
 
 #[path = "psd_plot/mod.rs"]
 mod psd_plot;
+#[path = "psd_toy/mod.rs"]
+mod psd_toy;
 
 use gramian::psd::regression::QuantileParams;
 use gramian::psd::{BaselineKind, BaselineQuantileParams, PsdError, SolverOptions};
@@ -26,27 +31,13 @@ use gramian::Device;
 use nalgebra::{DMatrix, DVector};
 use plotters::style::RGBColor;
 use psd_plot::{Curve, Panel};
-use rand::{rngs::StdRng, Rng, SeedableRng};
-use rand_distr::{Distribution, Normal};
+use psd_toy::{quantile_data, quantile_spread};
+use rand::{rngs::StdRng, SeedableRng};
 
 const LEVELS: [f64; 3] = [0.25, 0.5, 0.75];
 
-fn spread(t: f64) -> f64 {
-    if (0.0..=1.0 / 3.0).contains(&t) {
-        1.0 / 3.0 - t
-    } else if (2.0 / 3.0..=1.0).contains(&t) {
-        t - 2.0 / 3.0
-    } else {
-        0.0
-    }
-}
-
-fn sample(n: usize, rng: &mut StdRng) -> (DMatrix<f64>, DVector<f64>) {
-    let x = DMatrix::from_fn(n, 1, |_, _| if rng.random::<bool>() { rng.random_range(0.0..1.0 / 3.0) } else { rng.random_range(2.0 / 3.0..1.0) });
-    let normal = Normal::new(0.0, 1.0).expect("unit normal");
-    let y = DVector::from_fn(n, |i, _| spread(x[(i, 0)]) * normal.sample(rng));
-    (x, y)
-}
+/// Nystrom centres of the NCM baseline (features and kernel coefficients).
+const NCM_CENTRES: usize = 100;
 
 /// Mean over the levels of the mean pinball loss of the curves `q` (n x 3).
 fn pinball(q: &DMatrix<f64>, y: &DVector<f64>) -> f64 {
@@ -84,7 +75,13 @@ impl Model {
         let device = device.clone();
         Ok(match *self {
             Model::Baseline(kind) => {
-                let m = BaselineQuantileParams::new(kind, sigma, &LEVELS).regularisation(lambda, lambda).restarts(3, 7).fit(&device, x, y)?;
+                let mut params = BaselineQuantileParams::new(kind, sigma, &LEVELS).regularisation(lambda, lambda).restarts(3, 7);
+                // NCM's Newton systems have order (r + 1) + (K - 1) m: its
+                // kernel coefficients live on NCM_CENTRES Nystrom centres.
+                if kind == BaselineKind::Ncm && x.nrows() > NCM_CENTRES {
+                    params = params.nystrom(NCM_CENTRES, 11);
+                }
+                let m = params.fit(&device, x, y)?;
                 Box::new(move |g| m.predict(&device, g))
             }
             Model::Psd => {
@@ -101,8 +98,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let n: usize = std::env::args().nth(2).map(|s| s.parse()).transpose()?.unwrap_or(500);
     let device = Device::Cpu;
     let mut rng = StdRng::seed_from_u64(5);
-    let (x, y) = sample(n, &mut rng);
-    let (x_test, y_test) = sample(5000, &mut rng);
+    let (x, y) = quantile_data(n, &mut rng);
+    let (x_test, y_test) = quantile_data(5000, &mut rng);
     let split = n * 7 / 10;
     let (x_fit, y_fit) = (x.rows(0, split).into_owned(), y.rows(0, split).into_owned());
     let (x_val, y_val) = (x.rows(split, n - split).into_owned(), y.rows(split, n - split).into_owned());
@@ -142,7 +139,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         table.push(format!("{:<5} {:>6} {:>8.0e} {:>14.5} {:>16} {:>10.1} {:>8.2}", model.name(), best.1, best.2, test, crossings(&q), t_select, t_fit));
         let mut curves = vec![Curve { points: (0..n).map(|i| (x[(i, 0)], y[i])).collect(), colour: RGBColor(150, 150, 150), dots: true }];
         for j in 0..3 {
-            curves.push(Curve { points: (0..grid.nrows()).map(|i| (grid[(i, 0)], spread(grid[(i, 0)]) * z[j])).collect(), colour: RGBColor(255, 140, 0), dots: false });
+            curves.push(Curve { points: (0..grid.nrows()).map(|i| (grid[(i, 0)], quantile_spread(grid[(i, 0)]) * z[j])).collect(), colour: RGBColor(255, 140, 0), dots: false });
         }
         for j in 0..3 {
             curves.push(Curve { points: (0..grid.nrows()).map(|i| (grid[(i, 0)], q[(i, j)].clamp(-5.0, 5.0))).collect(), colour: colours[j], dots: false });
@@ -150,7 +147,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         panels.push(Panel { title: format!("{}: {} crossing points", model.name(), crossings(&q)), curves, x_range: (-0.25, 1.25), y_range: (-0.6, 0.6) });
     }
     let truth = {
-        let q = DMatrix::from_fn(x_test.nrows(), 3, |i, j| spread(x_test[(i, 0)]) * z[j]);
+        let q = DMatrix::from_fn(x_test.nrows(), 3, |i, j| quantile_spread(x_test[(i, 0)]) * z[j]);
         pinball(&q, &y_test)
     };
     println!();

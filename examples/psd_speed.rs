@@ -6,13 +6,21 @@
 //! (`PSD_FULL_EIGEN=1`: every `[M]_+` by the full eigendecomposition, for comparison)
 //! Defaults: the 10-D density of App. E with n = 1000 (all centres, then
 //! Nystrom m = 200), and Nystrom m = 500 on n = 100,000 (budgets: 300 iterations, 5000, 200).
+//!
+//! `cargo run --example psd_speed -- heteroscedastic n m` and `-- quantile n m`:
+//! the two regressions of Section 6 through the same engine on `m` Nystrom
+//! centres (App. E data: the Yuan & Wahba toy model, sigma 0.1, lambdas
+//! 1e-2 / 1e-2 / 1e-3; the quantile data, levels 1/4, 1/2, 3/4, sigma 0.1,
+//! lambdas 1e-2 / 1e-3 / 1e-4), gap tolerance 1e-5, budget 5000 iterations.
 
 use std::time::Instant;
 
-use gramian::psd::{BaseMeasure, DensityParams, PsdError, SolverOptions};
+use gramian::psd::regression::QuantileParams;
+use gramian::psd::{BaseMeasure, DensityParams, HeteroscedasticParams, PsdError, SolverOptions, SolverReport};
 use gramian::Device;
 use nalgebra::DMatrix;
 mod psd_data;
+mod psd_toy;
 
 use psd_data::mixture_10d;
 use rand::{rngs::StdRng, SeedableRng};
@@ -53,8 +61,50 @@ fn run(label: &str, x: &DMatrix<f64>, nystrom: Option<usize>, tolerance: f64, ma
     }
 }
 
+/// One row of the regression table.
+fn print_regression(label: &str, result: Result<SolverReport, PsdError>, seconds: f64) {
+    match result {
+        Ok(r) => println!(
+            "{label:<40} {:>6} {:>10.2e} {:>12.6} {:>9.1} {:>10.1} {:>8.2} {:>8.2} {:>8.2}",
+            r.iterations,
+            r.gap,
+            r.primal,
+            r.seconds_total,
+            1e3 * (r.seconds_total - r.seconds_setup) / r.iterations.max(1) as f64,
+            r.seconds_setup,
+            r.seconds_eigen,
+            r.seconds_products
+        ),
+        Err(e) => println!("{label:<40} error after {seconds:.1} s: {e}"),
+    }
+}
+
+fn regression(kind: &str, n: usize, m: usize) {
+    let mut rng = StdRng::seed_from_u64(3);
+    let options = SolverOptions { tolerance: 1e-5, max_iterations: 5000, check_every: 2 };
+    println!("device: cpu ({} threads)", rayon::current_num_threads());
+    println!("{:<40} {:>6} {:>10} {:>12} {:>9} {:>10} {:>8} {:>8} {:>8}", "problem", "iters", "gap", "primal", "total s", "ms/iter", "setup s", "eigen s", "prod s");
+    let start = Instant::now();
+    let label = format!("{kind} n {n} Nystrom m {m}");
+    let result = if kind == "heteroscedastic" {
+        let (x, y) = psd_toy::toy_data(n, &mut rng);
+        HeteroscedasticParams::new(0.1).regularisation(1e-2, 1e-2, 1e-3).nystrom(m, 1).solver(options).fit(&Device::Cpu, &x, &y).map(|f| f.report().clone())
+    } else {
+        let (x, y) = psd_toy::quantile_data(n, &mut rng);
+        QuantileParams::new(0.1, &[0.25, 0.5, 0.75]).regularisation(1e-2, 1e-3, 1e-4).nystrom(m, 1).solver(options).fit(&Device::Cpu, &x, &y).map(|f| f.report().clone())
+    };
+    print_regression(&label, result, start.elapsed().as_secs_f64());
+}
+
 fn main() {
-    let args: Vec<usize> = std::env::args().skip(1).filter_map(|a| a.parse().ok()).collect();
+    let words: Vec<String> = std::env::args().skip(1).collect();
+    if let Some(kind) = words.first().filter(|w| *w == "heteroscedastic" || *w == "quantile") {
+        let n = words.get(1).and_then(|w| w.parse().ok()).unwrap_or(100_000);
+        let m = words.get(2).and_then(|w| w.parse().ok()).unwrap_or(500);
+        regression(kind, n, m);
+        return;
+    }
+    let args: Vec<usize> = words.iter().filter_map(|a| a.parse().ok()).collect();
     let mut rng = StdRng::seed_from_u64(3);
     println!("device: cpu ({} threads); sigma 2, lambda_1 1e-3, lambda_2 1e-4, base N(0, 5 I)", rayon::current_num_threads());
     println!("{:<34} {:>6} {:>10} {:>12} {:>9} {:>10} {:>8} {:>8} {:>8} {:>7} {:>11}", "problem", "iters", "gap", "primal", "total s", "ms/iter", "setup s", "eigen s", "prod s", "rank B", "full/partial");

@@ -22,7 +22,7 @@
 //! [`super::heteroscedastic`], targets standardised, `eta = v^T Phi'(x)` linear,
 //! `theta = g(x)`, objective
 //! `L(eta, theta) + lambda_0/2 ||v||^2 + Omega(g)` with the Gaussian loss
-//! [`GaussianNaturalLoss`] (its value, gradient and Hessian are reused).
+//! [`super::heteroscedastic::GaussianNaturalLoss`] (its value, gradient and Hessian are reused).
 //! Solved by the projected damped Newton method of `super::newton` (Bertsekas 1982, regularised); the
 //! loss keeps `theta(x_i) > 0`, which is PNM's constraint. GLM is non-convex
 //! (`eta^2 exp(-s)` is not jointly convex): it is solved from `restarts`
@@ -52,26 +52,23 @@
 //!   method with continuation in `epsilon` (1, 0.1, .., `epsilon`; GLM: with
 //!   restarts as above, since it is non-convex).
 
-use std::time::Instant;
-
 use nalgebra::{DMatrix, DVector};
 use rand::rngs::StdRng;
-use rand::SeedableRng;
 use rand_distr::{Distribution, Normal};
 
-use crate::device::Device;
-use crate::linalg::{self, check_dim, check_matrix};
+use crate::linalg;
 
 use super::baselines::BaselineKind;
 use super::error::{check_positive, PsdError};
-use super::features::EmpiricalFeatures;
-use super::fista::{self, FistaSettings};
-use super::heteroscedastic::{target_moments, GaussianNaturalLoss, NaturalParameters};
-use super::newton::{self, NewtonSettings};
-use super::regression::check_levels;
+
+mod heteroscedastic;
+mod quantile;
+
+pub use heteroscedastic::{BaselineHeteroscedastic, BaselineHeteroscedasticParams, HeteroscedasticBaselineProblem};
+pub use quantile::{BaselineQuantile, BaselineQuantileParams, QuantileBaselineProblem};
 
 /// `a diag(d) b^T` for `a` (m x n), `b` (k x n).
-fn weighted_product(a: &DMatrix<f64>, d: &DVector<f64>, b: &DMatrix<f64>) -> DMatrix<f64> {
+pub(super) fn weighted_product(a: &DMatrix<f64>, d: &DVector<f64>, b: &DMatrix<f64>) -> DMatrix<f64> {
     let scaled = DMatrix::from_fn(a.nrows(), a.ncols(), |i, j| a[(i, j)] * d[j]);
     linalg::matmul_nt(&scaled, b)
 }
@@ -79,31 +76,33 @@ fn weighted_product(a: &DMatrix<f64>, d: &DVector<f64>, b: &DMatrix<f64>) -> DMa
 /// A non-negative part of Appendix D at the training points: `g = link(J^T c)`
 /// with `J^T` = `P^T` (PNM, GLM) or `K'` (NCM), regulariser `1/2 c^T R c`.
 #[derive(Debug, Clone)]
-struct PartMap {
-    kind: BaselineKind,
+pub(super) struct PartMap {
+    pub(super) kind: BaselineKind,
     /// `J` (dim x n): the values before the link are `J^T c`.
-    jt: DMatrix<f64>,
+    pub(super) jt: DMatrix<f64>,
     /// `R` (dim x dim).
-    reg: DMatrix<f64>,
+    pub(super) reg: DMatrix<f64>,
+    /// NCM: the features `P_Z` of the centres, `g(x) = Phi'(x)^T P_Z a`.
+    pub(super) centres: Option<DMatrix<f64>>,
 }
 
 impl PartMap {
-    fn new(kind: BaselineKind, p: &DMatrix<f64>) -> Self {
+    /// The part for training features `p` ((r + 1) x n) and the features
+    /// `pz` of the centres ((r + 1) x m; NCM's kernel coordinates are the
+    /// coefficients of `k'(., z_j)`, `J^T = K'(X, Z) = P^T P_Z`, `R = K'(Z, Z)`).
+    pub(super) fn new(kind: BaselineKind, p: &DMatrix<f64>, pz: &DMatrix<f64>) -> Self {
         match kind {
-            BaselineKind::Ncm => {
-                let k = linalg::matmul_tn(p, p);
-                PartMap { kind, jt: k.clone(), reg: k }
-            }
-            _ => PartMap { kind, jt: p.clone(), reg: DMatrix::identity(p.nrows(), p.nrows()) },
+            BaselineKind::Ncm => PartMap { kind, jt: linalg::matmul_tn(pz, p), reg: linalg::matmul_tn(pz, pz), centres: Some(pz.clone()) },
+            _ => PartMap { kind, jt: p.clone(), reg: DMatrix::identity(p.nrows(), p.nrows()), centres: None },
         }
     }
 
-    fn dim(&self) -> usize {
+    pub(super) fn dim(&self) -> usize {
         self.jt.nrows()
     }
 
     /// `(g, g', g'')` at the data for coefficients `c`.
-    fn values(&self, c: &DVector<f64>) -> (DVector<f64>, DVector<f64>, DVector<f64>) {
+    pub(super) fn values(&self, c: &DVector<f64>) -> (DVector<f64>, DVector<f64>, DVector<f64>) {
         let s = self.jt.transpose() * c;
         match self.kind {
             BaselineKind::Glm => {
@@ -117,12 +116,12 @@ impl PartMap {
         }
     }
 
-    fn regulariser(&self, c: &DVector<f64>) -> f64 {
+    pub(super) fn regulariser(&self, c: &DVector<f64>) -> f64 {
         0.5 * c.dot(&(&self.reg * c))
     }
 
     /// The start `g = 1` (PNM, GLM) or `a = 1/n` (NCM, `g(x_i) = mean_j k'(x_i, x_j) >= 1`).
-    fn unit_start(&self) -> DVector<f64> {
+    pub(super) fn unit_start(&self) -> DVector<f64> {
         let d = self.dim();
         match self.kind {
             BaselineKind::Pnm => DVector::from_fn(d, |j, _| if j + 1 == d { 1.0 } else { 0.0 }),
@@ -132,16 +131,16 @@ impl PartMap {
     }
 
     /// Weights in feature coordinates: `g(x) = link(Phi'(x)^T u)`.
-    fn feature_weights(&self, p: &DMatrix<f64>, c: &DVector<f64>) -> DVector<f64> {
-        match self.kind {
-            BaselineKind::Ncm => p * c,
-            _ => c.clone(),
+    pub(super) fn feature_weights(&self, c: &DVector<f64>) -> DVector<f64> {
+        match &self.centres {
+            Some(pz) => pz * c,
+            None => c.clone(),
         }
     }
 }
 
 /// Random starting points for the non-convex GLM: `c ~ N(0, 1)` entrywise, seeded.
-fn random_start(dim: usize, rng: &mut StdRng) -> DVector<f64> {
+pub(super) fn random_start(dim: usize, rng: &mut StdRng) -> DVector<f64> {
     let normal = Normal::new(0.0, 1.0).expect("unit normal");
     DVector::from_fn(dim, |_, _| normal.sample(rng))
 }
@@ -161,8 +160,16 @@ pub struct BaselineReport {
     pub seconds: f64,
 }
 
+/// The centres of a baseline: all rows of `x`, or `m` drawn with `seed` (Nystrom).
+pub(super) fn centres(x: &DMatrix<f64>, nystrom: Option<(usize, u64)>) -> Result<DMatrix<f64>, PsdError> {
+    Ok(match nystrom {
+        None => x.clone(),
+        Some((m, seed)) => crate::datasets::select_rows(x, &super::density::nystrom_indices(x.nrows(), m, seed)?),
+    })
+}
+
 /// Shared validation of the solver settings.
-fn check_solver(tolerance: f64, max_iterations: usize, restarts: usize) -> Result<(), PsdError> {
+pub(super) fn check_solver(tolerance: f64, max_iterations: usize, restarts: usize) -> Result<(), PsdError> {
     check_positive("tolerance", tolerance)?;
     if max_iterations == 0 {
         return Err(PsdError::InvalidParameter { name: "max_iterations", reason: "must be >= 1".into() });
@@ -173,792 +180,3 @@ fn check_solver(tolerance: f64, max_iterations: usize, restarts: usize) -> Resul
     Ok(())
 }
 
-// ---------------------------------------------------------------------------
-// Heteroscedastic regression
-// ---------------------------------------------------------------------------
-
-/// Parameters of a heteroscedastic regression (Section 6, "regression with
-/// Gaussian heteroscedastic errors") whose precision `theta = 1/v` is a
-/// baseline of Appendix D: PNM (Eq. 36), NCM (Eq. 34) or GLM (Eq. 32) (module
-/// docs); linfa-like builder validated by `fit`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct BaselineHeteroscedasticParams {
-    kind: BaselineKind,
-    sigma: f64,
-    lambda0: f64,
-    lambda: f64,
-    restarts: usize,
-    seed: u64,
-    tolerance: f64,
-    max_iterations: usize,
-}
-
-impl BaselineHeteroscedasticParams {
-    /// Baseline `kind` for `theta`, kernel width `sigma`; defaults
-    /// `lambda_0 = lambda = 1e-3`, 5 starting points (GLM only), seed 0,
-    /// residual tolerance `1e-8`, 500 Newton iterations per start.
-    pub fn new(kind: BaselineKind, sigma: f64) -> Self {
-        BaselineHeteroscedasticParams { kind, sigma, lambda0: 1e-3, lambda: 1e-3, restarts: 5, seed: 0, tolerance: 1e-8, max_iterations: 500 }
-    }
-
-    /// Regularisation `lambda_0/2 ||v||^2` of `eta` and `lambda/2 ||w||^2` of `theta` (both > 0).
-    pub fn regularisation(mut self, lambda0: f64, lambda: f64) -> Self {
-        self.lambda0 = lambda0;
-        self.lambda = lambda;
-        self
-    }
-
-    /// Number of starting points for GLM (the convex PNM and NCM use one) and their seed.
-    pub fn restarts(mut self, count: usize, seed: u64) -> Self {
-        self.restarts = count;
-        self.seed = seed;
-        self
-    }
-
-    /// Stopping tolerance on the projected-gradient residual and Newton iteration budget.
-    pub fn solver(mut self, tolerance: f64, max_iterations: usize) -> Self {
-        self.tolerance = tolerance;
-        self.max_iterations = max_iterations;
-        self
-    }
-
-    fn validate(&self) -> Result<(), PsdError> {
-        check_positive("sigma", self.sigma)?;
-        check_positive("lambda_0", self.lambda0)?;
-        check_positive("lambda", self.lambda)?;
-        check_solver(self.tolerance, self.max_iterations, self.restarts)
-    }
-
-    /// The training problem on `(x, y)` (validated), for inspection and tests.
-    pub fn problem(&self, device: &Device, x: &DMatrix<f64>, y: &DVector<f64>) -> Result<HeteroscedasticBaselineProblem, PsdError> {
-        self.validate()?;
-        let (y_mean, y_sd) = target_moments(x, y)?;
-        let loss = GaussianNaturalLoss { targets: y.map(|v| (v - y_mean) / y_sd) };
-        let features = EmpiricalFeatures::new(x, self.sigma)?;
-        let p = features.features_with_constant(device, x)?;
-        let part = PartMap::new(self.kind, &p);
-        let r = p.nrows();
-        let bounded = (0..r + part.dim()).map(|j| j >= r && self.kind == BaselineKind::Ncm).collect();
-        Ok(HeteroscedasticBaselineProblem { features, p, part, loss, lambda0: self.lambda0, lambda: self.lambda, bounded, y_mean, y_sd })
-    }
-
-    /// Fits `eta` and `theta` to inputs `x` (n x d) and targets `y` (n) (module docs).
-    ///
-    /// Errors: invalid parameters, empty/NaN/mismatched input, fewer than 2
-    /// samples or constant targets, [`PsdError::NotConverged`] (with the
-    /// residual as `gap`) when no start reaches the tolerance.
-    pub fn fit(&self, device: &Device, x: &DMatrix<f64>, y: &DVector<f64>) -> Result<BaselineHeteroscedastic, PsdError> {
-        let start = Instant::now();
-        let problem = self.problem(device, x, y)?;
-        let r = problem.p.nrows();
-        let mut rng = StdRng::seed_from_u64(self.seed);
-        let starts = if self.kind == BaselineKind::Glm { self.restarts } else { 1 };
-        let settings = NewtonSettings { tolerance: self.tolerance, max_iterations: self.max_iterations };
-        let mut best: Option<newton::NewtonOutcome> = None;
-        let mut last: Option<newton::NewtonOutcome> = None;
-        let mut objectives = Vec::new();
-        for s in 0..starts {
-            let mut z0 = DVector::zeros(r + problem.part.dim());
-            let c0 = if s == 0 { problem.part.unit_start() } else { random_start(problem.part.dim(), &mut rng) };
-            z0.rows_mut(r, problem.part.dim()).copy_from(&c0);
-            let out = newton::minimise(|z| problem.objective(z), |z| problem.derivatives(z), &problem.bounded, z0, settings);
-            objectives.push(out.objective);
-            if out.residual <= self.tolerance && best.as_ref().is_none_or(|b| out.objective < b.objective) {
-                best = Some(out);
-            } else {
-                last = Some(out);
-            }
-        }
-        let Some(best) = best else {
-            let out = last.expect("at least one start");
-            return Err(PsdError::NotConverged { iterations: out.iterations, gap: out.residual, tolerance: self.tolerance });
-        };
-        let c = best.z.rows(r, problem.part.dim()).into_owned();
-        let report = BaselineReport { iterations: best.iterations, residual: best.residual, objective: best.objective, objectives_per_start: objectives, seconds: start.elapsed().as_secs_f64() };
-        Ok(BaselineHeteroscedastic {
-            kind: self.kind,
-            eta_weights: best.z.rows(0, r).into_owned(),
-            theta_weights: problem.part.feature_weights(&problem.p, &c),
-            solution: best.z,
-            features: problem.features,
-            y_mean: problem.y_mean,
-            y_sd: problem.y_sd,
-            report,
-        })
-    }
-}
-
-/// The training problem of a baseline heteroscedastic regression in the
-/// variables `z = (v, c)` (`eta = P^T v`, `theta = g_c` at the data, module docs).
-#[derive(Debug, Clone)]
-pub struct HeteroscedasticBaselineProblem {
-    features: EmpiricalFeatures,
-    p: DMatrix<f64>,
-    part: PartMap,
-    loss: GaussianNaturalLoss,
-    lambda0: f64,
-    lambda: f64,
-    bounded: Vec<bool>,
-    y_mean: f64,
-    y_sd: f64,
-}
-
-impl HeteroscedasticBaselineProblem {
-    /// Number of variables `(r + 1) + dim(c)`.
-    pub fn dimension(&self) -> usize {
-        self.bounded.len()
-    }
-
-    /// Which variables are constrained to be `>= 0` (NCM's coefficients).
-    pub fn bounded(&self) -> &[bool] {
-        &self.bounded
-    }
-
-    /// Sizes `(r + 1, dim)` of the blocks `v` (for `eta`) and `c` (for `theta`) of `z`.
-    pub fn block_sizes(&self) -> (usize, usize) {
-        (self.p.nrows(), self.part.dim())
-    }
-
-    fn split(&self, z: &DVector<f64>) -> (DVector<f64>, DVector<f64>) {
-        let r = self.p.nrows();
-        (z.rows(0, r).into_owned(), z.rows(r, z.len() - r).into_owned())
-    }
-
-    /// `L(eta, theta) + lambda_0/2 ||v||^2 + lambda/2 c^T R c`; `+inf` where some `theta(x_i) <= 0`.
-    pub fn objective(&self, z: &DVector<f64>) -> f64 {
-        let (v, c) = self.split(z);
-        let (theta, _, _) = self.part.values(&c);
-        let eta = self.p.transpose() * &v;
-        self.loss.value(&eta, &theta) + 0.5 * self.lambda0 * v.norm_squared() + self.lambda * self.part.regulariser(&c)
-    }
-
-    /// Gradient and Hessian at a point of finite objective.
-    fn derivatives(&self, z: &DVector<f64>) -> (DVector<f64>, DMatrix<f64>) {
-        let (v, c) = self.split(z);
-        let (theta, g1, g2) = self.part.values(&c);
-        let eta = self.p.transpose() * &v;
-        let (be, al) = self.loss.gradient(&eta, &theta);
-        let (hee, het, htt) = self.loss.hessian(&eta, &theta);
-        let r = self.p.nrows();
-        let dim = self.part.dim();
-        let mut grad = DVector::zeros(r + dim);
-        grad.rows_mut(0, r).copy_from(&(&self.p * &be + &v * self.lambda0));
-        grad.rows_mut(r, dim).copy_from(&(&self.part.jt * al.component_mul(&g1) + &self.part.reg * &c * self.lambda));
-        let mut h = DMatrix::zeros(r + dim, r + dim);
-        let mut hww = weighted_product(&self.p, &hee, &self.p);
-        for a in 0..r {
-            hww[(a, a)] += self.lambda0;
-        }
-        let hwc = weighted_product(&self.p, &het.component_mul(&g1), &self.part.jt);
-        let dcc = DVector::from_fn(theta.len(), |i, _| htt[i] * g1[i] * g1[i] + al[i] * g2[i]);
-        let hcc = weighted_product(&self.part.jt, &dcc, &self.part.jt) + &self.part.reg * self.lambda;
-        h.view_mut((0, 0), (r, r)).copy_from(&hww);
-        h.view_mut((0, r), (r, dim)).copy_from(&hwc);
-        h.view_mut((r, 0), (dim, r)).copy_from(&hwc.transpose());
-        h.view_mut((r, r), (dim, dim)).copy_from(&hcc);
-        (grad, h)
-    }
-
-    /// Gradient of [`Self::objective`] at a point of finite objective.
-    pub fn gradient(&self, z: &DVector<f64>) -> DVector<f64> {
-        self.derivatives(z).0
-    }
-}
-
-/// A fitted heteroscedastic regression with a baseline model (Eq. 32, 34 or 36) for `theta`.
-#[derive(Debug, Clone)]
-pub struct BaselineHeteroscedastic {
-    kind: BaselineKind,
-    features: EmpiricalFeatures,
-    /// `eta'(x) = Phi'(x)^T eta_weights` (standardised units).
-    eta_weights: DVector<f64>,
-    /// `theta'(x) = Phi'(x)^T theta_weights`, or its `exp` for GLM.
-    theta_weights: DVector<f64>,
-    solution: DVector<f64>,
-    y_mean: f64,
-    y_sd: f64,
-    report: BaselineReport,
-}
-
-impl BaselineHeteroscedastic {
-    /// Which baseline models `theta`.
-    pub fn kind(&self) -> BaselineKind {
-        self.kind
-    }
-
-    /// Convergence of the fit.
-    pub fn report(&self) -> &BaselineReport {
-        &self.report
-    }
-
-    /// The minimiser `z = (v, c)` of [`HeteroscedasticBaselineProblem::objective`]
-    /// (NCM: `c = a >= 0`, the kernel coefficients of `theta`).
-    pub fn solution(&self) -> &DVector<f64> {
-        &self.solution
-    }
-
-    /// `eta(x)` and `theta(x)` at the rows of `x` (original units of `y`); PNM's
-    /// `theta` may be negative away from the data.
-    pub fn natural_parameters(&self, device: &Device, x: &DMatrix<f64>) -> Result<NaturalParameters, PsdError> {
-        check_matrix("x", x)?;
-        check_dim("columns of x vs model dimension", self.features.centres().ncols(), x.ncols())?;
-        let phi = self.features.features_with_constant(device, x)?;
-        let eta_s = phi.transpose() * &self.eta_weights;
-        let s = phi.transpose() * &self.theta_weights;
-        let theta_s = if self.kind == BaselineKind::Glm { s.map(f64::exp) } else { s };
-        Ok(NaturalParameters::from_standardised(&eta_s, &theta_s, self.y_mean, self.y_sd))
-    }
-
-    /// Predictive mean `mu = eta/theta`.
-    pub fn predict_mean(&self, device: &Device, x: &DMatrix<f64>) -> Result<DVector<f64>, PsdError> {
-        Ok(self.natural_parameters(device, x)?.mean())
-    }
-
-    /// Predictive variance `v = 1/theta` (negative where PNM's `theta` is).
-    pub fn predict_variance(&self, device: &Device, x: &DMatrix<f64>) -> Result<DVector<f64>, PsdError> {
-        Ok(self.natural_parameters(device, x)?.variance())
-    }
-
-    /// Mean predictive log-likelihood (`-inf` if `theta <= 0` at some point).
-    pub fn mean_log_likelihood(&self, device: &Device, x: &DMatrix<f64>, y: &DVector<f64>) -> Result<f64, PsdError> {
-        check_dim("length of y vs rows of x", x.nrows(), y.len())?;
-        linalg::check_finite("y", &DMatrix::from_column_slice(y.len(), 1, y.as_slice()))?;
-        Ok(self.natural_parameters(device, x)?.log_likelihood(y).mean())
-    }
-}
-
-// ---------------------------------------------------------------------------
-// Multiple quantile regression
-// ---------------------------------------------------------------------------
-
-/// Moreau envelope of the pinball loss `rho_tau(u) = max(tau u, (tau - 1) u)`
-/// with parameter `eps`: value, derivative and second derivative in `u`.
-fn smoothed_pinball(u: f64, tau: f64, eps: f64) -> (f64, f64, f64) {
-    if u >= eps * tau {
-        (tau * u - 0.5 * eps * tau * tau, tau, 0.0)
-    } else if u <= eps * (tau - 1.0) {
-        ((tau - 1.0) * u - 0.5 * eps * (tau - 1.0).powi(2), tau - 1.0, 0.0)
-    } else {
-        (u * u / (2.0 * eps), u / eps, 1.0 / eps)
-    }
-}
-
-/// Parameters of multiple quantile regression (Section 6, "multiple quantile
-/// regression", `q_{tau_{+-j}} = q_{tau_0} +- sum v`) whose gaps `v` between
-/// levels are baselines of Appendix D: PNM (Eq. 36), NCM (Eq. 34) or GLM
-/// (Eq. 32) (module docs); linfa-like builder validated by `fit`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct BaselineQuantileParams {
-    kind: BaselineKind,
-    sigma: f64,
-    levels: Vec<f64>,
-    lambda0: f64,
-    lambda: f64,
-    smoothing: f64,
-    restarts: usize,
-    seed: u64,
-    tolerance: f64,
-    max_iterations: usize,
-}
-
-impl BaselineQuantileParams {
-    /// Baseline `kind` for the gaps, kernel width `sigma`, levels strictly
-    /// increasing in (0, 1); defaults `lambda_0 = lambda = 1e-3`, smoothing
-    /// `1e-3` (NCM, GLM), 5 starts (GLM), seed 0, tolerance `1e-7`, budget
-    /// 500 Newton iterations per start (NCM, GLM) or 100,000 FISTA iterations (PNM).
-    pub fn new(kind: BaselineKind, sigma: f64, levels: &[f64]) -> Self {
-        let max_iterations = if kind == BaselineKind::Pnm { 100_000 } else { 500 };
-        BaselineQuantileParams { kind, sigma, levels: levels.to_vec(), lambda0: 1e-3, lambda: 1e-3, smoothing: 1e-3, restarts: 5, seed: 0, tolerance: 1e-7, max_iterations }
-    }
-
-    /// Regularisation `lambda_0/2 ||v||^2` of the middle quantile and `lambda/2 ||w_i||^2` of each gap (both > 0).
-    pub fn regularisation(mut self, lambda0: f64, lambda: f64) -> Self {
-        self.lambda0 = lambda0;
-        self.lambda = lambda;
-        self
-    }
-
-    /// Moreau-envelope parameter `epsilon > 0` of the pinball loss (NCM, GLM; standardised units).
-    pub fn smoothing(mut self, epsilon: f64) -> Self {
-        self.smoothing = epsilon;
-        self
-    }
-
-    /// Number of starting points for GLM and their seed.
-    pub fn restarts(mut self, count: usize, seed: u64) -> Self {
-        self.restarts = count;
-        self.seed = seed;
-        self
-    }
-
-    /// Stopping tolerance and iteration budget (see [`Self::new`]).
-    pub fn solver(mut self, tolerance: f64, max_iterations: usize) -> Self {
-        self.tolerance = tolerance;
-        self.max_iterations = max_iterations;
-        self
-    }
-
-    fn validate(&self) -> Result<(), PsdError> {
-        check_positive("sigma", self.sigma)?;
-        check_positive("lambda_0", self.lambda0)?;
-        check_positive("lambda", self.lambda)?;
-        check_positive("smoothing", self.smoothing)?;
-        check_levels(&self.levels)?;
-        check_solver(self.tolerance, self.max_iterations, self.restarts)
-    }
-
-    /// The training problem on `(x, y)` (validated), for inspection and tests.
-    pub fn problem(&self, device: &Device, x: &DMatrix<f64>, y: &DVector<f64>) -> Result<QuantileBaselineProblem, PsdError> {
-        self.validate()?;
-        let (_, y_sd) = target_moments(x, y)?;
-        let n = x.nrows();
-        let mut sorted: Vec<f64> = y.iter().copied().collect();
-        sorted.sort_by(|a, b| a.total_cmp(b));
-        let y_median = sorted[n / 2];
-        let features = EmpiricalFeatures::new(x, self.sigma)?;
-        let p = features.features_with_constant(device, x)?;
-        let part = PartMap::new(self.kind, &p);
-        let k = self.levels.len();
-        let r = p.nrows();
-        let bounded = (0..r + (k - 1) * part.dim()).map(|j| j >= r && self.kind == BaselineKind::Ncm).collect();
-        Ok(QuantileBaselineProblem {
-            features,
-            p,
-            part,
-            targets: y.map(|v| (v - y_median) / y_sd),
-            levels: self.levels.clone(),
-            lambda0: self.lambda0,
-            lambda: self.lambda,
-            smoothing: self.smoothing,
-            bounded,
-            y_median,
-            y_sd,
-        })
-    }
-
-    /// Fits the quantile curves to inputs `x` (n x d) and targets `y` (n) (module docs).
-    ///
-    /// Errors: invalid parameters or levels, empty/NaN/mismatched input, fewer
-    /// than 2 samples or constant targets, [`PsdError::NotConverged`] (with the
-    /// residual as `gap`).
-    pub fn fit(&self, device: &Device, x: &DMatrix<f64>, y: &DVector<f64>) -> Result<BaselineQuantile, PsdError> {
-        let start = Instant::now();
-        let problem = self.problem(device, x, y)?;
-        let (z, iterations, residual, objectives) = if self.kind == BaselineKind::Pnm {
-            let (z, iterations, residual) = problem.solve_pnm_dual(self.tolerance, self.max_iterations);
-            if !(residual <= self.tolerance) {
-                return Err(PsdError::NotConverged { iterations, gap: residual, tolerance: self.tolerance });
-            }
-            let objective = problem.primal_objective(&z);
-            (z, iterations, residual, vec![objective])
-        } else {
-            let mut rng = StdRng::seed_from_u64(self.seed);
-            let starts = if self.kind == BaselineKind::Glm { self.restarts } else { 1 };
-            let settings = NewtonSettings { tolerance: self.tolerance, max_iterations: self.max_iterations };
-            let (r, dim, k) = (problem.p.nrows(), problem.part.dim(), self.levels.len());
-            let mut best: Option<newton::NewtonOutcome> = None;
-            let mut last = None;
-            let mut objectives = Vec::new();
-            for s in 0..starts {
-                let mut z0 = DVector::zeros(r + (k - 1) * dim);
-                for i in 0..k - 1 {
-                    // First start: gaps of about 1/2 sd (NCM) or exp(0) = 1 sd (GLM).
-                    let c0 = if s == 0 { problem.part.unit_start() * 0.5 } else { random_start(dim, &mut rng) };
-                    z0.rows_mut(r + i * dim, dim).copy_from(&c0);
-                }
-                let out = problem.solve_smoothed(z0, settings);
-                objectives.push(out.objective);
-                if out.residual <= self.tolerance && best.as_ref().is_none_or(|b| out.objective < b.objective) {
-                    best = Some(out);
-                } else {
-                    last = Some(out);
-                }
-            }
-            let Some(best) = best else {
-                let out: newton::NewtonOutcome = last.expect("at least one start");
-                return Err(PsdError::NotConverged { iterations: out.iterations, gap: out.residual, tolerance: self.tolerance });
-            };
-            (best.z, best.iterations, best.residual, objectives)
-        };
-        let objective = if self.kind == BaselineKind::Pnm { objectives[0] } else { problem.objective(&z) };
-        let (r, dim) = (problem.p.nrows(), problem.part.dim());
-        let centre_weights = z.rows(0, r).into_owned();
-        let part_weights = (0..self.levels.len() - 1).map(|i| problem.part.feature_weights(&problem.p, &z.rows(r + i * dim, dim).into_owned())).collect();
-        let report = BaselineReport { iterations, residual, objective, objectives_per_start: objectives, seconds: start.elapsed().as_secs_f64() };
-        Ok(BaselineQuantile { kind: self.kind, levels: self.levels.clone(), centre_weights, part_weights, solution: z, features: problem.features, y_median: problem.y_median, y_sd: problem.y_sd, report })
-    }
-}
-
-/// The training problem of baseline quantile regression in the variables
-/// `z = (v, c_1, .., c_{K-1})`: `v` for the middle level, `c_i` for the gap
-/// parts in order of the levels skipping the middle (module docs).
-#[derive(Debug, Clone)]
-pub struct QuantileBaselineProblem {
-    features: EmpiricalFeatures,
-    p: DMatrix<f64>,
-    part: PartMap,
-    targets: DVector<f64>,
-    levels: Vec<f64>,
-    lambda0: f64,
-    lambda: f64,
-    smoothing: f64,
-    bounded: Vec<bool>,
-    y_median: f64,
-    y_sd: f64,
-}
-
-impl QuantileBaselineProblem {
-    /// Number of primal variables.
-    pub fn dimension(&self) -> usize {
-        self.bounded.len()
-    }
-
-    /// Which variables are constrained to be `>= 0` (NCM's coefficients).
-    pub fn bounded(&self) -> &[bool] {
-        &self.bounded
-    }
-
-    /// Sizes `(r + 1, dim)` of the middle block `v` and of each gap block `c_i` of `z`.
-    pub fn block_sizes(&self) -> (usize, usize) {
-        (self.p.nrows(), self.part.dim())
-    }
-
-    /// Quantile curves at the training points for variables `z` (standardised units, n x K).
-    pub fn quantiles(&self, z: &DVector<f64>) -> DMatrix<f64> {
-        self.values(z).0
-    }
-
-    /// Index of the middle level.
-    fn centre(&self) -> usize {
-        self.levels.len() / 2
-    }
-
-    /// Level index of the gap part `i` (0-based over the parts).
-    fn part_level(&self, i: usize) -> usize {
-        if i < self.centre() { i } else { i + 1 }
-    }
-
-    /// Sign of part at level `l` (+1 above the middle) and whether it moves level `j`.
-    fn affects(&self, l: usize, j: usize) -> Option<f64> {
-        let c = self.centre();
-        if l > c && j >= l {
-            Some(1.0)
-        } else if l < c && j <= l {
-            Some(-1.0)
-        } else {
-            None
-        }
-    }
-
-    /// Quantile values at the data (standardised units, n x K) and the parts `(g, g', g'')`.
-    #[allow(clippy::type_complexity)]
-    fn values(&self, z: &DVector<f64>) -> (DMatrix<f64>, Vec<(DVector<f64>, DVector<f64>, DVector<f64>)>) {
-        let (r, dim, k) = (self.p.nrows(), self.part.dim(), self.levels.len());
-        let centre = self.p.transpose() * z.rows(0, r);
-        let parts: Vec<_> = (0..k - 1).map(|i| self.part.values(&z.rows(r + i * dim, dim).into_owned())).collect();
-        let mut q = DMatrix::zeros(centre.len(), k);
-        for j in 0..k {
-            let mut col = centre.clone();
-            for (i, part) in parts.iter().enumerate() {
-                if let Some(s) = self.affects(self.part_level(i), j) {
-                    col += &part.0 * s;
-                }
-            }
-            q.column_mut(j).copy_from(&col);
-        }
-        (q, parts)
-    }
-
-    fn regulariser(&self, z: &DVector<f64>) -> f64 {
-        let (r, dim) = (self.p.nrows(), self.part.dim());
-        0.5 * self.lambda0 * z.rows(0, r).norm_squared() + (0..self.levels.len() - 1).map(|i| self.lambda * self.part.regulariser(&z.rows(r + i * dim, dim).into_owned())).sum::<f64>()
-    }
-
-    /// Exact objective `(1/n) sum_j sum_i rho_{tau_j}(y_i - q_j(x_i)) + regularisers`
-    /// (standardised units); PNM's constraint `g_i(x_l) >= 0` is not checked here.
-    pub fn primal_objective(&self, z: &DVector<f64>) -> f64 {
-        let (q, _) = self.values(z);
-        self.pinball(&q) + self.regulariser(z)
-    }
-
-    fn pinball(&self, q: &DMatrix<f64>) -> f64 {
-        let n = self.targets.len();
-        let mut total = 0.0;
-        for (j, &tau) in self.levels.iter().enumerate() {
-            for i in 0..n {
-                let u = self.targets[i] - q[(i, j)];
-                total += (tau * u).max((tau - 1.0) * u);
-            }
-        }
-        total / n as f64
-    }
-
-    /// Smoothed objective (pinball replaced by its Moreau envelope) minimised for NCM and GLM.
-    pub fn objective(&self, z: &DVector<f64>) -> f64 {
-        let (q, _) = self.values(z);
-        let n = self.targets.len();
-        let mut total = 0.0;
-        for (j, &tau) in self.levels.iter().enumerate() {
-            for i in 0..n {
-                total += smoothed_pinball(self.targets[i] - q[(i, j)], tau, self.smoothing).0;
-            }
-        }
-        total / n as f64 + self.regulariser(z)
-    }
-
-    /// Gradient and Hessian of [`Self::objective`].
-    fn derivatives(&self, z: &DVector<f64>) -> (DVector<f64>, DMatrix<f64>) {
-        let (q, parts) = self.values(z);
-        let (r, dim, k) = (self.p.nrows(), self.part.dim(), self.levels.len());
-        let n = self.targets.len();
-        // dL/dq_j and d2L/dq_j^2 (diagonal).
-        let mut gq = DMatrix::zeros(n, k);
-        let mut hq = DMatrix::zeros(n, k);
-        for (j, &tau) in self.levels.iter().enumerate() {
-            for i in 0..n {
-                let (_, d1, d2) = smoothed_pinball(self.targets[i] - q[(i, j)], tau, self.smoothing);
-                gq[(i, j)] = -d1 / n as f64;
-                hq[(i, j)] = d2 / n as f64;
-            }
-        }
-        // Blocks: 0 = middle (matrix P, g' = 1), 1.. = parts (matrix J, chain g').
-        let blocks = k; // 1 + (k - 1)
-        let sign = |b: usize, j: usize| -> Option<f64> { if b == 0 { Some(1.0) } else { self.affects(self.part_level(b - 1), j) } };
-        let offset = |b: usize| if b == 0 { 0 } else { r + (b - 1) * dim };
-        let size = |b: usize| if b == 0 { r } else { dim };
-        let ones = DVector::from_element(n, 1.0);
-        let slope = |b: usize| if b == 0 { &ones } else { &parts[b - 1].1 };
-        let matrix = |b: usize| if b == 0 { &self.p } else { &self.part.jt };
-        let mut grad = DVector::zeros(r + (k - 1) * dim);
-        let mut h = DMatrix::zeros(grad.len(), grad.len());
-        for b in 0..blocks {
-            let mut dg = DVector::zeros(n);
-            for j in 0..k {
-                if let Some(s) = sign(b, j) {
-                    dg += gq.column(j) * s;
-                }
-            }
-            let mut gb = matrix(b) * dg.component_mul(slope(b));
-            if b == 0 {
-                gb += z.rows(0, r) * self.lambda0;
-            } else {
-                gb += &self.part.reg * z.rows(offset(b), dim) * self.lambda;
-            }
-            grad.rows_mut(offset(b), size(b)).copy_from(&gb);
-            for b2 in b..blocks {
-                let mut d = DVector::zeros(n);
-                for j in 0..k {
-                    if let (Some(s1), Some(s2)) = (sign(b, j), sign(b2, j)) {
-                        d += hq.column(j) * (s1 * s2);
-                    }
-                }
-                let d = d.component_mul(slope(b)).component_mul(slope(b2));
-                let mut block = weighted_product(matrix(b), &d, matrix(b2));
-                if b == b2 {
-                    if b == 0 {
-                        for a in 0..r {
-                            block[(a, a)] += self.lambda0;
-                        }
-                    } else {
-                        block += weighted_product(matrix(b), &dg.component_mul(&parts[b - 1].2), matrix(b)) + &self.part.reg * self.lambda;
-                    }
-                }
-                h.view_mut((offset(b), offset(b2)), (size(b), size(b2))).copy_from(&block);
-                if b2 != b {
-                    h.view_mut((offset(b2), offset(b)), (size(b2), size(b))).copy_from(&block.transpose());
-                }
-            }
-        }
-        (grad, h)
-    }
-
-    /// Gradient of [`Self::objective`].
-    pub fn gradient(&self, z: &DVector<f64>) -> DVector<f64> {
-        self.derivatives(z).0
-    }
-
-    /// Minimises [`Self::objective`] from `z0` by continuation: the smoothing
-    /// parameter goes 1, 0.1, 0.01, .. down to `epsilon` (standardised units),
-    /// each stage warm-started from the last (loose tolerance `1e-5` before the
-    /// last stage). Newton steps on a narrow quadratic zone of the pinball
-    /// envelope overshoot, which the wide early stages avoid.
-    fn solve_smoothed(&self, z0: DVector<f64>, settings: NewtonSettings) -> newton::NewtonOutcome {
-        let mut stages = Vec::new();
-        let mut eps = 1.0;
-        while eps > self.smoothing * 1.000_001 {
-            stages.push(eps);
-            eps *= 0.1;
-        }
-        let mut z = z0;
-        let mut stage_problem = self.clone();
-        for eps in stages {
-            stage_problem.smoothing = eps;
-            let loose = NewtonSettings { tolerance: settings.tolerance.max(1e-5), ..settings };
-            z = newton::minimise(|z| stage_problem.objective(z), |z| stage_problem.derivatives(z), &self.bounded, z, loose).z;
-        }
-        newton::minimise(|z| self.objective(z), |z| self.derivatives(z), &self.bounded, z, settings)
-    }
-
-    /// PNM dual variables `(alpha_1..alpha_K, mu_1..mu_{K-1})` -> primal `z` (module docs).
-    fn pnm_primal(&self, dual: &DVector<f64>) -> DVector<f64> {
-        let (n, k, r) = (self.targets.len(), self.levels.len(), self.p.nrows());
-        let mut z = DVector::zeros(r * k);
-        let mut s = DVector::zeros(n);
-        for j in 0..k {
-            s += dual.rows(j * n, n);
-        }
-        z.rows_mut(0, r).copy_from(&(-(&self.p * s) / self.lambda0));
-        for i in 0..k - 1 {
-            let l = self.part_level(i);
-            let mut d = -dual.rows(k * n + i * n, n);
-            for j in 0..k {
-                if let Some(sg) = self.affects(l, j) {
-                    d += dual.rows(j * n, n) * sg;
-                }
-            }
-            z.rows_mut(r + i * r, r).copy_from(&(-(&self.p * d) / self.lambda));
-        }
-        z
-    }
-
-    /// The PNM dual objective `D(alpha, mu)` (module docs).
-    pub fn pnm_dual_objective(&self, dual: &DVector<f64>) -> f64 {
-        let (n, k, r) = (self.targets.len(), self.levels.len(), self.p.nrows());
-        let z = self.pnm_primal(dual);
-        let mut total = 0.0;
-        for j in 0..k {
-            total += dual.rows(j * n, n).dot(&self.targets);
-        }
-        total += 0.5 * self.lambda0 * z.rows(0, r).norm_squared();
-        for i in 0..k - 1 {
-            total += 0.5 * self.lambda * z.rows(r + i * r, r).norm_squared();
-        }
-        total
-    }
-
-    /// Solves the PNM dual by FISTA; returns the primal point, iterations and KKT residual.
-    fn solve_pnm_dual(&self, tolerance: f64, max_iterations: usize) -> (DVector<f64>, usize, f64) {
-        let (n, k) = (self.targets.len(), self.levels.len());
-        let size = (2 * k - 1) * n;
-        let levels = self.levels.clone();
-        let project = move |v: &DVector<f64>| -> DVector<f64> {
-            DVector::from_fn(size, |idx, _| {
-                if idx < k * n {
-                    let tau = levels[idx / n];
-                    v[idx].clamp(-tau / n as f64, (1.0 - tau) / n as f64)
-                } else {
-                    v[idx].max(0.0)
-                }
-            })
-        };
-        let smooth = |dual: &DVector<f64>, want: bool| -> (f64, Option<DVector<f64>>) {
-            let value = self.pnm_dual_objective(dual);
-            let grad = want.then(|| {
-                let z = self.pnm_primal(dual);
-                let (q, parts) = self.values(&z);
-                let mut g = DVector::zeros(size);
-                for j in 0..k {
-                    g.rows_mut(j * n, n).copy_from(&(&self.targets - q.column(j)));
-                }
-                for (i, part) in parts.iter().enumerate() {
-                    g.rows_mut(k * n + i * n, n).copy_from(&part.0);
-                }
-                g
-            });
-            (value, grad)
-        };
-        let kkt = |dual: &DVector<f64>| self.pnm_kkt_residual(dual);
-        let pp_top = linalg::symmetric_eigenvalues(&linalg::matmul_nt(&self.p, &self.p)).map(|e| e.max()).unwrap_or(1.0);
-        let lipschitz = (k * k) as f64 * pp_top * (1.0 / self.lambda0 + 2.0 / self.lambda);
-        let settings = FistaSettings { initial_step: 4.0 / lipschitz, max_iterations, tolerance, check_every: 10 };
-        let outcome = fista::minimise(smooth, |v, _| project(v), |_| 0.0, kkt, DVector::zeros(size), settings);
-        let residual = self.pnm_kkt_residual(&outcome.x);
-        (self.pnm_primal(&outcome.x), outcome.iterations, residual)
-    }
-
-    /// KKT residual of the PNM dual point (module docs): zero exactly at a primal-dual solution.
-    pub fn pnm_kkt_residual(&self, dual: &DVector<f64>) -> f64 {
-        let (n, k) = (self.targets.len(), self.levels.len());
-        let z = self.pnm_primal(dual);
-        let (q, parts) = self.values(&z);
-        let mut total = 0.0;
-        for (j, &tau) in self.levels.iter().enumerate() {
-            for i in 0..n {
-                let u = self.targets[i] - q[(i, j)];
-                let a = dual[j * n + i];
-                // rho(u)/n + a y - a q = rho(u)/n + a u >= 0 for a in the box.
-                total += (tau * u).max((tau - 1.0) * u) / n as f64 + a * u;
-            }
-        }
-        for (i, part) in parts.iter().enumerate() {
-            let mu = dual.rows(k * n + i * n, n);
-            total += mu.dot(&part.0).abs() + part.0.iter().map(|&v| (-v).max(0.0)).fold(0.0, f64::max);
-        }
-        total
-    }
-}
-
-/// Fitted quantile curves with baseline gap models (Eq. 32, 34 or 36).
-#[derive(Debug, Clone)]
-pub struct BaselineQuantile {
-    kind: BaselineKind,
-    levels: Vec<f64>,
-    features: EmpiricalFeatures,
-    centre_weights: DVector<f64>,
-    part_weights: Vec<DVector<f64>>,
-    solution: DVector<f64>,
-    y_median: f64,
-    y_sd: f64,
-    report: BaselineReport,
-}
-
-impl BaselineQuantile {
-    /// Which baseline models the gaps.
-    pub fn kind(&self) -> BaselineKind {
-        self.kind
-    }
-
-    /// The quantile levels.
-    pub fn levels(&self) -> &[f64] {
-        &self.levels
-    }
-
-    /// Convergence of the fit.
-    pub fn report(&self) -> &BaselineReport {
-        &self.report
-    }
-
-    /// The primal solution `z` of [`QuantileBaselineProblem`] (NCM: the gap
-    /// coefficients `a >= 0` after the middle weights).
-    pub fn solution(&self) -> &DVector<f64> {
-        &self.solution
-    }
-
-    /// Quantile curves at the rows of `x`: column `j` is level `tau_j` (n x K).
-    pub fn predict(&self, device: &Device, x: &DMatrix<f64>) -> Result<DMatrix<f64>, PsdError> {
-        check_matrix("x", x)?;
-        check_dim("columns of x vs model dimension", self.features.centres().ncols(), x.ncols())?;
-        let phi = self.features.features_with_constant(device, x)?;
-        let k = self.levels.len();
-        let c = k / 2;
-        let parts: Vec<DVector<f64>> = self
-            .part_weights
-            .iter()
-            .map(|w| {
-                let s = phi.transpose() * w;
-                if self.kind == BaselineKind::Glm { s.map(f64::exp) } else { s }
-            })
-            .collect();
-        let mut out = DMatrix::zeros(x.nrows(), k);
-        out.column_mut(c).copy_from(&(phi.transpose() * &self.centre_weights));
-        for j in (c + 1)..k {
-            let next = out.column(j - 1) + &parts[j - 1];
-            out.column_mut(j).copy_from(&next);
-        }
-        for j in (0..c).rev() {
-            let next = out.column(j + 1) - &parts[j];
-            out.column_mut(j).copy_from(&next);
-        }
-        Ok(out.map(|v| self.y_median + self.y_sd * v))
-    }
-}

@@ -57,19 +57,17 @@
 //! candidate when it was computed, so checking every one or two iterations
 //! costs little and lets an inner solve stop as soon as it is done.
 
-use std::time::Instant;
-
 use nalgebra::{DMatrix, DVector};
 
 use crate::device::Device;
 use crate::gpu::{MatrixProduct, Precision};
-use crate::linalg::{self, check_dim};
+use crate::linalg;
 use crate::resident::DeviceMatrix;
 
-use super::error::{check_nonnegative, check_positive, PsdError};
-use super::fista::{self, FistaSettings};
+use super::engine::EngineProblem;
+use super::error::{check_positive, PsdError};
 use super::loss::DualLoss;
-use super::positive_part::{PositivePart, PositivePartSolver, PositivePartStats};
+use super::positive_part::{PositivePartSolver, PositivePartStats};
 
 /// Budget and tolerance of the dual solver.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -170,20 +168,20 @@ impl<'a> From<&'a DMatrix<f64>> for Features<'a> {
 
 impl Features<'_> {
     /// Feature dimension r.
-    fn dim(&self) -> usize {
+    pub(super) fn dim(&self) -> usize {
         match self {
             Features::Host(p) => p.nrows(),
             Features::Resident { phi, .. } => phi.ncols(),
         }
     }
     /// Number of samples n.
-    fn samples(&self) -> usize {
+    pub(super) fn samples(&self) -> usize {
         match self {
             Features::Host(p) => p.ncols(),
             Features::Resident { phi, .. } => phi.nrows(),
         }
     }
-    fn validate(&self) -> Result<(), PsdError> {
+    pub(super) fn validate(&self) -> Result<(), PsdError> {
         match self {
             Features::Host(p) => Ok(linalg::check_matrix("features", *p)?),
             Features::Resident { device, phi } => {
@@ -195,7 +193,7 @@ impl Features<'_> {
         }
     }
     /// `P diag(w) P^T` (r x r).
-    fn weighted_gram(&self, w: &DVector<f64>) -> Result<DMatrix<f64>, PsdError> {
+    pub(super) fn weighted_gram(&self, w: &DVector<f64>) -> Result<DMatrix<f64>, PsdError> {
         match self {
             Features::Host(p) => Ok(linalg::weighted_gram(p, w)),
             Features::Resident { device, phi } => {
@@ -206,7 +204,7 @@ impl Features<'_> {
         }
     }
     /// `||V^T p_i||^2` for every sample i, V r x k.
-    fn projected_norms(&self, v: &DMatrix<f64>) -> Result<DVector<f64>, PsdError> {
+    pub(super) fn projected_norms(&self, v: &DMatrix<f64>) -> Result<DVector<f64>, PsdError> {
         match self {
             Features::Host(p) => {
                 let g = linalg::matmul_tn(v, p);
@@ -219,8 +217,30 @@ impl Features<'_> {
             }
         }
     }
+    /// `P s` (r) for `s` in `R^n`.
+    pub(super) fn apply(&self, s: &DVector<f64>) -> Result<DVector<f64>, PsdError> {
+        match self {
+            Features::Host(p) => Ok(*p * s),
+            Features::Resident { device, phi } => {
+                let sd = device.upload_vector(s, Precision::F64)?;
+                let out = device.to_host(&device.resident_matmul(phi, &sd, MatrixProduct::AtB)?)?;
+                Ok(DVector::from_column_slice(out.as_slice()))
+            }
+        }
+    }
+    /// `P^T w` (n) for `w` in `R^r`.
+    pub(super) fn apply_transpose(&self, w: &DVector<f64>) -> Result<DVector<f64>, PsdError> {
+        match self {
+            Features::Host(p) => Ok(p.tr_mul(w)),
+            Features::Resident { device, phi } => {
+                let wd = device.upload_vector(w, Precision::F64)?;
+                let out = device.to_host(&device.resident_matmul(phi, &wd, MatrixProduct::AB)?)?;
+                Ok(DVector::from_column_slice(out.as_slice()))
+            }
+        }
+    }
     /// `||p_i||^2` for every sample and `P P^T` (r x r), for the step size.
-    fn norms_and_gram(&self) -> Result<(DVector<f64>, DMatrix<f64>), PsdError> {
+    pub(super) fn norms_and_gram(&self) -> Result<(DVector<f64>, DMatrix<f64>), PsdError> {
         match self {
             Features::Host(p) => Ok((DVector::from_fn(p.ncols(), |j, _| p.column(j).norm_squared()), linalg::matmul_nt(p, p))),
             Features::Resident { device, phi } => {
@@ -232,7 +252,9 @@ impl Features<'_> {
     }
 }
 
-/// The dual problem of Eq. 10 (optionally with the integral constraint of Eq. 12).
+/// The dual problem of Eq. 10 (optionally with the integral constraint of
+/// Eq. 12): one PSD part and a loss of one block, solved by the engine of
+/// [`super::engine`] (which holds the solver described in the module docs).
 pub struct DualProblem<'a, L: DualLoss> {
     /// Training features `P` (r x n), on the host or a device.
     pub features: Features<'a>,
@@ -246,267 +268,7 @@ pub struct DualProblem<'a, L: DualLoss> {
     pub lambda2: f64,
 }
 
-struct Timers {
-    eigen: f64,
-    products: f64,
-    /// Warm-started certified `[M]_+` (see [`super::positive_part`]).
-    eigen_solver: PositivePartSolver,
-    /// Recent `M(alpha)` for the affine-combination shortcut.
-    m_cache: MatrixCache,
-    /// `[M(alpha, mu)]_+` of the last evaluation: FISTA's accepted iterate is
-    /// the last backtracking candidate, so the gap check reuses it.
-    last_positive_part: Option<(DVector<f64>, f64, PositivePart)>,
-}
-
-/// The last few `(alpha, mu, M(alpha, mu))`. `M` is affine in `alpha`, and
-/// FISTA's extrapolated point `y = x_k + beta (x_k - x_{k-1})` is an affine
-/// combination of two earlier candidates, so
-/// `M(y) = (1 + beta) M(x_k) - beta M(x_{k-1})` costs `O(r^2)` instead of the
-/// `O(n r^2)` product. The combination is used only when it reproduces
-/// `alpha` to `1e-13` relative (checked entry by entry).
-#[derive(Default)]
-struct MatrixCache {
-    entries: Vec<(DVector<f64>, f64, DMatrix<f64>)>,
-}
-
-impl MatrixCache {
-    const SIZE: usize = 3;
-
-    fn insert(&mut self, alpha: &DVector<f64>, mu: f64, m: &DMatrix<f64>) {
-        if self.entries.len() == Self::SIZE {
-            self.entries.remove(0);
-        }
-        self.entries.push((alpha.clone(), mu, m.clone()));
-    }
-
-    fn combination(&self, alpha: &DVector<f64>, mu: f64) -> Option<DMatrix<f64>> {
-        let scale = alpha.amax();
-        let close = |c: &DVector<f64>| (alpha - c).amax() <= 1e-13 * scale;
-        for (a, m_a, m) in self.entries.iter().rev() {
-            if *m_a == mu && close(a) {
-                return Some(m.clone());
-            }
-        }
-        for (i, (a1, mu1, m1)) in self.entries.iter().enumerate().rev() {
-            for (a2, mu2, m2) in self.entries[..i].iter().rev() {
-                if *mu1 != mu || *mu2 != mu {
-                    continue;
-                }
-                let d = a1 - a2;
-                let dd = d.norm_squared();
-                if !(dd > 0.0) {
-                    continue;
-                }
-                let t = (alpha - a2).dot(&d) / dd;
-                if close(&(a2 + &d * t)) {
-                    // alpha = t a1 + (1 - t) a2 and M is affine in alpha.
-                    return Some(m1 * t + m2 * (1.0 - t));
-                }
-            }
-        }
-        None
-    }
-}
-
 impl<'a, L: DualLoss> DualProblem<'a, L> {
-    fn validate(&self) -> Result<(), PsdError> {
-        check_nonnegative("lambda_1", self.lambda1)?;
-        check_positive("lambda_2", self.lambda2)?;
-        self.features.validate()?;
-        check_dim("number of loss terms vs number of feature columns", self.features.samples(), self.loss.len())?;
-        if let Some(w) = self.integral {
-            check_dim("rows of W vs feature dimension", self.features.dim(), w.nrows())?;
-            check_dim("columns of W vs feature dimension", self.features.dim(), w.ncols())?;
-        }
-        Ok(())
-    }
-
-    fn n(&self) -> usize {
-        self.features.samples()
-    }
-
-    /// `M(alpha, mu) = -P diag(alpha) P^T - mu W - lambda_1 I`.
-    fn m_matrix(&self, alpha: &DVector<f64>, mu: f64, timers: &mut Timers) -> Result<DMatrix<f64>, PsdError> {
-        let start = Instant::now();
-        if let Some(m) = timers.m_cache.combination(alpha, mu) {
-            timers.products += start.elapsed().as_secs_f64();
-            return Ok(m);
-        }
-        let mut m = self.features.weighted_gram(&(-alpha))?;
-        if let Some(w) = self.integral {
-            m -= w * mu;
-        }
-        for i in 0..m.nrows() {
-            m[(i, i)] -= self.lambda1;
-        }
-        timers.m_cache.insert(alpha, mu, &m);
-        timers.products += start.elapsed().as_secs_f64();
-        Ok(m)
-    }
-
-    /// `[M(alpha, mu)]_+`, reused when `(alpha, mu)` is the last point evaluated.
-    fn positive_part(&self, alpha: &DVector<f64>, mu: f64, timers: &mut Timers) -> Result<PositivePart, PsdError> {
-        if let Some((a, m_a, pp)) = &timers.last_positive_part {
-            if *m_a == mu && a == alpha {
-                return Ok(pp.clone());
-            }
-        }
-        let m = self.m_matrix(alpha, mu, timers)?;
-        let start = Instant::now();
-        let (pp, _) = timers.eigen_solver.compute(&m)?;
-        timers.eigen += start.elapsed().as_secs_f64();
-        timers.last_positive_part = Some((alpha.clone(), mu, pp.clone()));
-        Ok(pp)
-    }
-
-    /// Model values `f_A(x_i) = p_i^T A p_i` and `tr(A W)`, `A = [M]_+ / lambda_2`.
-    fn model_values(&self, pp: &PositivePart, timers: &mut Timers) -> Result<(DVector<f64>, f64), PsdError> {
-        let start = Instant::now();
-        let scale = DVector::from_iterator(pp.values.len(), pp.values.iter().map(|v| (v / self.lambda2).sqrt()));
-        let f = if pp.values.is_empty() {
-            DVector::zeros(self.n())
-        } else {
-            let mut v = pp.vectors.clone();
-            for (a, mut col) in v.column_iter_mut().enumerate() {
-                col *= scale[a];
-            }
-            self.features.projected_norms(&v)?
-        };
-        let trace_aw = match self.integral {
-            Some(w) => {
-                let uw = linalg::matmul_tn(&pp.vectors, w);
-                (0..pp.values.len()).map(|a| scale[a] * scale[a] * uw.row(a).dot(&pp.vectors.column(a).transpose())).sum()
-            }
-            None => 0.0,
-        };
-        timers.products += start.elapsed().as_secs_f64();
-        Ok((f, trace_aw))
-    }
-
-    fn a_matrix(&self, pp: &PositivePart) -> DMatrix<f64> {
-        let r = self.features.dim();
-        let mut scaled = pp.vectors.clone();
-        for (a, mut col) in scaled.column_iter_mut().enumerate() {
-            col *= pp.values[a] / self.lambda2;
-        }
-        if pp.values.is_empty() { DMatrix::zeros(r, r) } else { linalg::matmul_nt(&scaled, &pp.vectors) }
-    }
-
-    /// `lambda_1 tr(A s) + lambda_2/2 ||A s||_F^2` from the eigenvalues of `[M]_+`.
-    fn regulariser(&self, pp: &PositivePart, scale: f64) -> f64 {
-        pp.values.iter().map(|v| {
-            let a = v / self.lambda2 * scale;
-            self.lambda1 * a + 0.5 * self.lambda2 * a * a
-        }).sum()
-    }
-
-    /// `F(alpha, mu) = L*(alpha) + mu + ||[M]_+||^2 / (2 lambda_2)` (minus the dual objective).
-    fn dual_value(&self, alpha: &DVector<f64>, mu: f64, positive_eigenvalues: &[f64]) -> f64 {
-        let reg: f64 = positive_eigenvalues.iter().map(|v| v * v).sum::<f64>() / (2.0 * self.lambda2);
-        self.loss.conjugate(alpha) + reg + if self.integral.is_some() { mu } else { 0.0 }
-    }
-
-    /// Primal objective at the feasible `A / tr(A W)` (or `A` without constraint).
-    fn primal(&self, pp: &PositivePart, f: &DVector<f64>, trace_aw: f64) -> f64 {
-        let s = if self.integral.is_some() { trace_aw } else { 1.0 };
-        if !(s > 0.0) {
-            return f64::INFINITY;
-        }
-        self.loss.value(&(f / s)) + self.regulariser(pp, 1.0 / s)
-    }
-
-    /// Duality gaps at `(alpha, mu)`: of the problem itself and of the
-    /// penalised problem with `mu` fixed; plus `tr(A W)`.
-    fn gaps(&self, alpha: &DVector<f64>, mu: f64, timers: &mut Timers) -> Result<(f64, f64, f64), PsdError> {
-        let pp = self.positive_part(alpha, mu, timers)?;
-        let (f, trace_aw) = self.model_values(&pp, timers)?;
-        let dual = self.dual_value(alpha, mu, &pp.values);
-        let gap = self.primal(&pp, &f, trace_aw) + dual;
-        let penalised_primal = self.loss.value(&f) + self.regulariser(&pp, 1.0) + if self.integral.is_some() { mu * (trace_aw - 1.0) } else { 0.0 };
-        Ok((gap, penalised_primal + dual, trace_aw))
-    }
-
-    /// FISTA on `alpha` with `mu` fixed, from `alpha0`, until the penalised
-    /// gap is below `inner_tol` or the gap of the problem below `tol`, or, with
-    /// `leave_when_far`, as soon as the side of the root of `c(mu) = 1` is
-    /// certain and `c` is known to half its distance from 1 (module docs).
-    fn solve_alpha(
-        &self,
-        alpha0: DVector<f64>,
-        mu: f64,
-        step: f64,
-        inner_tol: f64,
-        leave_when_far: bool,
-        options: &SolverOptions,
-        budget: usize,
-        timers: &mut Timers,
-        history: &mut Vec<(usize, f64)>,
-        done_before: usize,
-    ) -> Result<fista::FistaOutcome, PsdError> {
-        let cell = std::cell::RefCell::new(timers);
-        let error: std::cell::RefCell<Option<PsdError>> = std::cell::RefCell::new(None);
-        let gaps_seen = std::cell::RefCell::new(Vec::new());
-        let smooth = |alpha: &DVector<f64>, want_gradient: bool| -> (f64, Option<DVector<f64>>) {
-            let mut t = cell.borrow_mut();
-            let fail = |e: PsdError| {
-                *error.borrow_mut() = Some(e);
-                (f64::NAN, if want_gradient { Some(DVector::zeros(alpha.len())) } else { None })
-            };
-            if !want_gradient {
-                return match self.positive_part(alpha, mu, &mut t) {
-                    Ok(pp) => (pp.values.iter().map(|v| v * v).sum::<f64>() / (2.0 * self.lambda2), None),
-                    Err(e) => fail(e),
-                };
-            }
-            match self.positive_part(alpha, mu, &mut t).and_then(|pp| Ok((self.model_values(&pp, &mut t)?.0, pp))) {
-                Ok((f, pp)) => (pp.values.iter().map(|v| v * v).sum::<f64>() / (2.0 * self.lambda2), Some(-f)),
-                Err(e) => fail(e),
-            }
-        };
-        // `phi(M) = ||[M]_+||_F^2 / 2` has the 1-Lipschitz gradient `[M]_+`, so
-        // `h(x) - h(y) - <grad h(y), x - y> <= ||M(x) - M(y)||_F^2 / (2 lambda_2)`:
-        // O(r^2) once `M(x)` is formed (which the next extrapolation needs anyway).
-        let remainder_bound = |y: &DVector<f64>, x: &DVector<f64>| -> Option<f64> {
-            let mut t = cell.borrow_mut();
-            // A failed product makes the bound unavailable (exact evaluation
-            // follows, which reports the error).
-            let m_y = self.m_matrix(y, mu, &mut t).ok()?;
-            let m_x = self.m_matrix(x, mu, &mut t).ok()?;
-            Some((m_x - m_y).norm_squared() / (2.0 * self.lambda2))
-        };
-        let prox = |v: &DVector<f64>, t: f64| self.loss.prox_conjugate(v, t);
-        let nonsmooth = |alpha: &DVector<f64>| self.loss.conjugate(alpha);
-        let w_norm = self.integral.map_or(0.0, |w| w.norm());
-        let gap = |alpha: &DVector<f64>| -> f64 {
-            let mut t = cell.borrow_mut();
-            match self.gaps(alpha, mu, &mut t) {
-                Ok((g, inner, c)) => {
-                    gaps_seen.borrow_mut().push(g);
-                    if g <= options.tolerance {
-                        0.0
-                    } else if leave_when_far && w_norm * (2.0 * inner.max(0.0) / self.lambda2).sqrt() <= 0.5 * (c - 1.0).abs() {
-                        0.0
-                    } else {
-                        inner
-                    }
-                }
-                Err(e) => {
-                    *error.borrow_mut() = Some(e);
-                    0.0
-                }
-            }
-        };
-        let settings = FistaSettings { initial_step: step, max_iterations: budget, tolerance: inner_tol, check_every: options.check_every };
-        let outcome = fista::minimise_with_bound(smooth, remainder_bound, prox, nonsmooth, gap, alpha0, settings);
-        if let Some(e) = error.borrow_mut().take() {
-            return Err(e);
-        }
-        for (&(k, _), &g) in outcome.gap_history.iter().zip(gaps_seen.borrow().iter()) {
-            history.push((done_before + k, g));
-        }
-        Ok(outcome)
-    }
-
     /// Solves the dual with FISTA; returns the primal `A` of Eq. 11 (rescaled
     /// to satisfy the integral constraint exactly) and the report.
     ///
@@ -519,87 +281,9 @@ impl<'a, L: DualLoss> DualProblem<'a, L> {
     /// [`DualProblem::solve`] with a given computation of `[M]_+` (e.g.
     /// [`PositivePartSolver::full_only`] for the full eigendecomposition every time).
     pub fn solve_with(&self, options: &SolverOptions, eigen_solver: PositivePartSolver) -> Result<DualSolution, PsdError> {
-        self.validate()?;
-        options.validate()?;
-        let start = Instant::now();
-        let mut timers = Timers { eigen: 0.0, products: 0.0, eigen_solver, m_cache: MatrixCache::default(), last_positive_part: None };
-        // Step from the Lipschitz bound (module docs), optimistic by 4x; backtracking corrects it.
-        let (column_norms, ppt) = self.features.norms_and_gram()?;
-        let max_col = column_norms.max();
-        let ppt_top = linalg::symmetric_eigenvalues(&ppt)?.max();
-        let mut step = 4.0 * self.lambda2 / (max_col * ppt_top).max(f64::MIN_POSITIVE);
-
-        // Start from the dual point of the primal guess A0 = s I, s = 1/tr(W) (integral 1).
-        let s0 = self.integral.map_or(1.0, |w| 1.0 / w.trace().max(f64::MIN_POSITIVE));
-        let guess = &column_norms * s0;
-        let mut alpha = self.loss.dual_start(&guess);
-        let mut mu = if self.integral.is_some() { 1.0 } else { 0.0 };
-        let mut iterations = 0;
-        let mut history = Vec::new();
-        // ln c(mu) is decreasing in mu and close to linear in it (10-D density:
-        // slopes -0.50 to -0.38 over mu in [-3, 1]): secant steps on ln c, kept
-        // inside the bracket [below, above] of the root once there is one. The
-        // first step assumes the slope -1/max(|mu|, 1) of the unregularised
-        // problem (where c = 1/mu).
-        let mut below: Option<(f64, f64)> = None; // (mu, ln c) with c(mu) > 1
-        let mut above: Option<(f64, f64)> = None; // (mu, ln c) with c(mu) < 1
-        let mut last: Option<(f64, f64)> = None;
-        let inner_tol = if self.integral.is_some() { 0.25 * options.tolerance } else { options.tolerance };
-        loop {
-            let budget = options.max_iterations - iterations;
-            let leave_when_far = self.integral.is_some();
-            let outcome = self.solve_alpha(alpha, mu, step, inner_tol, leave_when_far, options, budget, &mut timers, &mut history, iterations)?;
-            iterations += outcome.iterations;
-            alpha = outcome.x;
-            step = outcome.step;
-            let (gap, _, c) = self.gaps(&alpha, mu, &mut timers)?;
-            if gap <= options.tolerance || iterations >= options.max_iterations || self.integral.is_none() {
-                break;
-            }
-            let log_c = c.max(f64::MIN_POSITIVE).ln().clamp(-5.0, 5.0);
-            if log_c > 0.0 { below = Some((mu, log_c)) } else { above = Some((mu, log_c)) }
-            let secant = match last {
-                Some((mu0, g0)) if g0 != log_c && mu0 != mu => mu - log_c * (mu - mu0) / (log_c - g0),
-                _ => mu + log_c * mu.abs().max(1.0),
-            };
-            last = Some((mu, log_c));
-            mu = match (below, above) {
-                (Some((m0, g0)), Some((m1, g1))) => {
-                    if secant > m0.min(m1) && secant < m0.max(m1) {
-                        secant
-                    } else {
-                        // Regula falsi between the bracket ends, strictly inside.
-                        m0 + (g0 / (g0 - g1)).clamp(0.05, 0.95) * (m1 - m0)
-                    }
-                }
-                _ => secant,
-            };
-        }
-        let pp = self.positive_part(&alpha, mu, &mut timers)?;
-        let (f, trace_aw) = self.model_values(&pp, &mut timers)?;
-        let primal = self.primal(&pp, &f, trace_aw);
-        let dual_value = self.dual_value(&alpha, mu, &pp.values);
-        let gap_now = primal + dual_value;
-        let report = SolverReport {
-            iterations,
-            gap: gap_now,
-            primal,
-            gap_history: history,
-            seconds_setup: 0.0,
-            seconds_eigen: timers.eigen,
-            seconds_products: timers.products,
-            seconds_total: start.elapsed().as_secs_f64(),
-        };
-        if !(gap_now <= options.tolerance) {
-            return Err(PsdError::NotConverged { iterations, gap: gap_now, tolerance: options.tolerance });
-        }
-        let mut a = self.a_matrix(&pp);
-        if self.integral.is_some() {
-            if !(trace_aw > 0.0) {
-                return Err(PsdError::NotPositive { what: "integral of the fitted model", value: trace_aw });
-            }
-            a /= trace_aw;
-        }
-        Ok(DualSolution { a, alpha, mu, dual_objective: -dual_value, report, eigen_stats: timers.eigen_solver.stats() })
+        let engine = EngineProblem { features: self.features, parts: vec![vec![1.0]], linear: None, integral: self.integral, loss: self.loss, lambda1: self.lambda1, lambda2: self.lambda2 };
+        let mut s = engine.solve_with(options, eigen_solver)?;
+        let a = s.parts.pop().unwrap_or_else(|| DMatrix::zeros(self.features.dim(), self.features.dim()));
+        Ok(DualSolution { a, alpha: s.z, mu: s.mu, dual_objective: s.dual_objective, report: s.report, eigen_stats: s.eigen_stats })
     }
 }

@@ -35,8 +35,11 @@
 //! `M(alpha) = -P diag(alpha) P^T - lambda_1 I`,
 //!
 //! with primal recovery `w = -P beta / lambda_0` and `A = [M(alpha)]_+ / lambda_2`
-//! (Eq. 11), and gradient `(-theta(x_i), -eta(x_i))` of the smooth part. It is solved by
-//! FISTA with backtracking ([`super::fista`]); the duality gap (primal at
+//! (Eq. 11), and gradient `(-theta(x_i), -eta(x_i))` of the smooth part. It is
+//! the configuration of the engine of [`super::engine`] with blocks
+//! `(theta, eta)`, one PSD part on `theta` and the linear part on `eta`
+//! (certified warm-started `[M]_+`, remainder-bound backtracking, Nystrom
+//! centres with [`HeteroscedasticParams::nystrom`]); the duality gap (primal at
 //! `(w, A)` plus the dual objective) is the stopping rule.
 //!
 //! **Conjugate.** For `l_i = c l(., .; y_i)`, `c = 1/n`: the supremum over `eta`
@@ -66,10 +69,12 @@ use crate::device::Device;
 use crate::kernel::Kernel;
 use crate::linalg::{self, check_dim, check_matrix};
 
-use super::dual::{SolverOptions, SolverReport};
+use super::density::nystrom_indices;
+use super::dual::{Features, SolverOptions, SolverReport};
+use super::engine::{BlockLoss, EngineProblem, LinearPart};
+use super::model::psd_factor;
 use super::error::{check_nonnegative, check_positive, PsdError};
 use super::features::EmpiricalFeatures;
-use super::fista::{self, FistaSettings};
 
 /// The per-sample Gaussian negative log-likelihood in natural parameters,
 /// `L(eta, theta) = (1/n) sum_i theta_i y_i^2/2 - eta_i y_i + eta_i^2/(2 theta_i) - log(theta_i)/2`,
@@ -166,6 +171,43 @@ impl GaussianNaturalLoss {
     }
 }
 
+/// The loss as the engine's [`BlockLoss`]: blocks `(theta, eta)`, dual
+/// variables `(alpha, beta)`.
+impl BlockLoss for GaussianNaturalLoss {
+    fn samples(&self) -> usize {
+        self.targets.len()
+    }
+    fn blocks(&self) -> usize {
+        2
+    }
+    fn value(&self, u: &DVector<f64>) -> f64 {
+        let n = self.targets.len();
+        GaussianNaturalLoss::value(self, &u.rows(n, n).into_owned(), &u.rows(0, n).into_owned())
+    }
+    fn conjugate(&self, z: &DVector<f64>) -> f64 {
+        let n = self.targets.len();
+        GaussianNaturalLoss::conjugate(self, &z.rows(n, n).into_owned(), &z.rows(0, n).into_owned())
+    }
+    fn prox_conjugate(&self, v: &DVector<f64>, t: f64) -> DVector<f64> {
+        let n = self.targets.len();
+        let (b, a) = GaussianNaturalLoss::prox_conjugate(self, &v.rows(n, n).into_owned(), &v.rows(0, n).into_owned(), t);
+        let mut out = DVector::zeros(2 * n);
+        out.rows_mut(0, n).copy_from(&a);
+        out.rows_mut(n, n).copy_from(&b);
+        out
+    }
+    /// The dual point of the primal guess `eta = 0`, `theta = 1` (unit
+    /// variance in standardised units; the guess of the engine is ignored).
+    fn dual_start(&self, _u0: &DVector<f64>) -> DVector<f64> {
+        let n = self.targets.len();
+        let (beta, alpha) = self.gradient(&DVector::zeros(n), &DVector::from_element(n, 1.0));
+        let mut z = DVector::zeros(2 * n);
+        z.rows_mut(0, n).copy_from(&alpha);
+        z.rows_mut(n, n).copy_from(&beta);
+        z
+    }
+}
+
 /// The root on `(0, inf)` of an increasing `f` with `f(0+) < 0 < f(inf)`:
 /// bracket by doubling/halving from `start`, then Newton safeguarded by
 /// bisection in `log t`, to machine precision.
@@ -253,6 +295,7 @@ pub struct HeteroscedasticParams {
     lambda1: f64,
     lambda2: f64,
     options: SolverOptions,
+    nystrom: Option<(usize, u64)>,
 }
 
 impl HeteroscedasticParams {
@@ -261,7 +304,7 @@ impl HeteroscedasticParams {
     /// `lambda_2 = 1e-3` (PSD part), gap tolerance `1e-6`. The targets' standard
     /// deviation must lie in [`TARGET_SD_RANGE`] (checked at fit).
     pub fn new(sigma: f64) -> Self {
-        HeteroscedasticParams { sigma, lambda0: 1e-3, lambda1: 1e-3, lambda2: 1e-3, options: SolverOptions::default() }
+        HeteroscedasticParams { sigma, lambda0: 1e-3, lambda1: 1e-3, lambda2: 1e-3, options: SolverOptions::default(), nystrom: None }
     }
 
     /// Regularisation: `lambda_0 > 0` for `eta`, `lambda_1 >= 0` and `lambda_2 > 0` for `theta`.
@@ -275,6 +318,14 @@ impl HeteroscedasticParams {
     /// Solver tolerance (duality gap, in units of the `1/n`-scaled objective) and budget.
     pub fn solver(mut self, options: SolverOptions) -> Self {
         self.options = options;
+        self
+    }
+
+    /// Nystrom compression: the model lives on `m` centres drawn uniformly
+    /// from the data with `seed` (features of dimension `<= m + 1`, cost per
+    /// iteration `O(n m^2 + m^3)`); default: every sample is a centre.
+    pub fn nystrom(mut self, m: usize, seed: u64) -> Self {
+        self.nystrom = Some((m, seed));
         self
     }
 
@@ -295,141 +346,38 @@ impl HeteroscedasticParams {
     pub fn fit(&self, device: &Device, x: &DMatrix<f64>, y: &DVector<f64>) -> Result<HeteroscedasticRegression, PsdError> {
         self.validate()?;
         let (y_mean, y_sd) = target_moments(x, y)?;
-        let n = x.nrows();
         let start = Instant::now();
-        let ys = y.map(|v| (v - y_mean) / y_sd);
-        let loss = GaussianNaturalLoss { targets: ys };
-        let features = EmpiricalFeatures::new(x, self.sigma)?;
+        let loss = GaussianNaturalLoss { targets: y.map(|v| (v - y_mean) / y_sd) };
+        let centres = match self.nystrom {
+            None => x.clone(),
+            Some((m, seed)) => crate::datasets::select_rows(x, &nystrom_indices(x.nrows(), m, seed)?),
+        };
+        let features = EmpiricalFeatures::new(&centres, self.sigma)?;
         let p = features.features_with_constant(device, x)?;
-        let r = p.nrows();
         let setup = start.elapsed().as_secs_f64();
-        let (lambda0, lambda1, lambda2) = (self.lambda0, self.lambda1, self.lambda2);
-
-        let eigen_seconds = std::cell::Cell::new(0.0);
-        let error: std::cell::RefCell<Option<PsdError>> = std::cell::RefCell::new(None);
-        // State at a dual point z = (alpha; beta): smooth part, model values, primal variables.
-        struct State {
-            smooth: f64,
-            eta: DVector<f64>,
-            theta: DVector<f64>,
-            w: DVector<f64>,
-            a_factor: DMatrix<f64>,
-            regulariser: f64,
-        }
-        let evaluate = |z: &DVector<f64>| -> Result<State, PsdError> {
-            let alpha = z.rows(0, n);
-            let beta = z.rows(n, n);
-            let pb = &p * beta;
-            let w = -&pb / lambda0;
-            let eta = p.transpose() * &w;
-            let mut smooth = pb.norm_squared() / (2.0 * lambda0);
-            let mut regulariser = 0.5 * lambda0 * w.norm_squared();
-            let scaled = DMatrix::from_fn(r, n, |a, j| -p[(a, j)] * alpha[j]);
-            let mut m = linalg::matmul_nt(&scaled, &p);
-            for a in 0..r {
-                m[(a, a)] -= lambda1;
-            }
-            let t0 = Instant::now();
-            let eig = linalg::symmetric_eigen(&m)?;
-            eigen_seconds.set(eigen_seconds.get() + t0.elapsed().as_secs_f64());
-            let idx: Vec<usize> = (0..r).filter(|&a| eig.eigenvalues[a] > 0.0).collect();
-            // A = G^T G with G = diag(sqrt(lambda / lambda_2)) U^T.
-            let mut g = DMatrix::zeros(idx.len().max(1), r);
-            for (row, &a) in idx.iter().enumerate() {
-                let lam = eig.eigenvalues[a];
-                smooth += lam * lam / (2.0 * lambda2);
-                let av = lam / lambda2;
-                regulariser += lambda1 * av + 0.5 * lambda2 * av * av;
-                g.row_mut(row).copy_from(&(eig.eigenvectors.column(a).transpose() * av.sqrt()));
-            }
-            let gp = &g * &p;
-            let theta = DVector::from_fn(n, |j, _| gp.column(j).norm_squared());
-            Ok(State { smooth, eta, theta, w, a_factor: g, regulariser })
+        // Blocks (theta, eta): the PSD part is theta, the linear part eta.
+        let problem = EngineProblem {
+            features: Features::Host(&p),
+            parts: vec![vec![1.0, 0.0]],
+            linear: Some(LinearPart { coupling: vec![0.0, 1.0], lambda0: self.lambda0 }),
+            integral: None,
+            loss: &loss,
+            lambda1: self.lambda1,
+            lambda2: self.lambda2,
         };
-        let conjugate = |z: &DVector<f64>| loss.conjugate(&z.rows(n, n).into_owned(), &z.rows(0, n).into_owned());
-        let smooth = |z: &DVector<f64>, want: bool| -> (f64, Option<DVector<f64>>) {
-            match evaluate(z) {
-                Ok(st) => {
-                    let grad = want.then(|| {
-                        let mut g = DVector::zeros(2 * n);
-                        g.rows_mut(0, n).copy_from(&(-&st.theta));
-                        g.rows_mut(n, n).copy_from(&(-&st.eta));
-                        g
-                    });
-                    (st.smooth, grad)
-                }
-                Err(e) => {
-                    *error.borrow_mut() = Some(e);
-                    (f64::NAN, want.then(|| DVector::zeros(2 * n)))
-                }
-            }
-        };
-        let prox = |v: &DVector<f64>, s: f64| -> DVector<f64> {
-            let (b, a) = loss.prox_conjugate(&v.rows(n, n).into_owned(), &v.rows(0, n).into_owned(), s);
-            let mut out = DVector::zeros(2 * n);
-            out.rows_mut(0, n).copy_from(&a);
-            out.rows_mut(n, n).copy_from(&b);
-            out
-        };
-        let gap_at = |z: &DVector<f64>| -> Result<(f64, f64, State), PsdError> {
-            let st = evaluate(z)?;
-            let primal = loss.value(&st.eta, &st.theta) + st.regulariser;
-            Ok((primal + conjugate(z) + st.smooth, primal, st))
-        };
-        let gap = |z: &DVector<f64>| -> f64 {
-            match gap_at(z) {
-                Ok((g, _, _)) => g,
-                Err(e) => {
-                    *error.borrow_mut() = Some(e);
-                    0.0
-                }
-            }
-        };
-        // Start at the dual point of the primal guess eta = 0, theta = 1 (unit variance).
-        let (beta0, alpha0) = loss.gradient(&DVector::zeros(n), &DVector::from_element(n, 1.0));
-        let mut z0 = DVector::zeros(2 * n);
-        z0.rows_mut(0, n).copy_from(&alpha0);
-        z0.rows_mut(n, n).copy_from(&beta0);
-        let ppt_top = linalg::symmetric_eigenvalues(&linalg::matmul_nt(&p, &p))?.max();
-        let max_col = (0..n).map(|j| p.column(j).norm_squared()).fold(0.0f64, f64::max);
-        let lipschitz = ppt_top / lambda0 + max_col * ppt_top / lambda2;
-        let settings = FistaSettings { initial_step: 4.0 / lipschitz, max_iterations: self.options.max_iterations, tolerance: self.options.tolerance, check_every: self.options.check_every };
-        let outcome = fista::minimise(smooth, prox, conjugate, gap, z0, settings);
-        if let Some(e) = error.borrow_mut().take() {
-            return Err(e);
-        }
-        let (gap_now, primal, st) = gap_at(&outcome.x)?;
-        if !(gap_now <= self.options.tolerance) {
-            return Err(PsdError::NotConverged { iterations: outcome.iterations, gap: gap_now, tolerance: self.options.tolerance });
-        }
-        // Back to kernel coordinates: Phi'(x) = (T v(x), 1).
+        let solution = problem.solve(&self.options)?;
+        // theta'(x) = ||G Phi'(x)||^2 with G^T G = A; back to kernel coordinates: Phi'(x) = (T v(x), 1).
+        let g = psd_factor(&solution.parts[0])?;
         let t_map = features.map();
-        let rg = r - 1;
-        let eta_coefficients = t_map.transpose() * st.w.rows(0, rg);
-        let eta_intercept = st.w[rg];
-        let theta_factor = linalg::matmul(&st.a_factor.columns(0, rg).into_owned(), t_map);
-        let theta_offset = st.a_factor.column(rg).into_owned();
-        let report = SolverReport {
-            iterations: outcome.iterations,
-            gap: gap_now,
-            primal,
-            gap_history: outcome.gap_history,
-            seconds_setup: setup,
-            seconds_eigen: eigen_seconds.get(),
-            seconds_products: 0.0,
-            seconds_total: start.elapsed().as_secs_f64(),
-        };
-        Ok(HeteroscedasticRegression {
-            centres: x.clone(),
-            kernel: *features.kernel(),
-            eta_coefficients,
-            eta_intercept,
-            theta_factor,
-            theta_offset,
-            y_mean,
-            y_sd,
-            report,
-        })
+        let rg = p.nrows() - 1;
+        let eta_coefficients = t_map.transpose() * solution.linear.rows(0, rg);
+        let eta_intercept = solution.linear[rg];
+        let theta_factor = linalg::matmul(&g.columns(0, rg).into_owned(), t_map);
+        let theta_offset = g.column(rg).into_owned();
+        let mut report = solution.report;
+        report.seconds_setup = setup;
+        report.seconds_total = start.elapsed().as_secs_f64();
+        Ok(HeteroscedasticRegression { centres, kernel: *features.kernel(), eta_coefficients, eta_intercept, theta_factor, theta_offset, y_mean, y_sd, report })
     }
 }
 

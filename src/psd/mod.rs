@@ -24,6 +24,7 @@
 //! | FISTA with backtracking | [`fista`] |
 //! | certified warm-started positive part `[M]_+` (partial eigensolver) | [`positive_part`] |
 //! | the dual problem (Eq. 10-11) with an optional integral constraint (Eq. 12) | [`dual`] |
+//! | one dual engine for all three problems: signed PSD parts, linear part, integral | [`engine`] |
 //! | density estimation (Eq. 12) | [`density`] |
 //! | baselines of Appendix D (PNM, NCM, GLM) for density estimation | [`baselines`] |
 //! | the same baselines for heteroscedastic and multiple quantile regression | [`baseline_regression`] |
@@ -39,6 +40,7 @@ pub mod baseline_regression;
 pub mod baselines;
 pub mod density;
 pub mod dual;
+pub mod engine;
 pub mod features;
 pub mod fista;
 pub mod heteroscedastic;

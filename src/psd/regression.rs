@@ -15,17 +15,22 @@
 //! `M_i = P diag(sum_{j <= i} alpha_j) P^T - lambda_1 I` (i < c),
 //! with `l_{tau,i}*(s) = s y_i` on `[-tau/n, (1 - tau)/n]` (prox: clip of `v - t y`),
 //! primal recovery `w = -P sum_j alpha_j / lambda_0`, `A_i = [M_i]_+ / lambda_2`,
-//! and gradient `-q_j(x_i)` in `alpha_j`. FISTA with backtracking; the duality gap stops it.
+//! and gradient `-q_j(x_i)` in `alpha_j`. This is the configuration of the
+//! engine of [`super::engine`] with one block per level, a PSD part per gap
+//! (couplings `+-1` on the levels it moves) and the linear part on all levels
+//! ([`PinballLoss`]); Nystrom centres with [`QuantileParams::nystrom`]. The
+//! duality gap stops it.
 
 use nalgebra::{DMatrix, DVector};
 
 use crate::device::Device;
 use crate::linalg::{self, check_dim, check_matrix};
 
-use super::dual::{SolverOptions, SolverReport};
+use super::density::nystrom_indices;
+use super::dual::{Features, SolverOptions, SolverReport};
+use super::engine::{BlockLoss, EngineProblem, LinearPart};
 use super::error::{check_nonnegative, check_positive, PsdError};
 use super::features::EmpiricalFeatures;
-use super::fista::{self, FistaSettings};
 use super::model::PsdModel;
 
 /// Parameters of [`QuantileRegression`].
@@ -37,13 +42,14 @@ pub struct QuantileParams {
     lambda1: f64,
     lambda2: f64,
     options: SolverOptions,
+    nystrom: Option<(usize, u64)>,
 }
 
 impl QuantileParams {
     /// Kernel width `sigma` and quantile levels (strictly increasing, in (0, 1));
     /// `lambda_0 = 1e-3`, `lambda_1 = 1e-3`, `lambda_2 = 1e-4`.
     pub fn new(sigma: f64, levels: &[f64]) -> Self {
-        QuantileParams { sigma, levels: levels.to_vec(), lambda0: 1e-3, lambda1: 1e-3, lambda2: 1e-4, options: SolverOptions::default() }
+        QuantileParams { sigma, levels: levels.to_vec(), lambda0: 1e-3, lambda1: 1e-3, lambda2: 1e-4, options: SolverOptions::default(), nystrom: None }
     }
 
     /// Regularisation of the linear part (`lambda_0 > 0`) and of the PSD parts
@@ -61,6 +67,14 @@ impl QuantileParams {
         self
     }
 
+    /// Nystrom compression: the curves live on `m` centres drawn uniformly
+    /// from the data with `seed` (cost per iteration `O(K (n m^2 + m^3))`);
+    /// default: every sample is a centre.
+    pub fn nystrom(mut self, m: usize, seed: u64) -> Self {
+        self.nystrom = Some((m, seed));
+        self
+    }
+
     fn validate(&self) -> Result<(), PsdError> {
         check_positive("sigma", self.sigma)?;
         check_positive("lambda_0", self.lambda0)?;
@@ -71,6 +85,9 @@ impl QuantileParams {
     }
 
     /// Fits the quantile curves to inputs `x` (n x d) and targets `y` (n).
+    ///
+    /// Errors: invalid parameters or levels, empty/NaN/mismatched input,
+    /// [`PsdError::NotConverged`] with the gap reached.
     pub fn fit(&self, device: &Device, x: &DMatrix<f64>, y: &DVector<f64>) -> Result<QuantileRegression, PsdError> {
         self.validate()?;
         check_matrix("x", x)?;
@@ -83,169 +100,97 @@ impl QuantileParams {
         let mut sorted: Vec<f64> = y.iter().copied().collect();
         sorted.sort_by(|a, b| a.total_cmp(b));
         let offset = sorted[n / 2];
-        let yc = y.add_scalar(-offset);
-        let features = EmpiricalFeatures::new(x, self.sigma)?;
+        let loss = PinballLoss { targets: y.add_scalar(-offset), levels: self.levels.clone() };
+        let centres = match self.nystrom {
+            None => x.clone(),
+            Some((m, seed)) => crate::datasets::select_rows(x, &nystrom_indices(n, m, seed)?),
+        };
+        let features = EmpiricalFeatures::new(&centres, self.sigma)?;
         let p = features.features(device, x)?;
-        let r = p.nrows();
         let setup = start.elapsed().as_secs_f64();
-        let mut eigen_seconds = 0.0;
+        // A PSD part per level i != c, moving the levels j >= i (above the
+        // middle, +1) or j <= i (below, -1); the linear part moves all levels.
+        let part_levels: Vec<usize> = (0..k).filter(|&i| i != c).collect();
+        let parts = part_levels.iter().map(|&i| (0..k).map(|j| if i > c && j >= i { 1.0 } else if i < c && j <= i { -1.0 } else { 0.0 }).collect()).collect();
+        let problem = EngineProblem {
+            features: Features::Host(&p),
+            parts,
+            linear: Some(LinearPart { coupling: vec![1.0; k], lambda0: self.lambda0 }),
+            integral: None,
+            loss: &loss,
+            lambda1: self.lambda1,
+            lambda2: self.lambda2,
+        };
+        let solution = problem.solve(&self.options)?;
+        let mut models = Vec::with_capacity(part_levels.len());
+        for (&i, a) in part_levels.iter().zip(solution.parts.iter()) {
+            models.push((i, PsdModel::from_feature_operator(&features, a)?));
+        }
+        let linear = features.map().transpose() * &solution.linear;
+        let mut report = solution.report;
+        report.seconds_setup = setup;
+        report.seconds_total = start.elapsed().as_secs_f64();
+        Ok(QuantileRegression { levels: self.levels.clone(), centres, kernel: *features.kernel(), linear, offset, parts: models, report })
+    }
+}
 
-        // Per-PSD-part: dual weights d_i(alpha) (sum of alphas) and sign.
-        let weights = |alpha: &DVector<f64>, i: usize| -> DVector<f64> {
-            let range: Vec<usize> = if i > c { (i..k).collect() } else { (0..=i).collect() };
-            let mut d = DVector::zeros(n);
-            for j in range {
-                d += alpha.rows(j * n, n);
-            }
-            d
-        };
-        let m_matrix = |d: &DVector<f64>, upper: bool| -> DMatrix<f64> {
-            let sign = if upper { -1.0 } else { 1.0 };
-            let scaled = DMatrix::from_fn(r, n, |a, j| sign * p[(a, j)] * d[j]);
-            let mut m = linalg::matmul_nt(&scaled, &p);
-            for a in 0..r {
-                m[(a, a)] -= self.lambda1;
-            }
-            m
-        };
-        // Evaluates everything at alpha: smooth value, per-level model values, PSD parts.
-        struct State {
-            smooth: f64,
-            values: Vec<DVector<f64>>,
-            parts: Vec<Option<DMatrix<f64>>>,
-            w: DVector<f64>,
-            regulariser: f64,
-        }
-        let mut evaluate = |alpha: &DVector<f64>| -> Result<State, PsdError> {
-            let mut s = DVector::zeros(n);
-            for j in 0..k {
-                s += alpha.rows(j * n, n);
-            }
-            let ps = &p * &s;
-            let w = -&ps / self.lambda0;
-            let mut smooth = ps.norm_squared() / (2.0 * self.lambda0);
-            let mut regulariser = 0.5 * self.lambda0 * w.norm_squared();
-            let centre_values = p.transpose() * &w;
-            let mut f_parts: Vec<Option<DVector<f64>>> = vec![None; k];
-            let mut parts: Vec<Option<DMatrix<f64>>> = vec![None; k];
-            for i in (0..k).filter(|&i| i != c) {
-                let m = m_matrix(&weights(alpha, i), i > c);
-                let t0 = std::time::Instant::now();
-                let eig = linalg::symmetric_eigen(&m)?;
-                eigen_seconds += t0.elapsed().as_secs_f64();
-                let idx: Vec<usize> = (0..r).filter(|&a| eig.eigenvalues[a] > 0.0).collect();
-                let mut g = DMatrix::zeros(idx.len(), r);
-                for (row, &a) in idx.iter().enumerate() {
-                    let lam = eig.eigenvalues[a];
-                    smooth += lam * lam / (2.0 * self.lambda2);
-                    let av = lam / self.lambda2;
-                    regulariser += self.lambda1 * av + 0.5 * self.lambda2 * av * av;
-                    g.row_mut(row).copy_from(&(eig.eigenvectors.column(a).transpose() * av.sqrt()));
-                }
-                let gp = &g * &p;
-                f_parts[i] = Some(DVector::from_fn(n, |j, _| gp.column(j).norm_squared()));
-                parts[i] = Some(linalg::matmul_tn(&g, &g));
-            }
-            let mut values = vec![centre_values.clone(); k];
-            for j in (c + 1)..k {
-                values[j] = &values[j - 1] + f_parts[j].as_ref().expect("upper part");
-            }
-            for j in (0..c).rev() {
-                values[j] = &values[j + 1] - f_parts[j].as_ref().expect("lower part");
-            }
-            Ok(State { smooth, values, parts, w, regulariser })
-        };
-        let levels = self.levels.clone();
-        let conjugate = |alpha: &DVector<f64>| -> f64 {
-            let mut total = 0.0;
-            for (j, &tau) in levels.iter().enumerate() {
-                for i in 0..n {
-                    let s = alpha[j * n + i];
-                    if s < -tau / n as f64 - 1e-15 || s > (1.0 - tau) / n as f64 + 1e-15 {
-                        return f64::INFINITY;
-                    }
-                    total += s * yc[i];
-                }
-            }
-            total
-        };
-        let pinball = |values: &[DVector<f64>]| -> f64 {
-            let mut total = 0.0;
-            for (j, &tau) in levels.iter().enumerate() {
-                for i in 0..n {
-                    let u = yc[i] - values[j][i];
-                    total += (tau * u).max((tau - 1.0) * u);
-                }
-            }
-            total / n as f64
-        };
-        let error = std::cell::RefCell::new(None);
-        let eval_cell = std::cell::RefCell::new(&mut evaluate);
-        let smooth = |alpha: &DVector<f64>, want: bool| -> (f64, Option<DVector<f64>>) {
-            match (eval_cell.borrow_mut())(alpha) {
-                Ok(st) => {
-                    let grad = want.then(|| {
-                        let mut g = DVector::zeros(k * n);
-                        for j in 0..k {
-                            g.rows_mut(j * n, n).copy_from(&(-&st.values[j]));
-                        }
-                        g
-                    });
-                    (st.smooth, grad)
-                }
-                Err(e) => {
-                    *error.borrow_mut() = Some(e);
-                    (f64::NAN, want.then(|| DVector::zeros(k * n)))
-                }
-            }
-        };
-        let prox = |v: &DVector<f64>, t: f64| -> DVector<f64> {
-            DVector::from_fn(k * n, |idx, _| {
-                let (j, i) = (idx / n, idx % n);
-                (v[idx] - t * yc[i]).clamp(-levels[j] / n as f64, (1.0 - levels[j]) / n as f64)
-            })
-        };
-        let gap = |alpha: &DVector<f64>| -> f64 {
-            match (eval_cell.borrow_mut())(alpha) {
-                Ok(st) => pinball(&st.values) + st.regulariser + conjugate(alpha) + st.smooth,
-                Err(e) => {
-                    *error.borrow_mut() = Some(e);
-                    0.0
-                }
-            }
-        };
-        let pp_top = linalg::symmetric_eigenvalues(&linalg::matmul_nt(&p, &p))?.max();
-        let max_col = (0..n).map(|j| p.column(j).norm_squared()).fold(0.0f64, f64::max);
-        let lipschitz = k as f64 * (pp_top / self.lambda0 + (k as f64) * max_col * pp_top / self.lambda2);
-        let settings = FistaSettings { initial_step: 4.0 / lipschitz, max_iterations: self.options.max_iterations, tolerance: self.options.tolerance, check_every: self.options.check_every };
-        let outcome = fista::minimise(smooth, prox, conjugate, gap, DVector::zeros(k * n), settings);
-        if let Some(e) = error.borrow_mut().take() {
-            return Err(e);
-        }
-        let st = (eval_cell.borrow_mut())(&outcome.x)?;
-        let primal = pinball(&st.values) + st.regulariser;
-        let gap_now = primal + conjugate(&outcome.x) + st.smooth;
-        if !(gap_now <= self.options.tolerance) {
-            return Err(PsdError::NotConverged { iterations: outcome.iterations, gap: gap_now, tolerance: self.options.tolerance });
-        }
-        let mut parts = Vec::new();
-        for (i, a) in st.parts.iter().enumerate() {
-            if let Some(a) = a {
-                parts.push((i, PsdModel::from_feature_operator(&features, a)?));
+/// The pinball loss of the levels `tau_1..tau_K` as the engine's
+/// [`BlockLoss`] (one block per level):
+/// `L(q) = (1/n) sum_j sum_i rho_{tau_j}(y_i - q_j(x_i))`,
+/// `l*_{tau, i}(s) = s y_i` on `[-tau/n, (1 - tau)/n]` (`+inf` outside),
+/// `prox_{t l*}(v) = clip(v - t y_i)` to that interval.
+#[derive(Debug, Clone)]
+pub struct PinballLoss {
+    /// Targets `y_i` (centred).
+    pub targets: DVector<f64>,
+    /// Levels `tau_j`.
+    pub levels: Vec<f64>,
+}
+
+impl BlockLoss for PinballLoss {
+    fn samples(&self) -> usize {
+        self.targets.len()
+    }
+    fn blocks(&self) -> usize {
+        self.levels.len()
+    }
+    fn value(&self, u: &DVector<f64>) -> f64 {
+        let n = self.targets.len();
+        let mut total = 0.0;
+        for (j, &tau) in self.levels.iter().enumerate() {
+            for i in 0..n {
+                let r = self.targets[i] - u[j * n + i];
+                total += (tau * r).max((tau - 1.0) * r);
             }
         }
-        let linear = features.map().transpose() * &st.w;
-        let report = SolverReport {
-            iterations: outcome.iterations,
-            gap: gap_now,
-            primal,
-            gap_history: outcome.gap_history,
-            seconds_setup: setup,
-            seconds_eigen: eigen_seconds,
-            seconds_products: 0.0,
-            seconds_total: start.elapsed().as_secs_f64(),
-        };
-        Ok(QuantileRegression { levels: self.levels.clone(), centres: x.clone(), kernel: *features.kernel(), linear, offset, parts, report })
+        total / n as f64
+    }
+    fn conjugate(&self, z: &DVector<f64>) -> f64 {
+        let n = self.targets.len();
+        let nf = n as f64;
+        let mut total = 0.0;
+        for (j, &tau) in self.levels.iter().enumerate() {
+            for i in 0..n {
+                let s = z[j * n + i];
+                if s < -tau / nf - 1e-15 || s > (1.0 - tau) / nf + 1e-15 {
+                    return f64::INFINITY;
+                }
+                total += s * self.targets[i];
+            }
+        }
+        total
+    }
+    fn prox_conjugate(&self, v: &DVector<f64>, t: f64) -> DVector<f64> {
+        let n = self.targets.len();
+        let nf = n as f64;
+        DVector::from_fn(v.len(), |idx, _| {
+            let (j, i) = (idx / n, idx % n);
+            (v[idx] - t * self.targets[i]).clamp(-self.levels[j] / nf, (1.0 - self.levels[j]) / nf)
+        })
+    }
+    /// Zero (inside every box; the engine's guess is ignored).
+    fn dual_start(&self, _u0: &DVector<f64>) -> DVector<f64> {
+        DVector::zeros(self.targets.len() * self.levels.len())
     }
 }
 

@@ -1,0 +1,610 @@
+//! One dual engine for the three PSD-model problems of Section 6 (density,
+//! heteroscedastic and multiple quantile regression): Theorem 2 with several
+//! PSD parts, an optional linear part and an optional integral constraint.
+//!
+//! **Problem.** Training features `P = (p_i)_i` (r x n, on the host or a
+//! device), `B` blocks of `n` model values `u_b(x_i)`, each a signed sum
+//!
+//! `u_b(x_i) = sum_q c_{qb} p_i^T A_q p_i + l_b w^T p_i`
+//!
+//! of PSD parts `A_q >= 0` (couplings `c_{qb}`) and a linear part `w`
+//! (couplings `l_b`). The primal is
+//!
+//! `min L(u) + sum_q (lambda_1 tr A_q + lambda_2/2 ||A_q||_F^2) + lambda_0/2 ||w||^2`
+//! (s.t. `tr(A W) = 1` with an integral constraint, Eq. 12; one PSD part, no linear part),
+//!
+//! for a loss `L` separable over samples ([`BlockLoss`]). Fenchel duality as
+//! in Theorem 2 (Eq. 10), with dual variables `z = (z_1, .., z_B)`,
+//! `d_q = sum_b c_{qb} z_b` and `s = sum_b l_b z_b`, gives
+//!
+//! `min_{z, mu} L*(z) + mu + sum_q ||[M_q]_+||_F^2 / (2 lambda_2) + ||P s||^2 / (2 lambda_0)`,
+//! `M_q = -P diag(d_q) P^T - mu W - lambda_1 I`,
+//!
+//! with primal recovery `A_q = [M_q]_+ / lambda_2` (Eq. 11), `w = -P s / lambda_0`,
+//! and gradient `-u_b` in `z_b`. The density is one block, one part with
+//! coupling 1 and `W`; heteroscedastic regression two blocks (`theta`,
+//! `eta`), one part on `theta`, the linear part on `eta`; quantile regression
+//! `K` blocks, a part per gap with couplings `+-1` on the levels it moves,
+//! the linear part on all levels.
+//!
+//! **Solver** (for every configuration): FISTA with backtracking
+//! ([`super::fista::minimise_with_bound`]), the certified warm-started positive
+//! part per PSD part ([`super::positive_part`]), the remainder bound
+//! `sum_q ||M_q(x) - M_q(y)||_F^2/(2 lambda_2) + ||P (s_x - s_y)||^2/(2 lambda_0)`
+//! (exact for the linear part) that accepts most steps without an
+//! eigendecomposition at the candidate, `M_q` at FISTA's extrapolated point as
+//! an affine combination of cached matrices, gap checks that reuse the
+//! candidate's `[M_q]_+`, and for the integral constraint the multiplier
+//! secant of [`super::dual`] (solves at fixed `mu` left once the side of the
+//! root is certain). The duality gap is the stopping rule. Nystrom
+//! compression is the caller's choice of centres for `P`: the cost per
+//! iteration is `O(Q (n r^2 + r^3))` for `Q` parts.
+
+use std::time::Instant;
+
+use nalgebra::{DMatrix, DVector};
+
+use crate::linalg::{self, check_dim};
+
+use super::dual::{Features, SolverOptions, SolverReport};
+use super::error::{check_nonnegative, check_positive, PsdError};
+use super::fista::{self, FistaSettings};
+use super::loss::DualLoss;
+use super::positive_part::{PositivePart, PositivePartSolver, PositivePartStats};
+
+/// A convex loss of `B` blocks of `n` values, separable over the samples
+/// (jointly convex across the blocks of one sample), with the conjugate and
+/// the proximal operator of the conjugate. Vectors stack the blocks:
+/// block `b` is rows `b n .. (b + 1) n`.
+pub trait BlockLoss {
+    /// Number of samples n.
+    fn samples(&self) -> usize;
+    /// Number of blocks B.
+    fn blocks(&self) -> usize;
+    /// `L(u)`, `+inf` outside the domain.
+    fn value(&self, u: &DVector<f64>) -> f64;
+    /// `L*(z)`, `+inf` outside the domain.
+    fn conjugate(&self, z: &DVector<f64>) -> f64;
+    /// `prox_{t L*}(v)`.
+    fn prox_conjugate(&self, v: &DVector<f64>, t: f64) -> DVector<f64>;
+    /// A dual starting point, given the model values `u0` of the primal guess
+    /// `A_q = s_0 I` (`s_0 = 1/tr W` with an integral, else 1), `w = 0`.
+    fn dual_start(&self, u0: &DVector<f64>) -> DVector<f64>;
+}
+
+impl<L: DualLoss> BlockLoss for L {
+    fn samples(&self) -> usize {
+        self.len()
+    }
+    fn blocks(&self) -> usize {
+        1
+    }
+    fn value(&self, u: &DVector<f64>) -> f64 {
+        DualLoss::value(self, u)
+    }
+    fn conjugate(&self, z: &DVector<f64>) -> f64 {
+        DualLoss::conjugate(self, z)
+    }
+    fn prox_conjugate(&self, v: &DVector<f64>, t: f64) -> DVector<f64> {
+        DualLoss::prox_conjugate(self, v, t)
+    }
+    fn dual_start(&self, u0: &DVector<f64>) -> DVector<f64> {
+        DualLoss::dual_start(self, u0)
+    }
+}
+
+/// The linear part `w` of an [`EngineProblem`]: couplings `l_b` and weight `lambda_0 > 0`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LinearPart {
+    /// `l_b`, one per block.
+    pub coupling: Vec<f64>,
+    /// `lambda_0 > 0`.
+    pub lambda0: f64,
+}
+
+/// A problem of the engine (module docs).
+pub struct EngineProblem<'a, L: BlockLoss + ?Sized> {
+    /// Training features `P` (r x n).
+    pub features: Features<'a>,
+    /// Couplings `c_{qb}` of each PSD part (one vector of length B per part).
+    pub parts: Vec<Vec<f64>>,
+    /// The linear part, if any.
+    pub linear: Option<LinearPart>,
+    /// `W` of the constraint `tr(A W) = 1` (one PSD part, no linear part).
+    pub integral: Option<&'a DMatrix<f64>>,
+    /// The loss.
+    pub loss: &'a L,
+    /// `lambda_1 >= 0`.
+    pub lambda1: f64,
+    /// `lambda_2 > 0`.
+    pub lambda2: f64,
+}
+
+/// A solution of the engine.
+#[derive(Debug, Clone)]
+pub struct EngineSolution {
+    /// `A_q` (r x r, PSD) per part, in feature coordinates; normalised to
+    /// `tr(A W) = 1` with an integral constraint.
+    pub parts: Vec<DMatrix<f64>>,
+    /// `w` (r) of the linear part (empty without one).
+    pub linear: DVector<f64>,
+    /// Dual variables `z` (B n).
+    pub z: DVector<f64>,
+    /// Multiplier of the integral constraint (0 without one).
+    pub mu: f64,
+    /// Dual objective `-F(z, mu)`.
+    pub dual_objective: f64,
+    /// Convergence and timing.
+    pub report: SolverReport,
+    /// How the positive parts were computed, summed over the parts.
+    pub eigen_stats: PositivePartStats,
+}
+
+/// Per-part solver state.
+struct PartState {
+    eigen_solver: PositivePartSolver,
+    m_cache: MatrixCache,
+    /// `[M(d, mu)]_+` of the last evaluation (FISTA's accepted iterate is its
+    /// last backtracking candidate, so the gap check reuses it).
+    last: Option<(DVector<f64>, f64, PositivePart)>,
+}
+
+struct State {
+    parts: Vec<PartState>,
+    eigen: f64,
+    products: f64,
+}
+
+/// The last few `(d, mu, M(d, mu))`. `M` is affine in `d`, and FISTA's
+/// extrapolated point is an affine combination of two earlier candidates,
+/// so `M` there costs `O(r^2)` instead of the `O(n r^2)` product. The
+/// combination is used only when it reproduces `d` to `1e-13` relative
+/// (checked entry by entry).
+#[derive(Default)]
+struct MatrixCache {
+    entries: Vec<(DVector<f64>, f64, DMatrix<f64>)>,
+}
+
+impl MatrixCache {
+    const SIZE: usize = 3;
+
+    fn insert(&mut self, d: &DVector<f64>, mu: f64, m: &DMatrix<f64>) {
+        if self.entries.len() == Self::SIZE {
+            self.entries.remove(0);
+        }
+        self.entries.push((d.clone(), mu, m.clone()));
+    }
+
+    fn combination(&self, d: &DVector<f64>, mu: f64) -> Option<DMatrix<f64>> {
+        let close = |c: &DVector<f64>| c.iter().zip(d.iter()).all(|(a, b)| (a - b).abs() <= 1e-13 * b.abs().max(f64::MIN_POSITIVE));
+        for (i, (a1, mu1, m1)) in self.entries.iter().enumerate().rev() {
+            if *mu1 == mu && a1 == d {
+                return Some(m1.clone());
+            }
+            for (a2, mu2, m2) in self.entries[..i].iter().rev() {
+                if *mu1 != mu || *mu2 != mu {
+                    continue;
+                }
+                let diff = a1 - a2;
+                let dd = diff.norm_squared();
+                if !(dd > 0.0) {
+                    continue;
+                }
+                let t = (d - a2).dot(&diff) / dd;
+                if close(&(a2 + &diff * t)) {
+                    return Some(m1 * t + m2 * (1.0 - t));
+                }
+            }
+        }
+        None
+    }
+}
+
+/// Everything the gap needs at a dual point.
+struct Evaluation {
+    pps: Vec<PositivePart>,
+    /// Model values `u` (B n).
+    u: DVector<f64>,
+    /// `tr(A W)` (0 without an integral).
+    trace_aw: f64,
+    /// `w` of the linear part (empty without one).
+    w: DVector<f64>,
+    /// `||P s||^2 / (2 lambda_0)` (= `lambda_0/2 ||w||^2`).
+    linear_energy: f64,
+}
+
+impl<'a, L: BlockLoss + ?Sized> EngineProblem<'a, L> {
+    fn n(&self) -> usize {
+        self.features.samples()
+    }
+
+    fn validate(&self) -> Result<(), PsdError> {
+        check_nonnegative("lambda_1", self.lambda1)?;
+        check_positive("lambda_2", self.lambda2)?;
+        self.features.validate()?;
+        check_dim("number of loss samples vs number of feature columns", self.features.samples(), self.loss.samples())?;
+        let b = self.loss.blocks();
+        if b == 0 {
+            return Err(PsdError::InvalidParameter { name: "loss", reason: "needs at least one block".into() });
+        }
+        for c in &self.parts {
+            check_dim("couplings of a PSD part vs blocks of the loss", b, c.len())?;
+        }
+        if let Some(lin) = &self.linear {
+            check_positive("lambda_0", lin.lambda0)?;
+            check_dim("couplings of the linear part vs blocks of the loss", b, lin.coupling.len())?;
+        }
+        if self.parts.is_empty() && self.linear.is_none() {
+            return Err(PsdError::InvalidParameter { name: "parts", reason: "need a PSD part or a linear part".into() });
+        }
+        if let Some(w) = self.integral {
+            if self.parts.len() != 1 || self.linear.is_some() {
+                return Err(PsdError::InvalidParameter { name: "integral", reason: "the integral constraint needs exactly one PSD part and no linear part".into() });
+            }
+            check_dim("rows of W vs feature dimension", self.features.dim(), w.nrows())?;
+            check_dim("columns of W vs feature dimension", self.features.dim(), w.ncols())?;
+        }
+        Ok(())
+    }
+
+    /// `sum_b c_b z_b`.
+    fn combine(&self, coupling: &[f64], z: &DVector<f64>) -> DVector<f64> {
+        let n = self.n();
+        let mut d = DVector::zeros(n);
+        for (b, &c) in coupling.iter().enumerate() {
+            if c != 0.0 {
+                d.axpy(c, &z.rows(b * n, n), 1.0);
+            }
+        }
+        d
+    }
+
+    /// `M_q = -P diag(d) P^T - mu W - lambda_1 I`.
+    fn m_matrix(&self, q: usize, d: &DVector<f64>, mu: f64, state: &mut State) -> Result<DMatrix<f64>, PsdError> {
+        let start = Instant::now();
+        if let Some(m) = state.parts[q].m_cache.combination(d, mu) {
+            state.products += start.elapsed().as_secs_f64();
+            return Ok(m);
+        }
+        let mut m = self.features.weighted_gram(&(-d))?;
+        if let Some(w) = self.integral {
+            m -= w * mu;
+        }
+        for i in 0..m.nrows() {
+            m[(i, i)] -= self.lambda1;
+        }
+        state.parts[q].m_cache.insert(d, mu, &m);
+        state.products += start.elapsed().as_secs_f64();
+        Ok(m)
+    }
+
+    fn positive_part(&self, q: usize, z: &DVector<f64>, mu: f64, state: &mut State) -> Result<PositivePart, PsdError> {
+        let d = self.combine(&self.parts[q], z);
+        if let Some((a, m_a, pp)) = &state.parts[q].last {
+            if *m_a == mu && *a == d {
+                return Ok(pp.clone());
+            }
+        }
+        let m = self.m_matrix(q, &d, mu, state)?;
+        let start = Instant::now();
+        let (pp, _) = state.parts[q].eigen_solver.compute(&m)?;
+        state.eigen += start.elapsed().as_secs_f64();
+        state.parts[q].last = Some((d, mu, pp.clone()));
+        Ok(pp)
+    }
+
+    fn positive_parts(&self, z: &DVector<f64>, mu: f64, state: &mut State) -> Result<Vec<PositivePart>, PsdError> {
+        (0..self.parts.len()).map(|q| self.positive_part(q, z, mu, state)).collect()
+    }
+
+    /// `P s`, `w = -P s / lambda_0`, `eta = P^T w` and `||P s||^2/(2 lambda_0)`.
+    fn linear_values(&self, z: &DVector<f64>, state: &mut State) -> Result<(DVector<f64>, DVector<f64>, f64), PsdError> {
+        let Some(lin) = &self.linear else { return Ok((DVector::zeros(0), DVector::zeros(0), 0.0)) };
+        let start = Instant::now();
+        let s = self.combine(&lin.coupling, z);
+        let ps = self.features.apply(&s)?;
+        let w = -&ps / lin.lambda0;
+        let eta = self.features.apply_transpose(&w)?;
+        state.products += start.elapsed().as_secs_f64();
+        Ok((w, eta, ps.norm_squared() / (2.0 * lin.lambda0)))
+    }
+
+    /// `f_q(x_i) = p_i^T A_q p_i` for `A_q = [M_q]_+ / lambda_2`, and `tr(A W)`.
+    fn part_values(&self, pp: &PositivePart, state: &mut State) -> Result<(DVector<f64>, f64), PsdError> {
+        let start = Instant::now();
+        let scale: Vec<f64> = pp.values.iter().map(|v| (v / self.lambda2).sqrt()).collect();
+        let f = if pp.values.is_empty() {
+            DVector::zeros(self.n())
+        } else {
+            let mut v = pp.vectors.clone();
+            for (a, mut col) in v.column_iter_mut().enumerate() {
+                col *= scale[a];
+            }
+            self.features.projected_norms(&v)?
+        };
+        let trace_aw = match self.integral {
+            Some(w) => {
+                let uw = linalg::matmul_tn(&pp.vectors, w);
+                (0..pp.values.len()).map(|a| scale[a] * scale[a] * uw.row(a).dot(&pp.vectors.column(a).transpose())).sum()
+            }
+            None => 0.0,
+        };
+        state.products += start.elapsed().as_secs_f64();
+        Ok((f, trace_aw))
+    }
+
+    /// Model values and the rest of [`Evaluation`] at `z`.
+    fn evaluate(&self, z: &DVector<f64>, mu: f64, state: &mut State) -> Result<Evaluation, PsdError> {
+        let n = self.n();
+        let pps = self.positive_parts(z, mu, state)?;
+        let mut u = DVector::zeros(n * self.loss.blocks());
+        let mut trace_aw = 0.0;
+        for (q, pp) in pps.iter().enumerate() {
+            let (f, t) = self.part_values(pp, state)?;
+            trace_aw += t;
+            for (b, &c) in self.parts[q].iter().enumerate() {
+                if c != 0.0 {
+                    u.rows_mut(b * n, n).axpy(c, &f, 1.0);
+                }
+            }
+        }
+        let (w, eta, linear_energy) = self.linear_values(z, state)?;
+        if let Some(lin) = &self.linear {
+            for (b, &c) in lin.coupling.iter().enumerate() {
+                if c != 0.0 {
+                    u.rows_mut(b * n, n).axpy(c, &eta, 1.0);
+                }
+            }
+        }
+        Ok(Evaluation { pps, u, trace_aw, w, linear_energy })
+    }
+
+    /// `sum_q ||[M_q]_+||_F^2 / (2 lambda_2)`.
+    fn psd_energy(&self, pps: &[PositivePart]) -> f64 {
+        pps.iter().map(|pp| pp.values.iter().map(|v| v * v).sum::<f64>()).sum::<f64>() / (2.0 * self.lambda2)
+    }
+
+    /// `sum_q lambda_1 tr(A_q s) + lambda_2/2 ||A_q s||_F^2` from the eigenvalues.
+    fn regulariser(&self, pps: &[PositivePart], scale: f64) -> f64 {
+        pps.iter()
+            .flat_map(|pp| pp.values.iter())
+            .map(|v| {
+                let a = v / self.lambda2 * scale;
+                self.lambda1 * a + 0.5 * self.lambda2 * a * a
+            })
+            .sum()
+    }
+
+    /// `F(z, mu) = L*(z) + mu + smooth part` (minus the dual objective).
+    fn dual_value(&self, z: &DVector<f64>, mu: f64, ev: &Evaluation) -> f64 {
+        self.loss.conjugate(z) + self.psd_energy(&ev.pps) + ev.linear_energy + if self.integral.is_some() { mu } else { 0.0 }
+    }
+
+    /// Primal objective at the feasible point (`A / tr(A W)` with an integral).
+    fn primal(&self, ev: &Evaluation) -> f64 {
+        let s = if self.integral.is_some() { ev.trace_aw } else { 1.0 };
+        if !(s > 0.0) {
+            return f64::INFINITY;
+        }
+        self.loss.value(&(&ev.u / s)) + self.regulariser(&ev.pps, 1.0 / s) + ev.linear_energy
+    }
+
+    /// `(gap, penalised gap at fixed mu, tr(A W))`.
+    fn gaps(&self, z: &DVector<f64>, mu: f64, state: &mut State) -> Result<(f64, f64, f64), PsdError> {
+        let ev = self.evaluate(z, mu, state)?;
+        let dual = self.dual_value(z, mu, &ev);
+        let gap = self.primal(&ev) + dual;
+        let penalised = self.loss.value(&ev.u) + self.regulariser(&ev.pps, 1.0) + ev.linear_energy + if self.integral.is_some() { mu * (ev.trace_aw - 1.0) } else { 0.0 };
+        Ok((gap, penalised + dual, ev.trace_aw))
+    }
+
+    /// FISTA in `z` at fixed `mu` (see [`super::dual`] for `leave_when_far`).
+    #[allow(clippy::too_many_arguments)]
+    fn solve_at(
+        &self,
+        z0: DVector<f64>,
+        mu: f64,
+        step: f64,
+        inner_tol: f64,
+        options: &SolverOptions,
+        budget: usize,
+        state: &mut State,
+        history: &mut Vec<(usize, f64)>,
+        done_before: usize,
+    ) -> Result<fista::FistaOutcome, PsdError> {
+        let cell = std::cell::RefCell::new(state);
+        let error: std::cell::RefCell<Option<PsdError>> = std::cell::RefCell::new(None);
+        let gaps_seen = std::cell::RefCell::new(Vec::new());
+        let record = |e: PsdError| {
+            let mut slot = error.borrow_mut();
+            if slot.is_none() {
+                *slot = Some(e);
+            }
+        };
+        let smooth = |z: &DVector<f64>, want_gradient: bool| -> (f64, Option<DVector<f64>>) {
+            let mut st = cell.borrow_mut();
+            let out = if want_gradient {
+                self.evaluate(z, mu, &mut st).map(|ev| (self.psd_energy(&ev.pps) + ev.linear_energy, Some(-ev.u)))
+            } else {
+                self.positive_parts(z, mu, &mut st).and_then(|pps| Ok((self.psd_energy(&pps) + self.linear_values(z, &mut st)?.2, None)))
+            };
+            out.unwrap_or_else(|e| {
+                record(e);
+                (f64::NAN, want_gradient.then(|| DVector::zeros(z.len())))
+            })
+        };
+        // `||[M]_+||_F^2 / 2` has a 1-Lipschitz gradient, so the remainder of
+        // each part is at most `||M_q(x) - M_q(y)||_F^2 / (2 lambda_2)`; the
+        // linear part's remainder is exactly `||P (s_x - s_y)||^2 / (2 lambda_0)`.
+        let remainder_bound = |y: &DVector<f64>, x: &DVector<f64>| -> Option<f64> {
+            let mut st = cell.borrow_mut();
+            let mut total = 0.0;
+            for q in 0..self.parts.len() {
+                let m_y = self.m_matrix(q, &self.combine(&self.parts[q], y), mu, &mut st).ok()?;
+                let m_x = self.m_matrix(q, &self.combine(&self.parts[q], x), mu, &mut st).ok()?;
+                total += (m_x - m_y).norm_squared() / (2.0 * self.lambda2);
+            }
+            if let Some(lin) = &self.linear {
+                let ds = self.combine(&lin.coupling, &(x - y));
+                total += self.features.apply(&ds).ok()?.norm_squared() / (2.0 * lin.lambda0);
+            }
+            Some(total)
+        };
+        let prox = |v: &DVector<f64>, t: f64| self.loss.prox_conjugate(v, t);
+        let nonsmooth = |z: &DVector<f64>| self.loss.conjugate(z);
+        let w_norm = self.integral.map_or(0.0, |w| w.norm());
+        let leave_when_far = self.integral.is_some();
+        let gap = |z: &DVector<f64>| -> f64 {
+            let mut st = cell.borrow_mut();
+            match self.gaps(z, mu, &mut st) {
+                Ok((g, inner, c)) => {
+                    gaps_seen.borrow_mut().push(g);
+                    if g <= options.tolerance || (leave_when_far && w_norm * (2.0 * inner.max(0.0) / self.lambda2).sqrt() <= 0.5 * (c - 1.0).abs()) {
+                        0.0
+                    } else {
+                        inner
+                    }
+                }
+                Err(e) => {
+                    record(e);
+                    0.0
+                }
+            }
+        };
+        let settings = FistaSettings { initial_step: step, max_iterations: budget, tolerance: inner_tol, check_every: options.check_every };
+        let outcome = fista::minimise_with_bound(smooth, remainder_bound, prox, nonsmooth, gap, z0, settings);
+        if let Some(e) = error.borrow_mut().take() {
+            return Err(e);
+        }
+        for (&(k, _), &g) in outcome.gap_history.iter().zip(gaps_seen.borrow().iter()) {
+            history.push((done_before + k, g));
+        }
+        Ok(outcome)
+    }
+
+    /// Solves the dual with the default `[M]_+` computation.
+    pub fn solve(&self, options: &SolverOptions) -> Result<EngineSolution, PsdError> {
+        self.solve_with(options, PositivePartSolver::new())
+    }
+
+    /// Solves the dual; `eigen_solver` is cloned for every PSD part (e.g.
+    /// [`PositivePartSolver::full_only`] for full eigendecompositions).
+    ///
+    /// Errors: invalid parameters or shapes, [`PsdError::NotConverged`] when
+    /// the gap is above `options.tolerance` after `options.max_iterations`,
+    /// [`PsdError::NotPositive`] when the fitted integral is not positive.
+    pub fn solve_with(&self, options: &SolverOptions, eigen_solver: PositivePartSolver) -> Result<EngineSolution, PsdError> {
+        self.validate()?;
+        options.validate()?;
+        let start = Instant::now();
+        let n = self.n();
+        let mut state = State {
+            parts: (0..self.parts.len()).map(|_| PartState { eigen_solver: eigen_solver.clone(), m_cache: MatrixCache::default(), last: None }).collect(),
+            eigen: 0.0,
+            products: 0.0,
+        };
+        // Step from the Lipschitz bound, optimistic by 4x (backtracking corrects it):
+        // sum_q ||c_q||^2 max_i ||p_i||^2 ||P||^2 / lambda_2 + ||l||^2 ||P||^2 / lambda_0.
+        let (column_norms, ppt) = self.features.norms_and_gram()?;
+        let max_col = column_norms.max();
+        let ppt_top = linalg::symmetric_eigenvalues(&ppt)?.max();
+        let sq = |c: &[f64]| c.iter().map(|v| v * v).sum::<f64>();
+        let lipschitz = self.parts.iter().map(|c| sq(c) * max_col * ppt_top / self.lambda2).sum::<f64>() + self.linear.as_ref().map_or(0.0, |l| sq(&l.coupling) * ppt_top / l.lambda0);
+        let mut step = 4.0 / lipschitz.max(f64::MIN_POSITIVE);
+
+        // Primal guess A_q = s0 I (integral 1 with a constraint), w = 0.
+        let s0 = self.integral.map_or(1.0, |w| 1.0 / w.trace().max(f64::MIN_POSITIVE));
+        let mut u0 = DVector::zeros(n * self.loss.blocks());
+        for c in &self.parts {
+            for (b, &cb) in c.iter().enumerate() {
+                u0.rows_mut(b * n, n).axpy(cb * s0, &column_norms, 1.0);
+            }
+        }
+        let mut z = self.loss.dual_start(&u0);
+        check_dim("length of the loss's dual start", u0.len(), z.len())?;
+        let mut mu = if self.integral.is_some() { 1.0 } else { 0.0 };
+        let mut iterations = 0;
+        let mut history = Vec::new();
+        // Secant steps on ln c(mu) inside the bracket of the root (see super::dual).
+        let mut below: Option<(f64, f64)> = None;
+        let mut above: Option<(f64, f64)> = None;
+        let mut last: Option<(f64, f64)> = None;
+        let inner_tol = if self.integral.is_some() { 0.25 * options.tolerance } else { options.tolerance };
+        loop {
+            let budget = options.max_iterations - iterations;
+            let outcome = self.solve_at(z, mu, step, inner_tol, options, budget, &mut state, &mut history, iterations)?;
+            iterations += outcome.iterations;
+            z = outcome.x;
+            step = outcome.step;
+            if self.integral.is_none() {
+                break;
+            }
+            let (gap, _, c) = self.gaps(&z, mu, &mut state)?;
+            if gap <= options.tolerance || iterations >= options.max_iterations {
+                break;
+            }
+            let log_c = c.max(f64::MIN_POSITIVE).ln().clamp(-5.0, 5.0);
+            if log_c > 0.0 { below = Some((mu, log_c)) } else { above = Some((mu, log_c)) }
+            let secant = match last {
+                Some((mu0, g0)) if g0 != log_c && mu0 != mu => mu - log_c * (mu - mu0) / (log_c - g0),
+                _ => mu + log_c * mu.abs().max(1.0),
+            };
+            last = Some((mu, log_c));
+            mu = match (below, above) {
+                (Some((m0, g0)), Some((m1, g1))) => {
+                    if secant > m0.min(m1) && secant < m0.max(m1) {
+                        secant
+                    } else {
+                        m0 + (g0 / (g0 - g1)).clamp(0.05, 0.95) * (m1 - m0)
+                    }
+                }
+                _ => secant,
+            };
+        }
+        let ev = self.evaluate(&z, mu, &mut state)?;
+        let primal = self.primal(&ev);
+        let dual_value = self.dual_value(&z, mu, &ev);
+        let gap_now = primal + dual_value;
+        let report = SolverReport {
+            iterations,
+            gap: gap_now,
+            primal,
+            gap_history: history,
+            seconds_setup: 0.0,
+            seconds_eigen: state.eigen,
+            seconds_products: state.products,
+            seconds_total: start.elapsed().as_secs_f64(),
+        };
+        if !(gap_now <= options.tolerance) {
+            return Err(PsdError::NotConverged { iterations, gap: gap_now, tolerance: options.tolerance });
+        }
+        let scale = match self.integral {
+            Some(_) if !(ev.trace_aw > 0.0) => return Err(PsdError::NotPositive { what: "integral of the fitted model", value: ev.trace_aw }),
+            Some(_) => 1.0 / ev.trace_aw,
+            None => 1.0,
+        };
+        let r = self.features.dim();
+        let parts = ev
+            .pps
+            .iter()
+            .map(|pp| {
+                if pp.values.is_empty() {
+                    return DMatrix::zeros(r, r);
+                }
+                let mut scaled = pp.vectors.clone();
+                for (a, mut col) in scaled.column_iter_mut().enumerate() {
+                    col *= pp.values[a] / self.lambda2 * scale;
+                }
+                linalg::matmul_nt(&scaled, &pp.vectors)
+            })
+            .collect();
+        let mut eigen_stats = PositivePartStats::default();
+        for p in &state.parts {
+            let s = p.eigen_solver.stats();
+            eigen_stats.full += s.full;
+            eigen_stats.partial += s.partial;
+            eigen_stats.fallbacks += s.fallbacks;
+        }
+        Ok(EngineSolution { parts, linear: ev.w, z, mu, dual_objective: -dual_value, report, eigen_stats })
+    }
+}
