@@ -105,6 +105,7 @@ pub fn largest_dense(a: &DMatrix<f64>, k: usize) -> Result<LargestEigenpairs> {
     crate::linalg::check_dim("symmetric matrix must be square", a.nrows(), a.ncols())?;
     check_k(k, a.nrows())?;
     let top = symmetric_eigen_largest(a, k)?;
+    log::debug!("largest_dense: n = {}, k = {k}, block Lanczos {} ({} restarts)", a.nrows(), top.partial, top.restarts);
     let order: Vec<usize> = (0..k).rev().collect();
     retain_largest_positive(top.eigen.eigenvalues.as_slice(), &top.eigen.eigenvectors, &order, k, top.norm_estimate)
 }
