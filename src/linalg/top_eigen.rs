@@ -55,9 +55,14 @@ pub struct TopEigenSettings {
 
 impl Default for TopEigenSettings {
     /// Block 32 (at least `k`), two extra blocks, tolerance `1e-11`, 300
-    /// restarts, work ratio 2, basis at most `n / 4`, seed 0.
+    /// restarts, work ratio 2, basis at most `n / 5`, seed 0. With `k = 64`
+    /// the basis is 320 columns: `n = 1536` takes the full decomposition
+    /// (measured faster there, by the ~12 % a budget-stopped attempt costs, on
+    /// both matrices we time: a flat random spectrum and eKSVD's covariance
+    /// problem), `n = 3600` the block solver (eKSVD's Dual coupling matrix:
+    /// 2x faster end to end).
     fn default() -> Self {
-        TopEigenSettings { block: 32, extra_blocks: 2, tolerance: 1e-11, max_restarts: 300, work_ratio: 2.0, min_ratio: 4, seed: 0 }
+        TopEigenSettings { block: 32, extra_blocks: 2, tolerance: 1e-11, max_restarts: 300, work_ratio: 2.0, min_ratio: 5, seed: 0 }
     }
 }
 
@@ -495,7 +500,7 @@ mod tests {
         // budget the block solver gets there; with the default budget the
         // full decomposition answers, within the same tolerances.
         let a = wigner(600, 1);
-        let unlimited = TopEigenSettings { work_ratio: 1e3, ..TopEigenSettings::default() };
+        let unlimited = TopEigenSettings { work_ratio: 1e3, min_ratio: 1, ..TopEigenSettings::default() };
         let got = symmetric_eigen_largest_with(&a, 20, &unlimited).unwrap();
         assert!(got.partial, "600 x 600, k = 20 takes the block solver");
         check_against_full(&a, &got, 20);
@@ -509,7 +514,7 @@ mod tests {
     fn block_solver_is_used_on_a_decaying_spectrum() {
         // The wanted 30 in [1, 2], well apart from the rest in [-0.5, 0.5]
         // (like the leading eigenvalues of a kernel matrix): default settings.
-        let values: Vec<f64> = (0..700).map(|i| if i < 30 { 2.0 - i as f64 / 30.0 } else { 0.5 - (i - 30) as f64 / 670.0 }).collect();
+        let values: Vec<f64> = (0..800).map(|i| if i < 30 { 2.0 - i as f64 / 30.0 } else { 0.5 - (i - 30) as f64 / 770.0 }).collect();
         let a = with_spectrum(&values, 2);
         let got = symmetric_eigen_largest(&a, 30).unwrap();
         assert!(got.partial);
