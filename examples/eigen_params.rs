@@ -6,8 +6,13 @@
 //! uses faer's defaults (the first line), which no other setting beat
 //! beyond the noise of the shared machine (BENCHMARKS.md).
 //!
+//! The mode `top` sweeps the block Lanczos settings of
+//! `gramian::linalg::symmetric_eigen_largest` (block size, extra blocks)
+//! for the top K on the same matrix.
+//!
 //! ```text
 //! cargo run --all-features --example eigen_params -- N [REPS]
+//! cargo run --all-features --example eigen_params -- top N K [REPS]
 //! ```
 
 use std::time::Instant;
@@ -15,8 +20,34 @@ use faer::{Mat, Par, Side};
 use faer::linalg::evd::{self, ComputeEigenvectors, SelfAdjointEvdParams};
 use faer::dyn_stack::{MemBuffer, MemStack};
 use faer::{Auto, Spec};
+fn top(args: &[String]) {
+    let n: usize = args.get(2).and_then(|s| s.parse().ok()).expect("usage: eigen_params top N K [REPS]");
+    let k: usize = args.get(3).and_then(|s| s.parse().ok()).expect("usage: eigen_params top N K [REPS]");
+    let reps: usize = args.get(4).map(|s| s.parse().unwrap()).unwrap_or(3);
+    let b = nalgebra::DMatrix::<f64>::from_fn(n, n, |i, j| ((i * 7919 + j * 104729) % 1000) as f64 / 500.0 - 1.0);
+    let a = &b + b.transpose();
+    for block in [k / 2, k, 2 * k] {
+        for extra_blocks in [1usize, 2, 4] {
+            let settings = gramian::linalg::TopEigenSettings { block, extra_blocks, ..Default::default() };
+            let mut times = vec![];
+            let mut info = String::new();
+            for _ in 0..reps {
+                let t = Instant::now();
+                let e = gramian::linalg::symmetric_eigen_largest_with(&a, k, &settings).unwrap();
+                times.push(t.elapsed().as_secs_f64());
+                info = format!("partial {} restarts {}", e.partial, e.restarts);
+            }
+            times.sort_by(|a, b| a.partial_cmp(b).unwrap());
+            println!("block {block} extra {extra_blocks}: median {:.3} s ({info}) all {times:?}", times[times.len() / 2]);
+        }
+    }
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some("top") {
+        return top(&args);
+    }
     let n: usize = args.get(1).and_then(|s| s.parse().ok()).expect("usage: eigen_params N [REPS]");
     let reps: usize = args.get(2).map(|s| s.parse().unwrap()).unwrap_or(3);
     let b = Mat::<f64>::from_fn(n, n, |i, j| ((i * 7919 + j * 104729) % 1000) as f64 / 500.0 - 1.0);

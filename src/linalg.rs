@@ -1,5 +1,6 @@
 //! CPU linear algebra: the scalar trait, input validation, dense matrix
-//! products and the symmetric eigendecomposition.
+//! products and the symmetric eigendecomposition (full, and the largest `k`
+//! pairs by block Lanczos in [`symmetric_eigen_largest`]).
 //!
 //! Public data types are `nalgebra` matrices (column-major). Heavy kernels
 //! (matrix products, eigendecompositions) run through `faer`, which is
@@ -11,6 +12,9 @@ use faer::{Accum, MatMut, MatRef, Par, Side};
 use nalgebra::{DMatrix, DVector};
 
 use crate::error::{ComputeError, Result};
+
+mod top_eigen;
+pub use top_eigen::{symmetric_eigen_largest, symmetric_eigen_largest_with, LargestSymmetricEigen, TopEigenSettings};
 
 mod sealed {
     pub trait Sealed {}

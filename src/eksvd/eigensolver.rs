@@ -13,7 +13,7 @@ use rand_distr::{Distribution, StandardNormal};
 
 use super::error::{check_shape, EksvdError, Result};
 use super::features::sign_of_largest;
-use crate::linalg::{clear_upper_simd_state, matmul, symmetric_eigen};
+use crate::linalg::{clear_upper_simd_state, matmul, symmetric_eigen, symmetric_eigen_largest};
 
 /// Eigenvalues at or below this fraction of the largest magnitude count as
 /// zero, not positive (rounding in a rank-deficient coupling matrix).
@@ -96,15 +96,19 @@ fn check_k(k: usize, n: usize) -> Result<()> {
     Ok(())
 }
 
-/// The `k` largest positive eigenpairs of the symmetric matrix `a` by a full
-/// dense decomposition (faer divide and conquer; only the lower triangle is read).
+/// The `k` largest positive eigenpairs of the symmetric matrix `a` (only the
+/// lower triangle is read) from the dense matrix: block Lanczos on matrix
+/// products when `k` is small next to `n`, otherwise (or if that does not
+/// converge) the full decomposition ([`crate::linalg::symmetric_eigen_largest`]).
+/// Positivity is judged against `max |lambda|` (estimated by the block solver).
 pub fn largest_dense(a: &DMatrix<f64>, k: usize) -> Result<LargestEigenpairs> {
-    let evd = symmetric_eigen(a)?;
-    let n = evd.eigenvalues.len();
-    check_k(k, n)?;
-    let order: Vec<usize> = (0..n).rev().collect();
-    let scale = evd.eigenvalues.iter().fold(0.0f64, |m, v| m.max(v.abs()));
-    retain_largest_positive(evd.eigenvalues.as_slice(), &evd.eigenvectors, &order, k, scale)
+    crate::linalg::check_matrix("symmetric matrix", a)?;
+    crate::linalg::check_dim("symmetric matrix must be square", a.nrows(), a.ncols())?;
+    check_k(k, a.nrows())?;
+    let top = symmetric_eigen_largest(a, k)?;
+    log::debug!("largest_dense: n = {}, k = {k}, block Lanczos {} ({} restarts)", a.nrows(), top.partial, top.restarts);
+    let order: Vec<usize> = (0..k).rev().collect();
+    retain_largest_positive(top.eigen.eigenvalues.as_slice(), &top.eigen.eigenvectors, &order, k, top.norm_estimate)
 }
 
 /// `h = V^T w` for the first `cols` columns of the column-major `n x *` basis.
