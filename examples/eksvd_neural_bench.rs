@@ -6,16 +6,29 @@
 //!
 //! ```text
 //! cargo run --release --features neural --example eksvd_neural_bench -- \
-//!     [--backend wgpu|ndarray|both] [--samples N] [--epochs E] [--batch B]
+//!     [--backend wgpu|ndarray|both] [--samples N] [--epochs E] [--cpu-epochs E] \
+//!     [--batch B] [--mfeat DIR] [--mfeat-epochs E]
 //! ```
 //!
 //! Prints one row per backend: seconds per epoch (mean over epochs 2..E;
 //! epoch 1 includes warm-up such as shader compilation) and of epoch 1.
+//! `wgpu` trains on gramian's GPU ([`shared_gpu`], opened like
+//! `Device::gpu()`: burn runs on gramian's own wgpu device and queue),
+//! `ndarray` on the host's CPU cores (`--cpu-epochs`, default 2: the CPU
+//! rows are the slow ones). With `--mfeat DIR` (the folder of
+//! `mfeat-*.csv`), also one full UCI Digit fit per backend: split 0 of
+//! `eksvd_neural_mfeat`'s protocol, views fac+fou+kar, its first candidate
+//! (k = 32, eta = 1, lr 1e-3, weight decay 0.05, batches of 64, at most
+//! `--mfeat-epochs` = 100 epochs, early stopping with patience 20), timed end to end (training,
+//! per-epoch curves and validation included), with its test macro-F1.
 
 use std::time::Instant;
 
-use gramian::eksvd::neural::{NeuralBackend, NeuralEksvdParams};
+use gramian::datasets::macro_f1;
+use gramian::eksvd::evaluation::MultiViewData;
+use gramian::eksvd::neural::{shared_gpu, NeuralBackend, NeuralEksvdParams};
 use gramian::eksvd::MultiSource;
+use gramian::Device;
 use nalgebra::DMatrix;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -39,23 +52,43 @@ fn synthetic(n: usize, seed: u64) -> AnyResult<(MultiSource, Vec<usize>)> {
 
 fn main() -> AnyResult<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let (mut backends, mut samples, mut epochs, mut batch) = (vec![NeuralBackend::NdArray, NeuralBackend::Wgpu], 30_000usize, 3usize, 1024usize);
+    let (mut backends, mut samples, mut epochs, mut cpu_epochs, mut batch) = (vec![NeuralBackend::Wgpu, NeuralBackend::NdArray], 30_000usize, 3usize, 2usize, 1024usize);
+    let (mut mfeat, mut mfeat_epochs): (Option<String>, usize) = (None, 100);
     let mut i = 0;
     while i < args.len() {
         let value = args.get(i + 1).ok_or(format!("{} needs a value", args[i]))?;
         match args[i].as_str() {
             "--backend" => {
                 backends = match value.as_str() {
-                    "both" => vec![NeuralBackend::NdArray, NeuralBackend::Wgpu],
+                    "both" => vec![NeuralBackend::Wgpu, NeuralBackend::NdArray],
                     other => vec![NeuralBackend::parse(other).ok_or("--backend: wgpu, ndarray or both")?],
                 }
             }
             "--samples" => samples = value.parse()?,
             "--epochs" => epochs = value.parse()?,
+            "--cpu-epochs" => cpu_epochs = value.parse()?,
+            "--mfeat" => mfeat = Some(value.clone()),
+            "--mfeat-epochs" => mfeat_epochs = value.parse()?,
             "--batch" => batch = value.parse()?,
             other => return Err(format!("unknown argument {other}").into()),
         }
         i += 2;
+    }
+    println!("build: {}", if cfg!(debug_assertions) { "dev profile (debug assertions on)" } else { "release" });
+    // The gramian device of each backend: the GPU is opened once and burn
+    // runs on its wgpu device and queue.
+    let mut devices = Vec::new();
+    for &backend in &backends {
+        match backend {
+            NeuralBackend::Wgpu => match shared_gpu() {
+                Ok(d) => devices.push((backend, d)),
+                Err(e) => println!("wgpu: {e}"),
+            },
+            NeuralBackend::NdArray => devices.push((backend, Device::Cpu)),
+        }
+        if let Some((_, d)) = devices.last() {
+            println!("{}: {}", backend.name(), d.describe());
+        }
     }
     let start = Instant::now();
     let (data, labels) = synthetic(samples, 7)?;
@@ -63,8 +96,10 @@ fn main() -> AnyResult<()> {
     println!("model: MLP d_q-512-256 per source (ReLU), k = 64 components, batch {batch}, Adam");
     println!("| backend | epochs | seconds per epoch (2..E) | epoch 1 (s) | steps per epoch | final sum_k (J_k / N)^2 | final CE |");
     println!("|---|---|---|---|---|---|---|");
-    for backend in backends {
-        let params = NeuralEksvdParams::new(64).hidden(vec![512]).d_phi(256).batch_size(batch).max_epochs(epochs).learning_rate(1e-3).backend(backend).progress(true);
+    for (backend, device) in &devices {
+        let backend = *backend;
+        let e = if backend == NeuralBackend::NdArray { cpu_epochs } else { epochs };
+        let params = NeuralEksvdParams::new(64).hidden(vec![512]).d_phi(256).batch_size(batch).max_epochs(e).learning_rate(1e-3).device(device.clone()).progress(true);
         match params.fit(&data, &labels, None) {
             Ok(model) => {
                 let h = model.history();
@@ -81,6 +116,25 @@ fn main() -> AnyResult<()> {
                 );
             }
             Err(e) => println!("| {} | - | failed: {e} | | | | |", backend.name()),
+        }
+    }
+    if let Some(dir) = mfeat {
+        let views = MultiViewData::load_csv_views(&dir, "mfeat-", &["fac", "fou", "kar"])?;
+        let split = views.split(0.6, 0.2, 0)?;
+        println!("\nfull UCI Digit fit: split 0 (60/20/20, seed 0), fac+fou+kar, k = 32, eta = 1, lr 1e-3, wd 0.05, batch 64, <= {mfeat_epochs} epochs, patience 20");
+        println!("| backend | fit seconds | epochs run | best epoch | seconds per epoch (steps only) | test macro-F1 % |");
+        println!("|---|---|---|---|---|---|");
+        for (backend, device) in &devices {
+            let params = NeuralEksvdParams::new(32).hidden(vec![256]).d_phi(128).eta(1.0).learning_rate(1e-3).weight_decay(0.05).batch_size(64).max_epochs(mfeat_epochs).patience(20).seed(0).device(device.clone());
+            let start = Instant::now();
+            match params.fit(&split.train, &split.train_labels, Some((&split.validation, &split.validation_labels))) {
+                Ok(model) => {
+                    let seconds = start.elapsed().as_secs_f64();
+                    let f1 = macro_f1(&split.test_labels, &model.predict(&split.test)?);
+                    println!("| {} | {:.1} | {} | {} | {:.4} | {:.2} |", backend.name(), seconds, model.history().epochs.len(), model.best_epoch(), model.history().seconds_per_epoch(), 100.0 * f1);
+                }
+                Err(e) => println!("| {} | failed: {e} | | | | |", backend.name()),
+            }
         }
     }
     Ok(())

@@ -54,11 +54,11 @@ impl Model {
         let device = device.clone();
         Ok(match *self {
             Model::Baseline(kind) => {
-                let m = BaselineHeteroscedasticParams::new(kind, sigma).regularisation(lambda, lambda).restarts(3, 7).fit(&device, x, y)?;
+                let m = BaselineHeteroscedasticParams::new(kind, sigma).regularisation(lambda, lambda).restarts(3, 7).fit_xy(&device, x, y)?;
                 Box::new(move |g| m.natural_parameters(&device, g))
             }
             Model::Psd => {
-                let m = HeteroscedasticParams::new(sigma).regularisation(lambda, lambda, 0.1 * lambda).solver(SolverOptions { tolerance: 1e-6, max_iterations: 50_000, check_every: 10 }).fit(&device, x, y)?;
+                let m = HeteroscedasticParams::new(sigma).regularisation(lambda, lambda, 0.1 * lambda).solver(SolverOptions { tolerance: 1e-6, max_iterations: 50_000, check_every: 10 }).fit_xy(&device, x, y)?;
                 Box::new(move |g| m.natural_parameters(&device, g))
             }
         })

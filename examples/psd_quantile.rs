@@ -81,12 +81,12 @@ impl Model {
                 if kind == BaselineKind::Ncm && x.nrows() > NCM_CENTRES {
                     params = params.nystrom(NCM_CENTRES, 11);
                 }
-                let m = params.fit(&device, x, y)?;
+                let m = params.fit_xy(&device, x, y)?;
                 Box::new(move |g| m.predict(&device, g))
             }
             Model::Psd => {
                 let options = SolverOptions { tolerance: 1e-4, max_iterations: 20_000, check_every: 10 };
-                let m = QuantileParams::new(sigma, &LEVELS).regularisation(lambda, 0.1 * lambda, 0.01 * lambda).solver(options).fit(&device, x, y)?;
+                let m = QuantileParams::new(sigma, &LEVELS).regularisation(lambda, 0.1 * lambda, 0.01 * lambda).solver(options).fit_xy(&device, x, y)?;
                 Box::new(move |g| m.predict(&device, g))
             }
         })

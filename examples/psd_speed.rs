@@ -88,10 +88,10 @@ fn regression(kind: &str, n: usize, m: usize) {
     let label = format!("{kind} n {n} Nystrom m {m}");
     let result = if kind == "heteroscedastic" {
         let (x, y) = psd_toy::toy_data(n, &mut rng);
-        HeteroscedasticParams::new(0.1).regularisation(1e-2, 1e-2, 1e-3).nystrom(m, 1).solver(options).fit(&Device::Cpu, &x, &y).map(|f| f.report().clone())
+        HeteroscedasticParams::new(0.1).regularisation(1e-2, 1e-2, 1e-3).nystrom(m, 1).solver(options).fit_xy(&Device::Cpu, &x, &y).map(|f| f.report().clone())
     } else {
         let (x, y) = psd_toy::quantile_data(n, &mut rng);
-        QuantileParams::new(0.1, &[0.25, 0.5, 0.75]).regularisation(1e-2, 1e-3, 1e-4).nystrom(m, 1).solver(options).fit(&Device::Cpu, &x, &y).map(|f| f.report().clone())
+        QuantileParams::new(0.1, &[0.25, 0.5, 0.75]).regularisation(1e-2, 1e-3, 1e-4).nystrom(m, 1).solver(options).fit_xy(&Device::Cpu, &x, &y).map(|f| f.report().clone())
     };
     print_regression(&label, result, start.elapsed().as_secs_f64());
 }

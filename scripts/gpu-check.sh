@@ -20,12 +20,18 @@
 #      (or cargo builds it); then PyTorch at the same shapes (cdist + exp,
 #      TF32 off and on, torch.compile when it works; matmul; exp(..) @ v)
 #      and our best variant's ratio to each,
-#   7. time Neural eKSVD epochs on burn's Wgpu backend at the NUS-WIDE-OBJ
-#      scale (N = 30,000, 5 sources) when GPU_NEURAL_BIN names the
-#      eksvd_neural_bench example (feature `neural`).
+#   7. time Neural eKSVD epochs at the NUS-WIDE-OBJ scale (N = 30,000, 5
+#      sources) on the GPU (burn's Wgpu backend on gramian's own wgpu device)
+#      and on the host's CPU cores (burn NdArray) in the same run, plus one
+#      full UCI Digit fit on each when GPU_NEURAL_MFEAT names the folder of
+#      mfeat-*.csv, when GPU_NEURAL_BIN names the eksvd_neural_bench example
+#      (feature `neural`, built by scripts/gpu-prepare.sh), bounded by
+#      GPU_NEURAL_TIMEOUT (default 300 s; about 3 min expected: GPU 5 epochs,
+#      CPU 2 epochs of 30,000, two UCI fits of at most 100 short epochs).
 # GPU_CHECK_BIN=none skips steps 3-4 (tests and Neural eKSVD only).
 # Budget on an H200: tests 2-3 min, variants up to 4 min plus PyTorch up to
-# 4 min, methods up to 8 min (GPU_METHOD_TIMEOUT): more than one 10-minute
+# 4 min, methods up to 8 min (GPU_METHOD_TIMEOUT), Neural eKSVD up to 5 min
+# (GPU_NEURAL_TIMEOUT): more than one 10-minute
 # device call with everything on; run it in two calls (e.g. unset
 # GPU_METHOD_BIN in the first, GPU_VARIANTS_BIN and GPU_TEST_BINS in the
 # second) or lower the timeouts. Results also go to $OUT (default /tmp/gpu-check).
@@ -57,7 +63,7 @@ BIN=${GPU_CHECK_BIN:-}
 TEST_BINS=${GPU_TEST_BINS:-}
 if [ -z "$BIN" ]; then
   if command -v cargo >/dev/null; then
-    cargo build --release --example compute_table --example method_bench --example gpu_variants || exit 1
+    cargo build --release --features repro --example compute_table --example method_bench --example gpu_variants || exit 1
     BIN=target/release/examples/compute_table
     GPU_METHOD_BIN=${GPU_METHOD_BIN:-target/release/examples/method_bench}
     GPU_VARIANTS_BIN=${GPU_VARIANTS_BIN:-target/release/examples/gpu_variants}
@@ -137,9 +143,12 @@ PY
 fi
 
 if [ -n "${GPU_NEURAL_BIN:-}" ]; then
-  echo "== Neural eKSVD time per epoch (burn Wgpu), N = 30,000, 5 sources"
-  "$GPU_NEURAL_BIN" --backend wgpu --samples 30000 ${GPU_NEURAL_ARGS:-} 2>&1 | tee "$OUT/neural.txt"
+  echo "== Neural eKSVD seconds per epoch, N = 30,000, 5 sources: GPU (burn Wgpu on gramian's device) and host CPU (burn NdArray)"
+  mfeat_args=()
+  [ -n "${GPU_NEURAL_MFEAT:-}" ] && mfeat_args=(--mfeat "$GPU_NEURAL_MFEAT")
+  timeout "${GPU_NEURAL_TIMEOUT:-300}" "$GPU_NEURAL_BIN" --backend both --samples 30000 --epochs 5 --cpu-epochs 2 ${mfeat_args[@]+"${mfeat_args[@]}"} ${GPU_NEURAL_ARGS:-} 2>&1 | tee "$OUT/neural.txt"
   [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+  mkdir -p benches/results && cp "$OUT/neural.txt" "benches/results/neural-$(date +%Y-%m-%d-%H%M).txt" 2>/dev/null || true
 fi
 
 if [ -n "${GPU_METHOD_BIN:-}" ]; then

@@ -5,14 +5,29 @@
 #   .gpu-bin/compute_table, .gpu-bin/method_bench,
 #   .gpu-bin/gpu_variants                           (release examples)
 #   .gpu-bin/tests/*                                (release GPU test binaries)
+#   .gpu-bin/eksvd_neural_bench, .gpu-bin/mfeat/     (Neural eKSVD benchmark,
+#                                                     feature `neural`; UCI data)
 # Then, on the device (one call, under 10 minutes):
 #   for f in .gl/*.deb; do dpkg -x $f /; done; ldconfig;
 #   GPU_CHECK_BIN=.gpu-bin/compute_table GPU_METHOD_BIN=.gpu-bin/method_bench \
 #   GPU_VARIANTS_BIN=.gpu-bin/gpu_variants \
-#   GPU_TEST_BINS="$(ls .gpu-bin/tests/*)" OUT=$OUT bash scripts/gpu-check.sh
+#   GPU_TEST_BINS="$(ls .gpu-bin/tests/*)" GPU_NEURAL_BIN=.gpu-bin/eksvd_neural_bench \
+#   GPU_NEURAL_MFEAT=.gpu-bin/mfeat OUT=$OUT bash scripts/gpu-check.sh
+# (the Neural eKSVD step alone, about 3-5 min of device time:
+#   GPU_CHECK_BIN=none GPU_NEURAL_BIN=.gpu-bin/eksvd_neural_bench GPU_NEURAL_MFEAT=.gpu-bin/mfeat OUT=$OUT bash scripts/gpu-check.sh)
+#
+# The neural benchmark is built alone (`--example eksvd_neural_bench`, feature
+# `neural`) so that burn is compiled once, in the profile named by
+# GPU_NEURAL_PROFILE: `release` (default; burn and cubecl optimised, which is
+# what the epoch times are about; a clean release build of burn took 25-30 min
+# on 2 idle cores and far longer on this shared machine, see BENCHMARKS.md,
+# "Build cost of the feature"), or `dev` (the profile CI builds: burn's crates
+# at opt-level 0 as Cargo.toml sets them, our code at 2; minutes when
+# target/debug is warm, but the host-side cost of every burn step is then
+# unoptimised: the epoch times are an upper bound). GPU_PREPARE_NEURAL=0 skips it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo build --release --example compute_table --example method_bench --example gpu_variants
+cargo build --release --features repro --example compute_table --example method_bench --example gpu_variants
 mkdir -p .gpu-bin/tests
 cp target/release/examples/compute_table target/release/examples/method_bench target/release/examples/gpu_variants .gpu-bin/
 cargo test --release --no-run --test gpu_vs_cpu --test resident --test gpu_methods --test gpu_variants --message-format=json 2>/dev/null | python3 -c 'import sys, json
@@ -21,4 +36,19 @@ for l in sys.stdin:
     if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["kind"] == ["test"]:
         print(m["executable"])' | while read -r t; do cp "$t" ".gpu-bin/tests/$(basename "$t" | sed 's/-[0-9a-f]*$//')"; done
 strip .gpu-bin/compute_table .gpu-bin/method_bench .gpu-bin/gpu_variants .gpu-bin/tests/* 2>/dev/null || true
+if [ "${GPU_PREPARE_NEURAL:-1}" != 0 ]; then
+  case "${GPU_NEURAL_PROFILE:-release}" in
+    release) start=$(date +%s); cargo build --release --features neural,repro --example eksvd_neural_bench
+             echo "neural benchmark (release) built in $(( $(date +%s) - start )) s"
+             cp target/release/examples/eksvd_neural_bench .gpu-bin/ ;;
+    dev)     cargo build --features neural,repro --example eksvd_neural_bench
+             cp target/debug/examples/eksvd_neural_bench .gpu-bin/ ;;
+    *)       echo "GPU_NEURAL_PROFILE: release or dev" >&2; exit 1 ;;
+  esac
+  strip .gpu-bin/eksvd_neural_bench 2>/dev/null || true
+  # The UCI Multiple Features views for the full fit (../shared does not travel).
+  if [ -d ../shared/data/multiview/mfeat ]; then
+    mkdir -p .gpu-bin/mfeat && cp ../shared/data/multiview/mfeat/mfeat-*.csv .gpu-bin/mfeat/
+  fi
+fi
 du -sh .gpu-bin

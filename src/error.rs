@@ -245,6 +245,9 @@ pub enum Error {
     /// bytes, I/O).
     #[error("model record: {0}")]
     Record(String),
+    /// A training backend failed to run queued work (burn's execution error).
+    #[error("backend execution: {0}")]
+    Execution(String),
 
     // ----- mklaren -----
     /// The requested rank is larger than the number of samples.

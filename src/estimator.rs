@@ -12,7 +12,10 @@
 //! | `eksvd::EksvdParams` | [`MultiSource`] | `eksvd::Eksvd` | `Transform<MultiSource>`: paired scores |
 //! | `eksvd::KsvdParams` | [`MultiSource`] (Q = 2) | `eksvd::Ksvd` | `Transform<MultiSource>` |
 //! | `mklaren::MklarenParams` | [`Supervised`] | `mklaren::Mklaren` | `Predict<DMatrix<f64>>`: `y` |
+//! | `mklaren::FullKernelRidgeParams`, `LowRankRidgeParams` (baselines) | [`Supervised`] | `FullKernelRidge`, `LowRankRidge` | `Predict<DMatrix<f64>>`: `y` |
 //! | `psd::DensityParams` | `DMatrix<f64>` | `psd::PsdDensity` | `Predict<DMatrix<f64>>`: density |
+//! | `psd::HeteroscedasticParams`, `BaselineHeteroscedasticParams` | [`Supervised`] | `HeteroscedasticRegression`, `BaselineHeteroscedastic` | `Predict<DMatrix<f64>>`: mean and variance |
+//! | `psd::QuantileParams`, `BaselineQuantileParams` | [`Supervised`] | `QuantileRegression`, `BaselineQuantile` | `Predict<DMatrix<f64>>`: a column per level |
 //!
 //! ```
 //! use gramian::prelude::*;

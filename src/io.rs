@@ -14,7 +14,7 @@
 //! use nalgebra::DMatrix;
 //!
 //! let x = DMatrix::<f64>::from_fn(30, 3, |i, j| ((i * 5 + j) % 7) as f64);
-//! let z = DMatrix::<f64>::from_fn(30, 2, |i, j| ((i + 3 * j) % 5) as f64);
+//! let z = DMatrix::<f64>::from_fn(30, 3, |i, j| ((i + 3 * j) % 5) as f64);
 //! let data = MultiSource::paired(vec![x, z])?;
 //! let model = EksvdParams::new(2).fit(&Device::cpu(), &data)?;
 //! let json = model.to_json()?;

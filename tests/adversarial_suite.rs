@@ -412,21 +412,21 @@ fn estimator_cases(t: &mut Tally, dev: &Device, path: &str, input: &FitInput) {
             m.density(&d, &i.x_new)
         });
         case!(&format!("baseline heteroscedastic {}", kind.name()), |d, i| {
-            let m = BaselineHeteroscedasticParams::new(kind, i.sigma).solver(1e-6, 300).fit(&d, &i.x, &i.y)?;
+            let m = BaselineHeteroscedasticParams::new(kind, i.sigma).solver(1e-6, 300).fit_xy(&d, &i.x, &i.y)?;
             Ok::<_, gramian::psd::PsdError>((m.predict_mean(&d, &i.x_new)?, m.predict_variance(&d, &i.x_new)?))
         });
         case!(&format!("baseline quantile {}", kind.name()), |d, i| {
-            BaselineQuantileParams::new(kind, i.sigma, &[0.1, 0.5, 0.9]).solver(1e-6, 300).fit(&d, &i.x, &i.y)?.predict(&d, &i.x_new)
+            BaselineQuantileParams::new(kind, i.sigma, &[0.1, 0.5, 0.9]).solver(1e-6, 300).fit_xy(&d, &i.x, &i.y)?.predict(&d, &i.x_new)
         });
     }
     case!("heteroscedastic fit+predict", |d, i| {
-        let m = HeteroscedasticParams::new(i.sigma).regularisation(1e-3, 1e-3, i.lambda).solver(options()).fit(&d, &i.x, &i.y)?;
+        let m = HeteroscedasticParams::new(i.sigma).regularisation(1e-3, 1e-3, i.lambda).solver(options()).fit_xy(&d, &i.x, &i.y)?;
         let ll = m.mean_log_likelihood(&d, &i.x_new, &i.y.rows(0, i.y.len().min(i.x_new.nrows())).into_owned())?;
         Ok::<_, gramian::psd::PsdError>((m.predict_mean(&d, &i.x_new)?, (m.predict_variance(&d, &i.x_new)?, ll)))
     });
     case!("quantile fit+predict", |d, i| {
         let levels = [0.1, 0.5, i.lambda.min(0.95)];
-        QuantileParams::new(i.sigma, &levels).solver(options()).fit(&d, &i.x, &i.y)?.predict(&d, &i.x_new)
+        QuantileParams::new(i.sigma, &levels).solver(options()).fit_xy(&d, &i.x, &i.y)?.predict(&d, &i.x_new)
     });
     case!("EmpiricalFeatures + PsdModel", |d, i| {
         let f = EmpiricalFeatures::new(&i.x, i.sigma)?;

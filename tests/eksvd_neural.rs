@@ -6,7 +6,7 @@
 mod common;
 
 use burn::tensor::{Tensor, TensorData};
-use gramian::eksvd::neural::{cross_entropy, objective_per_component, Activation, LossTensors, NeuralBackend, NeuralEksvd, NeuralEksvdParams, NeuralError};
+use gramian::eksvd::neural::{burn_device, cross_entropy, objective_per_component, shared_gpu, Activation, LossTensors, NeuralBackend, NeuralEksvd, NeuralEksvdParams, NeuralError};
 use gramian::eksvd::{objective_terms, EksvdError, MultiSource};
 use nalgebra::{DMatrix, DVector};
 use rand::rngs::StdRng;
@@ -246,6 +246,55 @@ fn wgpu_and_ndarray_agree_over_the_first_steps() {
     assert!(max_diff < 2e-3, "weights differ by {max_diff}");
     let (sa, sb) = (cpu.transform(0, data.source(0)).unwrap(), gpu.transform(0, data.source(0)).unwrap());
     assert!((&sa - &sb).amax() <= 1e-2 * sa.amax().max(1.0));
+}
+
+/// One GPU for burn and gramian: Neural eKSVD given a gramian GPU device
+/// trains with burn's Wgpu backend on that context's own wgpu device. The
+/// compute pipelines burn builds appear in the context's wgpu instance
+/// (which holds that one device), burn is registered once per context, a
+/// gramian kernel then runs on the same queue and matches the CPU path
+/// (1e-5, f32 rounding of values in [0, 1]), the model's scores are the same
+/// before and after it, and training agrees with NdArray from the same
+/// start (tolerances of `wgpu_and_ndarray_agree_over_the_first_steps`).
+/// With `GRAMIAN_REQUIRE_GPU=1` a missing adapter fails the test.
+#[test]
+fn burn_and_gramian_share_one_gpu() {
+    let Some(device) = common::gpu_device(gramian::GpuOptions::default()) else { return };
+    let gramian::Device::Gpu(ctx) = &device else { panic!("gpu_device returned the CPU path") };
+    let handles = ctx.wgpu_handles();
+    assert!(handles.all_features, "the device lacks the adapter's features burn assumes");
+    let pipelines = || handles.instance.generate_report().expect("wgpu-core instance").hub_report().compute_pipelines.num_allocated;
+    let devices = || handles.instance.generate_report().expect("wgpu-core instance").hub_report().devices.num_allocated;
+    let before = pipelines();
+    let mut rng = common::rng();
+    let (data, labels) = synthetic(&mut rng, 64, 3);
+    let params = small_params(rng.random()).max_epochs(2);
+    let model = params.clone().device(device.clone()).fit(&data, &labels, None).unwrap();
+    assert_eq!(model.backend(), NeuralBackend::Wgpu);
+    assert!(matches!(model.gramian_device(), gramian::Device::Gpu(c) if c.id() == ctx.id()));
+    assert_eq!(burn_device(&device).unwrap(), *model.device(), "registered once per context");
+    let after = pipelines();
+    eprintln!("compute pipelines in gramian's instance: {before} -> {after}; devices {}", devices());
+    assert!(after > before, "burn built no pipeline on gramian's device ({before} -> {after})");
+    assert_eq!(devices(), 1, "one wgpu device in gramian's instance");
+    let scores = model.transform(0, data.source(0)).unwrap();
+    // A gramian kernel on the same device and queue, between burn's work.
+    let x = common::random_matrix(&mut rng, 48, 5);
+    let kernel = gramian::Kernel::rbf(0.5).unwrap();
+    let (k_gpu, k_cpu) = (device.kernel_matrix(&kernel, &x, &x).unwrap(), gramian::Device::Cpu.kernel_matrix(&kernel, &x, &x).unwrap());
+    assert!((&k_gpu - &k_cpu).amax() < 1e-5, "gramian kernel on the shared device differs by {}", (&k_gpu - &k_cpu).amax());
+    assert_eq!(model.transform(0, data.source(0)).unwrap(), scores);
+    let cpu = params.device(gramian::Device::Cpu).fit(&data, &labels, None).unwrap();
+    assert_eq!(cpu.backend(), NeuralBackend::NdArray);
+    for (a, b) in cpu.history().epochs.iter().zip(&model.history().epochs) {
+        assert!((a.objective_squared - b.objective_squared).abs() <= 1e-3 * a.objective_squared.max(1e-3), "J^2 {} vs {}", a.objective_squared, b.objective_squared);
+        assert!((a.cross_entropy - b.cross_entropy).abs() <= 1e-3 * a.cross_entropy, "CE {} vs {}", a.cross_entropy, b.cross_entropy);
+    }
+    // The named backend runs on the process's shared GPU, which gramian's
+    // kernels can use as well.
+    let shared = shared_gpu().unwrap();
+    assert_eq!(NeuralBackend::Wgpu.device().unwrap(), burn_device(&shared).unwrap());
+    assert!((shared.kernel_matrix(&kernel, &x, &x).unwrap() - &k_cpu).amax() < 1e-5);
 }
 
 /// Training is seeded: the same parameters and seed give bit-identical

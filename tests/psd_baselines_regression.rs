@@ -39,7 +39,7 @@ fn heteroscedastic_baselines_satisfy_first_order_conditions() {
     let seed = rng.random();
     for kind in KINDS {
         let params = BaselineHeteroscedasticParams::new(kind, 0.15).regularisation(1e-2, 1e-2).restarts(3, seed);
-        let model = params.fit(&Device::Cpu, &x, &y).unwrap();
+        let model = params.fit_xy(&Device::Cpu, &x, &y).unwrap();
         let problem = params.problem(&Device::Cpu, &x, &y).unwrap();
         let z = model.solution();
         assert!(problem.objective(z).is_finite());
@@ -65,7 +65,7 @@ fn ncm_and_glm_precisions_are_positive_everywhere_pnm_on_the_data() {
     let grid = DMatrix::from_fn(1001, 1, |i, _| -3.0 + 7.0 * i as f64 / 1000.0);
     for kind in KINDS {
         let params = BaselineHeteroscedasticParams::new(kind, 0.1).regularisation(1e-3, 1e-3).restarts(2, 1);
-        let model = params.fit(&Device::Cpu, &x, &y).unwrap();
+        let model = params.fit_xy(&Device::Cpu, &x, &y).unwrap();
         let on_data = model.natural_parameters(&Device::Cpu, &x).unwrap().theta;
         assert!(on_data.iter().all(|&t| t > 0.0), "{}: theta <= 0 on the data", kind.name());
         if kind == BaselineKind::Pnm {
@@ -77,7 +77,7 @@ fn ncm_and_glm_precisions_are_positive_everywhere_pnm_on_the_data() {
     }
     // NCM: the kernel coefficients of theta are non-negative.
     let params = BaselineHeteroscedasticParams::new(BaselineKind::Ncm, 0.1).regularisation(1e-3, 1e-3);
-    let model = params.fit(&Device::Cpu, &x, &y).unwrap();
+    let model = params.fit_xy(&Device::Cpu, &x, &y).unwrap();
     let (r, dim) = params.problem(&Device::Cpu, &x, &y).unwrap().block_sizes();
     assert_eq!(dim, x.nrows());
     assert!(model.solution().rows(r, dim).iter().all(|&a| a >= 0.0));
@@ -90,7 +90,7 @@ fn smoothed_quantile_baselines_satisfy_first_order_conditions() {
     let seed = rng.random();
     for kind in [BaselineKind::Ncm, BaselineKind::Glm] {
         let params = BaselineQuantileParams::new(kind, 0.2, &LEVELS).regularisation(1e-3, 1e-3).smoothing(1e-2).restarts(2, seed);
-        let model = params.fit(&Device::Cpu, &x, &y).unwrap();
+        let model = params.fit_xy(&Device::Cpu, &x, &y).unwrap();
         let problem = params.problem(&Device::Cpu, &x, &y).unwrap();
         let z = model.solution();
         let fd = fd_gradient(|z| problem.objective(z), z);
@@ -108,7 +108,7 @@ fn pnm_quantiles_are_optimal_and_ordered_on_the_data() {
     let mut rng = common::rng();
     let (x, y) = common::quantile_appendix_e(50, &mut rng);
     let params = BaselineQuantileParams::new(BaselineKind::Pnm, 0.2, &LEVELS).regularisation(1e-3, 1e-3);
-    let model = params.fit(&Device::Cpu, &x, &y).unwrap();
+    let model = params.fit_xy(&Device::Cpu, &x, &y).unwrap();
     let problem = params.problem(&Device::Cpu, &x, &y).unwrap();
     let z = model.solution().clone();
     // Ordered on the data (the constraint), up to the solver tolerance.
@@ -158,10 +158,10 @@ fn pnm_quantiles_cross_in_the_gap_without_data_while_the_others_do_not() {
         // NCM/GLM: the Newton budget is 5000 (the default 500 ran out once at
         // lambda 1e-2, seed 1796128765349039249, gap 1.3e-4 against 1e-7).
         let params = if kind == BaselineKind::Pnm { params.regularisation(1e-4, 1e-4).solver(1e-6, 100_000) } else { params.regularisation(1e-2, 1e-2).solver(1e-7, 5000) };
-        let model = params.fit(&Device::Cpu, &x, &y).unwrap();
+        let model = params.fit_xy(&Device::Cpu, &x, &y).unwrap();
         counts.push(crossings(&model.predict(&Device::Cpu, &grid).unwrap()));
     }
-    let psd = QuantileParams::new(0.2, &LEVELS).regularisation(1e-2, 1e-3, 1e-4).solver(SolverOptions { tolerance: 1e-4, max_iterations: 20_000, check_every: 10 }).fit(&Device::Cpu, &x, &y).unwrap();
+    let psd = QuantileParams::new(0.2, &LEVELS).regularisation(1e-2, 1e-3, 1e-4).solver(SolverOptions { tolerance: 1e-4, max_iterations: 20_000, check_every: 10 }).fit_xy(&Device::Cpu, &x, &y).unwrap();
     counts.push(crossings(&psd.predict(&Device::Cpu, &grid).unwrap()));
     assert!(counts[0] > 0, "PNM never crosses: {counts:?}");
     assert_eq!(&counts[1..], &[0, 0, 0], "NCM, GLM, PSD must not cross: {counts:?}");
@@ -174,7 +174,7 @@ fn bad_input_gives_typed_errors() {
     let cpu = Device::Cpu;
     let invalid = |r: Result<(), PsdError>| matches!(r, Err(PsdError::InvalidParameter { .. }));
     for kind in KINDS {
-        let het = |p: BaselineHeteroscedasticParams| p.fit(&cpu, &x, &y).map(|_| ());
+        let het = |p: BaselineHeteroscedasticParams| p.fit_xy(&cpu, &x, &y).map(|_| ());
         assert!(invalid(het(BaselineHeteroscedasticParams::new(kind, 0.0))));
         assert!(invalid(het(BaselineHeteroscedasticParams::new(kind, f64::NAN))));
         assert!(invalid(het(BaselineHeteroscedasticParams::new(kind, 0.1).regularisation(0.0, 1e-3))));
@@ -182,17 +182,17 @@ fn bad_input_gives_typed_errors() {
         assert!(invalid(het(BaselineHeteroscedasticParams::new(kind, 0.1).restarts(0, 1))));
         assert!(invalid(het(BaselineHeteroscedasticParams::new(kind, 0.1).solver(0.0, 10))));
         let p = BaselineHeteroscedasticParams::new(kind, 0.1);
-        assert!(invalid(p.fit(&cpu, &x, &DVector::from_element(20, 1.5)).map(|_| ())), "constant y");
-        assert!(invalid(p.fit(&cpu, &x.rows(0, 1).into_owned(), &y.rows(0, 1).into_owned()).map(|_| ())), "one sample");
-        assert!(matches!(p.fit(&cpu, &x, &y.rows(0, 10).into_owned()), Err(ref e) if e.is_invalid_input()));
+        assert!(invalid(p.fit_xy(&cpu, &x, &DVector::from_element(20, 1.5)).map(|_| ())), "constant y");
+        assert!(invalid(p.fit_xy(&cpu, &x.rows(0, 1).into_owned(), &y.rows(0, 1).into_owned()).map(|_| ())), "one sample");
+        assert!(matches!(p.fit_xy(&cpu, &x, &y.rows(0, 10).into_owned()), Err(ref e) if e.is_invalid_input()));
         let mut bad = y.clone();
         bad[3] = f64::NAN;
-        assert!(matches!(p.fit(&cpu, &x, &bad), Err(ref e) if e.is_invalid_input()));
-        let model = p.fit(&cpu, &x, &y).unwrap();
+        assert!(matches!(p.fit_xy(&cpu, &x, &bad), Err(ref e) if e.is_invalid_input()));
+        let model = p.fit_xy(&cpu, &x, &y).unwrap();
         assert!(matches!(model.natural_parameters(&cpu, &DMatrix::zeros(3, 2)), Err(ref e) if e.is_invalid_input()));
         assert!(matches!(model.mean_log_likelihood(&cpu, &x, &y.rows(0, 5).into_owned()), Err(ref e) if e.is_invalid_input()));
 
-        let quant = |p: BaselineQuantileParams| p.fit(&cpu, &x, &y).map(|_| ());
+        let quant = |p: BaselineQuantileParams| p.fit_xy(&cpu, &x, &y).map(|_| ());
         for levels in [vec![0.5, 0.25], vec![0.0, 0.5], vec![0.5, 1.0], vec![]] {
             assert!(invalid(quant(BaselineQuantileParams::new(kind, 0.1, &levels))), "{levels:?}");
         }
@@ -201,9 +201,9 @@ fn bad_input_gives_typed_errors() {
         assert!(invalid(quant(BaselineQuantileParams::new(kind, 0.1, &LEVELS).regularisation(1e-3, 0.0))));
         let mut bad = y.clone();
         bad[0] = f64::INFINITY;
-        assert!(matches!(BaselineQuantileParams::new(kind, 0.1, &LEVELS).fit(&cpu, &x, &bad), Err(ref e) if e.is_invalid_input()));
+        assert!(matches!(BaselineQuantileParams::new(kind, 0.1, &LEVELS).fit_xy(&cpu, &x, &bad), Err(ref e) if e.is_invalid_input()));
     }
     // An iteration budget too small to converge is NotConverged, not a wrong answer.
-    let r = BaselineHeteroscedasticParams::new(BaselineKind::Pnm, 0.1).solver(1e-12, 1).fit(&cpu, &x, &y);
+    let r = BaselineHeteroscedasticParams::new(BaselineKind::Pnm, 0.1).solver(1e-12, 1).fit_xy(&cpu, &x, &y);
     assert!(matches!(r, Err(PsdError::NotConverged { .. })), "{r:?}");
 }

@@ -50,8 +50,8 @@ fn heteroscedastic_with_nystrom_centres_is_certified() {
     let mut rng = common::rng();
     let (x, y) = psd_toy::toy_data(80, &mut rng);
     let params = HeteroscedasticParams::new(0.1).regularisation(1e-2, 1e-2, 1e-3).solver(options());
-    let full = params.clone().fit(&Device::Cpu, &x, &y).unwrap();
-    let nys = params.nystrom(25, 4).fit(&Device::Cpu, &x, &y).unwrap();
+    let full = params.clone().fit_xy(&Device::Cpu, &x, &y).unwrap();
+    let nys = params.nystrom(25, 4).fit_xy(&Device::Cpu, &x, &y).unwrap();
     assert_certified("heteroscedastic, all centres", full.report());
     assert_certified("heteroscedastic, Nystrom 25", nys.report());
     assert_nystrom_not_below("heteroscedastic", full.report(), nys.report());
@@ -64,8 +64,8 @@ fn quantile_with_nystrom_centres_is_certified_and_never_crosses() {
     let mut rng = common::rng();
     let (x, y) = common::quantile_appendix_e(80, &mut rng);
     let params = QuantileParams::new(0.15, &[0.25, 0.5, 0.75]).regularisation(1e-2, 1e-3, 1e-4).solver(options());
-    let full = params.clone().fit(&Device::Cpu, &x, &y).unwrap();
-    let nys = params.nystrom(25, 4).fit(&Device::Cpu, &x, &y).unwrap();
+    let full = params.clone().fit_xy(&Device::Cpu, &x, &y).unwrap();
+    let nys = params.nystrom(25, 4).fit_xy(&Device::Cpu, &x, &y).unwrap();
     assert_certified("quantile, all centres", full.report());
     assert_certified("quantile, Nystrom 25", nys.report());
     assert_nystrom_not_below("quantile", full.report(), nys.report());
@@ -99,7 +99,7 @@ fn engine_configurations_are_validated() {
     assert!(invalid(EngineProblem { linear: Some(LinearPart { coupling: vec![1.0], lambda0: 1.0 }), integral: Some(&w), ..base() }));
     assert!(invalid(EngineProblem { parts: vec![], ..base() }));
     assert!(invalid(EngineProblem { linear: Some(LinearPart { coupling: vec![1.0], lambda0: 0.0 }), ..base() }));
-    assert!(matches!(EngineProblem { parts: vec![vec![1.0, 0.0]], ..base() }.solve(&options()), Err(PsdError::Compute(_))));
+    assert!(matches!(EngineProblem { parts: vec![vec![1.0, 0.0]], ..base() }.solve(&options()), Err(ref e) if e.is_invalid_input()));
     // A valid configuration: one PSD part plus a linear part on the same block.
     let both = EngineProblem { linear: Some(LinearPart { coupling: vec![1.0], lambda0: 1e-2 }), ..base() }.solve(&options()).unwrap();
     assert!(both.report.gap <= TOLERANCE && both.linear.len() == 4 && both.parts.len() == 1);

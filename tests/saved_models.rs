@@ -117,3 +117,30 @@ fn mklaren_and_its_baselines_round_trip() {
     // A model of one kind does not load as another.
     assert!(matches!(LowRankRidge::from_json(&full.to_json().unwrap()), Err(Error::Record(_))));
 }
+
+#[test]
+fn psd_density_and_quantile_models_round_trip() {
+    use gramian::psd::{BaseMeasure, DensityParams, PsdDensity, QuantileParams, QuantileRegression};
+    let cpu = Device::cpu();
+    let mut rng = common::rng();
+    let x = common::random_matrix(&mut rng, 50, 2);
+    let density = DensityParams::new(0.7).base_measure(BaseMeasure::isotropic_gaussian(2, 2.0).unwrap()).fit(&cpu, &x).unwrap();
+    let grid = common::random_matrix(&mut rng, 20, 2);
+    for loaded in [PsdDensity::from_json(&density.to_json().unwrap()).unwrap(), PsdDensity::from_cbor(&density.to_cbor().unwrap()).unwrap()] {
+        assert_eq!(density.predict(&cpu, &grid).unwrap(), loaded.predict(&cpu, &grid).unwrap());
+        assert_eq!(density.integral().unwrap(), loaded.integral().unwrap());
+    }
+    // A base measure of the wrong dimension is caught at load.
+    let mut v: serde_json::Value = serde_json::from_str(&density.to_json().unwrap()).unwrap();
+    v["model"]["base"] = serde_json::from_str(&serde_json::to_string(&BaseMeasure::isotropic_gaussian(3, 2.0).unwrap()).unwrap()).unwrap();
+    assert!(matches!(PsdDensity::from_json(&v.to_string()), Err(Error::Record(ref m)) if m.contains("inconsistent")));
+
+    let (xq, yq) = common::quantile_appendix_e(40, &mut rng);
+    let quantile = QuantileParams::new(0.2, &[0.25, 0.5, 0.75]).fit(&cpu, &Supervised::new(xq.clone(), yq).unwrap()).unwrap();
+    let loaded = QuantileRegression::from_cbor(&quantile.to_cbor().unwrap()).unwrap();
+    assert_eq!(quantile.predict(&cpu, &xq).unwrap(), loaded.predict(&cpu, &xq).unwrap());
+    // A missing gap model would make predict fail: caught at load instead.
+    let mut v: serde_json::Value = serde_json::from_str(&quantile.to_json().unwrap()).unwrap();
+    v["model"]["parts"].as_array_mut().unwrap().pop();
+    assert!(matches!(QuantileRegression::from_json(&v.to_string()), Err(Error::Record(_))));
+}

@@ -91,6 +91,12 @@ pub(crate) struct Scratch {
 /// can be shared between threads (wrap it in an `Arc`, as
 /// [`crate::Device`] does).
 pub struct GpuContext {
+    /// The instance and adapter the device was opened from (kept for
+    /// [`GpuContext::wgpu_handles`]).
+    instance: wgpu::Instance,
+    adapter: wgpu::Adapter,
+    /// Whether the device has every feature of [`shareable_features`].
+    shares_adapter_features: bool,
     pub(crate) device: wgpu::Device,
     pub(crate) queue: wgpu::Queue,
     pub(crate) pipelines: Pipelines,
@@ -139,6 +145,35 @@ fn is_software(info: &wgpu::AdapterInfo) -> bool {
     info.device_type == wgpu::DeviceType::Cpu || name.contains("llvmpipe") || name.contains("lavapipe") || name.contains("swiftshader")
 }
 
+/// The adapter's features that need no opt-in: all but the experimental
+/// ones (which wgpu enables only on request) and `MAPPABLE_PRIMARY_BUFFERS`
+/// (which changes how buffers may be mapped). burn's Wgpu backend opens its
+/// own devices with this set.
+fn shareable_features(adapter: &wgpu::Adapter) -> wgpu::Features {
+    adapter.features().difference(wgpu::Features::MAPPABLE_PRIMARY_BUFFERS | wgpu::Features::all_experimental_mask())
+}
+
+/// The wgpu handles a [`GpuContext`] runs on, for another wgpu library
+/// (such as burn's Wgpu backend, in `eksvd::neural`) to work on the same
+/// device and queue. Clones of reference-counted handles.
+#[derive(Debug, Clone)]
+pub struct WgpuHandles {
+    /// The instance the adapter was found on.
+    pub instance: wgpu::Instance,
+    /// The adapter (physical device).
+    pub adapter: wgpu::Adapter,
+    /// The logical device gramian's pipelines live on.
+    pub device: wgpu::Device,
+    /// The queue gramian submits to.
+    pub queue: wgpu::Queue,
+    /// The graphics API (Vulkan, Metal, ...).
+    pub backend: wgpu::Backend,
+    /// Whether the device was opened with every feature of the adapter that
+    /// needs no opt-in (all but the experimental ones and
+    /// `MAPPABLE_PRIMARY_BUFFERS`), as burn expects of a device it is given.
+    pub all_features: bool,
+}
+
 impl GpuContext {
     /// Opens the best adapter: a discrete GPU before an integrated one; a
     /// software adapter only when `options.allow_software`. The backends
@@ -167,15 +202,29 @@ impl GpuContext {
         };
         let info = adapter.get_info();
         let limits = adapter.limits();
-        // f64 where the adapter has it; nothing else is needed.
-        let features = adapter.features() & wgpu::Features::SHADER_F64;
-        let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
-            label: Some("gramian"),
-            required_features: features,
-            required_limits: limits.clone(),
-            ..Default::default()
-        }))
-        .map_err(|e| ComputeError::Gpu(format!("request_device on {}: {e}", info.name)))?;
+        // Our shaders need only f64 (where the adapter has it). The device is
+        // opened with every feature of the adapter that needs no opt-in
+        // (`shareable_features`), as burn's Wgpu backend expects of a device
+        // it is given (it reads the adapter's features to pick its kernels),
+        // so that one device can serve both ([`GpuContext::wgpu_handles`]);
+        // should an adapter refuse that set, the minimal one is used.
+        let request = |features: wgpu::Features| {
+            pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
+                label: Some("gramian"),
+                required_features: features,
+                required_limits: limits.clone(),
+                ..Default::default()
+            }))
+        };
+        let wide = shareable_features(&adapter);
+        let (features, (device, queue)) = match request(wide) {
+            Ok(pair) => (wide, pair),
+            Err(e) => {
+                log::info!("gramian GPU: {} refused the device with all its features ({e}); opening it with f64 only", info.name);
+                let narrow = adapter.features() & wgpu::Features::SHADER_F64;
+                (narrow, request(narrow).map_err(|e| ComputeError::Gpu(format!("request_device on {}: {e}", info.name)))?)
+            }
+        };
 
         let adapter_binding = limits.max_storage_buffer_binding_size.min(limits.max_buffer_size);
         let max_binding_bytes = match options.max_tile_bytes {
@@ -204,6 +253,9 @@ impl GpuContext {
             size_y: limits.max_compute_workgroup_size_y,
         };
         Ok(GpuContext {
+            instance,
+            adapter,
+            shares_adapter_features: features == wide,
             device,
             queue,
             pipelines,
@@ -227,6 +279,27 @@ impl GpuContext {
     /// The adapter this context runs on.
     pub fn adapter(&self) -> &AdapterSummary {
         &self.summary
+    }
+
+    /// The wgpu instance, adapter, device and queue of this context, to run
+    /// another wgpu library's work on the same device and queue (gramian's
+    /// own work takes `&self` and is unaffected). Work submitted through them
+    /// is ordered with gramian's on the one queue.
+    pub fn wgpu_handles(&self) -> WgpuHandles {
+        WgpuHandles {
+            instance: self.instance.clone(),
+            adapter: self.adapter.clone(),
+            device: self.device.clone(),
+            queue: self.queue.clone(),
+            backend: self.adapter.get_info().backend,
+            all_features: self.shares_adapter_features,
+        }
+    }
+
+    /// A number that identifies this context within the process (never
+    /// reused): two handles with the same id share one device.
+    pub fn id(&self) -> u64 {
+        self.id
     }
 
     /// The product variants this adapter can run (its precision's default

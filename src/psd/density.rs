@@ -158,6 +158,7 @@ impl DensityParams {
 
 /// A fitted density `p(x) = f(x) nu(x)` with `int p = 1`.
 #[derive(Debug, Clone)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct PsdDensity {
     model: PsdModel,
     base: BaseMeasure,
@@ -375,5 +376,24 @@ impl PsdDensity {
             }
         }
         Ok(out)
+    }
+}
+
+#[cfg(feature = "serde")]
+impl crate::io::SavedModel for PsdDensity {
+    const KIND: &'static str = "psd-density";
+
+    /// A consistent model and a base measure of the model's dimension.
+    fn check_loaded(&self) -> Result<(), PsdError> {
+        use crate::io::ensure;
+        ensure(self.model.is_consistent(), || "inconsistent PSD model".into())?;
+        let d = self.model.centres().ncols();
+        match &self.base {
+            BaseMeasure::Lebesgue => Ok(()),
+            BaseMeasure::Gaussian { mean, std } => ensure(
+                mean.len() == d && std.len() == d && mean.iter().all(|v| v.is_finite()) && std.iter().all(|s| s.is_finite() && *s > 0.0),
+                || format!("a base measure of dimension {} for a model of dimension {d}", mean.len()),
+            ),
+        }
     }
 }

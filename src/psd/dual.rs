@@ -100,6 +100,7 @@ impl SolverOptions {
 
 /// Where the time of a fit went and how it converged.
 #[derive(Debug, Clone, Default, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct SolverReport {
     /// FISTA iterations.
     pub iterations: usize,

@@ -23,3 +23,57 @@ impl Predict<DMatrix<f64>> for PsdDensity {
         self.density(device, x)
     }
 }
+
+use super::baseline_regression::{BaselineHeteroscedastic, BaselineHeteroscedasticParams, BaselineQuantile, BaselineQuantileParams};
+use super::heteroscedastic::{HeteroscedasticParams, HeteroscedasticRegression};
+use super::regression::{QuantileParams, QuantileRegression};
+use crate::estimator::Supervised;
+
+macro_rules! regression_estimator {
+    ($params:ty, $fitted:ty) => {
+        impl Fit<Supervised> for $params {
+            type Fitted = $fitted;
+            fn fit(&self, device: &Device, data: &Supervised) -> Result<$fitted> {
+                <$params>::fit(self, device, data)
+            }
+        }
+    };
+}
+
+regression_estimator!(HeteroscedasticParams, HeteroscedasticRegression);
+regression_estimator!(QuantileParams, QuantileRegression);
+regression_estimator!(BaselineHeteroscedasticParams, BaselineHeteroscedastic);
+regression_estimator!(BaselineQuantileParams, BaselineQuantile);
+
+/// The quantile curves at new inputs: one column per level, in the order of
+/// the levels.
+impl Predict<DMatrix<f64>> for QuantileRegression {
+    type Output = DMatrix<f64>;
+    fn predict(&self, device: &Device, x: &DMatrix<f64>) -> Result<DMatrix<f64>> {
+        QuantileRegression::predict(self, device, x)
+    }
+}
+
+/// The quantile curves at new inputs (one column per level).
+impl Predict<DMatrix<f64>> for BaselineQuantile {
+    type Output = DMatrix<f64>;
+    fn predict(&self, device: &Device, x: &DMatrix<f64>) -> Result<DMatrix<f64>> {
+        BaselineQuantile::predict(self, device, x)
+    }
+}
+
+/// The conditional mean and variance `(m(x), v(x))` at new inputs.
+impl Predict<DMatrix<f64>> for HeteroscedasticRegression {
+    type Output = (DVector<f64>, DVector<f64>);
+    fn predict(&self, device: &Device, x: &DMatrix<f64>) -> Result<(DVector<f64>, DVector<f64>)> {
+        Ok((self.predict_mean(device, x)?, self.predict_variance(device, x)?))
+    }
+}
+
+/// The conditional mean and variance `(m(x), v(x))` at new inputs.
+impl Predict<DMatrix<f64>> for BaselineHeteroscedastic {
+    type Output = (DVector<f64>, DVector<f64>);
+    fn predict(&self, device: &Device, x: &DMatrix<f64>) -> Result<(DVector<f64>, DVector<f64>)> {
+        Ok((self.predict_mean(device, x)?, self.predict_variance(device, x)?))
+    }
+}

@@ -337,13 +337,19 @@ impl HeteroscedasticParams {
         self.options.validate()
     }
 
+    /// Fits on `data` (inputs `data.x`, one sample per row; targets
+    /// `data.y`): [`Self::fit_xy`].
+    pub fn fit(&self, device: &Device, data: &crate::estimator::Supervised) -> Result<HeteroscedasticRegression, PsdError> {
+        self.fit_xy(device, &data.x, &data.y)
+    }
+
     /// Fits `eta` and `theta` to inputs `x` (n x d) and targets `y` (n) by
     /// FISTA on the dual (module docs).
     ///
     /// Errors: invalid parameters, empty/NaN/mismatched input, fewer than 2
     /// samples or constant targets ([`PsdError::InvalidParameter`]),
     /// [`PsdError::NotConverged`] with the gap reached.
-    pub fn fit(&self, device: &Device, x: &DMatrix<f64>, y: &DVector<f64>) -> Result<HeteroscedasticRegression, PsdError> {
+    pub fn fit_xy(&self, device: &Device, x: &DMatrix<f64>, y: &DVector<f64>) -> Result<HeteroscedasticRegression, PsdError> {
         self.validate()?;
         let (y_mean, y_sd) = target_moments(x, y)?;
         let start = Instant::now();

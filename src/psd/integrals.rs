@@ -24,6 +24,7 @@ use super::error::{check_positive, PsdError};
 
 /// The measure a model is integrated against (a product measure over coordinates).
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub enum BaseMeasure {
     /// Lebesgue measure on `R^d`: a density is `p(x) = f(x)`.
     Lebesgue,

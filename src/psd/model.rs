@@ -26,6 +26,7 @@ const FACTOR_TOLERANCE: f64 = 1e-14;
 
 /// The PSD model `f(x) = v(x)^T B v(x)` with `B = C^T C`.
 #[derive(Debug, Clone)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct PsdModel {
     centres: DMatrix<f64>,
     sigma: f64,
@@ -34,6 +35,18 @@ pub struct PsdModel {
 }
 
 impl PsdModel {
+    /// `sigma > 0`, a valid kernel, a factor column per centre, everything
+    /// finite (the check of a loaded model).
+    #[cfg(feature = "serde")]
+    pub(crate) fn is_consistent(&self) -> bool {
+        self.sigma.is_finite()
+            && self.sigma > 0.0
+            && self.kernel.validate().is_ok()
+            && self.centres.nrows() >= 1
+            && self.factor.ncols() == self.centres.nrows()
+            && self.centres.iter().chain(self.factor.iter()).all(|v| v.is_finite())
+    }
+
     /// The model with coefficient matrix `B = C^T C` given by its factor `C` (q x m).
     pub fn from_factor(centres: DMatrix<f64>, sigma: f64, factor: DMatrix<f64>) -> Result<Self, PsdError> {
         check_matrix("centres", &centres)?;

@@ -89,6 +89,7 @@ pub enum Route {
 
 /// Counters of a [`PositivePartSolver`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct PositivePartStats {
     /// Calls answered by the full eigendecomposition.
     pub full: usize,

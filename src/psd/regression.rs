@@ -84,11 +84,17 @@ impl QuantileParams {
         check_levels(&self.levels)
     }
 
+    /// Fits on `data` (inputs `data.x`, one sample per row; targets
+    /// `data.y`): [`Self::fit_xy`].
+    pub fn fit(&self, device: &Device, data: &crate::estimator::Supervised) -> Result<QuantileRegression, PsdError> {
+        self.fit_xy(device, &data.x, &data.y)
+    }
+
     /// Fits the quantile curves to inputs `x` (n x d) and targets `y` (n).
     ///
     /// Errors: invalid parameters or levels, empty/NaN/mismatched input,
     /// [`PsdError::NotConverged`] with the gap reached.
-    pub fn fit(&self, device: &Device, x: &DMatrix<f64>, y: &DVector<f64>) -> Result<QuantileRegression, PsdError> {
+    pub fn fit_xy(&self, device: &Device, x: &DMatrix<f64>, y: &DVector<f64>) -> Result<QuantileRegression, PsdError> {
         self.validate()?;
         check_matrix("x", x)?;
         check_dim("length of y vs rows of x", x.nrows(), y.len())?;
@@ -212,6 +218,7 @@ pub(crate) fn check_levels(levels: &[f64]) -> Result<(), PsdError> {
 
 /// Fitted non-crossing quantile curves.
 #[derive(Debug, Clone)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct QuantileRegression {
     levels: Vec<f64>,
     centres: DMatrix<f64>,
@@ -255,5 +262,29 @@ impl QuantileRegression {
             out.column_mut(j).copy_from(&next);
         }
         Ok(out)
+    }
+}
+
+#[cfg(feature = "serde")]
+impl crate::io::SavedModel for QuantileRegression {
+    const KIND: &'static str = "psd-quantile";
+
+    /// Increasing levels in (0, 1); the central curve's coefficients on the
+    /// centres; one consistent gap model per other level, on centres of the
+    /// same dimension; finite.
+    fn check_loaded(&self) -> Result<(), PsdError> {
+        use crate::io::ensure;
+        let k = self.levels.len();
+        ensure(k >= 1 && self.levels.iter().all(|t| *t > 0.0 && *t < 1.0) && self.levels.windows(2).all(|w| w[0] < w[1]), || "levels must increase within (0, 1)".into())?;
+        ensure(self.kernel.validate().is_ok() && self.linear.len() == self.centres.nrows() && self.offset.is_finite(), || "central curve inconsistent".into())?;
+        ensure(self.centres.iter().chain(self.linear.iter()).all(|v| v.is_finite()), || "non-finite numbers".into())?;
+        let c = k / 2;
+        let mut seen = vec![false; k];
+        for (i, model) in &self.parts {
+            ensure(*i < k && *i != c && !seen[*i], || format!("gap model for level index {i}"))?;
+            seen[*i] = true;
+            ensure(model.is_consistent() && model.centres().ncols() == self.centres.ncols(), || format!("gap model {i} inconsistent"))?;
+        }
+        ensure((0..k).all(|i| i == c || seen[i]), || "a level without its gap model".into())
     }
 }

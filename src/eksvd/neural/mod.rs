@@ -11,9 +11,15 @@
 //!   (transform, predict, save/load), with early stopping on validation
 //!   macro-F1 and per-epoch training curves ([`TrainingHistory`]).
 //!
-//! The backend is chosen at run time ([`NeuralBackend::NdArray`] on the CPU,
-//! [`NeuralBackend::Wgpu`] on a GPU through wgpu); the model code is the same.
-//! Available with the cargo feature `neural`.
+//! * [`placement`]: burn devices from gramian's device selection.
+//!
+//! The device is chosen at run time, as for the rest of the library: a
+//! gramian [`crate::Device`] ([`NeuralEksvdParams::device`], e.g.
+//! `Device::auto()`), whose CPU path trains on burn's NdArray backend and
+//! whose GPU trains on burn's Wgpu backend **on the same wgpu device and
+//! queue** as gramian's own kernels; or a [`NeuralBackend`] by name
+//! (`Wgpu` opens the process's [`placement::shared_gpu`]). The model code is
+//! the same. Available with the cargo feature `neural`.
 //!
 //! **Batch convention.** The loss uses the objective per training sample,
 //! `J_k / N` (`N` the number of training samples): on a minibatch `B` its
@@ -26,13 +32,13 @@
 
 pub mod loss;
 pub mod model;
+pub mod placement;
 pub mod train;
 
 pub use loss::{cross_entropy, objective_per_component, LossTensors, LossValues};
 pub use model::{Activation, Architecture, NeuralEksvdNet, NeuralWeights};
+pub use placement::{burn_device, shared_gpu};
 pub use train::{EpochRecord, NeuralEksvd, NeuralEksvdParams, TrainingHistory};
-
-use std::sync::OnceLock;
 
 use burn::tensor::Device;
 
@@ -48,8 +54,10 @@ pub enum NeuralBackend {
     /// burn's NdArray backend on the CPU.
     #[default]
     NdArray,
-    /// burn's Wgpu backend (Vulkan, Metal, DX12 or GL, whichever wgpu finds
-    /// first; lavapipe on machines without a GPU).
+    /// burn's Wgpu backend on gramian's GPU: the process's
+    /// [`placement::shared_gpu`] (opened like [`crate::Device::gpu`]: a
+    /// hardware adapter first, a software one such as lavapipe accepted),
+    /// unless a gramian device is given with [`NeuralEksvdParams::device`].
     Wgpu,
 }
 
@@ -71,19 +79,10 @@ impl NeuralBackend {
         }
     }
 
-    /// The burn device (without autodiff). The wgpu runtime is initialised
-    /// once per process; failing to find an adapter gives
-    /// [`NeuralError::BackendUnavailable`] instead of a panic.
+    /// The burn device (without autodiff): NdArray, or burn's Wgpu backend
+    /// on [`placement::shared_gpu`] (registered with burn once per process).
+    /// No adapter gives [`NeuralError::BackendUnavailable`] instead of a panic.
     pub fn device(self) -> Result<Device> {
-        match self {
-            #[allow(deprecated)] // burn 0.22 deprecates NdArray in favour of Flex; the issue asks for NdArray
-            NeuralBackend::NdArray => Ok(Device::ndarray()),
-            NeuralBackend::Wgpu => {
-                static WGPU: OnceLock<std::result::Result<Device, String>> = OnceLock::new();
-                WGPU.get_or_init(|| Device::wgpu_options().init().map_err(|e| e.to_string()))
-                    .clone()
-                    .map_err(|reason| NeuralError::BackendUnavailable { backend: "wgpu", reason })
-            }
-        }
+        burn_device(&placement::Placement::for_backend(self)?)
     }
 }

@@ -17,6 +17,7 @@ use rand::SeedableRng;
 
 use super::loss::{cross_entropy, objective_per_component, LossTensors, LossValues};
 use super::model::{matrix_to_tensor, tensor_to_matrix, tensor_to_vector, Activation, Architecture, NeuralEksvdNet, NeuralWeights};
+use super::placement::{burn_device, Placement};
 use super::{NeuralBackend, NeuralError, Result};
 use crate::datasets::try_macro_f1;
 use crate::eksvd::error::{check_shape, check_source_matrix};
@@ -39,6 +40,7 @@ pub struct NeuralEksvdParams {
     gamma_init: f64,
     seed: u64,
     backend: NeuralBackend,
+    placement: Option<Placement>,
     progress: bool,
     divergence_factor: f64,
 }
@@ -64,6 +66,7 @@ impl NeuralEksvdParams {
             gamma_init: 1.0,
             seed: 0,
             backend: NeuralBackend::NdArray,
+            placement: None,
             progress: false,
             divergence_factor: 1e6,
         }
@@ -126,9 +129,21 @@ impl NeuralEksvdParams {
         self.seed = seed;
         self
     }
-    /// Backend to train and run on.
+    /// Backend to train and run on, by name ([`NeuralBackend::Wgpu`]: the
+    /// process's [`super::shared_gpu`]); replaces a device given with
+    /// [`NeuralEksvdParams::device`].
     pub fn backend(mut self, backend: NeuralBackend) -> Self {
         self.backend = backend;
+        self.placement = None;
+        self
+    }
+    /// The gramian device to train and run on, e.g. `Device::auto()`: its
+    /// CPU path trains on burn's NdArray backend, its GPU on burn's Wgpu
+    /// backend on that very wgpu device and queue (so gramian's kernels and
+    /// the network share one GPU). Sets the backend accordingly.
+    pub fn device(mut self, device: crate::Device) -> Self {
+        self.backend = Placement::backend_of(&device);
+        self.placement = Some(Placement(device));
         self
     }
     /// Show a progress bar (indicatif, on stderr) while training.
@@ -147,6 +162,18 @@ impl NeuralEksvdParams {
     /// The backend.
     pub fn get_backend(&self) -> NeuralBackend {
         self.backend
+    }
+    /// The gramian device given with [`NeuralEksvdParams::device`], if any.
+    pub fn get_device(&self) -> Option<&crate::Device> {
+        self.placement.as_ref().map(|p| &p.0)
+    }
+
+    /// The gramian device to run on: the one given, or the backend's.
+    fn gramian_device(&self) -> Result<crate::Device> {
+        match &self.placement {
+            Some(p) => Ok(p.0.clone()),
+            None => Placement::for_backend(self.backend),
+        }
     }
 
     fn validate(&self) -> Result<()> {
@@ -180,9 +207,10 @@ impl NeuralEksvdParams {
     pub fn init(&self, input_dims: Vec<usize>, n_classes: usize) -> Result<NeuralEksvd> {
         self.validate()?;
         let arch = self.architecture(input_dims, n_classes);
-        let device = self.backend.device()?;
+        let gramian = self.gramian_device()?;
+        let device = burn_device(&gramian)?;
         let net = NeuralEksvdNet::init(&arch, self.gamma_init, self.seed, &device)?;
-        Ok(NeuralEksvd { net, device, arch, backend: self.backend, history: TrainingHistory::default(), best_epoch: 0 })
+        Ok(NeuralEksvd { net, device, gramian, arch, backend: self.backend, history: TrainingHistory::default(), best_epoch: 0 })
     }
 
     /// Trains on paired sources `train` with class labels (`0..C`), with
@@ -214,7 +242,7 @@ impl NeuralEksvdParams {
         let mut rng = StdRng::seed_from_u64(self.seed ^ 0x9e37_79b9_7f4a_7c15);
         let mut order: Vec<usize> = (0..n).collect();
 
-        let initial = model.loss_on(&host.upload(&device), self.eta)?;
+        let initial = model.loss_on(&resident_eval, self.eta)?;
         if !initial.total.is_finite() {
             return Err(NeuralError::Diverged { epoch: 0, loss: initial.total, initial: initial.total });
         }
@@ -239,6 +267,9 @@ impl NeuralEksvdParams {
                 let grads = GradientsParams::from_grads(loss.total.backward(), &net);
                 net = optim.step(self.learning_rate, net, grads);
             }
+            // The steps are queued asynchronously on GPU backends: wait for
+            // them, so that `seconds` is the epoch's work, not its queueing.
+            ad_device.sync().map_err(|e| NeuralError::Execution(format!("{e:?}")))?;
             let seconds = start.elapsed().as_secs_f64();
             model.net = net.valid();
             let values = model.loss_on(&resident_eval, self.eta)?;
@@ -434,6 +465,7 @@ impl TrainingHistory {
 pub struct NeuralEksvd {
     net: NeuralEksvdNet,
     device: Device,
+    gramian: crate::Device,
     arch: Architecture,
     backend: NeuralBackend,
     history: TrainingHistory,
@@ -460,6 +492,10 @@ impl NeuralEksvd {
     /// The burn device (without autodiff) the model lives on.
     pub fn device(&self) -> &Device {
         &self.device
+    }
+    /// The gramian device the model runs on (its GPU is shared with burn).
+    pub fn gramian_device(&self) -> &crate::Device {
+        &self.gramian
     }
     /// The burn network.
     pub fn net(&self) -> &NeuralEksvdNet {
@@ -601,14 +637,21 @@ impl NeuralEksvd {
 
     /// Loads a model written by [`NeuralEksvd::save`] onto `backend`.
     pub fn load(dir: impl AsRef<Path>, backend: NeuralBackend) -> Result<Self> {
+        Self::load_on(dir, &Placement::for_backend(backend)?)
+    }
+
+    /// Loads a model written by [`NeuralEksvd::save`] onto a gramian device
+    /// (burn's Wgpu backend on its GPU, or NdArray for the CPU path).
+    pub fn load_on(dir: impl AsRef<Path>, gramian: &crate::Device) -> Result<Self> {
         let dir = dir.as_ref();
+        let backend = Placement::backend_of(gramian);
         let text = std::fs::read_to_string(dir.join("architecture.txt")).map_err(|e| NeuralError::Record(format!("{}: {e}", dir.display())))?;
         let arch = parse_architecture(&text)?;
-        let device = backend.device()?;
+        let device = burn_device(gramian)?;
         let net = NeuralEksvdNet::init(&arch, 1.0, 0, &device)?
             .try_load_file(dir.join("model.bpk"))
             .map_err(|e| NeuralError::Record(e.to_string()))?;
-        Ok(NeuralEksvd { net, device, arch, backend, history: TrainingHistory::default(), best_epoch: 0 })
+        Ok(NeuralEksvd { net, device, gramian: gramian.clone(), arch, backend, history: TrainingHistory::default(), best_epoch: 0 })
     }
 }
 

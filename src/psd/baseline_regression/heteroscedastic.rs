@@ -93,12 +93,18 @@ impl BaselineHeteroscedasticParams {
         Ok(HeteroscedasticBaselineProblem { features, p, part, loss, lambda0: self.lambda0, lambda: self.lambda, bounded, y_mean, y_sd })
     }
 
+    /// Fits on `data` (inputs `data.x`, one sample per row; targets
+    /// `data.y`): [`Self::fit_xy`].
+    pub fn fit(&self, device: &Device, data: &crate::estimator::Supervised) -> Result<BaselineHeteroscedastic, PsdError> {
+        self.fit_xy(device, &data.x, &data.y)
+    }
+
     /// Fits `eta` and `theta` to inputs `x` (n x d) and targets `y` (n) (module docs).
     ///
     /// Errors: invalid parameters, empty/NaN/mismatched input, fewer than 2
     /// samples or constant targets, [`PsdError::NotConverged`] (with the
     /// residual as `gap`) when no start reaches the tolerance.
-    pub fn fit(&self, device: &Device, x: &DMatrix<f64>, y: &DVector<f64>) -> Result<BaselineHeteroscedastic, PsdError> {
+    pub fn fit_xy(&self, device: &Device, x: &DMatrix<f64>, y: &DVector<f64>) -> Result<BaselineHeteroscedastic, PsdError> {
         let start = Instant::now();
         let problem = self.problem(device, x, y)?;
         let r = problem.p.nrows();

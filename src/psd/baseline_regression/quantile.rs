@@ -135,12 +135,18 @@ impl BaselineQuantileParams {
         })
     }
 
+    /// Fits on `data` (inputs `data.x`, one sample per row; targets
+    /// `data.y`): [`Self::fit_xy`].
+    pub fn fit(&self, device: &Device, data: &crate::estimator::Supervised) -> Result<BaselineQuantile, PsdError> {
+        self.fit_xy(device, &data.x, &data.y)
+    }
+
     /// Fits the quantile curves to inputs `x` (n x d) and targets `y` (n) (module docs).
     ///
     /// Errors: invalid parameters or levels, empty/NaN/mismatched input, fewer
     /// than 2 samples or constant targets, [`PsdError::NotConverged`] (with the
     /// residual as `gap`).
-    pub fn fit(&self, device: &Device, x: &DMatrix<f64>, y: &DVector<f64>) -> Result<BaselineQuantile, PsdError> {
+    pub fn fit_xy(&self, device: &Device, x: &DMatrix<f64>, y: &DVector<f64>) -> Result<BaselineQuantile, PsdError> {
         let start = Instant::now();
         let problem = self.problem(device, x, y)?;
         let (z, iterations, residual, objectives) = if self.kind == BaselineKind::Pnm {

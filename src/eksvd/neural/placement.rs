@@ -1,0 +1,110 @@
+//! Where Neural eKSVD runs: burn devices made from gramian's own device
+//! selection, so that burn's training and gramian's WGSL kernels share one
+//! wgpu instance, adapter, device and queue.
+//!
+//! * [`burn_device`]: the burn device of a gramian [`crate::Device`]
+//!   (`Device::Cpu` -> burn's NdArray backend; `Device::Gpu(ctx)` -> burn's
+//!   Wgpu backend registered on `ctx`'s wgpu handles, once per context).
+//! * [`shared_gpu`]: the process's GPU for [`NeuralBackend::Wgpu`] when no
+//!   gramian device is given: opened once as [`crate::Device::gpu`] opens one
+//!   (a hardware adapter first; a software one such as lavapipe only because
+//!   a GPU was asked for by name), and usable for gramian's kernels too.
+
+use std::sync::{Arc, Mutex, OnceLock};
+
+use burn::tensor::wgpu::WgpuSetup;
+use burn::tensor::Device as BurnDevice;
+
+use super::{NeuralBackend, NeuralError, Result};
+use crate::gpu::GpuContext;
+use crate::Device;
+
+/// Contexts registered with burn (by [`GpuContext::id`]) and their burn
+/// device. burn cannot unregister a runtime and must not register the same
+/// handles twice, so each context is registered once and kept.
+static REGISTERED: Mutex<Vec<(u64, BurnDevice)>> = Mutex::new(Vec::new());
+
+/// The burn device (without autodiff) that runs on `device`: burn's NdArray
+/// backend for [`Device::Cpu`]; for [`Device::Gpu`] burn's Wgpu backend on
+/// the context's own wgpu device and queue ([`GpuContext::wgpu_handles`]),
+/// registered with burn on first use and reused afterwards.
+///
+/// Errors: [`NeuralError::BackendUnavailable`] when burn refuses the handles
+/// (e.g. the device was opened without the adapter's features, see
+/// [`crate::gpu::WgpuHandles::all_features`]).
+pub fn burn_device(device: &Device) -> Result<BurnDevice> {
+    match device {
+        #[allow(deprecated)] // burn 0.22 deprecates NdArray in favour of Flex; the issue asks for NdArray
+        Device::Cpu => Ok(BurnDevice::ndarray()),
+        Device::Gpu(ctx) => wgpu_on(ctx),
+    }
+}
+
+fn wgpu_on(ctx: &GpuContext) -> Result<BurnDevice> {
+    let unavailable = |reason: String| NeuralError::BackendUnavailable { backend: "wgpu", reason };
+    let mut registered = REGISTERED.lock().map_err(|_| unavailable("registry lock poisoned".into()))?;
+    if let Some((_, d)) = registered.iter().find(|(id, _)| *id == ctx.id()) {
+        return Ok(d.clone());
+    }
+    let h = ctx.wgpu_handles();
+    if !h.all_features {
+        return Err(unavailable(format!("gramian's device on {} was opened without the adapter's features, which burn's kernels assume", ctx.adapter().name)));
+    }
+    let setup = WgpuSetup { instance: h.instance, adapter: h.adapter, device: h.device, queue: h.queue, backend: h.backend };
+    let d = BurnDevice::wgpu_options().setup(setup).init().map_err(|e| unavailable(format!("burn refused gramian's device on {}: {e}", ctx.adapter().name)))?;
+    registered.push((ctx.id(), d.clone()));
+    Ok(d)
+}
+
+/// The GPU [`NeuralBackend::Wgpu`] runs on when no gramian device is given:
+/// opened once per process like [`Device::gpu`] (hardware adapters first, a
+/// software one accepted), and shared: gramian's kernels may run on the
+/// returned device while burn trains on it.
+///
+/// Errors: [`NeuralError::BackendUnavailable`] when there is no adapter.
+pub fn shared_gpu() -> Result<Device> {
+    static GPU: OnceLock<std::result::Result<Arc<GpuContext>, String>> = OnceLock::new();
+    let ctx = GPU
+        .get_or_init(|| match Device::gpu() {
+            Ok(Device::Gpu(ctx)) => Ok(ctx),
+            Ok(Device::Cpu) => Err("Device::gpu returned the CPU path".into()),
+            Err(e) => Err(e.to_string()),
+        })
+        .clone()
+        .map_err(|reason| NeuralError::BackendUnavailable { backend: "wgpu", reason })?;
+    Ok(Device::Gpu(ctx))
+}
+
+/// A gramian device to run on, compared by identity (the context's id), so
+/// that parameters holding one stay `PartialEq`.
+#[derive(Clone, Debug)]
+pub(crate) struct Placement(pub(crate) Device);
+
+impl PartialEq for Placement {
+    fn eq(&self, other: &Self) -> bool {
+        match (&self.0, &other.0) {
+            (Device::Cpu, Device::Cpu) => true,
+            (Device::Gpu(a), Device::Gpu(b)) => a.id() == b.id(),
+            _ => false,
+        }
+    }
+}
+
+impl Placement {
+    /// The gramian device for `backend` when none was given.
+    pub(crate) fn for_backend(backend: NeuralBackend) -> Result<Device> {
+        match backend {
+            NeuralBackend::NdArray => Ok(Device::Cpu),
+            NeuralBackend::Wgpu => shared_gpu(),
+        }
+    }
+
+    /// The backend a gramian device runs Neural eKSVD on.
+    pub(crate) fn backend_of(device: &Device) -> NeuralBackend {
+        if device.is_gpu() {
+            NeuralBackend::Wgpu
+        } else {
+            NeuralBackend::NdArray
+        }
+    }
+}
