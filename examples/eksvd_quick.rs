@@ -24,7 +24,7 @@ fn main() -> Result<(), Error> {
     let train = MultiSource::paired(sources.iter().map(|s| s.rows(0, 250).into_owned()).collect())?;
     let test = MultiSource::paired(sources.iter().map(|s| s.rows(250, 50).into_owned()).collect())?;
 
-    let params = EksvdParams::new(2).feature_maps(vec![FeatureMap::random_fourier(0.2, 64)?, FeatureMap::Linear, FeatureMap::Linear]).seed(7);
+    let params = EksvdParams::new(2).feature_maps(vec![FeatureMap::random_fourier(0.2, 64)?; 3]).seed(7);
     let model = params.fit(&device, &train)?;
     let scores = model.transform(&device, &test)?; // 50 x (3 sources * 2 components)
     let kkt = model.kkt(0)?;

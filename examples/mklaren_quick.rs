@@ -1,5 +1,5 @@
 //! mklaren in a few lines: a target that depends on two of five inputs,
-//! three kernels of different widths, a rank-15 low-rank model chosen by
+//! three kernels of different widths, a rank-40 low-rank model chosen by
 //! least-angle regression with look-ahead, and its test error against the
 //! mean predictor.
 //!
@@ -21,12 +21,12 @@ fn main() -> Result<(), Error> {
     let train = Supervised::new(x.rows(0, 1000).into_owned(), y.rows(0, 1000).into_owned())?;
     let (x_test, y_test) = (x.rows(1000, 200).into_owned(), y.rows(1000, 200).into_owned());
 
-    let kernels = [Kernel::rbf(0.1)?, Kernel::rbf(1.0)?, Kernel::rbf(10.0)?];
-    let model = MklarenParams::new(15).lookahead(10).lambda(1e-3).kernels(&kernels).fit(&device, &train)?;
+    let kernels = [Kernel::rbf(0.3)?, Kernel::rbf(1.0)?, Kernel::rbf(3.0)?];
+    let model = MklarenParams::new(40).lookahead(10).lambda(1e-3).kernels(&kernels).fit(&device, &train)?;
     let prediction = model.predict(&device, &x_test)?;
     let baseline = DVector::from_element(y_test.len(), train.y.mean());
 
-    println!("mklaren on {} (n = 1000, rank 15, 3 RBF kernels)", device.describe());
+    println!("mklaren on {} (n = 1000, rank 40, 3 RBF kernels)", device.describe());
     println!("kernel weights: {:.3?}", model.kernel_weights().as_slice());
     println!("test RMSE {:.4} (mean predictor {:.4})", rmse(&y_test, &prediction), rmse(&y_test, &baseline));
     Ok(())

@@ -19,7 +19,7 @@ fn main() -> Result<(), Error> {
         let centre = if rng.random_bool(0.4) { -1.0 } else { 1.2 };
         centre + 0.3 * rng.sample::<f64, _>(StandardNormal)
     });
-    let candidates: Vec<DensityParams> = [0.1, 0.2, 0.4, 0.8].iter().map(|&s| DensityParams::new(s).regularisation(1e-3, 1e-3)).collect();
+    let candidates: Vec<DensityParams> = [0.2, 0.4, 0.8, 1.6, 3.2].iter().map(|&s| DensityParams::new(s).regularisation(1e-3, 1e-3)).collect();
     let cv = cross_validate(&device, &candidates, &x, 3, 0, |model: &PsdDensity, held: &DMatrix<f64>| model.mean_log_likelihood(&device, held))?;
     let model = candidates[cv.best].fit(&device, &x)?;
 
