@@ -28,6 +28,17 @@
 //! # Ok::<(), gramian::ComputeError>(())
 //! ```
 //!
+//! Every estimator has one shape ([`estimator`]): parameters ->
+//! [`Fit`](estimator::Fit) on a `&Device` -> a fitted model ->
+//! [`Predict`](estimator::Predict) / [`Transform`](estimator::Transform),
+//! with [`estimator::cross_validate`] for parameter selection and one error
+//! type, [`Error`]. `use gramian::prelude::*;` brings the common names.
+//!
+//! Cargo features: `serde` (saved models, `io`), `ndarray` (`interop`),
+//! `repro` (the paper reproductions, their data loaders and evaluation
+//! harness, benchmark programs), `neural` (Neural eKSVD on burn). The
+//! default build is the library alone.
+//!
 //! Data that stays on the device ([`resident`]): upload once, chain
 //! operations, read back only the result; the same calls run on the CPU.
 //!
