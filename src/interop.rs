@@ -42,10 +42,7 @@ pub fn into_matrix(a: Array2<f64>) -> DMatrix<f64> {
             data.drain(..offset.min(data.len()));
         }
         data.truncate(len);
-        if data.len() == len {
-            return DMatrix::from_vec(rows, cols, data);
-        }
-        return DMatrix::zeros(rows, cols); // only for len == 0 with an empty buffer
+        return DMatrix::from_vec(rows, cols, data);
     }
     to_matrix(a.view())
 }

@@ -160,13 +160,6 @@ pub struct BaselineReport {
     pub seconds: f64,
 }
 
-/// The centres of a baseline: all rows of `x`, or `m` drawn with `seed` (Nystrom).
-pub(super) fn centres(x: &DMatrix<f64>, nystrom: Option<(usize, u64)>) -> Result<DMatrix<f64>, PsdError> {
-    Ok(match nystrom {
-        None => x.clone(),
-        Some((m, seed)) => crate::datasets::select_rows(x, &super::density::nystrom_indices(x.nrows(), m, seed)?),
-    })
-}
 
 /// Shared validation of the solver settings.
 pub(super) fn check_solver(tolerance: f64, max_iterations: usize, restarts: usize) -> Result<(), PsdError> {

@@ -56,6 +56,15 @@ pub fn nystrom_indices(n: usize, m: usize, seed: u64) -> Result<Vec<usize>, PsdE
     Ok(idx)
 }
 
+/// The centres of a PSD model or baseline: every row of `x`, or with
+/// `nystrom = Some((m, seed))` the `m` rows drawn by [`nystrom_indices`].
+pub(crate) fn nystrom_centres(x: &DMatrix<f64>, nystrom: Option<(usize, u64)>) -> Result<DMatrix<f64>, PsdError> {
+    Ok(match nystrom {
+        None => x.clone(),
+        Some((m, seed)) => crate::datasets::select_rows(x, &nystrom_indices(x.nrows(), m, seed)?),
+    })
+}
+
 impl DensityParams {
     /// Gaussian kernel of width `sigma`, Lebesgue base measure, `lambda_1 = 1e-3`,
     /// `lambda_2 = 1e-4` (the ratio 0.1 of App. E), every sample a centre, default solver options
@@ -123,10 +132,7 @@ impl DensityParams {
         check_matrix("x", x)?;
         self.base.check_dimension(x.ncols())?;
         let start = std::time::Instant::now();
-        let centres = match self.nystrom {
-            None => x.clone(),
-            Some((m, seed)) => crate::datasets::select_rows(x, &nystrom_indices(x.nrows(), m, seed)?),
-        };
+        let centres = nystrom_centres(x, self.nystrom)?;
         let features = EmpiricalFeatures::new(&centres, self.sigma)?;
         let resident = device.is_gpu() && device.supports(Precision::F64);
         let (p, phi) = if resident {

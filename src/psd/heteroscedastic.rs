@@ -69,7 +69,7 @@ use crate::device::Device;
 use crate::kernel::Kernel;
 use crate::linalg::{self, check_dim, check_matrix};
 
-use super::density::nystrom_indices;
+use super::density::nystrom_centres;
 use super::dual::{Features, SolverOptions, SolverReport};
 use super::engine::{BlockLoss, EngineProblem, LinearPart};
 use super::model::psd_factor;
@@ -354,10 +354,7 @@ impl HeteroscedasticParams {
         let (y_mean, y_sd) = target_moments(x, y)?;
         let start = Instant::now();
         let loss = GaussianNaturalLoss { targets: y.map(|v| (v - y_mean) / y_sd) };
-        let centres = match self.nystrom {
-            None => x.clone(),
-            Some((m, seed)) => crate::datasets::select_rows(x, &nystrom_indices(x.nrows(), m, seed)?),
-        };
+        let centres = nystrom_centres(x, self.nystrom)?;
         let features = EmpiricalFeatures::new(&centres, self.sigma)?;
         let p = features.features_with_constant(device, x)?;
         let setup = start.elapsed().as_secs_f64();

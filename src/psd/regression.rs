@@ -26,7 +26,7 @@ use nalgebra::{DMatrix, DVector};
 use crate::device::Device;
 use crate::linalg::{self, check_dim, check_matrix};
 
-use super::density::nystrom_indices;
+use super::density::nystrom_centres;
 use super::dual::{Features, SolverOptions, SolverReport};
 use super::engine::{BlockLoss, EngineProblem, LinearPart};
 use super::error::{check_nonnegative, check_positive, PsdError};
@@ -107,10 +107,7 @@ impl QuantileParams {
         sorted.sort_by(|a, b| a.total_cmp(b));
         let offset = sorted[n / 2];
         let loss = PinballLoss { targets: y.add_scalar(-offset), levels: self.levels.clone() };
-        let centres = match self.nystrom {
-            None => x.clone(),
-            Some((m, seed)) => crate::datasets::select_rows(x, &nystrom_indices(n, m, seed)?),
-        };
+        let centres = nystrom_centres(x, self.nystrom)?;
         let features = EmpiricalFeatures::new(&centres, self.sigma)?;
         let p = features.features(device, x)?;
         let setup = start.elapsed().as_secs_f64();

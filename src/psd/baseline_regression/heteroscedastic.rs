@@ -15,7 +15,7 @@ use super::super::error::{check_positive, PsdError};
 use super::super::features::EmpiricalFeatures;
 use super::super::heteroscedastic::{target_moments, GaussianNaturalLoss, NaturalParameters};
 use super::super::newton::{self, NewtonSettings};
-use super::{centres, check_solver, random_start, weighted_product, BaselineReport, PartMap};
+use super::{check_solver, random_start, weighted_product, BaselineReport, PartMap};
 
 /// Parameters of a heteroscedastic regression (Section 6, "regression with
 /// Gaussian heteroscedastic errors") whose precision `theta = 1/v` is a
@@ -83,7 +83,7 @@ impl BaselineHeteroscedasticParams {
         self.validate()?;
         let (y_mean, y_sd) = target_moments(x, y)?;
         let loss = GaussianNaturalLoss { targets: y.map(|v| (v - y_mean) / y_sd) };
-        let centres = centres(x, self.nystrom)?;
+        let centres = crate::psd::density::nystrom_centres(x, self.nystrom)?;
         let features = EmpiricalFeatures::new(&centres, self.sigma)?;
         let p = features.features_with_constant(device, x)?;
         let pz = if self.nystrom.is_some() { features.features_with_constant(device, &centres)? } else { p.clone() };

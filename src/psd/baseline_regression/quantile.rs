@@ -17,7 +17,7 @@ use super::super::fista::{self, FistaSettings};
 use super::super::heteroscedastic::target_moments;
 use super::super::newton::{self, NewtonSettings};
 use super::super::regression::check_levels;
-use super::{centres, check_solver, random_start, weighted_product, BaselineReport, PartMap};
+use super::{check_solver, random_start, weighted_product, BaselineReport, PartMap};
 
 /// Moreau envelope of the pinball loss `rho_tau(u) = max(tau u, (tau - 1) u)`
 /// with parameter `eps`: value, derivative and second derivative in `u`.
@@ -112,7 +112,7 @@ impl BaselineQuantileParams {
         let mut sorted: Vec<f64> = y.iter().copied().collect();
         sorted.sort_by(|a, b| a.total_cmp(b));
         let y_median = sorted[n / 2];
-        let centres = centres(x, self.nystrom)?;
+        let centres = crate::psd::density::nystrom_centres(x, self.nystrom)?;
         let features = EmpiricalFeatures::new(&centres, self.sigma)?;
         let p = features.features_with_constant(device, x)?;
         let pz = if self.nystrom.is_some() { features.features_with_constant(device, &centres)? } else { p.clone() };
