@@ -10,6 +10,7 @@ use gramian::psd::{BaseMeasure, DensityParams, SolverOptions};
 use gramian::{Device, Kernel};
 use nalgebra::{DMatrix, DVector};
 use rand::{rngs::StdRng, Rng, SeedableRng};
+use gramian::psd::Regularisation;
 
 fn devices() -> Vec<(&'static str, Device)> {
     let mut d = vec![("cpu", Device::Cpu)];
@@ -39,7 +40,7 @@ fn bench(c: &mut Criterion) {
     let kernels = [Kernel::rbf(0.1).unwrap(), Kernel::rbf(1.0).unwrap()];
     let density_x = uniform(&mut rng, 1000, 10) * 0.5;
     let density = DensityParams::new(1.0)
-        .regularisation(1e-3, 1e-4)
+        .regularisation(Regularisation::new().trace(1e-3).quadratic(1e-4))
         .base_measure(BaseMeasure::isotropic_gaussian(10, 5.0).unwrap())
         .nystrom(60, 1)
         .solver(SolverOptions { tolerance: 1e-6, max_iterations: 500, check_every: 2 });

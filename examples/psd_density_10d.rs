@@ -58,6 +58,7 @@ use psd_data::{mixture_10d_with_std, mixture_log_density, paper_std, read_sample
 use psd_plot::{Curve, Panel};
 use rand::{rngs::StdRng, seq::SliceRandom, Rng, SeedableRng};
 use rand_distr::{Distribution, Normal};
+use gramian::psd::Regularisation;
 
 type Error = Box<dyn std::error::Error>;
 
@@ -130,7 +131,7 @@ fn fit_and_eval(kind: Option<BaselineKind>, s: f64, l: f64, m: usize, budget: us
     Ok(match kind {
         None => {
             let options = SolverOptions { tolerance: 1e-4, max_iterations: budget, check_every: 2 };
-            let mut params = DensityParams::new(s).regularisation(l, 0.01 * l).base_measure(base.clone()).solver(options);
+            let mut params = DensityParams::new(s).regularisation(Regularisation::new().trace(l).quadratic(0.01 * l)).base_measure(base.clone()).solver(options);
             if m < x.nrows() {
                 params = params.nystrom(m, 1);
             }
@@ -138,7 +139,7 @@ fn fit_and_eval(kind: Option<BaselineKind>, s: f64, l: f64, m: usize, budget: us
             (at.iter().map(|a| d.density(&device, a)).collect::<Result<_, _>>()?, d.integral()?)
         }
         Some(k) => {
-            let b = BaselineParams::new(k, s).lambda(l).base_measure(base.clone()).fit(&device, x)?;
+            let b = BaselineParams::new(k, s).regularisation(Regularisation::new().quadratic(l)).base_measure(base.clone()).fit(&device, x)?;
             (at.iter().map(|a| b.density(&device, a)).collect::<Result<_, _>>()?, b.integral())
         }
     })

@@ -25,6 +25,7 @@ use plotters::style::RGBColor;
 use psd_plot::{Curve, Panel};
 use rand::{rngs::StdRng, Rng, SeedableRng};
 use rand_distr::{Distribution, Normal};
+use gramian::psd::Regularisation;
 
 fn sample(n: usize, rng: &mut StdRng) -> DMatrix<f64> {
     let noise = Normal::new(0.0, 0.3).unwrap();
@@ -69,27 +70,27 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for kind in [BaselineKind::Pnm, BaselineKind::Ncm, BaselineKind::Glm] {
         let mut best: Option<(f64, f64)> = None;
         for &l in &lambdas {
-            let model = BaselineParams::new(kind, sigma).lambda(l).fit(&device, &x)?;
+            let model = BaselineParams::new(kind, sigma).regularisation(Regularisation::new().quadratic(l)).fit(&device, &x)?;
             let ll = model.mean_log_likelihood(&device, &validation)?;
             if ll.is_finite() && best.is_none_or(|(b, _)| ll > b) {
                 best = Some((ll, l));
             }
         }
         let (ll, l) = best.ok_or("no lambda gave a finite validation likelihood")?;
-        let model = BaselineParams::new(kind, sigma).lambda(l).fit(&device, &x)?;
+        let model = BaselineParams::new(kind, sigma).regularisation(Regularisation::new().quadratic(l)).fit(&device, &x)?;
         fitted.push((format!("{} (lambda {l:e})", kind.name()), model.density(&device, &grid)?, model.integral(), ll));
     }
     let options = SolverOptions { tolerance: 1e-6, max_iterations: 50_000, check_every: 2 };
     let mut best: Option<(f64, f64)> = None;
     for &l in &lambdas {
-        let d = DensityParams::new(sigma).regularisation(l, 0.1 * l).solver(options).fit(&device, &x)?;
+        let d = DensityParams::new(sigma).regularisation(Regularisation::new().trace(l).quadratic(0.1 * l)).solver(options).fit(&device, &x)?;
         let ll = d.mean_log_likelihood(&device, &validation)?;
         if ll.is_finite() && best.is_none_or(|(b, _)| ll > b) {
             best = Some((ll, l));
         }
     }
     let (ll, l) = best.ok_or("no lambda gave a finite validation likelihood")?;
-    let psd = DensityParams::new(sigma).regularisation(l, 0.1 * l).solver(options).fit(&device, &x)?;
+    let psd = DensityParams::new(sigma).regularisation(Regularisation::new().trace(l).quadratic(0.1 * l)).solver(options).fit(&device, &x)?;
     let r = psd.report();
     println!("PSD fit: {} FISTA iterations, duality gap {:.2e}, {:.3} s", r.iterations, r.gap, r.seconds_total);
     fitted.push((format!("PSD model (lambda {l:e})"), psd.density(&device, &grid)?, psd.integral()?, ll));

@@ -33,6 +33,7 @@ use plotters::style::RGBColor;
 use psd_plot::{Curve, Panel};
 use psd_toy::{toy_data, true_mean, true_variance};
 use rand::{rngs::StdRng, SeedableRng};
+use gramian::psd::Regularisation;
 
 /// The four models for `theta`, in the column order of Figure 1.
 #[derive(Clone, Copy)]
@@ -54,11 +55,11 @@ impl Model {
         let device = device.clone();
         Ok(match *self {
             Model::Baseline(kind) => {
-                let m = BaselineHeteroscedasticParams::new(kind, sigma).regularisation(lambda, lambda).restarts(3, 7).fit_xy(&device, x, y)?;
+                let m = BaselineHeteroscedasticParams::new(kind, sigma).regularisation(Regularisation::new().linear(lambda).quadratic(lambda)).restarts(3, 7).fit_xy(&device, x, y)?;
                 Box::new(move |g| m.natural_parameters(&device, g))
             }
             Model::Psd => {
-                let m = HeteroscedasticParams::new(sigma).regularisation(lambda, lambda, 0.1 * lambda).solver(SolverOptions { tolerance: 1e-6, max_iterations: 50_000, check_every: 10 }).fit_xy(&device, x, y)?;
+                let m = HeteroscedasticParams::new(sigma).regularisation(Regularisation::new().linear(lambda).trace(lambda).quadratic(0.1 * lambda)).solver(SolverOptions { tolerance: 1e-6, max_iterations: 50_000, check_every: 10 }).fit_xy(&device, x, y)?;
                 Box::new(move |g| m.natural_parameters(&device, g))
             }
         })

@@ -33,6 +33,7 @@ use plotters::style::RGBColor;
 use psd_plot::{Curve, Panel};
 use psd_toy::{quantile_data, quantile_spread};
 use rand::{rngs::StdRng, SeedableRng};
+use gramian::psd::Regularisation;
 
 const LEVELS: [f64; 3] = [0.25, 0.5, 0.75];
 
@@ -75,7 +76,7 @@ impl Model {
         let device = device.clone();
         Ok(match *self {
             Model::Baseline(kind) => {
-                let mut params = BaselineQuantileParams::new(kind, sigma, &LEVELS).regularisation(lambda, lambda).restarts(3, 7);
+                let mut params = BaselineQuantileParams::new(kind, sigma, &LEVELS).regularisation(Regularisation::new().linear(lambda).quadratic(lambda)).restarts(3, 7);
                 // NCM's Newton systems have order (r + 1) + (K - 1) m: its
                 // kernel coefficients live on NCM_CENTRES Nystrom centres.
                 if kind == BaselineKind::Ncm && x.nrows() > NCM_CENTRES {
@@ -86,7 +87,7 @@ impl Model {
             }
             Model::Psd => {
                 let options = SolverOptions { tolerance: 1e-4, max_iterations: 20_000, check_every: 10 };
-                let m = QuantileParams::new(sigma, &LEVELS).regularisation(lambda, 0.1 * lambda, 0.01 * lambda).solver(options).fit_xy(&device, x, y)?;
+                let m = QuantileParams::new(sigma, &LEVELS).regularisation(Regularisation::new().linear(lambda).trace(0.1 * lambda).quadratic(0.01 * lambda)).solver(options).fit_xy(&device, x, y)?;
                 Box::new(move |g| m.predict(&device, g))
             }
         })

@@ -93,6 +93,15 @@ impl Kernel {
         Kernel::rbf(gamma)
     }
 
+    /// The width `sigma = 1/sqrt(2 gamma)` of a Gaussian kernel (the inverse
+    /// of [`Kernel::gaussian_with_width`]); `None` for every other kernel.
+    pub fn gaussian_width(&self) -> Option<f64> {
+        match *self {
+            Kernel::Rbf { gamma } => Some((0.5 / gamma).sqrt()),
+            _ => None,
+        }
+    }
+
     /// Laplacian kernel `exp(-gamma ||x - z||)`.
     pub fn laplacian(gamma: f64) -> Result<Self> {
         check_positive("gamma", gamma)?;

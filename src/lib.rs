@@ -89,6 +89,6 @@ pub mod prelude {
     #[cfg(feature = "serde")]
     pub use crate::io::{Format, SavedModel};
     pub use crate::mklaren::{Mklaren, MklarenParams};
-    pub use crate::psd::{BaseMeasure, DensityParams, HeteroscedasticParams, HeteroscedasticRegression, PsdDensity, QuantileParams, QuantileRegression};
+    pub use crate::psd::{BaseMeasure, DensityParams, HeteroscedasticParams, HeteroscedasticRegression, PsdDensity, QuantileParams, QuantileRegression, Regularisation, SolverOptions};
     pub use crate::{Device, DeviceMatrix, Kernel, KernelOperator, MatrixProduct, Precision};
 }

@@ -42,6 +42,7 @@ use proptest::prelude::*;
 use proptest::strategy::ValueTree;
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 use rand::SeedableRng;
+use gramian::psd::Regularisation;
 
 // ------------------------------------------------------------ generators
 
@@ -392,7 +393,7 @@ fn estimator_cases(t: &mut Tally, dev: &Device, path: &str, input: &FitInput) {
 
     // PSD models: density, heteroscedastic and quantile regression, baselines.
     case!("PSD density fit+density+integral", |d, i| {
-        let m = DensityParams::new(i.sigma).regularisation(1e-3, i.lambda).solver(options()).fit(&d, &i.x)?;
+        let m = DensityParams::new(i.sigma).regularisation(Regularisation::new().trace(1e-3).quadratic(i.lambda)).solver(options()).fit(&d, &i.x)?;
         let ll = m.mean_log_likelihood(&d, &i.x_new)?;
         // -inf is the documented value where the density is 0.
         let ll = if ll == f64::NEG_INFINITY { 0.0 } else { ll };
@@ -408,19 +409,19 @@ fn estimator_cases(t: &mut Tally, dev: &Device, path: &str, input: &FitInput) {
     for kind in [BaselineKind::Pnm, BaselineKind::Ncm, BaselineKind::Glm] {
         case!(&format!("baseline density {}", kind.name()), |d, i| {
             let base = BaseMeasure::isotropic_gaussian(i.x.ncols().max(1), 1.0)?;
-            let m = BaselineParams::new(kind, i.sigma).lambda(i.lambda).base_measure(base).monte_carlo(200, i.seed).fit(&d, &i.x)?;
+            let m = BaselineParams::new(kind, i.sigma).regularisation(Regularisation::new().quadratic(i.lambda)).base_measure(base).monte_carlo(200, i.seed).fit(&d, &i.x)?;
             m.density(&d, &i.x_new)
         });
         case!(&format!("baseline heteroscedastic {}", kind.name()), |d, i| {
-            let m = BaselineHeteroscedasticParams::new(kind, i.sigma).solver(1e-6, 300).fit_xy(&d, &i.x, &i.y)?;
+            let m = BaselineHeteroscedasticParams::new(kind, i.sigma).solver(SolverOptions::default().tolerance(1e-6).max_iterations(300)).fit_xy(&d, &i.x, &i.y)?;
             Ok::<_, gramian::psd::PsdError>((m.predict_mean(&d, &i.x_new)?, m.predict_variance(&d, &i.x_new)?))
         });
         case!(&format!("baseline quantile {}", kind.name()), |d, i| {
-            BaselineQuantileParams::new(kind, i.sigma, &[0.1, 0.5, 0.9]).solver(1e-6, 300).fit_xy(&d, &i.x, &i.y)?.predict(&d, &i.x_new)
+            BaselineQuantileParams::new(kind, i.sigma, &[0.1, 0.5, 0.9]).solver(SolverOptions::default().tolerance(1e-6).max_iterations(300)).fit_xy(&d, &i.x, &i.y)?.predict(&d, &i.x_new)
         });
     }
     case!("heteroscedastic fit+predict", |d, i| {
-        let m = HeteroscedasticParams::new(i.sigma).regularisation(1e-3, 1e-3, i.lambda).solver(options()).fit_xy(&d, &i.x, &i.y)?;
+        let m = HeteroscedasticParams::new(i.sigma).regularisation(Regularisation::new().linear(1e-3).trace(1e-3).quadratic(i.lambda)).solver(options()).fit_xy(&d, &i.x, &i.y)?;
         let ll = m.mean_log_likelihood(&d, &i.x_new, &i.y.rows(0, i.y.len().min(i.x_new.nrows())).into_owned())?;
         Ok::<_, gramian::psd::PsdError>((m.predict_mean(&d, &i.x_new)?, (m.predict_variance(&d, &i.x_new)?, ll)))
     });

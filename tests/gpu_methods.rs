@@ -20,6 +20,7 @@ use gramian::psd::{BaseMeasure, DensityParams, PsdError, SolverOptions};
 use gramian::{Device, GpuOptions, Kernel};
 use nalgebra::{DMatrix, DVector};
 use rand::Rng;
+use gramian::psd::Regularisation;
 
 fn gaussian_matrix(rng: &mut impl Rng, rows: usize, cols: usize) -> DMatrix<f64> {
     use rand_distr::{Distribution, StandardNormal};
@@ -33,7 +34,7 @@ fn psd_density_fit_on_the_gpu_matches_the_cpu_and_moves_o_n_per_iteration() {
     let (n, d, m) = (400, 3, 30);
     let x = gaussian_matrix(&mut rng, n, d) * 0.5;
     let params = DensityParams::new(0.8)
-        .regularisation(1e-3, 1e-4)
+        .regularisation(Regularisation::new().trace(1e-3).quadratic(1e-4))
         .base_measure(BaseMeasure::isotropic_gaussian(d, 2.0).unwrap())
         .nystrom(m, 3)
         .solver(SolverOptions { tolerance: 1e-6, max_iterations: 3000, check_every: 2 });

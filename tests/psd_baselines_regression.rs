@@ -11,6 +11,7 @@ use gramian::psd::{BaselineHeteroscedasticParams, BaselineKind, BaselineQuantile
 use gramian::Device;
 use nalgebra::{DMatrix, DVector};
 use rand::Rng;
+use gramian::psd::Regularisation;
 
 const KINDS: [BaselineKind; 3] = [BaselineKind::Pnm, BaselineKind::Ncm, BaselineKind::Glm];
 const LEVELS: [f64; 3] = [0.25, 0.5, 0.75];
@@ -38,7 +39,7 @@ fn heteroscedastic_baselines_satisfy_first_order_conditions() {
     let (x, y) = psd_toy::toy_data(30, &mut rng);
     let seed = rng.random();
     for kind in KINDS {
-        let params = BaselineHeteroscedasticParams::new(kind, 0.15).regularisation(1e-2, 1e-2).restarts(3, seed);
+        let params = BaselineHeteroscedasticParams::new(kind, 0.15).regularisation(Regularisation::new().linear(1e-2).quadratic(1e-2)).restarts(3, seed);
         let model = params.fit_xy(&Device::Cpu, &x, &y).unwrap();
         let problem = params.problem(&Device::Cpu, &x, &y).unwrap();
         let z = model.solution();
@@ -64,7 +65,7 @@ fn ncm_and_glm_precisions_are_positive_everywhere_pnm_on_the_data() {
     let (x, y) = psd_toy::toy_data(40, &mut rng);
     let grid = DMatrix::from_fn(1001, 1, |i, _| -3.0 + 7.0 * i as f64 / 1000.0);
     for kind in KINDS {
-        let params = BaselineHeteroscedasticParams::new(kind, 0.1).regularisation(1e-3, 1e-3).restarts(2, 1);
+        let params = BaselineHeteroscedasticParams::new(kind, 0.1).regularisation(Regularisation::new().linear(1e-3).quadratic(1e-3)).restarts(2, 1);
         let model = params.fit_xy(&Device::Cpu, &x, &y).unwrap();
         let on_data = model.natural_parameters(&Device::Cpu, &x).unwrap().theta;
         assert!(on_data.iter().all(|&t| t > 0.0), "{}: theta <= 0 on the data", kind.name());
@@ -76,7 +77,7 @@ fn ncm_and_glm_precisions_are_positive_everywhere_pnm_on_the_data() {
         assert!(model.mean_log_likelihood(&Device::Cpu, &grid, &DVector::zeros(grid.nrows())).unwrap().is_finite());
     }
     // NCM: the kernel coefficients of theta are non-negative.
-    let params = BaselineHeteroscedasticParams::new(BaselineKind::Ncm, 0.1).regularisation(1e-3, 1e-3);
+    let params = BaselineHeteroscedasticParams::new(BaselineKind::Ncm, 0.1).regularisation(Regularisation::new().linear(1e-3).quadratic(1e-3));
     let model = params.fit_xy(&Device::Cpu, &x, &y).unwrap();
     let (r, dim) = params.problem(&Device::Cpu, &x, &y).unwrap().block_sizes();
     assert_eq!(dim, x.nrows());
@@ -89,7 +90,7 @@ fn smoothed_quantile_baselines_satisfy_first_order_conditions() {
     let (x, y) = common::quantile_appendix_e(40, &mut rng);
     let seed = rng.random();
     for kind in [BaselineKind::Ncm, BaselineKind::Glm] {
-        let params = BaselineQuantileParams::new(kind, 0.2, &LEVELS).regularisation(1e-3, 1e-3).smoothing(1e-2).restarts(2, seed);
+        let params = BaselineQuantileParams::new(kind, 0.2, &LEVELS).regularisation(Regularisation::new().linear(1e-3).quadratic(1e-3)).smoothing(1e-2).restarts(2, seed);
         let model = params.fit_xy(&Device::Cpu, &x, &y).unwrap();
         let problem = params.problem(&Device::Cpu, &x, &y).unwrap();
         let z = model.solution();
@@ -107,7 +108,7 @@ fn smoothed_quantile_baselines_satisfy_first_order_conditions() {
 fn pnm_quantiles_are_optimal_and_ordered_on_the_data() {
     let mut rng = common::rng();
     let (x, y) = common::quantile_appendix_e(50, &mut rng);
-    let params = BaselineQuantileParams::new(BaselineKind::Pnm, 0.2, &LEVELS).regularisation(1e-3, 1e-3);
+    let params = BaselineQuantileParams::new(BaselineKind::Pnm, 0.2, &LEVELS).regularisation(Regularisation::new().linear(1e-3).quadratic(1e-3));
     let model = params.fit_xy(&Device::Cpu, &x, &y).unwrap();
     let problem = params.problem(&Device::Cpu, &x, &y).unwrap();
     let z = model.solution().clone();
@@ -157,11 +158,11 @@ fn pnm_quantiles_cross_in_the_gap_without_data_while_the_others_do_not() {
         let params = BaselineQuantileParams::new(kind, 0.2, &LEVELS).restarts(2, 3);
         // NCM/GLM: the Newton budget is 5000 (the default 500 ran out once at
         // lambda 1e-2, seed 1796128765349039249, gap 1.3e-4 against 1e-7).
-        let params = if kind == BaselineKind::Pnm { params.regularisation(1e-4, 1e-4).solver(1e-6, 100_000) } else { params.regularisation(1e-2, 1e-2).solver(1e-7, 5000) };
+        let params = if kind == BaselineKind::Pnm { params.regularisation(Regularisation::new().linear(1e-4).quadratic(1e-4)).solver(SolverOptions::default().tolerance(1e-6).max_iterations(100_000)) } else { params.regularisation(Regularisation::new().linear(1e-2).quadratic(1e-2)).solver(SolverOptions::default().tolerance(1e-7).max_iterations(5000)) };
         let model = params.fit_xy(&Device::Cpu, &x, &y).unwrap();
         counts.push(crossings(&model.predict(&Device::Cpu, &grid).unwrap()));
     }
-    let psd = QuantileParams::new(0.2, &LEVELS).regularisation(1e-2, 1e-3, 1e-4).solver(SolverOptions { tolerance: 1e-4, max_iterations: 20_000, check_every: 10 }).fit_xy(&Device::Cpu, &x, &y).unwrap();
+    let psd = QuantileParams::new(0.2, &LEVELS).regularisation(Regularisation::new().linear(1e-2).trace(1e-3).quadratic(1e-4)).solver(SolverOptions { tolerance: 1e-4, max_iterations: 20_000, check_every: 10 }).fit_xy(&Device::Cpu, &x, &y).unwrap();
     counts.push(crossings(&psd.predict(&Device::Cpu, &grid).unwrap()));
     assert!(counts[0] > 0, "PNM never crosses: {counts:?}");
     assert_eq!(&counts[1..], &[0, 0, 0], "NCM, GLM, PSD must not cross: {counts:?}");
@@ -177,10 +178,10 @@ fn bad_input_gives_typed_errors() {
         let het = |p: BaselineHeteroscedasticParams| p.fit_xy(&cpu, &x, &y).map(|_| ());
         assert!(invalid(het(BaselineHeteroscedasticParams::new(kind, 0.0))));
         assert!(invalid(het(BaselineHeteroscedasticParams::new(kind, f64::NAN))));
-        assert!(invalid(het(BaselineHeteroscedasticParams::new(kind, 0.1).regularisation(0.0, 1e-3))));
-        assert!(invalid(het(BaselineHeteroscedasticParams::new(kind, 0.1).regularisation(1e-3, -1.0))));
+        assert!(invalid(het(BaselineHeteroscedasticParams::new(kind, 0.1).regularisation(Regularisation::new().linear(0.0).quadratic(1e-3)))));
+        assert!(invalid(het(BaselineHeteroscedasticParams::new(kind, 0.1).regularisation(Regularisation::new().linear(1e-3).quadratic(-1.0)))));
         assert!(invalid(het(BaselineHeteroscedasticParams::new(kind, 0.1).restarts(0, 1))));
-        assert!(invalid(het(BaselineHeteroscedasticParams::new(kind, 0.1).solver(0.0, 10))));
+        assert!(invalid(het(BaselineHeteroscedasticParams::new(kind, 0.1).solver(SolverOptions::default().tolerance(0.0).max_iterations(10)))));
         let p = BaselineHeteroscedasticParams::new(kind, 0.1);
         assert!(invalid(p.fit_xy(&cpu, &x, &DVector::from_element(20, 1.5)).map(|_| ())), "constant y");
         assert!(invalid(p.fit_xy(&cpu, &x.rows(0, 1).into_owned(), &y.rows(0, 1).into_owned()).map(|_| ())), "one sample");
@@ -198,12 +199,12 @@ fn bad_input_gives_typed_errors() {
         }
         assert!(invalid(quant(BaselineQuantileParams::new(kind, -1.0, &LEVELS))));
         assert!(invalid(quant(BaselineQuantileParams::new(kind, 0.1, &LEVELS).smoothing(0.0))));
-        assert!(invalid(quant(BaselineQuantileParams::new(kind, 0.1, &LEVELS).regularisation(1e-3, 0.0))));
+        assert!(invalid(quant(BaselineQuantileParams::new(kind, 0.1, &LEVELS).regularisation(Regularisation::new().linear(1e-3).quadratic(0.0)))));
         let mut bad = y.clone();
         bad[0] = f64::INFINITY;
         assert!(matches!(BaselineQuantileParams::new(kind, 0.1, &LEVELS).fit_xy(&cpu, &x, &bad), Err(ref e) if e.is_invalid_input()));
     }
     // An iteration budget too small to converge is NotConverged, not a wrong answer.
-    let r = BaselineHeteroscedasticParams::new(BaselineKind::Pnm, 0.1).solver(1e-12, 1).fit_xy(&cpu, &x, &y);
+    let r = BaselineHeteroscedasticParams::new(BaselineKind::Pnm, 0.1).solver(SolverOptions::default().tolerance(1e-12).max_iterations(1)).fit_xy(&cpu, &x, &y);
     assert!(matches!(r, Err(PsdError::NotConverged { .. })), "{r:?}");
 }

@@ -10,6 +10,7 @@ use nalgebra::{DMatrix, DVector};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use rand_distr::{Distribution, Normal};
+use gramian::psd::Regularisation;
 
 /// n samples of 1/2 N(-1, 0.3^2) + 1/2 N(1, 0.3^2) (the paper's Figure 1).
 fn bimodal(n: usize, rng: &mut StdRng) -> DMatrix<f64> {
@@ -29,7 +30,7 @@ fn grid_1d(a: f64, b: f64, n: usize) -> DMatrix<f64> {
 
 fn fitted_1d_density(rng: &mut StdRng) -> (DMatrix<f64>, gramian::psd::PsdDensity) {
     let x = bimodal(50, rng);
-    let params = DensityParams::new(1.0).regularisation(1e-3, 1e-4).solver(SolverOptions { tolerance: 1e-7, max_iterations: 20_000, check_every: 2 });
+    let params = DensityParams::new(1.0).regularisation(Regularisation::new().trace(1e-3).quadratic(1e-4)).solver(SolverOptions { tolerance: 1e-7, max_iterations: 20_000, check_every: 2 });
     let density = params.fit(&Device::Cpu, &x).unwrap();
     (x, density)
 }
@@ -239,8 +240,8 @@ fn bad_input_gives_typed_errors() {
     let invalid = |r: Result<gramian::psd::PsdDensity, PsdError>| matches!(r, Err(PsdError::InvalidParameter { .. }));
     assert!(invalid(DensityParams::new(0.0).fit(&Device::Cpu, &x)));
     assert!(invalid(DensityParams::new(-1.0).fit(&Device::Cpu, &x)));
-    assert!(invalid(DensityParams::new(1.0).regularisation(1e-3, 0.0).fit(&Device::Cpu, &x)));
-    assert!(invalid(DensityParams::new(1.0).regularisation(-1.0, 1e-3).fit(&Device::Cpu, &x)));
+    assert!(invalid(DensityParams::new(1.0).regularisation(Regularisation::new().trace(1e-3).quadratic(0.0)).fit(&Device::Cpu, &x)));
+    assert!(invalid(DensityParams::new(1.0).regularisation(Regularisation::new().trace(-1.0).quadratic(1e-3)).fit(&Device::Cpu, &x)));
     assert!(invalid(DensityParams::new(1.0).nystrom(50, 0).fit(&Device::Cpu, &x)));
     let mut bad = x.clone();
     bad[(3, 0)] = f64::NAN;
@@ -285,7 +286,7 @@ fn a_multiplier_far_from_its_start_is_found_in_few_iterations() {
     let x = DMatrix::from_fn(300, 10, |i, k| normal.sample(&mut rng) + if k == 0 { if i % 2 == 0 { 2.0 } else { -2.0 } } else { 0.0 });
     let base = BaseMeasure::isotropic_gaussian(10, 5.0).unwrap();
     let options = SolverOptions { tolerance: 1e-4, max_iterations: 100, check_every: 2 };
-    let d = DensityParams::new(1.0).regularisation(1e-4, 1e-6).base_measure(base).nystrom(100, 1).solver(options).fit(&Device::Cpu, &x).unwrap();
+    let d = DensityParams::new(1.0).regularisation(Regularisation::new().trace(1e-4).quadratic(1e-6)).base_measure(base).nystrom(100, 1).solver(options).fit(&Device::Cpu, &x).unwrap();
     assert!(d.report().gap <= 1e-4);
     assert!((d.integral().unwrap() - 1.0).abs() < 1e-6);
     assert!(d.density(&Device::Cpu, &x).unwrap().iter().all(|&v| v >= 0.0));

@@ -10,6 +10,7 @@ use gramian::Device;
 use nalgebra::{DMatrix, DVector};
 use rand::Rng;
 use psd_toy::{toy_data, true_mean, true_variance};
+use gramian::psd::Regularisation;
 
 /// Golden-section minimum of a unimodal `f` on `[a, b]`.
 fn golden(f: impl Fn(f64) -> f64, mut a: f64, mut b: f64) -> f64 {
@@ -93,7 +94,7 @@ fn the_duality_gap_closes_and_stays_nonnegative() {
     let mut rng = common::rng();
     let (x, y) = toy_data(40, &mut rng);
     let options = SolverOptions { tolerance: 1e-8, max_iterations: 50_000, check_every: 10 };
-    let model = HeteroscedasticParams::new(0.15).regularisation(1e-3, 1e-3, 1e-3).solver(options).fit_xy(&Device::Cpu, &x, &y).unwrap();
+    let model = HeteroscedasticParams::new(0.15).regularisation(Regularisation::new().linear(1e-3).trace(1e-3).quadratic(1e-3)).solver(options).fit_xy(&Device::Cpu, &x, &y).unwrap();
     let report = model.report();
     assert!(report.gap <= 1e-8 && report.gap >= -1e-12, "gap {}", report.gap);
     for &(k, g) in &report.gap_history {
@@ -105,7 +106,7 @@ fn the_duality_gap_closes_and_stays_nonnegative() {
 
 fn fit_toy(x: &DMatrix<f64>, y: &DVector<f64>) -> gramian::psd::HeteroscedasticRegression {
     HeteroscedasticParams::new(0.1)
-        .regularisation(1e-2, 1e-2, 1e-3)
+        .regularisation(Regularisation::new().linear(1e-2).trace(1e-2).quadratic(1e-3))
         .solver(SolverOptions { tolerance: 1e-6, max_iterations: 50_000, check_every: 10 })
         .fit_xy(&Device::Cpu, x, y)
         .unwrap()
@@ -165,9 +166,9 @@ fn bad_input_gives_typed_errors() {
     let invalid = |r: Result<gramian::psd::HeteroscedasticRegression, PsdError>| matches!(r, Err(PsdError::InvalidParameter { .. }));
     assert!(invalid(HeteroscedasticParams::new(0.0).fit_xy(&dev, &x, &y)));
     assert!(invalid(HeteroscedasticParams::new(f64::NAN).fit_xy(&dev, &x, &y)));
-    assert!(invalid(HeteroscedasticParams::new(0.1).regularisation(0.0, 1e-3, 1e-3).fit_xy(&dev, &x, &y)));
-    assert!(invalid(HeteroscedasticParams::new(0.1).regularisation(1e-3, -1.0, 1e-3).fit_xy(&dev, &x, &y)));
-    assert!(invalid(HeteroscedasticParams::new(0.1).regularisation(1e-3, 1e-3, 0.0).fit_xy(&dev, &x, &y)));
+    assert!(invalid(HeteroscedasticParams::new(0.1).regularisation(Regularisation::new().linear(0.0).trace(1e-3).quadratic(1e-3)).fit_xy(&dev, &x, &y)));
+    assert!(invalid(HeteroscedasticParams::new(0.1).regularisation(Regularisation::new().linear(1e-3).trace(-1.0).quadratic(1e-3)).fit_xy(&dev, &x, &y)));
+    assert!(invalid(HeteroscedasticParams::new(0.1).regularisation(Regularisation::new().linear(1e-3).trace(1e-3).quadratic(0.0)).fit_xy(&dev, &x, &y)));
     assert!(invalid(HeteroscedasticParams::new(0.1).fit_xy(&dev, &x, &DVector::from_element(20, 1.5))));
     let mut bad_x = x.clone();
     bad_x[(3, 0)] = f64::NAN;

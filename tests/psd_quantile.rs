@@ -6,13 +6,14 @@ use gramian::psd::regression::QuantileParams;
 use gramian::psd::{PsdError, SolverOptions};
 use gramian::Device;
 use nalgebra::DMatrix;
+use gramian::psd::Regularisation;
 
 
 #[test]
 fn quantile_curves_never_cross_and_cover_their_levels() {
     let mut rng = common::rng();
     let (x, y) = common::quantile_appendix_e(120, &mut rng);
-    let params = QuantileParams::new(0.15, &[0.25, 0.5, 0.75]).regularisation(1e-4, 1e-4, 1e-5).solver(SolverOptions { tolerance: 1e-5, max_iterations: 20_000, check_every: 10 });
+    let params = QuantileParams::new(0.15, &[0.25, 0.5, 0.75]).regularisation(Regularisation::new().linear(1e-4).trace(1e-4).quadratic(1e-5)).solver(SolverOptions { tolerance: 1e-5, max_iterations: 20_000, check_every: 10 });
     let model = params.fit_xy(&Device::Cpu, &x, &y).unwrap();
     assert!(model.report().gap <= 1e-5);
     let grid = DMatrix::from_fn(2001, 1, |i, _| -0.5 + 2.0 * i as f64 / 2000.0);

@@ -144,3 +144,51 @@ fn psd_density_and_quantile_models_round_trip() {
     v["model"]["parts"].as_array_mut().unwrap().pop();
     assert!(matches!(QuantileRegression::from_json(&v.to_string()), Err(Error::Record(_))));
 }
+
+#[test]
+fn psd_heteroscedastic_and_the_baselines_round_trip() {
+    use gramian::psd::{BaselineDensity, BaselineHeteroscedastic, BaselineHeteroscedasticParams, BaselineKind, BaselineParams, BaselineQuantile, BaselineQuantileParams, HeteroscedasticRegression};
+    use nalgebra::DVector;
+    let cpu = Device::cpu();
+    let mut rng = common::rng();
+    // Heteroscedastic data: noise growing with |x|.
+    let x = common::random_matrix(&mut rng, 50, 1);
+    let noise = common::random_matrix(&mut rng, 50, 1);
+    let y = DVector::from_fn(50, |i, _| (3.0 * x[(i, 0)]).sin() + (0.1 + 0.3 * x[(i, 0)].abs()) * noise[(i, 0)]);
+    let data = Supervised::new(x.clone(), y).unwrap();
+    let grid = common::random_matrix(&mut rng, 20, 1);
+
+    let het = HeteroscedasticParams::new(0.3).fit(&cpu, &data).unwrap();
+    for loaded in [HeteroscedasticRegression::from_json(&het.to_json().unwrap()).unwrap(), HeteroscedasticRegression::from_cbor(&het.to_cbor().unwrap()).unwrap()] {
+        assert_eq!(het.predict_mean(&cpu, &grid).unwrap(), loaded.predict_mean(&cpu, &grid).unwrap());
+        assert_eq!(het.predict_variance(&cpu, &grid).unwrap(), loaded.predict_variance(&cpu, &grid).unwrap());
+    }
+    let mut v: serde_json::Value = serde_json::from_str(&het.to_json().unwrap()).unwrap();
+    v["model"]["theta_offset"].as_array_mut().unwrap().pop();
+    assert!(matches!(HeteroscedasticRegression::from_json(&v.to_string()), Err(Error::Record(_))));
+
+    for kind in [BaselineKind::Pnm, BaselineKind::Ncm, BaselineKind::Glm] {
+        let density = BaselineParams::new(kind, 0.5).monte_carlo(500, 1).fit(&cpu, &x).unwrap();
+        let loaded = BaselineDensity::from_cbor(&density.to_cbor().unwrap()).unwrap();
+        assert_eq!(density.density(&cpu, &grid).unwrap(), loaded.density(&cpu, &grid).unwrap(), "{kind:?}");
+
+        let b = BaselineHeteroscedasticParams::new(kind, 0.3).restarts(2, 1).fit(&cpu, &data).unwrap();
+        let loaded = BaselineHeteroscedastic::from_json(&b.to_json().unwrap()).unwrap();
+        assert_eq!(b.predict_mean(&cpu, &grid).unwrap(), loaded.predict_mean(&cpu, &grid).unwrap(), "{kind:?}");
+        assert_eq!(b.predict_variance(&cpu, &grid).unwrap(), loaded.predict_variance(&cpu, &grid).unwrap(), "{kind:?}");
+        // A weight vector of the wrong length is caught at load.
+        let mut v: serde_json::Value = serde_json::from_str(&b.to_json().unwrap()).unwrap();
+        v["model"]["theta_weights"].as_array_mut().unwrap().pop();
+        assert!(matches!(BaselineHeteroscedastic::from_json(&v.to_string()), Err(Error::Record(_))), "{kind:?}");
+
+        let (xq, yq) = common::quantile_appendix_e(40, &mut rng);
+        let q = BaselineQuantileParams::new(kind, 0.2, &[0.25, 0.5, 0.75]).restarts(2, 1).fit(&cpu, &Supervised::new(xq.clone(), yq).unwrap()).unwrap();
+        let loaded = BaselineQuantile::from_cbor(&q.to_cbor().unwrap()).unwrap();
+        assert_eq!(q.predict(&cpu, &xq).unwrap(), loaded.predict(&cpu, &xq).unwrap(), "{kind:?}");
+        let mut v: serde_json::Value = serde_json::from_str(&q.to_json().unwrap()).unwrap();
+        v["model"]["part_weights"].as_array_mut().unwrap().pop();
+        assert!(matches!(BaselineQuantile::from_json(&v.to_string()), Err(Error::Record(_))), "{kind:?}");
+        // One kind of file does not load as another.
+        assert!(matches!(BaselineQuantile::from_json(&b.to_json().unwrap()), Err(Error::Record(_))));
+    }
+}

@@ -59,7 +59,8 @@ use rand_distr::{Distribution, Normal};
 use crate::linalg;
 
 use super::baselines::BaselineKind;
-use super::error::{check_positive, PsdError};
+use super::dual::SolverOptions;
+use super::error::PsdError;
 
 mod heteroscedastic;
 mod quantile;
@@ -147,6 +148,7 @@ pub(super) fn random_start(dim: usize, rng: &mut StdRng) -> DVector<f64> {
 
 /// Convergence of a baseline fit.
 #[derive(Debug, Clone)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct BaselineReport {
     /// Iterations of the kept run (Newton iterations, or FISTA iterations for the PNM quantile dual).
     pub iterations: usize,
@@ -162,11 +164,8 @@ pub struct BaselineReport {
 
 
 /// Shared validation of the solver settings.
-pub(super) fn check_solver(tolerance: f64, max_iterations: usize, restarts: usize) -> Result<(), PsdError> {
-    check_positive("tolerance", tolerance)?;
-    if max_iterations == 0 {
-        return Err(PsdError::InvalidParameter { name: "max_iterations", reason: "must be >= 1".into() });
-    }
+pub(super) fn check_solver(options: &SolverOptions, restarts: usize) -> Result<(), PsdError> {
+    options.validate()?;
     if restarts == 0 {
         return Err(PsdError::InvalidParameter { name: "restarts", reason: "need at least one starting point".into() });
     }

@@ -37,12 +37,15 @@ use crate::error::ComputeError;
 use crate::kernel::Kernel;
 use crate::linalg::{self, check_matrix};
 
+use super::dual::SolverOptions;
 use super::error::{check_positive, PsdError};
+use super::options::{Regularisation, Terms, check_gaussian, gaussian_or_rejected};
 use super::features::EmpiricalFeatures;
 use super::integrals::BaseMeasure;
 
 /// Which baseline model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub enum BaselineKind {
     /// Partially non-negative linear model (non-negative on the data only).
     Pnm,
@@ -68,24 +71,53 @@ impl BaselineKind {
 pub struct BaselineParams {
     kind: BaselineKind,
     sigma: f64,
-    lambda: f64,
+    rejected_kernel: Option<crate::Kernel>,
+    regularisation: Regularisation,
     base: BaseMeasure,
     monte_carlo: usize,
     seed: u64,
-    tolerance: f64,
-    max_iterations: usize,
+    options: SolverOptions,
 }
 
 impl BaselineParams {
     /// Baseline `kind` with kernel width `sigma`, `lambda = 1e-3`, Lebesgue
     /// base measure, 10,000 Monte Carlo samples (GLM), seed 0.
     pub fn new(kind: BaselineKind, sigma: f64) -> Self {
-        BaselineParams { kind, sigma, lambda: 1e-3, base: BaseMeasure::Lebesgue, monte_carlo: 10_000, seed: 0, tolerance: 1e-8, max_iterations: 5000 }
+        BaselineParams { kind, sigma, rejected_kernel: None, regularisation: Regularisation::new().quadratic(1e-3), base: BaseMeasure::Lebesgue, monte_carlo: 10_000, seed: 0, options: SolverOptions::default().tolerance(1e-8).max_iterations(5000).check_every(1) }
     }
 
-    /// Regularisation `lambda/2 alpha^T K alpha`, `lambda > 0`.
-    pub fn lambda(mut self, lambda: f64) -> Self {
-        self.lambda = lambda;
+    /// The kernel as a [`Kernel`](crate::Kernel), as the other methods take
+    /// it: a Gaussian kernel sets the width `sigma` (`Kernel::gaussian_with_width(sigma)`
+    /// is the same as `new(sigma, ..)`); any other kernel is rejected at fit
+    /// with [`Error::InvalidParameter`](crate::Error::InvalidParameter) `kernel`.
+    pub fn kernel(mut self, kernel: crate::Kernel) -> Self {
+        match gaussian_or_rejected(kernel) {
+            Ok(sigma) => {
+                self.sigma = sigma;
+                self.rejected_kernel = None;
+            }
+            Err(k) => self.rejected_kernel = Some(k),
+        }
+        self
+    }
+
+    /// Regularisation `lambda/2 alpha^T K alpha`: weight `quadratic`
+    /// (`lambda > 0`); no linear or trace term (both must be 0). Checked at fit.
+    pub fn regularisation(mut self, weights: Regularisation) -> Self {
+        self.regularisation = weights;
+        self
+    }
+
+    /// The regularisation weights (see [`Regularisation`]).
+    pub fn regularisation_weights(&self) -> Regularisation {
+        self.regularisation
+    }
+
+    /// Stopping rule: `tolerance` on the Newton decrement (PNM, GLM) or the
+    /// relative step (NCM), `max_iterations` (PNM uses at most 200, GLM 100;
+    /// `check_every` is not used).
+    pub fn solver(mut self, options: SolverOptions) -> Self {
+        self.options = options;
         self
     }
 
@@ -104,8 +136,10 @@ impl BaselineParams {
 
     /// Fits on the rows of `x` (every sample a centre).
     pub fn fit(&self, device: &Device, x: &DMatrix<f64>) -> Result<BaselineDensity, PsdError> {
+        check_gaussian(self.rejected_kernel)?;
         check_positive("sigma", self.sigma)?;
-        check_positive("lambda", self.lambda)?;
+        self.regularisation.check(Terms::BASELINE_DENSITY)?;
+        self.options.validate()?;
         if self.monte_carlo == 0 {
             return Err(PsdError::InvalidParameter { name: "monte_carlo", reason: "need at least one sample".into() });
         }
@@ -140,15 +174,15 @@ impl BaselineParams {
             if f.iter().any(|&v| v <= 0.0) {
                 return f64::INFINITY;
             }
-            -f.iter().map(|v| v.ln()).sum::<f64>() / n + 0.5 * self.lambda * w.norm_squared()
+            -f.iter().map(|v| v.ln()).sum::<f64>() / n + 0.5 * self.regularisation.quadratic * w.norm_squared()
         };
-        for _ in 0..self.max_iterations.min(200) {
+        for _ in 0..self.options.max_iterations.min(200) {
             let f = p.transpose() * &w;
             let inv = f.map(|v| 1.0 / v);
-            let grad = -(&p * &inv) / n + &w * self.lambda;
+            let grad = -(&p * &inv) / n + &w * self.regularisation.quadratic;
             let scaled = DMatrix::from_fn(r, p.ncols(), |i, j| p[(i, j)] * inv[j]);
             let mut kkt = DMatrix::zeros(r + 1, r + 1);
-            let h = linalg::matmul_nt(&scaled, &scaled) / n + DMatrix::identity(r, r) * self.lambda;
+            let h = linalg::matmul_nt(&scaled, &scaled) / n + DMatrix::identity(r, r) * self.regularisation.quadratic;
             kkt.view_mut((0, 0), (r, r)).copy_from(&h);
             kkt.view_mut((0, r), (r, 1)).copy_from(&uh);
             kkt.view_mut((r, 0), (1, r)).copy_from(&uh.transpose());
@@ -157,7 +191,7 @@ impl BaselineParams {
             let sol = kkt.lu().solve(&rhs).ok_or(PsdError::NotPositive { what: "pivot of the PNM Newton system", value: 0.0 })?;
             let step = sol.rows(0, r).into_owned();
             let decrement = -grad.dot(&step);
-            if decrement / 2.0 <= self.tolerance {
+            if decrement / 2.0 <= self.options.tolerance {
                 break;
             }
             let s = damped_newton_step(&objective, &w, &step, decrement);
@@ -174,8 +208,8 @@ impl BaselineParams {
             if f.iter().any(|&v| v <= 0.0) {
                 return (f64::INFINITY, DVector::zeros(a.len()));
             }
-            let value = -f.iter().map(|v| v.ln()).sum::<f64>() / n + 0.5 * self.lambda * a.dot(&f);
-            let grad = -(&k * f.map(|v| 1.0 / v)) / n + &f * self.lambda;
+            let value = -f.iter().map(|v| v.ln()).sum::<f64>() / n + 0.5 * self.regularisation.quadratic * a.dot(&f);
+            let grad = -(&k * f.map(|v| 1.0 / v)) / n + &f * self.regularisation.quadratic;
             (value, grad)
         };
         let mut a = u.map(|_| 1.0);
@@ -189,7 +223,7 @@ impl BaselineParams {
         let rms = |a: &DVector<f64>| a.norm() / (a.len() as f64).sqrt();
         let mut step = rms(&a).powi(2);
         let (mut value, mut grad) = objective(&a);
-        for _ in 0..self.max_iterations {
+        for _ in 0..self.options.max_iterations {
             let (cand, cv, cg) = loop {
                 let cand = try_project_weighted_simplex(&(&a - &grad * step), u)?;
                 let (cv, cg) = objective(&cand);
@@ -204,7 +238,7 @@ impl BaselineParams {
             value = cv;
             grad = cg;
             step *= 1.5;
-            if moved * rms(&a) <= self.tolerance.sqrt() {
+            if moved * rms(&a) <= self.options.tolerance.sqrt() {
                 break;
             }
         }
@@ -225,19 +259,19 @@ impl BaselineParams {
             let s = e.sum();
             (top + (s / g.len() as f64).ln(), e / s)
         };
-        let objective = |a: &DVector<f64>| -> f64 { -mean_k.dot(a) + log_z(a).0 + 0.5 * self.lambda * a.dot(&(&k * a)) };
+        let objective = |a: &DVector<f64>| -> f64 { -mean_k.dot(a) + log_z(a).0 + 0.5 * self.regularisation.quadratic * a.dot(&(&k * a)) };
         // Newton's method with backtracking: the objective is smooth and convex,
         // Hessian ks^T (diag(s) - s s^T) ks + lambda K (s = softmax weights).
         let mut a = DVector::zeros(n);
-        for _ in 0..self.max_iterations.min(100) {
+        for _ in 0..self.options.max_iterations.min(100) {
             let (_, soft) = log_z(&a);
             let ks_soft = ks.transpose() * &soft;
-            let grad = -&mean_k + &ks_soft + (&k * &a) * self.lambda;
+            let grad = -&mean_k + &ks_soft + (&k * &a) * self.regularisation.quadratic;
             // Only the points with non-negligible weight enter the Hessian.
             let top = soft.max();
             let used: Vec<usize> = (0..soft.len()).filter(|&i| soft[i] > 1e-14 * top).collect();
             let weighted = DMatrix::from_fn(used.len(), n, |i, j| ks[(used[i], j)] * soft[used[i]].sqrt());
-            let mut h = linalg::gram_tall(&weighted) - &ks_soft * ks_soft.transpose() + &k * self.lambda;
+            let mut h = linalg::gram_tall(&weighted) - &ks_soft * ks_soft.transpose() + &k * self.regularisation.quadratic;
             if h.iter().chain(grad.iter()).any(|v| !v.is_finite()) {
                 return Err(ComputeError::Overflow { what: "GLM Newton system (data too far from the base measure)", row: 0, col: 0 }.into());
             }
@@ -261,7 +295,7 @@ impl BaselineParams {
                 }
             };
             let decrement = -grad.dot(&step);
-            if !(decrement / 2.0 > self.tolerance) {
+            if !(decrement / 2.0 > self.options.tolerance) {
                 break;
             }
             let t = damped_newton_step(&objective, &a, &step, decrement);
@@ -443,6 +477,7 @@ pub fn try_project_weighted_simplex(y: &DVector<f64>, u: &DVector<f64>) -> Resul
 
 /// A fitted baseline density.
 #[derive(Debug, Clone)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct BaselineDensity {
     kind: BaselineKind,
     centres: DMatrix<f64>,
@@ -497,5 +532,21 @@ impl BaselineDensity {
     pub fn mean_log_likelihood(&self, device: &Device, x: &DMatrix<f64>) -> Result<f64, PsdError> {
         let p = self.density(device, x)?;
         Ok(p.iter().map(|v| if *v > 0.0 { v.ln() } else { f64::NEG_INFINITY }).sum::<f64>() / x.nrows() as f64)
+    }
+}
+
+#[cfg(feature = "serde")]
+impl crate::io::SavedModel for BaselineDensity {
+    const KIND: &'static str = "psd-baseline-density";
+
+    /// Coefficients on the centres, the Gaussian kernel of width `sigma`, a
+    /// base measure of the centres' dimension, finite numbers.
+    fn check_loaded(&self) -> Result<(), PsdError> {
+        use crate::io::ensure;
+        ensure(self.sigma.is_finite() && self.sigma > 0.0 && self.kernel.gaussian_width().is_some_and(|w| (w - self.sigma).abs() <= 1e-12 * self.sigma), || "kernel inconsistent with sigma".into())?;
+        ensure(self.centres.nrows() >= 1 && self.alpha.len() == self.centres.nrows(), || "coefficients do not match the centres".into())?;
+        ensure(self.centres.iter().chain(self.alpha.iter()).all(|v| v.is_finite()) && self.log_normaliser.is_finite(), || "non-finite numbers".into())?;
+        ensure(self.monte_carlo >= 1, || "monte_carlo must be >= 1".into())?;
+        self.base.check_dimension(self.centres.ncols()).map_err(|e| crate::Error::Record(format!("base measure: {e}")))
     }
 }

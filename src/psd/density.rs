@@ -26,19 +26,20 @@ use crate::gpu::Precision;
 use crate::linalg::{self, check_matrix};
 
 use super::dual::{DualProblem, Features, SolverOptions, SolverReport};
-use super::error::{check_nonnegative, check_positive, PsdError};
+use super::error::{check_positive, PsdError};
 use super::features::EmpiricalFeatures;
 use super::integrals::{gaussian_product, product_integrals, squared_gaussian_integral, BaseMeasure};
 use super::loss::NegativeLogLikelihood;
 use super::model::PsdModel;
+use super::options::{Regularisation, Terms, check_gaussian, gaussian_or_rejected};
 use super::positive_part::{PositivePartSolver, PositivePartStats};
 
 /// Parameters of [`PsdDensity`] (builder; validated in [`DensityParams::fit`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct DensityParams {
     sigma: f64,
-    lambda1: f64,
-    lambda2: f64,
+    rejected_kernel: Option<crate::Kernel>,
+    regularisation: Regularisation,
     base: BaseMeasure,
     nystrom: Option<(usize, u64)>,
     options: SolverOptions,
@@ -70,14 +71,35 @@ impl DensityParams {
     /// `lambda_2 = 1e-4` (the ratio 0.1 of App. E), every sample a centre, default solver options
     /// except the gap checked every 2 iterations (cheap for this solver, see [`super::dual`]).
     pub fn new(sigma: f64) -> Self {
-        DensityParams { sigma, lambda1: 1e-3, lambda2: 1e-4, base: BaseMeasure::Lebesgue, nystrom: None, options: SolverOptions { check_every: 2, ..SolverOptions::default() }, partial_eigen: true }
+        DensityParams { sigma, rejected_kernel: None, regularisation: Regularisation::new().trace(1e-3).quadratic(1e-4), base: BaseMeasure::Lebesgue, nystrom: None, options: SolverOptions { check_every: 2, ..SolverOptions::default() }, partial_eigen: true }
     }
 
-    /// Regulariser `lambda_1 ||A||_* + lambda_2/2 ||A||_F^2` (Eq. 6); needs `lambda_1 >= 0`, `lambda_2 > 0`.
-    pub fn regularisation(mut self, lambda1: f64, lambda2: f64) -> Self {
-        self.lambda1 = lambda1;
-        self.lambda2 = lambda2;
+    /// The kernel as a [`Kernel`](crate::Kernel), as the other methods take
+    /// it: a Gaussian kernel sets the width `sigma` (`Kernel::gaussian_with_width(sigma)`
+    /// is the same as `new(sigma, ..)`); any other kernel is rejected at fit
+    /// with [`Error::InvalidParameter`](crate::Error::InvalidParameter) `kernel`.
+    pub fn kernel(mut self, kernel: crate::Kernel) -> Self {
+        match gaussian_or_rejected(kernel) {
+            Ok(sigma) => {
+                self.sigma = sigma;
+                self.rejected_kernel = None;
+            }
+            Err(k) => self.rejected_kernel = Some(k),
+        }
         self
+    }
+
+    /// Regulariser `lambda_1 ||A||_* + lambda_2/2 ||A||_F^2` (Eq. 6): weights
+    /// `trace` (`lambda_1 >= 0`) and `quadratic` (`lambda_2 > 0`); the density
+    /// has no linear part (`linear` must be 0). Checked at fit.
+    pub fn regularisation(mut self, weights: Regularisation) -> Self {
+        self.regularisation = weights;
+        self
+    }
+
+    /// The regularisation weights (see [`Regularisation`]).
+    pub fn regularisation_weights(&self) -> Regularisation {
+        self.regularisation
     }
 
     /// Base measure `nu` of the density `p = f nu`.
@@ -112,9 +134,9 @@ impl DensityParams {
     }
 
     fn validate(&self) -> Result<(), PsdError> {
+        check_gaussian(self.rejected_kernel)?;
         check_positive("sigma", self.sigma)?;
-        check_nonnegative("lambda_1", self.lambda1)?;
-        check_positive("lambda_2", self.lambda2)?;
+        self.regularisation.check(Terms::DENSITY)?;
         self.options.validate()
     }
 
@@ -151,7 +173,7 @@ impl DensityParams {
             Some(phi) => Features::Resident { device, phi },
             None => Features::Host(&p),
         };
-        let problem = DualProblem { features: feature_matrix, integral: Some(&w), loss: &loss, lambda1: self.lambda1, lambda2: self.lambda2 };
+        let problem = DualProblem { features: feature_matrix, integral: Some(&w), loss: &loss, lambda1: self.regularisation.trace, lambda2: self.regularisation.quadratic };
         let eigen_solver = if self.partial_eigen { PositivePartSolver::new() } else { PositivePartSolver::full_only() };
         let solution = problem.solve_with(&self.options, eigen_solver)?;
         let model = PsdModel::from_feature_operator(&features, &solution.a)?;

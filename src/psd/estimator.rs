@@ -1,4 +1,4 @@
-//! The PSD density as [`crate::estimator`] traits: `Fit<DMatrix<f64>>`
+//! The PSD estimators and their baselines as [`crate::estimator`] traits. The densities (PSD and baselines): `Fit<DMatrix<f64>>`
 //! (samples, one per row) and `Predict<DMatrix<f64>>` (the estimated density
 //! `p(x) = f_A(x) nu(x)` of Eq. 12 at new points).
 
@@ -19,6 +19,23 @@ impl Fit<DMatrix<f64>> for DensityParams {
 impl Predict<DMatrix<f64>> for PsdDensity {
     type Output = DVector<f64>;
     /// [`PsdDensity::density`].
+    fn predict(&self, device: &Device, x: &DMatrix<f64>) -> Result<DVector<f64>> {
+        self.density(device, x)
+    }
+}
+
+use super::baselines::{BaselineDensity, BaselineParams};
+
+impl Fit<DMatrix<f64>> for BaselineParams {
+    type Fitted = BaselineDensity;
+    fn fit(&self, device: &Device, data: &DMatrix<f64>) -> Result<BaselineDensity> {
+        BaselineParams::fit(self, device, data)
+    }
+}
+
+impl Predict<DMatrix<f64>> for BaselineDensity {
+    type Output = DVector<f64>;
+    /// [`BaselineDensity::density`].
     fn predict(&self, device: &Device, x: &DMatrix<f64>) -> Result<DVector<f64>> {
         self.density(device, x)
     }

@@ -38,6 +38,7 @@ pub const FEATURE_BLOCK_ROWS: usize = 65_536;
 
 /// How `K = V^T V` was factorised.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub enum Factorisation {
     /// Full-rank Cholesky, `V` upper triangular m x m.
     Cholesky,
@@ -50,6 +51,7 @@ pub enum Factorisation {
 
 /// The empirical feature map `Phi(x) = T v(x)` on a set of centres.
 #[derive(Debug, Clone)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct EmpiricalFeatures {
     centres: DMatrix<f64>,
     sigma: f64,
@@ -143,6 +145,25 @@ impl EmpiricalFeatures {
         let t = device.upload(&self.map, x.precision())?;
         let kxz = device.resident_kernel_matrix(&self.kernel, x, &z)?;
         Ok(device.resident_matmul(&kxz, &t, MatrixProduct::ABt)?)
+    }
+
+    /// Whether a decoded map is internally consistent (a saved model's
+    /// check): finite centres and map, `T` of `r <= m` rows on the `m`
+    /// centres, the Gaussian kernel of width `sigma`.
+    pub(crate) fn is_consistent(&self) -> bool {
+        let (r, m) = self.map.shape();
+        let rank_ok = match self.factorisation {
+            Factorisation::Cholesky => r == m,
+            Factorisation::TruncatedEigen { rank } => rank == r,
+        };
+        self.sigma.is_finite()
+            && self.sigma > 0.0
+            && self.kernel.gaussian_width().is_some_and(|w| (w - self.sigma).abs() <= 1e-12 * self.sigma)
+            && m == self.centres.nrows()
+            && m >= 1
+            && (1..=m).contains(&r)
+            && rank_ok
+            && self.centres.iter().chain(self.map.iter()).all(|v| v.is_finite())
     }
 
     /// The features with a constant row appended, `Phi'(X) = (Phi(X); 1)`

@@ -73,7 +73,8 @@ use super::density::nystrom_centres;
 use super::dual::{Features, SolverOptions, SolverReport};
 use super::engine::{BlockLoss, EngineProblem, LinearPart};
 use super::model::psd_factor;
-use super::error::{check_nonnegative, check_positive, PsdError};
+use super::options::{Regularisation, Terms, check_gaussian, gaussian_or_rejected};
+use super::error::{check_positive, PsdError};
 use super::features::EmpiricalFeatures;
 
 /// The per-sample Gaussian negative log-likelihood in natural parameters,
@@ -291,9 +292,8 @@ pub(crate) fn target_moments(x: &DMatrix<f64>, y: &DVector<f64>) -> Result<(f64,
 #[derive(Debug, Clone, PartialEq)]
 pub struct HeteroscedasticParams {
     sigma: f64,
-    lambda0: f64,
-    lambda1: f64,
-    lambda2: f64,
+    rejected_kernel: Option<crate::Kernel>,
+    regularisation: Regularisation,
     options: SolverOptions,
     nystrom: Option<(usize, u64)>,
 }
@@ -304,15 +304,34 @@ impl HeteroscedasticParams {
     /// `lambda_2 = 1e-3` (PSD part), gap tolerance `1e-6`. The targets' standard
     /// deviation must lie in [`TARGET_SD_RANGE`] (checked at fit).
     pub fn new(sigma: f64) -> Self {
-        HeteroscedasticParams { sigma, lambda0: 1e-3, lambda1: 1e-3, lambda2: 1e-3, options: SolverOptions::default(), nystrom: None }
+        HeteroscedasticParams { sigma, rejected_kernel: None, regularisation: Regularisation::new().linear(1e-3).trace(1e-3).quadratic(1e-3), options: SolverOptions::default(), nystrom: None }
     }
 
-    /// Regularisation: `lambda_0 > 0` for `eta`, `lambda_1 >= 0` and `lambda_2 > 0` for `theta`.
-    pub fn regularisation(mut self, lambda0: f64, lambda1: f64, lambda2: f64) -> Self {
-        self.lambda0 = lambda0;
-        self.lambda1 = lambda1;
-        self.lambda2 = lambda2;
+    /// The kernel as a [`Kernel`](crate::Kernel), as the other methods take
+    /// it: a Gaussian kernel sets the width `sigma` (`Kernel::gaussian_with_width(sigma)`
+    /// is the same as `new(sigma, ..)`); any other kernel is rejected at fit
+    /// with [`Error::InvalidParameter`](crate::Error::InvalidParameter) `kernel`.
+    pub fn kernel(mut self, kernel: crate::Kernel) -> Self {
+        match gaussian_or_rejected(kernel) {
+            Ok(sigma) => {
+                self.sigma = sigma;
+                self.rejected_kernel = None;
+            }
+            Err(k) => self.rejected_kernel = Some(k),
+        }
         self
+    }
+
+    /// Regularisation weights: `linear` (`lambda_0 > 0`) of the linear part `eta`, `trace`
+    /// (`lambda_1 >= 0`) and `quadratic` (`lambda_2 > 0`) of the PSD parts. Checked at fit.
+    pub fn regularisation(mut self, weights: Regularisation) -> Self {
+        self.regularisation = weights;
+        self
+    }
+
+    /// The regularisation weights (see [`Regularisation`]).
+    pub fn regularisation_weights(&self) -> Regularisation {
+        self.regularisation
     }
 
     /// Solver tolerance (duality gap, in units of the `1/n`-scaled objective) and budget.
@@ -330,10 +349,9 @@ impl HeteroscedasticParams {
     }
 
     fn validate(&self) -> Result<(), PsdError> {
+        check_gaussian(self.rejected_kernel)?;
         check_positive("sigma", self.sigma)?;
-        check_positive("lambda_0", self.lambda0)?;
-        check_nonnegative("lambda_1", self.lambda1)?;
-        check_positive("lambda_2", self.lambda2)?;
+        self.regularisation.check(Terms::REGRESSION)?;
         self.options.validate()
     }
 
@@ -362,11 +380,11 @@ impl HeteroscedasticParams {
         let problem = EngineProblem {
             features: Features::Host(&p),
             parts: vec![vec![1.0, 0.0]],
-            linear: Some(LinearPart { coupling: vec![0.0, 1.0], lambda0: self.lambda0 }),
+            linear: Some(LinearPart { coupling: vec![0.0, 1.0], lambda0: self.regularisation.linear }),
             integral: None,
             loss: &loss,
-            lambda1: self.lambda1,
-            lambda2: self.lambda2,
+            lambda1: self.regularisation.trace,
+            lambda2: self.regularisation.quadratic,
         };
         let solution = problem.solve(&self.options)?;
         // theta'(x) = ||G Phi'(x)||^2 with G^T G = A; back to kernel coordinates: Phi'(x) = (T v(x), 1).
@@ -386,6 +404,7 @@ impl HeteroscedasticParams {
 
 /// A fitted heteroscedastic Gaussian regression: `y | x ~ N(mu(x), v(x))`.
 #[derive(Debug, Clone)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct HeteroscedasticRegression {
     centres: DMatrix<f64>,
     kernel: Kernel,
@@ -489,5 +508,23 @@ impl HeteroscedasticRegression {
     /// Mean predictive log-likelihood over the points.
     pub fn mean_log_likelihood(&self, device: &Device, x: &DMatrix<f64>, y: &DVector<f64>) -> Result<f64, PsdError> {
         Ok(self.log_likelihood(device, x, y)?.mean())
+    }
+}
+
+#[cfg(feature = "serde")]
+impl crate::io::SavedModel for HeteroscedasticRegression {
+    const KIND: &'static str = "psd-heteroscedastic";
+
+    /// `eta` coefficients on the centres, a `theta` factor on the centres with
+    /// an offset of its rank, a valid kernel, finite numbers, a positive
+    /// target scale.
+    fn check_loaded(&self) -> Result<(), PsdError> {
+        use crate::io::ensure;
+        let m = self.centres.nrows();
+        ensure(m >= 1 && self.kernel.validate().is_ok(), || "centres or kernel invalid".into())?;
+        ensure(self.eta_coefficients.len() == m && self.theta_factor.ncols() == m && self.theta_offset.len() == self.theta_factor.nrows(), || "coefficients do not match the centres".into())?;
+        let finite = self.centres.iter().chain(self.eta_coefficients.iter()).chain(self.theta_factor.iter()).chain(self.theta_offset.iter()).all(|v| v.is_finite());
+        ensure(finite && self.eta_intercept.is_finite() && self.y_mean.is_finite(), || "non-finite numbers".into())?;
+        ensure(self.y_sd.is_finite() && self.y_sd > 0.0, || "target scale must be > 0".into())
     }
 }

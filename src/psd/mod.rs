@@ -29,6 +29,7 @@
 //! | baselines of Appendix D (PNM, NCM, GLM) for density estimation | [`baselines`] |
 //! | the same baselines for heteroscedastic and multiple quantile regression | [`baseline_regression`] |
 //! | projected damped Newton method (baselines) | `newton` |
+//! | regularisation weights and solver options shared by every estimator | [`options`] |
 //! | multiple quantile regression with non-crossing curves | [`regression`] |
 //! | heteroscedastic Gaussian regression (natural parameters) | [`heteroscedastic`] |
 //!
@@ -48,6 +49,7 @@ pub mod integrals;
 pub mod loss;
 pub mod model;
 mod newton;
+pub mod options;
 pub mod positive_part;
 pub mod regression;
 
@@ -58,10 +60,11 @@ pub use dual::{DualSolution, Features, SolverOptions, SolverReport};
 pub use error::PsdError;
 pub use features::{EmpiricalFeatures, Factorisation};
 pub use baseline_regression::{BaselineHeteroscedastic, BaselineHeteroscedasticParams, BaselineQuantile, BaselineQuantileParams};
-pub use baselines::BaselineKind;
+pub use baselines::{BaselineDensity, BaselineKind, BaselineParams};
 pub use heteroscedastic::{HeteroscedasticParams, HeteroscedasticRegression};
 pub use integrals::BaseMeasure;
 pub use model::PsdModel;
+pub use options::Regularisation;
 pub use regression::{QuantileParams, QuantileRegression};
 
 mod estimator;

@@ -29,18 +29,18 @@ use crate::linalg::{self, check_dim, check_matrix};
 use super::density::nystrom_centres;
 use super::dual::{Features, SolverOptions, SolverReport};
 use super::engine::{BlockLoss, EngineProblem, LinearPart};
-use super::error::{check_nonnegative, check_positive, PsdError};
+use super::error::{check_positive, PsdError};
 use super::features::EmpiricalFeatures;
 use super::model::PsdModel;
+use super::options::{Regularisation, Terms, check_gaussian, gaussian_or_rejected};
 
 /// Parameters of [`QuantileRegression`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct QuantileParams {
     sigma: f64,
+    rejected_kernel: Option<crate::Kernel>,
     levels: Vec<f64>,
-    lambda0: f64,
-    lambda1: f64,
-    lambda2: f64,
+    regularisation: Regularisation,
     options: SolverOptions,
     nystrom: Option<(usize, u64)>,
 }
@@ -49,16 +49,34 @@ impl QuantileParams {
     /// Kernel width `sigma` and quantile levels (strictly increasing, in (0, 1));
     /// `lambda_0 = 1e-3`, `lambda_1 = 1e-3`, `lambda_2 = 1e-4`.
     pub fn new(sigma: f64, levels: &[f64]) -> Self {
-        QuantileParams { sigma, levels: levels.to_vec(), lambda0: 1e-3, lambda1: 1e-3, lambda2: 1e-4, options: SolverOptions::default(), nystrom: None }
+        QuantileParams { sigma, rejected_kernel: None, levels: levels.to_vec(), regularisation: Regularisation::new().linear(1e-3).trace(1e-3).quadratic(1e-4), options: SolverOptions::default(), nystrom: None }
     }
 
-    /// Regularisation of the linear part (`lambda_0 > 0`) and of the PSD parts
-    /// (`lambda_1 >= 0`, `lambda_2 > 0`).
-    pub fn regularisation(mut self, lambda0: f64, lambda1: f64, lambda2: f64) -> Self {
-        self.lambda0 = lambda0;
-        self.lambda1 = lambda1;
-        self.lambda2 = lambda2;
+    /// The kernel as a [`Kernel`](crate::Kernel), as the other methods take
+    /// it: a Gaussian kernel sets the width `sigma` (`Kernel::gaussian_with_width(sigma)`
+    /// is the same as `new(sigma, ..)`); any other kernel is rejected at fit
+    /// with [`Error::InvalidParameter`](crate::Error::InvalidParameter) `kernel`.
+    pub fn kernel(mut self, kernel: crate::Kernel) -> Self {
+        match gaussian_or_rejected(kernel) {
+            Ok(sigma) => {
+                self.sigma = sigma;
+                self.rejected_kernel = None;
+            }
+            Err(k) => self.rejected_kernel = Some(k),
+        }
         self
+    }
+
+    /// Regularisation weights: `linear` (`lambda_0 > 0`) of the linear part, `trace`
+    /// (`lambda_1 >= 0`) and `quadratic` (`lambda_2 > 0`) of the PSD parts. Checked at fit.
+    pub fn regularisation(mut self, weights: Regularisation) -> Self {
+        self.regularisation = weights;
+        self
+    }
+
+    /// The regularisation weights (see [`Regularisation`]).
+    pub fn regularisation_weights(&self) -> Regularisation {
+        self.regularisation
     }
 
     /// Solver tolerance and budget.
@@ -76,10 +94,9 @@ impl QuantileParams {
     }
 
     fn validate(&self) -> Result<(), PsdError> {
+        check_gaussian(self.rejected_kernel)?;
         check_positive("sigma", self.sigma)?;
-        check_positive("lambda_0", self.lambda0)?;
-        check_nonnegative("lambda_1", self.lambda1)?;
-        check_positive("lambda_2", self.lambda2)?;
+        self.regularisation.check(Terms::REGRESSION)?;
         self.options.validate()?;
         check_levels(&self.levels)
     }
@@ -118,11 +135,11 @@ impl QuantileParams {
         let problem = EngineProblem {
             features: Features::Host(&p),
             parts,
-            linear: Some(LinearPart { coupling: vec![1.0; k], lambda0: self.lambda0 }),
+            linear: Some(LinearPart { coupling: vec![1.0; k], lambda0: self.regularisation.linear }),
             integral: None,
             loss: &loss,
-            lambda1: self.lambda1,
-            lambda2: self.lambda2,
+            lambda1: self.regularisation.trace,
+            lambda2: self.regularisation.quadratic,
         };
         let solution = problem.solve(&self.options)?;
         let mut models = Vec::with_capacity(part_levels.len());

@@ -11,6 +11,8 @@ use crate::device::Device;
 use crate::linalg::{self, check_dim, check_matrix};
 
 use super::super::baselines::BaselineKind;
+use super::super::dual::SolverOptions;
+use super::super::options::{Regularisation, Terms, check_gaussian, gaussian_or_rejected};
 use super::super::error::{check_positive, PsdError};
 use super::super::features::EmpiricalFeatures;
 use super::super::heteroscedastic::{target_moments, GaussianNaturalLoss, NaturalParameters};
@@ -25,12 +27,11 @@ use super::{check_solver, random_start, weighted_product, BaselineReport, PartMa
 pub struct BaselineHeteroscedasticParams {
     kind: BaselineKind,
     sigma: f64,
-    lambda0: f64,
-    lambda: f64,
+    rejected_kernel: Option<crate::Kernel>,
+    regularisation: Regularisation,
     restarts: usize,
     seed: u64,
-    tolerance: f64,
-    max_iterations: usize,
+    options: SolverOptions,
     nystrom: Option<(usize, u64)>,
 }
 
@@ -39,14 +40,35 @@ impl BaselineHeteroscedasticParams {
     /// `lambda_0 = lambda = 1e-3`, 5 starting points (GLM only), seed 0,
     /// residual tolerance `1e-8`, 500 Newton iterations per start.
     pub fn new(kind: BaselineKind, sigma: f64) -> Self {
-        BaselineHeteroscedasticParams { kind, sigma, lambda0: 1e-3, lambda: 1e-3, restarts: 5, seed: 0, tolerance: 1e-8, max_iterations: 500, nystrom: None }
+        BaselineHeteroscedasticParams { kind, sigma, rejected_kernel: None, regularisation: Regularisation::new().linear(1e-3).quadratic(1e-3), restarts: 5, seed: 0, options: SolverOptions::default().tolerance(1e-8).max_iterations(500).check_every(1), nystrom: None }
     }
 
-    /// Regularisation `lambda_0/2 ||v||^2` of `eta` and `lambda/2 ||w||^2` of `theta` (both > 0).
-    pub fn regularisation(mut self, lambda0: f64, lambda: f64) -> Self {
-        self.lambda0 = lambda0;
-        self.lambda = lambda;
+    /// The kernel as a [`Kernel`](crate::Kernel), as the other methods take
+    /// it: a Gaussian kernel sets the width `sigma` (`Kernel::gaussian_with_width(sigma)`
+    /// is the same as `new(sigma, ..)`); any other kernel is rejected at fit
+    /// with [`Error::InvalidParameter`](crate::Error::InvalidParameter) `kernel`.
+    pub fn kernel(mut self, kernel: crate::Kernel) -> Self {
+        match gaussian_or_rejected(kernel) {
+            Ok(sigma) => {
+                self.sigma = sigma;
+                self.rejected_kernel = None;
+            }
+            Err(k) => self.rejected_kernel = Some(k),
+        }
         self
+    }
+
+    /// Regularisation weights: `linear` (`lambda_0 > 0`, `lambda_0/2 ||v||^2` of `eta`) and
+    /// `quadratic` (`lambda > 0`, `lambda/2 ||w||^2` of `theta`); these
+    /// baselines have no trace term (`trace` must be 0). Checked at fit.
+    pub fn regularisation(mut self, weights: Regularisation) -> Self {
+        self.regularisation = weights;
+        self
+    }
+
+    /// The regularisation weights (see [`Regularisation`]).
+    pub fn regularisation_weights(&self) -> Regularisation {
+        self.regularisation
     }
 
     /// Number of starting points for GLM (the convex PNM and NCM use one) and their seed.
@@ -56,10 +78,11 @@ impl BaselineHeteroscedasticParams {
         self
     }
 
-    /// Stopping tolerance on the projected-gradient residual and Newton iteration budget.
-    pub fn solver(mut self, tolerance: f64, max_iterations: usize) -> Self {
-        self.tolerance = tolerance;
-        self.max_iterations = max_iterations;
+    /// Stopping rule: `tolerance` on the projected-gradient residual (Newton)
+    /// or the dual residual (PNM's FISTA), and `max_iterations` per start
+    /// (`check_every` is not used: the residual is tested every iteration).
+    pub fn solver(mut self, options: SolverOptions) -> Self {
+        self.options = options;
         self
     }
 
@@ -72,10 +95,10 @@ impl BaselineHeteroscedasticParams {
     }
 
     fn validate(&self) -> Result<(), PsdError> {
+        check_gaussian(self.rejected_kernel)?;
         check_positive("sigma", self.sigma)?;
-        check_positive("lambda_0", self.lambda0)?;
-        check_positive("lambda", self.lambda)?;
-        check_solver(self.tolerance, self.max_iterations, self.restarts)
+        self.regularisation.check(Terms::BASELINE_REGRESSION)?;
+        check_solver(&self.options, self.restarts)
     }
 
     /// The training problem on `(x, y)` (validated), for inspection and tests.
@@ -90,7 +113,7 @@ impl BaselineHeteroscedasticParams {
         let part = PartMap::new(self.kind, &p, &pz);
         let r = p.nrows();
         let bounded = (0..r + part.dim()).map(|j| j >= r && self.kind == BaselineKind::Ncm).collect();
-        Ok(HeteroscedasticBaselineProblem { features, p, part, loss, lambda0: self.lambda0, lambda: self.lambda, bounded, y_mean, y_sd })
+        Ok(HeteroscedasticBaselineProblem { features, p, part, loss, lambda0: self.regularisation.linear, lambda: self.regularisation.quadratic, bounded, y_mean, y_sd })
     }
 
     /// Fits on `data` (inputs `data.x`, one sample per row; targets
@@ -110,7 +133,7 @@ impl BaselineHeteroscedasticParams {
         let r = problem.p.nrows();
         let mut rng = StdRng::seed_from_u64(self.seed);
         let starts = if self.kind == BaselineKind::Glm { self.restarts } else { 1 };
-        let settings = NewtonSettings { tolerance: self.tolerance, max_iterations: self.max_iterations };
+        let settings = NewtonSettings { tolerance: self.options.tolerance, max_iterations: self.options.max_iterations };
         let mut best: Option<newton::NewtonOutcome> = None;
         let mut last: Option<newton::NewtonOutcome> = None;
         let mut objectives = Vec::new();
@@ -120,7 +143,7 @@ impl BaselineHeteroscedasticParams {
             z0.rows_mut(r, problem.part.dim()).copy_from(&c0);
             let out = newton::minimise(|z| problem.objective(z), |z| problem.derivatives(z), &problem.bounded, z0, settings);
             objectives.push(out.objective);
-            if out.residual <= self.tolerance && best.as_ref().is_none_or(|b| out.objective < b.objective) {
+            if out.residual <= self.options.tolerance && best.as_ref().is_none_or(|b| out.objective < b.objective) {
                 best = Some(out);
             } else {
                 last = Some(out);
@@ -128,7 +151,7 @@ impl BaselineHeteroscedasticParams {
         }
         let Some(best) = best else {
             let out = last.expect("at least one start");
-            return Err(PsdError::NotConverged { iterations: out.iterations, gap: out.residual, tolerance: self.tolerance });
+            return Err(PsdError::NotConverged { iterations: out.iterations, gap: out.residual, tolerance: self.options.tolerance });
         };
         let c = best.z.rows(r, problem.part.dim()).into_owned();
         let report = BaselineReport { iterations: best.iterations, residual: best.residual, objective: best.objective, objectives_per_start: objectives, seconds: start.elapsed().as_secs_f64() };
@@ -224,6 +247,7 @@ impl HeteroscedasticBaselineProblem {
 
 /// A fitted heteroscedastic regression with a baseline model (Eq. 32, 34 or 36) for `theta`.
 #[derive(Debug, Clone)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct BaselineHeteroscedastic {
     kind: BaselineKind,
     features: EmpiricalFeatures,
@@ -281,5 +305,21 @@ impl BaselineHeteroscedastic {
         check_dim("length of y vs rows of x", x.nrows(), y.len())?;
         linalg::check_finite("y", &DMatrix::from_column_slice(y.len(), 1, y.as_slice()))?;
         Ok(self.natural_parameters(device, x)?.log_likelihood(y).mean())
+    }
+}
+
+#[cfg(feature = "serde")]
+impl crate::io::SavedModel for BaselineHeteroscedastic {
+    const KIND: &'static str = "psd-baseline-heteroscedastic";
+
+    /// A consistent feature map; `eta` and `theta` weights of its dimension
+    /// plus the constant; finite numbers; a positive target scale.
+    fn check_loaded(&self) -> Result<(), PsdError> {
+        use crate::io::ensure;
+        ensure(self.features.is_consistent(), || "feature map inconsistent".into())?;
+        let dim = self.features.map().nrows() + 1;
+        ensure(self.eta_weights.len() == dim && self.theta_weights.len() == dim, || format!("weights must have the feature dimension {dim}"))?;
+        ensure(self.eta_weights.iter().chain(self.theta_weights.iter()).chain(self.solution.iter()).all(|v| v.is_finite()) && self.y_mean.is_finite(), || "non-finite numbers".into())?;
+        ensure(self.y_sd.is_finite() && self.y_sd > 0.0, || "target scale must be > 0".into())
     }
 }

@@ -11,6 +11,8 @@ use crate::device::Device;
 use crate::linalg::{self, check_dim, check_matrix};
 
 use super::super::baselines::BaselineKind;
+use super::super::dual::SolverOptions;
+use super::super::options::{Regularisation, Terms, check_gaussian, gaussian_or_rejected};
 use super::super::error::{check_positive, PsdError};
 use super::super::features::EmpiricalFeatures;
 use super::super::fista::{self, FistaSettings};
@@ -39,14 +41,13 @@ fn smoothed_pinball(u: f64, tau: f64, eps: f64) -> (f64, f64, f64) {
 pub struct BaselineQuantileParams {
     kind: BaselineKind,
     sigma: f64,
+    rejected_kernel: Option<crate::Kernel>,
     levels: Vec<f64>,
-    lambda0: f64,
-    lambda: f64,
+    regularisation: Regularisation,
     smoothing: f64,
     restarts: usize,
     seed: u64,
-    tolerance: f64,
-    max_iterations: usize,
+    options: SolverOptions,
     nystrom: Option<(usize, u64)>,
 }
 
@@ -57,14 +58,35 @@ impl BaselineQuantileParams {
     /// 500 Newton iterations per start (NCM, GLM) or 100,000 FISTA iterations (PNM).
     pub fn new(kind: BaselineKind, sigma: f64, levels: &[f64]) -> Self {
         let max_iterations = if kind == BaselineKind::Pnm { 100_000 } else { 500 };
-        BaselineQuantileParams { kind, sigma, levels: levels.to_vec(), lambda0: 1e-3, lambda: 1e-3, smoothing: 1e-3, restarts: 5, seed: 0, tolerance: 1e-7, max_iterations, nystrom: None }
+        BaselineQuantileParams { kind, sigma, rejected_kernel: None, levels: levels.to_vec(), regularisation: Regularisation::new().linear(1e-3).quadratic(1e-3), smoothing: 1e-3, restarts: 5, seed: 0, options: SolverOptions::default().tolerance(1e-7).max_iterations(max_iterations).check_every(1), nystrom: None }
     }
 
-    /// Regularisation `lambda_0/2 ||v||^2` of the middle quantile and `lambda/2 ||w_i||^2` of each gap (both > 0).
-    pub fn regularisation(mut self, lambda0: f64, lambda: f64) -> Self {
-        self.lambda0 = lambda0;
-        self.lambda = lambda;
+    /// The kernel as a [`Kernel`](crate::Kernel), as the other methods take
+    /// it: a Gaussian kernel sets the width `sigma` (`Kernel::gaussian_with_width(sigma)`
+    /// is the same as `new(sigma, ..)`); any other kernel is rejected at fit
+    /// with [`Error::InvalidParameter`](crate::Error::InvalidParameter) `kernel`.
+    pub fn kernel(mut self, kernel: crate::Kernel) -> Self {
+        match gaussian_or_rejected(kernel) {
+            Ok(sigma) => {
+                self.sigma = sigma;
+                self.rejected_kernel = None;
+            }
+            Err(k) => self.rejected_kernel = Some(k),
+        }
         self
+    }
+
+    /// Regularisation weights: `linear` (`lambda_0 > 0`, `lambda_0/2 ||v||^2` of the middle quantile) and
+    /// `quadratic` (`lambda > 0`, `lambda/2 ||w||^2` of each gap); these
+    /// baselines have no trace term (`trace` must be 0). Checked at fit.
+    pub fn regularisation(mut self, weights: Regularisation) -> Self {
+        self.regularisation = weights;
+        self
+    }
+
+    /// The regularisation weights (see [`Regularisation`]).
+    pub fn regularisation_weights(&self) -> Regularisation {
+        self.regularisation
     }
 
     /// Moreau-envelope parameter `epsilon > 0` of the pinball loss (NCM, GLM; standardised units).
@@ -80,10 +102,11 @@ impl BaselineQuantileParams {
         self
     }
 
-    /// Stopping tolerance and iteration budget (see [`Self::new`]).
-    pub fn solver(mut self, tolerance: f64, max_iterations: usize) -> Self {
-        self.tolerance = tolerance;
-        self.max_iterations = max_iterations;
+    /// Stopping rule: `tolerance` on the projected-gradient residual (Newton)
+    /// or the dual residual (PNM's FISTA), and `max_iterations` per start
+    /// (`check_every` is not used: the residual is tested every iteration).
+    pub fn solver(mut self, options: SolverOptions) -> Self {
+        self.options = options;
         self
     }
 
@@ -96,12 +119,12 @@ impl BaselineQuantileParams {
     }
 
     fn validate(&self) -> Result<(), PsdError> {
+        check_gaussian(self.rejected_kernel)?;
         check_positive("sigma", self.sigma)?;
-        check_positive("lambda_0", self.lambda0)?;
-        check_positive("lambda", self.lambda)?;
+        self.regularisation.check(Terms::BASELINE_REGRESSION)?;
         check_positive("smoothing", self.smoothing)?;
         check_levels(&self.levels)?;
-        check_solver(self.tolerance, self.max_iterations, self.restarts)
+        check_solver(&self.options, self.restarts)
     }
 
     /// The training problem on `(x, y)` (validated), for inspection and tests.
@@ -126,8 +149,8 @@ impl BaselineQuantileParams {
             part,
             targets: y.map(|v| (v - y_median) / y_sd),
             levels: self.levels.clone(),
-            lambda0: self.lambda0,
-            lambda: self.lambda,
+            lambda0: self.regularisation.linear,
+            lambda: self.regularisation.quadratic,
             smoothing: self.smoothing,
             bounded,
             y_median,
@@ -150,16 +173,16 @@ impl BaselineQuantileParams {
         let start = Instant::now();
         let problem = self.problem(device, x, y)?;
         let (z, iterations, residual, objectives) = if self.kind == BaselineKind::Pnm {
-            let (z, iterations, residual) = problem.solve_pnm_dual(self.tolerance, self.max_iterations);
-            if !(residual <= self.tolerance) {
-                return Err(PsdError::NotConverged { iterations, gap: residual, tolerance: self.tolerance });
+            let (z, iterations, residual) = problem.solve_pnm_dual(self.options.tolerance, self.options.max_iterations);
+            if !(residual <= self.options.tolerance) {
+                return Err(PsdError::NotConverged { iterations, gap: residual, tolerance: self.options.tolerance });
             }
             let objective = problem.primal_objective(&z);
             (z, iterations, residual, vec![objective])
         } else {
             let mut rng = StdRng::seed_from_u64(self.seed);
             let starts = if self.kind == BaselineKind::Glm { self.restarts } else { 1 };
-            let settings = NewtonSettings { tolerance: self.tolerance, max_iterations: self.max_iterations };
+            let settings = NewtonSettings { tolerance: self.options.tolerance, max_iterations: self.options.max_iterations };
             let (r, dim, k) = (problem.p.nrows(), problem.part.dim(), self.levels.len());
             let mut best: Option<newton::NewtonOutcome> = None;
             let mut last = None;
@@ -173,7 +196,7 @@ impl BaselineQuantileParams {
                 }
                 let out = problem.solve_smoothed(z0, settings);
                 objectives.push(out.objective);
-                if out.residual <= self.tolerance && best.as_ref().is_none_or(|b| out.objective < b.objective) {
+                if out.residual <= self.options.tolerance && best.as_ref().is_none_or(|b| out.objective < b.objective) {
                     best = Some(out);
                 } else {
                     last = Some(out);
@@ -181,7 +204,7 @@ impl BaselineQuantileParams {
             }
             let Some(best) = best else {
                 let out: newton::NewtonOutcome = last.expect("at least one start");
-                return Err(PsdError::NotConverged { iterations: out.iterations, gap: out.residual, tolerance: self.tolerance });
+                return Err(PsdError::NotConverged { iterations: out.iterations, gap: out.residual, tolerance: self.options.tolerance });
             };
             (best.z, best.iterations, best.residual, objectives)
         };
@@ -505,6 +528,7 @@ impl QuantileBaselineProblem {
 
 /// Fitted quantile curves with baseline gap models (Eq. 32, 34 or 36).
 #[derive(Debug, Clone)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct BaselineQuantile {
     kind: BaselineKind,
     levels: Vec<f64>,
@@ -565,5 +589,25 @@ impl BaselineQuantile {
             out.column_mut(j).copy_from(&next);
         }
         Ok(out.map(|v| self.y_median + self.y_sd * v))
+    }
+}
+
+#[cfg(feature = "serde")]
+impl crate::io::SavedModel for BaselineQuantile {
+    const KIND: &'static str = "psd-baseline-quantile";
+
+    /// Increasing levels in (0, 1); a consistent feature map; the middle
+    /// curve and one gap per other level, each of the feature dimension plus
+    /// the constant; finite numbers; a positive target scale.
+    fn check_loaded(&self) -> Result<(), PsdError> {
+        use crate::io::ensure;
+        let k = self.levels.len();
+        ensure(k >= 1 && self.levels.iter().all(|t| *t > 0.0 && *t < 1.0) && self.levels.windows(2).all(|w| w[0] < w[1]), || "levels must increase within (0, 1)".into())?;
+        ensure(self.features.is_consistent(), || "feature map inconsistent".into())?;
+        let dim = self.features.map().nrows() + 1;
+        ensure(self.part_weights.len() + 1 == k, || format!("{k} levels need {} gap models, found {}", k - 1, self.part_weights.len()))?;
+        ensure(self.centre_weights.len() == dim && self.part_weights.iter().all(|w| w.len() == dim), || format!("weights must have the feature dimension {dim}"))?;
+        ensure(self.centre_weights.iter().chain(self.part_weights.iter().flatten()).chain(self.solution.iter()).all(|v| v.is_finite()) && self.y_median.is_finite(), || "non-finite numbers".into())?;
+        ensure(self.y_sd.is_finite() && self.y_sd > 0.0, || "target scale must be > 0".into())
     }
 }

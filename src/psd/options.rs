@@ -1,0 +1,174 @@
+//! Options shared by every PSD estimator and baseline: the regularisation
+//! weights ([`Regularisation`]) and the solver's stopping rule
+//! ([`SolverOptions`], defined with the dual in [`super::dual`]).
+//!
+//! Each weight has one name and one meaning in every estimator:
+//!
+//! | weight | term | PSD models | baselines (App. D) |
+//! |---|---|---|---|
+//! | `linear` (`lambda_0`) | `lambda_0/2 ||w||^2` of the unconstrained linear part | heteroscedastic `eta`, the middle quantile | the same |
+//! | `trace` (`lambda_1`) | `lambda_1 tr(A)` (`= ||A||_*` for `A >= 0`) of each PSD part | all three (Eq. 6) | none (must be 0) |
+//! | `quadratic` (`lambda_2`, `lambda`) | squared norm of each non-negative part: `lambda_2/2 ||A||_F^2` (PSD) or `lambda/2 ||w||^2` (baselines) | all three (Eq. 6, 10-11) | all |
+//!
+//! A weight the estimator has no term for must be 0 (a non-zero value is an
+//! [`Error::InvalidParameter`](crate::Error::InvalidParameter), not silently ignored).
+
+use crate::kernel::Kernel;
+
+use super::dual::SolverOptions;
+use super::error::{check_nonnegative, check_positive, PsdError};
+
+/// Regularisation weights of a PSD model or baseline (table in the module
+/// docs). Built by name, starting from no penalty:
+///
+/// ```
+/// use gramian::psd::{DensityParams, Regularisation};
+/// let params = DensityParams::new(0.5).regularisation(Regularisation::new().trace(1e-3).quadratic(1e-4));
+/// assert_eq!(params.regularisation_weights().trace, 1e-3);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct Regularisation {
+    /// `lambda_0`: `lambda_0/2 ||w||^2` on the linear part (regressions only).
+    pub linear: f64,
+    /// `lambda_1`: `lambda_1 tr(A)` on each PSD part (PSD models only).
+    pub trace: f64,
+    /// `lambda_2`: `lambda_2/2 ||A||_F^2` on each PSD part, or `lambda/2 ||w||^2`
+    /// on each non-negative part of a baseline.
+    pub quadratic: f64,
+}
+
+/// Which weights an estimator has terms for (internal; drives validation).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Terms {
+    pub linear: bool,
+    pub trace: bool,
+}
+
+impl Terms {
+    /// PSD density: trace and quadratic.
+    pub const DENSITY: Terms = Terms { linear: false, trace: true };
+    /// PSD regressions: all three.
+    pub const REGRESSION: Terms = Terms { linear: true, trace: true };
+    /// Density baselines: quadratic only.
+    pub const BASELINE_DENSITY: Terms = Terms { linear: false, trace: false };
+    /// Regression baselines: linear and quadratic.
+    pub const BASELINE_REGRESSION: Terms = Terms { linear: true, trace: false };
+}
+
+impl Regularisation {
+    /// All weights zero (no penalty); set the ones the estimator uses.
+    pub const fn new() -> Self {
+        Regularisation { linear: 0.0, trace: 0.0, quadratic: 0.0 }
+    }
+
+    /// Sets `lambda_0` (linear part).
+    pub const fn linear(mut self, lambda0: f64) -> Self {
+        self.linear = lambda0;
+        self
+    }
+
+    /// Sets `lambda_1` (trace of each PSD part).
+    pub const fn trace(mut self, lambda1: f64) -> Self {
+        self.trace = lambda1;
+        self
+    }
+
+    /// Sets `lambda_2` (squared norm of each non-negative part).
+    pub const fn quadratic(mut self, lambda2: f64) -> Self {
+        self.quadratic = lambda2;
+        self
+    }
+
+    /// Checks the weights against the terms an estimator has: `quadratic > 0`
+    /// always (it makes the problem strongly convex), `linear > 0` where
+    /// there is a linear part, `trace >= 0` where there are PSD parts, and
+    /// exactly 0 for a term the estimator does not have.
+    pub(crate) fn check(&self, terms: Terms) -> Result<(), PsdError> {
+        let absent = |name: &'static str, v: f64| -> Result<(), PsdError> {
+            if v != 0.0 {
+                return Err(PsdError::InvalidParameter { name, reason: format!("this estimator has no such term; must be 0, got {v}") });
+            }
+            Ok(())
+        };
+        if terms.linear {
+            check_positive("regularisation.linear (lambda_0)", self.linear)?;
+        } else {
+            absent("regularisation.linear (lambda_0)", self.linear)?;
+        }
+        if terms.trace {
+            check_nonnegative("regularisation.trace (lambda_1)", self.trace)?;
+        } else {
+            absent("regularisation.trace (lambda_1)", self.trace)?;
+        }
+        check_positive("regularisation.quadratic (lambda_2)", self.quadratic)
+    }
+}
+
+impl Default for Regularisation {
+    /// [`Regularisation::new`]: no penalty.
+    fn default() -> Self {
+        Regularisation::new()
+    }
+}
+
+impl SolverOptions {
+    /// Sets the stopping tolerance (duality gap for the PSD models; the
+    /// projected-gradient residual for the Newton baselines).
+    pub const fn tolerance(mut self, tolerance: f64) -> Self {
+        self.tolerance = tolerance;
+        self
+    }
+
+    /// Sets the iteration budget (exceeding it is
+    /// [`Error::NotConverged`](crate::Error::NotConverged)).
+    pub const fn max_iterations(mut self, max_iterations: usize) -> Self {
+        self.max_iterations = max_iterations;
+        self
+    }
+
+    /// Sets how often the stopping test runs (PSD models; the Newton
+    /// baselines test every iteration).
+    pub const fn check_every(mut self, check_every: usize) -> Self {
+        self.check_every = check_every;
+        self
+    }
+}
+
+/// The kernel of a PSD model or baseline given as a [`Kernel`]: its width if
+/// it is Gaussian (the closed-form integrals of Prop. 4 and App. E need it),
+/// otherwise the kernel itself, rejected at fit by [`check_gaussian`].
+pub(crate) fn gaussian_or_rejected(kernel: Kernel) -> Result<f64, Kernel> {
+    kernel.gaussian_width().ok_or(kernel)
+}
+
+/// The fit-time check of a kernel that [`gaussian_or_rejected`] turned down.
+pub(crate) fn check_gaussian(rejected: Option<Kernel>) -> Result<(), PsdError> {
+    match rejected {
+        None => Ok(()),
+        Some(kernel) => Err(PsdError::InvalidParameter {
+            name: "kernel",
+            reason: format!("PSD models and their baselines need the Gaussian kernel (closed-form integrals and products, Prop. 4); got {kernel:?}"),
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn terms_an_estimator_lacks_must_be_zero() {
+        let r = Regularisation::new().trace(1e-3).quadratic(1e-4);
+        assert!(r.check(Terms::DENSITY).is_ok());
+        assert!(r.check(Terms::REGRESSION).is_err(), "regressions need lambda_0 > 0");
+        assert!(r.check(Terms::BASELINE_DENSITY).is_err(), "baselines have no trace term");
+        assert!(r.linear(1e-3).check(Terms::REGRESSION).is_ok());
+        assert!(Regularisation::new().quadratic(1e-3).check(Terms::BASELINE_DENSITY).is_ok());
+        assert!(Regularisation::new().linear(1e-3).quadratic(1e-3).check(Terms::BASELINE_REGRESSION).is_ok());
+        for bad in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+            assert!(Regularisation::new().trace(1e-3).quadratic(bad).check(Terms::DENSITY).is_err(), "{bad}");
+        }
+        assert!(Regularisation::new().trace(-1e-3).quadratic(1e-3).check(Terms::DENSITY).is_err());
+    }
+}
