@@ -4,7 +4,7 @@
 # git; carry it, and .gl/ for the Vulkan loader, to the device):
 #   .gpu-bin/compute_table, .gpu-bin/method_bench,
 #   .gpu-bin/gpu_variants                           (release examples)
-#   .gpu-bin/tests/*                                (release GPU test binaries)
+#   .gpu-bin/tests/integration                      (release test binary; gpu-check runs its GPU modules)
 #   .gpu-bin/eksvd_neural_bench, .gpu-bin/mfeat/     (Neural eKSVD benchmark,
 #                                                     feature `neural`; UCI data)
 # Then, on the device (one call, under 10 minutes):
@@ -30,7 +30,7 @@ cd "$(dirname "$0")/.."
 cargo build --release --features repro --example compute_table --example method_bench --example gpu_variants
 mkdir -p .gpu-bin/tests
 cp target/release/examples/compute_table target/release/examples/method_bench target/release/examples/gpu_variants .gpu-bin/
-cargo test --release --no-run --test gpu_vs_cpu --test resident --test gpu_methods --test gpu_variants --message-format=json 2>/dev/null | python3 -c 'import sys, json
+cargo test --release --no-run --test integration --message-format=json 2>/dev/null | python3 -c 'import sys, json
 for l in sys.stdin:
     m = json.loads(l)
     if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["kind"] == ["test"]:

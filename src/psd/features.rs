@@ -150,6 +150,7 @@ impl EmpiricalFeatures {
     /// Whether a decoded map is internally consistent (a saved model's
     /// check): finite centres and map, `T` of `r <= m` rows on the `m`
     /// centres, the Gaussian kernel of width `sigma`.
+    #[cfg(feature = "serde")]
     pub(crate) fn is_consistent(&self) -> bool {
         let (r, m) = self.map.shape();
         let rank_ok = match self.factorisation {

@@ -1,0 +1,64 @@
+//! The integration tests, one module per file of `tests/`, built as one
+//! test binary (`autotests = false` in Cargo.toml): one crate to compile and
+//! link instead of one per file. Run one file's tests with a filter:
+//! `cargo test --all-features --test integration psd_density::`.
+//!
+//! A new test file must be listed here. Modules behind a feature carry the
+//! `cfg` here (or as an inner attribute in the file).
+
+#[cfg(feature = "repro")]
+#[path = "adversarial.rs"]
+mod adversarial;
+#[path = "adversarial_causes.rs"]
+mod adversarial_causes;
+#[cfg(feature = "repro")]
+#[path = "adversarial_loaders.rs"]
+mod adversarial_loaders;
+#[cfg(feature = "repro")]
+#[path = "adversarial_suite.rs"]
+mod adversarial_suite;
+#[path = "cpu_fused.rs"]
+mod cpu_fused;
+#[cfg(feature = "repro")]
+#[path = "eksvd_3sources.rs"]
+mod eksvd_3sources;
+#[path = "eksvd_errors.rs"]
+mod eksvd_errors;
+#[path = "eksvd_gpu.rs"]
+mod eksvd_gpu;
+#[path = "eksvd_neural.rs"]
+mod eksvd_neural;
+#[path = "eksvd_solvers.rs"]
+mod eksvd_solvers;
+#[path = "errors.rs"]
+mod errors;
+#[path = "estimator_options.rs"]
+mod estimator_options;
+#[path = "gpu_methods.rs"]
+mod gpu_methods;
+#[path = "gpu_variants.rs"]
+mod gpu_variants;
+#[path = "gpu_vs_cpu.rs"]
+mod gpu_vs_cpu;
+#[path = "mklaren_core.rs"]
+mod mklaren_core;
+#[path = "properties.rs"]
+mod properties;
+#[path = "psd_baselines.rs"]
+mod psd_baselines;
+#[path = "psd_baselines_regression.rs"]
+mod psd_baselines_regression;
+#[path = "psd_density.rs"]
+mod psd_density;
+#[path = "psd_engine.rs"]
+mod psd_engine;
+#[path = "psd_heteroscedastic.rs"]
+mod psd_heteroscedastic;
+#[path = "psd_positive_part.rs"]
+mod psd_positive_part;
+#[path = "psd_quantile.rs"]
+mod psd_quantile;
+#[path = "resident.rs"]
+mod resident;
+#[path = "saved_models.rs"]
+mod saved_models;
