@@ -145,6 +145,6 @@ fn blocked_host_products_match_the_plain_products_in_the_engine() {
     // The density configuration: one part, the integral constraint, the log-likelihood.
     let w = DMatrix::from_fn(r, r, |i, j| if i == j { 1.0 } else { 0.1 / (1.0 + (i as f64 - j as f64).abs()) });
     let nll = gramian::psd::loss::NegativeLogLikelihood { n };
-    let density = |features| EngineProblem { features, parts: vec![vec![1.0]], linear: None, integral: Some(&w), loss: &nll, lambda1: 1e-3, lambda2: 1e-3 };
+    let density = |features| EngineProblem { features, parts: vec![vec![1.0]], linear: None, integral: Some(&w), loss: &nll, lambda1: 1e-2, lambda2: 1e-2 };
     compare("density", &density(Features::Host(&p)).solve(&strict).unwrap(), &density(resident).solve(&strict).unwrap());
 }
