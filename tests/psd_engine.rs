@@ -105,3 +105,47 @@ fn engine_configurations_are_validated() {
     let both = EngineProblem { linear: Some(LinearPart { coupling: vec![1.0], lambda0: 1e-2 }), ..base() }.solve(&options()).unwrap();
     assert!(both.report.gap <= TOLERANCE && both.linear.len() == 4 && both.parts.len() == 1);
 }
+
+/// The blocked host products of `gramian::psd::products` against the plain
+/// ones: the same engine problems solved on `Features::Host` (blocked
+/// products, model values memoised across restarts) and on CPU-resident
+/// features (`Features::Resident` on `Device::Cpu`, which runs
+/// `linalg::weighted_gram` and whole-matrix products, the path the host
+/// used before). Same iterations and objective to 1e-10 relative (the
+/// products differ by round-off only, summation order, 1e-13 relative); should
+/// round-off flip a step decision, the objectives must agree within the two
+/// certified gaps and the iterations within 10 %.
+/// n = 3000 > two blocks of columns and above the parallel threshold.
+#[test]
+fn blocked_host_products_match_the_plain_products_in_the_engine() {
+    let mut rng = common::rng();
+    let (r, n) = (24, 3000);
+    let p = DMatrix::from_fn(r, n, |_, _| rng.random::<f64>() - 0.5);
+    let phi = Device::Cpu.upload(&p.transpose(), gramian::Precision::F64).unwrap();
+    let resident = Features::Resident { device: &Device::Cpu, phi: &phi };
+    let strict = SolverOptions { tolerance: 1e-9, max_iterations: 200_000, check_every: 2 };
+    let compare = |label: &str, host: &gramian::psd::engine::EngineSolution, plain: &gramian::psd::engine::EngineSolution| {
+        let rel = (host.report.primal - plain.report.primal).abs() / plain.report.primal.abs();
+        println!("{label}: primal {:.14} vs {:.14} (relative {rel:.1e}), iterations {} vs {}, gaps {:.1e} / {:.1e}", host.report.primal, plain.report.primal, host.report.iterations, plain.report.iterations, host.report.gap, plain.report.gap);
+        assert!(host.report.gap <= strict.tolerance && plain.report.gap <= strict.tolerance);
+        if host.report.iterations == plain.report.iterations {
+            assert!(rel <= 1e-10, "{label}: relative objective difference {rel:e} on the same iterations");
+        } else {
+            // Round-off flipped a step decision: both are still certified within
+            // their gaps of the one optimum, and the paths must stay close.
+            let diff = (host.report.primal - plain.report.primal).abs();
+            assert!(diff <= host.report.gap + plain.report.gap, "{label}: objectives {diff:e} apart, beyond the gaps");
+            assert!(host.report.iterations.abs_diff(plain.report.iterations) <= plain.report.iterations / 10 + 2, "{label}: iterations");
+        }
+    };
+    // Two signed PSD parts and a linear part on one block (squared loss).
+    let targets = DVector::from_fn(n, |i, _| (0.01 * i as f64).sin());
+    let loss = SquaredLoss { targets };
+    let problem = |features| EngineProblem { features, parts: vec![vec![1.0], vec![-1.0]], linear: Some(LinearPart { coupling: vec![1.0], lambda0: 1e-2 }), integral: None, loss: &loss, lambda1: 1e-3, lambda2: 1e-2 };
+    compare("two parts + linear", &problem(Features::Host(&p)).solve(&strict).unwrap(), &problem(resident).solve(&strict).unwrap());
+    // The density configuration: one part, the integral constraint, the log-likelihood.
+    let w = DMatrix::from_fn(r, r, |i, j| if i == j { 1.0 } else { 0.1 / (1.0 + (i as f64 - j as f64).abs()) });
+    let nll = gramian::psd::loss::NegativeLogLikelihood { n };
+    let density = |features| EngineProblem { features, parts: vec![vec![1.0]], linear: None, integral: Some(&w), loss: &nll, lambda1: 1e-2, lambda2: 1e-2 };
+    compare("density", &density(Features::Host(&p)).solve(&strict).unwrap(), &density(resident).solve(&strict).unwrap());
+}

@@ -196,7 +196,10 @@ impl Features<'_> {
     /// `P diag(w) P^T` (r x r).
     pub(super) fn weighted_gram(&self, w: &DVector<f64>) -> Result<DMatrix<f64>, PsdError> {
         match self {
-            Features::Host(p) => Ok(linalg::weighted_gram(p, w)),
+            Features::Host(p) => {
+                linalg::check_dim("weights vs samples", p.ncols(), w.len())?;
+                Ok(linalg::weighted_gram(p, w))
+            }
             Features::Resident { device, phi } => {
                 let wd = device.upload_vector(w, Precision::F64)?;
                 let m = device.to_host(&device.resident_weighted_gram(phi, &wd)?)?;
@@ -208,8 +211,8 @@ impl Features<'_> {
     pub(super) fn projected_norms(&self, v: &DMatrix<f64>) -> Result<DVector<f64>, PsdError> {
         match self {
             Features::Host(p) => {
-                let g = linalg::matmul_tn(v, p);
-                Ok(DVector::from_fn(p.ncols(), |j, _| g.column(j).norm_squared()))
+                linalg::check_dim("rows of V vs feature dimension", p.nrows(), v.nrows())?;
+                Ok(super::products::projected_norms(p, v))
             }
             Features::Resident { device, phi } => {
                 let vd = device.upload(v, Precision::F64)?;
@@ -243,7 +246,7 @@ impl Features<'_> {
     /// `||p_i||^2` for every sample and `P P^T` (r x r), for the step size.
     pub(super) fn norms_and_gram(&self) -> Result<(DVector<f64>, DMatrix<f64>), PsdError> {
         match self {
-            Features::Host(p) => Ok((DVector::from_fn(p.ncols(), |j, _| p.column(j).norm_squared()), linalg::matmul_nt(p, p))),
+            Features::Host(p) => Ok((DVector::from_fn(p.ncols(), |j, _| p.column(j).norm_squared()), linalg::weighted_gram(p, &DVector::from_element(p.ncols(), 1.0)))),
             Features::Resident { device, phi } => {
                 let norms = device.to_host_vector(&device.resident_row_squared_norms(phi)?)?;
                 let g = device.to_host(&device.resident_matmul(phi, phi, MatrixProduct::AtB)?)?;

@@ -147,6 +147,11 @@ struct PartState {
     /// `[M(d, mu)]_+` of the last evaluation (FISTA's accepted iterate is its
     /// last backtracking candidate, so the gap check reuses it).
     last: Option<(DVector<f64>, f64, PositivePart)>,
+    /// `(f_q(x_i))_i` and `tr(A_q W)` of `last` once computed: FISTA's
+    /// extrapolated point after a restart is the iterate of the last gap
+    /// check, and the outer loop and the final evaluation revisit it, so the
+    /// `O(n r k)` model values are not recomputed there.
+    last_values: Option<(DVector<f64>, f64)>,
 }
 
 struct State {
@@ -290,6 +295,7 @@ impl<'a, L: BlockLoss + ?Sized> EngineProblem<'a, L> {
         let (pp, _) = state.parts[q].eigen_solver.compute(&m)?;
         state.eigen += start.elapsed().as_secs_f64();
         state.parts[q].last = Some((d, mu, pp.clone()));
+        state.parts[q].last_values = None;
         Ok(pp)
     }
 
@@ -340,7 +346,12 @@ impl<'a, L: BlockLoss + ?Sized> EngineProblem<'a, L> {
         let mut u = DVector::zeros(n * self.loss.blocks());
         let mut trace_aw = 0.0;
         for (q, pp) in pps.iter().enumerate() {
-            let (f, t) = self.part_values(pp, state)?;
+            // `positive_parts` just left `pp` in `last`, so `last_values` (if any) belong to it.
+            let (f, t) = match state.parts[q].last_values.take() {
+                Some(values) => values,
+                None => self.part_values(pp, state)?,
+            };
+            state.parts[q].last_values = Some((f.clone(), t));
             trace_aw += t;
             for (b, &c) in self.parts[q].iter().enumerate() {
                 if c != 0.0 {
@@ -499,7 +510,7 @@ impl<'a, L: BlockLoss + ?Sized> EngineProblem<'a, L> {
         let start = Instant::now();
         let n = self.n();
         let mut state = State {
-            parts: (0..self.parts.len()).map(|_| PartState { eigen_solver: eigen_solver.clone(), m_cache: MatrixCache::default(), last: None }).collect(),
+            parts: (0..self.parts.len()).map(|_| PartState { eigen_solver: eigen_solver.clone(), m_cache: MatrixCache::default(), last: None, last_values: None }).collect(),
             eigen: 0.0,
             products: 0.0,
         };

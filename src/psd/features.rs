@@ -122,17 +122,28 @@ impl EmpiricalFeatures {
         let n = x.nrows();
         if n <= FEATURE_BLOCK_ROWS {
             let kxz = self.kernel_to_centres(device, x)?;
-            return Ok(device.matmul(&self.map, &kxz, MatrixProduct::ABt)?);
+            return self.apply_map(device, &kxz);
         }
         let mut out = DMatrix::zeros(self.rank(), n);
         let mut start = 0;
         while start < n {
             let rows = FEATURE_BLOCK_ROWS.min(n - start);
             let kxz = self.kernel_to_centres(device, &x.rows(start, rows).into_owned())?;
-            out.columns_mut(start, rows).copy_from(&device.matmul(&self.map, &kxz, MatrixProduct::ABt)?);
+            out.columns_mut(start, rows).copy_from(&self.apply_map(device, &kxz)?);
             start += rows;
         }
         Ok(out)
+    }
+
+    /// `T K^T` for a block `K = K(X, Z)`: on the CPU with the Cholesky map
+    /// (lower triangular) by [`super::products::lower_triangular_times_transpose`]
+    /// (half the flops), otherwise one product on `device`.
+    fn apply_map(&self, device: &Device, kxz: &DMatrix<f64>) -> Result<DMatrix<f64>, PsdError> {
+        if matches!(device, Device::Cpu) && self.factorisation == Factorisation::Cholesky {
+            check_dim("columns of K(X, Z) vs centres", self.map.ncols(), kxz.ncols())?;
+            return Ok(super::products::lower_triangular_times_transpose(&self.map, kxz));
+        }
+        Ok(device.matmul(&self.map, kxz, MatrixProduct::ABt)?)
     }
 
     /// Features of resident samples X (n x d, on `device`) as resident rows,
