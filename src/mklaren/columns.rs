@@ -131,6 +131,27 @@ impl<'a> KernelColumns<'a> {
         Ok(col)
     }
 
+    /// Column `i` written into `out` (n entries): from the cache without a
+    /// copy into a new vector, or computed.
+    pub(crate) fn column_into(&self, i: usize, out: &mut [f64]) -> Result<(), ComputeError> {
+        linalg::check_dim("length of the column buffer", self.n(), out.len())?;
+        if i >= self.n() {
+            return Err(ComputeError::IndexOutOfRange { what: "rows of x", index: i, len: self.n() });
+        }
+        if self.cache_capacity > 0 {
+            let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(pos) = cache.iter().position(|(p, _)| *p == i) {
+                let entry = cache.remove(pos).expect("position is valid");
+                out.copy_from_slice(&entry.1);
+                cache.push_back(entry);
+                return Ok(());
+            }
+        }
+        let col = self.column(i)?;
+        out.copy_from_slice(&col);
+        Ok(())
+    }
+
     /// Columns `indices` as an n x len matrix; on a GPU in one dispatch
     /// (cached columns are not recomputed).
     pub fn columns(&self, indices: &[usize]) -> Result<DMatrix<f64>, ComputeError> {
