@@ -38,6 +38,8 @@ fn cpu_seconds() -> f64 {
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // `RUST_LOG=gramian=debug` prints the kernel columns each fit computed.
+    env_logger::init();
     let args: Vec<String> = std::env::args().collect();
     let max_n: usize = args.get(1).map(|s| s.parse()).transpose()?.unwrap_or(1_000_000);
     let d: usize = args.get(2).map(|s| s.parse()).transpose()?.unwrap_or(100);

@@ -8,7 +8,7 @@ use rayon::prelude::*;
 use super::columns::KernelColumns;
 use super::error::MklarenError;
 use super::icd::{argmax, CholeskyState, FactorTransform};
-use super::tall::{columns_of, row_chunks, row_quadratic_forms, tall_mul_slices, tall_tr_mul, tall_tr_mul_cols};
+use super::tall::{columns_of, row_chunks, row_quadratic_forms, tall_tr_mul, tall_tr_mul_cols};
 use super::{centred_target, check_lambda, inputs_per_kernel};
 use crate::linalg::{faer_mut, faer_ref};
 use crate::{Device, Kernel};
@@ -201,20 +201,21 @@ impl MklarenParams {
             let sign = if hcol.dot(&residual) < 0.0 { -1.0 } else { 1.0 };
             hcol *= sign;
             h.set_column(l, &hcol);
-            let active_h = columns_of(&h.as_slice()[..aug * (l + 1)], aug);
-            let cross = tall_tr_mul_cols(&active_h, &[hcol.as_slice()], aug);
+            // O(n l) products of the LAR bookkeeping in nalgebra's order of
+            // summation (the pivots of near-tied candidates depend on it).
+            let active_h = h.columns(0, l + 1);
+            let cross = active_h.tr_mul(&hcol);
             for k in 0..=l {
                 hth[(k, l)] = cross[k];
                 hth[(l, k)] = cross[k];
             }
             selected.push(SelectedColumn { kernel: q, pivot: candidate.pivot, position: st.chol.rank() - 1, mean, norm, sign });
             // New direction: projection of r on span(H_A).
-            let correlations = tall_tr_mul_cols(&active_h, &[residual.as_slice()], aug).column(0).into_owned();
+            let correlations = active_h.tr_mul(&residual);
             active_correlation = correlations.amax();
             let chol = hth.view((0, 0), (l + 1, l + 1)).into_owned().cholesky().ok_or(MklarenError::RankDeficient { requested: rank, reached: l })?;
             weights = chol.solve(&correlations);
-            let hw = tall_mul_slices(&h.as_slice()[..aug * (l + 1)], l + 1, aug, &DMatrix::from_column_slice(l + 1, 1, weights.as_slice()));
-            direction = DVector::from_column_slice(hw.as_slice());
+            direction = active_h * &weights;
         }
         // Last step: gamma = C / A, the least-squares fit (t = 1).
         take_step(1.0, &direction, &weights, &mut fit, &mut residual, &mut beta);
@@ -237,6 +238,8 @@ impl MklarenParams {
             }
             kernel_weights[q] = contribution.norm();
         }
+        let computed: Vec<usize> = states.iter().map(|st| st.cols.computed()).collect();
+        log::debug!("mklaren: n = {n}, rank {rank}: kernel columns computed per kernel {computed:?} (total {})", computed.iter().sum::<usize>());
         let transforms = states.iter().map(|st| st.chol.transform(st.cols.kernel(), st.cols.data())).collect();
         let training_fit = fit.rows(0, n).map(|v| v + target_mean);
         Ok(Mklaren {
