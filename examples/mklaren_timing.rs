@@ -4,8 +4,9 @@
 //! rank 30 (3 per kernel for the baselines), d = 100, delta = 10.
 //!
 //! Usage: `cargo run --example mklaren_timing [MAX_N] [D] [MAX_N_FULL]`
-//! (defaults 1000000, 100, 3162). Prints one row per n with seconds per fit
-//! and the process's peak resident memory after the mklaren fit.
+//! (defaults 1000000, 100, 3162). Prints one row per n with seconds per fit,
+//! the CPU time of the mklaren fit over its wall time (about the number of
+//! busy cores) and the process's peak resident memory after the mklaren fit.
 
 use std::time::Instant;
 
@@ -22,7 +23,23 @@ fn peak_memory_mb() -> f64 {
         .map_or(f64::NAN, |kb| kb / 1024.0)
 }
 
+/// User + system CPU seconds of this process so far (Linux `/proc/self/stat`,
+/// clock ticks of 1/100 s); NaN where it cannot be read.
+fn cpu_seconds() -> f64 {
+    std::fs::read_to_string("/proc/self/stat")
+        .ok()
+        .and_then(|s| {
+            // Fields after the command name in parentheses; utime and stime are fields 14 and 15.
+            let rest = s.rsplit_once(')')?.1;
+            let f: Vec<&str> = rest.split_whitespace().collect();
+            Some((f.get(11)?.parse::<f64>().ok()? + f.get(12)?.parse::<f64>().ok()?) / 100.0)
+        })
+        .unwrap_or(f64::NAN)
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // `RUST_LOG=gramian=debug` prints the kernel columns each fit computed.
+    env_logger::init();
     let args: Vec<String> = std::env::args().collect();
     let max_n: usize = args.get(1).map(|s| s.parse()).transpose()?.unwrap_or(1_000_000);
     let d: usize = args.get(2).map(|s| s.parse()).transpose()?.unwrap_or(100);
@@ -32,7 +49,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let kernels: Vec<Kernel> = (0..p).map(|q| Kernel::rbf(2f64.powi(q as i32 - 5) / d as f64)).collect::<Result<_, _>>()?;
     let (rank, delta, lambda) = (30, 10, 0.1);
     println!("p = {p} Gaussian kernels, d = {d}, mklaren rank {rank} (baselines {} per kernel), delta = {delta}, {}", rank / p, device.describe());
-    println!("{:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10}", "n", "mklaren", "icd", "nystrom", "csi", "uniform", "align", "alignf", "alignfc", "peak MB");
+    println!("{:>8} {:>9} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10}", "n", "mklaren", "cpu/wall", "icd", "nystrom", "csi", "uniform", "align", "alignf", "alignfc", "peak MB");
     let mut rng = StdRng::seed_from_u64(1);
     let w: Vec<f64> = (0..d).map(|_| rng.sample::<f64, _>(StandardNormal) / (d as f64).sqrt()).collect();
     let sizes: Vec<usize> = (4..=12).map(|e| 10f64.powf(e as f64 / 2.0).round() as usize).filter(|&n| n <= max_n).collect();
@@ -44,7 +61,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             f()?;
             Ok(format!("{:.3}", t.elapsed().as_secs_f64()))
         };
+        let (cpu0, wall0) = (cpu_seconds(), Instant::now());
         let mk = time(&mut || MklarenParams::new(rank).lookahead(delta).lambda(lambda).kernels(&kernels).fit_inputs(&device, &[&x], &y).map(|_| ()))?;
+        let busy = (cpu_seconds() - cpu0) / wall0.elapsed().as_secs_f64();
         let peak = peak_memory_mb();
         let low = |method| time(&mut || LowRankRidgeParams::new(method, rank / p).lambda(lambda).kernels(&kernels).fit_inputs(&device, &[&x], &y).map(|_| ()));
         let icd = low(LowRankMethod::Icd)?;
@@ -65,7 +84,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 }
             });
         }
-        println!("{n:>8} {mk:>9} {icd:>9} {ny:>9} {csi:>9} {:>9} {:>9} {:>9} {:>9} {peak:>10.0}", full[0], full[1], full[2], full[3]);
+        println!("{n:>8} {mk:>9} {busy:>8.2} {icd:>9} {ny:>9} {csi:>9} {:>9} {:>9} {:>9} {:>9} {peak:>10.0}", full[0], full[1], full[2], full[3]);
     }
     Ok(())
 }

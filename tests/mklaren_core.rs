@@ -293,3 +293,204 @@ fn gpu_prediction_matches_cpu() {
     let r_gpu = gramian::datasets::rmse(&y, gpu_model.training_fit());
     assert!((r_cpu - r_gpu).abs() < 0.05 * r_cpu.max(1e-3) + 1e-3, "cpu {r_cpu} gpu {r_gpu}");
 }
+
+/// Dense reference of the mklaren fit on full kernel matrices (small n), the
+/// algorithm of `MklarenParams::fit_inputs` written out plainly (Eq. 2-3
+/// Cholesky steps, Eq. 12-16 look-ahead scores, Eq. 4-11 LAR, Zou-Hastie
+/// augmentation) with the same tolerances and tie-breaking (smaller step,
+/// then larger |c|, then lower pivot, then lower kernel). Returns the
+/// selected (kernel, pivot) pairs, the LAR path of coefficients and the
+/// augmented fit `mu` (first n rows).
+struct DenseIcd {
+    k: DMatrix<f64>,
+    columns: Vec<DVector<f64>>,
+    pivots: Vec<usize>,
+    diag: Vec<f64>,
+    tolerance: f64,
+}
+
+impl DenseIcd {
+    fn new(k: DMatrix<f64>) -> Self {
+        let diag: Vec<f64> = k.diagonal().iter().copied().collect();
+        let top = diag.iter().fold(0.0f64, |a, &b| a.max(b));
+        DenseIcd { k, columns: Vec::new(), pivots: Vec::new(), diag, tolerance: 1e-12 * top }
+    }
+
+    /// One Cholesky step on pivot i (Eq. 2-3) with previous columns and diag.
+    fn column(&self, previous: &[DVector<f64>], pivots: &[usize], diag: &mut [f64], i: usize) -> DVector<f64> {
+        let mut g = self.k.column(i).into_owned();
+        for c in previous {
+            g -= c * c[i];
+        }
+        let pv = diag[i].max(0.0).sqrt();
+        g /= pv;
+        g[i] = pv;
+        for &p in pivots {
+            g[p] = 0.0;
+        }
+        for (d, v) in diag.iter_mut().zip(g.iter()) {
+            *d = (*d - v * v).max(0.0);
+        }
+        diag[i] = 0.0;
+        for &p in pivots {
+            diag[p] = 0.0;
+        }
+        g
+    }
+
+    fn step(&mut self, i: usize) -> DVector<f64> {
+        let mut diag = std::mem::take(&mut self.diag);
+        let g = self.column(&self.columns, &self.pivots, &mut diag, i);
+        self.diag = diag;
+        self.columns.push(g.clone());
+        self.pivots.push(i);
+        g
+    }
+
+    fn lookahead(&self, delta: usize) -> DMatrix<f64> {
+        let n = self.diag.len();
+        let mut diag = self.diag.clone();
+        let mut previous = self.columns.clone();
+        let mut pivots = self.pivots.clone();
+        let mut block = Vec::new();
+        for _ in 0..delta.min(n) {
+            let (i, best) = diag.iter().enumerate().fold((0, f64::NEG_INFINITY), |b, (i, &v)| if v > b.1 { (i, v) } else { b });
+            if !(best > self.tolerance) {
+                break;
+            }
+            let g = self.column(&previous, &pivots, &mut diag, i);
+            previous.push(g.clone());
+            pivots.push(i);
+            block.push(g);
+        }
+        DMatrix::from_fn(n, block.len(), |r, c| block[c][r])
+    }
+}
+
+fn dense_step_length(active: f64, c: f64, a: f64) -> f64 {
+    if c.abs() >= active {
+        return 0.0;
+    }
+    [(active - c, active - a), (active + c, active + a)].iter().filter(|(_, den)| *den > 0.0).map(|(num, den)| num / den).filter(|v| *v > 0.0).fold(f64::INFINITY, f64::min)
+}
+
+fn reference_mklaren(ks: Vec<DMatrix<f64>>, y: &DVector<f64>, rank: usize, delta: usize, lambda: f64) -> (Vec<(usize, usize)>, Vec<DVector<f64>>, DVector<f64>) {
+    let n = y.len();
+    let ybar = y.mean();
+    let scale = 1.0 / (1.0 + lambda).sqrt();
+    let aug = n + rank;
+    let mut states: Vec<DenseIcd> = ks.into_iter().map(DenseIcd::new).collect();
+    let mut blocks: Vec<DMatrix<f64>> = states.iter().map(|s| s.lookahead(delta)).collect();
+    let mut r = DVector::<f64>::zeros(aug);
+    for i in 0..n {
+        r[i] = y[i] - ybar;
+    }
+    let mut mu = DVector::<f64>::zeros(aug);
+    let mut u = DVector::<f64>::zeros(aug);
+    let mut w = DVector::<f64>::zeros(0);
+    let mut beta = DVector::<f64>::zeros(rank);
+    let mut h = DMatrix::<f64>::zeros(aug, rank);
+    let mut path = Vec::new();
+    let mut chosen = Vec::new();
+    let mut active = 0.0;
+    for l in 0..rank {
+        let (rn, un) = (r.rows(0, n).into_owned(), u.rows(0, n).into_owned());
+        let mut best: Option<((f64, f64, usize), usize)> = None;
+        for (q, (st, b)) in states.iter().zip(&blocks).enumerate() {
+            if b.ncols() == 0 || st.diag.iter().fold(f64::NEG_INFINITY, |a, &v| a.max(v)) <= st.tolerance {
+                continue;
+            }
+            let ones = DVector::from_element(n, 1.0);
+            let sum = b.tr_mul(&ones);
+            let m = b.tr_mul(b) - &sum * sum.transpose() / n as f64;
+            let norm2: Vec<f64> = (0..n).map(|i| (b.row(i) * &m * b.row(i).transpose())[0]).collect();
+            let floor = 1e-10 * norm2.iter().fold(0.0f64, |a, &v| a.max(v));
+            let vr = b.tr_mul(&rn) - &sum * (rn.sum() / n as f64);
+            let vu = b.tr_mul(&un) - &sum * (un.sum() / n as f64);
+            for i in 0..n {
+                if !(st.diag[i] > st.tolerance && norm2[i] > floor) {
+                    continue;
+                }
+                let inv = scale / norm2[i].sqrt();
+                let c = (b.row(i) * &vr)[0] * inv;
+                let a = (b.row(i) * &vu)[0] * inv;
+                let step = if l == 0 { 0.0 } else { dense_step_length(active, c, a) };
+                let key = (step, -c.abs(), i);
+                if best.as_ref().is_none_or(|(bk, _)| key < *bk) {
+                    best = Some((key, q));
+                }
+            }
+        }
+        let ((_, _, pivot), q) = best.expect("a candidate");
+        let g = states[q].step(pivot);
+        blocks[q] = states[q].lookahead(delta);
+        let mean = g.mean();
+        let norm = g.map(|v| v - mean).norm();
+        let mut hc = DVector::<f64>::zeros(aug);
+        for i in 0..n {
+            hc[i] = (g[i] - mean) / norm * scale;
+        }
+        hc[n + l] = lambda.sqrt() * scale;
+        if l > 0 {
+            let t = dense_step_length(active, hc.dot(&r), hc.dot(&u)).min(1.0);
+            mu += &u * t;
+            r -= &u * t;
+            beta.rows_mut(0, w.len()).axpy(t, &w, 1.0);
+            path.push(beta.clone());
+        }
+        if hc.dot(&r) < 0.0 {
+            hc = -hc;
+        }
+        h.set_column(l, &hc);
+        chosen.push((q, pivot));
+        let ha = h.columns(0, l + 1);
+        let corr = ha.tr_mul(&r);
+        active = corr.amax();
+        w = (ha.transpose() * ha).cholesky().unwrap().solve(&corr);
+        u = ha * &w;
+    }
+    mu += &u;
+    beta.rows_mut(0, w.len()).axpy(1.0, &w, 1.0);
+    path.push(beta);
+    (chosen, path, mu.rows(0, n).into_owned())
+}
+
+/// The fit against the dense reference: same (kernel, pivot) sequence, path
+/// coefficients and in-sample fit within 1e-10 relative.
+fn assert_matches_reference(kernels: &[Kernel], x: &DMatrix<f64>, y: &DVector<f64>, rank: usize, delta: usize, lambda: f64) {
+    let model = MklarenParams::new(rank).lookahead(delta).lambda(lambda).kernels(kernels).fit_inputs(&Device::Cpu, &[x], y).unwrap();
+    let ks = kernels.iter().map(|k| kernel_matrix(k, x)).collect();
+    let (chosen, path, mu) = reference_mklaren(ks, y, rank, delta, lambda);
+    let got: Vec<(usize, usize)> = model.order().iter().map(|s| (s.kernel, s.pivot)).collect();
+    assert_eq!(got, chosen, "selected (kernel, pivot)");
+    assert_eq!(model.coefficient_path().len(), path.len());
+    // Relative to the final coefficients (early steps may be 0: t = 0 when
+    // two columns tie).
+    let top = path.last().unwrap().norm();
+    for (step, (a, b)) in model.coefficient_path().iter().zip(&path).enumerate() {
+        let err = (a - b).norm() / top.max(b.norm());
+        assert!(err < 1e-10, "path step {step}: relative difference {err}");
+    }
+    let fit = model.training_fit().add_scalar(-y.mean());
+    let err = (&fit - &mu).norm() / mu.norm();
+    assert!(err < 1e-10, "training fit: relative difference {err}");
+    let err = (model.coefficients() - path.last().unwrap()).norm() / path.last().unwrap().norm();
+    assert!(err < 1e-8, "Eq. 18 coefficients against the path: {err}");
+}
+
+#[test]
+fn mklaren_matches_the_dense_reference() {
+    let mut rng = common::rng();
+    // The existing test problems' shapes, and fresh random ones (seeded).
+    for (n, d, p, rank, delta, lambda) in [(120, 3, 3, 15, 5, 0.3), (150, 3, 3, 6, 5, 0.0), (200, 10, 10, 30, 10, 0.1), (90, 5, 4, 20, 3, 1.0), (64, 2, 2, 12, 64, 0.01)] {
+        let x = common::random_matrix(&mut rng, n, d);
+        let y = DVector::from_fn(n, |i, _| (2.0 * x[(i, 0)]).sin() + x[(i, d - 1)] * x[(i, 0)] + 0.1 * rng.random_range(-1.0..1.0));
+        let kernels: Vec<Kernel> = (0..p).map(|q| Kernel::rbf(2f64.powi(q as i32 - (p as i32) / 2)).unwrap()).collect();
+        assert_matches_reference(&kernels, &x, &y, rank, delta, lambda);
+    }
+    // Other kernel families: Laplacian and polynomial mixed with RBF.
+    let x = common::random_matrix(&mut rng, 110, 4);
+    let y = DVector::from_fn(110, |i, _| x[(i, 1)].abs() + 0.5 * x[(i, 2)] + 0.1 * rng.random_range(-1.0..1.0));
+    let kernels = [Kernel::laplacian(0.5).unwrap(), Kernel::polynomial(0.5, 1.0, 2).unwrap(), Kernel::rbf(1.0).unwrap()];
+    assert_matches_reference(&kernels, &x, &y, 18, 6, 0.2);
+}

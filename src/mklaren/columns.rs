@@ -1,6 +1,7 @@
 //! Kernel columns computed on demand, never the full kernel matrix.
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use nalgebra::DMatrix;
@@ -38,6 +39,8 @@ pub struct KernelColumns<'a> {
     diagonal: Vec<f64>,
     cache_capacity: usize,
     cache: Mutex<VecDeque<(usize, Vec<f64>)>>,
+    /// Columns computed so far (cache hits not counted).
+    computed: AtomicUsize,
 }
 
 impl<'a> KernelColumns<'a> {
@@ -48,7 +51,7 @@ impl<'a> KernelColumns<'a> {
         let row_sq_norms = if kernel.is_distance_based() { row_squared_norms(x) } else { Vec::new() };
         let diagonal = kernel.diagonal(x)?.as_slice().to_vec();
         let resident = if device.is_gpu() { Some(device.upload(x, device.best_precision())?) } else { None };
-        Ok(KernelColumns { device, kernel, x, resident, row_sq_norms, diagonal, cache_capacity: 0, cache: Mutex::new(VecDeque::new()) })
+        Ok(KernelColumns { device, kernel, x, resident, row_sq_norms, diagonal, cache_capacity: 0, cache: Mutex::new(VecDeque::new()), computed: AtomicUsize::new(0) })
     }
 
     /// Like [`KernelColumns::new`] with X already on the device (several
@@ -62,7 +65,7 @@ impl<'a> KernelColumns<'a> {
         check_matrix("x", x)?;
         let row_sq_norms = if kernel.is_distance_based() { row_squared_norms(x) } else { Vec::new() };
         let diagonal = kernel.diagonal(x)?.as_slice().to_vec();
-        Ok(KernelColumns { device, kernel, x, resident: Some(resident), row_sq_norms, diagonal, cache_capacity: 0, cache: Mutex::new(VecDeque::new()) })
+        Ok(KernelColumns { device, kernel, x, resident: Some(resident), row_sq_norms, diagonal, cache_capacity: 0, cache: Mutex::new(VecDeque::new()), computed: AtomicUsize::new(0) })
     }
 
     /// Inputs `xs` on `device`, each distinct matrix uploaded once (matrices
@@ -131,6 +134,33 @@ impl<'a> KernelColumns<'a> {
         Ok(col)
     }
 
+    /// Column `i` written into `out` (n entries): from the cache without a
+    /// copy into a new vector, or computed.
+    pub(crate) fn column_into(&self, i: usize, out: &mut [f64]) -> Result<(), ComputeError> {
+        linalg::check_dim("length of the column buffer", self.n(), out.len())?;
+        if i >= self.n() {
+            return Err(ComputeError::IndexOutOfRange { what: "rows of x", index: i, len: self.n() });
+        }
+        if self.cache_capacity > 0 {
+            let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(pos) = cache.iter().position(|(p, _)| *p == i) {
+                let entry = cache.remove(pos).expect("position is valid");
+                out.copy_from_slice(&entry.1);
+                cache.push_back(entry);
+                return Ok(());
+            }
+        }
+        let col = self.column(i)?;
+        out.copy_from_slice(&col);
+        Ok(())
+    }
+
+    /// Number of kernel columns computed so far (each a pass over X; cache
+    /// hits are not counted).
+    pub(crate) fn computed(&self) -> usize {
+        self.computed.load(Ordering::Relaxed)
+    }
+
     /// Columns `indices` as an n x len matrix; on a GPU in one dispatch
     /// (cached columns are not recomputed).
     pub fn columns(&self, indices: &[usize]) -> Result<DMatrix<f64>, ComputeError> {
@@ -162,6 +192,7 @@ impl<'a> KernelColumns<'a> {
     }
 
     fn compute_column(&self, i: usize) -> Result<Vec<f64>, ComputeError> {
+        self.computed.fetch_add(1, Ordering::Relaxed);
         if let Some(x) = &self.resident {
             let col = self.device.resident_kernel_columns(&self.kernel, x, &[i])?;
             return Ok(self.device.to_host(&col)?.as_slice().to_vec());

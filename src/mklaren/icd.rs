@@ -22,51 +22,75 @@ pub(crate) struct CholeskyState {
     pub(crate) diag: Vec<f64>,
 }
 
-/// `out -= sum_t coeff[t] * columns[t]`, in parallel over rows.
-fn subtract_combination(out: &mut [f64], columns: &[&[f64]], coeff: &[f64]) {
-    out.par_chunks_mut(ROW_CHUNK).enumerate().for_each(|(c, chunk)| {
-        let off = c * ROW_CHUNK;
-        let len = chunk.len();
-        for (col, &f) in columns.iter().zip(coeff) {
-            if f != 0.0 {
-                for (o, &v) in chunk.iter_mut().zip(&col[off..off + len]) {
-                    *o -= f * v;
-                }
-            }
-        }
-    });
+/// The larger of two `(index, value)` pairs; on equal values the lower index
+/// (the first maximum, as a sequential scan finds it).
+fn larger(a: (usize, f64), b: (usize, f64)) -> (usize, f64) {
+    if b.1 > a.1 || (b.1 == a.1 && b.0 < a.0) {
+        b
+    } else {
+        a
+    }
 }
 
 /// One Cholesky step (Eq. 2) on pivot `i` given the previous columns:
 /// `g_k = (K(k, i) - sum_t G(k, t) G(i, t)) / sqrt(d_i)`, `g_i = sqrt(d_i)`,
-/// zero on earlier pivots; then `d_k -= g_k^2` (Eq. 3).
+/// zero on earlier pivots; then `d_k -= g_k^2` (Eq. 3), written into `out`
+/// (n). One pass over row chunks (in parallel) does the combination, the
+/// scaling, the diagonal update and the search for the largest residual
+/// diagonal afterwards, which it returns `(index, value)` (the next greedy
+/// pivot of plain ICD).
+///
+/// The residual diagonal is 0 on earlier pivots (Eq. 3 keeps it there), so
+/// the update of those rows with the not yet zeroed `g` leaves them 0.
 fn cholesky_column(
     cols: &KernelColumns<'_>,
     previous: &[&[f64]],
     previous_pivots: &[usize],
     diag: &mut [f64],
     i: usize,
-) -> Result<Vec<f64>, MklarenError> {
-    let mut g = cols.column(i)?;
+    out: &mut [f64],
+) -> Result<(usize, f64), MklarenError> {
+    cols.column_into(i, out)?;
     let coeff: Vec<f64> = previous.iter().map(|c| c[i]).collect();
-    subtract_combination(&mut g, previous, &coeff);
     let pivot_value = diag[i].max(0.0).sqrt();
     let inv = 1.0 / pivot_value;
-    g.par_chunks_mut(ROW_CHUNK).for_each(|chunk| chunk.iter_mut().for_each(|v| *v *= inv));
-    g[i] = pivot_value;
+    let best = out
+        .par_chunks_mut(ROW_CHUNK)
+        .zip(diag.par_chunks_mut(ROW_CHUNK))
+        .enumerate()
+        .map(|(c, (g, d))| {
+            let off = c * ROW_CHUNK;
+            let len = g.len();
+            for (col, &f) in previous.iter().zip(&coeff) {
+                if f != 0.0 {
+                    for (o, &v) in g.iter_mut().zip(&col[off..off + len]) {
+                        *o -= f * v;
+                    }
+                }
+            }
+            let mut best = (off, f64::NEG_INFINITY);
+            for (k, (gv, dv)) in g.iter_mut().zip(d.iter_mut()).enumerate() {
+                *gv *= inv;
+                let row = off + k;
+                let value = if row == i {
+                    *gv = pivot_value;
+                    0.0
+                } else {
+                    (*dv - *gv * *gv).max(0.0)
+                };
+                *dv = value;
+                if value > best.1 {
+                    best = (row, value);
+                }
+            }
+            best
+        })
+        .reduce(|| (0, f64::NEG_INFINITY), larger);
     for &p in previous_pivots {
-        g[p] = 0.0;
-    }
-    diag.par_chunks_mut(ROW_CHUNK).zip(g.par_chunks(ROW_CHUNK)).for_each(|(d, gc)| {
-        for (dv, &gv) in d.iter_mut().zip(gc) {
-            *dv = (*dv - gv * gv).max(0.0);
-        }
-    });
-    diag[i] = 0.0;
-    for &p in previous_pivots {
+        out[p] = 0.0;
         diag[p] = 0.0;
     }
-    Ok(g)
+    Ok(best)
 }
 
 /// Index and value of the largest entry of `d`.
@@ -88,7 +112,8 @@ impl CholeskyState {
     /// Adds the exact column for pivot `i` (Eq. 2-3) and returns it.
     pub(crate) fn step(&mut self, cols: &KernelColumns<'_>, i: usize) -> Result<&[f64], MklarenError> {
         let previous: Vec<&[f64]> = self.columns.iter().map(|c| c.as_slice()).collect();
-        let g = cholesky_column(cols, &previous, &self.pivots, &mut self.diag, i)?;
+        let mut g = vec![0.0; self.diag.len()];
+        cholesky_column(cols, &previous, &self.pivots, &mut self.diag, i, &mut g)?;
         self.columns.push(g);
         self.pivots.push(i);
         Ok(self.columns.last().expect("just pushed"))
@@ -101,27 +126,28 @@ impl CholeskyState {
     pub(crate) fn lookahead(&self, cols: &KernelColumns<'_>, delta: usize, tolerance: f64) -> Result<(DMatrix<f64>, Vec<usize>), MklarenError> {
         // No more than n columns can be added (a larger delta would also
         // overflow the capacity below).
-        let delta = delta.min(self.diag.len());
+        let n = self.diag.len();
+        let delta = delta.min(n);
         let mut diag = self.diag.clone();
-        let mut block: Vec<Vec<f64>> = Vec::with_capacity(delta);
+        let mut block = vec![0.0; n * delta];
         let mut pivots = self.pivots.clone();
-        let mut block_pivots = Vec::new();
-        for _ in 0..delta {
-            let (i, best) = argmax(&diag);
+        let mut block_pivots = Vec::with_capacity(delta);
+        let (mut i, mut best) = argmax(&diag);
+        for t in 0..delta {
             if !(best > tolerance) {
                 break;
             }
-            let previous: Vec<&[f64]> = self.columns.iter().chain(block.iter()).map(|c| c.as_slice()).collect();
-            let g = cholesky_column(cols, &previous, &pivots, &mut diag, i)?;
-            block.push(g);
-            pivots.push(i);
-            block_pivots.push(i);
+            let (done, rest) = block.split_at_mut(t * n);
+            let previous: Vec<&[f64]> = self.columns.iter().map(|c| c.as_slice()).chain(done.chunks(n.max(1))).collect();
+            (i, best) = {
+                let next = cholesky_column(cols, &previous, &pivots, &mut diag, i, &mut rest[..n])?;
+                pivots.push(i);
+                block_pivots.push(i);
+                next
+            };
         }
-        let n = cols.n();
-        let mut b = DMatrix::<f64>::zeros(n, block.len());
-        for (t, g) in block.iter().enumerate() {
-            b.column_mut(t).copy_from_slice(g);
-        }
+        block.truncate(n * block_pivots.len());
+        let b = DMatrix::from_vec(n, block_pivots.len(), block);
         Ok((b, block_pivots))
     }
 

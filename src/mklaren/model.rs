@@ -8,7 +8,7 @@ use rayon::prelude::*;
 use super::columns::KernelColumns;
 use super::error::MklarenError;
 use super::icd::{argmax, CholeskyState, FactorTransform};
-use super::tall::{tall_mul, tall_tr_mul};
+use super::tall::{columns_of, row_chunks, row_quadratic_forms, tall_tr_mul, tall_tr_mul_cols};
 use super::{centred_target, check_lambda, inputs_per_kernel};
 use crate::linalg::{faer_mut, faer_ref};
 use crate::{Device, Kernel};
@@ -103,11 +103,29 @@ impl MklarenParams {
     /// cached, since the look-ahead block is mostly recomputed on the same
     /// pivots). Memory is O(n (d + K + p delta)).
     ///
+    /// Every O(n) part of a step is a few blocked passes over row chunks,
+    /// the chunks in parallel: one fused pass per Cholesky column (Eq. 2-3:
+    /// combination of the earlier columns, scaling, residual diagonal and the
+    /// next greedy pivot of the look-ahead), one for the look-ahead Gram
+    /// matrix `B^T B` and one for the candidate norms `z_i^T M z_i`
+    /// (Eq. 14), and two per kernel for the scores (Eq. 15-16: `B^T [r u]`,
+    /// then `B v` row chunk by row chunk with the LAR step of Eq. 11 and the
+    /// running best, no per-candidate array); the kernels are scored, and
+    /// their first look-ahead blocks computed, in parallel. The fit runs on
+    /// a worker of rayon's pool, so a pass of a single chunk runs inline.
+    ///
     /// Errors: invalid parameters, rank above n, inputs that disagree on n,
     /// NaN/Inf inputs or target, constant target, and
     /// [`MklarenError::RankDeficient`] when the kernels run out of
     /// independent columns before K.
     pub fn fit_inputs(&self, device: &Device, inputs: &[&DMatrix<f64>], y: &DVector<f64>) -> Result<Mklaren, MklarenError> {
+        // On a worker of the thread pool, the many short parallel passes of
+        // a step run inline when they are a single chunk instead of each
+        // waking a worker and waiting for it.
+        rayon::scope(|_| self.fit_on_pool(device, inputs, y))
+    }
+
+    fn fit_on_pool(&self, device: &Device, inputs: &[&DMatrix<f64>], y: &DVector<f64>) -> Result<Mklaren, MklarenError> {
         let kernels: &[Kernel] = &self.kernels;
         let xs = inputs_per_kernel(kernels, inputs, None)?;
         let n = xs[0].nrows();
@@ -117,18 +135,22 @@ impl MklarenParams {
         let scale = 1.0 / (1.0 + self.lambda).sqrt();
         let aug = n + rank;
 
-        let mut states = Vec::with_capacity(kernels.len());
         // On a GPU each distinct input goes up once for the whole fit.
         let resident = KernelColumns::upload_inputs(device, &xs)?;
-        for (q, kernel) in kernels.iter().enumerate() {
-            let cols = match &resident[q] {
-                Some(r) => KernelColumns::with_resident(device, *kernel, xs[q], r.clone())?,
-                None => KernelColumns::new(device, *kernel, xs[q])?,
-            };
-            // At most n look-ahead columns exist: clamp before the `+ 1`.
-            let delta = self.lookahead.min(n);
-            states.push(KernelState::new(cols.with_cache(delta + 1), delta)?);
-        }
+        // At most n look-ahead columns exist: clamp before the `+ 1`.
+        let delta = self.lookahead.min(n);
+        // The kernels' first look-ahead blocks, in parallel.
+        let mut states = kernels
+            .par_iter()
+            .enumerate()
+            .map(|(q, kernel)| {
+                let cols = match &resident[q] {
+                    Some(r) => KernelColumns::with_resident(device, *kernel, xs[q], r.clone())?,
+                    None => KernelColumns::new(device, *kernel, xs[q])?,
+                };
+                KernelState::new(cols.with_cache(delta + 1), delta)
+            })
+            .collect::<Result<Vec<_>, MklarenError>>()?;
 
         let mut residual = DVector::<f64>::zeros(aug);
         residual.rows_mut(0, n).copy_from(&yc);
@@ -143,18 +165,16 @@ impl MklarenParams {
         let mut active_correlation = 0.0;
 
         for l in 0..rank {
-            // (1) Kernel and pivot by LAR on approximated columns.
-            let rd = DMatrix::from_fn(n, 2, |i, j| if j == 0 { residual[i] } else { direction[i] });
-            let sums = [rd.column(0).sum(), rd.column(1).sum()];
+            // (1) Kernel and pivot by LAR on approximated columns, the
+            // kernels in parallel.
+            let (r, u) = (&residual.as_slice()[..n], &direction.as_slice()[..n]);
+            let sums = [r.iter().sum::<f64>(), u.iter().sum::<f64>()];
             let active = if l == 0 { None } else { Some(active_correlation) };
-            let mut best: Option<(Candidate, usize)> = None;
-            for (q, st) in states.iter().enumerate() {
-                if let Some(c) = st.best_candidate(&rd, sums, scale, active) {
-                    if best.as_ref().is_none_or(|(b, _)| c.better_than(b)) {
-                        best = Some((c, q));
-                    }
-                }
-            }
+            let best = states
+                .par_iter()
+                .enumerate()
+                .filter_map(|(q, st)| st.best_candidate(r, u, sums, scale, active).map(|c| (c, q)))
+                .reduce_with(|a, b| if b.0.better_than(&a.0) || (!a.0.better_than(&b.0) && b.1 < a.1) { b } else { a });
             let Some((candidate, q)) = best else {
                 return Err(MklarenError::RankDeficient { requested: rank, reached: l });
             };
@@ -181,6 +201,8 @@ impl MklarenParams {
             let sign = if hcol.dot(&residual) < 0.0 { -1.0 } else { 1.0 };
             hcol *= sign;
             h.set_column(l, &hcol);
+            // O(n l) products of the LAR bookkeeping in nalgebra's order of
+            // summation (the pivots of near-tied candidates depend on it).
             let active_h = h.columns(0, l + 1);
             let cross = active_h.tr_mul(&hcol);
             for k in 0..=l {
@@ -216,6 +238,8 @@ impl MklarenParams {
             }
             kernel_weights[q] = contribution.norm();
         }
+        let computed: Vec<usize> = states.iter().map(|st| st.cols.computed()).collect();
+        log::debug!("mklaren: n = {n}, rank {rank}: kernel columns computed per kernel {computed:?} (total {})", computed.iter().sum::<usize>());
         let transforms = states.iter().map(|st| st.chol.transform(st.cols.kernel(), st.cols.data())).collect();
         let training_fit = fit.rows(0, n).map(|v| v + target_mean);
         Ok(Mklaren {
@@ -289,6 +313,8 @@ struct KernelState<'a> {
     /// `||P B z_i||^2 = z_i^T (B^T B - B^T 1 1^T B / n) z_i` for `z_i = B(i, :)^T` (Eq. 14).
     candidate_norm2: Vec<f64>,
     norm_floor: f64,
+    /// `max_i d_i` of the decomposition (none left to pick when at the tolerance).
+    max_diag: f64,
 }
 
 impl<'a> KernelState<'a> {
@@ -304,6 +330,7 @@ impl<'a> KernelState<'a> {
             block_sum: DVector::zeros(0),
             candidate_norm2: Vec::new(),
             norm_floor: 0.0,
+            max_diag: 0.0,
         };
         st.refresh()?;
         Ok(st)
@@ -315,60 +342,92 @@ impl<'a> KernelState<'a> {
         let n = b.nrows() as f64;
         let sum = DVector::from_fn(b.ncols(), |t, _| b.column(t).sum());
         let m = tall_tr_mul(&b, &b) - &sum * sum.transpose() / n;
-        let bm = tall_mul(&b, &m);
-        let norm2: Vec<f64> = (0..b.nrows()).into_par_iter().map(|i| (0..b.ncols()).map(|t| bm[(i, t)] * b[(i, t)]).sum()).collect();
+        let norm2 = row_quadratic_forms(b.as_slice(), b.ncols(), b.nrows(), &m);
         let top = norm2.iter().fold(0.0f64, |a, &v| a.max(v));
         self.norm_floor = 1e-10 * top;
+        self.max_diag = argmax(&self.chol.diag).1;
         self.block = b;
         self.block_sum = sum;
         self.candidate_norm2 = norm2;
         Ok(())
     }
 
-    /// Approximate `(c_i, a_i)` of every candidate (Eq. 15-16):
-    /// `c_i = (r^T B - (r^T 1)(1^T B)/n) z_i / ||P B z_i||` (times the
-    /// augmentation scale), and the same with the direction `u` for `a_i`;
-    /// `None` for pivots and candidates the look-ahead block cannot represent.
-    fn candidate_scores(&self, rd: &DMatrix<f64>, sums: [f64; 2], scale: f64) -> Vec<Option<(f64, f64)>> {
+    /// `v = B^T [r u] - (B^T 1)(1^T [r u]) / n` (delta x 2), the per-kernel
+    /// products of Eq. 15-16.
+    fn score_products(&self, r: &[f64], u: &[f64], sums: [f64; 2]) -> DMatrix<f64> {
         let n = self.block.nrows();
-        if self.block.ncols() == 0 {
-            return vec![None; n];
-        }
-        let mut v = tall_tr_mul(&self.block, rd);
+        let mut v = tall_tr_mul_cols(&columns_of(self.block.as_slice(), n), &[r, u], n);
         for j in 0..2 {
             for t in 0..v.nrows() {
                 v[(t, j)] -= self.block_sum[t] * sums[j] / n as f64;
             }
         }
-        let s = tall_mul(&self.block, &v);
-        (0..n)
-            .into_par_iter()
-            .map(|i| {
-                if !(self.chol.diag[i] > self.tolerance && self.candidate_norm2[i] > self.norm_floor) {
-                    return None;
-                }
-                let inv = scale / self.candidate_norm2[i].sqrt();
-                Some((s[(i, 0)] * inv, s[(i, 1)] * inv))
-            })
-            .collect()
+        v
     }
 
-    fn best_candidate(&self, rd: &DMatrix<f64>, sums: [f64; 2], scale: f64, active: Option<f64>) -> Option<Candidate> {
-        if self.block.ncols() == 0 || argmax(&self.chol.diag).1 <= self.tolerance {
+    /// Approximate `(c_i, a_i)` of candidate `i` (Eq. 15-16) from `B v` at
+    /// row i: `c_i = (r^T B - (r^T 1)(1^T B)/n) z_i / ||P B z_i||` (times
+    /// the augmentation scale), and the same with the direction `u` for
+    /// `a_i`; `None` for pivots and candidates the look-ahead block cannot
+    /// represent.
+    fn score(&self, i: usize, bv: [f64; 2], scale: f64) -> Option<(f64, f64)> {
+        if !(self.chol.diag[i] > self.tolerance && self.candidate_norm2[i] > self.norm_floor) {
             return None;
         }
-        self.candidate_scores(rd, sums, scale)
-            .into_par_iter()
-            .enumerate()
-            .filter_map(|(i, s)| {
-                let (c, a) = s?;
-                let step = match active {
-                    None => 0.0,
-                    Some(active) => step_length(active, c, a),
-                };
-                Some(Candidate { step, correlation: c.abs(), pivot: i })
+        let inv = scale / self.candidate_norm2[i].sqrt();
+        Some((bv[0] * inv, bv[1] * inv))
+    }
+
+    /// The best candidate of this kernel by the LAR step (Eq. 11) on the
+    /// approximated correlations: one pass over row chunks (in parallel)
+    /// forms `B v` chunk by chunk, scores its rows and keeps the best.
+    fn best_candidate(&self, r: &[f64], u: &[f64], sums: [f64; 2], scale: f64, active: Option<f64>) -> Option<Candidate> {
+        if self.block.ncols() == 0 || self.max_diag <= self.tolerance {
+            return None;
+        }
+        let n = self.block.nrows();
+        let v = self.score_products(r, u, sums);
+        let block = columns_of(self.block.as_slice(), n);
+        row_chunks(n)
+            .filter_map(|(r0, len)| {
+                let mut bv = vec![[0.0f64; 2]; len];
+                for (t, col) in block.iter().enumerate() {
+                    for (j, f) in [v[(t, 0)], v[(t, 1)]].into_iter().enumerate() {
+                        if f != 0.0 {
+                            for (s, &x) in bv.iter_mut().zip(&col[r0..r0 + len]) {
+                                s[j] += f * x;
+                            }
+                        }
+                    }
+                }
+                let mut best: Option<Candidate> = None;
+                for (k, s) in bv.iter().enumerate() {
+                    let Some((c, a)) = self.score(r0 + k, *s, scale) else { continue };
+                    let step = match active {
+                        None => 0.0,
+                        Some(active) => step_length(active, c, a),
+                    };
+                    let cand = Candidate { step, correlation: c.abs(), pivot: r0 + k };
+                    if best.as_ref().is_none_or(|b| cand.better_than(b)) {
+                        best = Some(cand);
+                    }
+                }
+                best
             })
             .reduce_with(|x, y| if y.better_than(&x) { y } else { x })
+    }
+
+    /// Every candidate's `(c_i, a_i)` (the reference for the scores of
+    /// [`KernelState::best_candidate`] in the tests).
+    #[cfg(test)]
+    fn candidate_scores(&self, rd: &DMatrix<f64>, sums: [f64; 2], scale: f64) -> Vec<Option<(f64, f64)>> {
+        let n = self.block.nrows();
+        if self.block.ncols() == 0 {
+            return vec![None; n];
+        }
+        let v = self.score_products(rd.column(0).as_slice(), rd.column(1).as_slice(), sums);
+        let s = &self.block * v;
+        (0..n).map(|i| self.score(i, [s[(i, 0)], s[(i, 1)]], scale)).collect()
     }
 }
 
