@@ -86,7 +86,7 @@ impl BaselineParams {
         BaselineParams { kind, sigma, rejected_kernel: None, regularisation: Regularisation::new().quadratic(1e-3), base: BaseMeasure::Lebesgue, monte_carlo: 10_000, seed: 0, options: SolverOptions::default().tolerance(1e-8).max_iterations(5000).check_every(1) }
     }
 
-    /// The kernel as a [`Kernel`](crate::Kernel), as the other methods take
+    /// The kernel as a [`crate::Kernel`], as the other methods take
     /// it: a Gaussian kernel sets the width `sigma` (`Kernel::gaussian_with_width(sigma)`
     /// is the same as `new(sigma, ..)`); any other kernel is rejected at fit
     /// with [`Error::InvalidParameter`](crate::Error::InvalidParameter) `kernel`.

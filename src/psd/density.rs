@@ -74,7 +74,7 @@ impl DensityParams {
         DensityParams { sigma, rejected_kernel: None, regularisation: Regularisation::new().trace(1e-3).quadratic(1e-4), base: BaseMeasure::Lebesgue, nystrom: None, options: SolverOptions { check_every: 2, ..SolverOptions::default() }, partial_eigen: true }
     }
 
-    /// The kernel as a [`Kernel`](crate::Kernel), as the other methods take
+    /// The kernel as a [`crate::Kernel`], as the other methods take
     /// it: a Gaussian kernel sets the width `sigma` (`Kernel::gaussian_with_width(sigma)`
     /// is the same as `new(sigma, ..)`); any other kernel is rejected at fit
     /// with [`Error::InvalidParameter`](crate::Error::InvalidParameter) `kernel`.

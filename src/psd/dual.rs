@@ -53,7 +53,7 @@
 //! at the extrapolated point for the gradient, and `O(n r^2)` for
 //! `P diag(alpha) P^T`. The backtracking test needs no `[M]_+` at the candidate
 //! when the remainder bound `||M(x) - M(y)||_F^2 / (2 lambda_2)` already passes
-//! it ([`fista::minimise_with_bound`]); a gap check reuses the `[M]_+` of the
+//! it ([`super::fista::minimise_with_bound`]); a gap check reuses the `[M]_+` of the
 //! candidate when it was computed, so checking every one or two iterations
 //! costs little and lets an inner solve stop as soon as it is done.
 

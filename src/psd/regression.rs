@@ -52,7 +52,7 @@ impl QuantileParams {
         QuantileParams { sigma, rejected_kernel: None, levels: levels.to_vec(), regularisation: Regularisation::new().linear(1e-3).trace(1e-3).quadratic(1e-4), options: SolverOptions::default(), nystrom: None }
     }
 
-    /// The kernel as a [`Kernel`](crate::Kernel), as the other methods take
+    /// The kernel as a [`crate::Kernel`], as the other methods take
     /// it: a Gaussian kernel sets the width `sigma` (`Kernel::gaussian_with_width(sigma)`
     /// is the same as `new(sigma, ..)`); any other kernel is rejected at fit
     /// with [`Error::InvalidParameter`](crate::Error::InvalidParameter) `kernel`.

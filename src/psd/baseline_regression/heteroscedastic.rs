@@ -43,7 +43,7 @@ impl BaselineHeteroscedasticParams {
         BaselineHeteroscedasticParams { kind, sigma, rejected_kernel: None, regularisation: Regularisation::new().linear(1e-3).quadratic(1e-3), restarts: 5, seed: 0, options: SolverOptions::default().tolerance(1e-8).max_iterations(500).check_every(1), nystrom: None }
     }
 
-    /// The kernel as a [`Kernel`](crate::Kernel), as the other methods take
+    /// The kernel as a [`crate::Kernel`], as the other methods take
     /// it: a Gaussian kernel sets the width `sigma` (`Kernel::gaussian_with_width(sigma)`
     /// is the same as `new(sigma, ..)`); any other kernel is rejected at fit
     /// with [`Error::InvalidParameter`](crate::Error::InvalidParameter) `kernel`.
