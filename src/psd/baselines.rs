@@ -39,7 +39,7 @@ use crate::linalg::{self, check_matrix};
 
 use super::dual::SolverOptions;
 use super::error::{check_positive, PsdError};
-use super::options::{Regularisation, Terms, check_gaussian, gaussian_or_rejected};
+use super::options::{Regularisation, Terms, check_gaussian, shared_builders};
 use super::features::EmpiricalFeatures;
 use super::integrals::BaseMeasure;
 
@@ -86,32 +86,8 @@ impl BaselineParams {
         BaselineParams { kind, sigma, rejected_kernel: None, regularisation: Regularisation::new().quadratic(1e-3), base: BaseMeasure::Lebesgue, monte_carlo: 10_000, seed: 0, options: SolverOptions::default().tolerance(1e-8).max_iterations(5000).check_every(1) }
     }
 
-    /// The kernel as a [`crate::Kernel`], as the other methods take
-    /// it: a Gaussian kernel sets the width `sigma` (`Kernel::gaussian_with_width(sigma)`
-    /// is the same as `new(sigma, ..)`); any other kernel is rejected at fit
-    /// with [`Error::InvalidParameter`](crate::Error::InvalidParameter) `kernel`.
-    pub fn kernel(mut self, kernel: crate::Kernel) -> Self {
-        match gaussian_or_rejected(kernel) {
-            Ok(sigma) => {
-                self.sigma = sigma;
-                self.rejected_kernel = None;
-            }
-            Err(k) => self.rejected_kernel = Some(k),
-        }
-        self
-    }
-
-    /// Regularisation `lambda/2 alpha^T K alpha`: weight `quadratic`
-    /// (`lambda > 0`); no linear or trace term (both must be 0). Checked at fit.
-    pub fn regularisation(mut self, weights: Regularisation) -> Self {
-        self.regularisation = weights;
-        self
-    }
-
-    /// The regularisation weights (see [`Regularisation`]).
-    pub fn regularisation_weights(&self) -> Regularisation {
-        self.regularisation
-    }
+    // `.kernel(Kernel)`, `.regularisation(Regularisation)` and its getter, shared by every PSD params type.
+    shared_builders!("Regularisation `lambda/2 alpha^T K alpha`: weight `quadratic` (`lambda > 0`); no linear or trace term (both must be 0). Checked at fit.");
 
     /// Stopping rule: `tolerance` on the Newton decrement (PNM, GLM) or the
     /// relative step (NCM), `max_iterations` (PNM uses at most 200, GLM 100;

@@ -31,7 +31,7 @@ use super::features::EmpiricalFeatures;
 use super::integrals::{gaussian_product, product_integrals, squared_gaussian_integral, BaseMeasure};
 use super::loss::NegativeLogLikelihood;
 use super::model::PsdModel;
-use super::options::{Regularisation, Terms, check_gaussian, gaussian_or_rejected};
+use super::options::{Regularisation, Terms, check_gaussian, shared_builders};
 use super::positive_part::{PositivePartSolver, PositivePartStats};
 
 /// Parameters of [`PsdDensity`] (builder; validated in [`DensityParams::fit`]).
@@ -74,33 +74,8 @@ impl DensityParams {
         DensityParams { sigma, rejected_kernel: None, regularisation: Regularisation::new().trace(1e-3).quadratic(1e-4), base: BaseMeasure::Lebesgue, nystrom: None, options: SolverOptions { check_every: 2, ..SolverOptions::default() }, partial_eigen: true }
     }
 
-    /// The kernel as a [`crate::Kernel`], as the other methods take
-    /// it: a Gaussian kernel sets the width `sigma` (`Kernel::gaussian_with_width(sigma)`
-    /// is the same as `new(sigma, ..)`); any other kernel is rejected at fit
-    /// with [`Error::InvalidParameter`](crate::Error::InvalidParameter) `kernel`.
-    pub fn kernel(mut self, kernel: crate::Kernel) -> Self {
-        match gaussian_or_rejected(kernel) {
-            Ok(sigma) => {
-                self.sigma = sigma;
-                self.rejected_kernel = None;
-            }
-            Err(k) => self.rejected_kernel = Some(k),
-        }
-        self
-    }
-
-    /// Regulariser `lambda_1 ||A||_* + lambda_2/2 ||A||_F^2` (Eq. 6): weights
-    /// `trace` (`lambda_1 >= 0`) and `quadratic` (`lambda_2 > 0`); the density
-    /// has no linear part (`linear` must be 0). Checked at fit.
-    pub fn regularisation(mut self, weights: Regularisation) -> Self {
-        self.regularisation = weights;
-        self
-    }
-
-    /// The regularisation weights (see [`Regularisation`]).
-    pub fn regularisation_weights(&self) -> Regularisation {
-        self.regularisation
-    }
+    // `.kernel(Kernel)`, `.regularisation(Regularisation)` and its getter, shared by every PSD params type.
+    shared_builders!("Regulariser `lambda_1 ||A||_* + lambda_2/2 ||A||_F^2` (Eq. 6): weights `trace` (`lambda_1 >= 0`) and `quadratic` (`lambda_2 > 0`); the density has no linear part (`linear` must be 0). Checked at fit.");
 
     /// Base measure `nu` of the density `p = f nu`.
     pub fn base_measure(mut self, base: BaseMeasure) -> Self {

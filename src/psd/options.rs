@@ -135,12 +135,48 @@ impl SolverOptions {
     }
 }
 
-/// The kernel of a PSD model or baseline given as a [`Kernel`]: its width if
-/// it is Gaussian (the closed-form integrals of Prop. 4 and App. E need it),
-/// otherwise the kernel itself, rejected at fit by [`check_gaussian`].
-pub(crate) fn gaussian_or_rejected(kernel: Kernel) -> Result<f64, Kernel> {
-    kernel.gaussian_width().ok_or(kernel)
+/// Sets the kernel of a PSD model or baseline given as a [`Kernel`]: its
+/// width `sigma` if it is Gaussian (the closed-form integrals of Prop. 4 and
+/// App. E need it), otherwise the kernel is kept as `rejected`, for
+/// [`check_gaussian`] to turn down at fit.
+pub(crate) fn set_kernel(sigma: &mut f64, rejected: &mut Option<Kernel>, kernel: Kernel) {
+    match kernel.gaussian_width() {
+        Some(width) => {
+            *sigma = width;
+            *rejected = None;
+        }
+        None => *rejected = Some(kernel),
+    }
 }
+
+/// The builders every PSD params type shares (fields `sigma: f64`,
+/// `rejected_kernel: Option<Kernel>`, `regularisation: Regularisation`):
+/// `.kernel(Kernel)`, `.regularisation(Regularisation)` with the type's own
+/// doc (which weights it uses), and `regularisation_weights()`.
+macro_rules! shared_builders {
+    ($regularisation_doc:literal) => {
+        /// The kernel as a [`crate::Kernel`], as the other methods take it: a
+        /// Gaussian kernel sets the width `sigma` (`Kernel::gaussian_with_width(sigma)`
+        /// is the same as `new(sigma, ..)`); any other kernel is rejected at fit
+        /// with [`Error::InvalidParameter`](crate::Error::InvalidParameter) `kernel`.
+        pub fn kernel(mut self, kernel: crate::Kernel) -> Self {
+            crate::psd::options::set_kernel(&mut self.sigma, &mut self.rejected_kernel, kernel);
+            self
+        }
+
+        #[doc = $regularisation_doc]
+        pub fn regularisation(mut self, weights: crate::psd::Regularisation) -> Self {
+            self.regularisation = weights;
+            self
+        }
+
+        /// The regularisation weights (see [`crate::psd::Regularisation`]).
+        pub fn regularisation_weights(&self) -> crate::psd::Regularisation {
+            self.regularisation
+        }
+    };
+}
+pub(crate) use shared_builders;
 
 /// The fit-time check of a kernel that [`gaussian_or_rejected`] turned down.
 pub(crate) fn check_gaussian(rejected: Option<Kernel>) -> Result<(), PsdError> {

@@ -32,7 +32,7 @@ use super::engine::{BlockLoss, EngineProblem, LinearPart};
 use super::error::{check_positive, PsdError};
 use super::features::EmpiricalFeatures;
 use super::model::PsdModel;
-use super::options::{Regularisation, Terms, check_gaussian, gaussian_or_rejected};
+use super::options::{Regularisation, Terms, check_gaussian, shared_builders};
 
 /// Parameters of [`QuantileRegression`].
 #[derive(Debug, Clone, PartialEq)]
@@ -52,32 +52,8 @@ impl QuantileParams {
         QuantileParams { sigma, rejected_kernel: None, levels: levels.to_vec(), regularisation: Regularisation::new().linear(1e-3).trace(1e-3).quadratic(1e-4), options: SolverOptions::default(), nystrom: None }
     }
 
-    /// The kernel as a [`crate::Kernel`], as the other methods take
-    /// it: a Gaussian kernel sets the width `sigma` (`Kernel::gaussian_with_width(sigma)`
-    /// is the same as `new(sigma, ..)`); any other kernel is rejected at fit
-    /// with [`Error::InvalidParameter`](crate::Error::InvalidParameter) `kernel`.
-    pub fn kernel(mut self, kernel: crate::Kernel) -> Self {
-        match gaussian_or_rejected(kernel) {
-            Ok(sigma) => {
-                self.sigma = sigma;
-                self.rejected_kernel = None;
-            }
-            Err(k) => self.rejected_kernel = Some(k),
-        }
-        self
-    }
-
-    /// Regularisation weights: `linear` (`lambda_0 > 0`) of the linear part, `trace`
-    /// (`lambda_1 >= 0`) and `quadratic` (`lambda_2 > 0`) of the PSD parts. Checked at fit.
-    pub fn regularisation(mut self, weights: Regularisation) -> Self {
-        self.regularisation = weights;
-        self
-    }
-
-    /// The regularisation weights (see [`Regularisation`]).
-    pub fn regularisation_weights(&self) -> Regularisation {
-        self.regularisation
-    }
+    // `.kernel(Kernel)`, `.regularisation(Regularisation)` and its getter, shared by every PSD params type.
+    shared_builders!("Regularisation weights: `linear` (`lambda_0 > 0`) of the linear part, `trace` (`lambda_1 >= 0`) and `quadratic` (`lambda_2 > 0`) of the PSD parts. Checked at fit.");
 
     /// Solver tolerance and budget.
     pub fn solver(mut self, options: SolverOptions) -> Self {

@@ -12,7 +12,7 @@ use crate::linalg::{self, check_dim, check_matrix};
 
 use super::super::baselines::BaselineKind;
 use super::super::dual::SolverOptions;
-use super::super::options::{Regularisation, Terms, check_gaussian, gaussian_or_rejected};
+use super::super::options::{Regularisation, Terms, check_gaussian, shared_builders};
 use super::super::error::{check_positive, PsdError};
 use super::super::features::EmpiricalFeatures;
 use super::super::fista::{self, FistaSettings};
@@ -61,33 +61,8 @@ impl BaselineQuantileParams {
         BaselineQuantileParams { kind, sigma, rejected_kernel: None, levels: levels.to_vec(), regularisation: Regularisation::new().linear(1e-3).quadratic(1e-3), smoothing: 1e-3, restarts: 5, seed: 0, options: SolverOptions::default().tolerance(1e-7).max_iterations(max_iterations).check_every(1), nystrom: None }
     }
 
-    /// The kernel as a [`crate::Kernel`], as the other methods take
-    /// it: a Gaussian kernel sets the width `sigma` (`Kernel::gaussian_with_width(sigma)`
-    /// is the same as `new(sigma, ..)`); any other kernel is rejected at fit
-    /// with [`Error::InvalidParameter`](crate::Error::InvalidParameter) `kernel`.
-    pub fn kernel(mut self, kernel: crate::Kernel) -> Self {
-        match gaussian_or_rejected(kernel) {
-            Ok(sigma) => {
-                self.sigma = sigma;
-                self.rejected_kernel = None;
-            }
-            Err(k) => self.rejected_kernel = Some(k),
-        }
-        self
-    }
-
-    /// Regularisation weights: `linear` (`lambda_0 > 0`, `lambda_0/2 ||v||^2` of the middle quantile) and
-    /// `quadratic` (`lambda > 0`, `lambda/2 ||w||^2` of each gap); these
-    /// baselines have no trace term (`trace` must be 0). Checked at fit.
-    pub fn regularisation(mut self, weights: Regularisation) -> Self {
-        self.regularisation = weights;
-        self
-    }
-
-    /// The regularisation weights (see [`Regularisation`]).
-    pub fn regularisation_weights(&self) -> Regularisation {
-        self.regularisation
-    }
+    // `.kernel(Kernel)`, `.regularisation(Regularisation)` and its getter, shared by every PSD params type.
+    shared_builders!("Regularisation weights: `linear` (`lambda_0 > 0`, `lambda_0/2 ||v||^2` of the middle quantile) and `quadratic` (`lambda > 0`, `lambda/2 ||w||^2` of each gap); these baselines have no trace term (`trace` must be 0). Checked at fit.");
 
     /// Moreau-envelope parameter `epsilon > 0` of the pinball loss (NCM, GLM; standardised units).
     pub fn smoothing(mut self, epsilon: f64) -> Self {
