@@ -153,11 +153,81 @@ impl Header {
     }
 }
 
+/// Serde adapters for solver-report numbers that can be non-finite (a
+/// duality gap before the first feasible primal point is `+inf`): JSON has
+/// no infinities, so a non-finite number is written as `null` and loads as
+/// `+inf` (in CBOR too, so both formats give the same model).
+pub(crate) mod nonfinite {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    fn encode(v: f64) -> Option<f64> {
+        v.is_finite().then_some(v)
+    }
+
+    fn decode(v: Option<f64>) -> f64 {
+        v.unwrap_or(f64::INFINITY)
+    }
+
+    /// `Vec<f64>`, e.g. the objective reached from each start.
+    pub(crate) mod values {
+        use super::*;
+
+        pub(crate) fn serialize<S: Serializer>(v: &[f64], s: S) -> Result<S::Ok, S::Error> {
+            v.iter().map(|&x| encode(x)).collect::<Vec<_>>().serialize(s)
+        }
+
+        pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<f64>, D::Error> {
+            Ok(Vec::<Option<f64>>::deserialize(d)?.into_iter().map(decode).collect())
+        }
+    }
+
+    /// `Vec<(usize, f64)>`, e.g. `(iteration, gap)` at every check.
+    pub(crate) mod history {
+        use super::*;
+
+        pub(crate) fn serialize<S: Serializer>(v: &[(usize, f64)], s: S) -> Result<S::Ok, S::Error> {
+            v.iter().map(|&(k, x)| (k, encode(x))).collect::<Vec<_>>().serialize(s)
+        }
+
+        pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<(usize, f64)>, D::Error> {
+            Ok(Vec::<(usize, Option<f64>)>::deserialize(d)?.into_iter().map(|(k, x)| (k, decode(x))).collect())
+        }
+    }
+}
+
 /// Fails with [`Error::Record`] unless `ok`: the check of a loaded model.
 pub(crate) fn ensure(ok: bool, what: impl FnOnce() -> String) -> Result<()> {
     if ok {
         Ok(())
     } else {
         Err(Error::Record(format!("inconsistent saved model: {}", what())))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde::{Deserialize, Serialize};
+
+    #[derive(Debug, PartialEq, Serialize, Deserialize)]
+    struct Report {
+        #[serde(with = "super::nonfinite::history")]
+        history: Vec<(usize, f64)>,
+        #[serde(with = "super::nonfinite::values")]
+        values: Vec<f64>,
+    }
+
+    #[test]
+    fn non_finite_report_numbers_survive_json_and_cbor() {
+        let report = Report { history: vec![(2, 0.5), (4, f64::INFINITY), (6, 1e-7)], values: vec![f64::INFINITY, -1.25, f64::MAX] };
+        let json = serde_json::to_string(&report).unwrap();
+        assert_eq!(json, r#"{"history":[[2,0.5],[4,null],[6,1e-7]],"values":[null,-1.25,1.7976931348623157e+308]}"#);
+        assert_eq!(serde_json::from_str::<Report>(&json).unwrap(), report);
+        let mut cbor = Vec::new();
+        ciborium::into_writer(&report, &mut cbor).unwrap();
+        assert_eq!(ciborium::from_reader::<Report, _>(cbor.as_slice()).unwrap(), report);
+        // NaN has no meaning to keep: it loads as +inf, like an infinite gap.
+        let nan = Report { history: vec![(1, f64::NAN)], values: vec![f64::NAN] };
+        let back: Report = serde_json::from_str(&serde_json::to_string(&nan).unwrap()).unwrap();
+        assert_eq!(back, Report { history: vec![(1, f64::INFINITY)], values: vec![f64::INFINITY] });
     }
 }

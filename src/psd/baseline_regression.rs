@@ -157,6 +157,7 @@ pub struct BaselineReport {
     /// Objective of the kept run (standardised units, `1/n`-scaled).
     pub objective: f64,
     /// Objective reached from each starting point (one for the convex models).
+    #[cfg_attr(feature = "serde", serde(with = "crate::io::nonfinite::values"))]
     pub objectives_per_start: Vec<f64>,
     /// Wall-clock seconds of the fit.
     pub seconds: f64,

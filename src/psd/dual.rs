@@ -108,7 +108,9 @@ pub struct SolverReport {
     pub gap: f64,
     /// Primal objective at the returned model.
     pub primal: f64,
-    /// `(iteration, gap)` at every check.
+    /// `(iteration, gap)` at every check (`+inf` before the first feasible
+    /// primal point; saved as `null`).
+    #[cfg_attr(feature = "serde", serde(with = "crate::io::nonfinite::history"))]
     pub gap_history: Vec<(usize, f64)>,
     /// Seconds in kernel matrices, features and integrals (setup).
     pub seconds_setup: f64,
