@@ -4,7 +4,9 @@
 //!
 //! Protocol: up to 1000 rows sampled, 5 random 60/20/20 splits, inputs
 //! standardised on the training part, 7 Gaussian kernels gamma = 2^-3..2^3,
-//! lambda chosen on validation from 10^-3..10^3, look-ahead delta = 10.
+//! lambda chosen on validation from 10^-3..10^3 (the validation RMSE of fits
+//! on the training part, [`gramian::estimator::cross_validate_splits`] with
+//! [`gramian::estimator::Splits::holdout`]), look-ahead delta = 10.
 //!
 //! Usage: `cargo run --example mklaren_regression [DATA_DIR] [MAX_ROWS] [SPLITS]`
 //! (default `../shared/data/regression`, 1000, 5).
@@ -13,7 +15,8 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use gramian::datasets::{mean_std, random_split, read_csv_table, rmse, select_entries, select_rows, Standardizer};
-use gramian::mklaren::{FullKernelRidgeParams, KernelCombination, LowRankMethod, LowRankRidgeParams, MklarenError, MklarenParams};
+use gramian::estimator::{cross_validate_splits, Fit, Predict, Samples, Splits, Supervised};
+use gramian::mklaren::{FullKernelRidgeParams, KernelCombination, LowRankMethod, LowRankRidgeParams, MklarenParams};
 use gramian::{Device, Kernel};
 use nalgebra::{DMatrix, DVector};
 use rand::seq::index::sample;
@@ -23,28 +26,30 @@ const DATASETS: [&str; 4] = ["boston", "abalone", "bank-8fm", "comp-activ"];
 const RANKS: [usize; 5] = [2, 4, 6, 8, 10];
 const METHODS: [&str; 5] = ["mklaren", "icd", "csi", "nystrom", "uniform"];
 
+/// The lambdas searched: 10^-3..10^3.
+const LAMBDAS: [i32; 7] = [-3, -2, -1, 0, 1, 2, 3];
+
+/// One random split: training and validation samples (standardised) with the
+/// holdout between them, and the test part.
 struct Split {
-    train: (DMatrix<f64>, DVector<f64>),
-    validation: (DMatrix<f64>, DVector<f64>),
-    test: (DMatrix<f64>, DVector<f64>),
+    data: Supervised,
+    holdout: Splits,
+    train: Supervised,
+    test: Supervised,
 }
 
-/// Fits `fit(lambda)` for every lambda, keeps the one with the lowest
-/// validation RMSE, returns its test RMSE.
-fn select_lambda<M>(
-    split: &Split,
-    fit: impl Fn(f64) -> Result<M, MklarenError>,
-    predict: impl Fn(&M, &DMatrix<f64>) -> Result<DVector<f64>, MklarenError>,
-) -> Result<f64, MklarenError> {
-    let mut best = (f64::INFINITY, f64::NAN);
-    for e in -3..=3 {
-        let model = fit(10f64.powi(e))?;
-        let val = rmse(&split.validation.1, &predict(&model, &split.validation.0)?);
-        if val < best.0 {
-            best = (val, rmse(&split.test.1, &predict(&model, &split.test.0)?));
-        }
-    }
-    Ok(best.1)
+/// Fits `params(lambda)` for every lambda on the training part, keeps the one
+/// with the lowest validation RMSE (refitted on the training part), returns
+/// its test RMSE.
+fn select_lambda<P>(device: &Device, split: &Split, params: impl Fn(f64) -> P) -> Result<f64, gramian::Error>
+where
+    P: Fit<Supervised>,
+    P::Fitted: Predict<DMatrix<f64>, Output = DVector<f64>>,
+{
+    let candidates: Vec<P> = LAMBDAS.iter().map(|&e| params(10f64.powi(e))).collect();
+    let cv = cross_validate_splits(device, &candidates, &split.data, &split.holdout, |m: &P::Fitted, held: &Supervised| Ok(-rmse(&held.y, &m.predict(device, &held.x)?)))?;
+    let model = candidates[cv.best].fit(device, &split.train)?;
+    Ok(rmse(&split.test.y, &model.predict(device, &split.test.x)?))
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -80,27 +85,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let s = random_split(x.nrows(), 0.6, 0.2, seed)?;
             let xtrain = select_rows(&x, &s.train);
             let scaler = Standardizer::fit(&xtrain);
-            let part = |idx: &[usize]| (scaler.transform(&select_rows(&x, idx)), select_entries(&y, idx));
-            let split = Split { train: part(&s.train), validation: part(&s.validation), test: part(&s.test) };
-            let (xt, yt) = (&split.train.0, &split.train.1);
-            let uniform = select_lambda(
-                &split,
-                |l| FullKernelRidgeParams::new(KernelCombination::Uniform).lambda(l).kernels(&kernels).fit_inputs(&device, &[xt], yt),
-                |m, x| m.predict_inputs(&device, &[x]),
-            )?;
+            // Standardising is per row: the whole sample at once, then the parts.
+            let all = Supervised::new(scaler.transform(&x), y.clone())?;
+            let split = Split { holdout: Splits::holdout(s.train.clone(), s.validation.clone())?, train: all.select(&s.train)?, test: all.select(&s.test)?, data: all };
+            let uniform = select_lambda(&device, &split, |l| FullKernelRidgeParams::new(KernelCombination::Uniform).lambda(l).kernels(&kernels))?;
             for (r, &rank) in RANKS.iter().enumerate() {
-                scores[0][r].push(select_lambda(
-                    &split,
-                    |l| MklarenParams::new(p * rank).lookahead(10).lambda(l).kernels(&kernels).fit_inputs(&device, &[xt], yt),
-                    |m, x| m.predict_inputs(&device, &[x]),
-                )?);
+                scores[0][r].push(select_lambda(&device, &split, |l| MklarenParams::new(p * rank).lookahead(10).lambda(l).kernels(&kernels))?);
                 let methods = [LowRankMethod::Icd, LowRankMethod::Csi { lookahead: 10, kappa: 0.5 }, LowRankMethod::Nystrom { seed }];
                 for (k, method) in methods.into_iter().enumerate() {
-                    scores[k + 1][r].push(select_lambda(
-                        &split,
-                        |l| LowRankRidgeParams::new(method, rank).lambda(l).kernels(&kernels).fit_inputs(&device, &[xt], yt),
-                        |m, x| m.predict_inputs(&device, &[x]),
-                    )?);
+                    scores[k + 1][r].push(select_lambda(&device, &split, |l| LowRankRidgeParams::new(method, rank).lambda(l).kernels(&kernels))?);
                 }
                 scores[4][r].push(uniform);
             }

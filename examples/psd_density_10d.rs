@@ -16,6 +16,9 @@
 //! sigma and lambda are chosen per model by the paper's cross-validation
 //! (App. E): K random 70/30 splits of the training sample, the mean held-out
 //! log-likelihood over the splits, grid search (K = 7 in the paper; `--folds`).
+//! The splits are drawn once, from the example's generator, and every grid
+//! point is scored on them by [`gramian::estimator::cross_validate_splits`]
+//! ([`gramian::estimator::Splits::fixed`]).
 //! When a model's best value sits on an edge of its grid the grid is extended
 //! one step beyond that edge and the new points are run, up to `--extend`
 //! times per edge (default 3; the table says where a choice is still on an edge).
@@ -49,8 +52,9 @@ mod psd_data;
 
 use std::collections::HashMap;
 
-use gramian::psd::baselines::{BaselineKind, BaselineParams};
-use gramian::psd::{BaseMeasure, DensityParams, SolverOptions};
+use gramian::estimator::{cross_validate_splits, Fit, Splits};
+use gramian::psd::baselines::{BaselineDensity, BaselineKind, BaselineParams};
+use gramian::psd::{BaseMeasure, DensityParams, PsdDensity, SolverOptions};
 use gramian::Device;
 use nalgebra::{DMatrix, DVector};
 use plotters::style::RGBColor;
@@ -125,28 +129,57 @@ fn mean_ll(p: &DVector<f64>) -> f64 {
     p.iter().map(|v| if *v > 0.0 { v.ln() } else { f64::NEG_INFINITY }).sum::<f64>() / p.len() as f64
 }
 
-/// Fits one model and returns its density at each of `at` and its integral.
-fn fit_and_eval(kind: Option<BaselineKind>, s: f64, l: f64, m: usize, budget: usize, base: &BaseMeasure, x: &DMatrix<f64>, at: &[&DMatrix<f64>]) -> Result<(Vec<DVector<f64>>, f64), Error> {
-    let device = Device::Cpu;
-    Ok(match kind {
-        None => {
-            let options = SolverOptions { tolerance: 1e-4, max_iterations: budget, check_every: 2 };
-            let mut params = DensityParams::new(s).regularisation(Regularisation::new().trace(l).quadratic(0.01 * l)).base_measure(base.clone()).solver(options);
-            if m < x.nrows() {
-                params = params.nystrom(m, 1);
-            }
-            let d = params.fit(&device, x)?;
-            (at.iter().map(|a| d.density(&device, a)).collect::<Result<_, _>>()?, d.integral()?)
-        }
-        Some(k) => {
-            let b = BaselineParams::new(k, s).regularisation(Regularisation::new().quadratic(l)).base_measure(base.clone()).fit(&device, x)?;
-            (at.iter().map(|a| b.density(&device, a)).collect::<Result<_, _>>()?, b.integral())
-        }
-    })
+/// One model at one grid point: a candidate for [`cross_validate_splits`].
+struct Candidate<'a> {
+    /// `None`: the PSD model.
+    kind: Option<BaselineKind>,
+    sigma: f64,
+    lambda: f64,
+    /// PSD: Nystrom centres (all samples when at least as many).
+    nystrom: usize,
+    /// PSD: the solver's iteration budget.
+    budget: usize,
+    base: &'a BaseMeasure,
 }
 
-fn rows(x: &DMatrix<f64>, idx: &[usize]) -> DMatrix<f64> {
-    DMatrix::from_fn(idx.len(), x.ncols(), |i, k| x[(idx[i], k)])
+/// A fitted density: the PSD model or a baseline.
+enum Density {
+    Psd(PsdDensity),
+    Baseline(BaselineDensity),
+}
+
+impl Density {
+    fn density(&self, x: &DMatrix<f64>) -> Result<DVector<f64>, gramian::Error> {
+        match self {
+            Density::Psd(d) => d.density(&Device::Cpu, x),
+            Density::Baseline(b) => b.density(&Device::Cpu, x),
+        }
+    }
+
+    fn integral(&self) -> Result<f64, gramian::Error> {
+        match self {
+            Density::Psd(d) => d.integral(),
+            Density::Baseline(b) => Ok(b.integral()),
+        }
+    }
+}
+
+impl Fit<DMatrix<f64>> for Candidate<'_> {
+    type Fitted = Density;
+    fn fit(&self, device: &Device, x: &DMatrix<f64>) -> Result<Density, gramian::Error> {
+        let (s, l) = (self.sigma, self.lambda);
+        Ok(match self.kind {
+            None => {
+                let options = SolverOptions { tolerance: 1e-4, max_iterations: self.budget, check_every: 2 };
+                let mut params = DensityParams::new(s).regularisation(Regularisation::new().trace(l).quadratic(0.01 * l)).base_measure(self.base.clone()).solver(options);
+                if self.nystrom < x.nrows() {
+                    params = params.nystrom(self.nystrom, 1);
+                }
+                Density::Psd(params.fit(device, x)?)
+            }
+            Some(k) => Density::Baseline(BaselineParams::new(k, s).regularisation(Regularisation::new().quadratic(l)).base_measure(self.base.clone()).fit(device, x)?),
+        })
+    }
 }
 
 /// A grid search with extension at the edges where the best value sits.
@@ -313,14 +346,14 @@ fn main() -> Result<(), Error> {
     let true_train = mixture_log_density(x, setup.std).mean();
     println!("distribution {}", setup.label);
     println!("true density: mean log-likelihood {true_test:.4} on the 1000 test points, {true_train:.4} on the training sample");
-    let splits: Vec<(Vec<usize>, Vec<usize>)> = (0..folds)
-        .map(|_| {
-            let mut idx: Vec<usize> = (0..x.nrows()).collect();
-            idx.shuffle(&mut rng);
-            let cut = x.nrows() * 7 / 10;
-            (idx[..cut].to_vec(), idx[cut..].to_vec())
-        })
-        .collect();
+    // The K random 70/30 splits, drawn from the example's generator (after
+    // the test and probe points) and kept in the shuffled order.
+    let splits = Splits::fixed((0..folds).map(|_| {
+        let mut idx: Vec<usize> = (0..x.nrows()).collect();
+        idx.shuffle(&mut rng);
+        let cut = x.nrows() * 7 / 10;
+        (idx[..cut].to_vec(), idx[cut..].to_vec())
+    }))?;
     let (is_points, is_inv_q) = importance_sample(&setup, 20_000, 99);
     // Default grids per model and distribution (see BENCHMARKS.md for how they were chosen).
     let default_grid = |key: &str| -> (Vec<f64>, Vec<f64>) {
@@ -354,19 +387,21 @@ fn main() -> Result<(), Error> {
         let floor = if key == "psd" { lambda_floor_psd } else { 0.0 };
         let best = search.run(extend, floor, |s, l| {
             let t = std::time::Instant::now();
-            let mut total = 0.0;
-            for (train, held) in &splits {
-                let (xt, xh) = (rows(x, train), rows(x, held));
-                fits += 1;
-                total += match fit_and_eval(kind, s, l, m.min(train.len()), budget, &base, &xt, &[&xh]) {
-                    Ok((p, _)) => mean_ll(&p[0]),
-                    Err(e) => {
-                        eprintln!("{name} sigma {s} lambda {l:e}: {e}");
-                        f64::NEG_INFINITY
+            fits += splits.n_splits();
+            let candidate = Candidate { kind, sigma: s, lambda: l, nystrom: m, budget, base: &base };
+            // A fit that fails on a split (the PSD solver's budget) scores -inf there.
+            let cv = match cross_validate_splits(&Device::Cpu, std::slice::from_ref(&candidate), x, &splits, |d: &Density, held: &DMatrix<f64>| Ok(mean_ll(&d.density(held)?))) {
+                Ok(cv) => {
+                    for f in &cv.failures {
+                        eprintln!("{name} sigma {s} lambda {l:e}: {}", f.error);
                     }
-                };
-            }
-            let cv = total / folds as f64;
+                    cv.mean_scores[0]
+                }
+                Err(e) => {
+                    eprintln!("{name} sigma {s} lambda {l:e}: {e}");
+                    f64::NEG_INFINITY
+                }
+            };
             eprintln!("{name} sigma {s:.4} lambda {l:.1e}: CV LL {cv:.4} ({:.1} s)", t.elapsed().as_secs_f64());
             cv
         });
@@ -377,7 +412,9 @@ fn main() -> Result<(), Error> {
             println!("  {name}: no (sigma, lambda) gave a finite held-out likelihood");
             continue;
         };
-        let (p, integral) = fit_and_eval(kind, s, l, m, budget, &base, x, &[&setup.test, &setup.probe, &is_points])?;
+        let fitted = Candidate { kind, sigma: s, lambda: l, nystrom: m, budget, base: &base }.fit(&Device::Cpu, x)?;
+        let p = [&setup.test, &setup.probe, &is_points].iter().map(|a| fitted.density(a)).collect::<Result<Vec<_>, _>>()?;
+        let integral = fitted.integral()?;
         let negative = p[1].iter().filter(|&&v| v < 0.0).count() as f64 / p[1].len() as f64;
         let test_nonpositive = p[0].iter().filter(|&&v| v <= 0.0).count();
         let w = p[2].component_mul(&is_inv_q);

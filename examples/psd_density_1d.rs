@@ -2,7 +2,10 @@
 //! 1/2 N(-1, 0.3^2) + 1/2 N(1, 0.3^2) with sigma = 1, for PNM, NCM, GLM and
 //! the PSD model, side by side in one PNG; prints each model's integral and
 //! minimum. lambda is chosen per model on the log-likelihood of an
-//! independent validation sample (500 points drawn here).
+//! independent validation sample (500 points drawn here): one fixed split of
+//! the training and validation points stacked,
+//! [`gramian::estimator::cross_validate_splits`] with
+//! [`gramian::estimator::Splits::holdout`].
 //!
 //! The training sample is by default the authors' own n = 80 set
 //! (`../shared/data/psd/density-1d-n80.csv`, see `../shared/data/README.md`);
@@ -17,8 +20,9 @@
 mod psd_plot;
 mod psd_data;
 
-use gramian::psd::baselines::{BaselineKind, BaselineParams};
-use gramian::psd::{DensityParams, SolverOptions};
+use gramian::estimator::{cross_validate_splits, Fit, Splits};
+use gramian::psd::baselines::{BaselineDensity, BaselineKind, BaselineParams};
+use gramian::psd::{DensityParams, PsdDensity, SolverOptions};
 use gramian::Device;
 use nalgebra::{DMatrix, DVector};
 use plotters::style::RGBColor;
@@ -39,6 +43,23 @@ fn truth(x: f64) -> f64 {
 
 /// A fitted model as (name, density on a grid, integral, log-likelihood on validation).
 type Fitted = (String, DVector<f64>, f64, f64);
+
+/// The lambda of `grid` with the highest validation log-likelihood (the
+/// first on ties; `-inf` where a fit fails or the likelihood is not
+/// finite) and that log-likelihood: fit on `data`'s training rows, score on
+/// its held-out rows.
+fn select<P: Fit<DMatrix<f64>>>(
+    device: &Device,
+    grid: &[f64],
+    params: impl Fn(f64) -> P,
+    data: &DMatrix<f64>,
+    holdout: &Splits,
+    log_likelihood: impl Fn(&P::Fitted, &DMatrix<f64>) -> Result<f64, gramian::Error>,
+) -> Result<(f64, f64), gramian::Error> {
+    let candidates: Vec<P> = grid.iter().map(|&l| params(l)).collect();
+    let cv = cross_validate_splits(device, &candidates, data, holdout, log_likelihood)?;
+    Ok((cv.mean_scores[cv.best], grid[cv.best]))
+}
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -63,33 +84,22 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     };
     let validation = sample(500, &mut rng);
+    // The training sample, then the validation sample: fit on the first rows, score on the rest.
+    let stacked = DMatrix::from_fn(x.nrows() + validation.nrows(), 1, |i, _| if i < x.nrows() { x[(i, 0)] } else { validation[(i - x.nrows(), 0)] });
+    let holdout = Splits::holdout((0..x.nrows()).collect(), (x.nrows()..stacked.nrows()).collect())?;
     let grid = DMatrix::from_fn(1201, 1, |i, _| -6.0 + 12.0 * i as f64 / 1200.0);
     let lambdas = [1e-4, 1e-3, 1e-2, 1e-1];
     let sigma = 1.0;
     let mut fitted: Vec<Fitted> = Vec::new();
     for kind in [BaselineKind::Pnm, BaselineKind::Ncm, BaselineKind::Glm] {
-        let mut best: Option<(f64, f64)> = None;
-        for &l in &lambdas {
-            let model = BaselineParams::new(kind, sigma).regularisation(Regularisation::new().quadratic(l)).fit(&device, &x)?;
-            let ll = model.mean_log_likelihood(&device, &validation)?;
-            if ll.is_finite() && best.is_none_or(|(b, _)| ll > b) {
-                best = Some((ll, l));
-            }
-        }
-        let (ll, l) = best.ok_or("no lambda gave a finite validation likelihood")?;
+        let params = |l: f64| BaselineParams::new(kind, sigma).regularisation(Regularisation::new().quadratic(l));
+        let (ll, l) = select(&device, &lambdas, params, &stacked, &holdout, |m: &BaselineDensity, held: &DMatrix<f64>| m.mean_log_likelihood(&device, held))?;
         let model = BaselineParams::new(kind, sigma).regularisation(Regularisation::new().quadratic(l)).fit(&device, &x)?;
         fitted.push((format!("{} (lambda {l:e})", kind.name()), model.density(&device, &grid)?, model.integral(), ll));
     }
     let options = SolverOptions { tolerance: 1e-6, max_iterations: 50_000, check_every: 2 };
-    let mut best: Option<(f64, f64)> = None;
-    for &l in &lambdas {
-        let d = DensityParams::new(sigma).regularisation(Regularisation::new().trace(l).quadratic(0.1 * l)).solver(options).fit(&device, &x)?;
-        let ll = d.mean_log_likelihood(&device, &validation)?;
-        if ll.is_finite() && best.is_none_or(|(b, _)| ll > b) {
-            best = Some((ll, l));
-        }
-    }
-    let (ll, l) = best.ok_or("no lambda gave a finite validation likelihood")?;
+    let params = |l: f64| DensityParams::new(sigma).regularisation(Regularisation::new().trace(l).quadratic(0.1 * l)).solver(options);
+    let (ll, l) = select(&device, &lambdas, params, &stacked, &holdout, |m: &PsdDensity, held: &DMatrix<f64>| m.mean_log_likelihood(&device, held))?;
     let psd = DensityParams::new(sigma).regularisation(Regularisation::new().trace(l).quadratic(0.1 * l)).solver(options).fit(&device, &x)?;
     let r = psd.report();
     println!("PSD fit: {} FISTA iterations, duality gap {:.2e}, {:.3} s", r.iterations, r.gap, r.seconds_total);

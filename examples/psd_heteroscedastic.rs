@@ -11,6 +11,9 @@
 //!
 //! `sigma` and `lambda` are chosen for each model independently by 5-fold
 //! cross-validation of the held-out log-likelihood on the 80 training points
+//! (interleaved folds, sample `i` held out in fold `i % 5`:
+//! [`gramian::estimator::cross_validate_splits`] with
+//! [`gramian::estimator::Splits::interleaved`])
 //! (PSD: the paper's `lambda (||A||_* + 0.05 ||A||_F^2)`, i.e. `lambda_1 = lambda`,
 //! `lambda_2 = 0.1 lambda` in this crate's `lambda_2/2` convention, and
 //! `lambda_0 = lambda`; baselines: `lambda_0 = lambda` for `eta` and
@@ -25,10 +28,11 @@ mod psd_plot;
 
 #[path = "psd_toy/mod.rs"]
 mod psd_toy;
+use gramian::estimator::{cross_validate_splits, Fit, Splits, Supervised};
 use gramian::psd::heteroscedastic::NaturalParameters;
 use gramian::psd::{BaselineHeteroscedasticParams, BaselineKind, HeteroscedasticParams, PsdError, SolverOptions};
 use gramian::Device;
-use nalgebra::{DMatrix, DVector};
+use nalgebra::DMatrix;
 use plotters::style::RGBColor;
 use psd_plot::{Curve, Panel};
 use psd_toy::{toy_data, true_mean, true_variance};
@@ -42,6 +46,9 @@ enum Model {
     Psd,
 }
 
+/// A fitted model: the natural parameters at new points.
+type Predictor = Box<dyn Fn(&DMatrix<f64>) -> Result<NaturalParameters, PsdError>>;
+
 impl Model {
     fn name(&self) -> &'static str {
         match self {
@@ -51,45 +58,34 @@ impl Model {
     }
 
     /// Fits and returns a closure giving the natural parameters at new points.
-    fn fit(&self, device: &Device, x: &DMatrix<f64>, y: &DVector<f64>, sigma: f64, lambda: f64) -> Result<Box<dyn Fn(&DMatrix<f64>) -> Result<NaturalParameters, PsdError>>, PsdError> {
+    fn fit(&self, device: &Device, data: &Supervised, sigma: f64, lambda: f64) -> Result<Predictor, PsdError> {
         let device = device.clone();
         Ok(match *self {
             Model::Baseline(kind) => {
-                let m = BaselineHeteroscedasticParams::new(kind, sigma).regularisation(Regularisation::new().linear(lambda).quadratic(lambda)).restarts(3, 7).fit_xy(&device, x, y)?;
+                let m = BaselineHeteroscedasticParams::new(kind, sigma).regularisation(Regularisation::new().linear(lambda).quadratic(lambda)).restarts(3, 7).fit(&device, data)?;
                 Box::new(move |g| m.natural_parameters(&device, g))
             }
             Model::Psd => {
-                let m = HeteroscedasticParams::new(sigma).regularisation(Regularisation::new().linear(lambda).trace(lambda).quadratic(0.1 * lambda)).solver(SolverOptions { tolerance: 1e-6, max_iterations: 50_000, check_every: 10 }).fit_xy(&device, x, y)?;
+                let m = HeteroscedasticParams::new(sigma).regularisation(Regularisation::new().linear(lambda).trace(lambda).quadratic(0.1 * lambda)).solver(SolverOptions { tolerance: 1e-6, max_iterations: 50_000, check_every: 10 }).fit(&device, data)?;
                 Box::new(move |g| m.natural_parameters(&device, g))
             }
         })
     }
 }
 
-fn rows(x: &DMatrix<f64>, idx: &[usize]) -> DMatrix<f64> {
-    DMatrix::from_fn(idx.len(), x.ncols(), |i, j| x[(idx[i], j)])
+/// One point of a model's (sigma, lambda) grid: a candidate for
+/// [`cross_validate_splits`].
+struct Candidate {
+    model: Model,
+    sigma: f64,
+    lambda: f64,
 }
 
-fn entries(y: &DVector<f64>, idx: &[usize]) -> DVector<f64> {
-    DVector::from_fn(idx.len(), |i, _| y[idx[i]])
-}
-
-/// Mean held-out log-likelihood over `folds` folds (`-inf` if a fit fails).
-fn cross_validate(device: &Device, model: Model, x: &DMatrix<f64>, y: &DVector<f64>, folds: usize, sigma: f64, lambda: f64) -> f64 {
-    let n = x.nrows();
-    let mut total = 0.0;
-    for f in 0..folds {
-        let test: Vec<usize> = (0..n).filter(|i| i % folds == f).collect();
-        let train: Vec<usize> = (0..n).filter(|i| i % folds != f).collect();
-        total += match model.fit(device, &rows(x, &train), &entries(y, &train), sigma, lambda) {
-            Ok(m) => m(&rows(x, &test)).map(|np| np.log_likelihood(&entries(y, &test)).mean()).unwrap_or(f64::NEG_INFINITY),
-            Err(e) => {
-                eprintln!("{} sigma {sigma} lambda {lambda}: {e}", model.name());
-                f64::NEG_INFINITY
-            }
-        };
+impl Fit<Supervised> for Candidate {
+    type Fitted = Predictor;
+    fn fit(&self, device: &Device, data: &Supervised) -> Result<Predictor, PsdError> {
+        self.model.fit(device, data, self.sigma, self.lambda)
     }
-    total / folds as f64
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -97,6 +93,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let device = Device::Cpu;
     let mut rng = StdRng::seed_from_u64(2005);
     let (x, y) = toy_data(80, &mut rng);
+    let data = Supervised::new(x.clone(), y.clone())?;
+    let folds = Splits::interleaved(5)?;
     let (x_test, y_test) = toy_data(2000, &mut rng);
     let sigmas = [0.05, 0.1, 0.2];
     let lambdas = [1e-3, 1e-2, 1e-1];
@@ -114,18 +112,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let (orange, blue, light) = (RGBColor(255, 140, 0), RGBColor(31, 119, 180), RGBColor(120, 170, 220));
     for model in models {
         let start = std::time::Instant::now();
-        let mut best = (f64::NEG_INFINITY, sigmas[0], lambdas[0]);
-        for &sigma in &sigmas {
-            for &lambda in &lambdas {
-                let cv = cross_validate(&device, model, &x, &y, 5, sigma, lambda);
-                println!("cv  {:<4} sigma {sigma:<5} lambda {lambda:<6e}  held-out log-lik {cv:>9.4}", model.name());
-                if cv > best.0 {
-                    best = (cv, sigma, lambda);
-                }
-            }
+        let candidates: Vec<Candidate> = sigmas.iter().flat_map(|&sigma| lambdas.iter().map(move |&lambda| Candidate { model, sigma, lambda })).collect();
+        let cv = cross_validate_splits(&device, &candidates, &data, &folds, |m: &Predictor, held: &Supervised| Ok(m(&held.x)?.log_likelihood(&held.y).mean()))?;
+        for f in &cv.failures {
+            let c = &candidates[f.candidate];
+            eprintln!("{} sigma {} lambda {}: {}", model.name(), c.sigma, c.lambda, f.error);
         }
+        for (c, score) in candidates.iter().zip(&cv.mean_scores) {
+            println!("cv  {:<4} sigma {:<5} lambda {:<6e}  held-out log-lik {score:>9.4}", model.name(), c.sigma, c.lambda);
+        }
+        let best = (cv.mean_scores[cv.best], candidates[cv.best].sigma, candidates[cv.best].lambda);
         let t_cv = start.elapsed().as_secs_f64();
-        let fitted = model.fit(&device, &x, &y, best.1, best.2)?;
+        let fitted = model.fit(&device, &data, best.1, best.2)?;
         let test_ll = fitted(&x_test)?.log_likelihood(&y_test).mean();
         let theta_wide = fitted(&wide_grid)?.theta;
         let min_theta = theta_wide.min();

@@ -6,7 +6,9 @@
 //! ([`gramian::psd::regression`]). PNM orders the curves on the data only.
 //!
 //! `sigma` and `lambda` are chosen per model on a validation split (70% / 30%
-//! of the training data, as in App. E) by the pinball loss (PSD:
+//! of the training data, as in App. E: the first 70 % fitted, the rest
+//! scored, [`gramian::estimator::cross_validate_splits`] with
+//! [`gramian::estimator::Splits::holdout`]) by the pinball loss (PSD:
 //! `lambda_0 = lambda`, `lambda_1 = 0.1 lambda`, `lambda_2 = 0.01 lambda`, the
 //! ratios of the fixed setting used before; baselines: `lambda_0 = lambda` and
 //! `lambda/2 ||w||^2` per gap); the table gives the
@@ -25,6 +27,7 @@ mod psd_plot;
 #[path = "psd_toy/mod.rs"]
 mod psd_toy;
 
+use gramian::estimator::{cross_validate_splits, Fit, Splits, Supervised};
 use gramian::psd::regression::QuantileParams;
 use gramian::psd::{BaselineKind, BaselineQuantileParams, PsdError, SolverOptions};
 use gramian::Device;
@@ -72,25 +75,40 @@ impl Model {
         }
     }
 
-    fn fit(&self, device: &Device, x: &DMatrix<f64>, y: &DVector<f64>, sigma: f64, lambda: f64) -> Result<Predictor, PsdError> {
+    fn fit(&self, device: &Device, data: &Supervised, sigma: f64, lambda: f64) -> Result<Predictor, PsdError> {
         let device = device.clone();
         Ok(match *self {
             Model::Baseline(kind) => {
                 let mut params = BaselineQuantileParams::new(kind, sigma, &LEVELS).regularisation(Regularisation::new().linear(lambda).quadratic(lambda)).restarts(3, 7);
                 // NCM's Newton systems have order (r + 1) + (K - 1) m: its
                 // kernel coefficients live on NCM_CENTRES Nystrom centres.
-                if kind == BaselineKind::Ncm && x.nrows() > NCM_CENTRES {
+                if kind == BaselineKind::Ncm && data.x.nrows() > NCM_CENTRES {
                     params = params.nystrom(NCM_CENTRES, 11);
                 }
-                let m = params.fit_xy(&device, x, y)?;
+                let m = params.fit(&device, data)?;
                 Box::new(move |g| m.predict(&device, g))
             }
             Model::Psd => {
                 let options = SolverOptions { tolerance: 1e-4, max_iterations: 20_000, check_every: 10 };
-                let m = QuantileParams::new(sigma, &LEVELS).regularisation(Regularisation::new().linear(lambda).trace(0.1 * lambda).quadratic(0.01 * lambda)).solver(options).fit_xy(&device, x, y)?;
+                let m = QuantileParams::new(sigma, &LEVELS).regularisation(Regularisation::new().linear(lambda).trace(0.1 * lambda).quadratic(0.01 * lambda)).solver(options).fit(&device, data)?;
                 Box::new(move |g| m.predict(&device, g))
             }
         })
+    }
+}
+
+/// One point of a model's (sigma, lambda) grid: a candidate for
+/// [`cross_validate_splits`].
+struct Candidate {
+    model: Model,
+    sigma: f64,
+    lambda: f64,
+}
+
+impl Fit<Supervised> for Candidate {
+    type Fitted = Predictor;
+    fn fit(&self, device: &Device, data: &Supervised) -> Result<Predictor, PsdError> {
+        self.model.fit(device, data, self.sigma, self.lambda)
     }
 }
 
@@ -102,8 +120,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let (x, y) = quantile_data(n, &mut rng);
     let (x_test, y_test) = quantile_data(5000, &mut rng);
     let split = n * 7 / 10;
-    let (x_fit, y_fit) = (x.rows(0, split).into_owned(), y.rows(0, split).into_owned());
-    let (x_val, y_val) = (x.rows(split, n - split).into_owned(), y.rows(split, n - split).into_owned());
+    let data = Supervised::new(x.clone(), y.clone())?;
+    let holdout = Splits::holdout((0..split).collect(), (split..n).collect())?;
     let sigmas = [0.05, 0.1, 0.2];
     let lambdas = [1e-4, 1e-3, 1e-2];
     let grid = DMatrix::from_fn(1501, 1, |i, _| -0.25 + 1.5 * i as f64 / 1500.0);
@@ -115,25 +133,20 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut panels = Vec::new();
     for model in models {
         let start = std::time::Instant::now();
-        let mut best = (f64::INFINITY, sigmas[0], lambdas[0]);
-        for &sigma in &sigmas {
-            for &lambda in &lambdas {
-                let loss = match model.fit(&device, &x_fit, &y_fit, sigma, lambda).and_then(|m| m(&x_val)) {
-                    Ok(q) => pinball(&q, &y_val),
-                    Err(e) => {
-                        eprintln!("{} sigma {sigma} lambda {lambda}: {e}", model.name());
-                        f64::INFINITY
-                    }
-                };
-                println!("val {:<4} sigma {sigma:<5} lambda {lambda:<6e}  pinball {loss:.5}", model.name());
-                if loss < best.0 {
-                    best = (loss, sigma, lambda);
-                }
-            }
+        let candidates: Vec<Candidate> = sigmas.iter().flat_map(|&sigma| lambdas.iter().map(move |&lambda| Candidate { model, sigma, lambda })).collect();
+        // Higher is better: minus the pinball loss.
+        let cv = cross_validate_splits(&device, &candidates, &data, &holdout, |m: &Predictor, held: &Supervised| Ok(-pinball(&m(&held.x)?, &held.y)))?;
+        for f in &cv.failures {
+            let c = &candidates[f.candidate];
+            eprintln!("{} sigma {} lambda {}: {}", model.name(), c.sigma, c.lambda, f.error);
         }
+        for (c, score) in candidates.iter().zip(&cv.mean_scores) {
+            println!("val {:<4} sigma {:<5} lambda {:<6e}  pinball {:.5}", model.name(), c.sigma, c.lambda, -score);
+        }
+        let best = (-cv.mean_scores[cv.best], candidates[cv.best].sigma, candidates[cv.best].lambda);
         let t_select = start.elapsed().as_secs_f64();
         let start = std::time::Instant::now();
-        let fitted = model.fit(&device, &x, &y, best.1, best.2)?;
+        let fitted = model.fit(&device, &data, best.1, best.2)?;
         let t_fit = start.elapsed().as_secs_f64();
         let test = pinball(&fitted(&x_test)?, &y_test);
         let q = fitted(&grid)?;

@@ -31,7 +31,8 @@
 //! Every estimator has one shape ([`estimator`]): parameters ->
 //! [`Fit`](estimator::Fit) on a `&Device` -> a fitted model ->
 //! [`Predict`](estimator::Predict) / [`Transform`](estimator::Transform),
-//! with [`estimator::cross_validate`] for parameter selection and one error
+//! with [`estimator::cross_validate`] and [`estimator::cross_validate_splits`]
+//! (over [`estimator::Splits`]) for parameter selection and one error
 //! type, [`Error`]. `use gramian::prelude::*;` brings the common names.
 //!
 //! Cargo features: `serde` (saved models, `io`), `ndarray` (`interop`),
@@ -85,7 +86,7 @@ pub use linalg::Real;
 pub mod prelude {
     pub use crate::eksvd::{Eksvd, EksvdParams, FeatureMap, Ksvd, KsvdParams, MultiSource, Solver};
     pub use crate::error::Error;
-    pub use crate::estimator::{cross_validate, CrossValidation, Fit, Predict, Samples, Supervised, Transform};
+    pub use crate::estimator::{cross_validate, cross_validate_splits, CrossValidation, Fit, Predict, Samples, Splits, Supervised, Transform};
     #[cfg(feature = "serde")]
     pub use crate::io::{Format, SavedModel};
     pub use crate::mklaren::{Mklaren, MklarenParams};
