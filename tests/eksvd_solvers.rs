@@ -257,3 +257,29 @@ fn random_fourier_features_approximate_the_rbf_kernel() {
     let max_err = (&phi * phi.transpose() - &k).abs().max();
     assert!(max_err < 0.08, "max |Phi Phi^T - K| = {max_err}");
 }
+
+#[test]
+fn dual_and_covariance_agree_when_the_covariances_are_singular() {
+    // N_q < d_phi: every C_qq = Phi_q^T Phi_q is singular (rank N_q), so the
+    // covariance solver's factor D = F^T F cannot rely on positive definiteness.
+    let mut rng = common::rng();
+    let data = MultiSource::new(vec![common::random_matrix(&mut rng, 15, 4), common::random_matrix(&mut rng, 12, 6), common::random_matrix(&mut rng, 10, 3)]).unwrap();
+    let device = Device::cpu();
+    let dual = rff_params(5, Solver::Dual(Eigensolver::Dense)).fit(&device, &data).unwrap();
+    let cov = rff_params(5, Solver::Covariance(Eigensolver::Dense)).fit(&device, &data).unwrap();
+    for k in 0..5 {
+        let (a, b) = (dual.eigenvalues()[k], cov.eigenvalues()[k]);
+        assert!((a - b).abs() < 1e-9 * a, "eigenvalue {k}: dual {a} vs covariance {b}");
+    }
+    for q in 0..3 {
+        let err = max_error_up_to_sign(&dual.training_scores(q), &cov.training_scores(q));
+        assert!(err < 1e-6, "training scores of source {q}: {err}");
+    }
+    let features: Vec<DMatrix<f64>> = (0..3).map(|q| cov.training_features(q).clone()).collect();
+    let c_q = covariance_matrix(&covariances(&device, &features).unwrap()).unwrap();
+    for k in 0..5 {
+        let w = DMatrix::from_fn(3 * 24, 1, |i, _| cov.weights(i / 24)[(i % 24, k)]);
+        let residual = (&c_q * &w - &w * cov.eigenvalues()[k]).norm() / (w.norm() * cov.eigenvalues()[k]);
+        assert!(residual < 1e-8, "C_Q w = lambda w residual {residual} at component {k}");
+    }
+}

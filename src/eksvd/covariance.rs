@@ -3,9 +3,11 @@
 //!
 //! `C_Q = A D` with `A = (1 1^T - I) (x) I_{d_phi}` symmetric and
 //! `D = blockdiag(C_11, ..., C_QQ)` positive semi-definite, so `C_Q` is not
-//! symmetric but is similar on its range to `H = D^{1/2} A D^{1/2}`, whose
-//! blocks are `H_qp = C_qq^{1/2} C_pp^{1/2}` (`p != q`) and `H_qq = 0`:
-//! if `H u = lambda u` then `C_Q (A D^{1/2} u) = lambda (A D^{1/2} u)`. The
+//! symmetric but is similar on its range to `H = F A F^T` for any factor
+//! `D = F^T F` (`F = blockdiag(F_q)`, `C_qq = F_q^T F_q`: the transposed
+//! Cholesky factor, or `C_qq^{1/2}` when `C_qq` is singular), whose blocks
+//! are `H_qp = F_q F_p^T` (`p != q`) and `H_qq = 0`: if `H u = lambda u`
+//! then `C_Q (A F^T u) = lambda (A F^T u)`. The
 //! spectrum is real and no general (complex) eigensolver is needed; `H` has
 //! order `Q d_phi` and the same nonzero eigenvalues as `G_Q` of Eq. 4.
 
@@ -13,7 +15,7 @@ use nalgebra::{DMatrix, DVector};
 
 use super::eigensolver::{largest_dense, largest_lanczos, Eigensolver};
 use super::error::{check_shape, check_source_matrix, EksvdError, Result};
-use crate::linalg::{matmul, symmetric_eigen};
+use crate::linalg::{matmul, matmul_nt, matmul_tn, symmetric_eigen};
 use crate::Device;
 use crate::MatrixProduct;
 
@@ -93,21 +95,44 @@ fn psd_sqrt(c: &DMatrix<f64>) -> Result<DMatrix<f64>> {
     Ok(crate::linalg::matmul_nt(&scaled, &evd.eigenvectors))
 }
 
+/// A factor `F` of the PSD covariance `C = F^T F`: the transposed Cholesky
+/// factor `F = L^T` (`C = L L^T`) when the factorisation succeeds, which it
+/// does for every numerically positive definite `C` (`N_q >= d_phi` and
+/// features in general position), otherwise the symmetric square root
+/// `C^{1/2}` ([`psd_sqrt`], for rank-deficient `C`). Any such factor serves
+/// [`solve_covariance`]: with `F = blockdiag(F_q)`, `D = F^T F`, and the
+/// symmetric `H = F A F^T` (blocks `F_q F_p^T`) has the nonzero spectrum of
+/// `C_Q = A D`, with `C_Q (A F^T u) = lambda (A F^T u)` when
+/// `H u = lambda u`. Cholesky costs `d^3 / 3` multiply-adds against a full
+/// eigendecomposition for the square root.
+fn covariance_factor(c: &DMatrix<f64>) -> Result<DMatrix<f64>> {
+    let d = c.nrows();
+    if let Ok(llt) = crate::linalg::faer_ref(c).llt(faer::Side::Lower) {
+        let l = llt.L();
+        let f = DMatrix::from_fn(d, d, |i, j| if i <= j { l[(j, i)] } else { 0.0 });
+        crate::linalg::clear_upper_simd_state(true);
+        if f.iter().all(|x| x.is_finite()) {
+            return Ok(f);
+        }
+    }
+    psd_sqrt(c)
+}
+
 /// Solves Eq. 8 for the `n_components` largest positive eigenvalues, from the
 /// features `Phi_q` (`N_q x d_phi`): Gram matrices on `device`, then the
 /// symmetric problem `H u = lambda u` of order `Q d_phi` with `solver`, then
-/// `w_q = (1/(Q-1)) sum_{p != q} C_pp^{1/2} u_p` (that is `A D^{1/2} u`,
+/// `w_q = (1/(Q-1)) sum_{p != q} F_p^T u_p` (that is `A F^T u`,
 /// scaled as documented on [`CovarianceSolution`]).
 pub fn solve_covariance(device: &Device, features: &[DMatrix<f64>], n_components: usize, solver: &Eigensolver, seed: u64) -> Result<CovarianceSolution> {
     solver.validate()?;
     let cov = covariances(device, features)?;
-    let roots: Vec<DMatrix<f64>> = cov.iter().map(psd_sqrt).collect::<Result<_>>()?;
-    let n = roots.len();
-    let d = roots[0].nrows();
+    let factors: Vec<DMatrix<f64>> = cov.iter().map(covariance_factor).collect::<Result<_>>()?;
+    let n = factors.len();
+    let d = factors[0].nrows();
     let mut h = DMatrix::zeros(n * d, n * d);
     for q in 0..n {
         for p in (q + 1)..n {
-            let block = matmul(&roots[q], &roots[p]);
+            let block = matmul_nt(&factors[q], &factors[p]);
             h.view_mut((q * d, p * d), (d, d)).copy_from(&block);
             h.view_mut((p * d, q * d), (d, d)).copy_from(&block.transpose());
         }
@@ -117,8 +142,8 @@ pub fn solve_covariance(device: &Device, features: &[DMatrix<f64>], n_components
         Eigensolver::Lanczos { tolerance, max_restarts } => largest_lanczos(n * d, n_components, |v| Ok(matmul(&h, v)), tolerance, max_restarts, seed)?,
     };
     let k = pairs.values.len();
-    // D^{1/2} u per source, then w_q = (1/(Q-1)) sum_{p != q} (D^{1/2} u)_p.
-    let root_u: Vec<DMatrix<f64>> = (0..n).map(|q| matmul(&roots[q], &pairs.vectors.rows(q * d, d).into_owned())).collect();
+    // F^T u per source, then w_q = (1/(Q-1)) sum_{p != q} (F^T u)_p.
+    let root_u: Vec<DMatrix<f64>> = (0..n).map(|q| matmul_tn(&factors[q], &pairs.vectors.rows(q * d, d).into_owned())).collect();
     let mut total = DMatrix::zeros(d, k);
     for r in &root_u {
         total += r;
@@ -126,4 +151,33 @@ pub fn solve_covariance(device: &Device, features: &[DMatrix<f64>], n_components
     let scale = 1.0 / (n as f64 - 1.0);
     let weights = root_u.iter().map(|r| (&total - r) * scale).collect();
     Ok(CovarianceSolution { eigenvalues: pairs.values, weights })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::{rngs::StdRng, SeedableRng};
+    use rand_distr::{Distribution, StandardNormal};
+
+    fn gram(rows: usize, d: usize, seed: u64) -> DMatrix<f64> {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let phi = DMatrix::<f64>::from_fn(rows, d, |_, _| StandardNormal.sample(&mut rng));
+        phi.transpose() * phi
+    }
+
+    #[test]
+    fn covariance_factor_reproduces_definite_and_singular_covariances() {
+        // Positive definite (rows > d): the Cholesky factor, upper triangular.
+        let c = gram(40, 17, 1);
+        let f = covariance_factor(&c).unwrap();
+        assert!((0..17).all(|j| (j + 1..17).all(|i| f[(i, j)] == 0.0)), "Cholesky factor not upper triangular");
+        let err = (f.transpose() * &f - &c).norm() / c.norm();
+        assert!(err < 1e-13, "F^T F vs C: {err}");
+        // Rank 5 of order 17 (rows < d), and the zero matrix.
+        for c in [gram(5, 17, 2), DMatrix::zeros(6, 6)] {
+            let f = covariance_factor(&c).unwrap();
+            let err = (f.transpose() * &f - &c).norm() / c.norm().max(1.0);
+            assert!(err < 1e-12 && f.iter().all(|x| x.is_finite()), "F^T F vs singular C: {err}");
+        }
+    }
 }
