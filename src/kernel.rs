@@ -381,6 +381,7 @@ linalg::simd_fn! {
 linalg::simd_fn! {
     /// Steps 2 and 3 (step 3 only when `apply`) of [`fill_tile`] on a tile
     /// that holds the inner products.
+    #[allow(clippy::too_many_arguments)]
     fn finish_tile<T: Real>(kernel: &Kernel, x: &DMatrix<T>, z: &DMatrix<T>, norms: &TileNorms<T>, r0: usize, c0: usize, dst: MatMut<'_, T>, apply: bool) {
         let mut dst = dst;
         let (rows, cols) = (dst.nrows(), dst.ncols());
