@@ -186,12 +186,19 @@ impl Kernel {
     pub fn diagonal<T: Real>(&self, x: &DMatrix<T>) -> Result<DVector<T>> {
         self.validate()?;
         check_matrix("x", x)?;
-        let diagonal = match self {
-            Kernel::Rbf { .. } | Kernel::Laplacian { .. } => DVector::from_element(x.nrows(), T::one()),
-            _ => {
-                let sq = row_squared_norms(x);
-                DVector::from_iterator(x.nrows(), sq.iter().map(|&s| self.apply_to_statistic(s)))
-            }
+        let sq = if self.is_distance_based() { vec![T::zero(); x.nrows()] } else { row_squared_norms(x) };
+        self.diagonal_from_sq_norms(&sq)
+    }
+
+    /// [`Kernel::diagonal`] from the squared row norms `||x_i||^2` (read
+    /// only by the inner-product kernels; the distance-based ones are 1 on
+    /// the diagonal), for callers that share one norm pass between several
+    /// kernels on the same input (mklaren).
+    pub(crate) fn diagonal_from_sq_norms<T: Real>(&self, sq_norms: &[T]) -> Result<DVector<T>> {
+        let diagonal = if self.is_distance_based() {
+            DVector::from_element(sq_norms.len(), T::one())
+        } else {
+            DVector::from_iterator(sq_norms.len(), sq_norms.iter().map(|&s| self.apply_to_statistic(s)))
         };
         linalg::finite_vector("kernel diagonal", diagonal)
     }
@@ -229,23 +236,28 @@ pub fn kernel_matrix_cpu<T: Real>(kernel: &Kernel, x: &DMatrix<T>, z: &DMatrix<T
 
 pub(crate) fn kernel_matrix_unchecked<T: Real>(kernel: &Kernel, x: &DMatrix<T>, z: &DMatrix<T>) -> DMatrix<T> {
     let norms = TileNorms::new(kernel, x, z);
-    kernel_matrix_tiled(kernel, x, z, &norms)
+    kernel_matrix_tiled(kernel, x, z, &norms, true)
 }
 
-/// [`kernel_matrix_cpu`] (inputs already checked) with the squared row norms
-/// of `x` and `z` given, for callers that compute many blocks against one
-/// `x` (mklaren's kernel columns): `x_sq_norms[i] = ||x_i||^2`,
-/// `z_sq_norms[j] = ||z_j||^2`, read only by the distance-based kernels
-/// (pass empty slices for the others).
-pub(crate) fn kernel_matrix_with_norms<T: Real>(kernel: &Kernel, x: &DMatrix<T>, z: &DMatrix<T>, x_sq_norms: &[T], z_sq_norms: &[T]) -> DMatrix<T> {
+/// The statistic of `kernel` between the rows of `x` and `z` (n x m): the
+/// squared distances `||x_i - z_j||^2` for the distance-based kernels (the
+/// same for every RBF and Laplacian kernel), the inner products otherwise.
+/// These are steps 1-2 of the fused tile of [`kernel_matrix_cpu`], with the
+/// squared row norms given (`x_sq_norms[i] = ||x_i||^2`, `z_sq_norms[j] =
+/// ||z_j||^2`, read only by the distance-based kernels: pass empty slices
+/// for the others), and [`apply_to_statistics`] is its step 3:
+/// `kernel_matrix_cpu` equals this followed by `apply_to_statistics`, bit
+/// for bit. Several kernels on one input then pay for one pass over `x`
+/// (mklaren's kernel columns).
+pub(crate) fn statistic_matrix_with_norms<T: Real>(kernel: &Kernel, x: &DMatrix<T>, z: &DMatrix<T>, x_sq_norms: &[T], z_sq_norms: &[T]) -> DMatrix<T> {
     if kernel.is_distance_based() {
-        assert_eq!((x_sq_norms.len(), z_sq_norms.len()), (x.nrows(), z.nrows()), "kernel_matrix_with_norms: one norm per row");
+        assert_eq!((x_sq_norms.len(), z_sq_norms.len()), (x.nrows(), z.nrows()), "statistic_matrix_with_norms: one norm per row");
     }
     let norms = TileNorms { x: x_sq_norms.to_vec(), z: z_sq_norms.to_vec() };
-    kernel_matrix_tiled(kernel, x, z, &norms)
+    kernel_matrix_tiled(kernel, x, z, &norms, false)
 }
 
-fn kernel_matrix_tiled<T: Real>(kernel: &Kernel, x: &DMatrix<T>, z: &DMatrix<T>, norms: &TileNorms<T>) -> DMatrix<T> {
+fn kernel_matrix_tiled<T: Real>(kernel: &Kernel, x: &DMatrix<T>, z: &DMatrix<T>, norms: &TileNorms<T>, apply: bool) -> DMatrix<T> {
     let (n, m) = (x.nrows(), z.nrows());
     let mut k = DMatrix::from_vec(n, m, vec![T::zero(); n * m]);
     let out = SendPtr(k.as_mut_slice().as_mut_ptr());
@@ -257,7 +269,7 @@ fn kernel_matrix_tiled<T: Real>(kernel: &Kernel, x: &DMatrix<T>, z: &DMatrix<T>,
         // its own rows r0..r0+rows of columns c0..c0+cols (column stride n)
         // and no other task touches them; `k` outlives the parallel loop.
         let dst = unsafe { MatMut::from_raw_parts_mut(out.get().add(r0 + c0 * n), rows, cols, 1, n as isize) };
-        fill_tile(kernel, x, z, norms, r0, c0, dst);
+        fill_tile(kernel, x, z, norms, r0, c0, dst, apply);
     };
     if n * m * x.ncols().max(1) < PARALLEL_WORK {
         (0..row_blocks * col_blocks).for_each(tile);
@@ -320,19 +332,57 @@ impl<T: Real> TileNorms<T> {
 ///
 /// Steps 2 and 3 run compiled for the CPU's widest vectors (`linalg::simd_fn`).
 /// This is the only CPU kernel-matrix implementation: the whole matrix and
-/// the matrix-free matvec both call it.
-fn fill_tile<T: Real>(kernel: &Kernel, x: &DMatrix<T>, z: &DMatrix<T>, norms: &TileNorms<T>, r0: usize, c0: usize, mut dst: MatMut<'_, T>) {
+/// the matrix-free matvec both call it; `apply = false` stops after step 2
+/// (the statistic, [`statistic_matrix_with_norms`]).
+#[allow(clippy::too_many_arguments)]
+fn fill_tile<T: Real>(kernel: &Kernel, x: &DMatrix<T>, z: &DMatrix<T>, norms: &TileNorms<T>, r0: usize, c0: usize, mut dst: MatMut<'_, T>, apply: bool) {
     let (rows, cols) = (dst.nrows(), dst.ncols());
     let xb = linalg::faer_ref(x).subrows(r0, rows);
     let zb = linalg::faer_ref(z).subrows(c0, cols);
     T::faer_matmul_seq(dst.rb_mut(), xb, zb.transpose());
     linalg::clear_upper_simd_state(false);
-    finish_tile(kernel, x, z, norms, r0, c0, dst);
+    finish_tile(kernel, x, z, norms, r0, c0, dst, apply);
+}
+
+/// Step 3 of the fused tile on values that hold the statistic `s`:
+/// `v <- k(v)` (`exp(-gamma s)` / `exp(-gamma sqrt(s))` by the vectorised
+/// [`Real::exp_nonpositive`], the other kernels by
+/// [`Kernel::apply_to_statistic`]), at the CPU's widest vectors.
+pub(crate) fn apply_to_statistics<T: Real>(kernel: &Kernel, values: &mut [T]) {
+    apply_in_place(kernel, values);
 }
 
 linalg::simd_fn! {
-    /// Steps 2 and 3 of [`fill_tile`] on a tile that holds the inner products.
-    fn finish_tile<T: Real>(kernel: &Kernel, x: &DMatrix<T>, z: &DMatrix<T>, norms: &TileNorms<T>, r0: usize, c0: usize, dst: MatMut<'_, T>) {
+    /// Step 3 of [`fill_tile`], compiled with the caller's vector width.
+    fn apply_in_place<T: Real>(kernel: &Kernel, col: &mut [T]) {
+        match *kernel {
+            Kernel::Rbf { gamma } => {
+                let g = -T::from_f64_lossy(gamma);
+                for v in col.iter_mut() {
+                    *v = T::exp_nonpositive(g * *v);
+                }
+            }
+            Kernel::Laplacian { gamma } => {
+                let g = -T::from_f64_lossy(gamma);
+                for v in col.iter_mut() {
+                    *v = T::exp_nonpositive(g * v.sqrt());
+                }
+            }
+            Kernel::Linear => {}
+            _ => {
+                for v in col.iter_mut() {
+                    *v = kernel.apply_to_statistic(*v);
+                }
+            }
+        }
+    }
+}
+
+linalg::simd_fn! {
+    /// Steps 2 and 3 (step 3 only when `apply`) of [`fill_tile`] on a tile
+    /// that holds the inner products.
+    #[allow(clippy::too_many_arguments)]
+    fn finish_tile<T: Real>(kernel: &Kernel, x: &DMatrix<T>, z: &DMatrix<T>, norms: &TileNorms<T>, r0: usize, c0: usize, dst: MatMut<'_, T>, apply: bool) {
         let mut dst = dst;
         let (rows, cols) = (dst.nrows(), dst.ncols());
         let two = T::one() + T::one();
@@ -341,7 +391,7 @@ linalg::simd_fn! {
         for j in 0..cols {
             let col = dst.rb_mut().col_mut(j).try_as_col_major_mut().expect("tiles have unit row stride").as_slice_mut();
             match *kernel {
-                Kernel::Rbf { gamma } | Kernel::Laplacian { gamma } => {
+                Kernel::Rbf { .. } | Kernel::Laplacian { .. } => {
                     let xn = &norms.x[r0..r0 + rows];
                     let znj = norms.z[c0 + j];
                     let mut near = false;
@@ -374,23 +424,11 @@ linalg::simd_fn! {
                             }
                         }
                     }
-                    let g = -T::from_f64_lossy(gamma);
-                    if matches!(kernel, Kernel::Rbf { .. }) {
-                        for v in col.iter_mut() {
-                            *v = T::exp_nonpositive(g * *v);
-                        }
-                    } else {
-                        for v in col.iter_mut() {
-                            *v = T::exp_nonpositive(g * v.sqrt());
-                        }
-                    }
                 }
-                Kernel::Linear => {}
-                _ => {
-                    for v in col.iter_mut() {
-                        *v = kernel.apply_to_statistic(*v);
-                    }
-                }
+                _ => {}
+            }
+            if apply {
+                apply_in_place(kernel, col);
             }
         }
     }
@@ -452,7 +490,7 @@ pub fn kernel_matvec_cpu<T: Real>(kernel: &Kernel, x: &DMatrix<T>, z: &DMatrix<T
             let c0 = cb * MATVEC_TILE_COLS;
             let cols = MATVEC_TILE_COLS.min(m - c0);
             let mut tile = MatMut::from_column_major_slice_mut(&mut buf[..rows * cols], rows, cols);
-            fill_tile(kernel, x, z, &norms, r0, c0, tile.rb_mut());
+            fill_tile(kernel, x, z, &norms, r0, c0, tile.rb_mut(), true);
             T::faer_matmul_seq_add(linalg::faer_mut(&mut acc), tile.rb(), linalg::faer_ref(v).subrows(c0, cols));
             linalg::clear_upper_simd_state(false);
         }
@@ -505,6 +543,22 @@ mod tests {
             }
             let col = kernel_column_cpu(&kernel, &x, &z.row(2).iter().copied().collect::<Vec<_>>()).unwrap();
             assert!((col - k.column(2)).norm() < 1e-13);
+        }
+    }
+
+    #[test]
+    fn statistic_then_apply_is_the_kernel_matrix_bit_for_bit() {
+        let x = DMatrix::<f64>::from_fn(300, 7, |i, j| ((i * 7 + j) as f64 * 0.31).sin());
+        let mut z = x.select_rows(&[0, 5, 299]);
+        z[(1, 0)] += 1e-9; // a near-duplicate pair (the direct recomputation)
+        let (xn, zn) = (row_squared_norms(&x), row_squared_norms(&z));
+        for kernel in [Kernel::rbf(0.7).unwrap(), Kernel::laplacian(0.4).unwrap(), Kernel::polynomial(0.5, 1.0, 2).unwrap(), Kernel::linear()] {
+            let expected = kernel_matrix_cpu(&kernel, &x, &z).unwrap();
+            let mut k = statistic_matrix_with_norms(&kernel, &x, &z, &xn, &zn);
+            apply_to_statistics(&kernel, k.as_mut_slice());
+            assert!(k.iter().zip(expected.iter()).all(|(a, b)| a.to_bits() == b.to_bits()), "{kernel:?}");
+            let diag = kernel.diagonal_from_sq_norms(&xn).unwrap();
+            assert_eq!(diag, kernel.diagonal(&x).unwrap());
         }
     }
 

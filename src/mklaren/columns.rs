@@ -2,7 +2,7 @@
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use nalgebra::DMatrix;
 
@@ -14,31 +14,136 @@ use crate::{ComputeError, Device, Kernel};
 /// Rows handled per parallel task in the element-wise loops.
 pub(crate) const ROW_CHUNK: usize = 8192;
 
+/// A small least-recently-used cache of columns by key (memory: capacity
+/// columns of n numbers). Looked up and filled under a lock; the column is
+/// computed outside it (the computation runs on the thread pool), so two
+/// threads that miss at once may both compute it, with the same result.
+struct ColumnCache<K> {
+    capacity: usize,
+    entries: Mutex<VecDeque<(K, Arc<Vec<f64>>)>>,
+}
+
+impl<K: PartialEq + Copy> ColumnCache<K> {
+    fn new(capacity: usize) -> Self {
+        ColumnCache { capacity, entries: Mutex::new(VecDeque::new()) }
+    }
+
+    /// The cached column for `key` (now the most recently used), or the one
+    /// `compute` returns, kept when the cache has room (capacity > 0).
+    fn get_or_compute<E>(&self, key: K, compute: impl FnOnce() -> Result<Vec<f64>, E>) -> Result<Arc<Vec<f64>>, E> {
+        if self.capacity > 0 {
+            let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(pos) = entries.iter().position(|(k, _)| *k == key) {
+                let entry = entries.remove(pos).expect("position is valid");
+                let out = entry.1.clone();
+                entries.push_back(entry);
+                return Ok(out);
+            }
+        }
+        let col = Arc::new(compute()?);
+        if self.capacity > 0 {
+            let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+            if !entries.iter().any(|(k, _)| *k == key) {
+                if entries.len() == self.capacity {
+                    entries.pop_front();
+                }
+                entries.push_back((key, col.clone()));
+            }
+        }
+        Ok(col)
+    }
+}
+
+/// What the kernels on one input share (Eq. 2 needs the column `K_q(:, i)`
+/// of kernel q at pivot i): the input `X`, its squared row norms `||x_k||^2`
+/// (one pass, for every kernel's diagonal and distances), and on the CPU the
+/// statistic columns by pivot: every distance-based kernel on `X` is a
+/// function of the same squared distances `s_k = ||x_k - x_i||^2` (RBF:
+/// `exp(-gamma_q s_k)`), every other kernel of the inner products
+/// `<x_k, x_i>`, so one pass over `X` per pivot serves all of them. The
+/// statistic columns are cached by (pivot, kind), least recently used
+/// first out.
+pub(crate) struct SharedInput<'a> {
+    x: &'a DMatrix<f64>,
+    row_sq_norms: Vec<f64>,
+    cache: ColumnCache<(usize, bool)>,
+    /// Statistic columns computed (passes over X; cache hits not counted).
+    passes: AtomicUsize,
+}
+
+impl<'a> SharedInput<'a> {
+    /// `x` with its squared row norms, keeping `capacity` statistic columns.
+    ///
+    /// Errors: empty or non-finite `x`.
+    pub(crate) fn new(x: &'a DMatrix<f64>, capacity: usize) -> Result<Self, ComputeError> {
+        check_matrix("x", x)?;
+        Ok(SharedInput { x, row_sq_norms: row_squared_norms(x), cache: ColumnCache::new(capacity), passes: AtomicUsize::new(0) })
+    }
+
+    /// One shared input per distinct matrix of `xs` (the same object is the
+    /// same input), each keeping `capacity_per_kernel` statistic columns per
+    /// kernel on it; entry q is kernel q's.
+    pub(crate) fn for_inputs(xs: &[&'a DMatrix<f64>], capacity_per_kernel: usize) -> Result<Vec<Arc<SharedInput<'a>>>, ComputeError> {
+        let mut out: Vec<Arc<SharedInput<'a>>> = Vec::with_capacity(xs.len());
+        for (q, x) in xs.iter().enumerate() {
+            match (0..q).find(|&p| std::ptr::eq(xs[p], *x)) {
+                Some(p) => out.push(out[p].clone()),
+                None => {
+                    let users = xs.iter().filter(|y| std::ptr::eq(**y, *x)).count();
+                    out.push(Arc::new(SharedInput::new(x, users * capacity_per_kernel)?));
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Statistic columns computed so far (each a pass over X).
+    pub(crate) fn passes(&self) -> usize {
+        self.passes.load(Ordering::Relaxed)
+    }
+
+    /// The statistic of `kernel` against sample `i` (`i < n`, checked by the
+    /// caller): `||x_k - x_i||^2` or `<x_k, x_i>` for every k, the first two
+    /// steps of the core's fused kernel tile
+    /// ([`crate::kernel::statistic_matrix_with_norms`]), cached.
+    fn statistic_column(&self, kernel: &Kernel, i: usize) -> Arc<Vec<f64>> {
+        let distance = kernel.is_distance_based();
+        let computed: Result<_, std::convert::Infallible> = self.cache.get_or_compute((i, distance), || {
+            self.passes.fetch_add(1, Ordering::Relaxed);
+            let z = self.x.select_rows(&[i]);
+            Ok(crate::kernel::statistic_matrix_with_norms(kernel, self.x, &z, &self.row_sq_norms, &[self.row_sq_norms[i]]).as_slice().to_vec())
+        });
+        match computed {
+            Ok(col) => col,
+            Err(never) => match never {},
+        }
+    }
+}
+
 /// The columns `K(:, i)` of one kernel matrix `K_{ki} = k(x_k, x_i)`, computed
 /// one at a time in O(n d) each, with the diagonal `k(x_i, x_i)` up front.
 ///
-/// On [`Device::Cpu`] a column (or a block of columns) is the core's fused
-/// kernel matrix `K(X, x_i)` (the inner products, the squared distances
-/// through `||x_k - x_i||^2 = ||x_k||^2 + ||x_i||^2 - 2 <x_k, x_i>` with
-/// near-duplicates recomputed directly, and `k`, tile by tile on every core). On a GPU, X is
+/// On [`Device::Cpu`] a column is `k` applied to the statistic column of
+/// its [`SharedInput`] (the core's fused kernel tile: the inner products,
+/// the squared distances through `||x_k - x_i||^2 = ||x_k||^2 + ||x_i||^2 -
+/// 2 <x_k, x_i>` with near-duplicates recomputed directly, on every core),
+/// which the kernels on the same input share and cache. On a GPU, X is
 /// uploaded once (in `f64` where the adapter has it) when the columns are
 /// prepared, and a column is [`Device::resident_kernel_columns`] on the
 /// resident X: n numbers come back per column, nothing goes up but the
 /// dispatch descriptors.
 ///
-/// An optional cache keeps the most recently computed columns: mklaren
-/// recomputes its look-ahead block after every step, mostly on the same
-/// pivots, and a cached column costs a copy instead of a pass over `X`.
+/// An optional cache keeps the most recently computed kernel columns of
+/// this kernel (a cached column costs a copy instead of a pass over `X`, on
+/// the CPU instead of `k` on the cached statistic).
 pub struct KernelColumns<'a> {
     device: &'a Device,
     kernel: Kernel,
-    x: &'a DMatrix<f64>,
+    input: Arc<SharedInput<'a>>,
     /// X on the device (GPU only), uploaded once.
     resident: Option<DeviceMatrix>,
-    row_sq_norms: Vec<f64>,
     diagonal: Vec<f64>,
-    cache_capacity: usize,
-    cache: Mutex<VecDeque<(usize, Vec<f64>)>>,
+    cache: ColumnCache<usize>,
     /// Columns computed so far (cache hits not counted).
     computed: AtomicUsize,
 }
@@ -46,12 +151,13 @@ pub struct KernelColumns<'a> {
 impl<'a> KernelColumns<'a> {
     /// Prepares the columns of `kernel` on the rows of `x`.
     pub fn new(device: &'a Device, kernel: Kernel, x: &'a DMatrix<f64>) -> Result<Self, ComputeError> {
-        kernel.validate()?;
-        check_matrix("x", x)?;
-        let row_sq_norms = if kernel.is_distance_based() { row_squared_norms(x) } else { Vec::new() };
-        let diagonal = kernel.diagonal(x)?.as_slice().to_vec();
-        let resident = if device.is_gpu() { Some(device.upload(x, device.best_precision())?) } else { None };
-        Ok(KernelColumns { device, kernel, x, resident, row_sq_norms, diagonal, cache_capacity: 0, cache: Mutex::new(VecDeque::new()), computed: AtomicUsize::new(0) })
+        let resident = if device.is_gpu() {
+            check_matrix("x", x)?;
+            Some(device.upload(x, device.best_precision())?)
+        } else {
+            None
+        };
+        Self::on_input(device, kernel, Arc::new(SharedInput::new(x, 0)?), resident)
     }
 
     /// Like [`KernelColumns::new`] with X already on the device (several
@@ -59,13 +165,22 @@ impl<'a> KernelColumns<'a> {
     ///
     /// Errors: a resident X whose shape differs from `x`'s.
     pub fn with_resident(device: &'a Device, kernel: Kernel, x: &'a DMatrix<f64>, resident: DeviceMatrix) -> Result<Self, ComputeError> {
-        linalg::check_dim("rows of the resident x", x.nrows(), resident.nrows())?;
-        linalg::check_dim("columns of the resident x", x.ncols(), resident.ncols())?;
+        Self::on_input(device, kernel, Arc::new(SharedInput::new(x, 0)?), Some(resident))
+    }
+
+    /// The columns of `kernel` on a shared input (its norms and, on the CPU,
+    /// its statistic columns shared with the other kernels on it), with X
+    /// already on the device where `resident` is given.
+    ///
+    /// Errors: an invalid kernel, a resident X whose shape differs.
+    pub(crate) fn on_input(device: &'a Device, kernel: Kernel, input: Arc<SharedInput<'a>>, resident: Option<DeviceMatrix>) -> Result<Self, ComputeError> {
+        if let Some(r) = &resident {
+            linalg::check_dim("rows of the resident x", input.x.nrows(), r.nrows())?;
+            linalg::check_dim("columns of the resident x", input.x.ncols(), r.ncols())?;
+        }
         kernel.validate()?;
-        check_matrix("x", x)?;
-        let row_sq_norms = if kernel.is_distance_based() { row_squared_norms(x) } else { Vec::new() };
-        let diagonal = kernel.diagonal(x)?.as_slice().to_vec();
-        Ok(KernelColumns { device, kernel, x, resident: Some(resident), row_sq_norms, diagonal, cache_capacity: 0, cache: Mutex::new(VecDeque::new()), computed: AtomicUsize::new(0) })
+        let diagonal = kernel.diagonal_from_sq_norms(&input.row_sq_norms)?.as_slice().to_vec();
+        Ok(KernelColumns { device, kernel, input, resident, diagonal, cache: ColumnCache::new(0), computed: AtomicUsize::new(0) })
     }
 
     /// Inputs `xs` on `device`, each distinct matrix uploaded once (matrices
@@ -87,13 +202,13 @@ impl<'a> KernelColumns<'a> {
 
     /// Keeps the `capacity` most recently used columns (memory `capacity n`).
     pub fn with_cache(mut self, capacity: usize) -> Self {
-        self.cache_capacity = capacity;
+        self.cache = ColumnCache::new(capacity);
         self
     }
 
     /// Number of samples n.
     pub fn n(&self) -> usize {
-        self.x.nrows()
+        self.input.x.nrows()
     }
 
     /// The kernel.
@@ -103,7 +218,7 @@ impl<'a> KernelColumns<'a> {
 
     /// The data matrix (rows are samples).
     pub fn data(&self) -> &DMatrix<f64> {
-        self.x
+        self.input.x
     }
 
     /// The diagonal `k(x_i, x_i)`.
@@ -113,50 +228,32 @@ impl<'a> KernelColumns<'a> {
 
     /// Column `i`: `k(x_k, x_i)` for every sample k.
     pub fn column(&self, i: usize) -> Result<Vec<f64>, ComputeError> {
-        if i >= self.n() {
-            return Err(ComputeError::IndexOutOfRange { what: "rows of x", index: i, len: self.n() });
-        }
-        if self.cache_capacity == 0 {
-            return self.compute_column(i);
-        }
-        let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(pos) = cache.iter().position(|(p, _)| *p == i) {
-            let entry = cache.remove(pos).expect("position is valid");
-            let out = entry.1.clone();
-            cache.push_back(entry);
-            return Ok(out);
-        }
-        let col = self.compute_column(i)?;
-        if cache.len() == self.cache_capacity {
-            cache.pop_front();
-        }
-        cache.push_back((i, col.clone()));
-        Ok(col)
+        let mut out = vec![0.0; self.n()];
+        self.column_into(i, &mut out)?;
+        Ok(out)
     }
 
-    /// Column `i` written into `out` (n entries): from the cache without a
-    /// copy into a new vector, or computed.
+    /// Column `i` written into `out` (n entries): from the cache, or
+    /// computed.
     pub(crate) fn column_into(&self, i: usize, out: &mut [f64]) -> Result<(), ComputeError> {
         linalg::check_dim("length of the column buffer", self.n(), out.len())?;
         if i >= self.n() {
             return Err(ComputeError::IndexOutOfRange { what: "rows of x", index: i, len: self.n() });
         }
-        if self.cache_capacity > 0 {
-            let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
-            if let Some(pos) = cache.iter().position(|(p, _)| *p == i) {
-                let entry = cache.remove(pos).expect("position is valid");
-                out.copy_from_slice(&entry.1);
-                cache.push_back(entry);
-                return Ok(());
-            }
+        if self.cache.capacity == 0 {
+            return self.compute_column(i, out);
         }
-        let col = self.column(i)?;
+        let col = self.cache.get_or_compute(i, || {
+            let mut col = vec![0.0; out.len()];
+            self.compute_column(i, &mut col).map(|_| col)
+        })?;
         out.copy_from_slice(&col);
         Ok(())
     }
 
-    /// Number of kernel columns computed so far (each a pass over X; cache
-    /// hits are not counted).
+    /// Number of kernel columns computed so far (cache hits are not
+    /// counted; on the CPU a column whose statistic was cached in the
+    /// shared input costs no pass over X, see [`SharedInput::passes`]).
     pub(crate) fn computed(&self) -> usize {
         self.computed.load(Ordering::Relaxed)
     }
@@ -167,7 +264,7 @@ impl<'a> KernelColumns<'a> {
         let n = self.n();
         let mut out = DMatrix::zeros(n, indices.len());
         match &self.resident {
-            Some(x) if self.cache_capacity == 0 && !indices.is_empty() => {
+            Some(x) if self.cache.capacity == 0 && !indices.is_empty() => {
                 for &i in indices {
                     if i >= n {
                         return Err(ComputeError::IndexOutOfRange { what: "rows of x", index: i, len: n });
@@ -176,38 +273,27 @@ impl<'a> KernelColumns<'a> {
                 let block = self.device.to_host(&self.device.resident_kernel_columns(&self.kernel, x, indices)?)?;
                 out.copy_from(&block);
             }
-            None if self.cache_capacity == 0 && !indices.is_empty() => {
-                if let Some(&i) = indices.iter().find(|&&i| i >= n) {
-                    return Err(ComputeError::IndexOutOfRange { what: "rows of x", index: i, len: n });
-                }
-                out.copy_from(&self.cpu_block(indices));
-            }
             _ => {
                 for (t, &i) in indices.iter().enumerate() {
-                    out.column_mut(t).copy_from_slice(&self.column(i)?);
+                    self.column_into(i, out.column_mut(t).as_mut_slice())?;
                 }
             }
         }
         Ok(out)
     }
 
-    fn compute_column(&self, i: usize) -> Result<Vec<f64>, ComputeError> {
+    /// Column `i < n` into `out`: on a GPU one dispatch on the resident X,
+    /// on the CPU `k` on the shared statistic column.
+    fn compute_column(&self, i: usize, out: &mut [f64]) -> Result<(), ComputeError> {
         self.computed.fetch_add(1, Ordering::Relaxed);
         if let Some(x) = &self.resident {
             let col = self.device.resident_kernel_columns(&self.kernel, x, &[i])?;
-            return Ok(self.device.to_host(&col)?.as_slice().to_vec());
+            out.copy_from_slice(self.device.to_host(&col)?.as_slice());
+            return Ok(());
         }
-        Ok(self.cpu_block(&[i]).as_slice().to_vec())
-    }
-
-    /// Columns `indices` on the CPU: one call of the core's fused, blocked
-    /// kernel matrix `K(X, X[indices])` (the product, the statistic with its
-    /// cancellation guard, and `k` in cache, on every core), with the squared
-    /// row norms computed once in [`KernelColumns::new`].
-    fn cpu_block(&self, indices: &[usize]) -> DMatrix<f64> {
-        let z = self.x.select_rows(indices);
-        let z_norms: Vec<f64> = if self.kernel.is_distance_based() { indices.iter().map(|&i| self.row_sq_norms[i]).collect() } else { Vec::new() };
-        crate::kernel::kernel_matrix_with_norms(&self.kernel, self.x, &z, &self.row_sq_norms, &z_norms)
+        out.copy_from_slice(&self.input.statistic_column(&self.kernel, i));
+        crate::kernel::apply_to_statistics(&self.kernel, out);
+        Ok(())
     }
 }
 
@@ -231,5 +317,31 @@ mod tests {
             }
             assert!(plain.diagonal().iter().zip(k.diagonal().iter()).all(|(a, b)| (a - b).abs() < 1e-12));
         }
+    }
+
+    #[test]
+    fn kernels_on_one_input_share_its_statistic_columns() {
+        let x = DMatrix::<f64>::from_fn(40, 3, |i, j| ((i * 3 + j) as f64 * 0.37).sin());
+        let other = x.clone();
+        let device = Device::Cpu;
+        let kernels = [Kernel::rbf(0.7).unwrap(), Kernel::rbf(2.0).unwrap(), Kernel::laplacian(0.4).unwrap(), Kernel::polynomial(0.5, 1.0, 2).unwrap()];
+        let xs = [&x, &x, &x, &x, &other];
+        let shared = SharedInput::for_inputs(&xs, 2).unwrap();
+        assert!(Arc::ptr_eq(&shared[0], &shared[3]) && !Arc::ptr_eq(&shared[0], &shared[4]));
+        let cols: Vec<KernelColumns<'_>> = kernels.iter().enumerate().map(|(q, k)| KernelColumns::on_input(&device, *k, shared[q].clone(), None).unwrap()).collect();
+        for &i in &[3usize, 7, 3, 39] {
+            for c in &cols {
+                // The same bits as the whole kernel matrix (one tile code).
+                let k = crate::kernel::kernel_matrix_cpu(&c.kernel(), &x, &x).unwrap();
+                assert!(c.column(i).unwrap().iter().zip(k.column(i).iter()).all(|(a, b)| a.to_bits() == b.to_bits()));
+            }
+        }
+        // Three distinct pivots, two kinds of statistic (distances, inner
+        // products): 6 passes over X for 16 kernel columns.
+        assert_eq!(shared[0].passes(), 6);
+        assert_eq!(cols.iter().map(|c| c.computed()).sum::<usize>(), 16);
+        assert!(cols[0].column(40).is_err());
+        let mut short = vec![0.0; 3];
+        assert!(cols[0].column_into(0, &mut short).is_err());
     }
 }

@@ -5,7 +5,7 @@ use faer::prelude::SolveLstsq;
 use nalgebra::{DMatrix, DVector};
 use rayon::prelude::*;
 
-use super::columns::KernelColumns;
+use super::columns::{KernelColumns, SharedInput};
 use super::error::MklarenError;
 use super::icd::{argmax, CholeskyState, FactorTransform};
 use super::tall::{columns_of, row_chunks, row_quadratic_forms, tall_tr_mul, tall_tr_mul_cols};
@@ -139,16 +139,20 @@ impl MklarenParams {
         let resident = KernelColumns::upload_inputs(device, &xs)?;
         // At most n look-ahead columns exist: clamp before the `+ 1`.
         let delta = self.lookahead.min(n);
+        // Each distinct input's norms once, and on the CPU its statistic
+        // columns shared by the kernels on it (delta + 1 per kernel: the
+        // look-ahead is mostly recomputed on the same pivots, and kernels
+        // on one input mostly pick the same pivots); on a GPU each kernel
+        // caches its own delta + 1 columns.
+        let shared = SharedInput::for_inputs(&xs, if device.is_gpu() { 0 } else { delta + 1 })?;
+        let own_cache = if device.is_gpu() { delta + 1 } else { 0 };
         // The kernels' first look-ahead blocks, in parallel.
         let mut states = kernels
             .par_iter()
             .enumerate()
             .map(|(q, kernel)| {
-                let cols = match &resident[q] {
-                    Some(r) => KernelColumns::with_resident(device, *kernel, xs[q], r.clone())?,
-                    None => KernelColumns::new(device, *kernel, xs[q])?,
-                };
-                KernelState::new(cols.with_cache(delta + 1), delta)
+                let cols = KernelColumns::on_input(device, *kernel, shared[q].clone(), resident[q].clone())?;
+                KernelState::new(cols.with_cache(own_cache), delta)
             })
             .collect::<Result<Vec<_>, MklarenError>>()?;
 
@@ -239,7 +243,11 @@ impl MklarenParams {
             kernel_weights[q] = contribution.norm();
         }
         let computed: Vec<usize> = states.iter().map(|st| st.cols.computed()).collect();
-        log::debug!("mklaren: n = {n}, rank {rank}: kernel columns computed per kernel {computed:?} (total {})", computed.iter().sum::<usize>());
+        let passes: usize = (0..shared.len()).filter(|&q| (0..q).all(|p| !std::sync::Arc::ptr_eq(&shared[p], &shared[q]))).map(|q| shared[q].passes()).sum();
+        log::debug!(
+            "mklaren: n = {n}, rank {rank}: kernel columns computed per kernel {computed:?} (total {}), passes over the inputs {passes}",
+            computed.iter().sum::<usize>()
+        );
         let transforms = states.iter().map(|st| st.chol.transform(st.cols.kernel(), st.cols.data())).collect();
         let training_fit = fit.rows(0, n).map(|v| v + target_mean);
         Ok(Mklaren {

@@ -27,10 +27,29 @@ pub(crate) fn tall_tr_mul_cols(a: &[&[f64]], b: &[&[f64]], n: usize) -> DMatrix<
     assert!(a.iter().chain(b).all(|c| c.len() >= n), "tall_tr_mul: shapes");
     let partial = |(r0, len): (usize, usize)| {
         let mut out = DMatrix::<f64>::zeros(a.len(), b.len());
-        for (s, x) in a.iter().enumerate() {
-            let x = &x[r0..r0 + len];
-            for (t, y) in b.iter().enumerate() {
-                out[(s, t)] = x.iter().zip(&y[r0..r0 + len]).map(|(u, v)| u * v).sum::<f64>();
+        // Blocks of up to 4 x 2 entries: eight independent sums advance
+        // together (a single running sum waits on each addition), each
+        // still summed row by row from -0.0 like `Iterator::sum`, so every
+        // entry has the bits of the plain dot product.
+        for s0 in (0..a.len()).step_by(4) {
+            for t0 in (0..b.len()).step_by(2) {
+                let (ns, nt) = ((a.len() - s0).min(4), (b.len() - t0).min(2));
+                let xs: [&[f64]; 4] = std::array::from_fn(|k| &a[s0 + k.min(ns - 1)][r0..r0 + len]);
+                let ys: [&[f64]; 2] = std::array::from_fn(|k| &b[t0 + k.min(nt - 1)][r0..r0 + len]);
+                let mut acc = [[-0.0f64; 2]; 4];
+                for i in 0..len {
+                    let yv = [ys[0][i], ys[1][i]];
+                    for (row, x) in acc.iter_mut().zip(&xs) {
+                        let xv = x[i];
+                        row[0] += xv * yv[0];
+                        row[1] += xv * yv[1];
+                    }
+                }
+                for (ds, row) in acc.iter().enumerate().take(ns) {
+                    for (dt, &v) in row.iter().enumerate().take(nt) {
+                        out[(s0 + ds, t0 + dt)] = v;
+                    }
+                }
             }
         }
         out
@@ -139,6 +158,20 @@ mod tests {
             let s = DMatrix::<f64>::from_fn(4, 4, |i, j| 1.0 / (1.0 + i as f64 + j as f64));
             let scale = n as f64;
             assert!((tall_tr_mul(&a, &b) - a.transpose() * &b).amax() < 1e-12 * scale);
+            // Bit for bit the chunk-wise plain dot products summed in chunk order.
+            for (x, y) in [(&a, &b), (&a, &a), (&b, &a)] {
+                let got = tall_tr_mul(x, y);
+                for s in 0..x.ncols() {
+                    for t in 0..y.ncols() {
+                        let (xs, ys) = (x.column(s), y.column(t));
+                        let plain = (0..n.div_ceil(ROW_CHUNK)).fold(0.0, |acc, c| {
+                            let rows = c * ROW_CHUNK..n.min((c + 1) * ROW_CHUNK);
+                            acc + rows.map(|i| xs[i] * ys[i]).sum::<f64>()
+                        });
+                        assert_eq!(got[(s, t)].to_bits(), plain.to_bits());
+                    }
+                }
+            }
             assert!((tall_mul(&a, &m) - &a * &m).amax() < 1e-12);
             let am = &a * &s;
             let q = row_quadratic_forms(a.as_slice(), 4, n, &s);
