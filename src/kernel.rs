@@ -344,33 +344,28 @@ fn fill_tile<T: Real>(kernel: &Kernel, x: &DMatrix<T>, z: &DMatrix<T>, norms: &T
     finish_tile(kernel, x, z, norms, r0, c0, dst, apply);
 }
 
-/// Step 3 of the fused tile on values that hold the statistic `s`:
-/// `v <- k(v)` (`exp(-gamma s)` / `exp(-gamma sqrt(s))` by the vectorised
-/// [`Real::exp_nonpositive`], the other kernels by
-/// [`Kernel::apply_to_statistic`]), at the CPU's widest vectors.
-pub(crate) fn apply_to_statistics<T: Real>(kernel: &Kernel, values: &mut [T]) {
-    apply_in_place(kernel, values);
-}
-
 linalg::simd_fn! {
-    /// Step 3 of [`fill_tile`], compiled with the caller's vector width.
-    fn apply_in_place<T: Real>(kernel: &Kernel, col: &mut [T]) {
+    /// Step 3 of the fused tile ([`fill_tile`]) on values that hold the
+    /// statistic `s`: `v <- k(v)` (`exp(-gamma s)` / `exp(-gamma sqrt(s))` by
+    /// the vectorised [`Real::exp_nonpositive`], the other kernels by
+    /// [`Kernel::apply_to_statistic`]), at the CPU's widest vectors.
+    pub(crate) fn apply_to_statistics<T: Real>(kernel: &Kernel, values: &mut [T]) {
         match *kernel {
             Kernel::Rbf { gamma } => {
                 let g = -T::from_f64_lossy(gamma);
-                for v in col.iter_mut() {
+                for v in values.iter_mut() {
                     *v = T::exp_nonpositive(g * *v);
                 }
             }
             Kernel::Laplacian { gamma } => {
                 let g = -T::from_f64_lossy(gamma);
-                for v in col.iter_mut() {
+                for v in values.iter_mut() {
                     *v = T::exp_nonpositive(g * v.sqrt());
                 }
             }
             Kernel::Linear => {}
             _ => {
-                for v in col.iter_mut() {
+                for v in values.iter_mut() {
                     *v = kernel.apply_to_statistic(*v);
                 }
             }
@@ -428,7 +423,7 @@ linalg::simd_fn! {
                 _ => {}
             }
             if apply {
-                apply_in_place(kernel, col);
+                apply_to_statistics(kernel, col);
             }
         }
     }

@@ -79,20 +79,28 @@ fn theorem_3_2_dual_and_covariance_agree() {
     let device = Device::cpu();
     let dual = rff_params(6, Solver::Dual(Eigensolver::Dense)).fit(&device, &data).unwrap();
     let cov = rff_params(6, Solver::Covariance(Eigensolver::Dense)).fit(&device, &data).unwrap();
-    for k in 0..6 {
-        let (a, b) = (dual.eigenvalues()[k], cov.eigenvalues()[k]);
-        assert!((a - b).abs() < 1e-10 * a, "eigenvalue {k}: dual {a} vs covariance {b}");
-    }
+    assert_same_solution(&dual, &cov, 1e-10, 1e-7);
     let fresh = common::random_matrix(&mut rng, 17, 6);
-    for q in 0..3 {
-        // Same normalisation on both sides, so scores agree up to sign.
-        let err = max_error_up_to_sign(&dual.training_scores(q), &cov.training_scores(q));
-        assert!(err < 1e-7, "training scores of source {q}: {err}");
-    }
     let err = max_error_up_to_sign(&dual.transform_source(&device, 1, &fresh).unwrap(), &cov.transform_source(&device, 1, &fresh).unwrap());
     assert!(err < 1e-7, "out-of-sample scores: {err}");
     // The covariance weights solve the nonsymmetric Eq. 8 directly.
     assert_weights_solve_eq_8(&device, &cov, 1e-9);
+}
+
+/// Theorem 3.2: the Dual and the Covariance fit of the same three sources
+/// have the same eigenvalues (relative `eigenvalue_tolerance`) and, with the
+/// same normalisation on both sides, the same training scores up to sign
+/// (`score_tolerance`).
+fn assert_same_solution(dual: &gramian::eksvd::Eksvd, cov: &gramian::eksvd::Eksvd, eigenvalue_tolerance: f64, score_tolerance: f64) {
+    assert_eq!(dual.n_components(), cov.n_components());
+    for k in 0..dual.n_components() {
+        let (a, b) = (dual.eigenvalues()[k], cov.eigenvalues()[k]);
+        assert!((a - b).abs() < eigenvalue_tolerance * a, "eigenvalue {k}: dual {a} vs covariance {b}");
+    }
+    for q in 0..3 {
+        let err = max_error_up_to_sign(&dual.training_scores(q), &cov.training_scores(q));
+        assert!(err < score_tolerance, "training scores of source {q}: {err}");
+    }
 }
 
 /// `C_Q w = lambda w` (Eq. 8) for every retained component of a model with
@@ -273,13 +281,6 @@ fn dual_and_covariance_agree_when_the_covariances_are_singular() {
     let device = Device::cpu();
     let dual = rff_params(5, Solver::Dual(Eigensolver::Dense)).fit(&device, &data).unwrap();
     let cov = rff_params(5, Solver::Covariance(Eigensolver::Dense)).fit(&device, &data).unwrap();
-    for k in 0..5 {
-        let (a, b) = (dual.eigenvalues()[k], cov.eigenvalues()[k]);
-        assert!((a - b).abs() < 1e-9 * a, "eigenvalue {k}: dual {a} vs covariance {b}");
-    }
-    for q in 0..3 {
-        let err = max_error_up_to_sign(&dual.training_scores(q), &cov.training_scores(q));
-        assert!(err < 1e-6, "training scores of source {q}: {err}");
-    }
+    assert_same_solution(&dual, &cov, 1e-9, 1e-6);
     assert_weights_solve_eq_8(&device, &cov, 1e-8);
 }

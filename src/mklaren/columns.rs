@@ -106,17 +106,12 @@ impl<'a> SharedInput<'a> {
     /// caller): `||x_k - x_i||^2` or `<x_k, x_i>` for every k, the first two
     /// steps of the core's fused kernel tile
     /// ([`crate::kernel::statistic_matrix_with_norms`]), cached.
-    fn statistic_column(&self, kernel: &Kernel, i: usize) -> Arc<Vec<f64>> {
-        let distance = kernel.is_distance_based();
-        let computed: Result<_, std::convert::Infallible> = self.cache.get_or_compute((i, distance), || {
+    fn statistic_column(&self, kernel: &Kernel, i: usize) -> Result<Arc<Vec<f64>>, ComputeError> {
+        self.cache.get_or_compute((i, kernel.is_distance_based()), || {
             self.passes.fetch_add(1, Ordering::Relaxed);
             let z = self.x.select_rows(&[i]);
             Ok(crate::kernel::statistic_matrix_with_norms(kernel, self.x, &z, &self.row_sq_norms, &[self.row_sq_norms[i]]).as_slice().to_vec())
-        });
-        match computed {
-            Ok(col) => col,
-            Err(never) => match never {},
-        }
+        })
     }
 }
 
@@ -291,7 +286,7 @@ impl<'a> KernelColumns<'a> {
             out.copy_from_slice(self.device.to_host(&col)?.as_slice());
             return Ok(());
         }
-        out.copy_from_slice(&self.input.statistic_column(&self.kernel, i));
+        out.copy_from_slice(&self.input.statistic_column(&self.kernel, i)?);
         crate::kernel::apply_to_statistics(&self.kernel, out);
         Ok(())
     }
