@@ -28,7 +28,10 @@
 //! the linear part on all levels.
 //!
 //! **Solver** (for every configuration): FISTA with backtracking
-//! ([`super::fista::minimise_with_bound`]), the certified warm-started positive
+//! ([`super::fista::minimise_with_bound`]), in the diagonal metric of
+//! `EngineProblem::diagonal_metric` where the loss has a per-coordinate prox
+//! and there is no linear part (the density; the regressions keep one scalar
+//! step), the certified warm-started positive
 //! part per PSD part ([`super::positive_part`]), the remainder bound
 //! `sum_q ||M_q(x) - M_q(y)||_F^2/(2 lambda_2) + ||P (s_x - s_y)||^2/(2 lambda_0)`
 //! (exact for the linear part) that accepts most steps without an
@@ -67,6 +70,13 @@ pub trait BlockLoss {
     fn conjugate(&self, z: &DVector<f64>) -> f64;
     /// `prox_{t L*}(v)`.
     fn prox_conjugate(&self, v: &DVector<f64>, t: f64) -> DVector<f64>;
+    /// `prox` of `L*` with a step per coordinate (`t` of length `B n`), for
+    /// the diagonal metric of the solver; `None` (the default) keeps the
+    /// scalar step.
+    fn prox_conjugate_per_coordinate(&self, v: &DVector<f64>, t: &DVector<f64>) -> Option<DVector<f64>> {
+        let _ = (v, t);
+        None
+    }
     /// A dual starting point, given the model values `u0` of the primal guess
     /// `A_q = s_0 I` (`s_0 = 1/tr W` with an integral, else 1), `w = 0`.
     fn dual_start(&self, u0: &DVector<f64>) -> DVector<f64>;
@@ -87,6 +97,9 @@ impl<L: DualLoss> BlockLoss for L {
     }
     fn prox_conjugate(&self, v: &DVector<f64>, t: f64) -> DVector<f64> {
         DualLoss::prox_conjugate(self, v, t)
+    }
+    fn prox_conjugate_per_coordinate(&self, v: &DVector<f64>, t: &DVector<f64>) -> Option<DVector<f64>> {
+        DualLoss::prox_conjugate_per_term(self, v, t)
     }
     fn dual_start(&self, u0: &DVector<f64>) -> DVector<f64> {
         DualLoss::dual_start(self, u0)
@@ -401,6 +414,54 @@ impl<'a, L: BlockLoss + ?Sized> EngineProblem<'a, L> {
     }
 
     /// `(gap, penalised gap at fixed mu, tr(A W))`.
+    /// The diagonal metric `D` of FISTA (a variable-metric proximal gradient
+    /// method), or `None` where the loss has no per-coordinate prox or there
+    /// is a linear part.
+    ///
+    /// Each part's energy `||[M_q]_+||_F^2 / (2 lambda_2)` has a gradient that
+    /// is `1/lambda_2`-Lipschitz in `M_q`, and `M_q` is linear in `d_q =
+    /// sum_b c_{qb} z_b` with `||P diag(d) P^T||_F^2 = d^T (K o K) d`,
+    /// `K = P^T P`. So the Hessian of the smooth part is at most
+    /// `sum_q (c_q c_q^T) kron (K o K) / lambda_2`, and since `K o K` has
+    /// non-negative entries it is at most the diagonal of its row sums
+    /// `sum_j (p_i^T p_j)^2 = p_i^T (P P^T) p_i` (diagonal dominance), and
+    /// `c_q c_q^T` at most `diag(|c_{qb}| sum_b' |c_{qb'}|)`:
+    ///
+    /// `D_{b i} = sum_q |c_{qb}| (sum_b' |c_{qb'}|) p_i^T (P P^T) p_i / lambda_2`.
+    ///
+    /// Against the scalar step `1/L`, `L = sum_q ||c_q||^2 max_i ||p_i||^2
+    /// ||P P^T|| / lambda_2`, the coordinates of samples far from the others
+    /// (small `p_i^T P P^T p_i`, small model values, large `|z_i|`) take
+    /// steps larger by up to `L / D_{bi}`; with the scalar step they were
+    /// the ones left unconverged at small `lambda` (the 10-D density of App. E).
+    fn diagonal_metric(&self, ppt: &DMatrix<f64>) -> Result<Option<DVector<f64>>, PsdError> {
+        let (n, blocks) = (self.n(), self.loss.blocks());
+        if self.linear.is_some() || self.loss.prox_conjugate_per_coordinate(&DVector::from_element(n * blocks, -1.0), &DVector::from_element(n * blocks, 1.0)).is_none() {
+            return Ok(None);
+        }
+        // p_i^T G p_i = ||V^T p_i||^2 with G = U diag(s) U^T, V = U diag(sqrt(s_+)).
+        let eig = linalg::symmetric_eigen(ppt)?;
+        let mut v = eig.eigenvectors;
+        for (a, mut col) in v.column_iter_mut().enumerate() {
+            col *= eig.eigenvalues[a].max(0.0).sqrt();
+        }
+        let row_sums = self.features.projected_norms(&v)?;
+        let mut d = DVector::zeros(n * blocks);
+        for c in &self.parts {
+            let total: f64 = c.iter().map(|v| v.abs()).sum();
+            for (b, &cb) in c.iter().enumerate() {
+                d.rows_mut(b * n, n).axpy(cb.abs() * total / self.lambda2, &row_sums, 1.0);
+            }
+        }
+        // A sample whose features vanish has no curvature from the smooth
+        // part; give it the largest entry so its step stays bounded.
+        let top = d.max();
+        if !(top > 0.0 && top.is_finite()) {
+            return Ok(None);
+        }
+        Ok(Some(d.map(|v| if v > 1e-12 * top { v } else { top })))
+    }
+
     fn gaps(&self, z: &DVector<f64>, mu: f64, state: &mut State) -> Result<(f64, f64, f64), PsdError> {
         let ev = self.evaluate(z, mu, state)?;
         let dual = self.dual_value(z, mu, &ev);
@@ -416,6 +477,7 @@ impl<'a, L: BlockLoss + ?Sized> EngineProblem<'a, L> {
         z0: DVector<f64>,
         mu: f64,
         step: f64,
+        metric: Option<&DVector<f64>>,
         inner_tol: f64,
         options: &SolverOptions,
         budget: usize,
@@ -483,7 +545,30 @@ impl<'a, L: BlockLoss + ?Sized> EngineProblem<'a, L> {
             }
         };
         let settings = FistaSettings { initial_step: step, max_iterations: budget, tolerance: inner_tol, check_every: options.check_every };
-        let outcome = fista::minimise_with_bound(smooth, remainder_bound, prox, nonsmooth, gap, z0, settings);
+        let outcome = match metric {
+            None => fista::minimise_with_bound(smooth, remainder_bound, prox, nonsmooth, gap, z0, settings),
+            Some(d) => {
+                // FISTA in w = D^{1/2} z: the smooth part's gradient is
+                // D^{-1/2} grad, and prox_{t g}(v) for g(w) = L*(D^{-1/2} w)
+                // is D^{1/2} prox_{(t/D) L*}(D^{-1/2} v), coordinate-wise.
+                let root = d.map(f64::sqrt);
+                let to_z = |w: &DVector<f64>| w.component_div(&root);
+                let smooth_w = |w: &DVector<f64>, want: bool| {
+                    let (value, grad) = smooth(&to_z(w), want);
+                    (value, grad.map(|g| g.component_div(&root)))
+                };
+                let remainder_w = |y: &DVector<f64>, x: &DVector<f64>| remainder_bound(&to_z(y), &to_z(x));
+                let prox_w = |v: &DVector<f64>, t: f64| match self.loss.prox_conjugate_per_coordinate(&to_z(v), &d.map(|di| t / di)) {
+                    Some(s) => s.component_mul(&root),
+                    None => unreachable!("the metric is only built for losses with a per-coordinate prox"),
+                };
+                let nonsmooth_w = |w: &DVector<f64>| nonsmooth(&to_z(w));
+                let gap_w = |w: &DVector<f64>| gap(&to_z(w));
+                let mut out = fista::minimise_with_bound(smooth_w, remainder_w, prox_w, nonsmooth_w, gap_w, z0.component_mul(&root), settings);
+                out.x = to_z(&out.x);
+                out
+            }
+        };
         if let Some(e) = error.borrow_mut().take() {
             return Err(e);
         }
@@ -521,7 +606,8 @@ impl<'a, L: BlockLoss + ?Sized> EngineProblem<'a, L> {
         let ppt_top = linalg::symmetric_eigenvalues(&ppt)?.max();
         let sq = |c: &[f64]| c.iter().map(|v| v * v).sum::<f64>();
         let lipschitz = self.parts.iter().map(|c| sq(c) * max_col * ppt_top / self.lambda2).sum::<f64>() + self.linear.as_ref().map_or(0.0, |l| sq(&l.coupling) * ppt_top / l.lambda0);
-        let mut step = 4.0 / lipschitz.max(f64::MIN_POSITIVE);
+        let metric = self.diagonal_metric(&ppt)?;
+        let mut step = if metric.is_some() { 4.0 } else { 4.0 / lipschitz.max(f64::MIN_POSITIVE) };
 
         // Primal guess A_q = s0 I (integral 1 with a constraint), w = 0.
         let s0 = self.integral.map_or(1.0, |w| 1.0 / w.trace().max(f64::MIN_POSITIVE));
@@ -543,7 +629,7 @@ impl<'a, L: BlockLoss + ?Sized> EngineProblem<'a, L> {
         let inner_tol = if self.integral.is_some() { 0.25 * options.tolerance } else { options.tolerance };
         loop {
             let budget = options.max_iterations - iterations;
-            let outcome = self.solve_at(z, mu, step, inner_tol, options, budget, &mut state, &mut history, iterations)?;
+            let outcome = self.solve_at(z, mu, step, metric.as_ref(), inner_tol, options, budget, &mut state, &mut history, iterations)?;
             iterations += outcome.iterations;
             z = outcome.x;
             step = outcome.step;

@@ -15,6 +15,13 @@ pub trait DualLoss {
     fn conjugate(&self, alpha: &DVector<f64>) -> f64;
     /// `prox_{t L*}(v) = argmin_s 1/2 ||s - v||^2 + t L*(s)`.
     fn prox_conjugate(&self, v: &DVector<f64>, t: f64) -> DVector<f64>;
+    /// `prox` of `L*` with a step per term, `s_i = prox_{t_i l_i*}(v_i)`,
+    /// for the diagonal metric of the dual engine; `None` where the loss
+    /// does not provide it (the engine then keeps one scalar step).
+    fn prox_conjugate_per_term(&self, v: &DVector<f64>, t: &DVector<f64>) -> Option<DVector<f64>> {
+        let _ = (v, t);
+        None
+    }
     /// The dual point matching a primal guess of the model values `z > 0`:
     /// `alpha_i = l_i'(z_i)` (at the optimum, `alpha = grad L(f)`), which sets
     /// the scale of the dual variables right.
@@ -45,14 +52,21 @@ impl DualLoss for NegativeLogLikelihood {
     }
     fn prox_conjugate(&self, v: &DVector<f64>, t: f64) -> DVector<f64> {
         let c = 4.0 * t / self.n as f64;
-        v.map(|x| {
-            // (x - sqrt(x^2 + c))/2 written without cancellation for x > 0.
-            if x > 0.0 { -c / (2.0 * (x + (x * x + c).sqrt())) } else { 0.5 * (x - (x * x + c).sqrt()) }
-        })
+        v.map(|x| nll_prox_root(x, c))
+    }
+    fn prox_conjugate_per_term(&self, v: &DVector<f64>, t: &DVector<f64>) -> Option<DVector<f64>> {
+        let n = self.n as f64;
+        Some(v.zip_map(t, |x, ti| nll_prox_root(x, 4.0 * ti / n)))
     }
     fn dual_start(&self, z: &DVector<f64>) -> DVector<f64> {
         z.map(|v| -1.0 / (self.n as f64 * v.max(f64::MIN_POSITIVE)))
     }
+}
+
+/// The negative root of `s^2 - x s - c/4 = 0`, `(x - sqrt(x^2 + c))/2`,
+/// written without cancellation for `x > 0`.
+fn nll_prox_root(x: f64, c: f64) -> f64 {
+    if x > 0.0 { -c / (2.0 * (x + (x * x + c).sqrt())) } else { 0.5 * (x - (x * x + c).sqrt()) }
 }
 
 /// Squared loss `L(z) = 1/(2n) sum_i (z_i - y_i)^2` (fitting a non-negative function to values).
