@@ -44,6 +44,14 @@ pub trait Real:
     /// `exp(x)` for `x <= 0` on one scalar ([`exp_nonpositive_f64`] or
     /// [`exp_nonpositive_f32`]), inlined into vectorised loops.
     fn exp_nonpositive(x: Self) -> Self;
+    /// Entries per block of [`Real::exp_nonpositive_block`]: four vectors of
+    /// 512 bits (32 `f64`, 64 `f32`).
+    const EXP_BLOCK: usize;
+    /// `v <- exp(v)` for the `EXP_BLOCK` entries `v <= 0` of `block`, bit for
+    /// bit [`Real::exp_nonpositive`] of each, with the steps interleaved
+    /// across the block ([`exp_nonpositive_f64_block`]); inlined into
+    /// vectorised loops. Panics if `block.len() != EXP_BLOCK`.
+    fn exp_nonpositive_block(block: &mut [Self]);
     #[doc(hidden)]
     fn faer_matmul_seq(dst: MatMut<'_, Self>, lhs: MatRef<'_, Self>, rhs: MatRef<'_, Self>);
     #[doc(hidden)]
@@ -96,14 +104,18 @@ pub(crate) use simd_fn;
 simd_fn! {
     /// `v <- exp(v)` for entries `v <= 0`, at the CPU's widest vectors.
     fn exp_in_place<T: Real>(values: &mut [T]) {
-        for v in values.iter_mut() {
+        let mut blocks = values.chunks_exact_mut(T::EXP_BLOCK);
+        for block in &mut blocks {
+            T::exp_nonpositive_block(block);
+        }
+        for v in blocks.into_remainder() {
             *v = T::exp_nonpositive(*v);
         }
     }
 }
 
 macro_rules! impl_real {
-    ($t:ty, $exp:ident) => {
+    ($t:ty, $exp:ident, $exp_block:ident, $block:expr) => {
         impl Real for $t {
             #[inline]
             fn from_f64_lossy(x: f64) -> Self {
@@ -128,6 +140,11 @@ macro_rules! impl_real {
             fn exp_nonpositive(x: Self) -> Self {
                 $exp(x)
             }
+            const EXP_BLOCK: usize = $block;
+            #[inline(always)]
+            fn exp_nonpositive_block(block: &mut [Self]) {
+                $exp_block(block.try_into().expect("one block of EXP_BLOCK entries"));
+            }
             fn faer_matmul_seq(dst: MatMut<'_, Self>, lhs: MatRef<'_, Self>, rhs: MatRef<'_, Self>) {
                 faer::linalg::matmul::matmul(dst, Accum::Replace, lhs, rhs, 1.0 as $t, Par::Seq);
             }
@@ -144,8 +161,8 @@ macro_rules! impl_real {
         }
     };
 }
-impl_real!(f32, exp_nonpositive_f32);
-impl_real!(f64, exp_nonpositive_f64);
+impl_real!(f32, exp_nonpositive_f32, exp_nonpositive_f32_block, 64);
+impl_real!(f64, exp_nonpositive_f64, exp_nonpositive_f64_block, 32);
 
 /// `exp(x)` for `x <= 0`, written without branches or library calls so that
 /// loops over it vectorise (libm's `exp` is a scalar call per entry, and was
@@ -173,6 +190,70 @@ pub fn exp_nonpositive_f64(x: f64) -> f64 {
     }
     let scale = f64::from_bits(k_bits.wrapping_add(1023) << 52);
     if x < -708.0 { 0.0 } else { p * scale }
+}
+
+/// [`exp_nonpositive_f64`] of each of 32 entries, bit for bit, written one
+/// step at a time across the block so that the four vectors of a 512-bit
+/// machine go through the degree-12 polynomial side by side.
+///
+/// In the element-wise loop each vector is one chain of 28 dependent
+/// additions and multiplications; the out-of-order window held about two
+/// of them, so the loop ran at the chain's latency (17 cycles per vector
+/// measured on Zen 5, against about 8 of issue).
+#[inline(always)]
+pub fn exp_nonpositive_f64_block(v: &mut [f64; 32]) {
+    const SHIFTER: f64 = 6755399441055744.0; // 1.5 * 2^52
+    const LN2_HI: f64 = 6.93147180369123816490e-01;
+    const LN2_LO: f64 = 1.90821492927058770002e-10;
+    const N: usize = 32;
+    let mut r = [0.0f64; N];
+    let mut k_bits = [0u64; N];
+    for i in 0..N {
+        let xc = v[i].clamp(-708.0, 0.0);
+        let kf = xc * std::f64::consts::LOG2_E + SHIFTER;
+        k_bits[i] = kf.to_bits();
+        let k = kf - SHIFTER;
+        r[i] = (xc - k * LN2_HI) - k * LN2_LO;
+    }
+    let mut p = [1.0 / 479001600.0; N];
+    for c in [1.0 / 39916800.0, 1.0 / 3628800.0, 1.0 / 362880.0, 1.0 / 40320.0, 1.0 / 5040.0, 1.0 / 720.0, 1.0 / 120.0, 1.0 / 24.0, 1.0 / 6.0, 0.5, 1.0, 1.0] {
+        for i in 0..N {
+            p[i] = p[i] * r[i] + c;
+        }
+    }
+    for i in 0..N {
+        let scale = f64::from_bits(k_bits[i].wrapping_add(1023) << 52);
+        v[i] = if v[i] < -708.0 { 0.0 } else { p[i] * scale };
+    }
+}
+
+/// [`exp_nonpositive_f32`] of each of 64 entries, bit for bit, one step at a
+/// time across the block (as [`exp_nonpositive_f64_block`]).
+#[inline(always)]
+pub fn exp_nonpositive_f32_block(v: &mut [f32; 64]) {
+    const SHIFTER: f32 = 12582912.0; // 1.5 * 2^23
+    const LN2_HI: f32 = 0.693_145_75;
+    const LN2_LO: f32 = 1.428_606_8e-6;
+    const N: usize = 64;
+    let mut r = [0.0f32; N];
+    let mut k_bits = [0u32; N];
+    for i in 0..N {
+        let xc = v[i].clamp(-87.0, 0.0);
+        let kf = xc * std::f32::consts::LOG2_E + SHIFTER;
+        k_bits[i] = kf.to_bits();
+        let k = kf - SHIFTER;
+        r[i] = (xc - k * LN2_HI) - k * LN2_LO;
+    }
+    let mut p = [1.0 / 5040.0; N];
+    for c in [1.0 / 720.0, 1.0 / 120.0, 1.0 / 24.0, 1.0 / 6.0, 0.5, 1.0, 1.0] {
+        for i in 0..N {
+            p[i] = p[i] * r[i] + c;
+        }
+    }
+    for i in 0..N {
+        let scale = f32::from_bits(k_bits[i].wrapping_add(127) << 23);
+        v[i] = if v[i] < -87.0 { 0.0 } else { p[i] * scale };
+    }
 }
 
 /// `exp(x)` for `x <= 0` in `f32`, as [`exp_nonpositive_f64`] (degree-7
