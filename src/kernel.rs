@@ -366,35 +366,23 @@ linalg::simd_fn! {
     /// statistic `s`: `v <- k(v)` (`exp(-gamma s)` / `exp(-gamma sqrt(s))` by
     /// the vectorised [`Real::exp_nonpositive`], the other kernels by
     /// [`Kernel::apply_to_statistic`]), at the CPU's widest vectors. The
-    /// exponentials go in blocks of [`Real::EXP_BLOCK`]
-    /// ([`Real::exp_nonpositive_block`], the same values bit for bit).
+    /// exponentials go through [`Real::exp_nonpositive_slice`] (the AVX-512
+    /// table method where available).
     pub(crate) fn apply_to_statistics<T: Real>(kernel: &Kernel, values: &mut [T]) {
         match *kernel {
             Kernel::Rbf { gamma } => {
                 let g = -T::from_f64_lossy(gamma);
-                let mut blocks = values.chunks_exact_mut(T::EXP_BLOCK);
-                for block in &mut blocks {
-                    for v in block.iter_mut() {
-                        *v = g * *v;
-                    }
-                    T::exp_nonpositive_block(block);
+                for v in values.iter_mut() {
+                    *v = g * *v;
                 }
-                for v in blocks.into_remainder() {
-                    *v = T::exp_nonpositive(g * *v);
-                }
+                T::exp_nonpositive_slice(values);
             }
             Kernel::Laplacian { gamma } => {
                 let g = -T::from_f64_lossy(gamma);
-                let mut blocks = values.chunks_exact_mut(T::EXP_BLOCK);
-                for block in &mut blocks {
-                    for v in block.iter_mut() {
-                        *v = g * v.sqrt();
-                    }
-                    T::exp_nonpositive_block(block);
+                for v in values.iter_mut() {
+                    *v = g * v.sqrt();
                 }
-                for v in blocks.into_remainder() {
-                    *v = T::exp_nonpositive(g * v.sqrt());
-                }
+                T::exp_nonpositive_slice(values);
             }
             Kernel::Linear => {}
             _ => {

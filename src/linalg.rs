@@ -13,6 +13,8 @@ use nalgebra::{DMatrix, DVector};
 
 use crate::error::{ComputeError, Result};
 
+mod exp_table;
+pub use exp_table::{exp_nonpositive_f32_table, exp_nonpositive_f64_table, table_exp_available};
 mod top_eigen;
 pub use top_eigen::{symmetric_eigen_largest, symmetric_eigen_largest_with, LargestSymmetricEigen, TopEigenSettings};
 
@@ -52,6 +54,15 @@ pub trait Real:
     /// across the block ([`exp_nonpositive_f64_block`]); inlined into
     /// vectorised loops. Panics if `block.len() != EXP_BLOCK`.
     fn exp_nonpositive_block(block: &mut [Self]);
+    /// `v <- exp(v)` for every entry `v <= 0` of `values`: on x86-64 with
+    /// AVX-512F (detected at run time) by the table method, bit for bit
+    /// [`exp_nonpositive_f64_table`] / [`exp_nonpositive_f32_table`] of each
+    /// entry; elsewhere by [`Real::exp_nonpositive_block`] and, for the last
+    /// entries, [`Real::exp_nonpositive`], bit for bit the latter for each.
+    /// Either way an entry's value does not depend on its position in the
+    /// slice. Every exponential pass of the crate goes through here; inlined
+    /// into vectorised loops (the portable path vectorises there).
+    fn exp_nonpositive_slice(values: &mut [Self]);
     #[doc(hidden)]
     fn faer_matmul_seq(dst: MatMut<'_, Self>, lhs: MatRef<'_, Self>, rhs: MatRef<'_, Self>);
     #[doc(hidden)]
@@ -104,18 +115,12 @@ pub(crate) use simd_fn;
 simd_fn! {
     /// `v <- exp(v)` for entries `v <= 0`, at the CPU's widest vectors.
     fn exp_in_place<T: Real>(values: &mut [T]) {
-        let mut blocks = values.chunks_exact_mut(T::EXP_BLOCK);
-        for block in &mut blocks {
-            T::exp_nonpositive_block(block);
-        }
-        for v in blocks.into_remainder() {
-            *v = T::exp_nonpositive(*v);
-        }
+        T::exp_nonpositive_slice(values);
     }
 }
 
 macro_rules! impl_real {
-    ($t:ty, $exp:ident, $exp_block:ident, $block:expr) => {
+    ($t:ty, $exp:ident, $exp_block:ident, $table_slice:path, $block:expr) => {
         impl Real for $t {
             #[inline]
             fn from_f64_lossy(x: f64) -> Self {
@@ -145,6 +150,19 @@ macro_rules! impl_real {
             fn exp_nonpositive_block(block: &mut [Self]) {
                 $exp_block(block.try_into().expect("one block of EXP_BLOCK entries"));
             }
+            #[inline(always)]
+            fn exp_nonpositive_slice(values: &mut [Self]) {
+                if $table_slice(values) {
+                    return;
+                }
+                let mut blocks = values.chunks_exact_mut($block);
+                for block in &mut blocks {
+                    $exp_block(block.try_into().expect("chunks of EXP_BLOCK entries"));
+                }
+                for v in blocks.into_remainder() {
+                    *v = $exp(*v);
+                }
+            }
             fn faer_matmul_seq(dst: MatMut<'_, Self>, lhs: MatRef<'_, Self>, rhs: MatRef<'_, Self>) {
                 faer::linalg::matmul::matmul(dst, Accum::Replace, lhs, rhs, 1.0 as $t, Par::Seq);
             }
@@ -161,8 +179,8 @@ macro_rules! impl_real {
         }
     };
 }
-impl_real!(f32, exp_nonpositive_f32, exp_nonpositive_f32_block, 64);
-impl_real!(f64, exp_nonpositive_f64, exp_nonpositive_f64_block, 32);
+impl_real!(f32, exp_nonpositive_f32, exp_nonpositive_f32_block, exp_table::exp_nonpositive_slice_f32_avx512, 64);
+impl_real!(f64, exp_nonpositive_f64, exp_nonpositive_f64_block, exp_table::exp_nonpositive_slice_f64_avx512, 32);
 
 /// `exp(x)` for `x <= 0`, written without branches or library calls so that
 /// loops over it vectorise (libm's `exp` is a scalar call per entry, and was
