@@ -100,12 +100,14 @@ impl Device {
     /// (e.g. entries near `1e200` in a linear or polynomial kernel, or in a
     /// product).
     pub fn kernel_matrix<T: Real>(&self, kernel: &Kernel, x: &DMatrix<T>, z: &DMatrix<T>) -> Result<DMatrix<T>> {
-        kernel::check_pair(kernel, x, z)?;
-        let k = match self {
-            Device::Cpu => kernel::kernel_matrix_unchecked(kernel, x, z),
-            Device::Gpu(ctx) => ctx.kernel_matrix(kernel, x, z)?,
-        };
-        linalg::finite_result("kernel matrix", k)
+        match self {
+            // Checked for overflow tile by tile (no second pass over the output).
+            Device::Cpu => kernel::kernel_matrix_cpu(kernel, x, z),
+            Device::Gpu(ctx) => {
+                kernel::check_pair(kernel, x, z)?;
+                linalg::finite_result("kernel matrix", ctx.kernel_matrix(kernel, x, z)?)
+            }
+        }
     }
 
     /// Symmetric kernel matrix `K(X, X)` (exactly symmetric on both paths).

@@ -21,6 +21,7 @@ use faer::reborrow::{Reborrow, ReborrowMut};
 use faer::MatMut;
 use nalgebra::{DMatrix, DVector};
 use rayon::prelude::*;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::error::{ComputeError, Result};
 use crate::linalg::{self, check_dim, check_matrix, Real};
@@ -229,14 +230,24 @@ pub(crate) fn check_pair<T: Real>(kernel: &Kernel, x: &DMatrix<T>, z: &DMatrix<T
 /// and `||x_i - z_j||^2 = ||x_i||^2 + ||z_j||^2 - 2 <x_i, z_j>` (clamped at 0
 /// against rounding; near-duplicate pairs, where that form cancels, are
 /// recomputed directly), then `k` is applied element-wise in parallel.
+///
+/// Every tile is checked for NaN and infinities while it is in cache (no
+/// extra pass over the output); only when one is found is the whole matrix
+/// scanned for the first, for the error's position.
 pub fn kernel_matrix_cpu<T: Real>(kernel: &Kernel, x: &DMatrix<T>, z: &DMatrix<T>) -> Result<DMatrix<T>> {
     check_pair(kernel, x, z)?;
-    linalg::finite_result("kernel matrix", kernel_matrix_unchecked(kernel, x, z))
+    let norms = TileNorms::new(kernel, x, z);
+    let (k, finite) = kernel_matrix_tiled(kernel, x, z, &norms, true);
+    if finite {
+        Ok(k)
+    } else {
+        linalg::finite_result("kernel matrix", k)
+    }
 }
 
 pub(crate) fn kernel_matrix_unchecked<T: Real>(kernel: &Kernel, x: &DMatrix<T>, z: &DMatrix<T>) -> DMatrix<T> {
     let norms = TileNorms::new(kernel, x, z);
-    kernel_matrix_tiled(kernel, x, z, &norms, true)
+    kernel_matrix_tiled(kernel, x, z, &norms, true).0
 }
 
 /// The statistic of `kernel` between the rows of `x` and `z` (n x m): the
@@ -254,13 +265,16 @@ pub(crate) fn statistic_matrix_with_norms<T: Real>(kernel: &Kernel, x: &DMatrix<
         assert_eq!((x_sq_norms.len(), z_sq_norms.len()), (x.nrows(), z.nrows()), "statistic_matrix_with_norms: one norm per row");
     }
     let norms = TileNorms { x: x_sq_norms.to_vec(), z: z_sq_norms.to_vec() };
-    kernel_matrix_tiled(kernel, x, z, &norms, false)
+    kernel_matrix_tiled(kernel, x, z, &norms, false).0
 }
 
-fn kernel_matrix_tiled<T: Real>(kernel: &Kernel, x: &DMatrix<T>, z: &DMatrix<T>, norms: &TileNorms<T>, apply: bool) -> DMatrix<T> {
+/// The n x m output of [`fill_tile`] over all tiles, and whether every
+/// entry is finite.
+fn kernel_matrix_tiled<T: Real>(kernel: &Kernel, x: &DMatrix<T>, z: &DMatrix<T>, norms: &TileNorms<T>, apply: bool) -> (DMatrix<T>, bool) {
     let (n, m) = (x.nrows(), z.nrows());
-    let mut k = DMatrix::from_vec(n, m, vec![T::zero(); n * m]);
+    let mut k = linalg::zeroed_output::<T>(n, m);
     let out = SendPtr(k.as_mut_slice().as_mut_ptr());
+    let all_finite = AtomicBool::new(true);
     let (row_blocks, col_blocks) = (n.div_ceil(MATRIX_TILE_ROWS), m.div_ceil(MATRIX_TILE_COLS));
     let tile = |t: usize| {
         let (r0, c0) = ((t % row_blocks) * MATRIX_TILE_ROWS, (t / row_blocks) * MATRIX_TILE_COLS);
@@ -269,14 +283,16 @@ fn kernel_matrix_tiled<T: Real>(kernel: &Kernel, x: &DMatrix<T>, z: &DMatrix<T>,
         // its own rows r0..r0+rows of columns c0..c0+cols (column stride n)
         // and no other task touches them; `k` outlives the parallel loop.
         let dst = unsafe { MatMut::from_raw_parts_mut(out.get().add(r0 + c0 * n), rows, cols, 1, n as isize) };
-        fill_tile(kernel, x, z, norms, r0, c0, dst, apply);
+        if !fill_tile(kernel, x, z, norms, r0, c0, dst, apply) {
+            all_finite.store(false, Ordering::Relaxed);
+        }
     };
     if n * m * x.ncols().max(1) < PARALLEL_WORK {
         (0..row_blocks * col_blocks).for_each(tile);
     } else {
         (0..row_blocks * col_blocks).into_par_iter().for_each(tile);
     }
-    k
+    (k, all_finite.into_inner())
 }
 
 /// Rows and columns of one tile of the fused CPU kernel matrix
@@ -333,35 +349,40 @@ impl<T: Real> TileNorms<T> {
 /// Steps 2 and 3 run compiled for the CPU's widest vectors (`linalg::simd_fn`).
 /// This is the only CPU kernel-matrix implementation: the whole matrix and
 /// the matrix-free matvec both call it; `apply = false` stops after step 2
-/// (the statistic, [`statistic_matrix_with_norms`]).
+/// (the statistic, [`statistic_matrix_with_norms`]). Returns whether every
+/// entry of the tile is finite.
 #[allow(clippy::too_many_arguments)]
-fn fill_tile<T: Real>(kernel: &Kernel, x: &DMatrix<T>, z: &DMatrix<T>, norms: &TileNorms<T>, r0: usize, c0: usize, mut dst: MatMut<'_, T>, apply: bool) {
+fn fill_tile<T: Real>(kernel: &Kernel, x: &DMatrix<T>, z: &DMatrix<T>, norms: &TileNorms<T>, r0: usize, c0: usize, mut dst: MatMut<'_, T>, apply: bool) -> bool {
     let (rows, cols) = (dst.nrows(), dst.ncols());
     let xb = linalg::faer_ref(x).subrows(r0, rows);
     let zb = linalg::faer_ref(z).subrows(c0, cols);
     T::faer_matmul_seq(dst.rb_mut(), xb, zb.transpose());
     linalg::clear_upper_simd_state(false);
-    finish_tile(kernel, x, z, norms, r0, c0, dst, apply);
+    finish_tile(kernel, x, z, norms, r0, c0, dst, apply)
 }
 
 linalg::simd_fn! {
     /// Step 3 of the fused tile ([`fill_tile`]) on values that hold the
     /// statistic `s`: `v <- k(v)` (`exp(-gamma s)` / `exp(-gamma sqrt(s))` by
     /// the vectorised [`Real::exp_nonpositive`], the other kernels by
-    /// [`Kernel::apply_to_statistic`]), at the CPU's widest vectors.
+    /// [`Kernel::apply_to_statistic`]), at the CPU's widest vectors. The
+    /// exponentials go through [`Real::exp_nonpositive_slice`] (the AVX-512
+    /// table method where available).
     pub(crate) fn apply_to_statistics<T: Real>(kernel: &Kernel, values: &mut [T]) {
         match *kernel {
             Kernel::Rbf { gamma } => {
                 let g = -T::from_f64_lossy(gamma);
                 for v in values.iter_mut() {
-                    *v = T::exp_nonpositive(g * *v);
+                    *v = g * *v;
                 }
+                T::exp_nonpositive_slice(values);
             }
             Kernel::Laplacian { gamma } => {
                 let g = -T::from_f64_lossy(gamma);
                 for v in values.iter_mut() {
-                    *v = T::exp_nonpositive(g * v.sqrt());
+                    *v = g * v.sqrt();
                 }
+                T::exp_nonpositive_slice(values);
             }
             Kernel::Linear => {}
             _ => {
@@ -375,10 +396,11 @@ linalg::simd_fn! {
 
 linalg::simd_fn! {
     /// Steps 2 and 3 (step 3 only when `apply`) of [`fill_tile`] on a tile
-    /// that holds the inner products.
+    /// that holds the inner products; true when every result is finite.
     #[allow(clippy::too_many_arguments)]
-    fn finish_tile<T: Real>(kernel: &Kernel, x: &DMatrix<T>, z: &DMatrix<T>, norms: &TileNorms<T>, r0: usize, c0: usize, dst: MatMut<'_, T>, apply: bool) {
+    fn finish_tile<T: Real>(kernel: &Kernel, x: &DMatrix<T>, z: &DMatrix<T>, norms: &TileNorms<T>, r0: usize, c0: usize, dst: MatMut<'_, T>, apply: bool) -> bool {
         let mut dst = dst;
+        let mut finite = true;
         let (rows, cols) = (dst.nrows(), dst.ncols());
         let two = T::one() + T::one();
         let cancellation = T::from_f64_lossy(1e-4);
@@ -425,7 +447,11 @@ linalg::simd_fn! {
             if apply {
                 apply_to_statistics(kernel, col);
             }
+            for v in col.iter() {
+                finite &= v.is_finite();
+            }
         }
+        finite
     }
 }
 
@@ -485,6 +511,7 @@ pub fn kernel_matvec_cpu<T: Real>(kernel: &Kernel, x: &DMatrix<T>, z: &DMatrix<T
             let c0 = cb * MATVEC_TILE_COLS;
             let cols = MATVEC_TILE_COLS.min(m - c0);
             let mut tile = MatMut::from_column_major_slice_mut(&mut buf[..rows * cols], rows, cols);
+            // Non-finite entries reach the output, checked below.
             fill_tile(kernel, x, z, &norms, r0, c0, tile.rb_mut(), true);
             T::faer_matmul_seq_add(linalg::faer_mut(&mut acc), tile.rb(), linalg::faer_ref(v).subrows(c0, cols));
             linalg::clear_upper_simd_state(false);
