@@ -34,17 +34,18 @@
 //! ```text
 //! cargo run --example psd_density_10d [-- --distribution paper|wide --folds K --nystrom M
 //!     --models psd,pnm,ncm,glm --sigmas 0.3,0.4,0.5 --lambdas 1e-9,1e-8 --sigmas-psd ... --lambdas-pnm ...
-//!     --extend 3 --max-iterations 2000 --lambda-floor-psd 1e-18 --data FILE --figure out/psd_density_10d.png]
+//!     --extend 3 --max-iterations 10000 --lambda-floor-psd 1e-22 --data FILE --figure out/psd_density_10d.png]
 //! ```
 //! Defaults: 3 folds, PSD on m = 200 Nystrom centres (`--nystrom 1000`: all
 //! centres), all four models, the per-model grids printed at the start.
 //! PSD: lambda_1 = lambda, lambda_2 = 0.01 lambda (Sec. 6), dual FISTA to a
 //! duality gap of 1e-4 within `--max-iterations` (a fit that does not
 //! converge counts as -inf in the CV and is reported; the iterations needed
-//! grow quickly as lambda_2 falls, which bounds the PSD lambda grid from below:
+//! grow as lambda_2 falls, which bounds the PSD lambda grid from below:
 //! with `paper` the grid is not extended below `--lambda-floor-psd`, default
-//! 1e-18, where one fit on 700 points takes seconds; at 1e-19 2000 iterations
-//! took 87 s and stopped at a gap of 2e-3).
+//! 1e-22. Since the dual runs in a diagonal metric (`gramian::psd::engine`),
+//! a fit on 700 points takes about 300 iterations at 1e-19 and a few thousand
+//! at 1e-21; with one scalar step it did not converge below 1e-18).
 
 #[path = "psd_plot/mod.rs"]
 mod psd_plot;
@@ -309,14 +310,23 @@ fn fmt_grid(v: &[f64]) -> String {
     v.iter().map(|x| format!("{x:.3e}").replace(".000e", "e")).collect::<Vec<_>>().join(",")
 }
 
+const USAGE: &str = "psd_density_10d [--distribution paper|wide] [--folds K] [--nystrom M] [--models psd,pnm,ncm,glm]
+    [--sigmas 0.3,0.4 | --sigmas-psd ... --sigmas-pnm ...] [--lambdas 1e-9,1e-8 | --lambdas-psd ...]
+    [--extend 3] [--max-iterations 10000] [--lambda-floor-psd 1e-22] [--data FILE] [--figure out/psd_density_10d.png]
+(the module docs of examples/psd_density_10d.rs explain each option)";
+
 fn main() -> Result<(), Error> {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.iter().any(|a| a == "--help" || a == "-h") {
+        println!("{USAGE}");
+        return Ok(());
+    }
     let flag = |name: &str| args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).cloned();
     let folds: usize = flag("--folds").and_then(|v| v.parse().ok()).unwrap_or(3);
     let m: usize = flag("--nystrom").and_then(|v| v.parse().ok()).unwrap_or(200);
     let extend: usize = flag("--extend").and_then(|v| v.parse().ok()).unwrap_or(3);
-    let lambda_floor_psd: f64 = flag("--lambda-floor-psd").and_then(|v| v.parse().ok()).unwrap_or(if distribution_is_paper(&args) { 1e-18 } else { 0.0 });
-    let budget: usize = flag("--max-iterations").and_then(|v| v.parse().ok()).unwrap_or(2000);
+    let lambda_floor_psd: f64 = flag("--lambda-floor-psd").and_then(|v| v.parse().ok()).unwrap_or(if distribution_is_paper(&args) { 1e-22 } else { 0.0 });
+    let budget: usize = flag("--max-iterations").and_then(|v| v.parse().ok()).unwrap_or(10_000);
     let models = flag("--models").unwrap_or_else(|| "psd,pnm,ncm,glm".into());
     let distribution = flag("--distribution").unwrap_or_else(|| "paper".into());
     let mut rng = StdRng::seed_from_u64(10);
@@ -362,7 +372,7 @@ fn main() -> Result<(), Error> {
             // regularisers of the linear-in-f models only stop dominating the
             // log-likelihood at tiny lambda (their fits at larger lambda are the
             // kernel density estimate); GLM models log f and has the usual scale.
-            (true, "psd") => (vec![0.45, 0.55, 0.65, 0.75], vec![1e-18, 1e-17, 1e-16]),
+            (true, "psd") => (vec![0.55, 0.65, 0.75], vec![1e-21, 1e-20, 1e-19]),
             (true, "glm") => (vec![1.4, 2.0, 2.8], vec![1e-4, 1e-3, 1e-2]),
             (true, _) => (vec![0.25, 0.3, 0.4, 0.5], vec![1e-28, 1e-26, 1e-24, 1e-22]),
             (false, _) => (vec![0.5, 0.7, 1.0, 2.0, 3.0], vec![1e-4, 1e-3, 1e-2]),
