@@ -13,6 +13,7 @@
 //! ```text
 //! cargo run --all-features --example eigen_params -- N [REPS]
 //! cargo run --all-features --example eigen_params -- top N K [REPS]
+//! cargo run --all-features --example eigen_params -- phases N   # faer tridiagonalisation / tridiagonal D&C / whole, against ours
 //! ```
 
 use std::time::Instant;
@@ -43,10 +44,53 @@ fn top(args: &[String]) {
     }
 }
 
+/// `phases N`: faer's three phases timed apart on the random `B + B^T`
+/// (`B` uniform in [-1, 1)): tridiagonalisation, the tridiagonal
+/// divide-and-conquer with vectors, and the whole decomposition.
+fn phases(args: &[String]) {
+    use faer::linalg::evd::tridiag;
+    let n: usize = args.get(2).and_then(|s| s.parse().ok()).expect("usage: eigen_params phases N");
+    let mut rng = <rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(17);
+    let b = Mat::<f64>::from_fn(n, n, |_, _| rand::Rng::random_range(&mut rng, -1.0..1.0));
+    let a = Mat::<f64>::from_fn(n, n, |i, j| b[(i, j)] + b[(j, i)]);
+    let par = Par::rayon(0);
+    let mut t_mat = a.clone();
+    let bs = 64.min(n.saturating_sub(1)).max(1);
+    let mut h = Mat::<f64>::zeros(bs, n.saturating_sub(1));
+    let params = <tridiag::TridiagParams as Auto<f64>>::auto();
+    let mut mem = MemBuffer::new(tridiag::tridiag_in_place_scratch::<f64>(n, par, Spec::new(params)));
+    let t = Instant::now();
+    tridiag::tridiag_in_place(t_mat.as_mut(), h.as_mut(), par, MemStack::new(&mut mem), Spec::new(params));
+    let t_tri = t.elapsed().as_secs_f64();
+    let d = faer::Col::<f64>::from_fn(n, |i| t_mat[(i, i)]);
+    let e = faer::Col::<f64>::from_fn(n, |i| if i + 1 < n { t_mat[(i + 1, i)] } else { 0.0 });
+    let mut s = faer::diag::Diag::<f64>::zeros(n);
+    let mut u = Mat::<f64>::zeros(n, n);
+    let eparams = <SelfAdjointEvdParams as Auto<f64>>::auto();
+    let mut mem = MemBuffer::new(evd::self_adjoint_evd_scratch::<f64>(n, ComputeEigenvectors::Yes, par, Spec::new(eparams)));
+    let t = Instant::now();
+    evd::tridiagonal_self_adjoint_evd(d.as_diagonal(), e.as_diagonal(), s.as_mut(), Some(u.as_mut()), par, MemStack::new(&mut mem), Spec::new(eparams)).unwrap();
+    let t_dc = t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    let _ = a.as_ref().self_adjoint_eigen(Side::Lower).unwrap();
+    let t_all = t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    let _ = gramian::linalg::symmetric_eigen(&nalgebra::DMatrix::from_fn(n, n, |i, j| a[(i, j)])).unwrap();
+    let t_ours = t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    let _ = gramian::linalg::symmetric_eigenvalues(&nalgebra::DMatrix::from_fn(n, n, |i, j| a[(i, j)])).unwrap();
+    let t_values = t.elapsed().as_secs_f64();
+    gramian::linalg::clear_upper_simd_state(true);
+    println!("n {n}: faer tridiagonalisation {t_tri:.3} s, tridiagonal D&C with vectors {t_dc:.3} s, faer whole {t_all:.3} s, gramian::linalg::symmetric_eigen {t_ours:.3} s, its eigenvalues alone {t_values:.3} s");
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.get(1).map(String::as_str) == Some("top") {
         return top(&args);
+    }
+    if args.get(1).map(String::as_str) == Some("phases") {
+        return phases(&args);
     }
     let n: usize = args.get(1).and_then(|s| s.parse().ok()).expect("usage: eigen_params N [REPS]");
     let reps: usize = args.get(2).map(|s| s.parse().unwrap()).unwrap_or(3);

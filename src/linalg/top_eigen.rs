@@ -119,14 +119,11 @@ pub fn symmetric_eigen_largest_with(a: &DMatrix<f64>, k: usize, settings: &TopEi
     full_top(a, k)
 }
 
-/// The top `k` of the full decomposition.
+/// The top `k` of the full tridiagonal eigensolution, only those `k`
+/// vectors back-transformed ([`super::symmetric_eigen_top_by_tridiagonal`]).
 fn full_top(a: &DMatrix<f64>, k: usize) -> Result<LargestSymmetricEigen> {
-    let evd = symmetric_eigen(a)?;
-    let n = evd.eigenvalues.len();
-    let norm_estimate = evd.eigenvalues.iter().fold(0.0f64, |m, v| m.max(v.abs()));
-    let eigenvalues = evd.eigenvalues.rows(n - k, k).into_owned();
-    let eigenvectors = evd.eigenvectors.columns(n - k, k).into_owned();
-    Ok(LargestSymmetricEigen { eigen: SymmetricEigen { eigenvalues, eigenvectors }, norm_estimate, partial: false, restarts: 0 })
+    let (top, norm_estimate) = super::symmetric_eigen_top_by_tridiagonal(a, k)?;
+    Ok(LargestSymmetricEigen { eigen: top, norm_estimate, partial: false, restarts: 0 })
 }
 
 /// Sizes of the block solver: block `b`, columns kept at a restart `keep`,
