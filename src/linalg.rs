@@ -613,20 +613,37 @@ pub struct SymmetricEigen {
     pub eigenvectors: DMatrix<f64>,
 }
 
+/// Order from which [`symmetric_eigen`] and [`symmetric_eigenvalues`] take
+/// the blocked tridiagonalisation (`linalg/tridiag.rs`) instead of faer's.
+/// Measured on a 2-core AVX-512 machine (BENCHMARKS.md, issue 17): faer's
+/// whole decomposition took 0.89x the blocked path's time at n = 1000 and
+/// 0.96x at 1536, the same at 2000-2600, 1.10x at 3600.
+pub(crate) const BLOCKED_TRIDIAGONALISATION_FROM: usize = 2048;
+
 /// Symmetric eigendecomposition `A = U diag(s) U^T` (only the lower triangle
 /// of `a` is read).
 ///
-/// Householder tridiagonalisation `A = Q T Q^T` blocked as LAPACK's `dsytrd`
-/// (`linalg/tridiag.rs`: one read of the trailing triangle per column,
-/// rank-64 updates as matrix products), faer's divide-and-conquer solver on
-/// `T`, and the blocked back-transformation `U = Q U_T`. faer's own
-/// [`symmetric_eigen_faer`] tridiagonalises unblocked and took 2-3x as long
-/// at n = 3600 (BENCHMARKS.md, issue 17); the two agree to rounding (tests).
+/// Below [`BLOCKED_TRIDIAGONALISATION_FROM`] faer's self-adjoint solver
+/// (unblocked tridiagonalisation, divide and conquer). From there the
+/// Householder tridiagonalisation `A = Q T Q^T` blocked as LAPACK's
+/// `dsytrd` (`linalg/tridiag.rs`: one read of the trailing triangle per
+/// column, rank-64 updates as matrix products), faer's divide and conquer on
+/// `T`, and the blocked back-transformation `U = Q U_T`. The two agree to
+/// rounding (tests).
 ///
 /// Errors: [`ComputeError::Empty`], [`ComputeError::DimensionMismatch`] for a
 /// non-square input, [`ComputeError::NonFinite`], and
 /// [`ComputeError::InvalidParameter`] if the iteration does not converge.
 pub fn symmetric_eigen(a: &DMatrix<f64>) -> Result<SymmetricEigen> {
+    if a.nrows() >= BLOCKED_TRIDIAGONALISATION_FROM {
+        symmetric_eigen_blocked(a)
+    } else {
+        symmetric_eigen_faer(a)
+    }
+}
+
+/// [`symmetric_eigen`] through the blocked tridiagonalisation at any order.
+fn symmetric_eigen_blocked(a: &DMatrix<f64>) -> Result<SymmetricEigen> {
     check_matrix("symmetric matrix", a)?;
     check_dim("symmetric matrix must be square", a.nrows(), a.ncols())?;
     let (t, values, vectors) = tridiagonal_eigen(a, true)?;
@@ -697,8 +714,9 @@ fn tridiagonal_eigen(a: &DMatrix<f64>, vectors: bool) -> Result<(tridiag::Tridia
 }
 
 /// faer's own self-adjoint eigendecomposition (unblocked
-/// tridiagonalisation), the reference [`symmetric_eigen`] is tested and
-/// benchmarked against.
+/// tridiagonalisation): [`symmetric_eigen`] below
+/// [`BLOCKED_TRIDIAGONALISATION_FROM`], and the reference the blocked path
+/// is tested and benchmarked against.
 #[doc(hidden)]
 pub fn symmetric_eigen_faer(a: &DMatrix<f64>) -> Result<SymmetricEigen> {
     check_matrix("symmetric matrix", a)?;
@@ -716,13 +734,32 @@ pub fn symmetric_eigen_faer(a: &DMatrix<f64>) -> Result<SymmetricEigen> {
 }
 
 /// Eigenvalues only of a symmetric matrix (lower triangle read), ascending:
-/// the blocked tridiagonalisation of [`symmetric_eigen`] and faer's QR
+/// the tridiagonalisation of [`symmetric_eigen`] (faer's or, from
+/// [`BLOCKED_TRIDIAGONALISATION_FROM`], the blocked one) and the QR
 /// iteration on `T`.
 pub fn symmetric_eigenvalues(a: &DMatrix<f64>) -> Result<DVector<f64>> {
+    if a.nrows() >= BLOCKED_TRIDIAGONALISATION_FROM {
+        symmetric_eigenvalues_blocked(a)
+    } else {
+        symmetric_eigenvalues_faer(a)
+    }
+}
+
+fn symmetric_eigenvalues_blocked(a: &DMatrix<f64>) -> Result<DVector<f64>> {
     check_matrix("symmetric matrix", a)?;
     check_dim("symmetric matrix must be square", a.nrows(), a.ncols())?;
     let (_, values, _) = tridiagonal_eigen(a, false)?;
     finite_vector("eigenvalues", DVector::from_vec(values))
+}
+
+fn symmetric_eigenvalues_faer(a: &DMatrix<f64>) -> Result<DVector<f64>> {
+    check_matrix("symmetric matrix", a)?;
+    check_dim("symmetric matrix must be square", a.nrows(), a.ncols())?;
+    let vals = faer_ref(a)
+        .self_adjoint_eigenvalues(Side::Lower)
+        .map_err(|e| ComputeError::InvalidParameter { name: "matrix", reason: format!("eigendecomposition failed: {e:?}") })?;
+    clear_upper_simd_state(true);
+    Ok(DVector::from_vec(vals))
 }
 
 /// Relative Frobenius error `||A - B||_F / max(||B||_F, tiny)`.
@@ -857,7 +894,7 @@ mod tests {
                 }
             };
             let norm = a.norm().max(1e-300);
-            let ours = symmetric_eigen(&a).unwrap();
+            let ours = symmetric_eigen_blocked(&a).unwrap();
             let reference = symmetric_eigen_faer(&a).unwrap();
             for i in 0..n {
                 assert!((ours.eigenvalues[i] - reference.eigenvalues[i]).abs() <= 1e-12 * norm, "n {n} kind {kind} eigenvalue {i}");
@@ -866,9 +903,17 @@ mod tests {
             assert!(residual.norm() <= 1e-11 * norm, "n {n} kind {kind}: residual {:e}", residual.norm() / norm);
             let orth = ours.eigenvectors.transpose() * &ours.eigenvectors - DMatrix::<f64>::identity(n, n);
             assert!(orth.norm() <= 1e-12 * (n as f64).sqrt().max(1.0), "n {n} kind {kind}: orthogonality {:e}", orth.norm());
-            let values = symmetric_eigenvalues(&a).unwrap();
+            let values = symmetric_eigenvalues_blocked(&a).unwrap();
+            let values_faer = symmetric_eigenvalues_faer(&a).unwrap();
             for i in 0..n {
                 assert!((values[i] - ours.eigenvalues[i]).abs() <= 1e-12 * norm, "n {n} kind {kind}: values alone {i}");
+                assert!((values_faer[i] - ours.eigenvalues[i]).abs() <= 1e-12 * norm, "n {n} kind {kind}: faer's values alone {i}");
+            }
+            let top = symmetric_eigen_top_by_tridiagonal(&a, n.min(3)).unwrap().0;
+            for j in 0..top.eigenvalues.len() {
+                assert!((top.eigenvalues[j] - ours.eigenvalues[n - top.eigenvalues.len() + j]).abs() <= 1e-12 * norm, "n {n} kind {kind}: top {j}");
+                let u = top.eigenvectors.column(j);
+                assert!((&a * u - u * top.eigenvalues[j]).norm() <= 1e-11 * norm, "n {n} kind {kind}: top residual {j}");
             }
         }
     }

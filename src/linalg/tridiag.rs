@@ -88,35 +88,59 @@ impl Tridiagonalisation {
     }
 
     /// `Z <- Q Z` for `Z` with `n` rows (eigenvectors of `T` to those of
-    /// `A`), blocked: each panel's reflectors applied as `I - V S V^T`
-    /// (`S` upper triangular, LAPACK's `dlarft`) by three matrix products.
-    pub(crate) fn apply_q(&self, mut z: MatMut<'_, f64>, par: Par) {
+    /// `A`), blocked: each block of [`BACK`] reflectors applied as
+    /// `I - V S V^T` (`S` upper triangular, LAPACK's `dlarft`) by three
+    /// matrix products. With `par` the columns of `Z` are split between the
+    /// threads and each applies the whole sequence to its columns with
+    /// sequential products (as faer does: no synchronisation between the
+    /// products, each thread's block of `Z` stays in its cache).
+    pub(crate) fn apply_q(&self, z: MatMut<'_, f64>, par: Par) {
         let n = self.n;
         assert_eq!(z.nrows(), n, "apply_q: rows");
         if n < 2 || z.ncols() == 0 {
             return;
         }
-        let cols = z.ncols();
         let reflector_count = n - 1;
-        let mut starts = Vec::new();
+        let mut blocks = Vec::new();
         let mut k = 0;
         while k < reflector_count {
-            starts.push(k);
-            k += BACK;
-        }
-        for &k in starts.iter().rev() {
             let b = BACK.min(reflector_count - k);
             let rows = n - k - 1;
             // V: rows k + 1 .. n of reflectors k .. k + b, zeros above the unit.
             let v = Mat::<f64>::from_fn(rows, b, |r, i| if r >= i { self.reflectors[(k + i) * n + k + 1 + r] } else { 0.0 });
             let s = block_reflector_factor(v.as_ref(), &self.tau[k..k + b]);
-            let mut vtz = Mat::<f64>::zeros(b, cols);
-            let mut zk = z.rb_mut().subrows_mut(k + 1, rows);
-            matmul(vtz.as_mut(), Accum::Replace, v.as_ref().transpose(), zk.rb(), 1.0, par);
-            let mut svtz = Mat::<f64>::zeros(b, cols);
-            matmul(svtz.as_mut(), Accum::Replace, s.as_ref(), vtz.as_ref(), 1.0, Par::Seq);
-            matmul(zk.rb_mut(), Accum::Add, v.as_ref(), svtz.as_ref(), -1.0, par);
+            blocks.push((k, v, s));
+            k += BACK;
         }
+        let threads = match par {
+            Par::Seq => 1,
+            _ => rayon::current_num_threads().max(1),
+        };
+        let chunk = z.ncols().div_ceil(threads).max(16);
+        apply_blocks_to_columns(&blocks, z, chunk);
+    }
+}
+
+/// The blocks of [`Tridiagonalisation::apply_q`], last first, on the columns
+/// of `z`, split recursively (rayon) into pieces of at most `chunk` columns.
+fn apply_blocks_to_columns(blocks: &[(usize, Mat<f64>, Mat<f64>)], mut z: MatMut<'_, f64>, chunk: usize) {
+    let cols = z.ncols();
+    if cols > chunk {
+        let half = cols / 2;
+        let (left, right) = z.split_at_col_mut(half);
+        rayon::join(|| apply_blocks_to_columns(blocks, left, chunk), || apply_blocks_to_columns(blocks, right, chunk));
+        return;
+    }
+    let mut vtz = Mat::<f64>::zeros(BACK, cols);
+    let mut svtz = Mat::<f64>::zeros(BACK, cols);
+    for (k, v, s) in blocks.iter().rev() {
+        let (rows, b) = v.shape();
+        let mut zk = z.rb_mut().subrows_mut(k + 1, rows);
+        let mut vtz = vtz.as_mut().subrows_mut(0, b);
+        let mut svtz = svtz.as_mut().subrows_mut(0, b);
+        matmul(vtz.rb_mut(), Accum::Replace, v.as_ref().transpose(), zk.rb(), 1.0, Par::Seq);
+        triangular::matmul(svtz.rb_mut(), BlockStructure::Rectangular, Accum::Replace, s.as_ref(), BlockStructure::TriangularUpper, vtz.rb(), BlockStructure::Rectangular, 1.0, Par::Seq);
+        matmul(zk.rb_mut(), Accum::Add, v.as_ref(), svtz.rb(), -1.0, Par::Seq);
     }
 }
 
