@@ -12,7 +12,9 @@
 //! wanted ones is found with all its eigenvectors (a single-vector Krylov
 //! space holds only one vector of each eigenspace). When the method does not
 //! converge within its restart budget, or the basis would not be small next
-//! to `n`, the full decomposition answers instead.
+//! to `n`, the tridiagonal path answers instead (the blocked
+//! tridiagonalisation and the `k` wanted pairs of `T`,
+//! [`super::symmetric_eigen_top_by_tridiagonal`]).
 
 use faer::{Accum, MatMut, MatRef, Par};
 use nalgebra::{DMatrix, DVector};
@@ -72,13 +74,14 @@ pub struct LargestSymmetricEigen {
     /// The `k` largest eigenvalues and their orthonormal eigenvectors
     /// (`n x k`), ascending like [`symmetric_eigen`].
     pub eigen: SymmetricEigen,
-    /// `max |lambda|` over the spectrum: exact from the full decomposition;
+    /// `max |lambda|` over the spectrum: from the tridiagonal path, the
+    /// extreme eigenvalues of `T` to rounding;
     /// from the block solver the largest Ritz magnitude, a lower bound that
     /// the Krylov space makes close (both ends of the spectrum converge first).
     pub norm_estimate: f64,
-    /// Whether the block solver answered (false: the full decomposition).
+    /// Whether the block solver answered (false: the tridiagonal path).
     pub partial: bool,
-    /// Restarts the block solver took (0 from the full decomposition).
+    /// Restarts the block solver took (0 from the tridiagonal path).
     pub restarts: usize,
 }
 
@@ -119,8 +122,9 @@ pub fn symmetric_eigen_largest_with(a: &DMatrix<f64>, k: usize, settings: &TopEi
     full_top(a, k)
 }
 
-/// The top `k` of the full tridiagonal eigensolution, only those `k`
-/// vectors back-transformed ([`super::symmetric_eigen_top_by_tridiagonal`]).
+/// The top `k` by the tridiagonal path
+/// ([`super::symmetric_eigen_top_by_tridiagonal`]): the `k` wanted pairs of
+/// `T`, only those `k` vectors back-transformed.
 fn full_top(a: &DMatrix<f64>, k: usize) -> Result<LargestSymmetricEigen> {
     let (top, norm_estimate) = super::symmetric_eigen_top_by_tridiagonal(a, k)?;
     Ok(LargestSymmetricEigen { eigen: top, norm_estimate, partial: false, restarts: 0 })

@@ -24,7 +24,7 @@ use faer::reborrow::{Reborrow, ReborrowMut};
 use faer::{Accum, Mat, MatMut, MatRef, Par};
 
 /// Columns per panel of the blocked reduction.
-pub(crate) const PANEL: usize = 32;
+const PANEL: usize = 32;
 
 /// Reflectors per block of the back-transformation: each block reads and
 /// writes the rows of `Z` below it once per product, so wider blocks move
@@ -198,11 +198,12 @@ fn reduce_panel(w: &mut [f64], n: usize, k: usize, b: usize, diag: &mut [f64], o
         if t == 0.0 {
             continue;
         }
-        // w_c = tau (A22 v - V (W^T v) - W (V^T v)), then the rank-one fix.
-        let v: Vec<f64> = x.to_vec();
+        // w_c = tau (A22 v - V (W^T v) - W (V^T v)), then the rank-one fix;
+        // v is the panel's copy of the reflector (column i of vp).
+        let v = &vp.as_ref().col(i).try_as_col_major().expect("columns of a Mat are contiguous").as_slice()[r0 + 1..];
         let yc = &mut y[..m];
-        symv_lower(w, n, c + 1, m, &v, yc);
-        let vcol = MatRef::from_column_major_slice(&v, m, 1);
+        symv_lower(w, n, c + 1, m, v, yc);
+        let vcol = MatRef::from_column_major_slice(v, m, 1);
         if i > 0 {
             let vpi = vp.as_ref().submatrix(r0 + 1, 0, m, i);
             let wpi = wp.as_ref().submatrix(r0 + 1, 0, m, i);
@@ -235,7 +236,6 @@ fn reduce_panel(w: &mut [f64], n: usize, k: usize, b: usize, diag: &mut [f64], o
         super::clear_upper_simd_state(par != Par::Seq);
     }
 }
-
 
 /// LAPACK's `dlarfg` on `x = [alpha, x_1 ..]`: `H x = [beta, 0 ..]` with
 /// `H = I - tau v v^T`, `v = [1, x_1 / (alpha - beta), ..]` written into `x`.
