@@ -617,7 +617,12 @@ pub struct SymmetricEigen {
 /// the blocked tridiagonalisation (`linalg/tridiag.rs`) instead of faer's.
 /// Measured on a 2-core AVX-512 machine (BENCHMARKS.md, issue 17): faer's
 /// whole decomposition took 0.89x the blocked path's time at n = 1000 and
-/// 0.96x at 1536, the same at 2000-2600, 1.10x at 3600.
+/// 0.96x at 1536, the same at 2000-2600, 1.10x at 3600. With the reduction
+/// on a thread team (eleventh session) the two are within the noise of each
+/// other from 800 to 2048 (blocked / faer: 0.162 / 0.168 s at 1000, 0.434 /
+/// 0.435 s at 1536, 0.899 / 0.880 s at 2048): the faster reduction is
+/// offset by a slower back-transformation of all `n` vectors, so the order
+/// stayed.
 pub(crate) const BLOCKED_TRIDIAGONALISATION_FROM: usize = 2048;
 
 /// Symmetric eigendecomposition `A = U diag(s) U^T` (only the lower triangle
@@ -627,9 +632,9 @@ pub(crate) const BLOCKED_TRIDIAGONALISATION_FROM: usize = 2048;
 /// (unblocked tridiagonalisation, divide and conquer). From there the
 /// Householder tridiagonalisation `A = Q T Q^T` blocked as LAPACK's
 /// `dsytrd` (`linalg/tridiag.rs`: one read of the trailing triangle per
-/// column, rank-64 updates as matrix products), faer's divide and conquer on
-/// `T`, and the blocked back-transformation `U = Q U_T`. The two agree to
-/// rounding (tests).
+/// column on a team of threads, rank-64 updates as one matrix product),
+/// faer's divide and conquer on `T`, and the blocked back-transformation
+/// `U = Q U_T`. The two agree to rounding (tests).
 ///
 /// Errors: [`ComputeError::Empty`], [`ComputeError::DimensionMismatch`] for a
 /// non-square input, [`ComputeError::NonFinite`], and

@@ -10,7 +10,16 @@
 //! is formed with one symmetric matrix-vector product `A22 v_c` over the
 //! trailing lower triangle (read once, never written). After the panel the
 //! trailing matrix takes the rank-`2 PANEL` update `A22 -= V W^T + W V^T`
-//! as two triangular matrix products. faer's tridiagonalisation instead
+//! as one product `[V W] [W V]^T` on the lower triangle.
+//!
+//! On `p` threads the trailing triangle is split into `p` column ranges of
+//! equal area, and thread `j` owns range `j` in every product and update
+//! (a [`Team`]: the caller and `p - 1` helpers that spin between jobs, as
+//! OpenBLAS's threads do). A level-2 product of order 1536 lasts about
+//! 0.1 ms, less than waking a sleeping pool thread, and a fixed owner keeps
+//! its columns in its own cache from one product to the next: 1.9-2.3x the
+//! product's speed through rayon's `join` on two cores (BENCHMARKS.md,
+//! issue 17). faer's tridiagonalisation instead
 //! reads and writes the whole trailing triangle for every column (a fused
 //! rank-2 update and product), twice the memory traffic of this scheme
 //! (1.4-1.6x its time at n = 1536 and 3600, BENCHMARKS.md, issue 17).
@@ -31,7 +40,8 @@ const PANEL: usize = 32;
 /// less memory (the triangle of zeros in `V` costs `BACK / n` extra flops).
 const BACK: usize = 128;
 
-/// Order from which the symmetric matrix-vector product runs on all threads.
+/// Order from which the reduction runs on a [`Team`] of all of rayon's
+/// threads (and the products on their parts).
 const PARALLEL_SYMV_ORDER: usize = 384;
 
 /// `A = Q T Q^T` for a symmetric `A` scaled by `1 / scale`: the tridiagonal
@@ -56,31 +66,55 @@ pub(crate) struct Tridiagonalisation {
 impl Tridiagonalisation {
     /// Reduces the lower triangle of the column-major `n x n` matrix `a`
     /// (finite entries; the upper triangle is not read).
+    ///
+    /// From order [`PARALLEL_SYMV_ORDER`], and when not called from a rayon
+    /// worker (whose pool is busy with other work), on as many threads as
+    /// rayon's pool has.
     pub(crate) fn new(a: MatRef<'_, f64>) -> Self {
+        let threads = if a.nrows() >= PARALLEL_SYMV_ORDER && rayon::current_thread_index().is_none() { rayon::current_num_threads().clamp(1, MAX_TEAM) } else { 1 };
+        Self::with_threads(a, threads)
+    }
+
+    /// [`Tridiagonalisation::new`] on a [`Team`] of `threads` threads (one
+    /// for a sequential reduction; below [`PARALLEL_SYMV_ORDER`] the
+    /// products are sequential in any case).
+    fn with_threads(a: MatRef<'_, f64>, threads: usize) -> Self {
         let n = a.nrows();
         assert_eq!(a.ncols(), n, "tridiagonalisation of a square matrix");
+        // Fresh pages, advised huge before the first write (a 3600^2 copy
+        // is 25,000 small-page faults).
+        let mut w = vec![0.0f64; n * n];
+        super::advise_huge_pages(&mut w);
         let mut largest = 0.0f64;
         for j in 0..n {
-            for i in j..n {
-                largest = largest.max(a[(i, j)].abs());
+            let src = &a.col(j).try_as_col_major().map(|c| c.as_slice()).unwrap_or(&[])[..];
+            if src.len() == n {
+                let dst = &mut w[j * n + j..(j + 1) * n];
+                dst.copy_from_slice(&src[j..]);
+                largest = dst.iter().fold(largest, |l, v| l.max(v.abs()));
+            } else {
+                for i in j..n {
+                    w[j * n + i] = a[(i, j)];
+                    largest = largest.max(a[(i, j)].abs());
+                }
             }
         }
         let scale = if largest > 0.0 { largest } else { 1.0 };
-        let mut w = vec![0.0f64; n * n];
+        let inv = 1.0 / scale;
         for j in 0..n {
-            for i in j..n {
-                w[j * n + i] = a[(i, j)] / scale;
-            }
+            w[j * n + j..(j + 1) * n].iter_mut().for_each(|v| *v *= inv);
         }
         let mut diag = vec![0.0; n];
         let mut offdiag = vec![0.0; n.saturating_sub(1)];
         let mut tau = vec![0.0; n.saturating_sub(1)];
-        let mut k = 0;
-        while k + 1 < n {
-            let b = PANEL.min(n - 1 - k);
-            reduce_panel(&mut w, n, k, b, &mut diag, &mut offdiag, &mut tau);
-            k += b;
-        }
+        with_team(threads.clamp(1, MAX_TEAM), n, |team| {
+            let mut k = 0;
+            while k + 1 < n {
+                let b = PANEL.min(n - 1 - k);
+                reduce_panel(&mut w, n, k, b, &mut diag, &mut offdiag, &mut tau, team);
+                k += b;
+            }
+        });
         if n > 0 {
             diag[n - 1] = w[(n - 1) * n + n - 1];
         }
@@ -101,17 +135,29 @@ impl Tridiagonalisation {
             return;
         }
         let reflector_count = n - 1;
-        let mut blocks = Vec::new();
-        let mut k = 0;
-        while k < reflector_count {
+        // Each block: V (rows k + 1 .. n of reflectors k .. k + b, zeros
+        // above the unit) and its factor S, built on all threads with `par`.
+        let build = |&k: &usize| -> (usize, Mat<f64>, Mat<f64>) {
             let b = BACK.min(reflector_count - k);
             let rows = n - k - 1;
-            // V: rows k + 1 .. n of reflectors k .. k + b, zeros above the unit.
-            let v = Mat::<f64>::from_fn(rows, b, |r, i| if r >= i { self.reflectors[(k + i) * n + k + 1 + r] } else { 0.0 });
+            let mut v = Mat::<f64>::zeros(rows, b);
+            for i in 0..b {
+                let src = &self.reflectors[(k + i) * n + k + 1 + i..(k + i + 1) * n];
+                let mut col = v.col_mut(i);
+                let dst = col.rb_mut().try_as_col_major_mut().expect("columns of a Mat are contiguous").as_slice_mut();
+                dst[i..].copy_from_slice(src);
+            }
             let s = block_reflector_factor(v.as_ref(), &self.tau[k..k + b]);
-            blocks.push((k, v, s));
-            k += BACK;
-        }
+            (k, v, s)
+        };
+        let starts: Vec<usize> = (0..reflector_count).step_by(BACK).collect();
+        let blocks: Vec<(usize, Mat<f64>, Mat<f64>)> = match par {
+            Par::Seq => starts.iter().map(build).collect(),
+            _ => {
+                use rayon::prelude::*;
+                starts.par_iter().map(build).collect()
+            }
+        };
         let threads = match par {
             Par::Seq => 1,
             _ => rayon::current_num_threads().max(1),
@@ -168,7 +214,7 @@ fn block_reflector_factor(v: MatRef<'_, f64>, tau: &[f64]) -> Mat<f64> {
 /// Reduces columns `k .. k + b` of the working matrix `w` (column-major,
 /// order `n`, lower triangle) and applies the panel's update to the
 /// trailing lower triangle (LAPACK's `dlatrd` followed by `dsyr2k`).
-fn reduce_panel(w: &mut [f64], n: usize, k: usize, b: usize, diag: &mut [f64], offdiag: &mut [f64], tau: &mut [f64]) {
+fn reduce_panel(w: &mut [f64], n: usize, k: usize, b: usize, diag: &mut [f64], offdiag: &mut [f64], tau: &mut [f64], team: &Team<'_>) {
     let rows = n - k;
     // Row r of the panel matrices is global row k + r.
     let mut vp = Mat::<f64>::zeros(rows, b);
@@ -202,7 +248,7 @@ fn reduce_panel(w: &mut [f64], n: usize, k: usize, b: usize, diag: &mut [f64], o
         // v is the panel's copy of the reflector (column i of vp).
         let v = &vp.as_ref().col(i).try_as_col_major().expect("columns of a Mat are contiguous").as_slice()[r0 + 1..];
         let yc = &mut y[..m];
-        symv_lower(w, n, c + 1, m, v, yc);
+        symv_lower(w, n, c + 1, m, v, yc, team);
         let vcol = MatRef::from_column_major_slice(v, m, 1);
         if i > 0 {
             let vpi = vp.as_ref().submatrix(r0 + 1, 0, m, i);
@@ -223,17 +269,45 @@ fn reduce_panel(w: &mut [f64], n: usize, k: usize, b: usize, diag: &mut [f64], o
             wp[(r0 + 1 + r, i)] = yc[r] + alpha * v[r];
         }
     }
-    // Trailing update A[k + b .., k + b ..] -= V W^T + W V^T (lower).
+    // Trailing update A[k + b .., k + b ..] -= V W^T + W V^T (lower), as
+    // one rank-2b product [V W] [W V]^T; each thread updates its own
+    // columns (those it reads in the products).
     let start = k + b;
     if start < n {
         let t = n - start;
-        let mut trailing = MatMut::from_column_major_slice_with_stride_mut(&mut w[start * n + start..], t, t, n);
-        let v2 = vp.as_ref().submatrix(b, 0, t, b);
-        let w2 = wp.as_ref().submatrix(b, 0, t, b);
-        let par = if t >= 256 { Par::rayon(0) } else { Par::Seq };
-        triangular::matmul(trailing.rb_mut(), BlockStructure::TriangularLower, Accum::Add, v2, BlockStructure::Rectangular, w2.transpose(), BlockStructure::Rectangular, -1.0, par);
-        triangular::matmul(trailing.rb_mut(), BlockStructure::TriangularLower, Accum::Add, w2, BlockStructure::Rectangular, v2.transpose(), BlockStructure::Rectangular, -1.0, par);
-        super::clear_upper_simd_state(par != Par::Seq);
+        let mut vw = Mat::<f64>::zeros(t, 2 * b);
+        let mut wv = Mat::<f64>::zeros(t, 2 * b);
+        for j in 0..b {
+            for r in 0..t {
+                let (vv, ww) = (vp[(b + r, j)], wp[(b + r, j)]);
+                vw[(r, j)] = vv;
+                vw[(r, b + j)] = ww;
+                wv[(r, j)] = ww;
+                wv[(r, b + j)] = vv;
+            }
+        }
+        let bounds = team.bounds(t);
+        let mut parts: Vec<std::sync::Mutex<(usize, usize, &mut [f64])>> = Vec::with_capacity(team.size);
+        let mut rest = &mut w[start * n..];
+        for p in 0..team.size {
+            let (c0, c1) = (bounds[p], bounds[p + 1]);
+            let (mine, tail) = rest.split_at_mut((c1 - c0) * n);
+            parts.push(std::sync::Mutex::new((c0, c1, mine)));
+            rest = tail;
+        }
+        let (vw, wv) = (vw.as_ref(), wv.as_ref());
+        team.run(&|p| {
+            let mut guard = parts[p].lock().unwrap_or_else(|e| e.into_inner());
+            let (c0, c1, ref mut cols) = *guard;
+            if c1 > c0 {
+                // Columns c0 .. c1 (of the trailing block), rows c0 .. t.
+                let mut dst = MatMut::from_column_major_slice_with_stride_mut(&mut cols[start + c0..], t - c0, c1 - c0, n);
+                let (top, bottom) = dst.rb_mut().split_at_row_mut(c1 - c0);
+                triangular::matmul(top, BlockStructure::TriangularLower, Accum::Add, vw.subrows(c0, c1 - c0), BlockStructure::Rectangular, wv.subrows(c0, c1 - c0).transpose(), BlockStructure::Rectangular, -1.0, Par::Seq);
+                matmul(bottom, Accum::Add, vw.subrows(c1, t - c1), wv.subrows(c0, c1 - c0).transpose(), -1.0, Par::Seq);
+                super::clear_upper_simd_state(false);
+            }
+        });
     }
 }
 
@@ -278,45 +352,158 @@ fn scaled_norm(x: &[f64]) -> f64 {
 /// `y = A22 v` for the trailing block `A22 = w[off.., off..]` (order `m`),
 /// reading its lower triangle once: column `s` adds `A22[s, s] v_s` plus its
 /// dot with `v` below the diagonal to `y_s`, and `v_s` times itself to
-/// `y` below. Columns are split between threads in chunks of equal area,
-/// each with its own accumulator.
-fn symv_lower(w: &[f64], n: usize, off: usize, m: usize, v: &[f64], y: &mut [f64]) {
-    let threads = rayon::current_num_threads().max(1);
-    if m < PARALLEL_SYMV_ORDER || threads == 1 {
+/// `y` below. On a team, thread `j` takes the columns of its part
+/// ([`Team::bounds`]) into its own accumulator, summed at the end.
+fn symv_lower(w: &[f64], n: usize, off: usize, m: usize, v: &[f64], y: &mut [f64], team: &Team<'_>) {
+    if m < PARALLEL_SYMV_ORDER || team.size == 1 {
         y.iter_mut().for_each(|e| *e = 0.0);
         symv_columns(w, n, off, m, 0, m, v, y);
         return;
     }
-    // Column boundaries with equal shares of the triangle's m (m + 1) / 2 entries.
-    let total = (m * (m + 1) / 2) as f64;
-    let mut bounds = vec![0usize];
-    let mut s = 0usize;
-    let mut done = 0.0f64;
-    for p in 1..threads {
-        let target = total * p as f64 / threads as f64;
-        while s < m && done < target {
-            done += (m - s) as f64;
-            s += 1;
-        }
-        bounds.push(s);
-    }
-    bounds.push(m);
-    let parts: Vec<Vec<f64>> = {
-        use rayon::prelude::*;
-        (0..threads)
-            .into_par_iter()
-            .map(|p| {
-                let mut part = vec![0.0f64; m];
-                symv_columns(w, n, off, m, bounds[p], bounds[p + 1], v, &mut part);
-                part
-            })
-            .collect()
-    };
-    y.copy_from_slice(&parts[0]);
-    for part in &parts[1..] {
-        for (a, b) in y.iter_mut().zip(part) {
+    let bounds = team.bounds(m);
+    team.run(&|p| {
+        let mut part = team.scratch[p].lock().unwrap_or_else(|e| e.into_inner());
+        let part = &mut part[..m];
+        part.iter_mut().for_each(|e| *e = 0.0);
+        symv_columns(w, n, off, m, bounds[p], bounds[p + 1], v, part);
+    });
+    y.copy_from_slice(&team.scratch[0].lock().unwrap_or_else(|e| e.into_inner())[..m]);
+    for part in &team.scratch[1..] {
+        let part = part.lock().unwrap_or_else(|e| e.into_inner());
+        for (a, b) in y.iter_mut().zip(&part[..m]) {
             *a += b;
         }
+    }
+}
+
+/// Threads that run jobs `f(p)`, `p` in `0 .. size`, in lockstep with
+/// their caller (`p = 0`): OpenBLAS's scheme for level-2 products. The
+/// helpers spin between jobs (then yield), so a job starts within
+/// nanoseconds, and part `p` always runs on the same thread, whose cache
+/// keeps the columns it owns from one product to the next.
+struct Team<'a> {
+    size: usize,
+    shared: Option<&'a TeamShared>,
+    /// One buffer of `n` per thread for partial products.
+    scratch: Vec<std::sync::Mutex<Vec<f64>>>,
+}
+
+struct TeamShared {
+    generation: std::sync::atomic::AtomicUsize,
+    finished: std::sync::atomic::AtomicUsize,
+    stop: std::sync::atomic::AtomicBool,
+    job: std::sync::atomic::AtomicPtr<()>,
+    panicked: std::sync::atomic::AtomicBool,
+}
+
+/// Sturm sequences evaluated side by side in [`tridiagonal_top_k`]'s
+/// bisection.
+const BISECTION_LANES: usize = 8;
+
+/// Most threads in a [`Team`].
+const MAX_TEAM: usize = 64;
+
+/// Spins before a waiting helper starts to yield its core.
+const SPINS_BEFORE_YIELD: u32 = 1 << 16;
+
+/// Runs `body` with a [`Team`] of `size` threads (the caller and `size - 1`
+/// scoped helpers, which end with it); `n` is the length of the scratch
+/// buffers.
+fn with_team<R>(size: usize, n: usize, body: impl FnOnce(&Team<'_>) -> R) -> R {
+    use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
+    let scratch = (0..size).map(|_| std::sync::Mutex::new(vec![0.0f64; n])).collect();
+    if size <= 1 {
+        return body(&Team { size: 1, shared: None, scratch });
+    }
+    let shared = TeamShared {
+        generation: AtomicUsize::new(0),
+        finished: AtomicUsize::new(0),
+        stop: AtomicBool::new(false),
+        job: AtomicPtr::new(std::ptr::null_mut()),
+        panicked: AtomicBool::new(false),
+    };
+    std::thread::scope(|s| {
+        for p in 1..size {
+            let shared = &shared;
+            s.spawn(move || {
+                let mut seen = 0usize;
+                loop {
+                    let mut spins = 0u32;
+                    loop {
+                        let g = shared.generation.load(Ordering::Acquire);
+                        if g != seen {
+                            seen = g;
+                            break;
+                        }
+                        if shared.stop.load(Ordering::Acquire) {
+                            return;
+                        }
+                        if spins < SPINS_BEFORE_YIELD {
+                            spins += 1;
+                            std::hint::spin_loop();
+                        } else {
+                            std::thread::yield_now();
+                        }
+                    }
+                    // SAFETY: `Team::run` stored a pointer to a live
+                    // `&dyn Fn` before bumping the generation, and keeps it
+                    // alive until every helper has counted itself finished.
+                    let job = unsafe { *(shared.job.load(Ordering::Acquire) as *const &(dyn Fn(usize) + Sync)) };
+                    if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job(p))).is_err() {
+                        shared.panicked.store(true, Ordering::Release);
+                    }
+                    shared.finished.fetch_add(1, Ordering::AcqRel);
+                }
+            });
+        }
+        struct StopOnDrop<'s>(&'s TeamShared);
+        impl Drop for StopOnDrop<'_> {
+            fn drop(&mut self) {
+                self.0.stop.store(true, std::sync::atomic::Ordering::Release);
+            }
+        }
+        let _stop = StopOnDrop(&shared);
+        body(&Team { size, shared: Some(&shared), scratch })
+    })
+}
+
+impl Team<'_> {
+    /// Runs `f(p)` for every `p` in `0 .. size`, `p = 0` on the caller, and
+    /// returns when all have finished.
+    fn run(&self, f: &(dyn Fn(usize) + Sync)) {
+        use std::sync::atomic::Ordering;
+        let Some(shared) = self.shared else {
+            f(0);
+            return;
+        };
+        let job: &(dyn Fn(usize) + Sync) = f;
+        shared.finished.store(0, Ordering::Relaxed);
+        shared.job.store(&job as *const &(dyn Fn(usize) + Sync) as *mut (), Ordering::Release);
+        shared.generation.fetch_add(1, Ordering::AcqRel);
+        f(0);
+        while shared.finished.load(Ordering::Acquire) + 1 < self.size {
+            std::hint::spin_loop();
+        }
+        assert!(!shared.panicked.load(Ordering::Acquire), "a tridiagonalisation helper thread panicked");
+    }
+
+    /// Column boundaries `0 = b_0 <= .. <= b_size = m` splitting the lower
+    /// triangle of order `m` into parts of equal area.
+    fn bounds(&self, m: usize) -> Vec<usize> {
+        let total = (m * (m + 1) / 2) as f64;
+        let mut bounds = vec![0usize; self.size + 1];
+        let mut s = 0usize;
+        let mut done = 0.0f64;
+        for p in 1..self.size {
+            let target = total * p as f64 / self.size as f64;
+            while s < m && done < target {
+                done += (m - s) as f64;
+                s += 1;
+            }
+            bounds[p] = s;
+        }
+        bounds[self.size] = m;
+        bounds
     }
 }
 
@@ -483,47 +670,64 @@ pub(crate) fn tridiagonal_top_k(d: &[f64], e: &[f64], k: usize) -> Option<(Vec<f
     let pivmin = f64::MIN_POSITIVE * e.iter().fold(1.0f64, |m, v| m.max(v * v));
     let width = 2.0 * eps * tnorm + 4.0 * pivmin;
     let (lo, hi) = (lo - width, hi + width);
-    // Number of eigenvalues of T below x (Sturm count of the LDL^T pivots).
-    let count_below = |x: f64| -> usize {
-        let mut count = 0;
-        let mut q = d[0] - x;
-        if q.abs() < pivmin {
-            q = -pivmin;
-        }
-        if q < 0.0 {
-            count += 1;
+    let e2: Vec<f64> = e.iter().map(|v| v * v).collect();
+    // Numbers of eigenvalues of T below each of the shifts `x` (Sturm counts
+    // of the LDL^T pivots), the shifts side by side: their divisions are
+    // independent, so they pipeline where one sequence waits on each.
+    let count_below = |x: &[f64; BISECTION_LANES]| -> [usize; BISECTION_LANES] {
+        let mut count = [0usize; BISECTION_LANES];
+        let mut q = [0.0f64; BISECTION_LANES];
+        for l in 0..BISECTION_LANES {
+            let v = d[0] - x[l];
+            q[l] = if v.abs() < pivmin { -pivmin } else { v };
+            count[l] += usize::from(q[l] < 0.0);
         }
         for i in 1..n {
-            q = d[i] - x - e[i - 1] * e[i - 1] / q;
-            if q.abs() < pivmin {
-                q = -pivmin;
-            }
-            if q < 0.0 {
-                count += 1;
+            let (di, e2i) = (d[i], e2[i - 1]);
+            for l in 0..BISECTION_LANES {
+                let v = di - x[l] - e2i / q[l];
+                q[l] = if v.abs() < pivmin { -pivmin } else { v };
+                count[l] += usize::from(q[l] < 0.0);
             }
         }
         count
     };
-    // The eigenvalue of ascending index `idx` by bisection (bounded: the
-    // interval halves each step, from at most 2^11 ||T|| to 4 eps ||T||).
-    let bisect = |idx: usize| -> f64 {
-        let (mut a, mut b) = (lo, hi);
+    // The eigenvalues of ascending indices `idx` (at most BISECTION_LANES)
+    // by bisection in lockstep, each interval frozen once it is narrow
+    // enough (bounded: the interval halves each step, from at most
+    // 2^11 ||T|| to 4 eps ||T||).
+    let bisect = |idx: &[usize]| -> Vec<f64> {
+        let tol = 4.0 * eps * tnorm + 2.0 * pivmin;
+        let (mut a, mut b) = ([lo; BISECTION_LANES], [hi; BISECTION_LANES]);
         for _ in 0..200 {
-            if b - a <= 4.0 * eps * tnorm + 2.0 * pivmin {
+            let active: [bool; BISECTION_LANES] = std::array::from_fn(|l| l < idx.len() && b[l] - a[l] > tol);
+            if !active.contains(&true) {
                 break;
             }
-            let mid = 0.5 * (a + b);
-            if count_below(mid) > idx {
-                b = mid;
-            } else {
-                a = mid;
+            let mid: [f64; BISECTION_LANES] = std::array::from_fn(|l| 0.5 * (a[l] + b[l]));
+            let counts = count_below(&mid);
+            for l in 0..idx.len() {
+                if active[l] {
+                    if counts[l] > idx[l] {
+                        b[l] = mid[l];
+                    } else {
+                        a[l] = mid[l];
+                    }
+                }
             }
         }
-        0.5 * (a + b)
+        (0..idx.len()).map(|l| 0.5 * (a[l] + b[l])).collect()
     };
-    let spectral_norm = bisect(0).abs().max(bisect(n - 1).abs());
+    // The k largest (descending) and the smallest, in groups of lanes split
+    // between the threads.
+    let wanted: Vec<usize> = (0..k).map(|j| n - 1 - j).chain(std::iter::once(0)).collect();
+    let found: Vec<f64> = {
+        use rayon::prelude::*;
+        wanted.par_chunks(BISECTION_LANES).flat_map_iter(bisect).collect()
+    };
+    let spectral_norm = found[k].abs().max(found[0].abs());
+    let mut values = found[..k].to_vec();
     // Largest first, then separated slightly where they coincide (dstein).
-    let mut values: Vec<f64> = (0..k).map(|j| bisect(n - 1 - j)).collect();
     let separation = 10.0 * eps * tnorm;
     let mut shifts = values.clone();
     for j in 1..k {
@@ -724,26 +928,37 @@ mod tests {
     fn tridiagonalisation_reproduces_the_matrix() {
         for (n, seed) in [(1usize, 1u64), (2, 2), (3, 3), (31, 4), (33, 5), (65, 6), (130, 7), (450, 8)] {
             let a = random_symmetric(n, seed);
-            let t = Tridiagonalisation::new(a.as_ref());
-            let mut q = Mat::<f64>::identity(n, n);
-            t.apply_q(q.as_mut(), Par::Seq);
-            let tm = Mat::<f64>::from_fn(n, n, |i, j| {
-                if i == j {
-                    t.diag[i]
-                } else if i == j + 1 {
-                    t.offdiag[j]
-                } else if j == i + 1 {
-                    t.offdiag[i]
-                } else {
-                    0.0
-                }
-            });
-            let back = &q * &tm * q.transpose() * faer::Scale(t.scale);
-            let err = (&back - &a).norm_l2() / a.norm_l2().max(1e-300);
-            assert!(err < 1e-13, "n {n}: reconstruction {err:e}");
-            let orth = (q.transpose() * &q - Mat::<f64>::identity(n, n)).norm_l2();
-            assert!(orth < 1e-13 * (n as f64).sqrt().max(1.0), "n {n}: orthogonality {orth:e}");
+            check_reconstruction(&a, &Tridiagonalisation::new(a.as_ref()));
         }
+        // The team's split products and updates on 2, 3 and 5 threads
+        // (below PARALLEL_SYMV_ORDER only the updates are split).
+        for (n, threads) in [(100usize, 3usize), (400, 2), (520, 3), (700, 5)] {
+            let a = random_symmetric(n, 40 + threads as u64);
+            check_reconstruction(&a, &Tridiagonalisation::with_threads(a.as_ref(), threads));
+        }
+    }
+
+    /// `scale Q T Q^T = A` and `Q^T Q = I` to 1e-13.
+    fn check_reconstruction(a: &Mat<f64>, t: &Tridiagonalisation) {
+        let n = a.nrows();
+        let mut q = Mat::<f64>::identity(n, n);
+        t.apply_q(q.as_mut(), Par::Seq);
+        let tm = Mat::<f64>::from_fn(n, n, |i, j| {
+            if i == j {
+                t.diag[i]
+            } else if i == j + 1 {
+                t.offdiag[j]
+            } else if j == i + 1 {
+                t.offdiag[i]
+            } else {
+                0.0
+            }
+        });
+        let back = &q * &tm * q.transpose() * faer::Scale(t.scale);
+        let err = (&back - a).norm_l2() / a.norm_l2().max(1e-300);
+        assert!(err < 1e-13, "n {n}: reconstruction {err:e}");
+        let orth = (q.transpose() * &q - Mat::<f64>::identity(n, n)).norm_l2();
+        assert!(orth < 1e-13 * (n as f64).sqrt().max(1.0), "n {n}: orthogonality {orth:e}");
     }
 
     #[test]
@@ -833,13 +1048,17 @@ mod tests {
 
     #[test]
     fn parallel_product_matches_the_sequential_one() {
+        // The team's product (three threads, spinning helpers) against a
+        // plain matrix-vector product.
         let n = 900;
         let a = random_symmetric(n, 11);
         let w: Vec<f64> = (0..n * n).map(|idx| a[(idx % n, idx / n)]).collect();
         let mut rng = rand::rngs::StdRng::seed_from_u64(12);
         let v: Vec<f64> = (0..n - 3).map(|_| rng.random_range(-1.0..1.0)).collect();
         let mut y_par = vec![0.0; n - 3];
-        symv_lower(&w, n, 3, n - 3, &v, &mut y_par);
+        // Three threads: the team's parts run on helpers even on a 1-core
+        // pool, and the equal-area bounds have an uneven split to get right.
+        with_team(3, n, |team| symv_lower(&w, n, 3, n - 3, &v, &mut y_par, team));
         let sub = a.as_ref().submatrix(3, 3, n - 3, n - 3);
         let y_ref = sub * MatRef::from_column_major_slice(&v, n - 3, 1);
         for i in 0..n - 3 {
