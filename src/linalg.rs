@@ -672,12 +672,51 @@ fn symmetric_eigen_blocked(a: &DMatrix<f64>) -> Result<SymmetricEigen> {
 pub(crate) fn symmetric_eigen_top_by_tridiagonal(a: &DMatrix<f64>, k: usize) -> Result<(SymmetricEigen, f64)> {
     check_matrix("symmetric matrix", a)?;
     check_dim("symmetric matrix must be square", a.nrows(), a.ncols())?;
+    let t = tridiag::Tridiagonalisation::new(faer_ref(a));
+    top_of_tridiagonalisation(&t, k)
+}
+
+/// The eigenpairs of the symmetric `a` (only the lower triangle is read)
+/// with eigenvalues above `threshold`, and below them the next
+/// `extra(above)` (fewer where `a` has fewer), ascending: what a positive
+/// part `[A]_+` needs (`threshold = 0`), plus a buffer of the next
+/// directions. The number above is the Sturm count of the tridiagonal `T`
+/// at `threshold` (exact up to rounding: an eigenvalue within rounding of
+/// the threshold may fall on either side, and the caller filters by value);
+/// the pairs come from [`symmetric_eigen_top_by_tridiagonal`]'s solver, so
+/// a low-rank positive part of a large matrix costs the tridiagonalisation
+/// and `O(n^2 k)`, not the `2 n^3` of all eigenvectors (BENCHMARKS.md,
+/// issue 17). From `n / 2` wanted pairs, divide and conquer on all of `T`.
+///
+/// Errors: as [`symmetric_eigen`], and [`ComputeError::InvalidParameter`]
+/// for a non-finite `threshold`.
+pub fn symmetric_eigen_above(a: &DMatrix<f64>, threshold: f64, extra: impl Fn(usize) -> usize) -> Result<SymmetricEigen> {
+    check_matrix("symmetric matrix", a)?;
+    check_dim("symmetric matrix must be square", a.nrows(), a.ncols())?;
+    if !threshold.is_finite() {
+        return Err(ComputeError::InvalidParameter { name: "threshold", reason: format!("must be finite, got {threshold}") });
+    }
     let n = a.nrows();
     let t = tridiag::Tridiagonalisation::new(faer_ref(a));
-    let (values, mut u, spectral_norm) = match tridiag::tridiagonal_top_k(&t.diag, &t.offdiag, k) {
+    let above = tridiag::count_above(&t.diag, &t.offdiag, threshold / t.scale);
+    let k = above.saturating_add(extra(above)).min(n);
+    if k == 0 {
+        return Ok(SymmetricEigen { eigenvalues: DVector::zeros(0), eigenvectors: DMatrix::zeros(n, 0) });
+    }
+    Ok(top_of_tridiagonalisation(&t, k)?.0)
+}
+
+/// The `k` largest pairs of `A = scale Q T Q^T` from its tridiagonalisation
+/// `t` (see [`symmetric_eigen_top_by_tridiagonal`]), and `max |lambda|`.
+fn top_of_tridiagonalisation(t: &tridiag::Tridiagonalisation, k: usize) -> Result<(SymmetricEigen, f64)> {
+    let n = t.diag.len();
+    // Bisection and inverse iteration cost O(n k) and O(n k^2) within
+    // clusters: for half of the spectrum or more, divide and conquer.
+    let found = if 2 * k <= n { tridiag::tridiagonal_top_k(&t.diag, &t.offdiag, k) } else { None };
+    let (values, mut u, spectral_norm) = match found {
         Some((values, u, norm)) => (values.iter().map(|v| v * t.scale).collect::<Vec<f64>>(), u, norm * t.scale),
         None => {
-            let (values, u_t) = solve_tridiagonal(&t, true)?;
+            let (values, u_t) = solve_tridiagonal(t, true)?;
             let u_t = u_t.expect("vectors were asked for");
             let norm = values.iter().fold(0.0f64, |m, v| m.max(v.abs()));
             (values[n - k..].to_vec(), u_t.as_ref().subcols(n - k, k).to_owned(), norm)
@@ -894,6 +933,45 @@ mod tests {
     /// width and the parallel product threshold): eigenvalues within
     /// 1e-12 ||A||_F, residuals ||A U - U S||_F <= 1e-11 ||A||_F,
     /// orthonormal vectors, eigenvalues alone equal to the pairs' values.
+    /// The pairs above a threshold plus a buffer (the positive part's
+    /// route) against faer's full decomposition: the count above, the
+    /// values, residuals and orthonormality, on low-rank positive parts of
+    /// orders 1-700 (the team path from 384), with the wanted pairs both
+    /// below n / 2 (bisection) and above (divide and conquer).
+    #[test]
+    fn eigenpairs_above_a_threshold_match_faer() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(43);
+        let buffer = |k: usize| (k / 4).max(12);
+        for (n, positive, threshold) in [(1usize, 1usize, 0.0), (5, 2, 0.0), (40, 30, 0.0), (97, 10, 0.0), (450, 64, 0.0), (700, 40, 0.5), (300, 0, 0.0)] {
+            // M = Q diag(d) Q^T: `positive` eigenvalues in [1, 3], the rest in [-2, -0.1].
+            let q = DMatrix::<f64>::from_fn(n, n, |_, _| rng.random_range(-1.0..1.0)).qr().q();
+            let d = DVector::from_fn(n, |i, _| if i < positive { 1.0 + 2.0 * i as f64 / positive.max(1) as f64 } else { -0.1 - 1.9 * rng.random_range(0.0..1.0) });
+            let a = &q * DMatrix::from_diagonal(&d) * q.transpose();
+            let norm = a.norm();
+            let reference = symmetric_eigen_faer(&a).unwrap();
+            let above = reference.eigenvalues.iter().filter(|&&v| v > threshold).count();
+            assert_eq!(above, positive, "n {n}: construction");
+            let got = symmetric_eigen_above(&a, threshold, buffer).unwrap();
+            let k = (above + buffer(above)).min(n);
+            assert_eq!(got.eigenvalues.len(), k, "n {n}: pairs returned");
+            for j in 0..k {
+                assert!((got.eigenvalues[j] - reference.eigenvalues[n - k + j]).abs() <= 1e-12 * norm, "n {n}: value {j}");
+                let u = got.eigenvectors.column(j);
+                assert!((&a * u - u * got.eigenvalues[j]).norm() <= 1e-11 * norm, "n {n}: residual {j}");
+            }
+            for j in 1..k {
+                assert!(got.eigenvalues[j - 1] <= got.eigenvalues[j], "n {n}: ascending");
+            }
+            let orth = got.eigenvectors.transpose() * &got.eigenvectors - DMatrix::<f64>::identity(k, k);
+            assert!(orth.norm() <= 1e-11 * (k as f64).sqrt(), "n {n}: orthogonality {:e}", orth.norm());
+        }
+        // Nothing above and no buffer: no pairs; a non-finite threshold is an error.
+        let a = DMatrix::<f64>::from_diagonal(&DVector::from_vec(vec![-1.0, -2.0, -3.0]));
+        assert_eq!(symmetric_eigen_above(&a, 0.0, |_| 0).unwrap().eigenvalues.len(), 0);
+        assert!(matches!(symmetric_eigen_above(&a, f64::NAN, |_| 0), Err(ComputeError::InvalidParameter { .. })));
+    }
+
     #[test]
     fn blocked_symmetric_eigen_matches_faer() {
         use rand::{Rng, SeedableRng};

@@ -631,6 +631,30 @@ fn symv_columns(w: &[f64], n: usize, off: usize, m: usize, s0: usize, s1: usize,
     symv_columns_body!(unfused, w, n, off, m, s0, s1, v, y)
 }
 
+/// The number of eigenvalues of the symmetric tridiagonal `T` (diagonal
+/// `d`, subdiagonal `e`) above `x`: `n` minus the Sturm count at `x`, the
+/// negative pivots of `T - x I = L D L^T` (pivots below `pivmin` in
+/// magnitude taken as `-pivmin`, as in [`tridiagonal_top_k`]'s bisection).
+pub(crate) fn count_above(d: &[f64], e: &[f64], x: f64) -> usize {
+    let n = d.len();
+    if n == 0 {
+        return 0;
+    }
+    let pivmin = f64::MIN_POSITIVE * e.iter().fold(1.0f64, |m, v| m.max(v * v));
+    let mut below = 0;
+    let mut q = d[0] - x;
+    for i in 0..n {
+        if i > 0 {
+            q = d[i] - x - e[i - 1] * e[i - 1] / q;
+        }
+        if q.abs() < pivmin {
+            q = -pivmin;
+        }
+        below += usize::from(q < 0.0);
+    }
+    n - below
+}
+
 /// The `k` largest eigenpairs of the symmetric tridiagonal `T` (diagonal
 /// `d`, subdiagonal `e`), ascending, and `max |lambda(T)|`, as LAPACK's
 /// `dstebz` + `dstein`: each eigenvalue by bisection on Sturm counts, each

@@ -71,7 +71,7 @@ impl DensityParams {
     /// `lambda_2 = 1e-4` (the ratio 0.1 of App. E), every sample a centre, default solver options
     /// except the gap checked every 2 iterations (cheap for this solver, see [`super::dual`]).
     pub fn new(sigma: f64) -> Self {
-        DensityParams { sigma, rejected_kernel: None, regularisation: Regularisation::new().trace(1e-3).quadratic(1e-4), base: BaseMeasure::Lebesgue, nystrom: None, options: SolverOptions { check_every: 2, ..SolverOptions::default() }, partial_eigen: true }
+        DensityParams { sigma, rejected_kernel: None, regularisation: Regularisation::new().trace(1e-3).quadratic(1e-4), base: BaseMeasure::Lebesgue, nystrom: None, options: SolverOptions { check_every: 2, ..SolverOptions::default() }, partial_eigen: false }
     }
 
     // `.kernel(Kernel)`, `.regularisation(Regularisation)` and its getter, shared by every PSD params type.
@@ -95,9 +95,12 @@ impl DensityParams {
         self
     }
 
-    /// Whether the dual may use the certified partial eigensolver of
-    /// [`super::positive_part`] (default `true`); `false` computes every
-    /// `[M]_+` by the full eigendecomposition (for comparisons).
+    /// Whether the dual may use the certified, warm-started partial
+    /// eigensolver of [`super::positive_part`] (default `false`: every
+    /// `[M]_+` from the eigenpairs above 0 of a fresh tridiagonalisation,
+    /// [`super::positive_part::PositivePartSolver::full_only`], which is
+    /// 2-7x faster on the benchmark problems since issue 17's eigensolver
+    /// work; BENCHMARKS.md).
     pub fn partial_eigensolver(mut self, enabled: bool) -> Self {
         self.partial_eigen = enabled;
         self

@@ -281,11 +281,12 @@ impl<'a, L: DualLoss> DualProblem<'a, L> {
     /// Errors: invalid parameters or shapes, [`PsdError::NotConverged`] when
     /// the gap is above `options.tolerance` after `options.max_iterations`.
     pub fn solve(&self, options: &SolverOptions) -> Result<DualSolution, PsdError> {
-        self.solve_with(options, PositivePartSolver::new())
+        self.solve_with(options, PositivePartSolver::full_only())
     }
 
     /// [`DualProblem::solve`] with a given computation of `[M]_+` (e.g.
-    /// [`PositivePartSolver::full_only`] for the full eigendecomposition every time).
+    /// [`PositivePartSolver::new`] for the warm-started partial path; the
+    /// default is [`PositivePartSolver::full_only`]).
     pub fn solve_with(&self, options: &SolverOptions, eigen_solver: PositivePartSolver) -> Result<DualSolution, PsdError> {
         let engine = EngineProblem { features: self.features, parts: vec![vec![1.0]], linear: None, integral: self.integral, loss: self.loss, lambda1: self.lambda1, lambda2: self.lambda2 };
         let mut s = engine.solve_with(options, eigen_solver)?;

@@ -578,13 +578,15 @@ impl<'a, L: BlockLoss + ?Sized> EngineProblem<'a, L> {
         Ok(outcome)
     }
 
-    /// Solves the dual with the default `[M]_+` computation.
+    /// Solves the dual with the default `[M]_+` computation
+    /// ([`PositivePartSolver::full_only`]: each `[M]_+` from the eigenpairs
+    /// above 0, the fastest route measured).
     pub fn solve(&self, options: &SolverOptions) -> Result<EngineSolution, PsdError> {
-        self.solve_with(options, PositivePartSolver::new())
+        self.solve_with(options, PositivePartSolver::full_only())
     }
 
     /// Solves the dual; `eigen_solver` is cloned for every PSD part (e.g.
-    /// [`PositivePartSolver::full_only`] for full eigendecompositions).
+    /// [`PositivePartSolver::new`] for the warm-started partial path).
     ///
     /// Errors: invalid parameters or shapes, [`PsdError::NotConverged`] when
     /// the gap is above `options.tolerance` after `options.max_iterations`,
@@ -642,9 +644,19 @@ impl<'a, L: BlockLoss + ?Sized> EngineProblem<'a, L> {
             }
             let log_c = c.max(f64::MIN_POSITIVE).ln().clamp(-5.0, 5.0);
             if log_c > 0.0 { below = Some((mu, log_c)) } else { above = Some((mu, log_c)) }
+            // c(mu) decreases in mu, so ln c > 0 asks for a larger mu. Outside
+            // a bracket the secant through two nearly equal values of ln c (an
+            // inner solve left early barely moves c) can jump anywhere, even
+            // away from the root (to mu = 7e5 from -3, where [M]_+ = 0 and the
+            // gap is infinite): it is taken only when it moves the way ln c
+            // says and at most 100 expansion steps far.
+            let expansion = mu + log_c * mu.abs().max(1.0);
             let secant = match last {
-                Some((mu0, g0)) if g0 != log_c && mu0 != mu => mu - log_c * (mu - mu0) / (log_c - g0),
-                _ => mu + log_c * mu.abs().max(1.0),
+                Some((mu0, g0)) if g0 != log_c && mu0 != mu => {
+                    let s = mu - log_c * (mu - mu0) / (log_c - g0);
+                    if (s - mu) * log_c > 0.0 && (s - mu).abs() <= 100.0 * (expansion - mu).abs() { s } else { expansion }
+                }
+                _ => expansion,
             };
             last = Some((mu, log_c));
             mu = match (below, above) {

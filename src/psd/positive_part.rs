@@ -36,6 +36,14 @@
 //! Cholesky factorisation (`r^3/3` flops) instead of the `O(r^3)` full
 //! symmetric eigendecomposition with vectors (about 10x the flops of Cholesky,
 //! and much less parallel).
+//!
+//! Measured since issue 17's eigensolver work, the fresh route is cheaper:
+//! the tridiagonalisation (`4/3 r^3` flops, on a thread team at memory
+//! speed) then only the `k + buffer` wanted pairs by bisection and inverse
+//! iteration (`O(r k)`) and their back-transformation (`O(r^2 k)`), about
+//! 0.06 s at order 1000 against 0.16 s per partial call. The estimators
+//! therefore use [`PositivePartSolver::full_only`]; the partial path stays
+//! available ([`PositivePartSolver::new`], `DensityParams::partial_eigensolver`).
 
 use faer::Side;
 use nalgebra::DMatrix;
@@ -120,12 +128,18 @@ fn buffer_size(k: usize) -> usize {
 }
 
 impl PositivePartSolver {
-    /// A solver with the default tolerance, partial path enabled.
+    /// A solver with the default tolerance, warm-started partial path
+    /// enabled (not the estimators' default, see [`PositivePartSolver::full_only`]).
     pub fn new() -> Self {
         PositivePartSolver { basis: None, tolerance: DEFAULT_TOLERANCE, enabled: true, stats: PositivePartStats::default() }
     }
 
-    /// A solver that always uses the full eigendecomposition (reference).
+    /// A solver that computes every `[M]_+` afresh: the eigenpairs above 0
+    /// (and a buffer of the next ones) from a tridiagonalisation of `M`
+    /// ([`linalg::symmetric_eigen_above`]), with no warm start. The default
+    /// of every PSD estimator: on the `psd_speed` problems (orders 200, 500
+    /// and 1000) it spends 2.6-7x less time in eigensolvers than the partial
+    /// path (BENCHMARKS.md, issue 17).
     pub fn full_only() -> Self {
         PositivePartSolver { enabled: false, ..Self::new() }
     }
@@ -187,13 +201,17 @@ impl PositivePartSolver {
         Ok((pp, Route::Full))
     }
 
+    /// `[M]_+` from the eigenpairs above 0 and a buffer of the next ones
+    /// ([`linalg::symmetric_eigen_above`]: the tridiagonalisation, then only
+    /// the wanted pairs), not all `r` eigenvectors.
     fn full(&mut self, m: &DMatrix<f64>) -> Result<PositivePart, PsdError> {
         let r = m.nrows();
-        let eig = linalg::symmetric_eigen(m)?;
+        let eig = linalg::symmetric_eigen_above(m, 0.0, buffer_size)?;
         // Ascending: the positive ones are at the end.
-        let order: Vec<usize> = (0..r).rev().collect();
+        let found = eig.eigenvalues.len();
+        let order: Vec<usize> = (0..found).rev().collect();
         let k = order.iter().take_while(|&&i| eig.eigenvalues[i] > 0.0).count();
-        let b = (k + buffer_size(k)).min(r);
+        let b = (k + buffer_size(k)).min(found);
         if self.enabled {
             self.basis = Some(DMatrix::from_fn(r, b, |i, a| eig.eigenvectors[(i, order[a])]));
         }
@@ -335,7 +353,8 @@ fn certify(m: &DMatrix<f64>, x: &DMatrix<f64>, mx: &DMatrix<f64>, residual: &DMa
     ok
 }
 
-/// `[M]_+` by the full eigendecomposition (reference for tests).
+/// `[M]_+` computed afresh ([`PositivePartSolver::full_only`]; the
+/// reference the partial path is tested against).
 ///
 /// Errors: empty or non-finite `m`; `Compute(Overflow)` when the result
 /// does not fit `f64` (entries of `m` near the top of its range).
