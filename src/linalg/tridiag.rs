@@ -238,9 +238,7 @@ fn reduce_panel(w: &mut [f64], n: usize, k: usize, b: usize, diag: &mut [f64], o
         let (beta, t) = householder_in_place(x);
         offdiag[c] = beta;
         tau[c] = t;
-        for r in 0..m {
-            vp[(r0 + 1 + r, i)] = x[r];
-        }
+        col_slice_mut(&mut vp, i)[r0 + 1..].copy_from_slice(x);
         if t == 0.0 {
             continue;
         }
@@ -265,8 +263,8 @@ fn reduce_panel(w: &mut [f64], n: usize, k: usize, b: usize, diag: &mut [f64], o
             dot += yc[r] * v[r];
         }
         let alpha = -0.5 * t * dot;
-        for r in 0..m {
-            wp[(r0 + 1 + r, i)] = yc[r] + alpha * v[r];
+        for ((dst, &yr), &vr) in col_slice_mut(&mut wp, i)[r0 + 1..].iter_mut().zip(yc.iter()).zip(v) {
+            *dst = yr + alpha * vr;
         }
     }
     // Trailing update A[k + b .., k + b ..] -= V W^T + W V^T (lower), as
@@ -278,13 +276,11 @@ fn reduce_panel(w: &mut [f64], n: usize, k: usize, b: usize, diag: &mut [f64], o
         let mut vw = Mat::<f64>::zeros(t, 2 * b);
         let mut wv = Mat::<f64>::zeros(t, 2 * b);
         for j in 0..b {
-            for r in 0..t {
-                let (vv, ww) = (vp[(b + r, j)], wp[(b + r, j)]);
-                vw[(r, j)] = vv;
-                vw[(r, b + j)] = ww;
-                wv[(r, j)] = ww;
-                wv[(r, b + j)] = vv;
-            }
+            let (vj, wj) = (&col_slice(&vp, j)[b..], &col_slice(&wp, j)[b..]);
+            col_slice_mut(&mut vw, j).copy_from_slice(vj);
+            col_slice_mut(&mut vw, b + j).copy_from_slice(wj);
+            col_slice_mut(&mut wv, j).copy_from_slice(wj);
+            col_slice_mut(&mut wv, b + j).copy_from_slice(vj);
         }
         let bounds = team.bounds(t);
         let mut parts: Vec<std::sync::Mutex<(usize, usize, &mut [f64])>> = Vec::with_capacity(team.size);
@@ -309,6 +305,16 @@ fn reduce_panel(w: &mut [f64], n: usize, k: usize, b: usize, diag: &mut [f64], o
             }
         });
     }
+}
+
+/// Column `j` of `m` as a slice (the columns of a `Mat` are contiguous).
+fn col_slice(m: &Mat<f64>, j: usize) -> &[f64] {
+    m.col(j).try_as_col_major().expect("columns of a Mat are contiguous").as_slice()
+}
+
+/// Column `j` of `m` as a mutable slice.
+fn col_slice_mut(m: &mut Mat<f64>, j: usize) -> &mut [f64] {
+    m.col_mut(j).try_as_col_major_mut().expect("columns of a Mat are contiguous").as_slice_mut()
 }
 
 /// LAPACK's `dlarfg` on `x = [alpha, x_1 ..]`: `H x = [beta, 0 ..]` with

@@ -605,11 +605,18 @@ impl<'a, L: BlockLoss + ?Sized> EngineProblem<'a, L> {
         // sum_q ||c_q||^2 max_i ||p_i||^2 ||P||^2 / lambda_2 + ||l||^2 ||P||^2 / lambda_0.
         let (column_norms, ppt) = self.features.norms_and_gram()?;
         let max_col = column_norms.max();
-        let ppt_top = linalg::symmetric_eigenvalues(&ppt)?.max();
-        let sq = |c: &[f64]| c.iter().map(|v| v * v).sum::<f64>();
-        let lipschitz = self.parts.iter().map(|c| sq(c) * max_col * ppt_top / self.lambda2).sum::<f64>() + self.linear.as_ref().map_or(0.0, |l| sq(&l.coupling) * ppt_top / l.lambda0);
         let metric = self.diagonal_metric(&ppt)?;
-        let mut step = if metric.is_some() { 4.0 } else { 4.0 / lipschitz.max(f64::MIN_POSITIVE) };
+        let mut step = match metric {
+            // The metric's step is 4 (its scale is in D); the Lipschitz bound,
+            // and with it the largest eigenvalue of `P P^T`, is not needed.
+            Some(_) => 4.0,
+            None => {
+                let ppt_top = linalg::symmetric_eigenvalues(&ppt)?.max();
+                let sq = |c: &[f64]| c.iter().map(|v| v * v).sum::<f64>();
+                let lipschitz = self.parts.iter().map(|c| sq(c) * max_col * ppt_top / self.lambda2).sum::<f64>() + self.linear.as_ref().map_or(0.0, |l| sq(&l.coupling) * ppt_top / l.lambda0);
+                4.0 / lipschitz.max(f64::MIN_POSITIVE)
+            }
+        };
 
         // Primal guess A_q = s0 I (integral 1 with a constraint), w = 0.
         let s0 = self.integral.map_or(1.0, |w| 1.0 / w.trace().max(f64::MIN_POSITIVE));
