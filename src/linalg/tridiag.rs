@@ -428,10 +428,20 @@ fn with_team<R>(size: usize, n: usize, body: impl FnOnce(&Team<'_>) -> R) -> R {
         job: AtomicPtr::new(std::ptr::null_mut()),
         panicked: AtomicBool::new(false),
     };
+    /// Tells the helpers to return when the team's scope ends (also when
+    /// `body` panics), so that the scope can join them.
+    struct StopOnDrop<'s>(&'s TeamShared);
+    impl Drop for StopOnDrop<'_> {
+        fn drop(&mut self) {
+            self.0.stop.store(true, std::sync::atomic::Ordering::Release);
+        }
+    }
     std::thread::scope(|s| {
+        let _stop = StopOnDrop(&shared);
+        let mut helpers = 0;
         for p in 1..size {
             let shared = &shared;
-            s.spawn(move || {
+            let helper = move || {
                 let mut seen = 0usize;
                 loop {
                     let mut spins = 0u32;
@@ -460,16 +470,18 @@ fn with_team<R>(size: usize, n: usize, body: impl FnOnce(&Team<'_>) -> R) -> R {
                     }
                     shared.finished.fetch_add(1, Ordering::AcqRel);
                 }
-            });
-        }
-        struct StopOnDrop<'s>(&'s TeamShared);
-        impl Drop for StopOnDrop<'_> {
-            fn drop(&mut self) {
-                self.0.stop.store(true, std::sync::atomic::Ordering::Release);
+            };
+            // A thread that cannot be started shrinks the team (down to the
+            // caller alone) instead of failing the reduction.
+            if std::thread::Builder::new().spawn_scoped(s, helper).is_err() {
+                break;
             }
+            helpers += 1;
         }
-        let _stop = StopOnDrop(&shared);
-        body(&Team { size, shared: Some(&shared), scratch })
+        let size = 1 + helpers;
+        let mut scratch: Vec<_> = scratch;
+        scratch.truncate(size);
+        body(&Team { size, shared: (size > 1).then_some(&shared), scratch })
     })
 }
 
@@ -487,8 +499,15 @@ impl Team<'_> {
         shared.job.store(&job as *const &(dyn Fn(usize) + Sync) as *mut (), Ordering::Release);
         shared.generation.fetch_add(1, Ordering::AcqRel);
         f(0);
+        let mut spins = 0u32;
         while shared.finished.load(Ordering::Acquire) + 1 < self.size {
-            std::hint::spin_loop();
+            // On an oversubscribed machine a helper may be waiting for a core.
+            if spins < SPINS_BEFORE_YIELD {
+                spins += 1;
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
         }
         assert!(!shared.panicked.load(Ordering::Acquire), "a tridiagonalisation helper thread panicked");
     }
