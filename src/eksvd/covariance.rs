@@ -15,7 +15,7 @@ use nalgebra::{DMatrix, DVector};
 
 use super::eigensolver::{largest_dense, largest_lanczos, Eigensolver};
 use super::error::{check_shape, check_source_matrix, EksvdError, Result};
-use crate::linalg::{matmul, matmul_nt, matmul_tn, symmetric_eigen};
+use crate::linalg::{matmul, matmul_tn, symmetric_eigen};
 use crate::Device;
 use crate::MatrixProduct;
 
@@ -129,14 +129,21 @@ pub fn solve_covariance(device: &Device, features: &[DMatrix<f64>], n_components
     let factors: Vec<DMatrix<f64>> = cov.iter().map(covariance_factor).collect::<Result<_>>()?;
     let n = factors.len();
     let d = factors[0].nrows();
+    // H: block (p, q) = F_p F_q^T for p != q, zero diagonal blocks. The
+    // dense solver reads only the lower triangle, so only the blocks below
+    // the diagonal are formed (in place); Lanczos multiplies by all of H.
     let mut h = DMatrix::zeros(n * d, n * d);
     for q in 0..n {
         for p in (q + 1)..n {
-            let block = matmul_nt(&factors[q], &factors[p]);
-            h.view_mut((q * d, p * d), (d, d)).copy_from(&block);
-            h.view_mut((p * d, q * d), (d, d)).copy_from(&block.transpose());
+            let lower = crate::linalg::faer_mut(&mut h).submatrix_mut(p * d, q * d, d, d);
+            <f64 as crate::linalg::Real>::faer_matmul(lower, false, crate::linalg::faer_ref(&factors[p]), crate::linalg::faer_ref(&factors[q]).transpose());
+            if !matches!(solver, Eigensolver::Dense) {
+                let block = h.view((p * d, q * d), (d, d)).transpose();
+                h.view_mut((q * d, p * d), (d, d)).copy_from(&block);
+            }
         }
     }
+    crate::linalg::clear_upper_simd_state(true);
     let pairs = match *solver {
         Eigensolver::Dense => largest_dense(&h, n_components)?,
         Eigensolver::Lanczos { tolerance, max_restarts } => largest_lanczos(n * d, n_components, |v| Ok(matmul(&h, v)), tolerance, max_restarts, seed)?,

@@ -245,14 +245,17 @@ impl FittedFeatureMap {
         Ok(match &self.kind {
             Fitted::Linear => x.clone(),
             Fitted::RandomFourier { frequencies, phases } => {
+                use rayon::prelude::*;
                 let mut z = device.matmul(x, frequencies, MatrixProduct::AB)?;
                 let scale = (2.0 / phases.len() as f64).sqrt();
-                for (j, mut col) in z.column_iter_mut().enumerate() {
-                    let col = col.as_mut_slice();
+                let rows = z.nrows().max(1);
+                // Columns split between the threads (the same operations on
+                // each entry as one thread would do).
+                z.as_mut_slice().par_chunks_mut(rows).enumerate().for_each(|(j, col)| {
                     col.iter_mut().for_each(|v| *v += phases[j]);
                     crate::linalg::cos_in_place(col);
                     col.iter_mut().for_each(|v| *v *= scale);
-                }
+                });
                 z
             }
             Fitted::Nystrom { kernel, landmarks, scaled_eigenvectors } => {

@@ -116,16 +116,18 @@ impl EksvdParams {
     /// [`Eksvd::transform_features`].
     pub fn fit_features(&self, device: &Device, features: Vec<DMatrix<f64>>) -> Result<Eksvd> {
         self.validate(features.len())?;
-        let coupling = CouplingMatrix::from_features(features)?;
-        let features = coupling.features().expect("built from features").to_vec();
         let n = features.len();
-        let (eigenvalues, weights, alphas) = match &self.solver {
+        let (features, eigenvalues, weights, alphas) = match &self.solver {
             Solver::Dual(eig) => {
+                let coupling = CouplingMatrix::from_features(features)?;
+                let features = coupling.features().expect("built from features").to_vec();
                 let solution = solve_dual(device, &coupling, self.n_components, eig, self.seed)?;
                 let weights = solution.primal_weights(&features)?;
-                (solution.eigenvalues, weights, solution.alphas)
+                (features, solution.eigenvalues, weights, solution.alphas)
             }
             Solver::Covariance(eig) => {
+                // The covariance solver checks the features as the coupling
+                // matrix would (count, finiteness, equal widths), without a copy.
                 let solution = solve_covariance(device, &features, self.n_components, eig, self.seed)?;
                 // alpha^(q) = (Q-1) gamma Phi_q w_q (Eq. 5).
                 let alphas = (0..n)
@@ -137,7 +139,7 @@ impl EksvdParams {
                         a
                     })
                     .collect();
-                (solution.eigenvalues, solution.weights, alphas)
+                (features, solution.eigenvalues, solution.weights, alphas)
             }
         };
         Ok(Eksvd { maps: None, features, eigenvalues, weights, alphas, solver: self.solver })
