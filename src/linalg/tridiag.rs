@@ -87,7 +87,7 @@ impl Tridiagonalisation {
         super::advise_huge_pages(&mut w);
         let mut largest = 0.0f64;
         for j in 0..n {
-            let src = &a.col(j).try_as_col_major().map(|c| c.as_slice()).unwrap_or(&[])[..];
+            let src = a.col(j).try_as_col_major().map(|c| c.as_slice()).unwrap_or(&[]);
             if src.len() == n {
                 let dst = &mut w[j * n + j..(j + 1) * n];
                 dst.copy_from_slice(&src[j..]);
@@ -214,6 +214,7 @@ fn block_reflector_factor(v: MatRef<'_, f64>, tau: &[f64]) -> Mat<f64> {
 /// Reduces columns `k .. k + b` of the working matrix `w` (column-major,
 /// order `n`, lower triangle) and applies the panel's update to the
 /// trailing lower triangle (LAPACK's `dlatrd` followed by `dsyr2k`).
+#[allow(clippy::too_many_arguments)]
 fn reduce_panel(w: &mut [f64], n: usize, k: usize, b: usize, diag: &mut [f64], offdiag: &mut [f64], tau: &mut [f64], team: &Team<'_>) {
     let rows = n - k;
     // Row r of the panel matrices is global row k + r.
@@ -519,13 +520,13 @@ impl Team<'_> {
         let mut bounds = vec![0usize; self.size + 1];
         let mut s = 0usize;
         let mut done = 0.0f64;
-        for p in 1..self.size {
-            let target = total * p as f64 / self.size as f64;
+        for (p, bound) in bounds[1..self.size].iter_mut().enumerate() {
+            let target = total * (p + 1) as f64 / self.size as f64;
             while s < m && done < target {
                 done += (m - s) as f64;
                 s += 1;
             }
-            bounds[p] = s;
+            *bound = s;
         }
         bounds[self.size] = m;
         bounds
