@@ -391,7 +391,8 @@ fn symv_lower(w: &[f64], n: usize, off: usize, m: usize, v: &[f64], y: &mut [f64
 struct Team<'a> {
     size: usize,
     shared: Option<&'a TeamShared>,
-    /// One buffer of `n` per thread for partial products.
+    /// One buffer of `n` per thread for partial products (none for a team
+    /// of one, whose products run sequentially).
     scratch: Vec<std::sync::Mutex<Vec<f64>>>,
 }
 
@@ -403,25 +404,32 @@ struct TeamShared {
     panicked: std::sync::atomic::AtomicBool,
 }
 
-/// Sturm sequences evaluated side by side in [`tridiagonal_top_k`]'s
-/// bisection.
-const BISECTION_LANES: usize = 8;
-
 /// Most threads in a [`Team`].
 const MAX_TEAM: usize = 64;
 
-/// Spins before a waiting helper starts to yield its core.
+/// Spins before a waiting thread of a [`Team`] starts to yield its core.
 const SPINS_BEFORE_YIELD: u32 = 1 << 16;
+
+/// One step of a [`Team`]'s waits: spin, then (after
+/// [`SPINS_BEFORE_YIELD`] steps, e.g. on an oversubscribed machine) yield.
+fn wait_step(spins: &mut u32) {
+    if *spins < SPINS_BEFORE_YIELD {
+        *spins += 1;
+        std::hint::spin_loop();
+    } else {
+        std::thread::yield_now();
+    }
+}
 
 /// Runs `body` with a [`Team`] of `size` threads (the caller and `size - 1`
 /// scoped helpers, which end with it); `n` is the length of the scratch
 /// buffers.
 fn with_team<R>(size: usize, n: usize, body: impl FnOnce(&Team<'_>) -> R) -> R {
     use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
-    let scratch = (0..size).map(|_| std::sync::Mutex::new(vec![0.0f64; n])).collect();
     if size <= 1 {
-        return body(&Team { size: 1, shared: None, scratch });
+        return body(&Team { size: 1, shared: None, scratch: Vec::new() });
     }
+    let scratch: Vec<_> = (0..size).map(|_| std::sync::Mutex::new(vec![0.0f64; n])).collect();
     let shared = TeamShared {
         generation: AtomicUsize::new(0),
         finished: AtomicUsize::new(0),
@@ -455,12 +463,7 @@ fn with_team<R>(size: usize, n: usize, body: impl FnOnce(&Team<'_>) -> R) -> R {
                         if shared.stop.load(Ordering::Acquire) {
                             return;
                         }
-                        if spins < SPINS_BEFORE_YIELD {
-                            spins += 1;
-                            std::hint::spin_loop();
-                        } else {
-                            std::thread::yield_now();
-                        }
+                        wait_step(&mut spins);
                     }
                     // SAFETY: `Team::run` stored a pointer to a live
                     // `&dyn Fn` before bumping the generation, and keeps it
@@ -480,7 +483,7 @@ fn with_team<R>(size: usize, n: usize, body: impl FnOnce(&Team<'_>) -> R) -> R {
             helpers += 1;
         }
         let size = 1 + helpers;
-        let mut scratch: Vec<_> = scratch;
+        let mut scratch = scratch;
         scratch.truncate(size);
         body(&Team { size, shared: (size > 1).then_some(&shared), scratch })
     })
@@ -502,13 +505,7 @@ impl Team<'_> {
         f(0);
         let mut spins = 0u32;
         while shared.finished.load(Ordering::Acquire) + 1 < self.size {
-            // On an oversubscribed machine a helper may be waiting for a core.
-            if spins < SPINS_BEFORE_YIELD {
-                spins += 1;
-                std::hint::spin_loop();
-            } else {
-                std::thread::yield_now();
-            }
+            wait_step(&mut spins);
         }
         assert!(!shared.panicked.load(Ordering::Acquire), "a tridiagonalisation helper thread panicked");
     }
@@ -658,27 +655,43 @@ fn symv_columns(w: &[f64], n: usize, off: usize, m: usize, s0: usize, s1: usize,
 }
 
 /// The number of eigenvalues of the symmetric tridiagonal `T` (diagonal
-/// `d`, subdiagonal `e`) above `x`: `n` minus the Sturm count at `x`, the
-/// negative pivots of `T - x I = L D L^T` (pivots below `pivmin` in
-/// magnitude taken as `-pivmin`, as in [`tridiagonal_top_k`]'s bisection).
+/// `d`, subdiagonal `e`) above `x`: `n` minus the Sturm count at `x`.
 pub(crate) fn count_above(d: &[f64], e: &[f64], x: f64) -> usize {
-    let n = d.len();
-    if n == 0 {
-        return 0;
+    d.len() - sturm_counts(d, e, pivot_floor(e), &[x])[0]
+}
+
+/// Sturm sequences evaluated side by side in [`tridiagonal_top_k`]'s
+/// bisection.
+const BISECTION_LANES: usize = 8;
+
+/// LAPACK's `pivmin`: pivots of `T - x I = L D L^T` below this in magnitude
+/// are taken as `-pivmin`.
+fn pivot_floor(e: &[f64]) -> f64 {
+    f64::MIN_POSITIVE * e.iter().fold(1.0f64, |m, v| m.max(v * v))
+}
+
+/// Numbers of eigenvalues of `T` below each of the shifts `x` (Sturm counts:
+/// the negative pivots of `T - x I = L D L^T`), the shifts side by side so
+/// that their divisions, independent of each other, pipeline where one
+/// sequence waits on each.
+fn sturm_counts<const L: usize>(d: &[f64], e: &[f64], pivmin: f64, x: &[f64; L]) -> [usize; L] {
+    let mut count = [0usize; L];
+    let Some(&d0) = d.first() else { return count };
+    let mut q = [0.0f64; L];
+    for l in 0..L {
+        let v = d0 - x[l];
+        q[l] = if v.abs() < pivmin { -pivmin } else { v };
+        count[l] += usize::from(q[l] < 0.0);
     }
-    let pivmin = f64::MIN_POSITIVE * e.iter().fold(1.0f64, |m, v| m.max(v * v));
-    let mut below = 0;
-    let mut q = d[0] - x;
-    for i in 0..n {
-        if i > 0 {
-            q = d[i] - x - e[i - 1] * e[i - 1] / q;
+    for i in 1..d.len() {
+        let (di, e2) = (d[i], e[i - 1] * e[i - 1]);
+        for l in 0..L {
+            let v = di - x[l] - e2 / q[l];
+            q[l] = if v.abs() < pivmin { -pivmin } else { v };
+            count[l] += usize::from(q[l] < 0.0);
         }
-        if q.abs() < pivmin {
-            q = -pivmin;
-        }
-        below += usize::from(q < 0.0);
     }
-    n - below
+    count
 }
 
 /// The `k` largest eigenpairs of the symmetric tridiagonal `T` (diagonal
@@ -717,31 +730,9 @@ pub(crate) fn tridiagonal_top_k(d: &[f64], e: &[f64], k: usize) -> Option<(Vec<f
         return Some((vec![0.0; k], x, 0.0));
     }
     let eps = f64::EPSILON;
-    let pivmin = f64::MIN_POSITIVE * e.iter().fold(1.0f64, |m, v| m.max(v * v));
+    let pivmin = pivot_floor(e);
     let width = 2.0 * eps * tnorm + 4.0 * pivmin;
     let (lo, hi) = (lo - width, hi + width);
-    let e2: Vec<f64> = e.iter().map(|v| v * v).collect();
-    // Numbers of eigenvalues of T below each of the shifts `x` (Sturm counts
-    // of the LDL^T pivots), the shifts side by side: their divisions are
-    // independent, so they pipeline where one sequence waits on each.
-    let count_below = |x: &[f64; BISECTION_LANES]| -> [usize; BISECTION_LANES] {
-        let mut count = [0usize; BISECTION_LANES];
-        let mut q = [0.0f64; BISECTION_LANES];
-        for l in 0..BISECTION_LANES {
-            let v = d[0] - x[l];
-            q[l] = if v.abs() < pivmin { -pivmin } else { v };
-            count[l] += usize::from(q[l] < 0.0);
-        }
-        for i in 1..n {
-            let (di, e2i) = (d[i], e2[i - 1]);
-            for l in 0..BISECTION_LANES {
-                let v = di - x[l] - e2i / q[l];
-                q[l] = if v.abs() < pivmin { -pivmin } else { v };
-                count[l] += usize::from(q[l] < 0.0);
-            }
-        }
-        count
-    };
     // The eigenvalues of ascending indices `idx` (at most BISECTION_LANES)
     // by bisection in lockstep, each interval frozen once it is narrow
     // enough (bounded: the interval halves each step, from at most
@@ -755,7 +746,7 @@ pub(crate) fn tridiagonal_top_k(d: &[f64], e: &[f64], k: usize) -> Option<(Vec<f
                 break;
             }
             let mid: [f64; BISECTION_LANES] = std::array::from_fn(|l| 0.5 * (a[l] + b[l]));
-            let counts = count_below(&mid);
+            let counts = sturm_counts(d, e, pivmin, &mid);
             for l in 0..idx.len() {
                 if active[l] {
                     if counts[l] > idx[l] {
