@@ -5,7 +5,8 @@
 //! ```text
 //! cargo run --features neural --example eksvd_neural_mfeat -- \
 //!     [DATA_DIR] [--splits N] [--epochs N] [--backend ndarray|wgpu] [--out DIR] [--views 3|6|both] \
-//!     [--candidates k:eta:lr[:wd],...]
+//!     [--candidates k:eta:lr[:wd],...] [--dropout P] [--stopping f1|ce] [--batch B] \
+//!     [--hidden W1,W2,...] [--dphi D] [--patience E]
 //! ```
 //!
 //! DATA_DIR defaults to `../shared/data/multiview/mfeat`. Protocol of
@@ -26,7 +27,7 @@ use std::time::Instant;
 
 use gramian::datasets::{macro_f1, mean_std};
 use gramian::eksvd::evaluation::{linear_svm_classifier, select_on_validation, MultiViewData, Representation, SplitData};
-use gramian::eksvd::neural::{NeuralBackend, NeuralEksvd, NeuralEksvdParams, TrainingHistory};
+use gramian::eksvd::neural::{EarlyStopping, NeuralBackend, NeuralEksvd, NeuralEksvdParams, TrainingHistory};
 use plotters::style::RGBColor;
 use psd_plot::{Curve, Panel};
 
@@ -57,6 +58,20 @@ fn concatenation_f1(split: &SplitData) -> AnyResult<f64> {
     Ok(select_on_validation(split, &[("-", rep)], &CLASSIFIER_CS, &linear_svm_classifier)?.test_f1)
 }
 
+/// Training settings shared by every candidate (`--dropout`, `--stopping`,
+/// `--batch`, `--hidden`, `--dphi`, `--patience`).
+#[derive(Debug, Clone)]
+struct Training {
+    backend: NeuralBackend,
+    epochs: usize,
+    dropout: f64,
+    stopping: EarlyStopping,
+    batch: usize,
+    hidden: Vec<usize>,
+    d_phi: usize,
+    patience: usize,
+}
+
 struct NeuralRun {
     model: NeuralEksvd,
     validation_f1: f64,
@@ -64,10 +79,23 @@ struct NeuralRun {
     label: String,
 }
 
-fn neural(split: &SplitData, candidates: &[(usize, f64, f64, f64)], backend: NeuralBackend, epochs: usize, seed: u64) -> AnyResult<NeuralRun> {
+fn neural(split: &SplitData, candidates: &[(usize, f64, f64, f64)], t: &Training, seed: u64) -> AnyResult<NeuralRun> {
     let mut best: Option<NeuralRun> = None;
     for &(k, eta, lr, wd) in candidates {
-        let params = NeuralEksvdParams::new(k).hidden(vec![256]).d_phi(128).eta(eta).learning_rate(lr).weight_decay(wd).batch_size(64).max_epochs(epochs).patience(20).seed(seed).backend(backend).progress(true);
+        let params = NeuralEksvdParams::new(k)
+            .hidden(t.hidden.clone())
+            .d_phi(t.d_phi)
+            .eta(eta)
+            .learning_rate(lr)
+            .weight_decay(wd)
+            .batch_size(t.batch)
+            .max_epochs(t.epochs)
+            .patience(t.patience)
+            .dropout(t.dropout)
+            .early_stopping(t.stopping)
+            .seed(seed)
+            .backend(t.backend)
+            .progress(true);
         let model = params.fit(&split.train, &split.train_labels, Some((&split.validation, &split.validation_labels)))?;
         let validation_f1 = macro_f1(&split.validation_labels, &model.predict(&split.validation)?);
         let test_f1 = macro_f1(&split.test_labels, &model.predict(&split.test)?);
@@ -107,15 +135,28 @@ fn write_curves(history: &TrainingHistory, out: &std::path::Path, name: &str) ->
 fn main() -> AnyResult<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut dir = "../shared/data/multiview/mfeat".to_string();
-    let (mut splits, mut epochs, mut backend, mut out, mut views) = (5u64, 100usize, NeuralBackend::NdArray, "target/neural_eksvd".to_string(), "both".to_string());
+    let (mut splits, mut out, mut views) = (5u64, "target/neural_eksvd".to_string(), "both".to_string());
+    let mut t = Training { backend: NeuralBackend::NdArray, epochs: 100, dropout: 0.0, stopping: EarlyStopping::ValidationF1, batch: 64, hidden: vec![256], d_phi: 128, patience: 20 };
     let mut candidates = CANDIDATES.to_vec();
     let mut i = 0;
     while i < args.len() {
         let value = || args.get(i + 1).cloned().ok_or(format!("{} needs a value", args[i]));
         match args[i].as_str() {
             "--splits" => splits = value()?.parse()?,
-            "--epochs" => epochs = value()?.parse()?,
-            "--backend" => backend = NeuralBackend::parse(&value()?).ok_or("--backend: ndarray or wgpu")?,
+            "--epochs" => t.epochs = value()?.parse()?,
+            "--backend" => t.backend = NeuralBackend::parse(&value()?).ok_or("--backend: ndarray or wgpu")?,
+            "--dropout" => t.dropout = value()?.parse()?,
+            "--stopping" => {
+                t.stopping = match value()?.as_str() {
+                    "f1" => EarlyStopping::ValidationF1,
+                    "ce" => EarlyStopping::ValidationCrossEntropy,
+                    other => return Err(format!("--stopping: f1 or ce, got {other}").into()),
+                }
+            }
+            "--batch" => t.batch = value()?.parse()?,
+            "--hidden" => t.hidden = if value()?.is_empty() { Vec::new() } else { value()?.split(',').map(str::parse).collect::<Result<_, _>>()? },
+            "--dphi" => t.d_phi = value()?.parse()?,
+            "--patience" => t.patience = value()?.parse()?,
             "--out" => out = value()?,
             "--views" => views = value()?,
             "--candidates" => candidates = parse_candidates(&value()?)?,
@@ -137,9 +178,9 @@ fn main() -> AnyResult<()> {
     if views == "6" || views == "both" {
         sets.push(MultiViewData::load_csv_views(&dir, "mfeat-", &["fac", "fou", "kar", "pix", "zer", "mor"])?);
     }
-    println!("backend: {}, at most {epochs} epochs, candidates (k, eta, lr, weight decay) {candidates:?}", backend.name());
+    println!("backend: {}, candidates (k, eta, lr, weight decay) {candidates:?}, {t:?}", t.backend.name());
     println!("\nTable 1 (UCI Digit): test macro-F1 %, mean +- std over {splits} stratified 60/20/20 splits");
-    println!("| views | concatenation | Neural eKSVD | seconds per epoch ({}) | total seconds |", backend.name());
+    println!("| views | concatenation | Neural eKSVD | seconds per epoch ({}) | total seconds |", t.backend.name());
     println!("|---|---|---|---|---|");
     for (set_index, data) in sets.iter().enumerate() {
         let start = Instant::now();
@@ -147,7 +188,7 @@ fn main() -> AnyResult<()> {
         for seed in 0..splits {
             let split = data.split(0.6, 0.2, seed)?;
             concat.push(100.0 * concatenation_f1(&split)?);
-            let run = neural(&split, &candidates, backend, epochs, seed)?;
+            let run = neural(&split, &candidates, &t, seed)?;
             neural_f1.push(100.0 * run.test_f1);
             per_epoch.push(run.model.history().seconds_per_epoch());
             eprintln!("{} split {seed}: concatenation {:.2}, Neural eKSVD {:.2} ({}, gamma {:.3e})", data.view_names.join("+"), concat.last().unwrap(), neural_f1.last().unwrap(), run.label, run.model.gamma());

@@ -6,7 +6,7 @@
 mod common;
 
 use burn::tensor::{Tensor, TensorData};
-use gramian::eksvd::neural::{burn_device, cross_entropy, objective_per_component, shared_gpu, Activation, LossTensors, NeuralBackend, NeuralEksvd, NeuralEksvdParams, NeuralError};
+use gramian::eksvd::neural::{burn_device, cross_entropy, objective_per_component, shared_gpu, Activation, EarlyStopping, LossTensors, NeuralBackend, NeuralEksvd, NeuralEksvdParams, NeuralError};
 use gramian::eksvd::{objective_terms, EksvdError, MultiSource};
 use nalgebra::{DMatrix, DVector};
 use rand::rngs::StdRng;
@@ -146,7 +146,8 @@ fn training_lowers_both_losses_and_classifies() {
     assert!(h.epochs.iter().all(|e| e.gamma > 0.0 && e.objective_squared.is_finite() && e.cross_entropy.is_finite()));
 }
 
-/// Early stopping keeps the epoch with the best validation macro-F1.
+/// Early stopping keeps the epoch with the best validation macro-F1 (ties:
+/// the lower validation cross-entropy), and stops `patience` epochs after it.
 #[test]
 fn early_stopping_keeps_the_best_validation_epoch() {
     let mut rng = common::rng();
@@ -155,13 +156,78 @@ fn early_stopping_keeps_the_best_validation_epoch() {
     let val = data.select_rows(&(100..150).collect::<Vec<_>>()).unwrap();
     let model = small_params(rng.random()).max_epochs(30).patience(5).fit(&train, &labels[..100], Some((&val, &labels[100..]))).unwrap();
     let h = model.history();
-    let f1s: Vec<f64> = h.epochs.iter().map(|e| e.validation_f1.unwrap()).collect();
-    let best = f1s.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
-    let first_best = f1s.iter().position(|&f| f == best).unwrap() + 1;
-    assert_eq!(model.best_epoch(), first_best);
-    assert!(h.epochs.len() == 30 || h.epochs.len() == first_best + 5, "stopped after {} epochs, best {first_best}", h.epochs.len());
+    let score = |e: &gramian::eksvd::neural::EpochRecord| (e.validation_f1.unwrap(), -e.validation_cross_entropy.unwrap());
+    let best = h.epochs.iter().max_by(|a, b| score(a).partial_cmp(&score(b)).unwrap()).unwrap();
+    assert_eq!(model.best_epoch(), best.epoch);
+    assert!(h.epochs.len() == 30 || h.epochs.len() == best.epoch + 5, "stopped after {} epochs, best {}", h.epochs.len(), best.epoch);
     let f1 = gramian::datasets::macro_f1(&labels[100..], &model.predict(&val).unwrap());
-    assert!((f1 - best).abs() < 1e-12, "kept model F1 {f1} vs best {best}");
+    assert!((f1 - best.validation_f1.unwrap()).abs() < 1e-12, "kept model F1 {f1} vs best {:?}", best.validation_f1);
+    let ce = model.loss(&val, &labels[100..], 1.0).unwrap().cross_entropy;
+    assert!((ce - best.validation_cross_entropy.unwrap()).abs() < 1e-9, "kept model validation CE {ce} vs recorded {:?}", best.validation_cross_entropy);
+}
+
+/// Early stopping on the validation cross-entropy keeps the epoch where it
+/// is lowest, and the kept model has that cross-entropy.
+#[test]
+fn early_stopping_on_the_validation_cross_entropy() {
+    let mut rng = common::rng();
+    let (data, labels) = synthetic(&mut rng, 150, 3);
+    let train = data.select_rows(&(0..100).collect::<Vec<_>>()).unwrap();
+    let val = data.select_rows(&(100..150).collect::<Vec<_>>()).unwrap();
+    let params = small_params(rng.random()).max_epochs(25).patience(4).early_stopping(EarlyStopping::ValidationCrossEntropy);
+    let model = params.fit(&train, &labels[..100], Some((&val, &labels[100..]))).unwrap();
+    let h = model.history();
+    let ces: Vec<f64> = h.epochs.iter().map(|e| e.validation_cross_entropy.unwrap()).collect();
+    let lowest = ces.iter().cloned().fold(f64::INFINITY, f64::min);
+    let at = ces.iter().position(|&c| c == lowest).unwrap() + 1;
+    assert_eq!(model.best_epoch(), at);
+    assert!(h.epochs.len() == 25 || h.epochs.len() == at + 4, "stopped after {} epochs, best {at}", h.epochs.len());
+    let ce = model.loss(&val, &labels[100..], 1.0).unwrap().cross_entropy;
+    assert!((ce - lowest).abs() < 1e-9 * lowest.max(1.0), "kept model validation CE {ce} vs lowest {lowest}");
+}
+
+/// Dropout: `p = 0` is the plain feature map bit for bit; with `p = 0.5`
+/// each hidden unit is zeroed about half the time and the survivors scaled
+/// by 2, so the mean over many masks approaches the plain map; training
+/// with dropout is replayable for a seed, differs from training without, and
+/// a probability outside `[0, 1)` is a typed error.
+#[test]
+fn dropout_in_the_feature_maps() {
+    let mut rng = common::rng();
+    let (data, labels) = synthetic(&mut rng, 80, 3);
+    let device = burn_device(&gramian::Device::Cpu).unwrap();
+    // No hidden layer after which to drop: one hidden layer of 16 units,
+    // evaluated with a linear activation would hide the mask, so ReLU.
+    let model = small_params(3).hidden(vec![16]).init(data.sources().iter().map(|x| x.ncols()).collect(), 3).unwrap();
+    let net = model.net();
+    let x = rows_to_tensor(data.source(0), &device);
+    let plain: Vec<f32> = net.features(0, x.clone()).into_data().to_vec().unwrap();
+    let same: Vec<f32> = net.features_with_dropout(0, x.clone(), 0.0).into_data().to_vec().unwrap();
+    assert_eq!(plain, same);
+    device.seed(7);
+    let draws = 400;
+    let mut mean = vec![0.0f64; plain.len()];
+    for _ in 0..draws {
+        let d: Vec<f32> = net.features_with_dropout(0, x.clone(), 0.5).into_data().to_vec().unwrap();
+        for (m, v) in mean.iter_mut().zip(&d) {
+            *m += *v as f64 / draws as f64;
+        }
+    }
+    let scale = plain.iter().map(|v| v.abs() as f64).fold(0.0, f64::max);
+    let worst = mean.iter().zip(&plain).map(|(m, p)| (m - *p as f64).abs()).fold(0.0, f64::max);
+    // A hidden unit's mask has standard deviation 1 per draw; the output
+    // layer mixes 16 of them, so the mean of 400 draws is within a few
+    // tenths of the output's scale.
+    assert!(worst < 0.35 * scale, "mean of {draws} dropout draws off by {worst} (scale {scale})");
+    let one = mean.iter().zip(&plain).any(|(m, p)| (m - *p as f64).abs() > 1e-6);
+    assert!(one, "dropout changed nothing");
+
+    let train = |p: f64| small_params(5).hidden(vec![16]).max_epochs(3).dropout(p).fit(&data, &labels, None).unwrap().weights().projections[0].clone();
+    assert_eq!(train(0.3), train(0.3), "dropout training is not replayable for a seed");
+    assert_ne!(train(0.3), train(0.0));
+    for bad in [1.0, -0.1, f64::NAN] {
+        assert!(matches!(small_params(1).dropout(bad).fit(&data, &labels, None), Err(EksvdError::InvalidParameter { name: "dropout", .. })), "dropout {bad}");
+    }
 }
 
 /// NaN input, values that overflow f32 and a diverging run give typed

@@ -4,7 +4,7 @@
 //! `[E_1 ... E_Q]` (the task head of the supervised setting).
 
 use burn::module::{Module, Param};
-use burn::tensor::{activation, Device, Tensor, TensorData};
+use burn::tensor::{activation, Device, Distribution, Tensor, TensorData};
 use nalgebra::{DMatrix, DVector};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -249,6 +249,25 @@ impl NeuralEksvdNet {
     /// `phi_q(x)` for rows `x` (`n x d_q` -> `n x d_phi`).
     pub fn features(&self, q: usize, x: Tensor<2>) -> Tensor<2> {
         self.feature_maps[q].layers.iter().fold(x, |h, layer| self.activation.apply(layer.forward(h)))
+    }
+
+    /// `phi_q(x)` with inverted dropout on every hidden layer's output
+    /// (each unit kept with probability `1 - p` and scaled by `1 / (1 - p)`,
+    /// so the expected activation is that of [`NeuralEksvdNet::features`]);
+    /// `p = 0` is `features`. Training only: the masks are drawn on the
+    /// tensors' device from its random state.
+    pub fn features_with_dropout(&self, q: usize, x: Tensor<2>, p: f64) -> Tensor<2> {
+        let layers = &self.feature_maps[q].layers;
+        let last = layers.len().saturating_sub(1);
+        layers.iter().enumerate().fold(x, |h, (i, layer)| {
+            let h = self.activation.apply(layer.forward(h));
+            if p > 0.0 && i < last {
+                let mask = h.random_like(Distribution::Bernoulli(1.0 - p));
+                (h * mask).mul_scalar(1.0 / (1.0 - p))
+            } else {
+                h
+            }
+        })
     }
 
     /// `W_q` (`d_phi x k`).

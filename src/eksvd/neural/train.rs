@@ -1,7 +1,8 @@
 //! Training of Neural eKSVD (Section 3.4): [`NeuralEksvdParams`] (validated
 //! builder) -> [`NeuralEksvd`] (transform, predict, save/load), Adam on
-//! minibatches of `sum_k (J_k / N)^2 + eta L_CE`, early stopping on validation
-//! macro-F1 keeping the best checkpoint, per-epoch curves.
+//! minibatches of `sum_k (J_k / N)^2 + eta L_CE` (optionally with dropout in
+//! the feature maps), early stopping on validation macro-F1 or validation
+//! cross-entropy keeping the best checkpoint, per-epoch curves.
 
 use std::io::Write;
 use std::path::Path;
@@ -37,6 +38,8 @@ pub struct NeuralEksvdParams {
     batch_size: usize,
     max_epochs: usize,
     patience: usize,
+    dropout: f64,
+    early_stopping: EarlyStopping,
     gamma_init: f64,
     seed: u64,
     backend: NeuralBackend,
@@ -49,6 +52,7 @@ impl NeuralEksvdParams {
     /// `components` projection components per source; defaults: one hidden
     /// layer of 256, `d_phi = 128`, ReLU, `eta = 1`, Adam with learning rate
     /// `1e-3` and no weight decay, batches of 128, at most 100 epochs, patience 20 epochs,
+    /// no dropout, early stopping on validation macro-F1,
     /// `gamma_init = 1`, seed 0, NdArray, no progress bar, divergence factor
     /// `1e6`.
     pub fn new(components: usize) -> Self {
@@ -63,6 +67,8 @@ impl NeuralEksvdParams {
             batch_size: 128,
             max_epochs: 100,
             patience: 20,
+            dropout: 0.0,
+            early_stopping: EarlyStopping::ValidationF1,
             gamma_init: 1.0,
             seed: 0,
             backend: NeuralBackend::NdArray,
@@ -114,9 +120,22 @@ impl NeuralEksvdParams {
         self.max_epochs = epochs;
         self
     }
-    /// Epochs without a better validation macro-F1 before stopping.
+    /// Epochs without a better validation score (see
+    /// [`NeuralEksvdParams::early_stopping`]) before stopping.
     pub fn patience(mut self, epochs: usize) -> Self {
         self.patience = epochs;
+        self
+    }
+    /// Dropout probability `0 <= p < 1` on the hidden layers of every
+    /// feature map during the Adam steps (inverted dropout; none at
+    /// evaluation). 0 (the default) turns it off.
+    pub fn dropout(mut self, p: f64) -> Self {
+        self.dropout = p;
+        self
+    }
+    /// Which validation score picks the kept epoch and drives the patience.
+    pub fn early_stopping(mut self, rule: EarlyStopping) -> Self {
+        self.early_stopping = rule;
         self
     }
     /// Initial `gamma > 0`.
@@ -187,6 +206,9 @@ impl NeuralEksvdParams {
         if !(self.learning_rate.is_finite() && self.learning_rate > 0.0) {
             return bad("learning_rate", format!("must be finite and > 0, got {}", self.learning_rate));
         }
+        if !(self.dropout.is_finite() && (0.0..1.0).contains(&self.dropout)) {
+            return bad("dropout", format!("must be in [0, 1), got {}", self.dropout));
+        }
         if self.batch_size == 0 {
             return bad("batch_size", "must be positive".into());
         }
@@ -214,8 +236,9 @@ impl NeuralEksvdParams {
     }
 
     /// Trains on paired sources `train` with class labels (`0..C`), with
-    /// early stopping on the macro-F1 of `validation` when given (the best
-    /// epoch's weights are kept), else for `max_epochs`.
+    /// early stopping on `validation` when given (by the rule of
+    /// [`NeuralEksvdParams::early_stopping`]; the best epoch's weights are
+    /// kept), else for `max_epochs`.
     ///
     /// Errors: invalid parameters or data ([`EksvdError`]), values
     /// that overflow f32 ([`NeuralError::SourceNotRepresentable`]), bad labels,
@@ -227,6 +250,7 @@ impl NeuralEksvdParams {
             check_same_dims(train, v)?;
         }
         let host = HostData::new(train, labels, n_classes)?;
+        let validation_host = validation.map(|(v, l)| HostData::new(v, l, n_classes)).transpose()?;
         let mut model = self.init(train.sources().iter().map(|x| x.ncols()).collect(), n_classes)?;
         let device = model.device.clone();
         let ad_device = device.clone().autodiff();
@@ -237,6 +261,11 @@ impl NeuralEksvdParams {
         // gathered on the device.
         let resident = host.upload(&ad_device);
         let resident_eval = host.upload(&device);
+        let resident_validation = validation_host.as_ref().map(|h| h.upload(&device));
+        if self.dropout > 0.0 {
+            // The dropout masks come from the device's random state.
+            ad_device.seed(self.seed);
+        }
         let mut net = model.net.clone().fork(&ad_device).train();
         let mut optim = AdamWConfig::new().with_weight_decay(self.weight_decay as f32).init();
         let mut rng = StdRng::seed_from_u64(self.seed ^ 0x9e37_79b9_7f4a_7c15);
@@ -252,7 +281,7 @@ impl NeuralEksvdParams {
             bar
         });
         let mut history = TrainingHistory::default();
-        let mut best: Option<(f64, usize, NeuralEksvdNet)> = None;
+        let mut best: Option<(ValidationScore, usize, NeuralEksvdNet)> = None;
         for epoch in 1..=self.max_epochs {
             let start = Instant::now();
             order.shuffle(&mut rng);
@@ -260,7 +289,7 @@ impl NeuralEksvdParams {
             for start in (0..n).step_by(self.batch_size) {
                 let len = self.batch_size.min(n - start);
                 let (xs, one_hot) = resident.gather(permutation.clone().narrow(0, start, len));
-                let scores: Vec<Tensor<2>> = xs.into_iter().enumerate().map(|(q, x)| net.scores(q, x)).collect();
+                let scores: Vec<Tensor<2>> = xs.into_iter().enumerate().map(|(q, x)| net.features_with_dropout(q, x, self.dropout).matmul(net.projection(q))).collect();
                 let projections: Vec<Tensor<2>> = (0..net.n_sources()).map(|q| net.projection(q)).collect();
                 let objective = objective_per_component(&projections, &scores, net.gamma(), n);
                 let loss = LossTensors::new(objective, cross_entropy(net.logits(&scores), one_hot), self.eta);
@@ -279,18 +308,22 @@ impl NeuralEksvdParams {
                 }
                 return Err(NeuralError::Diverged { epoch, loss: values.total, initial: initial.total });
             }
-            let validation_f1 = match validation {
-                Some((v, l)) => Some(try_macro_f1(l, &model.predict(v)?).map_err(|e| NeuralError::Labels(format!("validation macro-F1: {e}")))?),
-                None => None,
+            let score = match (validation, &resident_validation) {
+                (Some((v, l)), Some(resident)) => Some(ValidationScore {
+                    macro_f1: try_macro_f1(l, &model.predict(v)?).map_err(|e| NeuralError::Labels(format!("validation macro-F1: {e}")))?,
+                    cross_entropy: model.loss_on(resident, self.eta)?.cross_entropy,
+                }),
+                _ => None,
             };
-            history.epochs.push(EpochRecord { epoch, objective_squared: values.objective_squared, cross_entropy: values.cross_entropy, gamma: model.gamma(), validation_f1, seconds });
+            let validation_f1 = score.map(|s| s.macro_f1);
+            history.epochs.push(EpochRecord { epoch, objective_squared: values.objective_squared, cross_entropy: values.cross_entropy, gamma: model.gamma(), validation_f1, validation_cross_entropy: score.map(|s| s.cross_entropy), seconds });
             if let Some(bar) = &bar {
                 bar.set_position(epoch as u64);
                 bar.set_message(format!("J^2 {:.3e} CE {:.4} val F1 {}", values.objective_squared, values.cross_entropy, validation_f1.map_or("-".into(), |f| format!("{f:.4}"))));
             }
-            if let Some(f1) = validation_f1 {
-                if best.as_ref().is_none_or(|(b, _, _)| f1 > *b) {
-                    best = Some((f1, epoch, model.net.clone()));
+            if let Some(score) = score {
+                if best.as_ref().is_none_or(|(b, _, _)| score.better_than(b, self.early_stopping)) {
+                    best = Some((score, epoch, model.net.clone()));
                 } else if epoch - best.as_ref().map_or(0, |b| b.1) >= self.patience {
                     break;
                 }
@@ -310,6 +343,36 @@ impl NeuralEksvdParams {
         }
         model.history = history;
         Ok(model)
+    }
+}
+
+/// Which validation score [`NeuralEksvdParams::fit`] keeps the best epoch
+/// by (and counts the patience against).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum EarlyStopping {
+    /// The highest validation macro-F1; among epochs with the same F1 the
+    /// lower validation cross-entropy (on a few hundred samples F1 moves in
+    /// steps of one sample, so ties are common).
+    #[default]
+    ValidationF1,
+    /// The lowest validation cross-entropy (continuous, so less noisy than
+    /// F1 on small validation sets).
+    ValidationCrossEntropy,
+}
+
+/// The validation scores of one epoch.
+#[derive(Debug, Clone, Copy)]
+struct ValidationScore {
+    macro_f1: f64,
+    cross_entropy: f64,
+}
+
+impl ValidationScore {
+    fn better_than(&self, other: &ValidationScore, rule: EarlyStopping) -> bool {
+        match rule {
+            EarlyStopping::ValidationF1 => self.macro_f1 > other.macro_f1 || (self.macro_f1 == other.macro_f1 && self.cross_entropy < other.cross_entropy),
+            EarlyStopping::ValidationCrossEntropy => self.cross_entropy < other.cross_entropy,
+        }
     }
 }
 
@@ -428,6 +491,8 @@ pub struct EpochRecord {
     pub gamma: f64,
     /// Validation macro-F1 (when a validation set was given).
     pub validation_f1: Option<f64>,
+    /// Mean validation cross-entropy (when a validation set was given).
+    pub validation_cross_entropy: Option<f64>,
     /// Wall-clock seconds of the epoch's Adam steps.
     pub seconds: f64,
 }
@@ -440,13 +505,14 @@ pub struct TrainingHistory {
 }
 
 impl TrainingHistory {
-    /// Writes `epoch,objective_squared,cross_entropy,gamma,validation_f1,seconds` as CSV.
+    /// Writes `epoch,objective_squared,cross_entropy,gamma,validation_f1,validation_cross_entropy,seconds` as CSV.
     pub fn write_csv(&self, path: impl AsRef<Path>) -> std::io::Result<()> {
         let mut f = std::io::BufWriter::new(std::fs::File::create(path)?);
-        writeln!(f, "epoch,objective_squared,cross_entropy,gamma,validation_f1,seconds")?;
+        writeln!(f, "epoch,objective_squared,cross_entropy,gamma,validation_f1,validation_cross_entropy,seconds")?;
         for e in &self.epochs {
             let f1 = e.validation_f1.map_or(String::new(), |v| v.to_string());
-            writeln!(f, "{},{},{},{},{},{}", e.epoch, e.objective_squared, e.cross_entropy, e.gamma, f1, e.seconds)?;
+            let ce = e.validation_cross_entropy.map_or(String::new(), |v| v.to_string());
+            writeln!(f, "{},{},{},{},{},{},{}", e.epoch, e.objective_squared, e.cross_entropy, e.gamma, f1, ce, e.seconds)?;
         }
         f.flush()
     }
