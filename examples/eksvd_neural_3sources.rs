@@ -10,11 +10,15 @@
 //!
 //! Protocol of `eksvd_3sources`: stratified 60/20/20 splits with seeds
 //! `0..N`, each view log-scaled and cosine-normalised per story. Neural
-//! eKSVD: one MLP per view (`d_q -> 128 -> d_phi = 64`, ReLU), loss
-//! `sum_k (J_k / N)^2 + eta L_CE`, AdamW, batches of 32, early stopping on
-//! validation macro-F1; its hyper-parameters are picked from [`CANDIDATES`]
-//! on validation macro-F1, and the test macro-F1 of its own linear head is
-//! reported. n = 169 makes an epoch cheap on the CPU (NdArray backend).
+//! eKSVD: one feature map per view, by default a single layer
+//! `d_q -> d_phi = 64` with ReLU (`--hidden 128` adds a hidden layer: 102
+//! training stories of 3000-3600 terms overfit it, 86.3 +- 8.2 against
+//! 88.4 +- 2.9 on five splits), loss `sum_k (J_k / N)^2 + eta L_CE`, AdamW,
+//! batches of 32, at most 200 epochs, early stopping on validation macro-F1
+//! (ties: validation cross-entropy); its hyper-parameters are picked from
+//! [`CANDIDATES`] on validation, and the test macro-F1 of its own linear
+//! head and of a linear SVM on its learned scores are reported. n = 169
+//! makes an epoch cheap on the CPU (NdArray backend, about 0.05 s).
 
 use std::time::Instant;
 
@@ -36,7 +40,7 @@ fn main() -> AnyResult<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut dir = "../shared/data/multiview/3sources".to_string();
     let mut splits = 5u64;
-    let mut t = Training { backend: NeuralBackend::NdArray, epochs: 200, dropout: 0.0, stopping: EarlyStopping::ValidationF1, batch: 32, hidden: vec![128], d_phi: 64, patience: 30 };
+    let mut t = Training { backend: NeuralBackend::NdArray, epochs: 200, dropout: 0.0, stopping: EarlyStopping::ValidationF1, batch: 32, hidden: Vec::new(), d_phi: 64, patience: 30 };
     let mut candidates = CANDIDATES.to_vec();
     let mut i = 0;
     while i < args.len() {
