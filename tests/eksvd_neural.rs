@@ -204,6 +204,10 @@ fn dropout_in_the_feature_maps() {
     let plain: Vec<f32> = net.features(0, x.clone()).into_data().to_vec().unwrap();
     let same: Vec<f32> = net.features_with_dropout(0, x.clone(), 0.0).into_data().to_vec().unwrap();
     assert_eq!(plain, same);
+    // Every hidden unit dropped: the output layer sees zeros, and its bias is
+    // zero at initialisation, so phi is ReLU(0) = 0.
+    let all_dropped: Vec<f32> = net.features_with_dropout(0, x.clone(), 1.0).into_data().to_vec().unwrap();
+    assert!(all_dropped.iter().all(|&v| v == 0.0));
     device.seed(7);
     let draws = 400;
     let mut mean = vec![0.0f64; plain.len()];

@@ -8,8 +8,9 @@
 //!   projections, positive `gamma`, linear classifier on the scores).
 //! * [`loss`]: `J_k` of Eq. 3 per component and the training loss.
 //! * [`train`]: [`NeuralEksvdParams`] (validated builder) -> [`NeuralEksvd`]
-//!   (transform, predict, save/load), with early stopping on validation
-//!   macro-F1 and per-epoch training curves ([`TrainingHistory`]).
+//!   (transform, predict, save/load), with optional dropout in the feature
+//!   maps, early stopping on validation macro-F1 or cross-entropy
+//!   ([`EarlyStopping`]) and per-epoch training curves ([`TrainingHistory`]).
 //!
 //! * [`placement`]: burn devices from gramian's device selection.
 //!

@@ -254,14 +254,17 @@ impl NeuralEksvdNet {
     /// `phi_q(x)` with inverted dropout on every hidden layer's output
     /// (each unit kept with probability `1 - p` and scaled by `1 / (1 - p)`,
     /// so the expected activation is that of [`NeuralEksvdNet::features`]);
-    /// `p = 0` is `features`. Training only: the masks are drawn on the
-    /// tensors' device from its random state.
+    /// `p <= 0` (or NaN) is `features`, `p >= 1` drops every hidden unit.
+    /// Training only: the masks are drawn on the tensors' device from its
+    /// random state.
     pub fn features_with_dropout(&self, q: usize, x: Tensor<2>, p: f64) -> Tensor<2> {
         let layers = &self.feature_maps[q].layers;
         let last = layers.len().saturating_sub(1);
         layers.iter().enumerate().fold(x, |h, (i, layer)| {
             let h = self.activation.apply(layer.forward(h));
-            if p > 0.0 && i < last {
+            if p >= 1.0 && i < last {
+                h.zeros_like()
+            } else if p > 0.0 && i < last {
                 let mask = h.random_like(Distribution::Bernoulli(1.0 - p));
                 (h * mask).mul_scalar(1.0 / (1.0 - p))
             } else {
