@@ -201,18 +201,18 @@ fn dropout_in_the_feature_maps() {
     let model = small_params(3).hidden(vec![16]).init(data.sources().iter().map(|x| x.ncols()).collect(), 3).unwrap();
     let net = model.net();
     let x = rows_to_tensor(data.source(0), &device);
-    let plain: Vec<f32> = net.features(0, x.clone()).into_data().to_vec().unwrap();
-    let same: Vec<f32> = net.features_with_dropout(0, x.clone(), 0.0).into_data().to_vec().unwrap();
+    let plain: Vec<f32> = net.features(0, x.clone()).into_data().try_to_vec::<f32>().unwrap();
+    let same: Vec<f32> = net.features_with_dropout(0, x.clone(), 0.0).into_data().try_to_vec::<f32>().unwrap();
     assert_eq!(plain, same);
     // Every hidden unit dropped: the output layer sees zeros, and its bias is
     // zero at initialisation, so phi is ReLU(0) = 0.
-    let all_dropped: Vec<f32> = net.features_with_dropout(0, x.clone(), 1.0).into_data().to_vec().unwrap();
+    let all_dropped: Vec<f32> = net.features_with_dropout(0, x.clone(), 1.0).into_data().try_to_vec::<f32>().unwrap();
     assert!(all_dropped.iter().all(|&v| v == 0.0));
     device.seed(7);
     let draws = 400;
     let mut mean = vec![0.0f64; plain.len()];
     for _ in 0..draws {
-        let d: Vec<f32> = net.features_with_dropout(0, x.clone(), 0.5).into_data().to_vec().unwrap();
+        let d: Vec<f32> = net.features_with_dropout(0, x.clone(), 0.5).into_data().try_to_vec::<f32>().unwrap();
         for (m, v) in mean.iter_mut().zip(&d) {
             *m += *v as f64 / draws as f64;
         }
