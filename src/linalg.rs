@@ -17,7 +17,7 @@ mod exp_table;
 pub use exp_table::{exp_nonpositive_f32_table, exp_nonpositive_f64_table, table_exp_available};
 mod top_eigen;
 mod tridiag;
-pub use top_eigen::{symmetric_eigen_largest, symmetric_eigen_largest_with, LargestSymmetricEigen, TopEigenSettings};
+pub use top_eigen::{symmetric_eigen_largest, symmetric_eigen_largest_with, symmetric_operator_largest, LargestSymmetricEigen, SymmetricOperator, TopEigenSettings};
 
 mod sealed {
     pub trait Sealed {}

@@ -179,7 +179,7 @@ impl CouplingMatrix {
     ///
     /// With features this is `(G_Q V)_q = Phi_q (s - Phi_q^T V_q)` with
     /// `s = sum_p Phi_p^T V_p`, O(sum_q N_q d_phi c) in `f64` on the CPU
-    /// (the iterative solver calls it once per Krylov vector, too small a
+    /// (the iterative solver calls it once per Krylov block of 8 columns, too small a
     /// product to pay for a GPU round trip). With a kernel function it runs
     /// the core's tiled kernel matvec on `device`.
     pub fn apply(&self, device: &Device, v: &DMatrix<f64>) -> Result<DMatrix<f64>> {

@@ -6,14 +6,12 @@
 //! (`lambda = 1/gamma > 0`); both paths return them in descending order and
 //! fail with a typed error when fewer than asked for are positive.
 
-use faer::{Accum, MatMut, MatRef, Par};
+use faer::{MatMut, MatRef};
 use nalgebra::{DMatrix, DVector};
-use rand::{rngs::StdRng, SeedableRng};
-use rand_distr::{Distribution, StandardNormal};
 
 use super::error::{check_shape, EksvdError, Result};
 use super::features::sign_of_largest;
-use crate::linalg::{clear_upper_simd_state, matmul, symmetric_eigen, symmetric_eigen_largest};
+use crate::linalg::{faer_mut, symmetric_eigen_largest, symmetric_operator_largest, TopEigenSettings};
 
 /// Eigenvalues at or below this fraction of the largest magnitude count as
 /// zero, not positive (rounding in a rank-deficient coupling matrix).
@@ -26,9 +24,10 @@ pub enum Eigensolver {
     /// Full dense decomposition (faer, divide and conquer), then the largest
     /// `k`: exact, O(n^3), needs the matrix stored.
     Dense,
-    /// Thick-restart Lanczos (Krylov-Schur for symmetric matrices) for the
-    /// `k` largest algebraic eigenvalues, with full reorthogonalisation:
-    /// only products with the matrix are needed.
+    /// Thick-restart block Lanczos (block Krylov-Schur for symmetric
+    /// matrices, blocks of 8 columns) for the `k` largest algebraic
+    /// eigenvalues, with full reorthogonalisation: only products with the
+    /// matrix are needed.
     Lanczos {
         /// Converged when `||A x - theta x|| <= tolerance * max |theta|`.
         tolerance: f64,
@@ -111,164 +110,66 @@ pub fn largest_dense(a: &DMatrix<f64>, k: usize) -> Result<LargestEigenpairs> {
     retain_largest_positive(top.eigen.eigenvalues.as_slice(), &top.eigen.eigenvectors, &order, k, top.norm_estimate)
 }
 
-/// `h = V^T w` for the first `cols` columns of the column-major `n x *` basis.
-fn project(basis: &[f64], n: usize, cols: usize, w: &[f64], h: &mut [f64], par: Par) {
-    let v = MatRef::from_column_major_slice(&basis[..n * cols], n, cols);
-    let w = MatRef::from_column_major_slice(w, n, 1);
-    let h = MatMut::from_column_major_slice_mut(&mut h[..cols], cols, 1);
-    faer::linalg::matmul::matmul(h, Accum::Replace, v.transpose(), w, 1.0, par);
-    clear_upper_simd_state(par != Par::Seq);
-}
-
-/// `w -= V h` for the first `cols` columns of the basis.
-fn subtract(basis: &[f64], n: usize, cols: usize, h: &[f64], w: &mut [f64], par: Par) {
-    let v = MatRef::from_column_major_slice(&basis[..n * cols], n, cols);
-    let h = MatRef::from_column_major_slice(&h[..cols], cols, 1);
-    let w = MatMut::from_column_major_slice_mut(w, n, 1);
-    faer::linalg::matmul::matmul(w, Accum::Add, v, h, -1.0, par);
-    clear_upper_simd_state(par != Par::Seq);
-}
-
-fn norm(v: &[f64]) -> f64 {
-    v.iter().map(|x| x * x).sum::<f64>().sqrt()
-}
-
 /// The `k` largest positive eigenpairs of a symmetric `n x n` operator given
-/// only through `apply(V) = A V` (called with one column at a time), by
-/// thick-restart Lanczos:
-///
-/// 1. extend an orthonormal Krylov basis `V_m` (two passes of classical
-///    Gram-Schmidt against all previous vectors) and the projected matrix
-///    `T_m = V_m^T A V_m`, so that `A V_m = V_m T_m + f e_m^T`;
-/// 2. Ritz pairs `(theta_i, V_m y_i)` from `T_m`; the residual of pair `i` is
-///    `||f|| |e_m^T y_i|`;
-/// 3. stop when the `k` largest have residuals `<= tolerance * max |theta|`,
-///    otherwise restart from the `k + (m - k) / 2` largest Ritz vectors plus
-///    `f / ||f||` (then `T` is diagonal plus an arrow row, computed again by
-///    projection) and extend.
-///
-/// `seed` fixes the random start vector. Small problems (`n` not above the
-/// basis size) are solved densely from `A I`.
+/// only through `apply(V) = A V` (called with blocks of 8
+/// columns, and once with `k` columns for the final residual check), by
+/// the library's thick-restart block Lanczos
+/// ([`crate::linalg::symmetric_operator_largest`]: a block Krylov-Schur
+/// method, two passes of block Gram-Schmidt, all in matrix products):
+/// converged when the `k` largest Ritz pairs have residuals
+/// `||A x - theta x|| <= tolerance * max |theta|`. A block of `b` columns
+/// finds every eigenvector of an eigenvalue repeated up to `b` times among
+/// the wanted ones. `seed` fixes the random start block. Small
+/// problems (the basis not below `n`) are solved densely from `A I`.
 pub fn largest_lanczos<F>(n: usize, k: usize, mut apply: F, tolerance: f64, max_restarts: usize, seed: u64) -> Result<LargestEigenpairs>
 where
     F: FnMut(&DMatrix<f64>) -> Result<DMatrix<f64>>,
 {
     check_k(k, n)?;
     Eigensolver::Lanczos { tolerance, max_restarts }.validate()?;
-    // k <= n, and n x (m + 1) is the basis: check the sizes before allocating.
-    let m = k.checked_mul(2).and_then(|d| Some(d.max(k.checked_add(32)?)));
-    let basis_len = m.and_then(|m| n.checked_mul(m.checked_add(1)?)).filter(|&len| len <= isize::MAX as usize / std::mem::size_of::<f64>());
-    let (Some(m), Some(basis_len)) = (m, basis_len) else {
-        return Err(EksvdError::InvalidParameter { name: "n", reason: format!("a Lanczos basis for n = {n}, k = {k} does not fit in memory") });
-    };
-    if m >= n {
-        let a = apply(&DMatrix::identity(n, n))?;
-        check_shape("rows of the operator's A I", n, a.nrows())?;
-        check_shape("columns of the operator's A I", n, a.ncols())?;
-        let sym = (&a + a.transpose()) * 0.5;
-        return largest_dense(&sym, k);
-    }
-    let par = if n * m >= 1 << 16 { Par::rayon(0) } else { Par::Seq };
-    let mut rng = StdRng::seed_from_u64(seed);
-    // Basis with m + 1 columns, column-major.
-    let mut basis = vec![0.0f64; basis_len];
-    for v in basis[..n].iter_mut() {
-        *v = StandardNormal.sample(&mut rng);
-    }
-    let start_norm = norm(&basis[..n]);
-    basis[..n].iter_mut().for_each(|v| *v /= start_norm);
-    let mut t = DMatrix::<f64>::zeros(m, m);
-    let mut kept = 0usize;
-    let mut h = vec![0.0f64; m + 1];
-    let mut h2 = vec![0.0f64; m + 1];
-    let mut anorm = 0.0f64;
-    let mut restarts = 0usize;
+    let settings = lanczos_settings(k, tolerance, max_restarts, seed);
     let mut products = 0usize;
-    loop {
-        let mut residual_norm = 0.0;
-        for j in kept..m {
-            let vj = DMatrix::from_column_slice(n, 1, &basis[j * n..(j + 1) * n]);
-            let w_mat = apply(&vj)?;
-            check_shape("rows of the operator's A v", n, w_mat.nrows())?;
-            check_shape("columns of the operator's A v", 1, w_mat.ncols())?;
-            let mut w: Vec<f64> = w_mat.as_slice().to_vec();
-            if w.iter().any(|x| !x.is_finite()) {
-                return Err(EksvdError::InvalidParameter { name: "operator", reason: "produced NaN or infinite values".into() });
-            }
-            let cols = j + 1;
-            products += 1;
-            project(&basis, n, cols, &w, &mut h, par);
-            subtract(&basis, n, cols, &h, &mut w, par);
-            project(&basis, n, cols, &w, &mut h2, par);
-            subtract(&basis, n, cols, &h2, &mut w, par);
-            for i in 0..cols {
-                let v = h[i] + h2[i];
-                // Entries of the kept (diagonal) block are set at restart.
-                if !(i < kept && j < kept) {
-                    t[(i, j)] = v;
-                    t[(j, i)] = v;
-                }
-            }
-            anorm = anorm.max(t[(j, j)].abs());
-            let beta = norm(&w);
-            residual_norm = beta;
-            if beta > 1e-300 && beta > 1e-14 * anorm.max(f64::MIN_POSITIVE) {
-                for (d, s) in basis[(j + 1) * n..(j + 2) * n].iter_mut().zip(&w) {
-                    *d = s / beta;
-                }
-            } else {
-                // Invariant subspace found: continue with a fresh random
-                // direction orthogonal to the basis (its coupling is zero).
-                residual_norm = 0.0;
-                let mut r: Vec<f64> = (0..n).map(|_| StandardNormal.sample(&mut rng)).collect();
-                for _ in 0..2 {
-                    project(&basis, n, cols, &r, &mut h, par);
-                    subtract(&basis, n, cols, &h, &mut r, par);
-                }
-                let rn = norm(&r);
-                for (d, s) in basis[(j + 1) * n..(j + 2) * n].iter_mut().zip(&r) {
-                    *d = s / rn;
-                }
-            }
+    let operator = |v: MatRef<'_, f64>, mut out: MatMut<'_, f64>| -> Result<()> {
+        let mut v_owned = DMatrix::<f64>::zeros(v.nrows(), v.ncols());
+        faer_mut(&mut v_owned).copy_from(v);
+        let v = v_owned;
+        let av = apply(&v)?;
+        check_shape("rows of the operator's A V", v.nrows(), av.nrows())?;
+        check_shape("columns of the operator's A V", v.ncols(), av.ncols())?;
+        if av.iter().any(|x| !x.is_finite()) {
+            return Err(EksvdError::InvalidParameter { name: "operator", reason: "produced NaN or infinite values".into() });
         }
-        let evd = symmetric_eigen(&t)?;
-        let theta = evd.eigenvalues.as_slice();
-        anorm = anorm.max(theta.iter().fold(0.0f64, |a, v| a.max(v.abs())));
-        // Descending order of Ritz values.
-        let order: Vec<usize> = (0..m).rev().collect();
-        let converged = order
-            .iter()
-            .take(k)
-            .take_while(|&&i| (residual_norm * evd.eigenvectors[(m - 1, i)]).abs() <= tolerance * anorm)
-            .count();
-        if converged >= k {
-            log::debug!("largest_lanczos: n = {n}, k = {k}, basis {m}: {products} products, {restarts} restarts");
-            let vm = DMatrix::from_column_slice(n, m, &basis[..n * m]);
-            let ritz = matmul(&vm, &evd.eigenvectors);
-            return retain_largest_positive(theta, &ritz, &order, k, anorm);
-        }
-        if restarts >= max_restarts {
-            return Err(EksvdError::EigenNotConverged { converged, requested: k, restarts });
-        }
-        restarts += 1;
-        // Thick restart: keep the largest Ritz vectors, then the residual direction.
-        let keep = (k + (m - k) / 2).min(m - 1);
-        let selected = DMatrix::from_fn(m, keep, |i, j| evd.eigenvectors[(i, order[j])]);
-        let vm = DMatrix::from_column_slice(n, m, &basis[..n * m]);
-        let new_basis = matmul(&vm, &selected);
-        basis[..n * keep].copy_from_slice(new_basis.as_slice());
-        basis.copy_within(m * n..(m + 1) * n, keep * n);
-        t.fill(0.0);
-        for (j, &i) in order.iter().take(keep).enumerate() {
-            t[(j, j)] = theta[i];
-        }
-        kept = keep;
-    }
+        products += v.ncols();
+        out.copy_from(MatRef::from_column_major_slice(av.as_slice(), av.nrows(), av.ncols()));
+        Ok(())
+    };
+    let top = symmetric_operator_largest(n, k, operator, &settings)?;
+    log::debug!("largest_lanczos: n = {n}, k = {k}: {products} product columns, {} restarts", top.restarts);
+    let order: Vec<usize> = (0..k).rev().collect();
+    retain_largest_positive(top.eigen.eigenvalues.as_slice(), &top.eigen.eigenvectors, &order, k, top.norm_estimate)
+}
+
+/// Columns per Krylov block of the eKSVD Lanczos solver.
+const LANCZOS_BLOCK: usize = 8;
+
+/// Settings of the eKSVD Lanczos solver: blocks of [`LANCZOS_BLOCK`]
+/// columns and a basis of about `k + 2.5 k` columns (at least `k + 40`),
+/// `k + 8` kept at a restart. On eKSVD Table 2 (top 64 of orders 3600 and
+/// 1536, 2-core machine) this shape took 600-620 product columns and two
+/// restarts; blocks of 16-64 columns or a basis of `2 k` needed 750-3100
+/// columns and were slower (BENCHMARKS.md, issue 17). Narrow blocks keep
+/// the Krylov degree high for a given basis size; eight columns still make
+/// every product and Gram-Schmidt pass a matrix product.
+fn lanczos_settings(k: usize, tolerance: f64, max_restarts: usize, seed: u64) -> TopEigenSettings {
+    let extra_blocks = (k.saturating_mul(5) / 2).max(32).div_ceil(LANCZOS_BLOCK);
+    TopEigenSettings { block: LANCZOS_BLOCK, extra_blocks, tolerance, max_restarts, work_ratio: f64::INFINITY, min_ratio: 1, seed }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rand::{rngs::StdRng, SeedableRng};
+    use rand_distr::{Distribution, StandardNormal};
 
     fn test_matrix(n: usize) -> DMatrix<f64> {
         // Random symmetric (Wigner-like): about half its eigenvalues positive.

@@ -15,6 +15,10 @@
 //! to `n`, the tridiagonal path answers instead (the blocked
 //! tridiagonalisation and the `k` wanted pairs of `T`,
 //! [`super::symmetric_eigen_top_by_tridiagonal`]).
+//!
+//! The same solver runs on operators known only through block products
+//! ([`symmetric_operator_largest`], [`SymmetricOperator`]): eKSVD's
+//! matrix-free Dual and its Lanczos solvers, with narrow blocks.
 
 use faer::{Accum, MatMut, MatRef, Par};
 use nalgebra::{DMatrix, DVector};
@@ -118,14 +122,71 @@ pub fn symmetric_eigen_largest_with(a: &DMatrix<f64>, k: usize, settings: &TopEi
     if !(settings.tolerance.is_finite() && settings.tolerance > 0.0 && settings.tolerance < 1.0) {
         return Err(ComputeError::InvalidParameter { name: "tolerance", reason: format!("must be in (0, 1), got {}", settings.tolerance) });
     }
-    let shape = BlockShape::new(n, k, settings);
+    let shape = BlockShape::new(n, k, k, settings);
     if let Some(shape) = shape {
         let full = mirrored(a);
-        if let Some(found) = block_lanczos(&full, k, shape, settings)? {
+        let frobenius = full.iter().map(|x| x * x).sum::<f64>().sqrt();
+        let product = |v: MatRef<'_, f64>, out: MatMut<'_, f64>| {
+            gemm(out, Accum::Replace, faer_ref(&full), v, 1.0);
+            Ok(())
+        };
+        if let BlockOutcome::Converged(found) = block_lanczos(n, product, Some(frobenius), k, shape, settings, true)? {
             return Ok(found);
         }
     }
     full_top(a, k)
+}
+
+/// The `k` largest eigenpairs of a symmetric operator of order `n` given
+/// only through block products `A V` ([`SymmetricOperator`]), eigenvalues
+/// ascending, by the block Lanczos of [`symmetric_eigen_largest`] with
+/// `settings`: `min_ratio` and `work_ratio` do not apply (there is no
+/// cheaper answer to fall back on), and the block is not raised to `k`
+/// (narrow blocks need fewer products for the same basis; a block of `b`
+/// columns finds up to `b` eigenvectors of a repeated eigenvalue among the
+/// wanted ones, so take `block >= k` when the multiplicity may be larger).
+/// Converged when every wanted
+/// pair has an estimated residual `||A u - lambda u|| <= tolerance ||A||`,
+/// checked on the true residuals (to `100 tolerance ||A||`) before returning.
+/// When the basis (`k + (2 + extra_blocks) b` columns) would not fit in `n`,
+/// `A` is formed as `A I` (`n` products) and decomposed densely.
+///
+/// Errors: [`ComputeError::InvalidParameter`] for `k` outside `1..=n` or a
+/// tolerance outside `(0, 1)`, or a basis too large for memory;
+/// [`ComputeError::EigenNotConverged`] after `max_restarts` restarts; what
+/// the operator returns.
+pub fn symmetric_operator_largest<A: SymmetricOperator>(n: usize, k: usize, mut a: A, settings: &TopEigenSettings) -> Result<LargestSymmetricEigen> {
+    if k == 0 || k > n {
+        return Err(ComputeError::InvalidParameter { name: "k", reason: format!("must be in 1..={n}, got {k}") });
+    }
+    if !(settings.tolerance.is_finite() && settings.tolerance > 0.0 && settings.tolerance < 1.0) {
+        return Err(ComputeError::InvalidParameter { name: "tolerance", reason: format!("must be in (0, 1), got {}", settings.tolerance) });
+    }
+    let too_large = |what: &str| ComputeError::InvalidParameter { name: "n", reason: format!("{what} for n = {n}, k = {k} does not fit in memory") };
+    let fits = |cols: usize| n.checked_mul(cols).is_some_and(|len| len <= isize::MAX as usize / std::mem::size_of::<f64>());
+    let shape = BlockShape::new(n, k, 1, &TopEigenSettings { min_ratio: 1, ..*settings });
+    match shape {
+        Some(shape) => {
+            if !fits(shape.m + shape.b) {
+                return Err(too_large("a Lanczos basis"));
+            }
+            match block_lanczos(n, a, None, k, shape, settings, false)? {
+                BlockOutcome::Converged(found) => Ok(found),
+                BlockOutcome::Stopped { converged, restarts } => Err(ComputeError::EigenNotConverged { converged, requested: k, restarts }),
+            }
+        }
+        None => {
+            if !fits(n) {
+                return Err(too_large("the matrix A I"));
+            }
+            let mut full = DMatrix::<f64>::zeros(n, n);
+            let identity = DMatrix::<f64>::identity(n, n);
+            a.apply(faer_ref(&identity), faer_mut(&mut full))?;
+            check_matrix("the operator's A I", &full)?;
+            let symmetric = (&full + full.transpose()) * 0.5;
+            full_top(&symmetric, k)
+        }
+    }
 }
 
 /// The top `k` by the tridiagonal path
@@ -146,8 +207,8 @@ struct BlockShape {
 }
 
 impl BlockShape {
-    fn new(n: usize, k: usize, s: &TopEigenSettings) -> Option<Self> {
-        let b = s.block.max(k).max(1);
+    fn new(n: usize, k: usize, min_block: usize, s: &TopEigenSettings) -> Option<Self> {
+        let b = s.block.max(min_block).max(1);
         let keep = k.checked_add(b)?;
         let m = keep.checked_add(s.extra_blocks.max(1).checked_mul(b)?)?;
         let total = m.checked_add(b)?;
@@ -333,8 +394,41 @@ fn reorthogonalise_column(basis: &DMatrix<f64>, cols: usize, w: &mut DMatrix<f64
     }
 }
 
-/// Thick-restart block Lanczos on the (full, symmetric) `a`; `None` when it
-/// did not converge within the restart budget.
+/// How a block Lanczos run ended.
+enum BlockOutcome {
+    /// Every wanted pair met the tolerance, checked on true residuals.
+    Converged(LargestSymmetricEigen),
+    /// Stopped by the restart limit or the work budget.
+    Stopped {
+        /// Wanted pairs whose estimated residual met the tolerance.
+        converged: usize,
+        restarts: usize,
+    },
+}
+
+/// `A V` for an `n x c` block `V`, written to the `n x c` output; `A`
+/// symmetric. The solver calls it with `c = b` (a Krylov block) and once with
+/// `c = k` (the residual check).
+pub trait SymmetricOperator {
+    /// Writes `A V` into `out` (fully overwritten).
+    fn apply(&mut self, v: MatRef<'_, f64>, out: MatMut<'_, f64>) -> Result<()>;
+}
+
+impl<F> SymmetricOperator for F
+where
+    F: FnMut(MatRef<'_, f64>, MatMut<'_, f64>) -> Result<()>,
+{
+    fn apply(&mut self, v: MatRef<'_, f64>, out: MatMut<'_, f64>) -> Result<()> {
+        self(v, out)
+    }
+}
+
+/// Thick-restart block Lanczos on the symmetric operator `a` of order `n`.
+/// `frobenius` is `||A||_F` when known (a stored matrix); otherwise it is
+/// estimated from the first block product (`E ||A V||_F^2 = (b / n)
+/// ||A||_F^2` for a random orthonormal `n x b` block `V`). It only sets the
+/// breakdown threshold. `budgeted` applies the work budget of the settings
+/// (the caller has a cheaper answer when the run is slow).
 ///
 /// Invariant: `A V_c = V_c T_c + Q R E^T` where `V_c` are the first `c`
 /// orthonormal basis columns, `T_c = V_c^T A V_c` (computed by projection,
@@ -342,18 +436,21 @@ fn reorthogonalise_column(basis: &DMatrix<f64>, cols: usize, w: &mut DMatrix<f64
 /// orthonormal residual block in the next `b` columns. The residual of the
 /// Ritz pair `(theta, V_c y)` is `||R y_last||`, `y_last` the last `b`
 /// entries of `y`. A restart keeps the `keep` largest Ritz vectors and `Q`.
-fn block_lanczos(a: &DMatrix<f64>, k: usize, shape: BlockShape, s: &TopEigenSettings) -> Result<Option<LargestSymmetricEigen>> {
-    let n = a.nrows();
+/// The estimated residuals assume exact orthogonality: before returning, the
+/// true ones are computed (one product with `k` columns); if they miss
+/// `100 tolerance ||A||`, the run goes on as if not converged.
+fn block_lanczos<A: SymmetricOperator>(n: usize, mut a: A, frobenius: Option<f64>, k: usize, shape: BlockShape, s: &TopEigenSettings, budgeted: bool) -> Result<BlockOutcome> {
     let BlockShape { b, keep, m } = shape;
     let mut rng = StdRng::seed_from_u64(s.seed);
-    let frobenius = a.iter().map(|x| x * x).sum::<f64>().sqrt();
-    // Cancellation to below this is an invariant subspace (about
-    // 10 eps ||A||_F, above rounding and far below any residual we accept).
-    let breakdown = 1e-14 * frobenius.max(f64::MIN_POSITIVE);
     let mut basis = DMatrix::<f64>::zeros(n, m + b);
     let mut w = DMatrix::<f64>::from_fn(n, b, |_, _| StandardNormal.sample(&mut rng));
-    orthonormalise_block(&basis, 0, &mut w, breakdown, &mut rng);
+    // A random block is far from breakdown: any positive threshold will do
+    // before the scale of A is known.
+    orthonormalise_block(&basis, 0, &mut w, f64::MIN_POSITIVE, &mut rng);
     basis.columns_mut(0, b).copy_from(&w);
+    // Cancellation to below this is an invariant subspace (about
+    // 10 eps ||A||_F, above rounding and far below any residual we accept).
+    let mut breakdown = frobenius.map(|f| 1e-14 * f.max(f64::MIN_POSITIVE));
     let mut t = DMatrix::<f64>::zeros(m, m);
     let mut r_last = DMatrix::<f64>::zeros(b, b);
     let mut cols = 0usize;
@@ -361,12 +458,16 @@ fn block_lanczos(a: &DMatrix<f64>, k: usize, shape: BlockShape, s: &TopEigenSett
     let mut restarts = 0usize;
     let mut columns = 0.0f64;
     let mut history: Vec<f64> = Vec::new();
-    let found = loop {
+    let outcome = loop {
         // Extend by whole blocks up to m columns; the block at `cols` is
         // orthonormal and orthogonal to the columns before it.
         while cols + b <= m {
-            gemm(faer_mut(&mut w), Accum::Replace, faer_ref(a), faer_ref(&basis).subcols(cols, b), 1.0);
+            a.apply(faer_ref(&basis).subcols(cols, b), faer_mut(&mut w))?;
             columns += b as f64;
+            let threshold = *breakdown.get_or_insert_with(|| {
+                let estimate = w.norm() * (n as f64 / b as f64).sqrt();
+                1e-14 * estimate.max(f64::MIN_POSITIVE)
+            });
             let h = block_orthogonalise(&basis, cols + b, &mut w);
             for j in 0..b {
                 for i in 0..cols {
@@ -377,7 +478,7 @@ fn block_lanczos(a: &DMatrix<f64>, k: usize, shape: BlockShape, s: &TopEigenSett
                     t[(cols + i, cols + j)] = 0.5 * (h[(cols + i, j)] + h[(cols + j, i)]);
                 }
             }
-            r_last = orthonormalise_block(&basis, cols + b, &mut w, breakdown, &mut rng);
+            r_last = orthonormalise_block(&basis, cols + b, &mut w, threshold, &mut rng);
             basis.columns_mut(cols + b, b).copy_from(&w);
             cols += b;
         }
@@ -387,15 +488,21 @@ fn block_lanczos(a: &DMatrix<f64>, k: usize, shape: BlockShape, s: &TopEigenSett
         anorm = theta.iter().fold(anorm, |mx, v| mx.max(v.abs()));
         let y_last = evd.eigenvectors.view((cols - b, cols - k), (b, k));
         let residuals = &r_last * y_last;
-        let worst = residuals.column_iter().map(|c| c.norm()).fold(0.0f64, f64::max);
-        let converged = worst <= s.tolerance * anorm;
-        if converged {
+        let norms: Vec<f64> = residuals.column_iter().map(|c| c.norm()).collect();
+        let worst = norms.iter().copied().fold(0.0f64, f64::max);
+        if worst <= s.tolerance * anorm {
             let vectors = matmul_basis(&basis, cols, &evd.eigenvectors.columns(cols - k, k).into_owned());
             let eigenvalues = DVector::from_column_slice(&theta[cols - k..]);
-            break Some((eigenvalues, vectors));
+            if true_residuals_within(&mut a, &vectors, &eigenvalues, 100.0 * s.tolerance * anorm)? {
+                let eigen = SymmetricEigen { eigenvalues, eigenvectors: vectors };
+                break BlockOutcome::Converged(LargestSymmetricEigen { eigen, norm_estimate: anorm, partial: true, restarts });
+            }
         }
-        if restarts >= s.max_restarts || !within_budget(&mut history, worst / anorm.max(f64::MIN_POSITIVE), columns, cols - keep, n, s) {
-            break None;
+        let over_budget = budgeted && !within_budget(&mut history, worst / anorm.max(f64::MIN_POSITIVE), columns, cols - keep, n, s);
+        if restarts >= s.max_restarts || over_budget {
+            // Wanted pairs counted from the largest down, as they converge.
+            let converged = norms.iter().rev().take_while(|&&r| r <= s.tolerance * anorm).count();
+            break BlockOutcome::Stopped { converged, restarts };
         }
         restarts += 1;
         let kept = matmul_basis(&basis, cols, &evd.eigenvectors.columns(cols - keep, keep).into_owned());
@@ -409,20 +516,14 @@ fn block_lanczos(a: &DMatrix<f64>, k: usize, shape: BlockShape, s: &TopEigenSett
         cols = keep;
     };
     clear_upper_simd_state(true);
-    let Some((eigenvalues, eigenvectors)) = found else { return Ok(None) };
-    // The estimated residuals assume exact orthogonality: check the true ones
-    // (one more block product) and let the full decomposition answer if the
-    // estimate was wrong.
-    let mut av = DMatrix::<f64>::zeros(n, k);
-    gemm(faer_mut(&mut av), Accum::Replace, faer_ref(a), faer_ref(&eigenvectors), 1.0);
-    clear_upper_simd_state(true);
-    for j in 0..k {
-        let res = (av.column(j) - eigenvectors.column(j) * eigenvalues[j]).norm();
-        if !(res <= 100.0 * s.tolerance * anorm) {
-            return Ok(None);
-        }
-    }
-    Ok(Some(LargestSymmetricEigen { eigen: SymmetricEigen { eigenvalues, eigenvectors }, norm_estimate: anorm, partial: true, restarts }))
+    Ok(outcome)
+}
+
+/// Whether every pair `(lambda_j, u_j)` has `||A u_j - lambda_j u_j|| <= bound`.
+fn true_residuals_within<A: SymmetricOperator>(a: &mut A, vectors: &DMatrix<f64>, values: &DVector<f64>, bound: f64) -> Result<bool> {
+    let mut av = DMatrix::<f64>::zeros(vectors.nrows(), vectors.ncols());
+    a.apply(faer_ref(vectors), faer_mut(&mut av))?;
+    Ok((0..vectors.ncols()).all(|j| (av.column(j) - vectors.column(j) * values[j]).norm() <= bound))
 }
 
 /// Whether to go on after a restart: `columns` block-product columns done,
@@ -618,6 +719,70 @@ mod tests {
         let c0 = w.column(0).into_owned();
         w.column_mut(5).copy_from(&(c0 * 2.0 + w0.column(3) * 1e-6));
         assert!(cholesky_qr2(&mut w.clone(), 1e-14).is_none());
+    }
+
+    /// The dense `a` as a [`SymmetricOperator`] that counts its product columns.
+    fn counted<'a>(a: &'a DMatrix<f64>, columns: &'a mut usize) -> impl FnMut(MatRef<'_, f64>, MatMut<'_, f64>) -> Result<()> + 'a {
+        move |v, out| {
+            *columns += v.ncols();
+            gemm(out, Accum::Replace, faer_ref(a), v, 1.0);
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn operator_solver_with_narrow_blocks_matches_the_full_decomposition() {
+        // Blocks of 4 for k = 12 (not raised to k), a decaying spectrum with
+        // a pair repeated 3 times among the wanted ones (3 <= the block).
+        let mut values: Vec<f64> = (0..500).map(|i| 0.99f64.powi(i)).collect();
+        values[3] = values[2];
+        values[4] = values[2];
+        let a = with_spectrum(&values, 11);
+        let settings = TopEigenSettings { block: 4, extra_blocks: 8, tolerance: 1e-11, max_restarts: 500, seed: 4, ..TopEigenSettings::default() };
+        let mut columns = 0;
+        let got = symmetric_operator_largest(500, 12, counted(&a, &mut columns), &settings).unwrap();
+        assert!(got.partial);
+        assert!(columns < 500, "{columns} product columns: narrow blocks should not need n");
+        check_against_full(&a, &got, 12);
+        // Every vector of the repeated eigenvalue is found.
+        let top = &got.eigen.eigenvalues;
+        let repeated = top.iter().filter(|&&l| (l - values[2]).abs() < 1e-9).count();
+        assert_eq!(repeated, 3);
+    }
+
+    #[test]
+    fn operator_solver_stops_with_a_typed_error() {
+        // A flat spectrum with no restarts allowed cannot converge.
+        let a = wigner(400, 2);
+        let settings = TopEigenSettings { block: 4, extra_blocks: 4, max_restarts: 0, ..TopEigenSettings::default() };
+        let mut columns = 0;
+        let err = symmetric_operator_largest(400, 10, counted(&a, &mut columns), &settings).unwrap_err();
+        match err {
+            ComputeError::EigenNotConverged { converged, requested, restarts } => {
+                assert!(converged < requested && requested == 10 && restarts == 0, "{converged} {requested} {restarts}");
+            }
+            other => panic!("expected EigenNotConverged, got {other:?}"),
+        }
+        // The operator's own error comes back unchanged.
+        let failing = |_: MatRef<'_, f64>, _: MatMut<'_, f64>| -> Result<()> { Err(ComputeError::InvalidParameter { name: "operator", reason: "test".into() }) };
+        assert!(matches!(symmetric_operator_largest(400, 3, failing, &TopEigenSettings::default()), Err(ComputeError::InvalidParameter { name: "operator", .. })));
+        // Invalid k and tolerance.
+        let mut columns = 0;
+        assert!(matches!(symmetric_operator_largest(400, 0, counted(&a, &mut columns), &TopEigenSettings::default()), Err(ComputeError::InvalidParameter { name: "k", .. })));
+        let bad = TopEigenSettings { tolerance: f64::NAN, ..TopEigenSettings::default() };
+        assert!(matches!(symmetric_operator_largest(400, 3, counted(&a, &mut columns), &bad), Err(ComputeError::InvalidParameter { name: "tolerance", .. })));
+        assert_eq!(columns, 0, "nothing is applied before the arguments are checked");
+    }
+
+    #[test]
+    fn operator_solver_forms_small_operators_densely() {
+        // Basis (k + (2 + extra) b = 12 + 4 * 32 columns) beyond n = 60: A I.
+        let a = wigner(60, 6);
+        let mut columns = 0;
+        let got = symmetric_operator_largest(60, 12, counted(&a, &mut columns), &TopEigenSettings::default()).unwrap();
+        assert!(!got.partial);
+        assert_eq!(columns, 60);
+        check_against_full(&a, &got, 12);
     }
 
     #[test]
