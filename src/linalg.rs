@@ -16,6 +16,8 @@ use crate::error::{ComputeError, Result};
 mod exp_table;
 pub use exp_table::{exp_nonpositive_f32_table, exp_nonpositive_f64_table, table_exp_available};
 mod top_eigen;
+mod thin;
+pub use thin::{matmul_thin, matmul_thin_aware, matmul_tn_thin};
 mod tridiag;
 pub use top_eigen::{symmetric_eigen_largest, symmetric_eigen_largest_with, symmetric_operator_largest, LargestSymmetricEigen, SymmetricOperator, TopEigenSettings};
 

@@ -11,7 +11,7 @@ use nalgebra::DMatrix;
 use super::error::{check_shape, check_source_matrix, EksvdError, Result};
 use super::sources::MultiSource;
 use crate::gpu::MatrixProduct;
-use crate::linalg::{matmul, matmul_acc, matmul_tn};
+use crate::linalg::{matmul_acc, matmul_thin, matmul_tn, matmul_tn_thin};
 use crate::resident::DeviceMatrix;
 use crate::{Device, Kernel};
 
@@ -191,13 +191,13 @@ impl CouplingMatrix {
         let mut out: Vec<DMatrix<f64>> = self.sizes.iter().map(|&s| DMatrix::zeros(s, c)).collect();
         match &self.blocks {
             Blocks::Features(f) => {
-                let projected: Vec<DMatrix<f64>> = f.iter().zip(&parts).map(|(phi, vq)| matmul_tn(phi, vq)).collect();
+                let projected: Vec<DMatrix<f64>> = f.iter().zip(&parts).map(|(phi, vq)| matmul_tn_thin(phi, vq)).collect();
                 let mut total = projected[0].clone();
                 for y in &projected[1..] {
                     total += y;
                 }
                 for q in 0..n {
-                    out[q] = matmul(&f[q], &(&total - &projected[q]));
+                    out[q] = matmul_thin(&f[q], &(&total - &projected[q]));
                 }
             }
             Blocks::Precomputed(b) => {

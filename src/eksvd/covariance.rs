@@ -15,7 +15,7 @@ use nalgebra::{DMatrix, DVector};
 
 use super::eigensolver::{largest_dense, largest_lanczos, Eigensolver};
 use super::error::{check_shape, check_source_matrix, EksvdError, Result};
-use crate::linalg::{matmul, matmul_tn, symmetric_eigen};
+use crate::linalg::{matmul_thin, matmul_tn, symmetric_eigen};
 use crate::Device;
 use crate::MatrixProduct;
 
@@ -146,7 +146,7 @@ pub fn solve_covariance(device: &Device, features: &[DMatrix<f64>], n_components
     crate::linalg::clear_upper_simd_state(true);
     let pairs = match *solver {
         Eigensolver::Dense => largest_dense(&h, n_components)?,
-        Eigensolver::Lanczos { tolerance, max_restarts } => largest_lanczos(n * d, n_components, |v| Ok(matmul(&h, v)), tolerance, max_restarts, seed)?,
+        Eigensolver::Lanczos { tolerance, max_restarts } => largest_lanczos(n * d, n_components, |v| Ok(matmul_thin(&h, v)), tolerance, max_restarts, seed)?,
     };
     let k = pairs.values.len();
     // F^T u per source, then w_q = (1/(Q-1)) sum_{p != q} (F^T u)_p.

@@ -235,8 +235,10 @@ fn mirrored(a: &DMatrix<f64>) -> DMatrix<f64> {
     full
 }
 
+/// Products of the solver: thin ones (Krylov blocks of up to 8 columns) by
+/// the thin kernels, the rest by faer, on all threads.
 fn gemm(dst: MatMut<'_, f64>, accum: Accum, lhs: MatRef<'_, f64>, rhs: MatRef<'_, f64>, alpha: f64) {
-    faer::linalg::matmul::matmul(dst, accum, lhs, rhs, alpha, Par::rayon(0));
+    super::matmul_thin_aware(dst, accum, lhs, rhs, alpha, Par::rayon(0));
 }
 
 fn dot(x: &[f64], y: &[f64]) -> f64 {

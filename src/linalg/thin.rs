@@ -1,0 +1,412 @@
+//! Matrix products with a thin right-hand side (`c <= 8` columns, as in a
+//! Krylov block): `C = alpha A B (+ C)` and `C = alpha A^T B (+ C)` for a
+//! column-major `A`.
+//!
+//! A general matrix multiply packs `A` into panels before its micro-kernel;
+//! with eight columns on the right that copy costs as much as the product
+//! (eKSVD's block Lanczos spent a fifth of its samples in faer's packing,
+//! issue 17). These kernels read `A` once, in place, column by column:
+//!
+//! - `A B` (`A`: `m x k`): for 8 rows at a time, the `8 x c` block of `C`
+//!   stays in registers over eight columns of `A` (one vector load of `A`,
+//!   `c` fused multiply-adds with broadcast entries of `B`);
+//! - `A^T B` (`A`: `k x m`): for three columns of `A` at a time, `3 c` dot
+//!   products with the columns of `B` run side by side over `k`, then each
+//!   is summed across its lanes.
+//!
+//! Both split their output between the rayon threads (rows of `A B`, columns
+//! of `A^T B`), each thread computing its part in full, so the result does
+//! not depend on the thread count. On x86-64 with AVX-512F or AVX2 + FMA
+//! (detected at run time) the loops are compiled for those units; elsewhere
+//! they are the same loops, unfused.
+
+use faer::{MatMut, MatRef};
+
+/// Most columns of `B` the thin kernels take (wider products go to faer).
+pub(crate) const THIN_MAX_COLUMNS: usize = 8;
+
+/// Rows of `A B` (columns of `A^T B`) below which one thread does all.
+const PARALLEL_MIN_WORK: usize = 1 << 16;
+
+/// Whether `a` (with `b` of `c` columns) suits the thin kernels: AVX-512F
+/// available, `1 <= c <= 8`, `A` not empty and column-major (unit row
+/// stride, columns at least `rows` apart). `B` and the output are read and
+/// written by index, any strides.
+pub(crate) fn thin_applies(a: MatRef<'_, f64>, b: MatRef<'_, f64>) -> bool {
+    let columns_apart = a.ncols() <= 1 || a.col_stride() >= a.nrows() as isize;
+    kernels_available() && (1..=THIN_MAX_COLUMNS).contains(&b.ncols()) && a.row_stride() == 1 && columns_apart && a.nrows() > 0 && a.ncols() > 0
+}
+
+/// Rows of `A B` per thread range: a multiple of the 8-lane vector.
+const ROWS: usize = 8;
+/// Columns of `A` per register block of `A^T B`.
+const TR_COLS: usize = 3;
+/// Width of the padded right-hand side.
+const W: usize = THIN_MAX_COLUMNS;
+
+/// Whether the AVX-512 kernels can run here (x86-64 with AVX-512F,
+/// detected at run time); elsewhere the thin products go to faer.
+fn kernels_available() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::arch::is_x86_feature_detected!("avx512f")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// Repeats `$body` with `$j` bound to 0, 1, ..., 7 (a register block's
+/// columns, unrolled so that each accumulator stays in its register).
+#[cfg(target_arch = "x86_64")]
+macro_rules! for8 {
+    ($j:ident, $body:block) => {{
+        { const $j: usize = 0; $body }
+        { const $j: usize = 1; $body }
+        { const $j: usize = 2; $body }
+        { const $j: usize = 3; $body }
+        { const $j: usize = 4; $body }
+        { const $j: usize = 5; $body }
+        { const $j: usize = 6; $body }
+        { const $j: usize = 7; $body }
+    }};
+}
+
+/// Rows `r0..r1` of `A B` (`A` column-major, leading dimension `lda`, `k`
+/// columns; `bt` = `B` row-major `k x 8`, zero-padded), written
+/// column-major into `out` (`(r1 - r0) x 8`). Eight columns of `A` at a
+/// time are streamed down together (eight sequential streams, which the
+/// hardware prefetches), each 8-row slice of them updating the `8 x 8`
+/// block of the product held in registers; between groups of columns the
+/// product rows wait in `out` (in cache: `8 (r1 - r0)` numbers).
+///
+/// # Safety
+/// AVX-512F must be available; `a` holds `(k - 1) lda + r1` entries or more
+/// (`k > 0`), `bt` `8 k`, `out` `8 (r1 - r0)`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn ab_rows(a: &[f64], lda: usize, k: usize, bt: &[f64], r0: usize, r1: usize, out: &mut [f64]) {
+    use std::arch::x86_64::*;
+    debug_assert!(k > 0 && a.len() >= (k - 1) * lda + r1 && bt.len() >= W * k && out.len() >= W * (r1 - r0));
+    let len = r1 - r0;
+    let po = out.as_mut_ptr();
+    let mut p0 = 0;
+    while p0 < k {
+        let group = (k - p0).min(8);
+        let mut r = r0;
+        while r < r1 {
+            let rows = (r1 - r).min(8);
+            let mask: __mmask8 = if rows >= 8 { 0xff } else { (1u16 << rows) as u8 - 1 };
+            let mut acc = [_mm512_setzero_pd(); W];
+            if p0 > 0 {
+                for8!(J, {
+                    acc[J] = _mm512_maskz_loadu_pd(mask, po.add(J * len + (r - r0)));
+                });
+            }
+            for q in 0..group {
+                let p = p0 + q;
+                let col = _mm512_maskz_loadu_pd(mask, a.as_ptr().add(p * lda + r));
+                let b = bt.as_ptr().add(p * W);
+                for8!(J, {
+                    acc[J] = _mm512_fmadd_pd(col, _mm512_set1_pd(*b.add(J)), acc[J]);
+                });
+            }
+            for8!(J, {
+                _mm512_mask_storeu_pd(po.add(J * len + (r - r0)), mask, acc[J]);
+            });
+            r += rows;
+        }
+        p0 += group;
+    }
+}
+
+/// Columns `i0..i1` of `A^T B` (`A` column-major, `k` rows, leading
+/// dimension `lda`; `b` = `B` column-major `k x 8`, zero-padded), written
+/// row-major into `out` (`(i1 - i0) x 8`): for three columns of `A` at a
+/// time, 24 dot products side by side in 8-lane partial sums over `k`
+/// (masked at the end), then each summed across its lanes.
+///
+/// # Safety
+/// AVX-512F must be available; `a` holds `(i1 - 1) lda + k` entries or more
+/// (`i1 > i0`), `b` `8 k`, `out` `8 (i1 - i0)`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn atb_cols(a: &[f64], lda: usize, k: usize, b: &[f64], i0: usize, i1: usize, out: &mut [f64]) {
+    debug_assert!(i1 > i0 && a.len() >= (i1 - 1) * lda + k && b.len() >= W * k && out.len() >= W * (i1 - i0));
+    let mut i = i0;
+    while i < i1 {
+        match i1 - i {
+            1 => atb_block::<1>(a, lda, k, b, i, &mut out[(i - i0) * W..]),
+            2 => atb_block::<2>(a, lda, k, b, i, &mut out[(i - i0) * W..]),
+            _ => atb_block::<TR_COLS>(a, lda, k, b, i, &mut out[(i - i0) * W..]),
+        }
+        i += (i1 - i).min(TR_COLS);
+    }
+}
+
+/// `T` columns of [`atb_cols`] from column `i`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn atb_block<const T: usize>(a: &[f64], lda: usize, k: usize, b: &[f64], i: usize, out: &mut [f64]) {
+    use std::arch::x86_64::*;
+    let mut acc = [[_mm512_setzero_pd(); W]; T];
+    let mut p = 0;
+    while p < k {
+        let left = k - p;
+        let mask: __mmask8 = if left >= 8 { 0xff } else { (1u16 << left) as u8 - 1 };
+        let mut cols = [_mm512_setzero_pd(); T];
+        for t in 0..T {
+            cols[t] = _mm512_maskz_loadu_pd(mask, a.as_ptr().add((i + t) * lda + p));
+        }
+        for8!(J, {
+            let bj = _mm512_maskz_loadu_pd(mask, b.as_ptr().add(J * k + p));
+            for t in 0..T {
+                acc[t][J] = _mm512_fmadd_pd(cols[t], bj, acc[t][J]);
+            }
+        });
+        p += 8;
+    }
+    for t in 0..T {
+        for8!(J, {
+            out[t * W + J] = _mm512_reduce_add_pd(acc[t][J]);
+        });
+    }
+}
+
+/// The column-major storage of `m` (unit row stride) as one slice from its
+/// first entry to its last, with its column stride.
+fn storage(m: MatRef<'_, f64>) -> (&[f64], usize) {
+    let (rows, cols) = (m.nrows(), m.ncols());
+    let ld = if cols > 1 { m.col_stride() as usize } else { rows };
+    let len = if rows == 0 || cols == 0 { 0 } else { (cols - 1) * ld + rows };
+    // SAFETY: a MatRef with unit row stride and column stride `ld >= rows`
+    // (checked by the callers through `thin_applies`) views the entries
+    // `j * ld + i` for i < rows, j < cols, all inside this range; the
+    // entries between columns are not read through it.
+    (unsafe { std::slice::from_raw_parts(m.as_ptr(), len) }, ld)
+}
+
+/// Splits `0..n` into one contiguous range per rayon thread (multiples of
+/// `align`), or one range when the work is small.
+fn ranges(n: usize, work: usize, align: usize) -> Vec<(usize, usize)> {
+    let threads = if work < PARALLEL_MIN_WORK { 1 } else { rayon::current_num_threads().max(1) };
+    let per = n.div_ceil(threads).div_ceil(align) * align;
+    (0..threads).map(|t| ((t * per).min(n), ((t + 1) * per).min(n))).filter(|(a, b)| a < b).collect()
+}
+
+/// `out = alpha A B + beta out` (`beta` 0 or 1) for `A` `m x k`, `B` `k x c`
+/// ([`thin_applies`]).
+pub(crate) fn thin_mul(out: MatMut<'_, f64>, accumulate: bool, a: MatRef<'_, f64>, b: MatRef<'_, f64>, alpha: f64) {
+    let (m, k, c) = (a.nrows(), a.ncols(), b.ncols());
+    assert!(b.nrows() == k && out.nrows() == m && out.ncols() == c && c <= W);
+    let mut bt = vec![0.0f64; k * W];
+    for p in 0..k {
+        for j in 0..c {
+            bt[p * W + j] = alpha * b[(p, j)];
+        }
+    }
+    let (a_data, lda) = storage(a);
+    let parts: Vec<(usize, usize, Vec<f64>)> = {
+        use rayon::prelude::*;
+        ranges(m, m * k, ROWS)
+            .into_par_iter()
+            .map(|(r0, r1)| {
+                let mut buf = vec![0.0f64; (r1 - r0) * W];
+                // SAFETY: `thin_applies` checked AVX-512F; `a_data` spans
+                // the k columns of `lda` entries up to row m >= r1.
+                #[cfg(target_arch = "x86_64")]
+                unsafe {
+                    ab_rows(a_data, lda, k, &bt, r0, r1, &mut buf)
+                };
+                (r0, r1, buf)
+            })
+            .collect()
+    };
+    let mut out = out;
+    for (r0, r1, buf) in parts {
+        let len = r1 - r0;
+        for j in 0..c {
+            for r in r0..r1 {
+                let v = buf[j * len + (r - r0)];
+                if accumulate {
+                    out[(r, j)] += v;
+                } else {
+                    out[(r, j)] = v;
+                }
+            }
+        }
+    }
+}
+
+/// `out = alpha A^T B + beta out` (`beta` 0 or 1) for `A` `k x m`, `B`
+/// `k x c` ([`thin_applies`] on `A`).
+pub(crate) fn thin_tr_mul(out: MatMut<'_, f64>, accumulate: bool, a: MatRef<'_, f64>, b: MatRef<'_, f64>, alpha: f64) {
+    let (k, m, c) = (a.nrows(), a.ncols(), b.ncols());
+    assert!(b.nrows() == k && out.nrows() == m && out.ncols() == c && c <= W);
+    let mut bp = vec![0.0f64; k * W];
+    for j in 0..c {
+        for p in 0..k {
+            bp[j * k + p] = b[(p, j)];
+        }
+    }
+    let (a_data, lda) = storage(a);
+    let parts: Vec<(usize, usize, Vec<f64>)> = {
+        use rayon::prelude::*;
+        ranges(m, m * k, TR_COLS)
+            .into_par_iter()
+            .map(|(i0, i1)| {
+                let mut buf = vec![0.0f64; (i1 - i0) * W];
+                // SAFETY: `thin_applies` checked AVX-512F; `a_data` spans
+                // the m >= i1 columns of `lda` entries, k rows each.
+                #[cfg(target_arch = "x86_64")]
+                unsafe {
+                    atb_cols(a_data, lda, k, &bp, i0, i1, &mut buf)
+                };
+                (i0, i1, buf)
+            })
+            .collect()
+    };
+    let mut out = out;
+    for (i0, i1, buf) in parts {
+        for i in i0..i1 {
+            for j in 0..c {
+                let v = alpha * buf[(i - i0) * W + j];
+                if accumulate {
+                    out[(i, j)] += v;
+                } else {
+                    out[(i, j)] = v;
+                }
+            }
+        }
+    }
+}
+
+/// `dst = alpha lhs rhs` (`Accum::Replace`) or `dst += alpha lhs rhs`
+/// (`Accum::Add`) in `f64`: the thin kernels when `rhs` has at most 8
+/// columns and `lhs` is a column-major matrix or the transpose of one,
+/// faer's matrix multiply otherwise (with `par`).
+pub fn matmul_thin_aware(dst: MatMut<'_, f64>, accum: faer::Accum, lhs: MatRef<'_, f64>, rhs: MatRef<'_, f64>, alpha: f64, par: faer::Par) {
+    let accumulate = accum == faer::Accum::Add;
+    if lhs.nrows() > 0 && lhs.ncols() > 0 {
+        if thin_applies(lhs, rhs) {
+            return thin_mul(dst, accumulate, lhs, rhs, alpha);
+        }
+        let lhs_t = lhs.transpose();
+        if thin_applies(lhs_t, rhs) {
+            return thin_tr_mul(dst, accumulate, lhs_t, rhs, alpha);
+        }
+    }
+    faer::linalg::matmul::matmul(dst, accum, lhs, rhs, alpha, par);
+}
+
+/// `A B` in `f64` through [`matmul_thin_aware`] (the thin kernels when `B`
+/// has at most 8 columns).
+pub fn matmul_thin(a: &nalgebra::DMatrix<f64>, b: &nalgebra::DMatrix<f64>) -> nalgebra::DMatrix<f64> {
+    assert_eq!(a.ncols(), b.nrows(), "matmul_thin: inner dimensions");
+    let mut c = nalgebra::DMatrix::<f64>::zeros(a.nrows(), b.ncols());
+    matmul_thin_aware(super::faer_mut(&mut c), faer::Accum::Replace, super::faer_ref(a), super::faer_ref(b), 1.0, faer::Par::rayon(0));
+    c
+}
+
+/// `A^T B` in `f64` through [`matmul_thin_aware`].
+pub fn matmul_tn_thin(a: &nalgebra::DMatrix<f64>, b: &nalgebra::DMatrix<f64>) -> nalgebra::DMatrix<f64> {
+    assert_eq!(a.nrows(), b.nrows(), "matmul_tn_thin: inner dimensions");
+    let mut c = nalgebra::DMatrix::<f64>::zeros(a.ncols(), b.ncols());
+    matmul_thin_aware(super::faer_mut(&mut c), faer::Accum::Replace, super::faer_ref(a).transpose(), super::faer_ref(b), 1.0, faer::Par::rayon(0));
+    c
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use faer::Accum;
+    use nalgebra::DMatrix;
+    use rand::{rngs::StdRng, Rng, SeedableRng};
+
+    fn random(rng: &mut StdRng, r: usize, c: usize) -> DMatrix<f64> {
+        DMatrix::from_fn(r, c, |_, _| rng.random_range(-1.0..1.0))
+    }
+
+    /// `alpha A B (+ C)` by plain sums in the natural order.
+    fn reference(a: MatRef<'_, f64>, b: MatRef<'_, f64>, c0: &DMatrix<f64>, accumulate: bool, alpha: f64) -> DMatrix<f64> {
+        DMatrix::from_fn(a.nrows(), b.ncols(), |i, j| {
+            let s: f64 = (0..a.ncols()).map(|p| a[(i, p)] * b[(p, j)]).sum();
+            alpha * s + if accumulate { c0[(i, j)] } else { 0.0 }
+        })
+    }
+
+    #[test]
+    fn thin_products_match_plain_sums_on_every_tail() {
+        // Rows and inner sizes around the 8-lane vector and the 3-column
+        // block, every width 1..=8, sub-matrices with a leading dimension
+        // above their rows, replacing and accumulating: within 1e-13
+        // relative of plain sums (all entries O(1), so of the inner size).
+        let mut rng = StdRng::seed_from_u64(21);
+        for &(m, k) in &[(1usize, 1usize), (7, 5), (8, 8), (9, 17), (16, 3), (23, 40), (130, 71), (601, 257)] {
+            for c in 1..=THIN_MAX_COLUMNS {
+                let big = random(&mut rng, m + 5, k + 2);
+                let a = crate::linalg::faer_ref(&big).submatrix(2, 1, m, k);
+                let b_store = random(&mut rng, k + 3, c);
+                let b = crate::linalg::faer_ref(&b_store).subrows(3, k);
+                let c0 = random(&mut rng, m, c);
+                for (accumulate, alpha) in [(false, 1.0), (true, -0.75)] {
+                    let want = reference(a, b, &c0, accumulate, alpha);
+                    let mut got = c0.clone();
+                    let accum = if accumulate { Accum::Add } else { Accum::Replace };
+                    matmul_thin_aware(crate::linalg::faer_mut(&mut got), accum, a, b, alpha, faer::Par::rayon(0));
+                    let err = (&got - &want).amax();
+                    assert!(err <= 1e-13 * k as f64, "A B, m {m} k {k} c {c} accumulate {accumulate}: {err:e}");
+                    // A^T B with A^T stored: the transpose of a k x m matrix.
+                    let at_store = big.transpose();
+                    let at = crate::linalg::faer_ref(&at_store).submatrix(1, 2, k, m);
+                    let mut got_t = c0.clone();
+                    matmul_thin_aware(crate::linalg::faer_mut(&mut got_t), accum, at.transpose(), b, alpha, faer::Par::rayon(0));
+                    let err = (&got_t - &want).amax();
+                    assert!(err <= 1e-13 * k as f64, "A^T B, m {m} k {k} c {c} accumulate {accumulate}: {err:e}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn thin_products_do_not_depend_on_the_thread_count() {
+        let mut rng = StdRng::seed_from_u64(5);
+        let a = random(&mut rng, 2000, 300);
+        let b = random(&mut rng, 300, 8);
+        let bt = random(&mut rng, 2000, 8);
+        let run = |threads: usize| {
+            let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+            pool.install(|| (crate::linalg::matmul_thin(&a, &b), crate::linalg::matmul_tn_thin(&a, &bt)))
+        };
+        let (one, one_t) = run(1);
+        for threads in [2, 3, 7] {
+            let (many, many_t) = run(threads);
+            assert_eq!(one, many, "A B on {threads} threads");
+            assert_eq!(one_t, many_t, "A^T B on {threads} threads");
+        }
+    }
+
+    #[test]
+    fn wide_or_row_major_products_go_to_faer() {
+        let mut rng = StdRng::seed_from_u64(9);
+        let a = random(&mut rng, 50, 20);
+        let b = random(&mut rng, 20, 9);
+        let got = crate::linalg::matmul_thin(&a, &b);
+        assert!((&got - &a * &b).amax() <= 1e-13);
+        // A row-major left-hand side (neither A nor A^T column-major with
+        // unit row stride... A^T is: that is the transposed kernel) and a
+        // row-major right-hand side (read by index).
+        let at = a.transpose();
+        let b8 = random(&mut rng, 20, 8);
+        let b8t = b8.transpose();
+        let mut out = DMatrix::<f64>::zeros(50, 8);
+        matmul_thin_aware(crate::linalg::faer_mut(&mut out), Accum::Replace, crate::linalg::faer_ref(&at).transpose(), crate::linalg::faer_ref(&b8t).transpose(), 1.0, faer::Par::Seq);
+        assert!((&out - &a * &b8).amax() <= 1e-13);
+        // Wider than 8 columns or empty: not thin.
+        assert!(!thin_applies(crate::linalg::faer_ref(&a), crate::linalg::faer_ref(&b)));
+        let empty = DMatrix::<f64>::zeros(0, 20);
+        assert!(!thin_applies(crate::linalg::faer_ref(&empty), crate::linalg::faer_ref(&b8)));
+        assert_eq!(crate::linalg::matmul_thin(&empty, &b8).nrows(), 0);
+    }
+}
