@@ -111,15 +111,17 @@ pub fn largest_dense(a: &DMatrix<f64>, k: usize) -> Result<LargestEigenpairs> {
 }
 
 /// The `k` largest positive eigenpairs of a symmetric `n x n` operator given
-/// only through `apply(V) = A V` (called with blocks of 8
-/// columns, and once with `k` columns for the final residual check), by
+/// only through `apply(V) = A V` (called with blocks of 8 columns, more
+/// when a cluster asks for it, and once with `k` columns for the final
+/// residual check), by
 /// the library's thick-restart block Lanczos
 /// ([`crate::linalg::symmetric_operator_largest`]: a block Krylov-Schur
 /// method, two passes of block Gram-Schmidt, all in matrix products):
 /// converged when the `k` largest Ritz pairs have residuals
-/// `||A x - theta x|| <= tolerance * max |theta|`. A block of `b` columns
-/// finds every eigenvector of an eigenvalue repeated up to `b` times among
-/// the wanted ones. `seed` fixes the random start block. Small
+/// `||A x - theta x|| <= tolerance * max |theta|`. The block widens (up to
+/// `k`) when `b` converged values coincide, so that every copy of a
+/// repeated eigenvalue among the wanted ones is found. `seed` fixes the
+/// random start block. Small
 /// problems (the basis not below `n`) are solved densely from `A I`.
 pub fn largest_lanczos<F>(n: usize, k: usize, mut apply: F, tolerance: f64, max_restarts: usize, seed: u64) -> Result<LargestEigenpairs>
 where
@@ -127,7 +129,7 @@ where
 {
     check_k(k, n)?;
     Eigensolver::Lanczos { tolerance, max_restarts }.validate()?;
-    let settings = lanczos_settings(k, tolerance, max_restarts, seed);
+    let settings = lanczos_settings(tolerance, max_restarts, seed);
     let mut products = 0usize;
     let operator = |v: MatRef<'_, f64>, mut out: MatMut<'_, f64>| -> Result<()> {
         let mut v_owned = DMatrix::<f64>::zeros(v.nrows(), v.ncols());
@@ -149,20 +151,10 @@ where
     retain_largest_positive(top.eigen.eigenvalues.as_slice(), &top.eigen.eigenvectors, &order, k, top.norm_estimate)
 }
 
-/// Columns per Krylov block of the eKSVD Lanczos solver.
-const LANCZOS_BLOCK: usize = 8;
-
-/// Settings of the eKSVD Lanczos solver: blocks of [`LANCZOS_BLOCK`]
-/// columns and a basis of about `k + 2.5 k` columns (at least `k + 40`),
-/// `k + 8` kept at a restart. On eKSVD Table 2 (top 64 of orders 3600 and
-/// 1536, 2-core machine) this shape took 600-620 product columns and two
-/// restarts; blocks of 16-64 columns or a basis of `2 k` needed 750-3100
-/// columns and were slower (BENCHMARKS.md, issue 17). Narrow blocks keep
-/// the Krylov degree high for a given basis size; eight columns still make
-/// every product and Gram-Schmidt pass a matrix product.
-fn lanczos_settings(k: usize, tolerance: f64, max_restarts: usize, seed: u64) -> TopEigenSettings {
-    let extra_blocks = (k.saturating_mul(5) / 2).max(32).div_ceil(LANCZOS_BLOCK);
-    TopEigenSettings { block: LANCZOS_BLOCK, extra_blocks, tolerance, max_restarts, work_ratio: f64::INFINITY, min_ratio: 1, seed }
+/// Settings of the eKSVD Lanczos solver: the library's default block shape
+/// (blocks of 8, a basis of about `3.5 k` columns), no work budget.
+fn lanczos_settings(tolerance: f64, max_restarts: usize, seed: u64) -> TopEigenSettings {
+    TopEigenSettings { tolerance, max_restarts, seed, work_ratio: f64::INFINITY, min_ratio: 1, ..TopEigenSettings::default() }
 }
 
 #[cfg(test)]

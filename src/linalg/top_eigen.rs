@@ -6,15 +6,20 @@
 //!
 //! A full decomposition costs `O(n^3)` in a tridiagonalisation that is
 //! memory-bound for half of its flops; the top `k` need only products
-//! `A V` with `n x b` blocks (`2 n^2 b` flops each, at matrix-multiply speed)
-//! and Gram-Schmidt against a basis of a few `k` columns. The block size is
-//! at least `k`, so that an eigenvalue of multiplicity up to `k` among the
-//! wanted ones is found with all its eigenvectors (a single-vector Krylov
-//! space holds only one vector of each eigenspace). When the method does not
-//! converge within its restart budget, or the basis would not be small next
-//! to `n`, the tridiagonal path answers instead (the blocked
-//! tridiagonalisation and the `k` wanted pairs of `T`,
-//! [`super::symmetric_eigen_top_by_tridiagonal`]).
+//! `A V` with `n x b` blocks and Gram-Schmidt against a basis of a few `k`
+//! columns. Blocks are narrow (8 columns by default) and the basis about
+//! `3.5 k` columns: for a given basis size a narrow block reaches a higher
+//! Krylov degree, so fewer product columns are needed (eKSVD's top 64 of
+//! order 3600: about 620 columns with blocks of 8, 3100 with blocks of 64),
+//! and the thin products of [`super::thin`] read `A` once per block.
+//! A Krylov space of blocks of `b` columns holds at most `b` vectors of an
+//! eigenspace: when `b` or more of the converged wanted values coincide,
+//! the eigenvalue may have more copies than were found, and the solve is
+//! repeated with twice the block (up to `k`, where every multiplicity among
+//! the wanted ones is covered). When the method does not converge within
+//! its work budget, or the basis would not be small next to `n`, the
+//! tridiagonal path answers instead (the blocked tridiagonalisation and the
+//! `k` wanted pairs of `T`, [`super::symmetric_eigen_top_by_tridiagonal`]).
 //!
 //! The same solver runs on operators known only through block products
 //! ([`symmetric_operator_largest`], [`SymmetricOperator`]): eKSVD's
@@ -31,11 +36,13 @@ use crate::error::{ComputeError, Result};
 /// Settings of the block Lanczos solver behind [`symmetric_eigen_largest`].
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct TopEigenSettings {
-    /// Columns per block (raised to `k` when smaller).
+    /// Columns per block (at least 1; widened, up to `k`, when a cluster of
+    /// `block` equal wanted values suggests a larger multiplicity).
     pub block: usize,
-    /// Largest basis size, in multiples of the block beyond the `k + block`
-    /// columns kept at a restart: the basis holds at most
-    /// `k + (1 + extra_blocks) * block` columns (plus the residual block).
+    /// Smallest basis beyond the `k + block` columns kept at a restart, in
+    /// blocks; the basis holds `k + (1 + e) * block` columns (plus the
+    /// residual block) with `e = max(extra_blocks, ceil(max(5 k / 2, 32) /
+    /// block))`.
     pub extra_blocks: usize,
     /// Converged when every wanted Ritz pair has an estimated residual
     /// `||A x - theta x|| <= tolerance * ||A||` (`||A||` estimated by the
@@ -60,21 +67,17 @@ pub struct TopEigenSettings {
 }
 
 impl Default for TopEigenSettings {
-    /// Block 32 (at least `k`), two extra blocks, tolerance `1e-11`, 300
-    /// restarts, work ratio 2, basis at most `n / 16`, seed 0. With `k = 64`
-    /// the basis is 320 columns (352 with the residual block), so orders
-    /// below 5632 take the full decomposition. Since the reduction runs on
-    /// a thread team (issue 17, eleventh session) the full path's top 64 of
-    /// order 3600 takes about 1.9 s on the 2-core development machine, and
-    /// the block solver lost there on both matrices we time: eKSVD's Dual
-    /// coupling matrix (decaying spectrum; Dual dense training 2.15-2.25 s
-    /// without the attempt against 2.72-2.80 s with it) and a flat random
-    /// spectrum (a budget-stopped attempt, about 0.45 s lost). The full path
-    /// grows as `n^3` and the block solver about as `n^2`, which puts the
-    /// break-even for `k = 64` near `n = 4500` on that machine; `n / 16`
-    /// leaves a margin for flat spectra. (Until then the bound was `n / 5`.)
+    /// Blocks of 8, the basis derived from `k`, tolerance `1e-11`, 300
+    /// restarts, work ratio 2, basis at most `n / 8`, seed 0. With `k = 64`
+    /// the basis is 232 columns (240 with the residual block), so the block
+    /// solver runs from order 1920. Measured on the 2-core development
+    /// machine (issue 17, twelfth session), top 64: order 3600, eKSVD's Dual
+    /// coupling matrix (decaying spectrum) 0.76-0.77 s against 1.8-2.0 s for
+    /// the tridiagonal path, a flat random spectrum 1.39-1.43 s against
+    /// 1.64-1.66 s; order 1536 with the basis allowed at `n / 4`, flat
+    /// spectrum, 0.27 s against 0.16 s, hence `n / 8`.
     fn default() -> Self {
-        TopEigenSettings { block: 32, extra_blocks: 2, tolerance: 1e-11, max_restarts: 300, work_ratio: 2.0, min_ratio: 16, seed: 0 }
+        TopEigenSettings { block: 8, extra_blocks: 2, tolerance: 1e-11, max_restarts: 300, work_ratio: 2.0, min_ratio: 8, seed: 0 }
     }
 }
 
@@ -122,7 +125,7 @@ pub fn symmetric_eigen_largest_with(a: &DMatrix<f64>, k: usize, settings: &TopEi
     if !(settings.tolerance.is_finite() && settings.tolerance > 0.0 && settings.tolerance < 1.0) {
         return Err(ComputeError::InvalidParameter { name: "tolerance", reason: format!("must be in (0, 1), got {}", settings.tolerance) });
     }
-    let shape = BlockShape::new(n, k, k, settings);
+    let shape = BlockShape::new(n, k, settings);
     if let Some(shape) = shape {
         let full = mirrored(a);
         let frobenius = full.iter().map(|x| x * x).sum::<f64>().sqrt();
@@ -130,7 +133,7 @@ pub fn symmetric_eigen_largest_with(a: &DMatrix<f64>, k: usize, settings: &TopEi
             gemm(out, Accum::Replace, faer_ref(&full), v, 1.0);
             Ok(())
         };
-        if let BlockOutcome::Converged(found) = block_lanczos(n, product, Some(frobenius), k, shape, settings, true)? {
+        if let BlockOutcome::Converged(found) = block_lanczos_widening(n, product, Some(frobenius), k, shape, settings, true)? {
             return Ok(found);
         }
     }
@@ -140,12 +143,9 @@ pub fn symmetric_eigen_largest_with(a: &DMatrix<f64>, k: usize, settings: &TopEi
 /// The `k` largest eigenpairs of a symmetric operator of order `n` given
 /// only through block products `A V` ([`SymmetricOperator`]), eigenvalues
 /// ascending, by the block Lanczos of [`symmetric_eigen_largest`] with
-/// `settings`: `min_ratio` and `work_ratio` do not apply (there is no
-/// cheaper answer to fall back on), and the block is not raised to `k`
-/// (narrow blocks need fewer products for the same basis; a block of `b`
-/// columns finds up to `b` eigenvectors of a repeated eigenvalue among the
-/// wanted ones, so take `block >= k` when the multiplicity may be larger).
-/// Converged when every wanted
+/// `settings` (`min_ratio` and `work_ratio` do not apply: there is no
+/// cheaper answer to fall back on; the block widens on clusters as in
+/// [`symmetric_eigen_largest`]). Converged when every wanted
 /// pair has an estimated residual `||A u - lambda u|| <= tolerance ||A||`,
 /// checked on the true residuals (to `100 tolerance ||A||`) before returning.
 /// When the basis (`k + (2 + extra_blocks) b` columns) would not fit in `n`,
@@ -164,13 +164,13 @@ pub fn symmetric_operator_largest<A: SymmetricOperator>(n: usize, k: usize, mut 
     }
     let too_large = |what: &str| ComputeError::InvalidParameter { name: "n", reason: format!("{what} for n = {n}, k = {k} does not fit in memory") };
     let fits = |cols: usize| n.checked_mul(cols).is_some_and(|len| len <= isize::MAX as usize / std::mem::size_of::<f64>());
-    let shape = BlockShape::new(n, k, 1, &TopEigenSettings { min_ratio: 1, ..*settings });
+    let shape = BlockShape::new(n, k, &TopEigenSettings { min_ratio: 1, ..*settings });
     match shape {
         Some(shape) => {
             if !fits(shape.m + shape.b) {
                 return Err(too_large("a Lanczos basis"));
             }
-            match block_lanczos(n, a, None, k, shape, settings, false)? {
+            match block_lanczos_widening(n, a, None, k, shape, settings, false)? {
                 BlockOutcome::Converged(found) => Ok(found),
                 BlockOutcome::Stopped { converged, restarts } => Err(ComputeError::EigenNotConverged { converged, requested: k, restarts }),
             }
@@ -207,12 +207,47 @@ struct BlockShape {
 }
 
 impl BlockShape {
-    fn new(n: usize, k: usize, min_block: usize, s: &TopEigenSettings) -> Option<Self> {
-        let b = s.block.max(min_block).max(1);
+    fn new(n: usize, k: usize, s: &TopEigenSettings) -> Option<Self> {
+        let b = s.block.max(1);
         let keep = k.checked_add(b)?;
-        let m = keep.checked_add(s.extra_blocks.max(1).checked_mul(b)?)?;
+        let derived = k.checked_mul(5)?.div_ceil(2).max(32).div_ceil(b);
+        let m = keep.checked_add(s.extra_blocks.max(derived).checked_mul(b)?)?;
         let total = m.checked_add(b)?;
         (total.checked_mul(s.min_ratio.max(1))? <= n).then_some(BlockShape { b, keep, m })
+    }
+}
+
+/// Size of the largest group of `values` (ascending) within `gap` of their
+/// neighbours.
+fn largest_cluster(values: &[f64], gap: f64) -> usize {
+    let mut best = values.len().min(1);
+    let mut run = 1;
+    for w in values.windows(2) {
+        run = if w[1] - w[0] <= gap { run + 1 } else { 1 };
+        best = best.max(run);
+    }
+    best
+}
+
+/// [`block_lanczos`], widening the block while a cluster of `b` or more
+/// equal converged values may hide further copies of an eigenvalue (see the
+/// module documentation). Two values count as equal within `1e-9 ||A||`.
+fn block_lanczos_widening<A: SymmetricOperator>(n: usize, mut a: A, frobenius: Option<f64>, k: usize, shape: BlockShape, s: &TopEigenSettings, budgeted: bool) -> Result<BlockOutcome> {
+    let mut settings = *s;
+    let mut shape = shape;
+    loop {
+        let outcome = block_lanczos(n, &mut a, frobenius, k, shape, &settings, budgeted)?;
+        let BlockOutcome::Converged(found) = &outcome else { return Ok(outcome) };
+        let cluster = largest_cluster(found.eigen.eigenvalues.as_slice(), 1e-9 * found.norm_estimate);
+        if cluster < shape.b || shape.b >= k {
+            return Ok(outcome);
+        }
+        settings.block = (2 * shape.b).min(k);
+        log::debug!("block Lanczos: {cluster} equal values with blocks of {}, again with {}", shape.b, settings.block);
+        match BlockShape::new(n, k, &settings) {
+            Some(wider) => shape = wider,
+            None => return Ok(BlockOutcome::Stopped { converged: 0, restarts: 0 }),
+        }
     }
 }
 
@@ -441,7 +476,7 @@ where
 /// The estimated residuals assume exact orthogonality: before returning, the
 /// true ones are computed (one product with `k` columns); if they miss
 /// `100 tolerance ||A||`, the run goes on as if not converged.
-fn block_lanczos<A: SymmetricOperator>(n: usize, mut a: A, frobenius: Option<f64>, k: usize, shape: BlockShape, s: &TopEigenSettings, budgeted: bool) -> Result<BlockOutcome> {
+fn block_lanczos<A: SymmetricOperator>(n: usize, a: &mut A, frobenius: Option<f64>, k: usize, shape: BlockShape, s: &TopEigenSettings, budgeted: bool) -> Result<BlockOutcome> {
     let BlockShape { b, keep, m } = shape;
     let mut rng = StdRng::seed_from_u64(s.seed);
     let mut basis = DMatrix::<f64>::zeros(n, m + b);
@@ -495,7 +530,7 @@ fn block_lanczos<A: SymmetricOperator>(n: usize, mut a: A, frobenius: Option<f64
         if worst <= s.tolerance * anorm {
             let vectors = matmul_basis(&basis, cols, &evd.eigenvectors.columns(cols - k, k).into_owned());
             let eigenvalues = DVector::from_column_slice(&theta[cols - k..]);
-            if true_residuals_within(&mut a, &vectors, &eigenvalues, 100.0 * s.tolerance * anorm)? {
+            if true_residuals_within(a, &vectors, &eigenvalues, 100.0 * s.tolerance * anorm)? {
                 let eigen = SymmetricEigen { eigenvalues, eigenvectors: vectors };
                 break BlockOutcome::Converged(LargestSymmetricEigen { eigen, norm_estimate: anorm, partial: true, restarts });
             }
@@ -635,8 +670,8 @@ mod tests {
 
     #[test]
     fn repeated_and_clustered_eigenvalues_are_all_found() {
-        // 7.0 five times (more than the settings' block of 4, which k = 8
-        // raises to 8), a cluster 5 +- 1e-9, then the rest.
+        // 7.0 five times (more than the settings' block of 4: four equal
+        // values widen it to 8), a cluster 5 +- 1e-9, then the rest.
         let mut values: Vec<f64> = (0..200).map(|i| -3.0 + 6.0 * i as f64 / 200.0).collect();
         values[199] = 7.0;
         values[198] = 7.0;
@@ -778,12 +813,13 @@ mod tests {
 
     #[test]
     fn operator_solver_forms_small_operators_densely() {
-        // Basis (k + (2 + extra) b = 12 + 4 * 32 columns) beyond n = 60: A I.
-        let a = wigner(60, 6);
+        // Basis and residual block (12 + 8 + 4 * 8 + 8 = 60 columns) beyond
+        // n = 50: A I.
+        let a = wigner(50, 6);
         let mut columns = 0;
-        let got = symmetric_operator_largest(60, 12, counted(&a, &mut columns), &TopEigenSettings::default()).unwrap();
+        let got = symmetric_operator_largest(50, 12, counted(&a, &mut columns), &TopEigenSettings::default()).unwrap();
         assert!(!got.partial);
-        assert_eq!(columns, 60);
+        assert_eq!(columns, 50);
         check_against_full(&a, &got, 12);
     }
 
