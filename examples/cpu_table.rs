@@ -9,6 +9,7 @@
 //! cargo run --all-features --example cpu_table -- kernel 7     # only the kernel rows, 7 runs
 //! cargo run --all-features --example cpu_table -- eigen 3      # only the eigensolver rows
 //! cargo run --all-features --example cpu_table -- f64 9        # only the f64 kernel matrix (`f32`: only f32), for profiling
+//! cargo run --all-features --example cpu_table -- thin 100     # products with 8 right-hand columns: faer against the thin kernels
 //! ```
 //!
 //! Data: X uniform in [-1, 1) (seed 1), gamma = 1/d; eigen rows on the
@@ -18,7 +19,7 @@ use std::time::Instant;
 
 use gramian::eksvd::eigensolver::largest_dense;
 use gramian::kernel::{kernel_matrix_cpu, kernel_matvec_cpu};
-use gramian::linalg::{convert, symmetric_eigen};
+use gramian::linalg::{convert, faer_mut, faer_ref, matmul_thin, matmul_tn_thin, symmetric_eigen};
 use gramian::Kernel;
 use nalgebra::DMatrix;
 use rand::{rngs::StdRng, Rng, SeedableRng};
@@ -39,6 +40,14 @@ fn median<R>(reps: usize, mut f: impl FnMut() -> R) -> f64 {
         .collect();
     t.sort_by(f64::total_cmp);
     t[t.len() / 2]
+}
+
+/// `A B` (or `A^T B`) by faer's matrix multiply on all threads.
+fn faer_product(a: &DMatrix<f64>, b: &DMatrix<f64>, transpose: bool) -> DMatrix<f64> {
+    let lhs = if transpose { faer_ref(a).transpose() } else { faer_ref(a) };
+    let mut c = DMatrix::<f64>::zeros(lhs.nrows(), b.ncols());
+    faer::linalg::matmul::matmul(faer_mut(&mut c), faer::Accum::Replace, lhs, faer_ref(b), 1.0, faer::Par::rayon(0));
+    c
 }
 
 fn main() {
@@ -67,6 +76,20 @@ fn main() {
         let v = random(&mut rng, 16384, 1);
         let s = median(reps.min(3), || kernel_matvec_cpu(&k, &x, &x, &v).unwrap());
         println!("| RBF kernel matvec f64, c = 1 | 16384 x 16384 x 64 | {:.0} ms |", s * 1e3);
+    }
+    if which == "thin" {
+        // Not in "all": a per-product comparison for the thin kernels.
+        let mut rng = StdRng::seed_from_u64(3);
+        for (m, k) in [(1200usize, 512usize), (3600, 232), (1536, 1536), (3600, 3600)] {
+            let a = random(&mut rng, m, k);
+            let (b, bt) = (random(&mut rng, k, 8), random(&mut rng, m, 8));
+            let faer_ab = median(reps, || faer_product(&a, &b, false));
+            let thin_ab = median(reps, || matmul_thin(&a, &b));
+            let faer_atb = median(reps, || faer_product(&a, &bt, true));
+            let thin_atb = median(reps, || matmul_tn_thin(&a, &bt));
+            println!("| A B, 8 columns, faer / thin | {m} x {k} | {:.3} / {:.3} ms |", faer_ab * 1e3, thin_ab * 1e3);
+            println!("| A^T B, 8 columns, faer / thin | {m} x {k} | {:.3} / {:.3} ms |", faer_atb * 1e3, thin_atb * 1e3);
+        }
     }
     if which == "all" || which == "eigen" {
         let mut rng = StdRng::seed_from_u64(2);
