@@ -11,7 +11,9 @@ use nalgebra::DMatrix;
 use super::error::{check_shape, check_source_matrix, EksvdError, Result};
 use super::sources::MultiSource;
 use crate::gpu::MatrixProduct;
-use crate::linalg::{matmul_acc, matmul_thin, matmul_tn, matmul_tn_thin};
+use crate::linalg::{faer_ref, matmul_acc, matmul_thin, matmul_thin_aware, matmul_tn, matmul_tn_thin};
+use faer::reborrow::ReborrowMut;
+use faer::{Accum, MatMut, MatRef, Par};
 use crate::resident::DeviceMatrix;
 use crate::{Device, Kernel};
 
@@ -153,9 +155,10 @@ impl CouplingMatrix {
         })
     }
 
-    /// `G_Q` as a dense symmetric matrix; the blocks `K_pq`, `p < q`, are
-    /// built on `device` (one batched product for features).
-    pub fn assemble(&self, device: &Device) -> Result<DMatrix<f64>> {
+    /// The blocks `K_pq`, `p < q` (row-major order of the pairs), built on
+    /// `device` (one batched product for features): all of `G_Q` that is
+    /// not zero or a transpose.
+    pub fn upper_blocks(&self, device: &Device) -> Result<Vec<(usize, usize, DMatrix<f64>)>> {
         let n = self.n_sources();
         let pairs: Vec<(usize, usize)> = (0..n).flat_map(|p| ((p + 1)..n).map(move |q| (p, q))).collect();
         let upper: Vec<DMatrix<f64>> = match &self.blocks {
@@ -165,14 +168,39 @@ impl CouplingMatrix {
             }
             _ => pairs.iter().map(|&(p, q)| self.block(device, p, q)).collect::<Result<_>>()?,
         };
+        Ok(pairs.into_iter().zip(upper).map(|((p, q), k)| (p, q, k)).collect())
+    }
+
+    /// `G_Q` as a dense symmetric matrix from its [`upper_blocks`](Self::upper_blocks).
+    pub fn assemble_from_upper(&self, upper: &[(usize, usize, DMatrix<f64>)]) -> DMatrix<f64> {
         let order = self.order();
         let mut g = DMatrix::zeros(order, order);
-        for (&(p, q), k) in pairs.iter().zip(&upper) {
-            let (op, oq) = (self.offset(p), self.offset(q));
-            g.view_mut((op, oq), (self.sizes[p], self.sizes[q])).copy_from(k);
-            g.view_mut((oq, op), (self.sizes[q], self.sizes[p])).copy_from(&k.transpose());
+        for (p, q, k) in upper {
+            let (op, oq) = (self.offset(*p), self.offset(*q));
+            g.view_mut((op, oq), (self.sizes[*p], self.sizes[*q])).copy_from(k);
+            g.view_mut((oq, op), (self.sizes[*q], self.sizes[*p])).copy_from(&k.transpose());
         }
-        Ok(g)
+        g
+    }
+
+    /// `out = G_Q V` from the [`upper_blocks`](Self::upper_blocks):
+    /// `(G V)_p += K_pq V_q` and `(G V)_q += K_pq^T V_p` for each stored
+    /// pair, by the thin products when `V` has at most 8 columns. Each
+    /// block is read twice; the diagonal blocks (zero) and the lower ones
+    /// (transposes) are never formed.
+    pub(crate) fn apply_upper_blocks(&self, upper: &[(usize, usize, DMatrix<f64>)], v: MatRef<'_, f64>, mut out: MatMut<'_, f64>) {
+        out.fill(0.0);
+        for (p, q, k) in upper {
+            let (op, np, oq, nq) = (self.offset(*p), self.sizes[*p], self.offset(*q), self.sizes[*q]);
+            matmul_thin_aware(out.rb_mut().subrows_mut(op, np), Accum::Add, faer_ref(k), v.subrows(oq, nq), 1.0, Par::rayon(0));
+            matmul_thin_aware(out.rb_mut().subrows_mut(oq, nq), Accum::Add, faer_ref(k).transpose(), v.subrows(op, np), 1.0, Par::rayon(0));
+        }
+    }
+
+    /// `G_Q` as a dense symmetric matrix; the blocks `K_pq`, `p < q`, are
+    /// built on `device` (one batched product for features).
+    pub fn assemble(&self, device: &Device) -> Result<DMatrix<f64>> {
+        Ok(self.assemble_from_upper(&self.upper_blocks(device)?))
     }
 
     /// `G_Q V` for `V` of size `sum_q N_q x c`, without storing `G_Q`.
@@ -307,6 +335,23 @@ impl ResidentCoupling<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn products_from_the_upper_blocks_match_the_assembled_matrix() {
+        use rand::{rngs::StdRng, Rng, SeedableRng};
+        let mut rng = StdRng::seed_from_u64(4);
+        let features: Vec<DMatrix<f64>> = [70usize, 45, 58].iter().map(|&n| DMatrix::from_fn(n, 9, |_, _| rng.random_range(-1.0..1.0))).collect();
+        let coupling = CouplingMatrix::from_features(features).unwrap();
+        let upper = coupling.upper_blocks(&Device::Cpu).unwrap();
+        let g = coupling.assemble_from_upper(&upper);
+        for c in [1usize, 3, 8, 11] {
+            let v = DMatrix::from_fn(coupling.order(), c, |_, _| rng.random_range(-1.0..1.0));
+            let mut out = DMatrix::from_element(coupling.order(), c, f64::NAN);
+            coupling.apply_upper_blocks(&upper, crate::linalg::faer_ref(&v), crate::linalg::faer_mut(&mut out));
+            let want = &g * &v;
+            assert!((&out - &want).amax() <= 1e-12 * want.amax(), "{c} columns");
+        }
+    }
 
     #[test]
     fn pair_index_enumerates_upper_pairs_in_order() {

@@ -4,7 +4,9 @@
 use nalgebra::{DMatrix, DVector};
 
 use super::coupling::CouplingMatrix;
-use super::eigensolver::{largest_dense, largest_lanczos, Eigensolver};
+use faer::{MatMut, MatRef};
+
+use super::eigensolver::{largest_lanczos, largest_stored, Eigensolver};
 use super::error::{check_shape, check_source_matrix, EksvdError, Result};
 use crate::linalg::{matmul, matmul_acc, matmul_tn};
 use crate::Device;
@@ -21,13 +23,29 @@ pub struct DualSolution {
 }
 
 /// Solves Eq. 4 for the `n_components` largest positive eigenvalues of
-/// `G_Q`. [`Eigensolver::Dense`] assembles `G_Q` on `device`;
+/// `G_Q`. [`Eigensolver::Dense`] stores `G_Q` as its upper blocks, built on
+/// `device` (the dense matrix only if the block solver gives up);
 /// [`Eigensolver::Lanczos`] only applies it (`G_Q` is never stored when it
 /// comes from features or a kernel function). `seed` fixes the Lanczos start.
 pub fn solve_dual(device: &Device, coupling: &CouplingMatrix, n_components: usize, solver: &Eigensolver, seed: u64) -> Result<DualSolution> {
     solver.validate()?;
     let pairs = match *solver {
-        Eigensolver::Dense => largest_dense(&coupling.assemble(device)?, n_components)?,
+        Eigensolver::Dense => {
+            // G_Q stored as its upper blocks (a third of the dense matrix for
+            // three sources: the diagonal blocks are zero, the lower ones
+            // transposes), multiplied block by block; the dense matrix only
+            // if the block solver gives up.
+            let upper = coupling.upper_blocks(device)?;
+            for (p, _, k) in &upper {
+                check_source_matrix("coupling block", *p, k)?;
+            }
+            let frobenius = (2.0 * upper.iter().map(|(_, _, k)| k.norm_squared()).sum::<f64>()).sqrt();
+            let apply = |v: MatRef<'_, f64>, out: MatMut<'_, f64>| -> Result<()> {
+                coupling.apply_upper_blocks(&upper, v, out);
+                Ok(())
+            };
+            largest_stored(coupling.order(), n_components, apply, frobenius, || Ok(coupling.assemble_from_upper(&upper)))?
+        }
         Eigensolver::Lanczos { tolerance, max_restarts } => {
             // Sources (or features) go to the device once for the whole solve.
             let resident = coupling.on_device(device)?;

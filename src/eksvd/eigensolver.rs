@@ -11,7 +11,7 @@ use nalgebra::{DMatrix, DVector};
 
 use super::error::{check_shape, EksvdError, Result};
 use super::features::sign_of_largest;
-use crate::linalg::{faer_mut, symmetric_eigen_largest, symmetric_operator_largest, TopEigenSettings};
+use crate::linalg::{faer_mut, symmetric_eigen_largest, symmetric_operator_largest, symmetric_operator_largest_within_budget, TopEigenSettings};
 
 /// Eigenvalues at or below this fraction of the largest magnitude count as
 /// zero, not positive (rounding in a rank-deficient coupling matrix).
@@ -21,8 +21,12 @@ pub const POSITIVE_EIGENVALUE_TOLERANCE: f64 = 1e-10;
 #[derive(Debug, Clone, Copy, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub enum Eigensolver {
-    /// Full dense decomposition (faer, divide and conquer), then the largest
-    /// `k`: exact, O(n^3), needs the matrix stored.
+    /// The matrix stored (the Dual's `G_Q` as its upper blocks), the largest
+    /// `k` pairs by the narrow-block Lanczos of
+    /// [`crate::linalg::symmetric_eigen_largest`] when the order is large
+    /// next to `k` (to `1e-11 ||A||`), otherwise, or when that does not
+    /// converge within its work budget, by the full tridiagonal path: exact
+    /// to rounding, O(n^3).
     Dense,
     /// Thick-restart block Lanczos (block Krylov-Schur for symmetric
     /// matrices, blocks of 8 columns) for the `k` largest algebraic
@@ -108,6 +112,28 @@ pub fn largest_dense(a: &DMatrix<f64>, k: usize) -> Result<LargestEigenpairs> {
     log::debug!("largest_dense: n = {}, k = {k}, block Lanczos {} ({} restarts)", a.nrows(), top.partial, top.restarts);
     let order: Vec<usize> = (0..k).rev().collect();
     retain_largest_positive(top.eigen.eigenvalues.as_slice(), &top.eigen.eigenvectors, &order, k, top.norm_estimate)
+}
+
+/// The `k` largest positive eigenpairs of a stored symmetric matrix of order
+/// `n` held in a compact form: the block solver on `apply` (`A V` for blocks
+/// of columns) within the work budget of the dense path
+/// ([`crate::linalg::symmetric_operator_largest_within_budget`], default
+/// settings), otherwise the dense matrix from `dense()` through
+/// [`largest_dense`]. `frobenius` is `||A||_F`.
+pub fn largest_stored<F, D>(n: usize, k: usize, apply: F, frobenius: f64, dense: D) -> Result<LargestEigenpairs>
+where
+    F: FnMut(MatRef<'_, f64>, MatMut<'_, f64>) -> Result<()>,
+    D: FnOnce() -> Result<DMatrix<f64>>,
+{
+    check_k(k, n)?;
+    match symmetric_operator_largest_within_budget(n, k, apply, frobenius, &TopEigenSettings::default())? {
+        Some(top) => {
+            log::debug!("largest_stored: n = {n}, k = {k}, block Lanczos ({} restarts)", top.restarts);
+            let order: Vec<usize> = (0..k).rev().collect();
+            retain_largest_positive(top.eigen.eigenvalues.as_slice(), &top.eigen.eigenvectors, &order, k, top.norm_estimate)
+        }
+        None => largest_dense(&dense()?, k),
+    }
 }
 
 /// The `k` largest positive eigenpairs of a symmetric `n x n` operator given
@@ -238,6 +264,45 @@ mod tests {
         assert!(gram.amax() < 1e-10, "V^T V - I: {}", gram.amax());
         let residual = &a * &l.vectors - &l.vectors * DMatrix::from_diagonal(&l.values);
         assert!(residual.amax() < 1e-8, "residual {}", residual.amax());
+    }
+
+    #[test]
+    fn stored_matrices_take_the_block_solver_or_the_dense_path() {
+        // A decaying spectrum of order 600, k = 6: the block solver answers
+        // (the dense closure is never called) and agrees with the dense path.
+        let n = 600;
+        let mut rng = StdRng::seed_from_u64(3);
+        let g = DMatrix::<f64>::from_fn(n, n, |_, _| StandardNormal.sample(&mut rng));
+        let u = g.qr().q();
+        let spectrum = DVector::from_fn(n, |i, _| 0.9f64.powi(i as i32) * if i % 3 == 2 { -1.0 } else { 1.0 });
+        let a = &u * DMatrix::from_diagonal(&spectrum) * u.transpose();
+        let a = (&a + a.transpose()) * 0.5;
+        let frobenius = a.norm();
+        let mut columns = 0usize;
+        let apply = |v: MatRef<'_, f64>, out: MatMut<'_, f64>| -> Result<()> {
+            columns += v.ncols();
+            faer::linalg::matmul::matmul(out, faer::Accum::Replace, crate::linalg::faer_ref(&a), v, 1.0, faer::Par::Seq);
+            Ok(())
+        };
+        let got = largest_stored(n, 6, apply, frobenius, || -> Result<DMatrix<f64>> { panic!("the block solver should answer") }).unwrap();
+        assert!(columns > 0 && columns < n);
+        let want = largest_dense(&a, 6).unwrap();
+        for i in 0..6 {
+            assert!((got.values[i] - want.values[i]).abs() < 1e-10, "{} vs {}", got.values[i], want.values[i]);
+            assert!(got.vectors.column(i).dot(&want.vectors.column(i)) > 1.0 - 1e-8);
+        }
+        // Order 40: the basis does not fit, the dense matrix answers.
+        let small = a.view((0, 0), (40, 40)).into_owned();
+        let mut dense_called = false;
+        let never = |_: MatRef<'_, f64>, _: MatMut<'_, f64>| -> Result<()> { panic!("no products expected") };
+        let got = largest_stored(40, 3, never, small.norm(), || {
+            dense_called = true;
+            Ok(small.clone())
+        })
+        .unwrap();
+        assert!(dense_called);
+        let want = largest_dense(&small, 3).unwrap();
+        assert_eq!(got.values, want.values);
     }
 
     #[test]

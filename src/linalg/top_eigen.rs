@@ -129,15 +129,38 @@ pub fn symmetric_eigen_largest_with(a: &DMatrix<f64>, k: usize, settings: &TopEi
     if let Some(shape) = shape {
         let full = mirrored(a);
         let frobenius = full.iter().map(|x| x * x).sum::<f64>().sqrt();
-        let product = |v: MatRef<'_, f64>, out: MatMut<'_, f64>| {
+        let mut product = |v: MatRef<'_, f64>, out: MatMut<'_, f64>| {
             gemm(out, Accum::Replace, faer_ref(&full), v, 1.0);
             Ok(())
         };
-        if let BlockOutcome::Converged(found) = block_lanczos_widening(n, product, Some(frobenius), k, shape, settings, true)? {
+        if let BlockOutcome::Converged(found) = block_lanczos_widening(n, &mut product, Some(frobenius), k, shape, settings, true)? {
             return Ok(found);
         }
     }
     full_top(a, k)
+}
+
+/// The block solver of [`symmetric_eigen_largest`] on an operator that has
+/// a cheaper answer when the solver is slow (a stored matrix given in a
+/// compact form, say): the `min_ratio` and `work_ratio` of `settings` apply,
+/// and `None` says the caller should decompose densely instead (basis too
+/// large next to `n`, or the work budget spent). `frobenius` is `||A||_F`
+/// (it sets the breakdown threshold).
+///
+/// Errors: as [`symmetric_operator_largest`], except non-convergence, which
+/// is `Ok(None)`.
+pub fn symmetric_operator_largest_within_budget<A: SymmetricOperator>(n: usize, k: usize, mut a: A, frobenius: f64, settings: &TopEigenSettings) -> Result<Option<LargestSymmetricEigen>> {
+    if k == 0 || k > n {
+        return Err(ComputeError::InvalidParameter { name: "k", reason: format!("must be in 1..={n}, got {k}") });
+    }
+    if !(settings.tolerance.is_finite() && settings.tolerance > 0.0 && settings.tolerance < 1.0) {
+        return Err(ComputeError::InvalidParameter { name: "tolerance", reason: format!("must be in (0, 1), got {}", settings.tolerance) });
+    }
+    let Some(shape) = BlockShape::new(n, k, settings) else { return Ok(None) };
+    match block_lanczos_widening(n, &mut a, Some(frobenius), k, shape, settings, true)? {
+        BlockOutcome::Converged(found) => Ok(Some(found)),
+        BlockOutcome::Stopped { .. } => Ok(None),
+    }
 }
 
 /// The `k` largest eigenpairs of a symmetric operator of order `n` given
@@ -170,7 +193,7 @@ pub fn symmetric_operator_largest<A: SymmetricOperator>(n: usize, k: usize, mut 
             if !fits(shape.m + shape.b) {
                 return Err(too_large("a Lanczos basis"));
             }
-            match block_lanczos_widening(n, a, None, k, shape, settings, false)? {
+            match block_lanczos_widening(n, &mut a, None, k, shape, settings, false)? {
                 BlockOutcome::Converged(found) => Ok(found),
                 BlockOutcome::Stopped { converged, restarts } => Err(ComputeError::EigenNotConverged { converged, requested: k, restarts }),
             }
@@ -232,11 +255,11 @@ fn largest_cluster(values: &[f64], gap: f64) -> usize {
 /// [`block_lanczos`], widening the block while a cluster of `b` or more
 /// equal converged values may hide further copies of an eigenvalue (see the
 /// module documentation). Two values count as equal within `1e-9 ||A||`.
-fn block_lanczos_widening<A: SymmetricOperator>(n: usize, mut a: A, frobenius: Option<f64>, k: usize, shape: BlockShape, s: &TopEigenSettings, budgeted: bool) -> Result<BlockOutcome> {
+fn block_lanczos_widening<A: SymmetricOperator>(n: usize, a: &mut A, frobenius: Option<f64>, k: usize, shape: BlockShape, s: &TopEigenSettings, budgeted: bool) -> Result<BlockOutcome> {
     let mut settings = *s;
     let mut shape = shape;
     loop {
-        let outcome = block_lanczos(n, &mut a, frobenius, k, shape, &settings, budgeted)?;
+        let outcome = block_lanczos(n, a, frobenius, k, shape, &settings, budgeted)?;
         let BlockOutcome::Converged(found) = &outcome else { return Ok(outcome) };
         let cluster = largest_cluster(found.eigen.eigenvalues.as_slice(), 1e-9 * found.norm_estimate);
         if cluster < shape.b || shape.b >= k {
