@@ -150,6 +150,7 @@ unsafe fn atb_cols(a: &[f64], lda: usize, k: usize, b: &[f64], i0: usize, i1: us
 /// `T` columns of [`atb_cols`] from column `i`.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
+#[allow(clippy::needless_range_loop)] // `t` also offsets the column in `a`
 unsafe fn atb_block<const T: usize>(a: &[f64], lda: usize, k: usize, b: &[f64], i: usize, out: &mut [f64]) {
     use std::arch::x86_64::*;
     let mut acc = [[_mm512_setzero_pd(); W]; T];
