@@ -16,16 +16,17 @@
 //!
 //! Both split their output between the rayon threads (rows of `A B`, columns
 //! of `A^T B`), each thread computing its part in full, so the result does
-//! not depend on the thread count. On x86-64 with AVX-512F or AVX2 + FMA
-//! (detected at run time) the loops are compiled for those units; elsewhere
-//! they are the same loops, unfused.
+//! not depend on the thread count. The kernels are AVX-512F intrinsics,
+//! chosen at run time; without AVX-512F (and for wider, empty or row-major
+//! operands) [`matmul_thin_aware`] hands the product to faer.
 
 use faer::{MatMut, MatRef};
 
 /// Most columns of `B` the thin kernels take (wider products go to faer).
 pub(crate) const THIN_MAX_COLUMNS: usize = 8;
 
-/// Rows of `A B` (columns of `A^T B`) below which one thread does all.
+/// Work (`m k`, entries of `A`) below which one thread does the whole
+/// product.
 const PARALLEL_MIN_WORK: usize = 1 << 16;
 
 /// Whether `a` (with `b` of `c` columns) suits the thin kernels: AVX-512F
