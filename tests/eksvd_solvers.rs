@@ -17,6 +17,11 @@ fn three_sources(rng: &mut rand::rngs::StdRng) -> MultiSource {
     MultiSource::new(vec![common::random_matrix(rng, 60, 4), common::random_matrix(rng, 45, 6), common::random_matrix(rng, 38, 3)]).unwrap()
 }
 
+/// Three sources large enough (order 830) for the block eigensolvers.
+fn three_larger_sources(rng: &mut rand::rngs::StdRng) -> MultiSource {
+    MultiSource::new(vec![common::random_matrix(rng, 300, 5), common::random_matrix(rng, 250, 5), common::random_matrix(rng, 280, 4)]).unwrap()
+}
+
 fn rff_params(k: usize, solver: Solver) -> EksvdParams {
     EksvdParams::new(k).feature_map(FeatureMap::random_fourier(0.7, 24).unwrap()).solver(solver).seed(5)
 }
@@ -173,12 +178,7 @@ fn dual_and_primal_projections_agree_out_of_sample() {
 #[test]
 fn lanczos_matches_dense_without_storing_g() {
     let mut rng = common::rng();
-    let data = MultiSource::new(vec![
-        common::random_matrix(&mut rng, 300, 5),
-        common::random_matrix(&mut rng, 250, 5),
-        common::random_matrix(&mut rng, 280, 4),
-    ])
-    .unwrap();
+    let data = three_larger_sources(&mut rng);
     let device = Device::cpu();
     let params = |solver| EksvdParams::new(8).feature_map(FeatureMap::random_fourier(0.5, 64).unwrap()).solver(Solver::Dual(solver)).seed(9);
     let dense = params(Eigensolver::Dense).fit(&device, &data).unwrap();
@@ -199,12 +199,7 @@ fn lanczos_matches_dense_without_storing_g() {
 #[test]
 fn dense_dual_on_stored_blocks_matches_the_full_decomposition() {
     let mut rng = common::rng();
-    let data = MultiSource::new(vec![
-        common::random_matrix(&mut rng, 300, 5),
-        common::random_matrix(&mut rng, 250, 5),
-        common::random_matrix(&mut rng, 280, 4),
-    ])
-    .unwrap();
+    let data = three_larger_sources(&mut rng);
     let device = Device::cpu();
     let maps: Vec<_> = (0..3).map(|q| FeatureMap::random_fourier(0.5, 64).unwrap().fit(&device, data.source(q), q, 3 + q as u64).unwrap()).collect();
     let features: Vec<DMatrix<f64>> = (0..3).map(|q| maps[q].transform(&device, data.source(q)).unwrap()).collect();

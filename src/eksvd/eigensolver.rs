@@ -155,7 +155,9 @@ where
 {
     check_k(k, n)?;
     Eigensolver::Lanczos { tolerance, max_restarts }.validate()?;
-    let settings = lanczos_settings(tolerance, max_restarts, seed);
+    // The library's block shape (blocks of 8, a basis of about 3.5 k
+    // columns); an operator has no work budget.
+    let settings = TopEigenSettings { tolerance, max_restarts, seed, ..TopEigenSettings::default() };
     let mut products = 0usize;
     let operator = |v: MatRef<'_, f64>, mut out: MatMut<'_, f64>| -> Result<()> {
         let mut v_owned = DMatrix::<f64>::zeros(v.nrows(), v.ncols());
@@ -177,17 +179,22 @@ where
     retain_largest_positive(top.eigen.eigenvalues.as_slice(), &top.eigen.eigenvectors, &order, k, top.norm_estimate)
 }
 
-/// Settings of the eKSVD Lanczos solver: the library's default block shape
-/// (blocks of 8, a basis of about `3.5 k` columns), no work budget.
-fn lanczos_settings(tolerance: f64, max_restarts: usize, seed: u64) -> TopEigenSettings {
-    TopEigenSettings { tolerance, max_restarts, seed, work_ratio: f64::INFINITY, min_ratio: 1, ..TopEigenSettings::default() }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use rand::{rngs::StdRng, SeedableRng};
     use rand_distr::{Distribution, StandardNormal};
+
+    /// `U diag(spectrum) U^T` (symmetrised) with `U` the orthogonal factor
+    /// of a Gaussian matrix drawn from `seed`.
+    fn with_spectrum(spectrum: &DVector<f64>, seed: u64) -> DMatrix<f64> {
+        let n = spectrum.len();
+        let mut rng = StdRng::seed_from_u64(seed);
+        let g = DMatrix::<f64>::from_fn(n, n, |_, _| StandardNormal.sample(&mut rng));
+        let u = g.qr().q();
+        let a = &u * DMatrix::from_diagonal(spectrum) * u.transpose();
+        (&a + a.transpose()) * 0.5
+    }
 
     fn test_matrix(n: usize) -> DMatrix<f64> {
         // Random symmetric (Wigner-like): about half its eigenvalues positive.
@@ -236,12 +243,7 @@ mod tests {
     #[test]
     fn lanczos_vectors_stay_orthonormal_over_many_restarts() {
         let n = 400;
-        let mut rng = StdRng::seed_from_u64(8);
-        let g = DMatrix::<f64>::from_fn(n, n, |_, _| StandardNormal.sample(&mut rng));
-        let u = g.qr().q();
-        let spectrum = DVector::from_fn(n, |i, _| if i < 20 { 1.0 - 1e-3 * i as f64 } else { 0.97 * 0.995f64.powi(i as i32 - 20) });
-        let a = &u * DMatrix::from_diagonal(&spectrum) * u.transpose();
-        let a = (&a + a.transpose()) * 0.5;
+        let a = with_spectrum(&DVector::from_fn(n, |i, _| if i < 20 { 1.0 - 1e-3 * i as f64 } else { 0.97 * 0.995f64.powi(i as i32 - 20) }), 8);
         let mut products = 0usize;
         let l = largest_lanczos(
             n,
@@ -271,12 +273,7 @@ mod tests {
         // A decaying spectrum of order 600, k = 6: the block solver answers
         // (the dense closure is never called) and agrees with the dense path.
         let n = 600;
-        let mut rng = StdRng::seed_from_u64(3);
-        let g = DMatrix::<f64>::from_fn(n, n, |_, _| StandardNormal.sample(&mut rng));
-        let u = g.qr().q();
-        let spectrum = DVector::from_fn(n, |i, _| 0.9f64.powi(i as i32) * if i % 3 == 2 { -1.0 } else { 1.0 });
-        let a = &u * DMatrix::from_diagonal(&spectrum) * u.transpose();
-        let a = (&a + a.transpose()) * 0.5;
+        let a = with_spectrum(&DVector::from_fn(n, |i, _| 0.9f64.powi(i as i32) * if i % 3 == 2 { -1.0 } else { 1.0 }), 3);
         let frobenius = a.norm();
         let mut columns = 0usize;
         let apply = |v: MatRef<'_, f64>, out: MatMut<'_, f64>| -> Result<()> {

@@ -191,17 +191,41 @@ fn storage(m: MatRef<'_, f64>) -> (&[f64], usize) {
     (unsafe { std::slice::from_raw_parts(m.as_ptr(), len) }, ld)
 }
 
-/// Splits `0..n` into one contiguous range per rayon thread (multiples of
-/// `align`), or one range when the work is small.
-fn ranges(n: usize, work: usize, align: usize) -> Vec<(usize, usize)> {
+/// Runs `kernel(lo, hi, buf)` on one contiguous range of `0..n` per rayon
+/// thread (range ends multiples of `align`; one range when `work` is small),
+/// `buf` holding `8 (hi - lo)` zeros, and returns the ranges with their
+/// buffers in order. Each range is computed in full by one thread, so the
+/// numbers do not depend on the thread count.
+fn per_range<K>(n: usize, work: usize, align: usize, kernel: K) -> Vec<(usize, usize, Vec<f64>)>
+where
+    K: Fn(usize, usize, &mut [f64]) + Sync,
+{
+    use rayon::prelude::*;
     let threads = if work < PARALLEL_MIN_WORK { 1 } else { rayon::current_num_threads().max(1) };
     let per = n.div_ceil(threads).div_ceil(align) * align;
-    (0..threads).map(|t| ((t * per).min(n), ((t + 1) * per).min(n))).filter(|(a, b)| a < b).collect()
+    let ranges: Vec<(usize, usize)> = (0..threads).map(|t| ((t * per).min(n), ((t + 1) * per).min(n))).filter(|(a, b)| a < b).collect();
+    ranges
+        .into_par_iter()
+        .map(|(lo, hi)| {
+            let mut buf = vec![0.0f64; (hi - lo) * W];
+            kernel(lo, hi, &mut buf);
+            (lo, hi, buf)
+        })
+        .collect()
+}
+
+/// `out[(i, j)] = v`, or `+= v` when accumulating.
+fn store(out: &mut MatMut<'_, f64>, i: usize, j: usize, v: f64, accumulate: bool) {
+    if accumulate {
+        out[(i, j)] += v;
+    } else {
+        out[(i, j)] = v;
+    }
 }
 
 /// `out = alpha A B + beta out` (`beta` 0 or 1) for `A` `m x k`, `B` `k x c`
 /// ([`thin_applies`]).
-pub(crate) fn thin_mul(out: MatMut<'_, f64>, accumulate: bool, a: MatRef<'_, f64>, b: MatRef<'_, f64>, alpha: f64) {
+pub(crate) fn thin_mul(mut out: MatMut<'_, f64>, accumulate: bool, a: MatRef<'_, f64>, b: MatRef<'_, f64>, alpha: f64) {
     let (m, k, c) = (a.nrows(), a.ncols(), b.ncols());
     assert!(b.nrows() == k && out.nrows() == m && out.ncols() == c && c <= W);
     let mut bt = vec![0.0f64; k * W];
@@ -211,33 +235,19 @@ pub(crate) fn thin_mul(out: MatMut<'_, f64>, accumulate: bool, a: MatRef<'_, f64
         }
     }
     let (a_data, lda) = storage(a);
-    let parts: Vec<(usize, usize, Vec<f64>)> = {
-        use rayon::prelude::*;
-        ranges(m, m * k, ROWS)
-            .into_par_iter()
-            .map(|(r0, r1)| {
-                let mut buf = vec![0.0f64; (r1 - r0) * W];
-                // SAFETY: `thin_applies` checked AVX-512F; `a_data` spans
-                // the k columns of `lda` entries up to row m >= r1.
-                #[cfg(target_arch = "x86_64")]
-                unsafe {
-                    ab_rows(a_data, lda, k, &bt, r0, r1, &mut buf)
-                };
-                (r0, r1, buf)
-            })
-            .collect()
-    };
-    let mut out = out;
+    let parts = per_range(m, m * k, ROWS, |r0, r1, buf| {
+        // SAFETY: `thin_applies` checked AVX-512F; `a_data` spans the k
+        // columns of `lda` entries up to row m >= r1.
+        #[cfg(target_arch = "x86_64")]
+        unsafe {
+            ab_rows(a_data, lda, k, &bt, r0, r1, buf)
+        };
+    });
     for (r0, r1, buf) in parts {
-        let len = r1 - r0;
+        // Column-major `(r1 - r0) x 8`.
         for j in 0..c {
             for r in r0..r1 {
-                let v = buf[j * len + (r - r0)];
-                if accumulate {
-                    out[(r, j)] += v;
-                } else {
-                    out[(r, j)] = v;
-                }
+                store(&mut out, r, j, buf[j * (r1 - r0) + (r - r0)], accumulate);
             }
         }
     }
@@ -245,7 +255,7 @@ pub(crate) fn thin_mul(out: MatMut<'_, f64>, accumulate: bool, a: MatRef<'_, f64
 
 /// `out = alpha A^T B + beta out` (`beta` 0 or 1) for `A` `k x m`, `B`
 /// `k x c` ([`thin_applies`] on `A`).
-pub(crate) fn thin_tr_mul(out: MatMut<'_, f64>, accumulate: bool, a: MatRef<'_, f64>, b: MatRef<'_, f64>, alpha: f64) {
+pub(crate) fn thin_tr_mul(mut out: MatMut<'_, f64>, accumulate: bool, a: MatRef<'_, f64>, b: MatRef<'_, f64>, alpha: f64) {
     let (k, m, c) = (a.nrows(), a.ncols(), b.ncols());
     assert!(b.nrows() == k && out.nrows() == m && out.ncols() == c && c <= W);
     let mut bp = vec![0.0f64; k * W];
@@ -255,32 +265,19 @@ pub(crate) fn thin_tr_mul(out: MatMut<'_, f64>, accumulate: bool, a: MatRef<'_, 
         }
     }
     let (a_data, lda) = storage(a);
-    let parts: Vec<(usize, usize, Vec<f64>)> = {
-        use rayon::prelude::*;
-        ranges(m, m * k, TR_COLS)
-            .into_par_iter()
-            .map(|(i0, i1)| {
-                let mut buf = vec![0.0f64; (i1 - i0) * W];
-                // SAFETY: `thin_applies` checked AVX-512F; `a_data` spans
-                // the m >= i1 columns of `lda` entries, k rows each.
-                #[cfg(target_arch = "x86_64")]
-                unsafe {
-                    atb_cols(a_data, lda, k, &bp, i0, i1, &mut buf)
-                };
-                (i0, i1, buf)
-            })
-            .collect()
-    };
-    let mut out = out;
+    let parts = per_range(m, m * k, TR_COLS, |i0, i1, buf| {
+        // SAFETY: `thin_applies` checked AVX-512F; `a_data` spans the
+        // m >= i1 columns of `lda` entries, k rows each.
+        #[cfg(target_arch = "x86_64")]
+        unsafe {
+            atb_cols(a_data, lda, k, &bp, i0, i1, buf)
+        };
+    });
     for (i0, i1, buf) in parts {
+        // Row-major `(i1 - i0) x 8`.
         for i in i0..i1 {
             for j in 0..c {
-                let v = alpha * buf[(i - i0) * W + j];
-                if accumulate {
-                    out[(i, j)] += v;
-                } else {
-                    out[(i, j)] = v;
-                }
+                store(&mut out, i, j, alpha * buf[(i - i0) * W + j], accumulate);
             }
         }
     }

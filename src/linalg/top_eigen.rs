@@ -119,12 +119,7 @@ pub fn symmetric_eigen_largest_with(a: &DMatrix<f64>, k: usize, settings: &TopEi
     check_matrix("symmetric matrix", a)?;
     check_dim("symmetric matrix must be square", a.nrows(), a.ncols())?;
     let n = a.nrows();
-    if k == 0 || k > n {
-        return Err(ComputeError::InvalidParameter { name: "k", reason: format!("must be in 1..={n}, got {k}") });
-    }
-    if !(settings.tolerance.is_finite() && settings.tolerance > 0.0 && settings.tolerance < 1.0) {
-        return Err(ComputeError::InvalidParameter { name: "tolerance", reason: format!("must be in (0, 1), got {}", settings.tolerance) });
-    }
+    check_arguments(n, k, settings)?;
     let shape = BlockShape::new(n, k, settings);
     if let Some(shape) = shape {
         let full = mirrored(a);
@@ -150,16 +145,11 @@ pub fn symmetric_eigen_largest_with(a: &DMatrix<f64>, k: usize, settings: &TopEi
 /// Errors: as [`symmetric_operator_largest`], except non-convergence, which
 /// is `Ok(None)`.
 pub fn symmetric_operator_largest_within_budget<A: SymmetricOperator>(n: usize, k: usize, mut a: A, frobenius: f64, settings: &TopEigenSettings) -> Result<Option<LargestSymmetricEigen>> {
-    if k == 0 || k > n {
-        return Err(ComputeError::InvalidParameter { name: "k", reason: format!("must be in 1..={n}, got {k}") });
-    }
-    if !(settings.tolerance.is_finite() && settings.tolerance > 0.0 && settings.tolerance < 1.0) {
-        return Err(ComputeError::InvalidParameter { name: "tolerance", reason: format!("must be in (0, 1), got {}", settings.tolerance) });
-    }
+    check_arguments(n, k, settings)?;
     let Some(shape) = BlockShape::new(n, k, settings) else { return Ok(None) };
     match block_lanczos_widening(n, &mut a, Some(frobenius), k, shape, settings, true)? {
         BlockOutcome::Converged(found) => Ok(Some(found)),
-        BlockOutcome::Stopped { .. } => Ok(None),
+        BlockOutcome::Stopped { .. } | BlockOutcome::TooWide => Ok(None),
     }
 }
 
@@ -171,45 +161,49 @@ pub fn symmetric_operator_largest_within_budget<A: SymmetricOperator>(n: usize, 
 /// [`symmetric_eigen_largest`]). Converged when every wanted
 /// pair has an estimated residual `||A u - lambda u|| <= tolerance ||A||`,
 /// checked on the true residuals (to `100 tolerance ||A||`) before returning.
-/// When the basis (`k + (2 + extra_blocks) b` columns) would not fit in `n`,
-/// `A` is formed as `A I` (`n` products) and decomposed densely.
+/// When the basis (or one widened for a cluster) would not fit in `n`, `A`
+/// is formed as `A I` (`n` products) and decomposed densely.
 ///
 /// Errors: [`ComputeError::InvalidParameter`] for `k` outside `1..=n` or a
 /// tolerance outside `(0, 1)`, or a basis too large for memory;
 /// [`ComputeError::EigenNotConverged`] after `max_restarts` restarts; what
 /// the operator returns.
 pub fn symmetric_operator_largest<A: SymmetricOperator>(n: usize, k: usize, mut a: A, settings: &TopEigenSettings) -> Result<LargestSymmetricEigen> {
+    check_arguments(n, k, settings)?;
+    let too_large = |what: &str| ComputeError::InvalidParameter { name: "n", reason: format!("{what} for n = {n}, k = {k} does not fit in memory") };
+    let fits = |cols: usize| n.checked_mul(cols).is_some_and(|len| len <= isize::MAX as usize / std::mem::size_of::<f64>());
+    let shape = BlockShape::new(n, k, &TopEigenSettings { min_ratio: 1, ..*settings });
+    if let Some(shape) = shape {
+        if !fits(shape.m + shape.b) {
+            return Err(too_large("a Lanczos basis"));
+        }
+        match block_lanczos_widening(n, &mut a, None, k, shape, settings, false)? {
+            BlockOutcome::Converged(found) => return Ok(found),
+            BlockOutcome::Stopped { converged, restarts } => return Err(ComputeError::EigenNotConverged { converged, requested: k, restarts }),
+            BlockOutcome::TooWide => {}
+        }
+    }
+    // The basis (or a widened one) does not fit next to n: A I, densely.
+    if !fits(n) {
+        return Err(too_large("the matrix A I"));
+    }
+    let mut full = DMatrix::<f64>::zeros(n, n);
+    let identity = DMatrix::<f64>::identity(n, n);
+    a.apply(faer_ref(&identity), faer_mut(&mut full))?;
+    check_matrix("the operator's A I", &full)?;
+    let symmetric = (&full + full.transpose()) * 0.5;
+    full_top(&symmetric, k)
+}
+
+/// `k` in `1..=n` and the tolerance in `(0, 1)`.
+fn check_arguments(n: usize, k: usize, settings: &TopEigenSettings) -> Result<()> {
     if k == 0 || k > n {
         return Err(ComputeError::InvalidParameter { name: "k", reason: format!("must be in 1..={n}, got {k}") });
     }
     if !(settings.tolerance.is_finite() && settings.tolerance > 0.0 && settings.tolerance < 1.0) {
         return Err(ComputeError::InvalidParameter { name: "tolerance", reason: format!("must be in (0, 1), got {}", settings.tolerance) });
     }
-    let too_large = |what: &str| ComputeError::InvalidParameter { name: "n", reason: format!("{what} for n = {n}, k = {k} does not fit in memory") };
-    let fits = |cols: usize| n.checked_mul(cols).is_some_and(|len| len <= isize::MAX as usize / std::mem::size_of::<f64>());
-    let shape = BlockShape::new(n, k, &TopEigenSettings { min_ratio: 1, ..*settings });
-    match shape {
-        Some(shape) => {
-            if !fits(shape.m + shape.b) {
-                return Err(too_large("a Lanczos basis"));
-            }
-            match block_lanczos_widening(n, &mut a, None, k, shape, settings, false)? {
-                BlockOutcome::Converged(found) => Ok(found),
-                BlockOutcome::Stopped { converged, restarts } => Err(ComputeError::EigenNotConverged { converged, requested: k, restarts }),
-            }
-        }
-        None => {
-            if !fits(n) {
-                return Err(too_large("the matrix A I"));
-            }
-            let mut full = DMatrix::<f64>::zeros(n, n);
-            let identity = DMatrix::<f64>::identity(n, n);
-            a.apply(faer_ref(&identity), faer_mut(&mut full))?;
-            check_matrix("the operator's A I", &full)?;
-            let symmetric = (&full + full.transpose()) * 0.5;
-            full_top(&symmetric, k)
-        }
-    }
+    Ok(())
 }
 
 /// The top `k` by the tridiagonal path
@@ -269,7 +263,7 @@ fn block_lanczos_widening<A: SymmetricOperator>(n: usize, a: &mut A, frobenius: 
         log::debug!("block Lanczos: {cluster} equal values with blocks of {}, again with {}", shape.b, settings.block);
         match BlockShape::new(n, k, &settings) {
             Some(wider) => shape = wider,
-            None => return Ok(BlockOutcome::Stopped { converged: 0, restarts: 0 }),
+            None => return Ok(BlockOutcome::TooWide),
         }
     }
 }
@@ -464,6 +458,9 @@ enum BlockOutcome {
         converged: usize,
         restarts: usize,
     },
+    /// A cluster asked for a wider block than fits next to `n`: the dense
+    /// path must answer.
+    TooWide,
 }
 
 /// `A V` for an `n x c` block `V`, written to the `n x c` output; `A`
