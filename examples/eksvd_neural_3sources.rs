@@ -27,7 +27,7 @@ mod neural_cli;
 
 use gramian::datasets::{load_three_sources, mean_std};
 use gramian::eksvd::evaluation::{linear_svm_classifier, select_on_validation_scaled, MultiViewData, Representation};
-use gramian::eksvd::neural::{EarlyStopping, NeuralBackend};
+use gramian::eksvd::neural::{EarlyStopping, LearningRateSchedule, NeuralBackend};
 use neural_cli::{parse_candidates, AnyResult, Candidate, Training};
 
 /// Candidates `(components k, eta, learning rate, weight decay)`, chosen on
@@ -40,7 +40,7 @@ fn main() -> AnyResult<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut dir = "../shared/data/multiview/3sources".to_string();
     let mut splits = 5u64;
-    let mut t = Training { backend: NeuralBackend::NdArray, epochs: 200, dropout: 0.0, stopping: EarlyStopping::ValidationF1, batch: 32, hidden: Vec::new(), d_phi: 64, patience: 30 };
+    let mut t = Training { backend: NeuralBackend::NdArray, epochs: 200, dropout: 0.0, stopping: EarlyStopping::ValidationF1, batch: 32, hidden: Vec::new(), d_phi: 64, patience: 30, schedule: LearningRateSchedule::Constant, ema: 0.0 };
     let mut candidates = CANDIDATES.to_vec();
     let mut i = 0;
     while i < args.len() {

@@ -36,7 +36,7 @@ use std::time::Instant;
 
 use gramian::datasets::mean_std;
 use gramian::eksvd::evaluation::{linear_svm_classifier, select_on_validation, MultiViewData, Representation, SplitData};
-use gramian::eksvd::neural::{EarlyStopping, NeuralBackend, TrainingHistory};
+use gramian::eksvd::neural::{EarlyStopping, LearningRateSchedule, NeuralBackend, TrainingHistory};
 use neural_cli::{parse_candidates, AnyResult, Candidate, Training};
 use plotters::style::RGBColor;
 use psd_plot::{Curve, Panel};
@@ -84,7 +84,7 @@ fn main() -> AnyResult<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut dir = "../shared/data/multiview/mfeat".to_string();
     let (mut splits, mut out, mut views) = (5u64, "target/neural_eksvd".to_string(), "both".to_string());
-    let mut t = Training { backend: NeuralBackend::NdArray, epochs: 100, dropout: 0.0, stopping: EarlyStopping::ValidationF1, batch: 64, hidden: vec![256], d_phi: 128, patience: 20 };
+    let mut t = Training { backend: NeuralBackend::NdArray, epochs: 100, dropout: 0.0, stopping: EarlyStopping::ValidationF1, batch: 64, hidden: vec![256], d_phi: 128, patience: 20, schedule: LearningRateSchedule::Constant, ema: 0.0 };
     let mut candidates = CANDIDATES.to_vec();
     let mut i = 0;
     while i < args.len() {

@@ -387,3 +387,63 @@ fn training_is_reproducible_for_a_seed() {
     let other = small_params(seed.wrapping_add(1)).max_epochs(2).weight_decay(0.01).fit(&data, &labels, None).unwrap();
     assert_ne!(other.weights().projections, wa.projections);
 }
+
+/// The cosine schedule starts at the base rate, halves it midway and ends at
+/// zero (Loshchilov & Hutter's annealing without restarts); the constant one
+/// never changes it. Training with it is replayable for a seed and differs
+/// from training at a constant rate.
+#[test]
+fn cosine_learning_rate_schedule() {
+    use gramian::eksvd::neural::LearningRateSchedule;
+    let cosine = LearningRateSchedule::Cosine;
+    assert_eq!(cosine.rate(0.01, 0, 100), 0.01);
+    assert!((cosine.rate(0.01, 50, 100) - 0.005).abs() < 1e-15);
+    assert!((cosine.rate(0.01, 25, 100) - 0.005 * (1.0 + std::f64::consts::FRAC_1_SQRT_2)).abs() < 1e-15);
+    assert!(cosine.rate(0.01, 100, 100).abs() < 1e-15 && cosine.rate(0.01, 200, 100).abs() < 1e-15);
+    assert!((1..100).all(|t| cosine.rate(0.01, t, 100) < cosine.rate(0.01, t - 1, 100)), "strictly decreasing");
+    assert_eq!(LearningRateSchedule::Constant.rate(0.01, 70, 100), 0.01);
+    assert_eq!(LearningRateSchedule::default(), LearningRateSchedule::Constant);
+
+    let mut rng = common::rng();
+    let (data, labels) = synthetic(&mut rng, 90, 3);
+    let seed = rng.random();
+    let fit = |schedule| small_params(seed).max_epochs(4).schedule(schedule).fit(&data, &labels, None).unwrap().weights().projections[0].clone();
+    let (a, b, constant) = (fit(LearningRateSchedule::Cosine), fit(LearningRateSchedule::Cosine), fit(LearningRateSchedule::Constant));
+    assert_eq!(a, b, "replayable for a seed");
+    assert!((&a - &constant).amax() > 1e-6, "the schedule changes the steps");
+}
+
+/// Weight averaging: the kept network after two epochs is
+/// `decay W_1 + (1 - decay) W_2`, where `W_e` are the plain weights after
+/// epoch `e` (the averaging does not change the Adam steps); decay 0 is no
+/// averaging, bit for bit; a decay outside `[0, 1)` is a typed error.
+#[test]
+fn weight_averaging_is_the_moving_average_of_the_epochs() {
+    let mut rng = common::rng();
+    let (data, labels) = synthetic(&mut rng, 90, 3);
+    let seed = rng.random();
+    let fit = |epochs: usize, decay: f64| small_params(seed).max_epochs(epochs).weight_averaging(decay).fit(&data, &labels, None).unwrap().weights();
+    let (w1, w2) = (fit(1, 0.0), fit(2, 0.0));
+    let decay = 0.7;
+    let averaged = fit(2, decay);
+    let check = |got: &DMatrix<f64>, a: &DMatrix<f64>, b: &DMatrix<f64>, what: &str| {
+        let want = a * decay + b * (1.0 - decay);
+        let err = (got - &want).amax();
+        // f32 storage of the averaged weights: within a few f32 roundings.
+        assert!(err <= 1e-6 * want.amax().max(1.0), "{what}: {err:e}");
+        assert!((a - b).amax() > 1e-4, "{what}: the second epoch moved nothing");
+    };
+    for q in 0..3 {
+        check(&averaged.projections[q], &w1.projections[q], &w2.projections[q], "W_q");
+        for (l, (a, _)) in averaged.feature_maps[q].iter().enumerate() {
+            check(a, &w1.feature_maps[q][l].0, &w2.feature_maps[q][l].0, "feature map layer");
+        }
+    }
+    check(&averaged.classifier.0, &w1.classifier.0, &w2.classifier.0, "classifier");
+    let log_gamma = decay * w1.gamma.ln() + (1.0 - decay) * w2.gamma.ln();
+    assert!((averaged.gamma.ln() - log_gamma).abs() < 1e-6, "gamma {} vs exp({log_gamma})", averaged.gamma);
+    assert_eq!(fit(2, 0.0).projections, w2.projections, "decay 0 is no averaging");
+    for bad in [1.0, -0.1, f64::NAN] {
+        assert!(matches!(small_params(1).weight_averaging(bad).fit(&data, &labels, None), Err(EksvdError::InvalidParameter { name: "weight_averaging", .. })), "decay {bad}");
+    }
+}

@@ -5,7 +5,7 @@
 
 use gramian::datasets::macro_f1;
 use gramian::eksvd::evaluation::{linear_svm_classifier, select_on_validation as select_classifier, Representation, SplitData};
-use gramian::eksvd::neural::{EarlyStopping, NeuralBackend, NeuralEksvd, NeuralEksvdParams};
+use gramian::eksvd::neural::{EarlyStopping, LearningRateSchedule, NeuralBackend, NeuralEksvd, NeuralEksvdParams};
 
 pub type AnyResult<T> = Result<T, Box<dyn std::error::Error>>;
 
@@ -38,11 +38,13 @@ pub struct Training {
     pub hidden: Vec<usize>,
     pub d_phi: usize,
     pub patience: usize,
+    pub schedule: LearningRateSchedule,
+    pub ema: f64,
 }
 
 impl Training {
     /// Flags understood by [`Training::apply_flag`].
-    pub const FLAGS: &'static str = "[--epochs E] [--backend ndarray|wgpu] [--dropout P] [--stopping f1|ce] [--batch B] [--hidden W1,W2,...|''] [--dphi D] [--patience E]";
+    pub const FLAGS: &'static str = "[--epochs E] [--backend ndarray|wgpu] [--dropout P] [--stopping f1|ce] [--batch B] [--hidden W1,W2,...|''] [--dphi D] [--patience E] [--schedule constant|cosine] [--ema DECAY]";
 
     /// Applies `flag value` if it is one of [`Training::FLAGS`]; `Ok(false)`
     /// for any other flag.
@@ -62,6 +64,14 @@ impl Training {
             "--hidden" => self.hidden = if value.is_empty() { Vec::new() } else { value.split(',').map(str::parse).collect::<Result<_, _>>()? },
             "--dphi" => self.d_phi = value.parse()?,
             "--patience" => self.patience = value.parse()?,
+            "--ema" => self.ema = value.parse()?,
+            "--schedule" => {
+                self.schedule = match value {
+                    "constant" => LearningRateSchedule::Constant,
+                    "cosine" => LearningRateSchedule::Cosine,
+                    other => return Err(format!("--schedule: constant or cosine, got {other}").into()),
+                }
+            }
             _ => return Ok(false),
         }
         Ok(true)
@@ -80,6 +90,8 @@ impl Training {
             .patience(self.patience)
             .dropout(self.dropout)
             .early_stopping(self.stopping)
+            .schedule(self.schedule)
+            .weight_averaging(self.ema)
             .seed(seed)
             .backend(self.backend)
     }

@@ -39,7 +39,7 @@ pub mod train;
 pub use loss::{cross_entropy, objective_per_component, LossTensors, LossValues};
 pub use model::{Activation, Architecture, NeuralEksvdNet, NeuralWeights};
 pub use placement::{burn_device, shared_gpu};
-pub use train::{EarlyStopping, EpochRecord, NeuralEksvd, NeuralEksvdParams, TrainingHistory};
+pub use train::{EarlyStopping, EpochRecord, LearningRateSchedule, NeuralEksvd, NeuralEksvdParams, TrainingHistory};
 
 use burn::tensor::Device;
 

@@ -198,6 +198,27 @@ impl NeuralWeights {
     pub fn scores(&self, q: usize, x: &DMatrix<f64>) -> DMatrix<f64> {
         self.features(q, x) * &self.projections[q]
     }
+
+    /// `self <- decay self + (1 - decay) other`, weight by weight (`gamma`
+    /// through `log gamma`, so it stays positive): one step of an
+    /// exponential moving average of the weights. Both networks must have
+    /// the same architecture.
+    pub(crate) fn blend(&mut self, other: &NeuralWeights, decay: f64) {
+        let mix = |a: &mut DMatrix<f64>, b: &DMatrix<f64>| a.zip_apply(b, |x, y| *x = decay * *x + (1.0 - decay) * y);
+        let mix_vector = |a: &mut DVector<f64>, b: &DVector<f64>| a.zip_apply(b, |x, y| *x = decay * *x + (1.0 - decay) * y);
+        for (layers, other_layers) in self.feature_maps.iter_mut().zip(&other.feature_maps) {
+            for ((a, b), (oa, ob)) in layers.iter_mut().zip(other_layers) {
+                mix(a, oa);
+                mix_vector(b, ob);
+            }
+        }
+        for (w, ow) in self.projections.iter_mut().zip(&other.projections) {
+            mix(w, ow);
+        }
+        self.gamma = (decay * self.gamma.ln() + (1.0 - decay) * other.gamma.ln()).exp();
+        mix(&mut self.classifier.0, &other.classifier.0);
+        mix_vector(&mut self.classifier.1, &other.classifier.1);
+    }
 }
 
 impl NeuralEksvdNet {

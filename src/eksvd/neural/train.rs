@@ -40,6 +40,8 @@ pub struct NeuralEksvdParams {
     patience: usize,
     dropout: f64,
     early_stopping: EarlyStopping,
+    schedule: LearningRateSchedule,
+    weight_averaging: f64,
     gamma_init: f64,
     seed: u64,
     backend: NeuralBackend,
@@ -52,8 +54,8 @@ impl NeuralEksvdParams {
     /// `components` projection components per source; defaults: one hidden
     /// layer of 256, `d_phi = 128`, ReLU, `eta = 1`, Adam with learning rate
     /// `1e-3` and no weight decay, batches of 128, at most 100 epochs, patience 20 epochs,
-    /// no dropout, early stopping on validation macro-F1,
-    /// `gamma_init = 1`, seed 0, NdArray, no progress bar, divergence factor
+    /// no dropout, early stopping on validation macro-F1, a constant
+    /// learning rate, no weight averaging, `gamma_init = 1`, seed 0, NdArray, no progress bar, divergence factor
     /// `1e6`.
     pub fn new(components: usize) -> Self {
         NeuralEksvdParams {
@@ -69,6 +71,8 @@ impl NeuralEksvdParams {
             patience: 20,
             dropout: 0.0,
             early_stopping: EarlyStopping::ValidationF1,
+            schedule: LearningRateSchedule::Constant,
+            weight_averaging: 0.0,
             gamma_init: 1.0,
             seed: 0,
             backend: NeuralBackend::NdArray,
@@ -136,6 +140,21 @@ impl NeuralEksvdParams {
     /// Which validation score picks the kept epoch and drives the patience.
     pub fn early_stopping(mut self, rule: EarlyStopping) -> Self {
         self.early_stopping = rule;
+        self
+    }
+    /// How the learning rate changes over the Adam steps.
+    pub fn schedule(mut self, schedule: LearningRateSchedule) -> Self {
+        self.schedule = schedule;
+        self
+    }
+    /// Exponential moving average of the weights over the epochs, `0 <=
+    /// decay < 1`: after each epoch the averaged network becomes `decay
+    /// avg + (1 - decay) current` (starting from the first epoch's weights),
+    /// and the per-epoch losses, the validation scores, early stopping and
+    /// the returned model all use the averaged network; the Adam steps go on
+    /// from the current weights. 0 (the default) is no averaging.
+    pub fn weight_averaging(mut self, decay: f64) -> Self {
+        self.weight_averaging = decay;
         self
     }
     /// Initial `gamma > 0`.
@@ -206,6 +225,9 @@ impl NeuralEksvdParams {
         if !(self.learning_rate.is_finite() && self.learning_rate > 0.0) {
             return bad("learning_rate", format!("must be finite and > 0, got {}", self.learning_rate));
         }
+        if !(self.weight_averaging.is_finite() && (0.0..1.0).contains(&self.weight_averaging)) {
+            return bad("weight_averaging", format!("must be in [0, 1), got {}", self.weight_averaging));
+        }
         if !(self.dropout.is_finite() && (0.0..1.0).contains(&self.dropout)) {
             return bad("dropout", format!("must be in [0, 1), got {}", self.dropout));
         }
@@ -270,6 +292,10 @@ impl NeuralEksvdParams {
         let mut optim = AdamWConfig::new().with_weight_decay(self.weight_decay as f32).init();
         let mut rng = StdRng::seed_from_u64(self.seed ^ 0x9e37_79b9_7f4a_7c15);
         let mut order: Vec<usize> = (0..n).collect();
+        let steps_per_epoch = n.div_ceil(self.batch_size);
+        let total_steps = self.max_epochs.saturating_mul(steps_per_epoch);
+        let mut step = 0usize;
+        let mut averaged: Option<NeuralWeights> = None;
 
         let initial = model.loss_on(&resident_eval, self.eta)?;
         if !initial.total.is_finite() {
@@ -294,13 +320,28 @@ impl NeuralEksvdParams {
                 let objective = objective_per_component(&projections, &scores, net.gamma(), n);
                 let loss = LossTensors::new(objective, cross_entropy(net.logits(&scores), one_hot), self.eta);
                 let grads = GradientsParams::from_grads(loss.total.backward(), &net);
-                net = optim.step(self.learning_rate, net, grads);
+                net = optim.step(self.schedule.rate(self.learning_rate, step, total_steps), net, grads);
+                step += 1;
             }
             // The steps are queued asynchronously on GPU backends: wait for
             // them, so that `seconds` is the epoch's work, not its queueing.
             ad_device.sync().map_err(|e| NeuralError::Execution(format!("{e:?}")))?;
             let seconds = start.elapsed().as_secs_f64();
             model.net = net.valid();
+            if self.weight_averaging > 0.0 {
+                // The average lives on the host in f64 (a few hundred
+                // thousand weights: one download per epoch).
+                let current = model.net.export();
+                let avg = match averaged.take() {
+                    None => current,
+                    Some(mut avg) => {
+                        avg.blend(&current, self.weight_averaging);
+                        avg
+                    }
+                };
+                model.net = NeuralEksvdNet::from_weights(&avg, &device);
+                averaged = Some(avg);
+            }
             let values = model.loss_on(&resident_eval, self.eta)?;
             if !values.total.is_finite() || values.total > self.divergence_factor * initial.total {
                 if let Some(bar) = &bar {
@@ -343,6 +384,32 @@ impl NeuralEksvdParams {
         }
         model.history = history;
         Ok(model)
+    }
+}
+
+/// The learning rate of each Adam step of [`NeuralEksvdParams::fit`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LearningRateSchedule {
+    /// The learning rate at every step.
+    #[default]
+    Constant,
+    /// Cosine annealing without restarts (Loshchilov & Hutter, ICLR 2017):
+    /// step `t` of `T = max_epochs * ceil(N / batch)` uses
+    /// `lr (1 + cos(pi t / T)) / 2`, from `lr` down towards 0 at the last
+    /// epoch (early stopping may end the run before).
+    Cosine,
+}
+
+impl LearningRateSchedule {
+    /// The rate of step `step` (from 0) of `total` for base rate `lr`.
+    pub fn rate(self, lr: f64, step: usize, total: usize) -> f64 {
+        match self {
+            LearningRateSchedule::Constant => lr,
+            LearningRateSchedule::Cosine => {
+                let fraction = if total == 0 { 0.0 } else { (step.min(total) as f64) / total as f64 };
+                0.5 * lr * (1.0 + (std::f64::consts::PI * fraction).cos())
+            }
+        }
     }
 }
 
