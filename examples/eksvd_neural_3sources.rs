@@ -3,9 +3,9 @@
 //! `eksvd_3sources` on the same splits.
 //!
 //! ```text
-//! cargo run --features neural,repro --example eksvd_neural_3sources -- [DATA_DIR] [--splits N] \
+//! cargo run --features neural,repro --example eksvd_neural_3sources -- [DATA_DIR] [--splits N] [--out DIR] \
 //!     [--candidates k:eta:lr[:wd],...] [--epochs E] [--dropout P] [--stopping f1|ce] [--batch B] \
-//!     [--hidden W1,W2,...|''] [--dphi D] [--patience E]
+//!     [--hidden W1,W2,...|''] [--dphi D] [--patience E] [--schedule constant|cosine] [--ema DECAY]
 //! ```
 //!
 //! Protocol of `eksvd_3sources`: stratified 60/20/20 splits with seeds
@@ -18,12 +18,18 @@
 //! (ties: validation cross-entropy); its hyper-parameters are picked from
 //! [`CANDIDATES`] on validation, and the test macro-F1 of its own linear
 //! head and of a linear SVM on its learned scores are reported. n = 169
-//! makes an epoch cheap on the CPU (NdArray backend, about 0.05 s).
+//! makes an epoch cheap on the CPU (NdArray backend, about 0.05 s). The
+//! curves of Figure 1 (`sum_k (J_k / N)^2` and the cross-entropy per epoch)
+//! of split 0's chosen run go to `--out` (default `target/neural_eksvd/`).
 
 use std::time::Instant;
 
 #[path = "neural_cli/mod.rs"]
 mod neural_cli;
+#[path = "neural_cli/curves.rs"]
+mod neural_curves;
+#[path = "psd_plot/mod.rs"]
+mod psd_plot;
 
 use gramian::datasets::{load_three_sources, mean_std};
 use gramian::eksvd::evaluation::{linear_svm_classifier, select_on_validation_scaled, MultiViewData, Representation};
@@ -40,6 +46,7 @@ fn main() -> AnyResult<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut dir = "../shared/data/multiview/3sources".to_string();
     let mut splits = 5u64;
+    let mut out = "target/neural_eksvd".to_string();
     let mut t = Training { backend: NeuralBackend::NdArray, epochs: 200, dropout: 0.0, stopping: EarlyStopping::ValidationF1, batch: 32, hidden: Vec::new(), d_phi: 64, patience: 30, schedule: LearningRateSchedule::Constant, ema: 0.0 };
     let mut candidates = CANDIDATES.to_vec();
     let mut i = 0;
@@ -47,10 +54,11 @@ fn main() -> AnyResult<()> {
         let value = || args.get(i + 1).cloned().ok_or(format!("{} needs a value", args[i]));
         match args[i].as_str() {
             "--splits" => splits = value()?.parse()?,
+            "--out" => out = value()?,
             "--candidates" => candidates = parse_candidates(&value()?)?,
             flag if flag.starts_with("--") => {
                 if !t.apply_flag(flag, &value()?)? {
-                    return Err(format!("unknown flag {flag}; flags: --splits N --candidates k:eta:lr[:wd],... {}", Training::FLAGS).into());
+                    return Err(format!("unknown flag {flag}; flags: --splits N --out DIR --candidates k:eta:lr[:wd],... {}", Training::FLAGS).into());
                 }
             }
             other => {
@@ -74,6 +82,9 @@ fn main() -> AnyResult<()> {
         neural_f1.push(100.0 * run.test_f1);
         svm_f1.push(100.0 * neural_cli::svm_on_scores(&split, &run.model)?);
         eprintln!("split {seed}: concatenation {:.2}, Neural eKSVD {:.2}, its scores + SVM {:.2} ({label}) ({:.0} s)", concat.last().unwrap(), neural_f1.last().unwrap(), svm_f1.last().unwrap(), start.elapsed().as_secs_f64());
+        if seed == 0 {
+            neural_curves::write_curves(run.model.history(), std::path::Path::new(&out), "curves_3sources_split0")?;
+        }
         chosen.push(label);
     }
     let cell = |v: &[f64]| {

@@ -6,7 +6,7 @@
 //! cargo run --features neural --example eksvd_neural_mfeat -- \
 //!     [DATA_DIR] [--splits N] [--epochs N] [--backend ndarray|wgpu] [--out DIR] [--views 3|6|both] \
 //!     [--candidates k:eta:lr[:wd],...] [--dropout P] [--stopping f1|ce] [--batch B] \
-//!     [--hidden W1,W2,...] [--dphi D] [--patience E]
+//!     [--hidden W1,W2,...] [--dphi D] [--patience E] [--schedule constant|cosine] [--ema DECAY]
 //! ```
 //!
 //! Defaults: MLP `d_q -> 256 -> d_phi = 128` (ReLU), batches of 64, at most
@@ -29,6 +29,8 @@
 
 #[path = "neural_cli/mod.rs"]
 mod neural_cli;
+#[path = "neural_cli/curves.rs"]
+mod neural_curves;
 #[path = "psd_plot/mod.rs"]
 mod psd_plot;
 
@@ -36,10 +38,8 @@ use std::time::Instant;
 
 use gramian::datasets::mean_std;
 use gramian::eksvd::evaluation::{linear_svm_classifier, select_on_validation, MultiViewData, Representation, SplitData};
-use gramian::eksvd::neural::{EarlyStopping, LearningRateSchedule, NeuralBackend, TrainingHistory};
+use gramian::eksvd::neural::{EarlyStopping, LearningRateSchedule, NeuralBackend};
 use neural_cli::{parse_candidates, AnyResult, Candidate, Training};
-use plotters::style::RGBColor;
-use psd_plot::{Curve, Panel};
 
 /// Default hyper-parameter candidates `(components k, eta, learning rate,
 /// weight decay)`, chosen on validation per split (`--candidates` replaces
@@ -54,30 +54,6 @@ const CLASSIFIER_CS: [f64; 2] = [0.1, 1.0];
 fn concatenation_f1(split: &SplitData) -> AnyResult<f64> {
     let rep = Representation { train: split.train.concatenated()?, validation: split.validation.concatenated()?, test: split.test.concatenated()? };
     Ok(select_on_validation(split, &[("-", rep)], &CLASSIFIER_CS, &linear_svm_classifier)?.test_f1)
-}
-
-fn write_curves(history: &TrainingHistory, out: &std::path::Path, name: &str) -> AnyResult<()> {
-    std::fs::create_dir_all(out)?;
-    let csv = out.join(format!("{name}.csv"));
-    history.write_csv(&csv)?;
-    let j2: Vec<(f64, f64)> = history.epochs.iter().map(|e| (e.epoch as f64, e.objective_squared.max(1e-30).log10())).collect();
-    let ce: Vec<(f64, f64)> = history.epochs.iter().map(|e| (e.epoch as f64, e.cross_entropy)).collect();
-    let range = |v: &[(f64, f64)]| {
-        let lo = v.iter().map(|p| p.1).fold(f64::INFINITY, f64::min);
-        let hi = v.iter().map(|p| p.1).fold(f64::NEG_INFINITY, f64::max);
-        let pad = 0.05 * (hi - lo).max(1e-6);
-        (lo - pad, hi + pad)
-    };
-    let x_range = (1.0, history.epochs.len().max(2) as f64);
-    let blue = RGBColor(31, 119, 180);
-    let panels = [
-        Panel { title: "(a) log10 sum_k (J_k / N)^2".into(), y_range: range(&j2), x_range, curves: vec![Curve { points: j2, colour: blue, dots: false }] },
-        Panel { title: "(b) cross-entropy L_CE".into(), y_range: range(&ce), x_range, curves: vec![Curve { points: ce, colour: blue, dots: false }] },
-    ];
-    let png = out.join(format!("{name}.png"));
-    psd_plot::draw_panels(png.to_str().ok_or("non-UTF-8 output path")?, &panels, (480, 360))?;
-    println!("curves: {} and {}", csv.display(), png.display());
-    Ok(())
 }
 
 fn main() -> AnyResult<()> {
@@ -133,7 +109,7 @@ fn main() -> AnyResult<()> {
             per_epoch.push(run.model.history().seconds_per_epoch());
             eprintln!("{} split {seed}: concatenation {:.2}, Neural eKSVD {:.2}, its scores + SVM {:.2} ({}, gamma {:.3e})", data.view_names.join("+"), concat.last().unwrap(), neural_f1.last().unwrap(), svm_f1.last().unwrap(), run.label, run.model.gamma());
             if seed == 0 && set_index == 0 {
-                write_curves(run.model.history(), std::path::Path::new(&out), &format!("curves_{}views_split0", data.views.len()))?;
+                neural_curves::write_curves(run.model.history(), std::path::Path::new(&out), &format!("curves_{}views_split0", data.views.len()))?;
             }
         }
         let cell = |v: &[f64]| {
