@@ -79,7 +79,7 @@ fn fit_nystrom_maps(device: &Device, train: &MultiSource, kernel: &Kernel) -> An
     'retry: loop {
         let mut maps = Vec::new();
         for (q, x) in train.sources().iter().enumerate() {
-            match FeatureMap::nystrom(kernel.clone(), dim, landmarks)?.fit(device, x, q, 7) {
+            match FeatureMap::nystrom(*kernel, dim, landmarks)?.fit(device, x, q, 7) {
                 Ok(m) => maps.push(m),
                 Err(EksvdError::RankDeficientKernel { rank, .. }) if rank > 0 && rank < dim => {
                     dim = rank;

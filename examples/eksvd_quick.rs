@@ -20,7 +20,7 @@ fn main() -> Result<(), Error> {
         let mix = DMatrix::<f64>::from_fn(2, d, |_, _| rng.random_range(-1.0..1.0));
         &latent * mix + DMatrix::from_fn(n, d, |_, _| 0.1 * rng.random_range(-1.0..1.0))
     };
-    let sources = vec![source(&mut rng, 5), source(&mut rng, 8), source(&mut rng, 3)];
+    let sources = [source(&mut rng, 5), source(&mut rng, 8), source(&mut rng, 3)];
     let train = MultiSource::paired(sources.iter().map(|s| s.rows(0, 250).into_owned()).collect())?;
     let test = MultiSource::paired(sources.iter().map(|s| s.rows(250, 50).into_owned()).collect())?;
 

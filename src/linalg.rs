@@ -198,8 +198,8 @@ impl_real!(f64, exp_nonpositive_f64, exp_nonpositive_f64_block, exp_table::exp_n
 #[inline(always)]
 pub fn exp_nonpositive_f64(x: f64) -> f64 {
     const SHIFTER: f64 = 6755399441055744.0; // 1.5 * 2^52
-    const LN2_HI: f64 = 6.93147180369123816490e-01;
-    const LN2_LO: f64 = 1.90821492927058770002e-10;
+    const LN2_HI: f64 = 6.931_471_803_691_238e-1;
+    const LN2_LO: f64 = 1.908_214_929_270_587_7e-10;
     let xc = x.clamp(-708.0, 0.0);
     let kf = xc * std::f64::consts::LOG2_E + SHIFTER;
     let k_bits = kf.to_bits();
@@ -222,8 +222,8 @@ pub fn exp_nonpositive_f64(x: f64) -> f64 {
 #[inline(always)]
 pub fn exp_nonpositive_f64_block(v: &mut [f64; 32]) {
     const SHIFTER: f64 = 6755399441055744.0; // 1.5 * 2^52
-    const LN2_HI: f64 = 6.93147180369123816490e-01;
-    const LN2_LO: f64 = 1.90821492927058770002e-10;
+    const LN2_HI: f64 = 6.931_471_803_691_238e-1;
+    const LN2_LO: f64 = 1.908_214_929_270_587_7e-10;
     const N: usize = 32;
     let mut r = [0.0f64; N];
     let mut k_bits = [0u64; N];
@@ -311,9 +311,9 @@ pub const COS_REDUCTION_LIMIT: f64 = 1.0e6;
 #[inline(always)]
 pub fn cos_f64(x: f64) -> f64 {
     const SHIFTER: f64 = 6755399441055744.0; // 1.5 * 2^52
-    const PIO2_1: f64 = 1.57079632673412561417e+00;
-    const PIO2_2: f64 = 6.07710050630396597660e-11;
-    const PIO2_2T: f64 = 2.02226624879595063154e-21;
+    const PIO2_1: f64 = 1.570_796_326_734_125_6;
+    const PIO2_2: f64 = 6.077_100_506_303_966e-11;
+    const PIO2_2T: f64 = 2.022_266_248_795_950_6e-21;
     let qf = x * std::f64::consts::FRAC_2_PI + SHIFTER;
     let q = qf.to_bits();
     let k = qf - SHIFTER;

@@ -127,7 +127,7 @@ fn csv_loaders_end_in_typed_errors_or_valid_datasets() {
             let valid = table.features.nrows() == table.target.len()
                 && table.feature_names.len() == table.features.ncols()
                 && table.features.ncols() >= 1
-                && table.target.len() >= 1
+                && !table.target.is_empty()
                 && !table.feature_names.first().is_some_and(|n| n.starts_with('\u{feff}'));
             let _ = tx.send(valid);
             Ok::<_, gramian::datasets::DatasetError>((table.features, table.target))

@@ -485,7 +485,7 @@ fn mklaren_matches_the_dense_reference() {
     for (n, d, p, rank, delta, lambda) in [(120, 3, 3, 15, 5, 0.3), (150, 3, 3, 6, 5, 0.0), (200, 10, 10, 30, 10, 0.1), (90, 5, 4, 20, 3, 1.0), (64, 2, 2, 12, 64, 0.01)] {
         let x = common::random_matrix(&mut rng, n, d);
         let y = DVector::from_fn(n, |i, _| (2.0 * x[(i, 0)]).sin() + x[(i, d - 1)] * x[(i, 0)] + 0.1 * rng.random_range(-1.0..1.0));
-        let kernels: Vec<Kernel> = (0..p).map(|q| Kernel::rbf(2f64.powi(q as i32 - (p as i32) / 2)).unwrap()).collect();
+        let kernels: Vec<Kernel> = (0..p).map(|q| Kernel::rbf(2f64.powi(q - p / 2)).unwrap()).collect();
         assert_matches_reference(&kernels, &x, &y, rank, delta, lambda);
     }
     // Other kernel families: Laplacian and polynomial mixed with RBF.

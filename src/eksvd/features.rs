@@ -240,7 +240,7 @@ impl FittedFeatureMap {
         check_shape("columns of new data vs the fitted feature map's input dimension", self.input_dim, x.ncols())?;
         if device.is_gpu() && !matches!(self.kind, Fitted::Linear) {
             let xd = device.upload(x, device.best_precision())?;
-            return Ok(device.to_host(&self.transform_resident(device, &xd)?)?);
+            return device.to_host(&self.transform_resident(device, &xd)?);
         }
         Ok(match &self.kind {
             Fitted::Linear => x.clone(),

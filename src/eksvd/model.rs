@@ -303,7 +303,7 @@ impl Eksvd {
         self.check_source(q)?;
         check_source_matrix("features", q, phi)?;
         check_shape(format!("feature dimension of new features of source {q}"), self.weights[q].nrows(), phi.ncols())?;
-        Ok(device.matmul(phi, &self.weights[q], MatrixProduct::AB)?)
+        device.matmul(phi, &self.weights[q], MatrixProduct::AB)
     }
 
     /// Primal scores `Phi(X) w_q` of resident raw rows X of source `q`, left
@@ -315,7 +315,7 @@ impl Eksvd {
         let phi = maps[q].transform_resident(device, x)?;
         check_shape(format!("feature dimension of new features of source {q}"), self.weights[q].nrows(), phi.ncols())?;
         let w = device.upload(&self.weights[q], x.precision())?;
-        Ok(device.resident_matmul(&phi, &w, MatrixProduct::AB)?)
+        device.resident_matmul(&phi, &w, MatrixProduct::AB)
     }
 
     /// Projection scores of new features of source `q`, dual form of Eq. 7:
@@ -339,7 +339,7 @@ impl Eksvd {
         if device.is_gpu() && self.maps.is_some() {
             crate::linalg::check_matrix("x", x)?;
             let xd = device.upload(x, device.best_precision())?;
-            return Ok(device.to_host(&self.transform_resident(device, q, &xd)?)?);
+            return device.to_host(&self.transform_resident(device, q, &xd)?);
         }
         let phi = self.features_of(device, q, x)?;
         self.transform_features(device, q, &phi)

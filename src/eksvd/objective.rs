@@ -65,7 +65,7 @@ pub fn objective_terms(weights: &[DVector<f64>], scores: &[DVector<f64>], gamma:
     let variance = (qf - 1.0) / 2.0 * gamma * scores.iter().map(|e| e.norm_squared()).sum::<f64>();
     for (v, name) in [(weight_norms, "objective: weight norms"), (coupling, "objective: coupling"), (variance, "objective: variance")] {
         if !v.is_finite() {
-            return Err(ComputeError::Overflow { what: name, row: 0, col: 0 }.into());
+            return Err(ComputeError::Overflow { what: name, row: 0, col: 0 });
         }
     }
     Ok(ObjectiveTerms { weight_norms, coupling, variance })
@@ -122,7 +122,7 @@ pub fn kkt_residuals(features: &[DMatrix<f64>], weights: &[DVector<f64>], alphas
     let rel = |num: f64, den: f64| if den == 0.0 { num.sqrt() } else { (num / den).sqrt() };
     let (stationarity, dual_scaling) = (rel(st_num, st_den), rel(sc_num, sc_den));
     if !(stationarity.is_finite() && dual_scaling.is_finite()) {
-        return Err(ComputeError::Overflow { what: "KKT residuals", row: 0, col: 0 }.into());
+        return Err(ComputeError::Overflow { what: "KKT residuals", row: 0, col: 0 });
     }
     Ok(KktResiduals { stationarity, dual_scaling })
 }

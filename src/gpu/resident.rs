@@ -1065,15 +1065,15 @@ impl GpuContext {
                 // One reused descriptor buffer, held from the write to the submission.
                 self.with_descriptor_buffer(bytes.len() as u64, |descriptors| {
                     self.counters.count_descriptors(bytes.len() as u64);
-                    self.queue.write_buffer(&descriptors, 0, &bytes);
+                    self.queue.write_buffer(descriptors, 0, &bytes);
                     let mut layouts: HashMap<(u8, Precision, usize), (wgpu::ComputePipeline, wgpu::BindGroupLayout)> = HashMap::new();
                     let mut groups = Vec::with_capacity(part.len());
                     for (i, d) in part.iter().enumerate() {
                         let key = (d.pipeline as u8, d.precision, d.variant);
-                        if !layouts.contains_key(&key) {
+                        if let std::collections::hash_map::Entry::Vacant(e) = layouts.entry(key) {
                             let pipeline = self.pipeline_for(d.pipeline, d.precision, d.variant)?;
                             let layout = pipeline.get_bind_group_layout(0);
-                            layouts.insert(key, (pipeline, layout));
+                            e.insert((pipeline, layout));
                         }
                         let layout = &layouts[&key].1;
                         let desc_size = match (d.pipeline, d.precision) {
@@ -1083,7 +1083,7 @@ impl GpuContext {
                             (PipelineKind::Elementwise, Precision::F64) => 32,
                             (PipelineKind::Elementwise, Precision::F32) => 28,
                         } as u64;
-                        let desc = wgpu::BindingResource::Buffer(wgpu::BufferBinding { buffer: &descriptors, offset: (i * align) as u64, size: NonZeroU64::new(desc_size) });
+                        let desc = wgpu::BindingResource::Buffer(wgpu::BufferBinding { buffer: descriptors, offset: (i * align) as u64, size: NonZeroU64::new(desc_size) });
                         fn whole(b: &wgpu::Buffer) -> wgpu::BindingResource<'_> {
                             wgpu::BindingResource::Buffer(b.as_entire_buffer_binding())
                         }

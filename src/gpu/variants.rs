@@ -177,7 +177,7 @@ impl ProductVariant {
     fn fields(&self) -> Vec<(&'static str, String)> {
         let u = self.unit;
         assert!(u == 1 || u == 4, "unit width 1 or 4");
-        assert!(self.rm % u == 0 && self.rn % u == 0, "register block a multiple of the unit");
+        assert!(self.rm.is_multiple_of(u) && self.rn.is_multiple_of(u), "register block a multiple of the unit");
         let (rmu, rnu) = (self.rm / u, self.rn / u);
         let scalar = match self.precision {
             Precision::F32 => "f32",

@@ -259,6 +259,22 @@ impl FullKernelRidge {
     }
 }
 
+#[cfg(feature = "serde")]
+impl crate::io::SavedModel for FullKernelRidge {
+    const KIND: &'static str = "full-kernel-ridge";
+
+    /// A training input and a weight per kernel, all with the dual's `n`
+    /// rows; valid kernels; finite.
+    fn check_loaded(&self) -> Result<(), MklarenError> {
+        use crate::io::ensure;
+        let (p, n) = (self.kernels.len(), self.dual.len());
+        ensure(p >= 1 && self.training_inputs.len() == p && self.weights.len() == p, || format!("{p} kernels, {} inputs, {} weights", self.training_inputs.len(), self.weights.len()))?;
+        ensure(self.training_inputs.iter().all(|x| x.nrows() == n && x.iter().all(|v| v.is_finite())), || "training inputs do not match the dual coefficients".into())?;
+        ensure(self.kernels.iter().all(|k| k.validate().is_ok()), || "invalid kernel".into())?;
+        ensure(self.weights.iter().chain(self.dual.iter()).all(|v| v.is_finite()) && self.target_mean.is_finite(), || "non-finite numbers".into())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -308,21 +324,5 @@ mod tests {
         let ratio = lhs.dot(&a) / a.norm_squared();
         assert!((lhs - &a * ratio).norm() < 1e-8 * a.norm() * ratio.abs(), "M mu must be parallel to a");
         assert!((mu.norm() - 1.0).abs() < 1e-12);
-    }
-}
-
-#[cfg(feature = "serde")]
-impl crate::io::SavedModel for FullKernelRidge {
-    const KIND: &'static str = "full-kernel-ridge";
-
-    /// A training input and a weight per kernel, all with the dual's `n`
-    /// rows; valid kernels; finite.
-    fn check_loaded(&self) -> Result<(), MklarenError> {
-        use crate::io::ensure;
-        let (p, n) = (self.kernels.len(), self.dual.len());
-        ensure(p >= 1 && self.training_inputs.len() == p && self.weights.len() == p, || format!("{p} kernels, {} inputs, {} weights", self.training_inputs.len(), self.weights.len()))?;
-        ensure(self.training_inputs.iter().all(|x| x.nrows() == n && x.iter().all(|v| v.is_finite())), || "training inputs do not match the dual coefficients".into())?;
-        ensure(self.kernels.iter().all(|k| k.validate().is_ok()), || "invalid kernel".into())?;
-        ensure(self.weights.iter().chain(self.dual.iter()).all(|v| v.is_finite()) && self.target_mean.is_finite(), || "non-finite numbers".into())
     }
 }

@@ -228,7 +228,7 @@ impl FactorTransform {
             let precision = device.best_precision();
             let (xd, ad, td) = (device.upload(x, precision)?, device.upload(&self.pivot_rows, precision)?, device.upload(&self.transform, precision)?);
             let k = device.resident_kernel_matrix(&self.kernel, &xd, &ad)?;
-            return Ok(device.to_host(&device.resident_matmul(&k, &td, crate::MatrixProduct::AB)?)?);
+            return device.to_host(&device.resident_matmul(&k, &td, crate::MatrixProduct::AB)?);
         }
         let k = device.kernel_matrix(&self.kernel, x, &self.pivot_rows)?;
         Ok(linalg::matmul(&k, &self.transform))
@@ -336,7 +336,7 @@ pub fn nystrom(device: &Device, kernel: &Kernel, x: &DMatrix<f64>, pivots: &[usi
     let mut seen = vec![false; x.nrows()];
     for &p in pivots {
         if p >= x.nrows() {
-            return Err(crate::ComputeError::IndexOutOfRange { what: "pivots", index: p, len: x.nrows() }.into());
+            return Err(crate::ComputeError::IndexOutOfRange { what: "pivots", index: p, len: x.nrows() });
         }
         if std::mem::replace(&mut seen[p], true) {
             return Err(MklarenError::InvalidParameter { name: "pivots", reason: format!("pivot {p} repeated") });

@@ -99,7 +99,7 @@ pub(crate) fn centred_target(y: &DVector<f64>, n: usize) -> Result<(DVector<f64>
         return Err(MklarenError::TargetLength { expected: n, found: y.len() });
     }
     if let Some(pos) = y.iter().position(|v| !v.is_finite()) {
-        return Err(crate::ComputeError::NonFinite { what: "target", row: pos, col: 0 }.into());
+        return Err(crate::ComputeError::NonFinite { what: "target", row: pos, col: 0 });
     }
     let mean = y.mean();
     let centred = y.map(|v| v - mean);

@@ -554,6 +554,24 @@ impl Mklaren {
     }
 }
 
+#[cfg(feature = "serde")]
+impl crate::io::SavedModel for Mklaren {
+    const KIND: &'static str = "mklaren";
+
+    /// A transform per kernel; every selected column within its kernel's
+    /// factor; a coefficient per column and a weight per kernel; finite.
+    fn check_loaded(&self) -> Result<(), MklarenError> {
+        use crate::io::ensure;
+        let p = self.kernels.len();
+        ensure(p >= 1 && self.transforms.len() == p && self.kernel_weights.len() == p, || format!("{p} kernels, {} transforms, {} weights", self.transforms.len(), self.kernel_weights.len()))?;
+        ensure(self.transforms.iter().zip(&self.kernels).all(|(t, k)| t.is_consistent() && t.kernel() == *k), || "inconsistent factor transforms".into())?;
+        ensure(self.coefficients.len() == self.selected.len() && self.path.iter().all(|b| b.len() == self.selected.len()), || "coefficients do not match the selected columns".into())?;
+        ensure(self.selected.iter().all(|c| c.kernel < p && c.position < self.transforms[c.kernel].matrix().ncols() && c.mean.is_finite() && c.norm.is_finite() && c.norm > 0.0 && c.sign.is_finite()), || "a selected column outside its kernel's factor".into())?;
+        let finite = |v: &DVector<f64>| v.iter().all(|x| x.is_finite());
+        ensure(finite(&self.coefficients) && finite(&self.kernel_weights) && finite(&self.training_fit) && self.path.iter().all(finite) && self.target_mean.is_finite() && self.scale.is_finite(), || "non-finite numbers".into())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -627,23 +645,5 @@ mod tests {
         assert!(t > 0.0 && t < 1.0);
         assert!(((c - t * a).abs() - (1.0 - t) * cmax).abs() < 1e-12);
         assert_eq!(step_length(1.0, 1.5, 0.0), 0.0);
-    }
-}
-
-#[cfg(feature = "serde")]
-impl crate::io::SavedModel for Mklaren {
-    const KIND: &'static str = "mklaren";
-
-    /// A transform per kernel; every selected column within its kernel's
-    /// factor; a coefficient per column and a weight per kernel; finite.
-    fn check_loaded(&self) -> Result<(), MklarenError> {
-        use crate::io::ensure;
-        let p = self.kernels.len();
-        ensure(p >= 1 && self.transforms.len() == p && self.kernel_weights.len() == p, || format!("{p} kernels, {} transforms, {} weights", self.transforms.len(), self.kernel_weights.len()))?;
-        ensure(self.transforms.iter().zip(&self.kernels).all(|(t, k)| t.is_consistent() && t.kernel() == *k), || "inconsistent factor transforms".into())?;
-        ensure(self.coefficients.len() == self.selected.len() && self.path.iter().all(|b| b.len() == self.selected.len()), || "coefficients do not match the selected columns".into())?;
-        ensure(self.selected.iter().all(|c| c.kernel < p && c.position < self.transforms[c.kernel].matrix().ncols() && c.mean.is_finite() && c.norm.is_finite() && c.norm > 0.0 && c.sign.is_finite()), || "a selected column outside its kernel's factor".into())?;
-        let finite = |v: &DVector<f64>| v.iter().all(|x| x.is_finite());
-        ensure(finite(&self.coefficients) && finite(&self.kernel_weights) && finite(&self.training_fit) && self.path.iter().all(finite) && self.target_mean.is_finite() && self.scale.is_finite(), || "non-finite numbers".into())
     }
 }

@@ -249,7 +249,7 @@ impl BaselineParams {
             let weighted = DMatrix::from_fn(used.len(), n, |i, j| ks[(used[i], j)] * soft[used[i]].sqrt());
             let mut h = linalg::gram_tall(&weighted) - &ks_soft * ks_soft.transpose() + &k * self.regularisation.quadratic;
             if h.iter().chain(grad.iter()).any(|v| !v.is_finite()) {
-                return Err(ComputeError::Overflow { what: "GLM Newton system (data too far from the base measure)", row: 0, col: 0 }.into());
+                return Err(ComputeError::Overflow { what: "GLM Newton system (data too far from the base measure)", row: 0, col: 0 });
             }
             let ridge = 1e-12 * (0..n).map(|i| h[(i, i)]).sum::<f64>() / n as f64;
             // Bounded: the ridge grows 1e3-fold per try, so 120 tries span the f64 range.
@@ -280,7 +280,7 @@ impl BaselineParams {
         // Z at the fitted alpha on a fresh, larger sample (see the module docs).
         let lz = log_normaliser(device, kernel, x, &a, &self.base, 4 * self.monte_carlo, self.seed ^ 0x5eed_f00d)?;
         if !lz.is_finite() || a.iter().any(|v| !v.is_finite()) {
-            return Err(ComputeError::Overflow { what: "GLM log-normaliser", row: 0, col: 0 }.into());
+            return Err(ComputeError::Overflow { what: "GLM log-normaliser", row: 0, col: 0 });
         }
         Ok((a, lz))
     }
@@ -412,12 +412,12 @@ pub fn project_weighted_simplex(y: &DVector<f64>, u: &DVector<f64>) -> DVector<f
 /// The bracket search and the bisection are bounded, so it always returns.
 pub fn try_project_weighted_simplex(y: &DVector<f64>, u: &DVector<f64>) -> Result<DVector<f64>, PsdError> {
     if y.is_empty() {
-        return Err(ComputeError::Empty { what: "y", rows: 0, cols: 1 }.into());
+        return Err(ComputeError::Empty { what: "y", rows: 0, cols: 1 });
     }
     linalg::check_dim("length of u vs y", y.len(), u.len())?;
     for (what, v) in [("y", y), ("u", u)] {
         if let Some(row) = v.iter().position(|x| !x.is_finite()) {
-            return Err(ComputeError::NonFinite { what, row, col: 0 }.into());
+            return Err(ComputeError::NonFinite { what, row, col: 0 });
         }
     }
     if let Some(i) = u.iter().position(|&x| !(x > 0.0)) {
@@ -487,7 +487,7 @@ impl BaselineDensity {
             BaselineKind::Glm => DVector::from_fn(x.nrows(), |i, _| (g[i] - self.log_normaliser).exp() * nu[i]),
             _ => g.component_mul(&nu),
         };
-        Ok(linalg::finite_vector("baseline density", p)?)
+        linalg::finite_vector("baseline density", p)
     }
 
     /// `int p`: closed form `u^T alpha` for PNM/NCM (exactly 1 after fitting);

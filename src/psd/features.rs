@@ -109,7 +109,7 @@ impl EmpiricalFeatures {
     pub fn kernel_to_centres(&self, device: &Device, x: &DMatrix<f64>) -> Result<DMatrix<f64>, PsdError> {
         check_matrix("x", x)?;
         check_dim("columns of x vs columns of the centres", self.centres.ncols(), x.ncols())?;
-        Ok(device.kernel_matrix(&self.kernel, x, &self.centres)?)
+        device.kernel_matrix(&self.kernel, x, &self.centres)
     }
 
     /// Features of the rows of `x` as columns: `Phi(X) = T K(Z, X)` (r x n).
@@ -143,7 +143,7 @@ impl EmpiricalFeatures {
             check_dim("columns of K(X, Z) vs centres", self.map.ncols(), kxz.ncols())?;
             return Ok(super::products::lower_triangular_times_transpose(&self.map, kxz));
         }
-        Ok(device.matmul(&self.map, kxz, MatrixProduct::ABt)?)
+        device.matmul(&self.map, kxz, MatrixProduct::ABt)
     }
 
     /// Features of resident samples X (n x d, on `device`) as resident rows,
@@ -155,7 +155,7 @@ impl EmpiricalFeatures {
         let z = device.upload(&self.centres, x.precision())?;
         let t = device.upload(&self.map, x.precision())?;
         let kxz = device.resident_kernel_matrix(&self.kernel, x, &z)?;
-        Ok(device.resident_matmul(&kxz, &t, MatrixProduct::ABt)?)
+        device.resident_matmul(&kxz, &t, MatrixProduct::ABt)
     }
 
     /// Whether a decoded map is internally consistent (a saved model's

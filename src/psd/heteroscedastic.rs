@@ -463,14 +463,14 @@ impl HeteroscedasticRegression {
     /// Errors: as [`HeteroscedasticRegression::natural_parameters`], and
     /// `Compute(Overflow)` where `theta` underflows to 0 (far from the data).
     pub fn predict_mean(&self, device: &Device, x: &DMatrix<f64>) -> Result<DVector<f64>, PsdError> {
-        Ok(linalg::finite_vector("predictive mean", self.natural_parameters(device, x)?.mean())?)
+        linalg::finite_vector("predictive mean", self.natural_parameters(device, x)?.mean())
     }
 
     /// Predictive variance `v(x) = 1/theta(x)`.
     ///
     /// Errors: as [`HeteroscedasticRegression::predict_mean`].
     pub fn predict_variance(&self, device: &Device, x: &DMatrix<f64>) -> Result<DVector<f64>, PsdError> {
-        Ok(linalg::finite_vector("predictive variance", self.natural_parameters(device, x)?.variance())?)
+        linalg::finite_vector("predictive variance", self.natural_parameters(device, x)?.variance())
     }
 
     /// Predictive log-likelihood `log N(y_i; mu(x_i), v(x_i))` per point,

@@ -115,7 +115,7 @@ impl PsdModel {
         self.check_points(x)?;
         if device.is_gpu() && device.supports(Precision::F64) {
             let xd = device.upload(x, Precision::F64)?;
-            return Ok(device.to_host_vector(&self.evaluate_resident(device, &xd)?)?);
+            return device.to_host_vector(&self.evaluate_resident(device, &xd)?);
         }
         let kxz = device.kernel_matrix(&self.kernel, x, &self.centres)?;
         let g = device.matmul(&kxz, &self.factor, MatrixProduct::ABt)?;
@@ -130,7 +130,7 @@ impl PsdModel {
         let c = device.upload(&self.factor, x.precision())?;
         let kxz = device.resident_kernel_matrix(&self.kernel, x, &z)?;
         let g = device.resident_matmul(&kxz, &c, MatrixProduct::ABt)?;
-        Ok(device.resident_row_squared_norms(&g)?)
+        device.resident_row_squared_norms(&g)
     }
 
     /// `grad f(x)` at the rows of `x`, one gradient per row (n x d).

@@ -90,7 +90,7 @@ impl Architecture {
     /// Checks that every size is positive and `Q >= 2`, `n_classes >= 2`.
     pub fn validate(&self) -> Result<()> {
         if self.input_dims.len() < 2 {
-            return Err(EksvdError::TooFewSources(self.input_dims.len()).into());
+            return Err(EksvdError::TooFewSources(self.input_dims.len()));
         }
         let bad = |name: &'static str, reason: String| Err(EksvdError::InvalidParameter { name, reason });
         if self.input_dims.contains(&0) || self.hidden.contains(&0) {
@@ -229,7 +229,7 @@ impl NeuralEksvdNet {
     pub fn init(arch: &Architecture, gamma_init: f64, seed: u64, device: &Device) -> Result<Self> {
         arch.validate()?;
         if !(gamma_init.is_finite() && gamma_init > 0.0) {
-            return Err(EksvdError::InvalidParameter { name: "gamma_init", reason: format!("must be finite and > 0, got {gamma_init}") }.into());
+            return Err(EksvdError::InvalidParameter { name: "gamma_init", reason: format!("must be finite and > 0, got {gamma_init}") });
         }
         let mut rng = StdRng::seed_from_u64(seed);
         let feature_maps = (0..arch.n_sources())

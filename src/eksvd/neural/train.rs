@@ -645,7 +645,7 @@ impl NeuralEksvd {
 
     fn check_input(&self, q: usize, x: &DMatrix<f64>) -> Result<Vec<f32>> {
         if q >= self.arch.n_sources() {
-            return Err(EksvdError::InvalidParameter { name: "source", reason: format!("source {q} of a model with {} sources", self.arch.n_sources()) }.into());
+            return Err(EksvdError::InvalidParameter { name: "source", reason: format!("source {q} of a model with {} sources", self.arch.n_sources()) });
         }
         check_shape(format!("columns of source {q}"), self.arch.input_dims[q], x.ncols())?;
         to_f32_rows(q, x)
