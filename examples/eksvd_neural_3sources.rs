@@ -5,7 +5,7 @@
 //! ```text
 //! cargo run --features neural,repro --example eksvd_neural_3sources -- [DATA_DIR] [--splits N] [--out DIR] \
 //!     [--candidates k:eta:lr[:wd],...] [--epochs E] [--dropout P] [--stopping f1|ce] [--batch B] \
-//!     [--hidden W1,W2,...|''] [--dphi D] [--patience E] [--schedule constant|cosine] [--ema DECAY]
+//!     [--hidden W1,W2,...|''] [--dphi D] [--patience E] [--schedule constant|cosine] [--ema DECAY] [--gamma-init G]
 //! ```
 //!
 //! Protocol of `eksvd_3sources`: stratified 60/20/20 splits with seeds
@@ -47,7 +47,7 @@ fn main() -> AnyResult<()> {
     let mut dir = "../shared/data/multiview/3sources".to_string();
     let mut splits = 5u64;
     let mut out = "target/neural_eksvd".to_string();
-    let mut t = Training { backend: NeuralBackend::NdArray, epochs: 200, dropout: 0.0, stopping: EarlyStopping::ValidationF1, batch: 32, hidden: Vec::new(), d_phi: 64, patience: 30, schedule: LearningRateSchedule::Constant, ema: 0.0 };
+    let mut t = Training { backend: NeuralBackend::NdArray, epochs: 200, dropout: 0.0, stopping: EarlyStopping::ValidationF1, batch: 32, hidden: Vec::new(), d_phi: 64, patience: 30, schedule: LearningRateSchedule::Constant, ema: 0.0, gamma_init: 1.0 };
     let mut candidates = CANDIDATES.to_vec();
     let mut i = 0;
     while i < args.len() {

@@ -6,7 +6,7 @@
 //! cargo run --features neural --example eksvd_neural_mfeat -- \
 //!     [DATA_DIR] [--splits N] [--epochs N] [--backend ndarray|wgpu] [--out DIR] [--views 3|6|both] \
 //!     [--candidates k:eta:lr[:wd],...] [--dropout P] [--stopping f1|ce] [--batch B] \
-//!     [--hidden W1,W2,...] [--dphi D] [--patience E] [--schedule constant|cosine] [--ema DECAY]
+//!     [--hidden W1,W2,...] [--dphi D] [--patience E] [--schedule constant|cosine] [--ema DECAY] [--gamma-init G]
 //! ```
 //!
 //! Defaults: MLP `d_q -> 256 -> d_phi = 128` (ReLU), batches of 64, at most
@@ -60,7 +60,7 @@ fn main() -> AnyResult<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut dir = "../shared/data/multiview/mfeat".to_string();
     let (mut splits, mut out, mut views) = (5u64, "target/neural_eksvd".to_string(), "both".to_string());
-    let mut t = Training { backend: NeuralBackend::NdArray, epochs: 100, dropout: 0.0, stopping: EarlyStopping::ValidationF1, batch: 64, hidden: vec![256], d_phi: 128, patience: 20, schedule: LearningRateSchedule::Constant, ema: 0.0 };
+    let mut t = Training { backend: NeuralBackend::NdArray, epochs: 100, dropout: 0.0, stopping: EarlyStopping::ValidationF1, batch: 64, hidden: vec![256], d_phi: 128, patience: 20, schedule: LearningRateSchedule::Constant, ema: 0.0, gamma_init: 1.0 };
     let mut candidates = CANDIDATES.to_vec();
     let mut i = 0;
     while i < args.len() {

@@ -40,11 +40,12 @@ pub struct Training {
     pub patience: usize,
     pub schedule: LearningRateSchedule,
     pub ema: f64,
+    pub gamma_init: f64,
 }
 
 impl Training {
     /// Flags understood by [`Training::apply_flag`].
-    pub const FLAGS: &'static str = "[--epochs E] [--backend ndarray|wgpu] [--dropout P] [--stopping f1|ce] [--batch B] [--hidden W1,W2,...|''] [--dphi D] [--patience E] [--schedule constant|cosine] [--ema DECAY]";
+    pub const FLAGS: &'static str = "[--epochs E] [--backend ndarray|wgpu] [--dropout P] [--stopping f1|ce] [--batch B] [--hidden W1,W2,...|''] [--dphi D] [--patience E] [--schedule constant|cosine] [--ema DECAY] [--gamma-init G]";
 
     /// Applies `flag value` if it is one of [`Training::FLAGS`]; `Ok(false)`
     /// for any other flag.
@@ -65,6 +66,7 @@ impl Training {
             "--dphi" => self.d_phi = value.parse()?,
             "--patience" => self.patience = value.parse()?,
             "--ema" => self.ema = value.parse()?,
+            "--gamma-init" => self.gamma_init = value.parse()?,
             "--schedule" => {
                 self.schedule = match value {
                     "constant" => LearningRateSchedule::Constant,
@@ -92,6 +94,7 @@ impl Training {
             .early_stopping(self.stopping)
             .schedule(self.schedule)
             .weight_averaging(self.ema)
+            .gamma_init(self.gamma_init)
             .seed(seed)
             .backend(self.backend)
     }
