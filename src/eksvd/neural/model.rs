@@ -204,20 +204,19 @@ impl NeuralWeights {
     /// exponential moving average of the weights. Both networks must have
     /// the same architecture.
     pub(crate) fn blend(&mut self, other: &NeuralWeights, decay: f64) {
-        let mix = |a: &mut DMatrix<f64>, b: &DMatrix<f64>| a.zip_apply(b, |x, y| *x = decay * *x + (1.0 - decay) * y);
-        let mix_vector = |a: &mut DVector<f64>, b: &DVector<f64>| a.zip_apply(b, |x, y| *x = decay * *x + (1.0 - decay) * y);
+        let mix = |a: &mut [f64], b: &[f64]| a.iter_mut().zip(b).for_each(|(x, y)| *x = decay * *x + (1.0 - decay) * y);
         for (layers, other_layers) in self.feature_maps.iter_mut().zip(&other.feature_maps) {
             for ((a, b), (oa, ob)) in layers.iter_mut().zip(other_layers) {
-                mix(a, oa);
-                mix_vector(b, ob);
+                mix(a.as_mut_slice(), oa.as_slice());
+                mix(b.as_mut_slice(), ob.as_slice());
             }
         }
         for (w, ow) in self.projections.iter_mut().zip(&other.projections) {
-            mix(w, ow);
+            mix(w.as_mut_slice(), ow.as_slice());
         }
         self.gamma = (decay * self.gamma.ln() + (1.0 - decay) * other.gamma.ln()).exp();
-        mix(&mut self.classifier.0, &other.classifier.0);
-        mix_vector(&mut self.classifier.1, &other.classifier.1);
+        mix(self.classifier.0.as_mut_slice(), other.classifier.0.as_slice());
+        mix(self.classifier.1.as_mut_slice(), other.classifier.1.as_slice());
     }
 }
 

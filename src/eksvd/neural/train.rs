@@ -53,10 +53,11 @@ pub struct NeuralEksvdParams {
 impl NeuralEksvdParams {
     /// `components` projection components per source; defaults: one hidden
     /// layer of 256, `d_phi = 128`, ReLU, `eta = 1`, Adam with learning rate
-    /// `1e-3` and no weight decay, batches of 128, at most 100 epochs, patience 20 epochs,
-    /// no dropout, early stopping on validation macro-F1, a constant
-    /// learning rate, no weight averaging, `gamma_init = 1`, seed 0, NdArray, no progress bar, divergence factor
-    /// `1e6`.
+    /// `1e-3` and no weight decay, batches of 128, at most 100 epochs,
+    /// patience 20 epochs, no dropout, early stopping on validation
+    /// macro-F1, a constant learning rate, no weight averaging,
+    /// `gamma_init = 1`, seed 0, NdArray, no progress bar, divergence
+    /// factor `1e6`.
     pub fn new(components: usize) -> Self {
         NeuralEksvdParams {
             components,
