@@ -630,7 +630,7 @@ pub(crate) const BLOCKED_TRIDIAGONALISATION_FROM: usize = 2048;
 /// Symmetric eigendecomposition `A = U diag(s) U^T` (only the lower triangle
 /// of `a` is read).
 ///
-/// Below [`BLOCKED_TRIDIAGONALISATION_FROM`] faer's self-adjoint solver
+/// Below order 2048 (`BLOCKED_TRIDIAGONALISATION_FROM`) faer's self-adjoint solver
 /// (unblocked tridiagonalisation, divide and conquer). From there the
 /// Householder tridiagonalisation `A = Q T Q^T` blocked as LAPACK's
 /// `dsytrd` (`linalg/tridiag.rs`: one read of the trailing triangle per
@@ -685,7 +685,8 @@ pub(crate) fn symmetric_eigen_top_by_tridiagonal(a: &DMatrix<f64>, k: usize) -> 
 /// directions. The number above is the Sturm count of the tridiagonal `T`
 /// at `threshold` (exact up to rounding: an eigenvalue within rounding of
 /// the threshold may fall on either side, and the caller filters by value);
-/// the pairs come from [`symmetric_eigen_top_by_tridiagonal`]'s solver, so
+/// the pairs come from the top-`k` tridiagonal solver of
+/// [`symmetric_eigen_largest`], so
 /// a low-rank positive part of a large matrix costs the tridiagonalisation
 /// and `O(n^2 k)`, not the `2 n^3` of all eigenvectors (BENCHMARKS.md,
 /// issue 17). From `n / 2` wanted pairs, divide and conquer on all of `T`.
@@ -797,7 +798,7 @@ pub fn symmetric_eigen_faer(a: &DMatrix<f64>) -> Result<SymmetricEigen> {
 
 /// Eigenvalues only of a symmetric matrix (lower triangle read), ascending:
 /// the tridiagonalisation of [`symmetric_eigen`] (faer's or, from
-/// [`BLOCKED_TRIDIAGONALISATION_FROM`], the blocked one) and the QR
+/// order 2048, the blocked one) and the QR
 /// iteration on `T`.
 pub fn symmetric_eigenvalues(a: &DMatrix<f64>) -> Result<DVector<f64>> {
     if a.nrows() >= BLOCKED_TRIDIAGONALISATION_FROM {

@@ -119,7 +119,7 @@ impl<'a> SharedInput<'a> {
 /// one at a time in O(n d) each, with the diagonal `k(x_i, x_i)` up front.
 ///
 /// On [`Device::Cpu`] a column is `k` applied to the statistic column of
-/// its [`SharedInput`] (the core's fused kernel tile: the inner products,
+/// its shared input (the core's fused kernel tile: the inner products,
 /// the squared distances through `||x_k - x_i||^2 = ||x_k||^2 + ||x_i||^2 -
 /// 2 <x_k, x_i>` with near-duplicates recomputed directly, on every core),
 /// which the kernels on the same input share and cache. On a GPU, X is
