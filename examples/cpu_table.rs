@@ -17,12 +17,24 @@
 
 use std::time::Instant;
 
+use clap::Parser;
 use gramian::eksvd::eigensolver::largest_dense;
 use gramian::kernel::{kernel_matrix_cpu, kernel_matvec_cpu};
 use gramian::linalg::{convert, faer_mut, faer_ref, matmul_thin, matmul_tn_thin, symmetric_eigen};
 use gramian::Kernel;
 use nalgebra::DMatrix;
 use rand::{rngs::StdRng, Rng, SeedableRng};
+
+#[derive(Parser)]
+#[command(about = "CPU timings of the fused RBF kernel matrix and matvec, the dense eigensolver and the thin products")]
+struct Args {
+    /// Rows to time: all (kernel and eigen), kernel, eigen, f64 or f32 (one kernel matrix), thin (products with 8 columns).
+    #[arg(default_value = "all", value_parser = ["all", "kernel", "eigen", "f64", "f32", "thin"])]
+    mode: String,
+    /// Timed runs per row (median kept), after one warm-up.
+    #[arg(default_value_t = 5)]
+    reps: usize,
+}
 
 fn random(rng: &mut StdRng, r: usize, c: usize) -> DMatrix<f64> {
     DMatrix::from_fn(r, c, |_, _| rng.random_range(-1.0..1.0))
@@ -51,9 +63,8 @@ fn faer_product(a: &DMatrix<f64>, b: &DMatrix<f64>, transpose: bool) -> DMatrix<
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let which = args.first().map(String::as_str).unwrap_or("all");
-    let reps: usize = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(5);
+    let args = Args::parse();
+    let (which, reps) = (args.mode.as_str(), args.reps);
     println!("| operation | shape | gramian (median of {reps}) |");
     println!("|---|---|---|");
     if which == "all" || which == "kernel" || which == "f64" || which == "f32" {

@@ -17,14 +17,46 @@
 //! ```
 
 use std::time::Instant;
+use clap::{Parser, Subcommand};
 use faer::{Mat, Par, Side};
 use faer::linalg::evd::{self, ComputeEigenvectors, SelfAdjointEvdParams};
 use faer::dyn_stack::{MemBuffer, MemStack};
 use faer::{Auto, Spec};
-fn top(args: &[String]) {
-    let n: usize = args.get(2).and_then(|s| s.parse().ok()).expect("usage: eigen_params top N K [REPS]");
-    let k: usize = args.get(3).and_then(|s| s.parse().ok()).expect("usage: eigen_params top N K [REPS]");
-    let reps: usize = args.get(4).map(|s| s.parse().unwrap()).unwrap_or(3);
+
+#[derive(Parser)]
+#[command(about = "faer's self-adjoint eigendecomposition under its tuning parameters, median of REPS runs each")]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true, disable_help_subcommand = true)]
+struct Args {
+    #[command(subcommand)]
+    mode: Option<Mode>,
+    /// Order n of the matrix B + B^T.
+    #[arg(required = true)]
+    n: Option<usize>,
+    /// Timed runs per setting (median kept).
+    #[arg(default_value_t = 3)]
+    reps: usize,
+}
+
+#[derive(Subcommand)]
+enum Mode {
+    /// Sweep the block Lanczos settings (block size, extra blocks) for the top K.
+    Top {
+        /// Order n of the matrix B + B^T.
+        n: usize,
+        /// Number K of leading eigenpairs.
+        k: usize,
+        /// Timed runs per setting (median kept).
+        #[arg(default_value_t = 3)]
+        reps: usize,
+    },
+    /// faer's tridiagonalisation, tridiagonal D&C and whole decomposition timed apart, against gramian's.
+    Phases {
+        /// Order n of the matrix B + B^T.
+        n: usize,
+    },
+}
+
+fn top(n: usize, k: usize, reps: usize) {
     let b = nalgebra::DMatrix::<f64>::from_fn(n, n, |i, j| ((i * 7919 + j * 104729) % 1000) as f64 / 500.0 - 1.0);
     let a = &b + b.transpose();
     for block in [k / 2, k, 2 * k] {
@@ -47,9 +79,8 @@ fn top(args: &[String]) {
 /// `phases N`: faer's three phases timed apart on the random `B + B^T`
 /// (`B` uniform in [-1, 1)): tridiagonalisation, the tridiagonal
 /// divide-and-conquer with vectors, and the whole decomposition.
-fn phases(args: &[String]) {
+fn phases(n: usize) {
     use faer::linalg::evd::tridiag;
-    let n: usize = args.get(2).and_then(|s| s.parse().ok()).expect("usage: eigen_params phases N");
     let mut rng = <rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(17);
     let b = Mat::<f64>::from_fn(n, n, |_, _| rand::Rng::random_range(&mut rng, -1.0..1.0));
     let a = Mat::<f64>::from_fn(n, n, |i, j| b[(i, j)] + b[(j, i)]);
@@ -85,15 +116,12 @@ fn phases(args: &[String]) {
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    if args.get(1).map(String::as_str) == Some("top") {
-        return top(&args);
-    }
-    if args.get(1).map(String::as_str) == Some("phases") {
-        return phases(&args);
-    }
-    let n: usize = args.get(1).and_then(|s| s.parse().ok()).expect("usage: eigen_params N [REPS]");
-    let reps: usize = args.get(2).map(|s| s.parse().unwrap()).unwrap_or(3);
+    let args = Args::parse();
+    let (n, reps) = match args.mode {
+        Some(Mode::Top { n, k, reps }) => return top(n, k, reps),
+        Some(Mode::Phases { n }) => return phases(n),
+        None => (args.n.expect("clap requires N without a mode"), args.reps),
+    };
     let b = Mat::<f64>::from_fn(n, n, |i, j| ((i * 7919 + j * 104729) % 1000) as f64 / 500.0 - 1.0);
     let a = Mat::<f64>::from_fn(n, n, |i, j| b[(i, j)] + b[(j, i)]);
     for (label, par, pt, rt) in [

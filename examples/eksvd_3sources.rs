@@ -27,6 +27,7 @@
 
 use std::time::Instant;
 
+use clap::Parser;
 use gramian::datasets::{load_three_sources, mean_std};
 use gramian::eksvd::evaluation::{kernel_pca as kernel_pca_representation, linear_svm_classifier, select_on_validation, select_on_validation_scaled, MultiViewData, Representation, Selection, SplitData};
 use gramian::eksvd::{Eigensolver, EksvdError, EksvdParams, FeatureMap, FittedFeatureMap, MultiSource, Solver};
@@ -43,6 +44,17 @@ const KPCA_RBF_GAMMAS: [Option<f64>; 3] = [None, Some(0.5 / 3.0), Some(1.0 / 3.0
 const COMPONENTS: [usize; 5] = [4, 8, 16, 32, 64];
 /// Penalties `C` of the linear SVM.
 const CLASSIFIER_CS: [f64; 4] = [0.1, 1.0, 10.0, 100.0];
+
+#[derive(Parser)]
+#[command(about = "eKSVD on 3Sources (Table 1 row): concatenation, KPCA, Dual and Covariance eKSVD with a linear SVM downstream")]
+struct Args {
+    /// Folder holding the 3Sources files.
+    #[arg(default_value = "../shared/data/multiview/3sources")]
+    data_dir: String,
+    /// Number of stratified 60/20/20 splits (seeds 0..N).
+    #[arg(long, value_name = "N", default_value_t = 5)]
+    splits: u64,
+}
 
 fn kernel_of(gamma: Option<f64>) -> AnyResult<Kernel> {
     Ok(match gamma {
@@ -163,20 +175,8 @@ fn eksvd(device: &Device, split: &SplitData) -> AnyResult<[Vec<(String, Represen
 }
 
 fn main() -> AnyResult<()> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let mut dir = "../shared/data/multiview/3sources".to_string();
-    let mut splits = 5u64;
-    let mut i = 0;
-    while i < args.len() {
-        match args[i].as_str() {
-            "--splits" => {
-                splits = args.get(i + 1).and_then(|s| s.parse().ok()).ok_or("--splits needs a number")?;
-                i += 1;
-            }
-            other => dir = other.to_string(),
-        }
-        i += 1;
-    }
+    let args = Args::parse();
+    let (dir, splits) = (args.data_dir, args.splits);
     let device = Device::auto();
     println!("device: {}", device.describe());
     let text = load_three_sources(&dir)?.log_cosine_normalized();

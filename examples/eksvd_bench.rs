@@ -1,7 +1,7 @@
 //! eKSVD speed and scale: prints tables (nothing is asserted).
 //!
 //! ```text
-//! cargo run --example eksvd_bench [-- DATA_DIR] [--max-total N]
+//! cargo run --features repro --example eksvd_bench [-- DATA_DIR] [--max-total N]
 //! ```
 //!
 //! 1. dense symmetric eigensolvers at n = 1024: faer (used by gramian) vs nalgebra;
@@ -15,6 +15,7 @@
 
 use std::time::Instant;
 
+use clap::Parser;
 use gramian::eksvd::eigensolver::{largest_dense, largest_lanczos};
 use gramian::eksvd::evaluation::MultiViewData;
 use gramian::eksvd::{solve_covariance, solve_dual, CouplingMatrix, Eigensolver, EksvdParams, FeatureMap, MultiSource, Solver};
@@ -24,6 +25,17 @@ use nalgebra::DMatrix;
 use rand::{rngs::StdRng, Rng, SeedableRng};
 
 type AnyResult<T> = Result<T, Box<dyn std::error::Error>>;
+
+#[derive(Parser)]
+#[command(about = "eKSVD speed and scale: dense eigensolvers, Dual eKSVD on UCI Multiple Features, the scale curve")]
+struct Args {
+    /// Folder holding mfeat-*.csv (UCI Multiple Features).
+    #[arg(default_value = "../shared/data/multiview/mfeat")]
+    data_dir: String,
+    /// Largest sum N_q of the scale curve.
+    #[arg(long, value_name = "N", default_value_t = 100_000)]
+    max_total: usize,
+}
 
 fn secs(start: Instant) -> f64 {
     start.elapsed().as_secs_f64()
@@ -114,19 +126,8 @@ fn scale_curve(max_total: usize) -> AnyResult<()> {
 }
 
 fn main() -> AnyResult<()> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let mut dir = "../shared/data/multiview/mfeat".to_string();
-    let mut max_total = 100_000usize;
-    let mut i = 0;
-    while i < args.len() {
-        if args[i] == "--max-total" {
-            max_total = args.get(i + 1).and_then(|s| s.parse().ok()).ok_or("--max-total needs a number")?;
-            i += 1;
-        } else {
-            dir = args[i].clone();
-        }
-        i += 1;
-    }
+    let args = Args::parse();
+    let (dir, max_total) = (args.data_dir, args.max_total);
     let device = Device::auto();
     dense_eigensolvers()?;
     if std::path::Path::new(&dir).is_dir() {

@@ -2,7 +2,7 @@
 //! Dual-vs-Covariance timing (Table 2) on UCI Multiple Features.
 //!
 //! ```text
-//! cargo run --example eksvd_mfeat [-- DATA_DIR] [--splits N] [--timing-only]
+//! cargo run --features repro --example eksvd_mfeat [-- DATA_DIR] [--splits N] [--timing-only]
 //! ```
 //!
 //! DATA_DIR defaults to `../shared/data/multiview/mfeat` (the CSVs
@@ -14,6 +14,7 @@
 
 use std::time::Instant;
 
+use clap::Parser;
 use gramian::datasets::mean_std;
 use gramian::eksvd::evaluation::{kernel_pca as kernel_pca_representation, linear_svm_classifier, select_on_validation, MultiViewData, Representation, SplitData};
 use gramian::eksvd::{Eigensolver, EksvdError, EksvdParams, FeatureMap, FittedFeatureMap, MultiSource, Solver};
@@ -32,6 +33,20 @@ const COMPONENTS: [usize; 2] = [64, 128];
 const CLASSIFIER_CS: [f64; 2] = [0.1, 1.0];
 /// Nystrom features per view (landmarks: all training rows).
 const D_PHI: usize = 512;
+
+#[derive(Parser)]
+#[command(about = "eKSVD on UCI Multiple Features: Table 1 (UCI Digit) and the Dual-vs-Covariance timing of Table 2")]
+struct Args {
+    /// Folder holding mfeat-*.csv (UCI Multiple Features).
+    #[arg(default_value = "../shared/data/multiview/mfeat")]
+    data_dir: String,
+    /// Number of stratified 60/20/20 splits (seeds 0..N).
+    #[arg(long, value_name = "N", default_value_t = 5)]
+    splits: u64,
+    /// Only the timing table (Table 2).
+    #[arg(long)]
+    timing_only: bool,
+}
 
 /// Baseline: the standardised views side by side.
 fn concatenation(split: &SplitData) -> AnyResult<Vec<(String, Representation)>> {
@@ -165,22 +180,8 @@ fn timing_table(device: &Device, data: &MultiViewData) -> AnyResult<()> {
 }
 
 fn main() -> AnyResult<()> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let mut dir = "../shared/data/multiview/mfeat".to_string();
-    let mut splits = 5u64;
-    let mut timing_only = false;
-    let mut i = 0;
-    while i < args.len() {
-        match args[i].as_str() {
-            "--splits" => {
-                splits = args.get(i + 1).and_then(|s| s.parse().ok()).ok_or("--splits needs a number")?;
-                i += 1;
-            }
-            "--timing-only" => timing_only = true,
-            other => dir = other.to_string(),
-        }
-        i += 1;
-    }
+    let args = Args::parse();
+    let (dir, splits, timing_only) = (args.data_dir, args.splits, args.timing_only);
     if !std::path::Path::new(&dir).is_dir() {
         return Err(format!("data folder {dir} not found: pass the folder holding mfeat-*.csv (UCI Multiple Features)").into());
     }

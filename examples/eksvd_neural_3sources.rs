@@ -24,6 +24,8 @@
 
 use std::time::Instant;
 
+use clap::Parser;
+
 #[path = "neural_cli/mod.rs"]
 mod neural_cli;
 #[path = "neural_cli/curves.rs"]
@@ -34,7 +36,7 @@ mod psd_plot;
 use gramian::datasets::{load_three_sources, mean_std};
 use gramian::eksvd::evaluation::{linear_svm_classifier, select_on_validation_scaled, MultiViewData, Representation};
 use gramian::eksvd::neural::{EarlyStopping, LearningRateSchedule, NeuralBackend};
-use neural_cli::{parse_candidates, AnyResult, Candidate, Training};
+use neural_cli::{parse_candidate, AnyResult, Candidate, Training, TrainingArgs};
 
 /// Candidates `(components k, eta, learning rate, weight decay)`, chosen on
 /// validation (`--candidates` replaces them).
@@ -42,33 +44,35 @@ const CANDIDATES: [Candidate; 4] = [(16, 1.0, 1e-3, 0.05), (16, 1.0, 3e-3, 0.05)
 /// Penalties `C` of the concatenation baseline's linear SVM.
 const CLASSIFIER_CS: [f64; 4] = [0.1, 1.0, 10.0, 100.0];
 
+/// The training settings of this example (`--epochs` etc. replace them).
+fn default_training() -> Training {
+    Training { backend: NeuralBackend::NdArray, epochs: 200, dropout: 0.0, stopping: EarlyStopping::ValidationF1, batch: 32, hidden: Vec::new(), d_phi: 64, patience: 30, schedule: LearningRateSchedule::Constant, ema: 0.0, gamma_init: 1.0 }
+}
+
+#[derive(Parser)]
+#[command(about = "Neural eKSVD (supervised) on 3Sources (Table 1) beside concatenation, with training curves", after_help = neural_cli::defaults_help(&default_training(), &CANDIDATES))]
+struct Args {
+    /// Folder holding the 3Sources files.
+    #[arg(default_value = "../shared/data/multiview/3sources")]
+    data_dir: String,
+    /// Number of stratified 60/20/20 splits (seeds 0..N).
+    #[arg(long, value_name = "N", default_value_t = 5)]
+    splits: u64,
+    /// Folder for the training curves of split 0 (CSV and PNG).
+    #[arg(long, value_name = "DIR", default_value = "target/neural_eksvd")]
+    out: String,
+    /// Hyper-parameter candidates k:eta:lr[:wd],... chosen on validation (weight decay 0 when left out).
+    #[arg(long, value_name = "K:ETA:LR[:WD]", value_delimiter = ',', value_parser = parse_candidate)]
+    candidates: Option<Vec<Candidate>>,
+    #[command(flatten)]
+    training: TrainingArgs,
+}
+
 fn main() -> AnyResult<()> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let mut dir = "../shared/data/multiview/3sources".to_string();
-    let mut splits = 5u64;
-    let mut out = "target/neural_eksvd".to_string();
-    let mut t = Training { backend: NeuralBackend::NdArray, epochs: 200, dropout: 0.0, stopping: EarlyStopping::ValidationF1, batch: 32, hidden: Vec::new(), d_phi: 64, patience: 30, schedule: LearningRateSchedule::Constant, ema: 0.0, gamma_init: 1.0 };
-    let mut candidates = CANDIDATES.to_vec();
-    let mut i = 0;
-    while i < args.len() {
-        let value = || args.get(i + 1).cloned().ok_or(format!("{} needs a value", args[i]));
-        match args[i].as_str() {
-            "--splits" => splits = value()?.parse()?,
-            "--out" => out = value()?,
-            "--candidates" => candidates = parse_candidates(&value()?)?,
-            flag if flag.starts_with("--") => {
-                if !t.apply_flag(flag, &value()?)? {
-                    return Err(format!("unknown flag {flag}; flags: --splits N --out DIR --candidates k:eta:lr[:wd],... {}", Training::FLAGS).into());
-                }
-            }
-            other => {
-                dir = other.to_string();
-                i += 1;
-                continue;
-            }
-        }
-        i += 2;
-    }
+    let args = Args::parse();
+    let (dir, splits, out) = (args.data_dir, args.splits, args.out);
+    let t = args.training.resolve(default_training());
+    let candidates = args.candidates.unwrap_or_else(|| CANDIDATES.to_vec());
     let text = load_three_sources(&dir)?.log_cosine_normalized();
     let data = MultiViewData { view_names: text.view_names, views: text.views, labels: text.labels };
     let start = Instant::now();

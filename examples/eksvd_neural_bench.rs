@@ -24,6 +24,7 @@
 
 use std::time::Instant;
 
+use clap::Parser;
 use gramian::datasets::macro_f1;
 use gramian::eksvd::evaluation::MultiViewData;
 use gramian::eksvd::neural::{shared_gpu, NeuralBackend, NeuralEksvdParams};
@@ -50,30 +51,45 @@ fn synthetic(n: usize, seed: u64) -> AnyResult<(MultiSource, Vec<usize>)> {
     Ok((MultiSource::paired(sources)?, labels))
 }
 
-fn main() -> AnyResult<()> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let (mut backends, mut samples, mut epochs, mut cpu_epochs, mut batch) = (vec![NeuralBackend::Wgpu, NeuralBackend::NdArray], 30_000usize, 3usize, 2usize, 1024usize);
-    let (mut mfeat, mut mfeat_epochs): (Option<String>, usize) = (None, 100);
-    let mut i = 0;
-    while i < args.len() {
-        let value = args.get(i + 1).ok_or(format!("{} needs a value", args[i]))?;
-        match args[i].as_str() {
-            "--backend" => {
-                backends = match value.as_str() {
-                    "both" => vec![NeuralBackend::Wgpu, NeuralBackend::NdArray],
-                    other => vec![NeuralBackend::parse(other).ok_or("--backend: wgpu, ndarray or both")?],
-                }
-            }
-            "--samples" => samples = value.parse()?,
-            "--epochs" => epochs = value.parse()?,
-            "--cpu-epochs" => cpu_epochs = value.parse()?,
-            "--mfeat" => mfeat = Some(value.clone()),
-            "--mfeat-epochs" => mfeat_epochs = value.parse()?,
-            "--batch" => batch = value.parse()?,
-            other => return Err(format!("unknown argument {other}").into()),
-        }
-        i += 2;
+/// `wgpu`, `ndarray` or `both` (the GPU first).
+fn parse_backends(text: &str) -> Result<Vec<NeuralBackend>, String> {
+    match text {
+        "both" => Ok(vec![NeuralBackend::Wgpu, NeuralBackend::NdArray]),
+        other => NeuralBackend::parse(other).map(|b| vec![b]).ok_or_else(|| "wgpu, ndarray or both".into()),
     }
+}
+
+#[derive(Parser)]
+#[command(about = "Time per epoch of Neural eKSVD training at the NUS-WIDE-OBJ scale (synthetic data), optionally a full UCI Digit fit")]
+struct Args {
+    /// Backends to time: wgpu, ndarray or both.
+    // `std::vec::Vec`, not `Vec`: clap then parses the whole list from one value.
+    #[arg(long = "backend", value_name = "BACKEND", default_value = "both", value_parser = parse_backends)]
+    backends: std::vec::Vec<NeuralBackend>,
+    /// Synthetic samples N.
+    #[arg(long, value_name = "N", default_value_t = 30_000)]
+    samples: usize,
+    /// Epochs on the GPU (wgpu).
+    #[arg(long, value_name = "E", default_value_t = 3)]
+    epochs: usize,
+    /// Epochs on the CPU (ndarray).
+    #[arg(long, value_name = "E", default_value_t = 2)]
+    cpu_epochs: usize,
+    /// Mini-batch size of the synthetic runs.
+    #[arg(long, value_name = "B", default_value_t = 1024)]
+    batch: usize,
+    /// Folder holding mfeat-*.csv: also one full UCI Digit fit per backend.
+    #[arg(long, value_name = "DIR")]
+    mfeat: Option<String>,
+    /// Most epochs of the UCI Digit fit.
+    #[arg(long, value_name = "E", default_value_t = 100)]
+    mfeat_epochs: usize,
+}
+
+fn main() -> AnyResult<()> {
+    let args = Args::parse();
+    let (backends, samples, epochs, cpu_epochs, batch) = (args.backends, args.samples, args.epochs, args.cpu_epochs, args.batch);
+    let (mfeat, mfeat_epochs) = (args.mfeat, args.mfeat_epochs);
     println!("build: {}", if cfg!(debug_assertions) { "dev profile (debug assertions on)" } else { "release" });
     // The gramian device of each backend: the GPU is opened once and burn
     // runs on its wgpu device and queue.

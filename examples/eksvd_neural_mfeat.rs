@@ -36,10 +36,11 @@ mod psd_plot;
 
 use std::time::Instant;
 
+use clap::Parser;
 use gramian::datasets::mean_std;
 use gramian::eksvd::evaluation::{linear_svm_classifier, select_on_validation, MultiViewData, Representation, SplitData};
 use gramian::eksvd::neural::{EarlyStopping, LearningRateSchedule, NeuralBackend};
-use neural_cli::{parse_candidates, AnyResult, Candidate, Training};
+use neural_cli::{parse_candidate, AnyResult, Candidate, Training, TrainingArgs};
 
 /// Default hyper-parameter candidates `(components k, eta, learning rate,
 /// weight decay)`, chosen on validation per split (`--candidates` replaces
@@ -56,33 +57,38 @@ fn concatenation_f1(split: &SplitData) -> AnyResult<f64> {
     Ok(select_on_validation(split, &[("-", rep)], &CLASSIFIER_CS, &linear_svm_classifier)?.test_f1)
 }
 
+/// The training settings of this example (`--epochs` etc. replace them).
+fn default_training() -> Training {
+    Training { backend: NeuralBackend::NdArray, epochs: 100, dropout: 0.0, stopping: EarlyStopping::ValidationF1, batch: 64, hidden: vec![256], d_phi: 128, patience: 20, schedule: LearningRateSchedule::Constant, ema: 0.0, gamma_init: 1.0 }
+}
+
+#[derive(Parser)]
+#[command(about = "Neural eKSVD on UCI Multiple Features (Table 1, UCI Digit) beside concatenation, with training curves", after_help = neural_cli::defaults_help(&default_training(), &CANDIDATES))]
+struct Args {
+    /// Folder holding mfeat-*.csv (UCI Multiple Features).
+    #[arg(default_value = "../shared/data/multiview/mfeat")]
+    data_dir: String,
+    /// Number of stratified 60/20/20 splits (seeds 0..N).
+    #[arg(long, value_name = "N", default_value_t = 5)]
+    splits: u64,
+    /// Folder for the training curves of split 0 (CSV and PNG).
+    #[arg(long, value_name = "DIR", default_value = "target/neural_eksvd")]
+    out: String,
+    /// Views: fac+fou+kar (3), all six (6), or both tables.
+    #[arg(long, default_value = "both", value_parser = ["3", "6", "both"])]
+    views: String,
+    /// Hyper-parameter candidates k:eta:lr[:wd],... chosen on validation (weight decay 0 when left out).
+    #[arg(long, value_name = "K:ETA:LR[:WD]", value_delimiter = ',', value_parser = parse_candidate)]
+    candidates: Option<Vec<Candidate>>,
+    #[command(flatten)]
+    training: TrainingArgs,
+}
+
 fn main() -> AnyResult<()> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let mut dir = "../shared/data/multiview/mfeat".to_string();
-    let (mut splits, mut out, mut views) = (5u64, "target/neural_eksvd".to_string(), "both".to_string());
-    let mut t = Training { backend: NeuralBackend::NdArray, epochs: 100, dropout: 0.0, stopping: EarlyStopping::ValidationF1, batch: 64, hidden: vec![256], d_phi: 128, patience: 20, schedule: LearningRateSchedule::Constant, ema: 0.0, gamma_init: 1.0 };
-    let mut candidates = CANDIDATES.to_vec();
-    let mut i = 0;
-    while i < args.len() {
-        let value = || args.get(i + 1).cloned().ok_or(format!("{} needs a value", args[i]));
-        match args[i].as_str() {
-            "--splits" => splits = value()?.parse()?,
-            "--out" => out = value()?,
-            "--views" => views = value()?,
-            "--candidates" => candidates = parse_candidates(&value()?)?,
-            flag if flag.starts_with("--") => {
-                if !t.apply_flag(flag, &value()?)? {
-                    return Err(format!("unknown flag {flag}; flags: --splits N --out DIR --views 3|6|both --candidates k:eta:lr[:wd],... {}", Training::FLAGS).into());
-                }
-            }
-            other => {
-                dir = other.to_string();
-                i += 1;
-                continue;
-            }
-        }
-        i += 2;
-    }
+    let args = Args::parse();
+    let (dir, splits, out, views) = (args.data_dir, args.splits, args.out, args.views);
+    let t = args.training.resolve(default_training());
+    let candidates = args.candidates.unwrap_or_else(|| CANDIDATES.to_vec());
     if !std::path::Path::new(&dir).is_dir() {
         return Err(format!("data folder {dir} not found: pass the folder holding mfeat-*.csv (UCI Multiple Features)").into());
     }

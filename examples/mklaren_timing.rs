@@ -3,18 +3,33 @@
 //! they are feasible, on synthetic data with p = 10 Gaussian kernels, total
 //! rank 30 (3 per kernel for the baselines), d = 100, delta = 10.
 //!
-//! Usage: `cargo run --example mklaren_timing [MAX_N] [D] [MAX_N_FULL]`
+//! Usage: `cargo run --features repro --example mklaren_timing [MAX_N] [D] [MAX_N_FULL]`
 //! (defaults 1000000, 100, 3162; `MKLAREN_ONLY=1` skips the other methods). Prints one row per n with seconds per fit,
 //! the CPU time of the mklaren fit over its wall time (about the number of
 //! busy cores) and the process's peak resident memory after the mklaren fit.
 
 use std::time::Instant;
 
+use clap::Parser;
 use gramian::mklaren::{FullKernelRidgeParams, KernelCombination, LowRankMethod, LowRankRidgeParams, MklarenParams};
 use gramian::{Device, Kernel};
 use nalgebra::{DMatrix, DVector};
 use rand::{rngs::StdRng, Rng, SeedableRng};
 use rand_distr::StandardNormal;
+
+#[derive(Parser)]
+#[command(about = "Fit time against n: mklaren, the low-rank baselines and the full-kernel methods on synthetic data")]
+struct Args {
+    /// Largest n (sizes 10^2, 10^2.5, ... up to it).
+    #[arg(default_value_t = 1_000_000)]
+    max_n: usize,
+    /// Input dimension d.
+    #[arg(default_value_t = 100)]
+    d: usize,
+    /// Largest n for the full-kernel methods (uniform, align, alignf, alignfc).
+    #[arg(default_value_t = 3162)]
+    max_n_full: usize,
+}
 
 fn peak_memory_mb() -> f64 {
     std::fs::read_to_string("/proc/self/status")
@@ -40,10 +55,8 @@ fn cpu_seconds() -> f64 {
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     // `RUST_LOG=gramian=debug` prints the kernel columns each fit computed.
     env_logger::init();
-    let args: Vec<String> = std::env::args().collect();
-    let max_n: usize = args.get(1).map(|s| s.parse()).transpose()?.unwrap_or(1_000_000);
-    let d: usize = args.get(2).map(|s| s.parse()).transpose()?.unwrap_or(100);
-    let max_full: usize = args.get(3).map(|s| s.parse()).transpose()?.unwrap_or(3162);
+    let args = Args::parse();
+    let (max_n, d, max_full) = (args.max_n, args.d, args.max_n_full);
     // `MKLAREN_ONLY=1`: time mklaren alone (for profiles).
     let mklaren_only = std::env::var("MKLAREN_ONLY").is_ok_and(|v| v == "1");
     let device = Device::auto();

@@ -32,7 +32,7 @@
 //! in blue, true density in orange) is drawn to `--figure`.
 //!
 //! ```text
-//! cargo run --example psd_density_10d [-- --distribution paper|wide --folds K --nystrom M
+//! cargo run --features repro --example psd_density_10d [-- --distribution paper|wide --folds K --nystrom M
 //!     --models psd,pnm,ncm,glm --sigmas 0.3,0.4,0.5 --lambdas 1e-9,1e-8 --sigmas-psd ... --lambdas-pnm ...
 //!     --extend 3 --max-iterations 10000 --lambda-floor-psd 1e-22 --data FILE --figure out/psd_density_10d.png]
 //! ```
@@ -53,6 +53,7 @@ mod psd_data;
 
 use std::collections::HashMap;
 
+use clap::Parser;
 use gramian::estimator::{cross_validate_splits, Fit, Splits};
 use gramian::psd::baselines::{BaselineDensity, BaselineKind, BaselineParams};
 use gramian::psd::{BaseMeasure, DensityParams, PsdDensity, SolverOptions};
@@ -298,42 +299,102 @@ impl Search {
     }
 }
 
-fn distribution_is_paper(args: &[String]) -> bool {
-    args.iter().position(|a| a == "--distribution").and_then(|i| args.get(i + 1)).is_none_or(|d| d == "paper")
-}
-
-fn list(v: &str) -> Result<Vec<f64>, Error> {
-    Ok(v.split(',').map(|v| v.trim().parse::<f64>()).collect::<Result<_, _>>()?)
-}
-
 fn fmt_grid(v: &[f64]) -> String {
     v.iter().map(|x| format!("{x:.3e}").replace(".000e", "e")).collect::<Vec<_>>().join(",")
 }
 
-const USAGE: &str = "psd_density_10d [--distribution paper|wide] [--folds K] [--nystrom M] [--models psd,pnm,ncm,glm]
-    [--sigmas 0.3,0.4 | --sigmas-psd ... --sigmas-pnm ...] [--lambdas 1e-9,1e-8 | --lambdas-psd ...]
-    [--extend 3] [--max-iterations 10000] [--lambda-floor-psd 1e-22] [--data FILE] [--figure out/psd_density_10d.png]
-(the module docs of examples/psd_density_10d.rs explain each option)";
+/// One value of a comma-separated grid (spaces around it allowed).
+fn grid_value(text: &str) -> Result<f64, String> {
+    text.trim().parse().map_err(|e| format!("{e}"))
+}
+
+#[derive(Parser)]
+#[command(about = "The 10-D density experiment of App. E: PSD model against PNM, NCM and GLM, cross-validated, with Figure 3")]
+struct Args {
+    /// paper (the authors' samples, std 0.399, base N(0, 5^2 I)) or wide (std 0.632, base N(0, 5 I), drawn here).
+    #[arg(long, default_value = "paper", value_parser = ["paper", "wide"])]
+    distribution: String,
+    /// Number K of random 70/30 cross-validation splits.
+    #[arg(long, value_name = "K", default_value_t = 3)]
+    folds: usize,
+    /// Nystrom centres m of the PSD model (1000: all centres).
+    #[arg(long, value_name = "M", default_value_t = 200)]
+    nystrom: usize,
+    /// Models to run, comma-separated: psd, pnm, ncm, glm.
+    #[arg(long, default_value = "psd,pnm,ncm,glm")]
+    models: String,
+    /// Sigma grid of every model (replaces the defaults).
+    #[arg(long, value_name = "S1,S2,...", value_delimiter = ',', value_parser = grid_value)]
+    sigmas: Option<Vec<f64>>,
+    /// Lambda grid of every model (replaces the defaults).
+    #[arg(long, value_name = "L1,L2,...", value_delimiter = ',', value_parser = grid_value)]
+    lambdas: Option<Vec<f64>>,
+    /// Sigma grid of the PSD model (overrides --sigmas).
+    #[arg(long, value_name = "S1,S2,...", value_delimiter = ',', value_parser = grid_value)]
+    sigmas_psd: Option<Vec<f64>>,
+    /// Sigma grid of PNM (overrides --sigmas).
+    #[arg(long, value_name = "S1,S2,...", value_delimiter = ',', value_parser = grid_value)]
+    sigmas_pnm: Option<Vec<f64>>,
+    /// Sigma grid of NCM (overrides --sigmas).
+    #[arg(long, value_name = "S1,S2,...", value_delimiter = ',', value_parser = grid_value)]
+    sigmas_ncm: Option<Vec<f64>>,
+    /// Sigma grid of GLM (overrides --sigmas).
+    #[arg(long, value_name = "S1,S2,...", value_delimiter = ',', value_parser = grid_value)]
+    sigmas_glm: Option<Vec<f64>>,
+    /// Lambda grid of the PSD model (overrides --lambdas).
+    #[arg(long, value_name = "L1,L2,...", value_delimiter = ',', value_parser = grid_value)]
+    lambdas_psd: Option<Vec<f64>>,
+    /// Lambda grid of PNM (overrides --lambdas).
+    #[arg(long, value_name = "L1,L2,...", value_delimiter = ',', value_parser = grid_value)]
+    lambdas_pnm: Option<Vec<f64>>,
+    /// Lambda grid of NCM (overrides --lambdas).
+    #[arg(long, value_name = "L1,L2,...", value_delimiter = ',', value_parser = grid_value)]
+    lambdas_ncm: Option<Vec<f64>>,
+    /// Lambda grid of GLM (overrides --lambdas).
+    #[arg(long, value_name = "L1,L2,...", value_delimiter = ',', value_parser = grid_value)]
+    lambdas_glm: Option<Vec<f64>>,
+    /// Extend a grid beyond an edge holding the best value up to this many times per edge.
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    extend: usize,
+    /// Iteration budget of each PSD fit (dual FISTA).
+    #[arg(long, value_name = "N", default_value_t = 10_000)]
+    max_iterations: usize,
+    /// Lowest lambda the PSD grid is extended to [default: 1e-22 with paper, 0 with wide].
+    #[arg(long, value_name = "LAMBDA")]
+    lambda_floor_psd: Option<f64>,
+    /// The authors' samples (with --distribution paper).
+    #[arg(long, value_name = "FILE", default_value = "../shared/data/psd/density-10d-n1000.csv")]
+    data: String,
+    /// Output PNG of Figure 3 [default: out/psd_density_10d.png, out/psd_density_10d_wide.png with wide].
+    #[arg(long, value_name = "FILE")]
+    figure: Option<String>,
+}
+
+impl Args {
+    /// The sigma and lambda grids given for model `key`: its own flags, else `--sigmas` / `--lambdas`.
+    fn grids(&self, key: &str) -> (Option<&Vec<f64>>, Option<&Vec<f64>>) {
+        let (sigmas, lambdas) = match key {
+            "psd" => (&self.sigmas_psd, &self.lambdas_psd),
+            "pnm" => (&self.sigmas_pnm, &self.lambdas_pnm),
+            "ncm" => (&self.sigmas_ncm, &self.lambdas_ncm),
+            "glm" => (&self.sigmas_glm, &self.lambdas_glm),
+            other => unreachable!("no model {other}"),
+        };
+        (sigmas.as_ref().or(self.sigmas.as_ref()), lambdas.as_ref().or(self.lambdas.as_ref()))
+    }
+}
 
 fn main() -> Result<(), Error> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    if args.iter().any(|a| a == "--help" || a == "-h") {
-        println!("{USAGE}");
-        return Ok(());
-    }
-    let flag = |name: &str| args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).cloned();
-    let folds: usize = flag("--folds").and_then(|v| v.parse().ok()).unwrap_or(3);
-    let m: usize = flag("--nystrom").and_then(|v| v.parse().ok()).unwrap_or(200);
-    let extend: usize = flag("--extend").and_then(|v| v.parse().ok()).unwrap_or(3);
-    let lambda_floor_psd: f64 = flag("--lambda-floor-psd").and_then(|v| v.parse().ok()).unwrap_or(if distribution_is_paper(&args) { 1e-22 } else { 0.0 });
-    let budget: usize = flag("--max-iterations").and_then(|v| v.parse().ok()).unwrap_or(10_000);
-    let models = flag("--models").unwrap_or_else(|| "psd,pnm,ncm,glm".into());
-    let distribution = flag("--distribution").unwrap_or_else(|| "paper".into());
+    let args = Args::parse();
+    let (folds, m, extend, budget) = (args.folds, args.nystrom, args.extend, args.max_iterations);
+    let distribution = args.distribution.as_str();
+    let lambda_floor_psd = args.lambda_floor_psd.unwrap_or(if distribution == "paper" { 1e-22 } else { 0.0 });
+    let models = args.models.as_str();
     let mut rng = StdRng::seed_from_u64(10);
-    let setup = match distribution.as_str() {
+    let setup = match distribution {
         "paper" => {
-            let path = flag("--data").unwrap_or_else(|| "../shared/data/psd/density-10d-n1000.csv".into());
-            let x = read_samples(&path)?;
+            let path = args.data.as_str();
+            let x = read_samples(path)?;
             if x.ncols() != 10 {
                 return Err(format!("{path}: expected 10 columns, got {}", x.ncols()).into());
             }
@@ -389,8 +450,8 @@ fn main() -> Result<(), Error> {
         let start = std::time::Instant::now();
         let name = kind.map_or(if m < x.nrows() { format!("PSD (m {m})") } else { "PSD (all centres)".into() }, |k| k.name().to_string());
         let (ds, dl) = default_grid(key);
-        let sigmas = match flag(&format!("--sigmas-{key}")).or_else(|| flag("--sigmas")) { Some(v) => list(&v)?, None => ds };
-        let lambdas = match flag(&format!("--lambdas-{key}")).or_else(|| flag("--lambdas")) { Some(v) => list(&v)?, None => dl };
+        let (sigmas, lambdas) = args.grids(key);
+        let (sigmas, lambdas) = (sigmas.cloned().unwrap_or(ds), lambdas.cloned().unwrap_or(dl));
         println!("{name}: sigma grid {}, lambda grid {}", fmt_grid(&sigmas), fmt_grid(&lambdas));
         let mut search = Search::new(sigmas, lambdas);
         let mut fits = 0usize;
@@ -451,7 +512,7 @@ fn main() -> Result<(), Error> {
     }
 
     // Figure 3: p against x_1 at the probes, in the paper's order PNM, PSD, NCM, GLM.
-    let figure = flag("--figure").unwrap_or_else(|| if paper { "out/psd_density_10d.png".into() } else { "out/psd_density_10d_wide.png".into() });
+    let figure = args.figure.clone().unwrap_or_else(|| if paper { "out/psd_density_10d.png".into() } else { "out/psd_density_10d_wide.png".into() });
     let truth = mixture_log_density(&setup.probe, setup.std).map(f64::exp);
     let order = ["pnm", "psd", "ncm", "glm"];
     let mut panels = Vec::new();

@@ -14,12 +14,13 @@
 //! has its own y-scale, wide enough for the whole curve on [-3, 3] (PNM goes
 //! negative away from the data).
 //!
-//! `cargo run --example psd_density_1d [-- --data authors|sample|FILE --out out/psd_density_1d.png]`
+//! `cargo run --features repro --example psd_density_1d [-- --data authors|sample|FILE --out out/psd_density_1d.png]`
 
 #[path = "psd_plot/mod.rs"]
 mod psd_plot;
 mod psd_data;
 
+use clap::Parser;
 use gramian::estimator::{cross_validate_splits, Fit, Splits};
 use gramian::psd::baselines::{BaselineDensity, BaselineKind, BaselineParams};
 use gramian::psd::{DensityParams, PsdDensity, SolverOptions};
@@ -61,12 +62,24 @@ fn select<P: Fit<DMatrix<f64>>>(
     Ok((cv.mean_scores[cv.best], grid[cv.best]))
 }
 
+#[derive(Parser)]
+#[command(about = "1-D density estimation (Figure 1, top row): PNM, NCM, GLM and the PSD model side by side")]
+struct Args {
+    /// Training sample: authors (their n = 80 file), sample (n = 50 drawn here) or a one-column CSV file.
+    #[arg(long, default_value = "authors")]
+    data: String,
+    /// Output PNG of the figure [default: out/psd_density_1d.png].
+    #[arg(long)]
+    out: Option<String>,
+    /// Output PNG of the figure, as a lone argument (the example's earlier interface).
+    #[arg(value_name = "OUT", conflicts_with_all = ["out", "data"])]
+    out_path: Option<String>,
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let flag = |name: &str| args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).cloned();
-    // A lone argument is the output path (the example's earlier interface).
-    let out = flag("--out").or_else(|| (args.len() == 1).then(|| args[0].clone())).unwrap_or_else(|| "out/psd_density_1d.png".into());
-    let data = flag("--data").unwrap_or_else(|| "authors".into());
+    let args = Args::parse();
+    let out = args.out.or(args.out_path).unwrap_or_else(|| "out/psd_density_1d.png".into());
+    let data = args.data;
     let device = Device::Cpu;
     let mut rng = StdRng::seed_from_u64(7);
     let x = match data.as_str() {

@@ -21,13 +21,14 @@
 //! points. `min theta` is over a grid of [-0.5, 1.5], which extends beyond the
 //! data on [0, 1]: PNM is only constrained to be positive on the data.
 //!
-//! `cargo run --example psd_heteroscedastic [-- out/psd_heteroscedastic.png]`
+//! `cargo run --features repro --example psd_heteroscedastic [-- out/psd_heteroscedastic.png]`
 
 #[path = "psd_plot/mod.rs"]
 mod psd_plot;
 
 #[path = "psd_toy/mod.rs"]
 mod psd_toy;
+use clap::Parser;
 use gramian::estimator::{cross_validate_splits, Fit, Splits, Supervised};
 use gramian::psd::heteroscedastic::NaturalParameters;
 use gramian::psd::{BaselineHeteroscedasticParams, BaselineKind, HeteroscedasticParams, PsdError, SolverOptions};
@@ -88,8 +89,16 @@ impl Fit<Supervised> for Candidate {
     }
 }
 
+#[derive(Parser)]
+#[command(about = "Heteroscedastic regression (Figure 1, centre row): PNM, NCM, GLM and the PSD model for 1/variance")]
+struct Args {
+    /// Output PNG of the figure.
+    #[arg(default_value = "out/psd_heteroscedastic.png")]
+    out: String,
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let out = std::env::args().nth(1).unwrap_or_else(|| "out/psd_heteroscedastic.png".into());
+    let out = Args::parse().out;
     let device = Device::Cpu;
     let mut rng = StdRng::seed_from_u64(2005);
     let (x, y) = toy_data(80, &mut rng);

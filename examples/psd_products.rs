@@ -11,10 +11,27 @@
 
 use std::time::Instant;
 
+use clap::Parser;
 use gramian::linalg;
 use gramian::psd::products;
 use nalgebra::{DMatrix, DVector};
 use rand::{rngs::StdRng, Rng, SeedableRng};
+
+#[derive(Parser)]
+#[command(about = "The per-iteration products of the PSD dual engine against the plain products they replaced")]
+struct Args {
+    /// Columns n of P (samples).
+    #[arg(default_value_t = 50_000)]
+    n: usize,
+    /// Rows r of P (centres).
+    #[arg(default_value_t = 1000)]
+    r: usize,
+    /// Columns k of V, the rank of [M]_+, at most r [default: r].
+    k: Option<usize>,
+    /// Timed runs per product (median kept; at least 1).
+    #[arg(default_value_t = 3)]
+    repeats: usize,
+}
 
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
@@ -37,11 +54,10 @@ fn rel(a: &DMatrix<f64>, b: &DMatrix<f64>) -> f64 {
 }
 
 fn main() {
-    let args: Vec<usize> = std::env::args().skip(1).filter_map(|a| a.parse().ok()).collect();
-    let n = args.first().copied().unwrap_or(50_000);
-    let r = args.get(1).copied().unwrap_or(1000);
-    let k = args.get(2).copied().unwrap_or(r).min(r);
-    let repeats = args.get(3).copied().unwrap_or(3).max(1);
+    let args = Args::parse();
+    let (n, r) = (args.n, args.r);
+    let k = args.k.unwrap_or(r).min(r);
+    let repeats = args.repeats.max(1);
     let mut rng = StdRng::seed_from_u64(7);
     let p = DMatrix::from_fn(r, n, |_, _| rng.random::<f64>() - 0.5);
     let w = DVector::from_fn(n, |_, _| rng.random::<f64>() - 0.5);

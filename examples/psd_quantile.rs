@@ -19,7 +19,7 @@
 //! NCM runs on 100 Nystrom centres (its Newton systems would otherwise have
 //! order `3n`); the other models use every sample.
 //!
-//! `cargo run --example psd_quantile [-- out/psd_quantile.png [n]]` (n = 500 by default, the paper's;
+//! `cargo run --features repro --example psd_quantile [-- out/psd_quantile.png [n]]` (n = 500 by default, the paper's;
 //! `-- out.png 200` for a quicker run)
 
 #[path = "psd_plot/mod.rs"]
@@ -27,6 +27,7 @@ mod psd_plot;
 #[path = "psd_toy/mod.rs"]
 mod psd_toy;
 
+use clap::Parser;
 use gramian::estimator::{cross_validate_splits, Fit, Splits, Supervised};
 use gramian::psd::regression::QuantileParams;
 use gramian::psd::{BaselineKind, BaselineQuantileParams, PsdError, SolverOptions};
@@ -112,9 +113,19 @@ impl Fit<Supervised> for Candidate {
     }
 }
 
+#[derive(Parser)]
+#[command(about = "Multiple quantile regression (Figure 1, bottom row): PNM, NCM, GLM and PSD gaps; pinball loss and crossings")]
+struct Args {
+    /// Output PNG of the figure.
+    #[arg(default_value = "out/psd_quantile.png")]
+    out: String,
+    /// Training samples n (the paper's 500; 200 for a quicker run).
+    #[arg(default_value_t = 500)]
+    n: usize,
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let out = std::env::args().nth(1).unwrap_or_else(|| "out/psd_quantile.png".into());
-    let n: usize = std::env::args().nth(2).map(|s| s.parse()).transpose()?.unwrap_or(500);
+    let Args { out, n } = Args::parse();
     let device = Device::Cpu;
     let mut rng = StdRng::seed_from_u64(5);
     let (x, y) = quantile_data(n, &mut rng);

@@ -2,13 +2,13 @@
 //! duality gap, and where the time goes (setup = kernel matrices, features
 //! and integrals; eigendecompositions; products `P diag(alpha) P^T` and model values).
 //!
-//! `cargo run --example psd_speed [-- n | -- n m max_iterations]`
+//! `cargo run --features repro --example psd_speed [-- n | -- n m max_iterations]`
 //! (`PSD_PARTIAL_EIGEN=1`: the warm-started partial eigensolver, for comparison;
 //! before issue 17's eigensolver work the default and `PSD_FULL_EIGEN=1` the fresh route)
 //! Defaults: the 10-D density of App. E with n = 1000 (all centres, then
 //! Nystrom m = 200), and Nystrom m = 500 on n = 100,000 (budgets: 300 iterations, 5000, 200).
 //!
-//! `cargo run --example psd_speed -- heteroscedastic n m` and `-- quantile n m`:
+//! `cargo run --features repro --example psd_speed -- heteroscedastic n m` and `-- quantile n m`:
 //! the two regressions of Section 6 through the same engine on `m` Nystrom
 //! centres (App. E data: the Yuan & Wahba toy model, sigma 0.1, lambdas
 //! 1e-2 / 1e-2 / 1e-3; the quantile data, levels 1/4, 1/2, 3/4, sigma 0.1,
@@ -16,6 +16,7 @@
 
 use std::time::Instant;
 
+use clap::{Parser, Subcommand};
 use gramian::psd::regression::QuantileParams;
 use gramian::psd::{BaseMeasure, DensityParams, HeteroscedasticParams, PsdError, SolverOptions, SolverReport};
 use gramian::Device;
@@ -27,6 +28,38 @@ use psd_data::mixture_10d;
 use rand::{rngs::StdRng, SeedableRng};
 use gramian::psd::Regularisation;
 
+#[derive(Parser)]
+#[command(about = "Speed of the PSD dual FISTA solver: time per iteration, iterations to a duality gap, where the time goes")]
+#[command(args_conflicts_with_subcommands = true, disable_help_subcommand = true)]
+struct Args {
+    #[command(subcommand)]
+    regression: Option<Regression>,
+    /// Samples n of the 10-D density (alone: all n centres; none: the three default problems).
+    n: Option<usize>,
+    /// Nystrom centres m (with MAX_ITERATIONS).
+    #[arg(requires = "max_iterations")]
+    m: Option<usize>,
+    /// Iteration budget of the Nystrom run.
+    max_iterations: Option<usize>,
+}
+
+#[derive(Subcommand)]
+enum Regression {
+    /// The heteroscedastic regression of Section 6 on m Nystrom centres.
+    Heteroscedastic(RegressionArgs),
+    /// The quantile regression of Section 6 on m Nystrom centres.
+    Quantile(RegressionArgs),
+}
+
+#[derive(clap::Args)]
+struct RegressionArgs {
+    /// Samples n.
+    #[arg(default_value_t = 100_000)]
+    n: usize,
+    /// Nystrom centres m.
+    #[arg(default_value_t = 500)]
+    m: usize,
+}
 
 fn run(label: &str, x: &DMatrix<f64>, nystrom: Option<usize>, tolerance: f64, max_iterations: usize) {
     let base = BaseMeasure::isotropic_gaussian(10, 5.0).unwrap();
@@ -99,30 +132,30 @@ fn regression(kind: &str, n: usize, m: usize) {
 }
 
 fn main() {
-    let words: Vec<String> = std::env::args().skip(1).collect();
-    if let Some(kind) = words.first().filter(|w| *w == "heteroscedastic" || *w == "quantile") {
-        let n = words.get(1).and_then(|w| w.parse().ok()).unwrap_or(100_000);
-        let m = words.get(2).and_then(|w| w.parse().ok()).unwrap_or(500);
-        regression(kind, n, m);
-        return;
+    let args = Args::parse();
+    match args.regression {
+        Some(Regression::Heteroscedastic(RegressionArgs { n, m })) => return regression("heteroscedastic", n, m),
+        Some(Regression::Quantile(RegressionArgs { n, m })) => return regression("quantile", n, m),
+        None => {}
     }
-    let args: Vec<usize> = words.iter().filter_map(|a| a.parse().ok()).collect();
     let mut rng = StdRng::seed_from_u64(3);
     println!("device: cpu ({} threads); sigma 2, lambda_1 1e-3, lambda_2 1e-4, base N(0, 5 I)", rayon::current_num_threads());
     println!("{:<34} {:>6} {:>10} {:>12} {:>9} {:>10} {:>8} {:>8} {:>8} {:>7} {:>11}", "problem", "iters", "gap", "primal", "total s", "ms/iter", "setup s", "eigen s", "prod s", "rank B", "full/partial");
-    if args.len() == 1 {
-        let x = mixture_10d(args[0], &mut rng);
-        run(&format!("10-D n {}, all centres", args[0]), &x, None, 1e-4, 2000);
-        return;
+    match (args.n, args.m, args.max_iterations) {
+        (Some(n), Some(m), Some(max_iterations)) => {
+            let x = mixture_10d(n, &mut rng);
+            run(&format!("n {n} Nystrom m {m}"), &x, Some(m), 1e-4, max_iterations);
+        }
+        (Some(n), _, _) => {
+            let x = mixture_10d(n, &mut rng);
+            run(&format!("10-D n {n}, all centres"), &x, None, 1e-4, 2000);
+        }
+        (None, _, _) => {
+            let x = mixture_10d(1000, &mut rng);
+            run("10-D n 1000, all centres", &x, None, 1e-4, 300);
+            run("10-D n 1000, Nystrom m 200", &x, Some(200), 1e-4, 5000);
+            let big = mixture_10d(100_000, &mut rng);
+            run("10-D n 100000, Nystrom m 500", &big, Some(500), 1e-4, 200);
+        }
     }
-    if args.len() == 3 {
-        let x = mixture_10d(args[0], &mut rng);
-        run(&format!("n {} Nystrom m {}", args[0], args[1]), &x, Some(args[1]), 1e-4, args[2]);
-        return;
-    }
-    let x = mixture_10d(1000, &mut rng);
-    run("10-D n 1000, all centres", &x, None, 1e-4, 300);
-    run("10-D n 1000, Nystrom m 200", &x, Some(200), 1e-4, 5000);
-    let big = mixture_10d(100_000, &mut rng);
-    run("10-D n 100000, Nystrom m 500", &big, Some(500), 1e-4, 200);
 }

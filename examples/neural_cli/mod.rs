@@ -13,18 +13,135 @@ pub type AnyResult<T> = Result<T, Box<dyn std::error::Error>>;
 /// weight decay.
 pub type Candidate = (usize, f64, f64, f64);
 
-/// Parses `k:eta:lr[:wd],...` (weight decay 0 when left out).
-pub fn parse_candidates(text: &str) -> AnyResult<Vec<Candidate>> {
-    text.split(',')
-        .map(|c| {
-            let parts: Vec<&str> = c.split(':').collect();
-            if !(3..=4).contains(&parts.len()) {
-                return Err(format!("candidate {c:?}: expected k:eta:lr[:wd]").into());
-            }
-            let wd = if parts.len() == 4 { parts[3].parse()? } else { 0.0 };
-            Ok((parts[0].parse()?, parts[1].parse()?, parts[2].parse()?, wd))
-        })
-        .collect()
+/// Parses one `k:eta:lr[:wd]` of `--candidates` (weight decay 0 when left
+/// out); clap splits the list at the commas.
+pub fn parse_candidate(text: &str) -> Result<Candidate, String> {
+    let parts: Vec<&str> = text.split(':').collect();
+    if !(3..=4).contains(&parts.len()) {
+        return Err("expected k:eta:lr[:wd]".into());
+    }
+    let number = |name: &str, part: &str| part.parse::<f64>().map_err(|e| format!("{name} {part:?}: {e}"));
+    let k = parts[0].parse().map_err(|e| format!("k {:?}: {e}", parts[0]))?;
+    let wd = if parts.len() == 4 { number("wd", parts[3])? } else { 0.0 };
+    Ok((k, number("eta", parts[1])?, number("lr", parts[2])?, wd))
+}
+
+/// The candidates as `--candidates` takes them, for `--help`.
+fn candidates_flag(candidates: &[Candidate]) -> String {
+    candidates.iter().map(|(k, eta, lr, wd)| format!("{k}:{eta}:{lr}:{wd}")).collect::<Vec<_>>().join(",")
+}
+
+fn parse_backend(text: &str) -> Result<NeuralBackend, String> {
+    NeuralBackend::parse(text).ok_or_else(|| "ndarray or wgpu".into())
+}
+
+fn parse_stopping(text: &str) -> Result<EarlyStopping, String> {
+    match text {
+        "f1" => Ok(EarlyStopping::ValidationF1),
+        "ce" => Ok(EarlyStopping::ValidationCrossEntropy),
+        _ => Err("f1 or ce".into()),
+    }
+}
+
+fn parse_schedule(text: &str) -> Result<LearningRateSchedule, String> {
+    match text {
+        "constant" => Ok(LearningRateSchedule::Constant),
+        "cosine" => Ok(LearningRateSchedule::Cosine),
+        _ => Err("constant or cosine".into()),
+    }
+}
+
+/// `W1,W2,...`, or the empty string for no hidden layer.
+fn parse_widths(text: &str) -> Result<Vec<usize>, String> {
+    if text.is_empty() {
+        return Ok(Vec::new());
+    }
+    text.split(',').map(|w| w.parse().map_err(|e| format!("width {w:?}: {e}"))).collect()
+}
+
+/// The training flags of the neural examples. A flag left out keeps the
+/// example's default ([`TrainingArgs::resolve`]).
+#[derive(clap::Args, Debug)]
+pub struct TrainingArgs {
+    /// Training backend: ndarray (CPU) or wgpu (GPU).
+    #[arg(long, value_parser = parse_backend)]
+    backend: Option<NeuralBackend>,
+    /// Most epochs per fit.
+    #[arg(long, value_name = "E")]
+    epochs: Option<usize>,
+    /// Dropout probability of the MLP's hidden layers.
+    #[arg(long, value_name = "P")]
+    dropout: Option<f64>,
+    /// Early stopping on validation macro-F1 (f1) or validation cross-entropy (ce).
+    #[arg(long, value_parser = parse_stopping)]
+    stopping: Option<EarlyStopping>,
+    /// Mini-batch size.
+    #[arg(long, value_name = "B")]
+    batch: Option<usize>,
+    /// Hidden layer widths of each feature map, W1,W2,... ('' for none).
+    // `std::vec::Vec`, not `Vec`: clap then parses the whole list from one value.
+    #[arg(long, value_name = "W1,W2,...", value_parser = parse_widths)]
+    hidden: Option<std::vec::Vec<usize>>,
+    /// Output dimension d_phi of each feature map.
+    #[arg(long = "dphi", value_name = "D")]
+    d_phi: Option<usize>,
+    /// Early-stopping patience in epochs.
+    #[arg(long, value_name = "E")]
+    patience: Option<usize>,
+    /// Learning-rate schedule: constant or cosine.
+    #[arg(long, value_parser = parse_schedule)]
+    schedule: Option<LearningRateSchedule>,
+    /// Decay of the moving average of the weights (0: off).
+    #[arg(long, value_name = "DECAY")]
+    ema: Option<f64>,
+    /// Initial value of the learned gamma.
+    #[arg(long, value_name = "G")]
+    gamma_init: Option<f64>,
+}
+
+impl TrainingArgs {
+    /// `defaults` with the flags given on the command line.
+    pub fn resolve(self, defaults: Training) -> Training {
+        Training {
+            backend: self.backend.unwrap_or(defaults.backend),
+            epochs: self.epochs.unwrap_or(defaults.epochs),
+            dropout: self.dropout.unwrap_or(defaults.dropout),
+            stopping: self.stopping.unwrap_or(defaults.stopping),
+            batch: self.batch.unwrap_or(defaults.batch),
+            hidden: self.hidden.unwrap_or(defaults.hidden),
+            d_phi: self.d_phi.unwrap_or(defaults.d_phi),
+            patience: self.patience.unwrap_or(defaults.patience),
+            schedule: self.schedule.unwrap_or(defaults.schedule),
+            ema: self.ema.unwrap_or(defaults.ema),
+            gamma_init: self.gamma_init.unwrap_or(defaults.gamma_init),
+        }
+    }
+}
+
+/// The text after `--help`: an example's training defaults and candidates,
+/// as the flags that would give them.
+pub fn defaults_help(t: &Training, candidates: &[Candidate]) -> String {
+    let hidden = t.hidden.iter().map(usize::to_string).collect::<Vec<_>>().join(",");
+    let stopping = match t.stopping {
+        EarlyStopping::ValidationF1 => "f1",
+        EarlyStopping::ValidationCrossEntropy => "ce",
+    };
+    let schedule = match t.schedule {
+        LearningRateSchedule::Constant => "constant",
+        LearningRateSchedule::Cosine => "cosine",
+    };
+    format!(
+        "Defaults: --backend {} --epochs {} --dropout {} --stopping {stopping} --batch {} --hidden '{hidden}' --dphi {} --patience {} --schedule {schedule} --ema {} --gamma-init {} --candidates {}",
+        t.backend.name(),
+        t.epochs,
+        t.dropout,
+        t.batch,
+        t.d_phi,
+        t.patience,
+        t.ema,
+        t.gamma_init,
+        candidates_flag(candidates)
+    )
 }
 
 /// Training settings shared by every candidate.
@@ -44,41 +161,6 @@ pub struct Training {
 }
 
 impl Training {
-    /// Flags understood by [`Training::apply_flag`].
-    pub const FLAGS: &'static str = "[--epochs E] [--backend ndarray|wgpu] [--dropout P] [--stopping f1|ce] [--batch B] [--hidden W1,W2,...|''] [--dphi D] [--patience E] [--schedule constant|cosine] [--ema DECAY] [--gamma-init G]";
-
-    /// Applies `flag value` if it is one of [`Training::FLAGS`]; `Ok(false)`
-    /// for any other flag.
-    pub fn apply_flag(&mut self, flag: &str, value: &str) -> AnyResult<bool> {
-        match flag {
-            "--epochs" => self.epochs = value.parse()?,
-            "--backend" => self.backend = NeuralBackend::parse(value).ok_or("--backend: ndarray or wgpu")?,
-            "--dropout" => self.dropout = value.parse()?,
-            "--stopping" => {
-                self.stopping = match value {
-                    "f1" => EarlyStopping::ValidationF1,
-                    "ce" => EarlyStopping::ValidationCrossEntropy,
-                    other => return Err(format!("--stopping: f1 or ce, got {other}").into()),
-                }
-            }
-            "--batch" => self.batch = value.parse()?,
-            "--hidden" => self.hidden = if value.is_empty() { Vec::new() } else { value.split(',').map(str::parse).collect::<Result<_, _>>()? },
-            "--dphi" => self.d_phi = value.parse()?,
-            "--patience" => self.patience = value.parse()?,
-            "--ema" => self.ema = value.parse()?,
-            "--gamma-init" => self.gamma_init = value.parse()?,
-            "--schedule" => {
-                self.schedule = match value {
-                    "constant" => LearningRateSchedule::Constant,
-                    "cosine" => LearningRateSchedule::Cosine,
-                    other => return Err(format!("--schedule: constant or cosine, got {other}").into()),
-                }
-            }
-            _ => return Ok(false),
-        }
-        Ok(true)
-    }
-
     /// The parameters of one candidate.
     pub fn params(&self, (k, eta, lr, wd): Candidate, seed: u64) -> NeuralEksvdParams {
         NeuralEksvdParams::new(k)
