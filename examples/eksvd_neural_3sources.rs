@@ -36,7 +36,7 @@ mod psd_plot;
 use gramian::datasets::{load_three_sources, mean_std};
 use gramian::eksvd::evaluation::{linear_svm_classifier, select_on_validation_scaled, MultiViewData, Representation};
 use gramian::eksvd::neural::{EarlyStopping, LearningRateSchedule, NeuralBackend};
-use neural_cli::{parse_candidate, AnyResult, Candidate, Training, TrainingArgs};
+use neural_cli::{AnyResult, Candidate, TableArgs, Training};
 
 /// Candidates `(components k, eta, learning rate, weight decay)`, chosen on
 /// validation (`--candidates` replaces them).
@@ -55,33 +55,29 @@ struct Args {
     /// Folder holding the 3Sources files.
     #[arg(default_value = "../shared/data/multiview/3sources")]
     data_dir: String,
-    /// Number of stratified 60/20/20 splits (seeds 0..N).
-    #[arg(long, value_name = "N", default_value_t = 5)]
-    splits: u64,
-    /// Folder for the training curves of split 0 (CSV and PNG).
-    #[arg(long, value_name = "DIR", default_value = "target/neural_eksvd")]
-    out: String,
-    /// Hyper-parameter candidates k:eta:lr[:wd],... chosen on validation (weight decay 0 when left out).
-    #[arg(long, value_name = "K:ETA:LR[:WD]", value_delimiter = ',', value_parser = parse_candidate)]
-    candidates: Option<Vec<Candidate>>,
     #[command(flatten)]
-    training: TrainingArgs,
+    table: TableArgs,
 }
 
 fn main() -> AnyResult<()> {
     let args = Args::parse();
-    let (dir, splits, out) = (args.data_dir, args.splits, args.out);
-    let t = args.training.resolve(default_training());
-    let candidates = args.candidates.unwrap_or_else(|| CANDIDATES.to_vec());
+    let (dir, splits, out) = (args.data_dir, args.table.splits, args.table.out);
+    let refit = args.table.refit;
+    let t = args.table.training.resolve(default_training());
+    let candidates = args.table.candidates.unwrap_or_else(|| CANDIDATES.to_vec());
     let text = load_three_sources(&dir)?.log_cosine_normalized();
     let data = MultiViewData { view_names: text.view_names, views: text.views, labels: text.labels };
     let start = Instant::now();
-    let (mut concat, mut neural_f1, mut svm_f1, mut chosen) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut concat, mut neural_f1, mut svm_f1, mut chosen, mut refit_f1) = (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for seed in 0..splits {
         let split = data.split_unscaled(0.6, 0.2, seed)?;
         let rep = Representation { train: split.train.concatenated()?, validation: split.validation.concatenated()?, test: split.test.concatenated()? };
         concat.push(100.0 * select_on_validation_scaled(&split, &[("-", rep)], &CLASSIFIER_CS, &linear_svm_classifier, false)?.test_f1);
         let run = neural_cli::select_on_validation(&split, &candidates, &t, seed, false)?;
+        if refit {
+            refit_f1.push(100.0 * neural_cli::refit_on_train_and_validation(&split, &run, &t, seed)?);
+            eprintln!("split {seed}: refit on training + validation for {} epochs: {:.2}", run.model.best_epoch().max(1), refit_f1.last().unwrap());
+        }
         let label = format!("{}, gamma {:.3e}", run.label, run.model.gamma());
         neural_f1.push(100.0 * run.test_f1);
         svm_f1.push(100.0 * neural_cli::svm_on_scores(&split, &run.model)?);
@@ -101,6 +97,9 @@ fn main() -> AnyResult<()> {
     println!("| concatenation + linear SVM | {} | - |", cell(&concat));
     println!("| Neural eKSVD (supervised, own head) | {} | 91.08 |", cell(&neural_f1));
     println!("| Neural eKSVD scores + linear SVM | {} | - |", cell(&svm_f1));
+    if refit {
+        println!("| Neural eKSVD refit on training + validation (own head) | {} | - |", cell(&refit_f1));
+    }
     println!("({:.0} s in all; chosen: {})", start.elapsed().as_secs_f64(), chosen.join("; "));
     Ok(())
 }

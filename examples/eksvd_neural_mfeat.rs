@@ -40,7 +40,7 @@ use clap::Parser;
 use gramian::datasets::mean_std;
 use gramian::eksvd::evaluation::{linear_svm_classifier, select_on_validation, MultiViewData, Representation, SplitData};
 use gramian::eksvd::neural::{EarlyStopping, LearningRateSchedule, NeuralBackend};
-use neural_cli::{parse_candidate, AnyResult, Candidate, Training, TrainingArgs};
+use neural_cli::{AnyResult, Candidate, TableArgs, Training};
 
 /// Default hyper-parameter candidates `(components k, eta, learning rate,
 /// weight decay)`, chosen on validation per split (`--candidates` replaces
@@ -68,27 +68,19 @@ struct Args {
     /// Folder holding mfeat-*.csv (UCI Multiple Features).
     #[arg(default_value = "../shared/data/multiview/mfeat")]
     data_dir: String,
-    /// Number of stratified 60/20/20 splits (seeds 0..N).
-    #[arg(long, value_name = "N", default_value_t = 5)]
-    splits: u64,
-    /// Folder for the training curves of split 0 (CSV and PNG).
-    #[arg(long, value_name = "DIR", default_value = "target/neural_eksvd")]
-    out: String,
     /// Views: fac+fou+kar (3), all six (6), or both tables.
     #[arg(long, default_value = "both", value_parser = ["3", "6", "both"])]
     views: String,
-    /// Hyper-parameter candidates k:eta:lr[:wd],... chosen on validation (weight decay 0 when left out).
-    #[arg(long, value_name = "K:ETA:LR[:WD]", value_delimiter = ',', value_parser = parse_candidate)]
-    candidates: Option<Vec<Candidate>>,
     #[command(flatten)]
-    training: TrainingArgs,
+    table: TableArgs,
 }
 
 fn main() -> AnyResult<()> {
     let args = Args::parse();
-    let (dir, splits, out, views) = (args.data_dir, args.splits, args.out, args.views);
-    let t = args.training.resolve(default_training());
-    let candidates = args.candidates.unwrap_or_else(|| CANDIDATES.to_vec());
+    let (dir, splits, out, views) = (args.data_dir, args.table.splits, args.table.out, args.views);
+    let refit = args.table.refit;
+    let t = args.table.training.resolve(default_training());
+    let candidates = args.table.candidates.unwrap_or_else(|| CANDIDATES.to_vec());
     if !std::path::Path::new(&dir).is_dir() {
         return Err(format!("data folder {dir} not found: pass the folder holding mfeat-*.csv (UCI Multiple Features)").into());
     }
@@ -105,7 +97,7 @@ fn main() -> AnyResult<()> {
     println!("|---|---|---|---|---|---|");
     for (set_index, data) in sets.iter().enumerate() {
         let start = Instant::now();
-        let (mut concat, mut neural_f1, mut svm_f1, mut per_epoch) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let (mut concat, mut neural_f1, mut svm_f1, mut per_epoch, mut refit_f1) = (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for seed in 0..splits {
             let split = data.split(0.6, 0.2, seed)?;
             concat.push(100.0 * concatenation_f1(&split)?);
@@ -113,6 +105,10 @@ fn main() -> AnyResult<()> {
             neural_f1.push(100.0 * run.test_f1);
             svm_f1.push(100.0 * neural_cli::svm_on_scores(&split, &run.model)?);
             per_epoch.push(run.model.history().seconds_per_epoch());
+            if refit {
+                refit_f1.push(100.0 * neural_cli::refit_on_train_and_validation(&split, &run, &t, seed)?);
+                eprintln!("{} split {seed}: refit on training + validation for {} epochs: {:.2}", data.view_names.join("+"), run.model.best_epoch().max(1), refit_f1.last().unwrap());
+            }
             eprintln!("{} split {seed}: concatenation {:.2}, Neural eKSVD {:.2}, its scores + SVM {:.2} ({}, gamma {:.3e})", data.view_names.join("+"), concat.last().unwrap(), neural_f1.last().unwrap(), svm_f1.last().unwrap(), run.label, run.model.gamma());
             if seed == 0 && set_index == 0 {
                 neural_curves::write_curves(run.model.history(), std::path::Path::new(&out), &format!("curves_{}views_split0", data.views.len()))?;
@@ -123,6 +119,9 @@ fn main() -> AnyResult<()> {
             format!("{m:.2} +- {s:.2}")
         };
         println!("| {} | {} | {} | {} | {:.3} | {:.0} |", data.view_names.join("+"), cell(&concat), cell(&neural_f1), cell(&svm_f1), mean_std(&per_epoch).0, start.elapsed().as_secs_f64());
+        if refit {
+            println!("| {} refit on training + validation (own head) | - | {} | | | |", data.view_names.join("+"), cell(&refit_f1));
+        }
     }
     println!("| paper (UCI Digit, 3 views) | - | 98.81 | | | |");
     Ok(())

@@ -4,6 +4,8 @@
 //! on validation.
 
 use gramian::datasets::macro_f1;
+use gramian::eksvd::MultiSource;
+use nalgebra::DMatrix;
 use gramian::eksvd::evaluation::{linear_svm_classifier, select_on_validation as select_classifier, Representation, SplitData};
 use gramian::eksvd::neural::{EarlyStopping, LearningRateSchedule, NeuralBackend, NeuralEksvd, NeuralEksvdParams};
 
@@ -97,6 +99,27 @@ pub struct TrainingArgs {
     /// Initial value of the learned gamma.
     #[arg(long, value_name = "G")]
     gamma_init: Option<f64>,
+}
+
+/// The flags of a table run shared by the reproductions: splits, curves
+/// folder, candidates, refit, and the training flags.
+#[derive(clap::Args, Debug)]
+pub struct TableArgs {
+    /// Number of stratified 60/20/20 splits (seeds 0..N).
+    #[arg(long, value_name = "N", default_value_t = 5)]
+    pub splits: u64,
+    /// Folder for the training curves of split 0 (CSV and PNG).
+    #[arg(long, value_name = "DIR", default_value = "target/neural_eksvd")]
+    pub out: String,
+    /// Hyper-parameter candidates k:eta:lr[:wd],... chosen on validation (weight decay 0 when left out).
+    #[arg(long, value_name = "K:ETA:LR[:WD]", value_delimiter = ',', value_parser = parse_candidate)]
+    pub candidates: Option<Vec<Candidate>>,
+    /// Also refit the chosen candidate on the training and validation rows
+    /// together for the kept number of epochs, and report its test macro-F1.
+    #[arg(long)]
+    pub refit: bool,
+    #[command(flatten)]
+    pub training: TrainingArgs,
 }
 
 impl TrainingArgs {
@@ -200,6 +223,8 @@ pub struct NeuralRun {
     pub validation_cross_entropy: f64,
     pub test_f1: f64,
     pub label: String,
+    /// The chosen candidate.
+    pub candidate: Candidate,
 }
 
 /// Trains every candidate on `split` and keeps the one with the highest
@@ -222,8 +247,33 @@ pub fn select_on_validation(split: &SplitData, candidates: &[Candidate], t: &Tra
         );
         let better = best.as_ref().is_none_or(|b| validation_f1 > b.validation_f1 || (validation_f1 == b.validation_f1 && validation_cross_entropy < b.validation_cross_entropy));
         if better {
-            best = Some(NeuralRun { model, validation_f1, validation_cross_entropy, test_f1, label });
+            best = Some(NeuralRun { model, validation_f1, validation_cross_entropy, test_f1, label, candidate });
         }
     }
     best.ok_or_else(|| "no candidates".into())
+}
+
+/// Test macro-F1 after refitting the chosen candidate on the training and
+/// validation rows together, for the number of epochs validation kept
+/// (`run.model.best_epoch()`, at least 1), without early stopping. Nothing
+/// here looks at the test rows before the final score; the views stay
+/// standardised on the training part alone.
+pub fn refit_on_train_and_validation(split: &SplitData, run: &NeuralRun, t: &Training, seed: u64) -> AnyResult<f64> {
+    let stacked: Vec<DMatrix<f64>> = split
+        .train
+        .sources()
+        .iter()
+        .zip(split.validation.sources())
+        .map(|(a, b)| {
+            let mut m = DMatrix::zeros(a.nrows() + b.nrows(), a.ncols());
+            m.rows_mut(0, a.nrows()).copy_from(a);
+            m.rows_mut(a.nrows(), b.nrows()).copy_from(b);
+            m
+        })
+        .collect();
+    let sources = MultiSource::paired(stacked)?;
+    let labels: Vec<usize> = split.train_labels.iter().chain(&split.validation_labels).copied().collect();
+    let epochs = run.model.best_epoch().max(1);
+    let model = t.params(run.candidate, seed).max_epochs(epochs).fit(&sources, &labels, None)?;
+    Ok(macro_f1(&split.test_labels, &model.predict(&split.test)?))
 }
