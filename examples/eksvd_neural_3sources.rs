@@ -68,19 +68,25 @@ fn main() -> AnyResult<()> {
     let text = load_three_sources(&dir)?.log_cosine_normalized();
     let data = MultiViewData { view_names: text.view_names, views: text.views, labels: text.labels };
     let start = Instant::now();
-    let (mut concat, mut neural_f1, mut svm_f1, mut chosen, mut refit_f1) = (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut concat, mut neural_f1, mut svm_f1, mut chosen) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut refit_concat, mut refit_f1, mut refit_svm_f1) = (Vec::new(), Vec::new(), Vec::new());
     for seed in 0..splits {
         let split = data.split_unscaled(0.6, 0.2, seed)?;
         let rep = Representation { train: split.train.concatenated()?, validation: split.validation.concatenated()?, test: split.test.concatenated()? };
-        concat.push(100.0 * select_on_validation_scaled(&split, &[("-", rep)], &CLASSIFIER_CS, &linear_svm_classifier, false)?.test_f1);
+        let concat_choice = select_on_validation_scaled(&split, &[("-", rep)], &CLASSIFIER_CS, &linear_svm_classifier, false)?;
+        concat.push(100.0 * concat_choice.test_f1);
         let run = neural_cli::select_on_validation(&split, &candidates, &t, seed, false)?;
-        if refit {
-            refit_f1.push(100.0 * neural_cli::refit_on_train_and_validation(&split, &run, &t, seed)?);
-            eprintln!("split {seed}: refit on training + validation for {} epochs: {:.2}", run.model.best_epoch().max(1), refit_f1.last().unwrap());
-        }
         let label = format!("{}, gamma {:.3e}", run.label, run.model.gamma());
         neural_f1.push(100.0 * run.test_f1);
-        svm_f1.push(100.0 * neural_cli::svm_on_scores(&split, &run.model)?);
+        let (svm, svm_c) = neural_cli::svm_on_scores(&split, &run.model)?;
+        svm_f1.push(100.0 * svm);
+        if refit {
+            let (head, svm) = neural_cli::refit_on_train_and_validation(&split, &run, svm_c, &t, seed)?;
+            refit_f1.push(100.0 * head);
+            refit_svm_f1.push(100.0 * svm);
+            refit_concat.push(100.0 * neural_cli::svm_refit_f1(&split, neural_cli::concatenated_train_and_validation(&split)?, split.test.concatenated()?, concat_choice.classifier_c, false)?);
+            eprintln!("split {seed}: refit on training + validation for {} epochs: own head {:.2}, scores + SVM {:.2}; concatenation refit {:.2}", run.model.best_epoch().max(1), 100.0 * head, 100.0 * svm, refit_concat.last().unwrap());
+        }
         eprintln!("split {seed}: concatenation {:.2}, Neural eKSVD {:.2}, its scores + SVM {:.2} ({label}) ({:.0} s)", concat.last().unwrap(), neural_f1.last().unwrap(), svm_f1.last().unwrap(), start.elapsed().as_secs_f64());
         if seed == 0 {
             neural_curves::write_curves(run.model.history(), std::path::Path::new(&out), "curves_3sources_split0")?;
@@ -98,7 +104,9 @@ fn main() -> AnyResult<()> {
     println!("| Neural eKSVD (supervised, own head) | {} | 91.08 |", cell(&neural_f1));
     println!("| Neural eKSVD scores + linear SVM | {} | - |", cell(&svm_f1));
     if refit {
-        println!("| Neural eKSVD refit on training + validation (own head) | {} | - |", cell(&refit_f1));
+        println!("| concatenation + linear SVM, refit on training + validation | {} | - |", cell(&refit_concat));
+        println!("| Neural eKSVD refit on training + validation, own head | {} | - |", cell(&refit_f1));
+        println!("| Neural eKSVD refit on training + validation, scores + linear SVM | {} | - |", cell(&refit_svm_f1));
     }
     println!("({:.0} s in all; chosen: {})", start.elapsed().as_secs_f64(), chosen.join("; "));
     Ok(())

@@ -210,10 +210,11 @@ pub const SVM_CS: [f64; 4] = [0.01, 0.1, 1.0, 10.0];
 
 /// Test macro-F1 of the paper's downstream classifier, a linear SVM, on the
 /// learned scores `[E_1 ... E_Q]` of `model` (standardised on the training
-/// rows, `C` from [`SVM_CS`] chosen on validation).
-pub fn svm_on_scores(split: &SplitData, model: &NeuralEksvd) -> AnyResult<f64> {
+/// rows, `C` from [`SVM_CS`] chosen on validation), and that `C`.
+pub fn svm_on_scores(split: &SplitData, model: &NeuralEksvd) -> AnyResult<(f64, f64)> {
     let rep = Representation { train: model.transform_all(&split.train)?, validation: model.transform_all(&split.validation)?, test: model.transform_all(&split.test)? };
-    Ok(select_classifier(split, &[("-", rep)], &SVM_CS, &linear_svm_classifier)?.test_f1)
+    let choice = select_classifier(split, &[("-", rep)], &SVM_CS, &linear_svm_classifier)?;
+    Ok((choice.test_f1, choice.classifier_c))
 }
 
 /// The candidate chosen on validation, with its test score.
@@ -253,27 +254,45 @@ pub fn select_on_validation(split: &SplitData, candidates: &[Candidate], t: &Tra
     best.ok_or_else(|| "no candidates".into())
 }
 
-/// Test macro-F1 after refitting the chosen candidate on the training and
-/// validation rows together, for the number of epochs validation kept
-/// (`run.model.best_epoch()`, at least 1), without early stopping. Nothing
-/// here looks at the test rows before the final score; the views stay
-/// standardised on the training part alone.
-pub fn refit_on_train_and_validation(split: &SplitData, run: &NeuralRun, t: &Training, seed: u64) -> AnyResult<f64> {
-    let stacked: Vec<DMatrix<f64>> = split
-        .train
-        .sources()
-        .iter()
-        .zip(split.validation.sources())
-        .map(|(a, b)| {
-            let mut m = DMatrix::zeros(a.nrows() + b.nrows(), a.ncols());
-            m.rows_mut(0, a.nrows()).copy_from(a);
-            m.rows_mut(a.nrows(), b.nrows()).copy_from(b);
-            m
-        })
-        .collect();
+/// Test macro-F1 of the two classifiers after refitting on the training
+/// and validation rows together: the chosen candidate retrained for the
+/// number of epochs validation kept (`run.model.best_epoch()`, at least 1),
+/// without early stopping, then (own head, linear SVM on its scores with
+/// the `svm_c` chosen on validation for the first fit, standardised on the
+/// refit rows). Every choice was made on validation before; the test rows
+/// are only scored. The views stay standardised on the training part alone.
+pub fn refit_on_train_and_validation(split: &SplitData, run: &NeuralRun, svm_c: f64, t: &Training, seed: u64) -> AnyResult<(f64, f64)> {
+    let stacked: Vec<DMatrix<f64>> = split.train.sources().iter().zip(split.validation.sources()).map(|(a, b)| stack_rows(a, b)).collect();
     let sources = MultiSource::paired(stacked)?;
     let labels: Vec<usize> = split.train_labels.iter().chain(&split.validation_labels).copied().collect();
     let epochs = run.model.best_epoch().max(1);
     let model = t.params(run.candidate, seed).max_epochs(epochs).fit(&sources, &labels, None)?;
-    Ok(macro_f1(&split.test_labels, &model.predict(&split.test)?))
+    let head_f1 = macro_f1(&split.test_labels, &model.predict(&split.test)?);
+    let svm_f1 = svm_refit_f1(split, model.transform_all(&sources)?, model.transform_all(&split.test)?, svm_c, true)?;
+    Ok((head_f1, svm_f1))
+}
+
+/// Test macro-F1 of a linear SVM with the penalty `c` chosen on validation,
+/// retrained on `train_and_validation` (the training rows, then the
+/// validation rows, of some representation; standardised on them when
+/// `standardize`) and scored on `test`.
+pub fn svm_refit_f1(split: &SplitData, train_and_validation: DMatrix<f64>, test: DMatrix<f64>, c: f64, standardize: bool) -> AnyResult<f64> {
+    let labels: Vec<usize> = split.train_labels.iter().chain(&split.validation_labels).copied().collect();
+    let rep = Representation { train: train_and_validation, validation: DMatrix::zeros(0, test.ncols()), test };
+    let rep = if standardize { rep.standardized() } else { rep };
+    let predicted = linear_svm_classifier(c, &rep.train, &labels, &[&rep.test])?;
+    Ok(macro_f1(&split.test_labels, &predicted[0]))
+}
+
+/// The concatenated views of the training and validation rows, stacked.
+pub fn concatenated_train_and_validation(split: &SplitData) -> AnyResult<DMatrix<f64>> {
+    Ok(stack_rows(&split.train.concatenated()?, &split.validation.concatenated()?))
+}
+
+/// `[a; b]`: the rows of `b` under those of `a`.
+fn stack_rows(a: &DMatrix<f64>, b: &DMatrix<f64>) -> DMatrix<f64> {
+    let mut m = DMatrix::zeros(a.nrows() + b.nrows(), a.ncols());
+    m.rows_mut(0, a.nrows()).copy_from(a);
+    m.rows_mut(a.nrows(), b.nrows()).copy_from(b);
+    m
 }
