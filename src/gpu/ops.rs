@@ -256,6 +256,10 @@ fn slot_usage(slot: usize) -> wgpu::BufferUsages {
     }
 }
 
+/// Receives each finished row-major tile of a statistic matrix:
+/// `sink(r0, c0, tile_rows, tile_cols, data)`.
+type TileSink<'a> = dyn FnMut(usize, usize, usize, usize, &[f32]) + 'a;
+
 impl GpuContext {
     /// Runs `body` with the scratch buffer of `slot` (at least `bytes`
     /// long), holding the scratch lock so that no other operation writes or
@@ -407,7 +411,7 @@ impl GpuContext {
     /// tile by tile; `sink(r0, c0, tile_rows, tile_cols, data)` receives each
     /// finished row-major tile. With `read == false` tiles are computed but
     /// not read back (device-side timing).
-    fn statistic_tiles(&self, code: KernelCode, a: &RowMajor, b: &RowMajor, read: bool, sink: &mut dyn FnMut(usize, usize, usize, usize, &[f32])) -> Result<()> {
+    fn statistic_tiles(&self, code: KernelCode, a: &RowMajor, b: &RowMajor, read: bool, sink: &mut TileSink<'_>) -> Result<()> {
         debug_assert_eq!(a.cols, b.cols);
         let (rows, cols, depth) = (a.rows, b.rows, a.cols);
         let (br, bc, bk) = self.tile_shape(rows, cols, depth);

@@ -71,6 +71,7 @@ pub struct ProductVariant {
     pub stages: u32,
 }
 
+#[allow(clippy::too_many_arguments, reason = "one catalogue row: every field of ProductVariant, positionally")]
 const fn v(name: &'static str, precision: Precision, (wx, wy): (u32, u32), (rm, rn): (u32, u32), kc: u32, unit: u32, layout: LaneLayout, form: DistanceForm, rows_fast: bool, stages: u32) -> ProductVariant {
     ProductVariant { name, precision, wx, wy, rm, rn, kc, unit, layout, form, rows_fast, stages }
 }

@@ -323,8 +323,9 @@ impl PsdDensity {
         // suffix[k][p] = prod_{l > k} M^l_p.
         let mut suffix = vec![vec![1.0; np]; d];
         for k in (0..d.saturating_sub(1)).rev() {
-            for p in 0..np {
-                suffix[k][p] = suffix[k + 1][p] * full(p, k + 1);
+            let (head, tail) = suffix.split_at_mut(k + 1);
+            for (p, (s, next)) in head[k].iter_mut().zip(&tail[0]).enumerate() {
+                *s = next * full(p, k + 1);
             }
         }
         let total_mass: f64 = (0..np).map(|p| pairs[p].2 * suffix[0][p] * full(p, 0)).sum();
@@ -370,9 +371,9 @@ impl PsdDensity {
                 }
                 let xk = 0.5 * (lo + hi);
                 out[(s, k)] = xk;
-                for p in 0..np {
+                for (p, v) in prefix.iter_mut().enumerate() {
                     let c = centre(p, k);
-                    prefix[p] *= spread(p, k) * (-(xk - c) * (xk - c) / (sigma * sigma)).exp();
+                    *v *= spread(p, k) * (-(xk - c) * (xk - c) / (sigma * sigma)).exp();
                 }
                 // Rescale against underflow (conditionals are scale-free).
                 let top = prefix.iter().fold(0.0f64, |a, v| a.max(v.abs()));

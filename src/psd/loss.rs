@@ -9,6 +9,10 @@ use nalgebra::DVector;
 pub trait DualLoss {
     /// Number of terms n.
     fn len(&self) -> usize;
+    /// Whether there are no terms.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
     /// `L(z)`, `+inf` outside the domain.
     fn value(&self, z: &DVector<f64>) -> f64;
     /// `L*(alpha)`, `+inf` outside the domain.

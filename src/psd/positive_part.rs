@@ -297,7 +297,10 @@ fn scale_columns(v: &DMatrix<f64>, s: &[f64]) -> DMatrix<f64> {
 
 /// Rayleigh-Ritz on the orthonormal basis `s` with `ms = M s`: the `keep`
 /// leading Ritz vectors `X = s V`, `M X = ms V` and the Ritz values, descending.
-fn rayleigh_ritz(s: &DMatrix<f64>, ms: &DMatrix<f64>, keep: usize) -> Result<(DMatrix<f64>, DMatrix<f64>, Vec<f64>), PsdError> {
+/// `X`, `M X` and the Ritz values of [`rayleigh_ritz`].
+type RitzPairs = (DMatrix<f64>, DMatrix<f64>, Vec<f64>);
+
+fn rayleigh_ritz(s: &DMatrix<f64>, ms: &DMatrix<f64>, keep: usize) -> Result<RitzPairs, PsdError> {
     let h = linalg::matmul_tn(s, ms);
     let h = (&h + h.transpose()) * 0.5;
     let eig = linalg::symmetric_eigen(&h)?;

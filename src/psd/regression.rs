@@ -243,12 +243,12 @@ impl QuantileRegression {
         for (i, model) in &self.parts {
             f[*i] = Some(model.evaluate(device, x)?);
         }
-        for j in (c + 1)..k {
-            let next = out.column(j - 1) + f[j].as_ref().expect("upper part");
+        for (j, part) in f.iter().enumerate().skip(c + 1) {
+            let next = out.column(j - 1) + part.as_ref().expect("upper part");
             out.column_mut(j).copy_from(&next);
         }
-        for j in (0..c).rev() {
-            let next = out.column(j + 1) - f[j].as_ref().expect("lower part");
+        for (j, part) in f.iter().enumerate().take(c).rev() {
+            let next = out.column(j + 1) - part.as_ref().expect("lower part");
             out.column_mut(j).copy_from(&next);
         }
         Ok(out)
