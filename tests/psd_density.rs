@@ -195,6 +195,35 @@ fn marginals_and_box_probabilities_of_a_2d_density() {
     assert!((left + right - 1.0).abs() < 1e-6 && left > 0.0 && right > 0.0);
 }
 
+/// The sampler in 2-D (coordinate by coordinate, through the conditionals):
+/// sample means within 5 standard errors of the closed-form means, and the
+/// fraction of samples in a half-plane and a quadrant within 5 binomial
+/// standard errors of the closed-form box probabilities.
+#[test]
+fn samples_of_a_2d_density_match_its_moments_and_box_probabilities() {
+    let mut rng = common::rng();
+    let x = DMatrix::from_fn(30, 2, |i, k| rng.random_range(-1.0..1.0) + if k == 0 && i % 2 == 0 { 1.5 } else { 0.0 });
+    let base = BaseMeasure::isotropic_gaussian(2, 2.0).unwrap();
+    let density = DensityParams::new(0.8).base_measure(base).fit(&Device::Cpu, &x).unwrap();
+    let count = 4000;
+    let s = density.sample(count, &mut rng).unwrap();
+    assert_eq!(s.shape(), (count, 2));
+    let (mean, var) = density.moments();
+    for k in 0..2 {
+        let sm = s.column(k).mean();
+        let se = (var[k] / count as f64).sqrt();
+        assert!((sm - mean[k]).abs() < 5.0 * se, "coordinate {k}: sample mean {sm} vs {}", mean[k]);
+    }
+    let inf = f64::INFINITY;
+    for (lower, upper) in [([-inf, -inf], [0.2, inf]), ([0.0, -0.3], [inf, inf])] {
+        let p = density.box_probability(&lower, &upper).unwrap();
+        let inside = (0..count).filter(|&i| (0..2).all(|k| s[(i, k)] >= lower[k] && s[(i, k)] <= upper[k])).count();
+        let frac = inside as f64 / count as f64;
+        let se = (p * (1.0 - p) / count as f64).sqrt();
+        assert!((frac - p).abs() < 5.0 * se, "box {lower:?}..{upper:?}: fraction {frac} vs probability {p}");
+    }
+}
+
 #[test]
 fn duplicate_points_and_nystrom_centres_work() {
     let mut rng = common::rng();
