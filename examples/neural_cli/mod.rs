@@ -254,17 +254,18 @@ pub fn select_on_validation(split: &SplitData, candidates: &[Candidate], t: &Tra
     best.ok_or_else(|| "no candidates".into())
 }
 
-/// Test macro-F1 of the two classifiers after refitting on the training
-/// and validation rows together: the chosen candidate retrained for the
-/// number of epochs validation kept (`run.model.best_epoch()`, at least 1),
-/// without early stopping, then (own head, linear SVM on its scores with
-/// the `svm_c` chosen on validation for the first fit, standardised on the
-/// refit rows). Every choice was made on validation before; the test rows
-/// are only scored. The views stay standardised on the training part alone.
+/// Test macro-F1 of the network's own head and of the linear SVM on its
+/// scores after refitting on the training and validation rows together.
+/// The chosen candidate is retrained for the number of epochs validation
+/// kept (`run.model.best_epoch()`, at least 1) without early stopping; the
+/// SVM uses `svm_c`, chosen on validation for the first fit, on scores
+/// standardised on the refit rows. Every choice was made on validation
+/// before; the test rows are only scored. The views stay standardised on
+/// the training part alone.
 pub fn refit_on_train_and_validation(split: &SplitData, run: &NeuralRun, svm_c: f64, t: &Training, seed: u64) -> AnyResult<(f64, f64)> {
     let stacked: Vec<DMatrix<f64>> = split.train.sources().iter().zip(split.validation.sources()).map(|(a, b)| stack_rows(a, b)).collect();
     let sources = MultiSource::paired(stacked)?;
-    let labels: Vec<usize> = split.train_labels.iter().chain(&split.validation_labels).copied().collect();
+    let labels = train_and_validation_labels(split);
     let epochs = run.model.best_epoch().max(1);
     let model = t.params(run.candidate, seed).max_epochs(epochs).fit(&sources, &labels, None)?;
     let head_f1 = macro_f1(&split.test_labels, &model.predict(&split.test)?);
@@ -277,7 +278,7 @@ pub fn refit_on_train_and_validation(split: &SplitData, run: &NeuralRun, svm_c: 
 /// validation rows, of some representation; standardised on them when
 /// `standardize`) and scored on `test`.
 pub fn svm_refit_f1(split: &SplitData, train_and_validation: DMatrix<f64>, test: DMatrix<f64>, c: f64, standardize: bool) -> AnyResult<f64> {
-    let labels: Vec<usize> = split.train_labels.iter().chain(&split.validation_labels).copied().collect();
+    let labels = train_and_validation_labels(split);
     let rep = Representation { train: train_and_validation, validation: DMatrix::zeros(0, test.ncols()), test };
     let rep = if standardize { rep.standardized() } else { rep };
     let predicted = linear_svm_classifier(c, &rep.train, &labels, &[&rep.test])?;
@@ -287,6 +288,11 @@ pub fn svm_refit_f1(split: &SplitData, train_and_validation: DMatrix<f64>, test:
 /// The concatenated views of the training and validation rows, stacked.
 pub fn concatenated_train_and_validation(split: &SplitData) -> AnyResult<DMatrix<f64>> {
     Ok(stack_rows(&split.train.concatenated()?, &split.validation.concatenated()?))
+}
+
+/// The training labels, then the validation labels.
+fn train_and_validation_labels(split: &SplitData) -> Vec<usize> {
+    split.train_labels.iter().chain(&split.validation_labels).copied().collect()
 }
 
 /// `[a; b]`: the rows of `b` under those of `a`.
