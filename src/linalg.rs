@@ -798,7 +798,7 @@ pub fn symmetric_eigen_faer(a: &DMatrix<f64>) -> Result<SymmetricEigen> {
 
 /// Eigenvalues only of a symmetric matrix (lower triangle read), ascending:
 /// the tridiagonalisation of [`symmetric_eigen`] (faer's or, from
-/// order 2048, the blocked one) and the QR
+/// order 2048, `BLOCKED_TRIDIAGONALISATION_FROM`, the blocked one) and the QR
 /// iteration on `T`.
 pub fn symmetric_eigenvalues(a: &DMatrix<f64>) -> Result<DVector<f64>> {
     if a.nrows() >= BLOCKED_TRIDIAGONALISATION_FROM {

@@ -323,10 +323,7 @@ impl PsdDensity {
         // suffix[k][p] = prod_{l > k} M^l_p.
         let mut suffix = vec![vec![1.0; np]; d];
         for k in (0..d.saturating_sub(1)).rev() {
-            let (head, tail) = suffix.split_at_mut(k + 1);
-            for (p, (s, next)) in head[k].iter_mut().zip(&tail[0]).enumerate() {
-                *s = next * full(p, k + 1);
-            }
+            suffix[k] = (0..np).map(|p| suffix[k + 1][p] * full(p, k + 1)).collect();
         }
         let total_mass: f64 = (0..np).map(|p| pairs[p].2 * suffix[0][p] * full(p, 0)).sum();
         if !(total_mass > 0.0) {
