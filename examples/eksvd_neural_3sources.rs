@@ -5,7 +5,8 @@
 //! ```text
 //! cargo run --features neural,repro --example eksvd_neural_3sources -- [DATA_DIR] [--splits N] [--out DIR] \
 //!     [--candidates k:eta:lr[:wd],...] [--epochs E] [--dropout P] [--stopping f1|ce] [--batch B] \
-//!     [--hidden W1,W2,...|''] [--dphi D] [--patience E] [--schedule constant|cosine] [--ema DECAY] [--gamma-init G]
+//!     [--hidden W1,W2,...|''] [--dphi D] [--patience E] [--schedule constant|cosine] [--ema DECAY] [--gamma-init G] \
+//!     [--refit] [--cv F]
 //! ```
 //!
 //! Protocol of `eksvd_3sources`: stratified 60/20/20 splits with seeds
@@ -21,6 +22,12 @@
 //! makes an epoch cheap on the CPU (NdArray backend, about 0.05 s). The
 //! curves of Figure 1 (`sum_k (J_k / N)^2` and the cross-entropy per epoch)
 //! of split 0's chosen run go to `--out` (default `target/neural_eksvd/`).
+//!
+//! `--refit` adds rows refitted on the training and validation rows
+//! together with the choices made on validation; `--cv F` adds rows whose
+//! choices (candidate, epochs, the SVM penalties) are made by `F`-fold
+//! cross-validation over those rows (`SplitData::cross_validation_folds`),
+//! then refitted on them. The test rows are only scored.
 
 use std::time::Instant;
 
@@ -61,7 +68,7 @@ struct Args {
 
 fn main() -> AnyResult<()> {
     let args = Args::parse();
-    let (dir, splits, out) = (args.data_dir, args.table.splits, args.table.out);
+    let (dir, splits, out) = (args.data_dir, args.table.splits, args.table.out.clone());
     let refit = args.table.refit;
     let t = args.table.training.resolve(default_training());
     let candidates = args.table.candidates.unwrap_or_else(|| CANDIDATES.to_vec());
@@ -70,18 +77,26 @@ fn main() -> AnyResult<()> {
     let start = Instant::now();
     let (mut concat, mut neural_f1, mut svm_f1, mut chosen) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let (mut refit_concat, mut refit_f1, mut refit_svm_f1) = (Vec::new(), Vec::new(), Vec::new());
+    let mut cross_validated: [Vec<f64>; 3] = Default::default();
     for seed in 0..splits {
         let split = data.split_unscaled(0.6, 0.2, seed)?;
         let rep = Representation { train: split.train.concatenated()?, validation: split.validation.concatenated()?, test: split.test.concatenated()? };
         let concat_choice = select_on_validation_scaled(&split, &[("-", rep)], &CLASSIFIER_CS, &linear_svm_classifier, false)?;
         concat.push(100.0 * concat_choice.test_f1);
-        let run = neural_cli::select_on_validation(&split, &candidates, &t, seed, false)?;
+        let fits = neural_cli::fit_candidates(&split, &candidates, &t, seed, false)?;
+        if let Some(folds) = args.table.cv {
+            let scores = neural_cli::cross_validated_refit(&split, folds as usize, &fits, &candidates, &t, seed, &CLASSIFIER_CS, false)?;
+            for (column, score) in cross_validated.iter_mut().zip(scores) {
+                column.push(100.0 * score);
+            }
+        }
+        let run = neural_cli::best_on_validation(fits)?;
         let label = format!("{}, gamma {:.3e}", run.label, run.model.gamma());
         neural_f1.push(100.0 * run.test_f1);
         let (svm, svm_c) = neural_cli::svm_on_scores(&split, &run.model)?;
         svm_f1.push(100.0 * svm);
         if refit {
-            let (head, svm) = neural_cli::refit_on_train_and_validation(&split, &run, svm_c, &t, seed)?;
+            let (head, svm) = neural_cli::refit_on_train_and_validation(&split, run.candidate, run.model.best_epoch(), svm_c, &t, seed)?;
             refit_f1.push(100.0 * head);
             refit_svm_f1.push(100.0 * svm);
             refit_concat.push(100.0 * neural_cli::svm_refit_f1(&split, neural_cli::concatenated_train_and_validation(&split)?, split.test.concatenated()?, concat_choice.classifier_c, false)?);
@@ -107,6 +122,12 @@ fn main() -> AnyResult<()> {
         println!("| concatenation + linear SVM, refit on training + validation | {} | - |", cell(&refit_concat));
         println!("| Neural eKSVD refit on training + validation, own head | {} | - |", cell(&refit_f1));
         println!("| Neural eKSVD refit on training + validation, scores + linear SVM | {} | - |", cell(&refit_svm_f1));
+    }
+    if let Some(folds) = args.table.cv {
+        let [c, h, s] = &cross_validated;
+        println!("| concatenation + linear SVM, {folds}-fold cross-validation, refit | {} | - |", cell(c));
+        println!("| Neural eKSVD, {folds}-fold cross-validation, refit, own head | {} | - |", cell(h));
+        println!("| Neural eKSVD, {folds}-fold cross-validation, refit, scores + linear SVM | {} | - |", cell(s));
     }
     println!("({:.0} s in all; chosen: {})", start.elapsed().as_secs_f64(), chosen.join("; "));
     Ok(())

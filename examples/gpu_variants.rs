@@ -191,7 +191,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
             let err = check(&device, job, &w)?;
             let tol = if p == Precision::F32 { 1e-4 } else { 1e-10 };
-            if !(err <= tol) {
+            if err.is_nan() || err > tol {
                 failed = true;
             }
             let rate = job.flop() / secs;

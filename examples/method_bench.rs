@@ -193,7 +193,7 @@ fn main() {
                         (_, false) => "reference".to_string(),
                         (Some(r), true) => {
                             let diff = max_relative_difference(&result, r);
-                            if !(diff <= args.max_difference) {
+                            if diff.is_nan() || diff > args.max_difference {
                                 failures += 1;
                                 eprintln!("{method} n={n}: GPU differs from CPU by {diff:e} > {:e}", args.max_difference);
                             }

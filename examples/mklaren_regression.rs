@@ -42,6 +42,9 @@ struct Args {
 }
 
 /// The lambdas searched: 10^-3..10^3.
+/// Test RMSE `(mean, std)` over splits, per method and rank.
+type MethodSummary = Vec<Vec<(f64, f64)>>;
+
 const LAMBDAS: [i32; 7] = [-3, -2, -1, 0, 1, 2, 3];
 
 /// One random split: training and validation samples (standardised) with the
@@ -78,7 +81,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let p = kernels.len();
     println!("mklaren reproduction: {} kernels, delta = 10, {splits} splits, up to {max_rows} rows, device {}", p, device.describe());
     // results[dataset][method][rank] = test RMSEs over splits (uniform: one entry per split, rank-independent)
-    let mut table: Vec<(String, Vec<Vec<(f64, f64)>>)> = Vec::new();
+    let mut table: Vec<(String, MethodSummary)> = Vec::new();
     for name in DATASETS {
         let path = dir.join(format!("{name}.csv"));
         let data = match read_csv_table(&path) {
@@ -121,8 +124,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         for (r, rank) in RANKS.iter().enumerate() {
             print!("{rank:>8}");
             let best = (0..4).map(|m| summary[m][r].0).fold(f64::INFINITY, f64::min);
-            for m in 0..METHODS.len() {
-                let (mean, std) = summary[m][r];
+            for (m, per_rank) in summary.iter().enumerate().take(METHODS.len()) {
+                let (mean, std) = per_rank[r];
                 let mark = if m < 4 && mean == best { "*" } else { " " };
                 print!(" {:>9.3} +- {:<4.3}{mark}", mean, std);
             }
@@ -152,8 +155,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for (name, summary) in &table {
         print!("{name:>12}");
         let (u_mean, u_std) = summary[4][0];
-        for m in 0..4 {
-            let k = RANKS.iter().enumerate().find(|(r, _)| summary[m][*r].0 <= u_mean + u_std).map(|(_, k)| k.to_string());
+        for per_rank in summary.iter().take(4) {
+            let k = RANKS.iter().enumerate().find(|(r, _)| per_rank[*r].0 <= u_mean + u_std).map(|(_, k)| k.to_string());
             print!(" {:>8}", k.unwrap_or_else(|| "-".into()));
         }
         println!();

@@ -163,8 +163,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let q = fitted(&grid)?;
         table.push(format!("{:<5} {:>6} {:>8.0e} {:>14.5} {:>16} {:>10.1} {:>8.2}", model.name(), best.1, best.2, test, crossings(&q), t_select, t_fit));
         let mut curves = vec![Curve { points: (0..n).map(|i| (x[(i, 0)], y[i])).collect(), colour: RGBColor(150, 150, 150), dots: true }];
-        for j in 0..3 {
-            curves.push(Curve { points: (0..grid.nrows()).map(|i| (grid[(i, 0)], quantile_spread(grid[(i, 0)]) * z[j])).collect(), colour: RGBColor(255, 140, 0), dots: false });
+        for &z_j in &z {
+            curves.push(Curve { points: (0..grid.nrows()).map(|i| (grid[(i, 0)], quantile_spread(grid[(i, 0)]) * z_j)).collect(), colour: RGBColor(255, 140, 0), dots: false });
         }
         for j in 0..3 {
             curves.push(Curve { points: (0..grid.nrows()).map(|i| (grid[(i, 0)], q[(i, j)].clamp(-5.0, 5.0))).collect(), colour: colours[j], dots: false });

@@ -4,7 +4,6 @@
 //! on validation.
 
 use gramian::datasets::macro_f1;
-use gramian::eksvd::MultiSource;
 use nalgebra::DMatrix;
 use gramian::eksvd::evaluation::{linear_svm_classifier, select_on_validation as select_classifier, Representation, SplitData};
 use gramian::eksvd::neural::{EarlyStopping, LearningRateSchedule, NeuralBackend, NeuralEksvd, NeuralEksvdParams};
@@ -118,6 +117,12 @@ pub struct TableArgs {
     /// together for the kept number of epochs, and report its test macro-F1.
     #[arg(long)]
     pub refit: bool,
+    /// Also choose the candidate, its epochs and the SVM penalties by
+    /// F-fold cross-validation over the training and validation rows (fold
+    /// 0 is the split's own validation set), refit on those rows and
+    /// report the test macro-F1.
+    #[arg(long, value_name = "F", value_parser = clap::value_parser!(u64).range(2..=20))]
+    pub cv: Option<u64>,
     #[command(flatten)]
     pub training: TrainingArgs,
 }
@@ -217,22 +222,21 @@ pub fn svm_on_scores(split: &SplitData, model: &NeuralEksvd) -> AnyResult<(f64, 
     Ok((choice.test_f1, choice.classifier_c))
 }
 
-/// The candidate chosen on validation, with its test score.
+/// One candidate fitted on one split (or fold), with its validation and
+/// test scores.
 pub struct NeuralRun {
     pub model: NeuralEksvd,
     pub validation_f1: f64,
     pub validation_cross_entropy: f64,
     pub test_f1: f64,
     pub label: String,
-    /// The chosen candidate.
+    /// The candidate fitted.
     pub candidate: Candidate,
 }
 
-/// Trains every candidate on `split` and keeps the one with the highest
-/// validation macro-F1 (ties: the lower validation cross-entropy, as the
-/// early stopping does).
-pub fn select_on_validation(split: &SplitData, candidates: &[Candidate], t: &Training, seed: u64, progress: bool) -> AnyResult<NeuralRun> {
-    let mut best: Option<NeuralRun> = None;
+/// Fits every candidate on `split.train`, early-stopped on `split.validation`.
+pub fn fit_candidates(split: &SplitData, candidates: &[Candidate], t: &Training, seed: u64, progress: bool) -> AnyResult<Vec<NeuralRun>> {
+    let mut runs = Vec::with_capacity(candidates.len());
     for &candidate in candidates {
         let model = t.params(candidate, seed).progress(progress).fit(&split.train, &split.train_labels, Some((&split.validation, &split.validation_labels)))?;
         let validation_f1 = macro_f1(&split.validation_labels, &model.predict(&split.validation)?);
@@ -246,28 +250,157 @@ pub fn select_on_validation(split: &SplitData, candidates: &[Candidate], t: &Tra
             100.0 * test_f1,
             model.history().seconds_per_epoch()
         );
-        let better = best.as_ref().is_none_or(|b| validation_f1 > b.validation_f1 || (validation_f1 == b.validation_f1 && validation_cross_entropy < b.validation_cross_entropy));
+        runs.push(NeuralRun { model, validation_f1, validation_cross_entropy, test_f1, label, candidate });
+    }
+    Ok(runs)
+}
+
+/// The run with the highest validation macro-F1 (ties: the lower validation
+/// cross-entropy, as the early stopping does; then the earlier run).
+pub fn best_on_validation(runs: Vec<NeuralRun>) -> AnyResult<NeuralRun> {
+    let mut best: Option<NeuralRun> = None;
+    for run in runs {
+        let better = best.as_ref().is_none_or(|b| run.validation_f1 > b.validation_f1 || (run.validation_f1 == b.validation_f1 && run.validation_cross_entropy < b.validation_cross_entropy));
         if better {
-            best = Some(NeuralRun { model, validation_f1, validation_cross_entropy, test_f1, label, candidate });
+            best = Some(run);
         }
     }
     best.ok_or_else(|| "no candidates".into())
 }
 
+/// What cross-validation chose: the candidate with the best mean
+/// held-out macro-F1 over the folds (ties: the lower mean held-out
+/// cross-entropy), the mean of its kept epochs (rounded, at least 1), and
+/// the SVM penalty with the best mean held-out macro-F1 on its scores.
+#[derive(Debug, Clone)]
+pub struct CrossValidated {
+    pub candidate: Candidate,
+    pub epochs: usize,
+    pub svm_c: f64,
+}
+
+/// Held-out macro-F1 of a linear SVM on `model`'s scores (standardised on
+/// the fold's training rows), one per penalty of [`SVM_CS`].
+fn svm_validation_f1(fold: &SplitData, model: &NeuralEksvd) -> AnyResult<Vec<f64>> {
+    let train = model.transform_all(&fold.train)?;
+    let rep = Representation { test: DMatrix::zeros(0, train.ncols()), validation: model.transform_all(&fold.validation)?, train }.standardized();
+    SVM_CS
+        .iter()
+        .map(|&c| {
+            let predicted = linear_svm_classifier(c, &rep.train, &fold.train_labels, &[&rep.validation])?;
+            Ok(macro_f1(&fold.validation_labels, &predicted[0]))
+        })
+        .collect()
+}
+
+/// Chooses a candidate, its epochs and the SVM penalty on its scores by
+/// cross-validation over `folds` (from `SplitData::cross_validation_folds`), the
+/// protocol the paper names ("selected by cross validation"). `first_fold`
+/// may hold fits of `folds[0]` made already (as [`fit_candidates`] returns
+/// them); the other folds are fitted here. Nothing is scored on the test
+/// rows.
+pub fn choose_by_cross_validation(folds: &[SplitData], first_fold: Option<&[NeuralRun]>, candidates: &[Candidate], t: &Training, seed: u64) -> AnyResult<CrossValidated> {
+    let m = candidates.len();
+    let (mut f1, mut ce, mut epochs) = (vec![0.0; m], vec![0.0; m], vec![0.0; m]);
+    let mut svm = vec![vec![0.0; SVM_CS.len()]; m];
+    for (f, fold) in folds.iter().enumerate() {
+        eprintln!("  cross-validation fold {f} of {}", folds.len());
+        let fitted;
+        let runs = match (f, first_fold) {
+            (0, Some(runs)) => runs,
+            _ => {
+                fitted = fit_candidates(fold, candidates, t, seed, false)?;
+                &fitted[..]
+            }
+        };
+        if runs.len() != m {
+            return Err(format!("{} fits of fold {f} for {m} candidates", runs.len()).into());
+        }
+        for (i, run) in runs.iter().enumerate() {
+            f1[i] += run.validation_f1;
+            ce[i] += run.validation_cross_entropy;
+            epochs[i] += run.model.best_epoch().max(1) as f64;
+            for (total, value) in svm[i].iter_mut().zip(svm_validation_f1(fold, &run.model)?) {
+                *total += value;
+            }
+        }
+    }
+    let mut best = 0;
+    for i in 1..m {
+        if f1[i] > f1[best] || (f1[i] == f1[best] && ce[i] < ce[best]) {
+            best = i;
+        }
+    }
+    let mut best_c = 0;
+    for j in 1..SVM_CS.len() {
+        if svm[best][j] > svm[best][best_c] {
+            best_c = j;
+        }
+    }
+    let n = folds.len() as f64;
+    let chosen = CrossValidated { candidate: candidates[best], epochs: ((epochs[best] / n).round() as usize).max(1), svm_c: SVM_CS[best_c] };
+    eprintln!(
+        "  cross-validation: mean held-out F1 per candidate {:?}, chosen {:?}",
+        f1.iter().map(|v| format!("{:.2}", 100.0 * v / n)).collect::<Vec<_>>(),
+        chosen
+    );
+    Ok(chosen)
+}
+
+/// The penalty of [`SVM_CS`]-like `cs` with the best mean held-out macro-F1
+/// of a linear SVM on the concatenated views over `folds` (standardised per
+/// fold when `standardize`; ties: the earlier penalty).
+pub fn concatenation_c_by_cross_validation(folds: &[SplitData], cs: &[f64], standardize: bool) -> AnyResult<f64> {
+    let mut totals = vec![0.0; cs.len()];
+    for fold in folds {
+        let train = fold.train.concatenated()?;
+        let rep = Representation { test: DMatrix::zeros(0, train.ncols()), validation: fold.validation.concatenated()?, train };
+        let rep = if standardize { rep.standardized() } else { rep };
+        for (total, &c) in totals.iter_mut().zip(cs) {
+            let predicted = linear_svm_classifier(c, &rep.train, &fold.train_labels, &[&rep.validation])?;
+            *total += macro_f1(&fold.validation_labels, &predicted[0]);
+        }
+    }
+    let mut best = 0;
+    for j in 1..cs.len() {
+        if totals[j] > totals[best] {
+            best = j;
+        }
+    }
+    cs.get(best).copied().ok_or_else(|| "no penalties".into())
+}
+
+/// Test macro-F1 of concatenation + linear SVM, of the network's own head
+/// and of the linear SVM on its scores, each refitted on the training and
+/// validation rows after every choice was made by `folds`-fold
+/// cross-validation ([`choose_by_cross_validation`],
+/// [`concatenation_c_by_cross_validation`] with `concat_cs`). `split_fits`
+/// are the candidates fitted on `split` ([`fit_candidates`]), reused as
+/// fold 0 when that fold is the split itself.
+#[allow(clippy::too_many_arguments)]
+pub fn cross_validated_refit(split: &SplitData, folds: usize, split_fits: &[NeuralRun], candidates: &[Candidate], t: &Training, seed: u64, concat_cs: &[f64], standardize_concat: bool) -> AnyResult<[f64; 3]> {
+    let fold_data = split.cross_validation_folds(folds)?;
+    // Fold 0 trains on the first rows of [training; validation]; it is the
+    // split itself exactly when it trains on as many rows as the split.
+    let fold_zero_is_split = fold_data[0].train_labels.len() == split.train_labels.len();
+    let chosen = choose_by_cross_validation(&fold_data, fold_zero_is_split.then_some(split_fits), candidates, t, seed)?;
+    let (head, svm) = refit_on_train_and_validation(split, chosen.candidate, chosen.epochs, chosen.svm_c, t, seed)?;
+    let concat_c = concatenation_c_by_cross_validation(&fold_data, concat_cs, standardize_concat)?;
+    let concat = svm_refit_f1(split, concatenated_train_and_validation(split)?, split.test.concatenated()?, concat_c, standardize_concat)?;
+    eprintln!("  cross-validated refit: concatenation (C = {concat_c}) {:.2}, own head {:.2}, scores + SVM {:.2}", 100.0 * concat, 100.0 * head, 100.0 * svm);
+    Ok([concat, head, svm])
+}
+
 /// Test macro-F1 of the network's own head and of the linear SVM on its
 /// scores after refitting on the training and validation rows together.
-/// The chosen candidate is retrained for the number of epochs validation
-/// kept (`run.model.best_epoch()`, at least 1) without early stopping; the
-/// SVM uses `svm_c`, chosen on validation for the first fit, on scores
-/// standardised on the refit rows. Every choice was made on validation
-/// before; the test rows are only scored. The views stay standardised on
-/// the training part alone.
-pub fn refit_on_train_and_validation(split: &SplitData, run: &NeuralRun, svm_c: f64, t: &Training, seed: u64) -> AnyResult<(f64, f64)> {
-    let stacked: Vec<DMatrix<f64>> = split.train.sources().iter().zip(split.validation.sources()).map(|(a, b)| stack_rows(a, b)).collect();
-    let sources = MultiSource::paired(stacked)?;
-    let labels = train_and_validation_labels(split);
-    let epochs = run.model.best_epoch().max(1);
-    let model = t.params(run.candidate, seed).max_epochs(epochs).fit(&sources, &labels, None)?;
+/// `candidate` is retrained for `epochs` (at least 1) without early
+/// stopping; the SVM uses `svm_c` on scores standardised on the refit rows.
+/// Every choice was made before, on validation or by cross-validation; the
+/// test rows are only scored. The views stay standardised on the training
+/// part alone.
+pub fn refit_on_train_and_validation(split: &SplitData, candidate: Candidate, epochs: usize, svm_c: f64, t: &Training, seed: u64) -> AnyResult<(f64, f64)> {
+    let (sources, labels) = split.train_and_validation()?;
+    let model = t.params(candidate, seed).max_epochs(epochs.max(1)).fit(&sources, &labels, None)?;
     let head_f1 = macro_f1(&split.test_labels, &model.predict(&split.test)?);
     let svm_f1 = svm_refit_f1(split, model.transform_all(&sources)?, model.transform_all(&split.test)?, svm_c, true)?;
     Ok((head_f1, svm_f1))
@@ -278,7 +411,7 @@ pub fn refit_on_train_and_validation(split: &SplitData, run: &NeuralRun, svm_c: 
 /// validation rows, of some representation; standardised on them when
 /// `standardize`) and scored on `test`.
 pub fn svm_refit_f1(split: &SplitData, train_and_validation: DMatrix<f64>, test: DMatrix<f64>, c: f64, standardize: bool) -> AnyResult<f64> {
-    let labels = train_and_validation_labels(split);
+    let labels: Vec<usize> = split.train_labels.iter().chain(&split.validation_labels).copied().collect();
     let rep = Representation { train: train_and_validation, validation: DMatrix::zeros(0, test.ncols()), test };
     let rep = if standardize { rep.standardized() } else { rep };
     let predicted = linear_svm_classifier(c, &rep.train, &labels, &[&rep.test])?;
@@ -287,18 +420,5 @@ pub fn svm_refit_f1(split: &SplitData, train_and_validation: DMatrix<f64>, test:
 
 /// The concatenated views of the training and validation rows, stacked.
 pub fn concatenated_train_and_validation(split: &SplitData) -> AnyResult<DMatrix<f64>> {
-    Ok(stack_rows(&split.train.concatenated()?, &split.validation.concatenated()?))
-}
-
-/// The training labels, then the validation labels.
-fn train_and_validation_labels(split: &SplitData) -> Vec<usize> {
-    split.train_labels.iter().chain(&split.validation_labels).copied().collect()
-}
-
-/// `[a; b]`: the rows of `b` under those of `a`.
-fn stack_rows(a: &DMatrix<f64>, b: &DMatrix<f64>) -> DMatrix<f64> {
-    let mut m = DMatrix::zeros(a.nrows() + b.nrows(), a.ncols());
-    m.rows_mut(0, a.nrows()).copy_from(a);
-    m.rows_mut(a.nrows(), b.nrows()).copy_from(b);
-    m
+    Ok(split.train_and_validation()?.0.concatenated()?)
 }

@@ -37,6 +37,15 @@ pub enum EvaluationError {
     /// No candidate to select from.
     #[error("nothing to select: {0}")]
     NoCandidates(&'static str),
+    /// A parameter of the harness is out of range (e.g. the number of
+    /// cross-validation folds).
+    #[error("invalid parameter {name}: {reason}")]
+    InvalidParameter {
+        /// The parameter.
+        name: &'static str,
+        /// What is wrong with it.
+        reason: String,
+    },
 }
 
 /// Result type of the harness.
@@ -187,6 +196,75 @@ pub struct SplitData {
     pub test_labels: Vec<usize>,
 }
 
+/// `[a; b]`: the rows of every source of `b` under those of `a`.
+fn stack_rows(a: &MultiSource, b: &MultiSource) -> Result<MultiSource> {
+    if a.n_sources() != b.n_sources() {
+        return Err(EvaluationError::InconsistentViews(format!("{} sources against {}", a.n_sources(), b.n_sources())));
+    }
+    let mut stacked = Vec::with_capacity(a.n_sources());
+    for (q, (top, bottom)) in a.sources().iter().zip(b.sources()).enumerate() {
+        if top.ncols() != bottom.ncols() {
+            return Err(EvaluationError::InconsistentViews(format!("source {q} has {} columns against {}", top.ncols(), bottom.ncols())));
+        }
+        let mut m = DMatrix::zeros(top.nrows() + bottom.nrows(), top.ncols());
+        m.rows_mut(0, top.nrows()).copy_from(top);
+        m.rows_mut(top.nrows(), bottom.nrows()).copy_from(bottom);
+        stacked.push(m);
+    }
+    Ok(MultiSource::paired(stacked)?)
+}
+
+impl SplitData {
+    /// The training rows followed by the validation rows, with their labels:
+    /// the data of a refit once every choice has been made on validation.
+    ///
+    /// Errors: [`EvaluationError::InconsistentViews`] when the two parts
+    /// disagree on the sources or their columns, or a part is not paired.
+    pub fn train_and_validation(&self) -> Result<(MultiSource, Vec<usize>)> {
+        let sources = stack_rows(&self.train, &self.validation)?;
+        let labels = self.train_labels.iter().chain(&self.validation_labels).copied().collect();
+        Ok((sources, labels))
+    }
+
+    /// `folds`-fold cross-validation over the training and validation rows.
+    /// With the `n` rows of [`SplitData::train_and_validation`] cut into
+    /// `folds` contiguous parts (part `p` is rows `p n / folds` up to
+    /// `(p + 1) n / folds`), fold `f` holds out part `folds - 1 - f` as its
+    /// validation set and trains on the other rows in their order. The
+    /// training rows of a stratified split are in random order, so each part
+    /// is a random subset; when the validation set is exactly the last part
+    /// (60/20 splits with 4 folds), fold 0 is the split itself. Every fold
+    /// keeps the split's test rows, which no choice should look at, and the
+    /// views keep the standardisation of the split's training rows.
+    ///
+    /// Errors: [`EvaluationError::InvalidParameter`] unless
+    /// `2 <= folds <= n`; as [`SplitData::train_and_validation`].
+    pub fn cross_validation_folds(&self, folds: usize) -> Result<Vec<SplitData>> {
+        let (data, labels) = self.train_and_validation()?;
+        let n = labels.len();
+        if folds < 2 || folds > n {
+            return Err(EvaluationError::InvalidParameter { name: "folds", reason: format!("must be in 2..={n} (training and validation rows), got {folds}") });
+        }
+        // p n / folds <= n, so the product fits whenever n^2 does; u128 keeps it exact.
+        let bound = |p: usize| (p as u128 * n as u128 / folds as u128) as usize;
+        (0..folds)
+            .map(|f| {
+                let part = folds - 1 - f;
+                let held_out: Vec<usize> = (bound(part)..bound(part + 1)).collect();
+                let fitted: Vec<usize> = (0..bound(part)).chain(bound(part + 1)..n).collect();
+                Ok(SplitData {
+                    train: data.select_rows(&fitted)?,
+                    validation: data.select_rows(&held_out)?,
+                    test: self.test.clone(),
+                    train_labels: fitted.iter().map(|&i| labels[i]).collect(),
+                    validation_labels: held_out.iter().map(|&i| labels[i]).collect(),
+                    test_labels: self.test_labels.clone(),
+                })
+            })
+            .collect()
+    }
+}
+
 /// Learned features of the three parts of a split (rows are samples).
 #[derive(Debug, Clone)]
 pub struct Representation {
@@ -303,6 +381,48 @@ pub fn select_on_validation_scaled<P: Clone>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A split whose single-column sources hold each row's own index (and
+    /// the index plus 0.5 in the second source), labels `index % 3`.
+    fn indexed_split(train: usize, validation: usize) -> SplitData {
+        let part = |rows: std::ops::Range<usize>| {
+            let a = DMatrix::from_fn(rows.len(), 1, |i, _| (rows.start + i) as f64);
+            MultiSource::paired(vec![a.clone(), a.add_scalar(0.5)]).unwrap()
+        };
+        let labels = |rows: std::ops::Range<usize>| rows.map(|i| i % 3).collect::<Vec<_>>();
+        let (t, v) = (0..train, train..train + validation);
+        SplitData { train: part(t.clone()), validation: part(v.clone()), test: part(1000..1004), train_labels: labels(t), validation_labels: labels(v), test_labels: vec![0; 4] }
+    }
+
+    #[test]
+    fn cross_validation_folds_partition_the_training_and_validation_rows() {
+        let rows = |m: &MultiSource| m.source(0).iter().map(|&v| v as usize).collect::<Vec<_>>();
+        // 60/20 shape: fold 0 is the split itself.
+        let split = indexed_split(12, 4);
+        let folds = split.cross_validation_folds(4).unwrap();
+        assert_eq!(rows(&folds[0].train), (0..12).collect::<Vec<_>>());
+        assert_eq!(rows(&folds[0].validation), (12..16).collect::<Vec<_>>());
+        assert_eq!(folds[0].validation_labels, split.validation_labels);
+        // Uneven parts: every row held out exactly once, part sizes 2 or 3,
+        // labels and the second source follow their rows, test rows kept.
+        let split = indexed_split(8, 3);
+        let folds = split.cross_validation_folds(4).unwrap();
+        let mut held: Vec<usize> = folds.iter().flat_map(|f| rows(&f.validation)).collect();
+        held.sort_unstable();
+        assert_eq!(held, (0..11).collect::<Vec<_>>());
+        for fold in &folds {
+            let (t, v) = (rows(&fold.train), rows(&fold.validation));
+            assert!((2..=3).contains(&v.len()) && t.len() + v.len() == 11 && t.iter().all(|i| !v.contains(i)));
+            assert_eq!(fold.train_labels, t.iter().map(|i| i % 3).collect::<Vec<_>>());
+            assert_eq!(fold.validation.source(1), &fold.validation.source(0).add_scalar(0.5));
+            assert_eq!(rows(&fold.test), vec![1000, 1001, 1002, 1003]);
+        }
+        for bad in [0, 1, 12] {
+            assert!(matches!(split.cross_validation_folds(bad), Err(EvaluationError::InvalidParameter { name: "folds", .. })), "{bad} folds");
+        }
+        let (stacked, labels) = split.train_and_validation().unwrap();
+        assert_eq!((rows(&stacked), labels.len()), ((0..11).collect::<Vec<_>>(), 11));
+    }
 
     #[test]
     fn kernel_pca_scores_are_orthogonal_with_the_eigenvalues_as_norms() {
