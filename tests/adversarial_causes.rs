@@ -4,9 +4,8 @@
 //! instead of ignored, and degenerate ridge systems are `Singular` as
 //! documented. Deterministic inputs; every call is time-bounded.
 
-#[path = "common/harness.rs"]
-mod harness;
-mod common;
+use crate::harness;
+use crate::common;
 
 use std::fmt::Debug;
 

@@ -6,10 +6,9 @@
 //! or in a valid dataset (finite values, consistent shapes, labels in
 //! range), under a time bound; the counts are printed.
 //!
-//! Replay: `GRAMIAN_TEST_SEED=<n> cargo test --all-features --test adversarial_loaders -- --nocapture`.
+//! Replay: `GRAMIAN_TEST_SEED=<n> cargo test --all-features --test integration adversarial_loaders:: -- --nocapture`.
 
-#[path = "common/harness.rs"]
-mod harness;
+use crate::harness;
 
 use std::path::PathBuf;
 
@@ -146,9 +145,9 @@ fn csv_loaders_end_in_typed_errors_or_valid_datasets() {
         let (labels, rows_b, values) = views.new_tree(&mut r).expect("strategy").current();
         let write = |name: &str, rows: usize| {
             let mut text = String::from("f0,f1,label\n");
-            for i in 0..rows {
+            for (i, (value, kind)) in values.iter().take(rows).enumerate() {
                 let l = labels.get(i).cloned().unwrap_or_else(|| "0".into());
-                text.push_str(&format!("{},{},{}\n", values[i].0, values[i].1, l));
+                text.push_str(&format!("{value},{kind},{l}\n"));
             }
             std::fs::write(dir.join(format!("v{}-{name}.csv", case % 16)), text).expect("write");
         };

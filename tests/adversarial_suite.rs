@@ -13,13 +13,12 @@
 //! (documented non-finite results, the `-inf` log-likelihood of a point of
 //! zero density, are mapped away by the case itself).
 //!
-//! Replay: `GRAMIAN_TEST_SEED=<n> cargo test --all-features --test adversarial_suite -- --nocapture`
+//! Replay: `GRAMIAN_TEST_SEED=<n> cargo test --all-features --test integration adversarial_suite:: -- --nocapture`
 //! (the seed is printed). GPU cases run when an adapter exists (set
 //! `GRAMIAN_REQUIRE_GPU=1` to make a missing adapter a failure).
 
-#[path = "common/harness.rs"]
-mod harness;
-mod common;
+use crate::harness;
+use crate::common;
 
 use gramian::datasets::{mean_std, random_split, stratified_split, try_macro_f1, try_rmse, Standardizer};
 use gramian::eksvd::eigensolver::{largest_dense, largest_lanczos};

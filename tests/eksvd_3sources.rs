@@ -62,7 +62,8 @@ fn malformed_views_are_typed_errors() {
     let ok = load_term_count_views(write_views("ok", &[("a", good_a), ("b", good_b)]), "v-", &["a", "b"]).unwrap();
     assert_eq!((ok.labels.clone(), ok.views[1].shape()), (vec![0, 1, 1], (3, 1)));
 
-    let cases: [(&str, &str, fn(&TermCountError) -> bool); 5] = [
+    type Case = (&'static str, &'static str, fn(&TermCountError) -> bool);
+    let cases: [Case; 5] = [
         ("short", "u0,label\n1,0\n1,1\n", |e| matches!(e, TermCountError::StoryCount { expected: 3, found: 2, .. })),
         ("relabel", "u0,label\n1,0\n1,0\n2,1\n", |e| matches!(e, TermCountError::LabelMismatch { row: 1, expected: 1, found: 0, .. })),
         ("empty", "u0,label\n1,0\n0,1\n2,1\n", |e| matches!(e, TermCountError::EmptyStory { row: 1, .. })),

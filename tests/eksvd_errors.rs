@@ -1,6 +1,6 @@
 //! Bad input to eKSVD gives typed errors, never a panic or a silent NaN.
 
-mod common;
+use crate::common;
 
 use gramian::eksvd::{
     ksvd_from_kernel, CouplingMatrix, Eigensolver, EksvdError, EksvdParams, FeatureMap, KsvdParams, MultiSource, Solver,

@@ -1,7 +1,7 @@
 //! eKSVD matrices built on the GPU (f32) agree with the CPU f64 reference.
 //! Skips without an adapter unless GRAMIAN_REQUIRE_GPU=1.
 
-mod common;
+use crate::common;
 
 use gramian::eksvd::{covariance::covariances, CouplingMatrix, Eigensolver, EksvdParams, FeatureMap, MultiSource, Solver};
 use gramian::linalg::relative_frobenius_error;

@@ -3,7 +3,7 @@
 //! Wgpu (lavapipe) vs NdArray, gamma > 0, NaN/divergence errors, save/load.
 #![cfg(feature = "neural")]
 
-mod common;
+use crate::common;
 
 use burn::tensor::{Tensor, TensorData};
 use gramian::eksvd::neural::{burn_device, cross_entropy, objective_per_component, shared_gpu, Activation, EarlyStopping, LossTensors, NeuralBackend, NeuralEksvd, NeuralEksvdParams, NeuralError};
@@ -76,13 +76,13 @@ fn objective_and_loss_match_the_f64_formula() {
             let projections: Vec<Tensor<2>> = (0..3).map(|q| net.projection(q)).collect();
             let j_burn = to_vec(objective_per_component(&projections, &scores, net.gamma(), 40));
             let cpu_scores: Vec<DMatrix<f64>> = sub.iter().enumerate().map(|(q, x)| w.scores(q, x)).collect();
-            for k in 0..4 {
+            for (k, &j_burn_k) in j_burn.iter().enumerate().take(4) {
                 let wk: Vec<DVector<f64>> = w.projections.iter().map(|p| p.column(k).into_owned()).collect();
                 let ek: Vec<DVector<f64>> = cpu_scores.iter().map(|e| e.column(k).into_owned()).collect();
                 let terms = objective_terms(&wk, &ek, w.gamma * scale).unwrap();
                 let scale_j = (terms.weight_norms.abs() + terms.coupling.abs() + terms.variance.abs()) / 40.0;
                 let j_cpu = terms.value() / 40.0;
-                assert!((j_burn[k] - j_cpu).abs() <= 1e-4 * scale_j, "{activation:?} k={k} scale={scale}: burn {} vs f64 {j_cpu} (scale {scale_j})", j_burn[k]);
+                assert!((j_burn_k - j_cpu).abs() <= 1e-4 * scale_j, "{activation:?} k={k} scale={scale}: burn {j_burn_k} vs f64 {j_cpu} (scale {scale_j})");
             }
             // The loss: sum_k J_k^2 + eta CE with the CE of the classifier.
             let sub_labels: Vec<usize> = rows.iter().map(|&i| labels[i]).collect();

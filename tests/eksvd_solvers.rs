@@ -2,7 +2,7 @@
 //! conditions (Eq. 5), Theorem 3.2 (dual = covariance), Theorem 2.1 (KSVD =
 //! SVD of K_12), the two forms of Eq. 7, and Lanczos against the dense solver.
 
-mod common;
+use crate::common;
 
 use gramian::eksvd::{
     covariance::{covariance_matrix, covariances},

@@ -1,6 +1,6 @@
 //! Bad input gets a typed error on both paths, never a panic or a NaN.
 
-mod common;
+use crate::common;
 
 use common::gpu_device;
 use gramian::{ComputeError, Device, GpuOptions, Kernel, MatrixProduct};

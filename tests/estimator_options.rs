@@ -2,7 +2,7 @@
 //! weights (`psd::Regularisation`), `SolverOptions` built by name, and the
 //! kernel passed as a `Kernel` as for the other methods.
 
-mod common;
+use crate::common;
 
 use gramian::prelude::*;
 use gramian::psd::{BaselineHeteroscedasticParams, BaselineKind, BaselineParams, BaselineQuantileParams};

@@ -11,7 +11,7 @@
 //! - Dual eKSVD, matrix-free Lanczos on a kernel-function coupling:
 //!   eigenvalues 1e-8 relative, score vectors equal up to sign to 1e-6.
 
-mod common;
+use crate::common;
 
 use common::{gpu_device, rng};
 use gramian::eksvd::{solve_dual, CouplingMatrix, Eigensolver, MultiSource};

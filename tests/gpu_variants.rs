@@ -12,7 +12,7 @@
 //! and every entry within 2e-5 (f32) / 1e-11 (f64) of the reference times
 //! max(1, |reference entry|).
 
-mod common;
+use crate::common;
 
 use common::{gpu_device, random_matrix, rng};
 use gramian::gpu::{GpuContext, TuningMode, CATALOGUE};

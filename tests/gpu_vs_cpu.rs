@@ -7,7 +7,7 @@
 //! inputs in [-1, 1) lose a few more bits), 1e-4 for the polynomial kernel
 //! (degree 3 amplifies the relative error of its argument threefold).
 
-mod common;
+use crate::common;
 
 use common::{gpu_device, random_matrix, rng};
 use gramian::linalg::relative_frobenius_error;

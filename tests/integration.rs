@@ -6,6 +6,16 @@
 //! A new test file must be listed here. Modules behind a feature carry the
 //! `cfg` here (or as an inner attribute in the file).
 
+/// Shared helpers (device choice, tolerances).
+mod common;
+/// The time-bounded call harness of the adversarial tests.
+#[path = "common/harness.rs"]
+mod harness;
+/// The toy regression data of the PSD examples.
+#[path = "../examples/psd_toy/mod.rs"]
+#[allow(dead_code)]
+mod psd_toy;
+
 #[cfg(feature = "repro")]
 #[path = "adversarial.rs"]
 mod adversarial;

@@ -1,7 +1,7 @@
 //! mklaren: incomplete Cholesky, Nystrom, mklaren (LAR with look-ahead),
 //! out-of-sample prediction, baselines and input validation.
 
-mod common;
+use crate::common;
 
 use gramian::linalg::relative_frobenius_error;
 use gramian::mklaren::{
@@ -355,7 +355,7 @@ impl DenseIcd {
         let mut block = Vec::new();
         for _ in 0..delta.min(n) {
             let (i, best) = diag.iter().enumerate().fold((0, f64::NEG_INFINITY), |b, (i, &v)| if v > b.1 { (i, v) } else { b });
-            if !(best > self.tolerance) {
+            if best.is_nan() || best <= self.tolerance {
                 break;
             }
             let g = self.column(&previous, &pivots, &mut diag, i);
@@ -374,7 +374,11 @@ fn dense_step_length(active: f64, c: f64, a: f64) -> f64 {
     [(active - c, active - a), (active + c, active + a)].iter().filter(|(_, den)| *den > 0.0).map(|(num, den)| num / den).filter(|v| *v > 0.0).fold(f64::INFINITY, f64::min)
 }
 
-fn reference_mklaren(ks: Vec<DMatrix<f64>>, y: &DVector<f64>, rank: usize, delta: usize, lambda: f64) -> (Vec<(usize, usize)>, Vec<DVector<f64>>, DVector<f64>) {
+/// The reference fit: chosen `(kernel, pivot)` pairs, the coefficient path
+/// (one vector per step) and the final fitted values `mu`.
+type ReferenceFit = (Vec<(usize, usize)>, Vec<DVector<f64>>, DVector<f64>);
+
+fn reference_mklaren(ks: Vec<DMatrix<f64>>, y: &DVector<f64>, rank: usize, delta: usize, lambda: f64) -> ReferenceFit {
     let n = y.len();
     let ybar = y.mean();
     let scale = 1.0 / (1.0 + lambda).sqrt();
@@ -407,11 +411,11 @@ fn reference_mklaren(ks: Vec<DMatrix<f64>>, y: &DVector<f64>, rank: usize, delta
             let floor = 1e-10 * norm2.iter().fold(0.0f64, |a, &v| a.max(v));
             let vr = b.tr_mul(&rn) - &sum * (rn.sum() / n as f64);
             let vu = b.tr_mul(&un) - &sum * (un.sum() / n as f64);
-            for i in 0..n {
-                if !(st.diag[i] > st.tolerance && norm2[i] > floor) {
+            for (i, &norm2_i) in norm2.iter().enumerate() {
+                if !(st.diag[i] > st.tolerance && norm2_i > floor) {
                     continue;
                 }
-                let inv = scale / norm2[i].sqrt();
+                let inv = scale / norm2_i.sqrt();
                 let c = (b.row(i) * &vr)[0] * inv;
                 let a = (b.row(i) * &vu)[0] * inv;
                 let step = if l == 0 { 0.0 } else { dense_step_length(active, c, a) };

@@ -1,6 +1,6 @@
 //! Baselines of Appendix D against the PSD model on the same data.
 
-mod common;
+use crate::common;
 
 use gramian::psd::baselines::{kernel_integrals, project_weighted_simplex, BaselineKind, BaselineParams};
 use gramian::psd::{BaseMeasure, DensityParams, PsdError};

@@ -1,10 +1,9 @@
 //! The baselines of Appendix D (PNM, NCM, GLM) for heteroscedastic and
 //! multiple quantile regression: optimality, non-negativity, crossings, errors.
 
-mod common;
+use crate::common;
 
-#[path = "../examples/psd_toy/mod.rs"]
-mod psd_toy;
+use crate::psd_toy;
 
 use gramian::psd::regression::QuantileParams;
 use gramian::psd::{BaselineHeteroscedasticParams, BaselineKind, BaselineQuantileParams, PsdError, SolverOptions};

@@ -1,6 +1,6 @@
 //! PSD models: non-negativity, closed-form integrals, duality, sampling, errors.
 
-mod common;
+use crate::common;
 
 use gramian::psd::dual::DualProblem;
 use gramian::psd::loss::SquaredLoss;

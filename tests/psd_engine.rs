@@ -10,10 +10,9 @@
 //! problems, and the ordering `OPT(all centres) <= OPT(Nystrom)` that holds
 //! because the Nystrom model class is a subset of the full one.
 
-mod common;
+use crate::common;
 
-#[path = "../examples/psd_toy/mod.rs"]
-mod psd_toy;
+use crate::psd_toy;
 
 use gramian::psd::dual::Features;
 use gramian::psd::engine::{EngineProblem, LinearPart};

@@ -1,9 +1,8 @@
 //! Heteroscedastic Gaussian regression with a PSD model for the precision.
 
-mod common;
+use crate::common;
 
-#[path = "../examples/psd_toy/mod.rs"]
-mod psd_toy;
+use crate::psd_toy;
 use gramian::psd::heteroscedastic::GaussianNaturalLoss;
 use gramian::psd::{HeteroscedasticParams, PsdError, SolverOptions};
 use gramian::Device;

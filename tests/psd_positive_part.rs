@@ -2,7 +2,7 @@
 //! must give the same `[M]_+` as the full eigendecomposition, and must fall
 //! back to it when a positive direction appears outside its basis.
 
-mod common;
+use crate::common;
 
 use gramian::psd::positive_part::{positive_part_full, PositivePartSolver, Route};
 use nalgebra::DMatrix;

@@ -1,6 +1,6 @@
 //! Non-crossing multiple quantile regression with PSD models.
 
-mod common;
+use crate::common;
 
 use gramian::psd::regression::QuantileParams;
 use gramian::psd::{PsdError, SolverOptions};

@@ -8,7 +8,7 @@
 //! most a few hundred terms, our exp within a few ulps); f32 1e-5 (as in
 //! `gpu_vs_cpu.rs`), 1e-4 for the polynomial kernel.
 
-mod common;
+use crate::common;
 
 use common::{gpu_device, random_matrix, rng};
 use gramian::linalg::relative_frobenius_error;

@@ -3,7 +3,7 @@
 //! or newer files fail at load with `Error::Record`.
 #![cfg(feature = "serde")]
 
-mod common;
+use crate::common;
 
 use gramian::eksvd::{Eigensolver, FeatureMap};
 use gramian::io::{Format, SavedModel, FORMAT_VERSION};
