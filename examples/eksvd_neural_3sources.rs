@@ -77,7 +77,7 @@ fn main() -> AnyResult<()> {
     let start = Instant::now();
     let (mut concat, mut neural_f1, mut svm_f1, mut chosen) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let (mut refit_concat, mut refit_f1, mut refit_svm_f1) = (Vec::new(), Vec::new(), Vec::new());
-    let mut cross_validated: [Vec<f64>; 3] = Default::default();
+    let mut cross_validated: [Vec<f64>; 4] = Default::default();
     for seed in 0..splits {
         let split = data.split_unscaled(0.6, 0.2, seed)?;
         let rep = Representation { train: split.train.concatenated()?, validation: split.validation.concatenated()?, test: split.test.concatenated()? };
@@ -124,10 +124,11 @@ fn main() -> AnyResult<()> {
         println!("| Neural eKSVD refit on training + validation, scores + linear SVM | {} | - |", cell(&refit_svm_f1));
     }
     if let Some(folds) = args.table.cv {
-        let [c, h, s] = &cross_validated;
+        let [c, h, s, e] = &cross_validated;
         println!("| concatenation + linear SVM, {folds}-fold cross-validation, refit | {} | - |", cell(c));
         println!("| Neural eKSVD, {folds}-fold cross-validation, refit, own head | {} | - |", cell(h));
         println!("| Neural eKSVD, {folds}-fold cross-validation, refit, scores + linear SVM | {} | - |", cell(s));
+        println!("| Neural eKSVD, the {folds} cross-validation models of the chosen candidate together (mean softmax) | {} | - |", cell(e));
     }
     println!("({:.0} s in all; chosen: {})", start.elapsed().as_secs_f64(), chosen.join("; "));
     Ok(())

@@ -277,6 +277,22 @@ pub struct CrossValidated {
     pub candidate: Candidate,
     pub epochs: usize,
     pub svm_c: f64,
+    /// Test-row classes of the chosen candidate's fold models together: the
+    /// class of highest mean softmax probability over the folds (the models
+    /// are scored on the test rows, never chosen by them).
+    pub fold_ensemble: Vec<usize>,
+}
+
+/// Row-wise softmax of `logits`.
+fn softmax_rows(logits: &DMatrix<f64>) -> DMatrix<f64> {
+    let mut p = logits.clone();
+    for mut row in p.row_iter_mut() {
+        let top = row.max();
+        row.apply(|v| *v = (*v - top).exp());
+        let total = row.sum();
+        row /= total;
+    }
+    p
 }
 
 /// Held-out macro-F1 of a linear SVM on `model`'s scores (standardised on
@@ -303,6 +319,7 @@ pub fn choose_by_cross_validation(folds: &[SplitData], first_fold: Option<&[Neur
     let m = candidates.len();
     let (mut f1, mut ce, mut epochs) = (vec![0.0; m], vec![0.0; m], vec![0.0; m]);
     let mut svm = vec![vec![0.0; SVM_CS.len()]; m];
+    let mut test_probabilities: Vec<Option<DMatrix<f64>>> = vec![None; m];
     for (f, fold) in folds.iter().enumerate() {
         eprintln!("  cross-validation fold {f} of {}", folds.len());
         let fitted;
@@ -320,6 +337,11 @@ pub fn choose_by_cross_validation(folds: &[SplitData], first_fold: Option<&[Neur
             f1[i] += run.validation_f1;
             ce[i] += run.validation_cross_entropy;
             epochs[i] += run.model.best_epoch().max(1) as f64;
+            let p = softmax_rows(&run.model.logits(&fold.test)?);
+            test_probabilities[i] = Some(match test_probabilities[i].take() {
+                None => p,
+                Some(total) => total + p,
+            });
             for (total, value) in svm[i].iter_mut().zip(svm_validation_f1(fold, &run.model)?) {
                 *total += value;
             }
@@ -338,11 +360,17 @@ pub fn choose_by_cross_validation(folds: &[SplitData], first_fold: Option<&[Neur
         }
     }
     let n = folds.len() as f64;
-    let chosen = CrossValidated { candidate: candidates[best], epochs: ((epochs[best] / n).round() as usize).max(1), svm_c: SVM_CS[best_c] };
+    let fold_ensemble = match &test_probabilities[best] {
+        Some(p) => p.row_iter().map(|r| r.transpose().argmax().0).collect(),
+        None => return Err("no folds".into()),
+    };
+    let chosen = CrossValidated { candidate: candidates[best], epochs: ((epochs[best] / n).round() as usize).max(1), svm_c: SVM_CS[best_c], fold_ensemble };
     eprintln!(
-        "  cross-validation: mean held-out F1 per candidate {:?}, chosen {:?}",
+        "  cross-validation: mean held-out F1 per candidate {:?}, chosen {:?}, {} epochs, SVM C {}",
         f1.iter().map(|v| format!("{:.2}", 100.0 * v / n)).collect::<Vec<_>>(),
-        chosen
+        chosen.candidate,
+        chosen.epochs,
+        chosen.svm_c
     );
     Ok(chosen)
 }
@@ -372,13 +400,14 @@ pub fn concatenation_c_by_cross_validation(folds: &[SplitData], cs: &[f64], stan
 
 /// Test macro-F1 of concatenation + linear SVM, of the network's own head
 /// and of the linear SVM on its scores, each refitted on the training and
-/// validation rows after every choice was made by `folds`-fold
+/// validation rows, and of the chosen candidate's fold models together
+/// ([`CrossValidated::fold_ensemble`]), after every choice was made by `folds`-fold
 /// cross-validation ([`choose_by_cross_validation`],
 /// [`concatenation_c_by_cross_validation`] with `concat_cs`). `split_fits`
 /// are the candidates fitted on `split` ([`fit_candidates`]), reused as
 /// fold 0 when that fold is the split itself.
 #[allow(clippy::too_many_arguments)]
-pub fn cross_validated_refit(split: &SplitData, folds: usize, split_fits: &[NeuralRun], candidates: &[Candidate], t: &Training, seed: u64, concat_cs: &[f64], standardize_concat: bool) -> AnyResult<[f64; 3]> {
+pub fn cross_validated_refit(split: &SplitData, folds: usize, split_fits: &[NeuralRun], candidates: &[Candidate], t: &Training, seed: u64, concat_cs: &[f64], standardize_concat: bool) -> AnyResult<[f64; 4]> {
     let fold_data = split.cross_validation_folds(folds)?;
     // Fold 0 trains on the first rows of [training; validation]; it is the
     // split itself exactly when it trains on as many rows as the split.
@@ -387,8 +416,9 @@ pub fn cross_validated_refit(split: &SplitData, folds: usize, split_fits: &[Neur
     let (head, svm) = refit_on_train_and_validation(split, chosen.candidate, chosen.epochs, chosen.svm_c, t, seed)?;
     let concat_c = concatenation_c_by_cross_validation(&fold_data, concat_cs, standardize_concat)?;
     let concat = svm_refit_f1(split, concatenated_train_and_validation(split)?, split.test.concatenated()?, concat_c, standardize_concat)?;
-    eprintln!("  cross-validated refit: concatenation (C = {concat_c}) {:.2}, own head {:.2}, scores + SVM {:.2}", 100.0 * concat, 100.0 * head, 100.0 * svm);
-    Ok([concat, head, svm])
+    let ensemble = macro_f1(&split.test_labels, &chosen.fold_ensemble);
+    eprintln!("  cross-validated refit: concatenation (C = {concat_c}) {:.2}, own head {:.2}, scores + SVM {:.2}; fold models together {:.2}", 100.0 * concat, 100.0 * head, 100.0 * svm, 100.0 * ensemble);
+    Ok([concat, head, svm, ensemble])
 }
 
 /// Test macro-F1 of the network's own head and of the linear SVM on its
