@@ -313,10 +313,13 @@ fn svm_validation_f1(fold: &SplitData, model: &NeuralEksvd) -> AnyResult<Vec<f64
 /// cross-validation over `folds` (from `SplitData::cross_validation_folds`), the
 /// protocol the paper names ("selected by cross validation"). `first_fold`
 /// may hold fits of `folds[0]` made already (as [`fit_candidates`] returns
-/// them); the other folds are fitted here. Nothing is scored on the test
-/// rows.
+/// them); the other folds are fitted here. No choice looks at the test
+/// rows; they are scored only for [`CrossValidated::fold_ensemble`].
 pub fn choose_by_cross_validation(folds: &[SplitData], first_fold: Option<&[NeuralRun]>, candidates: &[Candidate], t: &Training, seed: u64) -> AnyResult<CrossValidated> {
     let m = candidates.len();
+    if m == 0 || folds.is_empty() {
+        return Err("cross-validation needs candidates and folds".into());
+    }
     let (mut f1, mut ce, mut epochs) = (vec![0.0; m], vec![0.0; m], vec![0.0; m]);
     let mut svm = vec![vec![0.0; SVM_CS.len()]; m];
     let mut test_probabilities: Vec<Option<DMatrix<f64>>> = vec![None; m];
