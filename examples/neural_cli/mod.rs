@@ -295,18 +295,23 @@ fn softmax_rows(logits: &DMatrix<f64>) -> DMatrix<f64> {
     p
 }
 
-/// Held-out macro-F1 of a linear SVM on `model`'s scores (standardised on
-/// the fold's training rows), one per penalty of [`SVM_CS`].
-fn svm_validation_f1(fold: &SplitData, model: &NeuralEksvd) -> AnyResult<Vec<f64>> {
-    let train = model.transform_all(&fold.train)?;
-    let rep = Representation { test: DMatrix::zeros(0, train.ncols()), validation: model.transform_all(&fold.validation)?, train }.standardized();
-    SVM_CS
-        .iter()
+/// Held-out macro-F1 of a linear SVM trained on `train` (the fold's
+/// training rows of some representation) and scored on `validation`, one
+/// per penalty of `cs`; both standardised on `train` when `standardize`.
+fn held_out_f1_per_penalty(fold: &SplitData, train: DMatrix<f64>, validation: DMatrix<f64>, cs: &[f64], standardize: bool) -> AnyResult<Vec<f64>> {
+    let rep = Representation { test: DMatrix::zeros(0, train.ncols()), validation, train };
+    let rep = if standardize { rep.standardized() } else { rep };
+    cs.iter()
         .map(|&c| {
             let predicted = linear_svm_classifier(c, &rep.train, &fold.train_labels, &[&rep.validation])?;
             Ok(macro_f1(&fold.validation_labels, &predicted[0]))
         })
         .collect()
+}
+
+/// Index of the largest of `values` (ties: the first).
+fn first_argmax(values: &[f64]) -> usize {
+    (1..values.len()).fold(0, |best, i| if values[i] > values[best] { i } else { best })
 }
 
 /// Chooses a candidate, its epochs and the SVM penalty on its scores by
@@ -345,7 +350,8 @@ pub fn choose_by_cross_validation(folds: &[SplitData], first_fold: Option<&[Neur
                 None => p,
                 Some(total) => total + p,
             });
-            for (total, value) in svm[i].iter_mut().zip(svm_validation_f1(fold, &run.model)?) {
+            let scores = held_out_f1_per_penalty(fold, run.model.transform_all(&fold.train)?, run.model.transform_all(&fold.validation)?, &SVM_CS, true)?;
+            for (total, value) in svm[i].iter_mut().zip(scores) {
                 *total += value;
             }
         }
@@ -356,12 +362,7 @@ pub fn choose_by_cross_validation(folds: &[SplitData], first_fold: Option<&[Neur
             best = i;
         }
     }
-    let mut best_c = 0;
-    for j in 1..SVM_CS.len() {
-        if svm[best][j] > svm[best][best_c] {
-            best_c = j;
-        }
-    }
+    let best_c = first_argmax(&svm[best]);
     let n = folds.len() as f64;
     let fold_ensemble = match &test_probabilities[best] {
         Some(p) => p.row_iter().map(|r| r.transpose().argmax().0).collect(),
@@ -384,21 +385,12 @@ pub fn choose_by_cross_validation(folds: &[SplitData], first_fold: Option<&[Neur
 pub fn concatenation_c_by_cross_validation(folds: &[SplitData], cs: &[f64], standardize: bool) -> AnyResult<f64> {
     let mut totals = vec![0.0; cs.len()];
     for fold in folds {
-        let train = fold.train.concatenated()?;
-        let rep = Representation { test: DMatrix::zeros(0, train.ncols()), validation: fold.validation.concatenated()?, train };
-        let rep = if standardize { rep.standardized() } else { rep };
-        for (total, &c) in totals.iter_mut().zip(cs) {
-            let predicted = linear_svm_classifier(c, &rep.train, &fold.train_labels, &[&rep.validation])?;
-            *total += macro_f1(&fold.validation_labels, &predicted[0]);
+        let scores = held_out_f1_per_penalty(fold, fold.train.concatenated()?, fold.validation.concatenated()?, cs, standardize)?;
+        for (total, value) in totals.iter_mut().zip(scores) {
+            *total += value;
         }
     }
-    let mut best = 0;
-    for j in 1..cs.len() {
-        if totals[j] > totals[best] {
-            best = j;
-        }
-    }
-    cs.get(best).copied().ok_or_else(|| "no penalties".into())
+    cs.get(first_argmax(&totals)).copied().ok_or_else(|| "no penalties".into())
 }
 
 /// Test macro-F1 of concatenation + linear SVM, of the network's own head
@@ -444,7 +436,7 @@ pub fn refit_on_train_and_validation(split: &SplitData, candidate: Candidate, ep
 /// validation rows, of some representation; standardised on them when
 /// `standardize`) and scored on `test`.
 pub fn svm_refit_f1(split: &SplitData, train_and_validation: DMatrix<f64>, test: DMatrix<f64>, c: f64, standardize: bool) -> AnyResult<f64> {
-    let labels: Vec<usize> = split.train_labels.iter().chain(&split.validation_labels).copied().collect();
+    let labels = split.train_and_validation_labels();
     let rep = Representation { train: train_and_validation, validation: DMatrix::zeros(0, test.ncols()), test };
     let rep = if standardize { rep.standardized() } else { rep };
     let predicted = linear_svm_classifier(c, &rep.train, &labels, &[&rep.test])?;

@@ -221,9 +221,13 @@ impl SplitData {
     /// Errors: [`EvaluationError::InconsistentViews`] when the two parts
     /// disagree on the sources or their columns, or a part is not paired.
     pub fn train_and_validation(&self) -> Result<(MultiSource, Vec<usize>)> {
-        let sources = stack_rows(&self.train, &self.validation)?;
-        let labels = self.train_labels.iter().chain(&self.validation_labels).copied().collect();
-        Ok((sources, labels))
+        Ok((stack_rows(&self.train, &self.validation)?, self.train_and_validation_labels()))
+    }
+
+    /// The training labels followed by the validation labels, the order of
+    /// [`SplitData::train_and_validation`].
+    pub fn train_and_validation_labels(&self) -> Vec<usize> {
+        self.train_labels.iter().chain(&self.validation_labels).copied().collect()
     }
 
     /// `folds`-fold cross-validation over the training and validation rows.
