@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! cargo run --features neural,repro --example eksvd_neural_3sources -- [DATA_DIR] [--splits N] [--out DIR] \
-//!     [--candidates k:eta:lr[:wd],...] [--epochs E] [--dropout P] [--stopping f1|ce] [--batch B] \
+//!     [--candidates k:eta:lr[:wd[:activation]],...] [--epochs E] [--dropout P] [--stopping f1|ce] [--batch B] \
 //!     [--hidden W1,W2,...|''] [--dphi D] [--patience E] [--schedule constant|cosine] [--ema DECAY] [--gamma-init G] \
 //!     [--refit] [--cv F]
 //! ```
@@ -42,18 +42,18 @@ mod psd_plot;
 
 use gramian::datasets::{load_three_sources, mean_std};
 use gramian::eksvd::evaluation::{linear_svm_classifier, select_on_validation_scaled, MultiViewData, Representation};
-use gramian::eksvd::neural::{EarlyStopping, LearningRateSchedule, NeuralBackend};
+use gramian::eksvd::neural::{Activation, EarlyStopping, LearningRateSchedule, NeuralBackend};
 use neural_cli::{AnyResult, Candidate, TableArgs, Training};
 
 /// Candidates `(components k, eta, learning rate, weight decay)`, chosen on
 /// validation (`--candidates` replaces them).
-const CANDIDATES: [Candidate; 4] = [(16, 1.0, 1e-3, 0.05), (16, 1.0, 3e-3, 0.05), (16, 0.1, 1e-3, 0.05), (32, 1.0, 1e-3, 0.05)];
+const CANDIDATES: [Candidate; 4] = [Candidate::new(16, 1.0, 1e-3, 0.05), Candidate::new(16, 1.0, 3e-3, 0.05), Candidate::new(16, 0.1, 1e-3, 0.05), Candidate::new(32, 1.0, 1e-3, 0.05)];
 /// Penalties `C` of the concatenation baseline's linear SVM.
 const CLASSIFIER_CS: [f64; 4] = [0.1, 1.0, 10.0, 100.0];
 
 /// The training settings of this example (`--epochs` etc. replace them).
 fn default_training() -> Training {
-    Training { backend: NeuralBackend::NdArray, epochs: 200, dropout: 0.0, stopping: EarlyStopping::ValidationF1, batch: 32, hidden: Vec::new(), d_phi: 64, patience: 30, schedule: LearningRateSchedule::Constant, ema: 0.0, gamma_init: 1.0 }
+    Training { backend: NeuralBackend::NdArray, epochs: 200, dropout: 0.0, stopping: EarlyStopping::ValidationF1, batch: 32, hidden: Vec::new(), d_phi: 64, patience: 30, schedule: LearningRateSchedule::Constant, ema: 0.0, gamma_init: 1.0, activation: Activation::Relu, input_noise: 0.0 }
 }
 
 #[derive(Parser)]
@@ -112,7 +112,7 @@ fn main() -> AnyResult<()> {
         let (m, s) = mean_std(v);
         format!("{m:.2} +- {s:.2}")
     };
-    println!("\nTable 1 (3Sources): test macro-F1 %, mean +- std over {splits} stratified 60/20/20 splits; candidates {candidates:?}, {t:?}");
+    println!("\nTable 1 (3Sources): test macro-F1 %, mean +- std over {splits} stratified 60/20/20 splits; candidates (k:eta:lr:wd[:activation]) {}, {t:?}", neural_cli::candidates_flag(&candidates));
     println!("| method | ours | paper |");
     println!("|---|---|---|");
     println!("| concatenation + linear SVM | {} | - |", cell(&concat));

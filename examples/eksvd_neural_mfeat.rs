@@ -5,7 +5,7 @@
 //! ```text
 //! cargo run --features neural --example eksvd_neural_mfeat -- \
 //!     [DATA_DIR] [--splits N] [--epochs N] [--backend ndarray|wgpu] [--out DIR] [--views 3|6|both] \
-//!     [--candidates k:eta:lr[:wd],...] [--dropout P] [--stopping f1|ce] [--batch B] \
+//!     [--candidates k:eta:lr[:wd[:activation]],...] [--dropout P] [--stopping f1|ce] [--batch B] \
 //!     [--hidden W1,W2,...] [--dphi D] [--patience E] [--schedule constant|cosine] [--ema DECAY] [--gamma-init G] \
 //!     [--refit] [--cv F]
 //! ```
@@ -44,7 +44,7 @@ use std::time::Instant;
 use clap::Parser;
 use gramian::datasets::mean_std;
 use gramian::eksvd::evaluation::{linear_svm_classifier, select_on_validation, MultiViewData, Representation, SplitData};
-use gramian::eksvd::neural::{EarlyStopping, LearningRateSchedule, NeuralBackend};
+use gramian::eksvd::neural::{Activation, EarlyStopping, LearningRateSchedule, NeuralBackend};
 use neural_cli::{AnyResult, Candidate, TableArgs, Training};
 
 /// Default hyper-parameter candidates `(components k, eta, learning rate,
@@ -52,7 +52,7 @@ use neural_cli::{AnyResult, Candidate, TableArgs, Training};
 /// them). The weight `eta` of the cross-entropy matters most (BENCHMARKS.md,
 /// issue 14: five-split means 98.05 / 98.20 / 98.35 at eta 1 / 10 / 30 with
 /// learning rates 1e-3 and 3e-3; 3e-3 was chosen on most splits).
-const CANDIDATES: [Candidate; 3] = [(32, 1.0, 3e-3, 0.05), (32, 10.0, 3e-3, 0.05), (32, 30.0, 3e-3, 0.05)];
+const CANDIDATES: [Candidate; 3] = [Candidate::new(32, 1.0, 3e-3, 0.05), Candidate::new(32, 10.0, 3e-3, 0.05), Candidate::new(32, 30.0, 3e-3, 0.05)];
 
 /// Penalties `C` of the concatenation baseline's linear SVM.
 const CLASSIFIER_CS: [f64; 2] = [0.1, 1.0];
@@ -66,7 +66,7 @@ fn concatenation_f1(split: &SplitData) -> AnyResult<(f64, f64)> {
 
 /// The training settings of this example (`--epochs` etc. replace them).
 fn default_training() -> Training {
-    Training { backend: NeuralBackend::NdArray, epochs: 100, dropout: 0.0, stopping: EarlyStopping::ValidationF1, batch: 64, hidden: vec![256], d_phi: 128, patience: 20, schedule: LearningRateSchedule::Constant, ema: 0.0, gamma_init: 1.0 }
+    Training { backend: NeuralBackend::NdArray, epochs: 100, dropout: 0.0, stopping: EarlyStopping::ValidationF1, batch: 64, hidden: vec![256], d_phi: 128, patience: 20, schedule: LearningRateSchedule::Constant, ema: 0.0, gamma_init: 1.0, activation: Activation::Relu, input_noise: 0.0 }
 }
 
 #[derive(Parser)]
@@ -98,7 +98,7 @@ fn main() -> AnyResult<()> {
     if views == "6" || views == "both" {
         sets.push(MultiViewData::load_csv_views(&dir, "mfeat-", &["fac", "fou", "kar", "pix", "zer", "mor"])?);
     }
-    println!("backend: {}, candidates (k, eta, lr, weight decay) {candidates:?}, {t:?}", t.backend.name());
+    println!("backend: {}, candidates (k:eta:lr:wd[:activation]) {}, {t:?}", t.backend.name(), neural_cli::candidates_flag(&candidates));
     println!("\nTable 1 (UCI Digit): test macro-F1 %, mean +- std over {splits} stratified 60/20/20 splits");
     println!("| views | concatenation | Neural eKSVD (own head) | Neural eKSVD scores + linear SVM | seconds per epoch ({}) | total seconds |", t.backend.name());
     println!("|---|---|---|---|---|---|");

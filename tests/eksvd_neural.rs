@@ -234,6 +234,27 @@ fn dropout_in_the_feature_maps() {
     }
 }
 
+/// Input noise: 0 is the plain training bit for bit; a positive standard
+/// deviation changes the fit, is replayable for a seed, and a fit on noisy
+/// inputs still learns (training macro-F1 well above chance); a negative
+/// or non-finite value is a typed error.
+#[test]
+fn gaussian_noise_on_the_inputs() {
+    let mut rng = common::rng();
+    let (data, labels) = synthetic(&mut rng, 80, 3);
+    let train = |s: f64| small_params(5).max_epochs(3).input_noise(s).fit(&data, &labels, None).unwrap().weights().projections[0].clone();
+    let plain = small_params(5).max_epochs(3).fit(&data, &labels, None).unwrap().weights().projections[0].clone();
+    assert_eq!(train(0.0), plain, "zero input noise changed the fit");
+    assert_eq!(train(0.2), train(0.2), "noisy training is not replayable for a seed");
+    assert_ne!(train(0.2), plain, "input noise changed nothing");
+    let model = small_params(5).max_epochs(30).input_noise(0.1).fit(&data, &labels, None).unwrap();
+    let f1 = gramian::datasets::macro_f1(&labels, &model.predict(&data).unwrap());
+    assert!(f1 > 0.8, "training macro-F1 {f1} after 30 noisy epochs");
+    for bad in [-0.1, f64::NAN, f64::INFINITY] {
+        assert!(matches!(small_params(1).input_noise(bad).fit(&data, &labels, None), Err(EksvdError::InvalidParameter { name: "input_noise", .. })), "input noise {bad}");
+    }
+}
+
 /// NaN input, values that overflow f32 and a diverging run give typed
 /// errors, never a model.
 #[test]

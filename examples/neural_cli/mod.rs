@@ -1,35 +1,64 @@
 //! What the Neural eKSVD reproductions share (`eksvd_neural_mfeat`,
 //! `eksvd_neural_3sources`): the training settings and their command-line
-//! flags, the `k:eta:lr[:wd]` candidate lists, and the choice of a candidate
+//! flags, the `k:eta:lr[:wd[:activation]]` candidate lists, and the choice of a candidate
 //! on validation.
 
 use gramian::datasets::macro_f1;
 use nalgebra::DMatrix;
 use gramian::eksvd::evaluation::{linear_svm_classifier, select_on_validation as select_classifier, Representation, SplitData};
-use gramian::eksvd::neural::{EarlyStopping, LearningRateSchedule, NeuralBackend, NeuralEksvd, NeuralEksvdParams};
+use gramian::eksvd::neural::{Activation, EarlyStopping, LearningRateSchedule, NeuralBackend, NeuralEksvd, NeuralEksvdParams};
 
 pub type AnyResult<T> = Result<T, Box<dyn std::error::Error>>;
 
 /// One hyper-parameter candidate: components `k`, `eta`, learning rate,
-/// weight decay.
-pub type Candidate = (usize, f64, f64, f64);
+/// weight decay, and optionally the activation of the feature maps (the
+/// training settings' activation when `None`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Candidate {
+    pub k: usize,
+    pub eta: f64,
+    pub lr: f64,
+    pub wd: f64,
+    pub activation: Option<Activation>,
+}
 
-/// Parses one `k:eta:lr[:wd]` of `--candidates` (weight decay 0 when left
-/// out); clap splits the list at the commas.
+impl Candidate {
+    /// `k`, `eta`, learning rate and weight decay, with the training
+    /// settings' activation.
+    pub const fn new(k: usize, eta: f64, lr: f64, wd: f64) -> Self {
+        Candidate { k, eta, lr, wd, activation: None }
+    }
+}
+
+impl std::fmt::Display for Candidate {
+    /// The candidate as `--candidates` takes it, `k:eta:lr:wd[:activation]`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}:{}:{}", self.k, self.eta, self.lr, self.wd)?;
+        match self.activation {
+            Some(a) => write!(f, ":{}", a.name()),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Parses one `k:eta:lr[:wd[:activation]]` of `--candidates` (weight decay
+/// 0 and the `--activation` setting when left out); clap splits the list at
+/// the commas.
 pub fn parse_candidate(text: &str) -> Result<Candidate, String> {
     let parts: Vec<&str> = text.split(':').collect();
-    if !(3..=4).contains(&parts.len()) {
-        return Err("expected k:eta:lr[:wd]".into());
+    if !(3..=5).contains(&parts.len()) {
+        return Err("expected k:eta:lr[:wd[:activation]]".into());
     }
     let number = |name: &str, part: &str| part.parse::<f64>().map_err(|e| format!("{name} {part:?}: {e}"));
     let k = parts[0].parse().map_err(|e| format!("k {:?}: {e}", parts[0]))?;
-    let wd = if parts.len() == 4 { number("wd", parts[3])? } else { 0.0 };
-    Ok((k, number("eta", parts[1])?, number("lr", parts[2])?, wd))
+    let wd = if parts.len() >= 4 { number("wd", parts[3])? } else { 0.0 };
+    let activation = parts.get(4).map(|a| parse_activation(a)).transpose()?;
+    Ok(Candidate { k, eta: number("eta", parts[1])?, lr: number("lr", parts[2])?, wd, activation })
 }
 
 /// The candidates as `--candidates` takes them, for `--help`.
-fn candidates_flag(candidates: &[Candidate]) -> String {
-    candidates.iter().map(|(k, eta, lr, wd)| format!("{k}:{eta}:{lr}:{wd}")).collect::<Vec<_>>().join(",")
+pub fn candidates_flag(candidates: &[Candidate]) -> String {
+    candidates.iter().map(Candidate::to_string).collect::<Vec<_>>().join(",")
 }
 
 fn parse_backend(text: &str) -> Result<NeuralBackend, String> {
@@ -50,6 +79,10 @@ fn parse_schedule(text: &str) -> Result<LearningRateSchedule, String> {
         "cosine" => Ok(LearningRateSchedule::Cosine),
         _ => Err("constant or cosine".into()),
     }
+}
+
+fn parse_activation(text: &str) -> Result<Activation, String> {
+    Activation::parse(text).ok_or_else(|| "relu, tanh or gelu".into())
 }
 
 /// `W1,W2,...`, or the empty string for no hidden layer.
@@ -98,6 +131,12 @@ pub struct TrainingArgs {
     /// Initial value of the learned gamma.
     #[arg(long, value_name = "G")]
     gamma_init: Option<f64>,
+    /// Activation of the feature maps: relu, tanh or gelu.
+    #[arg(long, value_parser = parse_activation)]
+    activation: Option<Activation>,
+    /// Standard deviation of Gaussian noise on the (standardised) inputs of every training step (0: off).
+    #[arg(long, value_name = "S")]
+    input_noise: Option<f64>,
 }
 
 /// The flags of a table run shared by the reproductions: splits, curves
@@ -110,8 +149,8 @@ pub struct TableArgs {
     /// Folder for the training curves of split 0 (CSV and PNG).
     #[arg(long, value_name = "DIR", default_value = "target/neural_eksvd")]
     pub out: String,
-    /// Hyper-parameter candidates k:eta:lr[:wd],... chosen on validation (weight decay 0 when left out).
-    #[arg(long, value_name = "K:ETA:LR[:WD]", value_delimiter = ',', value_parser = parse_candidate)]
+    /// Hyper-parameter candidates k:eta:lr[:wd[:activation]],... chosen on validation (weight decay 0 and --activation when left out).
+    #[arg(long, value_name = "K:ETA:LR[:WD[:ACT]]", value_delimiter = ',', value_parser = parse_candidate)]
     pub candidates: Option<Vec<Candidate>>,
     /// Also refit the chosen candidate on the training and validation rows
     /// together for the kept number of epochs, and report its test macro-F1.
@@ -142,6 +181,8 @@ impl TrainingArgs {
             schedule: self.schedule.unwrap_or(defaults.schedule),
             ema: self.ema.unwrap_or(defaults.ema),
             gamma_init: self.gamma_init.unwrap_or(defaults.gamma_init),
+            activation: self.activation.unwrap_or(defaults.activation),
+            input_noise: self.input_noise.unwrap_or(defaults.input_noise),
         }
     }
 }
@@ -159,7 +200,7 @@ pub fn defaults_help(t: &Training, candidates: &[Candidate]) -> String {
         LearningRateSchedule::Cosine => "cosine",
     };
     format!(
-        "Defaults: --backend {} --epochs {} --dropout {} --stopping {stopping} --batch {} --hidden '{hidden}' --dphi {} --patience {} --schedule {schedule} --ema {} --gamma-init {} --candidates {}",
+        "Defaults: --backend {} --epochs {} --dropout {} --stopping {stopping} --batch {} --hidden '{hidden}' --dphi {} --patience {} --schedule {schedule} --ema {} --gamma-init {} --activation {} --input-noise {} --candidates {}",
         t.backend.name(),
         t.epochs,
         t.dropout,
@@ -168,6 +209,8 @@ pub fn defaults_help(t: &Training, candidates: &[Candidate]) -> String {
         t.patience,
         t.ema,
         t.gamma_init,
+        t.activation.name(),
+        t.input_noise,
         candidates_flag(candidates)
     )
 }
@@ -186,17 +229,19 @@ pub struct Training {
     pub schedule: LearningRateSchedule,
     pub ema: f64,
     pub gamma_init: f64,
+    pub activation: Activation,
+    pub input_noise: f64,
 }
 
 impl Training {
     /// The parameters of one candidate.
-    pub fn params(&self, (k, eta, lr, wd): Candidate, seed: u64) -> NeuralEksvdParams {
-        NeuralEksvdParams::new(k)
+    pub fn params(&self, c: Candidate, seed: u64) -> NeuralEksvdParams {
+        NeuralEksvdParams::new(c.k)
             .hidden(self.hidden.clone())
             .d_phi(self.d_phi)
-            .eta(eta)
-            .learning_rate(lr)
-            .weight_decay(wd)
+            .eta(c.eta)
+            .learning_rate(c.lr)
+            .weight_decay(c.wd)
             .batch_size(self.batch)
             .max_epochs(self.epochs)
             .patience(self.patience)
@@ -205,6 +250,8 @@ impl Training {
             .schedule(self.schedule)
             .weight_averaging(self.ema)
             .gamma_init(self.gamma_init)
+            .activation(c.activation.unwrap_or(self.activation))
+            .input_noise(self.input_noise)
             .seed(seed)
             .backend(self.backend)
     }
@@ -242,8 +289,9 @@ pub fn fit_candidates(split: &SplitData, candidates: &[Candidate], t: &Training,
         let validation_f1 = macro_f1(&split.validation_labels, &model.predict(&split.validation)?);
         let validation_cross_entropy = model.loss(&split.validation, &split.validation_labels, 1.0)?.cross_entropy;
         let test_f1 = macro_f1(&split.test_labels, &model.predict(&split.test)?);
-        let (k, eta, lr, wd) = candidate;
-        let label = format!("k={k} eta={eta} lr={lr} wd={wd} best epoch {}", model.best_epoch());
+        let Candidate { k, eta, lr, wd, activation } = candidate;
+        let activation = activation.map_or(String::new(), |a| format!(" {}", a.name()));
+        let label = format!("k={k} eta={eta} lr={lr} wd={wd}{activation} best epoch {}", model.best_epoch());
         eprintln!(
             "    {label}: validation {:.2} (CE {validation_cross_entropy:.4}) test {:.2}, {:.3} s/epoch",
             100.0 * validation_f1,
@@ -370,7 +418,7 @@ pub fn choose_by_cross_validation(folds: &[SplitData], first_fold: Option<&[Neur
     };
     let chosen = CrossValidated { candidate: candidates[best], epochs: ((epochs[best] / n).round() as usize).max(1), svm_c: SVM_CS[best_c], fold_ensemble };
     eprintln!(
-        "  cross-validation: mean held-out F1 per candidate {:?}, chosen {:?}, {} epochs, SVM C {}",
+        "  cross-validation: mean held-out F1 per candidate {:?}, chosen {}, {} epochs, SVM C {}",
         f1.iter().map(|v| format!("{:.2}", 100.0 * v / n)).collect::<Vec<_>>(),
         chosen.candidate,
         chosen.epochs,

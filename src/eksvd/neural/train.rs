@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use burn::module::Module;
 use burn::optim::{AdamWConfig, GradientsParams};
-use burn::tensor::{Device, Int, Tensor, TensorData};
+use burn::tensor::{Device, Distribution, Int, Tensor, TensorData};
 use nalgebra::DMatrix;
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
@@ -39,6 +39,7 @@ pub struct NeuralEksvdParams {
     max_epochs: usize,
     patience: usize,
     dropout: f64,
+    input_noise: f64,
     early_stopping: EarlyStopping,
     schedule: LearningRateSchedule,
     weight_averaging: f64,
@@ -54,7 +55,7 @@ impl NeuralEksvdParams {
     /// `components` projection components per source; defaults: one hidden
     /// layer of 256, `d_phi = 128`, ReLU, `eta = 1`, Adam with learning rate
     /// `1e-3` and no weight decay, batches of 128, at most 100 epochs,
-    /// patience 20 epochs, no dropout, early stopping on validation
+    /// patience 20 epochs, no dropout, no input noise, early stopping on validation
     /// macro-F1, a constant learning rate, no weight averaging,
     /// `gamma_init = 1`, seed 0, NdArray, no progress bar, divergence
     /// factor `1e6`.
@@ -71,6 +72,7 @@ impl NeuralEksvdParams {
             max_epochs: 100,
             patience: 20,
             dropout: 0.0,
+            input_noise: 0.0,
             early_stopping: EarlyStopping::ValidationF1,
             schedule: LearningRateSchedule::Constant,
             weight_averaging: 0.0,
@@ -136,6 +138,15 @@ impl NeuralEksvdParams {
     /// evaluation). 0 (the default) turns it off.
     pub fn dropout(mut self, p: f64) -> Self {
         self.dropout = p;
+        self
+    }
+    /// Standard deviation `s >= 0` of Gaussian noise added to every input
+    /// entry of every Adam step (a fresh draw per step, none at evaluation):
+    /// the inputs `x` of a minibatch become `x + s z`, `z ~ N(0, I)`. With
+    /// standardised sources, `s` is a fraction of each feature's spread.
+    /// 0 (the default) turns it off.
+    pub fn input_noise(mut self, s: f64) -> Self {
+        self.input_noise = s;
         self
     }
     /// Which validation score picks the kept epoch and drives the patience.
@@ -232,6 +243,9 @@ impl NeuralEksvdParams {
         if !(self.dropout.is_finite() && (0.0..1.0).contains(&self.dropout)) {
             return bad("dropout", format!("must be in [0, 1), got {}", self.dropout));
         }
+        if !(self.input_noise.is_finite() && self.input_noise >= 0.0) {
+            return bad("input_noise", format!("must be finite and >= 0, got {}", self.input_noise));
+        }
         if self.batch_size == 0 {
             return bad("batch_size", "must be positive".into());
         }
@@ -285,8 +299,9 @@ impl NeuralEksvdParams {
         let resident = host.upload(&ad_device);
         let resident_eval = host.upload(&device);
         let resident_validation = validation_host.as_ref().map(|h| h.upload(&device));
-        if self.dropout > 0.0 {
-            // The dropout masks come from the device's random state.
+        if self.dropout > 0.0 || self.input_noise > 0.0 {
+            // The dropout masks and the input noise come from the device's
+            // random state.
             ad_device.seed(self.seed);
         }
         let mut net = model.net.clone().fork(&ad_device).train();
@@ -315,7 +330,10 @@ impl NeuralEksvdParams {
             let permutation = index_tensor(&order, &ad_device);
             for start in (0..n).step_by(self.batch_size) {
                 let len = self.batch_size.min(n - start);
-                let (xs, one_hot) = resident.gather(permutation.clone().narrow(0, start, len));
+                let (mut xs, one_hot) = resident.gather(permutation.clone().narrow(0, start, len));
+                if self.input_noise > 0.0 {
+                    xs = xs.into_iter().map(|x| x.clone() + x.random_like(Distribution::Normal(0.0, self.input_noise))).collect();
+                }
                 let scores: Vec<Tensor<2>> = xs.into_iter().enumerate().map(|(q, x)| net.features_with_dropout(q, x, self.dropout).matmul(net.projection(q))).collect();
                 let projections: Vec<Tensor<2>> = (0..net.n_sources()).map(|q| net.projection(q)).collect();
                 let objective = objective_per_component(&projections, &scores, net.gamma(), n);
