@@ -6,7 +6,7 @@
 //! cargo run --features neural,repro --example eksvd_neural_3sources -- [DATA_DIR] [--splits N] [--out DIR] \
 //!     [--candidates k:eta:lr[:wd[:activation]],...] [--epochs E] [--dropout P] [--stopping f1|ce] [--batch B] \
 //!     [--hidden W1,W2,...|''] [--dphi D] [--patience E] [--schedule constant|cosine] [--ema DECAY] [--gamma-init G] \
-//!     [--refit] [--cv F]
+//!     [--activation relu|tanh|gelu] [--input-noise S] [--refit] [--cv F]
 //! ```
 //!
 //! Protocol of `eksvd_3sources`: stratified 60/20/20 splits with seeds
