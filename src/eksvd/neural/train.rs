@@ -332,7 +332,13 @@ impl NeuralEksvdParams {
                 let len = self.batch_size.min(n - start);
                 let (mut xs, one_hot) = resident.gather(permutation.clone().narrow(0, start, len));
                 if self.input_noise > 0.0 {
-                    xs = xs.into_iter().map(|x| x.clone() + x.random_like(Distribution::Normal(0.0, self.input_noise))).collect();
+                    xs = xs
+                        .into_iter()
+                        .map(|x| {
+                            let noise = x.random_like(Distribution::Normal(0.0, self.input_noise));
+                            x + noise
+                        })
+                        .collect();
                 }
                 let scores: Vec<Tensor<2>> = xs.into_iter().enumerate().map(|(q, x)| net.features_with_dropout(q, x, self.dropout).matmul(net.projection(q))).collect();
                 let projections: Vec<Tensor<2>> = (0..net.n_sources()).map(|q| net.projection(q)).collect();
