@@ -39,12 +39,18 @@ unsafe fn ymm(n: usize) -> f64 {
 fn main() {
     let n = 100_000_000usize;
     for _ in 0..3 {
-        let t = std::time::Instant::now();
-        let s = unsafe { zmm(n) };
-        let zmm_rate = (n * 24 * 16) as f64 / t.elapsed().as_secs_f64() / 1e9;
+        // AVX-512F only where the CPU (or the hypervisor) reports it.
+        let zmm_part = if std::arch::is_x86_feature_detected!("avx512f") {
+            let t = std::time::Instant::now();
+            let s = unsafe { zmm(n) };
+            let zmm_rate = (n * 24 * 16) as f64 / t.elapsed().as_secs_f64() / 1e9;
+            format!("AVX-512 {zmm_rate:.1} GFLOP/s (checksum {s:.3})")
+        } else {
+            "AVX-512 not available".to_string()
+        };
         let t = std::time::Instant::now();
         let s2 = unsafe { ymm(n) };
         let ymm_rate = (n * 12 * 8) as f64 / t.elapsed().as_secs_f64() / 1e9;
-        println!("one core, f64 FMA: AVX-512 {zmm_rate:.1} GFLOP/s, AVX2 {ymm_rate:.1} GFLOP/s (checksums {s:.3} {s2:.3})");
+        println!("one core, f64 FMA: {zmm_part}, AVX2 {ymm_rate:.1} GFLOP/s (checksum {s2:.3})");
     }
 }

@@ -16,8 +16,11 @@
 //!
 //! Both split their output between the rayon threads (rows of `A B`, columns
 //! of `A^T B`), each thread computing its part in full, so the result does
-//! not depend on the thread count. The kernels are AVX-512F intrinsics,
-//! chosen at run time; without AVX-512F (and for wider, empty or row-major
+//! not depend on the thread count. The kernels are x86-64 intrinsics in two
+//! instruction sets, chosen at run time: AVX-512F (8-lane vectors, 32
+//! registers) and AVX2 with FMA (4-lane vectors, 16 registers: the same
+//! loops on half-width register blocks, see [`ab_rows_avx2`] and
+//! [`atb_block_avx2`]). Without either (and for wider, empty or row-major
 //! operands) [`matmul_thin_aware`] hands the product to faer.
 
 use faer::{MatMut, MatRef};
@@ -29,31 +32,80 @@ pub(crate) const THIN_MAX_COLUMNS: usize = 8;
 /// product.
 const PARALLEL_MIN_WORK: usize = 1 << 16;
 
-/// Whether `a` (with `b` of `c` columns) suits the thin kernels: AVX-512F
-/// available, `1 <= c <= 8`, `A` not empty and column-major (unit row
-/// stride, columns at least `rows` apart). `B` and the output are read and
+/// Whether `a` (with `b` of `c` columns) suits the thin kernels: one of
+/// their instruction sets available ([`Isa::detect`]), `1 <= c <= 8`, `A`
+/// not empty and column-major (unit row stride, columns at least `rows`
+/// apart). `B` and the output are read and
 /// written by index, any strides.
 pub(crate) fn thin_applies(a: MatRef<'_, f64>, b: MatRef<'_, f64>) -> bool {
     let columns_apart = a.ncols() <= 1 || a.col_stride() >= a.nrows() as isize;
-    kernels_available() && (1..=THIN_MAX_COLUMNS).contains(&b.ncols()) && a.row_stride() == 1 && columns_apart && a.nrows() > 0 && a.ncols() > 0
+    Isa::detect().is_some() && (1..=THIN_MAX_COLUMNS).contains(&b.ncols()) && a.row_stride() == 1 && columns_apart && a.nrows() > 0 && a.ncols() > 0
 }
 
 /// Rows of `A B` per thread range: a multiple of the 8-lane vector.
 const ROWS: usize = 8;
 /// Columns of `A` per register block of `A^T B`.
 const TR_COLS: usize = 3;
+/// Rows ahead of the AVX2 `A B` kernel's loads that it asks the cache for
+/// (in its first pass over a slice of `A`). Measured on the AVX2 machine
+/// (Zen 4 with AVX-512 hidden by the hypervisor, `cpu_table thin 100`):
+/// 3600 x 3600 8.4-9.0 ms against 11.7-12.8 ms without the prefetch,
+/// 1536 x 1536 2.0-2.1 against 2.2-2.5 ms, the smaller shapes the same.
+const PREFETCH_ROWS: usize = 128;
+/// Entries of `A` from which the AVX2 `A B` kernel runs instead of faer.
+/// Below it (a Krylov basis times its coefficients, `3600 x 232`; features
+/// times weights, `1200 x 512`) `A` is mostly in cache, where faer's packed
+/// product measured faster (0.22-0.35 ms against 0.36-0.57 ms,
+/// `cpu_table thin 100`); above it (eKSVD's stored `1200 x 1200` blocks,
+/// streamed from memory in the Dual's products) the AVX2 kernel is ahead.
+const AVX2_AB_MIN_ENTRIES: usize = 1 << 20;
 /// Width of the padded right-hand side.
 const W: usize = THIN_MAX_COLUMNS;
 
-/// Whether the AVX-512 kernels can run here (x86-64 with AVX-512F,
-/// detected at run time); elsewhere the thin products go to faer.
-fn kernels_available() -> bool {
+/// The instruction set a thin kernel is written in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Isa {
+    /// AVX-512F: 8-lane `f64` vectors.
+    Avx512,
+    /// AVX2 with FMA: 4-lane `f64` vectors.
+    Avx2,
+}
+
+impl Isa {
+    /// The widest instruction set of the thin kernels this CPU has
+    /// (detected at run time, cached by the standard library; a hypervisor
+    /// may hide AVX-512 from a CPU that has it); `None` off x86-64 or
+    /// without AVX2 and FMA, where the thin products go to faer.
+    pub(crate) fn detect() -> Option<Isa> {
+        if cpu_has(Isa::Avx512) {
+            Some(Isa::Avx512)
+        } else if cpu_has(Isa::Avx2) {
+            Some(Isa::Avx2)
+        } else {
+            None
+        }
+    }
+
+    /// Every instruction set of the thin kernels this CPU has, widest first
+    /// (the tests check each against plain sums).
+    #[cfg(test)]
+    pub(crate) fn available() -> Vec<Isa> {
+        [Isa::Avx512, Isa::Avx2].into_iter().filter(|&isa| cpu_has(isa)).collect()
+    }
+}
+
+/// Whether this CPU runs the kernels of `isa` (AVX-512F; AVX2 and FMA).
+fn cpu_has(isa: Isa) -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        std::arch::is_x86_feature_detected!("avx512f")
+        match isa {
+            Isa::Avx512 => std::arch::is_x86_feature_detected!("avx512f"),
+            Isa::Avx2 => std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma"),
+        }
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
+        let _ = isa;
         false
     }
 }
@@ -178,6 +230,171 @@ unsafe fn atb_block<const T: usize>(a: &[f64], lda: usize, k: usize, b: &[f64], 
     }
 }
 
+/// The lane mask of an AVX2 masked load or store: the first `n` of 4
+/// lanes (sign bits set), `n <= 4`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn lanes4(n: usize) -> std::arch::x86_64::__m256i {
+    use std::arch::x86_64::*;
+    let n = n.min(4) as i64;
+    _mm256_cmpgt_epi64(_mm256_set1_epi64x(n), _mm256_set_epi64x(3, 2, 1, 0))
+}
+
+/// [`ab_rows`] in AVX2 with FMA. Sixteen registers hold an `8 x 4` block of
+/// the product (two 4-lane vectors of rows, four columns), so each group of
+/// sixteen columns of `A` is applied to an 8-row slice twice, for columns
+/// 0-3 and 4-7 of `B`: the second pass reads the slice (1 KB) from L1, so
+/// `A` still comes from memory once. Per column of `A` and half: two vector
+/// loads and four broadcasts for eight fused multiply-adds.
+///
+/// # Safety
+/// AVX2 and FMA must be available; as [`ab_rows`] otherwise.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn ab_rows_avx2(a: &[f64], lda: usize, k: usize, bt: &[f64], r0: usize, r1: usize, out: &mut [f64]) {
+    use std::arch::x86_64::*;
+    debug_assert!(k > 0 && a.len() >= (k - 1) * lda + r1 && bt.len() >= W * k && out.len() >= W * (r1 - r0));
+    let len = r1 - r0;
+    let po = out.as_mut_ptr();
+    let pa = a.as_ptr();
+    let mut p0 = 0;
+    while p0 < k {
+        let group = (k - p0).min(16);
+        let mut r = r0;
+        while r < r1 {
+            let rows = (r1 - r).min(8);
+            // Lanes of the two row vectors; a vector with no rows is never
+            // loaded or stored (its address may lie past the matrix).
+            let (n0, n1) = (rows.min(4), rows.saturating_sub(4));
+            let (m0, m1) = (lanes4(n0), lanes4(n1));
+            for half in 0..2 {
+                let c0 = 4 * half;
+                let mut acc = [[_mm256_setzero_pd(); 4]; 2];
+                if p0 > 0 {
+                    for j in 0..4 {
+                        let o = po.add((c0 + j) * len + (r - r0));
+                        acc[0][j] = _mm256_maskload_pd(o, m0);
+                        if n1 > 0 {
+                            acc[1][j] = _mm256_maskload_pd(o.add(4), m1);
+                        }
+                    }
+                }
+                if rows == 8 {
+                    for q in 0..group {
+                        let p = p0 + q;
+                        let col = pa.add(p * lda + r);
+                        if PREFETCH_ROWS > 0 && half == 0 {
+                            _mm_prefetch::<_MM_HINT_T0>(col.wrapping_add(PREFETCH_ROWS) as *const i8);
+                        }
+                        let (x0, x1) = (_mm256_loadu_pd(col), _mm256_loadu_pd(col.add(4)));
+                        let b = bt.as_ptr().add(p * W + c0);
+                        for j in 0..4 {
+                            let bj = _mm256_broadcast_sd(&*b.add(j));
+                            acc[0][j] = _mm256_fmadd_pd(x0, bj, acc[0][j]);
+                            acc[1][j] = _mm256_fmadd_pd(x1, bj, acc[1][j]);
+                        }
+                    }
+                } else {
+                    for q in 0..group {
+                        let p = p0 + q;
+                        let col = pa.add(p * lda + r);
+                        let x0 = _mm256_maskload_pd(col, m0);
+                        let x1 = if n1 > 0 { _mm256_maskload_pd(col.add(4), m1) } else { _mm256_setzero_pd() };
+                        let b = bt.as_ptr().add(p * W + c0);
+                        for j in 0..4 {
+                            let bj = _mm256_broadcast_sd(&*b.add(j));
+                            acc[0][j] = _mm256_fmadd_pd(x0, bj, acc[0][j]);
+                            acc[1][j] = _mm256_fmadd_pd(x1, bj, acc[1][j]);
+                        }
+                    }
+                }
+                for j in 0..4 {
+                    let o = po.add((c0 + j) * len + (r - r0));
+                    _mm256_maskstore_pd(o, m0, acc[0][j]);
+                    if n1 > 0 {
+                        _mm256_maskstore_pd(o.add(4), m1, acc[1][j]);
+                    }
+                }
+            }
+            r += rows;
+        }
+        p0 += group;
+    }
+}
+
+/// [`atb_cols`] in AVX2 with FMA: blocks of three columns of `A` against
+/// four columns of `B` at a time (twelve 4-lane partial sums, three loads
+/// of `A` and four of `B` per step), the two halves of `B` one after the
+/// other over `k` (the three columns of `A`, `24 k` bytes, are read again
+/// from L1 or L2).
+///
+/// # Safety
+/// AVX2 and FMA must be available; as [`atb_cols`] otherwise.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn atb_cols_avx2(a: &[f64], lda: usize, k: usize, b: &[f64], i0: usize, i1: usize, out: &mut [f64]) {
+    debug_assert!(i1 > i0 && a.len() >= (i1 - 1) * lda + k && b.len() >= W * k && out.len() >= W * (i1 - i0));
+    let mut i = i0;
+    while i < i1 {
+        let o = &mut out[(i - i0) * W..];
+        for half in 0..2 {
+            match i1 - i {
+                1 => atb_block_avx2::<1>(a, lda, k, b, i, 4 * half, o),
+                2 => atb_block_avx2::<2>(a, lda, k, b, i, 4 * half, o),
+                _ => atb_block_avx2::<TR_COLS>(a, lda, k, b, i, 4 * half, o),
+            }
+        }
+        i += (i1 - i).min(TR_COLS);
+    }
+}
+
+/// `T` columns of [`atb_cols_avx2`] from column `i`, against columns
+/// `c0..c0 + 4` of `B`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+#[allow(clippy::needless_range_loop)] // `t` also offsets the column in `a`
+unsafe fn atb_block_avx2<const T: usize>(a: &[f64], lda: usize, k: usize, b: &[f64], i: usize, c0: usize, out: &mut [f64]) {
+    use std::arch::x86_64::*;
+    let mut acc = [[_mm256_setzero_pd(); 4]; T];
+    let pa = a.as_ptr();
+    let pb = b.as_ptr();
+    let full = k - k % 4;
+    let mut p = 0;
+    while p < full {
+        let mut cols = [_mm256_setzero_pd(); T];
+        for t in 0..T {
+            cols[t] = _mm256_loadu_pd(pa.add((i + t) * lda + p));
+        }
+        for j in 0..4 {
+            let bj = _mm256_loadu_pd(pb.add((c0 + j) * k + p));
+            for t in 0..T {
+                acc[t][j] = _mm256_fmadd_pd(cols[t], bj, acc[t][j]);
+            }
+        }
+        p += 4;
+    }
+    if p < k {
+        let m = lanes4(k - p);
+        let mut cols = [_mm256_setzero_pd(); T];
+        for t in 0..T {
+            cols[t] = _mm256_maskload_pd(pa.add((i + t) * lda + p), m);
+        }
+        for j in 0..4 {
+            let bj = _mm256_maskload_pd(pb.add((c0 + j) * k + p), m);
+            for t in 0..T {
+                acc[t][j] = _mm256_fmadd_pd(cols[t], bj, acc[t][j]);
+            }
+        }
+    }
+    for t in 0..T {
+        for j in 0..4 {
+            let v = acc[t][j];
+            let pair = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));
+            out[t * W + c0 + j] = _mm_cvtsd_f64(_mm_add_sd(pair, _mm_unpackhi_pd(pair, pair)));
+        }
+    }
+}
+
 /// The column-major storage of `m` (unit row stride) as one slice from its
 /// first entry to its last, with its column stride.
 fn storage(m: MatRef<'_, f64>) -> (&[f64], usize) {
@@ -224,8 +441,8 @@ fn store(out: &mut MatMut<'_, f64>, i: usize, j: usize, v: f64, accumulate: bool
 }
 
 /// `out = alpha A B + beta out` (`beta` 0 or 1) for `A` `m x k`, `B` `k x c`
-/// ([`thin_applies`]).
-pub(crate) fn thin_mul(mut out: MatMut<'_, f64>, accumulate: bool, a: MatRef<'_, f64>, b: MatRef<'_, f64>, alpha: f64) {
+/// ([`thin_applies`]), with the kernel of `isa` (one this CPU has).
+pub(crate) fn thin_mul(isa: Isa, mut out: MatMut<'_, f64>, accumulate: bool, a: MatRef<'_, f64>, b: MatRef<'_, f64>, alpha: f64) {
     let (m, k, c) = (a.nrows(), a.ncols(), b.ncols());
     assert!(b.nrows() == k && out.nrows() == m && out.ncols() == c && c <= W);
     let mut bt = vec![0.0f64; k * W];
@@ -235,12 +452,16 @@ pub(crate) fn thin_mul(mut out: MatMut<'_, f64>, accumulate: bool, a: MatRef<'_,
         }
     }
     let (a_data, lda) = storage(a);
+    assert!(cpu_has(isa), "thin_mul: {isa:?} not available");
     let parts = per_range(m, m * k, ROWS, |r0, r1, buf| {
-        // SAFETY: `thin_applies` checked AVX-512F; `a_data` spans the k
+        // SAFETY: `isa` was checked available above; `a_data` spans the k
         // columns of `lda` entries up to row m >= r1.
         #[cfg(target_arch = "x86_64")]
         unsafe {
-            ab_rows(a_data, lda, k, &bt, r0, r1, buf)
+            match isa {
+                Isa::Avx512 => ab_rows(a_data, lda, k, &bt, r0, r1, buf),
+                Isa::Avx2 => ab_rows_avx2(a_data, lda, k, &bt, r0, r1, buf),
+            }
         };
     });
     for (r0, r1, buf) in parts {
@@ -254,8 +475,8 @@ pub(crate) fn thin_mul(mut out: MatMut<'_, f64>, accumulate: bool, a: MatRef<'_,
 }
 
 /// `out = alpha A^T B + beta out` (`beta` 0 or 1) for `A` `k x m`, `B`
-/// `k x c` ([`thin_applies`] on `A`).
-pub(crate) fn thin_tr_mul(mut out: MatMut<'_, f64>, accumulate: bool, a: MatRef<'_, f64>, b: MatRef<'_, f64>, alpha: f64) {
+/// `k x c` ([`thin_applies`] on `A`), with the kernel of `isa`.
+pub(crate) fn thin_tr_mul(isa: Isa, mut out: MatMut<'_, f64>, accumulate: bool, a: MatRef<'_, f64>, b: MatRef<'_, f64>, alpha: f64) {
     let (k, m, c) = (a.nrows(), a.ncols(), b.ncols());
     assert!(b.nrows() == k && out.nrows() == m && out.ncols() == c && c <= W);
     let mut bp = vec![0.0f64; k * W];
@@ -265,12 +486,16 @@ pub(crate) fn thin_tr_mul(mut out: MatMut<'_, f64>, accumulate: bool, a: MatRef<
         }
     }
     let (a_data, lda) = storage(a);
+    assert!(cpu_has(isa), "thin_tr_mul: {isa:?} not available");
     let parts = per_range(m, m * k, TR_COLS, |i0, i1, buf| {
-        // SAFETY: `thin_applies` checked AVX-512F; `a_data` spans the
+        // SAFETY: `isa` was checked available above; `a_data` spans the
         // m >= i1 columns of `lda` entries, k rows each.
         #[cfg(target_arch = "x86_64")]
         unsafe {
-            atb_cols(a_data, lda, k, &bp, i0, i1, buf)
+            match isa {
+                Isa::Avx512 => atb_cols(a_data, lda, k, &bp, i0, i1, buf),
+                Isa::Avx2 => atb_cols_avx2(a_data, lda, k, &bp, i0, i1, buf),
+            }
         };
     });
     for (i0, i1, buf) in parts {
@@ -289,13 +514,13 @@ pub(crate) fn thin_tr_mul(mut out: MatMut<'_, f64>, accumulate: bool, a: MatRef<
 /// faer's matrix multiply otherwise (with `par`).
 pub fn matmul_thin_aware(dst: MatMut<'_, f64>, accum: faer::Accum, lhs: MatRef<'_, f64>, rhs: MatRef<'_, f64>, alpha: f64, par: faer::Par) {
     let accumulate = accum == faer::Accum::Add;
-    if lhs.nrows() > 0 && lhs.ncols() > 0 {
-        if thin_applies(lhs, rhs) {
-            return thin_mul(dst, accumulate, lhs, rhs, alpha);
+    if let (Some(isa), true) = (Isa::detect(), lhs.nrows() > 0 && lhs.ncols() > 0) {
+        if thin_applies(lhs, rhs) && (isa == Isa::Avx512 || lhs.nrows() * lhs.ncols() >= AVX2_AB_MIN_ENTRIES) {
+            return thin_mul(isa, dst, accumulate, lhs, rhs, alpha);
         }
         let lhs_t = lhs.transpose();
         if thin_applies(lhs_t, rhs) {
-            return thin_tr_mul(dst, accumulate, lhs_t, rhs, alpha);
+            return thin_tr_mul(isa, dst, accumulate, lhs_t, rhs, alpha);
         }
     }
     faer::linalg::matmul::matmul(dst, accum, lhs, rhs, alpha, par);
@@ -344,7 +569,7 @@ mod tests {
         // above their rows, replacing and accumulating: within 1e-13
         // relative of plain sums (all entries O(1), so of the inner size).
         let mut rng = StdRng::seed_from_u64(21);
-        for &(m, k) in &[(1usize, 1usize), (7, 5), (8, 8), (9, 17), (16, 3), (23, 40), (130, 71), (601, 257)] {
+        for &(m, k) in &[(1usize, 1usize), (3, 2), (4, 4), (5, 6), (7, 5), (8, 8), (9, 17), (12, 7), (16, 3), (23, 40), (130, 71), (601, 257)] {
             for c in 1..=THIN_MAX_COLUMNS {
                 let big = random(&mut rng, m + 5, k + 2);
                 let a = crate::linalg::faer_ref(&big).submatrix(2, 1, m, k);
@@ -365,6 +590,19 @@ mod tests {
                     matmul_thin_aware(crate::linalg::faer_mut(&mut got_t), accum, at.transpose(), b, alpha, faer::Par::rayon(0));
                     let err = (&got_t - &want).amax();
                     assert!(err <= 1e-13 * k as f64, "A^T B, m {m} k {k} c {c} accumulate {accumulate}: {err:e}");
+                    // Every instruction set this CPU has, not only the one
+                    // chosen at run time (an AVX-512 machine also runs the
+                    // AVX2 kernels here).
+                    for isa in Isa::available() {
+                        let mut got = c0.clone();
+                        thin_mul(isa, crate::linalg::faer_mut(&mut got), accumulate, a, b, alpha);
+                        let err = (&got - &want).amax();
+                        assert!(err <= 1e-13 * k as f64, "{isa:?} A B, m {m} k {k} c {c} accumulate {accumulate}: {err:e}");
+                        let mut got_t = c0.clone();
+                        thin_tr_mul(isa, crate::linalg::faer_mut(&mut got_t), accumulate, at, b, alpha);
+                        let err = (&got_t - &want).amax();
+                        assert!(err <= 1e-13 * k as f64, "{isa:?} A^T B, m {m} k {k} c {c} accumulate {accumulate}: {err:e}");
+                    }
                 }
             }
         }
