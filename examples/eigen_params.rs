@@ -7,8 +7,8 @@
 //! beyond the noise of the shared machine (BENCHMARKS.md).
 //!
 //! The mode `top` sweeps the block Lanczos settings of
-//! `gramian::linalg::symmetric_eigen_largest` (block size, extra blocks)
-//! for the top K on the same matrix.
+//! `gramian::linalg::symmetric_eigen_largest` (block size, extra blocks,
+//! blocks kept at a restart) for the top K on the same matrix.
 //!
 //! ```text
 //! cargo run --all-features --example eigen_params -- N [REPS]
@@ -39,7 +39,7 @@ struct Args {
 
 #[derive(Subcommand)]
 enum Mode {
-    /// Sweep the block Lanczos settings (block size, extra blocks) for the top K.
+    /// Sweep the block Lanczos settings (block size, extra blocks, kept blocks) for the top K.
     Top {
         /// Order n of the matrix B + B^T.
         n: usize,
@@ -59,9 +59,20 @@ enum Mode {
 fn top(n: usize, k: usize, reps: usize) {
     let b = nalgebra::DMatrix::<f64>::from_fn(n, n, |i, j| ((i * 7919 + j * 104729) % 1000) as f64 / 500.0 - 1.0);
     let a = &b + b.transpose();
+    let default = gramian::linalg::TopEigenSettings::default();
+    let mut shapes = vec![];
     for block in [k / 2, k, 2 * k] {
         for extra_blocks in [1usize, 2, 4] {
-            let settings = gramian::linalg::TopEigenSettings { block, extra_blocks, ..Default::default() };
+            shapes.push((block.max(1), extra_blocks, default.keep_blocks));
+        }
+    }
+    // The default block and basis with 1-8 blocks kept at a restart.
+    for keep_blocks in [1usize, 2, 4, 6, 8] {
+        shapes.push((default.block, default.extra_blocks, keep_blocks));
+    }
+    for (block, extra_blocks, keep_blocks) in shapes {
+        {
+            let settings = gramian::linalg::TopEigenSettings { block, extra_blocks, keep_blocks, ..default };
             let mut times = vec![];
             let mut info = String::new();
             for _ in 0..reps {
@@ -71,7 +82,7 @@ fn top(n: usize, k: usize, reps: usize) {
                 info = format!("partial {} restarts {}", e.partial, e.restarts);
             }
             times.sort_by(|a, b| a.partial_cmp(b).unwrap());
-            println!("block {block} extra {extra_blocks}: median {:.3} s ({info}) all {times:?}", times[times.len() / 2]);
+            println!("block {block} extra {extra_blocks} keep {keep_blocks}: median {:.3} s ({info}) all {times:?}", times[times.len() / 2]);
         }
     }
 }
