@@ -189,15 +189,21 @@ unsafe fn ab_rows(a: &[f64], lda: usize, k: usize, bt: &[f64], r0: usize, r1: us
 #[target_feature(enable = "avx512f")]
 unsafe fn atb_cols(a: &[f64], lda: usize, k: usize, b: &[f64], i0: usize, i1: usize, out: &mut [f64]) {
     debug_assert!(i1 > i0 && a.len() >= (i1 - 1) * lda + k && b.len() >= W * k && out.len() >= W * (i1 - i0));
-    let mut i = i0;
-    while i < i1 {
-        match i1 - i {
-            1 => atb_block::<1>(a, lda, k, b, i, &mut out[(i - i0) * W..]),
-            2 => atb_block::<2>(a, lda, k, b, i, &mut out[(i - i0) * W..]),
-            _ => atb_block::<TR_COLS>(a, lda, k, b, i, &mut out[(i - i0) * W..]),
+    for (i, width) in column_blocks(i0, i1) {
+        let o = &mut out[(i - i0) * W..];
+        match width {
+            1 => atb_block::<1>(a, lda, k, b, i, o),
+            2 => atb_block::<2>(a, lda, k, b, i, o),
+            _ => atb_block::<TR_COLS>(a, lda, k, b, i, o),
         }
-        i += (i1 - i).min(TR_COLS);
     }
+}
+
+/// The register blocks of columns `i0..i1` of `A^T B`: `(first column,
+/// width)`, [`TR_COLS`] wide except the last one or two.
+#[cfg(target_arch = "x86_64")]
+fn column_blocks(i0: usize, i1: usize) -> impl Iterator<Item = (usize, usize)> {
+    (i0..i1).step_by(TR_COLS).map(move |i| (i, (i1 - i).min(TR_COLS)))
 }
 
 /// `T` columns of [`atb_cols`] from column `i`.
@@ -334,17 +340,15 @@ unsafe fn ab_rows_avx2(a: &[f64], lda: usize, k: usize, bt: &[f64], r0: usize, r
 #[target_feature(enable = "avx2,fma")]
 unsafe fn atb_cols_avx2(a: &[f64], lda: usize, k: usize, b: &[f64], i0: usize, i1: usize, out: &mut [f64]) {
     debug_assert!(i1 > i0 && a.len() >= (i1 - 1) * lda + k && b.len() >= W * k && out.len() >= W * (i1 - i0));
-    let mut i = i0;
-    while i < i1 {
+    for (i, width) in column_blocks(i0, i1) {
         let o = &mut out[(i - i0) * W..];
-        for half in 0..2 {
-            match i1 - i {
-                1 => atb_block_avx2::<1>(a, lda, k, b, i, 4 * half, o),
-                2 => atb_block_avx2::<2>(a, lda, k, b, i, 4 * half, o),
-                _ => atb_block_avx2::<TR_COLS>(a, lda, k, b, i, 4 * half, o),
+        for c0 in [0, 4] {
+            match width {
+                1 => atb_block_avx2::<1>(a, lda, k, b, i, c0, o),
+                2 => atb_block_avx2::<2>(a, lda, k, b, i, c0, o),
+                _ => atb_block_avx2::<TR_COLS>(a, lda, k, b, i, c0, o),
             }
         }
-        i += (i1 - i).min(TR_COLS);
     }
 }
 
