@@ -71,19 +71,17 @@ fn top(n: usize, k: usize, reps: usize) {
         shapes.push((default.block, default.extra_blocks, keep_blocks));
     }
     for (block, extra_blocks, keep_blocks) in shapes {
-        {
-            let settings = gramian::linalg::TopEigenSettings { block, extra_blocks, keep_blocks, ..default };
-            let mut times = vec![];
-            let mut info = String::new();
-            for _ in 0..reps {
-                let t = Instant::now();
-                let e = gramian::linalg::symmetric_eigen_largest_with(&a, k, &settings).unwrap();
-                times.push(t.elapsed().as_secs_f64());
-                info = format!("partial {} restarts {}", e.partial, e.restarts);
-            }
-            times.sort_by(|a, b| a.partial_cmp(b).unwrap());
-            println!("block {block} extra {extra_blocks} keep {keep_blocks}: median {:.3} s ({info}) all {times:?}", times[times.len() / 2]);
+        let settings = gramian::linalg::TopEigenSettings { block, extra_blocks, keep_blocks, ..default };
+        let mut times = vec![];
+        let mut info = String::new();
+        for _ in 0..reps {
+            let t = Instant::now();
+            let e = gramian::linalg::symmetric_eigen_largest_with(&a, k, &settings).unwrap();
+            times.push(t.elapsed().as_secs_f64());
+            info = format!("partial {} restarts {}", e.partial, e.restarts);
         }
+        times.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        println!("block {block} extra {extra_blocks} keep {keep_blocks}: median {:.3} s ({info}) all {times:?}", times[times.len() / 2]);
     }
 }
 

@@ -285,33 +285,25 @@ unsafe fn ab_rows_avx2(a: &[f64], lda: usize, k: usize, bt: &[f64], r0: usize, r
                         }
                     }
                 }
-                if rows == 8 {
-                    for q in 0..group {
-                        let p = p0 + q;
-                        let col = pa.add(p * lda + r);
-                        if PREFETCH_ROWS > 0 && half == 0 {
+                // A full slice of 8 rows loads plainly (and prefetches in
+                // the first pass); the last, shorter one by lane masks.
+                let full = rows == 8;
+                for q in 0..group {
+                    let p = p0 + q;
+                    let col = pa.add(p * lda + r);
+                    let (x0, x1) = if full {
+                        if half == 0 {
                             _mm_prefetch::<_MM_HINT_T0>(col.wrapping_add(PREFETCH_ROWS) as *const i8);
                         }
-                        let (x0, x1) = (_mm256_loadu_pd(col), _mm256_loadu_pd(col.add(4)));
-                        let b = bt.as_ptr().add(p * W + c0);
-                        for j in 0..4 {
-                            let bj = _mm256_broadcast_sd(&*b.add(j));
-                            acc[0][j] = _mm256_fmadd_pd(x0, bj, acc[0][j]);
-                            acc[1][j] = _mm256_fmadd_pd(x1, bj, acc[1][j]);
-                        }
-                    }
-                } else {
-                    for q in 0..group {
-                        let p = p0 + q;
-                        let col = pa.add(p * lda + r);
-                        let x0 = _mm256_maskload_pd(col, m0);
-                        let x1 = if n1 > 0 { _mm256_maskload_pd(col.add(4), m1) } else { _mm256_setzero_pd() };
-                        let b = bt.as_ptr().add(p * W + c0);
-                        for j in 0..4 {
-                            let bj = _mm256_broadcast_sd(&*b.add(j));
-                            acc[0][j] = _mm256_fmadd_pd(x0, bj, acc[0][j]);
-                            acc[1][j] = _mm256_fmadd_pd(x1, bj, acc[1][j]);
-                        }
+                        (_mm256_loadu_pd(col), _mm256_loadu_pd(col.add(4)))
+                    } else {
+                        (_mm256_maskload_pd(col, m0), if n1 > 0 { _mm256_maskload_pd(col.add(4), m1) } else { _mm256_setzero_pd() })
+                    };
+                    let b = bt.as_ptr().add(p * W + c0);
+                    for j in 0..4 {
+                        let bj = _mm256_broadcast_sd(&*b.add(j));
+                        acc[0][j] = _mm256_fmadd_pd(x0, bj, acc[0][j]);
+                        acc[1][j] = _mm256_fmadd_pd(x1, bj, acc[1][j]);
                     }
                 }
                 for j in 0..4 {

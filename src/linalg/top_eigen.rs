@@ -243,8 +243,9 @@ impl BlockShape {
         let first = k.checked_add(b)?;
         let derived = k.checked_mul(5)?.div_ceil(2).max(32).div_ceil(b);
         let m = first.checked_add(s.extra_blocks.max(derived).checked_mul(b)?)?;
-        // At least one new block per restart.
-        let keep = k.checked_add(s.keep_blocks.max(1).checked_mul(b)?)?.min(m - b);
+        // At least one new block per restart (a larger setting is clamped,
+        // not refused).
+        let keep = k.saturating_add(s.keep_blocks.max(1).saturating_mul(b)).min(m - b);
         let total = m.checked_add(b)?;
         (total.checked_mul(s.min_ratio.max(1))? <= n).then_some(BlockShape { b, keep, m })
     }
@@ -699,7 +700,7 @@ mod tests {
         // budget, the restarts differ.
         let a = wigner(400, 3);
         let mut restarts = Vec::new();
-        for keep_blocks in [1, 4, 1000] {
+        for keep_blocks in [1, 4, usize::MAX] {
             let settings = TopEigenSettings { keep_blocks, ..small_blocks(7) };
             let got = symmetric_eigen_largest_with(&a, 12, &settings).unwrap();
             assert!(got.partial, "keep_blocks {keep_blocks}: the block solver answers");
