@@ -651,49 +651,29 @@ unsafe fn quad_columns_avx2(c: [&[f64]; 4], vs: [f64; 4], x: &[f64], y: &mut [f6
     let len = x.len();
     assert!(y.len() >= len && c.iter().all(|col| col.len() >= len), "quad_columns_avx2: short slice");
     let groups = len / 8;
-    let [p0, p1, p2, p3] = c.map(|col| col.as_ptr());
+    let p = c.map(|col| col.as_ptr());
     let (px, py) = (x.as_ptr(), y.as_mut_ptr());
-    let [b0, b1, b2, b3] = vs.map(|v| _mm256_set1_pd(v));
-    let z = _mm256_setzero_pd();
-    let (mut lo0, mut lo1, mut lo2, mut lo3) = (z, z, z, z);
-    let (mut hi0, mut hi1, mut hi2, mut hi3) = (z, z, z, z);
-    for g in 0..groups {
-        let r = 8 * g;
-        // SAFETY: rows r .. r + 8 are within every slice (checked above).
+    let b = vs.map(|v| _mm256_set1_pd(v));
+    // Rows r .. r + 4: the four dots' partial sums in `acc`, and y.
+    let four_rows = |r: usize, acc: &mut [__m256d; 4]| {
+        // SAFETY: the callers pass r + 4 <= len, within every slice
+        // (checked above).
         unsafe {
-            // Rows r .. r + 4.
             let xv = _mm256_loadu_pd(px.add(r));
             let mut yv = _mm256_loadu_pd(py.add(r));
-            let a = _mm256_loadu_pd(p0.add(r));
-            lo0 = _mm256_fmadd_pd(a, xv, lo0);
-            yv = _mm256_fmadd_pd(b0, a, yv);
-            let a = _mm256_loadu_pd(p1.add(r));
-            lo1 = _mm256_fmadd_pd(a, xv, lo1);
-            yv = _mm256_fmadd_pd(b1, a, yv);
-            let a = _mm256_loadu_pd(p2.add(r));
-            lo2 = _mm256_fmadd_pd(a, xv, lo2);
-            yv = _mm256_fmadd_pd(b2, a, yv);
-            let a = _mm256_loadu_pd(p3.add(r));
-            lo3 = _mm256_fmadd_pd(a, xv, lo3);
-            yv = _mm256_fmadd_pd(b3, a, yv);
+            for j in 0..4 {
+                let a = _mm256_loadu_pd(p[j].add(r));
+                acc[j] = _mm256_fmadd_pd(a, xv, acc[j]);
+                yv = _mm256_fmadd_pd(b[j], a, yv);
+            }
             _mm256_storeu_pd(py.add(r), yv);
-            // Rows r + 4 .. r + 8.
-            let xv = _mm256_loadu_pd(px.add(r + 4));
-            let mut yv = _mm256_loadu_pd(py.add(r + 4));
-            let a = _mm256_loadu_pd(p0.add(r + 4));
-            hi0 = _mm256_fmadd_pd(a, xv, hi0);
-            yv = _mm256_fmadd_pd(b0, a, yv);
-            let a = _mm256_loadu_pd(p1.add(r + 4));
-            hi1 = _mm256_fmadd_pd(a, xv, hi1);
-            yv = _mm256_fmadd_pd(b1, a, yv);
-            let a = _mm256_loadu_pd(p2.add(r + 4));
-            hi2 = _mm256_fmadd_pd(a, xv, hi2);
-            yv = _mm256_fmadd_pd(b2, a, yv);
-            let a = _mm256_loadu_pd(p3.add(r + 4));
-            hi3 = _mm256_fmadd_pd(a, xv, hi3);
-            yv = _mm256_fmadd_pd(b3, a, yv);
-            _mm256_storeu_pd(py.add(r + 4), yv);
         }
+    };
+    let mut lo = [_mm256_setzero_pd(); 4];
+    let mut hi = lo;
+    for g in 0..groups {
+        four_rows(8 * g, &mut lo);
+        four_rows(8 * g + 4, &mut hi);
     }
     // ((a0 + a4) + (a1 + a5)) + ((a2 + a6) + (a3 + a7)), as in quad_columns.
     let reduce = |lo: __m256d, hi: __m256d| -> f64 {
@@ -702,7 +682,7 @@ unsafe fn quad_columns_avx2(c: [&[f64]; 4], vs: [f64; 4], x: &[f64], y: &mut [f6
         unsafe { _mm256_storeu_pd(s.as_mut_ptr(), _mm256_add_pd(lo, hi)) };
         (s[0] + s[1]) + (s[2] + s[3])
     };
-    let sums = [reduce(lo0, hi0), reduce(lo1, hi1), reduce(lo2, hi2), reduce(lo3, hi3)];
+    let sums: [f64; 4] = std::array::from_fn(|j| reduce(lo[j], hi[j]));
     quad_columns_tail(c, vs, x, y, 8 * groups, sums)
 }
 
