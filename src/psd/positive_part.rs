@@ -39,7 +39,7 @@
 //!
 //! Measured since issue 17's eigensolver work, the fresh route is cheaper:
 //! the tridiagonalisation (`4/3 r^3` flops, on a thread team at memory
-//! speed) then only the `k + buffer` wanted pairs by bisection and inverse
+//! speed) then only the `k + 1` wanted pairs by bisection and inverse
 //! iteration (`O(r k)`) and their back-transformation (`O(r^2 k)`), about
 //! 0.06 s at order 1000 against 0.16 s per partial call. The estimators
 //! therefore use [`PositivePartSolver::full_only`]; the partial path stays
@@ -135,7 +135,7 @@ impl PositivePartSolver {
     }
 
     /// A solver that computes every `[M]_+` afresh: the eigenpairs above 0
-    /// (and a buffer of the next ones) from a tridiagonalisation of `M`
+    /// (and the next one) from a tridiagonalisation of `M`
     /// ([`linalg::symmetric_eigen_above`]), with no warm start. The default
     /// of every PSD estimator: on the `psd_speed` problems (orders 200, 500
     /// and 1000) it spends 2.6-7x less time in eigensolvers than the partial
@@ -201,12 +201,18 @@ impl PositivePartSolver {
         Ok((pp, Route::Full))
     }
 
-    /// `[M]_+` from the eigenpairs above 0 and a buffer of the next ones
+    /// `[M]_+` from the eigenpairs above 0 and the next one, or with the
+    /// partial path a buffer of the next ones for its next basis
     /// ([`linalg::symmetric_eigen_above`]: the tridiagonalisation, then only
     /// the wanted pairs), not all `r` eigenvectors.
     fn full(&mut self, m: &DMatrix<f64>) -> Result<PositivePart, PsdError> {
         let r = m.nrows();
-        let eig = linalg::symmetric_eigen_above(m, 0.0, buffer_size)?;
+        // The buffer serves only as the partial path's next basis; without
+        // that path one more pair suffices (an eigenvalue within rounding of
+        // 0 may fall on either side of the Sturm count, and is filtered by
+        // value below).
+        let extra: fn(usize) -> usize = if self.enabled { buffer_size } else { |_| 1 };
+        let eig = linalg::symmetric_eigen_above(m, 0.0, extra)?;
         // Ascending: the positive ones are at the end.
         let found = eig.eigenvalues.len();
         let order: Vec<usize> = (0..found).rev().collect();
