@@ -853,40 +853,67 @@ pub(crate) fn tridiagonal_top_k(d: &[f64], e: &[f64], k: usize) -> Option<(Vec<f
         }
     }
     let cluster_gap = 1e-3 * tnorm;
-    let mut x = Mat::<f64>::zeros(n, k);
-    let mut b = vec![0.0f64; n];
-    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-    let mut cluster_start = 0;
+    // Clusters (eigenvalues within `cluster_gap` of their neighbour) are
+    // independent: each vector is orthogonalised only against the earlier
+    // ones of its cluster, so the clusters run in parallel. Each vector
+    // starts from its own stretch of one xorshift sequence (`n` draws per
+    // vector, in the order of the wanted values), so the vectors are the
+    // same whatever the threads did.
+    let mut clusters: Vec<std::ops::Range<usize>> = Vec::new();
     for j in 0..k {
-        if j > 0 && values[j - 1] - values[j] > cluster_gap {
-            cluster_start = j;
+        match clusters.last_mut() {
+            Some(last) if values[j - 1] - values[j] <= cluster_gap => last.end = j + 1,
+            _ => clusters.push(j..j + 1),
         }
-        let lu = ShiftedTridiagonalLu::new(d, e, shifts[j], eps * tnorm);
-        for v in b.iter_mut() {
-            // xorshift: a fixed, replayable start vector
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            *v = (seed >> 11) as f64 / (1u64 << 53) as f64 - 0.5;
+    }
+    let mut seeds = Vec::with_capacity(k);
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    for _ in 0..k {
+        seeds.push(seed);
+        for _ in 0..n {
+            seed = xorshift(seed);
         }
-        for _ in 0..5 {
-            lu.solve(&mut b);
-            for q in cluster_start..j {
-                let xq = x.col(q);
-                let mut dot = 0.0;
-                for r in 0..n {
-                    dot += xq[r] * b[r];
+    }
+    let inverse_iteration = |cluster: &std::ops::Range<usize>| -> Option<Vec<Vec<f64>>> {
+        let mut found: Vec<Vec<f64>> = Vec::with_capacity(cluster.len());
+        for j in cluster.clone() {
+            let lu = ShiftedTridiagonalLu::new(d, e, shifts[j], eps * tnorm);
+            let mut seed = seeds[j];
+            let mut b: Vec<f64> = (0..n)
+                .map(|_| {
+                    // xorshift: a fixed, replayable start vector
+                    seed = xorshift(seed);
+                    (seed >> 11) as f64 / (1u64 << 53) as f64 - 0.5
+                })
+                .collect();
+            for _ in 0..5 {
+                lu.solve(&mut b);
+                for xq in &found {
+                    let mut dot = 0.0;
+                    for r in 0..n {
+                        dot += xq[r] * b[r];
+                    }
+                    for r in 0..n {
+                        b[r] -= dot * xq[r];
+                    }
                 }
-                for r in 0..n {
-                    b[r] -= dot * xq[r];
+                let norm = scaled_norm(&b);
+                if !(norm.is_finite() && norm > 0.0) {
+                    return None;
                 }
+                b.iter_mut().for_each(|v| *v /= norm);
             }
-            let norm = scaled_norm(&b);
-            if !(norm.is_finite() && norm > 0.0) {
-                return None;
-            }
-            b.iter_mut().for_each(|v| *v /= norm);
+            found.push(b);
         }
+        Some(found)
+    };
+    let vectors: Vec<Vec<f64>> = {
+        use rayon::prelude::*;
+        let per_cluster: Option<Vec<Vec<Vec<f64>>>> = clusters.par_iter().map(inverse_iteration).collect();
+        per_cluster?.into_iter().flatten().collect()
+    };
+    let mut x = Mat::<f64>::zeros(n, k);
+    for (j, b) in vectors.iter().enumerate() {
         for r in 0..n {
             x[(r, j)] = b[r];
         }
@@ -947,6 +974,14 @@ pub(crate) fn tridiagonal_top_k(d: &[f64], e: &[f64], k: usize) -> Option<(Vec<f
     let ascending: Vec<f64> = order.iter().map(|&j| values[j]).collect();
     let x = Mat::<f64>::from_fn(n, k, |r, j| x[(r, order[j])]);
     Some((ascending, x, spectral_norm))
+}
+
+/// One step of Marsaglia's xorshift generator (shifts 13, 7, 17).
+fn xorshift(mut seed: u64) -> u64 {
+    seed ^= seed << 13;
+    seed ^= seed >> 7;
+    seed ^= seed << 17;
+    seed
 }
 
 /// `T - lambda I = P L U` for a symmetric tridiagonal `T` (LAPACK's
