@@ -275,13 +275,14 @@ unsafe fn ab_rows_avx2(a: &[f64], lda: usize, k: usize, bt: &[f64], r0: usize, r
             let (m0, m1) = (lanes4(n0), lanes4(n1));
             for half in 0..2 {
                 let c0 = 4 * half;
-                let mut acc = [[_mm256_setzero_pd(); 4]; 2];
+                // Per column j of B: rows r .. r + 4 and r + 4 .. r + 8.
+                let mut acc = [[_mm256_setzero_pd(); 2]; 4];
                 if p0 > 0 {
-                    for j in 0..4 {
+                    for (j, aj) in acc.iter_mut().enumerate() {
                         let o = po.add((c0 + j) * len + (r - r0));
-                        acc[0][j] = _mm256_maskload_pd(o, m0);
+                        aj[0] = _mm256_maskload_pd(o, m0);
                         if n1 > 0 {
-                            acc[1][j] = _mm256_maskload_pd(o.add(4), m1);
+                            aj[1] = _mm256_maskload_pd(o.add(4), m1);
                         }
                     }
                 }
@@ -300,17 +301,17 @@ unsafe fn ab_rows_avx2(a: &[f64], lda: usize, k: usize, bt: &[f64], r0: usize, r
                         (_mm256_maskload_pd(col, m0), if n1 > 0 { _mm256_maskload_pd(col.add(4), m1) } else { _mm256_setzero_pd() })
                     };
                     let b = bt.as_ptr().add(p * W + c0);
-                    for j in 0..4 {
+                    for (j, aj) in acc.iter_mut().enumerate() {
                         let bj = _mm256_broadcast_sd(&*b.add(j));
-                        acc[0][j] = _mm256_fmadd_pd(x0, bj, acc[0][j]);
-                        acc[1][j] = _mm256_fmadd_pd(x1, bj, acc[1][j]);
+                        aj[0] = _mm256_fmadd_pd(x0, bj, aj[0]);
+                        aj[1] = _mm256_fmadd_pd(x1, bj, aj[1]);
                     }
                 }
-                for j in 0..4 {
+                for (j, aj) in acc.iter().enumerate() {
                     let o = po.add((c0 + j) * len + (r - r0));
-                    _mm256_maskstore_pd(o, m0, acc[0][j]);
+                    _mm256_maskstore_pd(o, m0, aj[0]);
                     if n1 > 0 {
-                        _mm256_maskstore_pd(o.add(4), m1, acc[1][j]);
+                        _mm256_maskstore_pd(o.add(4), m1, aj[1]);
                     }
                 }
             }
