@@ -439,13 +439,12 @@ impl<'a, L: BlockLoss + ?Sized> EngineProblem<'a, L> {
         if self.linear.is_some() || self.loss.prox_conjugate_per_coordinate(&DVector::from_element(n * blocks, -1.0), &DVector::from_element(n * blocks, 1.0)).is_none() {
             return Ok(None);
         }
-        // p_i^T G p_i = ||V^T p_i||^2 with G = U diag(s) U^T, V = U diag(sqrt(s_+)).
-        let eig = linalg::symmetric_eigen(ppt)?;
-        let mut v = eig.eigenvectors;
-        for (a, mut col) in v.column_iter_mut().enumerate() {
-            col *= eig.eigenvalues[a].max(0.0).sqrt();
-        }
-        let row_sums = self.features.projected_norms(&v)?;
+        // p_i^T G p_i <= p_i^T (G + delta I) p_i = ||L^T p_i||^2 with the
+        // Cholesky factor L of G + delta I (the smallest ridge delta that
+        // lets a singular G through, at most 1e-4 max G_jj: D only grows, so
+        // it still bounds the Hessian). Without a factor, the scalar step.
+        let Some((l, _)) = linalg::ridged_cholesky_factor(ppt) else { return Ok(None) };
+        let row_sums = self.features.projected_norms(&l)?;
         let mut d = DVector::zeros(n * blocks);
         for c in &self.parts {
             let total: f64 = c.iter().map(|v| v.abs()).sum();
