@@ -147,6 +147,27 @@ fn theorem_2_1_ksvd_gives_the_svd_of_k12() {
     }
 }
 
+/// The CPU's fused inference (random Fourier features and the projection
+/// per block of 128 rows on one thread) gives the two-step product
+/// `phi(X) W` to rounding, for row counts below, at and across the block
+/// size (ragged last blocks).
+#[test]
+fn fused_primal_inference_matches_features_times_weights() {
+    let mut rng = common::rng();
+    let data = three_sources(&mut rng);
+    let device = Device::cpu();
+    let model = rff_params(4, Solver::Covariance(Eigensolver::Dense)).fit(&device, &data).unwrap();
+    for rows in [1, 7, 128, 129, 300, 641] {
+        for q in 0..3 {
+            let fresh = common::random_matrix(&mut rng, rows, data.source(q).ncols());
+            let fused = model.transform_source(&device, q, &fresh).unwrap();
+            let two_step = model.transform_features(&device, q, &model.features_of(&device, q, &fresh).unwrap()).unwrap();
+            assert_eq!(fused.shape(), (rows, 4));
+            assert!(relative_frobenius_error(&fused, &two_step) < 1e-13, "{rows} rows, source {q}: {:e}", relative_frobenius_error(&fused, &two_step));
+        }
+    }
+}
+
 #[test]
 fn dual_and_primal_projections_agree_out_of_sample() {
     let mut rng = common::rng();

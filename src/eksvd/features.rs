@@ -23,6 +23,10 @@ const NYSTROM_RANK_TOLERANCE_F64: f64 = 1e-10;
 /// The same threshold for kernel matrices built on the GPU in `f32`.
 const NYSTROM_RANK_TOLERANCE_F32: f64 = 1e-5;
 
+/// Rows per task of [`FittedFeatureMap::transform_projected_cpu`]: `Phi_b`
+/// of 128 rows x 512 features is 512 KiB, inside a core's L2.
+pub(crate) const PROJECTED_ROW_BLOCK: usize = 128;
+
 /// How to build a source's features (unfitted).
 #[derive(Debug, Clone, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
@@ -264,6 +268,50 @@ impl FittedFeatureMap {
             }
             Fitted::Projection(w) => device.matmul(x, w, MatrixProduct::AB)?,
         })
+    }
+
+    /// `phi(X) W` (`n x k`) for rows `x` (`n x d_q`) and `W` (`d_phi x k`) on
+    /// the CPU. For random Fourier features the rows go in blocks of at most
+    /// [`PROJECTED_ROW_BLOCK`], one block per task: each block's `X_b Omega`,
+    /// cosines and `Phi_b W` run on one thread with `Phi_b` in its cache, so
+    /// the whole call is one fork and join (a few hundred rows spent most of
+    /// their time waking threads for six small parallel products). Other maps
+    /// take [`FittedFeatureMap::transform`] and one product. Shapes are the
+    /// caller's to check.
+    pub(crate) fn transform_projected_cpu(&self, x: &DMatrix<f64>, w: &DMatrix<f64>) -> Result<DMatrix<f64>> {
+        use crate::linalg::{faer_mut, faer_ref, Real};
+        use rayon::prelude::*;
+        let Fitted::RandomFourier { frequencies, phases } = &self.kind else {
+            let phi = self.transform(&Device::Cpu, x)?;
+            return Ok(crate::linalg::matmul(&phi, w));
+        };
+        let (n, d_phi, k) = (x.nrows(), phases.len(), w.ncols());
+        let scale = (2.0 / d_phi as f64).sqrt();
+        let blocks = n.div_ceil(PROJECTED_ROW_BLOCK).max(1);
+        let rows_per_block = n.div_ceil(blocks).max(1);
+        let parts: Vec<DMatrix<f64>> = (0..blocks)
+            .into_par_iter()
+            .map(|b| {
+                let r0 = (b * rows_per_block).min(n);
+                let rows = rows_per_block.min(n - r0);
+                let mut z = DMatrix::<f64>::zeros(rows, d_phi);
+                f64::faer_matmul_seq(faer_mut(&mut z), faer_ref(x).subrows(r0, rows), faer_ref(frequencies));
+                for (j, col) in z.as_mut_slice().chunks_mut(rows.max(1)).enumerate() {
+                    col.iter_mut().for_each(|v| *v += phases[j]);
+                    crate::linalg::cos_in_place(col);
+                    col.iter_mut().for_each(|v| *v *= scale);
+                }
+                let mut out = DMatrix::<f64>::zeros(rows, k);
+                f64::faer_matmul_seq(faer_mut(&mut out), faer_ref(&z), faer_ref(w));
+                out
+            })
+            .collect();
+        crate::linalg::clear_upper_simd_state(true);
+        let mut out = DMatrix::zeros(n, k);
+        for (b, part) in parts.iter().enumerate() {
+            out.rows_mut((b * rows_per_block).min(n), part.nrows()).copy_from(part);
+        }
+        crate::linalg::finite_result("projection scores", out)
     }
 
     /// `Phi = phi(X)` for resident X (`n x d_q`), left on the device in X's

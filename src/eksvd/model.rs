@@ -341,6 +341,15 @@ impl Eksvd {
             let xd = device.upload(x, device.best_precision())?;
             return device.to_host(&self.transform_resident(device, q, &xd)?);
         }
+        if matches!(device, Device::Cpu) {
+            if let Some(maps) = &self.maps {
+                self.check_source(q)?;
+                crate::linalg::check_matrix("x", x)?;
+                check_shape("columns of new data vs the fitted feature map's input dimension", maps[q].input_dim(), x.ncols())?;
+                check_shape(format!("feature dimension of new features of source {q}"), self.weights[q].nrows(), maps[q].output_dim())?;
+                return maps[q].transform_projected_cpu(x, &self.weights[q]);
+            }
+        }
         let phi = self.features_of(device, q, x)?;
         self.transform_features(device, q, &phi)
     }
