@@ -219,14 +219,16 @@ impl CouplingMatrix {
         let mut out: Vec<DMatrix<f64>> = self.sizes.iter().map(|&s| DMatrix::zeros(s, c)).collect();
         match &self.blocks {
             Blocks::Features(f) => {
-                let projected: Vec<DMatrix<f64>> = f.iter().zip(&parts).map(|(phi, vq)| matmul_tn_thin(phi, vq)).collect();
+                use rayon::prelude::*;
+                // The sources' products run side by side (each one also
+                // splits its rows between the threads): fewer waits at the
+                // end of each small product.
+                let projected: Vec<DMatrix<f64>> = f.par_iter().zip(&parts).map(|(phi, vq)| matmul_tn_thin(phi, vq)).collect();
                 let mut total = projected[0].clone();
                 for y in &projected[1..] {
                     total += y;
                 }
-                for q in 0..n {
-                    out[q] = matmul_thin(&f[q], &(&total - &projected[q]));
-                }
+                out = f.par_iter().zip(&projected).map(|(phi, pq)| matmul_thin(phi, &(&total - pq))).collect();
             }
             Blocks::Precomputed(b) => {
                 for p in 0..n {
