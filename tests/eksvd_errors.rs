@@ -143,3 +143,19 @@ fn missing_data_files_are_reported() {
     let missing = gramian::eksvd::evaluation::MultiViewData::load_csv_views("/nonexistent/mfeat", "mfeat-", &["fac"]);
     assert!(matches!(missing, Err(gramian::eksvd::evaluation::EvaluationError::Dataset(gramian::datasets::DatasetError::Missing(_)))));
 }
+
+#[test]
+fn projections_that_overflow_are_errors_for_every_feature_map() {
+    // New rows near f64::MAX: the linear map's features are finite, their
+    // projection is not; Fourier features are NaN already. Both must be
+    // typed errors, never infinities inside Ok.
+    let mut rng = common::rng();
+    let x = common::random_matrix(&mut rng, 12, 2);
+    let z = common::random_matrix(&mut rng, 12, 2);
+    let huge = DMatrix::from_row_slice(3, 2, &[f64::MAX, f64::MAX, f64::MAX, -f64::MAX, 1.0, -1.0]);
+    for map in [FeatureMap::Linear, FeatureMap::random_fourier(0.5, 16).unwrap()] {
+        let model = KsvdParams::new(1).feature_maps(map.clone(), map.clone()).seed(3).fit_pair(&Device::Cpu, &x, &z).unwrap();
+        let w = model.transform_x(&Device::Cpu, &huge);
+        assert!(w.is_err(), "{map:?}: {w:?}");
+    }
+}

@@ -283,7 +283,7 @@ impl FittedFeatureMap {
         use rayon::prelude::*;
         let Fitted::RandomFourier { frequencies, phases } = &self.kind else {
             let phi = self.transform(&Device::Cpu, x)?;
-            return Ok(crate::linalg::matmul(&phi, w));
+            return crate::linalg::finite_result("projection scores", crate::linalg::matmul(&phi, w));
         };
         let (n, d_phi, k) = (x.nrows(), phases.len(), w.ncols());
         let scale = (2.0 / d_phi as f64).sqrt();
