@@ -214,36 +214,44 @@ fn lanczos_matches_dense_without_storing_g() {
     }
 }
 
-/// The Dense Dual solver keeps G as its upper blocks and multiplies them
-/// block by block (order 830 is large enough for the block solver): its
-/// pairs against the full decomposition of the assembled G.
+/// The Dense Dual solver multiplies G through the features when that is
+/// cheaper, otherwise keeps G as its upper blocks and multiplies them block
+/// by block (order 830 is large enough for the block solver): both against
+/// the full decomposition of the assembled G.
 #[test]
-fn dense_dual_on_stored_blocks_matches_the_full_decomposition() {
+fn dense_dual_on_features_or_stored_blocks_matches_the_full_decomposition() {
     let mut rng = common::rng();
     let data = three_larger_sources(&mut rng);
     let device = Device::cpu();
-    let maps: Vec<_> = (0..3).map(|q| FeatureMap::random_fourier(0.5, 64).unwrap().fit(&device, data.source(q), q, 3 + q as u64).unwrap()).collect();
-    let features: Vec<DMatrix<f64>> = (0..3).map(|q| maps[q].transform(&device, data.source(q)).unwrap()).collect();
-    let coupling = CouplingMatrix::from_features(features).unwrap();
-    let g = coupling.assemble(&device).unwrap();
-    let full = gramian::linalg::symmetric_eigen(&g).unwrap();
-    let n = g.nrows();
-    let got = solve_dual(&device, &coupling, 8, &Eigensolver::Dense, 0).unwrap();
-    let scale = full.eigenvalues[n - 1].abs();
-    for k in 0..8 {
-        let want = full.eigenvalues[n - 1 - k];
-        assert!((got.eigenvalues[k] - want).abs() <= 1e-9 * scale, "eigenvalue {k}: {} vs {want}", got.eigenvalues[k]);
+    // 64 features: products through the features are cheaper (64 x 830
+    // against 229,300 multiply-adds per column); 400: the stored blocks.
+    for (d_phi, factored) in [(64, true), (400, false)] {
+        let maps: Vec<_> = (0..3).map(|q| FeatureMap::random_fourier(0.5, d_phi).unwrap().fit(&device, data.source(q), q, 3 + q as u64).unwrap()).collect();
+        let features: Vec<DMatrix<f64>> = (0..3).map(|q| maps[q].transform(&device, data.source(q)).unwrap()).collect();
+        let coupling = CouplingMatrix::from_features(features).unwrap();
+        assert_eq!(coupling.factored_product_is_cheaper(), factored, "d_phi = {d_phi}");
+        let g = coupling.assemble(&device).unwrap();
+        let frobenius = coupling.frobenius_norm_from_features().unwrap();
+        assert!((frobenius - g.norm()).abs() <= 1e-12 * g.norm(), "||G||_F: {frobenius} vs {}", g.norm());
+        let full = gramian::linalg::symmetric_eigen(&g).unwrap();
+        let n = g.nrows();
+        let got = solve_dual(&device, &coupling, 8, &Eigensolver::Dense, 0).unwrap();
+        let scale = full.eigenvalues[n - 1].abs();
+        for k in 0..8 {
+            let want = full.eigenvalues[n - 1 - k];
+            assert!((got.eigenvalues[k] - want).abs() <= 1e-9 * scale, "d_phi = {d_phi}, eigenvalue {k}: {} vs {want}", got.eigenvalues[k]);
+        }
+        let want_vectors = DMatrix::from_fn(n, 8, |i, j| full.eigenvectors[(i, n - 1 - j)]);
+        let mut stacked = DMatrix::<f64>::zeros(n, 8);
+        for q in 0..3 {
+            stacked.rows_mut(coupling.offset(q), coupling.sizes()[q]).copy_from(&got.alphas[q]);
+        }
+        let err = max_error_up_to_sign(&stacked, &want_vectors);
+        assert!(err < 1e-6, "d_phi = {d_phi}, eigenvectors: {err}");
+        // G V from the features, as the solver applies it, against the dense G.
+        let v = common::random_matrix(&mut rng, n, 3);
+        assert!(relative_frobenius_error(&coupling.apply(&device, &v).unwrap(), &(&g * &v)) < 1e-12);
     }
-    let want_vectors = DMatrix::from_fn(n, 8, |i, j| full.eigenvectors[(i, n - 1 - j)]);
-    let mut stacked = DMatrix::<f64>::zeros(n, 8);
-    for q in 0..3 {
-        stacked.rows_mut(coupling.offset(q), coupling.sizes()[q]).copy_from(&got.alphas[q]);
-    }
-    let err = max_error_up_to_sign(&stacked, &want_vectors);
-    assert!(err < 1e-6, "eigenvectors: {err}");
-    // G V from the blocks, as the solver applies it, against the dense G.
-    let v = common::random_matrix(&mut rng, n, 3);
-    assert!(relative_frobenius_error(&coupling.apply(&device, &v).unwrap(), &(&g * &v)) < 1e-12);
 }
 
 #[test]

@@ -30,6 +30,24 @@ pub struct DualSolution {
 pub fn solve_dual(device: &Device, coupling: &CouplingMatrix, n_components: usize, solver: &Eigensolver, seed: u64) -> Result<DualSolution> {
     solver.validate()?;
     let pairs = match *solver {
+        Eigensolver::Dense if coupling.factored_product_is_cheaper() => {
+            // Features of rank d_phi below the cross-source sizes: the same
+            // block solver at the same tolerance, but each product through
+            // the features ((G V)_q = Phi_q (s - Phi_q^T V_q)), fewer
+            // operations than the stored blocks and nothing of order N^2
+            // in memory; the dense matrix only if the block solver gives up.
+            let frobenius = coupling.frobenius_norm_from_features().ok_or(EksvdError::NotAvailable("features of the coupling matrix"))?;
+            if !frobenius.is_finite() {
+                return Err(EksvdError::Overflow { what: "Frobenius norm of the coupling matrix", row: 0, col: 0 });
+            }
+            let apply = |v: MatRef<'_, f64>, mut out: MatMut<'_, f64>| -> Result<()> {
+                let mut v_owned = DMatrix::<f64>::zeros(v.nrows(), v.ncols());
+                crate::linalg::faer_mut(&mut v_owned).copy_from(v);
+                out.copy_from(crate::linalg::faer_ref(&coupling.apply(&Device::Cpu, &v_owned)?));
+                Ok(())
+            };
+            largest_stored(coupling.order(), n_components, apply, frobenius, || coupling.assemble(device))?
+        }
         Eigensolver::Dense => {
             // G_Q stored as its upper blocks (a third of the dense matrix for
             // three sources: the diagonal blocks are zero, the lower ones
