@@ -28,7 +28,10 @@
 #      (feature `neural`, built by scripts/gpu-prepare.sh), bounded by
 #      GPU_NEURAL_TIMEOUT (default 300 s; about 3 min expected: GPU 5 epochs,
 #      CPU 2 epochs of 30,000, two UCI fits of at most 100 short epochs).
-# GPU_CHECK_BIN=none skips steps 3-4 (tests and Neural eKSVD only).
+# They run in the order 1, 2, 7, 6, 5, 3, 4, so that a call cut short has done
+# the Neural eKSVD step first; step 7 ends with a PyTorch reference (the
+# same network, loss and batches, eager) when PyTorch is present.
+# GPU_CHECK_BIN=none skips steps 3-4.
 # Budget on an H200: tests 2-3 min, variants up to 4 min plus PyTorch up to
 # 4 min, methods up to 8 min (GPU_METHOD_TIMEOUT), Neural eKSVD up to 5 min
 # (GPU_NEURAL_TIMEOUT): more than one 10-minute
@@ -88,6 +91,63 @@ for t in $TEST_BINS; do
   [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 done
 
+if [ -n "${GPU_NEURAL_BIN:-}" ]; then
+  echo "== Neural eKSVD seconds per epoch, N = 30,000, 5 sources: GPU (burn Wgpu on gramian's device) and host CPU (burn NdArray)"
+  mfeat_args=()
+  [ -n "${GPU_NEURAL_MFEAT:-}" ] && mfeat_args=(--mfeat "$GPU_NEURAL_MFEAT")
+  timeout "${GPU_NEURAL_TIMEOUT:-300}" "$GPU_NEURAL_BIN" --backend both --samples 30000 --epochs 5 --cpu-epochs 2 ${mfeat_args[@]+"${mfeat_args[@]}"} ${GPU_NEURAL_ARGS:-} 2>&1 | tee "$OUT/neural.txt"
+  [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+  mkdir -p benches/results && cp "$OUT/neural.txt" "benches/results/neural-$(date +%Y-%m-%d-%H%M).txt" 2>/dev/null || true
+  if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
+    echo "== PyTorch reference: the same network, loss and batches (eager, f32, TF32 off), seconds per epoch"
+    timeout "${GPU_TORCH_NEURAL_TIMEOUT:-120}" python3 - <<'PY' 2>&1 | tee "$OUT/torch-neural.txt"
+# Same shapes as examples/eksvd_neural_bench.rs: N = 30,000 synthetic rows of
+# 5 sources (64, 144, 73, 128, 225), 31 classes, MLP d_q-512-256 (ReLU after
+# every layer), W_q 256 x 64, classifier on [E_1..E_5], loss
+# sum_k (J_k/N)^2 + CE (Eq. 3 per component, as src/eksvd/neural/loss.rs),
+# AdamW, batches of 1024 gathered from resident data, the full-data loss
+# after each epoch (untimed there too).
+import time, torch
+torch.backends.cuda.matmul.allow_tf32 = False
+dev, N, dims, C, k, hid, dphi, B = "cuda", 30000, [64, 144, 73, 128, 225], 31, 64, 512, 256, 1024
+g = torch.Generator().manual_seed(7)
+labels = torch.arange(N) % C
+xs = [(0.5 * torch.randn(C, d, generator=g))[labels] + torch.randn(N, d, generator=g) for d in dims]
+xs, y = [x.to(dev) for x in xs], labels.to(dev)
+Q = len(dims)
+class Net(torch.nn.Module):
+    def __init__(s):
+        super().__init__()
+        s.maps = torch.nn.ModuleList([torch.nn.Sequential(torch.nn.Linear(d, hid), torch.nn.ReLU(), torch.nn.Linear(hid, dphi), torch.nn.ReLU()) for d in dims])
+        s.w = torch.nn.ParameterList([torch.nn.Parameter((torch.rand(dphi, k) * 2 - 1) * (3 / dphi) ** 0.5) for _ in dims])
+        s.log_gamma = torch.nn.Parameter(torch.zeros(1))
+        s.cls = torch.nn.Linear(Q * k, C)
+    def forward(s, batch, yb):
+        e = [m(x) @ w for m, x, w in zip(s.maps, batch, s.w)]
+        norms = sum((w * w).sum(0) for w in s.w)
+        tot = sum(s.w)
+        var = sum((t * t).sum(0) for t in e)
+        j = norms * (Q - 1) / (2 * N) - (tot * tot).sum(0) * 0.5 / N + var * s.log_gamma.exp() * (Q - 1) / (2 * batch[0].shape[0])
+        return (j * j).sum() + torch.nn.functional.cross_entropy(s.cls(torch.cat(e, 1)), yb)
+net = Net().to(dev)
+opt = torch.optim.AdamW(net.parameters(), lr=1e-3)
+times = []
+for epoch in range(6):
+    torch.cuda.synchronize(); t = time.perf_counter()
+    perm = torch.randperm(N, device=dev)
+    for s in range(0, N, B):
+        idx = perm[s:s + B]
+        loss = net([x[idx] for x in xs], y[idx])
+        opt.zero_grad(set_to_none=True); loss.backward(); opt.step()
+    torch.cuda.synchronize(); times.append(time.perf_counter() - t)
+    with torch.no_grad():
+        full = net(xs, y).item()
+print(f"torch {torch.__version__} on {torch.cuda.get_device_name()}: eager, {len(range(0, N, B))} steps per epoch")
+print(f"torch seconds per epoch (2..6): {sum(times[1:]) / len(times[1:]):.4f}   epoch 1: {times[0]:.3f}   final full-data loss {full:.4f}")
+PY
+  fi
+fi
+
 if [ -n "${GPU_VARIANTS_BIN:-}" ]; then
   echo "== product-shader variants and the tuner (preset ${GPU_VARIANTS_PRESET:-h200})"
   # A fresh tuning cache in $OUT: the tuner's choices are made on this card.
@@ -142,15 +202,6 @@ torch.backends.cuda.matmul.allow_tf32 = True
 report("product-f32-8192x8192x8192", "a @ b.T tf32=on", timed(lambda: a @ b.T))
 PY
   fi
-fi
-
-if [ -n "${GPU_NEURAL_BIN:-}" ]; then
-  echo "== Neural eKSVD seconds per epoch, N = 30,000, 5 sources: GPU (burn Wgpu on gramian's device) and host CPU (burn NdArray)"
-  mfeat_args=()
-  [ -n "${GPU_NEURAL_MFEAT:-}" ] && mfeat_args=(--mfeat "$GPU_NEURAL_MFEAT")
-  timeout "${GPU_NEURAL_TIMEOUT:-300}" "$GPU_NEURAL_BIN" --backend both --samples 30000 --epochs 5 --cpu-epochs 2 ${mfeat_args[@]+"${mfeat_args[@]}"} ${GPU_NEURAL_ARGS:-} 2>&1 | tee "$OUT/neural.txt"
-  [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
-  mkdir -p benches/results && cp "$OUT/neural.txt" "benches/results/neural-$(date +%Y-%m-%d-%H%M).txt" 2>/dev/null || true
 fi
 
 if [ -n "${GPU_METHOD_BIN:-}" ]; then
