@@ -86,8 +86,11 @@ echo "== GPU vs CPU tests (GRAMIAN_REQUIRE_GPU=1)"
 for t in $TEST_BINS; do
   echo "-- $(basename "$t")"
   # One integration binary holds every test file as a module: run the GPU ones.
+  # --nocapture: a failure's message is printed when it happens, not in the
+  # summary at the end, which a run cut by a time limit never reaches (on
+  # 2026-12-04 two H200 failures came back without their messages).
   # shellcheck disable=SC2086
-  if ! "$t" --test-threads=1 ${GPU_TEST_FILTER:-gpu_vs_cpu:: resident:: gpu_methods:: gpu_variants:: eksvd_gpu::} 2>&1 | tee -a "$OUT/tests.txt" | grep -E '^test |test result|panicked|SKIPPED'; then status=1; fi
+  if ! timeout "${GPU_TEST_TIMEOUT:-300}" "$t" --test-threads=1 --nocapture ${GPU_TEST_FILTER:-gpu_vs_cpu:: resident:: gpu_methods:: gpu_variants:: eksvd_gpu::} 2>&1 | tee -a "$OUT/tests.txt" | grep -E '^test |test result|panicked|SKIPPED'; then status=1; fi
   [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 done
 
