@@ -192,7 +192,7 @@ impl CouplingMatrix {
     /// `None` without features.
     pub fn frobenius_norm_from_features(&self) -> Option<f64> {
         let Blocks::Features(f) = &self.blocks else { return None };
-        let grams: Vec<DMatrix<f64>> = f.iter().map(|phi| matmul_tn(phi, phi)).collect();
+        let grams: Vec<DMatrix<f64>> = f.iter().map(crate::linalg::gram_tall).collect();
         let mut squared = 0.0;
         for p in 0..grams.len() {
             for q in (p + 1)..grams.len() {
