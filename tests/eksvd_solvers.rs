@@ -221,15 +221,21 @@ fn lanczos_matches_dense_without_storing_g() {
 #[test]
 fn dense_dual_on_features_or_stored_blocks_matches_the_full_decomposition() {
     let mut rng = common::rng();
-    let data = three_larger_sources(&mut rng);
+    let three = three_larger_sources(&mut rng);
+    let four = MultiSource::new(vec![common::random_matrix(&mut rng, 300, 5), common::random_matrix(&mut rng, 250, 5), common::random_matrix(&mut rng, 280, 4), common::random_matrix(&mut rng, 260, 3)]).unwrap();
     let device = Device::cpu();
-    // 64 features: products through the features are cheaper (64 x 830
-    // against 229,300 multiply-adds per column); 400: the stored blocks.
-    for (d_phi, factored) in [(64, true), (400, false)] {
-        let maps: Vec<_> = (0..3).map(|q| FeatureMap::random_fourier(0.5, d_phi).unwrap().fit(&device, data.source(q), q, 3 + q as u64).unwrap()).collect();
-        let features: Vec<DMatrix<f64>> = (0..3).map(|q| maps[q].transform(&device, data.source(q)).unwrap()).collect();
+    // Three sources of 830 rows: 64 features take the covariance form (Q d_phi
+    // = 192 < 830); 400 the stored blocks (400 x 830 multiply-adds per column
+    // against 229,000). Four sources of 1090 rows and 300 features: the
+    // products through the features (327,000 against 444,800), as Q d_phi =
+    // 1200 is not below 1090.
+    for (data, d_phi, covariance_form, factored) in [(&three, 64, true, true), (&three, 400, false, false), (&four, 300, false, true)] {
+        let n_sources = data.n_sources();
+        let maps: Vec<_> = (0..n_sources).map(|q| FeatureMap::random_fourier(0.5, d_phi).unwrap().fit(&device, data.source(q), q, 3 + q as u64).unwrap()).collect();
+        let features: Vec<DMatrix<f64>> = (0..n_sources).map(|q| maps[q].transform(&device, data.source(q)).unwrap()).collect();
         let coupling = CouplingMatrix::from_features(features).unwrap();
-        assert_eq!(coupling.factored_product_is_cheaper(), factored, "d_phi = {d_phi}");
+        assert_eq!(coupling.covariance_form_is_smaller(), covariance_form, "Q = {n_sources}, d_phi = {d_phi}");
+        assert_eq!(coupling.factored_product_is_cheaper(), factored, "Q = {n_sources}, d_phi = {d_phi}");
         let g = coupling.assemble(&device).unwrap();
         let frobenius = coupling.frobenius_norm_from_features().unwrap();
         assert!((frobenius - g.norm()).abs() <= 1e-12 * g.norm(), "||G||_F: {frobenius} vs {}", g.norm());
@@ -239,18 +245,55 @@ fn dense_dual_on_features_or_stored_blocks_matches_the_full_decomposition() {
         let scale = full.eigenvalues[n - 1].abs();
         for k in 0..8 {
             let want = full.eigenvalues[n - 1 - k];
-            assert!((got.eigenvalues[k] - want).abs() <= 1e-9 * scale, "d_phi = {d_phi}, eigenvalue {k}: {} vs {want}", got.eigenvalues[k]);
+            assert!((got.eigenvalues[k] - want).abs() <= 1e-9 * scale, "Q = {n_sources}, d_phi = {d_phi}, eigenvalue {k}: {} vs {want}", got.eigenvalues[k]);
         }
         let want_vectors = DMatrix::from_fn(n, 8, |i, j| full.eigenvectors[(i, n - 1 - j)]);
         let mut stacked = DMatrix::<f64>::zeros(n, 8);
-        for q in 0..3 {
+        for q in 0..n_sources {
             stacked.rows_mut(coupling.offset(q), coupling.sizes()[q]).copy_from(&got.alphas[q]);
         }
         let err = max_error_up_to_sign(&stacked, &want_vectors);
-        assert!(err < 1e-6, "d_phi = {d_phi}, eigenvectors: {err}");
+        assert!(err < 1e-6, "Q = {n_sources}, d_phi = {d_phi}, eigenvectors: {err}");
+        // Unit vectors and the residual of Eq. 4, G alpha = lambda alpha.
+        let residual = &g * &stacked - &stacked * DMatrix::from_diagonal(&got.eigenvalues);
+        assert!(residual.norm() <= 1e-9 * scale, "Q = {n_sources}, d_phi = {d_phi}, ||G A - A Lambda||: {}", residual.norm());
+        for j in 0..8 {
+            assert!((stacked.column(j).norm() - 1.0).abs() < 1e-10, "Q = {n_sources}, d_phi = {d_phi}, ||alpha_{j}|| = {}", stacked.column(j).norm());
+        }
         // G V from the features, as the solver applies it, against the dense G.
         let v = common::random_matrix(&mut rng, n, 3);
         assert!(relative_frobenius_error(&coupling.apply(&device, &v).unwrap(), &(&g * &v)) < 1e-12);
+    }
+}
+
+#[test]
+fn dense_dual_asked_for_more_components_than_are_positive_says_so_on_either_path() {
+    // Four features per source: G_Q = B ((1 1^T - I) (x) I) B^T has at most
+    // d_phi = 4 positive eigenvalues (the middle factor has eigenvalue Q - 1
+    // d_phi times, -1 otherwise) and rank at most Q d_phi = 12. Asked for 5
+    // (the covariance form, order 12) or 14 (more than that order: the
+    // stored path), the Dense Dual solver reports the same typed error; asked
+    // for 4 it returns the positive eigenvalues of G_Q.
+    let mut rng = common::rng();
+    let data = three_larger_sources(&mut rng);
+    let device = Device::cpu();
+    let features: Vec<DMatrix<f64>> = (0..3).map(|q| FeatureMap::random_fourier(0.5, 4).unwrap().fit(&device, data.source(q), q, 7 + q as u64).unwrap().transform(&device, data.source(q)).unwrap()).collect();
+    let coupling = CouplingMatrix::from_features(features).unwrap();
+    assert!(coupling.covariance_form_is_smaller());
+    let g = coupling.assemble(&device).unwrap();
+    let full = gramian::linalg::symmetric_eigen(&g).unwrap();
+    let top = full.eigenvalues[g.nrows() - 1];
+    let positive: Vec<f64> = full.eigenvalues.iter().rev().copied().filter(|&l| l > 1e-9 * top).collect();
+    assert_eq!(positive.len(), 4, "positive eigenvalues of G_Q");
+    for requested in [5, 14] {
+        match solve_dual(&device, &coupling, requested, &Eigensolver::Dense, 0) {
+            Err(gramian::eksvd::EksvdError::TooFewPositiveEigenvalues { requested: r, available }) => assert_eq!((r, available), (requested, 4)),
+            other => panic!("{requested} components: expected TooFewPositiveEigenvalues, got {other:?}"),
+        }
+    }
+    let got = solve_dual(&device, &coupling, 4, &Eigensolver::Dense, 0).unwrap();
+    for (k, want) in positive.iter().enumerate() {
+        assert!((got.eigenvalues[k] - want).abs() <= 1e-9 * top, "eigenvalue {k}: {} vs {want}", got.eigenvalues[k]);
     }
 }
 

@@ -23,13 +23,28 @@ pub struct DualSolution {
 }
 
 /// Solves Eq. 4 for the `n_components` largest positive eigenvalues of
-/// `G_Q`. [`Eigensolver::Dense`] stores `G_Q` as its upper blocks, built on
-/// `device` (the dense matrix only if the block solver gives up);
+/// `G_Q`. [`Eigensolver::Dense`] on features with `Q d_phi < N` solves the
+/// symmetric problem of order `Q d_phi` that has the nonzero spectrum of
+/// `G_Q` (Theorem 3.2, [`super::covariance::solve_covariance`]) and maps its
+/// solutions back through Eq. 5 ([`dual_from_covariance`]); otherwise it
+/// multiplies `G_Q` through the features when that is cheaper, or stores
+/// `G_Q` as its upper blocks, built on `device` (the dense matrix only if
+/// the block solver gives up);
 /// [`Eigensolver::Lanczos`] only applies it (`G_Q` is never stored when it
 /// comes from features or a kernel function). `seed` fixes the Lanczos start.
 pub fn solve_dual(device: &Device, coupling: &CouplingMatrix, n_components: usize, solver: &Eigensolver, seed: u64) -> Result<DualSolution> {
     solver.validate()?;
     let pairs = match *solver {
+        Eigensolver::Dense if coupling.covariance_form_is_smaller() && coupling.features().is_some_and(|f| n_components <= f.len() * f.first().map_or(0, |phi| phi.ncols())) => {
+            // Q d_phi < N: G_Q = B M B^T with B = blockdiag(Phi_q) has rank at
+            // most Q d_phi, and its nonzero eigenpairs are exactly those of
+            // the covariance form, a dense problem of order Q d_phi. (More
+            // components than Q d_phi: the paths below, which return the
+            // positive ones.)
+            let features = coupling.features().ok_or(EksvdError::NotAvailable("features of the coupling matrix"))?;
+            let covariance = super::covariance::solve_covariance(device, features, n_components, &Eigensolver::Dense, seed)?;
+            return dual_from_covariance(features, &covariance);
+        }
         Eigensolver::Dense if coupling.factored_product_is_cheaper() => {
             // Features of rank d_phi below the cross-source sizes: the same
             // block solver at the same tolerance, but each product through
@@ -74,6 +89,32 @@ pub fn solve_dual(device: &Device, coupling: &CouplingMatrix, n_components: usiz
         .map(|q| pairs.vectors.rows(coupling.offset(q), coupling.sizes()[q]).into_owned())
         .collect();
     Ok(DualSolution { eigenvalues: pairs.values, alphas })
+}
+
+/// The dual variables of Eq. 5 from a covariance solution on the same
+/// features: `alpha^(q) = (Q-1) gamma_k Phi_q w_q` with `gamma_k = 1 /
+/// lambda_k`. [`super::covariance::CovarianceSolution`] scales `w` so that
+/// the stacked `alpha` of each component has unit norm, and
+/// `G_Q alpha = lambda alpha` holds for each pair (Theorem 3.2: the two
+/// problems share their nonzero spectrum).
+pub fn dual_from_covariance(features: &[DMatrix<f64>], covariance: &super::covariance::CovarianceSolution) -> Result<DualSolution> {
+    check_shape("sources of the covariance solution vs the features", features.len(), covariance.weights.len())?;
+    let scale = features.len() as f64 - 1.0;
+    let alphas = features
+        .iter()
+        .zip(&covariance.weights)
+        .enumerate()
+        .map(|(q, (phi, w))| {
+            check_shape(format!("rows of w_{q} vs the feature dimension"), phi.ncols(), w.nrows())?;
+            check_shape(format!("components of w_{q}"), covariance.eigenvalues.len(), w.ncols())?;
+            let mut alpha = matmul(phi, w);
+            for (j, mut col) in alpha.column_iter_mut().enumerate() {
+                col *= scale / covariance.eigenvalues[j];
+            }
+            crate::linalg::finite_result("dual variables from the covariance solution", alpha)
+        })
+        .collect::<Result<_>>()?;
+    Ok(DualSolution { eigenvalues: covariance.eigenvalues.clone(), alphas })
 }
 
 impl DualSolution {

@@ -116,7 +116,6 @@ impl EksvdParams {
     /// [`Eksvd::transform_features`].
     pub fn fit_features(&self, device: &Device, features: Vec<DMatrix<f64>>) -> Result<Eksvd> {
         self.validate(features.len())?;
-        let n = features.len();
         let (features, eigenvalues, weights, alphas) = match &self.solver {
             Solver::Dual(eig) => {
                 let coupling = CouplingMatrix::from_features(features)?;
@@ -130,15 +129,7 @@ impl EksvdParams {
                 // matrix would (count, finiteness, equal widths), without a copy.
                 let solution = solve_covariance(device, &features, self.n_components, eig, self.seed)?;
                 // alpha^(q) = (Q-1) gamma Phi_q w_q (Eq. 5).
-                let alphas = (0..n)
-                    .map(|q| {
-                        let mut a = matmul(&features[q], &solution.weights[q]);
-                        for (k, mut col) in a.column_iter_mut().enumerate() {
-                            col *= (n as f64 - 1.0) / solution.eigenvalues[k];
-                        }
-                        a
-                    })
-                    .collect();
+                let alphas = super::dual::dual_from_covariance(&features, &solution)?.alphas;
                 (features, solution.eigenvalues, solution.weights, alphas)
             }
         };
