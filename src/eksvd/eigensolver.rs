@@ -110,7 +110,7 @@ fn check_k(k: usize, n: usize) -> Result<()> {
 /// the covariance form of eKSVD's Table 2 0.16-0.17 s against 0.25-0.27 s
 /// for the tridiagonal path, a rank-200 matrix plus noise 0.10 against
 /// 0.25; a Wigner matrix (flat spectrum: the work budget stops the block
-/// solver and the full path answers) 0.37 against 0.25-0.27.
+/// solver and the full path answers) 0.37-0.47 against 0.25-0.32.
 const DENSE_MIN_RATIO: usize = 6;
 
 /// The `k` largest positive eigenpairs of the symmetric matrix `a` (only the
