@@ -39,11 +39,22 @@ pub fn solve_dual(device: &Device, coupling: &CouplingMatrix, n_components: usiz
             // Q d_phi < N: G_Q = B M B^T with B = blockdiag(Phi_q) has rank at
             // most Q d_phi, and its nonzero eigenpairs are exactly those of
             // the covariance form, a dense problem of order Q d_phi. (More
-            // components than Q d_phi: the paths below, which return the
-            // positive ones.)
+            // components than Q d_phi: the paths below, which say how many
+            // are positive.)
             let features = coupling.features().ok_or(EksvdError::NotAvailable("features of the coupling matrix"))?;
             let covariance = super::covariance::solve_covariance(device, features, n_components, &Eigensolver::Dense, seed)?;
-            return dual_from_covariance(features, &covariance);
+            let mut solution = dual_from_covariance(features, &covariance)?;
+            // The sign convention of the other paths: in each stacked
+            // alpha the entry of largest magnitude is positive.
+            for j in 0..solution.n_components() {
+                let stacked: Vec<f64> = solution.alphas.iter().flat_map(|a| a.column(j).iter().copied().collect::<Vec<_>>()).collect();
+                if super::features::sign_of_largest(&stacked) < 0.0 {
+                    for a in &mut solution.alphas {
+                        a.column_mut(j).neg_mut();
+                    }
+                }
+            }
+            return Ok(solution);
         }
         Eigensolver::Dense if coupling.factored_product_is_cheaper() => {
             // Features of rank d_phi below the cross-source sizes: the same
