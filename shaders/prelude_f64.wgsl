@@ -1,10 +1,12 @@
 // Precision prelude for the generic shaders: T = f64 (adapter feature
 // SHADER_F64). Vulkan's GLSL.std.450 has no 64-bit exp, so `texp` is ours:
-// x = k ln 2 + r with |r| <= ln 2 / 2 (ln 2 split in a high and a low part,
-// Cody-Waite), exp(r) by its Taylor series to r^13 (truncation below 4e-18
-// relative), scaled by 2^k with ldexp. Arguments below -745 give 0, the f64
-// underflow; arguments are clamped at 709 (kernels only take exp of <= 0
-// values, tanh of |y| < 354).
+// x = k ln 2 + r_hi - t with ln 2 split in a high part (k LN2_HI and
+// x - k LN2_HI exact, Cody-Waite) and a low part t = k LN2_LO; exp(r_hi)
+// by its Taylor series to r^13 (|r_hi| <= ln 2 / 2 + 3e-7, truncation below
+// 4e-18 relative), times exp(-t) = 1 - t + t^2 / 2 (|t| < 2.1e-7), scaled
+// by 2^k with ldexp. Arguments below -745 give 0, the f64 underflow;
+// arguments are clamped at 709 (kernels only take exp of <= 0 values,
+// tanh of |y| < 354).
 
 alias T = f64;
 
@@ -14,7 +16,15 @@ fn texp(x: f64) -> f64 {
     }
     let xc = min(x, 709.0lf);
     let k = floor(xc * 1.4426950408889634lf + 0.5lf);
-    let r = (xc - k * 0.6931471803691238lf) - k * 1.9082149292705877e-10lf;
+    // The low part of ln 2 enters as the factor exp(-t), not as a second
+    // subtraction (x - k LN2_HI) - k LN2_LO: a shader compiler that
+    // reassociates that into x - k (LN2_HI + LN2_LO) would fold ln 2 back
+    // into one rounded constant, an error of up to 6e-14 relative near
+    // |x| = 745. Some Vulkan drivers are known to simplify compensated sums
+    // away; an H200 failed the whole-range test (1e-14) for a cause not yet
+    // seen, and this is the first suspect.
+    let r = xc - k * 0.6931471803691238lf;
+    let t = k * 1.9082149292705877e-10lf;
     var p = 1.0lf / 6227020800.0lf;
     p = p * r + 1.0lf / 479001600.0lf;
     p = p * r + 1.0lf / 39916800.0lf;
@@ -29,6 +39,7 @@ fn texp(x: f64) -> f64 {
     p = p * r + 0.5lf;
     p = p * r + 1.0lf;
     p = p * r + 1.0lf;
+    p = p * (1.0lf - t * (1.0lf - 0.5lf * t));
     // Two steps keep 2^k representable when k is below the normal range.
     let k1 = i32(k) / 2;
     return ldexp(ldexp(p, k1), i32(k) - k1);
@@ -53,12 +64,18 @@ fn tsqrt(x: f64) -> f64 {
     return sqrt(x);
 }
 
-// cos(x) in f64: x = k pi/2 + r, |r| <= pi/4 (pi/2 in three parts, exact
-// for |k| < 2^20, i.e. |x| < 1.6e6; larger arguments lose digits), then the
-// Taylor series of sin or cos on r to r^17 / r^18 (truncation below 1e-17).
+// cos(x) in f64: x = k pi/2 + r_hi - d with pi/2 in three parts (k PIO2_HI
+// and x - k PIO2_HI exact for |k| < 2^20, i.e. |x| < 1.6e6; larger
+// arguments lose digits) and d = k (PIO2_MID + PIO2_LO), |d| < 1e-4; the
+// Taylor series of sin and cos on r_hi to r^17 / r^18 (|r_hi| <= pi/4 +
+// 1e-4, truncation below 1e-17), then cos(r_hi - d) and sin(r_hi - d) by
+// the angle difference with cos d = 1 - d^2/2, sin d = d - d^3/6 (the next
+// terms below 5e-18). As in `texp`, the low parts never meet the high part
+// in a chain of subtractions that a reassociating compiler could fold.
 fn tcos(x: f64) -> f64 {
     let k = floor(x * 0.6366197723675814lf + 0.5lf);
-    let r = ((x - k * 1.5707963267341256lf) - k * 6.077100506303966e-11lf) - k * 2.0222662487111665e-21lf;
+    let r = x - k * 1.5707963267341256lf;
+    let d = k * 6.077100506303966e-11lf + k * 2.0222662487111665e-21lf;
     let r2 = r * r;
     var c = -1.0lf / 6402373705728000.0lf;
     c = 1.0lf / 20922789888000.0lf + r2 * c;
@@ -79,12 +96,18 @@ fn tcos(x: f64) -> f64 {
     s = 1.0lf / 120.0lf + r2 * s;
     s = -1.0lf / 6.0lf + r2 * s;
     s = r + r * r2 * s;
-    // cos(k pi/2 + r) by the quadrant k mod 4.
+    // cos and sin of r - d.
+    let d2 = d * d;
+    let cos_d = 1.0lf - 0.5lf * d2;
+    let sin_d = d - d * d2 * (1.0lf / 6.0lf);
+    let cr = c * cos_d + s * sin_d;
+    let sr = s * cos_d - c * sin_d;
+    // cos(k pi/2 + r - d) by the quadrant k mod 4.
     let q = i32(k - 4.0lf * floor(k * 0.25lf));
     switch q {
-        case 0: { return c; }
-        case 1: { return -s; }
-        case 2: { return -c; }
-        default: { return s; }
+        case 0: { return cr; }
+        case 1: { return -sr; }
+        case 2: { return -cr; }
+        default: { return sr; }
     }
 }
