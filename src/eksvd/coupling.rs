@@ -185,15 +185,15 @@ impl CouplingMatrix {
         d_phi * total < (total * total - squares) / 2.0
     }
 
-    /// Whether `G_Q` comes from features with `Q d_phi < N = sum_q N_q`: then
-    /// its rank is at most `Q d_phi` and the covariance form of order
-    /// `Q d_phi` (Theorem 3.2) holds all of its nonzero eigenpairs in a
-    /// smaller dense problem (eKSVD's Table 2: 1536 against 3600). `false`
-    /// without features.
-    pub fn covariance_form_is_smaller(&self) -> bool {
-        let Blocks::Features(f) = &self.blocks else { return false };
+    /// The order `Q d_phi` of the covariance form (Theorem 3.2) when `G_Q`
+    /// comes from features with `Q d_phi < N = sum_q N_q`: then the rank of
+    /// `G_Q` is at most `Q d_phi` and that smaller dense problem holds all
+    /// of its nonzero eigenpairs (eKSVD's Table 2: 1536 against 3600).
+    /// `None` otherwise, and without features.
+    pub fn covariance_form_order(&self) -> Option<usize> {
+        let Blocks::Features(f) = &self.blocks else { return None };
         let d_phi = f.first().map_or(0, |phi| phi.ncols());
-        f.len().checked_mul(d_phi).is_some_and(|reduced| reduced < self.order())
+        f.len().checked_mul(d_phi).filter(|&reduced| reduced < self.order())
     }
 
     /// `||G_Q||_F` from the features alone:

@@ -35,7 +35,7 @@ pub struct DualSolution {
 pub fn solve_dual(device: &Device, coupling: &CouplingMatrix, n_components: usize, solver: &Eigensolver, seed: u64) -> Result<DualSolution> {
     solver.validate()?;
     let pairs = match *solver {
-        Eigensolver::Dense if coupling.covariance_form_is_smaller() && coupling.features().is_some_and(|f| n_components <= f.len() * f.first().map_or(0, |phi| phi.ncols())) => {
+        Eigensolver::Dense if coupling.covariance_form_order().is_some_and(|order| n_components <= order) => {
             // Q d_phi < N: G_Q = B M B^T with B = blockdiag(Phi_q) has rank at
             // most Q d_phi, and its nonzero eigenpairs are exactly those of
             // the covariance form, a dense problem of order Q d_phi. (More
@@ -47,7 +47,7 @@ pub fn solve_dual(device: &Device, coupling: &CouplingMatrix, n_components: usiz
             // The sign convention of the other paths: in each stacked
             // alpha the entry of largest magnitude is positive.
             for j in 0..solution.n_components() {
-                let stacked: Vec<f64> = solution.alphas.iter().flat_map(|a| a.column(j).iter().copied().collect::<Vec<_>>()).collect();
+                let stacked: Vec<f64> = solution.alphas.iter().flat_map(|a| &a.as_slice()[j * a.nrows()..(j + 1) * a.nrows()]).copied().collect();
                 if super::features::sign_of_largest(&stacked) < 0.0 {
                     for a in &mut solution.alphas {
                         a.column_mut(j).neg_mut();
