@@ -138,6 +138,9 @@ impl DensityParams {
         let (p, phi) = if resident {
             let xd = device.upload(x, Precision::F64)?;
             (DMatrix::zeros(0, 0), Some(features.resident_features(device, &xd)?))
+        } else if self.nystrom.is_none() {
+            // Every sample a centre: P = L^T, triangular (a third of the flops per iteration).
+            (features.centre_features(device)?, None)
         } else {
             (features.features(device, x)?, None)
         };

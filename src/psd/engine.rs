@@ -157,14 +157,29 @@ pub struct EngineSolution {
 struct PartState {
     eigen_solver: PositivePartSolver,
     m_cache: MatrixCache,
-    /// `[M(d, mu)]_+` of the last evaluation (FISTA's accepted iterate is its
-    /// last backtracking candidate, so the gap check reuses it).
-    last: Option<(DVector<f64>, f64, PositivePart)>,
-    /// `(f_q(x_i))_i` and `tr(A_q W)` of `last` once computed: FISTA's
-    /// extrapolated point after a restart is the iterate of the last gap
-    /// check, and the outer loop and the final evaluation revisit it, so the
-    /// `O(n r k)` model values are not recomputed there.
-    last_values: Option<(DVector<f64>, f64)>,
+    /// The last [`RECENT_PARTS`] positive parts, most recent last.
+    recent: Vec<RecentPart>,
+}
+
+/// Positive parts kept per part: FISTA's accepted iterate is its last
+/// backtracking candidate (so the gap check reuses it), and while the step
+/// is shortened at an unchanged extrapolated point (the first iteration and
+/// after a restart, where `x_k = x_{k-1}`) the evaluations alternate between
+/// that point and the candidates, so two entries spare the point's
+/// recomputation (four of 28 eigendecompositions of the 10-D density at
+/// n = 1000, issue 17).
+const RECENT_PARTS: usize = 2;
+
+/// `[M(d, mu)]_+` of a recent evaluation.
+struct RecentPart {
+    d: DVector<f64>,
+    mu: f64,
+    pp: PositivePart,
+    /// `(f_q(x_i))_i` and `tr(A_q W)` once computed: FISTA's extrapolated
+    /// point after a restart is the iterate of the last gap check, and the
+    /// outer loop and the final evaluation revisit it, so the `O(n r k)`
+    /// model values are not recomputed there.
+    values: Option<(DVector<f64>, f64)>,
 }
 
 struct State {
@@ -298,17 +313,22 @@ impl<'a, L: BlockLoss + ?Sized> EngineProblem<'a, L> {
 
     fn positive_part(&self, q: usize, z: &DVector<f64>, mu: f64, state: &mut State) -> Result<PositivePart, PsdError> {
         let d = self.combine(&self.parts[q], z);
-        if let Some((a, m_a, pp)) = &state.parts[q].last {
-            if *m_a == mu && *a == d {
-                return Ok(pp.clone());
-            }
+        let recent = &mut state.parts[q].recent;
+        if let Some(i) = recent.iter().position(|e| e.mu == mu && e.d == d) {
+            let entry = recent.remove(i);
+            let pp = entry.pp.clone();
+            recent.push(entry);
+            return Ok(pp);
         }
         let m = self.m_matrix(q, &d, mu, state)?;
         let start = Instant::now();
         let (pp, _) = state.parts[q].eigen_solver.compute(&m)?;
         state.eigen += start.elapsed().as_secs_f64();
-        state.parts[q].last = Some((d, mu, pp.clone()));
-        state.parts[q].last_values = None;
+        let recent = &mut state.parts[q].recent;
+        if recent.len() == RECENT_PARTS {
+            recent.remove(0);
+        }
+        recent.push(RecentPart { d, mu, pp: pp.clone(), values: None });
         Ok(pp)
     }
 
@@ -359,12 +379,14 @@ impl<'a, L: BlockLoss + ?Sized> EngineProblem<'a, L> {
         let mut u = DVector::zeros(n * self.loss.blocks());
         let mut trace_aw = 0.0;
         for (q, pp) in pps.iter().enumerate() {
-            // `positive_parts` just left `pp` in `last`, so `last_values` (if any) belong to it.
-            let (f, t) = match state.parts[q].last_values.take() {
+            // `positive_parts` just made `pp` the most recent entry, so its values (if any) belong to it.
+            let (f, t) = match state.parts[q].recent.last_mut().and_then(|e| e.values.take()) {
                 Some(values) => values,
                 None => self.part_values(pp, state)?,
             };
-            state.parts[q].last_values = Some((f.clone(), t));
+            if let Some(entry) = state.parts[q].recent.last_mut() {
+                entry.values = Some((f.clone(), t));
+            }
             trace_aw += t;
             for (b, &c) in self.parts[q].iter().enumerate() {
                 if c != 0.0 {
@@ -596,7 +618,7 @@ impl<'a, L: BlockLoss + ?Sized> EngineProblem<'a, L> {
         let start = Instant::now();
         let n = self.n();
         let mut state = State {
-            parts: (0..self.parts.len()).map(|_| PartState { eigen_solver: eigen_solver.clone(), m_cache: MatrixCache::default(), last: None, last_values: None }).collect(),
+            parts: (0..self.parts.len()).map(|_| PartState { eigen_solver: eigen_solver.clone(), m_cache: MatrixCache::default(), recent: Vec::new() }).collect(),
             eigen: 0.0,
             products: 0.0,
         };
