@@ -645,15 +645,20 @@ pub struct SymmetricEigen {
 /// 0.96x at 1536, the same at 2000-2600, 1.10x at 3600. With the reduction
 /// on a thread team (eleventh session) the two are within the noise of each
 /// other from 800 to 2048 (blocked / faer: 0.162 / 0.168 s at 1000, 0.434 /
-/// 0.435 s at 1536, 0.899 / 0.880 s at 2048): the faster reduction is
+/// 0.435 s at 1536, 0.899 / 0.880 s at 2048): the faster reduction was
 /// offset by a slower back-transformation of all `n` vectors, so the order
-/// stayed.
-pub(crate) const BLOCKED_TRIDIAGONALISATION_FROM: usize = 2048;
+/// stayed at 2048. With the symmetric product in AVX-512 intrinsics (the
+/// reduction 1.5-1.9x faster on an AVX-512 machine, twenty-third session)
+/// the blocked path is faster from 800 there (medians of 7, blocked / faer:
+/// 0.080-0.083 / 0.104-0.110 s at 800, 0.142-0.153 / 0.173-0.185 s at 1000,
+/// 0.40-0.49 / 0.50-0.54 s at 1536, 0.92 / 1.07-1.12 s at 2048; the same at
+/// 300 and 600), and within the noise from 800 on the AVX2 machine above.
+pub(crate) const BLOCKED_TRIDIAGONALISATION_FROM: usize = 800;
 
 /// Symmetric eigendecomposition `A = U diag(s) U^T` (only the lower triangle
 /// of `a` is read).
 ///
-/// Below order 2048 (`BLOCKED_TRIDIAGONALISATION_FROM`) faer's self-adjoint solver
+/// Below order 800 (`BLOCKED_TRIDIAGONALISATION_FROM`) faer's self-adjoint solver
 /// (unblocked tridiagonalisation, divide and conquer). From there the
 /// Householder tridiagonalisation `A = Q T Q^T` blocked as LAPACK's
 /// `dsytrd` (`linalg/tridiag.rs`: one read of the trailing triangle per
@@ -799,6 +804,19 @@ fn solve_tridiagonal(t: &tridiag::Tridiagonalisation, vectors: bool) -> Result<(
     Ok((values, u))
 }
 
+/// The tridiagonal form `T = Q^T A Q` of the symmetric `a` (only its lower
+/// triangle is read) by the blocked reduction of [`symmetric_eigen`]:
+/// `(diagonal, subdiagonal)` of `T`. For benchmarks of the reduction alone
+/// (`eigen_params phases`); input checks as [`symmetric_eigen`].
+#[doc(hidden)]
+pub fn symmetric_tridiagonal(a: &DMatrix<f64>) -> Result<(Vec<f64>, Vec<f64>)> {
+    check_matrix("symmetric matrix", a)?;
+    check_dim("symmetric matrix must be square", a.nrows(), a.ncols())?;
+    let t = tridiag::Tridiagonalisation::new(faer_ref(a));
+    clear_upper_simd_state(true);
+    Ok((t.diag.iter().map(|v| v * t.scale).collect(), t.offdiag.iter().map(|v| v * t.scale).collect()))
+}
+
 /// faer's own self-adjoint eigendecomposition (unblocked
 /// tridiagonalisation): [`symmetric_eigen`] below
 /// [`BLOCKED_TRIDIAGONALISATION_FROM`], and the reference the blocked path
@@ -821,7 +839,7 @@ pub fn symmetric_eigen_faer(a: &DMatrix<f64>) -> Result<SymmetricEigen> {
 
 /// Eigenvalues only of a symmetric matrix (lower triangle read), ascending:
 /// the tridiagonalisation of [`symmetric_eigen`] (faer's or, from
-/// order 2048, `BLOCKED_TRIDIAGONALISATION_FROM`, the blocked one) and the QR
+/// order 800, `BLOCKED_TRIDIAGONALISATION_FROM`, the blocked one) and the QR
 /// iteration on `T`.
 pub fn symmetric_eigenvalues(a: &DMatrix<f64>) -> Result<DVector<f64>> {
     if a.nrows() >= BLOCKED_TRIDIAGONALISATION_FROM {

@@ -593,10 +593,11 @@ macro_rules! symv_columns_body {
 /// fusing of multiply-adds only.
 ///
 /// In plain Rust with `madd(a, b, c) = a b + c`, vectorised by the
-/// compiler: well with 512-bit registers, where a group of eight is one
-/// register; with 256-bit ones it spilled the partial sums to the stack,
-/// hence the intrinsics (top 64 pairs at order 1536 on an AVX2 machine:
-/// 0.30 s before, 0.21 s with them; BENCHMARKS.md, issue 17).
+/// compiler: on x86-64 it is only the fallback and the tests' reference;
+/// [`quad_columns_avx2`] and [`quad_columns_avx512`] are the kernels (with
+/// 256-bit registers the compiler spilled the partial sums to the stack:
+/// top 64 pairs at order 1536 on an AVX2 machine 0.30 s before, 0.21 s with
+/// the intrinsics; BENCHMARKS.md, issue 17).
 #[inline(always)]
 fn quad_columns(c: [&[f64]; 4], vs: [f64; 4], x: &[f64], y: &mut [f64], madd: impl Fn(f64, f64, f64) -> f64) -> [f64; 4] {
     let [c0, c1, c2, c3] = c;
@@ -686,6 +687,60 @@ unsafe fn quad_columns_avx2(c: [&[f64]; 4], vs: [f64; 4], x: &[f64], y: &mut [f6
     quad_columns_tail(c, vs, x, y, 8 * groups, sums)
 }
 
+/// [`quad_columns`] in AVX-512F intrinsics: a group of eight rows is one
+/// register, so each dot keeps its eight partial sums in one register and
+/// nothing is spilled. The same operations in the same order as
+/// [`quad_columns`] with fused multiply-adds, so the same results as
+/// [`quad_columns_avx2`]. Left to the compiler, the plain kernel came out as
+/// lane inserts, masked broadcasts and stack spills (rustc 1.95, AVX-512
+/// machine): the reduction of order 1000 took 100 ms on one core against
+/// 66 ms for OpenBLAS's `dsytrd` (BENCHMARKS.md, issue 17).
+///
+/// # Safety
+/// The CPU must have AVX-512F and FMA; every column must be at least as
+/// long as `x`, and `y` as long as `x`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,fma")]
+unsafe fn quad_columns_avx512(c: [&[f64]; 4], vs: [f64; 4], x: &[f64], y: &mut [f64]) -> [f64; 4] {
+    use std::arch::x86_64::*;
+    let len = x.len();
+    assert!(y.len() >= len && c.iter().all(|col| col.len() >= len), "quad_columns_avx512: short slice");
+    let groups = len / 8;
+    let [p0, p1, p2, p3] = c.map(|col| col.as_ptr());
+    let (px, py) = (x.as_ptr(), y.as_mut_ptr());
+    let [b0, b1, b2, b3] = vs.map(|v| _mm512_set1_pd(v));
+    let (mut s0, mut s1, mut s2, mut s3) = (_mm512_setzero_pd(), _mm512_setzero_pd(), _mm512_setzero_pd(), _mm512_setzero_pd());
+    for g in 0..groups {
+        let r = 8 * g;
+        // SAFETY: r + 8 <= len, within every slice (checked above).
+        unsafe {
+            let xv = _mm512_loadu_pd(px.add(r));
+            let a0 = _mm512_loadu_pd(p0.add(r));
+            let a1 = _mm512_loadu_pd(p1.add(r));
+            let a2 = _mm512_loadu_pd(p2.add(r));
+            let a3 = _mm512_loadu_pd(p3.add(r));
+            s0 = _mm512_fmadd_pd(a0, xv, s0);
+            s1 = _mm512_fmadd_pd(a1, xv, s1);
+            s2 = _mm512_fmadd_pd(a2, xv, s2);
+            s3 = _mm512_fmadd_pd(a3, xv, s3);
+            let yv = _mm512_fmadd_pd(b3, a3, _mm512_fmadd_pd(b2, a2, _mm512_fmadd_pd(b1, a1, _mm512_fmadd_pd(b0, a0, _mm512_loadu_pd(py.add(r))))));
+            _mm512_storeu_pd(py.add(r), yv);
+        }
+    }
+    // ((a0 + a4) + (a1 + a5)) + ((a2 + a6) + (a3 + a7)), as in quad_columns.
+    let mut sums = [0.0f64; 4];
+    for (out, v) in sums.iter_mut().zip([s0, s1, s2, s3]) {
+        let halves = _mm256_add_pd(_mm512_castpd512_pd256(v), _mm512_extractf64x4_pd::<1>(v));
+        let mut h = [0.0f64; 4];
+        // SAFETY: `h` holds four f64.
+        unsafe { _mm256_storeu_pd(h.as_mut_ptr(), halves) };
+        *out = (h[0] + h[1]) + (h[2] + h[3]);
+    }
+    quad_columns_tail(c, vs, x, y, 8 * groups, sums)
+}
+
+/// The plain kernel's fused multiply-add, the reference the SIMD kernels are tested against.
+#[cfg(test)]
 #[inline(always)]
 fn fused(a: f64, b: f64, c: f64) -> f64 {
     a.mul_add(b, c)
@@ -709,7 +764,9 @@ fn symv_columns(w: &[f64], n: usize, off: usize, m: usize, s0: usize, s1: usize,
         #[target_feature(enable = "avx512f,fma")]
         #[allow(clippy::too_many_arguments)]
         unsafe fn wide(w: &[f64], n: usize, off: usize, m: usize, s0: usize, s1: usize, v: &[f64], y: &mut [f64]) {
-            symv_columns_body!(|c, vs, x, y| quad_columns(c, vs, x, y, fused), w, n, off, m, s0, s1, v, y)
+            // SAFETY: this function runs only where AVX-512F and FMA were
+            // detected; the body passes columns as long as `x` and `y`.
+            symv_columns_body!(|c, vs, x, y| unsafe { quad_columns_avx512(c, vs, x, y) }, w, n, off, m, s0, s1, v, y)
         }
         #[target_feature(enable = "avx2,fma")]
         #[allow(clippy::too_many_arguments)]
@@ -1198,15 +1255,15 @@ mod tests {
         check_top_k(&[0.0; 7], &[0.0; 6], 3, true);
     }
 
-    /// The AVX2 four-column kernel is the plain one with fused
-    /// multiply-adds, bit for bit, on every tail length (fresh random
-    /// columns), and within `1e-14 len` of the unfused one.
+    /// The AVX2 and AVX-512 four-column kernels are the plain one with
+    /// fused multiply-adds, bit for bit, on every tail length (fresh random
+    /// columns), and within `1e-14 len` of the unfused one. A kernel the CPU
+    /// lacks is skipped (CI's machines have AVX2 and mostly AVX-512).
     #[cfg(target_arch = "x86_64")]
     #[test]
-    fn avx2_four_column_kernel_matches_the_plain_one() {
-        if !(std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")) {
-            return;
-        }
+    fn simd_four_column_kernels_match_the_plain_one() {
+        let avx2 = std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma");
+        let avx512 = std::arch::is_x86_feature_detected!("avx512f") && std::arch::is_x86_feature_detected!("fma");
         let mut rng = rand::rngs::StdRng::seed_from_u64(13);
         for len in [0usize, 1, 3, 7, 8, 9, 15, 16, 17, 31, 64, 100, 257] {
             let cols: Vec<Vec<f64>> = (0..4).map(|_| (0..len + 3).map(|_| rng.random_range(-1.0..1.0)).collect()).collect();
@@ -1214,16 +1271,27 @@ mod tests {
             let vs = [rng.random_range(-1.0..1.0), rng.random_range(-1.0..1.0), rng.random_range(-1.0..1.0), rng.random_range(-1.0..1.0)];
             let x: Vec<f64> = (0..len).map(|_| rng.random_range(-1.0..1.0)).collect();
             let y0: Vec<f64> = (0..len).map(|_| rng.random_range(-1.0..1.0)).collect();
-            let (mut y_fused, mut y_avx, mut y_plain) = (y0.clone(), y0.clone(), y0.clone());
+            let (mut y_fused, mut y_plain) = (y0.clone(), y0.clone());
             let d_fused = quad_columns(c, vs, &x, &mut y_fused, fused);
-            // SAFETY: AVX2 and FMA were detected; the columns are longer than `x`.
-            let d_avx = unsafe { quad_columns_avx2(c, vs, &x, &mut y_avx) };
             let d_plain = quad_columns(c, vs, &x, &mut y_plain, unfused);
-            assert_eq!(d_avx.map(f64::to_bits), d_fused.map(f64::to_bits), "dots, len {len}");
-            assert_eq!(y_avx.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), y_fused.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), "y, len {len}");
+            let bits = |v: &[f64]| v.iter().map(|e| e.to_bits()).collect::<Vec<_>>();
             let tol = 1e-14 * (len.max(1) as f64);
-            assert!(d_avx.iter().zip(&d_plain).all(|(a, b)| (a - b).abs() <= tol), "dots against unfused, len {len}");
-            assert!(y_avx.iter().zip(&y_plain).all(|(a, b)| (a - b).abs() <= tol), "y against unfused, len {len}");
+            assert!(d_fused.iter().zip(&d_plain).all(|(a, b)| (a - b).abs() <= tol), "fused dots against unfused, len {len}");
+            assert!(y_fused.iter().zip(&y_plain).all(|(a, b)| (a - b).abs() <= tol), "fused y against unfused, len {len}");
+            if avx2 {
+                let mut y_avx = y0.clone();
+                // SAFETY: AVX2 and FMA were detected; the columns are longer than `x`.
+                let d_avx = unsafe { quad_columns_avx2(c, vs, &x, &mut y_avx) };
+                assert_eq!(d_avx.map(f64::to_bits), d_fused.map(f64::to_bits), "AVX2 dots, len {len}");
+                assert_eq!(bits(&y_avx), bits(&y_fused), "AVX2 y, len {len}");
+            }
+            if avx512 {
+                let mut y_avx = y0.clone();
+                // SAFETY: AVX-512F and FMA were detected; the columns are longer than `x`.
+                let d_avx = unsafe { quad_columns_avx512(c, vs, &x, &mut y_avx) };
+                assert_eq!(d_avx.map(f64::to_bits), d_fused.map(f64::to_bits), "AVX-512 dots, len {len}");
+                assert_eq!(bits(&y_avx), bits(&y_fused), "AVX-512 y, len {len}");
+            }
         }
     }
 
