@@ -81,10 +81,13 @@ impl Tridiagonalisation {
     fn with_threads(a: MatRef<'_, f64>, threads: usize) -> Self {
         let n = a.nrows();
         assert_eq!(a.ncols(), n, "tridiagonalisation of a square matrix");
-        // Fresh pages, advised huge before the first write (a 3600^2 copy
-        // is 25,000 small-page faults).
+        // Not advised for huge pages (unlike `linalg::zeroed_output`): the
+        // copy is read n times after its one write, so its faults are a
+        // small part, and the advice made the first reduction in a process
+        // wait on the kernel's page compaction (order 1536: 0.17-0.36 s
+        // against 0.17-0.19 s without it; 3600: 2.5-3.5 s against 2.1-2.2;
+        // later calls the same either way; twenty-third session).
         let mut w = vec![0.0f64; n * n];
-        super::advise_huge_pages(&mut w);
         let mut largest = 0.0f64;
         for j in 0..n {
             let src = a.col(j).try_as_col_major().map(|c| c.as_slice()).unwrap_or(&[]);

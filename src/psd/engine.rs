@@ -225,7 +225,10 @@ impl MatrixCache {
                 }
                 let t = (d - a2).dot(&diff) / dd;
                 if close(&(a2 + &diff * t)) {
-                    return Some(m1 * t + m2 * (1.0 - t));
+                    // t m1 + (1 - t) m2 in one pass, one allocation.
+                    let mut m = m2.clone();
+                    m.iter_mut().zip(m1.iter()).for_each(|(a, b)| *a = t * b + (1.0 - t) * *a);
+                    return Some(m);
                 }
             }
         }
@@ -301,7 +304,7 @@ impl<'a, L: BlockLoss + ?Sized> EngineProblem<'a, L> {
         }
         let mut m = self.features.weighted_gram(&(-d))?;
         if let Some(w) = self.integral {
-            m -= w * mu;
+            m.iter_mut().zip(w.iter()).for_each(|(a, b)| *a -= mu * b);
         }
         for i in 0..m.nrows() {
             m[(i, i)] -= self.lambda1;
@@ -536,7 +539,7 @@ impl<'a, L: BlockLoss + ?Sized> EngineProblem<'a, L> {
             for q in 0..self.parts.len() {
                 let m_y = self.m_matrix(q, &self.combine(&self.parts[q], y), mu, &mut st).ok()?;
                 let m_x = self.m_matrix(q, &self.combine(&self.parts[q], x), mu, &mut st).ok()?;
-                total += (m_x - m_y).norm_squared() / (2.0 * self.lambda2);
+                total += m_x.iter().zip(m_y.iter()).map(|(a, b)| (a - b) * (a - b)).sum::<f64>() / (2.0 * self.lambda2);
             }
             if let Some(lin) = &self.linear {
                 let ds = self.combine(&lin.coupling, &(x - y));
