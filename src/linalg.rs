@@ -536,9 +536,10 @@ pub fn matmul_tn<T: Real>(a: &DMatrix<T>, b: &DMatrix<T>) -> DMatrix<T> {
 ///
 /// **Zero rows at the bottom of columns are skipped.** Column `j`
 /// contributes `w_j p_j p_j^T`, which touches only the leading `h_j x h_j`
-/// block when `p_j` is zero below row `h_j`. Where some `h_j < r` (an upper
-/// triangular `P`, such as the features of the centres themselves,
-/// `L^{-1} K = L^T`), the columns go in blocks of
+/// block when `p_j` is zero below row `h_j`. Where the columns are short on
+/// the whole (`sum_j h_j^2 <= 3/4 n r^2`: an upper triangular `P`, such as
+/// the features of the centres themselves, `L^{-1} K = L^T`), the columns
+/// go in blocks of
 /// [`WEIGHTED_GRAM_TRIANGULAR_BLOCK`], each product restricted to the rows
 /// up to its tallest column: `r^3 / 3` flops for a triangular `P` of order
 /// `r` instead of `r^3` (3.2-3.5x faster at r = 1000 and 2000, issue 17).
@@ -552,7 +553,10 @@ pub fn weighted_gram(p: &DMatrix<f64>, w: &DVector<f64>) -> DMatrix<f64> {
     let par = if r * r * n < 64 * 64 * 64 { faer::Par::Seq } else { faer::Par::rayon(0) };
     // h_j: one past the last nonzero row of column j.
     let heights: Vec<usize> = (0..n).map(|j| p.column(j).iter().rposition(|&v| v != 0.0).map_or(0, |i| i + 1)).collect();
-    let ragged = heights.iter().any(|&h| h < r);
+    // The narrow blocks pay off only when the columns are short on the
+    // whole (a triangular P: sum h_j^2 about n r^2 / 3), not for an
+    // occasional zero at the bottom of a dense column.
+    let ragged = heights.iter().map(|&h| (h as f64).powi(2)).sum::<f64>() <= 0.75 * n as f64 * (r as f64).powi(2);
     let width = if ragged { WEIGHTED_GRAM_TRIANGULAR_BLOCK } else { WEIGHTED_GRAM_BLOCK }.min(n);
     let mut block = DMatrix::<f64>::zeros(r, width);
     for start in (0..n).step_by(width.max(1)) {
@@ -937,19 +941,21 @@ mod tests {
     }
 
     /// Columns that end above the last row (an upper trapezoidal `P`, one
-    /// with zero rows at the bottom, columns of zeros) take the blocked path
-    /// of [`weighted_gram`]; every shape against the plain product on fresh
-    /// random entries and signed weights, relative error 1e-13.
+    /// with zero rows at the bottom, columns of zeros) take the narrow
+    /// blocks of [`weighted_gram`], a dense `P` with one short column the
+    /// wide ones; every shape against the plain product on fresh random
+    /// entries and signed weights, relative error 1e-13.
     #[test]
     fn weighted_gram_skips_zero_rows_and_matches_the_full_product() {
         use rand::{Rng, SeedableRng};
         let mut rng = rand::rngs::StdRng::seed_from_u64(41);
         let b = WEIGHTED_GRAM_TRIANGULAR_BLOCK;
-        for (r, n, shape) in [(300, 300, "triangular"), (2 * b + 5, b + 3, "wide"), (b - 7, 3 * b + 1, "tall"), (150, 400, "zero bottom rows"), (90, 260, "zero columns")] {
+        for (r, n, shape) in [(300, 300, "triangular"), (2 * b + 5, b + 3, "wide"), (b - 7, 3 * b + 1, "tall"), (150, 400, "zero bottom rows"), (90, 260, "zero columns"), (200, 300, "one short column")] {
             let p = DMatrix::<f64>::from_fn(r, n, |i, j| {
                 let kept = match shape {
                     "zero bottom rows" => i < 100,
                     "zero columns" => j % 3 != 1,
+                    "one short column" => j != 7 || i < 50,
                     _ => i <= j,
                 };
                 if kept { rng.random_range(-1.0..1.0) } else { 0.0 }

@@ -166,7 +166,7 @@ struct PartState {
 /// is shortened at an unchanged extrapolated point (the first iteration and
 /// after a restart, where `x_k = x_{k-1}`) the evaluations alternate between
 /// that point and the candidates, so two entries spare the point's
-/// recomputation (four of 28 eigendecompositions of the 10-D density at
+/// recomputation (five of 28 eigendecompositions of the 10-D density at
 /// n = 1000, issue 17).
 const RECENT_PARTS: usize = 2;
 
@@ -225,7 +225,7 @@ impl MatrixCache {
                 }
                 let t = (d - a2).dot(&diff) / dd;
                 if close(&(a2 + &diff * t)) {
-                    // t m1 + (1 - t) m2 in one pass, one allocation.
+                    // t m1 + (1 - t) m2 without temporaries.
                     let mut m = m2.clone();
                     m.iter_mut().zip(m1.iter()).for_each(|(a, b)| *a = t * b + (1.0 - t) * *a);
                     return Some(m);
