@@ -539,9 +539,8 @@ pub fn matmul_tn<T: Real>(a: &DMatrix<T>, b: &DMatrix<T>) -> DMatrix<T> {
 /// block when `p_j` is zero below row `h_j`. Where the columns are short on
 /// the whole (`sum_j h_j^2 <= 3/4 n r^2`: an upper triangular `P`, such as
 /// the features of the centres themselves, `L^{-1} K = L^T`), the columns
-/// go in blocks of
-/// [`WEIGHTED_GRAM_TRIANGULAR_BLOCK`], each product restricted to the rows
-/// up to its tallest column: `r^3 / 3` flops for a triangular `P` of order
+/// go in blocks of [`WEIGHTED_GRAM_TRIANGULAR_BLOCK`], each product
+/// restricted to the rows up to its tallest column: `r^3 / 3` flops for a triangular `P` of order
 /// `r` instead of `r^3` (3.2-3.5x faster at r = 1000 and 2000, issue 17).
 /// Finding the heights reads each column from the bottom up to its last
 /// nonzero: one entry per column of a dense `P`.
