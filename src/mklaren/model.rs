@@ -111,8 +111,11 @@ impl MklarenParams {
     /// (Eq. 14), and two per kernel for the scores (Eq. 15-16: `B^T [r u]`,
     /// then `B v` row chunk by row chunk with the LAR step of Eq. 11 and the
     /// running best, no per-candidate array); the kernels are scored, and
-    /// their first look-ahead blocks computed, in parallel. The fit runs on
-    /// a worker of rayon's pool, so a pass of a single chunk runs inline.
+    /// their first look-ahead blocks computed, in parallel, and the
+    /// look-ahead block of the kernel that took the last step is recomputed
+    /// while the other kernels are scored (the choice is the same: ties go
+    /// to the lower kernel index however the work is split). The fit runs
+    /// on a worker of rayon's pool, so a pass of a single chunk runs inline.
     ///
     /// Errors: invalid parameters, rank above n, inputs that disagree on n,
     /// NaN/Inf inputs or target, constant target, and
@@ -168,24 +171,43 @@ impl MklarenParams {
         let mut selected: Vec<SelectedColumn> = Vec::with_capacity(rank);
         let mut active_correlation = 0.0;
 
+        // The kernel whose look-ahead block is out of date (the one that
+        // took the last step).
+        let mut stale: Option<usize> = None;
         for l in 0..rank {
             // (1) Kernel and pivot by LAR on approximated columns, the
-            // kernels in parallel.
+            // kernels in parallel; the look-ahead block of the kernel that
+            // took the last step is recomputed (Eq. 12-13) beside the
+            // scoring of the others.
             let (r, u) = (&residual.as_slice()[..n], &direction.as_slice()[..n]);
             let sums = [r.iter().sum::<f64>(), u.iter().sum::<f64>()];
             let active = if l == 0 { None } else { Some(active_correlation) };
-            let best = states
-                .par_iter()
-                .enumerate()
-                .filter_map(|(q, st)| st.best_candidate(r, u, sums, scale, active).map(|c| (c, q)))
-                .reduce_with(|a, b| if b.0.better_than(&a.0) || (!a.0.better_than(&b.0) && b.1 < a.1) { b } else { a });
+            let best = match stale.take() {
+                None => best_candidate_of(states.par_iter().enumerate(), r, u, sums, scale, active),
+                Some(q) => {
+                    let (before, rest) = states.split_at_mut(q);
+                    let (st, after) = rest.split_first_mut().expect("the stale kernel is one of the states");
+                    let (own, others) = rayon::join(
+                        || -> Result<Option<(Candidate, usize)>, MklarenError> {
+                            st.refresh()?;
+                            Ok(st.best_candidate(r, u, sums, scale, active).map(|c| (c, q)))
+                        },
+                        || {
+                            let others = before.par_iter().enumerate().chain(after.par_iter().enumerate().map(|(i, st)| (q + 1 + i, st)));
+                            best_candidate_of(others, r, u, sums, scale, active)
+                        },
+                    );
+                    own?.into_iter().chain(others).reduce(better_candidate)
+                }
+            };
             let Some((candidate, q)) = best else {
                 return Err(MklarenError::RankDeficient { requested: rank, reached: l });
             };
-            // (2) Exact Cholesky step, look-ahead recomputed.
+            // (2) Exact Cholesky step; the look-ahead block is recomputed at
+            // the start of the next step (not at all after the last).
             let st = &mut states[q];
             let g = st.chol.step(&st.cols, candidate.pivot)?.to_vec();
-            st.refresh()?;
+            stale = Some(q);
             // (3) Exact h (Eq. 4-5, augmented) and the LAR step (Eq. 8, 11).
             let mean = g.iter().sum::<f64>() / n as f64;
             let norm = g.iter().map(|v| (v - mean).powi(2)).sum::<f64>().sqrt();
@@ -262,6 +284,30 @@ impl MklarenParams {
             training_fit,
         })
     }
+}
+
+/// The better of two `(candidate, kernel)` pairs ([`Candidate::better_than`],
+/// then the lower kernel index): a total order, so the best of a parallel
+/// reduction does not depend on how it was split.
+fn better_candidate(a: (Candidate, usize), b: (Candidate, usize)) -> (Candidate, usize) {
+    if b.0.better_than(&a.0) || (!a.0.better_than(&b.0) && b.1 < a.1) {
+        b
+    } else {
+        a
+    }
+}
+
+/// The best candidate (Eq. 11) over the `(kernel index, state)` pairs of
+/// `states`, scored in parallel.
+fn best_candidate_of<'s, 'a: 's>(
+    states: impl ParallelIterator<Item = (usize, &'s KernelState<'a>)>,
+    r: &[f64],
+    u: &[f64],
+    sums: [f64; 2],
+    scale: f64,
+    active: Option<f64>,
+) -> Option<(Candidate, usize)> {
+    states.filter_map(|(q, st)| st.best_candidate(r, u, sums, scale, active).map(|c| (c, q))).reduce_with(better_candidate)
 }
 
 fn take_step(t: f64, direction: &DVector<f64>, weights: &DVector<f64>, fit: &mut DVector<f64>, residual: &mut DVector<f64>, beta: &mut DVector<f64>) {
