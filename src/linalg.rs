@@ -841,9 +841,11 @@ pub fn symmetric_eigen_faer(a: &DMatrix<f64>) -> Result<SymmetricEigen> {
 }
 
 /// Eigenvalues only of a symmetric matrix (lower triangle read), ascending:
-/// the tridiagonalisation of [`symmetric_eigen`] (faer's or, from
-/// order 800, `BLOCKED_TRIDIAGONALISATION_FROM`, the blocked one) and the QR
-/// iteration on `T`.
+/// below order 800 (`BLOCKED_TRIDIAGONALISATION_FROM`) faer's solver
+/// (its tridiagonalisation and QR iteration); from there the blocked
+/// tridiagonalisation of [`symmetric_eigen`] and the root-free QR
+/// iteration on `T` (LAPACK's `dsterf`, `linalg/tridiag.rs`), with faer's
+/// QR iteration where that does not converge.
 pub fn symmetric_eigenvalues(a: &DMatrix<f64>) -> Result<DVector<f64>> {
     if a.nrows() >= BLOCKED_TRIDIAGONALISATION_FROM {
         symmetric_eigenvalues_blocked(a)
@@ -855,7 +857,13 @@ pub fn symmetric_eigenvalues(a: &DMatrix<f64>) -> Result<DVector<f64>> {
 fn symmetric_eigenvalues_blocked(a: &DMatrix<f64>) -> Result<DVector<f64>> {
     check_matrix("symmetric matrix", a)?;
     check_dim("symmetric matrix must be square", a.nrows(), a.ncols())?;
-    let (_, values, _) = tridiagonal_eigen(a, false)?;
+    let t = tridiag::Tridiagonalisation::new(faer_ref(a));
+    clear_upper_simd_state(true);
+    let values = match tridiag::tridiagonal_eigenvalues(&t.diag, &t.offdiag) {
+        Some(values) => values.iter().map(|v| v * t.scale).collect(),
+        // Not converged (LAPACK's sweep limit): faer's QR iteration.
+        None => solve_tridiagonal(&t, false)?.0,
+    };
     finite_vector("eigenvalues", DVector::from_vec(values))
 }
 
