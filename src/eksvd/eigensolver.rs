@@ -115,8 +115,8 @@ const DENSE_MIN_RATIO: usize = 6;
 
 /// The `k` largest positive eigenpairs of the symmetric matrix `a` (only the
 /// lower triangle is read) from the dense matrix: block Lanczos on matrix
-/// products when `k` is small next to `n` (basis at most `n /`
-/// [`DENSE_MIN_RATIO`]), otherwise (or if that does not converge within its
+/// products when `k` is small next to `n` (basis at most `n / 6`,
+/// `DENSE_MIN_RATIO`), otherwise (or if that does not converge within its
 /// work budget) the full decomposition
 /// ([`crate::linalg::symmetric_eigen_largest_with`]). Positivity is judged
 /// against `max |lambda|` (estimated by the block solver).
