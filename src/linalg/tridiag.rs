@@ -40,6 +40,17 @@ const PANEL: usize = 32;
 /// less memory (the triangle of zeros in `V` costs `BACK / n` extra flops).
 const BACK: usize = 128;
 
+/// Reflectors per block when at most [`NARROW_Z`] columns are
+/// back-transformed (the top-k paths): `Z` then stays in cache, and each
+/// block's factor `S` (from `V^T V`, `n^2 b` flops in all) costs as much
+/// as the products with `Z` (`4 n^2 k`), so narrower blocks are cheaper.
+/// Top 64 of order 1536: 4.8-7.7 ms with blocks of 32-64 against 9-11 ms
+/// with 128 (BENCHMARKS.md, issue 17).
+const BACK_NARROW: usize = 64;
+
+/// The most columns of `Z` that take [`BACK_NARROW`] blocks.
+const NARROW_Z: usize = 256;
+
 /// Order from which the reduction runs on a [`Team`] of all of rayon's
 /// threads (and the products on their parts).
 const PARALLEL_SYMV_ORDER: usize = 384;
@@ -125,7 +136,8 @@ impl Tridiagonalisation {
     }
 
     /// `Z <- Q Z` for `Z` with `n` rows (eigenvectors of `T` to those of
-    /// `A`), blocked: each block of [`BACK`] reflectors applied as
+    /// `A`), blocked: each block of [`BACK`] reflectors ([`BACK_NARROW`]
+    /// for at most [`NARROW_Z`] columns) applied as
     /// `I - V S V^T` (`S` upper triangular, LAPACK's `dlarft`) by three
     /// matrix products. With `par` the columns of `Z` are split between the
     /// threads and each applies the whole sequence to its columns with
@@ -138,10 +150,11 @@ impl Tridiagonalisation {
             return;
         }
         let reflector_count = n - 1;
+        let back = if z.ncols() <= NARROW_Z { BACK_NARROW } else { BACK };
         // Each block: V (rows k + 1 .. n of reflectors k .. k + b, zeros
         // above the unit) and its factor S, built on all threads with `par`.
         let build = |&k: &usize| -> (usize, Mat<f64>, Mat<f64>) {
-            let b = BACK.min(reflector_count - k);
+            let b = back.min(reflector_count - k);
             let rows = n - k - 1;
             let mut v = Mat::<f64>::zeros(rows, b);
             for i in 0..b {
@@ -153,7 +166,7 @@ impl Tridiagonalisation {
             let s = block_reflector_factor(v.as_ref(), &self.tau[k..k + b]);
             (k, v, s)
         };
-        let starts: Vec<usize> = (0..reflector_count).step_by(BACK).collect();
+        let starts: Vec<usize> = (0..reflector_count).step_by(back).collect();
         let blocks: Vec<(usize, Mat<f64>, Mat<f64>)> = match par {
             Par::Seq => starts.iter().map(build).collect(),
             _ => {
@@ -180,8 +193,9 @@ fn apply_blocks_to_columns(blocks: &[(usize, Mat<f64>, Mat<f64>)], mut z: MatMut
         rayon::join(|| apply_blocks_to_columns(blocks, left, chunk), || apply_blocks_to_columns(blocks, right, chunk));
         return;
     }
-    let mut vtz = Mat::<f64>::zeros(BACK, cols);
-    let mut svtz = Mat::<f64>::zeros(BACK, cols);
+    let back = blocks.iter().map(|(_, v, _)| v.ncols()).max().unwrap_or(0);
+    let mut vtz = Mat::<f64>::zeros(back, cols);
+    let mut svtz = Mat::<f64>::zeros(back, cols);
     for (k, v, s) in blocks.iter().rev() {
         let (rows, b) = v.shape();
         let mut zk = z.rb_mut().subrows_mut(k + 1, rows);
@@ -1023,6 +1037,11 @@ fn symmetric_2x2_eigenvalues(a: f64, b: f64, c: f64) -> (f64, f64) {
     }
 }
 
+/// Most inverse iterations per eigenvector in [`tridiagonal_top_k`]
+/// (LAPACK's `dstein` allows five); it stops earlier once an iteration
+/// leaves the vector unchanged.
+const INVERSE_ITERATIONS: usize = 5;
+
 /// Sturm sequences evaluated side by side in [`tridiagonal_top_k`]'s
 /// bisection.
 const BISECTION_LANES: usize = 8;
@@ -1161,6 +1180,7 @@ pub(crate) fn tridiagonal_top_k(d: &[f64], e: &[f64], k: usize) -> Option<(Vec<f
             seed = xorshift(seed);
         }
     }
+    let settled = 16.0 * eps * (n as f64).sqrt();
     let inverse_iteration = |cluster: &std::ops::Range<usize>| -> Option<Vec<Vec<f64>>> {
         let mut found: Vec<Vec<f64>> = Vec::with_capacity(cluster.len());
         for j in cluster.clone() {
@@ -1173,7 +1193,8 @@ pub(crate) fn tridiagonal_top_k(d: &[f64], e: &[f64], k: usize) -> Option<(Vec<f
                     (seed >> 11) as f64 / (1u64 << 53) as f64 - 0.5
                 })
                 .collect();
-            for _ in 0..5 {
+            let mut previous: Vec<f64> = Vec::new();
+            for iteration in 0..INVERSE_ITERATIONS {
                 lu.solve(&mut b);
                 for xq in &found {
                     let mut dot = 0.0;
@@ -1189,6 +1210,17 @@ pub(crate) fn tridiagonal_top_k(d: &[f64], e: &[f64], k: usize) -> Option<(Vec<f
                     return None;
                 }
                 b.iter_mut().for_each(|v| *v /= norm);
+                // Converged when an iteration no longer changes the vector
+                // (up to its sign, which flips when the shift is above the
+                // eigenvalue); the verification below checks the answer.
+                if iteration > 0 {
+                    let dot: f64 = b.iter().zip(&previous).map(|(x, y)| x * y).sum();
+                    let sign = if dot < 0.0 { -1.0 } else { 1.0 };
+                    if b.iter().zip(&previous).all(|(x, y)| (x - sign * y).abs() <= settled) {
+                        break;
+                    }
+                }
+                previous.clone_from(&b);
             }
             found.push(b);
         }
