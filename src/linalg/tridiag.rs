@@ -44,7 +44,7 @@ const BACK: usize = 128;
 /// back-transformed (the top-k paths): `Z` then stays in cache, and each
 /// block's factor `S` (from `V^T V`, `n^2 b` flops in all) costs as much
 /// as the products with `Z` (`4 n^2 k`), so narrower blocks are cheaper.
-/// Top 64 of order 1536: 4.8-7.7 ms with blocks of 32-64 against 9-11 ms
+/// Top 64 of order 1536: 4.8-7.7 ms with blocks of 32-64 against 9-14 ms
 /// with 128 (BENCHMARKS.md, issue 17).
 const BACK_NARROW: usize = 64;
 
