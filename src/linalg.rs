@@ -684,7 +684,8 @@ pub fn symmetric_eigen(a: &DMatrix<f64>) -> Result<SymmetricEigen> {
 fn symmetric_eigen_blocked(a: &DMatrix<f64>) -> Result<SymmetricEigen> {
     check_matrix("symmetric matrix", a)?;
     check_dim("symmetric matrix must be square", a.nrows(), a.ncols())?;
-    let (t, values, vectors) = tridiagonal_eigen(a, true)?;
+    let t = tridiag::Tridiagonalisation::new(faer_ref(a));
+    let (values, vectors) = solve_tridiagonal(&t, true)?;
     let mut u = vectors.expect("vectors were asked for");
     t.apply_q(u.as_mut(), Par::rayon(0));
     clear_upper_simd_state(true);
@@ -762,14 +763,6 @@ fn top_of_tridiagonalisation(t: &tridiag::Tridiagonalisation, k: usize) -> Resul
     let eigenvectors = DMatrix::from_fn(n, k, |i, j| u[(i, j)]);
     finite_vector("eigenvalues", eigenvalues.clone())?;
     Ok((SymmetricEigen { eigenvalues, eigenvectors }, spectral_norm))
-}
-
-/// The blocked tridiagonalisation of `a` and the eigenvalues (ascending,
-/// of `a`, not of the scaled `T`) with, if asked, the eigenvectors of `T`.
-fn tridiagonal_eigen(a: &DMatrix<f64>, vectors: bool) -> Result<(tridiag::Tridiagonalisation, Vec<f64>, Option<faer::Mat<f64>>)> {
-    let t = tridiag::Tridiagonalisation::new(faer_ref(a));
-    let (values, u) = solve_tridiagonal(&t, vectors)?;
-    Ok((t, values, u))
 }
 
 /// faer's divide and conquer (or, without vectors, QR iteration) on the
