@@ -27,7 +27,9 @@
 #      mfeat-*.csv, when GPU_NEURAL_BIN names the eksvd_neural_bench example
 #      (feature `neural`, built by scripts/gpu-prepare.sh), bounded by
 #      GPU_NEURAL_TIMEOUT (default 300 s; about 3 min expected: GPU 5 epochs,
-#      CPU 2 epochs of 30,000, two UCI fits of at most 100 short epochs).
+#      CPU 2 epochs of 30,000, two UCI fits of at most 100 short epochs),
+#      then the GPU epochs again in batches of 4096 (GPU_NEURAL_LARGE_TIMEOUT,
+#      default 90 s).
 # They run in the order 1, 2, 7, 6, 5, 3, 4, so that a call cut short has done
 # the Neural eKSVD step first; step 7 ends with a PyTorch reference (the
 # same network, loss and batches, eager) when PyTorch is present.
@@ -100,6 +102,10 @@ if [ -n "${GPU_NEURAL_BIN:-}" ]; then
   [ -n "${GPU_NEURAL_MFEAT:-}" ] && mfeat_args=(--mfeat "$GPU_NEURAL_MFEAT")
   timeout "${GPU_NEURAL_TIMEOUT:-300}" "$GPU_NEURAL_BIN" --backend both --samples 30000 --epochs 5 --cpu-epochs 2 ${mfeat_args[@]+"${mfeat_args[@]}"} ${GPU_NEURAL_ARGS:-} 2>&1 | tee "$OUT/neural.txt"
   [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+  # The same epochs in batches of 4096 (8 steps instead of 30; the target is
+  # judged at 1024, this row shows how far a step's fixed cost dominates).
+  echo "== Neural eKSVD on the GPU alone, batches of 4096"
+  timeout "${GPU_NEURAL_LARGE_TIMEOUT:-90}" "$GPU_NEURAL_BIN" --backend wgpu --samples 30000 --epochs 5 --batch 4096 2>&1 | tee -a "$OUT/neural.txt"
   mkdir -p benches/results && cp "$OUT/neural.txt" "benches/results/neural-$(date +%Y-%m-%d-%H%M).txt" 2>/dev/null || true
   if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
     echo "== PyTorch reference: the same network, loss and batches (eager, f32, TF32 off), seconds per epoch"
@@ -108,11 +114,13 @@ if [ -n "${GPU_NEURAL_BIN:-}" ]; then
 # 5 sources (64, 144, 73, 128, 225), 31 classes, MLP d_q-512-256 (ReLU after
 # every layer), W_q 256 x 64, classifier on [E_1..E_5], loss
 # sum_k (J_k/N)^2 + CE (Eq. 3 per component, as src/eksvd/neural/loss.rs),
-# AdamW, batches of 1024 gathered from resident data, the full-data loss
-# after each epoch (untimed there too).
+# AdamW, batches of 1024 and of 4096 gathered from resident data, the
+# full-data loss after each epoch (untimed there too); once with one MLP per
+# source, once with the sources stacked and zero-padded (torch.baddbmm), as
+# gramian runs them.
 import time, torch
 torch.backends.cuda.matmul.allow_tf32 = False
-dev, N, dims, C, k, hid, dphi, B = "cuda", 30000, [64, 144, 73, 128, 225], 31, 64, 512, 256, 1024
+dev, N, dims, C, k, hid, dphi = "cuda", 30000, [64, 144, 73, 128, 225], 31, 64, 512, 256
 g = torch.Generator().manual_seed(7)
 labels = torch.arange(N) % C
 xs = [(0.5 * torch.randn(C, d, generator=g))[labels] + torch.randn(N, d, generator=g) for d in dims]
@@ -132,21 +140,48 @@ class Net(torch.nn.Module):
         var = sum((t * t).sum(0) for t in e)
         j = norms * (Q - 1) / (2 * N) - (tot * tot).sum(0) * 0.5 / N + var * s.log_gamma.exp() * (Q - 1) / (2 * batch[0].shape[0])
         return (j * j).sum() + torch.nn.functional.cross_entropy(s.cls(torch.cat(e, 1)), yb)
-net = Net().to(dev)
-opt = torch.optim.AdamW(net.parameters(), lr=1e-3)
-times = []
-for epoch in range(6):
-    torch.cuda.synchronize(); t = time.perf_counter()
-    perm = torch.randperm(N, device=dev)
-    for s in range(0, N, B):
-        idx = perm[s:s + B]
-        loss = net([x[idx] for x in xs], y[idx])
-        opt.zero_grad(set_to_none=True); loss.backward(); opt.step()
-    torch.cuda.synchronize(); times.append(time.perf_counter() - t)
-    with torch.no_grad():
-        full = net(xs, y).item()
-print(f"torch {torch.__version__} on {torch.cuda.get_device_name()}: eager, {len(range(0, N, B))} steps per epoch")
-print(f"torch seconds per epoch (2..6): {sum(times[1:]) / len(times[1:]):.4f}   epoch 1: {times[0]:.3f}   final full-data loss {full:.4f}")
+W = max(dims)
+xs_stacked = torch.zeros(Q, N, W, device=dev)
+for q, x in enumerate(xs):
+    xs_stacked[q, :, :x.shape[1]] = x
+class Stacked(torch.nn.Module):
+    def __init__(s):
+        super().__init__()
+        s.a1 = torch.nn.Parameter(torch.zeros(Q, W, hid)); s.b1 = torch.nn.Parameter(torch.zeros(Q, 1, hid))
+        with torch.no_grad():
+            for q, d in enumerate(dims):
+                s.a1[q, :d].uniform_(-(6 / (d + hid)) ** 0.5, (6 / (d + hid)) ** 0.5)
+        s.a2 = torch.nn.Parameter((torch.rand(Q, hid, dphi) * 2 - 1) * (6 / (hid + dphi)) ** 0.5); s.b2 = torch.nn.Parameter(torch.zeros(Q, 1, dphi))
+        s.w = torch.nn.Parameter((torch.rand(Q, dphi, k) * 2 - 1) * (3 / dphi) ** 0.5)
+        s.log_gamma = torch.nn.Parameter(torch.zeros(1))
+        s.cls = torch.nn.Linear(Q * k, C)
+    def forward(s, xb, yb):
+        h = torch.relu(torch.baddbmm(s.b1, xb, s.a1))
+        e = torch.relu(torch.baddbmm(s.b2, h, s.a2)) @ s.w
+        norms = (s.w * s.w).sum((0, 1))
+        tot = s.w.sum(0)
+        var = (e * e).sum((0, 1))
+        j = norms * (Q - 1) / (2 * N) - (tot * tot).sum(0) * 0.5 / N + var * s.log_gamma.exp() * (Q - 1) / (2 * xb.shape[1])
+        logits = (e @ s.cls.weight.t().reshape(Q, k, C)).sum(0) + s.cls.bias
+        return (j * j).sum() + torch.nn.functional.cross_entropy(logits, yb)
+for layout, make, batch_of in (("per source", Net, lambda idx: [x[idx] for x in xs]), ("stacked", Stacked, lambda idx: xs_stacked[:, idx])):
+  for B in (1024, 4096):
+    torch.manual_seed(0)
+    net = make().to(dev)
+    opt = torch.optim.AdamW(net.parameters(), lr=1e-3)
+    times = []
+    for epoch in range(6):
+        torch.cuda.synchronize(); t = time.perf_counter()
+        perm = torch.randperm(N, device=dev)
+        for s in range(0, N, B):
+            idx = perm[s:s + B]
+            loss = net(batch_of(idx), y[idx])
+            opt.zero_grad(set_to_none=True); loss.backward(); opt.step()
+        torch.cuda.synchronize(); times.append(time.perf_counter() - t)
+        with torch.no_grad():
+            full = net(batch_of(torch.arange(N, device=dev)), y).item()
+    print(f"torch {torch.__version__} on {torch.cuda.get_device_name()}: eager, {layout}, batches of {B}, {len(range(0, N, B))} steps per epoch")
+    print(f"torch seconds per epoch (2..6): {sum(times[1:]) / len(times[1:]):.4f}   epoch 1: {times[0]:.3f}   final full-data loss {full:.4f}")
 PY
   fi
 fi

@@ -33,6 +33,21 @@ fn rows_to_tensor(m: &DMatrix<f64>, device: &burn::tensor::Device) -> Tensor<2> 
     Tensor::from_data(TensorData::new(v, [m.nrows(), m.ncols()]), device)
 }
 
+/// Sources stacked as `[Q, n, w]`, each zero-padded to `w = max_q d_q`
+/// columns (the layout the network trains on).
+fn stacked(sources: &[DMatrix<f64>], device: &burn::tensor::Device) -> Tensor<3> {
+    let (n, width) = (sources[0].nrows(), sources.iter().map(|x| x.ncols()).max().unwrap());
+    let mut v = vec![0f32; sources.len() * n * width];
+    for (q, x) in sources.iter().enumerate() {
+        for i in 0..n {
+            for j in 0..x.ncols() {
+                v[(q * n + i) * width + j] = x[(i, j)] as f32;
+            }
+        }
+    }
+    Tensor::from_data(TensorData::new(v, [sources.len(), n, width]), device)
+}
+
 fn to_vec(t: Tensor<1>) -> Vec<f64> {
     t.into_data().convert::<f32>().try_to_vec::<f32>().unwrap().into_iter().map(f64::from).collect()
 }
@@ -72,10 +87,21 @@ fn objective_and_loss_match_the_f64_formula() {
         let net = model.net();
         for (rows, scale) in [((0..40).collect::<Vec<_>>(), 1.0), ((0..20).collect(), 2.0)] {
             let sub: Vec<DMatrix<f64>> = data.sources().iter().map(|x| gramian::datasets::select_rows(x, &rows)).collect();
-            let scores: Vec<Tensor<2>> = sub.iter().enumerate().map(|(q, x)| net.scores(q, rows_to_tensor(x, &device))).collect();
-            let projections: Vec<Tensor<2>> = (0..3).map(|q| net.projection(q)).collect();
-            let j_burn = to_vec(objective_per_component(&projections, &scores, net.gamma(), 40));
+            let scores = net.stacked_scores(stacked(&sub, &device), 0.0);
+            let j_burn = to_vec(objective_per_component(net.projections(), scores.clone(), net.gamma(), 40));
             let cpu_scores: Vec<DMatrix<f64>> = sub.iter().enumerate().map(|(q, x)| w.scores(q, x)).collect();
+            // The stacked scores (sources of 4, 5 and 6 columns padded to 6)
+            // and the per-source path agree with the f64 forward pass.
+            let flat: Vec<f32> = scores.clone().into_data().try_to_vec::<f32>().unwrap();
+            for (q, cpu) in cpu_scores.iter().enumerate() {
+                let one: Vec<f32> = net.scores(q, rows_to_tensor(&sub[q], &device)).into_data().try_to_vec::<f32>().unwrap();
+                for i in 0..rows.len() {
+                    for c in 0..4 {
+                        let (s, p, r) = (flat[(q * rows.len() + i) * 4 + c] as f64, one[i * 4 + c] as f64, cpu[(i, c)]);
+                        assert!((s - r).abs() <= 1e-4 * r.abs().max(1.0) && (p - r).abs() <= 1e-4 * r.abs().max(1.0), "{activation:?} source {q} row {i}: stacked {s}, per source {p}, f64 {r}");
+                    }
+                }
+            }
             for (k, &j_burn_k) in j_burn.iter().enumerate().take(4) {
                 let wk: Vec<DVector<f64>> = w.projections.iter().map(|p| p.column(k).into_owned()).collect();
                 let ek: Vec<DVector<f64>> = cpu_scores.iter().map(|e| e.column(k).into_owned()).collect();
@@ -91,7 +117,7 @@ fn objective_and_loss_match_the_f64_formula() {
                 one_hot[r * 3 + l] = 1.0;
             }
             let one_hot = Tensor::from_data(TensorData::new(one_hot, [rows.len(), 3]), &device);
-            let loss = LossTensors::new(objective_per_component(&projections, &scores, net.gamma(), 40), cross_entropy(net.logits(&scores), one_hot), 0.7);
+            let loss = LossTensors::new(objective_per_component(net.projections(), scores.clone(), net.gamma(), 40), cross_entropy(net.logits(scores), one_hot), 0.7);
             let mut concat = DMatrix::zeros(rows.len(), 12);
             for (q, e) in cpu_scores.iter().enumerate() {
                 concat.columns_mut(q * 4, 4).copy_from(e);
@@ -186,7 +212,8 @@ fn early_stopping_on_the_validation_cross_entropy() {
     assert!((ce - lowest).abs() < 1e-9 * lowest.max(1.0), "kept model validation CE {ce} vs lowest {lowest}");
 }
 
-/// Dropout: `p = 0` is the plain feature map bit for bit; with `p = 0.5`
+/// Dropout: the stacked map without dropout is each source's own feature
+/// map (to f32 rounding); with `p = 0.5`
 /// each hidden unit is zeroed about half the time and the survivors scaled
 /// by 2, so the mean over many masks approaches the plain map; training
 /// with dropout is replayable for a seed, differs from training without, and
@@ -200,19 +227,20 @@ fn dropout_in_the_feature_maps() {
     // evaluated with a linear activation would hide the mask, so ReLU.
     let model = small_params(3).hidden(vec![16]).init(data.sources().iter().map(|x| x.ncols()).collect(), 3).unwrap();
     let net = model.net();
-    let x = rows_to_tensor(data.source(0), &device);
-    let plain: Vec<f32> = net.features(0, x.clone()).into_data().try_to_vec::<f32>().unwrap();
-    let same: Vec<f32> = net.features_with_dropout(0, x.clone(), 0.0).into_data().try_to_vec::<f32>().unwrap();
-    assert_eq!(plain, same);
+    let x = stacked(data.sources(), &device);
+    let plain: Vec<f32> = net.stacked_features(x.clone(), 0.0).into_data().try_to_vec::<f32>().unwrap();
+    // Source 0's block of the stacked features is its own feature map.
+    let first: Vec<f32> = net.features(0, rows_to_tensor(data.source(0), &device)).into_data().try_to_vec::<f32>().unwrap();
+    assert!(first.iter().zip(&plain).all(|(a, b)| (a - b).abs() <= 1e-5 * a.abs().max(1.0)));
     // Every hidden unit dropped: the output layer sees zeros, and its bias is
     // zero at initialisation, so phi is ReLU(0) = 0.
-    let all_dropped: Vec<f32> = net.features_with_dropout(0, x.clone(), 1.0).into_data().try_to_vec::<f32>().unwrap();
+    let all_dropped: Vec<f32> = net.stacked_features(x.clone(), 1.0).into_data().try_to_vec::<f32>().unwrap();
     assert!(all_dropped.iter().all(|&v| v == 0.0));
     device.seed(7);
     let draws = 400;
     let mut mean = vec![0.0f64; plain.len()];
     for _ in 0..draws {
-        let d: Vec<f32> = net.features_with_dropout(0, x.clone(), 0.5).into_data().try_to_vec::<f32>().unwrap();
+        let d: Vec<f32> = net.stacked_features(x.clone(), 0.5).into_data().try_to_vec::<f32>().unwrap();
         for (m, v) in mean.iter_mut().zip(&d) {
             *m += *v as f64 / draws as f64;
         }

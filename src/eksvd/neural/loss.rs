@@ -14,18 +14,26 @@ use burn::tensor::{activation, Tensor};
 /// `N = n_samples`, plus `((Q-1)/2) gamma` times the **mean** over the rows
 /// at hand of `sum_q (e_ik^(q))^2`. On a minibatch this is an unbiased
 /// estimate of the full-data `J_k / N`; on all `N` samples it is exact.
-/// `projections` are the `W_q` (`d_phi x k`), `scores` the `E_q` (`|B| x k`).
-pub fn objective_per_component(projections: &[Tensor<2>], scores: &[Tensor<2>], gamma: Tensor<1>, n_samples: usize) -> Tensor<1> {
-    let q = projections.len() as f64;
-    let k = projections[0].dims()[1];
-    let rows = scores[0].dims()[0] as f64;
-    let n = n_samples as f64;
-    let norms = projections.iter().map(|w| w.clone().square().sum_dim(0)).reduce(|a, b| a + b).expect("at least one source");
-    let total = projections.iter().cloned().reduce(|a, b| a + b).expect("at least one source");
-    let total_norm = total.square().sum_dim(0);
-    let variance = scores.iter().map(|e| e.clone().square().sum_dim(0)).reduce(|a, b| a + b).expect("at least one source");
-    let weights = norms.mul_scalar((q - 1.0) / (2.0 * n)) - total_norm.mul_scalar(0.5 / n);
-    let j = weights + variance.mul(gamma.unsqueeze::<2>()).mul_scalar((q - 1.0) / (2.0 * rows));
+/// `projections` are the `W_q` stacked (`[Q, d_phi, k]`), `scores` the
+/// `E_q` stacked (`[Q, |B|, k]`).
+pub fn objective_per_component(projections: Tensor<3>, scores: Tensor<3>, gamma: Tensor<1>, n_samples: usize) -> Tensor<1> {
+    let [q, rows, k] = scores.dims();
+    objective_from_squared_scores(projections, scores.reshape([q * rows, k]).square().sum_dim(0), rows, gamma, n_samples)
+}
+
+/// [`objective_per_component`] from the per-component sums
+/// `sum_q sum_i (e_ik^(q))^2` over `rows` samples (`[1, k]`): the data
+/// term of `J_k` is linear in them, so sums accumulated over chunks of a
+/// data set give its exact `J_k / N`.
+pub fn objective_from_squared_scores(projections: Tensor<3>, squared_scores: Tensor<2>, rows: usize, gamma: Tensor<1>, n_samples: usize) -> Tensor<1> {
+    let [q, d_phi, k] = projections.dims();
+    let (qf, n) = (q as f64, n_samples as f64);
+    // One reduction each: `sum_q ||w_qk||^2` over the stacked rows, and
+    // `||sum_q w_qk||^2`.
+    let norms = projections.clone().reshape([q * d_phi, k]).square().sum_dim(0);
+    let total_norm = projections.sum_dim(0).reshape([d_phi, k]).square().sum_dim(0);
+    let weights = norms.mul_scalar((qf - 1.0) / (2.0 * n)) - total_norm.mul_scalar(0.5 / n);
+    let j = weights + squared_scores.mul(gamma.unsqueeze::<2>()).mul_scalar((qf - 1.0) / (2.0 * rows as f64));
     j.reshape([k])
 }
 

@@ -5,7 +5,9 @@
 //! with Adam on `sum_k (J_k / N)^2 + eta * L_CE` through [burn](https://burn.dev).
 //!
 //! * [`model`]: the burn [`Module`](burn::module::Module) (feature maps,
-//!   projections, positive `gamma`, linear classifier on the scores).
+//!   projections, positive `gamma`, linear classifier on the scores), with
+//!   the `Q` sources stacked so that a training step costs a fixed number
+//!   of kernels whatever `Q`.
 //! * [`loss`]: `J_k` of Eq. 3 per component and the training loss.
 //! * [`train`]: [`NeuralEksvdParams`] (validated builder) -> [`NeuralEksvd`]
 //!   (transform, predict, save/load), with optional dropout in the feature
@@ -36,8 +38,8 @@ pub mod model;
 pub mod placement;
 pub mod train;
 
-pub use loss::{cross_entropy, objective_per_component, LossTensors, LossValues};
-pub use model::{Activation, Architecture, NeuralEksvdNet, NeuralWeights};
+pub use loss::{cross_entropy, objective_from_squared_scores, objective_per_component, LossTensors, LossValues};
+pub use model::{Activation, Architecture, NeuralEksvdNet, NeuralWeights, StackedDense};
 pub use placement::{burn_device, shared_gpu};
 pub use train::{EarlyStopping, EpochRecord, LearningRateSchedule, NeuralEksvd, NeuralEksvdParams, TrainingHistory};
 

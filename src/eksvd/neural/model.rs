@@ -2,6 +2,9 @@
 //! `phi_q : R^{d_q} -> R^{d_phi}`, projections `W_q` (`d_phi x k`), the
 //! positive `gamma` and a linear classifier on the concatenated scores
 //! `[E_1 ... E_Q]` (the task head of the supervised setting).
+//!
+//! The `Q` sources run stacked (one `[Q, B, max_q d_q]` tensor, one batched
+//! product per layer): see [`NeuralEksvdNet`].
 
 use burn::module::{Module, Param};
 use burn::tensor::{activation, Device, Distribution, Tensor, TensorData};
@@ -117,23 +120,22 @@ impl Architecture {
     }
 }
 
-/// A dense layer `x A + b` (`A` is `d_in x d_out`).
+/// A dense layer `x A + b` (`A` is `d_in x d_out`): the classifier.
 #[derive(Module, Debug)]
 pub struct Dense {
     weight: Param<Tensor<2>>,
     bias: Param<Tensor<1>>,
 }
 
+/// Glorot-uniform `d_in x d_out` weights drawn from `rng`.
+fn glorot(d_in: usize, d_out: usize, rng: &mut StdRng) -> DMatrix<f64> {
+    let limit = (6.0 / (d_in + d_out) as f64).sqrt();
+    DMatrix::from_fn(d_in, d_out, |_, _| rng.random_range(-limit..limit))
+}
+
 impl Dense {
     fn from_host(weight: &DMatrix<f64>, bias: &DVector<f64>, device: &Device) -> Self {
         Dense { weight: Param::from_tensor(matrix_to_tensor(weight, device)), bias: Param::from_tensor(vector_to_tensor(bias, device)) }
-    }
-
-    /// Glorot-uniform weights, zero bias.
-    fn init(d_in: usize, d_out: usize, rng: &mut StdRng, device: &Device) -> Self {
-        let limit = (6.0 / (d_in + d_out) as f64).sqrt();
-        let w = DMatrix::from_fn(d_in, d_out, |_, _| rng.random_range(-limit..limit));
-        Dense::from_host(&w, &DVector::zeros(d_out), device)
     }
 
     /// `x A + b` for rows `x`.
@@ -146,22 +148,86 @@ impl Dense {
     }
 }
 
-/// The MLP feature map `phi_q` of one source.
+/// One layer of every source's MLP at once: `H_q A_q + b_q` for all `q`,
+/// with the `A_q` stacked as `[Q, d_in, d_out]` and the `b_q` as
+/// `[Q, 1, d_out]`, so that the `Q` feature maps cost one batched product
+/// per layer (and one optimiser update per tensor) instead of `Q`.
+///
+/// The first layer's `d_in` is the widest source's `max_q d_q`; the rows of
+/// `A_q` beyond `d_q` multiply the zero padding of the stacked input, so
+/// their gradient is zero and they stay zero under Adam(W): the stacked
+/// layer computes exactly the per-source one.
 #[derive(Module, Debug)]
-pub struct FeatureNet {
-    layers: Vec<Dense>,
+pub struct StackedDense {
+    weight: Param<Tensor<3>>,
+    bias: Param<Tensor<3>>,
+}
+
+impl StackedDense {
+    /// Stacks the per-source `(A_q, b_q)`, padding each `A_q` with zero
+    /// rows up to `d_in` rows.
+    fn from_host(layers: &[(&DMatrix<f64>, &DVector<f64>)], d_in: usize, device: &Device) -> Self {
+        let q = layers.len();
+        let d_out = layers[0].0.ncols();
+        let mut weight = vec![0f32; q * d_in * d_out];
+        let mut bias = vec![0f32; q * d_out];
+        for (s, (a, b)) in layers.iter().enumerate() {
+            for i in 0..a.nrows() {
+                for j in 0..d_out {
+                    weight[(s * d_in + i) * d_out + j] = a[(i, j)] as f32;
+                }
+            }
+            for j in 0..d_out {
+                bias[s * d_out + j] = b[j] as f32;
+            }
+        }
+        StackedDense {
+            weight: Param::from_tensor(Tensor::from_data(TensorData::new(weight, [q, d_in, d_out]), device)),
+            bias: Param::from_tensor(Tensor::from_data(TensorData::new(bias, [q, 1, d_out]), device)),
+        }
+    }
+
+    /// `[A_q; b_q]` of source `q` alone, `A_q` cut to its first `d_in` rows
+    /// (shapes `[1, d_in, d_out]` and `[1, 1, d_out]`).
+    fn of_source(&self, q: usize, d_in: usize) -> (Tensor<3>, Tensor<3>) {
+        (self.weight.val().narrow(0, q, 1).narrow(1, 0, d_in), self.bias.val().narrow(0, q, 1))
+    }
+
+    /// The per-source `(A_q, b_q)` in f64, `A_q` cut to `d_in[q]` rows.
+    fn export(&self, d_in: &[usize]) -> Vec<(DMatrix<f64>, DVector<f64>)> {
+        let [q, rows, d_out] = self.weight.dims();
+        let w = tensor_to_f32(self.weight.val());
+        let b = tensor_to_f32(self.bias.val());
+        (0..q)
+            .map(|s| {
+                let a = DMatrix::from_fn(d_in[s], d_out, |i, j| f64::from(w[(s * rows + i) * d_out + j]));
+                (a, DVector::from_fn(d_out, |j, _| f64::from(b[s * d_out + j])))
+            })
+            .collect()
+    }
 }
 
 /// The Neural eKSVD network: feature maps, projections `W_q`, `log gamma`
 /// and the classifier (Section 3.4).
+///
+/// The `Q` sources are stacked: a batch of samples is one `[Q, B, w]`
+/// tensor (`w = max_q d_q`, each source zero-padded to it), the feature
+/// maps are [`StackedDense`] layers, the projections one `[Q, d_phi, k]`
+/// tensor and the scores `E_q` one `[Q, B, k]` tensor. A training step is
+/// then a fixed number of kernels whatever `Q` (on a GPU, a step of this
+/// size is bound by kernel launches, not arithmetic). The per-source
+/// methods ([`NeuralEksvdNet::features`], [`NeuralEksvdNet::scores`]) run
+/// the same layers on one source's slice of the weights.
 #[derive(Module, Debug)]
 pub struct NeuralEksvdNet {
-    feature_maps: Vec<FeatureNet>,
-    projections: Vec<Param<Tensor<2>>>,
+    layers: Vec<StackedDense>,
+    projections: Param<Tensor<3>>,
     log_gamma: Param<Tensor<1>>,
     classifier: Dense,
     #[module(skip)]
     activation: Activation,
+    #[module(skip)]
+    input_dims: Vec<usize>,
 }
 
 /// All weights of a network in f64 (for checks against the CPU formulas).
@@ -234,54 +300,68 @@ impl NeuralEksvdNet {
         let feature_maps = (0..arch.n_sources())
             .map(|q| {
                 let w = arch.widths(q);
-                FeatureNet { layers: w.windows(2).map(|p| Dense::init(p[0], p[1], &mut rng, device)).collect() }
+                w.windows(2).map(|p| (glorot(p[0], p[1], &mut rng), DVector::zeros(p[1]))).collect()
             })
             .collect();
         let limit = (3.0 / arch.d_phi as f64).sqrt();
-        let projections = (0..arch.n_sources())
-            .map(|_| {
-                let w = DMatrix::from_fn(arch.d_phi, arch.components, |_, _| rng.random_range(-limit..limit));
-                Param::from_tensor(matrix_to_tensor(&w, device))
-            })
-            .collect();
-        let classifier = Dense::init(arch.n_sources() * arch.components, arch.n_classes, &mut rng, device);
-        let log_gamma = Param::from_tensor(vector_to_tensor(&DVector::from_element(1, gamma_init.ln()), device));
-        Ok(NeuralEksvdNet { feature_maps, projections, log_gamma, classifier, activation: arch.activation })
+        let projections = (0..arch.n_sources()).map(|_| DMatrix::from_fn(arch.d_phi, arch.components, |_, _| rng.random_range(-limit..limit))).collect();
+        let classifier = (glorot(arch.n_sources() * arch.components, arch.n_classes, &mut rng), DVector::zeros(arch.n_classes));
+        let weights = NeuralWeights { feature_maps, projections, gamma: gamma_init, classifier, activation: arch.activation };
+        Ok(Self::from_weights(&weights, device))
     }
 
     /// Rebuilds a network from f64 weights (e.g. a checkpoint); `gamma` is
     /// stored as `log gamma`.
     pub fn from_weights(weights: &NeuralWeights, device: &Device) -> Self {
+        let input_dims: Vec<usize> = weights.feature_maps.iter().map(|layers| layers[0].0.nrows()).collect();
+        let depth = weights.feature_maps[0].len();
+        let layers = (0..depth)
+            .map(|l| {
+                let per_source: Vec<(&DMatrix<f64>, &DVector<f64>)> = weights.feature_maps.iter().map(|layers| (&layers[l].0, &layers[l].1)).collect();
+                let d_in = per_source.iter().map(|(a, _)| a.nrows()).max().expect("at least one source");
+                StackedDense::from_host(&per_source, d_in, device)
+            })
+            .collect();
+        let (d_phi, k) = weights.projections[0].shape();
+        let mut w = Vec::with_capacity(weights.projections.len() * d_phi * k);
+        for p in &weights.projections {
+            for row in p.row_iter() {
+                w.extend(row.iter().map(|&x| x as f32));
+            }
+        }
         NeuralEksvdNet {
-            feature_maps: weights.feature_maps.iter().map(|layers| FeatureNet { layers: layers.iter().map(|(a, b)| Dense::from_host(a, b, device)).collect() }).collect(),
-            projections: weights.projections.iter().map(|w| Param::from_tensor(matrix_to_tensor(w, device))).collect(),
+            layers,
+            projections: Param::from_tensor(Tensor::from_data(TensorData::new(w, [weights.projections.len(), d_phi, k]), device)),
             log_gamma: Param::from_tensor(vector_to_tensor(&DVector::from_element(1, weights.gamma.ln()), device)),
             classifier: Dense::from_host(&weights.classifier.0, &weights.classifier.1, device),
             activation: weights.activation,
+            input_dims,
         }
     }
 
     /// Number of sources `Q`.
     pub fn n_sources(&self) -> usize {
-        self.projections.len()
+        self.input_dims.len()
     }
 
-    /// `phi_q(x)` for rows `x` (`n x d_q` -> `n x d_phi`).
-    pub fn features(&self, q: usize, x: Tensor<2>) -> Tensor<2> {
-        self.feature_maps[q].layers.iter().fold(x, |h, layer| self.activation.apply(layer.forward(h)))
+    /// Input dimension `d_q` of every source.
+    pub fn input_dims(&self) -> &[usize] {
+        &self.input_dims
     }
 
-    /// `phi_q(x)` with inverted dropout on every hidden layer's output
-    /// (each unit kept with probability `1 - p` and scaled by `1 / (1 - p)`,
-    /// so the expected activation is that of [`NeuralEksvdNet::features`]);
-    /// `p <= 0` (or NaN) is `features`, `p >= 1` drops every hidden unit.
-    /// Training only: the masks are drawn on the tensors' device from its
-    /// random state.
-    pub fn features_with_dropout(&self, q: usize, x: Tensor<2>, p: f64) -> Tensor<2> {
-        let layers = &self.feature_maps[q].layers;
+    /// Width `max_q d_q` of the stacked input `[Q, B, w]`.
+    pub fn input_width(&self) -> usize {
+        self.input_dims.iter().copied().max().unwrap_or(0)
+    }
+
+    /// The MLP on stacked inputs `[S, B, d_in]` with one `(A, b)` pair per
+    /// layer (`[S, d_in, d_out]`, `[S, 1, d_out]`), inverted dropout of
+    /// probability `p` on every hidden layer's output (each unit kept with
+    /// probability `1 - p` and scaled by `1 / (1 - p)`).
+    fn mlp(&self, x: Tensor<3>, layers: Vec<(Tensor<3>, Tensor<3>)>, p: f64) -> Tensor<3> {
         let last = layers.len().saturating_sub(1);
-        layers.iter().enumerate().fold(x, |h, (i, layer)| {
-            let h = self.activation.apply(layer.forward(h));
+        layers.into_iter().enumerate().fold(x, |h, (i, (a, b))| {
+            let h = self.activation.apply(h.matmul(a) + b);
             if p >= 1.0 && i < last {
                 h.zeros_like()
             } else if p > 0.0 && i < last {
@@ -293,12 +373,44 @@ impl NeuralEksvdNet {
         })
     }
 
-    /// `W_q` (`d_phi x k`).
-    pub fn projection(&self, q: usize) -> Tensor<2> {
-        self.projections[q].val()
+    /// `phi_q(X_q)` of every source at once: stacked inputs `[Q, B, w]`
+    /// (each source zero-padded to `w = max_q d_q` columns) to
+    /// `[Q, B, d_phi]`, with inverted dropout of probability `p` on every
+    /// hidden layer's output (`p <= 0` or NaN: none; `p >= 1` drops every
+    /// hidden unit). The dropout masks are drawn on the tensors' device
+    /// from its random state.
+    pub fn stacked_features(&self, x: Tensor<3>, p: f64) -> Tensor<3> {
+        self.mlp(x, self.layers.iter().map(|l| (l.weight.val(), l.bias.val())).collect(), p)
     }
 
-    /// The projection scores `E_q = phi_q(X_q) W_q` (`n x k`).
+    /// The scores `E_q = phi_q(X_q) W_q` of every source at once
+    /// (`[Q, B, w]` -> `[Q, B, k]`), with dropout `p` as in
+    /// [`NeuralEksvdNet::stacked_features`].
+    pub fn stacked_scores(&self, x: Tensor<3>, p: f64) -> Tensor<3> {
+        self.stacked_features(x, p).matmul(self.projections.val())
+    }
+
+    /// `phi_q(x)` for rows `x` of source `q` (`n x d_q` -> `n x d_phi`).
+    pub fn features(&self, q: usize, x: Tensor<2>) -> Tensor<2> {
+        let [n, d] = x.dims();
+        let layers = self.layers.iter().enumerate().map(|(i, l)| l.of_source(q, if i == 0 { d } else { l.weight.dims()[1] })).collect();
+        let h = self.mlp(x.unsqueeze::<3>(), layers, 0.0);
+        let d_phi = h.dims()[2];
+        h.reshape([n, d_phi])
+    }
+
+    /// `W_q` (`d_phi x k`).
+    pub fn projection(&self, q: usize) -> Tensor<2> {
+        let [_, d_phi, k] = self.projections.dims();
+        self.projections.val().narrow(0, q, 1).reshape([d_phi, k])
+    }
+
+    /// All `W_q` stacked, `[Q, d_phi, k]`.
+    pub fn projections(&self) -> Tensor<3> {
+        self.projections.val()
+    }
+
+    /// The projection scores `E_q = phi_q(X_q) W_q` of source `q` (`n x k`).
     pub fn scores(&self, q: usize, x: Tensor<2>) -> Tensor<2> {
         self.features(q, x).matmul(self.projection(q))
     }
@@ -308,9 +420,14 @@ impl NeuralEksvdNet {
         self.log_gamma.val().exp()
     }
 
-    /// Class logits from the scores of all sources.
-    pub fn logits(&self, scores: &[Tensor<2>]) -> Tensor<2> {
-        self.classifier.forward(Tensor::cat(scores.to_vec(), 1))
+    /// Class logits `[E_1 ... E_Q] C + c` from the stacked scores
+    /// `[Q, B, k]`, computed as `sum_q E_q C_q + c` with `C_q` the rows
+    /// `q k .. (q + 1) k` of `C` (no concatenation of the scores).
+    pub fn logits(&self, scores: Tensor<3>) -> Tensor<2> {
+        let [q, b, k] = scores.dims();
+        let c = self.classifier.weight.dims()[1];
+        let per_source = scores.matmul(self.classifier.weight.val().reshape([q, k, c]));
+        per_source.sum_dim(0).reshape([b, c]) + self.classifier.bias.val().unsqueeze::<2>()
     }
 
     /// Class logits from concatenated scores `[E_1 ... E_Q]` (`n x Qk`).
@@ -320,14 +437,28 @@ impl NeuralEksvdNet {
 
     /// All weights in f64.
     pub fn export(&self) -> NeuralWeights {
+        let mut feature_maps = vec![Vec::new(); self.n_sources()];
+        for (i, layer) in self.layers.iter().enumerate() {
+            let d_in: Vec<usize> = if i == 0 { self.input_dims.clone() } else { vec![layer.weight.dims()[1]; self.n_sources()] };
+            for (maps, ab) in feature_maps.iter_mut().zip(layer.export(&d_in)) {
+                maps.push(ab);
+            }
+        }
+        let [q, d_phi, k] = self.projections.dims();
+        let w = tensor_to_f32(self.projections.val());
         NeuralWeights {
-            feature_maps: self.feature_maps.iter().map(|f| f.layers.iter().map(Dense::export).collect()).collect(),
-            projections: self.projections.iter().map(|w| tensor_to_matrix(w.val())).collect(),
+            feature_maps,
+            projections: (0..q).map(|s| DMatrix::from_fn(d_phi, k, |i, j| f64::from(w[(s * d_phi + i) * k + j]))).collect(),
             gamma: tensor_to_vector(self.gamma())[0],
             classifier: self.classifier.export(),
             activation: self.activation,
         }
     }
+}
+
+/// The entries of a tensor in row-major order, as f32.
+pub(crate) fn tensor_to_f32<const D: usize>(t: Tensor<D>) -> Vec<f32> {
+    t.into_data().convert::<f32>().try_to_vec::<f32>().expect("f32 tensor data")
 }
 
 /// A row-major f32 tensor from an f64 matrix (values must fit in f32).
@@ -346,14 +477,11 @@ fn vector_to_tensor(v: &DVector<f64>, device: &Device) -> Tensor<1> {
 /// An f64 matrix from a rank-2 tensor.
 pub(crate) fn tensor_to_matrix(t: Tensor<2>) -> DMatrix<f64> {
     let [r, c] = t.dims();
-    let data = t.into_data().convert::<f32>();
-    let v: Vec<f32> = data.try_to_vec::<f32>().expect("f32 tensor data");
-    DMatrix::from_row_iterator(r, c, v.into_iter().map(f64::from))
+    DMatrix::from_row_iterator(r, c, tensor_to_f32(t).into_iter().map(f64::from))
 }
 
 /// An f64 vector from a rank-1 tensor.
 pub(crate) fn tensor_to_vector(t: Tensor<1>) -> DVector<f64> {
-    let data = t.into_data().convert::<f32>();
-    let v: Vec<f32> = data.try_to_vec::<f32>().expect("f32 tensor data");
+    let v = tensor_to_f32(t);
     DVector::from_iterator(v.len(), v.into_iter().map(f64::from))
 }

@@ -10,14 +10,14 @@ use std::time::Instant;
 
 use burn::module::Module;
 use burn::optim::{AdamWConfig, GradientsParams};
-use burn::tensor::{Device, Distribution, Int, Tensor, TensorData};
+use burn::tensor::{Device, Distribution, Int, Tensor, TensorData, Transaction};
 use nalgebra::DMatrix;
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 
-use super::loss::{cross_entropy, objective_per_component, LossTensors, LossValues};
-use super::model::{matrix_to_tensor, tensor_to_matrix, tensor_to_vector, Activation, Architecture, NeuralEksvdNet, NeuralWeights};
+use super::loss::{cross_entropy, objective_from_squared_scores, objective_per_component, LossTensors, LossValues};
+use super::model::{tensor_to_f32, tensor_to_matrix, tensor_to_vector, Activation, Architecture, NeuralEksvdNet, NeuralWeights};
 use super::placement::{burn_device, Placement};
 use super::{NeuralBackend, NeuralError, Result};
 use crate::datasets::try_macro_f1;
@@ -286,16 +286,17 @@ impl NeuralEksvdParams {
         if let Some((v, _)) = validation {
             check_same_dims(train, v)?;
         }
-        let host = HostData::new(train, labels, n_classes)?;
-        let validation_host = validation.map(|(v, l)| HostData::new(v, l, n_classes)).transpose()?;
+        let host = HostData::new(train, Some(labels), n_classes)?;
+        let validation_host = validation.map(|(v, l)| HostData::new(v, Some(l), n_classes)).transpose()?;
         let mut model = self.init(train.sources().iter().map(|x| x.ncols()).collect(), n_classes)?;
         let device = model.device.clone();
         let ad_device = device.clone().autodiff();
         let n = host.n;
-        // The training set is uploaded once, to the training device (for
-        // the steps) and the plain one (for the per-epoch loss); each epoch
-        // uploads its permutation (n integers) and every minibatch is
-        // gathered on the device.
+        // The training set is uploaded once, stacked (`[Q, N, w]`), to the
+        // training device (for the steps) and the plain one (for the
+        // per-epoch loss); each epoch uploads its permutation (n integers)
+        // and every minibatch is gathered on the device. Per epoch, the
+        // loss and the validation scores come back in one read each.
         let resident = host.upload(&ad_device);
         let resident_eval = host.upload(&device);
         let resident_validation = validation_host.as_ref().map(|h| h.upload(&device));
@@ -313,7 +314,7 @@ impl NeuralEksvdParams {
         let mut step = 0usize;
         let mut averaged: Option<NeuralWeights> = None;
 
-        let initial = model.loss_on(&resident_eval, self.eta)?;
+        let initial = model.evaluate(&resident_eval, self.eta, false)?.loss.expect("labelled");
         if !initial.total.is_finite() {
             return Err(NeuralError::Diverged { epoch: 0, loss: initial.total, initial: initial.total });
         }
@@ -330,20 +331,16 @@ impl NeuralEksvdParams {
             let permutation = index_tensor(&order, &ad_device);
             for start in (0..n).step_by(self.batch_size) {
                 let len = self.batch_size.min(n - start);
-                let (mut xs, one_hot) = resident.gather(permutation.clone().narrow(0, start, len));
+                let (mut x, one_hot) = resident.gather(permutation.clone().narrow(0, start, len));
                 if self.input_noise > 0.0 {
-                    xs = xs
-                        .into_iter()
-                        .map(|x| {
-                            let noise = x.random_like(Distribution::Normal(0.0, self.input_noise));
-                            x + noise
-                        })
-                        .collect();
+                    // Noise on each source's own columns only: the padding
+                    // stays zero.
+                    let noise = x.random_like(Distribution::Normal(0.0, self.input_noise));
+                    x = x + noise * resident.columns.clone();
                 }
-                let scores: Vec<Tensor<2>> = xs.into_iter().enumerate().map(|(q, x)| net.features_with_dropout(q, x, self.dropout).matmul(net.projection(q))).collect();
-                let projections: Vec<Tensor<2>> = (0..net.n_sources()).map(|q| net.projection(q)).collect();
-                let objective = objective_per_component(&projections, &scores, net.gamma(), n);
-                let loss = LossTensors::new(objective, cross_entropy(net.logits(&scores), one_hot), self.eta);
+                let scores = net.stacked_scores(x, self.dropout);
+                let objective = objective_per_component(net.projections(), scores.clone(), net.gamma(), n);
+                let loss = LossTensors::new(objective, cross_entropy(net.logits(scores), one_hot.expect("labelled")), self.eta);
                 let grads = GradientsParams::from_grads(loss.total.backward(), &net);
                 net = optim.step(self.schedule.rate(self.learning_rate, step, total_steps), net, grads);
                 step += 1;
@@ -367,7 +364,8 @@ impl NeuralEksvdParams {
                 model.net = NeuralEksvdNet::from_weights(&avg, &device);
                 averaged = Some(avg);
             }
-            let values = model.loss_on(&resident_eval, self.eta)?;
+            let training = model.evaluate(&resident_eval, self.eta, false)?;
+            let values = training.loss.expect("labelled");
             if !values.total.is_finite() || values.total > self.divergence_factor * initial.total {
                 if let Some(bar) = &bar {
                     bar.abandon_with_message("diverged");
@@ -375,14 +373,17 @@ impl NeuralEksvdParams {
                 return Err(NeuralError::Diverged { epoch, loss: values.total, initial: initial.total });
             }
             let score = match (validation, &resident_validation) {
-                (Some((v, l)), Some(resident)) => Some(ValidationScore {
-                    macro_f1: try_macro_f1(l, &model.predict(v)?).map_err(|e| NeuralError::Labels(format!("validation macro-F1: {e}")))?,
-                    cross_entropy: model.loss_on(resident, self.eta)?.cross_entropy,
-                }),
+                (Some((_, l)), Some(resident)) => {
+                    let on_validation = model.evaluate(resident, self.eta, true)?;
+                    Some(ValidationScore {
+                        macro_f1: try_macro_f1(l, &on_validation.predictions).map_err(|e| NeuralError::Labels(format!("validation macro-F1: {e}")))?,
+                        cross_entropy: on_validation.loss.expect("labelled").cross_entropy,
+                    })
+                }
                 _ => None,
             };
             let validation_f1 = score.map(|s| s.macro_f1);
-            history.epochs.push(EpochRecord { epoch, objective_squared: values.objective_squared, cross_entropy: values.cross_entropy, gamma: model.gamma(), validation_f1, validation_cross_entropy: score.map(|s| s.cross_entropy), seconds });
+            history.epochs.push(EpochRecord { epoch, objective_squared: values.objective_squared, cross_entropy: values.cross_entropy, gamma: training.gamma, validation_f1, validation_cross_entropy: score.map(|s| s.cross_entropy), seconds });
             if let Some(bar) = &bar {
                 bar.set_position(epoch as u64);
                 bar.set_message(format!("J^2 {:.3e} CE {:.4} val F1 {}", values.objective_squared, values.cross_entropy, validation_f1.map_or("-".into(), |f| format!("{f:.4}"))));
@@ -514,30 +515,54 @@ fn to_f32_rows(q: usize, x: &DMatrix<f64>) -> Result<Vec<f32>> {
     Ok(v)
 }
 
-/// Training data on the host, checked and in f32, before its upload.
+/// A data set on the host, checked and in f32, before its upload: the
+/// sources stacked as `[Q, n, w]` (row-major, source `q` in the first
+/// `d_q` of the `w = max_q d_q` columns, the rest zero), and the labels if
+/// any.
 struct HostData {
     n: usize,
     dims: Vec<usize>,
-    rows: Vec<Vec<f32>>,
-    labels: Vec<usize>,
+    width: usize,
+    stacked: Vec<f32>,
+    labels: Option<Vec<usize>>,
     n_classes: usize,
 }
 
 impl HostData {
-    fn new(data: &MultiSource, labels: &[usize], n_classes: usize) -> Result<Self> {
-        let rows = data.sources().iter().enumerate().map(|(q, x)| to_f32_rows(q, x)).collect::<Result<_>>()?;
-        Ok(HostData { n: data.source(0).nrows(), dims: data.sources().iter().map(|x| x.ncols()).collect(), rows, labels: labels.to_vec(), n_classes })
+    fn new(data: &MultiSource, labels: Option<&[usize]>, n_classes: usize) -> Result<Self> {
+        let n = data.source(0).nrows();
+        let dims: Vec<usize> = data.sources().iter().map(|x| x.ncols()).collect();
+        let width = dims.iter().copied().max().unwrap_or(0);
+        let len = dims.len().checked_mul(n).and_then(|v| v.checked_mul(width)).ok_or(EksvdError::InvalidParameter { name: "data", reason: "Q n max_q d_q overflows usize".into() })?;
+        let mut stacked = vec![0f32; len];
+        for (q, x) in data.sources().iter().enumerate() {
+            let rows = to_f32_rows(q, x)?;
+            let d = dims[q];
+            for (i, row) in rows.chunks_exact(d.max(1)).enumerate().take(n) {
+                let at = (q * n + i) * width;
+                stacked[at..at + d].copy_from_slice(row);
+            }
+        }
+        Ok(HostData { n, dims, width, stacked, labels: labels.map(<[usize]>::to_vec), n_classes })
     }
 
-    /// Every source and the one-hot labels as tensors on `device` (one
-    /// upload each).
+    /// The stacked sources, the one-hot labels and the column mask as
+    /// tensors on `device` (one upload each).
     fn upload(&self, device: &Device) -> ResidentData {
-        let xs = self.rows.iter().zip(&self.dims).map(|(rows, &d)| Tensor::from_data(TensorData::new(rows.clone(), [self.n, d]), device)).collect();
-        let mut one_hot = vec![0f32; self.n * self.n_classes];
-        for (r, &l) in self.labels.iter().enumerate() {
-            one_hot[r * self.n_classes + l] = 1.0;
+        let q = self.dims.len();
+        let x = Tensor::from_data(TensorData::new(self.stacked.clone(), [q, self.n, self.width]), device);
+        let one_hot = self.labels.as_ref().map(|labels| {
+            let mut one_hot = vec![0f32; self.n * self.n_classes];
+            for (r, &l) in labels.iter().enumerate() {
+                one_hot[r * self.n_classes + l] = 1.0;
+            }
+            Tensor::from_data(TensorData::new(one_hot, [self.n, self.n_classes]), device)
+        });
+        let mut mask = vec![0f32; q * self.width];
+        for (s, &d) in self.dims.iter().enumerate() {
+            mask[s * self.width..s * self.width + d].fill(1.0);
         }
-        ResidentData { n: self.n, xs, one_hot: Tensor::from_data(TensorData::new(one_hot, [self.n, self.n_classes]), device) }
+        ResidentData { n: self.n, x, one_hot, columns: Tensor::from_data(TensorData::new(mask, [q, 1, self.width]), device) }
     }
 }
 
@@ -547,24 +572,37 @@ fn index_tensor(idx: &[usize], device: &Device) -> Tensor<1, Int> {
     Tensor::from_data(TensorData::new(v, [idx.len()]), device)
 }
 
-/// A labelled data set resident on a burn device: minibatches are gathered
-/// (`select`) or sliced (`narrow`) there, with no host transfer.
+/// A data set resident on a burn device, sources stacked (`[Q, n, w]`):
+/// minibatches are gathered (`select`) or sliced (`narrow`) there, with no
+/// host transfer.
 struct ResidentData {
     n: usize,
-    xs: Vec<Tensor<2>>,
-    one_hot: Tensor<2>,
+    x: Tensor<3>,
+    one_hot: Option<Tensor<2>>,
+    /// `[Q, 1, w]`: 1 on the columns of each source, 0 on its padding.
+    columns: Tensor<3>,
 }
 
 impl ResidentData {
-    /// The rows `idx` of every source and their one-hot labels.
-    fn gather(&self, idx: Tensor<1, Int>) -> (Vec<Tensor<2>>, Tensor<2>) {
-        (self.xs.iter().map(|x| x.clone().select(0, idx.clone())).collect(), self.one_hot.clone().select(0, idx))
+    /// The samples `idx` of every source and their one-hot labels.
+    fn gather(&self, idx: Tensor<1, Int>) -> (Tensor<3>, Option<Tensor<2>>) {
+        (self.x.clone().select(1, idx.clone()), self.one_hot.clone().map(|t| t.select(0, idx)))
     }
 
-    /// Rows `start .. start + len` of every source and their one-hot labels.
-    fn rows(&self, start: usize, len: usize) -> (Vec<Tensor<2>>, Tensor<2>) {
-        (self.xs.iter().map(|x| x.clone().narrow(0, start, len)).collect(), self.one_hot.clone().narrow(0, start, len))
+    /// Samples `start .. start + len` of every source and their one-hot labels.
+    fn rows(&self, start: usize, len: usize) -> (Tensor<3>, Option<Tensor<2>>) {
+        (self.x.clone().narrow(1, start, len), self.one_hot.clone().map(|t| t.narrow(0, start, len)))
     }
+}
+
+/// One pass of a model over resident data, read back in one transfer.
+struct Evaluation {
+    /// The loss terms (labelled data only).
+    loss: Option<LossValues>,
+    /// The predicted classes (when asked for).
+    predictions: Vec<usize>,
+    /// `gamma`.
+    gamma: f64,
 }
 
 /// Samples per forward pass when evaluating on a whole data set.
@@ -692,11 +730,19 @@ impl NeuralEksvd {
 
     /// Scores of all sources side by side, `[E_1 ... E_Q]` (`N x Qk`).
     pub fn transform_all(&self, data: &MultiSource) -> Result<DMatrix<f64>> {
-        self.check_paired(data)?;
-        let k = self.arch.components;
-        let mut out = DMatrix::zeros(data.source(0).nrows(), k * data.n_sources());
-        for q in 0..data.n_sources() {
-            out.columns_mut(q * k, k).copy_from(&self.transform(q, data.source(q))?);
+        let resident = self.upload_unlabelled(data)?;
+        let (q, k) = (self.arch.n_sources(), self.arch.components);
+        let mut out = DMatrix::zeros(resident.n, q * k);
+        for start in (0..resident.n).step_by(EVAL_CHUNK) {
+            let len = EVAL_CHUNK.min(resident.n - start);
+            let scores = tensor_to_f32(self.net.stacked_scores(resident.rows(start, len).0, 0.0));
+            for s in 0..q {
+                for i in 0..len {
+                    for c in 0..k {
+                        out[(start + i, s * k + c)] = f64::from(scores[(s * len + i) * k + c]);
+                    }
+                }
+            }
         }
         Ok(out)
     }
@@ -706,20 +752,34 @@ impl NeuralEksvd {
             return Err(NeuralError::Labels("prediction needs paired sources".into()));
         }
         check_shape("number of sources", self.arch.n_sources(), data.n_sources())?;
+        for q in 0..data.n_sources() {
+            check_shape(format!("columns of source {q}"), self.arch.input_dims[q], data.source(q).ncols())?;
+        }
         Ok(())
+    }
+
+    /// Paired samples, checked, stacked and uploaded to the model's device.
+    fn upload_unlabelled(&self, data: &MultiSource) -> Result<ResidentData> {
+        self.check_paired(data)?;
+        Ok(HostData::new(data, None, self.arch.n_classes)?.upload(&self.device))
     }
 
     /// Class logits of paired samples (`N x C`).
     pub fn logits(&self, data: &MultiSource) -> Result<DMatrix<f64>> {
-        let scores = self.transform_all(data)?;
-        let t = matrix_to_tensor(&scores, &self.device);
-        Ok(tensor_to_matrix(self.net.classifier_forward(t)))
+        let resident = self.upload_unlabelled(data)?;
+        let mut out = DMatrix::zeros(resident.n, self.arch.n_classes);
+        for start in (0..resident.n).step_by(EVAL_CHUNK) {
+            let len = EVAL_CHUNK.min(resident.n - start);
+            out.rows_mut(start, len).copy_from(&tensor_to_matrix(self.net.logits(self.net.stacked_scores(resident.rows(start, len).0, 0.0))));
+        }
+        Ok(out)
     }
 
-    /// Predicted classes of paired samples (all sources of each sample).
+    /// Predicted classes of paired samples (all sources of each sample):
+    /// the arg max of the logits, computed on the device.
     pub fn predict(&self, data: &MultiSource) -> Result<Vec<usize>> {
-        let logits = self.logits(data)?;
-        Ok(logits.row_iter().map(|r| r.iter().enumerate().fold((0, f64::NEG_INFINITY), |b, (j, &v)| if v > b.1 { (j, v) } else { b }).0).collect())
+        let resident = self.upload_unlabelled(data)?;
+        Ok(self.evaluate(&resident, 0.0, true)?.predictions)
     }
 
     /// `J_k / N` (Eq. 3 on all `N` samples given, per sample),
@@ -731,45 +791,75 @@ impl NeuralEksvd {
             return Err(NeuralError::Labels(format!("label beyond the model's {} classes", self.arch.n_classes)));
         }
         self.check_paired(data)?;
-        for q in 0..data.n_sources() {
-            check_shape(format!("columns of source {q}"), self.arch.input_dims[q], data.source(q).ncols())?;
-        }
-        let host = HostData::new(data, labels, self.arch.n_classes)?;
-        self.loss_on(&host.upload(&self.device), eta)
+        let host = HostData::new(data, Some(labels), self.arch.n_classes)?;
+        Ok(self.evaluate(&host.upload(&self.device), eta, false)?.loss.expect("labelled"))
     }
 
-    /// The loss on resident data, in chunks: the `J_k` need only the
-    /// per-component sums of squared scores, the cross-entropy the sum of
-    /// per-sample terms.
-    fn loss_on(&self, host: &ResidentData, eta: f64) -> Result<LossValues> {
-        let k = self.arch.components;
-        let mut variance = vec![0.0f64; k];
-        let mut ce_sum = 0.0;
-        for start in (0..host.n).step_by(EVAL_CHUNK) {
-            let len = EVAL_CHUNK.min(host.n - start);
-            let (xs, one_hot) = host.rows(start, len);
-            let scores: Vec<Tensor<2>> = xs.into_iter().enumerate().map(|(q, x)| self.net.scores(q, x)).collect();
-            let ce = cross_entropy(self.net.logits(&scores), one_hot);
-            ce_sum += tensor_to_vector(ce)[0] * len as f64;
-            let sq = scores.into_iter().map(|e| e.square().sum_dim(0)).reduce(|a, b| a + b).expect("sources");
-            for (v, s) in variance.iter_mut().zip(tensor_to_vector(sq.reshape([k])).iter()) {
-                *v += s;
+    /// The loss (labelled data), the predicted classes (`predictions`) and
+    /// `gamma` on resident data, in chunks of [`EVAL_CHUNK`] samples: the
+    /// `J_k` need only the per-component sums of squared scores
+    /// ([`objective_from_squared_scores`]), the cross-entropy the sum of the
+    /// per-sample terms. Everything stays on the device until one read at
+    /// the end.
+    fn evaluate(&self, data: &ResidentData, eta: f64, predictions: bool) -> Result<Evaluation> {
+        let n = data.n;
+        let mut squared: Option<Tensor<2>> = None;
+        let mut ce_sum: Option<Tensor<1>> = None;
+        let mut classes = Vec::new();
+        for start in (0..n).step_by(EVAL_CHUNK) {
+            let len = EVAL_CHUNK.min(n - start);
+            let (x, one_hot) = data.rows(start, len);
+            let scores = self.net.stacked_scores(x, 0.0);
+            let [q, _, k] = scores.dims();
+            let sq = scores.clone().reshape([q * len, k]).square().sum_dim(0);
+            squared = Some(match squared.take() {
+                None => sq,
+                Some(acc) => acc + sq,
+            });
+            let logits = self.net.logits(scores);
+            if let Some(one_hot) = one_hot {
+                let ce = cross_entropy(logits.clone(), one_hot).mul_scalar(len as f64);
+                ce_sum = Some(match ce_sum.take() {
+                    None => ce,
+                    Some(acc) => acc + ce,
+                });
+            }
+            if predictions {
+                classes.push(logits.argmax(1));
             }
         }
-        // J_k / N from the weights and the accumulated sums (same formula as
-        // `objective_per_component`, whose data term is linear in the sums).
-        let w = self.net.export();
-        let qf = self.arch.n_sources() as f64;
-        let objective: Vec<f64> = (0..k)
-            .map(|c| {
-                let norms: f64 = w.projections.iter().map(|p| p.column(c).norm_squared()).sum();
-                let total = w.projections.iter().fold(nalgebra::DVector::zeros(self.arch.d_phi), |acc, p| acc + p.column(c));
-                ((qf - 1.0) / 2.0 * norms - 0.5 * total.norm_squared() + (qf - 1.0) / 2.0 * w.gamma * variance[c]) / host.n as f64
-            })
-            .collect();
-        let objective_squared = objective.iter().map(|j| j * j).sum::<f64>();
-        let cross_entropy = ce_sum / host.n as f64;
-        Ok(LossValues { objective_squared, cross_entropy, total: objective_squared + eta * cross_entropy, objective })
+        let mut read = Transaction::default().register(self.net.gamma());
+        let labelled = match (squared, &ce_sum) {
+            (Some(squared), Some(_)) => {
+                read = read.register(objective_from_squared_scores(self.net.projections(), squared, n, self.net.gamma(), n));
+                true
+            }
+            _ => false,
+        };
+        if let Some(ce) = ce_sum {
+            read = read.register(ce);
+        }
+        for c in classes {
+            read = read.register(c);
+        }
+        let data = read.try_execute().map_err(|e| NeuralError::Execution(format!("{e:?}")))?;
+        let read_error = |e: burn::tensor::DataError| NeuralError::Execution(format!("{e:?}"));
+        let floats = |d: &TensorData| -> Result<Vec<f64>> { Ok(d.clone().convert::<f32>().try_to_vec::<f32>().map_err(read_error)?.into_iter().map(f64::from).collect()) };
+        let gamma = floats(&data[0])?.first().copied().unwrap_or(f64::NAN);
+        let (loss, rest) = if labelled {
+            let objective = floats(&data[1])?;
+            let cross_entropy = floats(&data[2])?.first().copied().unwrap_or(f64::NAN) / n as f64;
+            let objective_squared = objective.iter().map(|j| j * j).sum::<f64>();
+            (Some(LossValues { objective_squared, cross_entropy, total: objective_squared + eta * cross_entropy, objective }), &data[3..])
+        } else {
+            (None, &data[1..])
+        };
+        let mut predictions = Vec::with_capacity(if rest.is_empty() { 0 } else { n });
+        for d in rest {
+            let v = d.clone().convert::<i64>().try_to_vec::<i64>().map_err(read_error)?;
+            predictions.extend(v.into_iter().map(|c| usize::try_from(c).unwrap_or(usize::MAX)));
+        }
+        Ok(Evaluation { loss, predictions, gamma })
     }
 
     /// Saves the weights (burnpack `model.bpk`) and the architecture
