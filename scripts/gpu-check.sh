@@ -147,11 +147,12 @@ for q, x in enumerate(xs):
 class Stacked(torch.nn.Module):
     def __init__(s):
         super().__init__()
+        # torch.nn.Linear's initialisation, U(+-1/sqrt(fan_in)), per source.
         s.a1 = torch.nn.Parameter(torch.zeros(Q, W, hid)); s.b1 = torch.nn.Parameter(torch.zeros(Q, 1, hid))
         with torch.no_grad():
             for q, d in enumerate(dims):
-                s.a1[q, :d].uniform_(-(6 / (d + hid)) ** 0.5, (6 / (d + hid)) ** 0.5)
-        s.a2 = torch.nn.Parameter((torch.rand(Q, hid, dphi) * 2 - 1) * (6 / (hid + dphi)) ** 0.5); s.b2 = torch.nn.Parameter(torch.zeros(Q, 1, dphi))
+                s.a1[q, :d].uniform_(-d ** -0.5, d ** -0.5); s.b1[q].uniform_(-d ** -0.5, d ** -0.5)
+        s.a2 = torch.nn.Parameter((torch.rand(Q, hid, dphi) * 2 - 1) * hid ** -0.5); s.b2 = torch.nn.Parameter((torch.rand(Q, 1, dphi) * 2 - 1) * hid ** -0.5)
         s.w = torch.nn.Parameter((torch.rand(Q, dphi, k) * 2 - 1) * (3 / dphi) ** 0.5)
         s.log_gamma = torch.nn.Parameter(torch.zeros(1))
         s.cls = torch.nn.Linear(Q * k, C)
