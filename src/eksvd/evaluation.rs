@@ -382,6 +382,35 @@ pub fn select_on_validation_scaled<P: Clone>(
     best.ok_or(EvaluationError::NoCandidates("no representation candidates or classifier constants"))
 }
 
+/// The validation macro-F1 of every candidate with every classifier
+/// constant: `scores[i][j]` for candidate `i` and `classifier_cs[j]`, each
+/// representation standardised column-wise on its training rows when
+/// `standardize` is set. Averaged over the folds of
+/// [`SplitData::cross_validation_folds`] it is the cross-validated score of
+/// each choice (which [`select_on_validation_scaled`] makes on one split).
+pub fn validation_scores<P>(split: &SplitData, candidates: &[(P, Representation)], classifier_cs: &[f64], classify: &Classify<'_>, standardize: bool) -> Result<Vec<Vec<f64>>> {
+    candidates
+        .iter()
+        .map(|(_, representation)| {
+            let scaled;
+            let r = if standardize {
+                scaled = representation.standardized();
+                &scaled
+            } else {
+                representation
+            };
+            classifier_cs
+                .iter()
+                .map(|&c| {
+                    let predictions = classify(c, &r.train, &split.train_labels, &[&r.validation])?;
+                    let validation = predictions.first().ok_or(EvaluationError::Classifier("returned no prediction set".into()))?;
+                    Ok(try_macro_f1(&split.validation_labels, validation)?)
+                })
+                .collect()
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -475,5 +504,10 @@ mod tests {
         };
         let sel = select_on_validation(&split, &[("only", rep(1.0))], &[1.0, 2.0, 3.0], &classify).unwrap();
         assert_eq!((sel.params, sel.classifier_c, sel.validation_f1, sel.test_f1), ("only", 2.0, 1.0, 1.0));
+        // The score table: one row per candidate, one column per constant.
+        let scores = validation_scores(&split, &[("only", rep(1.0)), ("again", rep(3.0))], &[1.0, 2.0, 3.0], &classify, false).unwrap();
+        let constant = crate::datasets::macro_f1(&split.validation_labels, &vec![0; split.validation_labels.len()]);
+        assert!(constant < 1.0);
+        assert_eq!(scores, vec![vec![constant, 1.0, constant]; 2]);
     }
 }
