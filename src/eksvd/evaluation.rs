@@ -335,6 +335,16 @@ pub struct Selection<P> {
 /// regularisation constant.
 pub type Classify<'a> = dyn Fn(f64, &DMatrix<f64>, &[usize], &[&DMatrix<f64>]) -> Result<Vec<Vec<usize>>> + 'a;
 
+/// `representation` standardised column-wise on its training rows, or as
+/// it is.
+fn scaled_for_classifier(representation: &Representation, standardize: bool) -> std::borrow::Cow<'_, Representation> {
+    if standardize {
+        std::borrow::Cow::Owned(representation.standardized())
+    } else {
+        std::borrow::Cow::Borrowed(representation)
+    }
+}
+
 /// Picks the candidate (representation parameters and classifier constant)
 /// with the best validation macro-F1 and reports its test macro-F1. Each
 /// representation is standardised column-wise on its training rows before
@@ -360,13 +370,7 @@ pub fn select_on_validation_scaled<P: Clone>(
 ) -> Result<Selection<P>> {
     let mut best: Option<Selection<P>> = None;
     for (params, representation) in candidates {
-        let scaled;
-        let r = if standardize {
-            scaled = representation.standardized();
-            &scaled
-        } else {
-            representation
-        };
+        let r = scaled_for_classifier(representation, standardize);
         for &c in classifier_cs {
             let predictions = classify(c, &r.train, &split.train_labels, &[&r.validation, &r.test])?;
             if predictions.len() != 2 {
@@ -392,13 +396,7 @@ pub fn validation_scores<P>(split: &SplitData, candidates: &[(P, Representation)
     candidates
         .iter()
         .map(|(_, representation)| {
-            let scaled;
-            let r = if standardize {
-                scaled = representation.standardized();
-                &scaled
-            } else {
-                representation
-            };
+            let r = scaled_for_classifier(representation, standardize);
             classifier_cs
                 .iter()
                 .map(|&c| {
