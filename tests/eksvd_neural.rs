@@ -6,7 +6,7 @@
 use crate::common;
 
 use burn::tensor::{Tensor, TensorData};
-use gramian::eksvd::neural::{burn_device, cross_entropy, objective_per_component, shared_gpu, Activation, EarlyStopping, LossTensors, NeuralBackend, NeuralEksvd, NeuralEksvdParams, NeuralError};
+use gramian::eksvd::neural::{burn_device, cross_entropy, objective_per_component, shared_gpu, Activation, EarlyStopping, LossTensors, NeuralBackend, NeuralEksvd, NeuralEksvdNet, NeuralEksvdParams, NeuralError};
 use gramian::eksvd::{objective_terms, EksvdError, MultiSource};
 use nalgebra::{DMatrix, DVector};
 use rand::rngs::StdRng;
@@ -306,6 +306,36 @@ fn bad_input_and_divergence_give_errors() {
     match small_params(rng.random()).learning_rate(1e4).max_epochs(3).fit(&data, &labels, None) {
         Err(NeuralError::Diverged { epoch, .. }) => assert!(epoch >= 1),
         other => panic!("expected Diverged, got {:?}", other.map(|m| m.gamma())),
+    }
+}
+
+/// Weights -> network -> weights is exact (the f64 weights hold f32
+/// values), gamma to f32 rounding; weights that fit no architecture are
+/// typed errors, not panics.
+#[test]
+fn network_from_weights_round_trips_and_checks_shapes() {
+    let model = small_params(3).hidden(vec![16, 8]).init(vec![4, 5, 6], 3).unwrap();
+    let (w, device) = (model.weights(), model.device().clone());
+    let back = NeuralEksvdNet::from_weights(&w, &device).unwrap().export();
+    assert_eq!((&back.feature_maps, &back.projections, &back.classifier), (&w.feature_maps, &w.projections, &w.classifier));
+    assert!((back.gamma - w.gamma).abs() <= 1e-6 * w.gamma);
+    let breaks: [(&str, fn(&mut gramian::eksvd::neural::NeuralWeights)); 7] = [
+        ("a hidden width differs", |w| w.feature_maps[1][1].0 = DMatrix::zeros(16, 7)),
+        ("a layer missing", |w| {
+            w.feature_maps[2].pop();
+        }),
+        ("a bias too short", |w| w.feature_maps[0][0].1 = DVector::zeros(3)),
+        ("a projection missing", |w| {
+            w.projections.pop();
+        }),
+        ("a projection of another k", |w| w.projections[1] = DMatrix::zeros(16, 5)),
+        ("a classifier of the wrong rows", |w| w.classifier.0 = DMatrix::zeros(11, 3)),
+        ("gamma NaN", |w| w.gamma = f64::NAN),
+    ];
+    for (what, break_it) in breaks {
+        let mut bad = w.clone();
+        break_it(&mut bad);
+        assert!(matches!(NeuralEksvdNet::from_weights(&bad, &device), Err(EksvdError::InvalidParameter { name: "weights", .. })), "{what}");
     }
 }
 

@@ -265,6 +265,42 @@ impl NeuralWeights {
         self.features(q, x) * &self.projections[q]
     }
 
+    /// Checks that the shapes fit one architecture and `gamma > 0` (see
+    /// [`NeuralEksvdNet::from_weights`]).
+    fn check_shapes(&self) -> Result<()> {
+        let bad = |reason: String| Err(EksvdError::InvalidParameter { name: "weights", reason });
+        let q = self.feature_maps.len();
+        if q < 2 || self.projections.len() != q {
+            return bad(format!("{q} feature maps and {} projections (need the same number, at least 2)", self.projections.len()));
+        }
+        let depth = self.feature_maps[0].len();
+        for (s, layers) in self.feature_maps.iter().enumerate() {
+            if layers.len() != depth || depth == 0 {
+                return bad(format!("source {s} has {} layers, source 0 {depth} (need the same positive number)", layers.len()));
+            }
+            for (l, (a, b)) in layers.iter().enumerate() {
+                let reference = &self.feature_maps[0][l].0;
+                let fits_previous = l == 0 || a.nrows() == layers[l - 1].0.ncols();
+                if a.nrows() == 0 || a.ncols() != reference.ncols() || b.len() != a.ncols() || !fits_previous {
+                    return bad(format!("layer {l} of source {s} is {}x{} with a bias of {}", a.nrows(), a.ncols(), b.len()));
+                }
+            }
+        }
+        let d_phi = self.feature_maps[0][depth - 1].0.ncols();
+        let k = self.projections[0].ncols();
+        if k == 0 || self.projections.iter().any(|p| p.shape() != (d_phi, k)) {
+            return bad(format!("every W_q must be {d_phi}x{k} (d_phi x k, k > 0)"));
+        }
+        let (c, c_bias) = &self.classifier;
+        if c.nrows() != q * k || c.ncols() < 2 || c_bias.len() != c.ncols() {
+            return bad(format!("the classifier is {}x{} with a bias of {}, needs {} rows and at least 2 columns", c.nrows(), c.ncols(), c_bias.len(), q * k));
+        }
+        if !(self.gamma.is_finite() && self.gamma > 0.0) {
+            return bad(format!("gamma must be finite and > 0, got {}", self.gamma));
+        }
+        Ok(())
+    }
+
     /// `self <- decay self + (1 - decay) other`, weight by weight (`gamma`
     /// through `log gamma`, so it stays positive): one step of an
     /// exponential moving average of the weights. Both networks must have
@@ -307,12 +343,20 @@ impl NeuralEksvdNet {
         let projections = (0..arch.n_sources()).map(|_| DMatrix::from_fn(arch.d_phi, arch.components, |_, _| rng.random_range(-limit..limit))).collect();
         let classifier = (glorot(arch.n_sources() * arch.components, arch.n_classes, &mut rng), DVector::zeros(arch.n_classes));
         let weights = NeuralWeights { feature_maps, projections, gamma: gamma_init, classifier, activation: arch.activation };
-        Ok(Self::from_weights(&weights, device))
+        Self::from_weights(&weights, device)
     }
 
     /// Rebuilds a network from f64 weights (e.g. a checkpoint); `gamma` is
     /// stored as `log gamma`.
-    pub fn from_weights(weights: &NeuralWeights, device: &Device) -> Self {
+    ///
+    /// Errors: [`EksvdError::InvalidParameter`] (`weights`) unless the
+    /// shapes fit one architecture (at least two sources, the same positive
+    /// number of layers and the same widths after the first layer for every
+    /// source, biases as wide as their layers, `W_q` of `d_phi` rows and the
+    /// same `k` columns, a classifier of `Q k` rows) and `gamma` is finite
+    /// and positive.
+    pub fn from_weights(weights: &NeuralWeights, device: &Device) -> Result<Self> {
+        weights.check_shapes()?;
         let input_dims: Vec<usize> = weights.feature_maps.iter().map(|layers| layers[0].0.nrows()).collect();
         let depth = weights.feature_maps[0].len();
         let layers = (0..depth)
@@ -329,14 +373,14 @@ impl NeuralEksvdNet {
                 w.extend(row.iter().map(|&x| x as f32));
             }
         }
-        NeuralEksvdNet {
+        Ok(NeuralEksvdNet {
             layers,
             projections: Param::from_tensor(Tensor::from_data(TensorData::new(w, [weights.projections.len(), d_phi, k]), device)),
             log_gamma: Param::from_tensor(vector_to_tensor(&DVector::from_element(1, weights.gamma.ln()), device)),
             classifier: Dense::from_host(&weights.classifier.0, &weights.classifier.1, device),
             activation: weights.activation,
             input_dims,
-        }
+        })
     }
 
     /// Number of sources `Q`.

@@ -361,7 +361,7 @@ impl NeuralEksvdParams {
                         avg
                     }
                 };
-                model.net = NeuralEksvdNet::from_weights(&avg, &device);
+                model.net = NeuralEksvdNet::from_weights(&avg, &device)?;
                 averaged = Some(avg);
             }
             let training = model.evaluate(&resident_eval, self.eta, false)?;
