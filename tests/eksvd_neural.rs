@@ -319,7 +319,8 @@ fn network_from_weights_round_trips_and_checks_shapes() {
     let back = NeuralEksvdNet::from_weights(&w, &device).unwrap().export();
     assert_eq!((&back.feature_maps, &back.projections, &back.classifier), (&w.feature_maps, &w.projections, &w.classifier));
     assert!((back.gamma - w.gamma).abs() <= 1e-6 * w.gamma);
-    let breaks: [(&str, fn(&mut gramian::eksvd::neural::NeuralWeights)); 7] = [
+    type Break = fn(&mut gramian::eksvd::neural::NeuralWeights);
+    let breaks: [(&str, Break); 7] = [
         ("a hidden width differs", |w| w.feature_maps[1][1].0 = DMatrix::zeros(16, 7)),
         ("a layer missing", |w| {
             w.feature_maps[2].pop();
