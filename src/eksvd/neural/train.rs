@@ -536,9 +536,10 @@ impl HostData {
         let len = dims.len().checked_mul(n).and_then(|v| v.checked_mul(width)).ok_or(EksvdError::InvalidParameter { name: "data", reason: "Q n max_q d_q overflows usize".into() })?;
         let mut stacked = vec![0f32; len];
         for (q, x) in data.sources().iter().enumerate() {
+            // Checked non-empty by `to_f32_rows`, so `d >= 1`.
             let rows = to_f32_rows(q, x)?;
             let d = dims[q];
-            for (i, row) in rows.chunks_exact(d.max(1)).enumerate().take(n) {
+            for (i, row) in rows.chunks_exact(d).enumerate() {
                 let at = (q * n + i) * width;
                 stacked[at..at + d].copy_from_slice(row);
             }
@@ -803,60 +804,55 @@ impl NeuralEksvd {
     /// the end.
     fn evaluate(&self, data: &ResidentData, eta: f64, predictions: bool) -> Result<Evaluation> {
         let n = data.n;
-        let mut squared: Option<Tensor<2>> = None;
-        let mut ce_sum: Option<Tensor<1>> = None;
+        let gamma = self.net.gamma();
+        // Labelled data: the per-component sums of squared scores and the
+        // sum of the cross-entropies, accumulated over the chunks.
+        let mut sums: Option<(Tensor<2>, Tensor<1>)> = None;
         let mut classes = Vec::new();
         for start in (0..n).step_by(EVAL_CHUNK) {
             let len = EVAL_CHUNK.min(n - start);
             let (x, one_hot) = data.rows(start, len);
             let scores = self.net.stacked_scores(x, 0.0);
-            let [q, _, k] = scores.dims();
-            let sq = scores.clone().reshape([q * len, k]).square().sum_dim(0);
-            squared = Some(match squared.take() {
-                None => sq,
-                Some(acc) => acc + sq,
-            });
-            let logits = self.net.logits(scores);
+            let logits = self.net.logits(scores.clone());
             if let Some(one_hot) = one_hot {
+                let [q, _, k] = scores.dims();
+                let squared = scores.reshape([q * len, k]).square().sum_dim(0);
                 let ce = cross_entropy(logits.clone(), one_hot).mul_scalar(len as f64);
-                ce_sum = Some(match ce_sum.take() {
-                    None => ce,
-                    Some(acc) => acc + ce,
+                sums = Some(match sums.take() {
+                    None => (squared, ce),
+                    Some((s, c)) => (s + squared, c + ce),
                 });
             }
             if predictions {
                 classes.push(logits.argmax(1));
             }
         }
-        let mut read = Transaction::default().register(self.net.gamma());
-        let labelled = match (squared, &ce_sum) {
-            (Some(squared), Some(_)) => {
-                read = read.register(objective_from_squared_scores(self.net.projections(), squared, n, self.net.gamma(), n));
-                true
-            }
-            _ => false,
-        };
-        if let Some(ce) = ce_sum {
-            read = read.register(ce);
+        let labelled = sums.is_some();
+        let mut read = Transaction::default().register(gamma.clone());
+        if let Some((squared, ce)) = sums {
+            read = read.register(objective_from_squared_scores(self.net.projections(), squared, n, gamma, n)).register(ce);
         }
         for c in classes {
             read = read.register(c);
         }
-        let data = read.try_execute().map_err(|e| NeuralError::Execution(format!("{e:?}")))?;
+        let mut data = read.try_execute().map_err(|e| NeuralError::Execution(format!("{e:?}")))?.into_iter();
         let read_error = |e: burn::tensor::DataError| NeuralError::Execution(format!("{e:?}"));
-        let floats = |d: &TensorData| -> Result<Vec<f64>> { Ok(d.clone().convert::<f32>().try_to_vec::<f32>().map_err(read_error)?.into_iter().map(f64::from).collect()) };
-        let gamma = floats(&data[0])?.first().copied().unwrap_or(f64::NAN);
-        let (loss, rest) = if labelled {
-            let objective = floats(&data[1])?;
-            let cross_entropy = floats(&data[2])?.first().copied().unwrap_or(f64::NAN) / n as f64;
-            let objective_squared = objective.iter().map(|j| j * j).sum::<f64>();
-            (Some(LossValues { objective_squared, cross_entropy, total: objective_squared + eta * cross_entropy, objective }), &data[3..])
-        } else {
-            (None, &data[1..])
+        let mut floats = || -> Result<Vec<f64>> {
+            let d = data.next().ok_or_else(|| NeuralError::Execution("the read returned fewer tensors than registered".into()))?;
+            Ok(d.convert::<f32>().try_to_vec::<f32>().map_err(read_error)?.into_iter().map(f64::from).collect())
         };
-        let mut predictions = Vec::with_capacity(if rest.is_empty() { 0 } else { n });
-        for d in rest {
-            let v = d.clone().convert::<i64>().try_to_vec::<i64>().map_err(read_error)?;
+        let gamma = floats()?.first().copied().unwrap_or(f64::NAN);
+        let loss = if labelled {
+            let objective = floats()?;
+            let cross_entropy = floats()?.first().copied().unwrap_or(f64::NAN) / n as f64;
+            let objective_squared = objective.iter().map(|j| j * j).sum::<f64>();
+            Some(LossValues { objective_squared, cross_entropy, total: objective_squared + eta * cross_entropy, objective })
+        } else {
+            None
+        };
+        let mut predictions = Vec::new();
+        for d in data {
+            let v = d.convert::<i64>().try_to_vec::<i64>().map_err(read_error)?;
             predictions.extend(v.into_iter().map(|c| usize::try_from(c).unwrap_or(usize::MAX)));
         }
         Ok(Evaluation { loss, predictions, gamma })
