@@ -6,7 +6,7 @@
 //!
 //! ```text
 //! cargo run --release --features neural --example eksvd_neural_bench -- \
-//!     [--backend wgpu|ndarray|both] [--samples N] [--epochs E] [--cpu-epochs E] \
+//!     [--backend wgpu|cpu|both] [--samples N] [--epochs E] [--cpu-epochs E] \
 //!     [--batch B] [--mfeat DIR] [--mfeat-epochs E]
 //! ```
 //!
@@ -14,7 +14,7 @@
 //! epoch 1 includes warm-up such as shader compilation) and of epoch 1.
 //! `wgpu` trains on gramian's GPU ([`shared_gpu`], opened like
 //! `Device::gpu()`: burn runs on gramian's own wgpu device and queue),
-//! `ndarray` on the host's CPU cores (`--cpu-epochs`, default 2: the CPU
+//! `cpu` (burn Flex) on the host's CPU cores (`--cpu-epochs`, default 2: the CPU
 //! rows are the slow ones). With `--mfeat DIR` (the folder of
 //! `mfeat-*.csv`), also one full UCI Digit fit per backend: split 0 of
 //! `eksvd_neural_mfeat`'s protocol, views fac+fou+kar, its first candidate
@@ -51,18 +51,18 @@ fn synthetic(n: usize, seed: u64) -> AnyResult<(MultiSource, Vec<usize>)> {
     Ok((MultiSource::paired(sources)?, labels))
 }
 
-/// `wgpu`, `ndarray` or `both` (the GPU first).
+/// `wgpu`, `cpu` or `both` (the GPU first).
 fn parse_backends(text: &str) -> Result<Vec<NeuralBackend>, String> {
     match text {
-        "both" => Ok(vec![NeuralBackend::Wgpu, NeuralBackend::NdArray]),
-        other => NeuralBackend::parse(other).map(|b| vec![b]).ok_or_else(|| "wgpu, ndarray or both".into()),
+        "both" => Ok(vec![NeuralBackend::Wgpu, NeuralBackend::Cpu]),
+        other => NeuralBackend::parse(other).map(|b| vec![b]).ok_or_else(|| "wgpu, cpu or both".into()),
     }
 }
 
 #[derive(Parser)]
 #[command(about = "Time per epoch of Neural eKSVD training at the NUS-WIDE-OBJ scale (synthetic data), optionally a full UCI Digit fit")]
 struct Args {
-    /// Backends to time: wgpu, ndarray or both.
+    /// Backends to time: wgpu, cpu or both.
     // `std::vec::Vec`, not `Vec`: clap then parses the whole list from one value.
     #[arg(long = "backend", value_name = "BACKEND", default_value = "both", value_parser = parse_backends)]
     backends: std::vec::Vec<NeuralBackend>,
@@ -72,7 +72,7 @@ struct Args {
     /// Epochs on the GPU (wgpu).
     #[arg(long, value_name = "E", default_value_t = 3)]
     epochs: usize,
-    /// Epochs on the CPU (ndarray).
+    /// Epochs on the CPU (burn Flex).
     #[arg(long, value_name = "E", default_value_t = 2)]
     cpu_epochs: usize,
     /// Mini-batch size of the synthetic runs.
@@ -100,7 +100,7 @@ fn main() -> AnyResult<()> {
                 Ok(d) => devices.push((backend, d)),
                 Err(e) => println!("wgpu: {e}"),
             },
-            NeuralBackend::NdArray => devices.push((backend, Device::Cpu)),
+            NeuralBackend::Cpu => devices.push((backend, Device::Cpu)),
         }
         if let Some((_, d)) = devices.last() {
             println!("{}: {}", backend.name(), d.describe());
@@ -114,7 +114,7 @@ fn main() -> AnyResult<()> {
     println!("|---|---|---|---|---|---|---|");
     for (backend, device) in &devices {
         let backend = *backend;
-        let e = if backend == NeuralBackend::NdArray { cpu_epochs } else { epochs };
+        let e = if backend == NeuralBackend::Cpu { cpu_epochs } else { epochs };
         let params = NeuralEksvdParams::new(64).hidden(vec![512]).d_phi(256).batch_size(batch).max_epochs(e).learning_rate(1e-3).device(device.clone()).progress(true);
         match params.fit(&data, &labels, None) {
             Ok(model) => {

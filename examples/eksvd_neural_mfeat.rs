@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! cargo run --features neural --example eksvd_neural_mfeat -- \
-//!     [DATA_DIR] [--splits N] [--epochs N] [--backend ndarray|wgpu] [--out DIR] [--views 3|6|both] \
+//!     [DATA_DIR] [--splits N] [--epochs N] [--backend cpu|wgpu] [--out DIR] [--views 3|6|both] \
 //!     [--candidates k:eta:lr[:wd[:activation]],...] [--dropout P] [--stopping f1|ce] [--batch B] \
 //!     [--hidden W1,W2,...] [--dphi D] [--patience E] [--schedule constant|cosine] [--ema DECAY] [--gamma-init G] \
 //!     [--activation relu|tanh|gelu] [--input-noise S] [--refit] [--cv F]
@@ -70,7 +70,7 @@ fn concatenation_f1(split: &SplitData) -> AnyResult<(f64, f64)> {
 /// every split with 6 (mean held-out macro-F1 of the best candidate higher
 /// by 0.1-0.3; BENCHMARKS.md, issue 14, seventeenth session).
 fn default_training() -> Training {
-    Training { backend: NeuralBackend::NdArray, epochs: 100, dropout: 0.0, stopping: EarlyStopping::ValidationF1, batch: 64, hidden: vec![256], d_phi: 128, patience: 20, schedule: LearningRateSchedule::Constant, ema: 0.0, gamma_init: 1.0, activation: Activation::Gelu, input_noise: 0.0 }
+    Training { backend: NeuralBackend::Cpu, epochs: 100, dropout: 0.0, stopping: EarlyStopping::ValidationF1, batch: 64, hidden: vec![256], d_phi: 128, patience: 20, schedule: LearningRateSchedule::Constant, ema: 0.0, gamma_init: 1.0, activation: Activation::Gelu, input_noise: 0.0 }
 }
 
 #[derive(Parser)]

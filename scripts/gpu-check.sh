@@ -22,7 +22,7 @@
 #      and our best variant's ratio to each,
 #   7. time Neural eKSVD epochs at the NUS-WIDE-OBJ scale (N = 30,000, 5
 #      sources) on the GPU (burn's Wgpu backend on gramian's own wgpu device)
-#      and on the host's CPU cores (burn NdArray) in the same run, plus one
+#      and on the host's CPU cores (burn Flex) in the same run, plus one
 #      full UCI Digit fit on each when GPU_NEURAL_MFEAT names the folder of
 #      mfeat-*.csv, when GPU_NEURAL_BIN names the eksvd_neural_bench example
 #      (feature `neural`, built by scripts/gpu-prepare.sh), bounded by
@@ -97,7 +97,7 @@ for t in $TEST_BINS; do
 done
 
 if [ -n "${GPU_NEURAL_BIN:-}" ]; then
-  echo "== Neural eKSVD seconds per epoch, N = 30,000, 5 sources: GPU (burn Wgpu on gramian's device) and host CPU (burn NdArray)"
+  echo "== Neural eKSVD seconds per epoch, N = 30,000, 5 sources: GPU (burn Wgpu on gramian's device) and host CPU (burn Flex)"
   mfeat_args=()
   [ -n "${GPU_NEURAL_MFEAT:-}" ] && mfeat_args=(--mfeat "$GPU_NEURAL_MFEAT")
   timeout "${GPU_NEURAL_TIMEOUT:-300}" "$GPU_NEURAL_BIN" --backend both --samples 30000 --epochs 5 --cpu-epochs 2 ${mfeat_args[@]+"${mfeat_args[@]}"} ${GPU_NEURAL_ARGS:-} 2>&1 | tee "$OUT/neural.txt"
@@ -109,81 +109,7 @@ if [ -n "${GPU_NEURAL_BIN:-}" ]; then
   mkdir -p benches/results && cp "$OUT/neural.txt" "benches/results/neural-$(date +%Y-%m-%d-%H%M).txt" 2>/dev/null || true
   if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
     echo "== PyTorch reference: the same network, loss and batches (eager, f32, TF32 off), seconds per epoch"
-    timeout "${GPU_TORCH_NEURAL_TIMEOUT:-120}" python3 - <<'PY' 2>&1 | tee "$OUT/torch-neural.txt"
-# Same shapes as examples/eksvd_neural_bench.rs: N = 30,000 synthetic rows of
-# 5 sources (64, 144, 73, 128, 225), 31 classes, MLP d_q-512-256 (ReLU after
-# every layer), W_q 256 x 64, classifier on [E_1..E_5], loss
-# sum_k (J_k/N)^2 + CE (Eq. 3 per component, as src/eksvd/neural/loss.rs),
-# AdamW, batches of 1024 and of 4096 gathered from resident data, the
-# full-data loss after each epoch (untimed there too); once with one MLP per
-# source, once with the sources stacked and zero-padded (torch.baddbmm), as
-# gramian runs them.
-import time, torch
-torch.backends.cuda.matmul.allow_tf32 = False
-dev, N, dims, C, k, hid, dphi = "cuda", 30000, [64, 144, 73, 128, 225], 31, 64, 512, 256
-g = torch.Generator().manual_seed(7)
-labels = torch.arange(N) % C
-xs = [(0.5 * torch.randn(C, d, generator=g))[labels] + torch.randn(N, d, generator=g) for d in dims]
-xs, y = [x.to(dev) for x in xs], labels.to(dev)
-Q = len(dims)
-class Net(torch.nn.Module):
-    def __init__(s):
-        super().__init__()
-        s.maps = torch.nn.ModuleList([torch.nn.Sequential(torch.nn.Linear(d, hid), torch.nn.ReLU(), torch.nn.Linear(hid, dphi), torch.nn.ReLU()) for d in dims])
-        s.w = torch.nn.ParameterList([torch.nn.Parameter((torch.rand(dphi, k) * 2 - 1) * (3 / dphi) ** 0.5) for _ in dims])
-        s.log_gamma = torch.nn.Parameter(torch.zeros(1))
-        s.cls = torch.nn.Linear(Q * k, C)
-    def forward(s, batch, yb):
-        e = [m(x) @ w for m, x, w in zip(s.maps, batch, s.w)]
-        norms = sum((w * w).sum(0) for w in s.w)
-        tot = sum(s.w)
-        var = sum((t * t).sum(0) for t in e)
-        j = norms * (Q - 1) / (2 * N) - (tot * tot).sum(0) * 0.5 / N + var * s.log_gamma.exp() * (Q - 1) / (2 * batch[0].shape[0])
-        return (j * j).sum() + torch.nn.functional.cross_entropy(s.cls(torch.cat(e, 1)), yb)
-W = max(dims)
-xs_stacked = torch.zeros(Q, N, W, device=dev)
-for q, x in enumerate(xs):
-    xs_stacked[q, :, :x.shape[1]] = x
-class Stacked(torch.nn.Module):
-    def __init__(s):
-        super().__init__()
-        # torch.nn.Linear's initialisation, U(+-1/sqrt(fan_in)), per source.
-        s.a1 = torch.nn.Parameter(torch.zeros(Q, W, hid)); s.b1 = torch.nn.Parameter(torch.zeros(Q, 1, hid))
-        with torch.no_grad():
-            for q, d in enumerate(dims):
-                s.a1[q, :d].uniform_(-d ** -0.5, d ** -0.5); s.b1[q].uniform_(-d ** -0.5, d ** -0.5)
-        s.a2 = torch.nn.Parameter((torch.rand(Q, hid, dphi) * 2 - 1) * hid ** -0.5); s.b2 = torch.nn.Parameter((torch.rand(Q, 1, dphi) * 2 - 1) * hid ** -0.5)
-        s.w = torch.nn.Parameter((torch.rand(Q, dphi, k) * 2 - 1) * (3 / dphi) ** 0.5)
-        s.log_gamma = torch.nn.Parameter(torch.zeros(1))
-        s.cls = torch.nn.Linear(Q * k, C)
-    def forward(s, xb, yb):
-        h = torch.relu(torch.baddbmm(s.b1, xb, s.a1))
-        e = torch.relu(torch.baddbmm(s.b2, h, s.a2)) @ s.w
-        norms = (s.w * s.w).sum((0, 1))
-        tot = s.w.sum(0)
-        var = (e * e).sum((0, 1))
-        j = norms * (Q - 1) / (2 * N) - (tot * tot).sum(0) * 0.5 / N + var * s.log_gamma.exp() * (Q - 1) / (2 * xb.shape[1])
-        logits = (e @ s.cls.weight.t().reshape(Q, k, C)).sum(0) + s.cls.bias
-        return (j * j).sum() + torch.nn.functional.cross_entropy(logits, yb)
-for layout, make, batch_of in (("per source", Net, lambda idx: [x[idx] for x in xs]), ("stacked", Stacked, lambda idx: xs_stacked[:, idx])):
-  for B in (1024, 4096):
-    torch.manual_seed(0)
-    net = make().to(dev)
-    opt = torch.optim.AdamW(net.parameters(), lr=1e-3)
-    times = []
-    for epoch in range(6):
-        torch.cuda.synchronize(); t = time.perf_counter()
-        perm = torch.randperm(N, device=dev)
-        for s in range(0, N, B):
-            idx = perm[s:s + B]
-            loss = net(batch_of(idx), y[idx])
-            opt.zero_grad(set_to_none=True); loss.backward(); opt.step()
-        torch.cuda.synchronize(); times.append(time.perf_counter() - t)
-        with torch.no_grad():
-            full = net(batch_of(torch.arange(N, device=dev)), y).item()
-    print(f"torch {torch.__version__} on {torch.cuda.get_device_name()}: eager, {layout}, batches of {B}, {len(range(0, N, B))} steps per epoch")
-    print(f"torch seconds per epoch (2..6): {sum(times[1:]) / len(times[1:]):.4f}   epoch 1: {times[0]:.3f}   final full-data loss {full:.4f}")
-PY
+    timeout "${GPU_TORCH_NEURAL_TIMEOUT:-120}" python3 scripts/torch_neural_reference.py --device cuda --samples 30000 --batches 1024,4096 2>&1 | tee "$OUT/torch-neural.txt"
   fi
 fi
 

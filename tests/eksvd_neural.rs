@@ -1,6 +1,6 @@
 //! Neural eKSVD (Section 3.4, Lemma 3.3) on burn: J and the loss against the
 //! f64 CPU formula of Eq. 3, training on a synthetic multi-source problem,
-//! Wgpu (lavapipe) vs NdArray, gamma > 0, NaN/divergence errors, save/load.
+//! Wgpu (lavapipe) vs the CPU (burn Flex), gamma > 0, NaN/divergence errors, save/load.
 #![cfg(feature = "neural")]
 
 use crate::common;
@@ -143,7 +143,7 @@ fn accuracy(truth: &[usize], predicted: &[usize]) -> f64 {
     truth.iter().zip(predicted).filter(|(a, b)| a == b).count() as f64 / truth.len() as f64
 }
 
-/// A short NdArray training run lowers sum_k J_k^2 and the cross-entropy on
+/// A short CPU training run lowers sum_k J_k^2 and the cross-entropy on
 /// the training set and classifies held-out samples of a well-separated
 /// 3-class problem with accuracy >= 0.85; gamma stays > 0.
 #[test]
@@ -348,7 +348,7 @@ fn save_and_load_round_trip() {
     let model = small_params(rng.random()).activation(Activation::Tanh).hidden(vec![8, 12]).max_epochs(2).fit(&data, &labels, None).unwrap();
     let dir = std::env::temp_dir().join(format!("gramian-neural-{}-{}", std::process::id(), rng.random::<u32>()));
     model.save(&dir).unwrap();
-    let loaded = NeuralEksvd::load(&dir, NeuralBackend::NdArray).unwrap();
+    let loaded = NeuralEksvd::load(&dir, NeuralBackend::Cpu).unwrap();
     assert_eq!(loaded.architecture(), model.architecture());
     for q in 0..3 {
         assert_eq!(loaded.transform(q, data.source(q)).unwrap(), model.transform(q, data.source(q)).unwrap());
@@ -356,15 +356,15 @@ fn save_and_load_round_trip() {
     assert_eq!(loaded.predict(&data).unwrap(), model.predict(&data).unwrap());
     assert_eq!(loaded.gamma(), model.gamma());
     std::fs::remove_dir_all(&dir).unwrap();
-    assert!(matches!(NeuralEksvd::load(&dir, NeuralBackend::NdArray), Err(NeuralError::Record(_))));
+    assert!(matches!(NeuralEksvd::load(&dir, NeuralBackend::Cpu), Err(NeuralError::Record(_))));
 }
 
-/// The same first Adam steps on Wgpu (lavapipe in CI) and NdArray: same
+/// The same first Adam steps on Wgpu (lavapipe in CI) and the CPU: same
 /// initial weights and batches, so the curves and weights agree up to f32
 /// rounding (tolerance 1e-3 relative on the losses, 2e-3 absolute on the
 /// weights, which move by about the learning rate 1e-2 per step).
 #[test]
-fn wgpu_and_ndarray_agree_over_the_first_steps() {
+fn wgpu_and_cpu_agree_over_the_first_steps() {
     if NeuralBackend::Wgpu.device().is_err() {
         let e = NeuralBackend::Wgpu.device().unwrap_err();
         if std::env::var(common::REQUIRE_GPU_ENV).as_deref() == Ok("1") {
@@ -376,7 +376,7 @@ fn wgpu_and_ndarray_agree_over_the_first_steps() {
     let mut rng = common::rng();
     let (data, labels) = synthetic(&mut rng, 64, 3);
     let params = small_params(rng.random()).max_epochs(2);
-    let cpu = params.clone().backend(NeuralBackend::NdArray).fit(&data, &labels, None).unwrap();
+    let cpu = params.clone().backend(NeuralBackend::Cpu).fit(&data, &labels, None).unwrap();
     let gpu = params.backend(NeuralBackend::Wgpu).fit(&data, &labels, None).unwrap();
     for (a, b) in cpu.history().epochs.iter().zip(&gpu.history().epochs) {
         eprintln!("epoch {}: J^2 {} vs {}, CE {} vs {}", a.epoch, a.objective_squared, b.objective_squared, a.cross_entropy, b.cross_entropy);
@@ -406,8 +406,8 @@ fn wgpu_and_ndarray_agree_over_the_first_steps() {
 /// (which holds that one device), burn is registered once per context, a
 /// gramian kernel then runs on the same queue and matches the CPU path
 /// (1e-5, f32 rounding of values in [0, 1]), the model's scores are the same
-/// before and after it, and training agrees with NdArray from the same
-/// start (tolerances of `wgpu_and_ndarray_agree_over_the_first_steps`).
+/// before and after it, and training agrees with the CPU from the same
+/// start (tolerances of `wgpu_and_cpu_agree_over_the_first_steps`).
 /// With `GRAMIAN_REQUIRE_GPU=1` a missing adapter fails the test.
 #[test]
 fn burn_and_gramian_share_one_gpu() {
@@ -437,7 +437,7 @@ fn burn_and_gramian_share_one_gpu() {
     assert!((&k_gpu - &k_cpu).amax() < 1e-5, "gramian kernel on the shared device differs by {}", (&k_gpu - &k_cpu).amax());
     assert_eq!(model.transform(0, data.source(0)).unwrap(), scores);
     let cpu = params.device(gramian::Device::Cpu).fit(&data, &labels, None).unwrap();
-    assert_eq!(cpu.backend(), NeuralBackend::NdArray);
+    assert_eq!(cpu.backend(), NeuralBackend::Cpu);
     for (a, b) in cpu.history().epochs.iter().zip(&model.history().epochs) {
         assert!((a.objective_squared - b.objective_squared).abs() <= 1e-3 * a.objective_squared.max(1e-3), "J^2 {} vs {}", a.objective_squared, b.objective_squared);
         assert!((a.cross_entropy - b.cross_entropy).abs() <= 1e-3 * a.cross_entropy, "CE {} vs {}", a.cross_entropy, b.cross_entropy);
@@ -450,7 +450,7 @@ fn burn_and_gramian_share_one_gpu() {
 }
 
 /// Training is seeded: the same parameters and seed give bit-identical
-/// weights and curves on NdArray; another seed gives other weights.
+/// weights and curves on the CPU; another seed gives other weights.
 #[test]
 fn training_is_reproducible_for_a_seed() {
     let mut rng = common::rng();

@@ -62,7 +62,7 @@ pub fn candidates_flag(candidates: &[Candidate]) -> String {
 }
 
 fn parse_backend(text: &str) -> Result<NeuralBackend, String> {
-    NeuralBackend::parse(text).ok_or_else(|| "ndarray or wgpu".into())
+    NeuralBackend::parse(text).ok_or_else(|| "cpu or wgpu".into())
 }
 
 fn parse_stopping(text: &str) -> Result<EarlyStopping, String> {
@@ -97,7 +97,7 @@ fn parse_widths(text: &str) -> Result<Vec<usize>, String> {
 /// example's default ([`TrainingArgs::resolve`]).
 #[derive(clap::Args, Debug)]
 pub struct TrainingArgs {
-    /// Training backend: ndarray (CPU) or wgpu (GPU).
+    /// Training backend: cpu (burn Flex) or wgpu (GPU).
     #[arg(long, value_parser = parse_backend)]
     backend: Option<NeuralBackend>,
     /// Most epochs per fit.

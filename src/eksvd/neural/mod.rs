@@ -18,7 +18,7 @@
 //!
 //! The device is chosen at run time, as for the rest of the library: a
 //! gramian [`crate::Device`] ([`NeuralEksvdParams::device`], e.g.
-//! `Device::auto()`), whose CPU path trains on burn's NdArray backend and
+//! `Device::auto()`), whose CPU path trains on burn's Flex backend and
 //! whose GPU trains on burn's Wgpu backend **on the same wgpu device and
 //! queue** as gramian's own kernels; or a [`NeuralBackend`] by name
 //! (`Wgpu` opens the process's [`placement::shared_gpu`]). The model code is
@@ -54,9 +54,12 @@ pub type Result<T, E = NeuralError> = std::result::Result<T, E>;
 /// The burn backend to train and run on, chosen at run time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum NeuralBackend {
-    /// burn's NdArray backend on the CPU.
+    /// burn's Flex backend on the CPU: matrix products by the `gemm` crate
+    /// on all cores, SIMD elementwise kernels. (burn's NdArray backend,
+    /// which burn 0.22 deprecates for Flex, trained the UCI Digit fit 1.5x
+    /// slower on 2 cores; BENCHMARKS.md.)
     #[default]
-    NdArray,
+    Cpu,
     /// burn's Wgpu backend on gramian's GPU: the process's
     /// [`placement::shared_gpu`] (opened like [`crate::Device::gpu`]: a
     /// hardware adapter first, a software one such as lavapipe accepted),
@@ -65,24 +68,26 @@ pub enum NeuralBackend {
 }
 
 impl NeuralBackend {
-    /// Short name (`ndarray`, `wgpu`).
+    /// Short name (`cpu`, `wgpu`).
     pub fn name(self) -> &'static str {
         match self {
-            NeuralBackend::NdArray => "ndarray",
+            NeuralBackend::Cpu => "cpu",
             NeuralBackend::Wgpu => "wgpu",
         }
     }
 
-    /// Parses `ndarray` / `wgpu` (case-insensitive).
+    /// Parses `cpu` (also `flex`, and `ndarray`, the CPU backend's name
+    /// before burn's Flex replaced NdArray) / `wgpu` or `gpu`
+    /// (case-insensitive).
     pub fn parse(name: &str) -> Option<Self> {
         match name.to_ascii_lowercase().as_str() {
-            "ndarray" | "cpu" => Some(NeuralBackend::NdArray),
+            "cpu" | "flex" | "ndarray" => Some(NeuralBackend::Cpu),
             "wgpu" | "gpu" => Some(NeuralBackend::Wgpu),
             _ => None,
         }
     }
 
-    /// The burn device (without autodiff): NdArray, or burn's Wgpu backend
+    /// The burn device (without autodiff): burn's Flex on the CPU, or its Wgpu backend
     /// on [`placement::shared_gpu`] (registered with burn once per process).
     /// No adapter gives [`NeuralError::BackendUnavailable`] instead of a panic.
     pub fn device(self) -> Result<Device> {

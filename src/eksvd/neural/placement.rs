@@ -3,7 +3,7 @@
 //! wgpu instance, adapter, device and queue.
 //!
 //! * [`burn_device`]: the burn device of a gramian [`crate::Device`]
-//!   (`Device::Cpu` -> burn's NdArray backend; `Device::Gpu(ctx)` -> burn's
+//!   (`Device::Cpu` -> burn's Flex backend; `Device::Gpu(ctx)` -> burn's
 //!   Wgpu backend registered on `ctx`'s wgpu handles, once per context).
 //! * [`shared_gpu`]: the process's GPU for [`NeuralBackend::Wgpu`] when no
 //!   gramian device is given: opened once as [`crate::Device::gpu`] opens one
@@ -24,8 +24,8 @@ use crate::Device;
 /// handles twice, so each context is registered once and kept.
 static REGISTERED: Mutex<Vec<(u64, BurnDevice)>> = Mutex::new(Vec::new());
 
-/// The burn device (without autodiff) that runs on `device`: burn's NdArray
-/// backend for [`Device::Cpu`]; for [`Device::Gpu`] burn's Wgpu backend on
+/// The burn device (without autodiff) that runs on `device`: burn's Flex
+/// backend for [`Device::Cpu`] (threaded matrix products, SIMD kernels); for [`Device::Gpu`] burn's Wgpu backend on
 /// the context's own wgpu device and queue ([`GpuContext::wgpu_handles`]),
 /// registered with burn on first use and reused afterwards.
 ///
@@ -34,8 +34,7 @@ static REGISTERED: Mutex<Vec<(u64, BurnDevice)>> = Mutex::new(Vec::new());
 /// [`crate::gpu::WgpuHandles::all_features`]).
 pub fn burn_device(device: &Device) -> Result<BurnDevice> {
     match device {
-        #[allow(deprecated)] // burn 0.22 deprecates NdArray in favour of Flex; the issue asks for NdArray
-        Device::Cpu => Ok(BurnDevice::ndarray()),
+        Device::Cpu => Ok(BurnDevice::flex()),
         Device::Gpu(ctx) => wgpu_on(ctx),
     }
 }
@@ -94,7 +93,7 @@ impl Placement {
     /// The gramian device for `backend` when none was given.
     pub(crate) fn for_backend(backend: NeuralBackend) -> Result<Device> {
         match backend {
-            NeuralBackend::NdArray => Ok(Device::Cpu),
+            NeuralBackend::Cpu => Ok(Device::Cpu),
             NeuralBackend::Wgpu => shared_gpu(),
         }
     }
@@ -104,7 +103,7 @@ impl Placement {
         if device.is_gpu() {
             NeuralBackend::Wgpu
         } else {
-            NeuralBackend::NdArray
+            NeuralBackend::Cpu
         }
     }
 }

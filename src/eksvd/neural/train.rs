@@ -57,7 +57,7 @@ impl NeuralEksvdParams {
     /// `1e-3` and no weight decay, batches of 128, at most 100 epochs,
     /// patience 20 epochs, no dropout, no input noise, early stopping on validation
     /// macro-F1, a constant learning rate, no weight averaging,
-    /// `gamma_init = 1`, seed 0, NdArray, no progress bar, divergence
+    /// `gamma_init = 1`, seed 0, the CPU (burn Flex), no progress bar, divergence
     /// factor `1e6`.
     pub fn new(components: usize) -> Self {
         NeuralEksvdParams {
@@ -78,7 +78,7 @@ impl NeuralEksvdParams {
             weight_averaging: 0.0,
             gamma_init: 1.0,
             seed: 0,
-            backend: NeuralBackend::NdArray,
+            backend: NeuralBackend::Cpu,
             placement: None,
             progress: false,
             divergence_factor: 1e6,
@@ -188,7 +188,7 @@ impl NeuralEksvdParams {
         self
     }
     /// The gramian device to train and run on, e.g. `Device::auto()`: its
-    /// CPU path trains on burn's NdArray backend, its GPU on burn's Wgpu
+    /// CPU path trains on burn's Flex backend, its GPU on burn's Wgpu
     /// backend on that very wgpu device and queue (so gramian's kernels and
     /// the network share one GPU). Sets the backend accordingly.
     pub fn device(mut self, device: crate::Device) -> Self {
@@ -885,7 +885,7 @@ impl NeuralEksvd {
     }
 
     /// Loads a model written by [`NeuralEksvd::save`] onto a gramian device
-    /// (burn's Wgpu backend on its GPU, or NdArray for the CPU path).
+    /// (burn's Wgpu backend on its GPU, or Flex for the CPU path).
     pub fn load_on(dir: impl AsRef<Path>, gramian: &crate::Device) -> Result<Self> {
         let dir = dir.as_ref();
         let backend = Placement::backend_of(gramian);
