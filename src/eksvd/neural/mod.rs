@@ -55,9 +55,10 @@ pub type Result<T, E = NeuralError> = std::result::Result<T, E>;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum NeuralBackend {
     /// burn's Flex backend on the CPU: matrix products by the `gemm` crate
-    /// on all cores, SIMD elementwise kernels. (burn's NdArray backend,
-    /// which burn 0.22 deprecates for Flex, trained the UCI Digit fit 1.5x
-    /// slower on 2 cores; BENCHMARKS.md.)
+    /// on all cores (AVX-512 kernels where the CPU has them), SIMD
+    /// elementwise kernels. (burn's NdArray backend, which burn 0.22
+    /// deprecates for Flex, ran here on one core: the UCI Digit fit 2.3-2.6x
+    /// slower per epoch on 2 cores; BENCHMARKS.md.)
     #[default]
     Cpu,
     /// burn's Wgpu backend on gramian's GPU: the process's
