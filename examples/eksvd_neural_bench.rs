@@ -84,12 +84,38 @@ struct Args {
     /// Most epochs of the UCI Digit fit.
     #[arg(long, value_name = "E", default_value_t = 100)]
     mfeat_epochs: usize,
+    /// GPU steps: `on` (one step captured and replayed, the library's
+    /// default), `off` (every step eager) or `both` (a row each).
+    #[arg(long, value_name = "MODE", default_value = "both", value_parser = ["on", "off", "both"])]
+    replay: String,
+}
+
+/// The rows to time: each GPU once per replay mode, the CPU once.
+fn rows<'a>(devices: &'a [(NeuralBackend, Device)], modes: &'a [bool]) -> impl Iterator<Item = (NeuralBackend, &'a Device, bool)> + 'a {
+    devices.iter().flat_map(move |(backend, device)| {
+        let modes: &[bool] = if *backend == NeuralBackend::Cpu { &[false] } else { modes };
+        modes.iter().map(move |&replay| (*backend, device, replay))
+    })
+}
+
+/// A row's name: the backend, and for the GPU whether its steps are replayed.
+fn row_name(backend: NeuralBackend, replay: bool) -> String {
+    match (backend, replay) {
+        (NeuralBackend::Cpu, _) => backend.name().to_string(),
+        (_, true) => format!("{} replayed", backend.name()),
+        (_, false) => format!("{} eager", backend.name()),
+    }
 }
 
 fn main() -> AnyResult<()> {
     let args = Args::parse();
     let (backends, samples, epochs, cpu_epochs, batch) = (args.backends, args.samples, args.epochs, args.cpu_epochs, args.batch);
     let (mfeat, mfeat_epochs) = (args.mfeat, args.mfeat_epochs);
+    let replay_modes: &[bool] = match args.replay.as_str() {
+        "on" => &[true],
+        "off" => &[false],
+        _ => &[true, false],
+    };
     println!("build: {}", if cfg!(debug_assertions) { "dev profile (debug assertions on)" } else { "release" });
     // The gramian device of each backend: the GPU is opened once and burn
     // runs on its wgpu device and queue.
@@ -110,46 +136,47 @@ fn main() -> AnyResult<()> {
     let (data, labels) = synthetic(samples, 7)?;
     println!("synthetic NUS-WIDE-OBJ shape: N = {samples}, sources {DIMS:?}, {CLASSES} classes (generated in {:.1} s)", start.elapsed().as_secs_f64());
     println!("model: MLP d_q-512-256 per source (ReLU), k = 64 components, batch {batch}, Adam");
-    println!("| backend | epochs | seconds per epoch (2..E) | epoch 1 (s) | steps per epoch | final sum_k (J_k / N)^2 | final CE |");
-    println!("|---|---|---|---|---|---|---|");
-    for (backend, device) in &devices {
-        let backend = *backend;
+    println!("| backend | epochs | seconds per epoch (2..E) | epoch 1 (s) | steps per epoch | steps replayed | final sum_k (J_k / N)^2 | final CE |");
+    println!("|---|---|---|---|---|---|---|---|");
+    for (backend, device, replay) in rows(&devices, replay_modes) {
         let e = if backend == NeuralBackend::Cpu { cpu_epochs } else { epochs };
-        let params = NeuralEksvdParams::new(64).hidden(vec![512]).d_phi(256).batch_size(batch).max_epochs(e).learning_rate(1e-3).device(device.clone()).progress(true);
+        let params = NeuralEksvdParams::new(64).hidden(vec![512]).d_phi(256).batch_size(batch).max_epochs(e).learning_rate(1e-3).device(device.clone()).graph_replay(replay).progress(true);
         match params.fit(&data, &labels, None) {
             Ok(model) => {
                 let h = model.history();
                 let last = h.epochs.last().expect("at least one epoch");
                 println!(
-                    "| {} | {} | {:.3} | {:.3} | {} | {:.3e} | {:.4} |",
-                    backend.name(),
+                    "| {} | {} | {:.3} | {:.3} | {} | {} | {:.3e} | {:.4} |",
+                    row_name(backend, replay),
                     h.epochs.len(),
                     h.seconds_per_epoch(),
                     h.epochs[0].seconds,
                     samples.div_ceil(batch),
+                    h.replayed_steps,
                     last.objective_squared,
                     last.cross_entropy
                 );
             }
-            Err(e) => println!("| {} | - | failed: {e} | | | | |", backend.name()),
+            Err(e) => println!("| {} | - | failed: {e} | | | | | |", row_name(backend, replay)),
         }
     }
     if let Some(dir) = mfeat {
         let views = MultiViewData::load_csv_views(&dir, "mfeat-", &["fac", "fou", "kar"])?;
         let split = views.split(0.6, 0.2, 0)?;
         println!("\nfull UCI Digit fit: split 0 (60/20/20, seed 0), fac+fou+kar, k = 32, eta = 1, lr 1e-3, wd 0.05, batch 64, <= {mfeat_epochs} epochs, patience 20");
-        println!("| backend | fit seconds | epochs run | best epoch | seconds per epoch (steps only) | test macro-F1 % |");
-        println!("|---|---|---|---|---|---|");
-        for (backend, device) in &devices {
-            let params = NeuralEksvdParams::new(32).hidden(vec![256]).d_phi(128).eta(1.0).learning_rate(1e-3).weight_decay(0.05).batch_size(64).max_epochs(mfeat_epochs).patience(20).seed(0).device(device.clone());
+        println!("| backend | fit seconds | epochs run | best epoch | seconds per epoch (steps only) | steps replayed | test macro-F1 % |");
+        println!("|---|---|---|---|---|---|---|");
+        for (backend, device, replay) in rows(&devices, replay_modes) {
+            let params = NeuralEksvdParams::new(32).hidden(vec![256]).d_phi(128).eta(1.0).learning_rate(1e-3).weight_decay(0.05).batch_size(64).max_epochs(mfeat_epochs).patience(20).seed(0).device(device.clone()).graph_replay(replay);
             let start = Instant::now();
             match params.fit(&split.train, &split.train_labels, Some((&split.validation, &split.validation_labels))) {
                 Ok(model) => {
                     let seconds = start.elapsed().as_secs_f64();
                     let f1 = macro_f1(&split.test_labels, &model.predict(&split.test)?);
-                    println!("| {} | {:.1} | {} | {} | {:.4} | {:.2} |", backend.name(), seconds, model.history().epochs.len(), model.best_epoch(), model.history().seconds_per_epoch(), 100.0 * f1);
+                    let h = model.history();
+                    println!("| {} | {:.1} | {} | {} | {:.4} | {} | {:.2} |", row_name(backend, replay), seconds, h.epochs.len(), model.best_epoch(), h.seconds_per_epoch(), h.replayed_steps, 100.0 * f1);
                 }
-                Err(e) => println!("| {} | failed: {e} | | | | |", backend.name()),
+                Err(e) => println!("| {} | failed: {e} | | | | | |", row_name(backend, replay)),
             }
         }
     }

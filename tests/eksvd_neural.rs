@@ -400,6 +400,54 @@ fn wgpu_and_cpu_agree_over_the_first_steps() {
     assert!((&sa - &sb).amax() <= 1e-2 * sa.amax().max(1.0));
 }
 
+/// Replayed GPU steps (one step captured, then replayed; the default) train
+/// exactly as eager GPU steps: 200 samples in batches of 32 (six full steps
+/// and one of 8 per epoch), weight decay on, a validation set keeping the
+/// best epoch. Both give the same curves (1e-5 relative), weights (1e-5) and
+/// predictions; the replayed fit replays 2 + 1 steps in epoch 1 (three
+/// warm-ups run eagerly, then the recorded step, the check and the last full
+/// step) and all six full steps in every later epoch, the eager one none. A
+/// cosine schedule (a rate per step) is not replayed. With
+/// `GRAMIAN_REQUIRE_GPU=1` a missing adapter fails the test.
+#[test]
+fn replayed_gpu_steps_train_as_eager_ones() {
+    let Some(device) = common::gpu_device(gramian::GpuOptions::default()) else { return };
+    let mut rng = common::rng();
+    let (data, labels) = synthetic(&mut rng, 260, 3);
+    let split = |range: std::ops::Range<usize>| (MultiSource::paired(data.sources().iter().map(|x| x.rows(range.start, range.len()).into_owned()).collect()).unwrap(), labels[range].to_vec());
+    let ((train, train_labels), (validation, validation_labels)) = (split(0..200), split(200..260));
+    let epochs = 3;
+    let params = small_params(rng.random()).weight_decay(0.05).max_epochs(epochs).patience(epochs).device(device);
+    let fit = |replay: bool| params.clone().graph_replay(replay).fit(&train, &train_labels, Some((&validation, &validation_labels))).unwrap();
+    let (replayed, eager) = (fit(true), fit(false));
+    assert_eq!(replayed.history().replayed_steps, 3 + 6 * (epochs - 1));
+    assert_eq!(eager.history().replayed_steps, 0);
+    assert_eq!(replayed.history().epochs.len(), epochs);
+    for (a, b) in replayed.history().epochs.iter().zip(&eager.history().epochs) {
+        eprintln!("epoch {}: J^2 {} vs {}, CE {} vs {}, val F1 {:?} vs {:?}", a.epoch, a.objective_squared, b.objective_squared, a.cross_entropy, b.cross_entropy, a.validation_f1, b.validation_f1);
+        assert!((a.objective_squared - b.objective_squared).abs() <= 1e-5 * b.objective_squared.max(1e-3));
+        assert!((a.cross_entropy - b.cross_entropy).abs() <= 1e-5 * b.cross_entropy);
+        assert_eq!(a.validation_f1, b.validation_f1);
+    }
+    assert_eq!(replayed.best_epoch(), eager.best_epoch());
+    let (wa, wb) = (replayed.weights(), eager.weights());
+    let mut max_diff = 0.0f64;
+    for (pa, pb) in wa.projections.iter().zip(&wb.projections) {
+        max_diff = max_diff.max((pa - pb).amax());
+    }
+    for (fa, fb) in wa.feature_maps.iter().zip(&wb.feature_maps) {
+        for ((a1, b1), (a2, b2)) in fa.iter().zip(fb) {
+            max_diff = max_diff.max((a1 - a2).amax()).max((b1 - b2).amax());
+        }
+    }
+    max_diff = max_diff.max((&wa.classifier.0 - &wb.classifier.0).amax()).max((wa.gamma - wb.gamma).abs());
+    eprintln!("max weight difference {max_diff:e}");
+    assert!(max_diff <= 1e-5, "replayed and eager weights differ by {max_diff}");
+    assert_eq!(replayed.predict(&validation).unwrap(), eager.predict(&validation).unwrap());
+    let cosine = params.schedule(gramian::eksvd::neural::LearningRateSchedule::Cosine).max_epochs(1).fit(&train, &train_labels, None).unwrap();
+    assert_eq!(cosine.history().replayed_steps, 0);
+}
+
 /// One GPU for burn and gramian: Neural eKSVD given a gramian GPU device
 /// trains with burn's Wgpu backend on that context's own wgpu device. The
 /// compute pipelines burn builds appear in the context's wgpu instance

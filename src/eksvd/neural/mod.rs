@@ -35,7 +35,9 @@
 
 pub mod loss;
 pub mod model;
+mod optimizer;
 pub mod placement;
+mod replay;
 pub mod train;
 
 pub use loss::{cross_entropy, objective_from_squared_scores, objective_per_component, LossTensors, LossValues};

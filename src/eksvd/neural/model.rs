@@ -301,6 +301,21 @@ impl NeuralWeights {
         Ok(())
     }
 
+    /// Every weight in one vector (feature maps, projections, `gamma`,
+    /// classifier), in a fixed order for a given architecture.
+    pub(crate) fn values(&self) -> Vec<f64> {
+        let mut v = Vec::new();
+        for (w, b) in self.feature_maps.iter().flatten() {
+            v.extend_from_slice(w.as_slice());
+            v.extend_from_slice(b.as_slice());
+        }
+        self.projections.iter().for_each(|w| v.extend_from_slice(w.as_slice()));
+        v.push(self.gamma);
+        v.extend_from_slice(self.classifier.0.as_slice());
+        v.extend_from_slice(self.classifier.1.as_slice());
+        v
+    }
+
     /// `self <- decay self + (1 - decay) other`, weight by weight (`gamma`
     /// through `log gamma`, so it stays positive): one step of an
     /// exponential moving average of the weights. Both networks must have

@@ -4,19 +4,21 @@
 //! the feature maps), early stopping on validation macro-F1 or validation
 //! cross-entropy keeping the best checkpoint, per-epoch curves.
 
+use std::cell::RefCell;
 use std::io::Write;
 use std::path::Path;
 use std::time::Instant;
 
 use burn::module::Module;
-use burn::optim::{AdamWConfig, GradientsParams};
 use burn::tensor::{Device, Distribution, Int, Tensor, TensorData, Transaction};
 use nalgebra::DMatrix;
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 
-use super::loss::{cross_entropy, objective_from_squared_scores, objective_per_component, LossTensors, LossValues};
+use super::loss::{cross_entropy, objective_from_squared_scores, LossValues};
+use super::optimizer::InPlaceAdamW;
+use super::replay::{capture_step, check_replay, deep_copy, DeviceCursor, StepSettings, StepState, CAPTURE_STEPS};
 use super::model::{tensor_to_f32, tensor_to_matrix, tensor_to_vector, Activation, Architecture, NeuralEksvdNet, NeuralWeights};
 use super::placement::{burn_device, Placement};
 use super::{NeuralBackend, NeuralError, Result};
@@ -49,6 +51,7 @@ pub struct NeuralEksvdParams {
     placement: Option<Placement>,
     progress: bool,
     divergence_factor: f64,
+    graph_replay: bool,
 }
 
 impl NeuralEksvdParams {
@@ -58,7 +61,7 @@ impl NeuralEksvdParams {
     /// patience 20 epochs, no dropout, no input noise, early stopping on validation
     /// macro-F1, a constant learning rate, no weight averaging,
     /// `gamma_init = 1`, seed 0, the CPU (burn Flex), no progress bar, divergence
-    /// factor `1e6`.
+    /// factor `1e6`, replayed steps on a GPU where they apply.
     pub fn new(components: usize) -> Self {
         NeuralEksvdParams {
             components,
@@ -82,6 +85,7 @@ impl NeuralEksvdParams {
             placement: None,
             progress: false,
             divergence_factor: 1e6,
+            graph_replay: true,
         }
     }
 
@@ -114,6 +118,21 @@ impl NeuralEksvdParams {
     /// every step also scales the weights by `1 - lr wd`); 0 is plain Adam.
     pub fn weight_decay(mut self, wd: f64) -> Self {
         self.weight_decay = wd;
+        self
+    }
+
+    /// Whether a GPU fit records one full-batch step and replays it for
+    /// the others (default `true`; see `eksvd::neural::replay` in the
+    /// source). A replay skips the host's work per kernel (burn's op
+    /// recording, autodiff, fusion, bind groups), which bounds a step of
+    /// this size. It applies on GPU backends with a constant learning rate,
+    /// no dropout and no input noise, when an epoch has more than four full
+    /// minibatches; elsewhere, and with `false`, every step runs eagerly.
+    /// Both give the same training up to rounding: the replayed step is
+    /// checked once against an eager one, and the fit falls back to eager
+    /// steps if they disagree.
+    pub fn graph_replay(mut self, on: bool) -> Self {
+        self.graph_replay = on;
         self
     }
 
@@ -305,14 +324,31 @@ impl NeuralEksvdParams {
             // random state.
             ad_device.seed(self.seed);
         }
-        let mut net = model.net.clone().fork(&ad_device).train();
-        let mut optim = AdamWConfig::new().with_weight_decay(self.weight_decay as f32).init();
+        let net = model.net.clone().fork(&ad_device).train();
+        let state = RefCell::new(StepState { net: Some(net), optim: InPlaceAdamW::new(self.weight_decay, &device) });
+        let cursor = RefCell::new(DeviceCursor::new(n, self.batch_size, &ad_device));
         let mut rng = StdRng::seed_from_u64(self.seed ^ 0x9e37_79b9_7f4a_7c15);
         let mut order: Vec<usize> = (0..n).collect();
         let steps_per_epoch = n.div_ceil(self.batch_size);
+        let full_steps = n / self.batch_size;
         let total_steps = self.max_epochs.saturating_mul(steps_per_epoch);
         let mut step = 0usize;
         let mut averaged: Option<NeuralWeights> = None;
+        let settings = StepSettings { n_samples: n, eta: self.eta, learning_rate: self.learning_rate, dropout: self.dropout };
+        // Replayed steps (see `replay`): on a GPU, at a constant rate,
+        // without random masks or noise (a replay would repeat the captured
+        // ones), with a full step left for the check after the capture's.
+        let mut replayable = self.graph_replay
+            && self.backend == NeuralBackend::Wgpu
+            && self.schedule == LearningRateSchedule::Constant
+            && self.dropout == 0.0
+            && self.input_noise == 0.0
+            && full_steps > CAPTURE_STEPS;
+        let mut graph = None;
+        let gather = |idx: Tensor<1, Int>| {
+            let (x, one_hot) = resident.gather(idx);
+            (x, one_hot.expect("labelled"))
+        };
 
         let initial = model.evaluate(&resident_eval, self.eta, false)?.loss.expect("labelled");
         if !initial.total.is_finite() {
@@ -328,28 +364,70 @@ impl NeuralEksvdParams {
         for epoch in 1..=self.max_epochs {
             let start = Instant::now();
             order.shuffle(&mut rng);
-            let permutation = index_tensor(&order, &ad_device);
-            for start in (0..n).step_by(self.batch_size) {
+            cursor.borrow_mut().start_epoch(&order);
+            let mut done = 0;
+            if replayable && epoch == 1 {
+                graph = capture_step(&device, &state, &cursor, gather, settings);
+                done = CAPTURE_STEPS;
+                step += CAPTURE_STEPS;
+                match graph.as_mut() {
+                    Some(g) => {
+                        history.replayed_steps += 1;
+                        match check_replay(g, &state, &cursor, gather, settings, done, &ad_device) {
+                            Ok(()) => history.replayed_steps += 1,
+                            Err(reason) => {
+                                log::warn!("Neural eKSVD: replayed steps disagree with eager ones ({reason}); training with eager steps");
+                                graph = None;
+                            }
+                        }
+                        done += 1;
+                        step += 1;
+                    }
+                    None => log::info!("Neural eKSVD: no graph replay here (no graph support, or the captured step did not stay in place); training with eager steps"),
+                }
+                replayable = graph.is_some();
+            }
+            if let Some(g) = graph.as_mut() {
+                for _ in done..full_steps {
+                    // Safety: every buffer the captured step reads or writes
+                    // is held by `state` and `cursor` (parameters, moments,
+                    // powers, permutation, cursor) or `resident`, all alive
+                    // for the whole fit and written over in place only, on
+                    // this thread's stream.
+                    unsafe { g.replay() };
+                }
+                step += full_steps - done;
+                history.replayed_steps += full_steps - done;
+                done = full_steps;
+            }
+            for start in (done * self.batch_size..n).step_by(self.batch_size) {
                 let len = self.batch_size.min(n - start);
-                let (mut x, one_hot) = resident.gather(permutation.clone().narrow(0, start, len));
+                let (mut x, one_hot) = gather(cursor.borrow().slice(start, len));
                 if self.input_noise > 0.0 {
                     // Noise on each source's own columns only: the padding
                     // stays zero.
                     let noise = x.random_like(Distribution::Normal(0.0, self.input_noise));
                     x = x + noise * resident.columns.clone();
                 }
-                let scores = net.stacked_scores(x, self.dropout);
-                let objective = objective_per_component(net.projections(), scores.clone(), net.gamma(), n);
-                let loss = LossTensors::new(objective, cross_entropy(net.logits(scores), one_hot.expect("labelled")), self.eta);
-                let grads = GradientsParams::from_grads(loss.total.backward(), &net);
-                net = optim.step(self.schedule.rate(self.learning_rate, step, total_steps), net, grads);
+                let rate = self.schedule.rate(self.learning_rate, step, total_steps);
+                state.borrow_mut().step(x, one_hot, StepSettings { learning_rate: rate, ..settings });
                 step += 1;
+                if graph.is_some() && !state.borrow().optim.all_in_place() {
+                    // The graph would write over buffers the network no
+                    // longer uses.
+                    log::info!("Neural eKSVD: an eager step did not stay in place; training with eager steps");
+                    graph = None;
+                    replayable = false;
+                }
             }
             // The steps are queued asynchronously on GPU backends: wait for
             // them, so that `seconds` is the epoch's work, not its queueing.
             ad_device.sync().map_err(|e| NeuralError::Execution(format!("{e:?}")))?;
             let seconds = start.elapsed().as_secs_f64();
-            model.net = net.valid();
+            let trained = state.borrow().net.as_ref().expect("a network between steps").valid();
+            // Replays write over the training network's buffers: a network
+            // kept across them gets buffers of its own.
+            model.net = if replayable { deep_copy(trained) } else { trained };
             if self.weight_averaging > 0.0 {
                 // The average lives on the host in f64 (a few hundred
                 // thousand weights: one download per epoch).
@@ -567,12 +645,6 @@ impl HostData {
     }
 }
 
-/// Sample indices as an integer tensor on `device`.
-fn index_tensor(idx: &[usize], device: &Device) -> Tensor<1, Int> {
-    let v: Vec<i64> = idx.iter().map(|&i| i as i64).collect();
-    Tensor::from_data(TensorData::new(v, [idx.len()]), device)
-}
-
 /// A data set resident on a burn device, sources stacked (`[Q, n, w]`):
 /// minibatches are gathered (`select`) or sliced (`narrow`) there, with no
 /// host transfer.
@@ -633,6 +705,9 @@ pub struct EpochRecord {
 pub struct TrainingHistory {
     /// One record per epoch run.
     pub epochs: Vec<EpochRecord>,
+    /// Adam steps replayed from a captured one (see
+    /// [`NeuralEksvdParams::graph_replay`]); 0 where every step ran eagerly.
+    pub replayed_steps: usize,
 }
 
 impl TrainingHistory {
