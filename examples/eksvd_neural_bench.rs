@@ -108,6 +108,8 @@ fn row_name(backend: NeuralBackend, replay: bool) -> String {
 }
 
 fn main() -> AnyResult<()> {
+    // Warnings (e.g. a fit that falls back to eager steps) on stderr.
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
     let args = Args::parse();
     let (backends, samples, epochs, cpu_epochs, batch) = (args.backends, args.samples, args.epochs, args.cpu_epochs, args.batch);
     let (mfeat, mfeat_epochs) = (args.mfeat, args.mfeat_epochs);

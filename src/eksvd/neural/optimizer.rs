@@ -13,10 +13,12 @@
 //! each step instead of host scalars (which a replayed graph would keep at
 //! their captured values). `m`, `v` start at zero, which gives burn's first
 //! step exactly. The new `p`, `m`, `v` are written into the buffers of the old
-//! ones when nothing else holds those ([`burn::tensor::Tensor::can_mut`]);
+//! ones ([`write_over`]) when nothing else holds those
+//! ([`burn::tensor::Tensor::can_mut`]);
 //! [`InPlaceAdamW::all_in_place`] says whether that held for every tensor of
 //! the last step.
 
+use std::any::Any;
 use std::collections::HashMap;
 
 use burn::module::{Module, ModuleMapper, Param, ParamId};
@@ -32,17 +34,24 @@ const EPSILON: f32 = 1e-5;
 /// and `b1^t`, `b2^t` on the device.
 pub(crate) struct InPlaceAdamW {
     weight_decay: f64,
-    moments: HashMap<ParamId, (Tensor<1>, Tensor<1>)>,
+    /// `(m, v)` of each parameter, in its shape: a `(Tensor<D>, Tensor<D>)`
+    /// for a parameter of rank `D` (no reshape between steps: burn's fusion
+    /// writes over a buffer only for the very tensor that held it).
+    moments: HashMap<ParamId, Box<dyn Any + Send>>,
     /// `[b1^t]`, `[b2^t]` after the last step (none before the first).
     powers: Option<(Tensor<1>, Tensor<1>)>,
     device: Device,
+    stable_buffers: bool,
     all_in_place: bool,
 }
 
 impl InPlaceAdamW {
-    /// AdamW with decoupled weight decay `weight_decay` on `device`.
-    pub(crate) fn new(weight_decay: f64, device: &Device) -> Self {
-        InPlaceAdamW { weight_decay, moments: HashMap::new(), powers: None, device: device.clone(), all_in_place: true }
+    /// AdamW with decoupled weight decay `weight_decay` on `device`; with
+    /// `stable_buffers`, every step writes its new tensors over the old ones
+    /// ([`write_over`], for replayed steps), otherwise it returns them as
+    /// they come (one copy fewer per tensor).
+    pub(crate) fn new(weight_decay: f64, device: &Device, stable_buffers: bool) -> Self {
+        InPlaceAdamW { weight_decay, moments: HashMap::new(), powers: None, device: device.clone(), stable_buffers, all_in_place: true }
     }
 
     /// One AdamW step of `module` at learning rate `lr` with `grads`;
@@ -50,10 +59,12 @@ impl InPlaceAdamW {
     pub(crate) fn step<M: Module>(&mut self, lr: f64, module: M, grads: &mut GradientsParams) -> M {
         let powers = self.powers.take().unwrap_or_else(|| (Tensor::ones([1], &self.device), Tensor::ones([1], &self.device)));
         let mut in_place = powers.0.can_mut() && powers.1.can_mut();
-        let powers = (powers.0.mul_scalar(BETA_1), powers.1.mul_scalar(BETA_2));
+        let next = (powers.0.clone().mul_scalar(BETA_1), powers.1.clone().mul_scalar(BETA_2));
+        let keep = self.stable_buffers;
+        let powers = (update(powers.0, next.0, keep), update(powers.1, next.1, keep));
         // `1 - b^t`, once per step for all parameters.
         let corrections = (powers.0.clone().neg().add_scalar(1.0), powers.1.clone().neg().add_scalar(1.0));
-        let mut mapper = Mapper { lr, weight_decay: self.weight_decay, grads, moments: &mut self.moments, corrections, in_place: true };
+        let mut mapper = Mapper { lr, weight_decay: self.weight_decay, grads, moments: &mut self.moments, corrections, stable_buffers: keep, in_place: true };
         let module = module.map(&mut mapper);
         in_place &= mapper.in_place;
         self.powers = Some(powers);
@@ -72,8 +83,9 @@ struct Mapper<'a> {
     lr: f64,
     weight_decay: f64,
     grads: &'a mut GradientsParams,
-    moments: &'a mut HashMap<ParamId, (Tensor<1>, Tensor<1>)>,
+    moments: &'a mut HashMap<ParamId, Box<dyn Any + Send>>,
     corrections: (Tensor<1>, Tensor<1>),
+    stable_buffers: bool,
     in_place: bool,
 }
 
@@ -85,19 +97,28 @@ impl ModuleMapper for Mapper<'_> {
         };
         let require_grad = tensor.is_require_grad();
         let p = tensor.inner();
-        let shape = p.shape();
-        let numel = shape.num_elements();
-        let (m, v) = self.moments.remove(&id).unwrap_or_else(|| (Tensor::zeros([numel], &p.device()), Tensor::zeros([numel], &p.device())));
+        let (m, v) = match self.moments.remove(&id).map(|b| b.downcast::<(Tensor<D>, Tensor<D>)>()) {
+            Some(Ok(moments)) => *moments,
+            // First step (or, unreachably, a rank that changed).
+            _ => (p.zeros_like(), p.zeros_like()),
+        };
         self.in_place &= p.can_mut() && m.can_mut() && v.can_mut();
-        let m = m.reshape(shape.clone()).mul_scalar(BETA_1).add(grad.clone().mul_scalar(1.0 - BETA_1));
-        let v = v.reshape(shape).mul_scalar(BETA_2).add(grad.square().mul_scalar(1.0 - BETA_2));
-        let m_hat = m.clone().div(self.corrections.0.clone().reshape([1; D]));
-        let v_hat = v.clone().div(self.corrections.1.clone().reshape([1; D]));
+        // The new values from clones of the old tensors (so that no fused
+        // kernel writes them over an old one's buffer), then, with
+        // `stable_buffers`, written over the old buffers: a parameter, its
+        // moments and the powers stay in the same buffers from step to step,
+        // which a replayed step needs.
+        let m_next = m.clone().mul_scalar(BETA_1).add(grad.clone().mul_scalar(1.0 - BETA_1));
+        let v_next = v.clone().mul_scalar(BETA_2).add(grad.square().mul_scalar(1.0 - BETA_2));
+        let m_hat = m_next.clone().div(self.corrections.0.clone().reshape([1; D]));
+        let v_hat = v_next.clone().div(self.corrections.1.clone().reshape([1; D]));
         let delta = m_hat.div(v_hat.sqrt().add_scalar(EPSILON));
         let decay = self.lr * self.weight_decay;
-        let p = if decay == 0.0 { p } else { p.mul_scalar(1.0 - decay) };
-        let p = p - delta.mul_scalar(self.lr);
-        self.moments.insert(id, (m.reshape([numel]), v.reshape([numel])));
+        let decayed = if decay == 0.0 { p.clone() } else { p.clone().mul_scalar(1.0 - decay) };
+        let p_next = decayed - delta.mul_scalar(self.lr);
+        let keep = self.stable_buffers;
+        let p = update(p, p_next, keep);
+        self.moments.insert(id, Box::new((update(m, m_next, keep), update(v, v_next, keep))));
         let p = Tensor::from_inner(p);
         Param::from_mapped_value(id, if require_grad { p.require_grad() } else { p }, mapper)
     }
@@ -110,12 +131,41 @@ impl InPlaceAdamW {
         let copy = |t: &Tensor<1>| t.clone().mul_scalar(1.0);
         InPlaceAdamW {
             weight_decay: self.weight_decay,
-            moments: self.moments.iter().map(|(id, (m, v))| (*id, (copy(m), copy(v)))).collect(),
+            moments: self.moments.iter().map(|(id, moments)| (*id, copy_moments(moments.as_ref()))).collect(),
             powers: self.powers.as_ref().map(|(a, b)| (copy(a), copy(b))),
             device: self.device.clone(),
+            stable_buffers: self.stable_buffers,
             all_in_place: self.all_in_place,
         }
     }
+}
+
+/// `value` written over `target`'s buffer: a `slice_assign` of the whole
+/// tensor, which writes in place when `target` is the only handle to its
+/// buffer ([`Tensor::can_mut`], checked by the callers), with or without
+/// burn's fusion.
+pub(crate) fn write_over<const D: usize, K: burn::tensor::kind::Basic>(target: Tensor<D, K>, value: Tensor<D, K>) -> Tensor<D, K> {
+    let dims = target.dims();
+    target.slice_assign(std::array::from_fn::<_, D, _>(|i| 0..dims[i]), value)
+}
+
+/// The next value of a state tensor: written over `old`'s buffer with
+/// `stable_buffers`, else `next` itself.
+pub(crate) fn update<const D: usize, K: burn::tensor::kind::Basic>(old: Tensor<D, K>, next: Tensor<D, K>, stable_buffers: bool) -> Tensor<D, K> {
+    if stable_buffers {
+        write_over(old, next)
+    } else {
+        next
+    }
+}
+
+/// A copy of one parameter's `(m, v)` in buffers of their own (ranks 1-3,
+/// the network's).
+fn copy_moments(moments: &(dyn Any + Send)) -> Box<dyn Any + Send> {
+    fn copy<const D: usize>(m: &(dyn Any + Send)) -> Option<Box<dyn Any + Send>> {
+        m.downcast_ref::<(Tensor<D>, Tensor<D>)>().map(|(a, b)| Box::new((a.clone().mul_scalar(1.0), b.clone().mul_scalar(1.0))) as Box<dyn Any + Send>)
+    }
+    copy::<1>(moments).or_else(|| copy::<2>(moments)).or_else(|| copy::<3>(moments)).expect("moments of a parameter of rank 1-3")
 }
 
 #[cfg(test)]
@@ -142,7 +192,7 @@ mod tests {
         let arch = Architecture { input_dims: vec![5, 7], hidden: vec![8], d_phi: 6, components: 3, n_classes: 4, activation: Activation::Relu };
         let start = NeuralEksvdNet::init(&arch, 1.0, rng.random(), &device).unwrap();
         let (lr, wd) = (3e-3, 0.05);
-        let mut ours = (start.clone().fork(&ad).train(), InPlaceAdamW::new(wd, &device));
+        let mut ours = (start.clone().fork(&ad).train(), InPlaceAdamW::new(wd, &device, true));
         let mut burns = (start.clone().fork(&ad).train(), AdamWConfig::new().with_weight_decay(wd as f32).init());
         let loss = |net: &NeuralEksvdNet, x: Tensor<3>, one_hot: Tensor<2>| {
             let scores = net.stacked_scores(x, 0.0);

@@ -30,7 +30,7 @@ use burn::tensor::{capture, Device, Graph, Int, Tensor, TensorData};
 
 use super::loss::{cross_entropy, objective_per_component, LossTensors};
 use super::model::NeuralEksvdNet;
-use super::optimizer::InPlaceAdamW;
+use super::optimizer::{update, InPlaceAdamW};
 
 /// The network and optimizer a fit trains, behind the [`RefCell`] that the
 /// captured step and the eager steps share.
@@ -87,17 +87,21 @@ pub(crate) struct DeviceCursor {
     cursor: Tensor<1, Int>,
     offsets: Tensor<1, Int>,
     batch: usize,
+    stable_buffers: bool,
     in_place: bool,
 }
 
 impl DeviceCursor {
-    /// A cursor over `n` samples in minibatches of `batch` on `device`.
-    pub(crate) fn new(n: usize, batch: usize, device: &Device) -> Self {
+    /// A cursor over `n` samples in minibatches of `batch` on `device`;
+    /// with `stable_buffers` the permutation and the cursor are written
+    /// over their buffers (for replayed steps).
+    pub(crate) fn new(n: usize, batch: usize, device: &Device, stable_buffers: bool) -> Self {
         DeviceCursor {
             perm: Tensor::zeros([n], device),
             cursor: Tensor::zeros([1], device),
             offsets: Tensor::arange(0..batch as i64, device),
             batch,
+            stable_buffers,
             in_place: true,
         }
     }
@@ -108,8 +112,12 @@ impl DeviceCursor {
         let v: Vec<i64> = order.iter().map(|&i| i as i64).collect();
         let fresh = Tensor::<1, Int>::from_data(TensorData::new(v, [order.len()]), &self.perm.device());
         self.in_place &= self.perm.can_mut() && self.cursor.can_mut();
-        self.perm.inplace(|p| p.mul_scalar(0).add(fresh));
-        self.cursor.inplace(|c| c.mul_scalar(0));
+        let keep = self.stable_buffers;
+        self.perm.inplace(|p| update(p, fresh, keep));
+        self.cursor.inplace(|c| {
+            let zero = c.zeros_like();
+            update(c, zero, keep)
+        });
     }
 
     /// The sample indices of the minibatch at the cursor, advancing it.
@@ -117,7 +125,11 @@ impl DeviceCursor {
         let positions = self.offsets.clone().add(self.cursor.clone().expand([self.batch]));
         let idx = self.perm.clone().select(0, positions);
         self.in_place &= self.cursor.can_mut();
-        self.cursor.inplace(|c| c.add_scalar(self.batch as i64));
+        let keep = self.stable_buffers;
+        self.cursor.inplace(|c| {
+            let next = c.clone().add_scalar(self.batch as i64);
+            update(c, next, keep)
+        });
         idx
     }
 

@@ -324,17 +324,6 @@ impl NeuralEksvdParams {
             // random state.
             ad_device.seed(self.seed);
         }
-        let net = model.net.clone().fork(&ad_device).train();
-        let state = RefCell::new(StepState { net: Some(net), optim: InPlaceAdamW::new(self.weight_decay, &device) });
-        let cursor = RefCell::new(DeviceCursor::new(n, self.batch_size, &ad_device));
-        let mut rng = StdRng::seed_from_u64(self.seed ^ 0x9e37_79b9_7f4a_7c15);
-        let mut order: Vec<usize> = (0..n).collect();
-        let steps_per_epoch = n.div_ceil(self.batch_size);
-        let full_steps = n / self.batch_size;
-        let total_steps = self.max_epochs.saturating_mul(steps_per_epoch);
-        let mut step = 0usize;
-        let mut averaged: Option<NeuralWeights> = None;
-        let settings = StepSettings { n_samples: n, eta: self.eta, learning_rate: self.learning_rate, dropout: self.dropout };
         // Replayed steps (see `replay`): on a GPU, at a constant rate,
         // without random masks or noise (a replay would repeat the captured
         // ones), with a full step left for the check after the capture's.
@@ -343,7 +332,18 @@ impl NeuralEksvdParams {
             && self.schedule == LearningRateSchedule::Constant
             && self.dropout == 0.0
             && self.input_noise == 0.0
-            && full_steps > CAPTURE_STEPS;
+            && n / self.batch_size > CAPTURE_STEPS;
+        let net = model.net.clone().fork(&ad_device).train();
+        let state = RefCell::new(StepState { net: Some(net), optim: InPlaceAdamW::new(self.weight_decay, &device, replayable) });
+        let cursor = RefCell::new(DeviceCursor::new(n, self.batch_size, &ad_device, replayable));
+        let mut rng = StdRng::seed_from_u64(self.seed ^ 0x9e37_79b9_7f4a_7c15);
+        let mut order: Vec<usize> = (0..n).collect();
+        let steps_per_epoch = n.div_ceil(self.batch_size);
+        let full_steps = n / self.batch_size;
+        let total_steps = self.max_epochs.saturating_mul(steps_per_epoch);
+        let mut step = 0usize;
+        let mut averaged: Option<NeuralWeights> = None;
+        let settings = StepSettings { n_samples: n, eta: self.eta, learning_rate: self.learning_rate, dropout: self.dropout };
         let mut graph = None;
         let gather = |idx: Tensor<1, Int>| {
             let (x, one_hot) = resident.gather(idx);
