@@ -6,7 +6,7 @@
 use crate::common;
 
 use burn::tensor::{Tensor, TensorData};
-use gramian::eksvd::neural::{burn_device, cross_entropy, objective_per_component, shared_gpu, Activation, EarlyStopping, LossTensors, NeuralBackend, NeuralEksvd, NeuralEksvdNet, NeuralEksvdParams, NeuralError};
+use gramian::eksvd::neural::{burn_device, cross_entropy, objective_per_component, shared_gpu, Activation, EarlyStopping, LossTensors, NeuralBackend, NeuralEksvd, NeuralEksvdNet, NeuralEksvdParams, NeuralError, NeuralWeights};
 use gramian::eksvd::{objective_terms, EksvdError, MultiSource};
 use nalgebra::{DMatrix, DVector};
 use rand::rngs::StdRng;
@@ -54,6 +54,21 @@ fn to_vec(t: Tensor<1>) -> Vec<f64> {
 
 fn small_params(seed: u64) -> NeuralEksvdParams {
     NeuralEksvdParams::new(4).hidden(vec![16]).d_phi(16).batch_size(32).learning_rate(1e-2).seed(seed)
+}
+
+/// The largest absolute difference between two networks' feature maps
+/// (weights and biases) and projections.
+fn max_network_difference(a: &NeuralWeights, b: &NeuralWeights) -> f64 {
+    let mut max_diff = 0.0f64;
+    for (pa, pb) in a.projections.iter().zip(&b.projections) {
+        max_diff = max_diff.max((pa - pb).amax());
+    }
+    for (fa, fb) in a.feature_maps.iter().zip(&b.feature_maps) {
+        for ((a1, b1), (a2, b2)) in fa.iter().zip(fb) {
+            max_diff = max_diff.max((a1 - a2).amax()).max((b1 - b2).amax());
+        }
+    }
+    max_diff
 }
 
 /// f64 reference of the cross-entropy (mean over samples) of logits.
@@ -384,16 +399,7 @@ fn wgpu_and_cpu_agree_over_the_first_steps() {
         assert!((a.cross_entropy - b.cross_entropy).abs() <= 1e-3 * a.cross_entropy);
         assert!((a.gamma - b.gamma).abs() <= 1e-3 * a.gamma);
     }
-    let (wa, wb) = (cpu.weights(), gpu.weights());
-    let mut max_diff = 0.0f64;
-    for (pa, pb) in wa.projections.iter().zip(&wb.projections) {
-        max_diff = max_diff.max((pa - pb).amax());
-    }
-    for (fa, fb) in wa.feature_maps.iter().zip(&wb.feature_maps) {
-        for ((a1, b1), (a2, b2)) in fa.iter().zip(fb) {
-            max_diff = max_diff.max((a1 - a2).amax()).max((b1 - b2).amax());
-        }
-    }
+    let max_diff = max_network_difference(&cpu.weights(), &gpu.weights());
     eprintln!("max weight difference {max_diff:e}");
     assert!(max_diff < 2e-3, "weights differ by {max_diff}");
     let (sa, sb) = (cpu.transform(0, data.source(0)).unwrap(), gpu.transform(0, data.source(0)).unwrap());
@@ -431,16 +437,7 @@ fn replayed_gpu_steps_train_as_eager_ones() {
     }
     assert_eq!(replayed.best_epoch(), eager.best_epoch());
     let (wa, wb) = (replayed.weights(), eager.weights());
-    let mut max_diff = 0.0f64;
-    for (pa, pb) in wa.projections.iter().zip(&wb.projections) {
-        max_diff = max_diff.max((pa - pb).amax());
-    }
-    for (fa, fb) in wa.feature_maps.iter().zip(&wb.feature_maps) {
-        for ((a1, b1), (a2, b2)) in fa.iter().zip(fb) {
-            max_diff = max_diff.max((a1 - a2).amax()).max((b1 - b2).amax());
-        }
-    }
-    max_diff = max_diff.max((&wa.classifier.0 - &wb.classifier.0).amax()).max((wa.gamma - wb.gamma).abs());
+    let max_diff = max_network_difference(&wa, &wb).max((&wa.classifier.0 - &wb.classifier.0).amax()).max((wa.gamma - wb.gamma).abs());
     eprintln!("max weight difference {max_diff:e}");
     assert!(max_diff <= 1e-5, "replayed and eager weights differ by {max_diff}");
     assert_eq!(replayed.predict(&validation).unwrap(), eager.predict(&validation).unwrap());
