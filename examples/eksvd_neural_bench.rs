@@ -7,7 +7,7 @@
 //! ```text
 //! cargo run --release --features neural --example eksvd_neural_bench -- \
 //!     [--backend wgpu|cpu|both] [--samples N] [--epochs E] [--cpu-epochs E] \
-//!     [--batch B] [--mfeat DIR] [--mfeat-epochs E]
+//!     [--batch B] [--mfeat DIR] [--mfeat-epochs E] [--replay on|off|both]
 //! ```
 //!
 //! Prints one row per backend: seconds per epoch (mean over epochs 2..E;
@@ -15,7 +15,9 @@
 //! `wgpu` trains on gramian's GPU ([`shared_gpu`], opened like
 //! `Device::gpu()`: burn runs on gramian's own wgpu device and queue),
 //! `cpu` (burn Flex) on the host's CPU cores (`--cpu-epochs`, default 2: the CPU
-//! rows are the slow ones). With `--mfeat DIR` (the folder of
+//! rows are the slow ones). `--replay` (default `both`) times the GPU with
+//! its steps replayed from one captured step (the library's default,
+//! `NeuralEksvdParams::graph_replay`), eager, or a row each. With `--mfeat DIR` (the folder of
 //! `mfeat-*.csv`), also one full UCI Digit fit per backend: split 0 of
 //! `eksvd_neural_mfeat`'s protocol, views fac+fou+kar, its first candidate
 //! (k = 32, eta = 1, lr 1e-3, weight decay 0.05, batches of 64, at most
