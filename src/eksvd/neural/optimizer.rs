@@ -13,11 +13,11 @@
 //! replayed graph would keep at their captured values; here they are read
 //! from a table of burn's own f32 values `1 - b^t` (computed once on the
 //! host, [`CORRECTION_STEPS`] rows) at a step counter kept on the device.
-//! `m`, `v` start at zero, which gives burn's first step exactly. The new `p`, `m`, `v` are written into the buffers of the old
-//! ones ([`write_over`]) when nothing else holds those
-//! ([`burn::tensor::Tensor::can_mut`]);
-//! [`InPlaceAdamW::all_in_place`] says whether that held for every tensor of
-//! the last step.
+//! `m`, `v` start at zero, which gives burn's first step exactly. The new
+//! `p`, `m`, `v` are written into the buffers of the old ones
+//! ([`write_over`]) when nothing else holds those
+//! ([`burn::tensor::Tensor::can_mut`]); [`InPlaceAdamW::all_in_place`] says
+//! whether that held for every tensor of the last step.
 
 use std::any::Any;
 use std::collections::HashMap;
@@ -42,8 +42,8 @@ fn correction_table(beta: f32, device: &Device) -> Tensor<1> {
     Tensor::from_data(burn::tensor::TensorData::new(values, [CORRECTION_STEPS]), device)
 }
 
-/// AdamW's state for one module: both moments of every parameter (flattened)
-/// and `b1^t`, `b2^t` on the device.
+/// AdamW's state for one module: both moments of every parameter (in its
+/// shape) and the step count on the device.
 pub(crate) struct InPlaceAdamW {
     weight_decay: f64,
     /// `(m, v)` of each parameter, in its shape: a `(Tensor<D>, Tensor<D>)`
@@ -90,6 +90,19 @@ impl InPlaceAdamW {
     /// was the only handle to its buffer, so that the step wrote over it.
     pub(crate) fn all_in_place(&self) -> bool {
         self.all_in_place
+    }
+
+    /// A copy of the state in buffers of its own (the tables, which no step
+    /// writes, are shared).
+    pub(crate) fn deep_copy(&self) -> Self {
+        InPlaceAdamW {
+            weight_decay: self.weight_decay,
+            moments: self.moments.iter().map(|(id, moments)| (*id, copy_moments(moments.as_ref()))).collect(),
+            corrections: self.corrections.as_ref().map(|(a, b, t)| (a.clone(), b.clone(), own_copy(t))),
+            device: self.device.clone(),
+            stable_buffers: self.stable_buffers,
+            all_in_place: self.all_in_place,
+        }
     }
 }
 
@@ -138,19 +151,10 @@ impl ModuleMapper for Mapper<'_> {
     }
 }
 
-impl InPlaceAdamW {
-    /// A copy of the state in buffers of its own (see
-    /// [`super::replay::deep_copy`]).
-    pub(crate) fn deep_copy(&self) -> Self {
-        InPlaceAdamW {
-            weight_decay: self.weight_decay,
-            moments: self.moments.iter().map(|(id, moments)| (*id, copy_moments(moments.as_ref()))).collect(),
-            corrections: self.corrections.as_ref().map(|(a, b, t)| (a.clone(), b.clone(), t.clone().add_scalar(0))),
-            device: self.device.clone(),
-            stable_buffers: self.stable_buffers,
-            all_in_place: self.all_in_place,
-        }
-    }
+/// `tensor`'s values in a buffer of its own: a product of a second handle
+/// (which therefore cannot reuse the buffer) by 1.
+pub(crate) fn own_copy<const D: usize, K: burn::tensor::kind::Numeric>(tensor: &Tensor<D, K>) -> Tensor<D, K> {
+    tensor.clone().mul_scalar(1)
 }
 
 /// `value` written over `target`'s buffer: a `slice_assign` of the whole
@@ -176,7 +180,7 @@ pub(crate) fn update<const D: usize, K: burn::tensor::kind::Basic>(old: Tensor<D
 /// the network's).
 fn copy_moments(moments: &(dyn Any + Send)) -> Box<dyn Any + Send> {
     fn copy<const D: usize>(m: &(dyn Any + Send)) -> Option<Box<dyn Any + Send>> {
-        m.downcast_ref::<(Tensor<D>, Tensor<D>)>().map(|(a, b)| Box::new((a.clone().mul_scalar(1.0), b.clone().mul_scalar(1.0))) as Box<dyn Any + Send>)
+        m.downcast_ref::<(Tensor<D>, Tensor<D>)>().map(|(a, b)| Box::new((own_copy(a), own_copy(b))) as Box<dyn Any + Send>)
     }
     copy::<1>(moments).or_else(|| copy::<2>(moments)).or_else(|| copy::<3>(moments)).expect("moments of a parameter of rank 1-3")
 }

@@ -12,7 +12,7 @@
 //! * the epoch's permutation `perm` (`[N]`, rewritten in place each epoch)
 //!   and a cursor (`[1]`, advanced by the batch size in place each step):
 //!   the step gathers rows `perm[cursor .. cursor + B]`;
-//! * the parameters, both Adam moments and `b1^t`, `b2^t`
+//! * the parameters, both Adam moments and the step count
 //!   ([`InPlaceAdamW`]).
 //!
 //! Whether every update really wrote over its old buffer is checked once,
@@ -30,7 +30,7 @@ use burn::tensor::{capture, Device, Graph, Int, Tensor, TensorData};
 
 use super::loss::{cross_entropy, objective_per_component, LossTensors};
 use super::model::NeuralEksvdNet;
-use super::optimizer::{update, InPlaceAdamW};
+use super::optimizer::{own_copy, update, InPlaceAdamW};
 
 /// The network and optimizer a fit trains, behind the [`RefCell`] that the
 /// captured step and the eager steps share.
@@ -70,11 +70,7 @@ pub(crate) fn deep_copy<M: Module>(module: M) -> M {
     impl ModuleMapper for Copier {
         fn map_float<const D: usize>(&mut self, param: Param<Tensor<D>>) -> Param<Tensor<D>> {
             let (id, tensor, mapper) = param.consume();
-            // The handle is cloned first, so the product cannot reuse the
-            // buffer.
-            let copy = tensor.clone().mul_scalar(1.0);
-            drop(tensor);
-            Param::from_mapped_value(id, copy, mapper)
+            Param::from_mapped_value(id, own_copy(&tensor), mapper)
         }
     }
     module.map(&mut Copier)

@@ -391,7 +391,7 @@ impl NeuralEksvdParams {
                 for _ in done..full_steps {
                     // Safety: every buffer the captured step reads or writes
                     // is held by `state` and `cursor` (parameters, moments,
-                    // powers, permutation, cursor) or `resident`, all alive
+                    // step count and its tables, permutation, cursor) or `resident`, all alive
                     // for the whole fit and written over in place only, on
                     // this thread's stream.
                     unsafe { g.replay() };
