@@ -32,7 +32,9 @@
 #      300 s: 5 epochs of 30,000 and a UCI fit of at most 100 short epochs)
 #      and GPU_NEURAL_CPU_TIMEOUT (CPU, default 240 s: 2 epochs and a fit),
 #      then the GPU epochs again in batches of 4096 (GPU_NEURAL_LARGE_TIMEOUT,
-#      default 120 s). A fit whose replayed steps fail their one check against
+#      default 120 s); with GPU_NEURAL_NOTUNE_BIN (the build without burn's
+#      autotune) the replayed GPU rows again from that build
+#      (GPU_NEURAL_NOTUNE_TIMEOUT, default 240 s). A fit whose replayed steps fail their one check against
 #      an eager step says so on stderr (WARN) and trains eagerly.
 # They run in the order 1, 2, 7, 6, 5, 3, 4, so that a call cut short has done
 # the Neural eKSVD step first; step 7 ends with a PyTorch reference (the
@@ -106,6 +108,14 @@ if [ -n "${GPU_NEURAL_BIN:-}" ]; then
   [ -n "${GPU_NEURAL_MFEAT:-}" ] && mfeat_args=(--mfeat "$GPU_NEURAL_MFEAT")
   timeout "${GPU_NEURAL_TIMEOUT:-300}" "$GPU_NEURAL_BIN" --backend wgpu --samples 30000 --epochs 5 ${mfeat_args[@]+"${mfeat_args[@]}"} ${GPU_NEURAL_ARGS:-} 2>&1 | tee "$OUT/neural.txt"
   [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+  # The same GPU rows from the build without burn's matmul autotuning
+  # (scripts/gpu-prepare.sh): what autotuning costs at start-up (epoch 1,
+  # the UCI fit's setup) against what it gains per step, on this card.
+  if [ -n "${GPU_NEURAL_NOTUNE_BIN:-}" ]; then
+    echo "== the same, burn fusion without autotune"
+    timeout "${GPU_NEURAL_NOTUNE_TIMEOUT:-240}" "$GPU_NEURAL_NOTUNE_BIN" --backend wgpu --samples 30000 --epochs 5 --replay on ${mfeat_args[@]+"${mfeat_args[@]}"} ${GPU_NEURAL_ARGS:-} 2>&1 | tee -a "$OUT/neural.txt"
+    [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+  fi
   # The host CPU's rows in a process of their own: after a GPU run, the GPU
   # runtime's threads (cubecl's device streams wait by spinning) share the
   # cores with the CPU backend's (its epochs 12-25 % slower on lavapipe).

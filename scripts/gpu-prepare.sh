@@ -7,6 +7,7 @@
 #   .gpu-bin/tests/integration                      (release test binary; gpu-check runs its GPU modules)
 #   .gpu-bin/eksvd_neural_bench, .gpu-bin/mfeat/     (Neural eKSVD benchmark,
 #                                                     feature `neural`; UCI data)
+#   .gpu-bin/eksvd_neural_bench_notune              (the same without burn's autotune)
 # Then, on the device (one call, under 10 minutes; carry .gl and .gpu-pack,
 # see the end of this script; what ran on 2026-12-04 is in BENCHMARKS.md):
 #   for f in .gl/*.deb; do dpkg -x $f /; done; ldconfig;
@@ -15,8 +16,9 @@
 #   GPU_VARIANTS_BIN=.gpu-bin/gpu_variants \
 #   GPU_TEST_BINS="$(ls .gpu-bin/tests/*)" GPU_NEURAL_BIN=.gpu-bin/eksvd_neural_bench \
 #   GPU_NEURAL_MFEAT=.gpu-bin/mfeat OUT=$OUT bash scripts/gpu-check.sh
-# (the Neural eKSVD step alone, about 3-5 min of device time:
-#   GPU_CHECK_BIN=none GPU_NEURAL_BIN=.gpu-bin/eksvd_neural_bench GPU_NEURAL_MFEAT=.gpu-bin/mfeat OUT=$OUT bash scripts/gpu-check.sh)
+# (the Neural eKSVD step alone, about 4-6 min of device time:
+#   GPU_CHECK_BIN=none GPU_NEURAL_BIN=.gpu-bin/eksvd_neural_bench GPU_NEURAL_NOTUNE_BIN=.gpu-bin/eksvd_neural_bench_notune \
+#   GPU_NEURAL_MFEAT=.gpu-bin/mfeat OUT=$OUT bash scripts/gpu-check.sh)
 #
 # The neural benchmark is built alone (`--example eksvd_neural_bench`, feature
 # `neural`) so that burn is compiled once, in the profile named by
@@ -53,6 +55,17 @@ if [ "${GPU_PREPARE_NEURAL:-1}" != 0 ]; then
     *)       echo "GPU_NEURAL_PROFILE: release or dev" >&2; exit 1 ;;
   esac
   strip .gpu-bin/eksvd_neural_bench 2>/dev/null || true
+  # The same benchmark with fusion but without matmul autotuning
+  # (.gpu-bin/eksvd_neural_bench_notune; GPU_PREPARE_NOTUNE=0 skips it): on
+  # lavapipe autotuning cost about 23 s of the UCI Digit fit's first epoch and
+  # setup and gained nothing on its small products (BENCHMARKS.md, "Where a
+  # fit's seconds go"); gpu-check.sh times both on the card. About 5 min
+  # more when the autotuned build is warm.
+  if [ "${GPU_PREPARE_NOTUNE:-1}" != 0 ] && [ "$burn_gpu" = burn/fusion,burn/autotune ] && [ "${GPU_NEURAL_PROFILE:-release}" = release ]; then
+    cargo build --release --features "neural,repro,burn/fusion" --example eksvd_neural_bench
+    cp target/release/examples/eksvd_neural_bench .gpu-bin/eksvd_neural_bench_notune
+    strip .gpu-bin/eksvd_neural_bench_notune 2>/dev/null || true
+  fi
   # The UCI Multiple Features views for the full fit (../shared does not travel).
   if [ -d ../shared/data/multiview/mfeat ]; then
     mkdir -p .gpu-bin/mfeat && cp ../shared/data/multiview/mfeat/mfeat-*.csv .gpu-bin/mfeat/
@@ -66,6 +79,6 @@ du -sh .gpu-bin
 #   python3 -c "import tarfile; tarfile.open('.gpu-pack/bins.tar.xz').extractall('.gpu-bin')"
 mkdir -p .gpu-pack
 packed=()
-for f in eksvd_neural_bench gpu_variants method_bench mfeat; do [ -e ".gpu-bin/$f" ] && packed+=("$f"); done
+for f in eksvd_neural_bench eksvd_neural_bench_notune gpu_variants method_bench mfeat; do [ -e ".gpu-bin/$f" ] && packed+=("$f"); done
 tar -C .gpu-bin -cf - "${packed[@]}" | xz -T0 -6 > .gpu-pack/bins.tar.xz
 du -sh .gpu-pack/bins.tar.xz

@@ -172,7 +172,9 @@ fn training_lowers_both_losses_and_classifies() {
     let (train_labels, test_labels): (Vec<usize>, Vec<usize>) = (labels[..180].to_vec(), labels[180..].to_vec());
     let params = small_params(rng.random()).max_epochs(25);
     let before = params.init(vec![4, 5, 6], 3).unwrap().loss(&train, &train_labels, 1.0).unwrap();
+    let start = std::time::Instant::now();
     let model = params.fit(&train, &train_labels, None).unwrap();
+    let fit_seconds = start.elapsed().as_secs_f64();
     let after = model.loss(&train, &train_labels, 1.0).unwrap();
     eprintln!("J^2 {:.3e} -> {:.3e}, CE {:.4} -> {:.4}, gamma {:.4}", before.objective_squared, after.objective_squared, before.cross_entropy, after.cross_entropy, model.gamma());
     // A tenfold drop at least: over seeds 1..40 the ratio was 0.002-0.043,
@@ -185,6 +187,11 @@ fn training_lowers_both_losses_and_classifies() {
     let h = model.history();
     assert_eq!(h.epochs.len(), 25);
     assert!(h.epochs.iter().all(|e| e.gamma > 0.0 && e.objective_squared.is_finite() && e.cross_entropy.is_finite()));
+    // Where the time went: the setup, each epoch's steps and evaluations
+    // are timed, and they fit inside the whole fit's time.
+    let timed = h.setup_seconds + h.epochs.iter().map(|e| e.seconds + e.evaluation_seconds).sum::<f64>();
+    assert!(h.setup_seconds > 0.0 && h.epochs.iter().all(|e| e.seconds > 0.0 && e.evaluation_seconds > 0.0));
+    assert!(timed <= fit_seconds, "timed parts {timed} s, whole fit {fit_seconds} s");
 }
 
 /// Early stopping keeps the epoch with the best validation macro-F1 (ties:
@@ -443,6 +450,48 @@ fn replayed_gpu_steps_train_as_eager_ones() {
     assert_eq!(replayed.predict(&validation).unwrap(), eager.predict(&validation).unwrap());
     let cosine = params.schedule(gramian::eksvd::neural::LearningRateSchedule::Cosine).max_epochs(1).fit(&train, &train_labels, None).unwrap();
     assert_eq!(cosine.history().replayed_steps, 0);
+}
+
+/// CubeCL's kernel profiler (`CUBECL_DEBUG_OPTION=profile`) times every
+/// kernel, which graph capture cannot record: a fit with it on must train
+/// eagerly (before the guard, burn's capture failed in its worker thread and
+/// the next read panicked). CubeCL reads its configuration once per
+/// process, so the fit runs in a child process of this test binary
+/// ([`profiled_fit_child`]). With `GRAMIAN_REQUIRE_GPU=1` a missing adapter
+/// fails the test.
+#[test]
+fn fit_under_the_cubecl_profiler_trains_eagerly() {
+    if common::gpu_device(gramian::GpuOptions::default()).is_none() {
+        return;
+    }
+    let exe = std::env::current_exe().expect("the test binary");
+    let out = std::process::Command::new(exe)
+        .args(["--exact", "eksvd_neural::profiled_fit_child", "--ignored", "--nocapture", "--test-threads=1"])
+        .env("CUBECL_DEBUG_OPTION", "profile")
+        .output()
+        .expect("the child test runs");
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let tail = |s: &str| s.chars().rev().take(3000).collect::<Vec<_>>().into_iter().rev().collect::<String>();
+    assert!(out.status.success() && stdout.contains("1 passed"), "child failed:\nstdout: {}\nstderr: {}", tail(&stdout), tail(&stderr));
+}
+
+/// The child of [`fit_under_the_cubecl_profiler_trains_eagerly`]: a fit that
+/// would replay its steps (six full batches an epoch) trains eagerly and
+/// ends with finite losses. Without `CUBECL_DEBUG_OPTION` it has nothing to
+/// check and returns.
+#[test]
+#[ignore = "run by fit_under_the_cubecl_profiler_trains_eagerly in a child process with CubeCL's profiler on"]
+fn profiled_fit_child() {
+    if std::env::var("CUBECL_DEBUG_OPTION").is_err() {
+        return;
+    }
+    let Some(device) = common::gpu_device(gramian::GpuOptions::default()) else { return };
+    let mut rng = common::rng();
+    let (data, labels) = synthetic(&mut rng, 200, 3);
+    let model = small_params(rng.random()).max_epochs(2).patience(2).device(device).graph_replay(true).fit(&data, &labels, None).unwrap();
+    assert_eq!(model.history().replayed_steps, 0);
+    assert_eq!(model.history().epochs.len(), 2);
+    assert!(model.history().epochs.iter().all(|e| e.objective_squared.is_finite() && e.cross_entropy.is_finite()));
 }
 
 /// One GPU for burn and gramian: Neural eKSVD given a gramian GPU device

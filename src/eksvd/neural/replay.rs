@@ -141,6 +141,16 @@ impl DeviceCursor {
     }
 }
 
+/// Whether CubeCL's profiling logger is on (a `cubecl.toml` or
+/// `CUBECL_DEBUG_LOG` / `CUBECL_DEBUG_OPTION`): it times each kernel, which a
+/// capture cannot record (burn's capture then fails inside the device's
+/// worker and the next read panics), so a fit with it on trains eagerly.
+pub(crate) fn kernel_profiling_on() -> bool {
+    use burn::cubecl::config::profiling::ProfilingLogLevel;
+    use burn::cubecl::config::{CubeClRuntimeConfig, RuntimeConfig};
+    !matches!(CubeClRuntimeConfig::get().profiling.logger.level, ProfilingLogLevel::Disabled)
+}
+
 /// The steps [`capture`] runs before it records one: warm-ups that allocate
 /// every buffer the recorded step uses (steps of the fit, taking the next
 /// minibatches). The recorded step is queued into the graph, not run.

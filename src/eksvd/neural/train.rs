@@ -18,7 +18,7 @@ use rand::SeedableRng;
 
 use super::loss::{cross_entropy, objective_from_squared_scores, LossValues};
 use super::optimizer::InPlaceAdamW;
-use super::replay::{capture_step, check_replay, deep_copy, DeviceCursor, StepSettings, StepState, CAPTURE_STEPS};
+use super::replay::{capture_step, check_replay, deep_copy, kernel_profiling_on, DeviceCursor, StepSettings, StepState, CAPTURE_STEPS};
 use super::model::{tensor_to_f32, tensor_to_matrix, tensor_to_vector, Activation, Architecture, NeuralEksvdNet, NeuralWeights};
 use super::placement::{burn_device, Placement};
 use super::{NeuralBackend, NeuralError, Result};
@@ -300,6 +300,7 @@ impl NeuralEksvdParams {
     /// that overflow f32 ([`NeuralError::SourceNotRepresentable`]), bad labels,
     /// [`NeuralError::Diverged`], [`NeuralError::BackendUnavailable`].
     pub fn fit(&self, train: &MultiSource, labels: &[usize], validation: Option<(&MultiSource, &[usize])>) -> Result<NeuralEksvd> {
+        let setup = Instant::now();
         self.validate()?;
         let n_classes = check_labels(train, labels)?.max(validation.map_or(Ok(0), |(v, l)| check_labels(v, l))?);
         if let Some((v, _)) = validation {
@@ -326,13 +327,18 @@ impl NeuralEksvdParams {
         }
         // Replayed steps (see `replay`): on a GPU, at a constant rate,
         // without random masks or noise (a replay would repeat the captured
-        // ones), with a full step left for the check after the capture's.
+        // ones), with a full step left for the check after the capture's,
+        // and not while CubeCL profiles each kernel.
         let mut replayable = self.graph_replay
             && self.backend == NeuralBackend::Wgpu
             && self.schedule == LearningRateSchedule::Constant
             && self.dropout == 0.0
             && self.input_noise == 0.0
             && n / self.batch_size > CAPTURE_STEPS;
+        if replayable && kernel_profiling_on() {
+            log::info!("Neural eKSVD: CubeCL's profiling logger is on, which graph capture cannot record; training with eager steps");
+            replayable = false;
+        }
         let net = model.net.clone().fork(&ad_device).train();
         let state = RefCell::new(StepState { net: Some(net), optim: InPlaceAdamW::new(self.weight_decay, &device, replayable) });
         let cursor = RefCell::new(DeviceCursor::new(n, self.batch_size, &ad_device, replayable));
@@ -359,7 +365,7 @@ impl NeuralEksvdParams {
             bar.set_style(indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} epochs {msg} [{elapsed}<{eta}]").expect("static template"));
             bar
         });
-        let mut history = TrainingHistory::default();
+        let mut history = TrainingHistory { setup_seconds: setup.elapsed().as_secs_f64(), ..TrainingHistory::default() };
         let mut best: Option<(ValidationScore, usize, NeuralEksvdNet)> = None;
         for epoch in 1..=self.max_epochs {
             let start = Instant::now();
@@ -424,6 +430,7 @@ impl NeuralEksvdParams {
             // them, so that `seconds` is the epoch's work, not its queueing.
             ad_device.sync().map_err(|e| NeuralError::Execution(format!("{e:?}")))?;
             let seconds = start.elapsed().as_secs_f64();
+            let evaluation = Instant::now();
             let trained = state.borrow().net.as_ref().expect("a network between steps").valid();
             // Replays write over the training network's buffers: a network
             // kept across them gets buffers of its own.
@@ -461,17 +468,22 @@ impl NeuralEksvdParams {
                 _ => None,
             };
             let validation_f1 = score.map(|s| s.macro_f1);
-            history.epochs.push(EpochRecord { epoch, objective_squared: values.objective_squared, cross_entropy: values.cross_entropy, gamma: training.gamma, validation_f1, validation_cross_entropy: score.map(|s| s.cross_entropy), seconds });
+            let mut stop = false;
+            if let Some(score) = score {
+                if best.as_ref().is_none_or(|(b, _, _)| score.better_than(b, self.early_stopping)) {
+                    best = Some((score, epoch, model.net.clone()));
+                } else {
+                    stop = epoch - best.as_ref().map_or(0, |b| b.1) >= self.patience;
+                }
+            }
+            let evaluation_seconds = evaluation.elapsed().as_secs_f64();
+            history.epochs.push(EpochRecord { epoch, objective_squared: values.objective_squared, cross_entropy: values.cross_entropy, gamma: training.gamma, validation_f1, validation_cross_entropy: score.map(|s| s.cross_entropy), seconds, evaluation_seconds });
             if let Some(bar) = &bar {
                 bar.set_position(epoch as u64);
                 bar.set_message(format!("J^2 {:.3e} CE {:.4} val F1 {}", values.objective_squared, values.cross_entropy, validation_f1.map_or("-".into(), |f| format!("{f:.4}"))));
             }
-            if let Some(score) = score {
-                if best.as_ref().is_none_or(|(b, _, _)| score.better_than(b, self.early_stopping)) {
-                    best = Some((score, epoch, model.net.clone()));
-                } else if epoch - best.as_ref().map_or(0, |b| b.1) >= self.patience {
-                    break;
-                }
+            if stop {
+                break;
             }
         }
         if let Some(bar) = &bar {
@@ -698,6 +710,10 @@ pub struct EpochRecord {
     pub validation_cross_entropy: Option<f64>,
     /// Wall-clock seconds of the epoch's Adam steps.
     pub seconds: f64,
+    /// Wall-clock seconds after the steps: keeping the network, weight
+    /// averaging, the training loss, the validation scores and the
+    /// early-stopping bookkeeping (each evaluation waits for its read).
+    pub evaluation_seconds: f64,
 }
 
 /// The training curves.
@@ -708,17 +724,21 @@ pub struct TrainingHistory {
     /// Adam steps replayed from a captured one (see
     /// [`NeuralEksvdParams::graph_replay`]); 0 where every step ran eagerly.
     pub replayed_steps: usize,
+    /// Wall-clock seconds before the first epoch: checks, uploads, the
+    /// network's initialisation and the initial loss (which waits for the
+    /// device, and so includes its first shader compilations).
+    pub setup_seconds: f64,
 }
 
 impl TrainingHistory {
-    /// Writes `epoch,objective_squared,cross_entropy,gamma,validation_f1,validation_cross_entropy,seconds` as CSV.
+    /// Writes `epoch,objective_squared,cross_entropy,gamma,validation_f1,validation_cross_entropy,seconds,evaluation_seconds` as CSV.
     pub fn write_csv(&self, path: impl AsRef<Path>) -> std::io::Result<()> {
         let mut f = std::io::BufWriter::new(std::fs::File::create(path)?);
-        writeln!(f, "epoch,objective_squared,cross_entropy,gamma,validation_f1,validation_cross_entropy,seconds")?;
+        writeln!(f, "epoch,objective_squared,cross_entropy,gamma,validation_f1,validation_cross_entropy,seconds,evaluation_seconds")?;
         for e in &self.epochs {
             let f1 = e.validation_f1.map_or(String::new(), |v| v.to_string());
             let ce = e.validation_cross_entropy.map_or(String::new(), |v| v.to_string());
-            writeln!(f, "{},{},{},{},{},{},{}", e.epoch, e.objective_squared, e.cross_entropy, e.gamma, f1, ce, e.seconds)?;
+            writeln!(f, "{},{},{},{},{},{},{},{}", e.epoch, e.objective_squared, e.cross_entropy, e.gamma, f1, ce, e.seconds, e.evaluation_seconds)?;
         }
         f.flush()
     }
