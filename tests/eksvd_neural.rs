@@ -527,15 +527,7 @@ fn fit_under_the_cubecl_profiler_trains_eagerly() {
     if common::gpu_device(gramian::GpuOptions::default()).is_none() {
         return;
     }
-    let exe = std::env::current_exe().expect("the test binary");
-    let out = std::process::Command::new(exe)
-        .args(["--exact", "eksvd_neural::profiled_fit_child", "--ignored", "--nocapture", "--test-threads=1"])
-        .env("CUBECL_DEBUG_OPTION", "profile")
-        .output()
-        .expect("the child test runs");
-    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    let tail = |s: &str| s.chars().rev().take(3000).collect::<Vec<_>>().into_iter().rev().collect::<String>();
-    assert!(out.status.success() && stdout.contains("1 passed"), "child failed:\nstdout: {}\nstderr: {}", tail(&stdout), tail(&stderr));
+    common::run_test_in_child("eksvd_neural::profiled_fit_child", true, |c| c.env("CUBECL_DEBUG_OPTION", "profile"));
 }
 
 /// The child of [`fit_under_the_cubecl_profiler_trains_eagerly`]: a fit that

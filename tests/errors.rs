@@ -61,19 +61,13 @@ fn gpu_request_without_adapter_is_a_typed_error() {
         assert!(!Device::auto().is_gpu());
         return;
     }
-    // The test's full path in the integration binary: with the bare name
-    // the child ran no test and passed (found 2026-12-05), so the parent
-    // also checks that exactly one test ran.
-    let exe = std::env::current_exe().unwrap();
-    let out = std::process::Command::new(exe)
-        .args(["--exact", "errors::gpu_request_without_adapter_is_a_typed_error", "--nocapture", "--test-threads=1"])
-        .env("GRAMIAN_CHILD_NO_ADAPTER", "1")
-        .env("WGPU_BACKEND", "vulkan")
-        .env("VK_ICD_FILENAMES", "/nonexistent/icd.json")
-        .env("VK_DRIVER_FILES", "/nonexistent/icd.json")
-        .env_remove(gramian::device::DEVICE_ENV)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success() && stdout.contains("1 passed"), "child: {stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    // By its full path in the integration binary (with the bare name the
+    // child ran no test and passed, found 2026-12-05).
+    common::run_test_in_child("errors::gpu_request_without_adapter_is_a_typed_error", false, |c| {
+        c.env("GRAMIAN_CHILD_NO_ADAPTER", "1")
+            .env("WGPU_BACKEND", "vulkan")
+            .env("VK_ICD_FILENAMES", "/nonexistent/icd.json")
+            .env("VK_DRIVER_FILES", "/nonexistent/icd.json")
+            .env_remove(gramian::device::DEVICE_ENV)
+    });
 }

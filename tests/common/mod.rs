@@ -25,6 +25,25 @@ pub fn gpu_device(options: GpuOptions) -> Option<Device> {
     }
 }
 
+/// Runs test `name` (its full path in the integration binary, e.g.
+/// `errors::...`) alone in a child process of this test binary, with
+/// `configure` setting the child's environment (`ignored`: the test is
+/// `#[ignore]`d and run for this purpose only). Fails unless the child
+/// passed and exactly that one test ran: a name that matches nothing runs
+/// no test and would pass silently.
+pub fn run_test_in_child(name: &str, ignored: bool, configure: impl FnOnce(&mut std::process::Command) -> &mut std::process::Command) {
+    let exe = std::env::current_exe().expect("the test binary");
+    let mut command = std::process::Command::new(exe);
+    command.args(["--exact", name, "--nocapture", "--test-threads=1"]);
+    if ignored {
+        command.arg("--ignored");
+    }
+    let out = configure(&mut command).output().expect("the child test runs");
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let tail = |s: &str| s.chars().rev().take(3000).collect::<Vec<_>>().into_iter().rev().collect::<String>();
+    assert!(out.status.success() && stdout.contains("test result: ok. 1 passed"), "child test {name} failed:\nstdout: {}\nstderr: {}", tail(&stdout), tail(&stderr));
+}
+
 /// The five kernels with parameters the GPU tests use, each with the scale
 /// of its values (the polynomial kernel's reach 10), for scaled tolerances.
 pub fn test_kernels() -> Vec<(gramian::Kernel, f64)> {
