@@ -32,8 +32,11 @@
 #      300 s: 5 epochs of 30,000 and a UCI fit of at most 100 short epochs)
 #      and GPU_NEURAL_CPU_TIMEOUT (CPU, default 240 s: 2 epochs and a fit),
 #      then the GPU epochs again in batches of 4096 (GPU_NEURAL_LARGE_TIMEOUT,
-#      default 120 s); with GPU_NEURAL_NOTUNE_BIN (the build without burn's
-#      autotune) the replayed GPU rows again from that build
+#      default 120 s); the replayed GPU rows again in a second process
+#      (GPU_NEURAL_WARM_TIMEOUT, default 240 s: with burn's `persistence`
+#      its autotune results come from the first process's on-disk cache, in
+#      a CubeCL environment named for this run); with GPU_NEURAL_NOTUNE_BIN
+#      (the build without burn's autotune) the replayed GPU rows again from that build
 #      (GPU_NEURAL_NOTUNE_TIMEOUT, default 240 s). A fit whose replayed steps fail their one check against
 #      an eager step says so on stderr (WARN) and trains eagerly.
 # They run in the order 1, 2, 7, 6, 5, 3, 4, so that a call cut short has done
@@ -42,7 +45,7 @@
 # GPU_CHECK_BIN=none skips steps 3-4.
 # Budget on an H200: tests 2-3 min, variants up to 4 min plus PyTorch up to
 # 4 min, methods up to 8 min (GPU_METHOD_TIMEOUT), Neural eKSVD up to 5 min
-# (GPU_NEURAL_TIMEOUT): more than one 10-minute
+# (GPU_NEURAL_TIMEOUT) plus its warm and no-autotune reruns: more than one 10-minute
 # device call with everything on; run it in two calls (e.g. unset
 # GPU_METHOD_BIN in the first, GPU_VARIANTS_BIN and GPU_TEST_BINS in the
 # second) or lower the timeouts. Results also go to $OUT (default /tmp/gpu-check).
@@ -106,7 +109,18 @@ if [ -n "${GPU_NEURAL_BIN:-}" ]; then
   echo "== Neural eKSVD seconds per epoch, N = 30,000, 5 sources: GPU (burn Wgpu on gramian's device) and host CPU (burn Flex)"
   mfeat_args=()
   [ -n "${GPU_NEURAL_MFEAT:-}" ] && mfeat_args=(--mfeat "$GPU_NEURAL_MFEAT")
+  # A CubeCL environment of this run's own (the on-disk cache of a build
+  # with burn's `persistence`, under target/environment/): the first GPU
+  # process below autotunes from nothing, as a fresh machine does, and the
+  # rerun after it finds the results stored.
+  export CUBECL_ENVIRONMENT="gpu-check-$(date +%Y%m%d-%H%M%S)"
   timeout "${GPU_NEURAL_TIMEOUT:-300}" "$GPU_NEURAL_BIN" --backend wgpu --samples 30000 --epochs 5 ${mfeat_args[@]+"${mfeat_args[@]}"} ${GPU_NEURAL_ARGS:-} 2>&1 | tee "$OUT/neural.txt"
+  [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+  # The replayed rows again in a new process: with `persistence` its
+  # autotune results come from the cache the first process wrote (epoch 1,
+  # the UCI fit's setup: a second run's start-up on this machine).
+  echo "== the same, replayed, in a second process (autotune results cached on disk where built with burn/persistence)"
+  timeout "${GPU_NEURAL_WARM_TIMEOUT:-240}" "$GPU_NEURAL_BIN" --backend wgpu --samples 30000 --epochs 5 --replay on ${mfeat_args[@]+"${mfeat_args[@]}"} ${GPU_NEURAL_ARGS:-} 2>&1 | tee -a "$OUT/neural.txt"
   [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
   # The same GPU rows from the build without burn's matmul autotuning
   # (scripts/gpu-prepare.sh): what autotuning costs at start-up (epoch 1,

@@ -16,7 +16,7 @@
 #   GPU_VARIANTS_BIN=.gpu-bin/gpu_variants \
 #   GPU_TEST_BINS="$(ls .gpu-bin/tests/*)" GPU_NEURAL_BIN=.gpu-bin/eksvd_neural_bench \
 #   GPU_NEURAL_MFEAT=.gpu-bin/mfeat OUT=$OUT bash scripts/gpu-check.sh
-# (the Neural eKSVD step alone, about 4-6 min of device time:
+# (the Neural eKSVD step alone, about 5-8 min of device time with its warm-cache rerun:
 #   GPU_CHECK_BIN=none GPU_NEURAL_BIN=.gpu-bin/eksvd_neural_bench GPU_NEURAL_NOTUNE_BIN=.gpu-bin/eksvd_neural_bench_notune \
 #   GPU_NEURAL_MFEAT=.gpu-bin/mfeat OUT=$OUT bash scripts/gpu-check.sh)
 #
@@ -43,9 +43,13 @@ strip .gpu-bin/compute_table .gpu-bin/method_bench .gpu-bin/gpu_variants .gpu-bi
 if [ "${GPU_PREPARE_NEURAL:-1}" != 0 ]; then
   # burn's kernel fusion and matmul autotuning (both in burn's defaults,
   # which Cargo.toml turns off so that CI's lavapipe tests neither compile
-  # burn-fusion nor benchmark kernels at first use) for the GPU binary;
+  # burn-fusion nor benchmark kernels at first use) for the GPU binary, and
+  # burn's `persistence` (CubeCL's on-disk cache: a process reuses the
+  # autotune results of earlier ones instead of benchmarking again; it adds
+  # the turso crates to the build: a binary packs into about 16 MB of xz
+  # instead of 11);
   # GPU_NEURAL_BURN_FEATURES=burn/std builds the plain backend instead.
-  burn_gpu=${GPU_NEURAL_BURN_FEATURES:-burn/fusion,burn/autotune}
+  burn_gpu=${GPU_NEURAL_BURN_FEATURES:-burn/fusion,burn/autotune,burn/persistence}
   case "${GPU_NEURAL_PROFILE:-release}" in
     release) start=$(date +%s); cargo build --release --features "neural,repro,$burn_gpu" --example eksvd_neural_bench
              echo "neural benchmark (release) built in $(( $(date +%s) - start )) s"
@@ -61,8 +65,9 @@ if [ "${GPU_PREPARE_NEURAL:-1}" != 0 ]; then
   # setup and gained nothing on its small products (BENCHMARKS.md, "Where a
   # fit's seconds go"); gpu-check.sh times both on the card. About 5 min
   # more when the autotuned build is warm.
-  if [ "${GPU_PREPARE_NOTUNE:-1}" != 0 ] && [ "$burn_gpu" = burn/fusion,burn/autotune ] && [ "${GPU_NEURAL_PROFILE:-release}" = release ]; then
-    cargo build --release --features "neural,repro,burn/fusion" --example eksvd_neural_bench
+  # (`persistence` kept, so that only burn's crates rebuild, not CubeCL's.)
+  if [ "${GPU_PREPARE_NOTUNE:-1}" != 0 ] && [ "$burn_gpu" = burn/fusion,burn/autotune,burn/persistence ] && [ "${GPU_NEURAL_PROFILE:-release}" = release ]; then
+    cargo build --release --features "neural,repro,burn/fusion,burn/persistence" --example eksvd_neural_bench
     cp target/release/examples/eksvd_neural_bench .gpu-bin/eksvd_neural_bench_notune
     strip .gpu-bin/eksvd_neural_bench_notune 2>/dev/null || true
   fi
@@ -74,7 +79,7 @@ fi
 du -sh .gpu-bin
 # The release neural benchmark alone is about 64 MB stripped, the device
 # tool's whole limit: the binaries the device script runs, and the UCI
-# views, travel as one xz archive (about 17 MB) in .gpu-pack/ (ignored;
+# views, travel as one xz archive (about 35 MB with both neural builds) in .gpu-pack/ (ignored;
 # carry it and unpack there with Python's tarfile, which every image has):
 #   python3 -c "import tarfile; tarfile.open('.gpu-pack/bins.tar.xz').extractall('.gpu-bin')"
 mkdir -p .gpu-pack
