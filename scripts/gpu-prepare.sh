@@ -31,9 +31,11 @@
 # unoptimised: the epoch times are an upper bound). GPU_PREPARE_NEURAL=0 skips it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Cargo's output folder (CARGO_TARGET_DIR where set, as cargo reads it).
+target=${CARGO_TARGET_DIR:-target}
 cargo build --release --features repro --example compute_table --example method_bench --example gpu_variants
 mkdir -p .gpu-bin/tests
-cp target/release/examples/compute_table target/release/examples/method_bench target/release/examples/gpu_variants .gpu-bin/
+cp "$target"/release/examples/compute_table "$target"/release/examples/method_bench "$target"/release/examples/gpu_variants .gpu-bin/
 cargo test --release --no-run --test integration --message-format=json 2>/dev/null | python3 -c 'import sys, json
 for l in sys.stdin:
     m = json.loads(l)
@@ -53,9 +55,9 @@ if [ "${GPU_PREPARE_NEURAL:-1}" != 0 ]; then
   case "${GPU_NEURAL_PROFILE:-release}" in
     release) start=$(date +%s); cargo build --release --features "neural,repro,$burn_gpu" --example eksvd_neural_bench
              echo "neural benchmark (release) built in $(( $(date +%s) - start )) s"
-             cp target/release/examples/eksvd_neural_bench .gpu-bin/ ;;
+             cp "$target"/release/examples/eksvd_neural_bench .gpu-bin/ ;;
     dev)     cargo build --features "neural,repro,$burn_gpu" --example eksvd_neural_bench
-             cp target/debug/examples/eksvd_neural_bench .gpu-bin/ ;;
+             cp "$target"/debug/examples/eksvd_neural_bench .gpu-bin/ ;;
     *)       echo "GPU_NEURAL_PROFILE: release or dev" >&2; exit 1 ;;
   esac
   strip .gpu-bin/eksvd_neural_bench 2>/dev/null || true
@@ -68,7 +70,7 @@ if [ "${GPU_PREPARE_NEURAL:-1}" != 0 ]; then
   # (`persistence` kept, so that only burn's crates rebuild, not CubeCL's.)
   if [ "${GPU_PREPARE_NOTUNE:-1}" != 0 ] && [ "$burn_gpu" = burn/fusion,burn/autotune,burn/persistence ] && [ "${GPU_NEURAL_PROFILE:-release}" = release ]; then
     cargo build --release --features "neural,repro,burn/fusion,burn/persistence" --example eksvd_neural_bench
-    cp target/release/examples/eksvd_neural_bench .gpu-bin/eksvd_neural_bench_notune
+    cp "$target"/release/examples/eksvd_neural_bench .gpu-bin/eksvd_neural_bench_notune
     strip .gpu-bin/eksvd_neural_bench_notune 2>/dev/null || true
   fi
   # The UCI Multiple Features views for the full fit (../shared does not travel).
@@ -77,6 +79,13 @@ if [ "${GPU_PREPARE_NEURAL:-1}" != 0 ]; then
   fi
 fi
 du -sh .gpu-bin
+# Debian's Vulkan loader and glvnd, for device images without them
+# (gpu-check.sh unpacks .gl/*.deb where the loader is missing).
+if [ ! -d .gl ] && command -v apt-get >/dev/null; then
+  mkdir -p .gl
+  (cd .gl && apt-get download libvulkan1 libegl1 libglvnd0 libopengl0 libgl1 libglx0 libgles2) \
+    || echo "gpu-prepare: apt-get download failed; put the Vulkan loader's .deb files in .gl/ by hand" >&2
+fi
 # The release neural benchmark alone is about 64 MB stripped, the device
 # tool's whole limit: the binaries the device script runs, and the UCI
 # views, travel as one xz archive (about 35 MB with both neural builds) in .gpu-pack/ (ignored;
