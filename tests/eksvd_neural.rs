@@ -480,10 +480,12 @@ fn wgpu_and_cpu_agree_over_the_first_steps() {
 /// exactly as eager GPU steps: 200 samples in batches of 32 (six full steps
 /// and one of 8 per epoch), weight decay on, a validation set keeping the
 /// best epoch. Both give the same curves (1e-5 relative), weights (1e-5) and
-/// predictions; the replayed fit replays 2 + 1 steps in epoch 1 (three
-/// warm-ups run eagerly, then the recorded step, the check and the last full
-/// step) and all six full steps in every later epoch, the eager one none. A
-/// cosine schedule (a rate per step) is not replayed. With
+/// predictions; the replayed fit replays 2 + 2 steps in epoch 1 (three
+/// warm-ups run eagerly, then the recorded step, the check, the last full
+/// step and the short one, padded to 32 rows) and all seven steps in every
+/// later epoch, the eager one none; it evaluates epoch 1 eagerly and
+/// replays the evaluation (training loss, validation scores) of every later
+/// one. A cosine schedule (a rate per step) is not replayed. With
 /// `GRAMIAN_REQUIRE_GPU=1` a missing adapter fails the test.
 #[test]
 fn replayed_gpu_steps_train_as_eager_ones() {
@@ -496,8 +498,12 @@ fn replayed_gpu_steps_train_as_eager_ones() {
     let params = small_params(rng.random()).weight_decay(0.05).max_epochs(epochs).patience(epochs).device(device);
     let fit = |replay: bool| params.clone().graph_replay(replay).fit(&train, &train_labels, Some((&validation, &validation_labels))).unwrap();
     let (replayed, eager) = (fit(true), fit(false));
-    assert_eq!(replayed.history().replayed_steps, 3 + 6 * (epochs - 1));
+    assert_eq!(replayed.history().replayed_steps, 4 + 7 * (epochs - 1));
     assert_eq!(eager.history().replayed_steps, 0);
+    // The per-epoch evaluation is captured after epoch 1 and replayed after
+    // every later one.
+    assert_eq!(replayed.history().replayed_evaluations, epochs - 1);
+    assert_eq!(eager.history().replayed_evaluations, 0);
     assert_eq!(replayed.history().epochs.len(), epochs);
     for (a, b) in replayed.history().epochs.iter().zip(&eager.history().epochs) {
         eprintln!("epoch {}: J^2 {} vs {}, CE {} vs {}, val F1 {:?} vs {:?}", a.epoch, a.objective_squared, b.objective_squared, a.cross_entropy, b.cross_entropy, a.validation_f1, b.validation_f1);

@@ -15,12 +15,17 @@
 //! * the parameters, both Adam moments and the step count
 //!   ([`InPlaceAdamW`]).
 //!
+//! Where `B` does not divide `N`, the step is taken at full width with the
+//! rows past `N` as padding ([`PaddedRows`]: their scores and labels are
+//! zeroed, and the means are over the `N mod B` rows that count), so the same
+//! graph replays the last, shorter minibatch of each epoch too. The eager
+//! steps of a fit that does not replay keep the short minibatch as it is.
+//!
 //! Whether every update really wrote over its old buffer is checked once,
 //! after the capture: the second replay must give the parameters that the
 //! same step gives when run eagerly on a copy of the state. Otherwise (and
 //! whenever an eager step of the fit did not stay in place) the fit goes on
-//! with eager steps from correct state. The last, shorter minibatch of each
-//! epoch runs eagerly on the same state.
+//! with eager steps from correct state.
 
 use std::cell::RefCell;
 
@@ -28,7 +33,7 @@ use burn::module::{Module, ModuleMapper, Param};
 use burn::optim::GradientsParams;
 use burn::tensor::{capture, Device, Graph, Int, Tensor, TensorData};
 
-use super::loss::{cross_entropy, objective_per_component, LossTensors};
+use super::loss::{cross_entropy, objective_per_component, padded_cross_entropy, padded_objective_per_component, LossTensors, PaddedRows};
 use super::model::NeuralEksvdNet;
 use super::optimizer::{own_copy, update, InPlaceAdamW};
 
@@ -51,12 +56,21 @@ pub(crate) struct StepSettings {
 
 impl StepState {
     /// One Adam step on the minibatch `x` (`[Q, B, w]`) with labels
-    /// `one_hot` (`[B, C]`).
-    pub(crate) fn step(&mut self, x: Tensor<3>, one_hot: Tensor<2>, s: StepSettings) {
+    /// `one_hot` (`[B, C]`), every row counting unless `padding` says which
+    /// do.
+    pub(crate) fn step(&mut self, x: Tensor<3>, one_hot: Tensor<2>, padding: Option<PaddedRows>, s: StepSettings) {
         let net = self.net.take().expect("a step runs on a network");
         let scores = net.stacked_scores(x, s.dropout);
-        let objective = objective_per_component(net.projections(), scores.clone(), net.gamma(), s.n_samples);
-        let loss = LossTensors::new(objective, cross_entropy(net.logits(scores), one_hot), s.eta);
+        let loss = match padding {
+            None => {
+                let objective = objective_per_component(net.projections(), scores.clone(), net.gamma(), s.n_samples);
+                LossTensors::new(objective, cross_entropy(net.logits(scores), one_hot), s.eta)
+            }
+            Some(rows) => {
+                let objective = padded_objective_per_component(net.projections(), scores.clone(), net.gamma(), s.n_samples, &rows);
+                LossTensors::new(objective, padded_cross_entropy(net.logits(scores), one_hot, &rows), s.eta)
+            }
+        };
         let mut grads = GradientsParams::from_grads(loss.total.backward(), &net);
         self.net = Some(self.optim.step(s.learning_rate, net, &mut grads));
     }
@@ -116,9 +130,18 @@ impl DeviceCursor {
         });
     }
 
-    /// The sample indices of the minibatch at the cursor, advancing it.
-    fn next_batch(&mut self) -> Tensor<1, Int> {
+    /// The sample indices of the minibatch at the cursor, advancing it; where
+    /// the batch size does not divide `N`, which of them are padding (rows
+    /// past `N`, which repeat the epoch's last sample).
+    fn next_batch(&mut self) -> (Tensor<1, Int>, Option<PaddedRows>) {
         let positions = self.offsets.clone().add(self.cursor.clone().expand([self.batch]));
+        let n = self.perm.dims()[0];
+        let padding = (!n.is_multiple_of(self.batch) && n > self.batch).then(|| PaddedRows {
+            weights: positions.clone().lower_elem(n as i64).float().reshape([self.batch, 1]),
+            full: self.cursor.clone().lower_equal_elem((n - self.batch) as i64),
+            short_rows: n % self.batch,
+        });
+        let positions = if padding.is_some() { positions.clamp_max(n as i64 - 1) } else { positions };
         let idx = self.perm.clone().select(0, positions);
         self.in_place &= self.cursor.can_mut();
         let keep = self.stable_buffers;
@@ -126,7 +149,7 @@ impl DeviceCursor {
             let next = c.clone().add_scalar(self.batch as i64);
             update(c, next, keep)
         });
-        idx
+        (idx, padding)
     }
 
     /// Samples `start .. start + len` of the epoch's permutation (host
@@ -161,7 +184,8 @@ pub(crate) const WARMUP_STEPS: usize = 3;
 /// no graphs).
 pub(crate) const CAPTURE_STEPS: usize = WARMUP_STEPS + 1;
 
-/// Captures the full-batch step at the cursor and runs [`CAPTURE_STEPS`]
+/// Captures the step at the cursor (at full width, with padding where the
+/// batch size does not divide `N`) and runs [`CAPTURE_STEPS`]
 /// steps of the fit. Returns the graph, or `None` when the backend has no
 /// graph support or the recorded step did not write over the buffers it
 /// read (then a second replay would read them as they were: the first one
@@ -174,9 +198,9 @@ pub(crate) fn capture_step<'a>(
     settings: StepSettings,
 ) -> Option<Graph<(), impl FnMut() + 'a>> {
     let step = move || {
-        let idx = cursor.borrow_mut().next_batch();
+        let (idx, padding) = cursor.borrow_mut().next_batch();
         let (x, one_hot) = gather(idx);
-        state.borrow_mut().step(x, one_hot, settings);
+        state.borrow_mut().step(x, one_hot, padding, settings);
     };
     let mut graph = capture(device, step);
     if !graph.is_hardware() {
@@ -215,7 +239,7 @@ pub(crate) fn check_replay<F: FnMut()>(
     // Safety: as for the fit's replays; the copy shares no buffer with the
     // state.
     unsafe { graph.replay() };
-    copy.step(x, one_hot, settings);
+    copy.step(x, one_hot, None, settings);
     let replayed = state.borrow().net.as_ref().expect("a network between steps").valid().export().values();
     let eager = copy.net.as_ref().expect("a network after a step").valid().export().values();
     let change = eager.iter().zip(&before).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);

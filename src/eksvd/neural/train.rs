@@ -121,16 +121,19 @@ impl NeuralEksvdParams {
         self
     }
 
-    /// Whether a GPU fit records one full-batch step and replays it for
-    /// the others (default `true`; see `eksvd::neural::replay` in the
-    /// source). A replay skips the host's work per kernel (burn's op
+    /// Whether a GPU fit records one step and replays it for the others,
+    /// the last, shorter minibatch of each epoch included (taken at full
+    /// width with its extra rows masked out of the loss; default `true`;
+    /// see `eksvd::neural::replay` in the source). A replay skips the host's work per kernel (burn's op
     /// recording, autodiff, fusion, bind groups), which bounds a step of
     /// this size. It applies on GPU backends with a constant learning rate,
     /// no dropout and no input noise, when an epoch has more than four full
     /// minibatches; elsewhere, and with `false`, every step runs eagerly.
-    /// Both give the same training up to rounding: the replayed step is
-    /// checked once against an eager one, and the fit falls back to eager
-    /// steps if they disagree.
+    /// With replayed steps and no weight averaging, the evaluation after
+    /// each epoch (training loss, validation scores) is captured after
+    /// epoch 1 and replayed too. Both give the same training up to
+    /// rounding: the replayed step and evaluation are checked once against
+    /// eager ones, and the fit falls back to eager runs if they disagree.
     pub fn graph_replay(mut self, on: bool) -> Self {
         self.graph_replay = on;
         self
@@ -345,7 +348,6 @@ impl NeuralEksvdParams {
         let mut rng = StdRng::seed_from_u64(self.seed ^ 0x9e37_79b9_7f4a_7c15);
         let mut order: Vec<usize> = (0..n).collect();
         let steps_per_epoch = n.div_ceil(self.batch_size);
-        let full_steps = n / self.batch_size;
         let total_steps = self.max_epochs.saturating_mul(steps_per_epoch);
         let mut step = 0usize;
         let mut averaged: Option<NeuralWeights> = None;
@@ -367,6 +369,11 @@ impl NeuralEksvdParams {
         });
         let mut history = TrainingHistory { setup_seconds: setup.elapsed().as_secs_f64(), ..TrainingHistory::default() };
         let mut best: Option<(ValidationScore, usize, NeuralEksvdNet)> = None;
+        // The data sets evaluated after each epoch: the training set, then
+        // the validation set (with predictions).
+        let targets: Vec<&ResidentData> = std::iter::once(&resident_eval).chain(resident_validation.as_ref()).collect();
+        let mut evaluation_graph: Option<EvaluationGraph<'_>> = None;
+        let mut evaluation_capture_tried = false;
         for epoch in 1..=self.max_epochs {
             let start = Instant::now();
             order.shuffle(&mut rng);
@@ -394,7 +401,9 @@ impl NeuralEksvdParams {
                 replayable = graph.is_some();
             }
             if let Some(g) = graph.as_mut() {
-                for _ in done..full_steps {
+                // The graph takes every minibatch of the epoch, the last,
+                // shorter one with padding.
+                for _ in done..steps_per_epoch {
                     // Safety: every buffer the captured step reads or writes
                     // is held by `state` and `cursor` (parameters, moments,
                     // step count and its tables, permutation, cursor) or `resident`, all alive
@@ -402,9 +411,9 @@ impl NeuralEksvdParams {
                     // this thread's stream.
                     unsafe { g.replay() };
                 }
-                step += full_steps - done;
-                history.replayed_steps += full_steps - done;
-                done = full_steps;
+                step += steps_per_epoch - done;
+                history.replayed_steps += steps_per_epoch - done;
+                done = steps_per_epoch;
             }
             for start in (done * self.batch_size..n).step_by(self.batch_size) {
                 let len = self.batch_size.min(n - start);
@@ -416,7 +425,7 @@ impl NeuralEksvdParams {
                     x = x + noise * resident.columns.clone();
                 }
                 let rate = self.schedule.rate(self.learning_rate, step, total_steps);
-                state.borrow_mut().step(x, one_hot, StepSettings { learning_rate: rate, ..settings });
+                state.borrow_mut().step(x, one_hot, None, StepSettings { learning_rate: rate, ..settings });
                 step += 1;
                 if graph.is_some() && !state.borrow().optim.all_in_place() {
                     // The graph would write over buffers the network no
@@ -432,9 +441,10 @@ impl NeuralEksvdParams {
             let seconds = start.elapsed().as_secs_f64();
             let evaluation = Instant::now();
             let trained = state.borrow().net.as_ref().expect("a network between steps").valid();
-            // Replays write over the training network's buffers: a network
-            // kept across them gets buffers of its own.
-            model.net = if replayable { deep_copy(trained) } else { trained };
+            // With replayed steps this network shares the training network's
+            // buffers, which the next epoch's replays write over: the best
+            // epoch's network is copied when it is kept.
+            model.net = trained;
             if self.weight_averaging > 0.0 {
                 // The average lives on the host in f64 (a few hundred
                 // thousand weights: one download per epoch).
@@ -449,7 +459,32 @@ impl NeuralEksvdParams {
                 model.net = NeuralEksvdNet::from_weights(&avg, &device)?;
                 averaged = Some(avg);
             }
-            let training = model.evaluate(&resident_eval, self.eta, false)?;
+            let shares_buffers = replayable && self.weight_averaging == 0.0;
+            // The training loss and the validation scores, read in one
+            // transfer; replayed from a captured pass (see
+            // `capture_evaluation`) once the steps are replayed.
+            let passes = match evaluation_graph.as_mut() {
+                Some(g) => {
+                    // Safety: the graph reads the training network's
+                    // parameters (held by `state`, written over in place
+                    // only), `resident_eval` and `resident_validation`, all
+                    // alive for the whole fit, and writes its own outputs.
+                    let out = unsafe { g.replay() };
+                    history.replayed_evaluations += 1;
+                    read_passes(&out.0, &out.1, self.eta)?
+                }
+                None => {
+                    let passes: Vec<QueuedPass> = targets.iter().enumerate().map(|(i, d)| queue_pass(&model.net, d, i > 0)).collect();
+                    let passes = read_passes(&model.net.gamma(), &passes, self.eta)?;
+                    if shares_buffers && !evaluation_capture_tried {
+                        evaluation_capture_tried = true;
+                        evaluation_graph = capture_evaluation(&device, model.net.clone(), targets.clone(), &passes, self.eta);
+                    }
+                    passes
+                }
+            };
+            let mut passes = passes.into_iter();
+            let training = passes.next().ok_or_else(|| NeuralError::Execution("no training pass read".into()))?;
             let values = training.loss.expect("labelled");
             if !values.total.is_finite() || values.total > self.divergence_factor * initial.total {
                 if let Some(bar) = &bar {
@@ -457,21 +492,18 @@ impl NeuralEksvdParams {
                 }
                 return Err(NeuralError::Diverged { epoch, loss: values.total, initial: initial.total });
             }
-            let score = match (validation, &resident_validation) {
-                (Some((_, l)), Some(resident)) => {
-                    let on_validation = model.evaluate(resident, self.eta, true)?;
-                    Some(ValidationScore {
-                        macro_f1: try_macro_f1(l, &on_validation.predictions).map_err(|e| NeuralError::Labels(format!("validation macro-F1: {e}")))?,
-                        cross_entropy: on_validation.loss.expect("labelled").cross_entropy,
-                    })
-                }
+            let score = match (validation, passes.next()) {
+                (Some((_, l)), Some(on_validation)) => Some(ValidationScore {
+                    macro_f1: try_macro_f1(l, &on_validation.predictions).map_err(|e| NeuralError::Labels(format!("validation macro-F1: {e}")))?,
+                    cross_entropy: on_validation.loss.expect("labelled").cross_entropy,
+                }),
                 _ => None,
             };
             let validation_f1 = score.map(|s| s.macro_f1);
             let mut stop = false;
             if let Some(score) = score {
                 if best.as_ref().is_none_or(|(b, _, _)| score.better_than(b, self.early_stopping)) {
-                    best = Some((score, epoch, model.net.clone()));
+                    best = Some((score, epoch, if shares_buffers { deep_copy(model.net.clone()) } else { model.net.clone() }));
                 } else {
                     stop = epoch - best.as_ref().map_or(0, |b| b.1) >= self.patience;
                 }
@@ -693,6 +725,134 @@ struct Evaluation {
 /// Samples per forward pass when evaluating on a whole data set.
 const EVAL_CHUNK: usize = 4096;
 
+/// The outputs of one pass of a network over resident data, queued on the
+/// device and not read yet ([`read_passes`]).
+#[derive(Clone)]
+struct QueuedPass {
+    /// `J_k / N` (`[k]`) and the sum of the per-sample cross-entropies
+    /// (`[1]`), on labelled data.
+    loss: Option<(Tensor<1>, Tensor<1>)>,
+    /// The predicted classes of each chunk (when asked for).
+    classes: Vec<Tensor<2, Int>>,
+    /// Samples.
+    n: usize,
+}
+
+/// One pass of `net` over `data` in chunks of [`EVAL_CHUNK`] samples: the
+/// `J_k` need only the per-component sums of squared scores
+/// ([`objective_from_squared_scores`]), the cross-entropy the sum of the
+/// per-sample terms. Nothing is read: the outputs stay on the device.
+fn queue_pass(net: &NeuralEksvdNet, data: &ResidentData, predictions: bool) -> QueuedPass {
+    let n = data.n;
+    let mut sums: Option<(Tensor<2>, Tensor<1>)> = None;
+    let mut classes = Vec::new();
+    for start in (0..n).step_by(EVAL_CHUNK) {
+        let len = EVAL_CHUNK.min(n - start);
+        let (x, one_hot) = data.rows(start, len);
+        let scores = net.stacked_scores(x, 0.0);
+        let logits = net.logits(scores.clone());
+        if let Some(one_hot) = one_hot {
+            let [q, _, k] = scores.dims();
+            let squared = scores.reshape([q * len, k]).square().sum_dim(0);
+            let ce = cross_entropy(logits.clone(), one_hot).mul_scalar(len as f64);
+            sums = Some(match sums.take() {
+                None => (squared, ce),
+                Some((s, c)) => (s + squared, c + ce),
+            });
+        }
+        if predictions {
+            classes.push(logits.argmax(1));
+        }
+    }
+    let loss = sums.map(|(squared, ce)| (objective_from_squared_scores(net.projections(), squared, n, net.gamma(), n), ce));
+    QueuedPass { loss, classes, n }
+}
+
+/// `gamma` and one [`QueuedPass`] per data set evaluated.
+type EvaluationOutputs = (Tensor<1>, Vec<QueuedPass>);
+
+/// A captured per-epoch evaluation ([`capture_evaluation`]).
+type EvaluationGraph<'a> = burn::tensor::Graph<EvaluationOutputs, Box<dyn FnMut() -> EvaluationOutputs + 'a>>;
+
+/// Captures the per-epoch evaluation of `net`, which shares the buffers of
+/// the replayed training network: a pass over each of `targets`, with
+/// predictions on all but the first (burn's [`capture`](burn::tensor::capture):
+/// three warm-up passes, then the recorded one). Replays then evaluate the
+/// network as the steps leave it without burn's host work per operation.
+/// Checked once: the first replay must read back `reference`, the same
+/// evaluation run eagerly (1e-5 relative on the losses, the same
+/// predictions). Returns `None` where the backend has no graphs or the check
+/// fails (the fit then evaluates eagerly).
+fn capture_evaluation<'a>(device: &Device, net: NeuralEksvdNet, targets: Vec<&'a ResidentData>, reference: &[Evaluation], eta: f64) -> Option<EvaluationGraph<'a>> {
+    let pass: Box<dyn FnMut() -> EvaluationOutputs + 'a> = Box::new(move || (net.gamma(), targets.iter().enumerate().map(|(i, d)| queue_pass(&net, d, i > 0)).collect()));
+    let mut graph = burn::tensor::capture(device, pass);
+    if !graph.is_hardware() {
+        return None;
+    }
+    // Safety: as for the fit's evaluation replays.
+    let out = unsafe { graph.replay() };
+    let replayed = match read_passes(&out.0, &out.1, eta) {
+        Ok(r) => r,
+        Err(e) => {
+            log::info!("Neural eKSVD: the captured evaluation did not read back ({e}); evaluating eagerly");
+            return None;
+        }
+    };
+    let close = |a: f64, b: f64| (a - b).abs() <= 1e-5 * b.abs().max(1e-12);
+    let same = replayed.len() == reference.len()
+        && replayed.iter().zip(reference).all(|(a, b)| {
+            close(a.gamma, b.gamma)
+                && a.predictions == b.predictions
+                && match (&a.loss, &b.loss) {
+                    (Some(x), Some(y)) => close(x.total, y.total) && x.objective.iter().zip(&y.objective).all(|(p, q)| (p - q).abs() <= 1e-5 * y.objective_squared.sqrt().max(1e-12)),
+                    (None, None) => true,
+                    _ => false,
+                }
+        });
+    if !same {
+        log::info!("Neural eKSVD: the captured evaluation disagrees with the eager one; evaluating eagerly");
+        return None;
+    }
+    Some(graph)
+}
+
+/// Reads `gamma` (`[1]`) and the queued passes back in one transfer.
+fn read_passes(gamma: &Tensor<1>, passes: &[QueuedPass], eta: f64) -> Result<Vec<Evaluation>> {
+    let mut read = Transaction::default().register(gamma.clone());
+    for pass in passes {
+        if let Some((objective, ce)) = &pass.loss {
+            read = read.register(objective.clone()).register(ce.clone());
+        }
+        for c in &pass.classes {
+            read = read.register(c.clone());
+        }
+    }
+    let mut data = read.try_execute().map_err(|e| NeuralError::Execution(format!("{e:?}")))?.into_iter();
+    let read_error = |e: burn::tensor::DataError| NeuralError::Execution(format!("{e:?}"));
+    let mut next = || data.next().ok_or_else(|| NeuralError::Execution("the read returned fewer tensors than registered".into()));
+    let floats = |d: TensorData| -> Result<Vec<f64>> { Ok(d.convert::<f32>().try_to_vec::<f32>().map_err(read_error)?.into_iter().map(f64::from).collect()) };
+    let gamma = floats(next()?)?.first().copied().unwrap_or(f64::NAN);
+    let mut out = Vec::with_capacity(passes.len());
+    for pass in passes {
+        let loss = match pass.loss {
+            Some(_) => {
+                let objective = floats(next()?)?;
+                let cross_entropy = floats(next()?)?.first().copied().unwrap_or(f64::NAN) / pass.n as f64;
+                let objective_squared = objective.iter().map(|j| j * j).sum::<f64>();
+                Some(LossValues { objective_squared, cross_entropy, total: objective_squared + eta * cross_entropy, objective })
+            }
+            None => None,
+        };
+        let mut predictions = Vec::with_capacity(if pass.classes.is_empty() { 0 } else { pass.n });
+        for _ in &pass.classes {
+            let v = next()?.convert::<i64>().try_to_vec::<i64>().map_err(read_error)?;
+            predictions.extend(v.into_iter().map(|c| usize::try_from(c).unwrap_or(usize::MAX)));
+        }
+        out.push(Evaluation { loss, predictions, gamma });
+    }
+    Ok(out)
+}
+
 /// Per-epoch training curve values (Figure 1 of the paper).
 #[derive(Debug, Clone, PartialEq)]
 pub struct EpochRecord {
@@ -724,6 +884,10 @@ pub struct TrainingHistory {
     /// Adam steps replayed from a captured one (see
     /// [`NeuralEksvdParams::graph_replay`]); 0 where every step ran eagerly.
     pub replayed_steps: usize,
+    /// Per-epoch evaluations (training loss and validation scores) replayed
+    /// from a captured one: with replayed steps, every epoch's after the
+    /// first; 0 where every evaluation ran eagerly.
+    pub replayed_evaluations: usize,
     /// Wall-clock seconds before the first epoch: checks, uploads, the
     /// network's initialisation and the initial loss (which waits for the
     /// device, and so includes its first shader compilations).
@@ -892,65 +1056,10 @@ impl NeuralEksvd {
     }
 
     /// The loss (labelled data), the predicted classes (`predictions`) and
-    /// `gamma` on resident data, in chunks of [`EVAL_CHUNK`] samples: the
-    /// `J_k` need only the per-component sums of squared scores
-    /// ([`objective_from_squared_scores`]), the cross-entropy the sum of the
-    /// per-sample terms. Everything stays on the device until one read at
-    /// the end.
+    /// `gamma` on resident data ([`queue_pass`], one read).
     fn evaluate(&self, data: &ResidentData, eta: f64, predictions: bool) -> Result<Evaluation> {
-        let n = data.n;
-        let gamma = self.net.gamma();
-        // Labelled data: the per-component sums of squared scores and the
-        // sum of the cross-entropies, accumulated over the chunks.
-        let mut sums: Option<(Tensor<2>, Tensor<1>)> = None;
-        let mut classes = Vec::new();
-        for start in (0..n).step_by(EVAL_CHUNK) {
-            let len = EVAL_CHUNK.min(n - start);
-            let (x, one_hot) = data.rows(start, len);
-            let scores = self.net.stacked_scores(x, 0.0);
-            let logits = self.net.logits(scores.clone());
-            if let Some(one_hot) = one_hot {
-                let [q, _, k] = scores.dims();
-                let squared = scores.reshape([q * len, k]).square().sum_dim(0);
-                let ce = cross_entropy(logits.clone(), one_hot).mul_scalar(len as f64);
-                sums = Some(match sums.take() {
-                    None => (squared, ce),
-                    Some((s, c)) => (s + squared, c + ce),
-                });
-            }
-            if predictions {
-                classes.push(logits.argmax(1));
-            }
-        }
-        let labelled = sums.is_some();
-        let mut read = Transaction::default().register(gamma.clone());
-        if let Some((squared, ce)) = sums {
-            read = read.register(objective_from_squared_scores(self.net.projections(), squared, n, gamma, n)).register(ce);
-        }
-        for c in classes {
-            read = read.register(c);
-        }
-        let mut data = read.try_execute().map_err(|e| NeuralError::Execution(format!("{e:?}")))?.into_iter();
-        let read_error = |e: burn::tensor::DataError| NeuralError::Execution(format!("{e:?}"));
-        let mut floats = || -> Result<Vec<f64>> {
-            let d = data.next().ok_or_else(|| NeuralError::Execution("the read returned fewer tensors than registered".into()))?;
-            Ok(d.convert::<f32>().try_to_vec::<f32>().map_err(read_error)?.into_iter().map(f64::from).collect())
-        };
-        let gamma = floats()?.first().copied().unwrap_or(f64::NAN);
-        let loss = if labelled {
-            let objective = floats()?;
-            let cross_entropy = floats()?.first().copied().unwrap_or(f64::NAN) / n as f64;
-            let objective_squared = objective.iter().map(|j| j * j).sum::<f64>();
-            Some(LossValues { objective_squared, cross_entropy, total: objective_squared + eta * cross_entropy, objective })
-        } else {
-            None
-        };
-        let mut predictions = Vec::new();
-        for d in data {
-            let v = d.convert::<i64>().try_to_vec::<i64>().map_err(read_error)?;
-            predictions.extend(v.into_iter().map(|c| usize::try_from(c).unwrap_or(usize::MAX)));
-        }
-        Ok(Evaluation { loss, predictions, gamma })
+        let mut read = read_passes(&self.net.gamma(), &[queue_pass(&self.net, data, predictions)], eta)?;
+        read.pop().ok_or_else(|| NeuralError::Execution("no pass read".into()))
     }
 
     /// Saves the weights (burnpack `model.bpk`) and the architecture
