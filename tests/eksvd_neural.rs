@@ -517,6 +517,17 @@ fn replayed_gpu_steps_train_as_eager_ones() {
     eprintln!("max weight difference {max_diff:e}");
     assert!(max_diff <= 1e-5, "replayed and eager weights differ by {max_diff}");
     assert_eq!(replayed.predict(&validation).unwrap(), eager.predict(&validation).unwrap());
+    // Without a validation set the replayed evaluation covers the training
+    // loss alone: the same curve (the validation set does not change the
+    // steps), and the returned network predicts.
+    let unvalidated = params.clone().graph_replay(true).fit(&train, &train_labels, None).unwrap();
+    assert_eq!(unvalidated.history().replayed_evaluations, epochs - 1);
+    for (a, b) in unvalidated.history().epochs.iter().zip(&replayed.history().epochs) {
+        assert!((a.objective_squared - b.objective_squared).abs() <= 1e-6 * b.objective_squared.max(1e-3));
+        assert!((a.cross_entropy - b.cross_entropy).abs() <= 1e-6 * b.cross_entropy);
+        assert_eq!(a.validation_f1, None);
+    }
+    assert_eq!(unvalidated.predict(&validation).unwrap().len(), validation_labels.len());
     let cosine = params.schedule(gramian::eksvd::neural::LearningRateSchedule::Cosine).max_epochs(1).fit(&train, &train_labels, None).unwrap();
     assert_eq!(cosine.history().replayed_steps, 0);
 }

@@ -428,10 +428,11 @@ impl NeuralEksvdParams {
                 state.borrow_mut().step(x, one_hot, None, StepSettings { learning_rate: rate, ..settings });
                 step += 1;
                 if graph.is_some() && !state.borrow().optim.all_in_place() {
-                    // The graph would write over buffers the network no
-                    // longer uses.
+                    // The graphs would write over (or read) buffers the
+                    // network no longer uses.
                     log::info!("Neural eKSVD: an eager step did not stay in place; training with eager steps");
                     graph = None;
+                    evaluation_graph = None;
                     replayable = false;
                 }
             }
@@ -525,6 +526,10 @@ impl NeuralEksvdParams {
         if let Some((_, epoch, net)) = best {
             model.net = net;
             model.best_epoch = epoch;
+        } else if replayable && self.weight_averaging == 0.0 {
+            // The last epoch's network shares the training network's
+            // buffers, which the graphs' pages guarded: the model gets its own.
+            model.net = deep_copy(model.net);
         }
         let gamma = model.gamma();
         if !(gamma.is_finite() && gamma > 0.0) {
