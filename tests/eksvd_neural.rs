@@ -485,7 +485,10 @@ fn wgpu_and_cpu_agree_over_the_first_steps() {
 /// step and the short one, padded to 32 rows) and all seven steps in every
 /// later epoch, the eager one none; it evaluates epoch 1 eagerly and
 /// replays the evaluation (training loss, validation scores) of every later
-/// one. A cosine schedule (a rate per step) is not replayed. With
+/// one. Where padding the last minibatch would cost more than an eighth of
+/// an epoch's rows (batches of 38), that step runs eagerly after the
+/// replayed ones, with the same training. A cosine schedule (a rate per
+/// step) is not replayed. With
 /// `GRAMIAN_REQUIRE_GPU=1` a missing adapter fails the test.
 #[test]
 fn replayed_gpu_steps_train_as_eager_ones() {
@@ -528,6 +531,18 @@ fn replayed_gpu_steps_train_as_eager_ones() {
         assert_eq!(a.validation_f1, None);
     }
     assert_eq!(unvalidated.predict(&validation).unwrap().len(), validation_labels.len());
+    // Batches of 38: padding the last 10 rows would cost 28 rows, more than
+    // an eighth of 200, so that step runs eagerly after the replayed ones
+    // (2 + 5 (epochs - 1) replayed: epoch 1 has five full steps), with the
+    // same training.
+    let wide = |replay: bool| params.clone().batch_size(38).graph_replay(replay).fit(&train, &train_labels, None).unwrap();
+    let (replayed, eager) = (wide(true), wide(false));
+    assert_eq!(replayed.history().replayed_steps, 2 + 5 * (epochs - 1));
+    assert_eq!(replayed.history().replayed_evaluations, epochs - 1);
+    for (a, b) in replayed.history().epochs.iter().zip(&eager.history().epochs) {
+        assert!((a.objective_squared - b.objective_squared).abs() <= 1e-5 * b.objective_squared.max(1e-3));
+        assert!((a.cross_entropy - b.cross_entropy).abs() <= 1e-5 * b.cross_entropy);
+    }
     let cosine = params.schedule(gramian::eksvd::neural::LearningRateSchedule::Cosine).max_epochs(1).fit(&train, &train_labels, None).unwrap();
     assert_eq!(cosine.history().replayed_steps, 0);
 }

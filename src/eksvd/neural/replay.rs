@@ -18,7 +18,9 @@
 //! Where `B` does not divide `N`, the step is taken at full width with the
 //! rows past `N` as padding ([`PaddedRows`]: their scores and labels are
 //! zeroed, and the means are over the `N mod B` rows that count), so the same
-//! graph replays the last, shorter minibatch of each epoch too. The eager
+//! graph replays the last, shorter minibatch of each epoch too, as long as
+//! the padding adds at most an eighth to an epoch's arithmetic
+//! ([`pads_last_batch`]; otherwise that minibatch runs eagerly). The eager
 //! steps of a fit that does not replay keep the short minibatch as it is.
 //!
 //! Whether every update really wrote over its old buffer is checked once,
@@ -97,6 +99,7 @@ pub(crate) struct DeviceCursor {
     cursor: Tensor<1, Int>,
     offsets: Tensor<1, Int>,
     batch: usize,
+    pad_short: bool,
     stable_buffers: bool,
     in_place: bool,
 }
@@ -111,6 +114,7 @@ impl DeviceCursor {
             cursor: Tensor::zeros([1], device),
             offsets: Tensor::arange(0..batch as i64, device),
             batch,
+            pad_short: pads_last_batch(n, batch),
             stable_buffers,
             in_place: true,
         }
@@ -136,7 +140,7 @@ impl DeviceCursor {
     fn next_batch(&mut self) -> (Tensor<1, Int>, Option<PaddedRows>) {
         let positions = self.offsets.clone().add(self.cursor.clone().expand([self.batch]));
         let n = self.perm.dims()[0];
-        let padding = (!n.is_multiple_of(self.batch) && n > self.batch).then(|| PaddedRows {
+        let padding = (self.pad_short && !n.is_multiple_of(self.batch)).then(|| PaddedRows {
             weights: positions.clone().lower_elem(n as i64).float().reshape([self.batch, 1]),
             full: self.cursor.clone().lower_equal_elem((n - self.batch) as i64),
             short_rows: n % self.batch,
@@ -162,6 +166,17 @@ impl DeviceCursor {
     pub(crate) fn in_place(&self) -> bool {
         self.in_place
     }
+}
+
+/// Whether the replayed step also takes the last, shorter minibatch of an
+/// epoch, padded to full width: where `batch` divides `n` (nothing to pad),
+/// or where the padding adds at most an eighth to an epoch's arithmetic
+/// (`8 (batch - n mod batch) <= n`). Beyond that (few minibatches and a
+/// small remainder) the short minibatch runs eagerly: a device bound by its
+/// arithmetic would lose more to the padding than the replay saves.
+pub(crate) fn pads_last_batch(n: usize, batch: usize) -> bool {
+    let short = n % batch;
+    short == 0 || (n > batch && (batch - short).saturating_mul(8) <= n)
 }
 
 /// Whether CubeCL's profiling logger is on (a `cubecl.toml` or
@@ -251,5 +266,25 @@ pub(crate) fn check_replay<F: FnMut()>(
     } else {
         *state.borrow_mut() = copy;
         Err(format!("largest difference {gap:.3e} against a step's change of {change:.3e}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::pads_last_batch;
+
+    /// The padded last minibatch is replayed where the padding adds at most
+    /// an eighth to an epoch's rows, and wherever the batch divides `N`.
+    #[test]
+    fn the_last_batch_is_padded_where_the_padding_is_cheap() {
+        // The benchmark (304 rows left, 720 padded), its batches of 4096
+        // (2768 padded), the UCI fit (16 padded), the replay test (24 of 200).
+        for (n, batch) in [(30_000, 1024), (30_000, 4096), (1200, 64), (200, 32), (1280, 256)] {
+            assert!(pads_last_batch(n, batch), "{n} / {batch}");
+        }
+        // 236 padded rows for 1300 (more than 162), 28 for 200.
+        for (n, batch) in [(1300, 256), (200, 38), (5 * 256 + 1, 256), (10, 64)] {
+            assert!(!pads_last_batch(n, batch), "{n} / {batch}");
+        }
     }
 }

@@ -18,7 +18,7 @@ use rand::SeedableRng;
 
 use super::loss::{cross_entropy, objective_from_squared_scores, LossValues};
 use super::optimizer::InPlaceAdamW;
-use super::replay::{capture_step, check_replay, deep_copy, kernel_profiling_on, DeviceCursor, StepSettings, StepState, CAPTURE_STEPS};
+use super::replay::{capture_step, check_replay, deep_copy, kernel_profiling_on, pads_last_batch, DeviceCursor, StepSettings, StepState, CAPTURE_STEPS};
 use super::model::{tensor_to_f32, tensor_to_matrix, tensor_to_vector, Activation, Architecture, NeuralEksvdNet, NeuralWeights};
 use super::placement::{burn_device, Placement};
 use super::{NeuralBackend, NeuralError, Result};
@@ -122,7 +122,8 @@ impl NeuralEksvdParams {
     }
 
     /// Whether a GPU fit records one step and replays it for the others,
-    /// the last, shorter minibatch of each epoch included (taken at full
+    /// the last, shorter minibatch of each epoch included where padding it
+    /// adds at most an eighth to an epoch's arithmetic (taken at full
     /// width with its extra rows masked out of the loss; default `true`;
     /// see `eksvd::neural::replay` in the source). A replay skips the host's work per kernel (burn's op
     /// recording, autodiff, fusion, bind groups), which bounds a step of
@@ -348,6 +349,9 @@ impl NeuralEksvdParams {
         let mut rng = StdRng::seed_from_u64(self.seed ^ 0x9e37_79b9_7f4a_7c15);
         let mut order: Vec<usize> = (0..n).collect();
         let steps_per_epoch = n.div_ceil(self.batch_size);
+        // The steps a captured graph takes in an epoch: all of them, the
+        // last with padding, unless the padding would cost too much.
+        let graph_steps = if pads_last_batch(n, self.batch_size) { steps_per_epoch } else { n / self.batch_size };
         let total_steps = self.max_epochs.saturating_mul(steps_per_epoch);
         let mut step = 0usize;
         let mut averaged: Option<NeuralWeights> = None;
@@ -401,9 +405,7 @@ impl NeuralEksvdParams {
                 replayable = graph.is_some();
             }
             if let Some(g) = graph.as_mut() {
-                // The graph takes every minibatch of the epoch, the last,
-                // shorter one with padding.
-                for _ in done..steps_per_epoch {
+                for _ in done..graph_steps {
                     // Safety: every buffer the captured step reads or writes
                     // is held by `state` and `cursor` (parameters, moments,
                     // step count and its tables, permutation, cursor) or `resident`, all alive
@@ -411,9 +413,9 @@ impl NeuralEksvdParams {
                     // this thread's stream.
                     unsafe { g.replay() };
                 }
-                step += steps_per_epoch - done;
-                history.replayed_steps += steps_per_epoch - done;
-                done = steps_per_epoch;
+                step += graph_steps - done;
+                history.replayed_steps += graph_steps - done;
+                done = graph_steps;
             }
             for start in (done * self.batch_size..n).step_by(self.batch_size) {
                 let len = self.batch_size.min(n - start);
@@ -441,15 +443,16 @@ impl NeuralEksvdParams {
             ad_device.sync().map_err(|e| NeuralError::Execution(format!("{e:?}")))?;
             let seconds = start.elapsed().as_secs_f64();
             let evaluation = Instant::now();
-            let trained = state.borrow().net.as_ref().expect("a network between steps").valid();
-            // With replayed steps this network shares the training network's
-            // buffers, which the next epoch's replays write over: the best
-            // epoch's network is copied when it is kept.
-            model.net = trained;
+            // The network evaluated. With replayed steps it shares the
+            // training network's buffers, which the next epoch's steps write
+            // over in place: it is dropped before them (an eager step stays
+            // in place only while nothing else holds its parameters), and
+            // the best epoch's network is copied when it is kept.
+            let mut evaluated = state.borrow().net.as_ref().expect("a network between steps").valid();
             if self.weight_averaging > 0.0 {
                 // The average lives on the host in f64 (a few hundred
                 // thousand weights: one download per epoch).
-                let current = model.net.export();
+                let current = evaluated.export();
                 let avg = match averaged.take() {
                     None => current,
                     Some(mut avg) => {
@@ -457,7 +460,7 @@ impl NeuralEksvdParams {
                         avg
                     }
                 };
-                model.net = NeuralEksvdNet::from_weights(&avg, &device)?;
+                evaluated = NeuralEksvdNet::from_weights(&avg, &device)?;
                 averaged = Some(avg);
             }
             let shares_buffers = replayable && self.weight_averaging == 0.0;
@@ -475,11 +478,11 @@ impl NeuralEksvdParams {
                     read_passes(&out.0, &out.1, self.eta)?
                 }
                 None => {
-                    let passes: Vec<QueuedPass> = targets.iter().enumerate().map(|(i, d)| queue_pass(&model.net, d, i > 0)).collect();
-                    let passes = read_passes(&model.net.gamma(), &passes, self.eta)?;
+                    let passes: Vec<QueuedPass> = targets.iter().enumerate().map(|(i, d)| queue_pass(&evaluated, d, i > 0)).collect();
+                    let passes = read_passes(&evaluated.gamma(), &passes, self.eta)?;
                     if shares_buffers && !evaluation_capture_tried {
                         evaluation_capture_tried = true;
-                        evaluation_graph = capture_evaluation(&device, model.net.clone(), targets.clone(), &passes, self.eta);
+                        evaluation_graph = capture_evaluation(&device, &state, targets.clone(), &passes, self.eta);
                     }
                     passes
                 }
@@ -504,7 +507,7 @@ impl NeuralEksvdParams {
             let mut stop = false;
             if let Some(score) = score {
                 if best.as_ref().is_none_or(|(b, _, _)| score.better_than(b, self.early_stopping)) {
-                    best = Some((score, epoch, if shares_buffers { deep_copy(model.net.clone()) } else { model.net.clone() }));
+                    best = Some((score, epoch, if shares_buffers { deep_copy(evaluated) } else { evaluated }));
                 } else {
                     stop = epoch - best.as_ref().map_or(0, |b| b.1) >= self.patience;
                 }
@@ -523,14 +526,23 @@ impl NeuralEksvdParams {
             bar.finish();
         }
         model.best_epoch = history.epochs.len();
-        if let Some((_, epoch, net)) = best {
-            model.net = net;
-            model.best_epoch = epoch;
-        } else if replayable && self.weight_averaging == 0.0 {
-            // The last epoch's network shares the training network's
-            // buffers, which the graphs' pages guarded: the model gets its own.
-            model.net = deep_copy(model.net);
-        }
+        model.net = match (best, averaged) {
+            (Some((_, epoch, net)), _) => {
+                model.best_epoch = epoch;
+                net
+            }
+            (None, Some(avg)) => NeuralEksvdNet::from_weights(&avg, &device)?,
+            (None, None) => {
+                let last = state.borrow_mut().net.take().expect("a network between steps").valid();
+                // With replayed steps its buffers were the graphs': the
+                // model gets its own.
+                if replayable {
+                    deep_copy(last)
+                } else {
+                    last
+                }
+            }
+        };
         let gamma = model.gamma();
         if !(gamma.is_finite() && gamma > 0.0) {
             return Err(NeuralError::Diverged { epoch: model.best_epoch, loss: gamma, initial: initial.total });
@@ -779,8 +791,8 @@ type EvaluationOutputs = (Tensor<1>, Vec<QueuedPass>);
 /// A captured per-epoch evaluation ([`capture_evaluation`]).
 type EvaluationGraph<'a> = burn::tensor::Graph<EvaluationOutputs, Box<dyn FnMut() -> EvaluationOutputs + 'a>>;
 
-/// Captures the per-epoch evaluation of `net`, which shares the buffers of
-/// the replayed training network: a pass over each of `targets`, with
+/// Captures the per-epoch evaluation of the training network in `state`
+/// (its parameters written over in place by replayed steps): a pass over each of `targets`, with
 /// predictions on all but the first (burn's [`capture`](burn::tensor::capture):
 /// three warm-up passes, then the recorded one). Replays then evaluate the
 /// network as the steps leave it without burn's host work per operation.
@@ -788,8 +800,14 @@ type EvaluationGraph<'a> = burn::tensor::Graph<EvaluationOutputs, Box<dyn FnMut(
 /// evaluation run eagerly (1e-5 relative on the losses, the same
 /// predictions). Returns `None` where the backend has no graphs or the check
 /// fails (the fit then evaluates eagerly).
-fn capture_evaluation<'a>(device: &Device, net: NeuralEksvdNet, targets: Vec<&'a ResidentData>, reference: &[Evaluation], eta: f64) -> Option<EvaluationGraph<'a>> {
-    let pass: Box<dyn FnMut() -> EvaluationOutputs + 'a> = Box::new(move || (net.gamma(), targets.iter().enumerate().map(|(i, d)| queue_pass(&net, d, i > 0)).collect()));
+fn capture_evaluation<'a>(device: &Device, state: &'a RefCell<StepState>, targets: Vec<&'a ResidentData>, reference: &[Evaluation], eta: f64) -> Option<EvaluationGraph<'a>> {
+    // The network is taken from `state` at each call and dropped after it:
+    // the graph holds no handle on the parameters, so that eager steps may
+    // still write them in place.
+    let pass: Box<dyn FnMut() -> EvaluationOutputs + 'a> = Box::new(move || {
+        let net = state.borrow().net.as_ref().expect("a network between steps").valid();
+        (net.gamma(), targets.iter().enumerate().map(|(i, d)| queue_pass(&net, d, i > 0)).collect())
+    });
     let mut graph = burn::tensor::capture(device, pass);
     if !graph.is_hardware() {
         return None;
