@@ -48,7 +48,6 @@ fn objective_scaled(projections: Tensor<3>, squared_scores: Tensor<2>, gamma: Te
 /// shorter minibatch of an epoch (`N mod B` rows) taken at full width, so
 /// that one captured training step serves every minibatch of the epoch
 /// (`replay.rs`). Which rows count is known on the device only.
-#[derive(Clone)]
 pub(crate) struct PaddedRows {
     /// 1 for rows of the data set, 0 for padding (`[B, 1]`).
     pub(crate) weights: Tensor<2>,

@@ -63,16 +63,14 @@ impl StepState {
     pub(crate) fn step(&mut self, x: Tensor<3>, one_hot: Tensor<2>, padding: Option<PaddedRows>, s: StepSettings) {
         let net = self.net.take().expect("a step runs on a network");
         let scores = net.stacked_scores(x, s.dropout);
-        let loss = match padding {
-            None => {
-                let objective = objective_per_component(net.projections(), scores.clone(), net.gamma(), s.n_samples);
-                LossTensors::new(objective, cross_entropy(net.logits(scores), one_hot), s.eta)
-            }
-            Some(rows) => {
-                let objective = padded_objective_per_component(net.projections(), scores.clone(), net.gamma(), s.n_samples, &rows);
-                LossTensors::new(objective, padded_cross_entropy(net.logits(scores), one_hot, &rows), s.eta)
-            }
+        let (objective, cross_entropy) = match padding {
+            None => (objective_per_component(net.projections(), scores.clone(), net.gamma(), s.n_samples), cross_entropy(net.logits(scores), one_hot)),
+            Some(rows) => (
+                padded_objective_per_component(net.projections(), scores.clone(), net.gamma(), s.n_samples, &rows),
+                padded_cross_entropy(net.logits(scores), one_hot, &rows),
+            ),
         };
+        let loss = LossTensors::new(objective, cross_entropy, s.eta);
         let mut grads = GradientsParams::from_grads(loss.total.backward(), &net);
         self.net = Some(self.optim.step(s.learning_rate, net, &mut grads));
     }
@@ -154,6 +152,17 @@ impl DeviceCursor {
             update(c, next, keep)
         });
         (idx, padding)
+    }
+
+    /// The minibatches of an epoch that a captured step takes: all of them
+    /// where the last is padded ([`pads_last_batch`]), else the full ones.
+    pub(crate) fn graph_steps(&self) -> usize {
+        let n = self.perm.dims()[0];
+        if self.pad_short {
+            n.div_ceil(self.batch)
+        } else {
+            n / self.batch
+        }
     }
 
     /// Samples `start .. start + len` of the epoch's permutation (host

@@ -18,7 +18,7 @@ use rand::SeedableRng;
 
 use super::loss::{cross_entropy, objective_from_squared_scores, LossValues};
 use super::optimizer::InPlaceAdamW;
-use super::replay::{capture_step, check_replay, deep_copy, kernel_profiling_on, pads_last_batch, DeviceCursor, StepSettings, StepState, CAPTURE_STEPS};
+use super::replay::{capture_step, check_replay, deep_copy, kernel_profiling_on, DeviceCursor, StepSettings, StepState, CAPTURE_STEPS};
 use super::model::{tensor_to_f32, tensor_to_matrix, tensor_to_vector, Activation, Architecture, NeuralEksvdNet, NeuralWeights};
 use super::placement::{burn_device, Placement};
 use super::{NeuralBackend, NeuralError, Result};
@@ -349,9 +349,7 @@ impl NeuralEksvdParams {
         let mut rng = StdRng::seed_from_u64(self.seed ^ 0x9e37_79b9_7f4a_7c15);
         let mut order: Vec<usize> = (0..n).collect();
         let steps_per_epoch = n.div_ceil(self.batch_size);
-        // The steps a captured graph takes in an epoch: all of them, the
-        // last with padding, unless the padding would cost too much.
-        let graph_steps = if pads_last_batch(n, self.batch_size) { steps_per_epoch } else { n / self.batch_size };
+        let graph_steps = cursor.borrow().graph_steps();
         let total_steps = self.max_epochs.saturating_mul(steps_per_epoch);
         let mut step = 0usize;
         let mut averaged: Option<NeuralWeights> = None;
@@ -478,8 +476,8 @@ impl NeuralEksvdParams {
                     read_passes(&out.0, &out.1, self.eta)?
                 }
                 None => {
-                    let passes: Vec<QueuedPass> = targets.iter().enumerate().map(|(i, d)| queue_pass(&evaluated, d, i > 0)).collect();
-                    let passes = read_passes(&evaluated.gamma(), &passes, self.eta)?;
+                    let out = queue_evaluation(&evaluated, &targets);
+                    let passes = read_passes(&out.0, &out.1, self.eta)?;
                     if shares_buffers && !evaluation_capture_tried {
                         evaluation_capture_tried = true;
                         evaluation_graph = capture_evaluation(&device, &state, targets.clone(), &passes, self.eta);
@@ -744,7 +742,6 @@ const EVAL_CHUNK: usize = 4096;
 
 /// The outputs of one pass of a network over resident data, queued on the
 /// device and not read yet ([`read_passes`]).
-#[derive(Clone)]
 struct QueuedPass {
     /// `J_k / N` (`[k]`) and the sum of the per-sample cross-entropies
     /// (`[1]`), on labelled data.
@@ -788,6 +785,13 @@ fn queue_pass(net: &NeuralEksvdNet, data: &ResidentData, predictions: bool) -> Q
 /// `gamma` and one [`QueuedPass`] per data set evaluated.
 type EvaluationOutputs = (Tensor<1>, Vec<QueuedPass>);
 
+/// The per-epoch evaluation of `net`, queued: `gamma` and a pass over each
+/// of `targets` (the training set, then the validation set with
+/// predictions).
+fn queue_evaluation(net: &NeuralEksvdNet, targets: &[&ResidentData]) -> EvaluationOutputs {
+    (net.gamma(), targets.iter().enumerate().map(|(i, d)| queue_pass(net, d, i > 0)).collect())
+}
+
 /// A captured per-epoch evaluation ([`capture_evaluation`]).
 type EvaluationGraph<'a> = burn::tensor::Graph<EvaluationOutputs, Box<dyn FnMut() -> EvaluationOutputs + 'a>>;
 
@@ -806,7 +810,7 @@ fn capture_evaluation<'a>(device: &Device, state: &'a RefCell<StepState>, target
     // still write them in place.
     let pass: Box<dyn FnMut() -> EvaluationOutputs + 'a> = Box::new(move || {
         let net = state.borrow().net.as_ref().expect("a network between steps").valid();
-        (net.gamma(), targets.iter().enumerate().map(|(i, d)| queue_pass(&net, d, i > 0)).collect())
+        queue_evaluation(&net, &targets)
     });
     let mut graph = burn::tensor::capture(device, pass);
     if !graph.is_hardware() {
