@@ -84,12 +84,19 @@ fn f64_exponential_is_accurate_over_the_whole_range() {
     let z = DMatrix::from_element(1, 1, 0.0);
     let kernel = Kernel::rbf(1.0).unwrap();
     let got = device.to_host(&device.resident_kernel_matrix(&kernel, &device.upload(&x, Precision::F64).unwrap(), &device.upload(&z, Precision::F64).unwrap()).unwrap()).unwrap();
+    // Every entry beyond the tolerance is listed, so that a failure says
+    // where in the range it lies (near |x| = 745 the reduction's low part
+    // matters most; a failure everywhere would point elsewhere).
+    let mut beyond = Vec::new();
     for i in 0..64 {
         let s = (i as f64 * 0.42).powi(2);
         let want = (-s).exp();
         let rel = if want > 1e-300 { ((got[(i, 0)] - want) / want).abs() } else { (got[(i, 0)] - want).abs() };
-        assert!(rel <= 1e-14, "exp(-{s}) = {} on the GPU, {want} on the host (rel {rel:e})", got[(i, 0)]);
+        if !(rel <= 1e-14) {
+            beyond.push(format!("exp(-{s}) = {:e} on the GPU, {want:e} on the host (rel {rel:e})", got[(i, 0)]));
+        }
     }
+    assert!(beyond.is_empty(), "{} of 64 entries beyond 1e-14 relative:\n{}", beyond.len(), beyond.join("\n"));
 }
 
 #[test]
