@@ -94,12 +94,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let start = Instant::now();
         let n_all = data.features.nrows();
         let rows = sample(&mut StdRng::seed_from_u64(2017), n_all, max_rows.min(n_all)).into_vec();
-        let x = select_rows(&data.features, &rows);
-        let y = select_entries(&data.target, &rows);
+        let x = select_rows(&data.features, &rows)?;
+        let y = select_entries(&data.target, &rows)?;
         let mut scores = vec![vec![Vec::new(); RANKS.len()]; METHODS.len()];
         for seed in 0..splits {
             let s = random_split(x.nrows(), 0.6, 0.2, seed)?;
-            let xtrain = select_rows(&x, &s.train);
+            let xtrain = select_rows(&x, &s.train)?;
             let scaler = Standardizer::fit(&xtrain);
             // Standardising is per row: the whole sample at once, then the parts.
             let all = Supervised::new(scaler.transform(&x), y.clone())?;

@@ -38,7 +38,7 @@ fn main() -> Result<(), gramian::ComputeError> {
         let (i, j) = (rng.random_range(0..n), rng.random_range(0..m));
         let xi: Vec<f64> = x.row(i).iter().copied().collect();
         let zj: Vec<f64> = z.row(j).iter().copied().collect();
-        worst = worst.max((reference[(i, j)] - kernel.eval(&xi, &zj)).abs());
+        worst = worst.max((reference[(i, j)] - kernel.eval(&xi, &zj)?).abs());
     }
     let err = relative_frobenius_error(&k, &reference);
     let gflop = 3.0 * (n * m * d) as f64 / 1e9;

@@ -120,13 +120,26 @@ pub fn read_csv_table(path: impl AsRef<Path>) -> Result<Table, DatasetError> {
 }
 
 /// Rows `idx` of `m`, in that order.
-pub fn select_rows(m: &DMatrix<f64>, idx: &[usize]) -> DMatrix<f64> {
-    DMatrix::from_fn(idx.len(), m.ncols(), |i, j| m[(idx[i], j)])
+///
+/// Errors: an index `>= m.nrows()` ([`crate::Error::IndexOutOfRange`]).
+pub fn select_rows(m: &DMatrix<f64>, idx: &[usize]) -> Result<DMatrix<f64>, crate::Error> {
+    check_selection("rows", idx, m.nrows())?;
+    Ok(DMatrix::from_fn(idx.len(), m.ncols(), |i, j| m[(idx[i], j)]))
 }
 
 /// Entries `idx` of `v`, in that order.
-pub fn select_entries(v: &DVector<f64>, idx: &[usize]) -> DVector<f64> {
-    DVector::from_fn(idx.len(), |i, _| v[idx[i]])
+///
+/// Errors: an index `>= v.len()` ([`crate::Error::IndexOutOfRange`]).
+pub fn select_entries(v: &DVector<f64>, idx: &[usize]) -> Result<DVector<f64>, crate::Error> {
+    check_selection("entries", idx, v.len())?;
+    Ok(DVector::from_fn(idx.len(), |i, _| v[idx[i]]))
+}
+
+fn check_selection(what: &'static str, idx: &[usize], len: usize) -> Result<(), crate::Error> {
+    match idx.iter().find(|&&i| i >= len) {
+        Some(&index) => Err(crate::Error::IndexOutOfRange { what, index, len }),
+        None => Ok(()),
+    }
 }
 
 /// Index sets of a train/validation/test split.

@@ -13,10 +13,11 @@ use std::sync::Arc;
 
 use nalgebra::{DMatrix, DVector};
 
-use crate::error::{ComputeError, Result};
+use crate::error::{ComputeError, Error, Result};
 use crate::gpu::{GpuContext, GpuOptions, MatrixProduct};
 use crate::kernel::{self, Kernel};
 use crate::linalg::{self, check_dim, check_matrix, Real};
+use crate::memory;
 
 /// Where computations run. Cheap to clone (the GPU context is shared).
 #[derive(Clone, Debug)]
@@ -105,6 +106,7 @@ impl Device {
             Device::Cpu => kernel::kernel_matrix_cpu(kernel, x, z),
             Device::Gpu(ctx) => {
                 kernel::check_pair(kernel, x, z)?;
+                memory::check_host_matrix::<T>(x.nrows(), z.nrows(), "kernel matrix")?;
                 linalg::finite_result("kernel matrix", ctx.kernel_matrix(kernel, x, z)?)
             }
         }
@@ -147,6 +149,7 @@ impl Device {
     /// (uncentred) covariance of explicit features, Phi n x d.
     pub fn gram<T: Real>(&self, phi: &DMatrix<T>) -> Result<DMatrix<T>> {
         check_matrix("phi", phi)?;
+        memory::check_host_matrix::<T>(phi.ncols(), phi.ncols(), "Gram matrix")?;
         let g = match self {
             Device::Cpu => linalg::gram_tall(phi),
             Device::Gpu(ctx) => symmetrised(ctx.product(phi, phi, MatrixProduct::AtB)?),
@@ -157,6 +160,7 @@ impl Device {
     /// `Phi Phi^T` (n x n): the linear kernel matrix of the rows of Phi.
     pub fn outer_gram<T: Real>(&self, phi: &DMatrix<T>) -> Result<DMatrix<T>> {
         check_matrix("phi", phi)?;
+        memory::check_host_matrix::<T>(phi.nrows(), phi.nrows(), "outer Gram matrix")?;
         let g = match self {
             Device::Cpu => linalg::matmul_nt(phi, phi),
             Device::Gpu(ctx) => symmetrised(ctx.product(phi, phi, MatrixProduct::ABt)?),
@@ -177,9 +181,12 @@ impl Device {
     /// Many products `A_i B_i` (or the other forms) at once: on the GPU as
     /// few dispatches as the buffer limits allow, on the CPU in parallel.
     pub fn batched_matmul<T: Real>(&self, pairs: &[(&DMatrix<T>, &DMatrix<T>)], form: MatrixProduct) -> Result<Vec<DMatrix<T>>> {
+        let mut entries = 0usize;
         for (a, b) in pairs {
             check_product(a, b, form)?;
+            entries = entries.checked_add(product_entries(a, b, form)?).ok_or_else(|| Error::host_memory("batched products overflow the address space"))?;
         }
+        memory::check_host::<T>(entries, "batched products")?;
         let products = match self {
             Device::Cpu => {
                 use rayon::prelude::*;
@@ -197,6 +204,7 @@ impl Device {
         kernel::check_pair(kernel, x, z)?;
         check_matrix("v", v)?;
         check_dim("rows of v vs rows of z", z.nrows(), v.nrows())?;
+        memory::check_host_matrix::<T>(x.nrows(), v.ncols(), "kernel matrix-vector product")?;
         let kv = match self {
             Device::Cpu => kernel::kernel_matvec_cpu(kernel, x, z, v)?,
             Device::Gpu(ctx) => ctx.kernel_matvec(kernel, x, z, v)?,
@@ -218,14 +226,26 @@ fn symmetrised<T: Real>(mut m: DMatrix<T>) -> DMatrix<T> {
     m
 }
 
+/// Checks the operands of a product and that its output fits the host.
 fn check_product<T: Real>(a: &DMatrix<T>, b: &DMatrix<T>, form: MatrixProduct) -> Result<()> {
     check_matrix("a", a)?;
     check_matrix("b", b)?;
     match form {
-        MatrixProduct::AB => check_dim("inner dimension of A B", a.ncols(), b.nrows()),
-        MatrixProduct::ABt => check_dim("inner dimension of A B^T", a.ncols(), b.ncols()),
-        MatrixProduct::AtB => check_dim("inner dimension of A^T B", a.nrows(), b.nrows()),
+        MatrixProduct::AB => check_dim("inner dimension of A B", a.ncols(), b.nrows())?,
+        MatrixProduct::ABt => check_dim("inner dimension of A B^T", a.ncols(), b.ncols())?,
+        MatrixProduct::AtB => check_dim("inner dimension of A^T B", a.nrows(), b.nrows())?,
     }
+    memory::check_host::<T>(product_entries(a, b, form)?, "matrix product")
+}
+
+/// Entries of the output of a product.
+fn product_entries<T: Real>(a: &DMatrix<T>, b: &DMatrix<T>, form: MatrixProduct) -> Result<usize> {
+    let (rows, cols) = match form {
+        MatrixProduct::AB => (a.nrows(), b.ncols()),
+        MatrixProduct::ABt => (a.nrows(), b.nrows()),
+        MatrixProduct::AtB => (a.ncols(), b.ncols()),
+    };
+    memory::entries(rows, cols, "matrix product")
 }
 
 fn cpu_product<T: Real>(a: &DMatrix<T>, b: &DMatrix<T>, form: MatrixProduct) -> DMatrix<T> {

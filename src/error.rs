@@ -94,7 +94,7 @@ pub enum Error {
     },
     /// A finite input does not fit the precision it is computed in on the
     /// device (an `f64` beyond the `f32` range on an `f32` path).
-    #[error("{what} holds {value:e} at row {row}, column {col}, beyond the f32 range of the device path (use f64 or rescale)")]
+    #[error("{what} holds {value:e} at row {row}, column {col}, beyond the range of f32, which this device path computes in (rescale the data, or compute in f64: resident data uploaded as Precision::F64, or the CPU device)")]
     NotRepresentable {
         /// Which argument.
         what: &'static str,
@@ -109,7 +109,7 @@ pub enum Error {
     /// precision it is computed in (e.g. entries near `1e200` in a linear or
     /// polynomial kernel, a Gram matrix or a product; a large `gamma` on
     /// `f32` data). Rescale the data, or use `f64`.
-    #[error("overflow in {what}: finite inputs gave a non-finite value at row {row}, column {col} (rescale the data or use f64)")]
+    #[error("overflow in {what}: finite inputs gave a non-finite value at row {row}, column {col} (rescale the data; where the computation is in f32, compute in f64)")]
     Overflow {
         /// Which result.
         what: &'static str,
@@ -118,9 +118,17 @@ pub enum Error {
         /// Column of the first non-finite entry.
         col: usize,
     },
-    /// The GPU ran out of memory.
-    #[error("GPU out of memory: {0}")]
-    OutOfMemory(String),
+    /// Memory for a result or a working buffer could not be had: a size
+    /// that overflows the address space, exceeds the host's physical memory
+    /// or the device's budget, or an allocation the system refused. Raised
+    /// before any work where the size is known up front.
+    #[error("{memory} out of memory: {detail}")]
+    OutOfMemory {
+        /// Host (CPU) or device (GPU) memory.
+        memory: Memory,
+        /// What was being allocated, and how large it was.
+        detail: String,
+    },
     /// A single row of an input is larger than the GPU allows in one buffer binding.
     #[error("{what} needs {bytes} bytes in one GPU binding, over the adapter limit of {limit}")]
     TooLargeForGpu {
@@ -352,6 +360,36 @@ impl Error {
                 | Error::TargetLength { .. }
                 | Error::ConstantTarget
         )
+    }
+}
+
+/// The memory an [`Error::OutOfMemory`] is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Memory {
+    /// Host (CPU) memory.
+    Host,
+    /// The GPU's memory.
+    Device,
+}
+
+impl std::fmt::Display for Memory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Memory::Host => "host",
+            Memory::Device => "GPU",
+        })
+    }
+}
+
+impl Error {
+    /// An [`Error::OutOfMemory`] of the host.
+    pub(crate) fn host_memory(detail: impl Into<String>) -> Self {
+        Error::OutOfMemory { memory: Memory::Host, detail: detail.into() }
+    }
+
+    /// An [`Error::OutOfMemory`] of the GPU.
+    pub(crate) fn device_memory(detail: impl Into<String>) -> Self {
+        Error::OutOfMemory { memory: Memory::Device, detail: detail.into() }
     }
 }
 

@@ -128,6 +128,10 @@ impl Samples for Supervised<DVector<f64>> {
         self.x.nrows()
     }
     fn select(&self, idx: &[usize]) -> Result<Self> {
+        // The fields are public: a literal may pair x with a y of another length.
+        if self.y.len() != self.x.nrows() {
+            return Err(Error::TargetLength { expected: self.x.nrows(), found: self.y.len() });
+        }
         check_indices(idx, self.x.nrows())?;
         Ok(Supervised { x: self.x.select_rows(idx), y: DVector::from_fn(idx.len(), |i, _| self.y[idx[i]]) })
     }
@@ -297,6 +301,11 @@ impl Splits {
     /// training or no held-out sample of `n` ([`Error::InvalidParameter`]),
     /// an index `>= n` in fixed splits ([`Error::IndexOutOfRange`]).
     pub fn indices(&self, n: usize) -> Result<Vec<Fold>> {
+        // A generated split lists all n samples once: splits x n indices in all.
+        if !matches!(self.0, Strategy::Fixed(_)) {
+            let total = self.n_splits().checked_mul(n).ok_or_else(|| Error::host_memory(format!("{} splits of {n} samples overflow the address space", self.n_splits())))?;
+            crate::memory::check_host::<usize>(total, "split indices")?;
+        }
         match &self.0 {
             &Strategy::KFold { folds, seed } => {
                 check_fold_count(folds, n)?;

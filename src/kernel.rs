@@ -158,11 +158,24 @@ impl Kernel {
     }
 
     /// `k` as a function of its statistic `s` (squared distance or inner product).
+    ///
+    /// A squared distance that overflowed to `+inf` (finite points more than
+    /// `sqrt(T::MAX)` apart) gives 0 where every distance beyond the largest
+    /// finite one has a kernel value that rounds to 0 (`exp(-gamma T::MAX)`,
+    /// resp. `exp(-gamma sqrt(T::MAX))`, underflows), and NaN otherwise: the
+    /// value is then not determined by `s`, and the callers' finiteness
+    /// checks report an overflow instead of a wrong value.
     #[inline]
     pub fn apply_to_statistic<T: Real>(&self, s: T) -> T {
         match *self {
-            Kernel::Rbf { gamma } => (-T::from_f64_lossy(gamma) * s).exp(),
-            Kernel::Laplacian { gamma } => (-T::from_f64_lossy(gamma) * s.max(T::zero()).sqrt()).exp(),
+            Kernel::Rbf { gamma } => {
+                let g = T::from_f64_lossy(gamma);
+                if s == T::from_f64_lossy(f64::INFINITY) { beyond_largest_distance((-g * largest::<T>()).exp()) } else { (-g * s).exp() }
+            }
+            Kernel::Laplacian { gamma } => {
+                let g = T::from_f64_lossy(gamma);
+                if s == T::from_f64_lossy(f64::INFINITY) { beyond_largest_distance((-g * largest::<T>().sqrt()).exp()) } else { (-g * s.max(T::zero()).sqrt()).exp() }
+            }
             Kernel::Linear => s,
             Kernel::Polynomial { gamma, coef0, degree } => {
                 (T::from_f64_lossy(gamma) * s + T::from_f64_lossy(coef0)).powi(degree as i32)
@@ -172,14 +185,52 @@ impl Kernel {
     }
 
     /// `k(x, z)` for two points given as slices of equal length.
-    pub fn eval<T: Real>(&self, x: &[T], z: &[T]) -> T {
-        debug_assert_eq!(x.len(), z.len());
-        let s = if self.is_distance_based() {
-            x.iter().zip(z).fold(T::zero(), |acc, (&a, &b)| acc + (a - b) * (a - b))
+    ///
+    /// For the distance-based kernels a squared distance that overflows is
+    /// recomputed scaled by the largest coordinate difference `m`
+    /// (`gamma ||x - z||^2 = (gamma m) m ||(x - z)/m||^2`), so far-apart
+    /// points with a tiny `gamma` get their value, not 0.
+    ///
+    /// Errors: invalid kernel parameters (a literal built without a
+    /// constructor), slices of different lengths (`DimensionMismatch`),
+    /// NaN or infinite coordinates (`NonFinite`, column = index), a
+    /// non-finite value from finite points (`Overflow`).
+    pub fn eval<T: Real>(&self, x: &[T], z: &[T]) -> Result<T> {
+        self.validate()?;
+        check_dim("length of z vs x", x.len(), z.len())?;
+        for (what, v) in [("x", x), ("z", z)] {
+            if let Some(col) = v.iter().position(|a| !a.is_finite()) {
+                return Err(ComputeError::NonFinite { what, row: 0, col });
+            }
+        }
+        let value = if self.is_distance_based() {
+            let s = x.iter().zip(z).fold(T::zero(), |acc, (&a, &b)| acc + (a - b) * (a - b));
+            let m = x.iter().zip(z).fold(T::zero(), |acc, (&a, &b)| acc.max((a - b).abs()));
+            if s.is_finite() && m.is_finite() {
+                self.apply_to_statistic(s)
+            } else {
+                // ||x - z||^2 (or a difference) overflowed: scale by m.
+                let scaled = x.iter().zip(z).fold(T::zero(), |acc, (&a, &b)| {
+                    let t = a / m - b / m;
+                    acc + t * t
+                });
+                let gamma = T::from_f64_lossy(match *self {
+                    Kernel::Rbf { gamma } | Kernel::Laplacian { gamma } => gamma,
+                    _ => unreachable!("distance-based kernels are RBF and Laplacian"),
+                });
+                let exponent = match self {
+                    Kernel::Rbf { .. } => gamma * m * m * scaled,
+                    _ => gamma * m * scaled.sqrt(),
+                };
+                (-exponent).exp()
+            }
         } else {
-            x.iter().zip(z).fold(T::zero(), |acc, (&a, &b)| acc + a * b)
+            self.apply_to_statistic(x.iter().zip(z).fold(T::zero(), |acc, (&a, &b)| acc + a * b))
         };
-        self.apply_to_statistic(s)
+        if !value.is_finite() {
+            return Err(ComputeError::Overflow { what: "kernel value", row: 0, col: 0 });
+        }
+        Ok(value)
     }
 
     /// `k(x, x)` for each row of `x`, i.e. the diagonal of `K(X, X)`.
@@ -202,6 +253,38 @@ impl Kernel {
             DVector::from_iterator(sq_norms.len(), sq_norms.iter().map(|&s| self.apply_to_statistic(s)))
         };
         linalg::finite_vector("kernel diagonal", diagonal)
+    }
+}
+
+/// The largest finite value of `T`.
+#[inline]
+fn largest<T: Real>() -> T {
+    T::max_value().expect("f32 and f64 are bounded")
+}
+
+/// The value of a distance-based kernel at a squared distance that
+/// overflowed: `at_largest`, the value at the largest finite one, when it
+/// rounds to 0 (then so does every larger distance's), else undetermined.
+#[inline]
+fn beyond_largest_distance<T: Real>(at_largest: T) -> T {
+    if at_largest == T::zero() {
+        T::zero()
+    } else {
+        T::from_f64_lossy(f64::NAN)
+    }
+}
+
+/// Sets the overflowed squared distances (`+inf`) among `values` to NaN
+/// where [`Kernel::apply_to_statistic`] leaves them undetermined (a `gamma`
+/// so small that the kernel at the largest finite distance is not 0), so
+/// that the vectorised exponential gives NaN, not 0, for them.
+fn mark_undetermined<T: Real>(kernel: &Kernel, values: &mut [T]) {
+    let inf = T::from_f64_lossy(f64::INFINITY);
+    if kernel.apply_to_statistic(inf).is_finite() {
+        return;
+    }
+    for v in values.iter_mut().filter(|v| **v == inf) {
+        *v = T::from_f64_lossy(f64::NAN);
     }
 }
 
@@ -237,7 +320,7 @@ pub(crate) fn check_pair<T: Real>(kernel: &Kernel, x: &DMatrix<T>, z: &DMatrix<T
 pub fn kernel_matrix_cpu<T: Real>(kernel: &Kernel, x: &DMatrix<T>, z: &DMatrix<T>) -> Result<DMatrix<T>> {
     check_pair(kernel, x, z)?;
     let norms = TileNorms::new(kernel, x, z);
-    let (k, finite) = kernel_matrix_tiled(kernel, x, z, &norms, true);
+    let (k, finite) = kernel_matrix_tiled(kernel, x, z, &norms, true)?;
     if finite {
         Ok(k)
     } else {
@@ -245,9 +328,9 @@ pub fn kernel_matrix_cpu<T: Real>(kernel: &Kernel, x: &DMatrix<T>, z: &DMatrix<T
     }
 }
 
-pub(crate) fn kernel_matrix_unchecked<T: Real>(kernel: &Kernel, x: &DMatrix<T>, z: &DMatrix<T>) -> DMatrix<T> {
+pub(crate) fn kernel_matrix_unchecked<T: Real>(kernel: &Kernel, x: &DMatrix<T>, z: &DMatrix<T>) -> Result<DMatrix<T>> {
     let norms = TileNorms::new(kernel, x, z);
-    kernel_matrix_tiled(kernel, x, z, &norms, true).0
+    Ok(kernel_matrix_tiled(kernel, x, z, &norms, true)?.0)
 }
 
 /// The statistic of `kernel` between the rows of `x` and `z` (n x m): the
@@ -260,19 +343,19 @@ pub(crate) fn kernel_matrix_unchecked<T: Real>(kernel: &Kernel, x: &DMatrix<T>, 
 /// `kernel_matrix_cpu` equals this followed by `apply_to_statistics`, bit
 /// for bit. Several kernels on one input then pay for one pass over `x`
 /// (mklaren's kernel columns).
-pub(crate) fn statistic_matrix_with_norms<T: Real>(kernel: &Kernel, x: &DMatrix<T>, z: &DMatrix<T>, x_sq_norms: &[T], z_sq_norms: &[T]) -> DMatrix<T> {
+pub(crate) fn statistic_matrix_with_norms<T: Real>(kernel: &Kernel, x: &DMatrix<T>, z: &DMatrix<T>, x_sq_norms: &[T], z_sq_norms: &[T]) -> Result<DMatrix<T>> {
     if kernel.is_distance_based() {
         assert_eq!((x_sq_norms.len(), z_sq_norms.len()), (x.nrows(), z.nrows()), "statistic_matrix_with_norms: one norm per row");
     }
     let norms = TileNorms { x: x_sq_norms.to_vec(), z: z_sq_norms.to_vec() };
-    kernel_matrix_tiled(kernel, x, z, &norms, false).0
+    Ok(kernel_matrix_tiled(kernel, x, z, &norms, false)?.0)
 }
 
 /// The n x m output of [`fill_tile`] over all tiles, and whether every
-/// entry is finite.
-fn kernel_matrix_tiled<T: Real>(kernel: &Kernel, x: &DMatrix<T>, z: &DMatrix<T>, norms: &TileNorms<T>, apply: bool) -> (DMatrix<T>, bool) {
+/// entry is finite; `OutOfMemory` when the output cannot be allocated.
+fn kernel_matrix_tiled<T: Real>(kernel: &Kernel, x: &DMatrix<T>, z: &DMatrix<T>, norms: &TileNorms<T>, apply: bool) -> Result<(DMatrix<T>, bool)> {
     let (n, m) = (x.nrows(), z.nrows());
-    let mut k = linalg::zeroed_output::<T>(n, m);
+    let mut k = linalg::zeroed_output::<T>(n, m, "kernel matrix")?;
     let out = SendPtr(k.as_mut_slice().as_mut_ptr());
     let all_finite = AtomicBool::new(true);
     let (row_blocks, col_blocks) = (n.div_ceil(MATRIX_TILE_ROWS), m.div_ceil(MATRIX_TILE_COLS));
@@ -292,7 +375,7 @@ fn kernel_matrix_tiled<T: Real>(kernel: &Kernel, x: &DMatrix<T>, z: &DMatrix<T>,
     } else {
         (0..row_blocks * col_blocks).into_par_iter().for_each(tile);
     }
-    (k, all_finite.into_inner())
+    Ok((k, all_finite.into_inner()))
 }
 
 /// Rows and columns of one tile of the fused CPU kernel matrix
@@ -372,6 +455,7 @@ linalg::simd_fn! {
         match *kernel {
             Kernel::Rbf { gamma } => {
                 let g = -T::from_f64_lossy(gamma);
+                mark_undetermined(kernel, values);
                 for v in values.iter_mut() {
                     *v = g * *v;
                 }
@@ -379,6 +463,7 @@ linalg::simd_fn! {
             }
             Kernel::Laplacian { gamma } => {
                 let g = -T::from_f64_lossy(gamma);
+                mark_undetermined(kernel, values);
                 for v in values.iter_mut() {
                     *v = g * v.sqrt();
                 }
@@ -560,7 +645,7 @@ mod tests {
                 for j in 0..4 {
                     let xi: Vec<f64> = x.row(i).iter().copied().collect();
                     let zj: Vec<f64> = z.row(j).iter().copied().collect();
-                    assert!((k[(i, j)] - kernel.eval(&xi, &zj)).abs() < 1e-13, "{kernel:?}");
+                    assert!((k[(i, j)] - kernel.eval(&xi, &zj).unwrap()).abs() < 1e-13, "{kernel:?}");
                 }
             }
             let col = kernel_column_cpu(&kernel, &x, &z.row(2).iter().copied().collect::<Vec<_>>()).unwrap();
@@ -576,7 +661,7 @@ mod tests {
         let (xn, zn) = (row_squared_norms(&x), row_squared_norms(&z));
         for kernel in [Kernel::rbf(0.7).unwrap(), Kernel::laplacian(0.4).unwrap(), Kernel::polynomial(0.5, 1.0, 2).unwrap(), Kernel::linear()] {
             let expected = kernel_matrix_cpu(&kernel, &x, &z).unwrap();
-            let mut k = statistic_matrix_with_norms(&kernel, &x, &z, &xn, &zn);
+            let mut k = statistic_matrix_with_norms(&kernel, &x, &z, &xn, &zn).unwrap();
             apply_to_statistics(&kernel, k.as_mut_slice());
             assert!(k.iter().zip(expected.iter()).all(|(a, b)| a.to_bits() == b.to_bits()), "{kernel:?}");
             let diag = kernel.diagonal_from_sq_norms(&xn).unwrap();

@@ -72,13 +72,14 @@ pub mod io;
 pub mod interop;
 pub mod kernel;
 pub mod linalg;
+pub(crate) mod memory;
 pub mod mklaren;
 pub mod operator;
 pub mod psd;
 pub mod resident;
 
 pub use device::Device;
-pub use error::{ComputeError, Error};
+pub use error::{ComputeError, Error, Memory};
 pub use gpu::{GpuContext, GpuOptions, MatrixProduct, Precision, TransferStats};
 pub use operator::KernelOperator;
 pub use resident::DeviceMatrix;

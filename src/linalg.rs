@@ -392,10 +392,10 @@ pub fn clear_upper_simd_state(all_threads: bool) {
 /// were about a third of the CPU time of the fused kernel matrix. The
 /// memory comes zeroed from the allocator (`calloc`, whose large blocks are
 /// fresh mappings not yet touched), so the advice precedes every fault.
-pub(crate) fn zeroed_output<T: Real>(n: usize, m: usize) -> DMatrix<T> {
-    let mut data = vec![T::zero(); n * m];
+pub(crate) fn zeroed_output<T: Real>(n: usize, m: usize, what: &str) -> Result<DMatrix<T>> {
+    let mut data = crate::memory::zeroed_vec::<T>(crate::memory::entries(n, m, what)?, what)?;
     advise_huge_pages(&mut data);
-    DMatrix::from_vec(n, m, data)
+    Ok(DMatrix::from_vec(n, m, data))
 }
 
 /// Below this many bytes [`zeroed_output`] gives no advice (a few huge pages).

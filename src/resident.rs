@@ -83,7 +83,10 @@ impl DeviceMatrix {
         }
     }
 
-    fn host(m: DMatrix<f64>, precision: Precision) -> DeviceMatrix {
+    /// A CPU-held matrix of `precision`: `F32` values are rounded to `f32`,
+    /// as a GPU would store them.
+    fn host(mut m: DMatrix<f64>, precision: Precision) -> DeviceMatrix {
+        round_to(precision, m.as_mut_slice());
         let rows = m.nrows();
         DeviceMatrix { repr: Repr::Host { m: Arc::new(RwLock::new(m)), row0: 0, rows, precision } }
     }
@@ -237,17 +240,8 @@ impl Device {
         if rows == 0 || cols == 0 {
             return Err(ComputeError::Empty { what: "device matrix", rows, cols });
         }
-        let entries = rows
-            .checked_mul(cols)
-            .filter(|e| e.checked_mul(std::mem::size_of::<f64>()).is_some())
-            .ok_or_else(|| ComputeError::OutOfMemory(format!("{rows} x {cols} entries overflow the address space")))?;
         match self.context() {
-            None => {
-                let mut v: Vec<f64> = Vec::new();
-                v.try_reserve_exact(entries).map_err(|e| ComputeError::OutOfMemory(format!("{rows} x {cols} host matrix: {e}")))?;
-                v.resize(entries, 0.0);
-                Ok(DeviceMatrix::host(DMatrix::from_vec(rows, cols, v), precision))
-            }
+            None => Ok(DeviceMatrix::host(crate::memory::zeroed_matrix(rows, cols, "zero matrix")?, precision)),
             Some(ctx) => Ok(DeviceMatrix { repr: Repr::Gpu(ctx.zeros(rows, cols, precision)?) }),
         }
     }
@@ -293,13 +287,14 @@ impl Device {
     /// a row view of a larger matrix; it may not share storage with X or Z).
     pub fn resident_kernel_matrix_into(&self, kernel: &Kernel, x: &DeviceMatrix, z: &DeviceMatrix, out: &DeviceMatrix) -> Result<()> {
         Self::check_kernel_pair(kernel, x, z)?;
+        check_precisions(&[x, z, out])?;
         linalg::check_dim("rows of the output vs rows of x", x.nrows(), out.nrows())?;
         linalg::check_dim("columns of the output vs rows of z", z.nrows(), out.ncols())?;
         if out.same_storage(x) || out.same_storage(z) {
             return Err(ComputeError::InvalidParameter { name: "out", reason: "the output of a kernel matrix may not share storage with an operand".into() });
         }
         match self.context() {
-            None => host_write(out, kernel::kernel_matrix_unchecked(kernel, &*x.host_view()?, &*z.host_view()?), false),
+            None => host_write(out, kernel::kernel_matrix_unchecked(kernel, &*x.host_view()?, &*z.host_view()?)?, false),
             Some(ctx) => {
                 let mut plan = Vec::new();
                 ctx.plan_product(KernelCode::of(kernel), Operand::plain(x.gpu()?), Operand::plain(z.gpu()?), out.gpu()?, ProductFlags::default(), &mut plan)?;
@@ -350,6 +345,7 @@ impl Device {
     /// adds to what it holds). `out` may not share storage with `a` or `b`.
     pub fn resident_matmul_into(&self, a: &DeviceMatrix, b: &DeviceMatrix, form: MatrixProduct, out: &DeviceMatrix, accumulate: bool) -> Result<()> {
         let shape = check_form(a.shape(), b.shape(), form)?;
+        check_precisions(&[a, b, out])?;
         linalg::check_dim("rows of a product's output", shape.0, out.nrows())?;
         linalg::check_dim("columns of a product's output", shape.1, out.ncols())?;
         if out.same_storage(a) || out.same_storage(b) {
@@ -387,6 +383,7 @@ impl Device {
     /// `out (+)= Phi^T diag(w) Phi` into an existing resident r x r output.
     pub fn resident_weighted_gram_into(&self, phi: &DeviceMatrix, w: &DeviceMatrix, out: &DeviceMatrix, accumulate: bool) -> Result<()> {
         linalg::check_dim("rows of the weights vs rows of phi", phi.nrows(), w.nrows())?;
+        check_precisions(&[phi, w, out])?;
         linalg::check_dim("columns of the weights", 1, w.ncols())?;
         linalg::check_dim("rows of the output vs columns of phi", phi.ncols(), out.nrows())?;
         linalg::check_dim("columns of the output vs columns of phi", phi.ncols(), out.ncols())?;
@@ -440,6 +437,7 @@ impl Device {
     /// `out (+)= K(X, Z) V` into an existing resident output (n x c).
     pub fn resident_kernel_matvec_into(&self, kernel: &Kernel, x: &DeviceMatrix, z: &DeviceMatrix, v: &DeviceMatrix, out: &DeviceMatrix, accumulate: bool) -> Result<()> {
         Self::check_kernel_pair(kernel, x, z)?;
+        check_precisions(&[x, z, v, out])?;
         linalg::check_dim("rows of v vs rows of z", z.nrows(), v.nrows())?;
         linalg::check_dim("rows of the output vs rows of x", x.nrows(), out.nrows())?;
         linalg::check_dim("columns of the output vs columns of v", v.ncols(), out.ncols())?;
@@ -504,6 +502,9 @@ impl Device {
     pub fn resident_cosine_features(&self, x: &DeviceMatrix, phases: &DeviceMatrix, scale: f64) -> Result<DeviceMatrix> {
         linalg::check_dim("phases (a 1 x cols row): rows", 1, phases.nrows())?;
         linalg::check_dim("phases: columns vs columns of x", x.ncols(), phases.ncols())?;
+        if !scale.is_finite() {
+            return Err(ComputeError::InvalidParameter { name: "scale", reason: format!("must be finite, got {scale}") });
+        }
         self.elementwise(ElementwiseMap::CosineFeatures { scale }, x, phases)
     }
 
@@ -539,6 +540,7 @@ impl Device {
     }
 
     fn elementwise(&self, map: ElementwiseMap, x: &DeviceMatrix, y: &DeviceMatrix) -> Result<DeviceMatrix> {
+        check_precisions(&[x, y])?;
         match self.context() {
             None => {
                 let (xh, yh) = (x.host_view()?, y.host_view()?);
@@ -572,8 +574,9 @@ impl Device {
 const MATVEC_BLOCK: usize = 4096;
 
 /// Writes (or adds) `value` into the rows of a CPU-held output view.
+/// The result is rounded to the output's precision, as on a GPU.
 fn host_write(out: &DeviceMatrix, value: DMatrix<f64>, accumulate: bool) -> Result<()> {
-    let Repr::Host { m, row0, rows, .. } = &out.repr else {
+    let Repr::Host { m, row0, rows, precision } = &out.repr else {
         return Err(ComputeError::DeviceMismatch);
     };
     let mut guard = m.write().unwrap_or_else(|e| e.into_inner());
@@ -583,5 +586,27 @@ fn host_write(out: &DeviceMatrix, value: DMatrix<f64>, accumulate: bool) -> Resu
     } else {
         view.copy_from(&value);
     }
+    if *precision == Precision::F32 {
+        view.apply(|v| *v = *v as f32 as f64);
+    }
     Ok(())
+}
+
+/// Rounds `values` to `f32` when `precision` is `F32`.
+fn round_to(precision: Precision, values: &mut [f64]) {
+    if precision == Precision::F32 {
+        for v in values {
+            *v = *v as f32 as f64;
+        }
+    }
+}
+
+/// Fails with `PrecisionMismatch` unless every operand has the first's
+/// precision (a GPU computes each operation in one precision).
+fn check_precisions(operands: &[&DeviceMatrix]) -> Result<()> {
+    let expected = operands[0].precision();
+    match operands.iter().find(|m| m.precision() != expected) {
+        Some(m) => Err(ComputeError::PrecisionMismatch { expected, found: m.precision() }),
+        None => Ok(()),
+    }
 }

@@ -101,7 +101,7 @@ fn objective_and_loss_match_the_f64_formula() {
         let device = model.device().clone();
         let net = model.net();
         for (rows, scale) in [((0..40).collect::<Vec<_>>(), 1.0), ((0..20).collect(), 2.0)] {
-            let sub: Vec<DMatrix<f64>> = data.sources().iter().map(|x| gramian::datasets::select_rows(x, &rows)).collect();
+            let sub: Vec<DMatrix<f64>> = data.sources().iter().map(|x| gramian::datasets::select_rows(x, &rows).unwrap()).collect();
             let scores = net.stacked_scores(stacked(&sub, &device), 0.0);
             let j_burn = to_vec(objective_per_component(net.projections(), scores.clone(), net.gamma(), 40));
             let cpu_scores: Vec<DMatrix<f64>> = sub.iter().enumerate().map(|(q, x)| w.scores(q, x)).collect();

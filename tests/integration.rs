@@ -21,6 +21,8 @@ mod psd_toy;
 mod adversarial;
 #[path = "adversarial_causes.rs"]
 mod adversarial_causes;
+#[path = "adversarial_limits.rs"]
+mod adversarial_limits;
 #[cfg(feature = "repro")]
 #[path = "adversarial_loaders.rs"]
 mod adversarial_loaders;

@@ -214,15 +214,26 @@ impl CouplingMatrix {
     }
 
     /// `G_Q` as a dense symmetric matrix from its [`upper_blocks`](Self::upper_blocks).
-    pub fn assemble_from_upper(&self, upper: &[(usize, usize, DMatrix<f64>)]) -> DMatrix<f64> {
+    ///
+    /// Errors: a block of the wrong shape, `OutOfMemory` when the dense
+    /// `sum N_q` square does not fit the host.
+    pub fn assemble_from_upper(&self, upper: &[(usize, usize, DMatrix<f64>)]) -> Result<DMatrix<f64>> {
         let order = self.order();
-        let mut g = DMatrix::zeros(order, order);
+        for (p, q, k) in upper {
+            let n = self.n_sources();
+            if p >= q || *q >= n {
+                return Err(EksvdError::InvalidParameter { name: "upper blocks", reason: format!("({p}, {q}) is not a block above the diagonal of {n} sources") });
+            }
+            check_shape(format!("rows of block ({p}, {q})"), self.sizes[*p], k.nrows())?;
+            check_shape(format!("columns of block ({p}, {q})"), self.sizes[*q], k.ncols())?;
+        }
+        let mut g = crate::memory::zeroed_matrix::<f64>(order, order, "dense coupling matrix")?;
         for (p, q, k) in upper {
             let (op, oq) = (self.offset(*p), self.offset(*q));
             g.view_mut((op, oq), (self.sizes[*p], self.sizes[*q])).copy_from(k);
             g.view_mut((oq, op), (self.sizes[*q], self.sizes[*p])).copy_from(&k.transpose());
         }
-        g
+        Ok(g)
     }
 
     /// `out = G_Q V` from the [`upper_blocks`](Self::upper_blocks):
@@ -242,7 +253,7 @@ impl CouplingMatrix {
     /// `G_Q` as a dense symmetric matrix; the blocks `K_pq`, `p < q`, are
     /// built on `device` (one batched product for features).
     pub fn assemble(&self, device: &Device) -> Result<DMatrix<f64>> {
-        Ok(self.assemble_from_upper(&self.upper_blocks(device)?))
+        self.assemble_from_upper(&self.upper_blocks(device)?)
     }
 
     /// `G_Q V` for `V` of size `sum_q N_q x c`, without storing `G_Q`.
@@ -387,7 +398,7 @@ mod tests {
         let features: Vec<DMatrix<f64>> = [70usize, 45, 58].iter().map(|&n| DMatrix::from_fn(n, 9, |_, _| rng.random_range(-1.0..1.0))).collect();
         let coupling = CouplingMatrix::from_features(features).unwrap();
         let upper = coupling.upper_blocks(&Device::Cpu).unwrap();
-        let g = coupling.assemble_from_upper(&upper);
+        let g = coupling.assemble_from_upper(&upper).unwrap();
         for c in [1usize, 3, 8, 11] {
             let v = DMatrix::from_fn(coupling.order(), c, |_, _| rng.random_range(-1.0..1.0));
             let mut out = DMatrix::from_element(coupling.order(), c, f64::NAN);

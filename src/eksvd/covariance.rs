@@ -125,6 +125,10 @@ fn covariance_factor(c: &DMatrix<f64>) -> Result<DMatrix<f64>> {
 /// scaled as documented on [`CovarianceSolution`]).
 pub fn solve_covariance(device: &Device, features: &[DMatrix<f64>], n_components: usize, solver: &Eigensolver, seed: u64) -> Result<CovarianceSolution> {
     solver.validate()?;
+    check_features(features)?;
+    // The stacked problem H is (Q d_phi) x (Q d_phi), beside Q d_phi x d_phi covariances.
+    let order = features.len().checked_mul(features[0].ncols()).ok_or_else(|| EksvdError::host_memory("the covariance problem's order overflows"))?;
+    crate::memory::check_host_matrix::<f64>(order, order, "covariance eigenproblem")?;
     let cov = covariances(device, features)?;
     let factors: Vec<DMatrix<f64>> = cov.iter().map(covariance_factor).collect::<Result<_>>()?;
     let n = factors.len();

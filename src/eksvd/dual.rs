@@ -88,7 +88,7 @@ pub fn solve_dual(device: &Device, coupling: &CouplingMatrix, n_components: usiz
                 coupling.apply_upper_blocks(&upper, v, out);
                 Ok(())
             };
-            largest_stored(coupling.order(), n_components, apply, frobenius, || Ok(coupling.assemble_from_upper(&upper)))?
+            largest_stored(coupling.order(), n_components, apply, frobenius, || coupling.assemble_from_upper(&upper))?
         }
         Eigensolver::Lanczos { tolerance, max_restarts } => {
             // Sources (or features) go to the device once for the whole solve.

@@ -171,6 +171,8 @@ where
 {
     check_k(k, n)?;
     Eigensolver::Lanczos { tolerance, max_restarts }.validate()?;
+    // At least the k wanted vectors and one block of 8 are held (n x (k + 8)).
+    crate::memory::check_host_matrix::<f64>(n, k.saturating_add(8), "Lanczos basis")?;
     // The library's block shape (blocks of 8, a basis of about 3.5 k
     // columns); an operator has no work budget.
     let settings = TopEigenSettings { tolerance, max_restarts, seed, ..TopEigenSettings::default() };
@@ -182,8 +184,8 @@ where
         let av = apply(&v)?;
         check_shape("rows of the operator's A V", v.nrows(), av.nrows())?;
         check_shape("columns of the operator's A V", v.ncols(), av.ncols())?;
-        if av.iter().any(|x| !x.is_finite()) {
-            return Err(EksvdError::InvalidParameter { name: "operator", reason: "produced NaN or infinite values".into() });
+        if let Some(i) = av.iter().position(|x| !x.is_finite()) {
+            return Err(EksvdError::Overflow { what: "the operator's product A V", row: i % av.nrows(), col: i / av.nrows() });
         }
         products += v.ncols();
         out.copy_from(MatRef::from_column_major_slice(av.as_slice(), av.nrows(), av.ncols()));

@@ -152,9 +152,8 @@ impl MultiViewData {
         }
         let mut parts: [Vec<DMatrix<f64>>; 3] = Default::default();
         for view in &self.views {
-            let train = crate::datasets::select_rows(view, &split.train);
-            let validation = crate::datasets::select_rows(view, &split.validation);
-            let test = crate::datasets::select_rows(view, &split.test);
+            // In range: checked above.
+            let (train, validation, test) = (view.select_rows(&split.train), view.select_rows(&split.validation), view.select_rows(&split.test));
             if standardize {
                 let scaler = Standardizer::fit(&train);
                 parts[0].push(scaler.transform(&train));

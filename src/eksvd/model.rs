@@ -367,9 +367,14 @@ impl Eksvd {
         Ok(out)
     }
 
-    /// Training scores `e^(q) = Phi_q w_q` (`N_q x k`).
-    pub fn training_scores(&self, q: usize) -> DMatrix<f64> {
-        matmul(&self.features[q], &self.weights[q])
+    /// Training scores `e^(q) = Phi_q w_q` (`N_q x k`) of source `q`.
+    ///
+    /// Errors: `q` not a source of the model ([`EksvdError::IndexOutOfRange`]).
+    pub fn training_scores(&self, q: usize) -> Result<DMatrix<f64>> {
+        if q >= self.n_sources() {
+            return Err(EksvdError::IndexOutOfRange { what: "sources of the model", index: q, len: self.n_sources() });
+        }
+        Ok(matmul(&self.features[q], &self.weights[q]))
     }
 
     /// Objective `J` of Eq. 3 at component `k` (0 at every solution, Lemma 3.3).

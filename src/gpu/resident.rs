@@ -391,7 +391,7 @@ impl GpuContext {
         // Element offsets inside a block are u32 in the shaders.
         let block_rows = ((self.max_binding_bytes / row_bytes) as usize).min((u32::MAX as usize) / cols).min(rows).max(1);
         let count = rows.div_ceil(block_rows);
-        let total = (rows as u64).checked_mul(row_bytes).ok_or(ComputeError::OutOfMemory(format!("a {rows} x {cols} device matrix overflows u64 bytes")))?;
+        let total = (rows as u64).checked_mul(row_bytes).ok_or_else(|| ComputeError::device_memory(format!("a {rows} x {cols} device matrix overflows u64 bytes")))?;
         // Charge the ledger first: a budget turns an allocation that cannot
         // fit into an error before any buffer exists.
         let held = self.allocated.fetch_add(total, Ordering::Relaxed);
@@ -401,7 +401,7 @@ impl GpuContext {
         if let Some(budget) = self.device_budget {
             if held.saturating_add(total) > budget {
                 release();
-                return Err(ComputeError::OutOfMemory(format!("a {rows} x {cols} {precision:?} device matrix ({total} bytes) with {held} bytes held exceeds the device budget of {budget} bytes")));
+                return Err(ComputeError::device_memory(format!("a {rows} x {cols} {precision:?} device matrix ({total} bytes) with {held} bytes held exceeds the device budget of {budget} bytes")));
             }
         }
         let blocks = self.checked(|| {

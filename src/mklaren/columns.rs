@@ -110,7 +110,7 @@ impl<'a> SharedInput<'a> {
         self.cache.get_or_compute((i, kernel.is_distance_based()), || {
             self.passes.fetch_add(1, Ordering::Relaxed);
             let z = self.x.select_rows(&[i]);
-            Ok(crate::kernel::statistic_matrix_with_norms(kernel, self.x, &z, &self.row_sq_norms, &[self.row_sq_norms[i]]).as_slice().to_vec())
+            Ok(crate::kernel::statistic_matrix_with_norms(kernel, self.x, &z, &self.row_sq_norms, &[self.row_sq_norms[i]])?.as_slice().to_vec())
         })
     }
 }

@@ -80,6 +80,9 @@ impl FullKernelRidgeParams {
         check_lambda(self.lambda)?;
         let n = xs[0].nrows();
         let (yc, target_mean) = centred_target(y, n)?;
+        // One n x n matrix per kernel, their centred copies (alignment) and the system.
+        let squares = kernels.len().saturating_mul(2).saturating_add(1);
+        crate::memory::check_host::<f64>(crate::memory::entries(n, n, "full-kernel ridge")?.saturating_mul(squares), "full-kernel ridge (kernel matrices and system)")?;
         let matrices: Vec<DMatrix<f64>> = kernels.iter().zip(&xs).map(|(k, x)| device.kernel_matrix_symmetric(k, x)).collect::<Result<_, _>>()?;
         let mut weights = alignment_weights(self.combination, &matrices, &yc)?;
         let total: f64 = weights.iter().map(|w| w.abs()).sum();

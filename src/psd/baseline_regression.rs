@@ -164,11 +164,15 @@ pub struct BaselineReport {
 }
 
 
+/// The most starting points a baseline regression fit takes: each start runs
+/// up to `max_iterations` Newton steps, so the count bounds the fit's work.
+pub const MAX_RESTARTS: usize = 10_000;
+
 /// Shared validation of the solver settings.
 pub(super) fn check_solver(options: &SolverOptions, restarts: usize) -> Result<(), PsdError> {
     options.validate()?;
-    if restarts == 0 {
-        return Err(PsdError::InvalidParameter { name: "restarts", reason: "need at least one starting point".into() });
+    if restarts == 0 || restarts > MAX_RESTARTS {
+        return Err(PsdError::InvalidParameter { name: "restarts", reason: format!("must be in 1..={MAX_RESTARTS}, got {restarts}") });
     }
     Ok(())
 }

@@ -121,6 +121,10 @@ impl BaselineParams {
         }
         check_matrix("x", x)?;
         self.base.check_dimension(x.ncols())?;
+        if self.kind == BaselineKind::Glm {
+            // The normaliser's sample (4 x monte_carlo points) must fit before any work.
+            check_monte_carlo_size(glm_normaliser_count(self.monte_carlo)?, x.ncols())?;
+        }
         let kernel = Kernel::gaussian_with_width(self.sigma)?;
         let u = kernel_integrals(x, self.sigma, &self.base);
         if self.kind != BaselineKind::Glm && !(u.iter().all(|v| v.is_finite()) && u.amax() > 0.0) {
@@ -278,7 +282,7 @@ impl BaselineParams {
             a += step * t;
         }
         // Z at the fitted alpha on a fresh, larger sample (see the module docs).
-        let lz = log_normaliser(device, kernel, x, &a, &self.base, 4 * self.monte_carlo, self.seed ^ 0x5eed_f00d)?;
+        let lz = log_normaliser(device, kernel, x, &a, &self.base, glm_normaliser_count(self.monte_carlo)?, self.seed ^ 0x5eed_f00d)?;
         if !lz.is_finite() || a.iter().any(|v| !v.is_finite()) {
             return Err(ComputeError::Overflow { what: "GLM log-normaliser", row: 0, col: 0 });
         }
@@ -291,8 +295,9 @@ impl BaselineParams {
 /// evaluated in chunks so that the `count x n` kernel matrix is never stored.
 fn log_normaliser(device: &Device, kernel: &Kernel, x: &DMatrix<f64>, a: &DVector<f64>, base: &BaseMeasure, count: usize, seed: u64) -> Result<f64, PsdError> {
     const CHUNK: usize = 4096;
+    check_monte_carlo_size(count, x.ncols())?;
     let (pts, logw) = monte_carlo_points(x, base, count, seed);
-    let mut terms = Vec::with_capacity(count);
+    let mut terms = crate::memory::with_capacity::<f64>(count, "Monte Carlo terms")?;
     for start in (0..count).step_by(CHUNK) {
         let rows = CHUNK.min(count - start);
         let g = device.kernel_matrix(kernel, &pts.rows(start, rows).into_owned(), x)? * a;
@@ -300,6 +305,17 @@ fn log_normaliser(device: &Device, kernel: &Kernel, x: &DMatrix<f64>, a: &DVecto
     }
     let top = terms.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
     Ok(top + (terms.iter().map(|t| (t - top).exp()).sum::<f64>() / count as f64).ln())
+}
+
+/// The size of the GLM normaliser's independent sample, `4 x monte_carlo`.
+fn glm_normaliser_count(monte_carlo: usize) -> Result<usize, PsdError> {
+    monte_carlo.checked_mul(4).ok_or_else(|| PsdError::InvalidParameter { name: "monte_carlo", reason: format!("{monte_carlo} samples: 4 x monte_carlo overflows") })
+}
+
+/// Checks that `count` Monte Carlo points in `d` dimensions, with their
+/// weights and terms, fit the host memory.
+fn check_monte_carlo_size(count: usize, d: usize) -> Result<(), PsdError> {
+    crate::memory::check_host_matrix::<f64>(count, d.saturating_add(2), "Monte Carlo sample")
 }
 
 /// Step length of a damped Newton step (Armijo backtracking with slope 1/4 of

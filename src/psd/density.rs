@@ -62,7 +62,7 @@ pub fn nystrom_indices(n: usize, m: usize, seed: u64) -> Result<Vec<usize>, PsdE
 pub(crate) fn nystrom_centres(x: &DMatrix<f64>, nystrom: Option<(usize, u64)>) -> Result<DMatrix<f64>, PsdError> {
     Ok(match nystrom {
         None => x.clone(),
-        Some((m, seed)) => crate::datasets::select_rows(x, &nystrom_indices(x.nrows(), m, seed)?),
+        Some((m, seed)) => x.select_rows(&nystrom_indices(x.nrows(), m, seed)?),
     })
 }
 
@@ -133,6 +133,10 @@ impl DensityParams {
         self.base.check_dimension(x.ncols())?;
         let start = std::time::Instant::now();
         let centres = nystrom_centres(x, self.nystrom)?;
+        // At least four m x m matrices live at once (the centres' kernel, the
+        // feature map, the product integrals and the integral operator W).
+        let m = centres.nrows();
+        crate::memory::check_host::<f64>(crate::memory::entries(m, m, "PSD density")?.saturating_mul(4), "PSD density fit (m x m kernel, feature map, integrals)")?;
         let features = EmpiricalFeatures::new(&centres, self.sigma)?;
         let resident = device.is_gpu() && device.supports(Precision::F64);
         let (p, phi) = if resident {

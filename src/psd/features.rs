@@ -70,6 +70,9 @@ impl EmpiricalFeatures {
         check_positive("sigma", sigma)?;
         check_matrix("centres", centres)?;
         let kernel = Kernel::gaussian_with_width(sigma)?;
+        // The kernel matrix and its factorisation: two m x m matrices.
+        let m = centres.nrows();
+        crate::memory::check_host::<f64>(crate::memory::entries(m, m, "empirical features")?.saturating_mul(2), "empirical features (m x m kernel and its factor)")?;
         let k = Device::Cpu.kernel_matrix_symmetric(&kernel, centres)?;
         let (map, factorisation) = factorise(&k)?;
         Ok(EmpiricalFeatures { centres: centres.clone(), sigma, kernel, map, factorisation })

@@ -143,6 +143,9 @@ pub fn gaussian_product(c: f64, sigma: f64, mu: f64, s: f64) -> (f64, f64, f64) 
 
 /// `M_ij = int k(x, z_i) k(x, z_j) dnu(x)` over the coordinates `coords` only,
 /// each integrated over `[lower[k], upper[k]]` (pass infinities for the whole line).
+///
+/// Errors: `lower` or `upper` not of length d, a coordinate `>= d`, and
+/// `OutOfMemory` when the m x m output does not fit the host.
 pub fn product_integrals_over(
     centres: &DMatrix<f64>,
     sigma: f64,
@@ -150,9 +153,16 @@ pub fn product_integrals_over(
     coords: &[usize],
     lower: &[f64],
     upper: &[f64],
-) -> DMatrix<f64> {
+) -> Result<DMatrix<f64>, PsdError> {
+    let d = centres.ncols();
+    check_dim("length of lower", d, lower.len())?;
+    check_dim("length of upper", d, upper.len())?;
+    if let Some(&k) = coords.iter().find(|&&k| k >= d) {
+        return Err(PsdError::IndexOutOfRange { what: "coordinates of the centres", index: k, len: d });
+    }
     let m = centres.nrows();
-    let mut out = DMatrix::from_element(m, m, 1.0);
+    let mut out = crate::memory::zeroed_matrix::<f64>(m, m, "product integrals")?;
+    out.fill(1.0);
     for &k in coords {
         let g = base.coordinate(k);
         for j in 0..m {
@@ -167,7 +177,7 @@ pub fn product_integrals_over(
             }
         }
     }
-    out
+    Ok(out)
 }
 
 /// `M_ij = int k(x, z_i) k(x, z_j) dnu(x)` over all of `R^d` (Proposition 4).
@@ -177,7 +187,7 @@ pub fn product_integrals(centres: &DMatrix<f64>, sigma: f64, base: &BaseMeasure)
     let d = centres.ncols();
     base.check_dimension(d)?;
     let coords: Vec<usize> = (0..d).collect();
-    Ok(product_integrals_over(centres, sigma, base, &coords, &vec![f64::NEG_INFINITY; d], &vec![f64::INFINITY; d]))
+    product_integrals_over(centres, sigma, base, &coords, &vec![f64::NEG_INFINITY; d], &vec![f64::INFINITY; d])
 }
 
 #[cfg(test)]

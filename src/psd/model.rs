@@ -177,7 +177,7 @@ impl PsdModel {
             }
         }
         let coords: Vec<usize> = (0..d).collect();
-        let m = product_integrals_over(&self.centres, self.sigma, base, &coords, lower, upper);
+        let m = product_integrals_over(&self.centres, self.sigma, base, &coords, lower, upper)?;
         Ok(trace_bm(&self.factor, &m))
     }
 
@@ -192,7 +192,7 @@ impl PsdModel {
             return Err(PsdError::InvalidParameter { name: "keep", reason: format!("need increasing coordinates in 0..{d}, got {keep:?}") });
         }
         let rest: Vec<usize> = (0..d).filter(|k| !keep.contains(k)).collect();
-        let m_rest = product_integrals_over(&self.centres, self.sigma, base, &rest, &vec![f64::NEG_INFINITY; d], &vec![f64::INFINITY; d]);
+        let m_rest = product_integrals_over(&self.centres, self.sigma, base, &rest, &vec![f64::NEG_INFINITY; d], &vec![f64::INFINITY; d])?;
         // B o M = sum_{q,l} (c_q o r_l)(c_q o r_l)^T for B = C^T C, M = R^T R:
         // an exact factor, compressed by a thin QR (no eigendecomposition of
         // B o M, whose entries cancel when K is ill-conditioned).

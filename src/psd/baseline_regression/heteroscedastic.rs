@@ -46,7 +46,8 @@ impl BaselineHeteroscedasticParams {
     // `.kernel(Kernel)`, `.regularisation(Regularisation)` and its getter, shared by every PSD params type.
     shared_builders!("Regularisation weights: `linear` (`lambda_0 > 0`, `lambda_0/2 ||v||^2` of `eta`) and `quadratic` (`lambda > 0`, `lambda/2 ||w||^2` of `theta`); these baselines have no trace term (`trace` must be 0). Checked at fit.");
 
-    /// Number of starting points for GLM (the convex PNM and NCM use one) and their seed.
+    /// Number of starting points for GLM (the convex PNM and NCM use one) and their seed;
+    /// at most [`MAX_RESTARTS`](super::MAX_RESTARTS) (checked at fit).
     pub fn restarts(mut self, count: usize, seed: u64) -> Self {
         self.restarts = count;
         self.seed = seed;

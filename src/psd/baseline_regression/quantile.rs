@@ -70,7 +70,8 @@ impl BaselineQuantileParams {
         self
     }
 
-    /// Number of starting points for GLM and their seed.
+    /// Number of starting points for GLM and their seed; at most
+    /// [`MAX_RESTARTS`](super::MAX_RESTARTS) (checked at fit).
     pub fn restarts(mut self, count: usize, seed: u64) -> Self {
         self.restarts = count;
         self.seed = seed;
