@@ -251,8 +251,10 @@ impl Device {
     /// Errors: `DeviceMismatch` for a matrix of another device;
     /// [`ComputeError::Overflow`] when it holds NaN or an infinity (uploads
     /// are checked finite, so such values come from overflow in a resident
-    /// operation, e.g. a product of entries near `1e200`).
+    /// operation, e.g. a product of entries near `1e200`); `OutOfMemory`
+    /// (host) when the host cannot hold it.
     pub fn to_host(&self, m: &DeviceMatrix) -> Result<DMatrix<f64>> {
+        crate::memory::check_host_matrix::<f64>(m.nrows(), m.ncols(), "matrix read back to the host")?;
         let host = match self.context() {
             None => m.host_view()?.clone(),
             Some(ctx) => {

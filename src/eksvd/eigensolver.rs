@@ -171,8 +171,11 @@ where
 {
     check_k(k, n)?;
     Eigensolver::Lanczos { tolerance, max_restarts }.validate()?;
-    // At least the k wanted vectors and one block of 8 are held (n x (k + 8)).
-    crate::memory::check_host_matrix::<f64>(n, k.saturating_add(8), "Lanczos basis")?;
+    // At least the k wanted vectors and one block of 8 are held (n x (k + 8));
+    // a basis whose size overflows is rejected as a parameter below.
+    if let Some(entries) = n.checked_mul(k.saturating_add(8)) {
+        crate::memory::check_host::<f64>(entries, "Lanczos basis")?;
+    }
     // The library's block shape (blocks of 8, a basis of about 3.5 k
     // columns); an operator has no work budget.
     let settings = TopEigenSettings { tolerance, max_restarts, seed, ..TopEigenSettings::default() };
