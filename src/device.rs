@@ -14,7 +14,7 @@ use std::sync::Arc;
 use nalgebra::{DMatrix, DVector};
 
 use crate::error::{ComputeError, Error, Result};
-use crate::gpu::{GpuContext, GpuOptions, MatrixProduct};
+use crate::gpu::{GpuContext, GpuOptions, MatrixProduct, Precision};
 use crate::kernel::{self, Kernel};
 use crate::linalg::{self, check_dim, check_matrix, Real};
 use crate::memory;
@@ -107,6 +107,7 @@ impl Device {
             Device::Gpu(ctx) => {
                 kernel::check_pair(kernel, x, z)?;
                 memory::check_host_matrix::<T>(x.nrows(), z.nrows(), "kernel matrix")?;
+                kernel::check_distance_range(kernel, Precision::F32, kernel::row_norm_bound(x) + kernel::row_norm_bound(z))?;
                 linalg::finite_result("kernel matrix", ctx.kernel_matrix(kernel, x, z)?)
             }
         }
@@ -125,6 +126,7 @@ impl Device {
             Device::Gpu(ctx) => {
                 let zm = DMatrix::from_row_slice(1, z.len(), z);
                 kernel::check_pair(kernel, x, &zm)?;
+                kernel::check_distance_range(kernel, Precision::F32, kernel::row_norm_bound(x) + kernel::row_norm_bound(&zm))?;
                 ctx.kernel_matrix(kernel, x, &zm)?.column(0).into_owned()
             }
         };
@@ -207,7 +209,10 @@ impl Device {
         memory::check_host_matrix::<T>(x.nrows(), v.ncols(), "kernel matrix-vector product")?;
         let kv = match self {
             Device::Cpu => kernel::kernel_matvec_cpu(kernel, x, z, v)?,
-            Device::Gpu(ctx) => ctx.kernel_matvec(kernel, x, z, v)?,
+            Device::Gpu(ctx) => {
+                kernel::check_distance_range(kernel, Precision::F32, kernel::row_norm_bound(x) + kernel::row_norm_bound(z))?;
+                ctx.kernel_matvec(kernel, x, z, v)?
+            }
         };
         linalg::finite_result("kernel matrix-vector product", kv)
     }

@@ -288,6 +288,37 @@ fn mark_undetermined<T: Real>(kernel: &Kernel, values: &mut [T]) {
     }
 }
 
+/// Fails with `Overflow` where a kernel matrix computed in `precision` on a
+/// GPU could meet a squared distance that overflows while the kernel value
+/// there is not 0 (RBF or Laplacian with a `gamma` so small that
+/// [`Kernel::apply_to_statistic`] leaves an infinite distance undetermined).
+/// The shaders accumulate `||x - z||^2` in `precision` and cannot rescale a
+/// pair; the CPU paths mark such entries themselves. `bound` is an upper
+/// bound on `||x_i|| + ||z_j||`, hence on every distance: below
+/// `sqrt(MAX) / 2` no squared distance, nor the expanded form's
+/// `||x||^2 + ||z||^2`, reaches `MAX / 2`.
+pub(crate) fn check_distance_range(kernel: &Kernel, precision: crate::gpu::Precision, bound: f64) -> Result<()> {
+    use crate::gpu::Precision;
+    if !kernel.is_distance_based() {
+        return Ok(());
+    }
+    let (determined, largest) = match precision {
+        Precision::F32 => (kernel.apply_to_statistic(f32::INFINITY).is_finite(), f32::MAX as f64),
+        Precision::F64 => (kernel.apply_to_statistic(f64::INFINITY).is_finite(), f64::MAX),
+    };
+    if determined || bound < largest.sqrt() / 2.0 {
+        return Ok(());
+    }
+    Err(ComputeError::Overflow { what: "squared distances of a kernel with so small a gamma (rescale the data or gamma)", row: 0, col: 0 })
+}
+
+/// An upper bound on every row norm of `x`: `sqrt(d) max |x_ij|`, without
+/// squaring (no overflow).
+pub(crate) fn row_norm_bound<T: Real>(x: &DMatrix<T>) -> f64 {
+    let top = x.iter().fold(0.0f64, |a, v| a.max(v.to_f64_exact().abs()));
+    top * (x.ncols() as f64).sqrt()
+}
+
 /// `||x_i||^2` for each row `x_i` of `x`.
 pub fn row_squared_norms<T: Real>(x: &DMatrix<T>) -> Vec<T> {
     let mut out = vec![T::zero(); x.nrows()];

@@ -298,6 +298,7 @@ impl Device {
         match self.context() {
             None => host_write(out, kernel::kernel_matrix_unchecked(kernel, &*x.host_view()?, &*z.host_view()?)?, false),
             Some(ctx) => {
+                self.check_resident_distance_range(kernel, x, z)?;
                 let mut plan = Vec::new();
                 ctx.plan_product(KernelCode::of(kernel), Operand::plain(x.gpu()?), Operand::plain(z.gpu()?), out.gpu()?, ProductFlags::default(), &mut plan)?;
                 ctx.run_plan(plan)
@@ -407,6 +408,31 @@ impl Device {
         }
     }
 
+    /// [`kernel::check_distance_range`] for resident operands: only for the
+    /// tiny `gamma` where it matters are the row norms computed (and read).
+    fn check_resident_distance_range(&self, kernel: &Kernel, x: &DeviceMatrix, z: &DeviceMatrix) -> Result<()> {
+        let precision = x.precision();
+        if kernel::check_distance_range(kernel, precision, f64::INFINITY).is_ok() {
+            return Ok(());
+        }
+        let largest = |m: &DeviceMatrix| -> Result<f64> {
+            let norms = match self.context() {
+                Some(ctx) => {
+                    let g = m.gpu()?;
+                    let out = ctx.zeros(g.nrows(), 1, precision)?;
+                    let mut plan = Vec::new();
+                    ctx.plan_row_reduce(g, &out, true, false, &mut plan)?;
+                    ctx.run_plan(plan)?;
+                    ctx.download(&out)?
+                }
+                None => return Ok(kernel::row_norm_bound(&*m.host_view()?)),
+            };
+            // An overflowed squared norm (inf) gives an infinite bound.
+            Ok(norms.iter().fold(0.0f64, |a, &v| a.max(v)).sqrt())
+        };
+        kernel::check_distance_range(kernel, precision, largest(x)? + largest(z)?)
+    }
+
     /// Squared row norms `||x_i||^2` (n x 1), left on the device.
     pub fn resident_row_squared_norms(&self, x: &DeviceMatrix) -> Result<DeviceMatrix> {
         self.row_reduction(x, true)
@@ -445,6 +471,9 @@ impl Device {
         linalg::check_dim("columns of the output vs columns of v", v.ncols(), out.ncols())?;
         if out.same_storage(x) || out.same_storage(z) || out.same_storage(v) {
             return Err(ComputeError::InvalidParameter { name: "out", reason: "the output of a kernel matvec may not share storage with an operand".into() });
+        }
+        if self.context().is_some() {
+            self.check_resident_distance_range(kernel, x, z)?;
         }
         match self.context() {
             None => {

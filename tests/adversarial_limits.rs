@@ -172,10 +172,29 @@ fn kernel_eval_checks_its_arguments_and_far_points() {
 fn kernel_matrices_of_far_points_are_right_or_overflow() {
     let x = DMatrix::from_row_slice(2, 1, &[1e300, 0.0]);
     let z = DMatrix::from_row_slice(1, 1, &[0.0]);
+    // In f32 the squared distance overflows 1.8e19 apart.
+    let x32 = DMatrix::from_row_slice(2, 1, &[2e19f32, 0.0]);
+    let z32 = DMatrix::from_row_slice(1, 1, &[-2e19f32]);
     for (name, dev) in devices() {
+        let tiny32 = dev.kernel_matrix(&Kernel::laplacian(1e-25).unwrap(), &x32, &z32);
+        assert!(matches!(tiny32, Err(Error::Overflow { .. })), "{name}: {tiny32:?}");
+        let tiny32 = dev.kernel_matvec(&Kernel::laplacian(1e-25).unwrap(), &x32, &z32, &DMatrix::from_element(1, 1, 1.0f32));
+        assert!(matches!(tiny32, Err(Error::Overflow { .. })), "{name}: {tiny32:?}");
+        let k32 = dev.kernel_matrix(&Kernel::laplacian(1.0).unwrap(), &x32, &z32).unwrap();
+        assert_eq!((k32[(0, 0)], k32[(1, 0)]), (0.0, 0.0), "{name}");
         if name == "gpu" {
             // f64 data beyond the f32 range: a typed error on the f32 host path.
             assert!(dev.kernel_matrix(&Kernel::laplacian(1e-300).unwrap(), &x, &z).is_err());
+            if dev.supports(Precision::F64) {
+                let (xr, zr) = (dev.upload(&x, Precision::F64).unwrap(), dev.upload(&z, Precision::F64).unwrap());
+                let tiny = dev.resident_kernel_matrix(&Kernel::laplacian(1e-300).unwrap(), &xr, &zr);
+                assert!(matches!(tiny, Err(Error::Overflow { .. })), "{name} resident: {tiny:?}");
+                let v = dev.upload(&DMatrix::from_element(1, 1, 1.0), Precision::F64).unwrap();
+                let tiny = dev.resident_kernel_matvec(&Kernel::laplacian(1e-300).unwrap(), &xr, &zr, &v);
+                assert!(matches!(tiny, Err(Error::Overflow { .. })), "{name} resident matvec: {tiny:?}");
+                let k = dev.to_host(&dev.resident_kernel_matrix(&Kernel::laplacian(1.0).unwrap(), &xr, &zr).unwrap()).unwrap();
+                assert_eq!((k[(0, 0)], k[(1, 0)]), (0.0, 1.0), "{name} resident");
+            }
             continue;
         }
         let tiny = dev.kernel_matrix(&Kernel::laplacian(1e-300).unwrap(), &x, &z);
