@@ -1235,3 +1235,34 @@ const SPLIT_MIN_DEPTH: usize = 2048;
 const SPLIT_MAX_CHUNKS: usize = 64;
 
 const FLAG_WEIGHTED: u32 = 4;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A dispatch that would run no workgroup (its output left as it was)
+    /// or more than the adapter allows is an error, and nothing runs.
+    #[test]
+    fn a_dispatch_that_would_be_skipped_or_rejected_is_an_error() {
+        let ctx = match GpuContext::new(&super::super::GpuOptions { allow_software: true, ..Default::default() }) {
+            Ok(ctx) => ctx,
+            Err(e) if std::env::var("GRAMIAN_REQUIRE_GPU").as_deref() == Ok("1") => panic!("GRAMIAN_REQUIRE_GPU=1 but no GPU adapter: {e}"),
+            Err(e) => {
+                eprintln!("SKIPPED: no GPU adapter ({e})");
+                return;
+            }
+        };
+        let x = ctx.upload(&[1.0, 2.0, 3.0], 1, 3, Precision::F32).unwrap();
+        let out = ctx.upload(&[7.0], 1, 1, Precision::F32).unwrap();
+        let mut plan = Vec::new();
+        ctx.plan_row_reduce(&x, &out, false, false, &mut plan).unwrap();
+        for grid in [[0, 1, 1], [1, 0, 1], [1, 1, 0], [ctx.max_workgroups + 1, 1, 1]] {
+            let mut bad = plan.clone();
+            bad[0].grid = grid;
+            assert!(matches!(ctx.run_plan(bad), Err(ComputeError::Gpu(_))), "grid {grid:?}");
+            assert_eq!(ctx.download(&out).unwrap(), vec![7.0], "grid {grid:?}");
+        }
+        ctx.run_plan(plan).unwrap();
+        assert_eq!(ctx.download(&out).unwrap(), vec![6.0]);
+    }
+}

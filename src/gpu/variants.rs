@@ -398,6 +398,26 @@ mod tests {
     }
 
     #[test]
+    fn the_longest_product_depth_of_every_variant_stays_within_the_loop_budget() {
+        use crate::kernel::Kernel;
+        let kernels = [Kernel::linear(), Kernel::rbf(1.0).unwrap(), Kernel::laplacian(1.0).unwrap(), Kernel::polynomial(1.0, 1.0, Kernel::MAX_POLYNOMIAL_DEGREE).unwrap(), Kernel::sigmoid(1.0, 0.0).unwrap()];
+        for v in CATALOGUE {
+            let kc = v.kc as usize;
+            for code in kernels.iter().map(KernelCode::of) {
+                let d = v.max_product_depth(&code);
+                assert!(d >= kc && d % kc == 0, "{} kind {}: {d}", v.name, code.kind);
+                assert!(v.product_passes(d, &code) <= LOOP_BUDGET, "{} kind {}: {d}", v.name, code.kind);
+                assert!(v.product_passes(d + kc, &code) > LOOP_BUDGET, "{} kind {}: {d} is not the longest", v.name, code.kind);
+                // The expanded form recomputes near-duplicate pairs over the
+                // whole depth: far shorter chunks for the distance kernels.
+                if v.form == DistanceForm::Expanded && code.is_distance() {
+                    assert!(d * (v.rm * v.rn) as usize <= LOOP_BUDGET, "{}: {d}", v.name);
+                }
+            }
+        }
+    }
+
+    #[test]
     fn every_template_field_is_filled() {
         for v in CATALOGUE {
             for s in [v.source(), v.matvec_source(1), v.matvec_source(8)] {
