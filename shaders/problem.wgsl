@@ -44,10 +44,15 @@ fn kernel_of_statistic(p: Problem, s: T) -> T {
             return texp(-p.gamma * tsqrt(max(s, T(0.0))));
         }
         case KIND_POLYNOMIAL: {
-            let base = p.gamma * s + p.coef0;
+            // base^degree by squaring: at most 32 passes of the loop,
+            // whatever the degree (see LOOP_BUDGET in src/gpu/mod.rs).
+            var base = p.gamma * s + p.coef0;
             var r = T(1.0);
-            for (var e = 0u; e < p.degree; e++) {
-                r = r * base;
+            for (var e = p.degree; e != 0u; e = e >> 1u) {
+                if ((e & 1u) != 0u) {
+                    r = r * base;
+                }
+                base = base * base;
             }
             return r;
         }

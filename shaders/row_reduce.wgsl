@@ -2,7 +2,8 @@
 //     out[out_off + i] = (ACCUMULATE ? out[out_off + i] : 0) + sum_k op(x[x_off + i x_rs + k x_cs])
 // with op = square (mode 0: squared row norms, e.g. the model values
 // f(x_i) = ||V^T phi(x_i)||^2 of a PSD model) or identity (mode 1: row sums).
-// One invocation per row; rows are short (a few thousand at most).
+// One invocation per row, one loop pass per column: the planner cuts long
+// rows into column chunks that accumulate (LOOP_BUDGET in src/gpu/mod.rs).
 
 struct Reduce {
     rows: u32,

@@ -453,9 +453,10 @@ impl Device {
     /// `K(X, Z) V` (n x c) for resident X, Z and V (m x c), without storing
     /// `K(X, Z)`. On a GPU, for c <= 8 one fused shader computes tiles of K
     /// in registers and multiplies them into partial sums of the output
-    /// (`shaders/kernel_matvec.wgsl`); for wider V, tiles of K live in one
-    /// scratch matrix and are multiplied into the output, so memory is one
-    /// tile however large n x m is.
+    /// (`shaders/kernel_matvec.wgsl`); for wider V, or rows too long for
+    /// one kernel tile per dispatch, tiles of K live in one scratch matrix
+    /// and are multiplied into the output, so memory is one tile however
+    /// large n x m is.
     pub fn resident_kernel_matvec(&self, kernel: &Kernel, x: &DeviceMatrix, z: &DeviceMatrix, v: &DeviceMatrix) -> Result<DeviceMatrix> {
         let out = self.zeros(x.nrows(), v.ncols(), x.precision())?;
         self.resident_kernel_matvec_into(kernel, x, z, v, &out, false)?;
@@ -480,15 +481,17 @@ impl Device {
                 let kv = kernel::kernel_matvec_cpu(kernel, &*x.host_view()?, &*z.host_view()?, &*v.host_view()?)?;
                 host_write(out, kv, accumulate)
             }
-            Some(ctx) if v.ncols() <= crate::gpu::MATVEC_MAX_COLUMNS => {
-                // Fused: K never leaves the GPU's registers.
-                let mut plan = Vec::new();
-                ctx.plan_kernel_matvec(KernelCode::of(kernel), x.gpu()?, z.gpu()?, v.gpu()?, out.gpu()?, accumulate, &mut plan)?;
-                ctx.run_plan(plan)
-            }
             Some(ctx) => {
-                // Wide V: tiles of K in one scratch matrix, each multiplied
-                // into the output by the product engine.
+                if v.ncols() <= crate::gpu::MATVEC_MAX_COLUMNS {
+                    // Fused: K never leaves the GPU's registers (where the
+                    // rows are short enough for one kernel tile per dispatch).
+                    let mut plan = Vec::new();
+                    if ctx.plan_kernel_matvec(KernelCode::of(kernel), x.gpu()?, z.gpu()?, v.gpu()?, out.gpu()?, accumulate, &mut plan)? {
+                        return ctx.run_plan(plan);
+                    }
+                }
+                // Wide V or long rows: tiles of K in one scratch matrix, each
+                // multiplied into the output by the product engine.
                 let (n, m) = (x.nrows(), z.nrows());
                 let precision = x.precision();
                 let eb = precision.bytes();

@@ -46,6 +46,8 @@ mod eksvd_solvers;
 mod errors;
 #[path = "estimator_options.rs"]
 mod estimator_options;
+#[path = "gpu_long_rows.rs"]
+mod gpu_long_rows;
 #[path = "gpu_methods.rs"]
 mod gpu_methods;
 #[path = "gpu_variants.rs"]

@@ -26,6 +26,35 @@ use std::sync::Mutex;
 
 use crate::error::{ComputeError, Result};
 
+/// Loop passes one shader invocation may make, over all its loops together,
+/// as the dispatch planners count them.
+///
+/// Mesa's software Vulkan (lavapipe / llvmpipe: gallivm, Mesa 22.3) gives
+/// each invocation one counter of 65535 loop passes, set at the shader's
+/// entry and decremented at the end of every pass of every loop: not per
+/// loop and not per loop entry (a loop of 70000 passes stops after 65535;
+/// two loops of 40000 in a row stop the second after 25534; a 1000 x 100
+/// nest after 642 outer passes). Once it is spent, every loop leaves after
+/// its current pass, with no error: a reduction stops early, an output loop
+/// writes its first element only and the rest of the output keeps what the
+/// buffer held before. Invocations count apart (every invocation of a
+/// workgroup of 64 makes its 65535), and wgpu's loop bounding
+/// (`ShaderRuntimeChecks`) changes nothing. Other drivers bound shaders by
+/// time instead.
+///
+/// So no shader loop's trip count is left to the data: the planners cut
+/// every dispatch (product depth in chunks that accumulate in the output,
+/// row reductions in column chunks that accumulate, the fused kernel
+/// matvec's column tiles over more workgroups, and no fused matvec for rows
+/// too long for one kernel tile) so that a count of an invocation's passes
+/// stays within this budget, half the counter. The count assumes no loop is
+/// unrolled, counts `t + 1` for a loop entered for `t` passes (SIMD code
+/// makes a last pass to leave) and 1 for a loop in a branch not taken (the
+/// branch runs with its lanes masked off). Loops whose trip count no plan
+/// controls are bounded in the shader (the polynomial power takes at most
+/// 32 passes).
+pub(crate) const LOOP_BUDGET: usize = 1 << 15;
+
 /// How to pick and set up a GPU.
 #[derive(Debug, Clone, Default)]
 pub struct GpuOptions {

@@ -81,6 +81,16 @@ pub(crate) struct KernelCode {
 }
 
 impl KernelCode {
+    /// True for the distance kernels (RBF, Laplacian): the statistic is a squared distance.
+    pub(crate) fn is_distance(&self) -> bool {
+        self.kind == 1 || self.kind == 2
+    }
+
+    /// True for the polynomial kernel (its power is a loop in the shaders).
+    pub(crate) fn is_polynomial(&self) -> bool {
+        self.kind == 3
+    }
+
     pub(crate) fn of(kernel: &Kernel) -> Self {
         match *kernel {
             Kernel::Linear => KernelCode { kind: 0, gamma: 0.0, coef0: 0.0, degree: 0 },
@@ -302,7 +312,10 @@ impl GpuContext {
     /// A command encoder holding one compute pass of the kernel-matrix
     /// pipeline that runs `dispatches` (bind group, workgroup grid) in order;
     /// wgpu orders the dispatches' buffer accesses.
-    fn encode_dispatches(&self, dispatches: &[(&wgpu::BindGroup, [u32; 3])]) -> wgpu::CommandEncoder {
+    fn encode_dispatches(&self, dispatches: &[(&wgpu::BindGroup, [u32; 3])]) -> Result<wgpu::CommandEncoder> {
+        for (_, grid) in dispatches {
+            self.check_grid(*grid)?;
+        }
         let mut encoder = self.device.create_command_encoder(&Default::default());
         {
             let mut pass = encoder.begin_compute_pass(&Default::default());
@@ -313,7 +326,7 @@ impl GpuContext {
                 self.counters.count_dispatch();
             }
         }
-        encoder
+        Ok(encoder)
     }
 
     /// Bind group of the default f32 product variant: problems, A, B, C, each a
@@ -341,7 +354,7 @@ impl GpuContext {
     fn read_back(&self, scratch: &mut Scratch, mut encoder: wgpu::CommandEncoder, source: &wgpu::Buffer, bytes: u64, read: &mut dyn FnMut(&[f32])) -> Result<()> {
         let staging = self.scratch_buffer(scratch, SLOT_STAGING, bytes);
         encoder.copy_buffer_to_buffer(source, 0, &staging, 0, bytes);
-        self.submit_counted(encoder);
+        self.submit_checked(encoder)?;
         self.map_and_read(&staging, bytes, &mut |data| read(bytemuck::cast_slice(data)))
     }
 
@@ -386,13 +399,20 @@ impl GpuContext {
         out
     }
 
+    /// The longest depth one dispatch of the host path's product variant
+    /// may take within the loop budget ([`super::LOOP_BUDGET`]).
+    fn max_depth(code: &KernelCode) -> usize {
+        use super::variants::{default_index, CATALOGUE};
+        CATALOGUE[default_index(super::Precision::F32)].max_product_depth(code)
+    }
+
     /// Tile sizes `(rows, cols, depth)` for a statistic matrix so that no
-    /// operand or output tile exceeds the binding limit and no dispatch
-    /// exceeds the workgroup-count limit.
-    fn tile_shape(&self, rows: usize, cols: usize, depth: usize) -> (usize, usize, usize) {
+    /// operand or output tile exceeds the binding limit, no dispatch exceeds
+    /// the workgroup-count limit and no depth chunk the loop budget.
+    fn tile_shape(&self, code: &KernelCode, rows: usize, cols: usize, depth: usize) -> (usize, usize, usize) {
         let elems = (self.max_binding_bytes / 4) as usize;
         let max_span = self.max_workgroups as usize * TILE;
-        let (mut br, mut bc, mut bk) = (rows.min(max_span), cols.min(max_span), depth);
+        let (mut br, mut bc, mut bk) = (rows.min(max_span), cols.min(max_span), depth.min(Self::max_depth(code)));
         while br * bc > elems || br * bk > elems || bc * bk > elems {
             if br * bc > elems {
                 if br >= bc { br = div_ceil(br, 2) } else { bc = div_ceil(bc, 2) }
@@ -414,7 +434,7 @@ impl GpuContext {
     fn statistic_tiles(&self, code: KernelCode, a: &RowMajor, b: &RowMajor, read: bool, sink: &mut TileSink<'_>) -> Result<()> {
         debug_assert_eq!(a.cols, b.cols);
         let (rows, cols, depth) = (a.rows, b.rows, a.cols);
-        let (br, bc, bk) = self.tile_shape(rows, cols, depth);
+        let (br, bc, bk) = self.tile_shape(&code, rows, cols, depth);
         let mut scratch = self.scratch.lock().map_err(|_| ComputeError::Gpu("scratch lock poisoned".into()))?;
         let scratch = &mut *scratch;
         for r0 in (0..rows).step_by(br) {
@@ -438,11 +458,11 @@ impl GpuContext {
                     self.write_counted(&a_buf, 0, bytemuck::cast_slice(&a_blk));
                     self.write_counted(&b_buf, 0, bytemuck::cast_slice(&b_blk));
                     let bind = self.kernel_matrix_bind_group("kernel_matrix", [(&p_buf, 0, std::mem::size_of::<Problem>() as u64), (&a_buf, 0, (a_blk.len() * 4) as u64), (&b_buf, 0, (b_blk.len() * 4) as u64), (&c_buf, 0, c_bytes)]);
-                    let encoder = self.encode_dispatches(&[(&bind, [div_ceil(tc, TILE) as u32, div_ceil(tr, TILE) as u32, 1])]);
+                    let encoder = self.encode_dispatches(&[(&bind, [div_ceil(tc, TILE) as u32, div_ceil(tr, TILE) as u32, 1])])?;
                     if last && read {
                         self.read_back(scratch, encoder, &c_buf, c_bytes, &mut |data| sink(r0, c0, tr, tc, data))?;
                     } else {
-                        self.submit_counted(encoder);
+                        self.submit_checked(encoder)?;
                     }
                 }
             }
@@ -496,10 +516,11 @@ impl GpuContext {
         if code.kind != KernelCode::of(&Kernel::Linear).kind || output_tiles >= 32 || depth < 2 * MIN_CHUNK {
             return Ok(None);
         }
-        let chunks = (depth / MIN_CHUNK).min(MAX_CHUNKS).min(div_ceil(128, output_tiles)).min(self.max_workgroups as usize);
+        // Enough chunks to fill a GPU, and for none to exceed the loop budget.
+        let chunks = (depth / MIN_CHUNK).min(MAX_CHUNKS).min(div_ceil(128, output_tiles)).max(div_ceil(depth, Self::max_depth(&code)));
         let chunk = div_ceil(depth, chunks);
         let chunks = div_ceil(depth, chunk);
-        if a.data.len() > elems || b.data.len() > elems || chunks * rows * cols > elems || chunks < 2 {
+        if a.data.len() > elems || b.data.len() > elems || chunks * rows * cols > elems || chunks < 2 || chunks > self.max_workgroups as usize {
             return Ok(None);
         }
         // Transposed as in `statistic_matrix`: problem rows are b's rows.
@@ -540,7 +561,7 @@ impl GpuContext {
         let bind = self.kernel_matrix_bind_group("batched problems", [(&p_buf, 0, p_bytes), (&a_buf, 0, a_bytes), (&b_buf, 0, b_bytes), (&c_buf, 0, c_bytes)]);
         let max_rows = problems.iter().map(|p| p.rows as usize).max().unwrap_or(1).min(max_edge.max(1));
         let max_cols = problems.iter().map(|p| p.cols as usize).max().unwrap_or(1);
-        let encoder = self.encode_dispatches(&[(&bind, [div_ceil(max_cols, TILE) as u32, div_ceil(max_rows, TILE) as u32, problems.len() as u32])]);
+        let encoder = self.encode_dispatches(&[(&bind, [div_ceil(max_cols, TILE) as u32, div_ceil(max_rows, TILE) as u32, problems.len() as u32])])?;
         self.read_back(scratch, encoder, &c_buf, c_bytes, &mut |data| out.copy_from_slice(data))
     }
 
@@ -597,7 +618,7 @@ impl GpuContext {
         for (idx, (a, b)) in pairs.iter().enumerate() {
             let (ra, rb) = Self::product_operands(a, b, form);
             let (na, nb, nc) = (ra.data.len(), rb.data.len(), ra.rows * rb.rows);
-            if na > elems || nb > elems || nc > elems || ra.rows > max_span || rb.rows > max_span {
+            if na > elems || nb > elems || nc > elems || ra.rows > max_span || rb.rows > max_span || ra.cols > Self::max_depth(&linear) {
                 results[idx] = Some(self.statistic_matrix(linear, &ra, &rb)?);
                 continue;
             }
@@ -657,7 +678,8 @@ impl GpuContext {
             return Err(ComputeError::TooLargeForGpu { what: "one row of the kernel matvec operands", bytes: (d.max(c) * 4) as u64, limit: self.max_binding_bytes });
         }
         let max_span = self.max_workgroups as usize * TILE;
-        let (mut br, mut bc) = (n.min(MATVEC_BLOCK).min(max_span), m.min(MATVEC_BLOCK).min(max_span));
+        // Point blocks are the depth of the product with V: within the loop budget.
+        let (mut br, mut bc) = (n.min(MATVEC_BLOCK).min(max_span), m.min(MATVEC_BLOCK).min(max_span).min(Self::max_depth(&KernelCode::of(&Kernel::Linear))));
         while br * bc > elems || br * d > elems || bc * d > elems || bc * c > elems || br * c > elems {
             if br >= bc { br = div_ceil(br, 2) } else { bc = div_ceil(bc, 2) }
         }
@@ -666,6 +688,8 @@ impl GpuContext {
         let (kernel_code, linear) = (KernelCode::of(kernel), KernelCode::of(&Kernel::Linear));
         let align = std::mem::size_of::<Problem>().next_multiple_of(self.storage_offset_alignment as usize);
         let problem_bytes = std::mem::size_of::<Problem>() as u64;
+        let chunk = Self::max_depth(&kernel_code).min(d).max(1);
+        let chunks = div_ceil(d, chunk);
         let mut out = DMatrix::<T>::zeros(n, c);
         self.checked(|| {
             let mut scratch = self.scratch.lock().map_err(|_| ComputeError::Gpu("scratch lock poisoned".into()))?;
@@ -686,20 +710,29 @@ impl GpuContext {
                     let k_buf = self.scratch_buffer(scratch, SLOT_C, k_bytes);
                     let z_buf = self.scratch_buffer(scratch, SLOT_B, (z_blk.len() * 4) as u64);
                     let v_buf = self.scratch_buffer(scratch, SLOT_V, (v_blk.len() * 4) as u64);
-                    let p_buf = self.scratch_buffer(scratch, SLOT_PROBLEMS, (align as u64) + problem_bytes);
-                    let tile = kernel_code.problem(tr, tc, d, [0, 0, 0], FLAG_APPLY);
+                    // The kernel tile in depth chunks within the loop budget
+                    // (each after the first adding to the statistic, the last
+                    // applying the kernel), then the product.
+                    let p_buf = self.scratch_buffer(scratch, SLOT_PROBLEMS, ((chunks * align) as u64) + problem_bytes);
+                    for (j, k0) in (0..d).step_by(chunk).enumerate() {
+                        let k1 = (k0 + chunk).min(d);
+                        let flags = if k0 > 0 { FLAG_ACCUMULATE } else { 0 } | if k1 == d { FLAG_APPLY } else { 0 };
+                        let mut tile = kernel_code.problem(tr, tc, k1 - k0, [k0, k0, 0], flags);
+                        (tile.a_rs, tile.b_rs) = (d as u32, d as u32);
+                        self.write_counted(&p_buf, (j * align) as u64, bytemuck::bytes_of(&tile));
+                    }
                     let accumulate = if c0 > 0 { FLAG_ACCUMULATE } else { 0 };
                     let product = linear.problem(tr, c, tc, [0, 0, 0], FLAG_APPLY | accumulate);
-                    self.write_counted(&p_buf, 0, bytemuck::bytes_of(&tile));
-                    self.write_counted(&p_buf, align as u64, bytemuck::bytes_of(&product));
+                    self.write_counted(&p_buf, (chunks * align) as u64, bytemuck::bytes_of(&product));
                     self.write_counted(&z_buf, 0, bytemuck::cast_slice(&z_blk));
                     self.write_counted(&v_buf, 0, bytemuck::cast_slice(&v_blk));
-                    let tile_bind = self.kernel_matrix_bind_group("kernel_matvec tile", [(&p_buf, 0, problem_bytes), (&x_buf, 0, (x_blk.len() * 4) as u64), (&z_buf, 0, (z_blk.len() * 4) as u64), (&k_buf, 0, k_bytes)]);
-                    let product_bind = self.kernel_matrix_bind_group("kernel_matvec product", [(&p_buf, align as u64, problem_bytes), (&k_buf, 0, k_bytes), (&v_buf, 0, (v_blk.len() * 4) as u64), (&y_buf, 0, y_bytes)]);
-                    let encoder = self.encode_dispatches(&[
-                        (&tile_bind, [div_ceil(tc, TILE) as u32, div_ceil(tr, TILE) as u32, 1]),
-                        (&product_bind, [div_ceil(c, TILE) as u32, div_ceil(tr, TILE) as u32, 1]),
-                    ]);
+                    let tile_binds: Vec<wgpu::BindGroup> = (0..chunks)
+                        .map(|j| self.kernel_matrix_bind_group("kernel_matvec tile", [(&p_buf, (j * align) as u64, problem_bytes), (&x_buf, 0, (x_blk.len() * 4) as u64), (&z_buf, 0, (z_blk.len() * 4) as u64), (&k_buf, 0, k_bytes)]))
+                        .collect();
+                    let product_bind = self.kernel_matrix_bind_group("kernel_matvec product", [(&p_buf, (chunks * align) as u64, problem_bytes), (&k_buf, 0, k_bytes), (&v_buf, 0, (v_blk.len() * 4) as u64), (&y_buf, 0, y_bytes)]);
+                    let mut dispatches: Vec<(&wgpu::BindGroup, [u32; 3])> = tile_binds.iter().map(|b| (b, [div_ceil(tc, TILE) as u32, div_ceil(tr, TILE) as u32, 1])).collect();
+                    dispatches.push((&product_bind, [div_ceil(c, TILE) as u32, div_ceil(tr, TILE) as u32, 1]));
+                    let encoder = self.encode_dispatches(&dispatches)?;
                     if c1 == m {
                         self.read_back(scratch, encoder, &y_buf, y_bytes, &mut |data| {
                             for i in 0..tr {
@@ -709,7 +742,7 @@ impl GpuContext {
                             }
                         })?;
                     } else {
-                        self.submit_counted(encoder);
+                        self.submit_checked(encoder)?;
                     }
                 }
             }

@@ -28,7 +28,7 @@ use bytemuck::{Pod, Zeroable};
 use super::ops::{KernelCode, Problem};
 use super::tuner::ShapeClass;
 use super::variants::{self, CATALOGUE};
-use super::GpuContext;
+use super::{GpuContext, LOOP_BUDGET};
 use crate::error::{ComputeError, Result};
 
 /// Scalar type of a device-resident matrix and of the arithmetic on it.
@@ -362,6 +362,36 @@ impl GpuContext {
         self.queue.submit([encoder.finish()]);
     }
 
+    /// Submits `encoder` and returns the errors its recording or submission
+    /// raised (validation, out of memory) before anything reads what it was
+    /// to write: wgpu runs none of the commands of a command buffer it
+    /// rejects, so the outputs would keep what they held before.
+    pub(crate) fn submit_checked(&self, encoder: wgpu::CommandEncoder) -> Result<()> {
+        let oom = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+        let validation = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
+        self.submit_counted(encoder);
+        let v = pollster::block_on(validation.pop());
+        let o = pollster::block_on(oom.pop());
+        if let Some(e) = o {
+            return Err(ComputeError::OutOfMemory(e.to_string()));
+        }
+        if let Some(e) = v {
+            return Err(ComputeError::Gpu(format!("submission rejected: {e}")));
+        }
+        Ok(())
+    }
+
+    /// Checks a dispatch's workgroup grid before it is recorded: a grid with
+    /// no workgroups would skip the dispatch and leave its output as it was,
+    /// one beyond the adapter's limit per dimension would be rejected; the
+    /// planners never make either, and neither is ever submitted.
+    pub(crate) fn check_grid(&self, grid: [u32; 3]) -> Result<()> {
+        if grid.iter().any(|&g| g == 0 || g > self.max_workgroups) {
+            return Err(ComputeError::Gpu(format!("a dispatch of {grid:?} workgroups (at most {} per dimension, none empty) was not run", self.max_workgroups)));
+        }
+        Ok(())
+    }
+
     fn check_supported(&self, precision: Precision) -> Result<()> {
         if self.supports(precision) {
             Ok(())
@@ -471,7 +501,7 @@ impl GpuContext {
                 self.with_staging(bytes, |staging| {
                     let mut encoder = self.device.create_command_encoder(&Default::default());
                     encoder.copy_buffer_to_buffer(m.buffer(s.block), offset, staging, 0, bytes);
-                    self.submit_counted(encoder);
+                    self.submit_checked(encoder)?;
                     self.map_and_read(staging, bytes, &mut |view| match m.precision() {
                         Precision::F64 => out.extend_from_slice(bytemuck::cast_slice::<u8, f64>(view)),
                         Precision::F32 => out.extend(bytemuck::cast_slice::<u8, f32>(view).iter().map(|&v| v as f64)),
@@ -502,8 +532,7 @@ impl GpuContext {
                 let d = out.locate(t);
                 encoder.copy_buffer_to_buffer(x.buffer(s.block), s.local_row as u64 * row_bytes, out.buffer(d.block), d.local_row as u64 * row_bytes, row_bytes);
             }
-            self.submit_counted(encoder);
-            Ok(())
+            self.submit_checked(encoder)
         })?;
         Ok(out)
     }
@@ -632,7 +661,11 @@ impl GpuContext {
             let mut plan = Vec::new();
             match &vmat {
                 None => self.plan_product_with(i, code, Operand { m: &a, transposed: class.a_transposed }, Operand { m: &b, transposed: class.b_transposed }, &out, ProductFlags::default(), &mut plan)?,
-                Some(vm) => self.plan_kernel_matvec_with(i, code, &a, &b, vm, &out, false, &mut plan)?,
+                Some(vm) => {
+                    if !self.plan_kernel_matvec_with(i, code, &a, &b, vm, &out, false, &mut plan)? {
+                        continue;
+                    }
+                }
             }
             // Warm-up (first use of a pipeline), then the best of `reps`.
             self.run_plan(plan.clone())?;
@@ -679,7 +712,9 @@ impl GpuContext {
         if let Some(w) = flags.weights {
             depth_cuts.extend(w.block_breaks());
         }
-        let depth_cuts = cuts(depth, depth_cuts, usize::MAX);
+        // Depth chunks within the loop budget; each after the first adds to
+        // the statistic in out, the last applies the kernel function.
+        let depth_cuts = cuts(depth, depth_cuts, v.max_product_depth(&code));
         let out_cols = out.ncols();
         for ri in row_cuts.windows(2) {
             let (i0, i1) = (ri[0], ri[1]);
@@ -799,28 +834,24 @@ impl GpuContext {
             mode: 1,
             accumulate: accumulate as u32,
         };
-        let mut problem = Problem::zeroed();
-        bytemuck::bytes_of_mut(&mut problem)[..std::mem::size_of::<Reduce>()].copy_from_slice(bytemuck::bytes_of(&job));
-        plan.push(Dispatch {
-            problem,
-            precision,
-            buffers: vec![partial.buffer(0).clone(), out.buffer(o.block).clone()],
-            weights: None,
-            grid: [elements.div_ceil(64) as u32, 1, 1],
-            pipeline: PipelineKind::RowReduce,
-            variant: 0,
-            params: (0.0, 0.0),
-        });
+        self.push_row_reduce(job, precision, [partial.buffer(0), out.buffer(o.block)], plan);
         Ok(true)
     }
 
     /// Records the fused kernel matvec `out (+)= K(X, Z) V` (V with at most
     /// [`MATVEC_MAX_COLUMNS`] columns) without writing K: per piece (cut at
-    /// the row blocks of X, Z, V and out) one dispatch of the chosen
-    /// variant's `kernel_matvec.wgsl` writes partial sums, and one
-    /// row-reduction dispatch adds them into out.
+    /// the row blocks of X, Z, V and out, and where an invocation would
+    /// visit more column tiles than the loop budget allows) one dispatch of
+    /// the chosen variant's `kernel_matvec.wgsl` writes partial sums, and
+    /// row-reduction dispatches add them into out.
+    ///
+    /// Returns false, with nothing recorded, where rows are too long for the
+    /// fused shader: a kernel tile over the whole depth would exceed
+    /// [`LOOP_BUDGET`] in one invocation (the kernel function needs the whole
+    /// statistic, so the depth cannot be cut there). The caller then forms
+    /// tiles of K with the product engine, which cuts the depth.
     #[allow(clippy::too_many_arguments)]
-    pub(crate) fn plan_kernel_matvec(&self, code: KernelCode, x: &GpuMatrix, z: &GpuMatrix, v: &GpuMatrix, out: &GpuMatrix, accumulate: bool, plan: &mut Vec<Dispatch>) -> Result<()> {
+    pub(crate) fn plan_kernel_matvec(&self, code: KernelCode, x: &GpuMatrix, z: &GpuMatrix, v: &GpuMatrix, out: &GpuMatrix, accumulate: bool, plan: &mut Vec<Dispatch>) -> Result<bool> {
         let precision = self.check_same(&[x, z, v, out])?;
         let (n, m, d, c) = (x.nrows(), z.nrows(), x.ncols(), v.ncols());
         if z.ncols() != d || v.nrows() != m || out.nrows() != n || out.ncols() != c {
@@ -829,18 +860,34 @@ impl GpuContext {
         if c > MATVEC_MAX_COLUMNS {
             return Err(ComputeError::InvalidParameter { name: "v", reason: format!("the fused kernel matvec takes at most {MATVEC_MAX_COLUMNS} columns, got {c}") });
         }
-        let distance = code.kind == 1 || code.kind == 2;
+        let distance = code.is_distance();
+        let mv: usize = if c == 1 { 1 } else { MATVEC_MAX_COLUMNS };
+        if !self.product_variants().iter().any(|var| var.precision == precision && Self::matvec_tiles_per_split(var, d, &code, mv) > 0) {
+            return Ok(false);
+        }
         let class = ShapeClass { op: super::tuner::Op::Matvec { wide: c > 1 }, ..ShapeClass::of(precision, distance, false, false, n, m, d) };
         let variant = self.variant_for(class, (n, m, d))?;
         self.plan_kernel_matvec_with(variant, code, x, z, v, out, accumulate, plan)
     }
 
+    /// Column tiles one invocation of `var`'s fused kernel matvec may visit
+    /// within [`LOOP_BUDGET`] at depth `d` (0: not even one).
+    fn matvec_tiles_per_split(var: &variants::ProductVariant, d: usize, code: &KernelCode, mv: usize) -> usize {
+        let (per_tile, once) = var.matvec_passes(d, code, mv);
+        LOOP_BUDGET.saturating_sub(once) / per_tile
+    }
+
+    /// [`Self::plan_kernel_matvec`] with the product variant `variant`.
     #[allow(clippy::too_many_arguments)]
-    fn plan_kernel_matvec_with(&self, variant: usize, code: KernelCode, x: &GpuMatrix, z: &GpuMatrix, v: &GpuMatrix, out: &GpuMatrix, accumulate: bool, plan: &mut Vec<Dispatch>) -> Result<()> {
+    fn plan_kernel_matvec_with(&self, variant: usize, code: KernelCode, x: &GpuMatrix, z: &GpuMatrix, v: &GpuMatrix, out: &GpuMatrix, accumulate: bool, plan: &mut Vec<Dispatch>) -> Result<bool> {
         let precision = out.precision();
         let var = &CATALOGUE[variant];
         let (n, m, d, c) = (x.nrows(), z.nrows(), x.ncols(), v.ncols());
         let mv: usize = if c == 1 { 1 } else { MATVEC_MAX_COLUMNS };
+        let tiles_per_split = Self::matvec_tiles_per_split(var, d, &code, mv);
+        if tiles_per_split == 0 {
+            return Ok(false);
+        }
         let eb = precision.bytes();
         let (tr, tc, wx) = (var.tile_rows(), var.tile_cols(), var.wx as usize);
         let binding = self.max_binding_bytes as usize;
@@ -850,18 +897,23 @@ impl GpuContext {
         let mut rb = x.block_breaks();
         rb.extend(out.block_breaks());
         let row_cuts = cuts(n, rb, max_rows);
+        let longest = row_cuts.windows(2).map(|w| w[1] - w[0]).max().unwrap_or(1);
+        // Splits of the column tiles: enough workgroups to fill a GPU, and
+        // enough that no invocation visits more than `tiles_per_split`
+        // tiles; column pieces are cut so that this many splits fit the
+        // grid and the partial sums fit a binding.
+        let max_splits = |rows: usize| (binding / (wx * rows * c * eb)).max(1).min(self.max_workgroups as usize);
         let mut cb = z.block_breaks();
         cb.extend(v.block_breaks());
-        let col_cuts = cuts(m, cb, usize::MAX);
-        // Splits of the column tiles: enough workgroups to fill a GPU.
-        let longest = row_cuts.windows(2).map(|w| w[1] - w[0]).max().unwrap_or(1);
-        let widest = col_cuts.windows(2).map(|w| w[1] - w[0]).max().unwrap_or(1);
+        let col_cuts = cuts(m, cb, max_splits(longest) * tiles_per_split * tc);
         let splits_for = |rows: usize, cols: usize| -> usize {
+            let tiles = cols.div_ceil(tc);
             let wanted = MATVEC_TARGET_WORKGROUPS.div_ceil(rows.div_ceil(tr)).max(1);
-            wanted.min(cols.div_ceil(tc)).min((binding / (wx * rows * c * eb)).max(1)).min(self.max_workgroups as usize).max(1)
+            wanted.min(tiles).min(max_splits(rows)).max(tiles.div_ceil(tiles_per_split)).max(1)
         };
-        let slots = splits_for(longest, widest) * wx;
-        let partial = self.zeros(slots * longest, c, precision)?;
+        // Partial slots for the most demanding piece.
+        let slot_rows = row_cuts.windows(2).flat_map(|r| col_cuts.windows(2).map(move |cj| (r[1] - r[0], cj[1] - cj[0]))).map(|(rows, cols)| splits_for(rows, cols) * wx * rows).max().unwrap_or(1);
+        let partial = self.zeros(slot_rows, c, precision)?;
         debug_assert_eq!(partial.storage.blocks.len(), 1);
         let key = variant | (mv << 16);
         for ri in row_cuts.windows(2) {
@@ -915,24 +967,10 @@ impl GpuContext {
                     mode: 1,
                     accumulate: (accumulate || t > 0) as u32,
                 };
-                let mut problem = Problem::zeroed();
-                bytemuck::bytes_of_mut(&mut problem)[..std::mem::size_of::<Reduce>()].copy_from_slice(bytemuck::bytes_of(&job));
-                let groups = elements.div_ceil(64);
-                let gx = groups.min(self.max_workgroups as usize).max(1);
-                let gy = groups.div_ceil(gx);
-                plan.push(Dispatch {
-                    problem,
-                    precision,
-                    buffers: vec![partial.buffer(0).clone(), out.buffer(os.block).clone()],
-                    weights: None,
-                    grid: [gx as u32, gy as u32, 1],
-                    pipeline: PipelineKind::RowReduce,
-                    variant: 0,
-                    params: (0.0, 0.0),
-                });
+                self.push_row_reduce(job, precision, [partial.buffer(0), out.buffer(os.block)], plan);
             }
         }
-        Ok(())
+        Ok(true)
     }
 
     /// Records `out[i] (+)= sum_k x_ik^2` (`squares`) or `sum_k x_ik`.
@@ -962,20 +1000,42 @@ impl GpuContext {
                 mode: if squares { 0 } else { 1 },
                 accumulate: accumulate as u32,
             };
+            self.push_row_reduce(job, precision, [x.buffer(s.block), out.buffer(o.block)], plan);
+        }
+        Ok(())
+    }
+
+    /// Records the row reduction `job` over `[x, out]`: one dispatch per
+    /// chunk of columns within [`LOOP_BUDGET`] (one loop pass per column,
+    /// one to leave), every chunk after the first adding to out. Rows beyond
+    /// one grid row of workgroups wrap into a second grid dimension.
+    fn push_row_reduce(&self, job: Reduce, precision: Precision, [x, out]: [&wgpu::Buffer; 2], plan: &mut Vec<Dispatch>) {
+        const CHUNK: usize = LOOP_BUDGET - 1;
+        let groups = (job.rows as usize).div_ceil(64);
+        let gx = groups.min(self.max_workgroups as usize).max(1);
+        let gy = groups.div_ceil(gx).max(1);
+        let cols = job.cols as usize;
+        for chunk in 0..cols.div_ceil(CHUNK).max(1) {
+            let k0 = chunk * CHUNK;
+            let piece = Reduce {
+                cols: (cols - k0).min(CHUNK) as u32,
+                x_off: job.x_off + (k0 * job.x_cs as usize) as u32,
+                accumulate: (job.accumulate != 0 || chunk > 0) as u32,
+                ..job
+            };
             let mut problem = Problem::zeroed();
-            bytemuck::bytes_of_mut(&mut problem)[..std::mem::size_of::<Reduce>()].copy_from_slice(bytemuck::bytes_of(&job));
+            bytemuck::bytes_of_mut(&mut problem)[..std::mem::size_of::<Reduce>()].copy_from_slice(bytemuck::bytes_of(&piece));
             plan.push(Dispatch {
                 problem,
                 precision,
-                buffers: vec![x.buffer(s.block).clone(), out.buffer(o.block).clone()],
+                buffers: vec![x.clone(), out.clone()],
                 weights: None,
-                grid: [(i1 - i0).div_ceil(64) as u32, 1, 1],
+                grid: [gx as u32, gy as u32, 1],
                 pipeline: PipelineKind::RowReduce,
                 variant: 0,
                 params: (0.0, 0.0),
             });
         }
-        Ok(())
     }
 
     /// Records `out = map(x, y)` (see [`ElementwiseMap`]).
@@ -1037,6 +1097,9 @@ impl GpuContext {
     pub(crate) fn run_plan(&self, plan: Vec<Dispatch>) -> Result<()> {
         if plan.is_empty() {
             return Ok(());
+        }
+        for d in &plan {
+            self.check_grid(d.grid)?;
         }
         self.checked(|| {
             let align = (self.storage_offset_alignment as usize).max(std::mem::size_of::<ProblemF64>()).next_multiple_of(self.storage_offset_alignment as usize);
@@ -1105,8 +1168,7 @@ impl GpuContext {
                             self.counters.count_dispatch();
                         }
                     }
-                    self.submit_counted(encoder);
-                    Ok(())
+                    self.submit_checked(encoder)
                 })?;
             }
             Ok(())
@@ -1173,3 +1235,34 @@ const SPLIT_MIN_DEPTH: usize = 2048;
 const SPLIT_MAX_CHUNKS: usize = 64;
 
 const FLAG_WEIGHTED: u32 = 4;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A dispatch that would run no workgroup (its output left as it was)
+    /// or more than the adapter allows is an error, and nothing runs.
+    #[test]
+    fn a_dispatch_that_would_be_skipped_or_rejected_is_an_error() {
+        let ctx = match GpuContext::new(&super::super::GpuOptions { allow_software: true, ..Default::default() }) {
+            Ok(ctx) => ctx,
+            Err(e) if std::env::var("GRAMIAN_REQUIRE_GPU").as_deref() == Ok("1") => panic!("GRAMIAN_REQUIRE_GPU=1 but no GPU adapter: {e}"),
+            Err(e) => {
+                eprintln!("SKIPPED: no GPU adapter ({e})");
+                return;
+            }
+        };
+        let x = ctx.upload(&[1.0, 2.0, 3.0], 1, 3, Precision::F32).unwrap();
+        let out = ctx.upload(&[7.0], 1, 1, Precision::F32).unwrap();
+        let mut plan = Vec::new();
+        ctx.plan_row_reduce(&x, &out, false, false, &mut plan).unwrap();
+        for grid in [[0, 1, 1], [1, 0, 1], [1, 1, 0], [ctx.max_workgroups + 1, 1, 1]] {
+            let mut bad = plan.clone();
+            bad[0].grid = grid;
+            assert!(matches!(ctx.run_plan(bad), Err(ComputeError::Gpu(_))), "grid {grid:?}");
+            assert_eq!(ctx.download(&out).unwrap(), vec![7.0], "grid {grid:?}");
+        }
+        ctx.run_plan(plan).unwrap();
+        assert_eq!(ctx.download(&out).unwrap(), vec![6.0]);
+    }
+}

@@ -22,7 +22,8 @@
 //! and keeps the fastest per shape class; the tests run every variant
 //! against the CPU `f64` path.
 
-use super::Precision;
+use super::ops::KernelCode;
+use super::{Precision, LOOP_BUDGET};
 
 /// The lane layout of an invocation's register block.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -143,6 +144,59 @@ impl ProductVariant {
     /// True when the adapter can run it.
     pub(crate) fn fits(&self, limits: &WorkgroupLimits) -> bool {
         self.workgroup_bytes() <= limits.storage_bytes && self.threads() <= limits.invocations && self.wx <= limits.size_x && self.wy <= limits.size_y
+    }
+
+    /// Loop passes of one invocation's depth loop over `depth`
+    /// (`tile_loop.wgsl`: per KC-deep slice the slice loop's own pass, both
+    /// staging loops, the step loop taken and the two not taken; the first
+    /// slice's staging with two stages), counted as [`LOOP_BUDGET`] says:
+    /// a loop entered for `t` passes costs `t + 1` (the pass that leaves),
+    /// a loop in a branch not taken costs 1, and nothing is unrolled.
+    fn depth_loop_passes(&self, depth: usize) -> usize {
+        let (threads, kc) = (self.threads() as usize, self.kc as usize);
+        let staging = (self.tile_rows() * kc).div_ceil(threads) + 1 + (self.tile_cols() * kc).div_ceil(threads) + 1;
+        let prologue = if self.stages == 2 { staging } else { 0 };
+        depth.div_ceil(kc) * (1 + staging + kc + 1 + 2) + 1 + prologue
+    }
+
+    /// Loop passes spent on one entry of an invocation's register block: its
+    /// own pass of the column loop, the expanded form's direct
+    /// recomputation over the depth (distance kernels) and the polynomial's
+    /// power (at most 32 passes).
+    fn entry_passes(&self, depth: usize, code: &KernelCode) -> usize {
+        let fallback = match self.form {
+            DistanceForm::Expanded if code.is_distance() => depth + 1,
+            DistanceForm::Expanded => 1,
+            DistanceForm::Direct => 0,
+        };
+        let power = if code.is_polynomial() { 33 } else { 1 };
+        1 + fallback + power
+    }
+
+    /// Loop passes of one invocation of the product shader over `depth`.
+    pub(crate) fn product_passes(&self, depth: usize, code: &KernelCode) -> usize {
+        let (rm, rn) = (self.rm as usize, self.rn as usize);
+        self.depth_loop_passes(depth) + (rm + 1) + rm + rm * rn * self.entry_passes(depth, code)
+    }
+
+    /// The longest depth (a multiple of KC) one product dispatch may take
+    /// within [`LOOP_BUDGET`]; longer products are cut into depth chunks.
+    pub(crate) fn max_product_depth(&self, code: &KernelCode) -> usize {
+        // The passes are affine in the number of KC-deep slices.
+        let kc = self.kc as usize;
+        let fixed = self.product_passes(0, code);
+        let per_slice = self.product_passes(kc, code) - fixed;
+        (LOOP_BUDGET.saturating_sub(fixed) / per_slice).max(1) * kc
+    }
+
+    /// Loop passes of one invocation of the fused kernel matvec
+    /// (`kernel_matvec.wgsl`, `mv` columns of V) over `depth`: per column
+    /// tile it visits, and once.
+    pub(crate) fn matvec_passes(&self, depth: usize, code: &KernelCode, mv: usize) -> (usize, usize) {
+        let (rm, rn) = (self.rm as usize, self.rn as usize);
+        let v_tile = (self.tile_cols() * mv).div_ceil(self.threads() as usize) + 1;
+        let per_tile = 1 + v_tile + self.depth_loop_passes(depth) + (rm + 1) + rm + rm * rn * (self.entry_passes(depth, code) + mv + 1);
+        (per_tile, 1 + (rm + 1) + rm * (mv + 1))
     }
 
     /// The variant's product shader (without the prelude and `problem.wgsl`):
@@ -341,6 +395,26 @@ mod tests {
         // The host-matrix path (ops.rs) grids its dispatches by this tile.
         let d = &CATALOGUE[default_index(Precision::F32)];
         assert_eq!((d.tile_rows(), d.tile_cols()), (super::super::ops::TILE, super::super::ops::TILE));
+    }
+
+    #[test]
+    fn the_longest_product_depth_of_every_variant_stays_within_the_loop_budget() {
+        use crate::kernel::Kernel;
+        let kernels = [Kernel::linear(), Kernel::rbf(1.0).unwrap(), Kernel::laplacian(1.0).unwrap(), Kernel::polynomial(1.0, 1.0, Kernel::MAX_POLYNOMIAL_DEGREE).unwrap(), Kernel::sigmoid(1.0, 0.0).unwrap()];
+        for v in CATALOGUE {
+            let kc = v.kc as usize;
+            for code in kernels.iter().map(KernelCode::of) {
+                let d = v.max_product_depth(&code);
+                assert!(d >= kc && d % kc == 0, "{} kind {}: {d}", v.name, code.kind);
+                assert!(v.product_passes(d, &code) <= LOOP_BUDGET, "{} kind {}: {d}", v.name, code.kind);
+                assert!(v.product_passes(d + kc, &code) > LOOP_BUDGET, "{} kind {}: {d} is not the longest", v.name, code.kind);
+                // The expanded form recomputes near-duplicate pairs over the
+                // whole depth: far shorter chunks for the distance kernels.
+                if v.form == DistanceForm::Expanded && code.is_distance() {
+                    assert!(d * (v.rm * v.rn) as usize <= LOOP_BUDGET, "{}: {d}", v.name);
+                }
+            }
+        }
     }
 
     #[test]
