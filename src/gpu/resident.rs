@@ -373,7 +373,7 @@ impl GpuContext {
         let v = pollster::block_on(validation.pop());
         let o = pollster::block_on(oom.pop());
         if let Some(e) = o {
-            return Err(ComputeError::OutOfMemory(e.to_string()));
+            return Err(ComputeError::device_memory(e.to_string()));
         }
         if let Some(e) = v {
             return Err(ComputeError::Gpu(format!("submission rejected: {e}")));
