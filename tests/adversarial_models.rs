@@ -11,7 +11,7 @@
 //! hang or NaN/Inf in an `Ok` fails the suite (counts printed as
 //! `ADVERSARIAL SUITE models`).
 //!
-//! Cases: 10,000 by default (CI); `GRAMIAN_MODEL_FUZZ_CASES=<n>` for a long
+//! Cases: 20,000 by default (CI); `GRAMIAN_MODEL_FUZZ_CASES=<n>` for a long
 //! run. Replay: `GRAMIAN_TEST_SEED=<n> cargo test --all-features --test integration adversarial_models:: -- --nocapture`.
 #![cfg(feature = "serde")]
 
@@ -33,7 +33,7 @@ use rand::{Rng, SeedableRng};
 use serde_json::Value;
 
 /// Cases of a CI run (all kinds together).
-const DEFAULT_CASES: usize = 10_000;
+const DEFAULT_CASES: usize = 20_000;
 
 /// The outputs of every method of a loaded model (method errors are typed
 /// outcomes too: they are skipped, not counted as failures).
@@ -379,7 +379,7 @@ fn edit(v: &mut Value, rng: &mut StdRng) -> String {
                 _ => {
                     // Entries and shape consistent, a row or column removed.
                     let (rows, cols) = (m[1].as_u64().unwrap_or(0) as usize, m[2].as_u64().unwrap_or(1) as usize);
-                    if rows > 0 && cols > 0 && m[0].as_array().unwrap().len() == rows * cols {
+                    if rows > 0 && cols > 0 && Some(m[0].as_array().unwrap().len()) == rows.checked_mul(cols) {
                         let e: Vec<Value> = m[0].as_array().unwrap().clone();
                         let kept: Vec<Value> = (0..cols).flat_map(|j| e[j * rows..j * rows + rows - 1].to_vec()).collect();
                         m[0] = Value::Array(kept);
