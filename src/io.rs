@@ -8,6 +8,17 @@
 //! for consistency ([`SavedModel::check_loaded`]) so that a damaged file
 //! fails at load, not in a later `predict`.
 //!
+//! A saved model is untrusted input. Every matrix is read as its entries and
+//! shape, and built only when the shape, multiplied with checked arithmetic,
+//! matches the entries; every loaded model is then checked for all that its
+//! methods rely on: shapes consistent with each other, kernels consistent
+//! with their widths, positive eigenvalues, norms and scales, numbers finite
+//! and within [`MAX_STORED_MAGNITUDE`] (with bounds of derived quantities
+//! such as a density's largest value), and counts within what the methods
+//! can allocate. A file that fails any check is [`Error::Record`] naming what
+//! is wrong; methods of a model that loaded return typed errors, not NaN or
+//! infinities, where their arithmetic overflows on their inputs.
+//!
 //! ```
 //! use gramian::prelude::*;
 //! use gramian::io::SavedModel;
@@ -52,8 +63,9 @@ pub trait SavedModel: Serialize + DeserializeOwned {
     /// not load as this model.
     const KIND: &'static str;
 
-    /// Checks the internal consistency of a decoded model (shapes, finite
-    /// values); called by every loader.
+    /// Checks a decoded model for every invariant its methods rely on
+    /// (shapes, kernels, positive scales, magnitudes, counts; see the module
+    /// docs); called by every loader.
     fn check_loaded(&self) -> Result<()>;
 
     /// The model as JSON.

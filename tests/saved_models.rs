@@ -354,3 +354,26 @@ fn byte_order_marks_and_empty_files_are_read_as_what_they_are() {
     }
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// Matrices and vectors are stored in nalgebra's own form, `[entries, rows,
+/// cols]` (`cols` null for a vector): the form files written before the
+/// checked reader had, so those files still load.
+#[test]
+fn matrices_keep_nalgebra_s_stored_form() {
+    let density = psd_density();
+    let v: serde_json::Value = serde_json::from_str(&density.to_json().unwrap()).unwrap();
+    assert_eq!(v["model"]["model"]["factor"], serde_json::to_value(density.model().factor()).unwrap());
+    assert_eq!(v["model"]["model"]["centres"], serde_json::to_value(density.model().centres()).unwrap());
+    let (model, data) = eksvd_model();
+    let v: serde_json::Value = serde_json::from_str(&model.to_json().unwrap()).unwrap();
+    assert_eq!(v["model"]["eigenvalues"], serde_json::to_value(model.eigenvalues()).unwrap());
+    assert_eq!(v["model"]["eigenvalues"][2], serde_json::Value::Null);
+    assert_eq!(v["model"]["weights"][1], serde_json::to_value(model.weights(1)).unwrap());
+    assert_eq!(v["model"]["maps"][0]["kind"]["RandomFourier"]["phases"][2], serde_json::Value::Null);
+    // A file whose matrices were written by nalgebra's serializer loads.
+    let mut old = v.clone();
+    for q in 0..3 {
+        old["model"]["alphas"][q] = serde_json::to_value(model.alphas(q)).unwrap();
+    }
+    assert_same_eksvd(&model, &Eksvd::from_json(&old.to_string()).unwrap(), &data);
+}
