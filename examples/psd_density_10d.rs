@@ -161,7 +161,7 @@ impl Density {
     fn integral(&self) -> Result<f64, gramian::Error> {
         match self {
             Density::Psd(d) => d.integral(),
-            Density::Baseline(b) => Ok(b.integral()),
+            Density::Baseline(b) => b.integral(),
         }
     }
 }

@@ -108,7 +108,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let params = |l: f64| BaselineParams::new(kind, sigma).regularisation(Regularisation::new().quadratic(l));
         let (ll, l) = select(&device, &lambdas, params, &stacked, &holdout, |m: &BaselineDensity, held: &DMatrix<f64>| m.mean_log_likelihood(&device, held))?;
         let model = BaselineParams::new(kind, sigma).regularisation(Regularisation::new().quadratic(l)).fit(&device, &x)?;
-        fitted.push((format!("{} (lambda {l:e})", kind.name()), model.density(&device, &grid)?, model.integral(), ll));
+        // GLM on the Lebesgue measure has no finite integral (its tail is a positive constant).
+        let integral = model.integral().unwrap_or(f64::INFINITY);
+        fitted.push((format!("{} (lambda {l:e})", kind.name()), model.density(&device, &grid)?, integral, ll));
     }
     let options = SolverOptions { tolerance: 1e-6, max_iterations: 50_000, check_every: 2 };
     let params = |l: f64| DensityParams::new(sigma).regularisation(Regularisation::new().trace(l).quadratic(0.1 * l)).solver(options);

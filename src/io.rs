@@ -8,6 +8,17 @@
 //! for consistency ([`SavedModel::check_loaded`]) so that a damaged file
 //! fails at load, not in a later `predict`.
 //!
+//! A saved model is untrusted input. Every matrix is read as its entries and
+//! shape, and built only when the shape, multiplied with checked arithmetic,
+//! matches the entries; every loaded model is then checked for all that its
+//! methods rely on: shapes consistent with each other, kernels consistent
+//! with their widths, positive eigenvalues, norms and scales, numbers finite
+//! and within [`MAX_STORED_MAGNITUDE`] (with bounds of derived quantities
+//! such as a density's largest value), and counts within what the methods
+//! can allocate. A file that fails any check is [`Error::Record`] naming what
+//! is wrong; methods of a model that loaded return typed errors, not NaN or
+//! infinities, where their arithmetic overflows on their inputs.
+//!
 //! ```
 //! use gramian::prelude::*;
 //! use gramian::io::SavedModel;
@@ -52,8 +63,9 @@ pub trait SavedModel: Serialize + DeserializeOwned {
     /// not load as this model.
     const KIND: &'static str;
 
-    /// Checks the internal consistency of a decoded model (shapes, finite
-    /// values); called by every loader.
+    /// Checks a decoded model for every invariant its methods rely on
+    /// (shapes, kernels, positive scales, magnitudes, counts; see the module
+    /// docs); called by every loader.
     fn check_loaded(&self) -> Result<()>;
 
     /// The model as JSON.
@@ -63,6 +75,8 @@ pub trait SavedModel: Serialize + DeserializeOwned {
 
     /// A model from JSON written by [`SavedModel::to_json`].
     fn from_json(text: &str) -> Result<Self> {
+        // A byte-order mark (as some editors write) is not part of the JSON.
+        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
         let header: Header = serde_json::from_str(text).map_err(|e| Error::Record(format!("not a saved model (JSON): {e}")))?;
         header.check(Self::KIND)?;
         let envelope: Envelope<Self> = serde_json::from_str(text).map_err(|e| Error::Record(format!("{} model (JSON): {e}", Self::KIND)))?;
@@ -96,15 +110,26 @@ pub trait SavedModel: Serialize + DeserializeOwned {
     }
 
     /// Reads a model saved by [`SavedModel::save`] in either format (JSON
-    /// files start with `{`).
+    /// files start with `{`, after white space and an optional UTF-8
+    /// byte-order mark; anything else is read as CBOR). An empty file is
+    /// [`Error::Record`] saying so.
     fn load(path: impl AsRef<Path>) -> Result<Self> {
-        let bytes = std::fs::read(path.as_ref()).map_err(|e| Error::Record(format!("reading {}: {e}", path.as_ref().display())))?;
-        match bytes.iter().find(|b| !b.is_ascii_whitespace()) {
+        let path = path.as_ref();
+        let bytes = std::fs::read(path).map_err(|e| Error::Record(format!("reading {}: {e}", path.display())))?;
+        let body = bytes.strip_prefix(b"\xef\xbb\xbf".as_slice()).unwrap_or(&bytes);
+        match body.iter().find(|b| !b.is_ascii_whitespace()) {
+            None => Err(Error::Record(format!("{}: the file is empty{}, not a saved model", path.display(), if bytes.is_empty() { "" } else { " (white space only)" }))),
             Some(b'{') => {
-                let text = std::str::from_utf8(&bytes).map_err(|e| Error::Record(format!("{}: not UTF-8 JSON: {e}", path.as_ref().display())))?;
-                Self::from_json(text)
+                let text = std::str::from_utf8(body).map_err(|e| Error::Record(format!("{}: not UTF-8 JSON: {e}", path.display())))?;
+                Self::from_json(text).map_err(|e| match e {
+                    Error::Record(m) => Error::Record(format!("{}: {m}", path.display())),
+                    e => e,
+                })
             }
-            _ => Self::from_cbor(&bytes),
+            _ => Self::from_cbor(body).map_err(|e| match e {
+                Error::Record(m) => Error::Record(format!("{}: {m}", path.display())),
+                e => e,
+            }),
         }
     }
 }
@@ -191,6 +216,167 @@ pub(crate) mod nonfinite {
 
         pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<(usize, f64)>, D::Error> {
             Ok(Vec::<(usize, Option<f64>)>::deserialize(d)?.into_iter().map(|(k, x)| (k, decode(x))).collect())
+        }
+    }
+}
+
+/// Serde adapter of every matrix and vector in a saved model
+/// (`#[serde(with = "crate::io::matrix")]` on `DMatrix<f64>`, `DVector<f64>`,
+/// and `Vec`s and `Option`s of them).
+///
+/// The stored form is nalgebra's, `[entries, rows, cols]` (column-major
+/// entries; `cols` is `null` for a vector). Loading reads the three parts
+/// and builds the matrix only when `rows * cols`, computed with checked
+/// arithmetic, equals the number of entries: a file that declares a shape
+/// its entries do not fill is a decoding error, never a matrix whose shape
+/// lies about its storage. (nalgebra's own `Deserialize` compares a product
+/// that can wrap around.)
+pub(crate) mod matrix {
+    use nalgebra::{DMatrix, DVector};
+    use serde::de::{Deserialize, Deserializer, Error as _};
+    use serde::ser::{Serialize, Serializer};
+
+    /// A matrix-valued field of a saved model.
+    pub(crate) trait Stored: Sized {
+        /// Writes the field in nalgebra's form.
+        fn save<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error>;
+        /// Reads the field, checking every shape against its entries.
+        fn load<'de, D: Deserializer<'de>>(d: D) -> Result<Self, D::Error>;
+    }
+
+    pub(crate) fn serialize<T: Stored, S: Serializer>(v: &T, s: S) -> Result<S::Ok, S::Error> {
+        v.save(s)
+    }
+
+    pub(crate) fn deserialize<'de, T: Stored, D: Deserializer<'de>>(d: D) -> Result<T, D::Error> {
+        T::load(d)
+    }
+
+    struct Saved<'a, T>(&'a T);
+
+    impl<T: Stored> Serialize for Saved<'_, T> {
+        fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            self.0.save(s)
+        }
+    }
+
+    struct Loaded<T>(T);
+
+    impl<'de, T: Stored> Deserialize<'de> for Loaded<T> {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            T::load(d).map(Loaded)
+        }
+    }
+
+    /// `rows x cols` entries, or the reason they are not `len`.
+    fn check_shape(rows: usize, cols: usize, len: usize) -> Result<(), String> {
+        match rows.checked_mul(cols) {
+            Some(n) if n == len => Ok(()),
+            Some(n) => Err(format!("a {rows} x {cols} matrix needs {n} entries, the file has {len}")),
+            None => Err(format!("a {rows} x {cols} matrix has more entries than memory can address (the file has {len})")),
+        }
+    }
+
+    impl Stored for DMatrix<f64> {
+        fn save<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            self.serialize(s)
+        }
+
+        fn load<'de, D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            let (entries, rows, cols): (Vec<f64>, usize, usize) = Deserialize::deserialize(d)?;
+            check_shape(rows, cols, entries.len()).map_err(D::Error::custom)?;
+            Ok(DMatrix::from_vec(rows, cols, entries))
+        }
+    }
+
+    impl Stored for DVector<f64> {
+        fn save<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            self.serialize(s)
+        }
+
+        fn load<'de, D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            let (entries, rows, ()): (Vec<f64>, usize, ()) = Deserialize::deserialize(d)?;
+            check_shape(rows, 1, entries.len()).map_err(D::Error::custom)?;
+            Ok(DVector::from_vec(entries))
+        }
+    }
+
+    impl<T: Stored> Stored for Vec<T> {
+        fn save<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            s.collect_seq(self.iter().map(Saved))
+        }
+
+        fn load<'de, D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            Ok(Vec::<Loaded<T>>::deserialize(d)?.into_iter().map(|v| v.0).collect())
+        }
+    }
+
+    impl<T: Stored> Stored for Option<T> {
+        fn save<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            match self {
+                Some(v) => s.serialize_some(&Saved(v)),
+                None => s.serialize_none(),
+            }
+        }
+
+        fn load<'de, D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            Ok(Option::<Loaded<T>>::deserialize(d)?.map(|v| v.0))
+        }
+    }
+}
+
+/// The largest magnitude a loaded model may store in its coefficients,
+/// centres and other numbers: products of up to three such numbers, and
+/// sums of squares over any dimension a file can hold, stay finite, so the
+/// arithmetic of a loaded model's methods on its own numbers does not
+/// overflow (bounds of derived quantities, such as a density's largest
+/// value, are checked by each model). Fitted models are many orders of
+/// magnitude inside it.
+pub const MAX_STORED_MAGNITUDE: f64 = 1e100;
+
+/// The range `[1 / MAX_STORED_MAGNITUDE, MAX_STORED_MAGNITUDE]` of a loaded
+/// scale (kernel width, standard deviation, norm, eigenvalue) that methods
+/// divide by or square.
+pub const MIN_STORED_SCALE: f64 = 1.0 / MAX_STORED_MAGNITUDE;
+
+/// Every number finite and at most [`MAX_STORED_MAGNITUDE`] in magnitude:
+/// the check of a loaded model's numbers (`what` names them in the error).
+pub(crate) fn ensure_bounded<'a>(what: &str, values: impl IntoIterator<Item = &'a f64>) -> Result<()> {
+    for (i, &v) in values.into_iter().enumerate() {
+        ensure(v.is_finite() && v.abs() <= MAX_STORED_MAGNITUDE, || {
+            if v.is_finite() {
+                format!("{what}: entry {i} is {v:e}, beyond the magnitude a model may store ({MAX_STORED_MAGNITUDE:e})")
+            } else {
+                format!("{what}: entry {i} is {v} (not finite)")
+            }
+        })?;
+    }
+    Ok(())
+}
+
+/// A positive scale within `[MIN_STORED_SCALE, MAX_STORED_MAGNITUDE]`.
+pub(crate) fn ensure_scale(what: &str, v: f64) -> Result<()> {
+    ensure(v.is_finite() && (MIN_STORED_SCALE..=MAX_STORED_MAGNITUDE).contains(&v), || format!("{what} is {v:e}, outside the range of a stored scale ({MIN_STORED_SCALE:e} ..= {MAX_STORED_MAGNITUDE:e})"))
+}
+
+/// The kernel is the Gaussian kernel of width `sigma` (as built by
+/// [`Kernel::gaussian_with_width`], to rounding), `sigma` a stored scale.
+pub(crate) fn ensure_gaussian_of_width(what: &str, kernel: &crate::Kernel, sigma: f64) -> Result<()> {
+    ensure_scale(&format!("{what}: kernel width sigma"), sigma)?;
+    ensure(kernel.gaussian_width().is_some_and(|w| (w - sigma).abs() <= 1e-12 * sigma), || format!("{what}: the kernel {kernel:?} is not the Gaussian kernel of the width sigma = {sigma:e}"))
+}
+
+/// A valid kernel whose parameters are stored numbers (see
+/// [`MAX_STORED_MAGNITUDE`]).
+pub(crate) fn ensure_kernel(what: &str, kernel: &crate::Kernel) -> Result<()> {
+    use crate::Kernel;
+    ensure(kernel.validate().is_ok(), || format!("{what}: invalid kernel {kernel:?}"))?;
+    match *kernel {
+        Kernel::Rbf { gamma } | Kernel::Laplacian { gamma } => ensure_scale(&format!("{what}: kernel gamma"), gamma),
+        Kernel::Linear => Ok(()),
+        Kernel::Polynomial { gamma, coef0, .. } | Kernel::Sigmoid { gamma, coef0 } => {
+            ensure_scale(&format!("{what}: kernel gamma"), gamma)?;
+            ensure_bounded(&format!("{what}: kernel coef0"), [coef0].iter())
         }
     }
 }

@@ -108,8 +108,6 @@ fn huge_implied_allocations_are_host_out_of_memory() {
     case!("product_integrals of 120,000 centres", product_integrals(&tall(120_000, 1), 1.0, &BaseMeasure::Lebesgue));
     case!("EmpiricalFeatures of 120,000 centres", EmpiricalFeatures::new(&tall(120_000, 1), 1.0).map(|f| f.rank()));
     case!("largest_lanczos of order 2^40", largest_lanczos(1 << 40, 2, |v| Ok(v.clone()), 1e-8, 10, 0).map(|p| p.values));
-    case!("GLM baseline, monte_carlo 2^40", BaselineParams::new(BaselineKind::Glm, 1.0).monte_carlo(1 << 40, 0).fit(&Device::Cpu, &tall(20, 1)).map(|m| m.integral()));
-    case!("GLM baseline, monte_carlo usize::MAX / 4", BaselineParams::new(BaselineKind::Glm, 1.0).monte_carlo(usize::MAX / 4, 0).fit(&Device::Cpu, &tall(20, 1)).map(|m| m.integral()));
     case!("random_holdout 2^40 splits", Splits::random_holdout(1 << 40, 0.5, 0)?.indices(10).map(|f| f.len()));
     case!("random_holdout usize::MAX splits", Splits::random_holdout(usize::MAX, 0.5, 0)?.indices(10).map(|f| f.len()));
     case!("zeros 2^40 x 2^30 on the CPU", Device::Cpu.zeros(1 << 40, 1 << 30, Precision::F64).map(|m| m.nrows()));
@@ -121,12 +119,15 @@ fn huge_implied_allocations_are_host_out_of_memory() {
     assert_eq!(t.errs, t.cases);
 }
 
-/// `GLM` with `monte_carlo` beyond what `4 x monte_carlo` can count is a
-/// parameter error, not an overflow.
+/// `GLM` with a Monte Carlo sample beyond `MAX_MONTE_CARLO` (2^40, or so
+/// large that `4 x monte_carlo` overflows) is a parameter error before any
+/// work.
 #[test]
-fn glm_normaliser_sample_count_cannot_overflow() {
-    let r = BaselineParams::new(BaselineKind::Glm, 1.0).monte_carlo(usize::MAX, 0).fit(&Device::Cpu, &tall(20, 1));
-    assert!(matches!(r, Err(Error::InvalidParameter { name: "monte_carlo", .. })), "{r:?}");
+fn glm_monte_carlo_sizes_are_bounded() {
+    for samples in [gramian::psd::baselines::MAX_MONTE_CARLO + 1, 1 << 40, usize::MAX / 4, usize::MAX] {
+        let r = BaselineParams::new(BaselineKind::Glm, 1.0).monte_carlo(samples, 0).fit(&Device::Cpu, &tall(20, 1));
+        assert!(matches!(r, Err(Error::InvalidParameter { name: "monte_carlo", .. })), "{samples}: {r:?}");
+    }
 }
 
 #[test]

@@ -19,6 +19,8 @@ mod psd_toy;
 #[cfg(feature = "repro")]
 #[path = "adversarial.rs"]
 mod adversarial;
+#[path = "adversarial_models.rs"]
+mod adversarial_models;
 #[path = "adversarial_causes.rs"]
 mod adversarial_causes;
 #[path = "adversarial_limits.rs"]

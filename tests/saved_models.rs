@@ -196,3 +196,184 @@ fn psd_heteroscedastic_and_the_baselines_round_trip() {
         assert!(matches!(BaselineQuantile::from_json(&b.to_json().unwrap()), Err(Error::Record(_))));
     }
 }
+
+/// The error message of a load that must fail with `Error::Record`.
+fn record_error<M: SavedModel + std::fmt::Debug>(r: Result<M, Error>) -> String {
+    match r {
+        Err(Error::Record(m)) => m,
+        other => panic!("expected Error::Record, got {other:?}"),
+    }
+}
+
+fn psd_density() -> gramian::psd::PsdDensity {
+    use gramian::psd::{BaseMeasure, DensityParams};
+    let mut rng = common::rng();
+    let x = common::random_matrix(&mut rng, 20, 2);
+    DensityParams::new(0.7).base_measure(BaseMeasure::isotropic_gaussian(2, 2.0).unwrap()).fit(&Device::cpu(), &x).unwrap()
+}
+
+fn edited(json: &str, edit: impl FnOnce(&mut serde_json::Value)) -> String {
+    let mut v: serde_json::Value = serde_json::from_str(json).unwrap();
+    edit(&mut v["model"]);
+    v.to_string()
+}
+
+/// A matrix declaring 2^63 x 2 with no entries (the product wraps to 0 in
+/// 64 bits) is a decoding error, in JSON and CBOR, before any matrix exists.
+#[test]
+fn matrix_shapes_whose_product_wraps_do_not_load() {
+    use gramian::psd::PsdDensity;
+    let density = psd_density();
+    for (shape, wraps) in [(serde_json::json!([[], 1u64 << 63, 2]), true), (serde_json::json!([[1.0], 1u64 << 32, 1u64 << 32]), true), (serde_json::json!([[], u64::MAX, 0]), false), (serde_json::json!([[], 0, u64::MAX]), false)] {
+        let json = edited(&density.to_json().unwrap(), |m| m["model"]["factor"] = shape.clone());
+        let message = record_error(PsdDensity::from_json(&json));
+        // A product that wraps is a decoding error; an empty matrix of a huge side decodes and fails the shape check.
+        assert!(message.contains(if wraps { "matrix" } else { "factor" }), "{message}");
+        let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+        let mut cbor = Vec::new();
+        ciborium::into_writer(&v, &mut cbor).unwrap();
+        record_error(PsdDensity::from_cbor(&cbor));
+    }
+    // eKSVD weights and duals of a wrapping shape (objective and kkt would allocate by them).
+    let (model, _) = eksvd_model();
+    for field in ["weights", "alphas", "features"] {
+        let json = edited(&model.to_json().unwrap(), |m| m[field][0] = serde_json::json!([[], 1u64 << 63, 2]));
+        record_error(Eksvd::from_json(&json));
+    }
+    let json = edited(&model.to_json().unwrap(), |m| m["eigenvalues"] = serde_json::json!([[], 1u64 << 63, null]));
+    record_error(Eksvd::from_json(&json));
+}
+
+/// Factor transforms of no rows and 2^63 columns on two kernels (their
+/// column count overflows a sum) are an error naming the transform.
+#[test]
+fn low_rank_ridge_with_empty_transforms_of_huge_width_does_not_load() {
+    use gramian::mklaren::{LowRankMethod, LowRankRidge, LowRankRidgeParams};
+    let mut rng = common::rng();
+    let x = common::random_matrix(&mut rng, 30, 3);
+    let y = nalgebra::DVector::from_fn(30, |i, _| x[(i, 0)]);
+    let low = LowRankRidgeParams::new(LowRankMethod::Icd, 3).lambda(0.1).kernels(&[Kernel::rbf(0.5).unwrap(), Kernel::linear()]).fit(&Device::cpu(), &Supervised::new(x, y).unwrap()).unwrap();
+    let json = edited(&low.to_json().unwrap(), |m| {
+        for t in m["transforms"].as_array_mut().unwrap() {
+            t["pivot_rows"] = serde_json::json!([[], 0, 3]);
+            t["transform"] = serde_json::json!([[], 0, 1u64 << 63]);
+        }
+    });
+    let message = record_error(LowRankRidge::from_json(&json));
+    assert!(message.contains("without pivots"), "{message}");
+}
+
+/// A GLM density whose Monte Carlo size is 2^62 (`4 x` it overflows in
+/// `integral`) fails at load, naming `monte_carlo`.
+#[test]
+fn glm_baseline_with_a_huge_monte_carlo_size_does_not_load() {
+    use gramian::psd::{BaseMeasure, BaselineDensity, BaselineKind, BaselineParams};
+    let mut rng = common::rng();
+    let x = common::random_matrix(&mut rng, 20, 1);
+    let glm = BaselineParams::new(BaselineKind::Glm, 0.5).base_measure(BaseMeasure::isotropic_gaussian(1, 2.0).unwrap()).monte_carlo(200, 1).fit(&Device::cpu(), &x).unwrap();
+    BaselineDensity::from_json(&glm.to_json().unwrap()).unwrap();
+    for mc in [1u64 << 62, 0, u64::MAX] {
+        let json = edited(&glm.to_json().unwrap(), |m| m["monte_carlo"] = serde_json::json!(mc));
+        let message = record_error(BaselineDensity::from_json(&json));
+        assert!(message.contains("monte_carlo"), "{message}");
+    }
+}
+
+/// A PSD density whose kernel is not the Gaussian of its width `sigma`
+/// (density and integral would use different widths) fails at load.
+#[test]
+fn psd_density_with_a_kernel_that_disagrees_with_sigma_does_not_load() {
+    use gramian::psd::PsdDensity;
+    let density = psd_density();
+    for kernel in [serde_json::json!({"Rbf": {"gamma": 3.0}}), serde_json::json!("Linear"), serde_json::json!({"Laplacian": {"gamma": 1.0}})] {
+        let json = edited(&density.to_json().unwrap(), |m| m["model"]["kernel"] = kernel.clone());
+        let message = record_error(PsdDensity::from_json(&json));
+        assert!(message.contains("kernel"), "{message}");
+    }
+}
+
+/// Finite but extreme numbers (factor entries x 1e160, a base standard
+/// deviation of 1e-300, a pivot column norm of 1e-320, an eigenvalue of
+/// 1e-320) fail at load instead of giving NaN or Inf from the methods.
+#[test]
+fn models_with_extreme_finite_values_do_not_load() {
+    use gramian::psd::PsdDensity;
+    let density = psd_density();
+    let scaled = edited(&density.to_json().unwrap(), |m| {
+        for e in m["model"]["factor"][0].as_array_mut().unwrap() {
+            *e = serde_json::json!(e.as_f64().unwrap() * 1e160);
+        }
+    });
+    assert!(record_error(PsdDensity::from_json(&scaled)).contains("factor"));
+    let narrow = edited(&density.to_json().unwrap(), |m| m["base"]["Gaussian"]["std"][0][0] = serde_json::json!(1e-300));
+    assert!(record_error(PsdDensity::from_json(&narrow)).contains("standard deviation"));
+    // Every method of the unmodified model is finite.
+    let cpu = Device::cpu();
+    let grid = nalgebra::DMatrix::from_fn(5, 2, |i, j| i as f64 * 0.3 - j as f64);
+    assert!(density.density(&cpu, &grid).unwrap().iter().all(|v| v.is_finite()) && density.integral().unwrap().is_finite());
+
+    let mut rng = common::rng();
+    let x = common::random_matrix(&mut rng, 30, 3);
+    let y = nalgebra::DVector::from_fn(30, |i, _| (2.0 * x[(i, 0)]).sin());
+    let model = MklarenParams::new(4).lookahead(2).kernels(&[Kernel::rbf(0.5).unwrap()]).fit(&Device::cpu(), &Supervised::new(x, y).unwrap()).unwrap();
+    let json = edited(&model.to_json().unwrap(), |m| m["selected"][0]["norm"] = serde_json::json!(1e-320));
+    assert!(record_error(Mklaren::from_json(&json)).contains("norm"));
+
+    let (eksvd, _) = eksvd_model();
+    let json = edited(&eksvd.to_json().unwrap(), |m| m["eigenvalues"][0][0] = serde_json::json!(1e-320));
+    assert!(record_error(Eksvd::from_json(&json)).contains("eigenvalue 0"));
+}
+
+/// Eigenvalues `<= 0` are named as such at load (not as an invalid
+/// `gamma` of a later `objective`).
+#[test]
+fn eksvd_with_non_positive_eigenvalues_says_so() {
+    let (model, _) = eksvd_model();
+    for v in [0.0, -1.0] {
+        let json = edited(&model.to_json().unwrap(), |m| m["eigenvalues"][0][1] = serde_json::json!(v));
+        let message = record_error(Eksvd::from_json(&json));
+        assert!(message.contains("eigenvalue 1") && message.contains("positive") && !message.contains("gamma"), "{message}");
+    }
+}
+
+/// A JSON file with a UTF-8 byte-order mark loads as JSON; an empty file
+/// is an error that says it is empty (neither is reported as bad CBOR).
+#[test]
+fn byte_order_marks_and_empty_files_are_read_as_what_they_are() {
+    let (model, data) = eksvd_model();
+    let dir = std::env::temp_dir().join(format!("gramian-bom-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("m.json");
+    std::fs::write(&path, [b"\xef\xbb\xbf".as_slice(), model.to_json().unwrap().as_bytes()].concat()).unwrap();
+    assert_same_eksvd(&model, &Eksvd::load(&path).unwrap(), &data);
+    assert_same_eksvd(&model, &Eksvd::from_json(&format!("\u{feff}{}", model.to_json().unwrap())).unwrap(), &data);
+    for (name, bytes) in [("empty", b"".as_slice()), ("blank", b" \n".as_slice()), ("bom only", b"\xef\xbb\xbf".as_slice())] {
+        std::fs::write(&path, bytes).unwrap();
+        let message = record_error(Eksvd::load(&path));
+        assert!(message.contains("empty") && !message.contains("CBOR"), "{name}: {message}");
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// Matrices and vectors are stored in nalgebra's own form, `[entries, rows,
+/// cols]` (`cols` null for a vector): the form files written before the
+/// checked reader had, so those files still load.
+#[test]
+fn matrices_keep_nalgebra_s_stored_form() {
+    let density = psd_density();
+    let v: serde_json::Value = serde_json::from_str(&density.to_json().unwrap()).unwrap();
+    assert_eq!(v["model"]["model"]["factor"], serde_json::to_value(density.model().factor()).unwrap());
+    assert_eq!(v["model"]["model"]["centres"], serde_json::to_value(density.model().centres()).unwrap());
+    let (model, data) = eksvd_model();
+    let v: serde_json::Value = serde_json::from_str(&model.to_json().unwrap()).unwrap();
+    assert_eq!(v["model"]["eigenvalues"], serde_json::to_value(model.eigenvalues()).unwrap());
+    assert_eq!(v["model"]["eigenvalues"][2], serde_json::Value::Null);
+    assert_eq!(v["model"]["weights"][1], serde_json::to_value(model.weights(1)).unwrap());
+    assert_eq!(v["model"]["maps"][0]["kind"]["RandomFourier"]["phases"][2], serde_json::Value::Null);
+    // A file whose matrices were written by nalgebra's serializer loads.
+    let mut old = v.clone();
+    for q in 0..3 {
+        old["model"]["alphas"][q] = serde_json::to_value(model.alphas(q)).unwrap();
+    }
+    assert_same_eksvd(&model, &Eksvd::from_json(&old.to_string()).unwrap(), &data);
+}

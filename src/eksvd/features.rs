@@ -57,7 +57,7 @@ pub enum FeatureMap {
         landmarks: usize,
     },
     /// A user-supplied linear map `phi(x) = W^T x`, `W` of size `d_q x d_phi`.
-    Projection(DMatrix<f64>),
+    Projection(#[cfg_attr(feature = "serde", serde(with = "crate::io::matrix"))] DMatrix<f64>),
 }
 
 impl FeatureMap {
@@ -189,9 +189,20 @@ pub(crate) fn sign_of_largest(v: &[f64]) -> f64 {
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 enum Fitted {
     Linear,
-    RandomFourier { frequencies: DMatrix<f64>, phases: DVector<f64> },
-    Nystrom { kernel: Kernel, landmarks: DMatrix<f64>, scaled_eigenvectors: DMatrix<f64> },
-    Projection(DMatrix<f64>),
+    RandomFourier {
+        #[cfg_attr(feature = "serde", serde(with = "crate::io::matrix"))]
+        frequencies: DMatrix<f64>,
+        #[cfg_attr(feature = "serde", serde(with = "crate::io::matrix"))]
+        phases: DVector<f64>,
+    },
+    Nystrom {
+        kernel: Kernel,
+        #[cfg_attr(feature = "serde", serde(with = "crate::io::matrix"))]
+        landmarks: DMatrix<f64>,
+        #[cfg_attr(feature = "serde", serde(with = "crate::io::matrix"))]
+        scaled_eigenvectors: DMatrix<f64>,
+    },
+    Projection(#[cfg_attr(feature = "serde", serde(with = "crate::io::matrix"))] DMatrix<f64>),
 }
 
 /// A feature map fitted on one source's training data.
@@ -208,20 +219,34 @@ impl FittedFeatureMap {
         self.input_dim
     }
 
-    /// Shapes agree with `input_dim`, the kernel is valid and every number is
-    /// finite (the check of a loaded model).
+    /// The check of a loaded map (of source `source`): an input dimension
+    /// and at least one output feature; shapes that agree with `input_dim`
+    /// (`Omega` `d_q x D` with `D` phases; `L >= 1` landmarks of `d_q`
+    /// columns and `L x D` eigenvectors; `W` `d_q x D`); a valid kernel;
+    /// every number finite and within [`crate::io::MAX_STORED_MAGNITUDE`].
     #[cfg(feature = "serde")]
-    pub(crate) fn is_consistent(&self) -> bool {
-        let finite = |m: &DMatrix<f64>| m.iter().all(|v| v.is_finite());
+    pub(crate) fn check_loaded(&self, source: usize) -> Result<()> {
+        use crate::io::{ensure, ensure_bounded, ensure_kernel};
+        let d = self.input_dim;
+        ensure(d >= 1 && self.output_dim() >= 1, || format!("source {source}: a feature map from {d} inputs to {} features", self.output_dim()))?;
         match &self.kind {
-            Fitted::Linear => true,
+            Fitted::Linear => Ok(()),
             Fitted::RandomFourier { frequencies, phases } => {
-                frequencies.shape() == (self.input_dim, phases.len()) && finite(frequencies) && phases.iter().all(|v| v.is_finite())
+                ensure(frequencies.shape() == (d, phases.len()), || format!("source {source}: random Fourier frequencies of {:?}, need {d} x {}", frequencies.shape(), phases.len()))?;
+                ensure_bounded(&format!("source {source}: random Fourier frequencies"), frequencies.iter())?;
+                ensure_bounded(&format!("source {source}: random Fourier phases"), phases.iter())
             }
             Fitted::Nystrom { kernel, landmarks, scaled_eigenvectors } => {
-                kernel.validate().is_ok() && landmarks.ncols() == self.input_dim && scaled_eigenvectors.nrows() == landmarks.nrows() && finite(landmarks) && finite(scaled_eigenvectors)
+                ensure_kernel(&format!("source {source}: Nystrom map"), kernel)?;
+                ensure(landmarks.nrows() >= 1 && landmarks.ncols() == d, || format!("source {source}: Nystrom landmarks of {:?}, need at least one row of {d} columns", landmarks.shape()))?;
+                ensure(scaled_eigenvectors.nrows() == landmarks.nrows(), || format!("source {source}: Nystrom eigenvectors of {} rows for {} landmarks", scaled_eigenvectors.nrows(), landmarks.nrows()))?;
+                ensure_bounded(&format!("source {source}: Nystrom landmarks"), landmarks.iter())?;
+                ensure_bounded(&format!("source {source}: Nystrom eigenvectors"), scaled_eigenvectors.iter())
             }
-            Fitted::Projection(w) => w.nrows() == self.input_dim && finite(w),
+            Fitted::Projection(w) => {
+                ensure(w.nrows() == d, || format!("source {source}: a projection of {} rows for {d} inputs", w.nrows()))?;
+                ensure_bounded(&format!("source {source}: projection"), w.iter())
+            }
         }
     }
 

@@ -145,9 +145,13 @@ impl EksvdParams {
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Eksvd {
     maps: Option<Vec<FittedFeatureMap>>,
+    #[cfg_attr(feature = "serde", serde(with = "crate::io::matrix"))]
     features: Vec<DMatrix<f64>>,
+    #[cfg_attr(feature = "serde", serde(with = "crate::io::matrix"))]
     eigenvalues: DVector<f64>,
+    #[cfg_attr(feature = "serde", serde(with = "crate::io::matrix"))]
     weights: Vec<DMatrix<f64>>,
+    #[cfg_attr(feature = "serde", serde(with = "crate::io::matrix"))]
     alphas: Vec<DMatrix<f64>>,
     solver: Solver,
 }
@@ -156,26 +160,36 @@ pub struct Eksvd {
 impl crate::io::SavedModel for Eksvd {
     const KIND: &'static str = "eksvd";
 
-    /// `Q >= 2` sources; per source `features` `N_q x d_q`, `weights`
-    /// `d_q x k`, `alphas` `N_q x k`; a map per source (if any) from its
-    /// input dimension to `d_q`; everything finite.
+    /// `Q >= 2` sources; `k >= 1` positive eigenvalues (stored scales,
+    /// [`crate::io::MIN_STORED_SCALE`]); per source `features` `N_q x d_phi`
+    /// (`N_q, d_phi >= 1`, one `d_phi` for all sources), `weights`
+    /// `d_phi x k`, `alphas` `N_q x k`; a map per source (if any) from its
+    /// input dimension to `d_phi`, itself consistent; every number finite
+    /// and within [`crate::io::MAX_STORED_MAGNITUDE`].
     fn check_loaded(&self) -> Result<()> {
-        use crate::io::ensure;
+        use crate::io::{ensure, ensure_bounded, ensure_scale};
         let (q, k) = (self.features.len(), self.eigenvalues.len());
-        ensure(q >= 2 && self.weights.len() == q && self.alphas.len() == q, || format!("{q} feature blocks, {} weight and {} dual blocks", self.weights.len(), self.alphas.len()))?;
-        ensure(k >= 1 && self.eigenvalues.iter().all(|v| v.is_finite()), || "no or non-finite eigenvalues".into())?;
+        ensure(q >= 2 && self.weights.len() == q && self.alphas.len() == q, || format!("{q} feature blocks, {} weight and {} dual blocks (need one of each per source, at least 2 sources)", self.weights.len(), self.alphas.len()))?;
+        ensure(k >= 1, || "no eigenvalues (components)".into())?;
+        for (i, &v) in self.eigenvalues.iter().enumerate() {
+            ensure(v > 0.0, || format!("eigenvalue {i} is {v}: the eigenvalues of a fitted model are positive"))?;
+            ensure_scale(&format!("eigenvalue {i}"), v)?;
+        }
+        let d_phi = self.features[0].ncols();
         for s in 0..q {
             let (n, d) = self.features[s].shape();
-            ensure(self.weights[s].shape() == (d, k) && self.alphas[s].shape() == (n, k), || format!("source {s}: shapes disagree"))?;
-            for m in [&self.features[s], &self.weights[s], &self.alphas[s]] {
-                ensure(m.iter().all(|v| v.is_finite()), || format!("source {s}: non-finite entries"))?;
-            }
+            ensure(n >= 1 && d >= 1 && d == d_phi, || format!("source {s}: training features of {n} x {d} (need at least one row, and {d_phi} columns as source 0)"))?;
+            ensure(self.weights[s].shape() == (d, k), || format!("source {s}: weights of {:?}, need {d} x {k}", self.weights[s].shape()))?;
+            ensure(self.alphas[s].shape() == (n, k), || format!("source {s}: dual variables of {:?}, need {n} x {k}", self.alphas[s].shape()))?;
+            ensure_bounded(&format!("source {s}: training features"), self.features[s].iter())?;
+            ensure_bounded(&format!("source {s}: weights"), self.weights[s].iter())?;
+            ensure_bounded(&format!("source {s}: dual variables"), self.alphas[s].iter())?;
         }
         if let Some(maps) = &self.maps {
             ensure(maps.len() == q, || format!("{} feature maps for {q} sources", maps.len()))?;
             for (s, m) in maps.iter().enumerate() {
-                ensure(m.is_consistent(), || format!("source {s}: inconsistent feature map"))?;
-                ensure(m.output_dim() == self.features[s].ncols(), || format!("source {s}: the map gives {} features, the model has {}", m.output_dim(), self.features[s].ncols()))?;
+                m.check_loaded(s)?;
+                ensure(m.output_dim() == d_phi, || format!("source {s}: the map gives {} features, the model has {d_phi}", m.output_dim()))?;
             }
         }
         Ok(())

@@ -224,8 +224,11 @@ pub(crate) fn nonnegative_quadratic(m: &DMatrix<f64>, a: &DVector<f64>) -> Resul
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct FullKernelRidge {
     kernels: Vec<Kernel>,
+    #[cfg_attr(feature = "serde", serde(with = "crate::io::matrix"))]
     training_inputs: Vec<DMatrix<f64>>,
+    #[cfg_attr(feature = "serde", serde(with = "crate::io::matrix"))]
     weights: DVector<f64>,
+    #[cfg_attr(feature = "serde", serde(with = "crate::io::matrix"))]
     dual: DVector<f64>,
     target_mean: f64,
 }
@@ -258,7 +261,7 @@ impl FullKernelRidge {
             let kv = device.kernel_matvec(kernel, xs[q], train, &alpha)?;
             out.axpy(self.weights[q], &kv.column(0), 1.0);
         }
-        Ok(out)
+        Ok(crate::linalg::finite_vector("kernel ridge predictions", out)?)
     }
 }
 
@@ -266,15 +269,22 @@ impl FullKernelRidge {
 impl crate::io::SavedModel for FullKernelRidge {
     const KIND: &'static str = "full-kernel-ridge";
 
-    /// A training input and a weight per kernel, all with the dual's `n`
-    /// rows; valid kernels; finite.
+    /// A training input (of `n >= 1` rows, the dual's length, and at least
+    /// one column) and a weight per kernel; valid kernels; every number
+    /// finite and within [`crate::io::MAX_STORED_MAGNITUDE`].
     fn check_loaded(&self) -> Result<(), MklarenError> {
-        use crate::io::ensure;
+        use crate::io::{ensure, ensure_bounded, ensure_kernel};
         let (p, n) = (self.kernels.len(), self.dual.len());
         ensure(p >= 1 && self.training_inputs.len() == p && self.weights.len() == p, || format!("{p} kernels, {} inputs, {} weights", self.training_inputs.len(), self.weights.len()))?;
-        ensure(self.training_inputs.iter().all(|x| x.nrows() == n && x.iter().all(|v| v.is_finite())), || "training inputs do not match the dual coefficients".into())?;
-        ensure(self.kernels.iter().all(|k| k.validate().is_ok()), || "invalid kernel".into())?;
-        ensure(self.weights.iter().chain(self.dual.iter()).all(|v| v.is_finite()) && self.target_mean.is_finite(), || "non-finite numbers".into())
+        ensure(n >= 1, || "no dual coefficients".into())?;
+        for (q, (x, k)) in self.training_inputs.iter().zip(&self.kernels).enumerate() {
+            ensure_kernel(&format!("kernel {q}"), k)?;
+            ensure(x.nrows() == n && x.ncols() >= 1, || format!("kernel {q}: a training input of {:?} for {n} dual coefficients", x.shape()))?;
+            ensure_bounded(&format!("kernel {q}: training input"), x.iter())?;
+        }
+        ensure_bounded("kernel weights", self.weights.iter())?;
+        ensure_bounded("dual coefficients", self.dual.iter())?;
+        ensure_bounded("target mean", [self.target_mean].iter())
     }
 }
 

@@ -184,18 +184,28 @@ fn linalg_rows(x: &DMatrix<f64>, idx: &[usize]) -> DMatrix<f64> {
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct FactorTransform {
     kernel: Kernel,
+    #[cfg_attr(feature = "serde", serde(with = "crate::io::matrix"))]
     pivot_rows: DMatrix<f64>,
+    #[cfg_attr(feature = "serde", serde(with = "crate::io::matrix"))]
     transform: DMatrix<f64>,
 }
 
 impl FactorTransform {
-    /// The kernel is valid, `T` has a row per pivot, and every number is
-    /// finite (the check of a loaded model).
+    /// The check of a loaded transform (of kernel `q`): a valid kernel; `T`
+    /// with a row per pivot; no columns without pivots (the factors of new
+    /// samples then have none); pivots of at least one column; every number
+    /// finite and within [`crate::io::MAX_STORED_MAGNITUDE`].
     #[cfg(feature = "serde")]
-    pub(crate) fn is_consistent(&self) -> bool {
-        self.kernel.validate().is_ok()
-            && self.pivot_rows.nrows() == self.transform.nrows()
-            && self.pivot_rows.iter().chain(self.transform.iter()).all(|v| v.is_finite())
+    pub(crate) fn check_loaded(&self, q: usize) -> crate::error::Result<()> {
+        use crate::io::{ensure, ensure_bounded, ensure_kernel};
+        ensure_kernel(&format!("kernel {q}"), &self.kernel)?;
+        let (a, d) = self.pivot_rows.shape();
+        let (t, r) = self.transform.shape();
+        ensure(a == t, || format!("kernel {q}: {a} pivot rows and a transform of {t} rows"))?;
+        ensure(a >= 1 || r == 0, || format!("kernel {q}: a transform of {r} columns without pivots"))?;
+        ensure(a == 0 || d >= 1, || format!("kernel {q}: pivot rows of no columns"))?;
+        ensure_bounded(&format!("kernel {q}: pivot rows"), self.pivot_rows.iter())?;
+        ensure_bounded(&format!("kernel {q}: factor transform"), self.transform.iter())
     }
 
     /// The kernel.

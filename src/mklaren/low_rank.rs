@@ -164,10 +164,14 @@ impl LowRankRidgeParams {
 pub struct LowRankRidge {
     kernels: Vec<Kernel>,
     transforms: Vec<FactorTransform>,
+    #[cfg_attr(feature = "serde", serde(with = "crate::io::matrix"))]
     means: DVector<f64>,
+    #[cfg_attr(feature = "serde", serde(with = "crate::io::matrix"))]
     scales: DVector<f64>,
+    #[cfg_attr(feature = "serde", serde(with = "crate::io::matrix"))]
     coefficients: DVector<f64>,
     target_mean: f64,
+    #[cfg_attr(feature = "serde", serde(with = "crate::io::matrix"))]
     training_fit: DVector<f64>,
 }
 
@@ -210,7 +214,7 @@ impl LowRankRidge {
             }
             c0 += g.ncols();
         }
-        Ok(out)
+        Ok(crate::linalg::finite_vector("low-rank ridge predictions", out)?)
     }
 }
 
@@ -218,15 +222,27 @@ impl LowRankRidge {
 impl crate::io::SavedModel for LowRankRidge {
     const KIND: &'static str = "low-rank-ridge";
 
-    /// A transform per kernel; a mean, scale and coefficient per stacked
-    /// factor column; finite.
+    /// A consistent transform per kernel, with that kernel; a mean, scale
+    /// and coefficient per stacked factor column (the column count summed
+    /// with checked arithmetic); every number finite and within
+    /// [`crate::io::MAX_STORED_MAGNITUDE`], and each column's weight
+    /// `coefficient * scale` too.
     fn check_loaded(&self) -> Result<(), MklarenError> {
-        use crate::io::ensure;
+        use crate::io::{ensure, ensure_bounded};
         let p = self.kernels.len();
         ensure(p >= 1 && self.transforms.len() == p, || format!("{p} kernels, {} transforms", self.transforms.len()))?;
-        ensure(self.transforms.iter().zip(&self.kernels).all(|(t, k)| t.is_consistent() && t.kernel() == *k), || "inconsistent factor transforms".into())?;
-        let columns: usize = self.transforms.iter().map(|t| t.matrix().ncols()).sum();
+        let mut columns = 0usize;
+        for (q, (t, k)) in self.transforms.iter().zip(&self.kernels).enumerate() {
+            t.check_loaded(q)?;
+            ensure(t.kernel() == *k, || format!("kernel {q}: the transform's kernel {:?} is not the model's {k:?}", t.kernel()))?;
+            columns = columns.checked_add(t.matrix().ncols()).ok_or_else(|| crate::Error::Record("inconsistent saved model: more factor columns than memory can address".into()))?;
+        }
         ensure(self.means.len() == columns && self.scales.len() == columns && self.coefficients.len() == columns, || format!("{columns} factor columns, {} means, {} scales, {} coefficients", self.means.len(), self.scales.len(), self.coefficients.len()))?;
-        ensure(self.means.iter().chain(self.scales.iter()).chain(self.coefficients.iter()).chain(self.training_fit.iter()).all(|v| v.is_finite()) && self.target_mean.is_finite(), || "non-finite numbers".into())
+        ensure_bounded("column means", self.means.iter())?;
+        ensure_bounded("column scales", self.scales.iter())?;
+        ensure_bounded("coefficients", self.coefficients.iter())?;
+        ensure_bounded("column weights (coefficient x scale)", self.coefficients.iter().zip(self.scales.iter()).map(|(c, s)| c * s).collect::<Vec<_>>().iter())?;
+        ensure_bounded("training fit", self.training_fit.iter())?;
+        ensure_bounded("target mean", [self.target_mean].iter())
     }
 }

@@ -510,11 +510,15 @@ pub struct Mklaren {
     kernels: Vec<Kernel>,
     transforms: Vec<FactorTransform>,
     selected: Vec<SelectedColumn>,
+    #[cfg_attr(feature = "serde", serde(with = "crate::io::matrix"))]
     coefficients: DVector<f64>,
+    #[cfg_attr(feature = "serde", serde(with = "crate::io::matrix"))]
     path: Vec<DVector<f64>>,
+    #[cfg_attr(feature = "serde", serde(with = "crate::io::matrix"))]
     kernel_weights: DVector<f64>,
     target_mean: f64,
     scale: f64,
+    #[cfg_attr(feature = "serde", serde(with = "crate::io::matrix"))]
     training_fit: DVector<f64>,
 }
 
@@ -596,7 +600,7 @@ impl Mklaren {
                 }
             }
         }
-        Ok(out)
+        Ok(crate::linalg::finite_vector("mklaren predictions", out)?)
     }
 }
 
@@ -604,17 +608,40 @@ impl Mklaren {
 impl crate::io::SavedModel for Mklaren {
     const KIND: &'static str = "mklaren";
 
-    /// A transform per kernel; every selected column within its kernel's
-    /// factor; a coefficient per column and a weight per kernel; finite.
+    /// A consistent transform per kernel, with that kernel, and a weight per
+    /// kernel; every selected column within its kernel's factor, with a
+    /// finite mean, a sign of `+-1` and a norm that is a stored scale
+    /// ([`crate::io::MIN_STORED_SCALE`]); a coefficient per column, in the
+    /// model and at every step of the path; a positive scale; every number
+    /// finite and within [`crate::io::MAX_STORED_MAGNITUDE`], and each
+    /// column's weight `beta sign scale / norm` too.
     fn check_loaded(&self) -> Result<(), MklarenError> {
-        use crate::io::ensure;
+        use crate::io::{ensure, ensure_bounded, ensure_scale};
         let p = self.kernels.len();
         ensure(p >= 1 && self.transforms.len() == p && self.kernel_weights.len() == p, || format!("{p} kernels, {} transforms, {} weights", self.transforms.len(), self.kernel_weights.len()))?;
-        ensure(self.transforms.iter().zip(&self.kernels).all(|(t, k)| t.is_consistent() && t.kernel() == *k), || "inconsistent factor transforms".into())?;
-        ensure(self.coefficients.len() == self.selected.len() && self.path.iter().all(|b| b.len() == self.selected.len()), || "coefficients do not match the selected columns".into())?;
-        ensure(self.selected.iter().all(|c| c.kernel < p && c.position < self.transforms[c.kernel].matrix().ncols() && c.mean.is_finite() && c.norm.is_finite() && c.norm > 0.0 && c.sign.is_finite()), || "a selected column outside its kernel's factor".into())?;
-        let finite = |v: &DVector<f64>| v.iter().all(|x| x.is_finite());
-        ensure(finite(&self.coefficients) && finite(&self.kernel_weights) && finite(&self.training_fit) && self.path.iter().all(finite) && self.target_mean.is_finite() && self.scale.is_finite(), || "non-finite numbers".into())
+        for (q, (t, k)) in self.transforms.iter().zip(&self.kernels).enumerate() {
+            t.check_loaded(q)?;
+            ensure(t.kernel() == *k, || format!("kernel {q}: the transform's kernel {:?} is not the model's {k:?}", t.kernel()))?;
+        }
+        let r = self.selected.len();
+        ensure(self.coefficients.len() == r && self.path.iter().all(|b| b.len() == r), || format!("{r} selected columns, {} coefficients, path steps of {:?} coefficients", self.coefficients.len(), self.path.iter().map(|b| b.len()).collect::<Vec<_>>()))?;
+        ensure_scale("scale", self.scale)?;
+        for (l, c) in self.selected.iter().enumerate() {
+            ensure(c.kernel < p && c.position < self.transforms[c.kernel].matrix().ncols(), || format!("selected column {l} (kernel {}, position {}) outside its kernel's factor", c.kernel, c.position))?;
+            ensure(c.sign == 1.0 || c.sign == -1.0, || format!("selected column {l}: sign {} (must be 1 or -1)", c.sign))?;
+            ensure_bounded(&format!("selected column {l}: mean"), [c.mean].iter())?;
+            ensure_scale(&format!("selected column {l}: norm"), c.norm)?;
+        }
+        ensure_bounded("coefficients", self.coefficients.iter())?;
+        for (s, b) in self.path.iter().enumerate() {
+            ensure_bounded(&format!("path step {s}"), b.iter())?;
+        }
+        for b in std::iter::once(&self.coefficients).chain(&self.path) {
+            ensure_bounded("column weights (beta sign scale / norm)", b.iter().zip(&self.selected).map(|(v, c)| v * c.sign * self.scale / c.norm).collect::<Vec<_>>().iter())?;
+        }
+        ensure_bounded("kernel weights", self.kernel_weights.iter())?;
+        ensure_bounded("training fit", self.training_fit.iter())?;
+        ensure_bounded("target mean", [self.target_mean].iter())
     }
 }
 

@@ -103,7 +103,8 @@ impl BaselineParams {
         self
     }
 
-    /// Monte Carlo sample size and seed for the GLM normaliser.
+    /// Monte Carlo sample size (`1..=`[`MAX_MONTE_CARLO`], checked at fit) and
+    /// seed for the GLM normaliser.
     pub fn monte_carlo(mut self, samples: usize, seed: u64) -> Self {
         self.monte_carlo = samples;
         self.seed = seed;
@@ -116,8 +117,8 @@ impl BaselineParams {
         check_positive("sigma", self.sigma)?;
         self.regularisation.check(Terms::BASELINE_DENSITY)?;
         self.options.validate()?;
-        if self.monte_carlo == 0 {
-            return Err(PsdError::InvalidParameter { name: "monte_carlo", reason: "need at least one sample".into() });
+        if !(1..=MAX_MONTE_CARLO).contains(&self.monte_carlo) {
+            return Err(PsdError::InvalidParameter { name: "monte_carlo", reason: format!("must be in 1..={MAX_MONTE_CARLO}, got {}", self.monte_carlo) });
         }
         check_matrix("x", x)?;
         self.base.check_dimension(x.ncols())?;
@@ -289,6 +290,10 @@ impl BaselineParams {
         Ok((a, lz))
     }
 }
+
+/// The largest Monte Carlo sample size of a GLM density (a loaded model's
+/// `monte_carlo`): its integral draws `4 x monte_carlo` points.
+pub const MAX_MONTE_CARLO: usize = 10_000_000;
 
 /// `log int exp(g) dnu` for `g = sum_j a_j k(., x_j)`, by importance-sampled
 /// Monte Carlo on `count` points of `monte_carlo_points` (seed `seed`),
@@ -472,9 +477,11 @@ pub fn try_project_weighted_simplex(y: &DVector<f64>, u: &DVector<f64>) -> Resul
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct BaselineDensity {
     kind: BaselineKind,
+    #[cfg_attr(feature = "serde", serde(with = "crate::io::matrix"))]
     centres: DMatrix<f64>,
     sigma: f64,
     kernel: Kernel,
+    #[cfg_attr(feature = "serde", serde(with = "crate::io::matrix"))]
     alpha: DVector<f64>,
     log_normaliser: f64,
     base: BaseMeasure,
@@ -507,17 +514,34 @@ impl BaselineDensity {
     }
 
     /// `int p`: closed form `u^T alpha` for PNM/NCM (exactly 1 after fitting);
-    /// for GLM an independent Monte Carlo estimate on `4 x monte_carlo`
-    /// points with a seed not used by the fit (not exactly 1: GLM lacks P4).
-    pub fn integral(&self) -> f64 {
-        match self.kind {
+    /// for GLM with a Gaussian base measure an independent Monte Carlo
+    /// estimate on `4 x monte_carlo` points with a seed not used by the fit
+    /// (not exactly 1: GLM lacks P4).
+    ///
+    /// Errors: for GLM with the Lebesgue base measure
+    /// [`PsdError::InvalidParameter`] (`base`): `g` vanishes far from the
+    /// centres, so `p = exp(g - log Z)` tends to the constant
+    /// `exp(-log Z) > 0` there and `int p` is infinite (the model is a
+    /// density only on a bounded region; its normaliser was estimated on the
+    /// Monte Carlo points). `Compute(Overflow)` if the integral overflows.
+    pub fn integral(&self) -> Result<f64, PsdError> {
+        let value = match self.kind {
             BaselineKind::Glm => {
-                let lz = log_normaliser(&Device::Cpu, &self.kernel, &self.centres, &self.alpha, &self.base, 4 * self.monte_carlo, self.seed)
-                    .expect("shapes validated by fit");
+                if self.base == BaseMeasure::Lebesgue {
+                    return Err(PsdError::InvalidParameter {
+                        name: "base",
+                        reason: format!("a GLM density on the Lebesgue base measure tends to exp(-log Z) = {:e} > 0 far from the centres, so its integral is infinite (fit with a Gaussian base measure for a normalisable GLM)", (-self.log_normaliser).exp()),
+                    });
+                }
+                let lz = log_normaliser(&Device::Cpu, &self.kernel, &self.centres, &self.alpha, &self.base, glm_normaliser_count(self.monte_carlo)?, self.seed)?;
                 (lz - self.log_normaliser).exp()
             }
             _ => kernel_integrals(&self.centres, self.sigma, &self.base).dot(&self.alpha),
+        };
+        if !value.is_finite() {
+            return Err(ComputeError::Overflow { what: "baseline density integral", row: 0, col: 0 });
         }
+        Ok(value)
     }
 
     /// Mean log-likelihood; `NaN`/`-inf` where the density is not positive.
@@ -531,14 +555,30 @@ impl BaselineDensity {
 impl crate::io::SavedModel for BaselineDensity {
     const KIND: &'static str = "psd-baseline-density";
 
-    /// Coefficients on the centres, the Gaussian kernel of width `sigma`, a
-    /// base measure of the centres' dimension, finite numbers.
+    /// The Gaussian kernel of width `sigma` (a stored scale,
+    /// [`crate::io::MIN_STORED_SCALE`]); a coefficient per centre, `m >= 1`
+    /// centres of `d >= 1` coordinates; a base measure of dimension `d`
+    /// ([`BaseMeasure`]'s check); a Monte Carlo sample size in
+    /// `1..=`[`MAX_MONTE_CARLO`]; every number finite and within
+    /// [`crate::io::MAX_STORED_MAGNITUDE`], and for PNM and NCM the
+    /// density's bound `sum_j |alpha_j| max nu` too (GLM's `exp(g) / Z`
+    /// is checked where it is evaluated).
     fn check_loaded(&self) -> Result<(), PsdError> {
-        use crate::io::ensure;
-        ensure(self.sigma.is_finite() && self.sigma > 0.0 && self.kernel.gaussian_width().is_some_and(|w| (w - self.sigma).abs() <= 1e-12 * self.sigma), || "kernel inconsistent with sigma".into())?;
-        ensure(self.centres.nrows() >= 1 && self.alpha.len() == self.centres.nrows(), || "coefficients do not match the centres".into())?;
-        ensure(self.centres.iter().chain(self.alpha.iter()).all(|v| v.is_finite()) && self.log_normaliser.is_finite(), || "non-finite numbers".into())?;
-        ensure(self.monte_carlo >= 1, || "monte_carlo must be >= 1".into())?;
-        self.base.check_dimension(self.centres.ncols()).map_err(|e| crate::Error::Record(format!("base measure: {e}")))
+        use crate::io::{ensure, ensure_bounded, ensure_gaussian_of_width, MAX_STORED_MAGNITUDE};
+        ensure_gaussian_of_width("baseline density", &self.kernel, self.sigma)?;
+        let (m, d) = self.centres.shape();
+        ensure(m >= 1 && d >= 1 && self.alpha.len() == m, || format!("{} coefficients on centres of {m} x {d}", self.alpha.len()))?;
+        ensure_bounded("centres", self.centres.iter())?;
+        ensure_bounded("coefficients", self.alpha.iter())?;
+        ensure_bounded("log normaliser", [self.log_normaliser].iter())?;
+        ensure((1..=MAX_MONTE_CARLO).contains(&self.monte_carlo), || format!("monte_carlo is {}, outside 1..={MAX_MONTE_CARLO}", self.monte_carlo))?;
+        self.base.check_loaded(d)?;
+        if self.kind == BaselineKind::Glm {
+            // exp(g) has no useful bound from the coefficients alone: the
+            // density and integral check their results.
+            return Ok(());
+        }
+        let bound = self.alpha.iter().map(|a| a.abs()).sum::<f64>() * self.base.peak_density();
+        ensure(bound <= MAX_STORED_MAGNITUDE, || format!("the density reaches {bound:e} (sum_j |alpha_j| max nu), beyond the magnitude a model may store"))
     }
 }

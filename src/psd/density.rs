@@ -394,17 +394,19 @@ impl PsdDensity {
 impl crate::io::SavedModel for PsdDensity {
     const KIND: &'static str = "psd-density";
 
-    /// A consistent model and a base measure of the model's dimension.
+    /// A consistent model ([`PsdModel`]'s check: kernel and width agree,
+    /// shapes, magnitudes) and base measure of the model's dimension; the
+    /// density bounded, `m ||C||_F^2 max nu` within
+    /// [`crate::io::MAX_STORED_MAGNITUDE`]; and a finite positive mass
+    /// `int p` (the closed form of [`PsdDensity::integral`]).
     fn check_loaded(&self) -> Result<(), PsdError> {
         use crate::io::ensure;
-        ensure(self.model.is_consistent(), || "inconsistent PSD model".into())?;
-        let d = self.model.centres().ncols();
-        match &self.base {
-            BaseMeasure::Lebesgue => Ok(()),
-            BaseMeasure::Gaussian { mean, std } => ensure(
-                mean.len() == d && std.len() == d && mean.iter().all(|v| v.is_finite()) && std.iter().all(|s| s.is_finite() && *s > 0.0),
-                || format!("a base measure of dimension {} for a model of dimension {d}", mean.len()),
-            ),
-        }
+        self.model.check_loaded("PSD model")?;
+        let d = self.model.dimension();
+        self.base.check_loaded(d)?;
+        let bound = self.model.value_bound() * self.base.peak_density();
+        ensure(bound <= crate::io::MAX_STORED_MAGNITUDE, || format!("the density reaches {bound:e} (m ||C||_F^2 max nu), beyond the magnitude a model may store"))?;
+        let mass = self.integral()?;
+        ensure(mass.is_finite() && mass > 0.0, || format!("the density's mass int p is {mass:e} (must be finite and positive)"))
     }
 }

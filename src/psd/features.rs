@@ -53,9 +53,11 @@ pub enum Factorisation {
 #[derive(Debug, Clone)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct EmpiricalFeatures {
+    #[cfg_attr(feature = "serde", serde(with = "crate::io::matrix"))]
     centres: DMatrix<f64>,
     sigma: f64,
     kernel: Kernel,
+    #[cfg_attr(feature = "serde", serde(with = "crate::io::matrix"))]
     map: DMatrix<f64>,
     factorisation: Factorisation,
 }
@@ -177,24 +179,25 @@ impl EmpiricalFeatures {
         device.resident_matmul(&kxz, &t, MatrixProduct::ABt)
     }
 
-    /// Whether a decoded map is internally consistent (a saved model's
-    /// check): finite centres and map, `T` of `r <= m` rows on the `m`
-    /// centres, the Gaussian kernel of width `sigma`.
+    /// The check of a decoded map (a saved model's): the Gaussian kernel of
+    /// width `sigma`, a stored scale ([`crate::io::MIN_STORED_SCALE`]); `m >= 1`
+    /// centres of `d >= 1` coordinates; `T` of `1 <= r <= m` rows on the
+    /// centres, `r` the recorded rank (`r = m` for Cholesky); every number
+    /// finite and within [`crate::io::MAX_STORED_MAGNITUDE`].
     #[cfg(feature = "serde")]
-    pub(crate) fn is_consistent(&self) -> bool {
+    pub(crate) fn check_loaded(&self) -> Result<(), PsdError> {
+        use crate::io::{ensure, ensure_bounded, ensure_gaussian_of_width};
+        ensure_gaussian_of_width("feature map", &self.kernel, self.sigma)?;
         let (r, m) = self.map.shape();
+        let d = self.centres.ncols();
+        ensure(m >= 1 && d >= 1 && m == self.centres.nrows(), || format!("a feature map of {r} x {m} on centres of {:?}", self.centres.shape()))?;
         let rank_ok = match self.factorisation {
             Factorisation::Cholesky => r == m,
             Factorisation::TruncatedEigen { rank } => rank == r,
         };
-        self.sigma.is_finite()
-            && self.sigma > 0.0
-            && self.kernel.gaussian_width().is_some_and(|w| (w - self.sigma).abs() <= 1e-12 * self.sigma)
-            && m == self.centres.nrows()
-            && m >= 1
-            && (1..=m).contains(&r)
-            && rank_ok
-            && self.centres.iter().chain(self.map.iter()).all(|v| v.is_finite())
+        ensure((1..=m).contains(&r) && rank_ok, || format!("a feature map of rank {r} on {m} centres, recorded as {:?}", self.factorisation))?;
+        ensure_bounded("centres", self.centres.iter())?;
+        ensure_bounded("feature map", self.map.iter())
     }
 
     /// The features with a constant row appended, `Phi'(X) = (Phi(X); 1)`

@@ -382,13 +382,17 @@ impl HeteroscedasticParams {
 #[derive(Debug, Clone)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct HeteroscedasticRegression {
+    #[cfg_attr(feature = "serde", serde(with = "crate::io::matrix"))]
     centres: DMatrix<f64>,
     kernel: Kernel,
     /// `eta'(x) = a^T v(x) + b` (standardised units).
+    #[cfg_attr(feature = "serde", serde(with = "crate::io::matrix"))]
     eta_coefficients: DVector<f64>,
     eta_intercept: f64,
     /// `theta'(x) = ||C v(x) + c0||^2` (standardised units).
+    #[cfg_attr(feature = "serde", serde(with = "crate::io::matrix"))]
     theta_factor: DMatrix<f64>,
+    #[cfg_attr(feature = "serde", serde(with = "crate::io::matrix"))]
     theta_offset: DVector<f64>,
     y_mean: f64,
     y_sd: f64,
@@ -491,16 +495,23 @@ impl HeteroscedasticRegression {
 impl crate::io::SavedModel for HeteroscedasticRegression {
     const KIND: &'static str = "psd-heteroscedastic";
 
-    /// `eta` coefficients on the centres, a `theta` factor on the centres with
-    /// an offset of its rank, a valid kernel, finite numbers, a positive
-    /// target scale.
+    /// `eta` coefficients on `m >= 1` centres of `d >= 1` coordinates, a
+    /// `theta` factor on the centres with an offset of its rank, a valid
+    /// kernel; every number finite and within
+    /// [`crate::io::MAX_STORED_MAGNITUDE`]; a target scale that is a stored
+    /// scale ([`crate::io::MIN_STORED_SCALE`]).
     fn check_loaded(&self) -> Result<(), PsdError> {
-        use crate::io::ensure;
-        let m = self.centres.nrows();
-        ensure(m >= 1 && self.kernel.validate().is_ok(), || "centres or kernel invalid".into())?;
-        ensure(self.eta_coefficients.len() == m && self.theta_factor.ncols() == m && self.theta_offset.len() == self.theta_factor.nrows(), || "coefficients do not match the centres".into())?;
-        let finite = self.centres.iter().chain(self.eta_coefficients.iter()).chain(self.theta_factor.iter()).chain(self.theta_offset.iter()).all(|v| v.is_finite());
-        ensure(finite && self.eta_intercept.is_finite() && self.y_mean.is_finite(), || "non-finite numbers".into())?;
-        ensure(self.y_sd.is_finite() && self.y_sd > 0.0, || "target scale must be > 0".into())
+        use crate::io::{ensure, ensure_bounded, ensure_kernel, ensure_scale};
+        let (m, d) = self.centres.shape();
+        ensure(m >= 1 && d >= 1, || format!("centres of {m} x {d} (need at least one centre and one coordinate)"))?;
+        ensure_kernel("kernel", &self.kernel)?;
+        ensure(self.eta_coefficients.len() == m, || format!("{} eta coefficients for {m} centres", self.eta_coefficients.len()))?;
+        ensure(self.theta_factor.ncols() == m && self.theta_offset.len() == self.theta_factor.nrows(), || format!("a theta factor of {:?} and an offset of {} for {m} centres", self.theta_factor.shape(), self.theta_offset.len()))?;
+        ensure_bounded("centres", self.centres.iter())?;
+        ensure_bounded("eta coefficients", self.eta_coefficients.iter())?;
+        ensure_bounded("theta factor", self.theta_factor.iter())?;
+        ensure_bounded("theta offset", self.theta_offset.iter())?;
+        ensure_bounded("eta intercept and target mean", [self.eta_intercept, self.y_mean].iter())?;
+        ensure_scale("target scale", self.y_sd)
     }
 }

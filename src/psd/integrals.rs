@@ -31,8 +31,10 @@ pub enum BaseMeasure {
     /// Gaussian `N(mean, diag(std^2))`: a density is `p(x) = f(x) nu(x)` (App. E).
     Gaussian {
         /// Mean, length d.
+        #[cfg_attr(feature = "serde", serde(with = "crate::io::matrix"))]
         mean: DVector<f64>,
         /// Standard deviations, length d, all > 0.
+        #[cfg_attr(feature = "serde", serde(with = "crate::io::matrix"))]
         std: DVector<f64>,
     },
 }
@@ -59,6 +61,33 @@ impl BaseMeasure {
             check_positive("std", s)?;
         }
         Ok(BaseMeasure::Gaussian { mean, std })
+    }
+
+    /// The check of a loaded measure for a model of dimension `d`: a
+    /// Gaussian of `d` coordinates, means finite and within
+    /// [`crate::io::MAX_STORED_MAGNITUDE`], standard deviations stored scales
+    /// ([`crate::io::MIN_STORED_SCALE`]).
+    #[cfg(feature = "serde")]
+    pub(crate) fn check_loaded(&self, d: usize) -> Result<(), PsdError> {
+        use crate::io::{ensure, ensure_bounded, ensure_scale};
+        if let BaseMeasure::Gaussian { mean, std } = self {
+            ensure(mean.len() == d && std.len() == d, || format!("a Gaussian base measure with {} means and {} standard deviations for a model of dimension {d}", mean.len(), std.len()))?;
+            ensure_bounded("base measure mean", mean.iter())?;
+            for (k, &s) in std.iter().enumerate() {
+                ensure_scale(&format!("base measure standard deviation {k}"), s)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The largest value of the density `nu` (1 for Lebesgue,
+    /// `prod_k 1/(sqrt(2 pi) s_k)` for a Gaussian; `+inf` if it overflows).
+    #[cfg(feature = "serde")]
+    pub(crate) fn peak_density(&self) -> f64 {
+        match self {
+            BaseMeasure::Lebesgue => 1.0,
+            BaseMeasure::Gaussian { std, .. } => std.iter().map(|s| 1.0 / ((2.0 * std::f64::consts::PI).sqrt() * s)).product(),
+        }
     }
 
     /// Checks that the measure lives in dimension `d`.

@@ -28,23 +28,41 @@ const FACTOR_TOLERANCE: f64 = 1e-14;
 #[derive(Debug, Clone)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct PsdModel {
+    #[cfg_attr(feature = "serde", serde(with = "crate::io::matrix"))]
     centres: DMatrix<f64>,
     sigma: f64,
     kernel: Kernel,
+    #[cfg_attr(feature = "serde", serde(with = "crate::io::matrix"))]
     factor: DMatrix<f64>,
 }
 
 impl PsdModel {
-    /// `sigma > 0`, a valid kernel, a factor column per centre, everything
-    /// finite (the check of a loaded model).
+    /// The check of a loaded model (`what` names it in the error): `sigma` a
+    /// stored scale ([`crate::io::MIN_STORED_SCALE`]) and the kernel the
+    /// Gaussian kernel of that width (evaluation uses the kernel, integrals
+    /// `sigma`); `m >= 1` centres of `d >= 1` coordinates; a factor of
+    /// `q >= 1` rows and a column per centre; every number finite and within
+    /// [`crate::io::MAX_STORED_MAGNITUDE`]; and the bound
+    /// [`PsdModel::value_bound`] of `f` as well.
     #[cfg(feature = "serde")]
-    pub(crate) fn is_consistent(&self) -> bool {
-        self.sigma.is_finite()
-            && self.sigma > 0.0
-            && self.kernel.validate().is_ok()
-            && self.centres.nrows() >= 1
-            && self.factor.ncols() == self.centres.nrows()
-            && self.centres.iter().chain(self.factor.iter()).all(|v| v.is_finite())
+    pub(crate) fn check_loaded(&self, what: &str) -> Result<(), PsdError> {
+        use crate::io::{ensure, ensure_bounded, ensure_gaussian_of_width};
+        ensure_gaussian_of_width(what, &self.kernel, self.sigma)?;
+        let (m, d) = self.centres.shape();
+        ensure(m >= 1 && d >= 1, || format!("{what}: centres of {m} x {d} (need at least one centre and one coordinate)"))?;
+        ensure(self.factor.nrows() >= 1 && self.factor.ncols() == m, || format!("{what}: a factor of {:?} for {m} centres (need a column per centre)", self.factor.shape()))?;
+        ensure_bounded(&format!("{what}: centres"), self.centres.iter())?;
+        ensure_bounded(&format!("{what}: factor"), self.factor.iter())?;
+        let bound = self.value_bound();
+        ensure(bound <= crate::io::MAX_STORED_MAGNITUDE, || format!("{what}: the model's values reach {bound:e} (m ||C||_F^2 of the factor C), beyond the magnitude a model may store"))
+    }
+
+    /// `m ||C||_F^2`, a bound of `f` everywhere: `f(x) = ||C v(x)||^2` with
+    /// the Gaussian kernel values `0 <= v_i(x) <= 1`, so
+    /// `||C v||^2 <= ||C||_F^2 ||v||^2 <= m ||C||_F^2` (`+inf` if it overflows).
+    #[cfg(feature = "serde")]
+    pub(crate) fn value_bound(&self) -> f64 {
+        self.centres.nrows() as f64 * self.factor.iter().map(|v| v * v).sum::<f64>()
     }
 
     /// The model with coefficient matrix `B = C^T C` given by its factor `C` (q x m).
@@ -156,7 +174,7 @@ impl PsdModel {
         let g = w.component_mul(&kxz);
         let gz = device.matmul(&g, &self.centres, MatrixProduct::AB)?;
         let scale = -2.0 / (self.sigma * self.sigma);
-        Ok(DMatrix::from_fn(x.nrows(), x.ncols(), |i, k| scale * (g.row(i).sum() * x[(i, k)] - gz[(i, k)])))
+        Ok(linalg::finite_result("gradient", DMatrix::from_fn(x.nrows(), x.ncols(), |i, k| scale * (g.row(i).sum() * x[(i, k)] - gz[(i, k)])))?)
     }
 
     /// `int f(x) dnu(x) = tr(B M)` in closed form (Proposition 4).

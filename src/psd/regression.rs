@@ -211,8 +211,10 @@ pub(crate) fn check_levels(levels: &[f64]) -> Result<(), PsdError> {
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct QuantileRegression {
     levels: Vec<f64>,
+    #[cfg_attr(feature = "serde", serde(with = "crate::io::matrix"))]
     centres: DMatrix<f64>,
     kernel: crate::kernel::Kernel,
+    #[cfg_attr(feature = "serde", serde(with = "crate::io::matrix"))]
     linear: DVector<f64>,
     offset: f64,
     parts: Vec<(usize, PsdModel)>,
@@ -251,7 +253,7 @@ impl QuantileRegression {
             let next = out.column(j + 1) - part.as_ref().expect("lower part");
             out.column_mut(j).copy_from(&next);
         }
-        Ok(out)
+        Ok(linalg::finite_result("quantile curves", out)?)
     }
 }
 
@@ -259,21 +261,28 @@ impl QuantileRegression {
 impl crate::io::SavedModel for QuantileRegression {
     const KIND: &'static str = "psd-quantile";
 
-    /// Increasing levels in (0, 1); the central curve's coefficients on the
-    /// centres; one consistent gap model per other level, on centres of the
-    /// same dimension; finite.
+    /// Increasing levels in (0, 1); a valid kernel; the central curve's
+    /// coefficients on `m >= 1` centres of `d >= 1` coordinates; one
+    /// consistent gap model ([`PsdModel`]'s check) per other level, on
+    /// centres of dimension `d`; every number finite and within
+    /// [`crate::io::MAX_STORED_MAGNITUDE`].
     fn check_loaded(&self) -> Result<(), PsdError> {
-        use crate::io::ensure;
+        use crate::io::{ensure, ensure_bounded, ensure_kernel};
         let k = self.levels.len();
-        ensure(k >= 1 && self.levels.iter().all(|t| *t > 0.0 && *t < 1.0) && self.levels.windows(2).all(|w| w[0] < w[1]), || "levels must increase within (0, 1)".into())?;
-        ensure(self.kernel.validate().is_ok() && self.linear.len() == self.centres.nrows() && self.offset.is_finite(), || "central curve inconsistent".into())?;
-        ensure(self.centres.iter().chain(self.linear.iter()).all(|v| v.is_finite()), || "non-finite numbers".into())?;
+        ensure(k >= 1 && self.levels.iter().all(|t| *t > 0.0 && *t < 1.0) && self.levels.windows(2).all(|w| w[0] < w[1]), || format!("levels {:?} must increase within (0, 1)", self.levels))?;
+        ensure_kernel("central curve", &self.kernel)?;
+        let (m, d) = self.centres.shape();
+        ensure(m >= 1 && d >= 1 && self.linear.len() == m, || format!("central curve: {} coefficients on centres of {m} x {d}", self.linear.len()))?;
+        ensure_bounded("centres", self.centres.iter())?;
+        ensure_bounded("central curve coefficients", self.linear.iter())?;
+        ensure_bounded("central curve offset", [self.offset].iter())?;
         let c = k / 2;
         let mut seen = vec![false; k];
         for (i, model) in &self.parts {
-            ensure(*i < k && *i != c && !seen[*i], || format!("gap model for level index {i}"))?;
+            ensure(*i < k && *i != c && !seen[*i], || format!("gap model for level index {i} (of {k} levels, the central {c} has none)"))?;
             seen[*i] = true;
-            ensure(model.is_consistent() && model.centres().ncols() == self.centres.ncols(), || format!("gap model {i} inconsistent"))?;
+            model.check_loaded(&format!("gap model {i}"))?;
+            ensure(model.dimension() == d, || format!("gap model {i}: dimension {} for a model of dimension {d}", model.dimension()))?;
         }
         ensure((0..k).all(|i| i == c || seen[i]), || "a level without its gap model".into())
     }

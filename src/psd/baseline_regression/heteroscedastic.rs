@@ -228,9 +228,12 @@ pub struct BaselineHeteroscedastic {
     kind: BaselineKind,
     features: EmpiricalFeatures,
     /// `eta'(x) = Phi'(x)^T eta_weights` (standardised units).
+    #[cfg_attr(feature = "serde", serde(with = "crate::io::matrix"))]
     eta_weights: DVector<f64>,
     /// `theta'(x) = Phi'(x)^T theta_weights`, or its `exp` for GLM.
+    #[cfg_attr(feature = "serde", serde(with = "crate::io::matrix"))]
     theta_weights: DVector<f64>,
+    #[cfg_attr(feature = "serde", serde(with = "crate::io::matrix"))]
     solution: DVector<f64>,
     y_mean: f64,
     y_sd: f64,
@@ -267,13 +270,18 @@ impl BaselineHeteroscedastic {
     }
 
     /// Predictive mean `mu = eta/theta`.
+    ///
+    /// Errors: as [`BaselineHeteroscedastic::natural_parameters`], and
+    /// `Compute(Overflow)` where `theta` is 0 or the mean overflows.
     pub fn predict_mean(&self, device: &Device, x: &DMatrix<f64>) -> Result<DVector<f64>, PsdError> {
-        Ok(self.natural_parameters(device, x)?.mean())
+        Ok(linalg::finite_vector("predictive mean", self.natural_parameters(device, x)?.mean())?)
     }
 
     /// Predictive variance `v = 1/theta` (negative where PNM's `theta` is).
+    ///
+    /// Errors: as [`BaselineHeteroscedastic::predict_mean`].
     pub fn predict_variance(&self, device: &Device, x: &DMatrix<f64>) -> Result<DVector<f64>, PsdError> {
-        Ok(self.natural_parameters(device, x)?.variance())
+        Ok(linalg::finite_vector("predictive variance", self.natural_parameters(device, x)?.variance())?)
     }
 
     /// Mean predictive log-likelihood (`-inf` if `theta <= 0` at some point).
@@ -288,14 +296,19 @@ impl BaselineHeteroscedastic {
 impl crate::io::SavedModel for BaselineHeteroscedastic {
     const KIND: &'static str = "psd-baseline-heteroscedastic";
 
-    /// A consistent feature map; `eta` and `theta` weights of its dimension
-    /// plus the constant; finite numbers; a positive target scale.
+    /// A consistent feature map ([`EmpiricalFeatures`]' check); `eta` and
+    /// `theta` weights of its dimension plus the constant; every number
+    /// finite and within [`crate::io::MAX_STORED_MAGNITUDE`]; a target scale
+    /// that is a stored scale ([`crate::io::MIN_STORED_SCALE`]).
     fn check_loaded(&self) -> Result<(), PsdError> {
-        use crate::io::ensure;
-        ensure(self.features.is_consistent(), || "feature map inconsistent".into())?;
+        use crate::io::{ensure, ensure_bounded, ensure_scale};
+        self.features.check_loaded()?;
         let dim = self.features.map().nrows() + 1;
         ensure(self.eta_weights.len() == dim && self.theta_weights.len() == dim, || format!("weights must have the feature dimension {dim}"))?;
-        ensure(self.eta_weights.iter().chain(self.theta_weights.iter()).chain(self.solution.iter()).all(|v| v.is_finite()) && self.y_mean.is_finite(), || "non-finite numbers".into())?;
-        ensure(self.y_sd.is_finite() && self.y_sd > 0.0, || "target scale must be > 0".into())
+        ensure_bounded("eta weights", self.eta_weights.iter())?;
+        ensure_bounded("theta weights", self.theta_weights.iter())?;
+        ensure_bounded("solution", self.solution.iter())?;
+        ensure_bounded("target mean", [self.y_mean].iter())?;
+        ensure_scale("target scale", self.y_sd)
     }
 }

@@ -509,8 +509,11 @@ pub struct BaselineQuantile {
     kind: BaselineKind,
     levels: Vec<f64>,
     features: EmpiricalFeatures,
+    #[cfg_attr(feature = "serde", serde(with = "crate::io::matrix"))]
     centre_weights: DVector<f64>,
+    #[cfg_attr(feature = "serde", serde(with = "crate::io::matrix"))]
     part_weights: Vec<DVector<f64>>,
+    #[cfg_attr(feature = "serde", serde(with = "crate::io::matrix"))]
     solution: DVector<f64>,
     y_median: f64,
     y_sd: f64,
@@ -564,7 +567,7 @@ impl BaselineQuantile {
             let next = out.column(j + 1) - &parts[j];
             out.column_mut(j).copy_from(&next);
         }
-        Ok(out.map(|v| self.y_median + self.y_sd * v))
+        Ok(linalg::finite_result("quantile curves", out.map(|v| self.y_median + self.y_sd * v))?)
     }
 }
 
@@ -572,18 +575,25 @@ impl BaselineQuantile {
 impl crate::io::SavedModel for BaselineQuantile {
     const KIND: &'static str = "psd-baseline-quantile";
 
-    /// Increasing levels in (0, 1); a consistent feature map; the middle
-    /// curve and one gap per other level, each of the feature dimension plus
-    /// the constant; finite numbers; a positive target scale.
+    /// Increasing levels in (0, 1); a consistent feature map
+    /// ([`EmpiricalFeatures`]' check); the middle curve and one gap per other
+    /// level, each of the feature dimension plus the constant; every number
+    /// finite and within [`crate::io::MAX_STORED_MAGNITUDE`]; a target scale
+    /// that is a stored scale ([`crate::io::MIN_STORED_SCALE`]).
     fn check_loaded(&self) -> Result<(), PsdError> {
-        use crate::io::ensure;
+        use crate::io::{ensure, ensure_bounded, ensure_scale};
         let k = self.levels.len();
-        ensure(k >= 1 && self.levels.iter().all(|t| *t > 0.0 && *t < 1.0) && self.levels.windows(2).all(|w| w[0] < w[1]), || "levels must increase within (0, 1)".into())?;
-        ensure(self.features.is_consistent(), || "feature map inconsistent".into())?;
+        ensure(k >= 1 && self.levels.iter().all(|t| *t > 0.0 && *t < 1.0) && self.levels.windows(2).all(|w| w[0] < w[1]), || format!("levels {:?} must increase within (0, 1)", self.levels))?;
+        self.features.check_loaded()?;
         let dim = self.features.map().nrows() + 1;
         ensure(self.part_weights.len() + 1 == k, || format!("{k} levels need {} gap models, found {}", k - 1, self.part_weights.len()))?;
         ensure(self.centre_weights.len() == dim && self.part_weights.iter().all(|w| w.len() == dim), || format!("weights must have the feature dimension {dim}"))?;
-        ensure(self.centre_weights.iter().chain(self.part_weights.iter().flatten()).chain(self.solution.iter()).all(|v| v.is_finite()) && self.y_median.is_finite(), || "non-finite numbers".into())?;
-        ensure(self.y_sd.is_finite() && self.y_sd > 0.0, || "target scale must be > 0".into())
+        ensure_bounded("middle curve weights", self.centre_weights.iter())?;
+        for (j, w) in self.part_weights.iter().enumerate() {
+            ensure_bounded(&format!("gap {j} weights"), w.iter())?;
+        }
+        ensure_bounded("solution", self.solution.iter())?;
+        ensure_bounded("target median", [self.y_median].iter())?;
+        ensure_scale("target scale", self.y_sd)
     }
 }
