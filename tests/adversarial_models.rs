@@ -82,7 +82,7 @@ fn exercise_eksvd(bytes: &[u8], json: bool) -> Result<Outputs, Error> {
         keep(&mut out, m.transform_source(&cpu, q, &x));
         keep(&mut out, m.transform_dual(&cpu, q, &x));
         keep(&mut out, m.features_of(&cpu, q, &x));
-        out.extend(m.training_scores(q).values());
+        keep(&mut out, m.training_scores(q));
     }
     for k in 0..m.n_components().min(3) {
         if let Ok(t) = m.objective(k) {
