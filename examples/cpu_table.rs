@@ -1,7 +1,7 @@
-//! CPU side-by-side table for issue 17: the fused RBF kernel matrix, the
+//! CPU side-by-side table: the fused RBF kernel matrix, the
 //! fused kernel matvec and the dense symmetric eigendecomposition, each as
 //! the median of several runs (after one warm-up), to set beside NumPy/SciPy
-//! run in the same session (the one-liners are in BENCHMARKS.md, "CPU at the
+//! run in the same run (the one-liners are in BENCHMARKS.md, "CPU at the
 //! hardware limit").
 //!
 //! ```text

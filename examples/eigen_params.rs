@@ -1,5 +1,5 @@
-//! faer's self-adjoint eigendecomposition under its tuning parameters
-//! (issue 17): parallelism (`Par::rayon` vs `Par::Seq`), the
+//! faer's self-adjoint eigendecomposition under its tuning parameters:
+//! parallelism (`Par::rayon` vs `Par::Seq`), the
 //! tridiagonalisation's parallel threshold and the divide-and-conquer
 //! recursion threshold, each the median of REPS runs on `B + B^T` with a
 //! deterministic `B` in [-1, 1). Prints one line per setting; `gramian::linalg::symmetric_eigen`

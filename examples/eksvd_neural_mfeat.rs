@@ -50,7 +50,7 @@ use neural_cli::{AnyResult, Candidate, TableArgs, Training};
 /// Default hyper-parameter candidates `(components k, eta, learning rate,
 /// weight decay)`, chosen on validation per split (`--candidates` replaces
 /// them). The weight `eta` of the cross-entropy matters most (BENCHMARKS.md,
-/// issue 14: five-split means 98.05 / 98.20 / 98.35 at eta 1 / 10 / 30 with
+/// "Neural eKSVD": five-split means 98.05 / 98.20 / 98.35 at eta 1 / 10 / 30 with
 /// learning rates 1e-3 and 3e-3; 3e-3 was chosen on most splits).
 const CANDIDATES: [Candidate; 3] = [Candidate::new(32, 1.0, 3e-3, 0.05), Candidate::new(32, 10.0, 3e-3, 0.05), Candidate::new(32, 30.0, 3e-3, 0.05)];
 
@@ -68,7 +68,7 @@ fn concatenation_f1(split: &SplitData) -> AnyResult<(f64, f64)> {
 /// GELU, not ReLU: given both, 4-fold cross-validation on the training and
 /// validation rows preferred GELU on 4 of 5 splits with 3 views and on
 /// every split with 6 (mean held-out macro-F1 of the best candidate higher
-/// by 0.1-0.3; BENCHMARKS.md, issue 14, seventeenth session).
+/// by 0.1-0.3; BENCHMARKS.md).
 fn default_training() -> Training {
     Training { backend: NeuralBackend::Cpu, epochs: 100, dropout: 0.0, stopping: EarlyStopping::ValidationF1, batch: 64, hidden: vec![256], d_phi: 128, patience: 20, schedule: LearningRateSchedule::Constant, ema: 0.0, gamma_init: 1.0, activation: Activation::Gelu, input_noise: 0.0 }
 }

@@ -4,7 +4,7 @@
 //!
 //! `cargo run --features repro --example psd_speed [-- n | -- n m max_iterations]`
 //! (`PSD_PARTIAL_EIGEN=1`: the warm-started partial eigensolver, for comparison;
-//! before issue 17's eigensolver work the default and `PSD_FULL_EIGEN=1` the fresh route)
+//! the earlier default; `PSD_FULL_EIGEN=1` the fresh route, now the default)
 //! Defaults: the 10-D density of App. E with n = 1000 (all centres, then
 //! Nystrom m = 200), and Nystrom m = 500 on n = 100,000 (budgets: 300 iterations, 5000, 200).
 //!

@@ -20,7 +20,7 @@
 #   GPU_CHECK_BIN=none GPU_NEURAL_BIN=.gpu-bin/eksvd_neural_bench GPU_NEURAL_NOTUNE_BIN=.gpu-bin/eksvd_neural_bench_notune \
 #   GPU_NEURAL_MFEAT=.gpu-bin/mfeat OUT=$OUT bash scripts/gpu-check.sh)
 # With 15 minutes of device time in all, the plan for the next card: call 1
-# the Neural eKSVD step above (issue 14's targets); call 2, on the warm
+# the Neural eKSVD step above; call 2, on the warm
 # machine, the GPU tests without the two that compile every shader variant
 # (36 tests, 66 s on lavapipe; on 2026-12-04 the H200 failed
 # resident::f64_exponential_is_accurate_over_the_whole_range and

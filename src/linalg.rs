@@ -541,7 +541,7 @@ pub fn matmul_tn<T: Real>(a: &DMatrix<T>, b: &DMatrix<T>) -> DMatrix<T> {
 /// the features of the centres themselves, `L^{-1} K = L^T`), the columns
 /// go in blocks of [`WEIGHTED_GRAM_TRIANGULAR_BLOCK`], each product
 /// restricted to the rows up to its tallest column: `r^3 / 3` flops for a triangular `P` of order
-/// `r` instead of `r^3` (3.2-3.5x faster at r = 1000 and 2000, issue 17).
+/// `r` instead of `r^3` (3.2-3.5x faster at r = 1000 and 2000).
 /// Finding the heights reads each column from the bottom up to its last
 /// nonzero: one entry per column of a dense `P`.
 pub fn weighted_gram(p: &DMatrix<f64>, w: &DVector<f64>) -> DMatrix<f64> {
@@ -643,15 +643,15 @@ pub struct SymmetricEigen {
 
 /// Order from which [`symmetric_eigen`] and [`symmetric_eigenvalues`] take
 /// the blocked tridiagonalisation (`linalg/tridiag.rs`) instead of faer's.
-/// Measured on a 2-core AVX-512 machine (BENCHMARKS.md, issue 17): faer's
+/// Measured on a 2-core AVX-512 machine (BENCHMARKS.md): faer's
 /// whole decomposition took 0.89x the blocked path's time at n = 1000 and
 /// 0.96x at 1536, the same at 2000-2600, 1.10x at 3600. With the reduction
-/// on a thread team (eleventh session) the two are within the noise of each
+/// on a thread team the two are within the noise of each
 /// other from 800 to 2048 (blocked / faer: 0.162 / 0.168 s at 1000, 0.434 /
 /// 0.435 s at 1536, 0.899 / 0.880 s at 2048): the faster reduction was
 /// offset by a slower back-transformation of all `n` vectors, so the order
 /// stayed at 2048. With the symmetric product in AVX-512 intrinsics (the
-/// reduction 1.5-1.9x faster on an AVX-512 machine, twenty-third session)
+/// reduction 1.5-1.9x faster on an AVX-512 machine)
 /// the blocked path is faster from 800 there (medians of 7, blocked / faer:
 /// 0.080-0.083 / 0.104-0.110 s at 800, 0.142-0.153 / 0.173-0.185 s at 1000,
 /// 0.40-0.49 / 0.50-0.54 s at 1536, 0.92 / 1.07-1.12 s at 2048; the same at
@@ -720,8 +720,8 @@ pub(crate) fn symmetric_eigen_top_by_tridiagonal(a: &DMatrix<f64>, k: usize) -> 
 /// the pairs come from the top-`k` tridiagonal solver of
 /// [`symmetric_eigen_largest`], so
 /// a low-rank positive part of a large matrix costs the tridiagonalisation
-/// and `O(n^2 k)`, not the `2 n^3` of all eigenvectors (BENCHMARKS.md,
-/// issue 17). From `n / 2` wanted pairs, divide and conquer on all of `T`.
+/// and `O(n^2 k)`, not the `2 n^3` of all eigenvectors (BENCHMARKS.md).
+/// From `n / 2` wanted pairs, divide and conquer on all of `T`.
 ///
 /// Errors: as [`symmetric_eigen`], and [`ComputeError::InvalidParameter`]
 /// for a non-finite `threshold`.

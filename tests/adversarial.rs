@@ -1,4 +1,4 @@
-//! Adversarial inputs to public entry points (issue 16): each call must end
+//! Adversarial inputs to public entry points: each call must end
 //! in `Err` with a sensible variant or in `Ok` with finite output, never
 //! panic and never hang. Every call runs in its own thread with a time
 //! bound, so a hang is a test failure, not a stuck CI job. Inputs are seeded

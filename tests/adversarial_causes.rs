@@ -1,4 +1,4 @@
-//! Errors that name their cause (issue 16): overflow from finite inputs is
+//! Errors that name their cause: overflow from finite inputs is
 //! `Overflow` (not "contains NaN" or `RankDeficient`), a width outside its
 //! valid range names `sigma` and the range, invalid sizes are rejected
 //! instead of ignored, and degenerate ridge systems are `Singular` as

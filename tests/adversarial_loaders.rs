@@ -1,4 +1,4 @@
-//! Fuzzing the data loaders (issue 16): generated malformed CSV input —
+//! Fuzzing the data loaders: generated malformed CSV input —
 //! ragged rows, non-numeric and empty fields, huge and tiny numbers, NaN and
 //! infinities, missing label column, empty files, byte-order marks, CRLF
 //! line ends, invalid UTF-8 — against [`read_csv_table`] and

@@ -1,4 +1,4 @@
-//! The adversarial suite of issue 16: property-based (proptest strategies,
+//! The adversarial suite: property-based (proptest strategies,
 //! seeded and replayable) inputs to every public entry point — the compute
 //! core on the CPU path and on the GPU path (lavapipe in CI), the resident
 //! operations and [`KernelOperator`], every estimator and baseline, and the

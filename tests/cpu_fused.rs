@@ -1,4 +1,4 @@
-//! The fused, blocked CPU kernel matrix and kernel matvec (issue 17) against
+//! The fused, blocked CPU kernel matrix and kernel matvec against
 //! the pointwise reference `Kernel::eval` (direct sum over features, libm
 //! `exp`/`tanh`/`powi`), on awkward shapes: 1, primes, and sizes that are not
 //! multiples of the tile sizes (256 x 128 for the matrix, 256 x 256 for the

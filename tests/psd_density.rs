@@ -322,7 +322,7 @@ fn a_multiplier_far_from_its_start_is_found_in_few_iterations() {
 }
 
 /// The same problem on the samples of three seeds where the search for the
-/// multiplier failed before issue 17's fix (one in about 13 random seeds):
+/// multiplier once failed (one in about 13 random seeds):
 /// a secant step outside the bracket, through two nearly equal values of
 /// `ln c(mu)`, jumped away from the root (from mu = -3 to 7e5, where
 /// `[M]_+ = 0`), and the fit ended with an infinite gap even after 1000

@@ -106,7 +106,7 @@ fn check_k(k: usize, n: usize) -> Result<()> {
 /// matrices (coupling matrices and their covariance forms) have decaying
 /// spectra, on which the block solver converges in a few restarts. Top 64
 /// of order 1536 (a basis of 240 columns: allowed from `n / 6.4`), release,
-/// 2-core AVX-512 machine, medians of 5 (issue 17, twenty-second session):
+/// 2-core AVX-512 machine, medians of 5:
 /// the covariance form of eKSVD's Table 2 0.16-0.17 s against 0.25-0.27 s
 /// for the tridiagonal path, a rank-200 matrix plus noise 0.10 against
 /// 0.25; a Wigner matrix (flat spectrum: the work budget stops the block

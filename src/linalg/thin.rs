@@ -5,7 +5,7 @@
 //! A general matrix multiply packs `A` into panels before its micro-kernel;
 //! with eight columns on the right that copy costs as much as the product
 //! (eKSVD's block Lanczos spent a fifth of its samples in faer's packing,
-//! issue 17). These kernels read `A` once, in place, column by column:
+//! as measured). These kernels read `A` once, in place, column by column:
 //!
 //! - `A B` (`A`: `m x k`): for 8 rows at a time, the `8 x c` block of `C`
 //!   stays in registers over sixteen columns of `A` (one vector load of `A`,

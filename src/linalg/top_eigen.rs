@@ -36,7 +36,7 @@ use crate::error::{ComputeError, Result};
 /// Default [`TopEigenSettings::keep_blocks`]: Ritz vectors kept at a
 /// restart beyond the wanted `k`, in blocks. With blocks of 8 and `k = 64`
 /// (a basis of 232 columns) product columns to convergence, for 1 / 4 / 8
-/// kept blocks (issue 17, eighteenth session): eKSVD's stored Dual (Table
+/// kept blocks: eKSVD's stored Dual (Table
 /// 2, tolerance `1e-11`) 776 / 704 / 608, its matrix-free Dual (`1e-8`)
 /// 616 / 568 / 608, a flat random spectrum of order 3600 2216 / 1656 / -
 /// (8 blocks: the work budget gives up early and the full decomposition
@@ -85,7 +85,7 @@ impl Default for TopEigenSettings {
     /// `n / 8`, seed 0. With `k = 64`
     /// the basis is 232 columns (240 with the residual block), so the block
     /// solver runs from order 1920. Measured on the 2-core development
-    /// machine (issue 17, twelfth session), top 64: order 3600, eKSVD's Dual
+    /// machine, top 64: order 3600, eKSVD's Dual
     /// coupling matrix (decaying spectrum) 0.76-0.77 s against 1.8-2.0 s for
     /// the tridiagonal path, a flat random spectrum 1.39-1.43 s against
     /// 1.64-1.66 s; order 1536 with the basis allowed at `n / 4`, flat

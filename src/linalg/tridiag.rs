@@ -18,11 +18,11 @@
 //! OpenBLAS's threads do). A level-2 product of order 1536 lasts about
 //! 0.1 ms, less than waking a sleeping pool thread, and a fixed owner keeps
 //! its columns in its own cache from one product to the next: 1.9-2.3x the
-//! product's speed through rayon's `join` on two cores (BENCHMARKS.md,
-//! issue 17). faer's tridiagonalisation instead
+//! product's speed through rayon's `join` on two cores (BENCHMARKS.md).
+//! faer's tridiagonalisation instead
 //! reads and writes the whole trailing triangle for every column (a fused
 //! rank-2 update and product), twice the memory traffic of this scheme
-//! (1.4-1.6x its time at n = 1536 and 3600, BENCHMARKS.md, issue 17).
+//! (1.4-1.6x its time at n = 1536 and 3600, BENCHMARKS.md).
 //!
 //! The input is scaled by its largest entry first, so a reflector's entries
 //! `x_i / (alpha - beta)` are at most one in magnitude and nothing overflows.
@@ -45,7 +45,7 @@ const BACK: usize = 128;
 /// block's factor `S` (from `V^T V`, `n^2 b` flops in all) costs as much
 /// as the products with `Z` (`4 n^2 k`), so narrower blocks are cheaper.
 /// Top 64 of order 1536: 4.8-7.7 ms with blocks of 32-64 against 9-14 ms
-/// with 128 (BENCHMARKS.md, issue 17).
+/// with 128 (BENCHMARKS.md).
 const BACK_NARROW: usize = 64;
 
 /// The most columns of `Z` that take [`BACK_NARROW`] blocks.
@@ -97,7 +97,7 @@ impl Tridiagonalisation {
         // small part, and the advice made the first reduction in a process
         // wait on the kernel's page compaction (order 1536: 0.17-0.36 s
         // against 0.17-0.19 s without it; 3600: 2.5-3.5 s against 2.1-2.2;
-        // later calls the same either way; twenty-third session).
+        // later calls the same either way).
         let mut w = vec![0.0f64; n * n];
         let mut largest = 0.0f64;
         for j in 0..n {
@@ -614,7 +614,7 @@ macro_rules! symv_columns_body {
 /// [`quad_columns_avx2`] and [`quad_columns_avx512`] are the kernels (with
 /// 256-bit registers the compiler spilled the partial sums to the stack:
 /// top 64 pairs at order 1536 on an AVX2 machine 0.30 s before, 0.21 s with
-/// the intrinsics; BENCHMARKS.md, issue 17).
+/// the intrinsics; BENCHMARKS.md).
 #[inline(always)]
 fn quad_columns(c: [&[f64]; 4], vs: [f64; 4], x: &[f64], y: &mut [f64], madd: impl Fn(f64, f64, f64) -> f64) -> [f64; 4] {
     let [c0, c1, c2, c3] = c;
@@ -711,7 +711,7 @@ unsafe fn quad_columns_avx2(c: [&[f64]; 4], vs: [f64; 4], x: &[f64], y: &mut [f6
 /// [`quad_columns_avx2`]. Left to the compiler, the plain kernel came out as
 /// lane inserts, masked broadcasts and stack spills (rustc 1.95, AVX-512
 /// machine): the reduction of order 1000 took 100 ms on one core against
-/// 66 ms for OpenBLAS's `dsytrd` (BENCHMARKS.md, issue 17).
+/// 66 ms for OpenBLAS's `dsytrd` (BENCHMARKS.md).
 ///
 /// # Safety
 /// The CPU must have AVX-512F and FMA; every column must be at least as

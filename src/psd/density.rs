@@ -99,8 +99,7 @@ impl DensityParams {
     /// eigensolver of [`super::positive_part`] (default `false`: every
     /// `[M]_+` from the eigenpairs above 0 of a fresh tridiagonalisation,
     /// [`super::positive_part::PositivePartSolver::full_only`], which is
-    /// 2-7x faster on the benchmark problems since issue 17's eigensolver
-    /// work; BENCHMARKS.md).
+    /// 2-7x faster on the benchmark problems; BENCHMARKS.md).
     pub fn partial_eigensolver(mut self, enabled: bool) -> Self {
         self.partial_eigen = enabled;
         self

@@ -167,7 +167,7 @@ struct PartState {
 /// after a restart, where `x_k = x_{k-1}`) the evaluations alternate between
 /// that point and the candidates, so two entries spare the point's
 /// recomputation (five of 28 eigendecompositions of the 10-D density at
-/// n = 1000, issue 17).
+/// n = 1000).
 const RECENT_PARTS: usize = 2;
 
 /// `[M(d, mu)]_+` of a recent evaluation.

@@ -37,7 +37,7 @@
 //! symmetric eigendecomposition with vectors (about 10x the flops of Cholesky,
 //! and much less parallel).
 //!
-//! Measured since issue 17's eigensolver work, the fresh route is cheaper:
+//! Measured, the fresh route is cheaper:
 //! the tridiagonalisation (`4/3 r^3` flops, on a thread team at memory
 //! speed) then only the `k + 1` wanted pairs by bisection and inverse
 //! iteration (`O(r k)`) and their back-transformation (`O(r^2 k)`), about
@@ -139,7 +139,7 @@ impl PositivePartSolver {
     /// ([`linalg::symmetric_eigen_above`]), with no warm start. The default
     /// of every PSD estimator: on the `psd_speed` problems (orders 200, 500
     /// and 1000) it spends 2.6-7x less time in eigensolvers than the partial
-    /// path (BENCHMARKS.md, issue 17).
+    /// path (BENCHMARKS.md).
     pub fn full_only() -> Self {
         PositivePartSolver { enabled: false, ..Self::new() }
     }

@@ -1,4 +1,4 @@
-//! Outcome-classifying harness of the adversarial suites (issue 16).
+//! Outcome-classifying harness of the adversarial suites.
 //!
 //! Every case runs in its own thread under a time bound and ends in one of:
 //! `Err` (typed error, counted by variant), `Ok` with finite output, `Ok`
