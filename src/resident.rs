@@ -408,27 +408,21 @@ impl Device {
         }
     }
 
-    /// [`kernel::check_distance_range`] for resident operands: only for the
-    /// tiny `gamma` where it matters are the row norms computed (and read).
+    /// [`kernel::check_distance_range`] for resident operands on a GPU: only
+    /// for the tiny `gamma` where it matters are the row norms computed (and
+    /// read back).
     fn check_resident_distance_range(&self, kernel: &Kernel, x: &DeviceMatrix, z: &DeviceMatrix) -> Result<()> {
         let precision = x.precision();
         if kernel::check_distance_range(kernel, precision, f64::INFINITY).is_ok() {
             return Ok(());
         }
         let largest = |m: &DeviceMatrix| -> Result<f64> {
-            let norms = match self.context() {
-                Some(ctx) => {
-                    let g = m.gpu()?;
-                    let out = ctx.zeros(g.nrows(), 1, precision)?;
-                    let mut plan = Vec::new();
-                    ctx.plan_row_reduce(g, &out, true, false, &mut plan)?;
-                    ctx.run_plan(plan)?;
-                    ctx.download(&out)?
-                }
-                None => return Ok(kernel::row_norm_bound(&*m.host_view()?)),
-            };
-            // An overflowed squared norm (inf) gives an infinite bound.
-            Ok(norms.iter().fold(0.0f64, |a, &v| a.max(v)).sqrt())
+            match self.to_host(&self.resident_row_squared_norms(m)?) {
+                Ok(norms) => Ok(norms.max().sqrt()),
+                // A squared norm that overflowed: no finite bound.
+                Err(ComputeError::Overflow { .. }) => Ok(f64::INFINITY),
+                Err(e) => Err(e),
+            }
         };
         kernel::check_distance_range(kernel, precision, largest(x)? + largest(z)?)
     }
