@@ -27,7 +27,7 @@
 # gpu_methods::mklaren_fit_on_the_gpu_matches_the_cpu_and_uploads_x_once, and
 # their messages were lost to the time limit):
 #   GPU_CHECK_BIN=none GPU_TEST_BINS=.gpu-bin/tests/integration GPU_TEST_TIMEOUT=200 \
-#   GPU_TEST_FILTER="resident:: gpu_methods:: gpu_vs_cpu:: eksvd_gpu:: gpu_variants::the_tuner gpu_variants::expanded" \
+#   GPU_TEST_FILTER="resident:: gpu_methods:: gpu_vs_cpu:: eksvd_gpu:: gpu_long_rows:: adversarial_limits:: gpu_variants::the_tuner gpu_variants::expanded" \
 #   OUT=$OUT bash scripts/gpu-check.sh
 #
 # The neural benchmark is built alone (`--example eksvd_neural_bench`, feature
