@@ -39,7 +39,8 @@ use std::time::Instant;
 use clap::Parser;
 use gramian::datasets::{load_three_sources, mean_std};
 use gramian::eksvd::evaluation::{kernel_pca as kernel_pca_representation, linear_svm_classifier, select_on_validation, select_on_validation_scaled, validation_scores, MultiViewData, Representation, Selection, SplitData};
-use gramian::eksvd::{Eigensolver, EksvdError, EksvdParams, FeatureMap, FittedFeatureMap, MultiSource, Solver};
+use gramian::eksvd::{Eigensolver, EksvdParams, FeatureMap, FittedFeatureMap, MultiSource, Solver};
+use gramian::Error;
 use gramian::{Device, Kernel};
 use nalgebra::DMatrix;
 
@@ -106,7 +107,7 @@ fn fit_nystrom_maps(device: &Device, train: &MultiSource, kernel: &Kernel) -> An
         for (q, x) in train.sources().iter().enumerate() {
             match FeatureMap::nystrom(*kernel, dim, landmarks)?.fit(device, x, q, 7) {
                 Ok(m) => maps.push(m),
-                Err(EksvdError::RankDeficientKernel { rank, .. }) if rank > 0 && rank < dim => {
+                Err(Error::RankDeficientKernel { rank, .. }) if rank > 0 && rank < dim => {
                     dim = rank;
                     continue 'retry;
                 }

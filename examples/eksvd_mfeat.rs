@@ -17,7 +17,8 @@ use std::time::Instant;
 use clap::Parser;
 use gramian::datasets::mean_std;
 use gramian::eksvd::evaluation::{kernel_pca as kernel_pca_representation, linear_svm_classifier, select_on_validation, MultiViewData, Representation, SplitData};
-use gramian::eksvd::{Eigensolver, EksvdError, EksvdParams, FeatureMap, FittedFeatureMap, MultiSource, Solver};
+use gramian::eksvd::{Eigensolver, EksvdParams, FeatureMap, FittedFeatureMap, MultiSource, Solver};
+use gramian::Error;
 use gramian::{Device, Kernel};
 use nalgebra::DMatrix;
 
@@ -103,7 +104,7 @@ fn fit_nystrom_maps(device: &Device, train: &MultiSource, scale: f64) -> AnyResu
             let map = FeatureMap::nystrom(Kernel::rbf(scale / x.ncols() as f64)?, dim, landmarks)?;
             match map.fit(device, x, q, 7) {
                 Ok(m) => maps.push(m),
-                Err(EksvdError::RankDeficientKernel { rank, .. }) if rank > 0 && rank < dim => {
+                Err(Error::RankDeficientKernel { rank, .. }) if rank > 0 && rank < dim => {
                     dim = rank;
                     continue 'retry;
                 }

@@ -76,7 +76,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for n in sizes {
         let x = DMatrix::from_fn(n, d, |_, _| rng.sample::<f64, _>(StandardNormal));
         let y = DVector::from_fn(n, |i, _| (0..d).map(|j| x[(i, j)] * w[j]).sum::<f64>().sin() + 0.1 * rng.sample::<f64, _>(StandardNormal));
-        let time = |f: &mut dyn FnMut() -> Result<(), gramian::mklaren::MklarenError>| -> Result<String, gramian::mklaren::MklarenError> {
+        let time = |f: &mut dyn FnMut() -> Result<(), gramian::Error>| -> Result<String, gramian::Error> {
             let t = Instant::now();
             f()?;
             Ok(format!("{:.3}", t.elapsed().as_secs_f64()))

@@ -31,7 +31,8 @@ mod psd_toy;
 use clap::Parser;
 use gramian::estimator::{cross_validate_splits, Fit, Splits, Supervised};
 use gramian::psd::heteroscedastic::NaturalParameters;
-use gramian::psd::{BaselineHeteroscedasticParams, BaselineKind, HeteroscedasticParams, PsdError, SolverOptions};
+use gramian::psd::{BaselineHeteroscedasticParams, BaselineKind, HeteroscedasticParams, SolverOptions};
+use gramian::Error;
 use gramian::Device;
 use nalgebra::DMatrix;
 use plotters::style::RGBColor;
@@ -48,7 +49,7 @@ enum Model {
 }
 
 /// A fitted model: the natural parameters at new points.
-type Predictor = Box<dyn Fn(&DMatrix<f64>) -> Result<NaturalParameters, PsdError>>;
+type Predictor = Box<dyn Fn(&DMatrix<f64>) -> Result<NaturalParameters, Error>>;
 
 impl Model {
     fn name(&self) -> &'static str {
@@ -59,7 +60,7 @@ impl Model {
     }
 
     /// Fits and returns a closure giving the natural parameters at new points.
-    fn fit(&self, device: &Device, data: &Supervised, sigma: f64, lambda: f64) -> Result<Predictor, PsdError> {
+    fn fit(&self, device: &Device, data: &Supervised, sigma: f64, lambda: f64) -> Result<Predictor, Error> {
         let device = device.clone();
         Ok(match *self {
             Model::Baseline(kind) => {
@@ -84,7 +85,7 @@ struct Candidate {
 
 impl Fit<Supervised> for Candidate {
     type Fitted = Predictor;
-    fn fit(&self, device: &Device, data: &Supervised) -> Result<Predictor, PsdError> {
+    fn fit(&self, device: &Device, data: &Supervised) -> Result<Predictor, Error> {
         self.model.fit(device, data, self.sigma, self.lambda)
     }
 }

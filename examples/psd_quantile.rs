@@ -30,7 +30,8 @@ mod psd_toy;
 use clap::Parser;
 use gramian::estimator::{cross_validate_splits, Fit, Splits, Supervised};
 use gramian::psd::regression::QuantileParams;
-use gramian::psd::{BaselineKind, BaselineQuantileParams, PsdError, SolverOptions};
+use gramian::psd::{BaselineKind, BaselineQuantileParams, SolverOptions};
+use gramian::Error;
 use gramian::Device;
 use nalgebra::{DMatrix, DVector};
 use plotters::style::RGBColor;
@@ -66,7 +67,7 @@ enum Model {
     Psd,
 }
 
-type Predictor = Box<dyn Fn(&DMatrix<f64>) -> Result<DMatrix<f64>, PsdError>>;
+type Predictor = Box<dyn Fn(&DMatrix<f64>) -> Result<DMatrix<f64>, Error>>;
 
 impl Model {
     fn name(&self) -> &'static str {
@@ -76,7 +77,7 @@ impl Model {
         }
     }
 
-    fn fit(&self, device: &Device, data: &Supervised, sigma: f64, lambda: f64) -> Result<Predictor, PsdError> {
+    fn fit(&self, device: &Device, data: &Supervised, sigma: f64, lambda: f64) -> Result<Predictor, Error> {
         let device = device.clone();
         Ok(match *self {
             Model::Baseline(kind) => {
@@ -108,7 +109,7 @@ struct Candidate {
 
 impl Fit<Supervised> for Candidate {
     type Fitted = Predictor;
-    fn fit(&self, device: &Device, data: &Supervised) -> Result<Predictor, PsdError> {
+    fn fit(&self, device: &Device, data: &Supervised) -> Result<Predictor, Error> {
         self.model.fit(device, data, self.sigma, self.lambda)
     }
 }

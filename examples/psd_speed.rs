@@ -18,7 +18,8 @@ use std::time::Instant;
 
 use clap::{Parser, Subcommand};
 use gramian::psd::regression::QuantileParams;
-use gramian::psd::{BaseMeasure, DensityParams, HeteroscedasticParams, PsdError, SolverOptions, SolverReport};
+use gramian::psd::{BaseMeasure, DensityParams, HeteroscedasticParams, SolverOptions, SolverReport};
+use gramian::Error;
 use gramian::Device;
 use nalgebra::DMatrix;
 mod psd_data;
@@ -88,7 +89,7 @@ fn run(label: &str, x: &DMatrix<f64>, nystrom: Option<usize>, tolerance: f64, ma
                 d.eigen_stats().partial,
             );
         }
-        Err(PsdError::NotConverged { iterations, gap, .. }) => {
+        Err(Error::NotConverged { iterations, gap, .. }) => {
             let s = start.elapsed().as_secs_f64();
             println!("{label:<34} {iterations:>6} {gap:>10.2e} {:>12} {s:>9.1} {:>10.1}   (budget reached, not converged)", "-", 1e3 * s / iterations as f64);
         }
@@ -97,7 +98,7 @@ fn run(label: &str, x: &DMatrix<f64>, nystrom: Option<usize>, tolerance: f64, ma
 }
 
 /// One row of the regression table.
-fn print_regression(label: &str, result: Result<SolverReport, PsdError>, seconds: f64) {
+fn print_regression(label: &str, result: Result<SolverReport, Error>, seconds: f64) {
     match result {
         Ok(r) => println!(
             "{label:<40} {:>6} {:>10.2e} {:>12.6} {:>9.1} {:>10.1} {:>8.2} {:>8.2} {:>8.2}",

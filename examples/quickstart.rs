@@ -13,7 +13,7 @@ use gramian::{Device, Kernel};
 use nalgebra::DMatrix;
 use rand::{rngs::StdRng, Rng, SeedableRng};
 
-fn main() -> Result<(), gramian::ComputeError> {
+fn main() -> Result<(), gramian::Error> {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
     let device = Device::auto();
     let (n, m, d) = (2000, 1500, 32);

@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use nalgebra::{DMatrix, DVector};
 
-use crate::error::{ComputeError, Error, Result};
+use crate::error::{Error, Result};
 use crate::gpu::{GpuContext, GpuOptions, MatrixProduct, Precision};
 use crate::kernel::{self, Kernel};
 use crate::linalg::{self, check_dim, check_matrix, Real};
@@ -66,7 +66,7 @@ impl Device {
     /// A GPU, hardware or software (a software adapter is accepted because
     /// the caller asked for a GPU explicitly).
     ///
-    /// Errors: [`ComputeError::NoGpuAdapter`] when there is none.
+    /// Errors: [`Error::NoGpuAdapter`] when there is none.
     pub fn gpu() -> Result<Device> {
         Device::gpu_with(&GpuOptions { allow_software: true, ..Default::default() })
     }
@@ -97,7 +97,7 @@ impl Device {
     ///
     /// Errors (every operation here, both paths): `Empty`, `NonFinite` and
     /// `DimensionMismatch` inputs, invalid kernel parameters, and
-    /// [`ComputeError::Overflow`] when finite inputs give a non-finite result
+    /// [`Error::Overflow`] when finite inputs give a non-finite result
     /// (e.g. entries near `1e200` in a linear or polynomial kernel, or in a
     /// product).
     pub fn kernel_matrix<T: Real>(&self, kernel: &Kernel, x: &DMatrix<T>, z: &DMatrix<T>) -> Result<DMatrix<T>> {
@@ -136,7 +136,7 @@ impl Device {
     /// Column `i` of `K(X, X)`.
     pub fn kernel_column_of<T: Real>(&self, kernel: &Kernel, x: &DMatrix<T>, i: usize) -> Result<DVector<T>> {
         if i >= x.nrows() {
-            return Err(ComputeError::IndexOutOfRange { what: "rows of x", index: i, len: x.nrows() });
+            return Err(Error::IndexOutOfRange { what: "rows of x", index: i, len: x.nrows() });
         }
         let z: Vec<T> = x.row(i).iter().copied().collect();
         self.kernel_column(kernel, x, &z)

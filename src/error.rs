@@ -6,10 +6,6 @@
 //! GPU), then the few cases specific to one method. The enum is
 //! `#[non_exhaustive]`: match the variants you handle and keep a `_` arm.
 //!
-//! The names of the former per-module enums (`ComputeError`, `EksvdError`,
-//! `MklarenError`, `PsdError`, `NeuralError`) are aliases of [`Error`], so
-//! code that names them keeps compiling.
-//!
 //! The reproduction harness (feature `repro`: data loaders, evaluation) has
 //! its own errors for files and splits, which wrap this one.
 
@@ -393,8 +389,6 @@ impl Error {
     }
 }
 
-/// The compute core's error: an alias of [`Error`].
-pub type ComputeError = Error;
 
 /// Result type of the library.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -23,7 +23,7 @@ use nalgebra::{DMatrix, DVector};
 use rayon::prelude::*;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::error::{ComputeError, Result};
+use crate::error::{Error, Result};
 use crate::linalg::{self, check_dim, check_matrix, Real};
 
 /// A kernel function with validated parameters. Build it with the
@@ -63,7 +63,7 @@ pub enum Kernel {
 
 fn check_positive(name: &'static str, v: f64) -> Result<()> {
     if !(v.is_finite() && v > 0.0) {
-        return Err(ComputeError::InvalidParameter { name, reason: format!("must be finite and > 0, got {v}") });
+        return Err(Error::InvalidParameter { name, reason: format!("must be finite and > 0, got {v}") });
     }
     Ok(())
 }
@@ -86,7 +86,7 @@ impl Kernel {
         check_positive("sigma", sigma)?;
         let gamma = 1.0 / (2.0 * sigma * sigma);
         if !(gamma.is_finite() && gamma > 0.0) {
-            return Err(ComputeError::InvalidParameter {
+            return Err(Error::InvalidParameter {
                 name: "sigma",
                 reason: format!("{sigma:e} is outside the range where gamma = 1/(2 sigma^2) is a finite positive f64 (about 5.3e-155 ..= 9.4e153)"),
             });
@@ -124,10 +124,10 @@ impl Kernel {
     pub fn polynomial(gamma: f64, coef0: f64, degree: u32) -> Result<Self> {
         check_positive("gamma", gamma)?;
         if !coef0.is_finite() {
-            return Err(ComputeError::InvalidParameter { name: "coef0", reason: format!("must be finite, got {coef0}") });
+            return Err(Error::InvalidParameter { name: "coef0", reason: format!("must be finite, got {coef0}") });
         }
         if degree == 0 || degree > Self::MAX_POLYNOMIAL_DEGREE {
-            return Err(ComputeError::InvalidParameter { name: "degree", reason: format!("must be in 1..={}, got {degree}", Self::MAX_POLYNOMIAL_DEGREE) });
+            return Err(Error::InvalidParameter { name: "degree", reason: format!("must be in 1..={}, got {degree}", Self::MAX_POLYNOMIAL_DEGREE) });
         }
         Ok(Kernel::Polynomial { gamma, coef0, degree })
     }
@@ -136,7 +136,7 @@ impl Kernel {
     pub fn sigmoid(gamma: f64, coef0: f64) -> Result<Self> {
         check_positive("gamma", gamma)?;
         if !coef0.is_finite() {
-            return Err(ComputeError::InvalidParameter { name: "coef0", reason: format!("must be finite, got {coef0}") });
+            return Err(Error::InvalidParameter { name: "coef0", reason: format!("must be finite, got {coef0}") });
         }
         Ok(Kernel::Sigmoid { gamma, coef0 })
     }
@@ -200,7 +200,7 @@ impl Kernel {
         check_dim("length of z vs x", x.len(), z.len())?;
         for (what, v) in [("x", x), ("z", z)] {
             if let Some(col) = v.iter().position(|a| !a.is_finite()) {
-                return Err(ComputeError::NonFinite { what, row: 0, col });
+                return Err(Error::NonFinite { what, row: 0, col });
             }
         }
         let value = if self.is_distance_based() {
@@ -228,7 +228,7 @@ impl Kernel {
             self.apply_to_statistic(x.iter().zip(z).fold(T::zero(), |acc, (&a, &b)| acc + a * b))
         };
         if !value.is_finite() {
-            return Err(ComputeError::Overflow { what: "kernel value", row: 0, col: 0 });
+            return Err(Error::Overflow { what: "kernel value", row: 0, col: 0 });
         }
         Ok(value)
     }
@@ -309,7 +309,7 @@ pub(crate) fn check_distance_range(kernel: &Kernel, precision: crate::gpu::Preci
     if determined || bound < largest.sqrt() / 2.0 {
         return Ok(());
     }
-    Err(ComputeError::Overflow { what: "squared distances of a kernel with so small a gamma (rescale the data or gamma)", row: 0, col: 0 })
+    Err(Error::Overflow { what: "squared distances of a kernel with so small a gamma (rescale the data or gamma)", row: 0, col: 0 })
 }
 
 /// An upper bound on every row norm of `x`: `sqrt(d) max |x_ij|`, without
@@ -577,7 +577,7 @@ pub fn kernel_column_cpu<T: Real>(kernel: &Kernel, x: &DMatrix<T>, z: &[T]) -> R
     check_matrix("x", x)?;
     check_dim("length of the point vs columns of x", x.ncols(), z.len())?;
     if let Some(pos) = z.iter().position(|v| !v.is_finite()) {
-        return Err(ComputeError::NonFinite { what: "point", row: pos, col: 0 });
+        return Err(Error::NonFinite { what: "point", row: pos, col: 0 });
     }
     let n = x.nrows();
     let d = x.ncols();

@@ -25,7 +25,7 @@
 //! let z = DMatrix::<f64>::from_fn(4, 3, |i, j| (i * j) as f64 * 0.2);
 //! let k = Device::cpu().kernel_matrix(&Kernel::rbf(0.5)?, &x, &z)?;
 //! assert_eq!(k.shape(), (5, 4));
-//! # Ok::<(), gramian::ComputeError>(())
+//! # Ok::<(), gramian::Error>(())
 //! ```
 //!
 //! Every estimator has one shape ([`estimator`]): parameters ->
@@ -52,7 +52,7 @@
 //! let k = device.resident_kernel_matrix(&Kernel::rbf(0.5)?, &x, &x.rows(0, 10)?)?; // 50 x 10, stays put
 //! let g = device.resident_matmul(&k, &k, MatrixProduct::AtB)?;                      // 10 x 10
 //! assert_eq!(device.to_host(&g)?.shape(), (10, 10));
-//! # Ok::<(), gramian::ComputeError>(())
+//! # Ok::<(), gramian::Error>(())
 //! ```
 
 #![warn(missing_docs)]
@@ -79,7 +79,7 @@ pub mod psd;
 pub mod resident;
 
 pub use device::Device;
-pub use error::{ComputeError, Error, Memory};
+pub use error::{Error, Memory};
 pub use gpu::{GpuContext, GpuOptions, MatrixProduct, Precision, TransferStats};
 pub use operator::KernelOperator;
 pub use resident::DeviceMatrix;

@@ -11,7 +11,7 @@
 use faer::{Accum, MatMut, MatRef, Par, Side};
 use nalgebra::{DMatrix, DVector};
 
-use crate::error::{ComputeError, Result};
+use crate::error::{Error, Result};
 
 mod exp_table;
 pub use exp_table::{exp_nonpositive_f32_table, exp_nonpositive_f64_table, table_exp_available};
@@ -433,30 +433,30 @@ pub fn faer_mut<T: Real>(m: &mut DMatrix<T>) -> MatMut<'_, T> {
     MatMut::from_column_major_slice_mut(m.as_mut_slice(), r, c)
 }
 
-/// Fails with [`ComputeError::Empty`] if `m` has no rows or no columns.
+/// Fails with [`Error::Empty`] if `m` has no rows or no columns.
 pub fn check_nonempty<T: Real>(what: &'static str, m: &DMatrix<T>) -> Result<()> {
     if m.nrows() == 0 || m.ncols() == 0 {
-        return Err(ComputeError::Empty { what, rows: m.nrows(), cols: m.ncols() });
+        return Err(Error::Empty { what, rows: m.nrows(), cols: m.ncols() });
     }
     Ok(())
 }
 
-/// Fails with [`ComputeError::NonFinite`] at the first NaN or infinite entry.
+/// Fails with [`Error::NonFinite`] at the first NaN or infinite entry.
 pub fn check_finite<T: Real>(what: &'static str, m: &DMatrix<T>) -> Result<()> {
     let rows = m.nrows().max(1);
     if let Some(pos) = m.as_slice().iter().position(|v| !v.is_finite()) {
-        return Err(ComputeError::NonFinite { what, row: pos % rows, col: pos / rows });
+        return Err(Error::NonFinite { what, row: pos % rows, col: pos / rows });
     }
     Ok(())
 }
 
 /// Checks a result computed from finite inputs: NaN or an infinity in it
-/// can only come from overflow, reported as [`ComputeError::Overflow`]
+/// can only come from overflow, reported as [`Error::Overflow`]
 /// (not as a non-finite input).
 pub fn check_overflow<T: Real>(what: &'static str, m: &DMatrix<T>) -> Result<()> {
     let rows = m.nrows().max(1);
     if let Some(pos) = m.as_slice().iter().position(|v| !v.is_finite()) {
-        return Err(ComputeError::Overflow { what, row: pos % rows, col: pos / rows });
+        return Err(Error::Overflow { what, row: pos % rows, col: pos / rows });
     }
     Ok(())
 }
@@ -471,7 +471,7 @@ pub fn finite_result<T: Real>(what: &'static str, m: DMatrix<T>) -> Result<DMatr
 pub fn finite_vector<T: Real>(what: &'static str, v: DVector<T>) -> Result<DVector<T>> {
     let rows = v.len();
     if let Some(pos) = v.iter().position(|x| !x.is_finite()) {
-        return Err(ComputeError::Overflow { what, row: pos % rows.max(1), col: 0 });
+        return Err(Error::Overflow { what, row: pos % rows.max(1), col: 0 });
     }
     Ok(v)
 }
@@ -484,21 +484,21 @@ pub fn check_matrix<T: Real>(what: &'static str, m: &DMatrix<T>) -> Result<()> {
 
 /// Every entry of `m` within the `f32` range (for paths that compute in `f32`).
 ///
-/// Errors: [`ComputeError::NotRepresentable`] at the first entry beyond it.
+/// Errors: [`Error::NotRepresentable`] at the first entry beyond it.
 pub fn check_f32_range<T: Real>(what: &'static str, m: &DMatrix<T>) -> Result<()> {
     let limit = f32::MAX as f64;
     for (j, col) in m.column_iter().enumerate() {
         if let Some(i) = col.iter().position(|v| v.to_f64_exact().abs() > limit) {
-            return Err(ComputeError::NotRepresentable { what, row: i, col: j, value: m[(i, j)].to_f64_exact() });
+            return Err(Error::NotRepresentable { what, row: i, col: j, value: m[(i, j)].to_f64_exact() });
         }
     }
     Ok(())
 }
 
-/// Fails with [`ComputeError::DimensionMismatch`] unless `expected == found`.
+/// Fails with [`Error::DimensionMismatch`] unless `expected == found`.
 pub fn check_dim(what: &'static str, expected: usize, found: usize) -> Result<()> {
     if expected != found {
-        return Err(ComputeError::DimensionMismatch { what, expected, found });
+        return Err(Error::DimensionMismatch { what, expected, found });
     }
     Ok(())
 }
@@ -669,9 +669,9 @@ pub(crate) const BLOCKED_TRIDIAGONALISATION_FROM: usize = 800;
 /// faer's divide and conquer on `T`, and the blocked back-transformation
 /// `U = Q U_T`. The two agree to rounding (tests).
 ///
-/// Errors: [`ComputeError::Empty`], [`ComputeError::DimensionMismatch`] for a
-/// non-square input, [`ComputeError::NonFinite`], and
-/// [`ComputeError::InvalidParameter`] if the iteration does not converge.
+/// Errors: [`Error::Empty`], [`Error::DimensionMismatch`] for a
+/// non-square input, [`Error::NonFinite`], and
+/// [`Error::InvalidParameter`] if the iteration does not converge.
 pub fn symmetric_eigen(a: &DMatrix<f64>) -> Result<SymmetricEigen> {
     if a.nrows() >= BLOCKED_TRIDIAGONALISATION_FROM {
         symmetric_eigen_blocked(a)
@@ -723,13 +723,13 @@ pub(crate) fn symmetric_eigen_top_by_tridiagonal(a: &DMatrix<f64>, k: usize) -> 
 /// and `O(n^2 k)`, not the `2 n^3` of all eigenvectors (BENCHMARKS.md).
 /// From `n / 2` wanted pairs, divide and conquer on all of `T`.
 ///
-/// Errors: as [`symmetric_eigen`], and [`ComputeError::InvalidParameter`]
+/// Errors: as [`symmetric_eigen`], and [`Error::InvalidParameter`]
 /// for a non-finite `threshold`.
 pub fn symmetric_eigen_above(a: &DMatrix<f64>, threshold: f64, extra: impl Fn(usize) -> usize) -> Result<SymmetricEigen> {
     check_matrix("symmetric matrix", a)?;
     check_dim("symmetric matrix must be square", a.nrows(), a.ncols())?;
     if !threshold.is_finite() {
-        return Err(ComputeError::InvalidParameter { name: "threshold", reason: format!("must be finite, got {threshold}") });
+        return Err(Error::InvalidParameter { name: "threshold", reason: format!("must be finite, got {threshold}") });
     }
     let n = a.nrows();
     let t = tridiag::Tridiagonalisation::new(faer_ref(a));
@@ -790,7 +790,7 @@ fn solve_tridiagonal(t: &tridiag::Tridiagonalisation, vectors: bool) -> Result<(
         MemStack::new(&mut mem),
         Spec::new(params),
     )
-    .map_err(|e| ComputeError::InvalidParameter { name: "matrix", reason: format!("eigendecomposition failed: {e:?}") })?;
+    .map_err(|e| Error::InvalidParameter { name: "matrix", reason: format!("eigendecomposition failed: {e:?}") })?;
     clear_upper_simd_state(true);
     let mut values: Vec<f64> = (0..n).map(|i| s[i] * t.scale).collect();
     if !vectors {
@@ -824,7 +824,7 @@ pub fn symmetric_eigen_faer(a: &DMatrix<f64>) -> Result<SymmetricEigen> {
     let n = a.nrows();
     let evd = faer_ref(a)
         .self_adjoint_eigen(Side::Lower)
-        .map_err(|e| ComputeError::InvalidParameter { name: "matrix", reason: format!("eigendecomposition failed: {e:?}") })?;
+        .map_err(|e| Error::InvalidParameter { name: "matrix", reason: format!("eigendecomposition failed: {e:?}") })?;
     clear_upper_simd_state(true);
     let s = evd.S();
     let u = evd.U();
@@ -865,7 +865,7 @@ fn symmetric_eigenvalues_faer(a: &DMatrix<f64>) -> Result<DVector<f64>> {
     check_dim("symmetric matrix must be square", a.nrows(), a.ncols())?;
     let vals = faer_ref(a)
         .self_adjoint_eigenvalues(Side::Lower)
-        .map_err(|e| ComputeError::InvalidParameter { name: "matrix", reason: format!("eigendecomposition failed: {e:?}") })?;
+        .map_err(|e| Error::InvalidParameter { name: "matrix", reason: format!("eigendecomposition failed: {e:?}") })?;
     clear_upper_simd_state(true);
     Ok(DVector::from_vec(vals))
 }
@@ -1115,7 +1115,7 @@ mod tests {
         // Nothing above and no buffer: no pairs; a non-finite threshold is an error.
         let a = DMatrix::<f64>::from_diagonal(&DVector::from_vec(vec![-1.0, -2.0, -3.0]));
         assert_eq!(symmetric_eigen_above(&a, 0.0, |_| 0).unwrap().eigenvalues.len(), 0);
-        assert!(matches!(symmetric_eigen_above(&a, f64::NAN, |_| 0), Err(ComputeError::InvalidParameter { .. })));
+        assert!(matches!(symmetric_eigen_above(&a, f64::NAN, |_| 0), Err(Error::InvalidParameter { .. })));
     }
 
     #[test]
@@ -1169,9 +1169,9 @@ mod tests {
     #[test]
     fn validation_errors() {
         let empty = DMatrix::<f64>::zeros(0, 3);
-        assert!(matches!(check_matrix("x", &empty), Err(ComputeError::Empty { .. })));
+        assert!(matches!(check_matrix("x", &empty), Err(Error::Empty { .. })));
         let mut m = DMatrix::<f64>::zeros(2, 2);
         m[(1, 0)] = f64::NAN;
-        assert_eq!(check_matrix("x", &m), Err(ComputeError::NonFinite { what: "x", row: 1, col: 0 }));
+        assert_eq!(check_matrix("x", &m), Err(Error::NonFinite { what: "x", row: 1, col: 0 }));
     }
 }

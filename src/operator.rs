@@ -12,7 +12,7 @@
 use nalgebra::{DMatrix, DVector};
 
 use crate::device::Device;
-use crate::error::{ComputeError, Result};
+use crate::error::{Error, Result};
 use crate::gpu::Precision;
 use crate::kernel::Kernel;
 use crate::resident::DeviceMatrix;
@@ -52,7 +52,7 @@ impl KernelOperator {
         kernel.validate()?;
         crate::linalg::check_dim("columns of z vs columns of x", x.ncols(), z.ncols())?;
         if x.precision() != z.precision() {
-            return Err(ComputeError::PrecisionMismatch { expected: x.precision(), found: z.precision() });
+            return Err(Error::PrecisionMismatch { expected: x.precision(), found: z.precision() });
         }
         Ok(KernelOperator { device: device.clone(), kernel, x, z, square: false })
     }
@@ -98,7 +98,7 @@ impl KernelOperator {
     /// Errors: `InvalidParameter` for a non-square operator.
     pub fn diagonal(&self) -> Result<DVector<f64>> {
         if !self.square {
-            return Err(ComputeError::InvalidParameter { name: "diagonal", reason: "the operator K(X, Z) with Z != X has no diagonal".into() });
+            return Err(Error::InvalidParameter { name: "diagonal", reason: "the operator K(X, Z) with Z != X has no diagonal".into() });
         }
         self.device.resident_kernel_diagonal(&self.kernel, &self.x)
     }

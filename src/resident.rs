@@ -19,7 +19,7 @@ use std::sync::{Arc, RwLock, RwLockReadGuard};
 use nalgebra::{DMatrix, DVector};
 
 use crate::device::Device;
-use crate::error::{ComputeError, Result};
+use crate::error::{Error, Result};
 use crate::gpu::{ElementwiseMap, GpuContext, GpuMatrix, KernelCode, MatrixProduct, Operand, Precision, ProductFlags, TransferStats};
 use crate::kernel::{self, Kernel};
 use crate::linalg::{self, Real};
@@ -69,13 +69,13 @@ impl DeviceMatrix {
     }
     /// The view of rows `start .. start + count` (no copy).
     ///
-    /// Errors: [`ComputeError::IndexOutOfRange`] outside the matrix or for `count == 0`.
+    /// Errors: [`Error::IndexOutOfRange`] outside the matrix or for `count == 0`.
     pub fn rows(&self, start: usize, count: usize) -> Result<DeviceMatrix> {
         match &self.repr {
             Repr::Host { m, row0, rows, precision } => {
                 let end = start.checked_add(count).filter(|&e| e <= *rows && count > 0);
                 if end.is_none() {
-                    return Err(ComputeError::IndexOutOfRange { what: "rows of a device matrix", index: start.saturating_add(count), len: *rows });
+                    return Err(Error::IndexOutOfRange { what: "rows of a device matrix", index: start.saturating_add(count), len: *rows });
                 }
                 Ok(DeviceMatrix { repr: Repr::Host { m: m.clone(), row0: row0 + start, rows: count, precision: *precision } })
             }
@@ -102,7 +102,7 @@ impl DeviceMatrix {
                     Ok(HostRef::Owned(guard.rows(*row0, *rows).into_owned()))
                 }
             }
-            Repr::Gpu(_) => Err(ComputeError::DeviceMismatch),
+            Repr::Gpu(_) => Err(Error::DeviceMismatch),
         }
     }
 
@@ -117,7 +117,7 @@ impl DeviceMatrix {
     fn gpu(&self) -> Result<&GpuMatrix> {
         match &self.repr {
             Repr::Gpu(g) => Ok(g),
-            Repr::Host { .. } => Err(ComputeError::DeviceMismatch),
+            Repr::Host { .. } => Err(Error::DeviceMismatch),
         }
     }
 }
@@ -233,12 +233,12 @@ impl Device {
 
     /// A zero matrix on the device.
     ///
-    /// Errors: `Empty` for a zero dimension; [`ComputeError::OutOfMemory`]
+    /// Errors: `Empty` for a zero dimension; [`Error::OutOfMemory`]
     /// when `rows x cols` entries overflow the address space or cannot be
     /// allocated (on the CPU path the allocation is tried, not assumed).
     pub fn zeros(&self, rows: usize, cols: usize, precision: Precision) -> Result<DeviceMatrix> {
         if rows == 0 || cols == 0 {
-            return Err(ComputeError::Empty { what: "device matrix", rows, cols });
+            return Err(Error::Empty { what: "device matrix", rows, cols });
         }
         match self.context() {
             None => Ok(DeviceMatrix::host(crate::memory::zeroed_matrix(rows, cols, "zero matrix")?, precision)),
@@ -249,7 +249,7 @@ impl Device {
     /// Brings a device matrix back to the host (in `f64`).
     ///
     /// Errors: `DeviceMismatch` for a matrix of another device;
-    /// [`ComputeError::Overflow`] when it holds NaN or an infinity (uploads
+    /// [`Error::Overflow`] when it holds NaN or an infinity (uploads
     /// are checked finite, so such values come from overflow in a resident
     /// operation, e.g. a product of entries near `1e200`); `OutOfMemory`
     /// (host) when the host cannot hold it.
@@ -293,7 +293,7 @@ impl Device {
         linalg::check_dim("rows of the output vs rows of x", x.nrows(), out.nrows())?;
         linalg::check_dim("columns of the output vs rows of z", z.nrows(), out.ncols())?;
         if out.same_storage(x) || out.same_storage(z) {
-            return Err(ComputeError::InvalidParameter { name: "out", reason: "the output of a kernel matrix may not share storage with an operand".into() });
+            return Err(Error::InvalidParameter { name: "out", reason: "the output of a kernel matrix may not share storage with an operand".into() });
         }
         match self.context() {
             None => host_write(out, kernel::kernel_matrix_unchecked(kernel, &*x.host_view()?, &*z.host_view()?)?, false),
@@ -309,11 +309,11 @@ impl Device {
     /// Rows `indices` of a resident matrix, gathered on the device.
     pub fn resident_gather_rows(&self, x: &DeviceMatrix, indices: &[usize]) -> Result<DeviceMatrix> {
         if indices.is_empty() {
-            return Err(ComputeError::Empty { what: "row indices", rows: 0, cols: 0 });
+            return Err(Error::Empty { what: "row indices", rows: 0, cols: 0 });
         }
         for &i in indices {
             if i >= x.nrows() {
-                return Err(ComputeError::IndexOutOfRange { what: "rows of x", index: i, len: x.nrows() });
+                return Err(Error::IndexOutOfRange { what: "rows of x", index: i, len: x.nrows() });
             }
         }
         match self.context() {
@@ -330,7 +330,7 @@ impl Device {
     /// look-ahead needs several at once.
     pub fn resident_kernel_columns(&self, kernel: &Kernel, x: &DeviceMatrix, indices: &[usize]) -> Result<DeviceMatrix> {
         if indices.is_empty() {
-            return Err(ComputeError::Empty { what: "kernel column indices", rows: 0, cols: 0 });
+            return Err(Error::Empty { what: "kernel column indices", rows: 0, cols: 0 });
         }
         let z = self.resident_gather_rows(x, indices)?;
         self.resident_kernel_matrix(kernel, x, &z)
@@ -352,7 +352,7 @@ impl Device {
         linalg::check_dim("rows of a product's output", shape.0, out.nrows())?;
         linalg::check_dim("columns of a product's output", shape.1, out.ncols())?;
         if out.same_storage(a) || out.same_storage(b) {
-            return Err(ComputeError::InvalidParameter { name: "out", reason: "the output of a device product may not share storage with an operand".into() });
+            return Err(Error::InvalidParameter { name: "out", reason: "the output of a device product may not share storage with an operand".into() });
         }
         match self.context() {
             None => {
@@ -391,7 +391,7 @@ impl Device {
         linalg::check_dim("rows of the output vs columns of phi", phi.ncols(), out.nrows())?;
         linalg::check_dim("columns of the output vs columns of phi", phi.ncols(), out.ncols())?;
         if out.same_storage(phi) || out.same_storage(w) {
-            return Err(ComputeError::InvalidParameter { name: "out", reason: "the output of a weighted Gram may not share storage with an operand".into() });
+            return Err(Error::InvalidParameter { name: "out", reason: "the output of a weighted Gram may not share storage with an operand".into() });
         }
         match self.context() {
             None => {
@@ -420,7 +420,7 @@ impl Device {
             match self.to_host(&self.resident_row_squared_norms(m)?) {
                 Ok(norms) => Ok(norms.max().sqrt()),
                 // A squared norm that overflowed: no finite bound.
-                Err(ComputeError::Overflow { .. }) => Ok(f64::INFINITY),
+                Err(Error::Overflow { .. }) => Ok(f64::INFINITY),
                 Err(e) => Err(e),
             }
         };
@@ -465,7 +465,7 @@ impl Device {
         linalg::check_dim("rows of the output vs rows of x", x.nrows(), out.nrows())?;
         linalg::check_dim("columns of the output vs columns of v", v.ncols(), out.ncols())?;
         if out.same_storage(x) || out.same_storage(z) || out.same_storage(v) {
-            return Err(ComputeError::InvalidParameter { name: "out", reason: "the output of a kernel matvec may not share storage with an operand".into() });
+            return Err(Error::InvalidParameter { name: "out", reason: "the output of a kernel matvec may not share storage with an operand".into() });
         }
         if self.context().is_some() {
             self.check_resident_distance_range(kernel, x, z)?;
@@ -531,7 +531,7 @@ impl Device {
         linalg::check_dim("phases (a 1 x cols row): rows", 1, phases.nrows())?;
         linalg::check_dim("phases: columns vs columns of x", x.ncols(), phases.ncols())?;
         if !scale.is_finite() {
-            return Err(ComputeError::InvalidParameter { name: "scale", reason: format!("must be finite, got {scale}") });
+            return Err(Error::InvalidParameter { name: "scale", reason: format!("must be finite, got {scale}") });
         }
         self.elementwise(ElementwiseMap::CosineFeatures { scale }, x, phases)
     }
@@ -605,7 +605,7 @@ const MATVEC_BLOCK: usize = 4096;
 /// The result is rounded to the output's precision, as on a GPU.
 fn host_write(out: &DeviceMatrix, value: DMatrix<f64>, accumulate: bool) -> Result<()> {
     let Repr::Host { m, row0, rows, precision } = &out.repr else {
-        return Err(ComputeError::DeviceMismatch);
+        return Err(Error::DeviceMismatch);
     };
     let mut guard = m.write().unwrap_or_else(|e| e.into_inner());
     let mut view = guard.rows_mut(*row0, *rows);
@@ -634,7 +634,7 @@ fn round_to(precision: Precision, values: &mut [f64]) {
 fn check_precisions(operands: &[&DeviceMatrix]) -> Result<()> {
     let expected = operands[0].precision();
     match operands.iter().find(|m| m.precision() != expected) {
-        Some(m) => Err(ComputeError::PrecisionMismatch { expected, found: m.precision() }),
+        Some(m) => Err(Error::PrecisionMismatch { expected, found: m.precision() }),
         None => Ok(()),
     }
 }

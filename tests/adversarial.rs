@@ -11,11 +11,10 @@ use std::time::Duration;
 use gramian::datasets::{macro_f1, rmse, stratified_split, try_macro_f1, try_rmse, DatasetError, Split};
 use gramian::eksvd::eigensolver::largest_lanczos;
 use gramian::eksvd::evaluation::{select_on_validation, EvaluationError, MultiViewData, Representation};
-use gramian::eksvd::{kkt_residuals, CouplingMatrix, EksvdError, EksvdParams, FeatureMap, MultiSource};
+use gramian::eksvd::{kkt_residuals, CouplingMatrix, EksvdParams, FeatureMap, MultiSource};
 use gramian::mklaren::{LowRankMethod, LowRankRidgeParams, MklarenParams};
 use gramian::psd::baselines::{project_weighted_simplex, try_project_weighted_simplex};
-use gramian::psd::PsdError;
-use gramian::{ComputeError, Device, Kernel};
+use gramian::{Error, Device, Kernel};
 use nalgebra::{DMatrix, DVector};
 use rand::{rngs::StdRng, Rng, SeedableRng};
 
@@ -180,7 +179,7 @@ fn weighted_simplex_projection_rejects_degenerate_input_without_hanging() {
         let (yc, uc) = (y.clone(), u.clone());
         let r = bounded(what, move || try_project_weighted_simplex(&yc, &uc));
         assert!(
-            matches!(r, Err(ComputeError::Empty { .. } | ComputeError::DimensionMismatch { .. } | ComputeError::NonFinite { .. }) | Err(PsdError::InvalidParameter { name: "u", .. })),
+            matches!(r, Err(Error::Empty { .. } | Error::DimensionMismatch { .. } | Error::NonFinite { .. }) | Err(Error::InvalidParameter { name: "u", .. })),
             "{what}: {r:?}"
         );
         // The unchecked form panics with the reason instead of looping.
@@ -230,7 +229,7 @@ fn mklaren_lookahead_usize_max_acts_as_n() {
         let kernels = [Kernel::rbf(1.0).unwrap(), Kernel::linear()];
         let model = MklarenParams::new(6).lookahead(usize::MAX).kernels(&kernels).fit_inputs(&Device::Cpu, &[&x], &y)?;
         let reference = MklarenParams::new(6).lookahead(40).kernels(&kernels).fit_inputs(&Device::Cpu, &[&x], &y)?;
-        Ok::<_, gramian::mklaren::MklarenError>((model.predict_inputs(&Device::Cpu, &[&x])?, reference.predict_inputs(&Device::Cpu, &[&x])?))
+        Ok::<_, gramian::Error>((model.predict_inputs(&Device::Cpu, &[&x])?, reference.predict_inputs(&Device::Cpu, &[&x])?))
     });
     let (p, q) = r.unwrap();
     assert!(p.iter().all(|v| v.is_finite()));
@@ -244,7 +243,7 @@ fn csi_lookahead_usize_max_acts_as_n() {
         let kernels = [Kernel::rbf(1.0).unwrap()];
         let fit = |lookahead| LowRankRidgeParams::new(LowRankMethod::Csi { lookahead, kappa: 0.5 }, 5).lambda(0.1).kernels(&kernels).fit_inputs(&Device::Cpu, &[&x], &y);
         let (model, reference) = (fit(usize::MAX)?, fit(40)?);
-        Ok::<_, gramian::mklaren::MklarenError>((model.predict_inputs(&Device::Cpu, &[&x])?, reference.predict_inputs(&Device::Cpu, &[&x])?))
+        Ok::<_, gramian::Error>((model.predict_inputs(&Device::Cpu, &[&x])?, reference.predict_inputs(&Device::Cpu, &[&x])?))
     });
     let (p, q) = r.unwrap();
     assert!(p.iter().all(|v| v.is_finite()));
@@ -255,7 +254,7 @@ fn csi_lookahead_usize_max_acts_as_n() {
 fn coupling_from_blocks_with_huge_source_counts_is_an_error() {
     for n_sources in [usize::MAX, usize::MAX / 2, 1usize << 33] {
         let r = bounded("CouplingMatrix::from_blocks", move || CouplingMatrix::from_blocks(n_sources, vec![(0, 1, DMatrix::identity(3, 3))]).map(|_| ()));
-        assert!(matches!(r, Err(EksvdError::InvalidParameter { name: "n_sources", .. }) | Err(EksvdError::ShapeMismatch { .. })), "{n_sources}: {r:?}");
+        assert!(matches!(r, Err(Error::InvalidParameter { name: "n_sources", .. }) | Err(Error::ShapeMismatch { .. })), "{n_sources}: {r:?}");
     }
 }
 
@@ -266,17 +265,17 @@ fn lanczos_with_an_operator_of_the_wrong_shape_is_an_error() {
     for (n, shapes) in cases {
         for (rows, cols) in shapes {
             let r = bounded("largest_lanczos", move || largest_lanczos(n, 2, |_: &DMatrix<f64>| Ok(DMatrix::from_element(rows, cols, 1.0)), 1e-10, 50, 1).map(|_| ()));
-            assert!(matches!(r, Err(EksvdError::ShapeMismatch { .. })), "n {n}, {rows} x {cols}: {r:?}");
+            assert!(matches!(r, Err(Error::ShapeMismatch { .. })), "n {n}, {rows} x {cols}: {r:?}");
         }
     }
     // n = 0 is named as such (it was reported as "n_components must be in 1..=0").
     let r = bounded("largest_lanczos n = 0", || largest_lanczos(0, 1, |v: &DMatrix<f64>| Ok(v.clone()), 1e-10, 5, 1).map(|_| ()));
-    assert!(matches!(r, Err(EksvdError::InvalidParameter { name: "n", .. })), "{r:?}");
+    assert!(matches!(r, Err(Error::InvalidParameter { name: "n", .. })), "{r:?}");
     // Sizes whose basis overflows are rejected before any allocation or call.
     let r = bounded("largest_lanczos huge", || largest_lanczos(usize::MAX, usize::MAX / 2 + 1, |v: &DMatrix<f64>| Ok(v.clone()), 1e-10, 5, 1).map(|_| ()));
-    assert!(matches!(r, Err(EksvdError::InvalidParameter { name: "n", .. })), "{r:?}");
+    assert!(matches!(r, Err(Error::InvalidParameter { name: "n", .. })), "{r:?}");
     let r = bounded("largest_lanczos huge n", || largest_lanczos(usize::MAX / 4, 3, |v: &DMatrix<f64>| Ok(v.clone()), 1e-10, 5, 1).map(|_| ()));
-    assert!(matches!(r, Err(EksvdError::InvalidParameter { name: "n", .. })), "{r:?}");
+    assert!(matches!(r, Err(Error::InvalidParameter { name: "n", .. })), "{r:?}");
 }
 
 #[test]
@@ -287,14 +286,14 @@ fn kkt_residuals_with_weights_of_different_lengths_is_an_error() {
     let alphas = vec![DVector::from_element(5, 0.1), DVector::from_element(6, 0.1)];
     let (f, w, a) = (features.clone(), weights.clone(), alphas.clone());
     let r = bounded("kkt_residuals", move || kkt_residuals(&f, &w, &a, 1.0).map(|_| ()));
-    assert!(matches!(r, Err(EksvdError::ShapeMismatch { .. })), "{r:?}");
+    assert!(matches!(r, Err(Error::ShapeMismatch { .. })), "{r:?}");
     // gamma must be finite (NaN used to come back inside Ok).
     let features = vec![random_matrix(&mut rng, 5, 3), random_matrix(&mut rng, 6, 3)];
     let weights = vec![DVector::from_element(3, 0.1), DVector::from_element(3, 0.1)];
     for gamma in [f64::NAN, f64::INFINITY] {
         let (f, w, a) = (features.clone(), weights.clone(), alphas.clone());
         let r = bounded("kkt_residuals gamma", move || kkt_residuals(&f, &w, &a, gamma).map(|_| ()));
-        assert!(matches!(r, Err(EksvdError::InvalidParameter { name: "gamma", .. })), "{gamma}: {r:?}");
+        assert!(matches!(r, Err(Error::InvalidParameter { name: "gamma", .. })), "{gamma}: {r:?}");
     }
     let r = kkt_residuals(&features, &weights, &alphas, 1.0).unwrap();
     assert!(r.stationarity.is_finite() && r.dual_scaling.is_finite());
@@ -308,10 +307,10 @@ fn fitted_eksvd_checked_accessors_reject_out_of_range_sources() {
     assert_eq!(sources.try_source(1).unwrap(), sources.source(1));
     let model = bounded("eKSVD fit", move || EksvdParams::new(2).feature_map(FeatureMap::random_fourier(0.7, 12).unwrap()).seed(3).fit(&Device::Cpu, &data)).unwrap();
     for q in [2usize, 99, usize::MAX] {
-        assert!(matches!(sources.try_source(q), Err(EksvdError::InvalidParameter { name: "q", .. })));
-        assert!(matches!(model.try_weights(q), Err(EksvdError::InvalidParameter { name: "q", .. })));
-        assert!(matches!(model.try_alphas(q), Err(EksvdError::InvalidParameter { name: "q", .. })));
-        assert!(matches!(model.try_training_features(q), Err(EksvdError::InvalidParameter { name: "q", .. })));
+        assert!(matches!(sources.try_source(q), Err(Error::InvalidParameter { name: "q", .. })));
+        assert!(matches!(model.try_weights(q), Err(Error::InvalidParameter { name: "q", .. })));
+        assert!(matches!(model.try_alphas(q), Err(Error::InvalidParameter { name: "q", .. })));
+        assert!(matches!(model.try_training_features(q), Err(Error::InvalidParameter { name: "q", .. })));
         assert!(model.feature_map(q).is_none());
     }
     for q in 0..2 {
@@ -330,12 +329,12 @@ fn polynomial_degrees_beyond_i32_max_are_rejected() {
     assert_eq!(top, i32::MAX as u32);
     assert!(Kernel::polynomial(1.0, 0.0, top).is_ok());
     for degree in [top + 1, u32::MAX] {
-        assert!(matches!(Kernel::polynomial(1.0, 0.0, degree), Err(ComputeError::InvalidParameter { name: "degree", .. })));
+        assert!(matches!(Kernel::polynomial(1.0, 0.0, degree), Err(Error::InvalidParameter { name: "degree", .. })));
         let literal = Kernel::Polynomial { gamma: 1.0, coef0: 0.0, degree };
         assert!(literal.validate().is_err());
         // An enum literal reaches no computation either (powi would wrap to a negative power).
         let x = DMatrix::from_element(2, 1, 0.5);
-        assert!(matches!(Device::Cpu.kernel_matrix(&literal, &x, &x), Err(ComputeError::InvalidParameter { name: "degree", .. })));
+        assert!(matches!(Device::Cpu.kernel_matrix(&literal, &x, &x), Err(Error::InvalidParameter { name: "degree", .. })));
     }
     // Degree i32::MAX with |base| < 1 is a valid (tiny) value, not a wrapped one.
     let k = Kernel::polynomial(1.0, 0.0, top).unwrap();

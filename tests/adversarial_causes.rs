@@ -10,10 +10,10 @@ use crate::common;
 use std::fmt::Debug;
 
 use gramian::eksvd::{EksvdParams, FeatureMap, MultiSource};
-use gramian::mklaren::{IcdParams, LowRankMethod, LowRankRidgeParams, MklarenError};
+use gramian::mklaren::{IcdParams, LowRankMethod, LowRankRidgeParams};
 use gramian::psd::positive_part::PositivePartSolver;
-use gramian::psd::{HeteroscedasticParams, PsdError};
-use gramian::{ComputeError, Device, GpuOptions, Kernel, MatrixProduct};
+use gramian::psd::HeteroscedasticParams;
+use gramian::{Error, Device, GpuOptions, Kernel, MatrixProduct};
 use nalgebra::{DMatrix, DVector};
 
 fn grid(n: usize, d: usize, scale: f64) -> DMatrix<f64> {
@@ -71,7 +71,7 @@ fn heteroscedastic_targets_near_1e300_end_in_error_or_finite_fit() {
         let m = HeteroscedasticParams::new(0.5).fit_xy(&Device::Cpu, &x, &y)?;
         let mean = m.predict_mean(&Device::Cpu, &x)?;
         assert!(mean.iter().all(|v| v.is_finite()), "non-finite mean in Ok");
-        Ok::<_, PsdError>(mean)
+        Ok::<_, Error>(mean)
     });
     assert!(!r.contains("NaN"), "{r}");
 }
@@ -81,7 +81,7 @@ fn gaussian_width_outside_its_range_names_sigma_and_the_range() {
     for sigma in [1e-300, 1e-160, 1e200] {
         let e = Kernel::gaussian_with_width(sigma).unwrap_err();
         match &e {
-            ComputeError::InvalidParameter { name, reason } => {
+            Error::InvalidParameter { name, reason } => {
                 assert_eq!(*name, "sigma", "{e}");
                 assert!(reason.contains("5.3e-155"), "{e}");
             }
@@ -98,15 +98,15 @@ fn low_rank_ridge_with_lambda_zero_on_identical_rows_is_singular() {
     let y = DVector::from_fn(8, |i, _| i as f64);
     for method in [LowRankMethod::Icd, LowRankMethod::Nystrom { seed: 1 }, LowRankMethod::Csi { lookahead: 3, kappa: 0.5 }] {
         let r = LowRankRidgeParams::new(method, 2).lambda(0.0).kernels(&[Kernel::rbf(0.5).unwrap()]).fit_inputs(&Device::Cpu, &[&x], &y);
-        assert!(matches!(r, Err(MklarenError::Singular(_)) | Err(MklarenError::RankDeficient { .. })), "{method:?}: {:?}", r.map(|m| m.coefficients().clone()));
+        assert!(matches!(r, Err(Error::Singular(_)) | Err(Error::RankDeficient { .. })), "{method:?}: {:?}", r.map(|m| m.coefficients().clone()));
     }
 }
 
 #[test]
 fn positive_part_basis_of_the_wrong_size_is_rejected() {
     let mut s = PositivePartSolver::new();
-    assert!(matches!(s.try_set_basis(DMatrix::zeros(5, 2), 8), Err(PsdError::InvalidParameter { name: "basis", .. })));
-    assert!(matches!(s.try_set_basis(DMatrix::zeros(8, 5), 8), Err(PsdError::InvalidParameter { name: "basis", .. })));
-    assert!(matches!(s.try_set_basis(DMatrix::from_element(8, 2, f64::NAN), 8), Err(ComputeError::NonFinite { .. })));
+    assert!(matches!(s.try_set_basis(DMatrix::zeros(5, 2), 8), Err(Error::InvalidParameter { name: "basis", .. })));
+    assert!(matches!(s.try_set_basis(DMatrix::zeros(8, 5), 8), Err(Error::InvalidParameter { name: "basis", .. })));
+    assert!(matches!(s.try_set_basis(DMatrix::from_element(8, 2, f64::NAN), 8), Err(Error::NonFinite { .. })));
     assert!(s.try_set_basis(DMatrix::identity(8, 2), 8).is_ok());
 }

@@ -23,10 +23,7 @@ use crate::common;
 use gramian::datasets::{mean_std, random_split, stratified_split, try_macro_f1, try_rmse, Standardizer};
 use gramian::eksvd::eigensolver::{largest_dense, largest_lanczos};
 use gramian::eksvd::evaluation::{select_on_validation, MultiViewData, Representation};
-use gramian::eksvd::{
-    kkt_residuals, ksvd_from_kernel, objective_terms, solve_covariance, solve_dual, CouplingMatrix, Eigensolver, EksvdParams, FeatureMap, KsvdParams, MultiSource,
-    Solver,
-};
+use gramian::eksvd::{kkt_residuals, ksvd_from_kernel, objective_terms, solve_covariance, solve_dual, CouplingMatrix, Eigensolver, EksvdParams, FeatureMap, KsvdParams, MultiSource, Solver};
 use gramian::mklaren::{nystrom, FullKernelRidgeParams, IcdParams, KernelCombination, LowRankMethod, LowRankRidgeParams, MklarenParams};
 use gramian::psd::baseline_regression::{BaselineHeteroscedasticParams, BaselineQuantileParams};
 use gramian::psd::baselines::{try_project_weighted_simplex, BaselineParams};
@@ -226,7 +223,7 @@ fn core_cases(t: &mut Tally, dev: &Device, path: &str, input: &CoreInput) {
             let rows = x.rows(i.index.min(1), i.index.min(2))?;
             let g = d.resident_gather_rows(&x, &[0, i.index])?;
             let h = d.resident_hadamard(&x, &d.upload(&i.z, precision)?)?;
-            Ok::<_, gramian::ComputeError>(vec![
+            Ok::<_, gramian::Error>(vec![
                 d.to_host(&rows)?,
                 d.to_host(&g)?,
                 d.to_host(&d.resident_row_squared_norms(&x)?)?,
@@ -238,7 +235,7 @@ fn core_cases(t: &mut Tally, dev: &Device, path: &str, input: &CoreInput) {
             let op = KernelOperator::new(&d, i.kernel, &i.x, &i.z, precision)?;
             let applied = op.apply(&i.v)?;
             let cols = d.to_host(&op.columns(&[0, i.index.min(i.z.nrows())])?)?;
-            Ok::<_, gramian::ComputeError>((vec![applied, cols, d.to_host(&op.materialise()?)?], op.diagonal()?))
+            Ok::<_, gramian::Error>((vec![applied, cols, d.to_host(&op.materialise()?)?], op.diagonal()?))
         });
     }
 }
@@ -336,7 +333,7 @@ fn estimator_cases(t: &mut Tally, dev: &Device, path: &str, input: &FitInput) {
                 let q = (i.seed % 3) as usize;
                 let kkt = model.kkt(0)?;
                 let out = model.transform_source(&d, q, &i.x_new)?;
-                Ok::<_, gramian::eksvd::EksvdError>((out, { let o = model.objective(0)?; vec![kkt.stationarity, kkt.dual_scaling, o.weight_norms, o.coupling, o.variance] }))
+                Ok::<_, gramian::Error>((out, { let o = model.objective(0)?; vec![kkt.stationarity, kkt.dual_scaling, o.weight_norms, o.coupling, o.variance] }))
             });
         }
     }
@@ -347,7 +344,7 @@ fn estimator_cases(t: &mut Tally, dev: &Device, path: &str, input: &FitInput) {
     case!("eKSVD fit_features", |d, i| EksvdParams::new(2).fit_features(&d, i.sources.clone()).map(|m| m.eigenvalues().clone()));
     case!("KSVD fit+transform", |d, i| {
         let model = KsvdParams::new(i.count.min(3)).feature_maps(FeatureMap::Linear, FeatureMap::Linear).fit_pair(&d, &i.x, &i.x.map(|v| v * 0.5))?;
-        Ok::<_, gramian::eksvd::EksvdError>((model.singular_values().clone(), model.transform_x(&d, &i.x_new)?))
+        Ok::<_, gramian::Error>((model.singular_values().clone(), model.transform_x(&d, &i.x_new)?))
     });
     case!("ksvd_from_kernel", |d, i| ksvd_from_kernel(&d, &i.x, i.count, &Eigensolver::Dense, i.seed).map(|s| s.eigenvalues));
     case!("solve_dual kernel coupling", |d, i| {
@@ -365,28 +362,28 @@ fn estimator_cases(t: &mut Tally, dev: &Device, path: &str, input: &FitInput) {
     let kernels = |i: &FitInput| vec![i.kernel, Kernel::Linear];
     case!("Mklaren fit+predict", |d, i| {
         let model = MklarenParams::new(i.count.min(5)).lookahead(i.count).lambda(i.lambda).kernels(&kernels(&i)).fit_inputs(&d, &[&i.x], &i.y)?;
-        Ok::<_, gramian::mklaren::MklarenError>((model.training_fit().clone(), model.predict_inputs(&d, &[&i.x_new])?))
+        Ok::<_, gramian::Error>((model.training_fit().clone(), model.predict_inputs(&d, &[&i.x_new])?))
     });
     case!("Mklaren rank extreme", |d, i| MklarenParams::new(i.count).kernels(&[Kernel::rbf(1.0).unwrap()]).fit_inputs(&d, &[&i.x], &i.y).map(|m| m.coefficients().clone()));
     for (mi, method) in [LowRankMethod::Icd, LowRankMethod::Nystrom { seed: input.seed }, LowRankMethod::Csi { lookahead: input.count, kappa: 0.5 }].into_iter().enumerate() {
         case!(&format!("LowRankRidge {mi} fit+predict"), |d, i| {
             let model = LowRankRidgeParams::new(method, i.count.min(4)).lambda(if i.lambda.is_finite() { i.lambda.min(10.0) } else { i.lambda }).kernels(&kernels(&i)).fit_inputs(&d, &[&i.x], &i.y)?;
-            Ok::<_, gramian::mklaren::MklarenError>((model.coefficients().clone(), model.predict_inputs(&d, &[&i.x_new])?))
+            Ok::<_, gramian::Error>((model.coefficients().clone(), model.predict_inputs(&d, &[&i.x_new])?))
         });
         case!(&format!("LowRankRidge {mi} lambda 0"), |d, i| {
             let model = LowRankRidgeParams::new(method, 2).lambda(0.0).kernels(&[Kernel::rbf(0.5).unwrap()]).fit_inputs(&d, &[&i.x], &i.y)?;
-            Ok::<_, gramian::mklaren::MklarenError>(model.coefficients().clone())
+            Ok::<_, gramian::Error>(model.coefficients().clone())
         });
     }
     for (ci, comb) in [KernelCombination::Uniform, KernelCombination::Align, KernelCombination::Alignf, KernelCombination::Alignfc].into_iter().enumerate() {
         case!(&format!("FullKernelRidge {ci} fit+predict"), |d, i| {
             let model = FullKernelRidgeParams::new(comb).lambda(i.lambda).kernels(&kernels(&i)).fit_inputs(&d, &[&i.x], &i.y)?;
-            Ok::<_, gramian::mklaren::MklarenError>((model.weights().clone(), model.predict_inputs(&d, &[&i.x_new])?))
+            Ok::<_, gramian::Error>((model.weights().clone(), model.predict_inputs(&d, &[&i.x_new])?))
         });
     }
     case!("IcdParams fit", |d, i| {
         let f = IcdParams::new(i.count).tolerance(i.lambda).fit(&d, &i.kernel, &i.x)?;
-        Ok::<_, gramian::mklaren::MklarenError>((f.factor().clone(), f.transform().apply(&d, &i.x_new)?))
+        Ok::<_, gramian::Error>((f.factor().clone(), f.transform().apply(&d, &i.x_new)?))
     });
     case!("nystrom pivots", |d, i| nystrom(&d, &i.kernel, &i.x, &[0, i.count, 1]).map(|f| f.factor().clone()));
 
@@ -396,14 +393,14 @@ fn estimator_cases(t: &mut Tally, dev: &Device, path: &str, input: &FitInput) {
         let ll = m.mean_log_likelihood(&d, &i.x_new)?;
         // -inf is the documented value where the density is 0.
         let ll = if ll == f64::NEG_INFINITY { 0.0 } else { ll };
-        Ok::<_, gramian::psd::PsdError>((m.density(&d, &i.x_new)?, vec![ll, m.integral()?]))
+        Ok::<_, gramian::Error>((m.density(&d, &i.x_new)?, vec![ll, m.integral()?]))
     });
     case!("PSD density gaussian base + nystrom + sample", |d, i| {
         let dim = i.x.ncols().max(1);
         let base = BaseMeasure::isotropic_gaussian(dim, i.sigma)?;
         let m = DensityParams::new(0.7).base_measure(base).nystrom(i.count, i.seed).solver(options()).fit(&d, &i.x)?;
         let mut rng = rand::rngs::StdRng::seed_from_u64(i.seed);
-        Ok::<_, gramian::psd::PsdError>((m.sample(i.count.min(5), &mut rng)?, vec![m.box_probability(&vec![-1.0; dim], &vec![i.sigma; dim])?]))
+        Ok::<_, gramian::Error>((m.sample(i.count.min(5), &mut rng)?, vec![m.box_probability(&vec![-1.0; dim], &vec![i.sigma; dim])?]))
     });
     for kind in [BaselineKind::Pnm, BaselineKind::Ncm, BaselineKind::Glm] {
         case!(&format!("baseline density {}", kind.name()), |d, i| {
@@ -413,7 +410,7 @@ fn estimator_cases(t: &mut Tally, dev: &Device, path: &str, input: &FitInput) {
         });
         case!(&format!("baseline heteroscedastic {}", kind.name()), |d, i| {
             let m = BaselineHeteroscedasticParams::new(kind, i.sigma).solver(SolverOptions::default().tolerance(1e-6).max_iterations(300)).fit_xy(&d, &i.x, &i.y)?;
-            Ok::<_, gramian::psd::PsdError>((m.predict_mean(&d, &i.x_new)?, m.predict_variance(&d, &i.x_new)?))
+            Ok::<_, gramian::Error>((m.predict_mean(&d, &i.x_new)?, m.predict_variance(&d, &i.x_new)?))
         });
         case!(&format!("baseline quantile {}", kind.name()), |d, i| {
             BaselineQuantileParams::new(kind, i.sigma, &[0.1, 0.5, 0.9]).solver(SolverOptions::default().tolerance(1e-6).max_iterations(300)).fit_xy(&d, &i.x, &i.y)?.predict(&d, &i.x_new)
@@ -422,7 +419,7 @@ fn estimator_cases(t: &mut Tally, dev: &Device, path: &str, input: &FitInput) {
     case!("heteroscedastic fit+predict", |d, i| {
         let m = HeteroscedasticParams::new(i.sigma).regularisation(Regularisation::new().linear(1e-3).trace(1e-3).quadratic(i.lambda)).solver(options()).fit_xy(&d, &i.x, &i.y)?;
         let ll = m.mean_log_likelihood(&d, &i.x_new, &i.y.rows(0, i.y.len().min(i.x_new.nrows())).into_owned())?;
-        Ok::<_, gramian::psd::PsdError>((m.predict_mean(&d, &i.x_new)?, (m.predict_variance(&d, &i.x_new)?, ll)))
+        Ok::<_, gramian::Error>((m.predict_mean(&d, &i.x_new)?, (m.predict_variance(&d, &i.x_new)?, ll)))
     });
     case!("quantile fit+predict", |d, i| {
         let levels = [0.1, 0.5, i.lambda.min(0.95)];
@@ -433,7 +430,7 @@ fn estimator_cases(t: &mut Tally, dev: &Device, path: &str, input: &FitInput) {
         let feats = f.features(&d, &i.x_new)?;
         let model = PsdModel::from_factor(i.x.clone(), i.sigma, DMatrix::from_fn(1, i.x.nrows(), |_, j| i.y.get(j).copied().unwrap_or(1.0)))?;
         let base = BaseMeasure::isotropic_gaussian(i.x.ncols().max(1), 1.0)?;
-        Ok::<_, gramian::psd::PsdError>((vec![feats, model.gradient(&d, &i.x_new)?], (model.evaluate(&d, &i.x_new)?, model.integral(&base)?)))
+        Ok::<_, gramian::Error>((vec![feats, model.gradient(&d, &i.x_new)?], (model.evaluate(&d, &i.x_new)?, model.integral(&base)?)))
     });
 }
 
@@ -539,7 +536,7 @@ fn helper_cases(t: &mut Tally, input: &HelperInput) {
         let mut s = PositivePartSolver::new();
         s.try_set_basis(i.m.clone(), sym.nrows())?;
         let (pp, _) = s.compute(&sym)?;
-        Ok::<_, gramian::psd::PsdError>(pp.to_matrix())
+        Ok::<_, gramian::Error>(pp.to_matrix())
     });
     case!("positive_part_full", |i| positive_part_full(&(&i.m * i.m.transpose())).map(|p| p.to_matrix()));
     case!("BaseMeasure::gaussian", |i| BaseMeasure::gaussian(i.a.clone(), i.b.clone()).map(|b| b.density(&DMatrix::zeros(1, i.a.len()))));

@@ -12,11 +12,8 @@
 //! 1e-30, below which f32 has flushed the kernel values to 0).
 
 use gramian::kernel::{kernel_matrix_cpu, kernel_matvec_cpu};
-use gramian::linalg::{
-    convert, exp_nonpositive_f32, exp_nonpositive_f32_block, exp_nonpositive_f32_table, exp_nonpositive_f64, exp_nonpositive_f64_block,
-    exp_nonpositive_f64_table, relative_frobenius_error, table_exp_available, Real,
-};
-use gramian::{ComputeError, Device, Kernel};
+use gramian::linalg::{convert, exp_nonpositive_f32, exp_nonpositive_f32_block, exp_nonpositive_f32_table, exp_nonpositive_f64, exp_nonpositive_f64_block, exp_nonpositive_f64_table, relative_frobenius_error, table_exp_available, Real};
+use gramian::{Error, Device, Kernel};
 use nalgebra::DMatrix;
 use rand::{rngs::StdRng, Rng, SeedableRng};
 
@@ -251,16 +248,16 @@ fn overflowing_kernel_matrix_is_a_typed_error_at_the_first_entry() {
         // (the two bad rows against the two bad columns); the first in
         // column-major order is at the smaller column.
         let (col, rows): (usize, Vec<usize>) = (bad.iter().map(|b| b.1).min().unwrap(), bad.iter().map(|b| b.0).collect());
-        let want = ComputeError::Overflow { what: "kernel matrix", row: *rows.iter().min().unwrap(), col };
+        let want = Error::Overflow { what: "kernel matrix", row: *rows.iter().min().unwrap(), col };
         let linear = Kernel::linear();
         assert_eq!(kernel_matrix_cpu(&linear, &x, &z).unwrap_err(), want, "{n} x {m}");
         assert_eq!(Device::Cpu.kernel_matrix(&linear, &x, &z).unwrap_err(), want, "{n} x {m}");
         // Squared, whole bad rows and columns overflow: some Overflow.
         let square = Kernel::polynomial(1.0, 1.0, 2).unwrap();
-        assert!(matches!(kernel_matrix_cpu(&square, &x, &z), Err(ComputeError::Overflow { what: "kernel matrix", .. })), "{n} x {m}");
+        assert!(matches!(kernel_matrix_cpu(&square, &x, &z), Err(Error::Overflow { what: "kernel matrix", .. })), "{n} x {m}");
         let v = random(&mut rng, m, 1);
         for kernel in [linear, square] {
-            assert!(matches!(kernel_matvec_cpu(&kernel, &x, &z, &v), Err(ComputeError::Overflow { .. })), "{kernel:?} {n} x {m}");
+            assert!(matches!(kernel_matvec_cpu(&kernel, &x, &z, &v), Err(Error::Overflow { .. })), "{kernel:?} {n} x {m}");
         }
         // The distance-based kernels stay finite (the squared distance is
         // at most infinite, and exp(-inf) = 0).

@@ -2,9 +2,8 @@
 
 use crate::common;
 
-use gramian::eksvd::{
-    ksvd_from_kernel, CouplingMatrix, Eigensolver, EksvdError, EksvdParams, FeatureMap, KsvdParams, MultiSource, Solver,
-};
+use gramian::eksvd::{ksvd_from_kernel, CouplingMatrix, Eigensolver, EksvdParams, FeatureMap, KsvdParams, MultiSource, Solver};
+use gramian::Error;
 use gramian::{Device, Kernel};
 use nalgebra::DMatrix;
 
@@ -12,17 +11,17 @@ use nalgebra::DMatrix;
 fn invalid_sources_are_rejected() {
     let mut rng = common::rng();
     let a = common::random_matrix(&mut rng, 10, 3);
-    assert_eq!(MultiSource::new(vec![a.clone()]).unwrap_err(), EksvdError::TooFewSources(1));
-    assert!(matches!(MultiSource::new(vec![a.clone(), DMatrix::zeros(0, 3)]), Err(EksvdError::EmptySource { source_index: 1, .. })));
+    assert_eq!(MultiSource::new(vec![a.clone()]).unwrap_err(), Error::TooFewSources(1));
+    assert!(matches!(MultiSource::new(vec![a.clone(), DMatrix::zeros(0, 3)]), Err(Error::EmptySource { source_index: 1, .. })));
     let mut bad = a.clone();
     bad[(4, 2)] = f64::NAN;
     assert_eq!(
         MultiSource::new(vec![a.clone(), bad]).unwrap_err(),
-        EksvdError::NonFiniteSource { what: "data", source_index: 1, row: 4, col: 2 }
+        Error::NonFiniteSource { what: "data", source_index: 1, row: 4, col: 2 }
     );
     let short = common::random_matrix(&mut rng, 9, 3);
     assert!(MultiSource::new(vec![a.clone(), short.clone()]).is_ok());
-    assert!(matches!(MultiSource::paired(vec![a, short]), Err(EksvdError::ShapeMismatch { .. })));
+    assert!(matches!(MultiSource::paired(vec![a, short]), Err(Error::ShapeMismatch { .. })));
 }
 
 #[test]
@@ -30,16 +29,16 @@ fn invalid_parameters_are_rejected() {
     let mut rng = common::rng();
     let data = MultiSource::paired(vec![common::random_matrix(&mut rng, 20, 3), common::random_matrix(&mut rng, 20, 3)]).unwrap();
     let cpu = Device::cpu();
-    assert!(matches!(EksvdParams::new(0).fit(&cpu, &data), Err(EksvdError::InvalidParameter { name: "n_components", .. })));
+    assert!(matches!(EksvdParams::new(0).fit(&cpu, &data), Err(Error::InvalidParameter { name: "n_components", .. })));
     assert!(FeatureMap::random_fourier(-1.0, 10).is_err());
     assert!(FeatureMap::random_fourier(1.0, 0).is_err());
     assert!(FeatureMap::nystrom(Kernel::rbf(1.0).unwrap(), 30, 20).is_err());
     let lit = FeatureMap::RandomFourier { gamma: f64::NAN, dim: 4 };
     assert!(EksvdParams::new(1).feature_map(lit).fit(&cpu, &data).is_err());
     let bad_tol = Solver::Dual(Eigensolver::Lanczos { tolerance: 0.0, max_restarts: 10 });
-    assert!(matches!(EksvdParams::new(1).solver(bad_tol).fit(&cpu, &data), Err(EksvdError::InvalidParameter { name: "tolerance", .. })));
+    assert!(matches!(EksvdParams::new(1).solver(bad_tol).fit(&cpu, &data), Err(Error::InvalidParameter { name: "tolerance", .. })));
     let three_maps = vec![FeatureMap::Linear, FeatureMap::Linear, FeatureMap::Linear];
-    assert!(matches!(EksvdParams::new(1).feature_maps(three_maps).fit(&cpu, &data), Err(EksvdError::ShapeMismatch { .. })));
+    assert!(matches!(EksvdParams::new(1).feature_maps(three_maps).fit(&cpu, &data), Err(Error::ShapeMismatch { .. })));
     // More components than the order of G_Q.
     assert!(EksvdParams::new(41).fit(&cpu, &data).is_err());
 }
@@ -50,10 +49,10 @@ fn mismatched_feature_dimensions_are_rejected() {
     let data = MultiSource::new(vec![common::random_matrix(&mut rng, 20, 3), common::random_matrix(&mut rng, 15, 4)]).unwrap();
     // Linear maps keep d_q, which differ: K_pq = Phi_p Phi_q^T is undefined.
     let err = EksvdParams::new(1).fit(&Device::cpu(), &data).unwrap_err();
-    assert!(matches!(err, EksvdError::ShapeMismatch { .. }), "{err:?}");
+    assert!(matches!(err, Error::ShapeMismatch { .. }), "{err:?}");
     // A projection matrix with the wrong number of rows.
     let maps = vec![FeatureMap::projection(DMatrix::identity(3, 2)).unwrap(), FeatureMap::projection(DMatrix::identity(3, 2)).unwrap()];
-    assert!(matches!(EksvdParams::new(1).feature_maps(maps).fit(&Device::cpu(), &data), Err(EksvdError::ShapeMismatch { .. })));
+    assert!(matches!(EksvdParams::new(1).feature_maps(maps).fit(&Device::cpu(), &data), Err(Error::ShapeMismatch { .. })));
     // New data with the wrong input dimension.
     let ok = EksvdParams::new(1).feature_map(FeatureMap::random_fourier(1.0, 8).unwrap()).fit(&Device::cpu(), &data).unwrap();
     assert!(ok.transform_source(&Device::cpu(), 0, &common::random_matrix(&mut rng, 2, 4)).is_err());
@@ -71,7 +70,7 @@ fn rank_deficient_kernels_are_reported() {
     let data = MultiSource::paired(vec![x.clone(), x]).unwrap();
     let map = FeatureMap::nystrom(Kernel::rbf(1.0).unwrap(), 8, 20).unwrap();
     let err = EksvdParams::new(1).feature_map(map).fit(&Device::cpu(), &data).unwrap_err();
-    assert!(matches!(err, EksvdError::RankDeficientKernel { source_index: 0, rank: 5, requested: 8 }), "{err:?}");
+    assert!(matches!(err, Error::RankDeficientKernel { source_index: 0, rank: 5, requested: 8 }), "{err:?}");
 }
 
 #[test]
@@ -79,14 +78,14 @@ fn spectra_without_enough_positive_eigenvalues_are_reported() {
     // All-zero features: G_Q = 0.
     let zeros = vec![DMatrix::<f64>::zeros(6, 3), DMatrix::zeros(5, 3)];
     let err = EksvdParams::new(1).fit_features(&Device::cpu(), zeros).unwrap_err();
-    assert_eq!(err, EksvdError::NoPositiveEigenvalues);
+    assert_eq!(err, Error::NoPositiveEigenvalues);
     // K_12 of rank 2 has 2 positive eigenvalues in G_2.
     let u = DMatrix::from_fn(8, 2, |i, j| ((i + 1) * (j + 2)) as f64 % 5.0 - 2.0);
     let v = DMatrix::from_fn(6, 2, |i, j| ((i + 3) * (j + 1)) as f64 % 4.0 - 1.5);
     let k = &u * v.transpose();
     assert_eq!(
         ksvd_from_kernel(&Device::cpu(), &k, 3, &Eigensolver::Dense, 0).unwrap_err(),
-        EksvdError::TooFewPositiveEigenvalues { requested: 3, available: 2 }
+        Error::TooFewPositiveEigenvalues { requested: 3, available: 2 }
     );
     assert!(ksvd_from_kernel(&Device::cpu(), &k, 2, &Eigensolver::Dense, 0).is_ok());
 }
@@ -97,7 +96,7 @@ fn non_convergence_is_reported() {
     let phi = vec![common::random_matrix(&mut rng, 200, 60), common::random_matrix(&mut rng, 200, 60)];
     let solver = Solver::Dual(Eigensolver::Lanczos { tolerance: 1e-14, max_restarts: 0 });
     let err = EksvdParams::new(20).solver(solver).fit_features(&Device::cpu(), phi).unwrap_err();
-    assert!(matches!(err, EksvdError::EigenNotConverged { requested: 20, restarts: 0, .. }), "{err:?}");
+    assert!(matches!(err, Error::EigenNotConverged { requested: 20, restarts: 0, .. }), "{err:?}");
 }
 
 #[test]
@@ -108,10 +107,10 @@ fn invalid_kernel_blocks_are_rejected() {
     let b = DMatrix::<f64>::from_element(5, 3, 1.0);
     // K_01 says N_1 = 3, K_12 says N_1 = 5.
     let err = CouplingMatrix::from_blocks(3, vec![(0, 1, a.clone()), (0, 2, a.clone()), (1, 2, b)]).unwrap_err();
-    assert!(matches!(err, EksvdError::ShapeMismatch { .. }), "{err:?}");
+    assert!(matches!(err, Error::ShapeMismatch { .. }), "{err:?}");
     let mut nan = a.clone();
     nan[(1, 1)] = f64::NAN;
-    assert!(matches!(CouplingMatrix::from_blocks(2, vec![(0, 1, nan)]), Err(EksvdError::NonFiniteSource { .. })));
+    assert!(matches!(CouplingMatrix::from_blocks(2, vec![(0, 1, nan)]), Err(Error::NonFiniteSource { .. })));
     let data = MultiSource::new(vec![DMatrix::from_element(3, 2, 1.0), DMatrix::from_element(3, 3, 1.0)]).unwrap();
     assert!(CouplingMatrix::from_kernel(Kernel::rbf(1.0).unwrap(), &data).is_err()); // d_q differ
 }
@@ -128,9 +127,9 @@ fn ksvd_rejects_bad_input() {
 fn paired_operations_need_paired_sources() {
     let mut rng = common::rng();
     let unpaired = MultiSource::new(vec![common::random_matrix(&mut rng, 10, 3), common::random_matrix(&mut rng, 10, 3)]).unwrap();
-    assert!(matches!(unpaired.select_rows(&[0, 1]), Err(EksvdError::NotAvailable(_))));
+    assert!(matches!(unpaired.select_rows(&[0, 1]), Err(Error::NotAvailable(_))));
     let model = EksvdParams::new(1).fit(&Device::cpu(), &unpaired).unwrap();
-    assert!(matches!(model.transform_paired(&Device::cpu(), &unpaired), Err(EksvdError::NotAvailable(_))));
+    assert!(matches!(model.transform_paired(&Device::cpu(), &unpaired), Err(Error::NotAvailable(_))));
     let paired = MultiSource::paired(unpaired.into_sources()).unwrap();
     assert!(paired.select_rows(&[0, 10]).is_err());
     assert_eq!(paired.select_rows(&[3, 1]).unwrap().source(1).nrows(), 2);

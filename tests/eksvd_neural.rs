@@ -6,8 +6,9 @@
 use crate::common;
 
 use burn::tensor::{Tensor, TensorData};
-use gramian::eksvd::neural::{burn_device, cross_entropy, objective_per_component, shared_gpu, Activation, EarlyStopping, LossTensors, NeuralBackend, NeuralEksvd, NeuralEksvdNet, NeuralEksvdParams, NeuralError, NeuralWeights};
-use gramian::eksvd::{objective_terms, EksvdError, MultiSource};
+use gramian::eksvd::neural::{burn_device, cross_entropy, objective_per_component, shared_gpu, Activation, EarlyStopping, LossTensors, NeuralBackend, NeuralEksvd, NeuralEksvdNet, NeuralEksvdParams, NeuralWeights};
+use gramian::Error;
+use gramian::eksvd::{objective_terms, MultiSource};
 use nalgebra::{DMatrix, DVector};
 use rand::rngs::StdRng;
 use rand::Rng;
@@ -343,7 +344,7 @@ fn dropout_in_the_feature_maps() {
     assert_eq!(train(0.3), train(0.3), "dropout training is not replayable for a seed");
     assert_ne!(train(0.3), train(0.0));
     for bad in [1.0, -0.1, f64::NAN] {
-        assert!(matches!(small_params(1).dropout(bad).fit(&data, &labels, None), Err(EksvdError::InvalidParameter { name: "dropout", .. })), "dropout {bad}");
+        assert!(matches!(small_params(1).dropout(bad).fit(&data, &labels, None), Err(Error::InvalidParameter { name: "dropout", .. })), "dropout {bad}");
     }
 }
 
@@ -364,7 +365,7 @@ fn gaussian_noise_on_the_inputs() {
     let f1 = gramian::datasets::macro_f1(&labels, &model.predict(&data).unwrap());
     assert!(f1 > 0.8, "training macro-F1 {f1} after 30 noisy epochs");
     for bad in [-0.1, f64::NAN, f64::INFINITY] {
-        assert!(matches!(small_params(1).input_noise(bad).fit(&data, &labels, None), Err(EksvdError::InvalidParameter { name: "input_noise", .. })), "input noise {bad}");
+        assert!(matches!(small_params(1).input_noise(bad).fit(&data, &labels, None), Err(Error::InvalidParameter { name: "input_noise", .. })), "input noise {bad}");
     }
 }
 
@@ -376,20 +377,20 @@ fn bad_input_and_divergence_give_errors() {
     let (data, labels) = synthetic(&mut rng, 60, 3);
     let mut with_nan = data.sources().to_vec();
     with_nan[1][(3, 2)] = f64::NAN;
-    assert!(matches!(MultiSource::paired(with_nan.clone()), Err(EksvdError::NonFiniteSource { source_index: 1, row: 3, col: 2, .. })));
+    assert!(matches!(MultiSource::paired(with_nan.clone()), Err(Error::NonFiniteSource { source_index: 1, row: 3, col: 2, .. })));
     let model = small_params(1).init(vec![4, 5, 6], 3).unwrap();
-    assert!(matches!(model.transform(1, &with_nan[1]), Err(EksvdError::NonFiniteSource { source_index: 1, .. })));
-    assert!(matches!(model.transform(0, &with_nan[1]), Err(EksvdError::ShapeMismatch { .. })));
+    assert!(matches!(model.transform(1, &with_nan[1]), Err(Error::NonFiniteSource { source_index: 1, .. })));
+    assert!(matches!(model.transform(0, &with_nan[1]), Err(Error::ShapeMismatch { .. })));
     let mut huge = data.sources().to_vec();
     huge[2][(0, 0)] = 1e300;
     let huge = MultiSource::paired(huge).unwrap();
-    assert!(matches!(small_params(1).fit(&huge, &labels, None), Err(NeuralError::SourceNotRepresentable { source_index: 2, .. })));
-    assert!(matches!(small_params(1).fit(&data, &labels[..10], None), Err(EksvdError::ShapeMismatch { .. })));
-    assert!(matches!(small_params(1).learning_rate(f64::NAN).fit(&data, &labels, None), Err(EksvdError::InvalidParameter { name: "learning_rate", .. })));
-    assert!(matches!(small_params(1).weight_decay(-1.0).fit(&data, &labels, None), Err(EksvdError::InvalidParameter { name: "weight_decay", .. })));
-    assert!(matches!(small_params(1).gamma_init(-1.0).fit(&data, &labels, None), Err(EksvdError::InvalidParameter { name: "gamma_init", .. })));
+    assert!(matches!(small_params(1).fit(&huge, &labels, None), Err(Error::SourceNotRepresentable { source_index: 2, .. })));
+    assert!(matches!(small_params(1).fit(&data, &labels[..10], None), Err(Error::ShapeMismatch { .. })));
+    assert!(matches!(small_params(1).learning_rate(f64::NAN).fit(&data, &labels, None), Err(Error::InvalidParameter { name: "learning_rate", .. })));
+    assert!(matches!(small_params(1).weight_decay(-1.0).fit(&data, &labels, None), Err(Error::InvalidParameter { name: "weight_decay", .. })));
+    assert!(matches!(small_params(1).gamma_init(-1.0).fit(&data, &labels, None), Err(Error::InvalidParameter { name: "gamma_init", .. })));
     match small_params(rng.random()).learning_rate(1e4).max_epochs(3).fit(&data, &labels, None) {
-        Err(NeuralError::Diverged { epoch, .. }) => assert!(epoch >= 1),
+        Err(Error::Diverged { epoch, .. }) => assert!(epoch >= 1),
         other => panic!("expected Diverged, got {:?}", other.map(|m| m.gamma())),
     }
 }
@@ -421,7 +422,7 @@ fn network_from_weights_round_trips_and_checks_shapes() {
     for (what, break_it) in breaks {
         let mut bad = w.clone();
         break_it(&mut bad);
-        assert!(matches!(NeuralEksvdNet::from_weights(&bad, &device), Err(EksvdError::InvalidParameter { name: "weights", .. })), "{what}");
+        assert!(matches!(NeuralEksvdNet::from_weights(&bad, &device), Err(Error::InvalidParameter { name: "weights", .. })), "{what}");
     }
 }
 
@@ -441,7 +442,7 @@ fn save_and_load_round_trip() {
     assert_eq!(loaded.predict(&data).unwrap(), model.predict(&data).unwrap());
     assert_eq!(loaded.gamma(), model.gamma());
     std::fs::remove_dir_all(&dir).unwrap();
-    assert!(matches!(NeuralEksvd::load(&dir, NeuralBackend::Cpu), Err(NeuralError::Record(_))));
+    assert!(matches!(NeuralEksvd::load(&dir, NeuralBackend::Cpu), Err(Error::Record(_))));
 }
 
 /// The same first Adam steps on Wgpu (lavapipe in CI) and the CPU: same
@@ -705,6 +706,6 @@ fn weight_averaging_is_the_moving_average_of_the_epochs() {
     assert!((averaged.gamma.ln() - log_gamma).abs() < 1e-6, "gamma {} vs exp({log_gamma})", averaged.gamma);
     assert_eq!(fit(2, 0.0).projections, w2.projections, "decay 0 is no averaging");
     for bad in [1.0, -0.1, f64::NAN] {
-        assert!(matches!(small_params(1).weight_averaging(bad).fit(&data, &labels, None), Err(EksvdError::InvalidParameter { name: "weight_averaging", .. })), "decay {bad}");
+        assert!(matches!(small_params(1).weight_averaging(bad).fit(&data, &labels, None), Err(Error::InvalidParameter { name: "weight_averaging", .. })), "decay {bad}");
     }
 }

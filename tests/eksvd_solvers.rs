@@ -290,7 +290,7 @@ fn dense_dual_asked_for_more_components_than_are_positive_says_so_on_either_path
     assert_eq!(positive.len(), 4, "positive eigenvalues of G_Q");
     for requested in [5, 14] {
         match solve_dual(&device, &coupling, requested, &Eigensolver::Dense, 0) {
-            Err(gramian::eksvd::EksvdError::TooFewPositiveEigenvalues { requested: r, available }) => assert_eq!((r, available), (requested, 4)),
+            Err(gramian::Error::TooFewPositiveEigenvalues { requested: r, available }) => assert_eq!((r, available), (requested, 4)),
             other => panic!("{requested} components: expected TooFewPositiveEigenvalues, got {other:?}"),
         }
     }

@@ -3,7 +3,7 @@
 use crate::common;
 
 use common::gpu_device;
-use gramian::{ComputeError, Device, GpuOptions, Kernel, MatrixProduct};
+use gramian::{Error, Device, GpuOptions, Kernel, MatrixProduct};
 use nalgebra::DMatrix;
 
 fn devices() -> Vec<Device> {
@@ -25,17 +25,17 @@ fn empty_mismatched_and_nonfinite_inputs() {
     let mut inf = x.clone();
     inf[(3, 0)] = f64::INFINITY;
     for dev in devices() {
-        assert!(matches!(dev.kernel_matrix(&k, &x, &z), Err(ComputeError::DimensionMismatch { .. })));
-        assert!(matches!(dev.kernel_matrix(&k, &empty, &x), Err(ComputeError::Empty { .. })));
-        assert_eq!(dev.kernel_matrix(&k, &nan, &x), Err(ComputeError::NonFinite { what: "x", row: 2, col: 1 }));
-        assert!(matches!(dev.kernel_matrix(&k, &x, &inf), Err(ComputeError::NonFinite { what: "z", .. })));
-        assert!(matches!(dev.gram(&nan), Err(ComputeError::NonFinite { .. })));
-        assert!(matches!(dev.matmul(&x, &z, MatrixProduct::AB), Err(ComputeError::DimensionMismatch { .. })));
+        assert!(matches!(dev.kernel_matrix(&k, &x, &z), Err(Error::DimensionMismatch { .. })));
+        assert!(matches!(dev.kernel_matrix(&k, &empty, &x), Err(Error::Empty { .. })));
+        assert_eq!(dev.kernel_matrix(&k, &nan, &x), Err(Error::NonFinite { what: "x", row: 2, col: 1 }));
+        assert!(matches!(dev.kernel_matrix(&k, &x, &inf), Err(Error::NonFinite { what: "z", .. })));
+        assert!(matches!(dev.gram(&nan), Err(Error::NonFinite { .. })));
+        assert!(matches!(dev.matmul(&x, &z, MatrixProduct::AB), Err(Error::DimensionMismatch { .. })));
         let v = DMatrix::<f64>::from_element(3, 1, 1.0);
-        assert!(matches!(dev.kernel_matvec(&k, &x, &x, &v), Err(ComputeError::DimensionMismatch { .. })));
-        assert!(matches!(dev.kernel_column(&k, &x, &[1.0, 2.0]), Err(ComputeError::DimensionMismatch { .. })));
-        assert!(matches!(dev.kernel_column_of(&k, &x, 4), Err(ComputeError::IndexOutOfRange { .. })));
-        assert!(matches!(dev.batched_matmul(&[(&x, &z)], MatrixProduct::AB), Err(ComputeError::DimensionMismatch { .. })));
+        assert!(matches!(dev.kernel_matvec(&k, &x, &x, &v), Err(Error::DimensionMismatch { .. })));
+        assert!(matches!(dev.kernel_column(&k, &x, &[1.0, 2.0]), Err(Error::DimensionMismatch { .. })));
+        assert!(matches!(dev.kernel_column_of(&k, &x, 4), Err(Error::IndexOutOfRange { .. })));
+        assert!(matches!(dev.batched_matmul(&[(&x, &z)], MatrixProduct::AB), Err(Error::DimensionMismatch { .. })));
     }
 }
 
@@ -44,11 +44,11 @@ fn invalid_kernel_parameters() {
     let x = DMatrix::<f64>::from_element(4, 3, 0.5);
     for bad in [Kernel::Rbf { gamma: 0.0 }, Kernel::Laplacian { gamma: -1.0 }, Kernel::Polynomial { gamma: 1.0, coef0: 0.0, degree: 0 }] {
         for dev in devices() {
-            assert!(matches!(dev.kernel_matrix(&bad, &x, &x), Err(ComputeError::InvalidParameter { .. })), "{bad:?}");
+            assert!(matches!(dev.kernel_matrix(&bad, &x, &x), Err(Error::InvalidParameter { .. })), "{bad:?}");
         }
     }
-    assert!(matches!(Kernel::rbf(-0.1), Err(ComputeError::InvalidParameter { name: "gamma", .. })));
-    assert!(matches!(Kernel::polynomial(1.0, 1.0, 0), Err(ComputeError::InvalidParameter { name: "degree", .. })));
+    assert!(matches!(Kernel::rbf(-0.1), Err(Error::InvalidParameter { name: "gamma", .. })));
+    assert!(matches!(Kernel::polynomial(1.0, 1.0, 0), Err(Error::InvalidParameter { name: "degree", .. })));
 }
 
 #[test]
@@ -57,7 +57,7 @@ fn gpu_request_without_adapter_is_a_typed_error() {
     // Run in a child process so the environment change stays local.
     if std::env::var("GRAMIAN_CHILD_NO_ADAPTER").is_ok() {
         let r = Device::gpu();
-        assert!(matches!(r, Err(ComputeError::NoGpuAdapter(_))), "{r:?}");
+        assert!(matches!(r, Err(Error::NoGpuAdapter(_))), "{r:?}");
         assert!(!Device::auto().is_gpu());
         return;
     }

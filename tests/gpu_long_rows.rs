@@ -18,7 +18,7 @@ use crate::common;
 
 use common::{gpu_device, rng};
 use gramian::gpu::{GpuContext, TuningMode};
-use gramian::{ComputeError, Device, DeviceMatrix, GpuOptions, Kernel, KernelOperator, MatrixProduct, Precision};
+use gramian::{Error, Device, DeviceMatrix, GpuOptions, Kernel, KernelOperator, MatrixProduct, Precision};
 use nalgebra::DMatrix;
 use rand::rngs::StdRng;
 use rand::Rng;
@@ -328,7 +328,7 @@ fn a_rejected_call_after_a_good_one_is_an_error() {
     gpu.kernel_matvec(&kernel, &xs, &zs, &v).unwrap();
     let (x, z) = data(&mut rng, 2000);
     match gpu.kernel_matvec(&kernel, &x, &z, &v) {
-        Err(ComputeError::TooLargeForGpu { .. }) => {}
+        Err(Error::TooLargeForGpu { .. }) => {}
         other => panic!("rows of 8000 bytes with 4096-byte bindings: expected TooLargeForGpu, got {other:?}"),
     }
 }

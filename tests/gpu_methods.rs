@@ -16,7 +16,8 @@ use crate::common;
 use common::{gpu_device, rng};
 use gramian::eksvd::{solve_dual, CouplingMatrix, Eigensolver, MultiSource};
 use gramian::mklaren::MklarenParams;
-use gramian::psd::{BaseMeasure, DensityParams, PsdError, SolverOptions};
+use gramian::psd::{BaseMeasure, DensityParams, SolverOptions};
+use gramian::Error;
 use gramian::{Device, GpuOptions, Kernel};
 use nalgebra::{DMatrix, DVector};
 use rand::Rng;
@@ -43,7 +44,7 @@ fn psd_density_fit_on_the_gpu_matches_the_cpu_and_moves_o_n_per_iteration() {
         (Ok(c), Ok(g)) => (c, g),
         // The same solver on the same numbers: a fit that stops at its
         // budget on one device stops there on the other, at the same gap.
-        (Err(PsdError::NotConverged { iterations: ic, gap: gc, .. }), Err(PsdError::NotConverged { iterations: ig, gap: gg, .. })) => {
+        (Err(Error::NotConverged { iterations: ic, gap: gc, .. }), Err(Error::NotConverged { iterations: ig, gap: gg, .. })) => {
             assert_eq!(ic, ig);
             assert!((gc - gg).abs() <= 1e-6 * gc.abs(), "gaps at the budget: cpu {gc} gpu {gg}");
             eprintln!("both fits stopped at their budget (gap {gc:e}); compared the stops");

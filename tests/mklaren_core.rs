@@ -4,10 +4,8 @@
 use crate::common;
 
 use gramian::linalg::relative_frobenius_error;
-use gramian::mklaren::{
-    nystrom, select_columns, FullKernelRidgeParams, IcdParams, KernelCombination, LowRankMethod, LowRankRidgeParams, MklarenError, MklarenParams,
-};
-use gramian::{ComputeError, Device, Kernel};
+use gramian::mklaren::{nystrom, select_columns, FullKernelRidgeParams, IcdParams, KernelCombination, LowRankMethod, LowRankRidgeParams, MklarenParams};
+use gramian::{Error, Device, Kernel};
 use nalgebra::{DMatrix, DVector};
 use rand::Rng;
 
@@ -239,39 +237,39 @@ fn bad_inputs_get_typed_errors() {
     let y = DVector::from_fn(20, |i, _| x[(i, 0)]);
     let k = [Kernel::rbf(1.0).unwrap()];
     let cpu = Device::Cpu;
-    assert!(matches!(MklarenParams::new(21).kernels(&k).fit_inputs(&cpu, &[&x], &y), Err(MklarenError::RankTooLarge { rank: 21, n: 20 })));
-    assert!(matches!(MklarenParams::new(0).kernels(&k).fit_inputs(&cpu, &[&x], &y), Err(MklarenError::InvalidParameter { name: "rank", .. })));
-    assert!(matches!(MklarenParams::new(3).lambda(-1.0).kernels(&k).fit_inputs(&cpu, &[&x], &y), Err(MklarenError::InvalidParameter { name: "lambda", .. })));
-    assert!(matches!(MklarenParams::new(3).lookahead(0).kernels(&k).fit_inputs(&cpu, &[&x], &y), Err(MklarenError::InvalidParameter { name: "lookahead", .. })));
-    assert!(matches!(MklarenParams::new(3).kernels(&k).fit_inputs(&cpu, &[&x], &DVector::from_element(20, 4.2)), Err(MklarenError::ConstantTarget)));
-    assert!(matches!(MklarenParams::new(3).kernels(&k).fit_inputs(&cpu, &[&x], &DVector::zeros(19)), Err(MklarenError::TargetLength { .. })));
+    assert!(matches!(MklarenParams::new(21).kernels(&k).fit_inputs(&cpu, &[&x], &y), Err(Error::RankTooLarge { rank: 21, n: 20 })));
+    assert!(matches!(MklarenParams::new(0).kernels(&k).fit_inputs(&cpu, &[&x], &y), Err(Error::InvalidParameter { name: "rank", .. })));
+    assert!(matches!(MklarenParams::new(3).lambda(-1.0).kernels(&k).fit_inputs(&cpu, &[&x], &y), Err(Error::InvalidParameter { name: "lambda", .. })));
+    assert!(matches!(MklarenParams::new(3).lookahead(0).kernels(&k).fit_inputs(&cpu, &[&x], &y), Err(Error::InvalidParameter { name: "lookahead", .. })));
+    assert!(matches!(MklarenParams::new(3).kernels(&k).fit_inputs(&cpu, &[&x], &DVector::from_element(20, 4.2)), Err(Error::ConstantTarget)));
+    assert!(matches!(MklarenParams::new(3).kernels(&k).fit_inputs(&cpu, &[&x], &DVector::zeros(19)), Err(Error::TargetLength { .. })));
     let mut bad = x.clone();
     bad[(3, 1)] = f64::NAN;
-    assert!(matches!(MklarenParams::new(3).kernels(&k).fit_inputs(&cpu, &[&bad], &y), Err(ComputeError::NonFinite { .. })));
+    assert!(matches!(MklarenParams::new(3).kernels(&k).fit_inputs(&cpu, &[&bad], &y), Err(Error::NonFinite { .. })));
     let mut bad_y = y.clone();
     bad_y[2] = f64::INFINITY;
-    assert!(matches!(MklarenParams::new(3).kernels(&k).fit_inputs(&cpu, &[&x], &bad_y), Err(ComputeError::NonFinite { .. })));
+    assert!(matches!(MklarenParams::new(3).kernels(&k).fit_inputs(&cpu, &[&x], &bad_y), Err(Error::NonFinite { .. })));
     let short = x.rows(0, 15).into_owned();
     let two = [k[0], Kernel::linear()];
-    assert!(matches!(MklarenParams::new(3).kernels(&two).fit_inputs(&cpu, &[&x, &short], &y), Err(MklarenError::SampleCountMismatch { kernel: 1, .. })));
-    assert!(matches!(MklarenParams::new(3).kernels(&k).fit_inputs(&cpu, &[&x, &x], &y), Err(MklarenError::InputCount { .. })));
-    assert!(matches!(MklarenParams::new(3).kernels(&[]).fit_inputs(&cpu, &[&x], &y), Err(MklarenError::InvalidParameter { name: "kernels", .. })));
+    assert!(matches!(MklarenParams::new(3).kernels(&two).fit_inputs(&cpu, &[&x, &short], &y), Err(Error::SampleCountMismatch { kernel: 1, .. })));
+    assert!(matches!(MklarenParams::new(3).kernels(&k).fit_inputs(&cpu, &[&x, &x], &y), Err(Error::InputCount { .. })));
+    assert!(matches!(MklarenParams::new(3).kernels(&[]).fit_inputs(&cpu, &[&x], &y), Err(Error::InvalidParameter { name: "kernels", .. })));
     let empty = DMatrix::<f64>::zeros(0, 2);
-    assert!(matches!(MklarenParams::new(1).kernels(&k).fit_inputs(&cpu, &[&empty], &DVector::zeros(0)), Err(ComputeError::Empty { .. })));
+    assert!(matches!(MklarenParams::new(1).kernels(&k).fit_inputs(&cpu, &[&empty], &DVector::zeros(0)), Err(Error::Empty { .. })));
     // Two rank-one linear kernels cannot give rank 3.
     let cols: Vec<DMatrix<f64>> = (0..2).map(|j| select_columns(&x, &[j]).unwrap()).collect();
     let lin = [Kernel::linear(); 2];
-    assert!(matches!(MklarenParams::new(3).lookahead(2).kernels(&lin).fit_inputs(&cpu, &[&cols[0], &cols[1]], &y), Err(MklarenError::RankDeficient { requested: 3, reached: 2 })));
+    assert!(matches!(MklarenParams::new(3).lookahead(2).kernels(&lin).fit_inputs(&cpu, &[&cols[0], &cols[1]], &y), Err(Error::RankDeficient { requested: 3, reached: 2 })));
     // Prediction with the wrong feature dimension.
     let model = MklarenParams::new(3).kernels(&k).fit_inputs(&cpu, &[&x], &y).unwrap();
-    assert!(matches!(model.predict_inputs(&cpu, &[&DMatrix::zeros(4, 3)]), Err(ComputeError::DimensionMismatch { .. })));
+    assert!(matches!(model.predict_inputs(&cpu, &[&DMatrix::zeros(4, 3)]), Err(Error::DimensionMismatch { .. })));
     // Baselines and ICD.
-    assert!(matches!(IcdParams::new(25).fit(&cpu, &k[0], &x), Err(MklarenError::RankTooLarge { .. })));
-    assert!(matches!(nystrom(&cpu, &k[0], &x, &[1, 1]), Err(MklarenError::InvalidParameter { name: "pivots", .. })));
-    assert!(matches!(LowRankRidgeParams::new(LowRankMethod::Csi { lookahead: 2, kappa: 1.5 }, 3).kernels(&k).fit_inputs(&cpu, &[&x], &y), Err(MklarenError::InvalidParameter { name: "kappa", .. })));
-    assert!(matches!(FullKernelRidgeParams::new(KernelCombination::Uniform).lambda(-0.1).kernels(&k).fit_inputs(&cpu, &[&x], &y), Err(MklarenError::InvalidParameter { .. })));
+    assert!(matches!(IcdParams::new(25).fit(&cpu, &k[0], &x), Err(Error::RankTooLarge { .. })));
+    assert!(matches!(nystrom(&cpu, &k[0], &x, &[1, 1]), Err(Error::InvalidParameter { name: "pivots", .. })));
+    assert!(matches!(LowRankRidgeParams::new(LowRankMethod::Csi { lookahead: 2, kappa: 1.5 }, 3).kernels(&k).fit_inputs(&cpu, &[&x], &y), Err(Error::InvalidParameter { name: "kappa", .. })));
+    assert!(matches!(FullKernelRidgeParams::new(KernelCombination::Uniform).lambda(-0.1).kernels(&k).fit_inputs(&cpu, &[&x], &y), Err(Error::InvalidParameter { .. })));
     let dup = DMatrix::from_fn(20, 2, |i, j| (i % 5 + j) as f64);
-    assert!(matches!(FullKernelRidgeParams::new(KernelCombination::Uniform).lambda(0.0).kernels(&[Kernel::linear()]).fit_inputs(&cpu, &[&dup], &y), Err(MklarenError::Singular(_))));
+    assert!(matches!(FullKernelRidgeParams::new(KernelCombination::Uniform).lambda(0.0).kernels(&[Kernel::linear()]).fit_inputs(&cpu, &[&dup], &y), Err(Error::Singular(_))));
 }
 
 #[test]

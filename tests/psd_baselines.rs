@@ -3,7 +3,8 @@
 use crate::common;
 
 use gramian::psd::baselines::{kernel_integrals, project_weighted_simplex, BaselineKind, BaselineParams};
-use gramian::psd::{BaseMeasure, DensityParams, PsdError};
+use gramian::psd::{BaseMeasure, DensityParams};
+use gramian::Error;
 use gramian::Device;
 use nalgebra::{DMatrix, DVector};
 use rand::rngs::StdRng;
@@ -49,7 +50,7 @@ fn ncm_and_glm_are_nonnegative_and_glm_integral_is_only_approximate() {
     // the grid; on the whole line its tail exp(-log Z) > 0 makes the
     // integral infinite, which integral() reports as an error.
     assert!((quad - 1.0).abs() < 0.2, "GLM integral by quadrature {quad}");
-    assert!(matches!(glm.integral(), Err(PsdError::InvalidParameter { name: "base", .. })), "{:?}", glm.integral());
+    assert!(matches!(glm.integral(), Err(Error::InvalidParameter { name: "base", .. })), "{:?}", glm.integral());
     let far = glm.density(&Device::Cpu, &DMatrix::from_element(1, 1, 1e6)).unwrap()[0];
     assert!(far > 0.0 && (far - glm.density(&Device::Cpu, &DMatrix::from_element(1, 1, -1e6)).unwrap()[0]).abs() < 1e-12 * far);
     // With a Gaussian base measure p = exp(g) nu / Z has a finite integral,
@@ -82,8 +83,8 @@ fn baseline_parameters_are_validated() {
     let mut rng = common::rng();
     let x = bimodal(10, &mut rng);
     for kind in [BaselineKind::Pnm, BaselineKind::Ncm, BaselineKind::Glm] {
-        assert!(matches!(BaselineParams::new(kind, 0.0).fit(&Device::Cpu, &x), Err(PsdError::InvalidParameter { .. })));
-        assert!(matches!(BaselineParams::new(kind, 1.0).regularisation(Regularisation::new().quadratic(-1.0)).fit(&Device::Cpu, &x), Err(PsdError::InvalidParameter { .. })));
+        assert!(matches!(BaselineParams::new(kind, 0.0).fit(&Device::Cpu, &x), Err(Error::InvalidParameter { .. })));
+        assert!(matches!(BaselineParams::new(kind, 1.0).regularisation(Regularisation::new().quadratic(-1.0)).fit(&Device::Cpu, &x), Err(Error::InvalidParameter { .. })));
         let mut bad = x.clone();
         bad[(0, 0)] = f64::INFINITY;
         assert!(matches!(BaselineParams::new(kind, 1.0).fit(&Device::Cpu, &bad), Err(ref e) if e.is_invalid_input()));

@@ -6,7 +6,8 @@ use crate::common;
 use crate::psd_toy;
 
 use gramian::psd::regression::QuantileParams;
-use gramian::psd::{BaselineHeteroscedasticParams, BaselineKind, BaselineQuantileParams, PsdError, SolverOptions};
+use gramian::psd::{BaselineHeteroscedasticParams, BaselineKind, BaselineQuantileParams, SolverOptions};
+use gramian::Error;
 use gramian::Device;
 use nalgebra::{DMatrix, DVector};
 use rand::Rng;
@@ -188,7 +189,7 @@ fn bad_input_gives_typed_errors() {
     let mut rng = common::rng();
     let (x, y) = psd_toy::toy_data(20, &mut rng);
     let cpu = Device::Cpu;
-    let invalid = |r: Result<(), PsdError>| matches!(r, Err(PsdError::InvalidParameter { .. }));
+    let invalid = |r: Result<(), Error>| matches!(r, Err(Error::InvalidParameter { .. }));
     for kind in KINDS {
         let het = |p: BaselineHeteroscedasticParams| p.fit_xy(&cpu, &x, &y).map(|_| ());
         assert!(invalid(het(BaselineHeteroscedasticParams::new(kind, 0.0))));
@@ -221,5 +222,5 @@ fn bad_input_gives_typed_errors() {
     }
     // An iteration budget too small to converge is NotConverged, not a wrong answer.
     let r = BaselineHeteroscedasticParams::new(BaselineKind::Pnm, 0.1).solver(SolverOptions::default().tolerance(1e-12).max_iterations(1)).fit_xy(&cpu, &x, &y);
-    assert!(matches!(r, Err(PsdError::NotConverged { .. })), "{r:?}");
+    assert!(matches!(r, Err(Error::NotConverged { .. })), "{r:?}");
 }

@@ -4,7 +4,8 @@ use crate::common;
 
 use gramian::psd::dual::DualProblem;
 use gramian::psd::loss::SquaredLoss;
-use gramian::psd::{BaseMeasure, DensityParams, EmpiricalFeatures, PsdError, PsdModel, SolverOptions};
+use gramian::psd::{BaseMeasure, DensityParams, EmpiricalFeatures, PsdModel, SolverOptions};
+use gramian::Error;
 use gramian::{linalg, Device};
 use nalgebra::{DMatrix, DVector};
 use rand::rngs::StdRng;
@@ -266,7 +267,7 @@ fn gradient_matches_finite_differences() {
 fn bad_input_gives_typed_errors() {
     let mut rng = common::rng();
     let x = bimodal(20, &mut rng);
-    let invalid = |r: Result<gramian::psd::PsdDensity, PsdError>| matches!(r, Err(PsdError::InvalidParameter { .. }));
+    let invalid = |r: Result<gramian::psd::PsdDensity, Error>| matches!(r, Err(Error::InvalidParameter { .. }));
     assert!(invalid(DensityParams::new(0.0).fit(&Device::Cpu, &x)));
     assert!(invalid(DensityParams::new(-1.0).fit(&Device::Cpu, &x)));
     assert!(invalid(DensityParams::new(1.0).regularisation(Regularisation::new().trace(1e-3).quadratic(0.0)).fit(&Device::Cpu, &x)));
@@ -280,7 +281,7 @@ fn bad_input_gives_typed_errors() {
     assert!(matches!(DensityParams::new(1.0).base_measure(wrong_base).fit(&Device::Cpu, &x), Err(ref e) if e.is_invalid_input()));
     let tiny = SolverOptions { tolerance: 1e-12, max_iterations: 3, check_every: 1 };
     match DensityParams::new(1.0).solver(tiny).fit(&Device::Cpu, &x) {
-        Err(PsdError::NotConverged { iterations, gap, tolerance }) => {
+        Err(Error::NotConverged { iterations, gap, tolerance }) => {
             assert_eq!(iterations, 3);
             assert!(gap > tolerance);
         }

@@ -18,7 +18,8 @@ use gramian::psd::dual::Features;
 use gramian::psd::engine::{EngineProblem, LinearPart};
 use gramian::psd::loss::SquaredLoss;
 use gramian::psd::regression::QuantileParams;
-use gramian::psd::{BaseMeasure, DensityParams, HeteroscedasticParams, PsdError, SolverOptions, SolverReport};
+use gramian::psd::{BaseMeasure, DensityParams, HeteroscedasticParams, SolverOptions, SolverReport};
+use gramian::Error;
 use gramian::Device;
 use nalgebra::{DMatrix, DVector};
 use rand::Rng;
@@ -93,7 +94,7 @@ fn engine_configurations_are_validated() {
     let loss = SquaredLoss { targets: DVector::from_element(6, 1.0) };
     let w = DMatrix::<f64>::identity(4, 4);
     let base = || EngineProblem { features: Features::Host(&p), parts: vec![vec![1.0]], linear: None, integral: None, loss: &loss, lambda1: 1e-3, lambda2: 1e-3 };
-    let invalid = |e: EngineProblem<SquaredLoss>| matches!(e.solve(&options()), Err(PsdError::InvalidParameter { .. }));
+    let invalid = |e: EngineProblem<SquaredLoss>| matches!(e.solve(&options()), Err(Error::InvalidParameter { .. }));
     // An integral constraint needs exactly one PSD part and no linear part.
     assert!(invalid(EngineProblem { parts: vec![vec![1.0], vec![1.0]], integral: Some(&w), ..base() }));
     assert!(invalid(EngineProblem { linear: Some(LinearPart { coupling: vec![1.0], lambda0: 1.0 }), integral: Some(&w), ..base() }));

@@ -4,7 +4,8 @@ use crate::common;
 
 use crate::psd_toy;
 use gramian::psd::heteroscedastic::GaussianNaturalLoss;
-use gramian::psd::{HeteroscedasticParams, PsdError, SolverOptions};
+use gramian::psd::{HeteroscedasticParams, SolverOptions};
+use gramian::Error;
 use gramian::Device;
 use nalgebra::{DMatrix, DVector};
 use rand::Rng;
@@ -162,7 +163,7 @@ fn bad_input_gives_typed_errors() {
     let mut rng = common::rng();
     let (x, y) = toy_data(20, &mut rng);
     let dev = Device::Cpu;
-    let invalid = |r: Result<gramian::psd::HeteroscedasticRegression, PsdError>| matches!(r, Err(PsdError::InvalidParameter { .. }));
+    let invalid = |r: Result<gramian::psd::HeteroscedasticRegression, Error>| matches!(r, Err(Error::InvalidParameter { .. }));
     assert!(invalid(HeteroscedasticParams::new(0.0).fit_xy(&dev, &x, &y)));
     assert!(invalid(HeteroscedasticParams::new(f64::NAN).fit_xy(&dev, &x, &y)));
     assert!(invalid(HeteroscedasticParams::new(0.1).regularisation(Regularisation::new().linear(0.0).trace(1e-3).quadratic(1e-3)).fit_xy(&dev, &x, &y)));
@@ -178,7 +179,7 @@ fn bad_input_gives_typed_errors() {
     assert!(matches!(HeteroscedasticParams::new(0.1).fit_xy(&dev, &x, &y.rows(0, 19).into_owned()), Err(ref e) if e.is_invalid_input()));
     let budget = SolverOptions { tolerance: 1e-12, max_iterations: 5, check_every: 1 };
     match HeteroscedasticParams::new(0.1).solver(budget).fit_xy(&dev, &x, &y) {
-        Err(PsdError::NotConverged { iterations, gap, .. }) => assert!(iterations == 5 && gap > 1e-12),
+        Err(Error::NotConverged { iterations, gap, .. }) => assert!(iterations == 5 && gap > 1e-12),
         other => panic!("expected NotConverged, got {other:?}"),
     }
     let model = fit_toy(&x, &y);

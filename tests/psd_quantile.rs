@@ -3,7 +3,8 @@
 use crate::common;
 
 use gramian::psd::regression::QuantileParams;
-use gramian::psd::{PsdError, SolverOptions};
+use gramian::psd::SolverOptions;
+use gramian::Error;
 use gramian::Device;
 use nalgebra::DMatrix;
 use gramian::psd::Regularisation;
@@ -34,7 +35,7 @@ fn quantile_levels_are_validated() {
     let mut rng = common::rng();
     let (x, y) = common::quantile_appendix_e(20, &mut rng);
     for levels in [vec![0.5, 0.25], vec![0.0, 0.5], vec![0.5, 1.0], vec![0.3, 0.3], vec![]] {
-        assert!(matches!(QuantileParams::new(0.2, &levels).fit_xy(&Device::Cpu, &x, &y), Err(PsdError::InvalidParameter { .. })), "{levels:?}");
+        assert!(matches!(QuantileParams::new(0.2, &levels).fit_xy(&Device::Cpu, &x, &y), Err(Error::InvalidParameter { .. })), "{levels:?}");
     }
     assert!(matches!(QuantileParams::new(0.2, &[0.5]).fit_xy(&Device::Cpu, &x, &y.rows(0, 10).into_owned()), Err(ref e) if e.is_invalid_input()));
     let mut bad = y.clone();

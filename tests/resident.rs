@@ -12,7 +12,7 @@ use crate::common;
 
 use common::{gpu_device, random_matrix, rng};
 use gramian::linalg::relative_frobenius_error;
-use gramian::{ComputeError, Device, GpuOptions, Kernel, MatrixProduct, Precision};
+use gramian::{Error, Device, GpuOptions, Kernel, MatrixProduct, Precision};
 use nalgebra::{DMatrix, DVector};
 
 const SHAPES: &[(usize, usize, usize)] = &[(1, 1, 1), (13, 1, 5), (67, 31, 3), (130, 64, 65), (257, 193, 17)];
@@ -200,8 +200,8 @@ fn row_views_are_blocks_of_samples() {
             let kv = device.to_host(&device.resident_kernel_matrix(&k, &view, &xd.rows(0, 50).unwrap()).unwrap()).unwrap();
             let want = Device::Cpu.kernel_matrix(&k, &want, &x.rows(0, 50).into_owned()).unwrap();
             assert!(relative_frobenius_error(&kv, &want) <= tolerance(precision));
-            assert!(matches!(xd.rows(650, 51), Err(ComputeError::IndexOutOfRange { .. })));
-            assert!(matches!(xd.rows(0, 0), Err(ComputeError::IndexOutOfRange { .. })));
+            assert!(matches!(xd.rows(650, 51), Err(Error::IndexOutOfRange { .. })));
+            assert!(matches!(xd.rows(0, 0), Err(Error::IndexOutOfRange { .. })));
         }
     }
 }
@@ -249,23 +249,23 @@ fn misuse_gives_typed_errors() {
     let ad = device.upload(&a, Precision::F32).unwrap();
     let a64 = device.upload(&a, Precision::F64).unwrap();
     let foreign = other.upload(&a, Precision::F32).unwrap();
-    assert!(matches!(device.resident_matmul(&ad, &a64, MatrixProduct::ABt), Err(ComputeError::PrecisionMismatch { .. })));
-    assert!(matches!(device.resident_matmul(&ad, &foreign, MatrixProduct::ABt), Err(ComputeError::DeviceMismatch)));
-    assert!(matches!(device.to_host(&foreign), Err(ComputeError::DeviceMismatch)));
-    assert!(matches!(Device::Cpu.to_host(&ad), Err(ComputeError::DeviceMismatch)));
-    assert!(matches!(device.resident_matmul(&ad, &ad, MatrixProduct::AB), Err(ComputeError::DimensionMismatch { .. })));
+    assert!(matches!(device.resident_matmul(&ad, &a64, MatrixProduct::ABt), Err(Error::PrecisionMismatch { .. })));
+    assert!(matches!(device.resident_matmul(&ad, &foreign, MatrixProduct::ABt), Err(Error::DeviceMismatch)));
+    assert!(matches!(device.to_host(&foreign), Err(Error::DeviceMismatch)));
+    assert!(matches!(Device::Cpu.to_host(&ad), Err(Error::DeviceMismatch)));
+    assert!(matches!(device.resident_matmul(&ad, &ad, MatrixProduct::AB), Err(Error::DimensionMismatch { .. })));
     let out = device.resident_matmul(&ad, &ad, MatrixProduct::ABt).unwrap();
-    assert!(matches!(device.resident_matmul_into(&out, &out, MatrixProduct::AB, &out, false), Err(ComputeError::InvalidParameter { .. })));
+    assert!(matches!(device.resident_matmul_into(&out, &out, MatrixProduct::AB, &out, false), Err(Error::InvalidParameter { .. })));
     let nan = DMatrix::from_element(2, 2, f64::NAN);
-    assert!(matches!(device.upload(&nan, Precision::F32), Err(ComputeError::NonFinite { .. })));
+    assert!(matches!(device.upload(&nan, Precision::F32), Err(Error::NonFinite { .. })));
     // Finite f64 beyond the f32 range: an error on every f32 path, fine in f64.
     let huge = DMatrix::from_element(2, 2, 1e200);
-    assert!(matches!(device.upload(&huge, Precision::F32), Err(ComputeError::NotRepresentable { .. })));
-    assert!(matches!(Device::Cpu.upload(&huge, Precision::F32), Err(ComputeError::NotRepresentable { .. })));
-    assert!(matches!(device.kernel_matrix(&Kernel::laplacian(1.0).unwrap(), &huge, &huge), Err(ComputeError::NotRepresentable { .. })));
-    assert!(matches!(device.matmul(&huge, &huge, MatrixProduct::AB), Err(ComputeError::NotRepresentable { .. })));
+    assert!(matches!(device.upload(&huge, Precision::F32), Err(Error::NotRepresentable { .. })));
+    assert!(matches!(Device::Cpu.upload(&huge, Precision::F32), Err(Error::NotRepresentable { .. })));
+    assert!(matches!(device.kernel_matrix(&Kernel::laplacian(1.0).unwrap(), &huge, &huge), Err(Error::NotRepresentable { .. })));
+    assert!(matches!(device.matmul(&huge, &huge, MatrixProduct::AB), Err(Error::NotRepresentable { .. })));
     assert!(device.upload(&huge, Precision::F64).is_ok());
-    assert!(matches!(device.resident_kernel_columns(&Kernel::linear(), &ad, &[4]), Err(ComputeError::IndexOutOfRange { .. })));
+    assert!(matches!(device.resident_kernel_columns(&Kernel::linear(), &ad, &[4]), Err(Error::IndexOutOfRange { .. })));
 }
 
 #[test]
@@ -305,7 +305,7 @@ fn kernel_operator_applies_columns_diagonal_and_materialises_like_the_cpu() {
         }
         let full = device.to_host(&op.materialise().unwrap()).unwrap();
         assert!(relative_frobenius_error(&full, &reference) <= tol);
-        assert!(matches!(op.diagonal(), Err(ComputeError::InvalidParameter { .. })));
+        assert!(matches!(op.diagonal(), Err(Error::InvalidParameter { .. })));
         let sq = gramian::KernelOperator::square(&device, Kernel::polynomial(0.3, 1.0, 2).unwrap(), &x, precision).unwrap();
         let want = Kernel::polynomial(0.3, 1.0, 2).unwrap().diagonal(&x).unwrap();
         assert!((sq.diagonal().unwrap() - &want).amax() <= tol * want.amax());
@@ -347,7 +347,7 @@ fn elementwise_maps_and_row_sums_match_cpu() {
             assert!(relative_frobenius_error(&had, &x.component_mul(&y)) <= tol);
             let sums = device.to_host_vector(&device.resident_row_sums(&yd).unwrap()).unwrap();
             assert!((sums - DVector::from_fn(301, |i, _| y.row(i).sum())).amax() <= tol * 10.0);
-            assert!(matches!(device.resident_hadamard(&xd, &pd), Err(ComputeError::DimensionMismatch { .. })));
+            assert!(matches!(device.resident_hadamard(&xd, &pd), Err(Error::DimensionMismatch { .. })));
         }
     }
 }
@@ -408,7 +408,7 @@ fn outputs_can_be_written_in_place_into_row_views() {
         device.resident_weighted_gram_into(&xd.rows(0, 45).unwrap(), &w.rows(0, 45).unwrap(), &g, false).unwrap();
         device.resident_weighted_gram_into(&xd.rows(45, 45).unwrap(), &w.rows(45, 45).unwrap(), &g, true).unwrap();
         assert!(relative_frobenius_error(&device.to_host(&g).unwrap(), &(x.transpose() * &x * 0.5)) <= tol);
-        assert!(matches!(device.resident_kernel_matrix_into(&kernel, &xd, &zd, &xd), Err(ComputeError::DimensionMismatch { .. }) | Err(ComputeError::InvalidParameter { .. })));
+        assert!(matches!(device.resident_kernel_matrix_into(&kernel, &xd, &zd, &xd), Err(Error::DimensionMismatch { .. }) | Err(Error::InvalidParameter { .. })));
     }
 }
 
@@ -421,7 +421,7 @@ fn a_device_budget_turns_oversized_allocations_into_out_of_memory() {
     let a = device.zeros(256, 256, Precision::F64).unwrap();
     let b = device.zeros(256, 256, Precision::F64).unwrap();
     assert_eq!(ctx.device_bytes_held(), 1 << 20);
-    assert!(matches!(device.zeros(1, 1, Precision::F64), Err(ComputeError::OutOfMemory { .. })));
+    assert!(matches!(device.zeros(1, 1, Precision::F64), Err(Error::OutOfMemory { .. })));
     let view = a.rows(0, 10).unwrap();
     drop(a);
     assert_eq!(ctx.device_bytes_held(), 1 << 20, "a view keeps its storage alive");
@@ -436,7 +436,7 @@ fn a_device_budget_turns_oversized_allocations_into_out_of_memory() {
     let Device::Gpu(ctx) = &device else { panic!("gpu_device returned the CPU") };
     if ctx.adapter().is_software {
         let t = std::time::Instant::now();
-        assert!(matches!(device.zeros(1 << 20, 1 << 20, Precision::F64), Err(ComputeError::OutOfMemory { .. })));
+        assert!(matches!(device.zeros(1 << 20, 1 << 20, Precision::F64), Err(Error::OutOfMemory { .. })));
         assert!(t.elapsed().as_secs() < 5);
     }
 }

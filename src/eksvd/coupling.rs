@@ -8,7 +8,8 @@
 
 use nalgebra::DMatrix;
 
-use super::error::{check_shape, check_source_matrix, EksvdError, Result};
+use super::error::{check_shape, check_source_matrix, Result};
+use crate::error::Error;
 use super::sources::MultiSource;
 use crate::gpu::MatrixProduct;
 use crate::linalg::{faer_ref, matmul_acc, matmul_thin, matmul_thin_aware, matmul_tn, matmul_tn_thin};
@@ -48,7 +49,7 @@ impl CouplingMatrix {
     /// differing `d_phi`.
     pub fn from_features(features: Vec<DMatrix<f64>>) -> Result<Self> {
         if features.len() < 2 {
-            return Err(EksvdError::TooFewSources(features.len()));
+            return Err(Error::TooFewSources(features.len()));
         }
         for (q, phi) in features.iter().enumerate() {
             check_source_matrix("features", q, phi)?;
@@ -64,11 +65,11 @@ impl CouplingMatrix {
     /// pair, sizes inconsistent across blocks, empty or non-finite blocks.
     pub fn from_blocks(n_sources: usize, blocks: Vec<(usize, usize, DMatrix<f64>)>) -> Result<Self> {
         if n_sources < 2 {
-            return Err(EksvdError::TooFewSources(n_sources));
+            return Err(Error::TooFewSources(n_sources));
         }
         // Checked: a huge `n_sources` (e.g. `usize::MAX`) cannot match any
         // list of blocks, and must not overflow on the way.
-        let n_pairs = n_sources.checked_mul(n_sources - 1).map(|p| p / 2).ok_or_else(|| EksvdError::InvalidParameter {
+        let n_pairs = n_sources.checked_mul(n_sources - 1).map(|p| p / 2).ok_or_else(|| Error::InvalidParameter {
             name: "n_sources",
             reason: format!("{n_sources} sources have more pairs than fit in usize (given {} blocks)", blocks.len()),
         })?;
@@ -77,7 +78,7 @@ impl CouplingMatrix {
         let mut sizes: Vec<Option<usize>> = vec![None; n_sources];
         for (p, q, k) in blocks {
             if !(p < q && q < n_sources) {
-                return Err(EksvdError::InvalidParameter { name: "blocks", reason: format!("pair ({p}, {q}) is not p < q < {n_sources}") });
+                return Err(Error::InvalidParameter { name: "blocks", reason: format!("pair ({p}, {q}) is not p < q < {n_sources}") });
             }
             check_source_matrix("kernel block", p, &k)?;
             for (s, len) in [(p, k.nrows()), (q, k.ncols())] {
@@ -88,7 +89,7 @@ impl CouplingMatrix {
             }
             let slot = &mut slots[pair_index(n_sources, p, q)];
             if slot.is_some() {
-                return Err(EksvdError::InvalidParameter { name: "blocks", reason: format!("pair ({p}, {q}) given twice") });
+                return Err(Error::InvalidParameter { name: "blocks", reason: format!("pair ({p}, {q}) given twice") });
             }
             *slot = Some(k);
         }
@@ -144,7 +145,7 @@ impl CouplingMatrix {
     pub fn block(&self, device: &Device, p: usize, q: usize) -> Result<DMatrix<f64>> {
         let n = self.n_sources();
         if p == q || p >= n || q >= n {
-            return Err(EksvdError::InvalidParameter { name: "block", reason: format!("({p}, {q}) is not an off-diagonal block of {n} sources") });
+            return Err(Error::InvalidParameter { name: "block", reason: format!("({p}, {q}) is not an off-diagonal block of {n} sources") });
         }
         Ok(match &self.blocks {
             Blocks::Features(f) => device.matmul(&f[p], &f[q], MatrixProduct::ABt)?,
@@ -222,7 +223,7 @@ impl CouplingMatrix {
         for (p, q, k) in upper {
             let n = self.n_sources();
             if p >= q || *q >= n {
-                return Err(EksvdError::InvalidParameter { name: "upper blocks", reason: format!("({p}, {q}) is not a block above the diagonal of {n} sources") });
+                return Err(Error::InvalidParameter { name: "upper blocks", reason: format!("({p}, {q}) is not a block above the diagonal of {n} sources") });
             }
             check_shape(format!("rows of block ({p}, {q})"), self.sizes[*p], k.nrows())?;
             check_shape(format!("columns of block ({p}, {q})"), self.sizes[*q], k.ncols())?;

@@ -14,7 +14,8 @@
 use nalgebra::{DMatrix, DVector};
 
 use super::eigensolver::{largest_dense, largest_lanczos, Eigensolver};
-use super::error::{check_shape, check_source_matrix, EksvdError, Result};
+use super::error::{check_shape, check_source_matrix, Result};
+use crate::error::Error;
 use crate::linalg::{matmul_thin, matmul_tn, symmetric_eigen};
 use crate::Device;
 use crate::MatrixProduct;
@@ -55,7 +56,7 @@ pub fn covariances(device: &Device, features: &[DMatrix<f64>]) -> Result<Vec<DMa
 pub fn covariance_matrix(covariances: &[DMatrix<f64>]) -> Result<DMatrix<f64>> {
     let n = covariances.len();
     if n < 2 {
-        return Err(EksvdError::TooFewSources(n));
+        return Err(Error::TooFewSources(n));
     }
     let d = covariances[0].nrows();
     for (q, c) in covariances.iter().enumerate() {
@@ -75,7 +76,7 @@ pub fn covariance_matrix(covariances: &[DMatrix<f64>]) -> Result<DMatrix<f64>> {
 
 fn check_features(features: &[DMatrix<f64>]) -> Result<()> {
     if features.len() < 2 {
-        return Err(EksvdError::TooFewSources(features.len()));
+        return Err(Error::TooFewSources(features.len()));
     }
     for (q, phi) in features.iter().enumerate() {
         check_source_matrix("features", q, phi)?;
@@ -127,7 +128,7 @@ pub fn solve_covariance(device: &Device, features: &[DMatrix<f64>], n_components
     solver.validate()?;
     check_features(features)?;
     // The stacked problem H is (Q d_phi) x (Q d_phi), beside Q d_phi x d_phi covariances.
-    let order = features.len().checked_mul(features[0].ncols()).ok_or_else(|| EksvdError::host_memory("the covariance problem's order overflows"))?;
+    let order = features.len().checked_mul(features[0].ncols()).ok_or_else(|| Error::host_memory("the covariance problem's order overflows"))?;
     crate::memory::check_host_matrix::<f64>(order, order, "covariance eigenproblem")?;
     let cov = covariances(device, features)?;
     let factors: Vec<DMatrix<f64>> = cov.iter().map(covariance_factor).collect::<Result<_>>()?;

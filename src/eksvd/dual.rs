@@ -7,7 +7,8 @@ use super::coupling::CouplingMatrix;
 use faer::{MatMut, MatRef};
 
 use super::eigensolver::{largest_lanczos, largest_stored, Eigensolver};
-use super::error::{check_shape, check_source_matrix, EksvdError, Result};
+use super::error::{check_shape, check_source_matrix, Result};
+use crate::error::Error;
 use crate::linalg::{matmul, matmul_acc, matmul_tn};
 use crate::Device;
 
@@ -41,7 +42,7 @@ pub fn solve_dual(device: &Device, coupling: &CouplingMatrix, n_components: usiz
             // the covariance form, a dense problem of order Q d_phi. (More
             // components than Q d_phi: the paths below, which say how many
             // are positive.)
-            let features = coupling.features().ok_or(EksvdError::NotAvailable("features of the coupling matrix"))?;
+            let features = coupling.features().ok_or(Error::NotAvailable("features of the coupling matrix"))?;
             let covariance = super::covariance::solve_covariance(device, features, n_components, &Eigensolver::Dense, seed)?;
             let mut solution = dual_from_covariance(features, &covariance)?;
             // The sign convention of the other paths: in each stacked
@@ -62,9 +63,9 @@ pub fn solve_dual(device: &Device, coupling: &CouplingMatrix, n_components: usiz
             // the features ((G V)_q = Phi_q (s - Phi_q^T V_q)), fewer
             // operations than the stored blocks and nothing of order N^2
             // in memory; the dense matrix only if the block solver gives up.
-            let frobenius = coupling.frobenius_norm_from_features().ok_or(EksvdError::NotAvailable("features of the coupling matrix"))?;
+            let frobenius = coupling.frobenius_norm_from_features().ok_or(Error::NotAvailable("features of the coupling matrix"))?;
             if !frobenius.is_finite() {
-                return Err(EksvdError::Overflow { what: "Frobenius norm of the coupling matrix", row: 0, col: 0 });
+                return Err(Error::Overflow { what: "Frobenius norm of the coupling matrix", row: 0, col: 0 });
             }
             let apply = |v: MatRef<'_, f64>, mut out: MatMut<'_, f64>| -> Result<()> {
                 let mut v_owned = DMatrix::<f64>::zeros(v.nrows(), v.ncols());
@@ -165,15 +166,15 @@ impl DualSolution {
         let n = self.alphas.len();
         check_shape("number of cross-kernel blocks vs sources", n, cross_kernels.len())?;
         if q >= n {
-            return Err(EksvdError::InvalidParameter { name: "q", reason: format!("source {q} of {n}") });
+            return Err(Error::InvalidParameter { name: "q", reason: format!("source {q} of {n}") });
         }
         let mut rows = None;
         let mut out: Option<DMatrix<f64>> = None;
         for (p, block) in cross_kernels.iter().enumerate() {
             match (p == q, block) {
                 (true, None) => {}
-                (true, Some(_)) => return Err(EksvdError::InvalidParameter { name: "cross_kernels", reason: format!("block {q} must be None (no K_qq in Eq. 7)") }),
-                (false, None) => return Err(EksvdError::InvalidParameter { name: "cross_kernels", reason: format!("block {p} is missing") }),
+                (true, Some(_)) => return Err(Error::InvalidParameter { name: "cross_kernels", reason: format!("block {q} must be None (no K_qq in Eq. 7)") }),
+                (false, None) => return Err(Error::InvalidParameter { name: "cross_kernels", reason: format!("block {p} is missing") }),
                 (false, Some(k)) => {
                     check_source_matrix("cross-kernel block", p, k)?;
                     check_shape(format!("columns of K(x, X_{p}) vs N_{p}"), self.alphas[p].nrows(), k.ncols())?;

@@ -9,7 +9,8 @@
 use faer::{MatMut, MatRef};
 use nalgebra::{DMatrix, DVector};
 
-use super::error::{check_shape, EksvdError, Result};
+use super::error::{check_shape, Result};
+use crate::error::Error;
 use super::features::sign_of_largest;
 use crate::linalg::{faer_mut, symmetric_eigen_largest_with, symmetric_operator_largest, symmetric_operator_largest_within_budget, TopEigenSettings};
 
@@ -37,7 +38,7 @@ pub enum Eigensolver {
     Lanczos {
         /// Converged when `||A x - theta x|| <= tolerance * max |theta|`.
         tolerance: f64,
-        /// Restarts before giving up with [`EksvdError::EigenNotConverged`].
+        /// Restarts before giving up with [`Error::EigenNotConverged`].
         max_restarts: usize,
     },
 }
@@ -52,7 +53,7 @@ impl Eigensolver {
     pub fn validate(&self) -> Result<()> {
         if let Eigensolver::Lanczos { tolerance, .. } = *self {
             if !(tolerance.is_finite() && tolerance > 0.0 && tolerance < 1.0) {
-                return Err(EksvdError::InvalidParameter { name: "tolerance", reason: format!("must be in (0, 1), got {tolerance}") });
+                return Err(Error::InvalidParameter { name: "tolerance", reason: format!("must be in (0, 1), got {tolerance}") });
             }
         }
         Ok(())
@@ -76,10 +77,10 @@ fn retain_largest_positive(values: &[f64], vectors: &DMatrix<f64>, order: &[usiz
     let threshold = POSITIVE_EIGENVALUE_TOLERANCE * scale;
     let available = order.iter().take_while(|&&i| values[i] > threshold).count();
     if available == 0 {
-        return Err(EksvdError::NoPositiveEigenvalues);
+        return Err(Error::NoPositiveEigenvalues);
     }
     if available < k {
-        return Err(EksvdError::TooFewPositiveEigenvalues { requested: k, available });
+        return Err(Error::TooFewPositiveEigenvalues { requested: k, available });
     }
     let n = vectors.nrows();
     let mut out = DMatrix::zeros(n, k);
@@ -93,10 +94,10 @@ fn retain_largest_positive(values: &[f64], vectors: &DMatrix<f64>, order: &[usiz
 
 fn check_k(k: usize, n: usize) -> Result<()> {
     if n == 0 {
-        return Err(EksvdError::InvalidParameter { name: "n", reason: "the operator dimension must be >= 1, got 0".into() });
+        return Err(Error::InvalidParameter { name: "n", reason: "the operator dimension must be >= 1, got 0".into() });
     }
     if k == 0 || k > n {
-        return Err(EksvdError::InvalidParameter { name: "n_components", reason: format!("must be in 1..={n}, got {k}") });
+        return Err(Error::InvalidParameter { name: "n_components", reason: format!("must be in 1..={n}, got {k}") });
     }
     Ok(())
 }
@@ -188,7 +189,7 @@ where
         check_shape("rows of the operator's A V", v.nrows(), av.nrows())?;
         check_shape("columns of the operator's A V", v.ncols(), av.ncols())?;
         if let Some(i) = av.iter().position(|x| !x.is_finite()) {
-            return Err(EksvdError::Overflow { what: "the operator's product A V", row: i % av.nrows(), col: i / av.nrows() });
+            return Err(Error::Overflow { what: "the operator's product A V", row: i % av.nrows(), col: i / av.nrows() });
         }
         products += v.ncols();
         out.copy_from(MatRef::from_column_major_slice(av.as_slice(), av.nrows(), av.ncols()));
@@ -253,7 +254,7 @@ mod tests {
         // Only three positive eigenvalues exist.
         assert_eq!(
             largest_lanczos(200, 4, |v| Ok(&a * v), 1e-10, 50, 1).unwrap_err(),
-            EksvdError::TooFewPositiveEigenvalues { requested: 4, available: 3 }
+            Error::TooFewPositiveEigenvalues { requested: 4, available: 3 }
         );
     }
 
@@ -326,13 +327,13 @@ mod tests {
     #[test]
     fn negative_definite_matrix_has_no_positive_eigenvalues() {
         let a = -DMatrix::<f64>::identity(4, 4) - DMatrix::from_element(4, 4, 0.1);
-        assert_eq!(largest_dense(&a, 1).unwrap_err(), EksvdError::NoPositiveEigenvalues);
+        assert_eq!(largest_dense(&a, 1).unwrap_err(), Error::NoPositiveEigenvalues);
     }
 
     #[test]
     fn too_few_positive_eigenvalues_is_an_error() {
         let a = DMatrix::from_diagonal(&DVector::from_vec(vec![3.0, 1.0, -1.0, 0.0]));
-        assert_eq!(largest_dense(&a, 3).unwrap_err(), EksvdError::TooFewPositiveEigenvalues { requested: 3, available: 2 });
+        assert_eq!(largest_dense(&a, 3).unwrap_err(), Error::TooFewPositiveEigenvalues { requested: 3, available: 2 });
         let p = largest_dense(&a, 2).unwrap();
         assert_eq!(p.values.as_slice(), &[3.0, 1.0]);
     }

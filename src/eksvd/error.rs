@@ -1,27 +1,26 @@
 //! The error type of eKSVD.
 
-/// eKSVD's error: an alias of the library's one [`Error`](crate::Error).
-pub type EksvdError = crate::error::Error;
 
+use crate::error::Error;
 /// Result type of eKSVD.
-pub type Result<T, E = EksvdError> = std::result::Result<T, E>;
+pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Checks one per-source matrix: non-empty and finite.
 pub(crate) fn check_source_matrix(what: &'static str, source_index: usize, m: &nalgebra::DMatrix<f64>) -> Result<()> {
     if m.nrows() == 0 || m.ncols() == 0 {
-        return Err(EksvdError::EmptySource { what, source_index, rows: m.nrows(), cols: m.ncols() });
+        return Err(Error::EmptySource { what, source_index, rows: m.nrows(), cols: m.ncols() });
     }
     let rows = m.nrows();
     if let Some(pos) = m.as_slice().iter().position(|v| !v.is_finite()) {
-        return Err(EksvdError::NonFiniteSource { what, source_index, row: pos % rows, col: pos / rows });
+        return Err(Error::NonFiniteSource { what, source_index, row: pos % rows, col: pos / rows });
     }
     Ok(())
 }
 
-/// Fails with [`EksvdError::ShapeMismatch`] unless `expected == found`.
+/// Fails with [`Error::ShapeMismatch`] unless `expected == found`.
 pub(crate) fn check_shape(what: impl Into<String>, expected: usize, found: usize) -> Result<()> {
     if expected != found {
-        return Err(EksvdError::ShapeMismatch { what: what.into(), expected, found });
+        return Err(Error::ShapeMismatch { what: what.into(), expected, found });
     }
     Ok(())
 }

@@ -11,7 +11,7 @@ use std::path::Path;
 use nalgebra::DMatrix;
 use thiserror::Error;
 
-use super::error::EksvdError;
+use crate::error::Error;
 use super::sources::MultiSource;
 use crate::datasets::{read_csv_table, stratified_split, try_macro_f1, DatasetError, Split, Standardizer};
 
@@ -26,7 +26,7 @@ pub enum EvaluationError {
     Dataset(#[from] DatasetError),
     /// Fitting or applying a model failed.
     #[error(transparent)]
-    Eksvd(#[from] EksvdError),
+    Eksvd(#[from] Error),
     /// The views disagree (sample counts or labels), a label is not an
     /// integer in `0..=MAX_LABEL`, or a split indexes rows that do not exist.
     #[error("inconsistent views: {0}")]
@@ -297,7 +297,7 @@ impl Representation {
 /// (the paper's KPCA baseline): with `K` the training kernel matrix and
 /// `Kc = K - 1K/n - K1/n + 1K1/n^2`, the leading `components` eigenpairs
 /// `(s_j, u_j)` of `Kc` map a row `x` to `(k(x, X) - centring) u_j / sqrt(s_j)`.
-pub fn kernel_pca(device: &crate::Device, kernel: &crate::Kernel, split: &SplitData, components: usize) -> Result<Representation, EksvdError> {
+pub fn kernel_pca(device: &crate::Device, kernel: &crate::Kernel, split: &SplitData, components: usize) -> Result<Representation, Error> {
     let xt = split.train.concatenated()?;
     let n = xt.nrows();
     let k = device.kernel_matrix_symmetric(kernel, &xt)?;
@@ -308,7 +308,7 @@ pub fn kernel_pca(device: &crate::Device, kernel: &crate::Kernel, split: &SplitD
     let m = evd.eigenvalues.len();
     let kk = components.min(m);
     let proj = DMatrix::from_fn(n, kk, |i, j| evd.eigenvectors[(i, m - 1 - j)] / evd.eigenvalues[m - 1 - j].max(1e-12).sqrt());
-    let project = |x: &DMatrix<f64>| -> Result<DMatrix<f64>, EksvdError> {
+    let project = |x: &DMatrix<f64>| -> Result<DMatrix<f64>, Error> {
         let kx = device.kernel_matrix(kernel, x, &xt)?;
         let row_means: Vec<f64> = (0..kx.nrows()).map(|i| kx.row(i).sum() / n as f64).collect();
         Ok(DMatrix::from_fn(kx.nrows(), kx.ncols(), |i, j| kx[(i, j)] - row_means[i] - col_mean[j] + total) * &proj)

@@ -11,7 +11,8 @@ use nalgebra::{DMatrix, DVector};
 use rand::{rngs::StdRng, Rng, SeedableRng};
 use rand_distr::{Distribution, Normal};
 
-use super::error::{check_shape, check_source_matrix, EksvdError, Result};
+use super::error::{check_shape, check_source_matrix, Result};
+use crate::error::Error;
 use crate::gpu::MatrixProduct;
 use crate::linalg::symmetric_eigen;
 use crate::resident::DeviceMatrix;
@@ -95,7 +96,7 @@ impl FeatureMap {
                 positive_dim("dim", *dim)?;
                 positive_dim("landmarks", *landmarks)?;
                 if dim > landmarks {
-                    return Err(EksvdError::InvalidParameter { name: "dim", reason: format!("{dim} Nystrom features need at least as many landmarks, got {landmarks}") });
+                    return Err(Error::InvalidParameter { name: "dim", reason: format!("{dim} Nystrom features need at least as many landmarks, got {landmarks}") });
                 }
                 Ok(())
             }
@@ -107,7 +108,7 @@ impl FeatureMap {
     /// (`seed` drives the random draws). Kernel matrices are built on `device`.
     ///
     /// Errors: invalid parameters, bad input, a projection matrix whose rows
-    /// do not match `d_q`, [`EksvdError::RankDeficientKernel`].
+    /// do not match `d_q`, [`Error::RankDeficientKernel`].
     pub fn fit(&self, device: &Device, x: &DMatrix<f64>, source_index: usize, seed: u64) -> Result<FittedFeatureMap> {
         self.validate()?;
         check_source_matrix("data", source_index, x)?;
@@ -117,7 +118,7 @@ impl FeatureMap {
             FeatureMap::Linear => Fitted::Linear,
             FeatureMap::RandomFourier { gamma, dim } => {
                 let normal = Normal::new(0.0, (2.0 * gamma).sqrt())
-                    .map_err(|e| EksvdError::InvalidParameter { name: "gamma", reason: e.to_string() })?;
+                    .map_err(|e| Error::InvalidParameter { name: "gamma", reason: e.to_string() })?;
                 let frequencies = DMatrix::from_fn(d, *dim, |_, _| normal.sample(&mut rng));
                 let phases = DVector::from_fn(*dim, |_, _| rng.random_range(0.0..std::f64::consts::TAU));
                 Fitted::RandomFourier { frequencies, phases }
@@ -132,7 +133,7 @@ impl FeatureMap {
                     idx
                 };
                 if *dim > rows.len() {
-                    return Err(EksvdError::RankDeficientKernel { source_index, rank: rows.len(), requested: *dim });
+                    return Err(Error::RankDeficientKernel { source_index, rank: rows.len(), requested: *dim });
                 }
                 let points = DMatrix::from_fn(rows.len(), d, |i, j| x[(rows[i], j)]);
                 let k_mm = device.kernel_matrix_symmetric(kernel, &points)?;
@@ -142,7 +143,7 @@ impl FeatureMap {
                 let tolerance = if device.is_gpu() { NYSTROM_RANK_TOLERANCE_F32 } else { NYSTROM_RANK_TOLERANCE_F64 };
                 let rank = evd.eigenvalues.iter().filter(|&&s| s > tolerance * top.abs().max(f64::MIN_POSITIVE)).count();
                 if top <= 0.0 || rank < *dim {
-                    return Err(EksvdError::RankDeficientKernel { source_index, rank, requested: *dim });
+                    return Err(Error::RankDeficientKernel { source_index, rank, requested: *dim });
                 }
                 // Column j of the map: u_j / sqrt(s_j) for the j-th largest pair,
                 // sign fixed so that its largest-magnitude entry is positive.
@@ -169,7 +170,7 @@ impl FeatureMap {
 
 fn positive_dim(name: &'static str, v: usize) -> Result<()> {
     if v == 0 {
-        return Err(EksvdError::InvalidParameter { name, reason: "must be >= 1".into() });
+        return Err(Error::InvalidParameter { name, reason: "must be >= 1".into() });
     }
     Ok(())
 }

@@ -31,7 +31,7 @@
 //! let scores = model.transform_paired(&Device::cpu(), &data)?; // 40 x (3 * 2)
 //! assert_eq!(scores.shape(), (40, 6));
 //! assert!(model.objective(0)?.relative_value() < 1e-8); // Lemma 3.3
-//! # Ok::<(), gramian::eksvd::EksvdError>(())
+//! # Ok::<(), gramian::crate::error::Error>(())
 //! ```
 
 pub mod coupling;
@@ -52,7 +52,7 @@ pub use coupling::CouplingMatrix;
 pub use covariance::{solve_covariance, CovarianceSolution};
 pub use dual::{solve_dual, DualSolution};
 pub use eigensolver::{Eigensolver, LargestEigenpairs};
-pub use error::{EksvdError, Result};
+pub use error::Result;
 pub use features::{FeatureMap, FittedFeatureMap};
 pub use model::{ksvd_from_kernel, Eksvd, EksvdParams, Ksvd, KsvdParams, Solver};
 

@@ -8,7 +8,8 @@ use super::coupling::CouplingMatrix;
 use super::covariance::solve_covariance;
 use super::dual::{solve_dual, DualSolution};
 use super::eigensolver::Eigensolver;
-use super::error::{check_shape, check_source_matrix, EksvdError, Result};
+use super::error::{check_shape, check_source_matrix, Result};
+use crate::error::Error;
 use super::features::{FeatureMap, FittedFeatureMap};
 use super::objective::{kkt_residuals, objective_terms, KktResiduals, ObjectiveTerms};
 use super::sources::MultiSource;
@@ -77,10 +78,10 @@ impl EksvdParams {
     /// Checks the parameters for `n_sources` sources.
     pub fn validate(&self, n_sources: usize) -> Result<()> {
         if n_sources < 2 {
-            return Err(EksvdError::TooFewSources(n_sources));
+            return Err(Error::TooFewSources(n_sources));
         }
         if self.n_components == 0 {
-            return Err(EksvdError::InvalidParameter { name: "n_components", reason: "must be >= 1".into() });
+            return Err(Error::InvalidParameter { name: "n_components", reason: "must be >= 1".into() });
         }
         if self.feature_maps.len() != 1 {
             check_shape("number of feature maps vs sources", n_sources, self.feature_maps.len())?;
@@ -240,7 +241,7 @@ impl Eksvd {
         &self.weights[q]
     }
 
-    /// Primal weights `w_q`, or [`EksvdError::InvalidParameter`] (`q`) if `q >= n_sources()`.
+    /// Primal weights `w_q`, or [`Error::InvalidParameter`] (`q`) if `q >= n_sources()`.
     pub fn try_weights(&self, q: usize) -> Result<&DMatrix<f64>> {
         self.check_source(q)?;
         Ok(&self.weights[q])
@@ -255,7 +256,7 @@ impl Eksvd {
         &self.alphas[q]
     }
 
-    /// Dual variables `alpha^(q)`, or [`EksvdError::InvalidParameter`] (`q`) if `q >= n_sources()`.
+    /// Dual variables `alpha^(q)`, or [`Error::InvalidParameter`] (`q`) if `q >= n_sources()`.
     pub fn try_alphas(&self, q: usize) -> Result<&DMatrix<f64>> {
         self.check_source(q)?;
         Ok(&self.alphas[q])
@@ -270,7 +271,7 @@ impl Eksvd {
         &self.features[q]
     }
 
-    /// Training features `Phi_q`, or [`EksvdError::InvalidParameter`] (`q`) if `q >= n_sources()`.
+    /// Training features `Phi_q`, or [`Error::InvalidParameter`] (`q`) if `q >= n_sources()`.
     pub fn try_training_features(&self, q: usize) -> Result<&DMatrix<f64>> {
         self.check_source(q)?;
         Ok(&self.features[q])
@@ -290,7 +291,7 @@ impl Eksvd {
 
     fn check_source(&self, q: usize) -> Result<()> {
         if q >= self.n_sources() {
-            return Err(EksvdError::InvalidParameter { name: "q", reason: format!("source {q} of {}", self.n_sources()) });
+            return Err(Error::InvalidParameter { name: "q", reason: format!("source {q} of {}", self.n_sources()) });
         }
         Ok(())
     }
@@ -298,7 +299,7 @@ impl Eksvd {
     /// Features `phi_q(x)` of new rows of source `q`.
     pub fn features_of(&self, device: &Device, q: usize, x: &DMatrix<f64>) -> Result<DMatrix<f64>> {
         self.check_source(q)?;
-        let maps = self.maps.as_ref().ok_or(EksvdError::NotAvailable("feature maps (the model was fitted from precomputed features)"))?;
+        let maps = self.maps.as_ref().ok_or(Error::NotAvailable("feature maps (the model was fitted from precomputed features)"))?;
         maps[q].transform(device, x)
     }
 
@@ -316,7 +317,7 @@ impl Eksvd {
     /// there, only the map's parameters and `w_q` go up.
     pub fn transform_resident(&self, device: &Device, q: usize, x: &DeviceMatrix) -> Result<DeviceMatrix> {
         self.check_source(q)?;
-        let maps = self.maps.as_ref().ok_or(EksvdError::NotAvailable("feature maps (the model was fitted from precomputed features)"))?;
+        let maps = self.maps.as_ref().ok_or(Error::NotAvailable("feature maps (the model was fitted from precomputed features)"))?;
         let phi = maps[q].transform_resident(device, x)?;
         check_shape(format!("feature dimension of new features of source {q}"), self.weights[q].nrows(), phi.ncols())?;
         let w = device.upload(&self.weights[q], x.precision())?;
@@ -369,7 +370,7 @@ impl Eksvd {
     /// `[e^(1) ... e^(Q)]` (`n x Q k`), e.g. as input to a classifier.
     pub fn transform_paired(&self, device: &Device, data: &MultiSource) -> Result<DMatrix<f64>> {
         if !data.is_paired() {
-            return Err(EksvdError::NotAvailable("per-sample concatenation needs paired sources"));
+            return Err(Error::NotAvailable("per-sample concatenation needs paired sources"));
         }
         check_shape("number of sources", self.n_sources(), data.n_sources())?;
         let k = self.n_components();
@@ -383,10 +384,10 @@ impl Eksvd {
 
     /// Training scores `e^(q) = Phi_q w_q` (`N_q x k`) of source `q`.
     ///
-    /// Errors: `q` not a source of the model ([`EksvdError::IndexOutOfRange`]).
+    /// Errors: `q` not a source of the model ([`Error::IndexOutOfRange`]).
     pub fn training_scores(&self, q: usize) -> Result<DMatrix<f64>> {
         if q >= self.n_sources() {
-            return Err(EksvdError::IndexOutOfRange { what: "sources of the model", index: q, len: self.n_sources() });
+            return Err(Error::IndexOutOfRange { what: "sources of the model", index: q, len: self.n_sources() });
         }
         Ok(matmul(&self.features[q], &self.weights[q]))
     }
@@ -409,7 +410,7 @@ impl Eksvd {
 
     fn check_component(&self, k: usize) -> Result<()> {
         if k >= self.n_components() {
-            return Err(EksvdError::InvalidParameter { name: "k", reason: format!("component {k} of {}", self.n_components()) });
+            return Err(Error::InvalidParameter { name: "k", reason: format!("component {k} of {}", self.n_components()) });
         }
         Ok(())
     }
@@ -451,11 +452,11 @@ impl KsvdParams {
     /// Fits on two sources `X = data.source(0)` (`N x d_x`) and
     /// `Z = data.source(1)` (`M x d_z`); `N != M` is fine.
     ///
-    /// Errors: [`EksvdError::InvalidParameter`] for other than two sources,
+    /// Errors: [`Error::InvalidParameter`] for other than two sources,
     /// and those of [`EksvdParams::fit`].
     pub fn fit(&self, device: &Device, data: &MultiSource) -> Result<Ksvd> {
         if data.n_sources() != 2 {
-            return Err(EksvdError::InvalidParameter { name: "sources", reason: format!("KSVD couples exactly 2 sources, got {}", data.n_sources()) });
+            return Err(Error::InvalidParameter { name: "sources", reason: format!("KSVD couples exactly 2 sources, got {}", data.n_sources()) });
         }
         Ok(Ksvd { model: self.inner.fit(device, data)? })
     }

@@ -4,9 +4,9 @@
 
 use nalgebra::{DMatrix, DVector};
 
-use super::error::{check_shape, check_source_matrix, EksvdError, Result};
+use super::error::{check_shape, check_source_matrix, Result};
+use crate::error::Error;
 use crate::linalg::matmul_tn;
-use crate::ComputeError;
 
 /// The three terms of `J` (Eq. 3) for one component:
 /// `J = (Q/2 - 1) sum_q w_q^T w_q - sum_{p<q} w_q^T w_p + ((Q-1)/2) gamma sum_q sum_i (e_i^(q))^2`.
@@ -41,11 +41,11 @@ impl ObjectiveTerms {
 pub fn objective_terms(weights: &[DVector<f64>], scores: &[DVector<f64>], gamma: f64) -> Result<ObjectiveTerms> {
     let n = weights.len();
     if n < 2 {
-        return Err(EksvdError::TooFewSources(n));
+        return Err(Error::TooFewSources(n));
     }
     check_shape("number of score vectors vs weight vectors", n, scores.len())?;
     if !(gamma.is_finite() && gamma > 0.0) {
-        return Err(EksvdError::InvalidParameter { name: "gamma", reason: format!("must be finite and > 0, got {gamma}") });
+        return Err(Error::InvalidParameter { name: "gamma", reason: format!("must be finite and > 0, got {gamma}") });
     }
     for (q, w) in weights.iter().enumerate() {
         check_shape(format!("length of w_{q} vs w_0"), weights[0].len(), w.len())?;
@@ -65,7 +65,7 @@ pub fn objective_terms(weights: &[DVector<f64>], scores: &[DVector<f64>], gamma:
     let variance = (qf - 1.0) / 2.0 * gamma * scores.iter().map(|e| e.norm_squared()).sum::<f64>();
     for (v, name) in [(weight_norms, "objective: weight norms"), (coupling, "objective: coupling"), (variance, "objective: variance")] {
         if !v.is_finite() {
-            return Err(ComputeError::Overflow { what: name, row: 0, col: 0 });
+            return Err(Error::Overflow { what: name, row: 0, col: 0 });
         }
     }
     Ok(ObjectiveTerms { weight_norms, coupling, variance })
@@ -87,17 +87,17 @@ pub struct KktResiduals {
 /// (`N_q x d_phi`), weights `w_q`, dual variables `alpha^(q)` and `gamma`.
 ///
 /// Errors: fewer than 2 sources, shape mismatches, empty or non-finite
-/// inputs, a non-finite `gamma`, and [`EksvdError::Overflow`] when finite inputs
+/// inputs, a non-finite `gamma`, and [`Error::Overflow`] when finite inputs
 /// overflow the residuals.
 pub fn kkt_residuals(features: &[DMatrix<f64>], weights: &[DVector<f64>], alphas: &[DVector<f64>], gamma: f64) -> Result<KktResiduals> {
     let n = features.len();
     if n < 2 {
-        return Err(EksvdError::TooFewSources(n));
+        return Err(Error::TooFewSources(n));
     }
     check_shape("number of weight vectors vs sources", n, weights.len())?;
     check_shape("number of dual vectors vs sources", n, alphas.len())?;
     if !gamma.is_finite() {
-        return Err(EksvdError::InvalidParameter { name: "gamma", reason: format!("must be finite, got {gamma}") });
+        return Err(Error::InvalidParameter { name: "gamma", reason: format!("must be finite, got {gamma}") });
     }
     // All shapes before any arithmetic: the sum of the w_q needs one length.
     for q in 0..n {
@@ -122,15 +122,15 @@ pub fn kkt_residuals(features: &[DMatrix<f64>], weights: &[DVector<f64>], alphas
     let rel = |num: f64, den: f64| if den == 0.0 { num.sqrt() } else { (num / den).sqrt() };
     let (stationarity, dual_scaling) = (rel(st_num, st_den), rel(sc_num, sc_den));
     if !(stationarity.is_finite() && dual_scaling.is_finite()) {
-        return Err(ComputeError::Overflow { what: "KKT residuals", row: 0, col: 0 });
+        return Err(Error::Overflow { what: "KKT residuals", row: 0, col: 0 });
     }
     Ok(KktResiduals { stationarity, dual_scaling })
 }
 
-/// [`EksvdError::NonFiniteSource`] at the first NaN/Inf entry of `v` (of source `q`).
+/// [`Error::NonFiniteSource`] at the first NaN/Inf entry of `v` (of source `q`).
 fn finite_vector(what: &'static str, q: usize, v: &DVector<f64>) -> Result<()> {
     match v.iter().position(|x| !x.is_finite()) {
-        Some(row) => Err(EksvdError::NonFiniteSource { what, source_index: q, row, col: 0 }),
+        Some(row) => Err(Error::NonFiniteSource { what, source_index: q, row, col: 0 }),
         None => Ok(()),
     }
 }

@@ -3,7 +3,8 @@
 
 use nalgebra::DMatrix;
 
-use super::error::{check_shape, check_source_matrix, EksvdError, Result};
+use super::error::{check_shape, check_source_matrix, Result};
+use crate::error::Error;
 
 /// `Q >= 2` data sources `X_q` (`N_q x d_q`, rows are samples), validated on
 /// construction: every source non-empty and finite. Feature dimensions `d_q`
@@ -21,11 +22,11 @@ pub struct MultiSource {
 impl MultiSource {
     /// Unpaired sources: `N_q` may differ.
     ///
-    /// Errors: [`EksvdError::TooFewSources`], [`EksvdError::EmptySource`],
-    /// [`EksvdError::NonFiniteSource`].
+    /// Errors: [`Error::TooFewSources`], [`Error::EmptySource`],
+    /// [`Error::NonFiniteSource`].
     pub fn new(sources: Vec<DMatrix<f64>>) -> Result<Self> {
         if sources.len() < 2 {
-            return Err(EksvdError::TooFewSources(sources.len()));
+            return Err(Error::TooFewSources(sources.len()));
         }
         for (q, x) in sources.iter().enumerate() {
             check_source_matrix("data", q, x)?;
@@ -35,7 +36,7 @@ impl MultiSource {
 
     /// Paired sources: additionally every source has the same number of rows.
     ///
-    /// Errors: those of [`MultiSource::new`] and [`EksvdError::ShapeMismatch`].
+    /// Errors: those of [`MultiSource::new`] and [`Error::ShapeMismatch`].
     pub fn paired(sources: Vec<DMatrix<f64>>) -> Result<Self> {
         let mut data = MultiSource::new(sources)?;
         let n = data.sources[0].nrows();
@@ -65,9 +66,9 @@ impl MultiSource {
         &self.sources[q]
     }
 
-    /// Source `q`, or [`EksvdError::InvalidParameter`] (`q`) if `q >= Q`.
+    /// Source `q`, or [`Error::InvalidParameter`] (`q`) if `q >= Q`.
     pub fn try_source(&self, q: usize) -> Result<&DMatrix<f64>> {
-        self.sources.get(q).ok_or_else(|| EksvdError::InvalidParameter { name: "q", reason: format!("source {q} of {}", self.sources.len()) })
+        self.sources.get(q).ok_or_else(|| Error::InvalidParameter { name: "q", reason: format!("source {q} of {}", self.sources.len()) })
     }
 
     /// All sources.
@@ -77,7 +78,7 @@ impl MultiSource {
 
     /// The sources side by side, row `i` of every source in row `i` (the
     /// concatenation baseline's input). Errors: sources with different
-    /// numbers of rows ([`EksvdError::ShapeMismatch`]).
+    /// numbers of rows ([`Error::ShapeMismatch`]).
     pub fn concatenated(&self) -> Result<DMatrix<f64>> {
         let n = self.source(0).nrows();
         for (q, x) in self.sources().iter().enumerate() {
@@ -105,15 +106,15 @@ impl MultiSource {
 
     /// The same rows `idx` of every source of a paired set (e.g. a split).
     ///
-    /// Errors: [`EksvdError::NotAvailable`] for unpaired sources,
-    /// [`EksvdError::InvalidParameter`] for an empty or out-of-range index list.
+    /// Errors: [`Error::NotAvailable`] for unpaired sources,
+    /// [`Error::InvalidParameter`] for an empty or out-of-range index list.
     pub fn select_rows(&self, idx: &[usize]) -> Result<MultiSource> {
         if !self.paired {
-            return Err(EksvdError::NotAvailable("row selection across sources needs paired sources"));
+            return Err(Error::NotAvailable("row selection across sources needs paired sources"));
         }
         let n = self.sources[0].nrows();
         if idx.is_empty() || idx.iter().any(|&i| i >= n) {
-            return Err(EksvdError::InvalidParameter { name: "idx", reason: format!("must be non-empty with every index < {n}") });
+            return Err(Error::InvalidParameter { name: "idx", reason: format!("must be non-empty with every index < {n}") });
         }
         let sources = self.sources.iter().map(|x| DMatrix::from_fn(idx.len(), x.ncols(), |i, j| x[(idx[i], j)])).collect();
         Ok(MultiSource { sources, paired: true })

@@ -24,7 +24,7 @@ pub(crate) use resident::{ElementwiseMap, Operand, ProductFlags, MATVEC_MAX_COLU
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use crate::error::{ComputeError, Result};
+use crate::error::{Error, Result};
 
 /// Loop passes one shader invocation may make, over all its loops together,
 /// as the dispatch planners count them.
@@ -65,7 +65,7 @@ pub struct GpuOptions {
     /// uses the adapter's limits. Small values force tiling, for tests.
     pub max_tile_bytes: Option<u64>,
     /// Budget, in bytes, for the device matrices a context holds at once: an
-    /// allocation beyond it is [`ComputeError::OutOfMemory`] before any
+    /// allocation beyond it is [`Error::OutOfMemory`] before any
     /// buffer is created. `None`: the host's physical memory for software
     /// adapters (they allocate from it; Linux `/proc/meminfo`), no budget on
     /// hardware GPUs (the driver reports out-of-memory itself).
@@ -209,8 +209,8 @@ impl GpuContext {
     /// searched are Vulkan, Metal and DX12, or those `WGPU_BACKEND` names
     /// (e.g. `gl`).
     ///
-    /// Errors: [`ComputeError::NoGpuAdapter`] when no acceptable adapter
-    /// exists, [`ComputeError::Gpu`] when the device cannot be opened.
+    /// Errors: [`Error::NoGpuAdapter`] when no acceptable adapter
+    /// exists, [`Error::Gpu`] when the device cannot be opened.
     pub fn new(options: &GpuOptions) -> Result<Self> {
         let mut descriptor = wgpu::InstanceDescriptor::new_without_display_handle_from_env();
         if std::env::var_os("WGPU_BACKEND").is_none() {
@@ -223,7 +223,7 @@ impl GpuContext {
         adapters.retain(|a| options.allow_software || !is_software(&a.get_info()));
         adapters.sort_by_key(|a| adapter_rank(&a.get_info()));
         let Some(adapter) = adapters.into_iter().next() else {
-            return Err(ComputeError::NoGpuAdapter(if options.allow_software {
+            return Err(Error::NoGpuAdapter(if options.allow_software {
                 "no Vulkan/Metal/DX12/GL adapter, hardware or software".into()
             } else {
                 "no hardware adapter (software adapters were not accepted)".into()
@@ -251,7 +251,7 @@ impl GpuContext {
             Err(e) => {
                 log::info!("gramian GPU: {} refused the device with all its features ({e}); opening it with f64 only", info.name);
                 let narrow = adapter.features() & wgpu::Features::SHADER_F64;
-                (narrow, request(narrow).map_err(|e| ComputeError::Gpu(format!("request_device on {}: {e}", info.name)))?)
+                (narrow, request(narrow).map_err(|e| Error::Gpu(format!("request_device on {}: {e}", info.name)))?)
             }
         };
 
@@ -339,23 +339,23 @@ impl GpuContext {
 
     /// Forces the product variant called `name` for every product of its
     /// precision from now on (no tuning), or with `None` returns to the
-    /// tuner. Errors: [`ComputeError::InvalidParameter`] for an unknown
-    /// name, [`ComputeError::Unsupported`] for one this adapter cannot run.
+    /// tuner. Errors: [`Error::InvalidParameter`] for an unknown
+    /// name, [`Error::Unsupported`] for one this adapter cannot run.
     pub fn force_variant(&self, name: Option<&str>) -> Result<()> {
         if let Some(name) = name {
-            let v = CATALOGUE.iter().find(|v| v.name == name).ok_or_else(|| ComputeError::InvalidParameter { name: "variant", reason: format!("no product variant called {name:?}") })?;
+            let v = CATALOGUE.iter().find(|v| v.name == name).ok_or_else(|| Error::InvalidParameter { name: "variant", reason: format!("no product variant called {name:?}") })?;
             if !self.product_variants().contains(&v) {
-                return Err(ComputeError::Unsupported(format!("variant {name} on {} (workgroup limits or precision)", self.summary.name)));
+                return Err(Error::Unsupported(format!("variant {name} on {} (workgroup limits or precision)", self.summary.name)));
             }
         }
-        self.tuner.lock().map_err(|_| ComputeError::Gpu("tuner lock poisoned".into()))?.force(name)
+        self.tuner.lock().map_err(|_| Error::Gpu("tuner lock poisoned".into()))?.force(name)
     }
 
     /// Sets how the tuner chooses from now on (the environment's
     /// `GRAMIAN_TUNE` sets the initial mode). `Retune` forgets the choices
     /// made or loaded so far.
     pub fn set_tuning_mode(&self, mode: TuningMode) -> Result<()> {
-        let mut t = self.tuner.lock().map_err(|_| ComputeError::Gpu("tuner lock poisoned".into()))?;
+        let mut t = self.tuner.lock().map_err(|_| Error::Gpu("tuner lock poisoned".into()))?;
         t.set_mode(mode);
         Ok(())
     }

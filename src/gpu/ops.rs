@@ -11,7 +11,7 @@ use bytemuck::{Pod, Zeroable};
 use nalgebra::DMatrix;
 
 use super::{GpuContext, Scratch};
-use crate::error::{ComputeError, Result};
+use crate::error::{Error, Result};
 use crate::kernel::Kernel;
 use crate::linalg::{check_f32_range, Real};
 
@@ -275,7 +275,7 @@ impl GpuContext {
     /// long), holding the scratch lock so that no other operation writes or
     /// maps it meanwhile.
     fn with_scratch<R>(&self, slot: usize, bytes: u64, body: impl FnOnce(&wgpu::Buffer) -> Result<R>) -> Result<R> {
-        let mut scratch = self.scratch.lock().map_err(|_| ComputeError::Gpu("scratch lock poisoned".into()))?;
+        let mut scratch = self.scratch.lock().map_err(|_| Error::Gpu("scratch lock poisoned".into()))?;
         let buffer = self.scratch_buffer(&mut scratch, slot, bytes);
         body(&buffer)
     }
@@ -370,12 +370,12 @@ impl GpuContext {
         });
         self.device
             .poll(wgpu::PollType::wait_indefinitely())
-            .map_err(|e| ComputeError::Gpu(format!("poll: {e}")))?;
+            .map_err(|e| Error::Gpu(format!("poll: {e}")))?;
         rx.recv()
-            .map_err(|e| ComputeError::Gpu(format!("map callback: {e}")))?
-            .map_err(|e| ComputeError::Gpu(format!("map: {e}")))?;
+            .map_err(|e| Error::Gpu(format!("map callback: {e}")))?
+            .map_err(|e| Error::Gpu(format!("map: {e}")))?;
         {
-            let view = slice.get_mapped_range().map_err(|e| ComputeError::Gpu(format!("mapped range: {e}")))?;
+            let view = slice.get_mapped_range().map_err(|e| Error::Gpu(format!("mapped range: {e}")))?;
             read(&view);
         }
         staging.unmap();
@@ -383,7 +383,7 @@ impl GpuContext {
     }
 
     /// Runs `body` inside a wgpu error scope and turns captured validation or
-    /// out-of-memory errors into [`ComputeError::Gpu`].
+    /// out-of-memory errors into [`Error::Gpu`].
     pub(crate) fn checked<R>(&self, body: impl FnOnce() -> Result<R>) -> Result<R> {
         let oom = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
         let validation = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
@@ -391,10 +391,10 @@ impl GpuContext {
         let v = pollster::block_on(validation.pop());
         let o = pollster::block_on(oom.pop());
         if let Some(e) = o {
-            return Err(ComputeError::device_memory(e.to_string()));
+            return Err(Error::device_memory(e.to_string()));
         }
         if let Some(e) = v {
-            return Err(ComputeError::Gpu(e.to_string()));
+            return Err(Error::Gpu(e.to_string()));
         }
         out
     }
@@ -435,7 +435,7 @@ impl GpuContext {
         debug_assert_eq!(a.cols, b.cols);
         let (rows, cols, depth) = (a.rows, b.rows, a.cols);
         let (br, bc, bk) = self.tile_shape(&code, rows, cols, depth);
-        let mut scratch = self.scratch.lock().map_err(|_| ComputeError::Gpu("scratch lock poisoned".into()))?;
+        let mut scratch = self.scratch.lock().map_err(|_| Error::Gpu("scratch lock poisoned".into()))?;
         let scratch = &mut *scratch;
         for r0 in (0..rows).step_by(br) {
             let r1 = (r0 + br).min(rows);
@@ -470,7 +470,7 @@ impl GpuContext {
         if !read {
             self.device
                 .poll(wgpu::PollType::wait_indefinitely())
-                .map_err(|e| ComputeError::Gpu(format!("poll: {e}")))?;
+                .map_err(|e| Error::Gpu(format!("poll: {e}")))?;
         }
         Ok(())
     }
@@ -547,7 +547,7 @@ impl GpuContext {
     /// One dispatch of `problems` (batch index = workgroup z) over packed
     /// operand buffers; the packed outputs are read back into `out`.
     fn dispatch_batch(&self, problems: &[Problem], a_data: &[f32], b_data: &[f32], max_edge: usize, out: &mut [f32]) -> Result<()> {
-        let mut scratch = self.scratch.lock().map_err(|_| ComputeError::Gpu("scratch lock poisoned".into()))?;
+        let mut scratch = self.scratch.lock().map_err(|_| Error::Gpu("scratch lock poisoned".into()))?;
         let scratch = &mut *scratch;
         let p_bytes = std::mem::size_of_val(problems) as u64;
         let (a_bytes, b_bytes, c_bytes) = ((a_data.len() * 4) as u64, (b_data.len() * 4) as u64, (out.len() * 4) as u64);
@@ -675,7 +675,7 @@ impl GpuContext {
         let (n, m, d, c) = (x.nrows(), z.nrows(), x.ncols(), v.ncols());
         let elems = (self.max_binding_bytes / 4) as usize;
         if d > elems || c > elems {
-            return Err(ComputeError::TooLargeForGpu { what: "one row of the kernel matvec operands", bytes: (d.max(c) * 4) as u64, limit: self.max_binding_bytes });
+            return Err(Error::TooLargeForGpu { what: "one row of the kernel matvec operands", bytes: (d.max(c) * 4) as u64, limit: self.max_binding_bytes });
         }
         let max_span = self.max_workgroups as usize * TILE;
         // Point blocks are the depth of the product with V: within the loop budget.
@@ -692,7 +692,7 @@ impl GpuContext {
         let chunks = div_ceil(d, chunk);
         let mut out = DMatrix::<T>::zeros(n, c);
         self.checked(|| {
-            let mut scratch = self.scratch.lock().map_err(|_| ComputeError::Gpu("scratch lock poisoned".into()))?;
+            let mut scratch = self.scratch.lock().map_err(|_| Error::Gpu("scratch lock poisoned".into()))?;
             let scratch = &mut *scratch;
             for r0 in (0..n).step_by(br) {
                 let r1 = (r0 + br).min(n);

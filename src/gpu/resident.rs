@@ -29,7 +29,7 @@ use super::ops::{KernelCode, Problem};
 use super::tuner::ShapeClass;
 use super::variants::{self, CATALOGUE};
 use super::{GpuContext, LOOP_BUDGET};
-use crate::error::{ComputeError, Result};
+use crate::error::{Error, Result};
 
 /// Scalar type of a device-resident matrix and of the arithmetic on it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -187,9 +187,9 @@ impl GpuMatrix {
     }
     /// The view of rows `start .. start + count` (no copy).
     pub fn rows_view(&self, start: usize, count: usize) -> Result<GpuMatrix> {
-        let end = start.checked_add(count).ok_or(ComputeError::IndexOutOfRange { what: "rows of a device matrix", index: usize::MAX, len: self.rows })?;
+        let end = start.checked_add(count).ok_or(Error::IndexOutOfRange { what: "rows of a device matrix", index: usize::MAX, len: self.rows })?;
         if end > self.rows || count == 0 {
-            return Err(ComputeError::IndexOutOfRange { what: "rows of a device matrix", index: end.max(start), len: self.rows });
+            return Err(Error::IndexOutOfRange { what: "rows of a device matrix", index: end.max(start), len: self.rows });
         }
         Ok(GpuMatrix { storage: self.storage.clone(), row0: self.row0 + start, rows: count })
     }
@@ -373,10 +373,10 @@ impl GpuContext {
         let v = pollster::block_on(validation.pop());
         let o = pollster::block_on(oom.pop());
         if let Some(e) = o {
-            return Err(ComputeError::device_memory(e.to_string()));
+            return Err(Error::device_memory(e.to_string()));
         }
         if let Some(e) = v {
-            return Err(ComputeError::Gpu(format!("submission rejected: {e}")));
+            return Err(Error::Gpu(format!("submission rejected: {e}")));
         }
         Ok(())
     }
@@ -387,7 +387,7 @@ impl GpuContext {
     /// planners never make either, and neither is ever submitted.
     pub(crate) fn check_grid(&self, grid: [u32; 3]) -> Result<()> {
         if grid.iter().any(|&g| g == 0 || g > self.max_workgroups) {
-            return Err(ComputeError::Gpu(format!("a dispatch of {grid:?} workgroups (at most {} per dimension, none empty) was not run", self.max_workgroups)));
+            return Err(Error::Gpu(format!("a dispatch of {grid:?} workgroups (at most {} per dimension, none empty) was not run", self.max_workgroups)));
         }
         Ok(())
     }
@@ -396,13 +396,13 @@ impl GpuContext {
         if self.supports(precision) {
             Ok(())
         } else {
-            Err(ComputeError::Unsupported(format!("{precision:?} on {} (no SHADER_F64)", self.adapter().name)))
+            Err(Error::Unsupported(format!("{precision:?} on {} (no SHADER_F64)", self.adapter().name)))
         }
     }
 
     pub(crate) fn check_owned(&self, m: &GpuMatrix) -> Result<()> {
         if m.context_id() != self.id {
-            return Err(ComputeError::DeviceMismatch);
+            return Err(Error::DeviceMismatch);
         }
         Ok(())
     }
@@ -411,17 +411,17 @@ impl GpuContext {
     pub fn zeros(&self, rows: usize, cols: usize, precision: Precision) -> Result<GpuMatrix> {
         self.check_supported(precision)?;
         if rows == 0 || cols == 0 {
-            return Err(ComputeError::Empty { what: "device matrix", rows, cols });
+            return Err(Error::Empty { what: "device matrix", rows, cols });
         }
         let eb = precision.bytes() as u64;
-        let row_bytes = (cols as u64).checked_mul(eb).ok_or(ComputeError::TooLargeForGpu { what: "one row of a device matrix", bytes: u64::MAX, limit: self.max_binding_bytes })?;
+        let row_bytes = (cols as u64).checked_mul(eb).ok_or(Error::TooLargeForGpu { what: "one row of a device matrix", bytes: u64::MAX, limit: self.max_binding_bytes })?;
         if row_bytes > self.max_binding_bytes {
-            return Err(ComputeError::TooLargeForGpu { what: "one row of a device matrix", bytes: row_bytes, limit: self.max_binding_bytes });
+            return Err(Error::TooLargeForGpu { what: "one row of a device matrix", bytes: row_bytes, limit: self.max_binding_bytes });
         }
         // Element offsets inside a block are u32 in the shaders.
         let block_rows = ((self.max_binding_bytes / row_bytes) as usize).min((u32::MAX as usize) / cols).min(rows).max(1);
         let count = rows.div_ceil(block_rows);
-        let total = (rows as u64).checked_mul(row_bytes).ok_or_else(|| ComputeError::device_memory(format!("a {rows} x {cols} device matrix overflows u64 bytes")))?;
+        let total = (rows as u64).checked_mul(row_bytes).ok_or_else(|| Error::device_memory(format!("a {rows} x {cols} device matrix overflows u64 bytes")))?;
         // Charge the ledger first: a budget turns an allocation that cannot
         // fit into an error before any buffer exists.
         let held = self.allocated.fetch_add(total, Ordering::Relaxed);
@@ -431,7 +431,7 @@ impl GpuContext {
         if let Some(budget) = self.device_budget {
             if held.saturating_add(total) > budget {
                 release();
-                return Err(ComputeError::device_memory(format!("a {rows} x {cols} {precision:?} device matrix ({total} bytes) with {held} bytes held exceeds the device budget of {budget} bytes")));
+                return Err(Error::device_memory(format!("a {rows} x {cols} {precision:?} device matrix ({total} bytes) with {held} bytes held exceeds the device budget of {budget} bytes")));
             }
         }
         let blocks = self.checked(|| {
@@ -459,9 +459,9 @@ impl GpuContext {
 
     /// Uploads a row-major matrix given as `f64` values, stored in `precision`.
     pub fn upload(&self, row_major: &[f64], rows: usize, cols: usize, precision: Precision) -> Result<GpuMatrix> {
-        let len = rows.checked_mul(cols).ok_or(ComputeError::InvalidParameter { name: "shape", reason: "rows x cols overflows".into() })?;
+        let len = rows.checked_mul(cols).ok_or(Error::InvalidParameter { name: "shape", reason: "rows x cols overflows".into() })?;
         if row_major.len() != len {
-            return Err(ComputeError::DimensionMismatch { what: "elements of a row-major matrix", expected: len, found: row_major.len() });
+            return Err(Error::DimensionMismatch { what: "elements of a row-major matrix", expected: len, found: row_major.len() });
         }
         let m = self.zeros(rows, cols, precision)?;
         self.counters.count_matrix_upload();
@@ -520,7 +520,7 @@ impl GpuContext {
         self.check_owned(x)?;
         for &i in indices {
             if i >= x.nrows() {
-                return Err(ComputeError::IndexOutOfRange { what: "rows of x", index: i, len: x.nrows() });
+                return Err(Error::IndexOutOfRange { what: "rows of x", index: i, len: x.nrows() });
             }
         }
         let out = self.zeros(indices.len(), x.ncols(), x.precision())?;
@@ -542,7 +542,7 @@ impl GpuContext {
         for m in what {
             self.check_owned(m)?;
             if m.precision() != precision {
-                return Err(ComputeError::PrecisionMismatch { expected: precision, found: m.precision() });
+                return Err(Error::PrecisionMismatch { expected: precision, found: m.precision() });
             }
         }
         self.check_supported(precision)?;
@@ -557,24 +557,24 @@ impl GpuContext {
         }
         let precision = self.check_same(&operands)?;
         if a.depth() != b.depth() {
-            return Err(ComputeError::DimensionMismatch { what: "inner dimension of a device product", expected: a.depth(), found: b.depth() });
+            return Err(Error::DimensionMismatch { what: "inner dimension of a device product", expected: a.depth(), found: b.depth() });
         }
         if out.nrows() != a.rows() || out.ncols() != b.rows() {
-            return Err(ComputeError::DimensionMismatch { what: "shape of a device product's output", expected: a.rows() * b.rows(), found: out.nrows() * out.ncols() });
+            return Err(Error::DimensionMismatch { what: "shape of a device product's output", expected: a.rows() * b.rows(), found: out.nrows() * out.ncols() });
         }
         if out.same_storage(a.m) || out.same_storage(b.m) || flags.weights.is_some_and(|w| out.same_storage(w)) {
-            return Err(ComputeError::InvalidParameter { name: "out", reason: "the output of a device product may not share storage with an operand".into() });
+            return Err(Error::InvalidParameter { name: "out", reason: "the output of a device product may not share storage with an operand".into() });
         }
         if let Some(w) = flags.weights {
             if w.ncols() != 1 || w.nrows() != a.depth() {
-                return Err(ComputeError::DimensionMismatch { what: "weights of a weighted product (depth x 1)", expected: a.depth(), found: w.nrows() * w.ncols() });
+                return Err(Error::DimensionMismatch { what: "weights of a weighted product (depth x 1)", expected: a.depth(), found: w.nrows() * w.ncols() });
             }
             if code.kind != 0 {
-                return Err(ComputeError::InvalidParameter { name: "weights", reason: "only a linear (inner product) statistic can be weighted".into() });
+                return Err(Error::InvalidParameter { name: "weights", reason: "only a linear (inner product) statistic can be weighted".into() });
             }
         }
         if flags.accumulate && code.kind != 0 {
-            return Err(ComputeError::InvalidParameter { name: "accumulate", reason: "only a linear product can accumulate into its output".into() });
+            return Err(Error::InvalidParameter { name: "accumulate", reason: "only a linear product can accumulate into its output".into() });
         }
         let (rows, cols, depth) = (a.rows(), b.rows(), a.depth());
         let distance = code.kind == 1 || code.kind == 2;
@@ -587,7 +587,7 @@ impl GpuContext {
     /// `tuner.rs`). A tuning that fails (e.g. out of memory for its
     /// synthetic operands) falls back to the default variant.
     fn variant_for(&self, class: ShapeClass, dims: (usize, usize, usize)) -> Result<usize> {
-        let lock_err = |_| ComputeError::Gpu("tuner lock poisoned".into());
+        let lock_err = |_| Error::Gpu("tuner lock poisoned".into());
         if let Some(i) = self.tuner.lock().map_err(lock_err)?.known(&class) {
             if self.product_variants().contains(&&CATALOGUE[i]) {
                 return Ok(i);
@@ -684,7 +684,7 @@ impl GpuContext {
                 best = Some((i, fastest));
             }
         }
-        best.map(|(i, _)| (i, timings)).ok_or_else(|| ComputeError::Unsupported(format!("no product variant runs on {}", self.adapter().name)))
+        best.map(|(i, _)| (i, timings)).ok_or_else(|| Error::Unsupported(format!("no product variant runs on {}", self.adapter().name)))
     }
 
     /// [`Self::plan_product`] with the product variant `variant` (checked
@@ -855,10 +855,10 @@ impl GpuContext {
         let precision = self.check_same(&[x, z, v, out])?;
         let (n, m, d, c) = (x.nrows(), z.nrows(), x.ncols(), v.ncols());
         if z.ncols() != d || v.nrows() != m || out.nrows() != n || out.ncols() != c {
-            return Err(ComputeError::DimensionMismatch { what: "shapes of a fused kernel matvec", expected: n * c, found: out.nrows() * out.ncols() });
+            return Err(Error::DimensionMismatch { what: "shapes of a fused kernel matvec", expected: n * c, found: out.nrows() * out.ncols() });
         }
         if c > MATVEC_MAX_COLUMNS {
-            return Err(ComputeError::InvalidParameter { name: "v", reason: format!("the fused kernel matvec takes at most {MATVEC_MAX_COLUMNS} columns, got {c}") });
+            return Err(Error::InvalidParameter { name: "v", reason: format!("the fused kernel matvec takes at most {MATVEC_MAX_COLUMNS} columns, got {c}") });
         }
         let distance = code.is_distance();
         let mv: usize = if c == 1 { 1 } else { MATVEC_MAX_COLUMNS };
@@ -977,10 +977,10 @@ impl GpuContext {
     pub(crate) fn plan_row_reduce(&self, x: &GpuMatrix, out: &GpuMatrix, squares: bool, accumulate: bool, plan: &mut Vec<Dispatch>) -> Result<()> {
         let precision = self.check_same(&[x, out])?;
         if out.nrows() != x.nrows() || out.ncols() != 1 {
-            return Err(ComputeError::DimensionMismatch { what: "rows of a row reduction's output (n x 1)", expected: x.nrows(), found: out.nrows() * out.ncols() });
+            return Err(Error::DimensionMismatch { what: "rows of a row reduction's output (n x 1)", expected: x.nrows(), found: out.nrows() * out.ncols() });
         }
         if out.same_storage(x) {
-            return Err(ComputeError::InvalidParameter { name: "out", reason: "a row reduction may not write into its input".into() });
+            return Err(Error::InvalidParameter { name: "out", reason: "a row reduction may not write into its input".into() });
         }
         let mut breaks = x.block_breaks();
         breaks.extend(out.block_breaks());
@@ -1043,15 +1043,15 @@ impl GpuContext {
         let precision = self.check_same(&[x, y, out])?;
         let (rows, cols) = (x.nrows(), x.ncols());
         if out.nrows() != rows || out.ncols() != cols {
-            return Err(ComputeError::DimensionMismatch { what: "shape of an element-wise map's output", expected: rows * cols, found: out.nrows() * out.ncols() });
+            return Err(Error::DimensionMismatch { what: "shape of an element-wise map's output", expected: rows * cols, found: out.nrows() * out.ncols() });
         }
         let y_is_row = matches!(map, ElementwiseMap::CosineFeatures { .. });
         let (want_rows, want_cols) = if y_is_row { (1, cols) } else { (rows, cols) };
         if y.nrows() != want_rows || y.ncols() != want_cols {
-            return Err(ComputeError::DimensionMismatch { what: "shape of an element-wise map's second operand", expected: want_rows * want_cols, found: y.nrows() * y.ncols() });
+            return Err(Error::DimensionMismatch { what: "shape of an element-wise map's second operand", expected: want_rows * want_cols, found: y.nrows() * y.ncols() });
         }
         if out.same_storage(x) || out.same_storage(y) {
-            return Err(ComputeError::InvalidParameter { name: "out", reason: "an element-wise map may not write into an operand".into() });
+            return Err(Error::InvalidParameter { name: "out", reason: "an element-wise map may not write into an operand".into() });
         }
         let mut breaks = x.block_breaks();
         breaks.extend(out.block_breaks());
@@ -1076,7 +1076,7 @@ impl GpuContext {
             let gx = groups.min(self.max_workgroups as usize).max(1);
             let gy = groups.div_ceil(gx).max(1);
             if gy > self.max_workgroups as usize {
-                return Err(ComputeError::TooLargeForGpu { what: "an element-wise map's workgroup grid", bytes: ((i1 - i0) * cols * precision.bytes()) as u64, limit: self.max_binding_bytes });
+                return Err(Error::TooLargeForGpu { what: "an element-wise map's workgroup grid", bytes: ((i1 - i0) * cols * precision.bytes()) as u64, limit: self.max_binding_bytes });
             }
             plan.push(Dispatch {
                 problem,
@@ -1176,7 +1176,7 @@ impl GpuContext {
     }
 
     fn pipeline_for(&self, kind: PipelineKind, precision: Precision, variant: usize) -> Result<wgpu::ComputePipeline> {
-        let missing = || ComputeError::Unsupported(format!("{precision:?} shaders on {}", self.adapter().name));
+        let missing = || Error::Unsupported(format!("{precision:?} shaders on {}", self.adapter().name));
         match (kind, precision) {
             (PipelineKind::Product | PipelineKind::Matvec, _) => self.variant_pipeline(variant),
             (PipelineKind::RowReduce, Precision::F32) => Ok(self.pipelines.row_reduce_f32.clone()),
@@ -1192,22 +1192,22 @@ impl GpuContext {
     fn variant_pipeline(&self, key: usize) -> Result<wgpu::ComputePipeline> {
         // key = catalogue index, plus MV << 16 for the fused matvec of MV columns.
         let (index, mv) = (key & 0xffff, (key >> 16) as u32);
-        let v = CATALOGUE.get(index).ok_or_else(|| ComputeError::Gpu(format!("no product variant {index}")))?;
+        let v = CATALOGUE.get(index).ok_or_else(|| Error::Gpu(format!("no product variant {index}")))?;
         if !self.supports(v.precision) {
-            return Err(ComputeError::Unsupported(format!("{:?} shaders on {}", v.precision, self.adapter().name)));
+            return Err(Error::Unsupported(format!("{:?} shaders on {}", v.precision, self.adapter().name)));
         }
-        let lock_err = |_| ComputeError::Gpu("variant pipeline lock poisoned".into());
+        let lock_err = |_| Error::Gpu("variant pipeline lock poisoned".into());
         if let Some(p) = self.variant_pipelines.lock().map_err(lock_err)?.get(&key) {
             return Ok(p.clone());
         }
         if !v.fits(&self.workgroup_limits) {
-            return Err(ComputeError::Unsupported(format!("variant {} on {} (workgroup limits)", v.name, self.adapter().name)));
+            return Err(Error::Unsupported(format!("variant {} on {} (workgroup limits)", v.name, self.adapter().name)));
         }
         let scope = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
         let source = if mv == 0 { super::ops::product_source(v) } else { format!("{}\n{}\n{}", super::ops::prelude(v.precision), include_str!("../../shaders/problem.wgsl"), v.matvec_source(mv)) };
         let pipeline = super::ops::compile(&self.device, v.name, &source);
         if let Some(e) = pollster::block_on(scope.pop()) {
-            return Err(ComputeError::Gpu(format!("variant {} does not compile on {}: {e}", v.name, self.adapter().name)));
+            return Err(Error::Gpu(format!("variant {} does not compile on {}: {e}", v.name, self.adapter().name)));
         }
         self.variant_pipelines.lock().map_err(lock_err)?.insert(key, pipeline.clone());
         Ok(pipeline)
@@ -1215,7 +1215,7 @@ impl GpuContext {
 
     /// Waits until the queue is idle (for timing).
     pub fn synchronize(&self) -> Result<()> {
-        self.device.poll(wgpu::PollType::wait_indefinitely()).map_err(|e| ComputeError::Gpu(format!("poll: {e}")))?;
+        self.device.poll(wgpu::PollType::wait_indefinitely()).map_err(|e| Error::Gpu(format!("poll: {e}")))?;
         Ok(())
     }
 }
@@ -1259,7 +1259,7 @@ mod tests {
         for grid in [[0, 1, 1], [1, 0, 1], [1, 1, 0], [ctx.max_workgroups + 1, 1, 1]] {
             let mut bad = plan.clone();
             bad[0].grid = grid;
-            assert!(matches!(ctx.run_plan(bad), Err(ComputeError::Gpu(_))), "grid {grid:?}");
+            assert!(matches!(ctx.run_plan(bad), Err(Error::Gpu(_))), "grid {grid:?}");
             assert_eq!(ctx.download(&out).unwrap(), vec![7.0], "grid {grid:?}");
         }
         ctx.run_plan(plan).unwrap();

@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use super::variants::{self, CATALOGUE};
 use super::Precision;
-use crate::error::{ComputeError, Result};
+use crate::error::{Error, Result};
 
 /// Measured GPU time one tuning may spend (compilation not included).
 pub const TUNE_BUDGET: Duration = Duration::from_millis(300);
@@ -184,7 +184,7 @@ impl Tuner {
             None | Some("") | Some("on") | Some("1") => TuningMode::On,
             Some("off") | Some("0") => TuningMode::Off,
             Some("retune") => TuningMode::Retune,
-            Some(other) => return Err(ComputeError::InvalidParameter { name: "GRAMIAN_TUNE", reason: format!("expected on, off or retune, got {other:?}") }),
+            Some(other) => return Err(Error::InvalidParameter { name: "GRAMIAN_TUNE", reason: format!("expected on, off or retune, got {other:?}") }),
         };
         let cache_path = match std::env::var(TUNE_CACHE_ENV).ok().as_deref().map(str::trim) {
             Some("none") => None,
@@ -208,7 +208,7 @@ impl Tuner {
         match name {
             None => self.forced = [None, None],
             Some(name) => {
-                let index = variants::index_of(name).ok_or_else(|| ComputeError::InvalidParameter { name: "variant", reason: format!("no product variant called {name:?} (see gramian::gpu::CATALOGUE)") })?;
+                let index = variants::index_of(name).ok_or_else(|| Error::InvalidParameter { name: "variant", reason: format!("no product variant called {name:?} (see gramian::gpu::CATALOGUE)") })?;
                 self.forced[precision_slot(CATALOGUE[index].precision)] = Some(index);
             }
         }

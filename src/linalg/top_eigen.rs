@@ -31,7 +31,7 @@ use rand::{rngs::StdRng, SeedableRng};
 use rand_distr::{Distribution, StandardNormal};
 
 use super::{check_dim, check_matrix, clear_upper_simd_state, faer_mut, faer_ref, symmetric_eigen, SymmetricEigen};
-use crate::error::{ComputeError, Result};
+use crate::error::{Error, Result};
 
 /// Default [`TopEigenSettings::keep_blocks`]: Ritz vectors kept at a
 /// restart beyond the wanted `k`, in blocks. With blocks of 8 and `k = 64`
@@ -122,7 +122,7 @@ pub struct LargestSymmetricEigen {
 /// spectra: kernel and coupling matrices); on a flat spectrum it stops
 /// within its work budget and the full decomposition answers.
 ///
-/// Errors: as [`symmetric_eigen`], and [`ComputeError::InvalidParameter`] for
+/// Errors: as [`symmetric_eigen`], and [`Error::InvalidParameter`] for
 /// `k` outside `1..=n`.
 pub fn symmetric_eigen_largest(a: &DMatrix<f64>, k: usize) -> Result<LargestSymmetricEigen> {
     symmetric_eigen_largest_with(a, k, &TopEigenSettings::default())
@@ -178,13 +178,13 @@ pub fn symmetric_operator_largest_within_budget<A: SymmetricOperator>(n: usize, 
 /// When the basis (or one widened for a cluster) would not fit in `n`, `A`
 /// is formed as `A I` (`n` products) and decomposed densely.
 ///
-/// Errors: [`ComputeError::InvalidParameter`] for `k` outside `1..=n` or a
+/// Errors: [`Error::InvalidParameter`] for `k` outside `1..=n` or a
 /// tolerance outside `(0, 1)`, or a basis too large for memory;
-/// [`ComputeError::EigenNotConverged`] after `max_restarts` restarts; what
+/// [`Error::EigenNotConverged`] after `max_restarts` restarts; what
 /// the operator returns.
 pub fn symmetric_operator_largest<A: SymmetricOperator>(n: usize, k: usize, mut a: A, settings: &TopEigenSettings) -> Result<LargestSymmetricEigen> {
     check_arguments(n, k, settings)?;
-    let too_large = |what: &str| ComputeError::InvalidParameter { name: "n", reason: format!("{what} for n = {n}, k = {k} does not fit in memory") };
+    let too_large = |what: &str| Error::InvalidParameter { name: "n", reason: format!("{what} for n = {n}, k = {k} does not fit in memory") };
     let fits = |cols: usize| n.checked_mul(cols).is_some_and(|len| len <= isize::MAX as usize / std::mem::size_of::<f64>());
     let shape = BlockShape::new(n, k, &TopEigenSettings { min_ratio: 1, ..*settings });
     if let Some(shape) = shape {
@@ -193,7 +193,7 @@ pub fn symmetric_operator_largest<A: SymmetricOperator>(n: usize, k: usize, mut 
         }
         match block_lanczos_widening(n, &mut a, None, k, shape, settings, false)? {
             BlockOutcome::Converged(found) => return Ok(found),
-            BlockOutcome::Stopped { converged, restarts } => return Err(ComputeError::EigenNotConverged { converged, requested: k, restarts }),
+            BlockOutcome::Stopped { converged, restarts } => return Err(Error::EigenNotConverged { converged, requested: k, restarts }),
             BlockOutcome::TooWide => {}
         }
     }
@@ -212,10 +212,10 @@ pub fn symmetric_operator_largest<A: SymmetricOperator>(n: usize, k: usize, mut 
 /// `k` in `1..=n` and the tolerance in `(0, 1)`.
 fn check_arguments(n: usize, k: usize, settings: &TopEigenSettings) -> Result<()> {
     if k == 0 || k > n {
-        return Err(ComputeError::InvalidParameter { name: "k", reason: format!("must be in 1..={n}, got {k}") });
+        return Err(Error::InvalidParameter { name: "k", reason: format!("must be in 1..={n}, got {k}") });
     }
     if !(settings.tolerance.is_finite() && settings.tolerance > 0.0 && settings.tolerance < 1.0) {
-        return Err(ComputeError::InvalidParameter { name: "tolerance", reason: format!("must be in (0, 1), got {}", settings.tolerance) });
+        return Err(Error::InvalidParameter { name: "tolerance", reason: format!("must be in (0, 1), got {}", settings.tolerance) });
     }
     Ok(())
 }
@@ -850,19 +850,19 @@ mod tests {
         let mut columns = 0;
         let err = symmetric_operator_largest(400, 10, counted(&a, &mut columns), &settings).unwrap_err();
         match err {
-            ComputeError::EigenNotConverged { converged, requested, restarts } => {
+            Error::EigenNotConverged { converged, requested, restarts } => {
                 assert!(converged < requested && requested == 10 && restarts == 0, "{converged} {requested} {restarts}");
             }
             other => panic!("expected EigenNotConverged, got {other:?}"),
         }
         // The operator's own error comes back unchanged.
-        let failing = |_: MatRef<'_, f64>, _: MatMut<'_, f64>| -> Result<()> { Err(ComputeError::InvalidParameter { name: "operator", reason: "test".into() }) };
-        assert!(matches!(symmetric_operator_largest(400, 3, failing, &TopEigenSettings::default()), Err(ComputeError::InvalidParameter { name: "operator", .. })));
+        let failing = |_: MatRef<'_, f64>, _: MatMut<'_, f64>| -> Result<()> { Err(Error::InvalidParameter { name: "operator", reason: "test".into() }) };
+        assert!(matches!(symmetric_operator_largest(400, 3, failing, &TopEigenSettings::default()), Err(Error::InvalidParameter { name: "operator", .. })));
         // Invalid k and tolerance.
         let mut columns = 0;
-        assert!(matches!(symmetric_operator_largest(400, 0, counted(&a, &mut columns), &TopEigenSettings::default()), Err(ComputeError::InvalidParameter { name: "k", .. })));
+        assert!(matches!(symmetric_operator_largest(400, 0, counted(&a, &mut columns), &TopEigenSettings::default()), Err(Error::InvalidParameter { name: "k", .. })));
         let bad = TopEigenSettings { tolerance: f64::NAN, ..TopEigenSettings::default() };
-        assert!(matches!(symmetric_operator_largest(400, 3, counted(&a, &mut columns), &bad), Err(ComputeError::InvalidParameter { name: "tolerance", .. })));
+        assert!(matches!(symmetric_operator_largest(400, 3, counted(&a, &mut columns), &bad), Err(Error::InvalidParameter { name: "tolerance", .. })));
         assert_eq!(columns, 0, "nothing is applied before the arguments are checked");
     }
 
@@ -881,10 +881,10 @@ mod tests {
     #[test]
     fn invalid_arguments() {
         let a = wigner(10, 1);
-        assert!(matches!(symmetric_eigen_largest(&a, 0), Err(ComputeError::InvalidParameter { name: "k", .. })));
-        assert!(matches!(symmetric_eigen_largest(&a, 11), Err(ComputeError::InvalidParameter { name: "k", .. })));
+        assert!(matches!(symmetric_eigen_largest(&a, 0), Err(Error::InvalidParameter { name: "k", .. })));
+        assert!(matches!(symmetric_eigen_largest(&a, 11), Err(Error::InvalidParameter { name: "k", .. })));
         let bad = TopEigenSettings { tolerance: 0.0, ..TopEigenSettings::default() };
-        assert!(matches!(symmetric_eigen_largest_with(&a, 1, &bad), Err(ComputeError::InvalidParameter { name: "tolerance", .. })));
+        assert!(matches!(symmetric_eigen_largest_with(&a, 1, &bad), Err(Error::InvalidParameter { name: "tolerance", .. })));
         let rect = DMatrix::<f64>::zeros(3, 4);
         assert!(symmetric_eigen_largest(&rect, 1).is_err());
     }

@@ -9,7 +9,7 @@ use nalgebra::DMatrix;
 use crate::kernel::row_squared_norms;
 use crate::linalg::{self, check_matrix};
 use crate::resident::DeviceMatrix;
-use crate::{ComputeError, Device, Kernel};
+use crate::{Error, Device, Kernel};
 
 /// Rows handled per parallel task in the element-wise loops.
 pub(crate) const ROW_CHUNK: usize = 8192;
@@ -75,7 +75,7 @@ impl<'a> SharedInput<'a> {
     /// `x` with its squared row norms, keeping `capacity` statistic columns.
     ///
     /// Errors: empty or non-finite `x`.
-    pub(crate) fn new(x: &'a DMatrix<f64>, capacity: usize) -> Result<Self, ComputeError> {
+    pub(crate) fn new(x: &'a DMatrix<f64>, capacity: usize) -> Result<Self, Error> {
         check_matrix("x", x)?;
         Ok(SharedInput { x, row_sq_norms: row_squared_norms(x), cache: ColumnCache::new(capacity), passes: AtomicUsize::new(0) })
     }
@@ -83,7 +83,7 @@ impl<'a> SharedInput<'a> {
     /// One shared input per distinct matrix of `xs` (the same object is the
     /// same input), each keeping `capacity_per_kernel` statistic columns per
     /// kernel on it; entry q is kernel q's.
-    pub(crate) fn for_inputs(xs: &[&'a DMatrix<f64>], capacity_per_kernel: usize) -> Result<Vec<Arc<SharedInput<'a>>>, ComputeError> {
+    pub(crate) fn for_inputs(xs: &[&'a DMatrix<f64>], capacity_per_kernel: usize) -> Result<Vec<Arc<SharedInput<'a>>>, Error> {
         let mut out: Vec<Arc<SharedInput<'a>>> = Vec::with_capacity(xs.len());
         for (q, x) in xs.iter().enumerate() {
             match (0..q).find(|&p| std::ptr::eq(xs[p], *x)) {
@@ -106,7 +106,7 @@ impl<'a> SharedInput<'a> {
     /// caller): `||x_k - x_i||^2` or `<x_k, x_i>` for every k, the first two
     /// steps of the core's fused kernel tile
     /// ([`crate::kernel::statistic_matrix_with_norms`]), cached.
-    fn statistic_column(&self, kernel: &Kernel, i: usize) -> Result<Arc<Vec<f64>>, ComputeError> {
+    fn statistic_column(&self, kernel: &Kernel, i: usize) -> Result<Arc<Vec<f64>>, Error> {
         self.cache.get_or_compute((i, kernel.is_distance_based()), || {
             self.passes.fetch_add(1, Ordering::Relaxed);
             let z = self.x.select_rows(&[i]);
@@ -145,7 +145,7 @@ pub struct KernelColumns<'a> {
 
 impl<'a> KernelColumns<'a> {
     /// Prepares the columns of `kernel` on the rows of `x`.
-    pub fn new(device: &'a Device, kernel: Kernel, x: &'a DMatrix<f64>) -> Result<Self, ComputeError> {
+    pub fn new(device: &'a Device, kernel: Kernel, x: &'a DMatrix<f64>) -> Result<Self, Error> {
         let resident = if device.is_gpu() {
             check_matrix("x", x)?;
             Some(device.upload(x, device.best_precision())?)
@@ -159,7 +159,7 @@ impl<'a> KernelColumns<'a> {
     /// kernels on one input share one upload).
     ///
     /// Errors: a resident X whose shape differs from `x`'s.
-    pub fn with_resident(device: &'a Device, kernel: Kernel, x: &'a DMatrix<f64>, resident: DeviceMatrix) -> Result<Self, ComputeError> {
+    pub fn with_resident(device: &'a Device, kernel: Kernel, x: &'a DMatrix<f64>, resident: DeviceMatrix) -> Result<Self, Error> {
         Self::on_input(device, kernel, Arc::new(SharedInput::new(x, 0)?), Some(resident))
     }
 
@@ -168,7 +168,7 @@ impl<'a> KernelColumns<'a> {
     /// already on the device where `resident` is given.
     ///
     /// Errors: an invalid kernel, a resident X whose shape differs.
-    pub(crate) fn on_input(device: &'a Device, kernel: Kernel, input: Arc<SharedInput<'a>>, resident: Option<DeviceMatrix>) -> Result<Self, ComputeError> {
+    pub(crate) fn on_input(device: &'a Device, kernel: Kernel, input: Arc<SharedInput<'a>>, resident: Option<DeviceMatrix>) -> Result<Self, Error> {
         if let Some(r) = &resident {
             linalg::check_dim("rows of the resident x", input.x.nrows(), r.nrows())?;
             linalg::check_dim("columns of the resident x", input.x.ncols(), r.ncols())?;
@@ -180,7 +180,7 @@ impl<'a> KernelColumns<'a> {
 
     /// Inputs `xs` on `device`, each distinct matrix uploaded once (matrices
     /// are the same input when they are the same object): `None` on the CPU.
-    pub fn upload_inputs(device: &Device, xs: &[&DMatrix<f64>]) -> Result<Vec<Option<DeviceMatrix>>, ComputeError> {
+    pub fn upload_inputs(device: &Device, xs: &[&DMatrix<f64>]) -> Result<Vec<Option<DeviceMatrix>>, Error> {
         if !device.is_gpu() {
             return Ok(vec![None; xs.len()]);
         }
@@ -222,7 +222,7 @@ impl<'a> KernelColumns<'a> {
     }
 
     /// Column `i`: `k(x_k, x_i)` for every sample k.
-    pub fn column(&self, i: usize) -> Result<Vec<f64>, ComputeError> {
+    pub fn column(&self, i: usize) -> Result<Vec<f64>, Error> {
         let mut out = vec![0.0; self.n()];
         self.column_into(i, &mut out)?;
         Ok(out)
@@ -230,10 +230,10 @@ impl<'a> KernelColumns<'a> {
 
     /// Column `i` written into `out` (n entries): from the cache, or
     /// computed.
-    pub(crate) fn column_into(&self, i: usize, out: &mut [f64]) -> Result<(), ComputeError> {
+    pub(crate) fn column_into(&self, i: usize, out: &mut [f64]) -> Result<(), Error> {
         linalg::check_dim("length of the column buffer", self.n(), out.len())?;
         if i >= self.n() {
-            return Err(ComputeError::IndexOutOfRange { what: "rows of x", index: i, len: self.n() });
+            return Err(Error::IndexOutOfRange { what: "rows of x", index: i, len: self.n() });
         }
         if self.cache.capacity == 0 {
             return self.compute_column(i, out);
@@ -255,14 +255,14 @@ impl<'a> KernelColumns<'a> {
 
     /// Columns `indices` as an n x len matrix; on a GPU in one dispatch
     /// (cached columns are not recomputed).
-    pub fn columns(&self, indices: &[usize]) -> Result<DMatrix<f64>, ComputeError> {
+    pub fn columns(&self, indices: &[usize]) -> Result<DMatrix<f64>, Error> {
         let n = self.n();
         let mut out = DMatrix::zeros(n, indices.len());
         match &self.resident {
             Some(x) if self.cache.capacity == 0 && !indices.is_empty() => {
                 for &i in indices {
                     if i >= n {
-                        return Err(ComputeError::IndexOutOfRange { what: "rows of x", index: i, len: n });
+                        return Err(Error::IndexOutOfRange { what: "rows of x", index: i, len: n });
                     }
                 }
                 let block = self.device.to_host(&self.device.resident_kernel_columns(&self.kernel, x, indices)?)?;
@@ -279,7 +279,7 @@ impl<'a> KernelColumns<'a> {
 
     /// Column `i < n` into `out`: on a GPU one dispatch on the resident X,
     /// on the CPU `k` on the shared statistic column.
-    fn compute_column(&self, i: usize, out: &mut [f64]) -> Result<(), ComputeError> {
+    fn compute_column(&self, i: usize, out: &mut [f64]) -> Result<(), Error> {
         self.computed.fetch_add(1, Ordering::Relaxed);
         if let Some(x) = &self.resident {
             let col = self.device.resident_kernel_columns(&self.kernel, x, &[i])?;

@@ -4,7 +4,7 @@ use nalgebra::{DMatrix, DVector};
 use rayon::prelude::*;
 
 use super::columns::KernelColumns;
-use super::error::MklarenError;
+use crate::error::Error;
 use super::icd::CholeskyState;
 use super::tall::{tall_mul, tall_tr_mul};
 
@@ -19,7 +19,7 @@ use super::tall::{tall_mul, tall_tr_mul};
 /// current residual of `y`. As in the paper, the candidate columns `g_i` are
 /// not computed: they are approximated from `delta` look-ahead columns,
 /// `g^_i = B B(i, :)^T / sqrt(d_i)` (Eq. 13), so a score costs O(delta^2).
-pub(crate) fn csi_decomposition(cols: &KernelColumns<'_>, y: &DVector<f64>, rank: usize, delta: usize, kappa: f64) -> Result<CholeskyState, MklarenError> {
+pub(crate) fn csi_decomposition(cols: &KernelColumns<'_>, y: &DVector<f64>, rank: usize, delta: usize, kappa: f64) -> Result<CholeskyState, Error> {
     let n = cols.n();
     let top = cols.diagonal().iter().fold(0.0f64, |a, &b| a.max(b));
     let tolerance = 1e-12 * top;

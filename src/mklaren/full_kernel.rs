@@ -4,7 +4,7 @@
 
 use nalgebra::{DMatrix, DVector};
 
-use super::error::MklarenError;
+use crate::error::Error;
 use super::{centred_target, check_lambda, inputs_per_kernel};
 use crate::linalg::{faer_mut, faer_ref};
 use crate::{Device, Kernel};
@@ -60,7 +60,7 @@ impl FullKernelRidgeParams {
 
     /// Fits on `data`: every kernel on the shared input `data.x`, target
     /// `data.y` ([`FullKernelRidgeParams::fit_inputs`] for one input per kernel).
-    pub fn fit(&self, device: &Device, data: &crate::estimator::Supervised) -> Result<FullKernelRidge, MklarenError> {
+    pub fn fit(&self, device: &Device, data: &crate::estimator::Supervised) -> Result<FullKernelRidge, Error> {
         self.fit_inputs(device, &[&data.x], &data.y)
     }
 
@@ -71,10 +71,10 @@ impl FullKernelRidgeParams {
     /// pivoted LBL^T when negative alignf weights make it indefinite).
     ///
     /// Errors: lambda < 0, inputs that disagree on n, NaN/Inf, constant
-    /// target, [`MklarenError::Singular`] when the system is not positive
+    /// target, [`Error::Singular`] when the system is not positive
     /// definite (e.g. `lambda = 0` on a rank-deficient kernel sum) or, with
     /// negative alignf weights, singular.
-    pub fn fit_inputs(&self, device: &Device, inputs: &[&DMatrix<f64>], y: &DVector<f64>) -> Result<FullKernelRidge, MklarenError> {
+    pub fn fit_inputs(&self, device: &Device, inputs: &[&DMatrix<f64>], y: &DVector<f64>) -> Result<FullKernelRidge, Error> {
         let kernels: &[Kernel] = &self.kernels;
         let xs = inputs_per_kernel(kernels, inputs, None)?;
         check_lambda(self.lambda)?;
@@ -87,7 +87,7 @@ impl FullKernelRidgeParams {
         let mut weights = alignment_weights(self.combination, &matrices, &yc)?;
         let total: f64 = weights.iter().map(|w| w.abs()).sum();
         if !(total > 0.0) {
-            return Err(MklarenError::Singular("all kernel weights are zero"));
+            return Err(Error::Singular("all kernel weights are zero"));
         }
         weights *= kernels.len() as f64 / total;
         let mut system = DMatrix::<f64>::zeros(n, n);
@@ -106,10 +106,10 @@ impl FullKernelRidgeParams {
                 faer::prelude::Solve::solve_in_place(&faer_ref(&system).lblt(faer::Side::Lower), faer_mut(&mut alpha));
                 let residual = (&system * &alpha - DMatrix::from_column_slice(n, 1, yc.as_slice())).norm();
                 if !(residual <= 1e-8 * yc.norm()) {
-                    return Err(MklarenError::Singular("K_mu + lambda I (indefinite alignf combination) is singular"));
+                    return Err(Error::Singular("K_mu + lambda I (indefinite alignf combination) is singular"));
                 }
             }
-            Err(_) => return Err(MklarenError::Singular("K_mu + lambda I is not positive definite")),
+            Err(_) => return Err(Error::Singular("K_mu + lambda I is not positive definite")),
         }
         crate::linalg::clear_upper_simd_state(true);
         let dual = alpha.column(0).into_owned();
@@ -118,7 +118,7 @@ impl FullKernelRidgeParams {
 }
 
 /// Kernel weights (before the rescaling) for `combination`.
-pub(crate) fn alignment_weights(combination: KernelCombination, matrices: &[DMatrix<f64>], y: &DVector<f64>) -> Result<DVector<f64>, MklarenError> {
+pub(crate) fn alignment_weights(combination: KernelCombination, matrices: &[DMatrix<f64>], y: &DVector<f64>) -> Result<DVector<f64>, Error> {
     let p = matrices.len();
     if combination == KernelCombination::Uniform {
         return Ok(DVector::from_element(p, 1.0));
@@ -141,13 +141,13 @@ pub(crate) fn alignment_weights(combination: KernelCombination, matrices: &[DMat
     };
     let norm = mu.norm();
     if !(norm > 0.0 && norm.is_finite()) {
-        return Err(MklarenError::Singular("kernel weights are zero (no kernel is aligned with y)"));
+        return Err(Error::Singular("kernel weights are zero (no kernel is aligned with y)"));
     }
     Ok(mu / norm)
 }
 
 /// `M^+ a` with eigenvalues of `M` below `1e-12 max` dropped.
-fn pseudo_inverse_solve(m: &DMatrix<f64>, a: &DVector<f64>) -> Result<DVector<f64>, MklarenError> {
+fn pseudo_inverse_solve(m: &DMatrix<f64>, a: &DVector<f64>) -> Result<DVector<f64>, Error> {
     let eig = crate::linalg::symmetric_eigen(m)?;
     let top = eig.eigenvalues.amax();
     let mut out = DVector::<f64>::zeros(a.len());
@@ -171,16 +171,16 @@ pub(crate) fn centre_kernel(k: &DMatrix<f64>) -> DMatrix<f64> {
 /// `argmin_{v >= 0} v^T M v - 2 v^T a` by the active-set method of Lawson
 /// & Hanson (`M` positive semidefinite, p small); the result satisfies the
 /// KKT conditions `(M v - a)_q = 0` where `v_q > 0` and `>= 0` where `v_q = 0`.
-pub(crate) fn nonnegative_quadratic(m: &DMatrix<f64>, a: &DVector<f64>) -> Result<DVector<f64>, MklarenError> {
+pub(crate) fn nonnegative_quadratic(m: &DMatrix<f64>, a: &DVector<f64>) -> Result<DVector<f64>, Error> {
     let p = a.len();
     if (0..p).any(|q| !(m[(q, q)] > 0.0)) {
-        return Err(MklarenError::Singular("alignment matrix M has a zero diagonal entry"));
+        return Err(Error::Singular("alignment matrix M has a zero diagonal entry"));
     }
     let tol = 1e-12 * (m.amax() + a.amax());
     let mut v = DVector::<f64>::zeros(p);
     let mut free = vec![false; p];
     // Solution of the equality-constrained problem on the free set.
-    let solve_free = |free: &[bool]| -> Result<DVector<f64>, MklarenError> {
+    let solve_free = |free: &[bool]| -> Result<DVector<f64>, Error> {
         let idx: Vec<usize> = (0..p).filter(|&q| free[q]).collect();
         let sub = DMatrix::from_fn(idx.len(), idx.len(), |i, j| m[(idx[i], idx[j])]);
         let rhs = DVector::from_fn(idx.len(), |i, _| a[idx[i]]);
@@ -246,13 +246,13 @@ impl FullKernelRidge {
 
     /// Predictions for new rows `x` of the shared input (every kernel on
     /// `x`; [`FullKernelRidge::predict_inputs`] for one input per kernel).
-    pub fn predict(&self, device: &Device, x: &DMatrix<f64>) -> Result<DVector<f64>, MklarenError> {
+    pub fn predict(&self, device: &Device, x: &DMatrix<f64>) -> Result<DVector<f64>, Error> {
         self.predict_inputs(device, &[x])
     }
 
     /// Predictions `mean(y) + sum_q mu_q K_q(X*, X) alpha`, each product
     /// `K_q(X*, X) alpha` computed on `device` without storing `K_q(X*, X)`.
-    pub fn predict_inputs(&self, device: &Device, inputs: &[&DMatrix<f64>]) -> Result<DVector<f64>, MklarenError> {
+    pub fn predict_inputs(&self, device: &Device, inputs: &[&DMatrix<f64>]) -> Result<DVector<f64>, Error> {
         let xs = inputs_per_kernel(&self.kernels, inputs, None)?;
         let alpha = DMatrix::from_column_slice(self.dual.len(), 1, self.dual.as_slice());
         let mut out = DVector::from_element(xs[0].nrows(), self.target_mean);
@@ -272,7 +272,7 @@ impl crate::io::SavedModel for FullKernelRidge {
     /// A training input (of `n >= 1` rows, the dual's length, and at least
     /// one column) and a weight per kernel; valid kernels; every number
     /// finite and within [`crate::io::MAX_STORED_MAGNITUDE`].
-    fn check_loaded(&self) -> Result<(), MklarenError> {
+    fn check_loaded(&self) -> Result<(), Error> {
         use crate::io::{ensure, ensure_bounded, ensure_kernel};
         let (p, n) = (self.kernels.len(), self.dual.len());
         ensure(p >= 1 && self.training_inputs.len() == p && self.weights.len() == p, || format!("{p} kernels, {} inputs, {} weights", self.training_inputs.len(), self.weights.len()))?;

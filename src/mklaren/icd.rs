@@ -8,7 +8,7 @@ use rand::{rngs::StdRng, SeedableRng};
 use rayon::prelude::*;
 
 use super::columns::{KernelColumns, ROW_CHUNK};
-use super::error::MklarenError;
+use crate::error::Error;
 use crate::linalg::{self, check_matrix};
 use crate::{Device, Kernel};
 
@@ -49,7 +49,7 @@ fn cholesky_column(
     diag: &mut [f64],
     i: usize,
     out: &mut [f64],
-) -> Result<(usize, f64), MklarenError> {
+) -> Result<(usize, f64), Error> {
     cols.column_into(i, out)?;
     let coeff: Vec<f64> = previous.iter().map(|c| c[i]).collect();
     let pivot_value = diag[i].max(0.0).sqrt();
@@ -110,7 +110,7 @@ impl CholeskyState {
     }
 
     /// Adds the exact column for pivot `i` (Eq. 2-3) and returns it.
-    pub(crate) fn step(&mut self, cols: &KernelColumns<'_>, i: usize) -> Result<&[f64], MklarenError> {
+    pub(crate) fn step(&mut self, cols: &KernelColumns<'_>, i: usize) -> Result<&[f64], Error> {
         let previous: Vec<&[f64]> = self.columns.iter().map(|c| c.as_slice()).collect();
         let mut g = vec![0.0; self.diag.len()];
         cholesky_column(cols, &previous, &self.pivots, &mut self.diag, i, &mut g)?;
@@ -123,7 +123,7 @@ impl CholeskyState {
     /// residual diagonal first) continuing from this state without changing
     /// it, stopping early when the residual diagonal falls to `tolerance`.
     /// Returns the block `B` (n x delta' with delta' <= delta) and its pivots.
-    pub(crate) fn lookahead(&self, cols: &KernelColumns<'_>, delta: usize, tolerance: f64) -> Result<(DMatrix<f64>, Vec<usize>), MklarenError> {
+    pub(crate) fn lookahead(&self, cols: &KernelColumns<'_>, delta: usize, tolerance: f64) -> Result<(DMatrix<f64>, Vec<usize>), Error> {
         // No more than n columns can be added (a larger delta would also
         // overflow the capacity below).
         let n = self.diag.len();
@@ -227,7 +227,7 @@ impl FactorTransform {
     /// built on `device`. On a GPU the samples, pivots and `T` go up once
     /// and the kernel matrix and the product run there (in `f64` where the
     /// adapter has it); only `G*` comes back.
-    pub fn apply(&self, device: &Device, x: &DMatrix<f64>) -> Result<DMatrix<f64>, MklarenError> {
+    pub fn apply(&self, device: &Device, x: &DMatrix<f64>) -> Result<DMatrix<f64>, Error> {
         if self.pivot_rows.nrows() == 0 {
             check_matrix("x", x)?;
             return Ok(DMatrix::zeros(x.nrows(), 0));
@@ -272,16 +272,16 @@ impl IcdParams {
     ///
     /// Errors: rank 0 or above n, negative or non-finite tolerance, empty or
     /// non-finite `x`, invalid kernel.
-    pub fn fit(&self, device: &Device, kernel: &Kernel, x: &DMatrix<f64>) -> Result<IcdFactor, MklarenError> {
+    pub fn fit(&self, device: &Device, kernel: &Kernel, x: &DMatrix<f64>) -> Result<IcdFactor, Error> {
         if self.rank == 0 {
-            return Err(MklarenError::InvalidParameter { name: "rank", reason: "must be >= 1".into() });
+            return Err(Error::InvalidParameter { name: "rank", reason: "must be >= 1".into() });
         }
         if !(self.tolerance.is_finite() && self.tolerance >= 0.0) {
-            return Err(MklarenError::InvalidParameter { name: "tolerance", reason: format!("must be finite and >= 0, got {}", self.tolerance) });
+            return Err(Error::InvalidParameter { name: "tolerance", reason: format!("must be finite and >= 0, got {}", self.tolerance) });
         }
         let cols = KernelColumns::new(device, *kernel, x)?;
         if self.rank > cols.n() {
-            return Err(MklarenError::RankTooLarge { rank: self.rank, n: cols.n() });
+            return Err(Error::RankTooLarge { rank: self.rank, n: cols.n() });
         }
         let mut state = CholeskyState::new(&cols);
         while state.rank() < self.rank {
@@ -337,19 +337,19 @@ impl IcdFactor {
 /// pseudo-inverse). `K(:, A)` is built on `device`.
 ///
 /// Errors: empty or repeated pivot list, a pivot out of range, invalid inputs.
-pub fn nystrom(device: &Device, kernel: &Kernel, x: &DMatrix<f64>, pivots: &[usize]) -> Result<NystromFactor, MklarenError> {
+pub fn nystrom(device: &Device, kernel: &Kernel, x: &DMatrix<f64>, pivots: &[usize]) -> Result<NystromFactor, Error> {
     check_matrix("x", x)?;
     kernel.validate()?;
     if pivots.is_empty() {
-        return Err(MklarenError::InvalidParameter { name: "pivots", reason: "empty pivot set".into() });
+        return Err(Error::InvalidParameter { name: "pivots", reason: "empty pivot set".into() });
     }
     let mut seen = vec![false; x.nrows()];
     for &p in pivots {
         if p >= x.nrows() {
-            return Err(crate::ComputeError::IndexOutOfRange { what: "pivots", index: p, len: x.nrows() });
+            return Err(crate::Error::IndexOutOfRange { what: "pivots", index: p, len: x.nrows() });
         }
         if std::mem::replace(&mut seen[p], true) {
-            return Err(MklarenError::InvalidParameter { name: "pivots", reason: format!("pivot {p} repeated") });
+            return Err(Error::InvalidParameter { name: "pivots", reason: format!("pivot {p} repeated") });
         }
     }
     let pivot_rows = linalg_rows(x, pivots);
@@ -360,7 +360,7 @@ pub fn nystrom(device: &Device, kernel: &Kernel, x: &DMatrix<f64>, pivots: &[usi
     let top = eig.eigenvalues.iter().fold(0.0f64, |a, &b| a.max(b));
     let keep: Vec<usize> = (0..m).filter(|&t| eig.eigenvalues[t] > 1e-12 * top).collect();
     if keep.is_empty() {
-        return Err(MklarenError::RankDeficient { requested: m, reached: 0 });
+        return Err(Error::RankDeficient { requested: m, reached: 0 });
     }
     let transform = DMatrix::from_fn(m, keep.len(), |a, t| eig.eigenvectors[(a, keep[t])] / eig.eigenvalues[keep[t]].sqrt());
     let factor = linalg::matmul(&c, &transform);

@@ -5,7 +5,7 @@ use nalgebra::{DMatrix, DVector};
 
 use super::columns::KernelColumns;
 use super::csi::csi_decomposition;
-use super::error::MklarenError;
+use crate::error::Error;
 use super::icd::{nystrom, random_pivots, FactorTransform, IcdParams};
 use super::{centred_target, check_lambda, inputs_per_kernel};
 use crate::{Device, Kernel};
@@ -58,7 +58,7 @@ impl LowRankRidgeParams {
 
     /// Ridge parameter `lambda`, finite and `>= 0`. With `lambda = 0` a
     /// system without any varying factor column (identical rows) is
-    /// [`MklarenError::Singular`].
+    /// [`Error::Singular`].
     pub fn lambda(mut self, lambda: f64) -> Self {
         self.lambda = lambda;
         self
@@ -66,7 +66,7 @@ impl LowRankRidgeParams {
 
     /// Fits on `data`: every kernel on the shared input `data.x`, target
     /// `data.y` ([`LowRankRidgeParams::fit_inputs`] for one input per kernel).
-    pub fn fit(&self, device: &Device, data: &crate::estimator::Supervised) -> Result<LowRankRidge, MklarenError> {
+    pub fn fit(&self, device: &Device, data: &crate::estimator::Supervised) -> Result<LowRankRidge, Error> {
         self.fit_inputs(device, &[&data.x], &data.y)
     }
 
@@ -77,24 +77,24 @@ impl LowRankRidgeParams {
     ///
     /// Errors: invalid parameters (rank 0 or above n, kappa outside [0, 1],
     /// delta 0, lambda < 0), inputs that disagree on n, NaN/Inf, constant
-    /// target, [`MklarenError::Singular`] for `lambda = 0` on collinear factors.
-    pub fn fit_inputs(&self, device: &Device, inputs: &[&DMatrix<f64>], y: &DVector<f64>) -> Result<LowRankRidge, MklarenError> {
+    /// target, [`Error::Singular`] for `lambda = 0` on collinear factors.
+    pub fn fit_inputs(&self, device: &Device, inputs: &[&DMatrix<f64>], y: &DVector<f64>) -> Result<LowRankRidge, Error> {
         let kernels: &[Kernel] = &self.kernels;
         let xs = inputs_per_kernel(kernels, inputs, None)?;
         let n = xs[0].nrows();
         check_lambda(self.lambda)?;
         if self.rank_per_kernel == 0 {
-            return Err(MklarenError::InvalidParameter { name: "rank_per_kernel", reason: "must be >= 1".into() });
+            return Err(Error::InvalidParameter { name: "rank_per_kernel", reason: "must be >= 1".into() });
         }
         if self.rank_per_kernel > n {
-            return Err(MklarenError::RankTooLarge { rank: self.rank_per_kernel, n });
+            return Err(Error::RankTooLarge { rank: self.rank_per_kernel, n });
         }
         if let LowRankMethod::Csi { lookahead, kappa } = self.method {
             if lookahead == 0 {
-                return Err(MklarenError::InvalidParameter { name: "lookahead", reason: "must be >= 1".into() });
+                return Err(Error::InvalidParameter { name: "lookahead", reason: "must be >= 1".into() });
             }
             if !(0.0..=1.0).contains(&kappa) {
-                return Err(MklarenError::InvalidParameter { name: "kappa", reason: format!("must be in [0, 1], got {kappa}") });
+                return Err(Error::InvalidParameter { name: "kappa", reason: format!("must be in [0, 1], got {kappa}") });
             }
         }
         let (yc, target_mean) = centred_target(y, n)?;
@@ -139,7 +139,7 @@ impl LowRankRidgeParams {
         }
         if self.lambda == 0.0 && scales.iter().all(|&s| s == 0.0) {
             // Identical rows: every centred factor column vanishes, so F^T F = 0.
-            return Err(MklarenError::Singular("F^T F + lambda I with lambda = 0: no factor column varies over the samples (identical rows)"));
+            return Err(Error::Singular("F^T F + lambda I with lambda = 0: no factor column varies over the samples (identical rows)"));
         }
         let mut system = device.gram(&stacked)?;
         for j in 0..total {
@@ -149,9 +149,9 @@ impl LowRankRidgeParams {
             }
         }
         let rhs = stacked.tr_mul(&yc);
-        let coefficients = system.cholesky().ok_or(MklarenError::Singular("F^T F + lambda I (collinear factors with lambda = 0)"))?.solve(&rhs);
+        let coefficients = system.cholesky().ok_or(Error::Singular("F^T F + lambda I (collinear factors with lambda = 0)"))?.solve(&rhs);
         if coefficients.iter().any(|v| !v.is_finite()) {
-            return Err(MklarenError::Singular("F^T F + lambda I"));
+            return Err(Error::Singular("F^T F + lambda I"));
         }
         let training_fit = &stacked * &coefficients;
         Ok(LowRankRidge { kernels: kernels.to_vec(), transforms, means, scales, coefficients, target_mean, training_fit: training_fit.add_scalar(target_mean) })
@@ -193,13 +193,13 @@ impl LowRankRidge {
 
     /// Predictions for new rows `x` of the shared input (every kernel on
     /// `x`; [`LowRankRidge::predict_inputs`] for one input per kernel).
-    pub fn predict(&self, device: &Device, x: &DMatrix<f64>) -> Result<DVector<f64>, MklarenError> {
+    pub fn predict(&self, device: &Device, x: &DMatrix<f64>) -> Result<DVector<f64>, Error> {
         self.predict_inputs(device, &[x])
     }
 
     /// Predictions for new samples (same input layout as in `fit`); kernel
     /// values against the pivots are computed on `device`.
-    pub fn predict_inputs(&self, device: &Device, inputs: &[&DMatrix<f64>]) -> Result<DVector<f64>, MklarenError> {
+    pub fn predict_inputs(&self, device: &Device, inputs: &[&DMatrix<f64>]) -> Result<DVector<f64>, Error> {
         let xs = inputs_per_kernel(&self.kernels, inputs, None)?;
         let mut out = DVector::from_element(xs[0].nrows(), self.target_mean);
         let mut c0 = 0;
@@ -227,7 +227,7 @@ impl crate::io::SavedModel for LowRankRidge {
     /// with checked arithmetic); every number finite and within
     /// [`crate::io::MAX_STORED_MAGNITUDE`], and each column's weight
     /// `coefficient * scale` too.
-    fn check_loaded(&self) -> Result<(), MklarenError> {
+    fn check_loaded(&self) -> Result<(), Error> {
         use crate::io::{ensure, ensure_bounded};
         let p = self.kernels.len();
         ensure(p >= 1 && self.transforms.len() == p, || format!("{p} kernels, {} transforms", self.transforms.len()))?;

@@ -25,7 +25,6 @@
 
 mod columns;
 mod csi;
-mod error;
 mod full_kernel;
 mod icd;
 mod low_rank;
@@ -34,12 +33,12 @@ mod tall;
 mod estimator;
 
 pub use columns::KernelColumns;
-pub use error::MklarenError;
 pub use full_kernel::{FullKernelRidge, FullKernelRidgeParams, KernelCombination};
 pub use icd::{nystrom, FactorTransform, IcdFactor, IcdParams, NystromFactor};
 pub use low_rank::{LowRankMethod, LowRankRidge, LowRankRidgeParams};
 pub use model::{Mklaren, MklarenParams, SelectedColumn};
 
+use crate::error::Error;
 use nalgebra::{DMatrix, DVector};
 
 use crate::linalg::check_matrix;
@@ -48,14 +47,14 @@ use crate::Kernel;
 /// Columns `cols` of `x`, in that order: the input of a kernel that works on
 /// a feature subset.
 ///
-/// Errors: [`MklarenError::InvalidParameter`] for an empty list or an index
+/// Errors: [`Error::InvalidParameter`] for an empty list or an index
 /// out of range.
-pub fn select_columns(x: &DMatrix<f64>, cols: &[usize]) -> Result<DMatrix<f64>, MklarenError> {
+pub fn select_columns(x: &DMatrix<f64>, cols: &[usize]) -> Result<DMatrix<f64>, Error> {
     if cols.is_empty() {
-        return Err(MklarenError::InvalidParameter { name: "cols", reason: "feature subset is empty".into() });
+        return Err(Error::InvalidParameter { name: "cols", reason: "feature subset is empty".into() });
     }
     if let Some(&c) = cols.iter().find(|&&c| c >= x.ncols()) {
-        return Err(MklarenError::InvalidParameter { name: "cols", reason: format!("column {c} out of range for {} columns", x.ncols()) });
+        return Err(Error::InvalidParameter { name: "cols", reason: format!("column {c} out of range for {} columns", x.ncols()) });
     }
     Ok(DMatrix::from_fn(x.nrows(), cols.len(), |i, j| x[(i, cols[j])]))
 }
@@ -69,15 +68,15 @@ pub(crate) fn inputs_per_kernel<'a>(
     kernels: &[Kernel],
     inputs: &[&'a DMatrix<f64>],
     n: Option<usize>,
-) -> Result<Vec<&'a DMatrix<f64>>, MklarenError> {
+) -> Result<Vec<&'a DMatrix<f64>>, Error> {
     if kernels.is_empty() {
-        return Err(MklarenError::InvalidParameter { name: "kernels", reason: "at least one kernel is needed".into() });
+        return Err(Error::InvalidParameter { name: "kernels", reason: "at least one kernel is needed".into() });
     }
     for k in kernels {
         k.validate()?;
     }
     if inputs.len() != 1 && inputs.len() != kernels.len() {
-        return Err(MklarenError::InputCount { kernels: kernels.len(), inputs: inputs.len() });
+        return Err(Error::InputCount { kernels: kernels.len(), inputs: inputs.len() });
     }
     for x in inputs {
         check_matrix("inputs", x)?;
@@ -85,7 +84,7 @@ pub(crate) fn inputs_per_kernel<'a>(
     let n = n.unwrap_or(inputs[0].nrows());
     for (q, x) in inputs.iter().enumerate() {
         if x.nrows() != n {
-            return Err(MklarenError::SampleCountMismatch { kernel: q, expected: n, found: x.nrows() });
+            return Err(Error::SampleCountMismatch { kernel: q, expected: n, found: x.nrows() });
         }
     }
     Ok((0..kernels.len()).map(|q| if inputs.len() == 1 { inputs[0] } else { inputs[q] }).collect())
@@ -94,26 +93,26 @@ pub(crate) fn inputs_per_kernel<'a>(
 /// Checks the target against `n` samples and returns it centred with its mean.
 ///
 /// Errors: length mismatch, NaN/Inf, or a constant target (nothing to fit).
-pub(crate) fn centred_target(y: &DVector<f64>, n: usize) -> Result<(DVector<f64>, f64), MklarenError> {
+pub(crate) fn centred_target(y: &DVector<f64>, n: usize) -> Result<(DVector<f64>, f64), Error> {
     if y.len() != n {
-        return Err(MklarenError::TargetLength { expected: n, found: y.len() });
+        return Err(Error::TargetLength { expected: n, found: y.len() });
     }
     if let Some(pos) = y.iter().position(|v| !v.is_finite()) {
-        return Err(crate::ComputeError::NonFinite { what: "target", row: pos, col: 0 });
+        return Err(crate::Error::NonFinite { what: "target", row: pos, col: 0 });
     }
     let mean = y.mean();
     let centred = y.map(|v| v - mean);
     let scale = y.iter().fold(0.0f64, |m, v| m.max(v.abs())).max(f64::MIN_POSITIVE);
     if centred.amax() <= 1e-12 * scale {
-        return Err(MklarenError::ConstantTarget);
+        return Err(Error::ConstantTarget);
     }
     Ok((centred, mean))
 }
 
 /// Checks a ridge parameter: finite and `>= 0`.
-pub(crate) fn check_lambda(lambda: f64) -> Result<(), MklarenError> {
+pub(crate) fn check_lambda(lambda: f64) -> Result<(), Error> {
     if !(lambda.is_finite() && lambda >= 0.0) {
-        return Err(MklarenError::InvalidParameter { name: "lambda", reason: format!("must be finite and >= 0, got {lambda}") });
+        return Err(Error::InvalidParameter { name: "lambda", reason: format!("must be finite and >= 0, got {lambda}") });
     }
     Ok(())
 }

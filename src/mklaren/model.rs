@@ -6,7 +6,7 @@ use nalgebra::{DMatrix, DVector};
 use rayon::prelude::*;
 
 use super::columns::{KernelColumns, SharedInput};
-use super::error::MklarenError;
+use crate::error::Error;
 use super::icd::{argmax, CholeskyState, FactorTransform};
 use super::tall::{columns_of, row_chunks, row_quadratic_forms, tall_tr_mul, tall_tr_mul_cols};
 use super::{centred_target, check_lambda, inputs_per_kernel};
@@ -60,22 +60,22 @@ impl MklarenParams {
         self
     }
 
-    fn validate(&self, n: usize) -> Result<(), MklarenError> {
+    fn validate(&self, n: usize) -> Result<(), Error> {
         if self.rank == 0 {
-            return Err(MklarenError::InvalidParameter { name: "rank", reason: "must be >= 1".into() });
+            return Err(Error::InvalidParameter { name: "rank", reason: "must be >= 1".into() });
         }
         if self.rank > n {
-            return Err(MklarenError::RankTooLarge { rank: self.rank, n });
+            return Err(Error::RankTooLarge { rank: self.rank, n });
         }
         if self.lookahead == 0 {
-            return Err(MklarenError::InvalidParameter { name: "lookahead", reason: "must be >= 1".into() });
+            return Err(Error::InvalidParameter { name: "lookahead", reason: "must be >= 1".into() });
         }
         check_lambda(self.lambda)
     }
 
     /// Fits on `data`: every kernel on the shared input `data.x`, target
     /// `data.y` ([`MklarenParams::fit_inputs`] for one input per kernel).
-    pub fn fit(&self, device: &Device, data: &crate::estimator::Supervised) -> Result<Mklaren, MklarenError> {
+    pub fn fit(&self, device: &Device, data: &crate::estimator::Supervised) -> Result<Mklaren, Error> {
         self.fit_inputs(device, &[&data.x], &data.y)
     }
 
@@ -119,16 +119,16 @@ impl MklarenParams {
     ///
     /// Errors: invalid parameters, rank above n, inputs that disagree on n,
     /// NaN/Inf inputs or target, constant target, and
-    /// [`MklarenError::RankDeficient`] when the kernels run out of
+    /// [`Error::RankDeficient`] when the kernels run out of
     /// independent columns before K.
-    pub fn fit_inputs(&self, device: &Device, inputs: &[&DMatrix<f64>], y: &DVector<f64>) -> Result<Mklaren, MklarenError> {
+    pub fn fit_inputs(&self, device: &Device, inputs: &[&DMatrix<f64>], y: &DVector<f64>) -> Result<Mklaren, Error> {
         // On a worker of the thread pool, the many short parallel passes of
         // a step run inline when they are a single chunk instead of each
         // waking a worker and waiting for it.
         rayon::scope(|_| self.fit_on_pool(device, inputs, y))
     }
 
-    fn fit_on_pool(&self, device: &Device, inputs: &[&DMatrix<f64>], y: &DVector<f64>) -> Result<Mklaren, MklarenError> {
+    fn fit_on_pool(&self, device: &Device, inputs: &[&DMatrix<f64>], y: &DVector<f64>) -> Result<Mklaren, Error> {
         let kernels: &[Kernel] = &self.kernels;
         let xs = inputs_per_kernel(kernels, inputs, None)?;
         let n = xs[0].nrows();
@@ -157,7 +157,7 @@ impl MklarenParams {
                 let cols = KernelColumns::on_input(device, *kernel, shared[q].clone(), resident[q].clone())?;
                 KernelState::new(cols.with_cache(own_cache), delta)
             })
-            .collect::<Result<Vec<_>, MklarenError>>()?;
+            .collect::<Result<Vec<_>, Error>>()?;
 
         let mut residual = DVector::<f64>::zeros(aug);
         residual.rows_mut(0, n).copy_from(&yc);
@@ -188,7 +188,7 @@ impl MklarenParams {
                     let (before, rest) = states.split_at_mut(q);
                     let (st, after) = rest.split_first_mut().expect("the stale kernel is one of the states");
                     let (own, others) = rayon::join(
-                        || -> Result<Option<(Candidate, usize)>, MklarenError> {
+                        || -> Result<Option<(Candidate, usize)>, Error> {
                             st.refresh()?;
                             Ok(st.best_candidate(r, u, sums, scale, active).map(|c| (c, q)))
                         },
@@ -201,7 +201,7 @@ impl MklarenParams {
                 }
             };
             let Some((candidate, q)) = best else {
-                return Err(MklarenError::RankDeficient { requested: rank, reached: l });
+                return Err(Error::RankDeficient { requested: rank, reached: l });
             };
             // (2) Exact Cholesky step; the look-ahead block is recomputed at
             // the start of the next step (not at all after the last).
@@ -212,7 +212,7 @@ impl MklarenParams {
             let mean = g.iter().sum::<f64>() / n as f64;
             let norm = g.iter().map(|v| (v - mean).powi(2)).sum::<f64>().sqrt();
             if !(norm > 0.0 && norm.is_finite()) {
-                return Err(MklarenError::RankDeficient { requested: rank, reached: l });
+                return Err(Error::RankDeficient { requested: rank, reached: l });
             }
             let mut hcol = DVector::<f64>::zeros(aug);
             for (k, v) in g.iter().enumerate() {
@@ -239,7 +239,7 @@ impl MklarenParams {
             // New direction: projection of r on span(H_A).
             let correlations = active_h.tr_mul(&residual);
             active_correlation = correlations.amax();
-            let chol = hth.view((0, 0), (l + 1, l + 1)).into_owned().cholesky().ok_or(MklarenError::RankDeficient { requested: rank, reached: l })?;
+            let chol = hth.view((0, 0), (l + 1, l + 1)).into_owned().cholesky().ok_or(Error::RankDeficient { requested: rank, reached: l })?;
             weights = chol.solve(&correlations);
             direction = active_h * &weights;
         }
@@ -253,7 +253,7 @@ impl MklarenParams {
         crate::linalg::clear_upper_simd_state(true);
         let coefficients = DVector::from_fn(rank, |i, _| rhs[(i, 0)]);
         if coefficients.iter().chain(fit.iter()).any(|v| !v.is_finite()) {
-            return Err(MklarenError::Singular("least-squares system of the selected columns (Eq. 18) has no finite solution (degenerate LAR path)"));
+            return Err(Error::Singular("least-squares system of the selected columns (Eq. 18) has no finite solution (degenerate LAR path)"));
         }
 
         let mut kernel_weights = DVector::<f64>::zeros(kernels.len());
@@ -372,7 +372,7 @@ struct KernelState<'a> {
 }
 
 impl<'a> KernelState<'a> {
-    fn new(cols: KernelColumns<'a>, delta: usize) -> Result<Self, MklarenError> {
+    fn new(cols: KernelColumns<'a>, delta: usize) -> Result<Self, Error> {
         let top = cols.diagonal().iter().fold(0.0f64, |a, &b| a.max(b));
         let chol = CholeskyState::new(&cols);
         let mut st = KernelState {
@@ -391,7 +391,7 @@ impl<'a> KernelState<'a> {
     }
 
     /// Recomputes the look-ahead block and the candidate norms (Eq. 14).
-    fn refresh(&mut self) -> Result<(), MklarenError> {
+    fn refresh(&mut self) -> Result<(), Error> {
         let (b, _) = self.chol.lookahead(&self.cols, self.delta, self.tolerance)?;
         let n = b.nrows() as f64;
         let sum = DVector::from_fn(b.ncols(), |t, _| b.column(t).sum());
@@ -567,24 +567,24 @@ impl Mklaren {
 
     /// Predictions for new rows `x` of the shared input (every kernel on
     /// `x`; [`Mklaren::predict_inputs`] for one input per kernel).
-    pub fn predict(&self, device: &Device, x: &DMatrix<f64>) -> Result<DVector<f64>, MklarenError> {
+    pub fn predict(&self, device: &Device, x: &DMatrix<f64>) -> Result<DVector<f64>, Error> {
         self.predict_inputs(device, &[x])
     }
 
     /// Predictions for new samples (same input layout as in `fit`): `G*_q =
     /// K_q(*, A_q) T_q` (Eq. 21), `H*` centred, normalised and signed as in
     /// training, `mean(y) + H* beta`. Kernel values are computed on `device`.
-    pub fn predict_inputs(&self, device: &Device, inputs: &[&DMatrix<f64>]) -> Result<DVector<f64>, MklarenError> {
+    pub fn predict_inputs(&self, device: &Device, inputs: &[&DMatrix<f64>]) -> Result<DVector<f64>, Error> {
         self.predict_with(device, inputs, &self.coefficients)
     }
 
     /// Predictions with the coefficients after step `step` (0-based) of the path.
-    pub fn predict_at_step(&self, device: &Device, inputs: &[&DMatrix<f64>], step: usize) -> Result<DVector<f64>, MklarenError> {
-        let beta = self.path.get(step).ok_or(crate::ComputeError::IndexOutOfRange { what: "solution path", index: step, len: self.path.len() })?;
+    pub fn predict_at_step(&self, device: &Device, inputs: &[&DMatrix<f64>], step: usize) -> Result<DVector<f64>, Error> {
+        let beta = self.path.get(step).ok_or(crate::Error::IndexOutOfRange { what: "solution path", index: step, len: self.path.len() })?;
         self.predict_with(device, inputs, beta)
     }
 
-    fn predict_with(&self, device: &Device, inputs: &[&DMatrix<f64>], beta: &DVector<f64>) -> Result<DVector<f64>, MklarenError> {
+    fn predict_with(&self, device: &Device, inputs: &[&DMatrix<f64>], beta: &DVector<f64>) -> Result<DVector<f64>, Error> {
         let xs = inputs_per_kernel(&self.kernels, inputs, None)?;
         let t = xs[0].nrows();
         let mut out = DVector::from_element(t, self.target_mean);
@@ -615,7 +615,7 @@ impl crate::io::SavedModel for Mklaren {
     /// model and at every step of the path; a positive scale; every number
     /// finite and within [`crate::io::MAX_STORED_MAGNITUDE`], and each
     /// column's weight `beta sign scale / norm` too.
-    fn check_loaded(&self) -> Result<(), MklarenError> {
+    fn check_loaded(&self) -> Result<(), Error> {
         use crate::io::{ensure, ensure_bounded, ensure_scale};
         let p = self.kernels.len();
         ensure(p >= 1 && self.transforms.len() == p && self.kernel_weights.len() == p, || format!("{p} kernels, {} transforms, {} weights", self.transforms.len(), self.kernel_weights.len()))?;

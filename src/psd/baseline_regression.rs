@@ -60,7 +60,7 @@ use crate::linalg;
 
 use super::baselines::BaselineKind;
 use super::dual::SolverOptions;
-use super::error::PsdError;
+use crate::error::Error;
 
 mod heteroscedastic;
 mod quantile;
@@ -169,10 +169,10 @@ pub struct BaselineReport {
 pub const MAX_RESTARTS: usize = 10_000;
 
 /// Shared validation of the solver settings.
-pub(super) fn check_solver(options: &SolverOptions, restarts: usize) -> Result<(), PsdError> {
+pub(super) fn check_solver(options: &SolverOptions, restarts: usize) -> Result<(), Error> {
     options.validate()?;
     if restarts == 0 || restarts > MAX_RESTARTS {
-        return Err(PsdError::InvalidParameter { name: "restarts", reason: format!("must be in 1..={MAX_RESTARTS}, got {restarts}") });
+        return Err(Error::InvalidParameter { name: "restarts", reason: format!("must be in 1..={MAX_RESTARTS}, got {restarts}") });
     }
     Ok(())
 }

@@ -33,12 +33,12 @@ use rand::SeedableRng;
 use rand_distr::{Distribution, Normal};
 
 use crate::device::Device;
-use crate::error::ComputeError;
+use crate::error::Error;
 use crate::kernel::Kernel;
 use crate::linalg::{self, check_matrix};
 
 use super::dual::SolverOptions;
-use super::error::{check_positive, PsdError};
+use super::error::check_positive;
 use super::options::{Regularisation, Terms, check_gaussian, shared_builders};
 use super::features::EmpiricalFeatures;
 use super::integrals::BaseMeasure;
@@ -112,13 +112,13 @@ impl BaselineParams {
     }
 
     /// Fits on the rows of `x` (every sample a centre).
-    pub fn fit(&self, device: &Device, x: &DMatrix<f64>) -> Result<BaselineDensity, PsdError> {
+    pub fn fit(&self, device: &Device, x: &DMatrix<f64>) -> Result<BaselineDensity, Error> {
         check_gaussian(self.rejected_kernel)?;
         check_positive("sigma", self.sigma)?;
         self.regularisation.check(Terms::BASELINE_DENSITY)?;
         self.options.validate()?;
         if !(1..=MAX_MONTE_CARLO).contains(&self.monte_carlo) {
-            return Err(PsdError::InvalidParameter { name: "monte_carlo", reason: format!("must be in 1..={MAX_MONTE_CARLO}, got {}", self.monte_carlo) });
+            return Err(Error::InvalidParameter { name: "monte_carlo", reason: format!("must be in 1..={MAX_MONTE_CARLO}, got {}", self.monte_carlo) });
         }
         check_matrix("x", x)?;
         self.base.check_dimension(x.ncols())?;
@@ -129,7 +129,7 @@ impl BaselineParams {
         let kernel = Kernel::gaussian_with_width(self.sigma)?;
         let u = kernel_integrals(x, self.sigma, &self.base);
         if self.kind != BaselineKind::Glm && !(u.iter().all(|v| v.is_finite()) && u.amax() > 0.0) {
-            return Err(PsdError::NotPositive { what: "largest kernel integral against the base measure (the data lie outside its mass)", value: u.amax() });
+            return Err(Error::NotPositive { what: "largest kernel integral against the base measure (the data lie outside its mass)", value: u.amax() });
         }
         let (alpha, log_normaliser) = match self.kind {
             BaselineKind::Pnm => (self.fit_pnm(device, x, &u)?, 0.0),
@@ -140,7 +140,7 @@ impl BaselineParams {
         Ok(BaselineDensity { kind: self.kind, centres: x.clone(), sigma: self.sigma, kernel, alpha, log_normaliser, base: self.base.clone(), seed: self.seed.wrapping_add(1), monte_carlo: self.monte_carlo })
     }
 
-    fn fit_pnm(&self, device: &Device, x: &DMatrix<f64>, u: &DVector<f64>) -> Result<DVector<f64>, PsdError> {
+    fn fit_pnm(&self, device: &Device, x: &DMatrix<f64>, u: &DVector<f64>) -> Result<DVector<f64>, Error> {
         let features = EmpiricalFeatures::new(x, self.sigma)?;
         let p = features.features(device, x)?;
         let t = features.map();
@@ -169,7 +169,7 @@ impl BaselineParams {
             kkt.view_mut((r, 0), (1, r)).copy_from(&uh.transpose());
             let mut rhs = DVector::zeros(r + 1);
             rhs.rows_mut(0, r).copy_from(&(-&grad));
-            let sol = kkt.lu().solve(&rhs).ok_or(PsdError::NotPositive { what: "pivot of the PNM Newton system", value: 0.0 })?;
+            let sol = kkt.lu().solve(&rhs).ok_or(Error::NotPositive { what: "pivot of the PNM Newton system", value: 0.0 })?;
             let step = sol.rows(0, r).into_owned();
             let decrement = -grad.dot(&step);
             if decrement / 2.0 <= self.options.tolerance {
@@ -181,7 +181,7 @@ impl BaselineParams {
         Ok(t.transpose() * w)
     }
 
-    fn fit_ncm(&self, device: &Device, kernel: &Kernel, x: &DMatrix<f64>, u: &DVector<f64>) -> Result<DVector<f64>, PsdError> {
+    fn fit_ncm(&self, device: &Device, kernel: &Kernel, x: &DMatrix<f64>, u: &DVector<f64>) -> Result<DVector<f64>, Error> {
         let k = device.kernel_matrix_symmetric(kernel, x)?;
         let n = x.nrows() as f64;
         let objective = |a: &DVector<f64>| -> (f64, DVector<f64>) {
@@ -226,7 +226,7 @@ impl BaselineParams {
         Ok(a)
     }
 
-    fn fit_glm(&self, device: &Device, kernel: &Kernel, x: &DMatrix<f64>) -> Result<(DVector<f64>, f64), PsdError> {
+    fn fit_glm(&self, device: &Device, kernel: &Kernel, x: &DMatrix<f64>) -> Result<(DVector<f64>, f64), Error> {
         let (samples, log_weights) = monte_carlo_points(x, &self.base, self.monte_carlo, self.seed);
         let k = device.kernel_matrix_symmetric(kernel, x)?;
         let ks = device.kernel_matrix(kernel, &samples, x)?;
@@ -254,7 +254,7 @@ impl BaselineParams {
             let weighted = DMatrix::from_fn(used.len(), n, |i, j| ks[(used[i], j)] * soft[used[i]].sqrt());
             let mut h = linalg::gram_tall(&weighted) - &ks_soft * ks_soft.transpose() + &k * self.regularisation.quadratic;
             if h.iter().chain(grad.iter()).any(|v| !v.is_finite()) {
-                return Err(ComputeError::Overflow { what: "GLM Newton system (data too far from the base measure)", row: 0, col: 0 });
+                return Err(Error::Overflow { what: "GLM Newton system (data too far from the base measure)", row: 0, col: 0 });
             }
             let ridge = 1e-12 * (0..n).map(|i| h[(i, i)]).sum::<f64>() / n as f64;
             // Bounded: the ridge grows 1e3-fold per try, so 120 tries span the f64 range.
@@ -262,7 +262,7 @@ impl BaselineParams {
             let step = loop {
                 tries += 1;
                 if tries > 120 {
-                    return Err(PsdError::NotPositive { what: "GLM Newton system after ridge regularisation (smallest pivot)", value: ridge });
+                    return Err(Error::NotPositive { what: "GLM Newton system after ridge regularisation (smallest pivot)", value: ridge });
                 }
                 let mut hr = h.clone();
                 for i in 0..n {
@@ -285,7 +285,7 @@ impl BaselineParams {
         // Z at the fitted alpha on a fresh, larger sample (see the module docs).
         let lz = log_normaliser(device, kernel, x, &a, &self.base, glm_normaliser_count(self.monte_carlo)?, self.seed ^ 0x5eed_f00d)?;
         if !lz.is_finite() || a.iter().any(|v| !v.is_finite()) {
-            return Err(ComputeError::Overflow { what: "GLM log-normaliser", row: 0, col: 0 });
+            return Err(Error::Overflow { what: "GLM log-normaliser", row: 0, col: 0 });
         }
         Ok((a, lz))
     }
@@ -298,7 +298,7 @@ pub const MAX_MONTE_CARLO: usize = 10_000_000;
 /// `log int exp(g) dnu` for `g = sum_j a_j k(., x_j)`, by importance-sampled
 /// Monte Carlo on `count` points of `monte_carlo_points` (seed `seed`),
 /// evaluated in chunks so that the `count x n` kernel matrix is never stored.
-fn log_normaliser(device: &Device, kernel: &Kernel, x: &DMatrix<f64>, a: &DVector<f64>, base: &BaseMeasure, count: usize, seed: u64) -> Result<f64, PsdError> {
+fn log_normaliser(device: &Device, kernel: &Kernel, x: &DMatrix<f64>, a: &DVector<f64>, base: &BaseMeasure, count: usize, seed: u64) -> Result<f64, Error> {
     const CHUNK: usize = 4096;
     check_monte_carlo_size(count, x.ncols())?;
     let (pts, logw) = monte_carlo_points(x, base, count, seed);
@@ -313,13 +313,13 @@ fn log_normaliser(device: &Device, kernel: &Kernel, x: &DMatrix<f64>, a: &DVecto
 }
 
 /// The size of the GLM normaliser's independent sample, `4 x monte_carlo`.
-fn glm_normaliser_count(monte_carlo: usize) -> Result<usize, PsdError> {
-    monte_carlo.checked_mul(4).ok_or_else(|| PsdError::InvalidParameter { name: "monte_carlo", reason: format!("{monte_carlo} samples: 4 x monte_carlo overflows") })
+fn glm_normaliser_count(monte_carlo: usize) -> Result<usize, Error> {
+    monte_carlo.checked_mul(4).ok_or_else(|| Error::InvalidParameter { name: "monte_carlo", reason: format!("{monte_carlo} samples: 4 x monte_carlo overflows") })
 }
 
 /// Checks that `count` Monte Carlo points in `d` dimensions, with their
 /// weights and terms, fit the host memory.
-fn check_monte_carlo_size(count: usize, d: usize) -> Result<(), PsdError> {
+fn check_monte_carlo_size(count: usize, d: usize) -> Result<(), Error> {
     crate::memory::check_host_matrix::<f64>(count, d.saturating_add(2), "Monte Carlo sample")
 }
 
@@ -417,7 +417,7 @@ fn monte_carlo_points(x: &DMatrix<f64>, base: &BaseMeasure, count: usize, seed: 
 ///
 /// On the inputs [`try_project_weighted_simplex`] rejects (empty, lengths
 /// that differ, non-finite entries, a weight `u_i` that is not positive, an
-/// empty feasible set); that function returns a [`PsdError`] instead.
+/// empty feasible set); that function returns a [`Error`] instead.
 pub fn project_weighted_simplex(y: &DVector<f64>, u: &DVector<f64>) -> DVector<f64> {
     match try_project_weighted_simplex(y, u) {
         Ok(a) => a,
@@ -428,26 +428,26 @@ pub fn project_weighted_simplex(y: &DVector<f64>, u: &DVector<f64>) -> DVector<f
 /// [`project_weighted_simplex`] with its preconditions checked: `y` and `u`
 /// non-empty, of the same length and finite, every `u_i > 0` and `u^T u`
 /// finite and positive (so that the simplex is not empty and the bracket is
-/// finite). Errors: [`ComputeError::Empty`], [`ComputeError::DimensionMismatch`],
-/// [`ComputeError::NonFinite`], [`PsdError::InvalidParameter`] (`u`).
+/// finite). Errors: [`Error::Empty`], [`Error::DimensionMismatch`],
+/// [`Error::NonFinite`], [`Error::InvalidParameter`] (`u`).
 /// The bracket search and the bisection are bounded, so it always returns.
-pub fn try_project_weighted_simplex(y: &DVector<f64>, u: &DVector<f64>) -> Result<DVector<f64>, PsdError> {
+pub fn try_project_weighted_simplex(y: &DVector<f64>, u: &DVector<f64>) -> Result<DVector<f64>, Error> {
     if y.is_empty() {
-        return Err(ComputeError::Empty { what: "y", rows: 0, cols: 1 });
+        return Err(Error::Empty { what: "y", rows: 0, cols: 1 });
     }
     linalg::check_dim("length of u vs y", y.len(), u.len())?;
     for (what, v) in [("y", y), ("u", u)] {
         if let Some(row) = v.iter().position(|x| !x.is_finite()) {
-            return Err(ComputeError::NonFinite { what, row, col: 0 });
+            return Err(Error::NonFinite { what, row, col: 0 });
         }
     }
     if let Some(i) = u.iter().position(|&x| !(x > 0.0)) {
-        return Err(PsdError::InvalidParameter { name: "u", reason: format!("every weight must be > 0, u[{i}] = {}", u[i]) });
+        return Err(Error::InvalidParameter { name: "u", reason: format!("every weight must be > 0, u[{i}] = {}", u[i]) });
     }
     let (uy, uu) = (u.dot(y), u.norm_squared());
     let mut hi = y.iter().zip(u.iter()).map(|(&yi, &ui)| yi / ui).fold(f64::NEG_INFINITY, f64::max);
     if !(uu.is_finite() && uu > 0.0 && uy.is_finite() && hi.is_finite()) {
-        return Err(PsdError::InvalidParameter { name: "u", reason: format!("u^T u = {uu:e}, u^T y = {uy:e}, max y/u = {hi:e}: out of the range the projection can bracket") });
+        return Err(Error::InvalidParameter { name: "u", reason: format!("u^T u = {uu:e}, u^T y = {uy:e}, max y/u = {hi:e}: out of the range the projection can bracket") });
     }
     let mass = |theta: f64| -> f64 { y.iter().zip(u.iter()).map(|(&yi, &ui)| ui * (yi - theta * ui).max(0.0)).sum() };
     let mut lo = ((uy - 1.0) / uu).min(hi);
@@ -458,7 +458,7 @@ pub fn try_project_weighted_simplex(y: &DVector<f64>, u: &DVector<f64>) -> Resul
     let mut widenings = 0;
     while mass(lo) < 1.0 {
         if widenings >= 4096 {
-            return Err(PsdError::InvalidParameter { name: "u", reason: "no bracket of the projection found".into() });
+            return Err(Error::InvalidParameter { name: "u", reason: "no bracket of the projection found".into() });
         }
         lo = hi - 2.0 * width;
         width *= 2.0;
@@ -501,7 +501,7 @@ impl BaselineDensity {
     }
 
     /// The estimated density at the rows of `x` (PNM may be negative).
-    pub fn density(&self, device: &Device, x: &DMatrix<f64>) -> Result<DVector<f64>, PsdError> {
+    pub fn density(&self, device: &Device, x: &DMatrix<f64>) -> Result<DVector<f64>, Error> {
         check_matrix("x", x)?;
         linalg::check_dim("columns of x vs model dimension", self.centres.ncols(), x.ncols())?;
         let g = device.kernel_matrix(&self.kernel, x, &self.centres)? * &self.alpha;
@@ -519,16 +519,16 @@ impl BaselineDensity {
     /// (not exactly 1: GLM lacks P4).
     ///
     /// Errors: for GLM with the Lebesgue base measure
-    /// [`PsdError::InvalidParameter`] (`base`): `g` vanishes far from the
+    /// [`Error::InvalidParameter`] (`base`): `g` vanishes far from the
     /// centres, so `p = exp(g - log Z)` tends to the constant
     /// `exp(-log Z) > 0` there and `int p` is infinite (the model is a
     /// density only on a bounded region; its normaliser was estimated on the
     /// Monte Carlo points). `Compute(Overflow)` if the integral overflows.
-    pub fn integral(&self) -> Result<f64, PsdError> {
+    pub fn integral(&self) -> Result<f64, Error> {
         let value = match self.kind {
             BaselineKind::Glm => {
                 if self.base == BaseMeasure::Lebesgue {
-                    return Err(PsdError::InvalidParameter {
+                    return Err(Error::InvalidParameter {
                         name: "base",
                         reason: format!("a GLM density on the Lebesgue base measure tends to exp(-log Z) = {:e} > 0 far from the centres, so its integral is infinite (fit with a Gaussian base measure for a normalisable GLM)", (-self.log_normaliser).exp()),
                     });
@@ -539,13 +539,13 @@ impl BaselineDensity {
             _ => kernel_integrals(&self.centres, self.sigma, &self.base).dot(&self.alpha),
         };
         if !value.is_finite() {
-            return Err(ComputeError::Overflow { what: "baseline density integral", row: 0, col: 0 });
+            return Err(Error::Overflow { what: "baseline density integral", row: 0, col: 0 });
         }
         Ok(value)
     }
 
     /// Mean log-likelihood; `NaN`/`-inf` where the density is not positive.
-    pub fn mean_log_likelihood(&self, device: &Device, x: &DMatrix<f64>) -> Result<f64, PsdError> {
+    pub fn mean_log_likelihood(&self, device: &Device, x: &DMatrix<f64>) -> Result<f64, Error> {
         let p = self.density(device, x)?;
         Ok(p.iter().map(|v| if *v > 0.0 { v.ln() } else { f64::NEG_INFINITY }).sum::<f64>() / x.nrows() as f64)
     }
@@ -563,7 +563,7 @@ impl crate::io::SavedModel for BaselineDensity {
     /// [`crate::io::MAX_STORED_MAGNITUDE`], and for PNM and NCM the
     /// density's bound `sum_j |alpha_j| max nu` too (GLM's `exp(g) / Z`
     /// is checked where it is evaluated).
-    fn check_loaded(&self) -> Result<(), PsdError> {
+    fn check_loaded(&self) -> Result<(), Error> {
         use crate::io::{ensure, ensure_bounded, ensure_gaussian_of_width, MAX_STORED_MAGNITUDE};
         ensure_gaussian_of_width("baseline density", &self.kernel, self.sigma)?;
         let (m, d) = self.centres.shape();

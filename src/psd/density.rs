@@ -26,7 +26,8 @@ use crate::gpu::Precision;
 use crate::linalg::{self, check_matrix};
 
 use super::dual::{DualProblem, Features, SolverOptions, SolverReport};
-use super::error::{check_positive, PsdError};
+use super::error::check_positive;
+use crate::error::Error;
 use super::features::EmpiricalFeatures;
 use super::integrals::{gaussian_product, product_integrals, squared_gaussian_integral, BaseMeasure};
 use super::loss::NegativeLogLikelihood;
@@ -47,9 +48,9 @@ pub struct DensityParams {
 }
 
 /// Draws `m` distinct row indices out of `n` uniformly (seeded).
-pub fn nystrom_indices(n: usize, m: usize, seed: u64) -> Result<Vec<usize>, PsdError> {
+pub fn nystrom_indices(n: usize, m: usize, seed: u64) -> Result<Vec<usize>, Error> {
     if m == 0 || m > n {
-        return Err(PsdError::InvalidParameter { name: "nystrom centres", reason: format!("need 1 <= m <= n = {n}, got {m}") });
+        return Err(Error::InvalidParameter { name: "nystrom centres", reason: format!("need 1 <= m <= n = {n}, got {m}") });
     }
     let mut rng = <rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(seed);
     let mut idx = rand::seq::index::sample(&mut rng, n, m).into_vec();
@@ -59,7 +60,7 @@ pub fn nystrom_indices(n: usize, m: usize, seed: u64) -> Result<Vec<usize>, PsdE
 
 /// The centres of a PSD model or baseline: every row of `x`, or with
 /// `nystrom = Some((m, seed))` the `m` rows drawn by [`nystrom_indices`].
-pub(crate) fn nystrom_centres(x: &DMatrix<f64>, nystrom: Option<(usize, u64)>) -> Result<DMatrix<f64>, PsdError> {
+pub(crate) fn nystrom_centres(x: &DMatrix<f64>, nystrom: Option<(usize, u64)>) -> Result<DMatrix<f64>, Error> {
     Ok(match nystrom {
         None => x.clone(),
         Some((m, seed)) => x.select_rows(&nystrom_indices(x.nrows(), m, seed)?),
@@ -110,7 +111,7 @@ impl DensityParams {
         self.sigma
     }
 
-    fn validate(&self) -> Result<(), PsdError> {
+    fn validate(&self) -> Result<(), Error> {
         check_gaussian(self.rejected_kernel)?;
         check_positive("sigma", self.sigma)?;
         self.regularisation.check(Terms::DENSITY)?;
@@ -126,7 +127,7 @@ impl DensityParams {
     /// the O(n) vector updates run on the CPU. On a GPU without `f64` the
     /// features are computed there in `f32` and the iterations on the CPU.
     /// On the CPU everything runs in `f64` on the CPU.
-    pub fn fit(&self, device: &Device, x: &DMatrix<f64>) -> Result<PsdDensity, PsdError> {
+    pub fn fit(&self, device: &Device, x: &DMatrix<f64>) -> Result<PsdDensity, Error> {
         self.validate()?;
         check_matrix("x", x)?;
         self.base.check_dimension(x.ncols())?;
@@ -187,7 +188,7 @@ struct Mixture {
 
 impl PsdDensity {
     /// A density from a model and base measure (not normalised here).
-    pub fn from_model(model: PsdModel, base: BaseMeasure) -> Result<Self, PsdError> {
+    pub fn from_model(model: PsdModel, base: BaseMeasure) -> Result<Self, Error> {
         base.check_dimension(model.dimension())?;
         Ok(PsdDensity { model, base, report: SolverReport::default(), eigen_stats: PositivePartStats::default() })
     }
@@ -214,29 +215,29 @@ impl PsdDensity {
     }
 
     /// `p(x) = f(x) nu(x)` at the rows of `x`.
-    pub fn density(&self, device: &Device, x: &DMatrix<f64>) -> Result<DVector<f64>, PsdError> {
+    pub fn density(&self, device: &Device, x: &DMatrix<f64>) -> Result<DVector<f64>, Error> {
         let f = self.model.evaluate(device, x)?;
         Ok(f.component_mul(&self.base.density(x)))
     }
 
     /// Mean log-likelihood `(1/n) sum_i log p(x_i)` (`-inf` if some `p(x_i) = 0`).
-    pub fn mean_log_likelihood(&self, device: &Device, x: &DMatrix<f64>) -> Result<f64, PsdError> {
+    pub fn mean_log_likelihood(&self, device: &Device, x: &DMatrix<f64>) -> Result<f64, Error> {
         let p = self.density(device, x)?;
         Ok(p.iter().map(|v| v.ln()).sum::<f64>() / x.nrows() as f64)
     }
 
     /// `int p` in closed form (1 after fitting).
-    pub fn integral(&self) -> Result<f64, PsdError> {
+    pub fn integral(&self) -> Result<f64, Error> {
         self.model.integral(&self.base)
     }
 
     /// `P(X in prod_k [lower_k, upper_k])` in closed form.
-    pub fn box_probability(&self, lower: &[f64], upper: &[f64]) -> Result<f64, PsdError> {
+    pub fn box_probability(&self, lower: &[f64], upper: &[f64]) -> Result<f64, Error> {
         self.model.box_integral(&self.base, lower, upper)
     }
 
     /// Marginal density of the coordinates `keep` (increasing), in closed form.
-    pub fn marginal(&self, keep: &[usize]) -> Result<PsdDensity, PsdError> {
+    pub fn marginal(&self, keep: &[usize]) -> Result<PsdDensity, Error> {
         let model = self.model.marginal(&self.base, keep)?;
         PsdDensity::from_model(model, self.base.restrict(keep))
     }
@@ -306,8 +307,8 @@ impl PsdDensity {
     /// `1e-12` relative width. Exact up to the bisection tolerance and robust
     /// to cancellations in `B` (a rejection sampler from the mixture with
     /// weights `|w_c|` is not).
-    /// Errors: [`PsdError::NotPositive`] if the density has no mass.
-    pub fn sample<R: Rng>(&self, count: usize, rng: &mut R) -> Result<DMatrix<f64>, PsdError> {
+    /// Errors: [`Error::NotPositive`] if the density has no mass.
+    pub fn sample<R: Rng>(&self, count: usize, rng: &mut R) -> Result<DMatrix<f64>, Error> {
         let z = self.model.centres();
         let (m, d) = z.shape();
         let sigma = self.model.sigma();
@@ -333,7 +334,7 @@ impl PsdDensity {
         }
         let total_mass: f64 = (0..np).map(|p| pairs[p].2 * suffix[0][p] * full(p, 0)).sum();
         if !(total_mass > 0.0) {
-            return Err(PsdError::NotPositive { what: "mass of the density", value: total_mass });
+            return Err(Error::NotPositive { what: "mass of the density", value: total_mass });
         }
         let mut out = DMatrix::zeros(count, d);
         let mut prefix = vec![0.0; np];
@@ -352,7 +353,7 @@ impl PsdDensity {
                 };
                 let mass: f64 = (0..np).map(|p| weights[p] * squared_gaussian_integral(centre(p, k), sigma, g, f64::NEG_INFINITY, f64::INFINITY)).sum();
                 if !(mass > 0.0) {
-                    return Err(PsdError::NotPositive { what: "mass of a conditional density", value: mass });
+                    return Err(Error::NotPositive { what: "mass of a conditional density", value: mass });
                 }
                 let level = rng.random::<f64>() * mass;
                 // Bracket: the pair centres +- 12 sigma (+ 12 base std).
@@ -398,7 +399,7 @@ impl crate::io::SavedModel for PsdDensity {
     /// density bounded, `m ||C||_F^2 max nu` within
     /// [`crate::io::MAX_STORED_MAGNITUDE`]; and a finite positive mass
     /// `int p` (the closed form of [`PsdDensity::integral`]).
-    fn check_loaded(&self) -> Result<(), PsdError> {
+    fn check_loaded(&self) -> Result<(), Error> {
         use crate::io::ensure;
         self.model.check_loaded("PSD model")?;
         let d = self.model.dimension();

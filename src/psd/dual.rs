@@ -65,7 +65,8 @@ use crate::linalg;
 use crate::resident::DeviceMatrix;
 
 use super::engine::EngineProblem;
-use super::error::{check_positive, PsdError};
+use super::error::check_positive;
+use crate::error::Error;
 use super::loss::DualLoss;
 use super::positive_part::{PositivePartSolver, PositivePartStats};
 
@@ -74,7 +75,7 @@ use super::positive_part::{PositivePartSolver, PositivePartStats};
 pub struct SolverOptions {
     /// Stop when the duality gap is at most this (absolute, objective units).
     pub tolerance: f64,
-    /// Iteration budget; exceeding it is [`PsdError::NotConverged`].
+    /// Iteration budget; exceeding it is [`Error::NotConverged`].
     pub max_iterations: usize,
     /// Evaluate the gap every this many iterations (default 10; the density
     /// estimator, whose gap checks are cheap, uses 2).
@@ -89,10 +90,10 @@ impl Default for SolverOptions {
 
 impl SolverOptions {
     /// Validates the options.
-    pub fn validate(&self) -> Result<(), PsdError> {
+    pub fn validate(&self) -> Result<(), Error> {
         check_positive("tolerance", self.tolerance)?;
         if self.max_iterations == 0 || self.check_every == 0 {
-            return Err(PsdError::InvalidParameter { name: "max_iterations/check_every", reason: "must be >= 1".into() });
+            return Err(Error::InvalidParameter { name: "max_iterations/check_every", reason: "must be >= 1".into() });
         }
         Ok(())
     }
@@ -184,19 +185,19 @@ impl Features<'_> {
             Features::Resident { phi, .. } => phi.nrows(),
         }
     }
-    pub(super) fn validate(&self) -> Result<(), PsdError> {
+    pub(super) fn validate(&self) -> Result<(), Error> {
         match self {
             Features::Host(p) => Ok(linalg::check_matrix("features", *p)?),
             Features::Resident { device, phi } => {
                 if phi.precision() != Precision::F64 || !device.supports(Precision::F64) {
-                    return Err(PsdError::InvalidParameter { name: "features", reason: "device-resident features must be f64 (the duality-gap certificate needs the digits)".into() });
+                    return Err(Error::InvalidParameter { name: "features", reason: "device-resident features must be f64 (the duality-gap certificate needs the digits)".into() });
                 }
                 Ok(())
             }
         }
     }
     /// `P diag(w) P^T` (r x r).
-    pub(super) fn weighted_gram(&self, w: &DVector<f64>) -> Result<DMatrix<f64>, PsdError> {
+    pub(super) fn weighted_gram(&self, w: &DVector<f64>) -> Result<DMatrix<f64>, Error> {
         match self {
             Features::Host(p) => {
                 linalg::check_dim("weights vs samples", p.ncols(), w.len())?;
@@ -210,7 +211,7 @@ impl Features<'_> {
         }
     }
     /// `||V^T p_i||^2` for every sample i, V r x k.
-    pub(super) fn projected_norms(&self, v: &DMatrix<f64>) -> Result<DVector<f64>, PsdError> {
+    pub(super) fn projected_norms(&self, v: &DMatrix<f64>) -> Result<DVector<f64>, Error> {
         match self {
             Features::Host(p) => {
                 linalg::check_dim("rows of V vs feature dimension", p.nrows(), v.nrows())?;
@@ -224,7 +225,7 @@ impl Features<'_> {
         }
     }
     /// `P s` (r) for `s` in `R^n`.
-    pub(super) fn apply(&self, s: &DVector<f64>) -> Result<DVector<f64>, PsdError> {
+    pub(super) fn apply(&self, s: &DVector<f64>) -> Result<DVector<f64>, Error> {
         match self {
             Features::Host(p) => Ok(*p * s),
             Features::Resident { device, phi } => {
@@ -235,7 +236,7 @@ impl Features<'_> {
         }
     }
     /// `P^T w` (n) for `w` in `R^r`.
-    pub(super) fn apply_transpose(&self, w: &DVector<f64>) -> Result<DVector<f64>, PsdError> {
+    pub(super) fn apply_transpose(&self, w: &DVector<f64>) -> Result<DVector<f64>, Error> {
         match self {
             Features::Host(p) => Ok(p.tr_mul(w)),
             Features::Resident { device, phi } => {
@@ -246,7 +247,7 @@ impl Features<'_> {
         }
     }
     /// `||p_i||^2` for every sample and `P P^T` (r x r), for the step size.
-    pub(super) fn norms_and_gram(&self) -> Result<(DVector<f64>, DMatrix<f64>), PsdError> {
+    pub(super) fn norms_and_gram(&self) -> Result<(DVector<f64>, DMatrix<f64>), Error> {
         match self {
             Features::Host(p) => Ok((DVector::from_fn(p.ncols(), |j, _| p.column(j).norm_squared()), linalg::weighted_gram(p, &DVector::from_element(p.ncols(), 1.0)))),
             Features::Resident { device, phi } => {
@@ -278,16 +279,16 @@ impl<'a, L: DualLoss> DualProblem<'a, L> {
     /// Solves the dual with FISTA; returns the primal `A` of Eq. 11 (rescaled
     /// to satisfy the integral constraint exactly) and the report.
     ///
-    /// Errors: invalid parameters or shapes, [`PsdError::NotConverged`] when
+    /// Errors: invalid parameters or shapes, [`Error::NotConverged`] when
     /// the gap is above `options.tolerance` after `options.max_iterations`.
-    pub fn solve(&self, options: &SolverOptions) -> Result<DualSolution, PsdError> {
+    pub fn solve(&self, options: &SolverOptions) -> Result<DualSolution, Error> {
         self.solve_with(options, PositivePartSolver::full_only())
     }
 
     /// [`DualProblem::solve`] with a given computation of `[M]_+` (e.g.
     /// [`PositivePartSolver::new`] for the warm-started partial path; the
     /// default is [`PositivePartSolver::full_only`]).
-    pub fn solve_with(&self, options: &SolverOptions, eigen_solver: PositivePartSolver) -> Result<DualSolution, PsdError> {
+    pub fn solve_with(&self, options: &SolverOptions, eigen_solver: PositivePartSolver) -> Result<DualSolution, Error> {
         let engine = EngineProblem { features: self.features, parts: vec![vec![1.0]], linear: None, integral: self.integral, loss: self.loss, lambda1: self.lambda1, lambda2: self.lambda2 };
         let mut s = engine.solve_with(options, eigen_solver)?;
         let a = s.parts.pop().unwrap_or_else(|| DMatrix::zeros(self.features.dim(), self.features.dim()));

@@ -50,7 +50,8 @@ use nalgebra::{DMatrix, DVector};
 use crate::linalg::{self, check_dim};
 
 use super::dual::{Features, SolverOptions, SolverReport};
-use super::error::{check_nonnegative, check_positive, PsdError};
+use super::error::{check_nonnegative, check_positive};
+use crate::error::Error;
 use super::fista::{self, FistaSettings};
 use super::loss::DualLoss;
 use super::positive_part::{PositivePart, PositivePartSolver, PositivePartStats};
@@ -254,14 +255,14 @@ impl<'a, L: BlockLoss + ?Sized> EngineProblem<'a, L> {
         self.features.samples()
     }
 
-    fn validate(&self) -> Result<(), PsdError> {
+    fn validate(&self) -> Result<(), Error> {
         check_nonnegative("lambda_1", self.lambda1)?;
         check_positive("lambda_2", self.lambda2)?;
         self.features.validate()?;
         check_dim("number of loss samples vs number of feature columns", self.features.samples(), self.loss.samples())?;
         let b = self.loss.blocks();
         if b == 0 {
-            return Err(PsdError::InvalidParameter { name: "loss", reason: "needs at least one block".into() });
+            return Err(Error::InvalidParameter { name: "loss", reason: "needs at least one block".into() });
         }
         for c in &self.parts {
             check_dim("couplings of a PSD part vs blocks of the loss", b, c.len())?;
@@ -271,11 +272,11 @@ impl<'a, L: BlockLoss + ?Sized> EngineProblem<'a, L> {
             check_dim("couplings of the linear part vs blocks of the loss", b, lin.coupling.len())?;
         }
         if self.parts.is_empty() && self.linear.is_none() {
-            return Err(PsdError::InvalidParameter { name: "parts", reason: "need a PSD part or a linear part".into() });
+            return Err(Error::InvalidParameter { name: "parts", reason: "need a PSD part or a linear part".into() });
         }
         if let Some(w) = self.integral {
             if self.parts.len() != 1 || self.linear.is_some() {
-                return Err(PsdError::InvalidParameter { name: "integral", reason: "the integral constraint needs exactly one PSD part and no linear part".into() });
+                return Err(Error::InvalidParameter { name: "integral", reason: "the integral constraint needs exactly one PSD part and no linear part".into() });
             }
             check_dim("rows of W vs feature dimension", self.features.dim(), w.nrows())?;
             check_dim("columns of W vs feature dimension", self.features.dim(), w.ncols())?;
@@ -296,7 +297,7 @@ impl<'a, L: BlockLoss + ?Sized> EngineProblem<'a, L> {
     }
 
     /// `M_q = -P diag(d) P^T - mu W - lambda_1 I`.
-    fn m_matrix(&self, q: usize, d: &DVector<f64>, mu: f64, state: &mut State) -> Result<DMatrix<f64>, PsdError> {
+    fn m_matrix(&self, q: usize, d: &DVector<f64>, mu: f64, state: &mut State) -> Result<DMatrix<f64>, Error> {
         let start = Instant::now();
         if let Some(m) = state.parts[q].m_cache.combination(d, mu) {
             state.products += start.elapsed().as_secs_f64();
@@ -314,7 +315,7 @@ impl<'a, L: BlockLoss + ?Sized> EngineProblem<'a, L> {
         Ok(m)
     }
 
-    fn positive_part(&self, q: usize, z: &DVector<f64>, mu: f64, state: &mut State) -> Result<PositivePart, PsdError> {
+    fn positive_part(&self, q: usize, z: &DVector<f64>, mu: f64, state: &mut State) -> Result<PositivePart, Error> {
         let d = self.combine(&self.parts[q], z);
         let recent = &mut state.parts[q].recent;
         if let Some(i) = recent.iter().position(|e| e.mu == mu && e.d == d) {
@@ -335,12 +336,12 @@ impl<'a, L: BlockLoss + ?Sized> EngineProblem<'a, L> {
         Ok(pp)
     }
 
-    fn positive_parts(&self, z: &DVector<f64>, mu: f64, state: &mut State) -> Result<Vec<PositivePart>, PsdError> {
+    fn positive_parts(&self, z: &DVector<f64>, mu: f64, state: &mut State) -> Result<Vec<PositivePart>, Error> {
         (0..self.parts.len()).map(|q| self.positive_part(q, z, mu, state)).collect()
     }
 
     /// `P s`, `w = -P s / lambda_0`, `eta = P^T w` and `||P s||^2/(2 lambda_0)`.
-    fn linear_values(&self, z: &DVector<f64>, state: &mut State) -> Result<(DVector<f64>, DVector<f64>, f64), PsdError> {
+    fn linear_values(&self, z: &DVector<f64>, state: &mut State) -> Result<(DVector<f64>, DVector<f64>, f64), Error> {
         let Some(lin) = &self.linear else { return Ok((DVector::zeros(0), DVector::zeros(0), 0.0)) };
         let start = Instant::now();
         let s = self.combine(&lin.coupling, z);
@@ -352,7 +353,7 @@ impl<'a, L: BlockLoss + ?Sized> EngineProblem<'a, L> {
     }
 
     /// `f_q(x_i) = p_i^T A_q p_i` for `A_q = [M_q]_+ / lambda_2`, and `tr(A W)`.
-    fn part_values(&self, pp: &PositivePart, state: &mut State) -> Result<(DVector<f64>, f64), PsdError> {
+    fn part_values(&self, pp: &PositivePart, state: &mut State) -> Result<(DVector<f64>, f64), Error> {
         let start = Instant::now();
         let scale: Vec<f64> = pp.values.iter().map(|v| (v / self.lambda2).sqrt()).collect();
         let f = if pp.values.is_empty() {
@@ -376,7 +377,7 @@ impl<'a, L: BlockLoss + ?Sized> EngineProblem<'a, L> {
     }
 
     /// Model values and the rest of [`Evaluation`] at `z`.
-    fn evaluate(&self, z: &DVector<f64>, mu: f64, state: &mut State) -> Result<Evaluation, PsdError> {
+    fn evaluate(&self, z: &DVector<f64>, mu: f64, state: &mut State) -> Result<Evaluation, Error> {
         let n = self.n();
         let pps = self.positive_parts(z, mu, state)?;
         let mut u = DVector::zeros(n * self.loss.blocks());
@@ -459,7 +460,7 @@ impl<'a, L: BlockLoss + ?Sized> EngineProblem<'a, L> {
     /// (small `p_i^T P P^T p_i`, small model values, large `|z_i|`) take
     /// steps larger by up to `L / D_{bi}`; with the scalar step they were
     /// the ones left unconverged at small `lambda` (the 10-D density of App. E).
-    fn diagonal_metric(&self, ppt: &DMatrix<f64>) -> Result<Option<DVector<f64>>, PsdError> {
+    fn diagonal_metric(&self, ppt: &DMatrix<f64>) -> Result<Option<DVector<f64>>, Error> {
         let (n, blocks) = (self.n(), self.loss.blocks());
         if self.linear.is_some() || self.loss.prox_conjugate_per_coordinate(&DVector::from_element(n * blocks, -1.0), &DVector::from_element(n * blocks, 1.0)).is_none() {
             return Ok(None);
@@ -486,7 +487,7 @@ impl<'a, L: BlockLoss + ?Sized> EngineProblem<'a, L> {
         Ok(Some(d.map(|v| if v > 1e-12 * top { v } else { top })))
     }
 
-    fn gaps(&self, z: &DVector<f64>, mu: f64, state: &mut State) -> Result<(f64, f64, f64), PsdError> {
+    fn gaps(&self, z: &DVector<f64>, mu: f64, state: &mut State) -> Result<(f64, f64, f64), Error> {
         let ev = self.evaluate(z, mu, state)?;
         let dual = self.dual_value(z, mu, &ev);
         let gap = self.primal(&ev) + dual;
@@ -508,11 +509,11 @@ impl<'a, L: BlockLoss + ?Sized> EngineProblem<'a, L> {
         state: &mut State,
         history: &mut Vec<(usize, f64)>,
         done_before: usize,
-    ) -> Result<fista::FistaOutcome, PsdError> {
+    ) -> Result<fista::FistaOutcome, Error> {
         let cell = std::cell::RefCell::new(state);
-        let error: std::cell::RefCell<Option<PsdError>> = std::cell::RefCell::new(None);
+        let error: std::cell::RefCell<Option<Error>> = std::cell::RefCell::new(None);
         let gaps_seen = std::cell::RefCell::new(Vec::new());
-        let record = |e: PsdError| {
+        let record = |e: Error| {
             let mut slot = error.borrow_mut();
             if slot.is_none() {
                 *slot = Some(e);
@@ -605,17 +606,17 @@ impl<'a, L: BlockLoss + ?Sized> EngineProblem<'a, L> {
     /// Solves the dual with the default `[M]_+` computation
     /// ([`PositivePartSolver::full_only`]: each `[M]_+` from the eigenpairs
     /// above 0, the fastest route measured).
-    pub fn solve(&self, options: &SolverOptions) -> Result<EngineSolution, PsdError> {
+    pub fn solve(&self, options: &SolverOptions) -> Result<EngineSolution, Error> {
         self.solve_with(options, PositivePartSolver::full_only())
     }
 
     /// Solves the dual; `eigen_solver` is cloned for every PSD part (e.g.
     /// [`PositivePartSolver::new`] for the warm-started partial path).
     ///
-    /// Errors: invalid parameters or shapes, [`PsdError::NotConverged`] when
+    /// Errors: invalid parameters or shapes, [`Error::NotConverged`] when
     /// the gap is above `options.tolerance` after `options.max_iterations`,
-    /// [`PsdError::NotPositive`] when the fitted integral is not positive.
-    pub fn solve_with(&self, options: &SolverOptions, eigen_solver: PositivePartSolver) -> Result<EngineSolution, PsdError> {
+    /// [`Error::NotPositive`] when the fitted integral is not positive.
+    pub fn solve_with(&self, options: &SolverOptions, eigen_solver: PositivePartSolver) -> Result<EngineSolution, Error> {
         self.validate()?;
         options.validate()?;
         let start = Instant::now();
@@ -716,10 +717,10 @@ impl<'a, L: BlockLoss + ?Sized> EngineProblem<'a, L> {
             seconds_total: start.elapsed().as_secs_f64(),
         };
         if !(gap_now <= options.tolerance) {
-            return Err(PsdError::NotConverged { iterations, gap: gap_now, tolerance: options.tolerance });
+            return Err(Error::NotConverged { iterations, gap: gap_now, tolerance: options.tolerance });
         }
         let scale = match self.integral {
-            Some(_) if !(ev.trace_aw > 0.0) => return Err(PsdError::NotPositive { what: "integral of the fitted model", value: ev.trace_aw }),
+            Some(_) if !(ev.trace_aw > 0.0) => return Err(Error::NotPositive { what: "integral of the fitted model", value: ev.trace_aw }),
             Some(_) => 1.0 / ev.trace_aw,
             None => 1.0,
         };

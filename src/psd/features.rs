@@ -28,7 +28,8 @@ use crate::linalg::{self, check_dim, check_matrix};
 use crate::resident::DeviceMatrix;
 use crate::MatrixProduct;
 
-use super::error::{check_positive, PsdError};
+use super::error::check_positive;
+use crate::error::Error;
 
 /// Relative threshold of the rank safeguard (see the module docs).
 pub const RANK_TOLERANCE: f64 = 1e-10;
@@ -67,8 +68,8 @@ impl EmpiricalFeatures {
     /// the Gaussian kernel of width `sigma`.
     ///
     /// Errors: invalid `sigma`, empty or non-finite centres,
-    /// [`PsdError::NoUsableFeature`] if `K` is numerically zero.
-    pub fn new(centres: &DMatrix<f64>, sigma: f64) -> Result<Self, PsdError> {
+    /// [`Error::NoUsableFeature`] if `K` is numerically zero.
+    pub fn new(centres: &DMatrix<f64>, sigma: f64) -> Result<Self, Error> {
         check_positive("sigma", sigma)?;
         check_matrix("centres", centres)?;
         let kernel = Kernel::gaussian_with_width(sigma)?;
@@ -111,7 +112,7 @@ impl EmpiricalFeatures {
     }
 
     /// `K(X, Z)` (n x m) on `device`.
-    pub fn kernel_to_centres(&self, device: &Device, x: &DMatrix<f64>) -> Result<DMatrix<f64>, PsdError> {
+    pub fn kernel_to_centres(&self, device: &Device, x: &DMatrix<f64>) -> Result<DMatrix<f64>, Error> {
         check_matrix("x", x)?;
         check_dim("columns of x vs columns of the centres", self.centres.ncols(), x.ncols())?;
         device.kernel_matrix(&self.kernel, x, &self.centres)
@@ -122,7 +123,7 @@ impl EmpiricalFeatures {
     /// Computed in blocks of [`FEATURE_BLOCK_ROWS`] rows of `x`, so the
     /// kernel matrix to the centres is never held whole (at n = 10^6 and
     /// m = 1000 it alone would be 8 GB next to the 8 GB of the features).
-    pub fn features(&self, device: &Device, x: &DMatrix<f64>) -> Result<DMatrix<f64>, PsdError> {
+    pub fn features(&self, device: &Device, x: &DMatrix<f64>) -> Result<DMatrix<f64>, Error> {
         check_matrix("x", x)?;
         let n = x.nrows();
         if n <= FEATURE_BLOCK_ROWS {
@@ -146,7 +147,7 @@ impl EmpiricalFeatures {
     /// the strictly lower part of the computed product is rounding noise and
     /// is set to zero, so the dual's `P diag(alpha) P^T`
     /// ([`crate::linalg::weighted_gram`]) skips it: a third of the flops.
-    pub fn centre_features(&self, device: &Device) -> Result<DMatrix<f64>, PsdError> {
+    pub fn centre_features(&self, device: &Device) -> Result<DMatrix<f64>, Error> {
         let mut phi = self.features(device, &self.centres)?;
         if self.factorisation == Factorisation::Cholesky {
             for j in 0..phi.ncols() {
@@ -159,7 +160,7 @@ impl EmpiricalFeatures {
     /// `T K^T` for a block `K = K(X, Z)`: on the CPU with the Cholesky map
     /// (lower triangular) by [`super::products::lower_triangular_times_transpose`]
     /// (half the flops), otherwise one product on `device`.
-    fn apply_map(&self, device: &Device, kxz: &DMatrix<f64>) -> Result<DMatrix<f64>, PsdError> {
+    fn apply_map(&self, device: &Device, kxz: &DMatrix<f64>) -> Result<DMatrix<f64>, Error> {
         if matches!(device, Device::Cpu) && self.factorisation == Factorisation::Cholesky {
             check_dim("columns of K(X, Z) vs centres", self.map.ncols(), kxz.ncols())?;
             return Ok(super::products::lower_triangular_times_transpose(&self.map, kxz));
@@ -171,7 +172,7 @@ impl EmpiricalFeatures {
     /// `Phi = P^T = K(X, Z) T^T` (n x r), in X's precision: the kernel matrix
     /// to the centres and the product with the map run on the device and
     /// stay there (the centres and the map, O(m d + r m) numbers, go up).
-    pub fn resident_features(&self, device: &Device, x: &DeviceMatrix) -> Result<DeviceMatrix, PsdError> {
+    pub fn resident_features(&self, device: &Device, x: &DeviceMatrix) -> Result<DeviceMatrix, Error> {
         check_dim("columns of x vs columns of the centres", self.centres.ncols(), x.ncols())?;
         let z = device.upload(&self.centres, x.precision())?;
         let t = device.upload(&self.map, x.precision())?;
@@ -185,7 +186,7 @@ impl EmpiricalFeatures {
     /// centres, `r` the recorded rank (`r = m` for Cholesky); every number
     /// finite and within [`crate::io::MAX_STORED_MAGNITUDE`].
     #[cfg(feature = "serde")]
-    pub(crate) fn check_loaded(&self) -> Result<(), PsdError> {
+    pub(crate) fn check_loaded(&self) -> Result<(), Error> {
         use crate::io::{ensure, ensure_bounded, ensure_gaussian_of_width};
         ensure_gaussian_of_width("feature map", &self.kernel, self.sigma)?;
         let (r, m) = self.map.shape();
@@ -204,7 +205,7 @@ impl EmpiricalFeatures {
     /// ((r + 1) x n): the feature map of the regression models, whose
     /// constant gives an intercept (linear parts) and a constant level far
     /// from the data (non-negative parts).
-    pub fn features_with_constant(&self, device: &Device, x: &DMatrix<f64>) -> Result<DMatrix<f64>, PsdError> {
+    pub fn features_with_constant(&self, device: &Device, x: &DMatrix<f64>) -> Result<DMatrix<f64>, Error> {
         let phi = self.features(device, x)?;
         let (r, n) = phi.shape();
         Ok(DMatrix::from_fn(r + 1, n, |a, j| if a < r { phi[(a, j)] } else { 1.0 }))
@@ -212,11 +213,11 @@ impl EmpiricalFeatures {
 }
 
 /// `T` with `Phi(x) = T v(x)` and the kind of factorisation (module docs).
-fn factorise(k: &DMatrix<f64>) -> Result<(DMatrix<f64>, Factorisation), PsdError> {
+fn factorise(k: &DMatrix<f64>) -> Result<(DMatrix<f64>, Factorisation), Error> {
     let m = k.nrows();
     let max_diag = (0..m).map(|i| k[(i, i)]).fold(0.0f64, f64::max);
     if max_diag <= 0.0 {
-        return Err(PsdError::NoUsableFeature);
+        return Err(Error::NoUsableFeature);
     }
     if let Ok(llt) = linalg::faer_ref(k).llt(Side::Lower) {
         let l = llt.L();
@@ -233,7 +234,7 @@ fn factorise(k: &DMatrix<f64>) -> Result<(DMatrix<f64>, Factorisation), PsdError
     let top = eig.eigenvalues[m - 1];
     let kept: Vec<usize> = (0..m).filter(|&i| eig.eigenvalues[i] > RANK_TOLERANCE * top).collect();
     if kept.is_empty() || top <= 0.0 {
-        return Err(PsdError::NoUsableFeature);
+        return Err(Error::NoUsableFeature);
     }
     // V = S_r^{1/2} U_r^T, (V V^T)^{-1} V = S_r^{-1/2} U_r^T.
     let r = kept.len();
@@ -276,7 +277,7 @@ mod tests {
     #[test]
     fn invalid_inputs_are_typed_errors() {
         let z = DMatrix::<f64>::zeros(3, 2);
-        assert!(matches!(EmpiricalFeatures::new(&z, 0.0), Err(PsdError::InvalidParameter { .. })));
+        assert!(matches!(EmpiricalFeatures::new(&z, 0.0), Err(Error::InvalidParameter { .. })));
         assert!(matches!(EmpiricalFeatures::new(&DMatrix::zeros(0, 2), 1.0), Err(ref e) if e.is_invalid_input()));
         let mut bad = z.clone();
         bad[(1, 1)] = f64::NAN;

@@ -74,7 +74,8 @@ use super::dual::{Features, SolverOptions, SolverReport};
 use super::engine::{BlockLoss, EngineProblem, LinearPart};
 use super::model::psd_factor;
 use super::options::{Regularisation, Terms, check_gaussian, shared_builders};
-use super::error::{check_positive, PsdError};
+use super::error::check_positive;
+use crate::error::Error;
 use super::features::EmpiricalFeatures;
 
 /// The per-sample Gaussian negative log-likelihood in natural parameters,
@@ -262,25 +263,25 @@ fn solve_increasing(f: impl Fn(f64) -> f64, df: impl Fn(f64) -> f64, start: f64)
 /// returned in the units of `y`, `theta = 1 / variance`, which must fit `f64`.
 pub const TARGET_SD_RANGE: (f64, f64) = (1e-150, 1e150);
 
-pub(crate) fn target_moments(x: &DMatrix<f64>, y: &DVector<f64>) -> Result<(f64, f64), PsdError> {
+pub(crate) fn target_moments(x: &DMatrix<f64>, y: &DVector<f64>) -> Result<(f64, f64), Error> {
     check_matrix("x", x)?;
     check_dim("length of y vs rows of x", x.nrows(), y.len())?;
     linalg::check_finite("y", &DMatrix::from_column_slice(y.len(), 1, y.as_slice()))?;
     let n = x.nrows();
     if n < 2 {
-        return Err(PsdError::InvalidParameter { name: "y", reason: "need at least 2 samples".into() });
+        return Err(Error::InvalidParameter { name: "y", reason: "need at least 2 samples".into() });
     }
     // Mean and deviation without overflow for targets near the f64 limits.
     let mean = Some(y.mean()).filter(|m| m.is_finite()).unwrap_or_else(|| y.iter().map(|v| v / n as f64).sum::<f64>());
     let spread = y.iter().fold(0.0f64, |m, v| m.max((v - mean).abs()));
     let sd = if spread > 0.0 && spread.is_finite() { spread * (y.map(|v| ((v - mean) / spread).powi(2)).sum() / n as f64).sqrt() } else { spread };
     if !(sd > 0.0) {
-        return Err(PsdError::InvalidParameter { name: "y", reason: "targets are constant (zero variance)".into() });
+        return Err(Error::InvalidParameter { name: "y", reason: "targets are constant (zero variance)".into() });
     }
     // The model returns natural parameters in the units of y (theta = 1/variance),
     // so sd^2 and 1/sd^2 must both be finite, normal f64 values.
     if !(TARGET_SD_RANGE.0..=TARGET_SD_RANGE.1).contains(&sd) {
-        return Err(PsdError::InvalidParameter {
+        return Err(Error::InvalidParameter {
             name: "y",
             reason: format!("standard deviation {sd:e} outside {:e}..={:e}: 1/variance in the units of y would not fit f64 (rescale y)", TARGET_SD_RANGE.0, TARGET_SD_RANGE.1),
         });
@@ -324,7 +325,7 @@ impl HeteroscedasticParams {
         self
     }
 
-    fn validate(&self) -> Result<(), PsdError> {
+    fn validate(&self) -> Result<(), Error> {
         check_gaussian(self.rejected_kernel)?;
         check_positive("sigma", self.sigma)?;
         self.regularisation.check(Terms::REGRESSION)?;
@@ -333,7 +334,7 @@ impl HeteroscedasticParams {
 
     /// Fits on `data` (inputs `data.x`, one sample per row; targets
     /// `data.y`): [`Self::fit_xy`].
-    pub fn fit(&self, device: &Device, data: &crate::estimator::Supervised) -> Result<HeteroscedasticRegression, PsdError> {
+    pub fn fit(&self, device: &Device, data: &crate::estimator::Supervised) -> Result<HeteroscedasticRegression, Error> {
         self.fit_xy(device, &data.x, &data.y)
     }
 
@@ -341,9 +342,9 @@ impl HeteroscedasticParams {
     /// FISTA on the dual (module docs).
     ///
     /// Errors: invalid parameters, empty/NaN/mismatched input, fewer than 2
-    /// samples or constant targets ([`PsdError::InvalidParameter`]),
-    /// [`PsdError::NotConverged`] with the gap reached.
-    pub fn fit_xy(&self, device: &Device, x: &DMatrix<f64>, y: &DVector<f64>) -> Result<HeteroscedasticRegression, PsdError> {
+    /// samples or constant targets ([`Error::InvalidParameter`]),
+    /// [`Error::NotConverged`] with the gap reached.
+    pub fn fit_xy(&self, device: &Device, x: &DMatrix<f64>, y: &DVector<f64>) -> Result<HeteroscedasticRegression, Error> {
         self.validate()?;
         let (y_mean, y_sd) = target_moments(x, y)?;
         let start = Instant::now();
@@ -452,7 +453,7 @@ impl HeteroscedasticRegression {
 
     /// `eta(x)` and `theta(x)` at the rows of `x` (original units of `y`):
     /// `theta = theta'/sd^2`, `eta = (theta' mean/sd + eta')/sd`.
-    pub fn natural_parameters(&self, device: &Device, x: &DMatrix<f64>) -> Result<NaturalParameters, PsdError> {
+    pub fn natural_parameters(&self, device: &Device, x: &DMatrix<f64>) -> Result<NaturalParameters, Error> {
         check_matrix("x", x)?;
         check_dim("columns of x vs model dimension", self.centres.ncols(), x.ncols())?;
         let kxz = device.kernel_matrix(&self.kernel, x, &self.centres)?;
@@ -466,27 +467,27 @@ impl HeteroscedasticRegression {
     ///
     /// Errors: as [`HeteroscedasticRegression::natural_parameters`], and
     /// `Compute(Overflow)` where `theta` underflows to 0 (far from the data).
-    pub fn predict_mean(&self, device: &Device, x: &DMatrix<f64>) -> Result<DVector<f64>, PsdError> {
+    pub fn predict_mean(&self, device: &Device, x: &DMatrix<f64>) -> Result<DVector<f64>, Error> {
         linalg::finite_vector("predictive mean", self.natural_parameters(device, x)?.mean())
     }
 
     /// Predictive variance `v(x) = 1/theta(x)`.
     ///
     /// Errors: as [`HeteroscedasticRegression::predict_mean`].
-    pub fn predict_variance(&self, device: &Device, x: &DMatrix<f64>) -> Result<DVector<f64>, PsdError> {
+    pub fn predict_variance(&self, device: &Device, x: &DMatrix<f64>) -> Result<DVector<f64>, Error> {
         linalg::finite_vector("predictive variance", self.natural_parameters(device, x)?.variance())
     }
 
     /// Predictive log-likelihood `log N(y_i; mu(x_i), v(x_i))` per point,
     /// `= log(theta)/2 - log(2 pi)/2 - theta y^2/2 + eta y - eta^2/(2 theta)`.
-    pub fn log_likelihood(&self, device: &Device, x: &DMatrix<f64>, y: &DVector<f64>) -> Result<DVector<f64>, PsdError> {
+    pub fn log_likelihood(&self, device: &Device, x: &DMatrix<f64>, y: &DVector<f64>) -> Result<DVector<f64>, Error> {
         check_dim("length of y vs rows of x", x.nrows(), y.len())?;
         linalg::check_finite("y", &DMatrix::from_column_slice(y.len(), 1, y.as_slice()))?;
         Ok(self.natural_parameters(device, x)?.log_likelihood(y))
     }
 
     /// Mean predictive log-likelihood over the points.
-    pub fn mean_log_likelihood(&self, device: &Device, x: &DMatrix<f64>, y: &DVector<f64>) -> Result<f64, PsdError> {
+    pub fn mean_log_likelihood(&self, device: &Device, x: &DMatrix<f64>, y: &DVector<f64>) -> Result<f64, Error> {
         Ok(self.log_likelihood(device, x, y)?.mean())
     }
 }
@@ -500,7 +501,7 @@ impl crate::io::SavedModel for HeteroscedasticRegression {
     /// kernel; every number finite and within
     /// [`crate::io::MAX_STORED_MAGNITUDE`]; a target scale that is a stored
     /// scale ([`crate::io::MIN_STORED_SCALE`]).
-    fn check_loaded(&self) -> Result<(), PsdError> {
+    fn check_loaded(&self) -> Result<(), Error> {
         use crate::io::{ensure, ensure_bounded, ensure_kernel, ensure_scale};
         let (m, d) = self.centres.shape();
         ensure(m >= 1 && d >= 1, || format!("centres of {m} x {d} (need at least one centre and one coordinate)"))?;

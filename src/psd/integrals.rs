@@ -20,7 +20,8 @@ use nalgebra::{DMatrix, DVector};
 
 use crate::linalg::{check_dim, check_matrix};
 
-use super::error::{check_positive, PsdError};
+use super::error::check_positive;
+use crate::error::Error;
 
 /// The measure a model is integrated against (a product measure over coordinates).
 #[derive(Debug, Clone, PartialEq)]
@@ -41,20 +42,20 @@ pub enum BaseMeasure {
 
 impl BaseMeasure {
     /// `N(0, variance I_d)`, the base measure of the 10-D experiment (App. E, variance 5).
-    pub fn isotropic_gaussian(d: usize, variance: f64) -> Result<Self, PsdError> {
+    pub fn isotropic_gaussian(d: usize, variance: f64) -> Result<Self, Error> {
         check_positive("variance", variance)?;
         BaseMeasure::gaussian(DVector::zeros(d), DVector::from_element(d, variance.sqrt()))
     }
 
     /// `N(mean, diag(std^2))`, validated.
-    pub fn gaussian(mean: DVector<f64>, std: DVector<f64>) -> Result<Self, PsdError> {
+    pub fn gaussian(mean: DVector<f64>, std: DVector<f64>) -> Result<Self, Error> {
         check_dim("length of std vs length of mean", mean.len(), std.len())?;
         if mean.is_empty() {
-            return Err(PsdError::InvalidParameter { name: "mean", reason: "must have at least one coordinate".into() });
+            return Err(Error::InvalidParameter { name: "mean", reason: "must have at least one coordinate".into() });
         }
         for &v in mean.iter() {
             if !v.is_finite() {
-                return Err(PsdError::InvalidParameter { name: "mean", reason: format!("must be finite, got {v}") });
+                return Err(Error::InvalidParameter { name: "mean", reason: format!("must be finite, got {v}") });
             }
         }
         for &s in std.iter() {
@@ -68,7 +69,7 @@ impl BaseMeasure {
     /// [`crate::io::MAX_STORED_MAGNITUDE`], standard deviations stored scales
     /// ([`crate::io::MIN_STORED_SCALE`]).
     #[cfg(feature = "serde")]
-    pub(crate) fn check_loaded(&self, d: usize) -> Result<(), PsdError> {
+    pub(crate) fn check_loaded(&self, d: usize) -> Result<(), Error> {
         use crate::io::{ensure, ensure_bounded, ensure_scale};
         if let BaseMeasure::Gaussian { mean, std } = self {
             ensure(mean.len() == d && std.len() == d, || format!("a Gaussian base measure with {} means and {} standard deviations for a model of dimension {d}", mean.len(), std.len()))?;
@@ -91,7 +92,7 @@ impl BaseMeasure {
     }
 
     /// Checks that the measure lives in dimension `d`.
-    pub fn check_dimension(&self, d: usize) -> Result<(), PsdError> {
+    pub fn check_dimension(&self, d: usize) -> Result<(), Error> {
         if let BaseMeasure::Gaussian { mean, .. } = self {
             check_dim("dimension of the base measure vs columns of the data", d, mean.len())?;
         }
@@ -182,12 +183,12 @@ pub fn product_integrals_over(
     coords: &[usize],
     lower: &[f64],
     upper: &[f64],
-) -> Result<DMatrix<f64>, PsdError> {
+) -> Result<DMatrix<f64>, Error> {
     let d = centres.ncols();
     check_dim("length of lower", d, lower.len())?;
     check_dim("length of upper", d, upper.len())?;
     if let Some(&k) = coords.iter().find(|&&k| k >= d) {
-        return Err(PsdError::IndexOutOfRange { what: "coordinates of the centres", index: k, len: d });
+        return Err(Error::IndexOutOfRange { what: "coordinates of the centres", index: k, len: d });
     }
     let m = centres.nrows();
     let mut out = crate::memory::zeroed_matrix::<f64>(m, m, "product integrals")?;
@@ -210,7 +211,7 @@ pub fn product_integrals_over(
 }
 
 /// `M_ij = int k(x, z_i) k(x, z_j) dnu(x)` over all of `R^d` (Proposition 4).
-pub fn product_integrals(centres: &DMatrix<f64>, sigma: f64, base: &BaseMeasure) -> Result<DMatrix<f64>, PsdError> {
+pub fn product_integrals(centres: &DMatrix<f64>, sigma: f64, base: &BaseMeasure) -> Result<DMatrix<f64>, Error> {
     check_matrix("centres", centres)?;
     check_positive("sigma", sigma)?;
     let d = centres.ncols();

@@ -59,7 +59,6 @@ mod error;
 
 pub use density::{DensityParams, PsdDensity};
 pub use dual::{DualSolution, Features, SolverOptions, SolverReport};
-pub use error::PsdError;
 pub use features::{EmpiricalFeatures, Factorisation};
 pub use baseline_regression::{BaselineHeteroscedastic, BaselineHeteroscedasticParams, BaselineQuantile, BaselineQuantileParams};
 pub use baselines::{BaselineDensity, BaselineKind, BaselineParams};

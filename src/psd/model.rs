@@ -17,7 +17,8 @@ use crate::kernel::Kernel;
 use crate::linalg::{self, check_dim, check_matrix};
 use crate::MatrixProduct;
 
-use super::error::{check_positive, PsdError};
+use super::error::check_positive;
+use crate::error::Error;
 use super::features::EmpiricalFeatures;
 use super::integrals::{product_integrals, product_integrals_over, BaseMeasure};
 
@@ -45,7 +46,7 @@ impl PsdModel {
     /// [`crate::io::MAX_STORED_MAGNITUDE`]; and the bound
     /// [`PsdModel::value_bound`] of `f` as well.
     #[cfg(feature = "serde")]
-    pub(crate) fn check_loaded(&self, what: &str) -> Result<(), PsdError> {
+    pub(crate) fn check_loaded(&self, what: &str) -> Result<(), Error> {
         use crate::io::{ensure, ensure_bounded, ensure_gaussian_of_width};
         ensure_gaussian_of_width(what, &self.kernel, self.sigma)?;
         let (m, d) = self.centres.shape();
@@ -66,7 +67,7 @@ impl PsdModel {
     }
 
     /// The model with coefficient matrix `B = C^T C` given by its factor `C` (q x m).
-    pub fn from_factor(centres: DMatrix<f64>, sigma: f64, factor: DMatrix<f64>) -> Result<Self, PsdError> {
+    pub fn from_factor(centres: DMatrix<f64>, sigma: f64, factor: DMatrix<f64>) -> Result<Self, Error> {
         check_matrix("centres", &centres)?;
         check_positive("sigma", sigma)?;
         linalg::check_finite("factor", &factor)?;
@@ -77,7 +78,7 @@ impl PsdModel {
     /// The model with `B = T^T A T` for the feature map `T` of `features` and a
     /// symmetric PSD `A` (r x r) in feature coordinates (Eq. 8: `f(x) = Phi(x)^T A Phi(x)`).
     /// Negative eigenvalues of `A` (round-off) are clipped to zero.
-    pub fn from_feature_operator(features: &EmpiricalFeatures, a: &DMatrix<f64>) -> Result<Self, PsdError> {
+    pub fn from_feature_operator(features: &EmpiricalFeatures, a: &DMatrix<f64>) -> Result<Self, Error> {
         check_dim("size of A vs feature dimension", features.rank(), a.nrows())?;
         let eig = linalg::symmetric_eigen(a)?;
         let top = eig.eigenvalues.iter().fold(0.0f64, |m, &v| m.max(v));
@@ -114,12 +115,12 @@ impl PsdModel {
     }
 
     /// The same model multiplied by `s >= 0`.
-    pub fn scaled(&self, s: f64) -> Result<Self, PsdError> {
+    pub fn scaled(&self, s: f64) -> Result<Self, Error> {
         super::error::check_nonnegative("scale", s)?;
         PsdModel::from_factor(self.centres.clone(), self.sigma, &self.factor * s.sqrt())
     }
 
-    fn check_points(&self, x: &DMatrix<f64>) -> Result<(), PsdError> {
+    fn check_points(&self, x: &DMatrix<f64>) -> Result<(), Error> {
         check_matrix("x", x)?;
         check_dim("columns of x vs model dimension", self.dimension(), x.ncols())?;
         Ok(())
@@ -129,7 +130,7 @@ impl PsdModel {
     /// product on `device`. On a GPU with `f64` the points go up once and the
     /// kernel matrix, the product and the row norms stay on the device (n
     /// values come back; [`PsdModel::evaluate_resident`]).
-    pub fn evaluate(&self, device: &Device, x: &DMatrix<f64>) -> Result<DVector<f64>, PsdError> {
+    pub fn evaluate(&self, device: &Device, x: &DMatrix<f64>) -> Result<DVector<f64>, Error> {
         self.check_points(x)?;
         if device.is_gpu() && device.supports(Precision::F64) {
             let xd = device.upload(x, Precision::F64)?;
@@ -142,7 +143,7 @@ impl PsdModel {
 
     /// `f(x)` at resident points (n x d) as a resident n x 1 matrix, in the
     /// points' precision: `K(X, Z)`, `K C^T` and the squared row norms on the device.
-    pub fn evaluate_resident(&self, device: &Device, x: &DeviceMatrix) -> Result<DeviceMatrix, PsdError> {
+    pub fn evaluate_resident(&self, device: &Device, x: &DeviceMatrix) -> Result<DeviceMatrix, Error> {
         check_dim("columns of x vs model dimension", self.dimension(), x.ncols())?;
         let z = device.upload(&self.centres, x.precision())?;
         let c = device.upload(&self.factor, x.precision())?;
@@ -155,7 +156,7 @@ impl PsdModel {
     ///
     /// On a GPU with `f64` the products and the Hadamard product run on the
     /// device: X goes up once, `sum_j g_ij` (n) and `G Z` (n x d) come back.
-    pub fn gradient(&self, device: &Device, x: &DMatrix<f64>) -> Result<DMatrix<f64>, PsdError> {
+    pub fn gradient(&self, device: &Device, x: &DMatrix<f64>) -> Result<DMatrix<f64>, Error> {
         self.check_points(x)?;
         if device.is_gpu() && device.supports(Precision::F64) {
             let p = Precision::F64;
@@ -178,20 +179,20 @@ impl PsdModel {
     }
 
     /// `int f(x) dnu(x) = tr(B M)` in closed form (Proposition 4).
-    pub fn integral(&self, base: &BaseMeasure) -> Result<f64, PsdError> {
+    pub fn integral(&self, base: &BaseMeasure) -> Result<f64, Error> {
         let m = product_integrals(&self.centres, self.sigma, base)?;
         Ok(trace_bm(&self.factor, &m))
     }
 
     /// `int_box f(x) dnu(x)` over the box `prod_k [lower_k, upper_k]` (infinite ends allowed).
-    pub fn box_integral(&self, base: &BaseMeasure, lower: &[f64], upper: &[f64]) -> Result<f64, PsdError> {
+    pub fn box_integral(&self, base: &BaseMeasure, lower: &[f64], upper: &[f64]) -> Result<f64, Error> {
         let d = self.dimension();
         base.check_dimension(d)?;
         check_dim("length of lower", d, lower.len())?;
         check_dim("length of upper", d, upper.len())?;
         for k in 0..d {
             if lower[k].is_nan() || upper[k].is_nan() || lower[k] > upper[k] {
-                return Err(PsdError::InvalidParameter { name: "box", reason: format!("coordinate {k}: need lower <= upper, got [{}, {}]", lower[k], upper[k]) });
+                return Err(Error::InvalidParameter { name: "box", reason: format!("coordinate {k}: need lower <= upper, got [{}, {}]", lower[k], upper[k]) });
             }
         }
         let coords: Vec<usize> = (0..d).collect();
@@ -203,11 +204,11 @@ impl PsdModel {
     /// out against `base`: `B' = B o M_rest` (Hadamard product, PSD by the Schur
     /// product theorem), centres restricted to `keep`. Costs `O(q r m^2)` for
     /// `B = C^T C` with q rows and `M_rest` of rank r.
-    pub fn marginal(&self, base: &BaseMeasure, keep: &[usize]) -> Result<PsdModel, PsdError> {
+    pub fn marginal(&self, base: &BaseMeasure, keep: &[usize]) -> Result<PsdModel, Error> {
         let d = self.dimension();
         base.check_dimension(d)?;
         if keep.is_empty() || keep.iter().any(|&k| k >= d) || (1..keep.len()).any(|i| keep[i] <= keep[i - 1]) {
-            return Err(PsdError::InvalidParameter { name: "keep", reason: format!("need increasing coordinates in 0..{d}, got {keep:?}") });
+            return Err(Error::InvalidParameter { name: "keep", reason: format!("need increasing coordinates in 0..{d}, got {keep:?}") });
         }
         let rest: Vec<usize> = (0..d).filter(|k| !keep.contains(k)).collect();
         let m_rest = product_integrals_over(&self.centres, self.sigma, base, &rest, &vec![f64::NEG_INFINITY; d], &vec![f64::INFINITY; d])?;
@@ -229,7 +230,7 @@ fn trace_bm(c: &DMatrix<f64>, m: &DMatrix<f64>) -> f64 {
 }
 
 /// A factor `C` with `C^T C = B` for a symmetric PSD `B` (negative round-off clipped).
-pub fn psd_factor(b: &DMatrix<f64>) -> Result<DMatrix<f64>, PsdError> {
+pub fn psd_factor(b: &DMatrix<f64>) -> Result<DMatrix<f64>, Error> {
     let eig = linalg::symmetric_eigen(b)?;
     let n = b.nrows();
     let top = eig.eigenvalues.iter().fold(0.0f64, |m, &v| m.max(v));

@@ -16,7 +16,8 @@
 use crate::kernel::Kernel;
 
 use super::dual::SolverOptions;
-use super::error::{check_nonnegative, check_positive, PsdError};
+use super::error::{check_nonnegative, check_positive};
+use crate::error::Error;
 
 /// Regularisation weights of a PSD model or baseline (table in the module
 /// docs). Built by name, starting from no penalty:
@@ -84,10 +85,10 @@ impl Regularisation {
     /// always (it makes the problem strongly convex), `linear > 0` where
     /// there is a linear part, `trace >= 0` where there are PSD parts, and
     /// exactly 0 for a term the estimator does not have.
-    pub(crate) fn check(&self, terms: Terms) -> Result<(), PsdError> {
-        let absent = |name: &'static str, v: f64| -> Result<(), PsdError> {
+    pub(crate) fn check(&self, terms: Terms) -> Result<(), Error> {
+        let absent = |name: &'static str, v: f64| -> Result<(), Error> {
             if v != 0.0 {
-                return Err(PsdError::InvalidParameter { name, reason: format!("this estimator has no such term; must be 0, got {v}") });
+                return Err(Error::InvalidParameter { name, reason: format!("this estimator has no such term; must be 0, got {v}") });
             }
             Ok(())
         };
@@ -179,10 +180,10 @@ macro_rules! shared_builders {
 pub(crate) use shared_builders;
 
 /// The fit-time check of a kernel that [`gaussian_or_rejected`] turned down.
-pub(crate) fn check_gaussian(rejected: Option<Kernel>) -> Result<(), PsdError> {
+pub(crate) fn check_gaussian(rejected: Option<Kernel>) -> Result<(), Error> {
     match rejected {
         None => Ok(()),
-        Some(kernel) => Err(PsdError::InvalidParameter {
+        Some(kernel) => Err(Error::InvalidParameter {
             name: "kernel",
             reason: format!("PSD models and their baselines need the Gaussian kernel (closed-form integrals and products, Prop. 4); got {kernel:?}"),
         }),

@@ -50,7 +50,7 @@ use nalgebra::DMatrix;
 
 use crate::linalg;
 
-use super::error::PsdError;
+use crate::error::Error;
 
 /// Expansion steps of the partial solver before it falls back to the full one.
 pub const MAX_EXPANSIONS: usize = 10;
@@ -167,13 +167,13 @@ impl PositivePartSolver {
     /// [`PositivePartSolver::set_basis`] for matrices of order `order`, checked:
     /// the basis must be `order x k` with `1 <= k <= order / 2` and finite.
     ///
-    /// Errors: [`PsdError::InvalidParameter`] naming the size or entry at fault.
-    pub fn try_set_basis(&mut self, basis: DMatrix<f64>, order: usize) -> Result<(), PsdError> {
+    /// Errors: [`Error::InvalidParameter`] naming the size or entry at fault.
+    pub fn try_set_basis(&mut self, basis: DMatrix<f64>, order: usize) -> Result<(), Error> {
         if basis.nrows() != order {
-            return Err(PsdError::InvalidParameter { name: "basis", reason: format!("has {} rows, the matrix has order {order}", basis.nrows()) });
+            return Err(Error::InvalidParameter { name: "basis", reason: format!("has {} rows, the matrix has order {order}", basis.nrows()) });
         }
         if basis.ncols() == 0 || 2 * basis.ncols() > order {
-            return Err(PsdError::InvalidParameter { name: "basis", reason: format!("needs 1..={} columns for order {order}, has {}", order / 2, basis.ncols()) });
+            return Err(Error::InvalidParameter { name: "basis", reason: format!("needs 1..={} columns for order {order}, has {}", order / 2, basis.ncols()) });
         }
         crate::linalg::check_finite("basis", &basis)?;
         self.basis = Some(basis);
@@ -182,7 +182,7 @@ impl PositivePartSolver {
 
     /// `[M]_+` of the symmetric `m` (lower triangle and upper triangle must agree)
     /// and how it was computed.
-    pub fn compute(&mut self, m: &DMatrix<f64>) -> Result<(PositivePart, Route), PsdError> {
+    pub fn compute(&mut self, m: &DMatrix<f64>) -> Result<(PositivePart, Route), Error> {
         let r = m.nrows();
         if self.enabled {
             if let Some(q) = self.basis.take() {
@@ -205,7 +205,7 @@ impl PositivePartSolver {
     /// partial path a buffer of the next ones for its next basis
     /// ([`linalg::symmetric_eigen_above`]: the tridiagonalisation, then only
     /// the wanted pairs), not all `r` eigenvectors.
-    fn full(&mut self, m: &DMatrix<f64>) -> Result<PositivePart, PsdError> {
+    fn full(&mut self, m: &DMatrix<f64>) -> Result<PositivePart, Error> {
         let r = m.nrows();
         // The buffer serves only as the partial path's next basis; without
         // that path one more pair suffices (an eigenvalue within rounding of
@@ -229,7 +229,7 @@ impl PositivePartSolver {
 
     /// The partial path; `None` when it cannot certify (caller falls back).
     #[allow(clippy::type_complexity)]
-    fn partial(&self, m: &DMatrix<f64>, q0: &DMatrix<f64>) -> Result<Option<(PositivePart, DMatrix<f64>, usize)>, PsdError> {
+    fn partial(&self, m: &DMatrix<f64>, q0: &DMatrix<f64>) -> Result<Option<(PositivePart, DMatrix<f64>, usize)>, Error> {
         let r = m.nrows();
         let norm_m = m.norm();
         if !(norm_m > 0.0) || !norm_m.is_finite() {
@@ -306,7 +306,7 @@ fn scale_columns(v: &DMatrix<f64>, s: &[f64]) -> DMatrix<f64> {
 /// `X`, `M X` and the Ritz values of [`rayleigh_ritz`].
 type RitzPairs = (DMatrix<f64>, DMatrix<f64>, Vec<f64>);
 
-fn rayleigh_ritz(s: &DMatrix<f64>, ms: &DMatrix<f64>, keep: usize) -> Result<RitzPairs, PsdError> {
+fn rayleigh_ritz(s: &DMatrix<f64>, ms: &DMatrix<f64>, keep: usize) -> Result<RitzPairs, Error> {
     let h = linalg::matmul_tn(s, ms);
     let h = (&h + h.transpose()) * 0.5;
     let eig = linalg::symmetric_eigen(&h)?;
@@ -367,7 +367,7 @@ fn certify(m: &DMatrix<f64>, x: &DMatrix<f64>, mx: &DMatrix<f64>, residual: &DMa
 ///
 /// Errors: empty or non-finite `m`; `Compute(Overflow)` when the result
 /// does not fit `f64` (entries of `m` near the top of its range).
-pub fn positive_part_full(m: &DMatrix<f64>) -> Result<PositivePart, PsdError> {
+pub fn positive_part_full(m: &DMatrix<f64>) -> Result<PositivePart, Error> {
     crate::linalg::check_matrix("m", m)?;
     let pp = PositivePartSolver::full_only().full(m)?;
     crate::linalg::check_overflow("positive part", &pp.to_matrix())?;

@@ -29,7 +29,8 @@ use crate::linalg::{self, check_dim, check_matrix};
 use super::density::nystrom_centres;
 use super::dual::{Features, SolverOptions, SolverReport};
 use super::engine::{BlockLoss, EngineProblem, LinearPart};
-use super::error::{check_positive, PsdError};
+use super::error::check_positive;
+use crate::error::Error;
 use super::features::EmpiricalFeatures;
 use super::model::PsdModel;
 use super::options::{Regularisation, Terms, check_gaussian, shared_builders};
@@ -69,7 +70,7 @@ impl QuantileParams {
         self
     }
 
-    fn validate(&self) -> Result<(), PsdError> {
+    fn validate(&self) -> Result<(), Error> {
         check_gaussian(self.rejected_kernel)?;
         check_positive("sigma", self.sigma)?;
         self.regularisation.check(Terms::REGRESSION)?;
@@ -79,15 +80,15 @@ impl QuantileParams {
 
     /// Fits on `data` (inputs `data.x`, one sample per row; targets
     /// `data.y`): [`Self::fit_xy`].
-    pub fn fit(&self, device: &Device, data: &crate::estimator::Supervised) -> Result<QuantileRegression, PsdError> {
+    pub fn fit(&self, device: &Device, data: &crate::estimator::Supervised) -> Result<QuantileRegression, Error> {
         self.fit_xy(device, &data.x, &data.y)
     }
 
     /// Fits the quantile curves to inputs `x` (n x d) and targets `y` (n).
     ///
     /// Errors: invalid parameters or levels, empty/NaN/mismatched input,
-    /// [`PsdError::NotConverged`] with the gap reached.
-    pub fn fit_xy(&self, device: &Device, x: &DMatrix<f64>, y: &DVector<f64>) -> Result<QuantileRegression, PsdError> {
+    /// [`Error::NotConverged`] with the gap reached.
+    pub fn fit_xy(&self, device: &Device, x: &DMatrix<f64>, y: &DVector<f64>) -> Result<QuantileRegression, Error> {
         self.validate()?;
         check_matrix("x", x)?;
         check_dim("length of y vs rows of x", x.nrows(), y.len())?;
@@ -191,16 +192,16 @@ impl BlockLoss for PinballLoss {
 }
 
 /// Quantile levels must be non-empty, in `(0, 1)` and strictly increasing.
-pub(crate) fn check_levels(levels: &[f64]) -> Result<(), PsdError> {
+pub(crate) fn check_levels(levels: &[f64]) -> Result<(), Error> {
     if levels.is_empty() {
-        return Err(PsdError::InvalidParameter { name: "levels", reason: "need at least one quantile level".into() });
+        return Err(Error::InvalidParameter { name: "levels", reason: "need at least one quantile level".into() });
     }
     for (i, &t) in levels.iter().enumerate() {
         if !(t > 0.0 && t < 1.0) {
-            return Err(PsdError::InvalidParameter { name: "levels", reason: format!("level {t} is outside (0, 1)") });
+            return Err(Error::InvalidParameter { name: "levels", reason: format!("level {t} is outside (0, 1)") });
         }
         if i > 0 && t <= levels[i - 1] {
-            return Err(PsdError::InvalidParameter { name: "levels", reason: format!("levels must increase strictly, got {:?}", levels) });
+            return Err(Error::InvalidParameter { name: "levels", reason: format!("levels must increase strictly, got {:?}", levels) });
         }
     }
     Ok(())
@@ -233,7 +234,7 @@ impl QuantileRegression {
     }
 
     /// Quantile curves at the rows of `x`: column `j` is level `tau_j` (n x K).
-    pub fn predict(&self, device: &Device, x: &DMatrix<f64>) -> Result<DMatrix<f64>, PsdError> {
+    pub fn predict(&self, device: &Device, x: &DMatrix<f64>) -> Result<DMatrix<f64>, Error> {
         check_matrix("x", x)?;
         check_dim("columns of x vs model dimension", self.centres.ncols(), x.ncols())?;
         let k = self.levels.len();
@@ -266,7 +267,7 @@ impl crate::io::SavedModel for QuantileRegression {
     /// consistent gap model ([`PsdModel`]'s check) per other level, on
     /// centres of dimension `d`; every number finite and within
     /// [`crate::io::MAX_STORED_MAGNITUDE`].
-    fn check_loaded(&self) -> Result<(), PsdError> {
+    fn check_loaded(&self) -> Result<(), Error> {
         use crate::io::{ensure, ensure_bounded, ensure_kernel};
         let k = self.levels.len();
         ensure(k >= 1 && self.levels.iter().all(|t| *t > 0.0 && *t < 1.0) && self.levels.windows(2).all(|w| w[0] < w[1]), || format!("levels {:?} must increase within (0, 1)", self.levels))?;

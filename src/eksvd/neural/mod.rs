@@ -45,13 +45,12 @@ pub use model::{Activation, Architecture, NeuralEksvdNet, NeuralWeights, Stacked
 pub use placement::{burn_device, shared_gpu};
 pub use train::{EarlyStopping, EpochRecord, LearningRateSchedule, NeuralEksvd, NeuralEksvdParams, TrainingHistory};
 
+use crate::error::Error;
 use burn::tensor::Device;
 
-/// Neural eKSVD's error: an alias of the library's one [`Error`](crate::Error).
-pub type NeuralError = crate::error::Error;
 
 /// Result type of Neural eKSVD.
-pub type Result<T, E = NeuralError> = std::result::Result<T, E>;
+pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// The burn backend to train and run on, chosen at run time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -92,7 +91,7 @@ impl NeuralBackend {
 
     /// The burn device (without autodiff): burn's Flex on the CPU, or its Wgpu backend
     /// on [`placement::shared_gpu`] (registered with burn once per process).
-    /// No adapter gives [`NeuralError::BackendUnavailable`] instead of a panic.
+    /// No adapter gives [`Error::BackendUnavailable`] instead of a panic.
     pub fn device(self) -> Result<Device> {
         burn_device(&placement::Placement::for_backend(self)?)
     }

@@ -13,7 +13,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 use super::Result;
-use crate::eksvd::EksvdError;
+use crate::error::Error;
 
 /// Activation of the feature-map MLPs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -93,9 +93,9 @@ impl Architecture {
     /// Checks that every size is positive and `Q >= 2`, `n_classes >= 2`.
     pub fn validate(&self) -> Result<()> {
         if self.input_dims.len() < 2 {
-            return Err(EksvdError::TooFewSources(self.input_dims.len()));
+            return Err(Error::TooFewSources(self.input_dims.len()));
         }
-        let bad = |name: &'static str, reason: String| Err(EksvdError::InvalidParameter { name, reason });
+        let bad = |name: &'static str, reason: String| Err(Error::InvalidParameter { name, reason });
         if self.input_dims.contains(&0) || self.hidden.contains(&0) {
             return bad("hidden", "all layer widths and input dimensions must be positive".into());
         }
@@ -268,7 +268,7 @@ impl NeuralWeights {
     /// Checks that the shapes fit one architecture and `gamma > 0` (see
     /// [`NeuralEksvdNet::from_weights`]).
     fn check_shapes(&self) -> Result<()> {
-        let bad = |reason: String| Err(EksvdError::InvalidParameter { name: "weights", reason });
+        let bad = |reason: String| Err(Error::InvalidParameter { name: "weights", reason });
         let q = self.feature_maps.len();
         if q < 2 || self.projections.len() != q {
             return bad(format!("{q} feature maps and {} projections (need the same number, at least 2)", self.projections.len()));
@@ -345,7 +345,7 @@ impl NeuralEksvdNet {
     pub fn init(arch: &Architecture, gamma_init: f64, seed: u64, device: &Device) -> Result<Self> {
         arch.validate()?;
         if !(gamma_init.is_finite() && gamma_init > 0.0) {
-            return Err(EksvdError::InvalidParameter { name: "gamma_init", reason: format!("must be finite and > 0, got {gamma_init}") });
+            return Err(Error::InvalidParameter { name: "gamma_init", reason: format!("must be finite and > 0, got {gamma_init}") });
         }
         let mut rng = StdRng::seed_from_u64(seed);
         let feature_maps = (0..arch.n_sources())
@@ -364,7 +364,7 @@ impl NeuralEksvdNet {
     /// Rebuilds a network from f64 weights (e.g. a checkpoint); `gamma` is
     /// stored as `log gamma`.
     ///
-    /// Errors: [`EksvdError::InvalidParameter`] (`weights`) unless the
+    /// Errors: [`Error::InvalidParameter`] (`weights`) unless the
     /// shapes fit one architecture (at least two sources, the same positive
     /// number of layers and the same widths after the first layer for every
     /// source, biases as wide as their layers, `W_q` of `d_phi` rows and the

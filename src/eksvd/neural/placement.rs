@@ -15,7 +15,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 use burn::tensor::wgpu::WgpuSetup;
 use burn::tensor::Device as BurnDevice;
 
-use super::{NeuralBackend, NeuralError, Result};
+use super::{NeuralBackend, Result};
+use crate::error::Error;
 use crate::gpu::GpuContext;
 use crate::Device;
 
@@ -29,7 +30,7 @@ static REGISTERED: Mutex<Vec<(u64, BurnDevice)>> = Mutex::new(Vec::new());
 /// the context's own wgpu device and queue ([`GpuContext::wgpu_handles`]),
 /// registered with burn on first use and reused afterwards.
 ///
-/// Errors: [`NeuralError::BackendUnavailable`] when burn refuses the handles
+/// Errors: [`Error::BackendUnavailable`] when burn refuses the handles
 /// (e.g. the device was opened without the adapter's features, see
 /// [`crate::gpu::WgpuHandles::all_features`]).
 pub fn burn_device(device: &Device) -> Result<BurnDevice> {
@@ -40,7 +41,7 @@ pub fn burn_device(device: &Device) -> Result<BurnDevice> {
 }
 
 fn wgpu_on(ctx: &GpuContext) -> Result<BurnDevice> {
-    let unavailable = |reason: String| NeuralError::BackendUnavailable { backend: "wgpu", reason };
+    let unavailable = |reason: String| Error::BackendUnavailable { backend: "wgpu", reason };
     let mut registered = REGISTERED.lock().map_err(|_| unavailable("registry lock poisoned".into()))?;
     if let Some((_, d)) = registered.iter().find(|(id, _)| *id == ctx.id()) {
         return Ok(d.clone());
@@ -60,7 +61,7 @@ fn wgpu_on(ctx: &GpuContext) -> Result<BurnDevice> {
 /// software one accepted), and shared: gramian's kernels may run on the
 /// returned device while burn trains on it.
 ///
-/// Errors: [`NeuralError::BackendUnavailable`] when there is no adapter.
+/// Errors: [`Error::BackendUnavailable`] when there is no adapter.
 pub fn shared_gpu() -> Result<Device> {
     static GPU: OnceLock<std::result::Result<Arc<GpuContext>, String>> = OnceLock::new();
     let ctx = GPU
@@ -70,7 +71,7 @@ pub fn shared_gpu() -> Result<Device> {
             Err(e) => Err(e.to_string()),
         })
         .clone()
-        .map_err(|reason| NeuralError::BackendUnavailable { backend: "wgpu", reason })?;
+        .map_err(|reason| Error::BackendUnavailable { backend: "wgpu", reason })?;
     Ok(Device::Gpu(ctx))
 }
 

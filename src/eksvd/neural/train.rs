@@ -21,10 +21,11 @@ use super::optimizer::InPlaceAdamW;
 use super::replay::{capture_step, check_replay, deep_copy, kernel_profiling_on, DeviceCursor, StepSettings, StepState, CAPTURE_STEPS};
 use super::model::{tensor_to_f32, tensor_to_matrix, tensor_to_vector, Activation, Architecture, NeuralEksvdNet, NeuralWeights};
 use super::placement::{burn_device, Placement};
-use super::{NeuralBackend, NeuralError, Result};
+use super::{NeuralBackend, Result};
+use crate::error::Error;
 use crate::datasets::try_macro_f1;
 use crate::eksvd::error::{check_shape, check_source_matrix};
-use crate::eksvd::{EksvdError, MultiSource};
+use crate::eksvd::MultiSource;
 
 /// Hyperparameters of Neural eKSVD (linfa-like builder; checked by
 /// [`NeuralEksvdParams::fit`]).
@@ -224,7 +225,7 @@ impl NeuralEksvdParams {
         self.progress = show;
         self
     }
-    /// Training stops with [`NeuralError::Diverged`] when the loss on the
+    /// Training stops with [`Error::Diverged`] when the loss on the
     /// training set exceeds this factor times its value before training (or
     /// is not finite).
     pub fn divergence_factor(mut self, factor: f64) -> Self {
@@ -250,7 +251,7 @@ impl NeuralEksvdParams {
     }
 
     fn validate(&self) -> Result<()> {
-        let bad = |name: &'static str, reason: String| Err(EksvdError::InvalidParameter { name, reason });
+        let bad = |name: &'static str, reason: String| Err(Error::InvalidParameter { name, reason });
         if !(self.eta.is_finite() && self.eta >= 0.0) {
             return bad("eta", format!("must be finite and >= 0, got {}", self.eta));
         }
@@ -300,9 +301,9 @@ impl NeuralEksvdParams {
     /// [`NeuralEksvdParams::early_stopping`]; the best epoch's weights are
     /// kept), else for `max_epochs`.
     ///
-    /// Errors: invalid parameters or data ([`EksvdError`]), values
-    /// that overflow f32 ([`NeuralError::SourceNotRepresentable`]), bad labels,
-    /// [`NeuralError::Diverged`], [`NeuralError::BackendUnavailable`].
+    /// Errors: invalid parameters or data ([`Error`]), values
+    /// that overflow f32 ([`Error::SourceNotRepresentable`]), bad labels,
+    /// [`Error::Diverged`], [`Error::BackendUnavailable`].
     pub fn fit(&self, train: &MultiSource, labels: &[usize], validation: Option<(&MultiSource, &[usize])>) -> Result<NeuralEksvd> {
         let setup = Instant::now();
         self.validate()?;
@@ -362,7 +363,7 @@ impl NeuralEksvdParams {
 
         let initial = model.evaluate(&resident_eval, self.eta, false)?.loss.expect("labelled");
         if !initial.total.is_finite() {
-            return Err(NeuralError::Diverged { epoch: 0, loss: initial.total, initial: initial.total });
+            return Err(Error::Diverged { epoch: 0, loss: initial.total, initial: initial.total });
         }
         let bar = self.progress.then(|| {
             let bar = indicatif::ProgressBar::new(self.max_epochs as u64);
@@ -438,7 +439,7 @@ impl NeuralEksvdParams {
             }
             // The steps are queued asynchronously on GPU backends: wait for
             // them, so that `seconds` is the epoch's work, not its queueing.
-            ad_device.sync().map_err(|e| NeuralError::Execution(format!("{e:?}")))?;
+            ad_device.sync().map_err(|e| Error::Execution(format!("{e:?}")))?;
             let seconds = start.elapsed().as_secs_f64();
             let evaluation = Instant::now();
             // The network evaluated. With replayed steps it shares the
@@ -486,17 +487,17 @@ impl NeuralEksvdParams {
                 }
             };
             let mut passes = passes.into_iter();
-            let training = passes.next().ok_or_else(|| NeuralError::Execution("no training pass read".into()))?;
+            let training = passes.next().ok_or_else(|| Error::Execution("no training pass read".into()))?;
             let values = training.loss.expect("labelled");
             if !values.total.is_finite() || values.total > self.divergence_factor * initial.total {
                 if let Some(bar) = &bar {
                     bar.abandon_with_message("diverged");
                 }
-                return Err(NeuralError::Diverged { epoch, loss: values.total, initial: initial.total });
+                return Err(Error::Diverged { epoch, loss: values.total, initial: initial.total });
             }
             let score = match (validation, passes.next()) {
                 (Some((_, l)), Some(on_validation)) => Some(ValidationScore {
-                    macro_f1: try_macro_f1(l, &on_validation.predictions).map_err(|e| NeuralError::Labels(format!("validation macro-F1: {e}")))?,
+                    macro_f1: try_macro_f1(l, &on_validation.predictions).map_err(|e| Error::Labels(format!("validation macro-F1: {e}")))?,
                     cross_entropy: on_validation.loss.expect("labelled").cross_entropy,
                 }),
                 _ => None,
@@ -543,7 +544,7 @@ impl NeuralEksvdParams {
         };
         let gamma = model.gamma();
         if !(gamma.is_finite() && gamma > 0.0) {
-            return Err(NeuralError::Diverged { epoch: model.best_epoch, loss: gamma, initial: initial.total });
+            return Err(Error::Diverged { epoch: model.best_epoch, loss: gamma, initial: initial.total });
         }
         model.history = history;
         Ok(model)
@@ -615,15 +616,15 @@ pub const MAX_CLASSES: usize = 1 << 16;
 /// and every label below [`MAX_CLASSES`].
 fn check_labels(data: &MultiSource, labels: &[usize]) -> Result<usize> {
     if !data.is_paired() {
-        return Err(NeuralError::Labels("Neural eKSVD trains on paired sources (one label per sample)".into()));
+        return Err(Error::Labels("Neural eKSVD trains on paired sources (one label per sample)".into()));
     }
     check_shape("labels vs samples", data.source(0).nrows(), labels.len())?;
     if let Some(&l) = labels.iter().find(|&&l| l >= MAX_CLASSES) {
-        return Err(NeuralError::Labels(format!("label {l} is not below MAX_CLASSES = {MAX_CLASSES}")));
+        return Err(Error::Labels(format!("label {l} is not below MAX_CLASSES = {MAX_CLASSES}")));
     }
     let classes = labels.iter().max().map_or(0, |m| m + 1);
     if classes < 2 {
-        return Err(NeuralError::Labels(format!("need at least 2 classes, got {classes}")));
+        return Err(Error::Labels(format!("need at least 2 classes, got {classes}")));
     }
     Ok(classes)
 }
@@ -644,7 +645,7 @@ fn to_f32_rows(q: usize, x: &DMatrix<f64>) -> Result<Vec<f32>> {
         for &value in row.iter() {
             let f = value as f32;
             if !f.is_finite() {
-                return Err(NeuralError::SourceNotRepresentable { what: "data", source_index: q, value });
+                return Err(Error::SourceNotRepresentable { what: "data", source_index: q, value });
             }
             v.push(f);
         }
@@ -670,7 +671,7 @@ impl HostData {
         let n = data.source(0).nrows();
         let dims: Vec<usize> = data.sources().iter().map(|x| x.ncols()).collect();
         let width = dims.iter().copied().max().unwrap_or(0);
-        let len = dims.len().checked_mul(n).and_then(|v| v.checked_mul(width)).ok_or(EksvdError::InvalidParameter { name: "data", reason: "Q n max_q d_q overflows usize".into() })?;
+        let len = dims.len().checked_mul(n).and_then(|v| v.checked_mul(width)).ok_or(Error::InvalidParameter { name: "data", reason: "Q n max_q d_q overflows usize".into() })?;
         let mut stacked = vec![0f32; len];
         for (q, x) in data.sources().iter().enumerate() {
             // Checked non-empty by `to_f32_rows`, so `d >= 1`.
@@ -854,9 +855,9 @@ fn read_passes(gamma: &Tensor<1>, passes: &[QueuedPass], eta: f64) -> Result<Vec
             read = read.register(c.clone());
         }
     }
-    let mut data = read.try_execute().map_err(|e| NeuralError::Execution(format!("{e:?}")))?.into_iter();
-    let read_error = |e: burn::tensor::DataError| NeuralError::Execution(format!("{e:?}"));
-    let mut next = || data.next().ok_or_else(|| NeuralError::Execution("the read returned fewer tensors than registered".into()));
+    let mut data = read.try_execute().map_err(|e| Error::Execution(format!("{e:?}")))?.into_iter();
+    let read_error = |e: burn::tensor::DataError| Error::Execution(format!("{e:?}"));
+    let mut next = || data.next().ok_or_else(|| Error::Execution("the read returned fewer tensors than registered".into()));
     let floats = |d: TensorData| -> Result<Vec<f64>> { Ok(d.convert::<f32>().try_to_vec::<f32>().map_err(read_error)?.into_iter().map(f64::from).collect()) };
     let gamma = floats(next()?)?.first().copied().unwrap_or(f64::NAN);
     let mut out = Vec::with_capacity(passes.len());
@@ -995,7 +996,7 @@ impl NeuralEksvd {
 
     fn check_input(&self, q: usize, x: &DMatrix<f64>) -> Result<Vec<f32>> {
         if q >= self.arch.n_sources() {
-            return Err(EksvdError::InvalidParameter { name: "source", reason: format!("source {q} of a model with {} sources", self.arch.n_sources()) });
+            return Err(Error::InvalidParameter { name: "source", reason: format!("source {q} of a model with {} sources", self.arch.n_sources()) });
         }
         check_shape(format!("columns of source {q}"), self.arch.input_dims[q], x.ncols())?;
         to_f32_rows(q, x)
@@ -1036,7 +1037,7 @@ impl NeuralEksvd {
 
     fn check_paired(&self, data: &MultiSource) -> Result<()> {
         if !data.is_paired() {
-            return Err(NeuralError::Labels("prediction needs paired sources".into()));
+            return Err(Error::Labels("prediction needs paired sources".into()));
         }
         check_shape("number of sources", self.arch.n_sources(), data.n_sources())?;
         for q in 0..data.n_sources() {
@@ -1075,7 +1076,7 @@ impl NeuralEksvd {
     pub fn loss(&self, data: &MultiSource, labels: &[usize], eta: f64) -> Result<LossValues> {
         check_labels(data, labels)?;
         if labels.iter().any(|&l| l >= self.arch.n_classes) {
-            return Err(NeuralError::Labels(format!("label beyond the model's {} classes", self.arch.n_classes)));
+            return Err(Error::Labels(format!("label beyond the model's {} classes", self.arch.n_classes)));
         }
         self.check_paired(data)?;
         let host = HostData::new(data, Some(labels), self.arch.n_classes)?;
@@ -1086,14 +1087,14 @@ impl NeuralEksvd {
     /// `gamma` on resident data ([`queue_pass`], one read).
     fn evaluate(&self, data: &ResidentData, eta: f64, predictions: bool) -> Result<Evaluation> {
         let mut read = read_passes(&self.net.gamma(), &[queue_pass(&self.net, data, predictions)], eta)?;
-        read.pop().ok_or_else(|| NeuralError::Execution("no pass read".into()))
+        read.pop().ok_or_else(|| Error::Execution("no pass read".into()))
     }
 
     /// Saves the weights (burnpack `model.bpk`) and the architecture
     /// (`architecture.txt`) into directory `dir` (created if missing).
     pub fn save(&self, dir: impl AsRef<Path>) -> Result<()> {
         let dir = dir.as_ref();
-        let io = |e: std::io::Error| NeuralError::Record(format!("{}: {e}", dir.display()));
+        let io = |e: std::io::Error| Error::Record(format!("{}: {e}", dir.display()));
         std::fs::create_dir_all(dir).map_err(io)?;
         let a = &self.arch;
         let list = |v: &[usize]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(" ");
@@ -1107,7 +1108,7 @@ impl NeuralEksvd {
             a.activation.name()
         );
         std::fs::write(dir.join("architecture.txt"), text).map_err(io)?;
-        self.net.clone().save_file(dir.join("model.bpk")).map_err(|e| NeuralError::Record(e.to_string()))
+        self.net.clone().save_file(dir.join("model.bpk")).map_err(|e| Error::Record(e.to_string()))
     }
 
     /// Loads a model written by [`NeuralEksvd::save`] onto `backend`.
@@ -1120,18 +1121,18 @@ impl NeuralEksvd {
     pub fn load_on(dir: impl AsRef<Path>, gramian: &crate::Device) -> Result<Self> {
         let dir = dir.as_ref();
         let backend = Placement::backend_of(gramian);
-        let text = std::fs::read_to_string(dir.join("architecture.txt")).map_err(|e| NeuralError::Record(format!("{}: {e}", dir.display())))?;
+        let text = std::fs::read_to_string(dir.join("architecture.txt")).map_err(|e| Error::Record(format!("{}: {e}", dir.display())))?;
         let arch = parse_architecture(&text)?;
         let device = burn_device(gramian)?;
         let net = NeuralEksvdNet::init(&arch, 1.0, 0, &device)?
             .try_load_file(dir.join("model.bpk"))
-            .map_err(|e| NeuralError::Record(e.to_string()))?;
+            .map_err(|e| Error::Record(e.to_string()))?;
         Ok(NeuralEksvd { net, device, gramian: gramian.clone(), arch, backend, history: TrainingHistory::default(), best_epoch: 0 })
     }
 }
 
 fn parse_architecture(text: &str) -> Result<Architecture> {
-    let bad = |what: &str| NeuralError::Record(format!("architecture.txt: bad or missing {what}"));
+    let bad = |what: &str| Error::Record(format!("architecture.txt: bad or missing {what}"));
     let get = |key: &str| text.lines().find_map(|l| l.strip_prefix(key).and_then(|r| r.strip_prefix('='))).ok_or_else(|| bad(key));
     let list = |key: &str| -> Result<Vec<usize>> { get(key)?.split_whitespace().map(|s| s.parse().map_err(|_| bad(key))).collect() };
     let one = |key: &str| -> Result<usize> { get(key)?.trim().parse().map_err(|_| bad(key)) };

@@ -13,7 +13,8 @@ use crate::linalg::{self, check_dim, check_matrix};
 use super::super::baselines::BaselineKind;
 use super::super::dual::SolverOptions;
 use super::super::options::{Regularisation, Terms, check_gaussian, shared_builders};
-use super::super::error::{check_positive, PsdError};
+use super::super::error::check_positive;
+use crate::error::Error;
 use super::super::features::EmpiricalFeatures;
 use super::super::heteroscedastic::{target_moments, GaussianNaturalLoss, NaturalParameters};
 use super::super::newton::{self, NewtonSettings};
@@ -70,7 +71,7 @@ impl BaselineHeteroscedasticParams {
         self
     }
 
-    fn validate(&self) -> Result<(), PsdError> {
+    fn validate(&self) -> Result<(), Error> {
         check_gaussian(self.rejected_kernel)?;
         check_positive("sigma", self.sigma)?;
         self.regularisation.check(Terms::BASELINE_REGRESSION)?;
@@ -78,7 +79,7 @@ impl BaselineHeteroscedasticParams {
     }
 
     /// The training problem on `(x, y)` (validated), for inspection and tests.
-    pub fn problem(&self, device: &Device, x: &DMatrix<f64>, y: &DVector<f64>) -> Result<HeteroscedasticBaselineProblem, PsdError> {
+    pub fn problem(&self, device: &Device, x: &DMatrix<f64>, y: &DVector<f64>) -> Result<HeteroscedasticBaselineProblem, Error> {
         self.validate()?;
         let (y_mean, y_sd) = target_moments(x, y)?;
         let loss = GaussianNaturalLoss { targets: y.map(|v| (v - y_mean) / y_sd) };
@@ -94,16 +95,16 @@ impl BaselineHeteroscedasticParams {
 
     /// Fits on `data` (inputs `data.x`, one sample per row; targets
     /// `data.y`): [`Self::fit_xy`].
-    pub fn fit(&self, device: &Device, data: &crate::estimator::Supervised) -> Result<BaselineHeteroscedastic, PsdError> {
+    pub fn fit(&self, device: &Device, data: &crate::estimator::Supervised) -> Result<BaselineHeteroscedastic, Error> {
         self.fit_xy(device, &data.x, &data.y)
     }
 
     /// Fits `eta` and `theta` to inputs `x` (n x d) and targets `y` (n) (module docs).
     ///
     /// Errors: invalid parameters, empty/NaN/mismatched input, fewer than 2
-    /// samples or constant targets, [`PsdError::NotConverged`] (with the
+    /// samples or constant targets, [`Error::NotConverged`] (with the
     /// residual as `gap`) when no start reaches the tolerance.
-    pub fn fit_xy(&self, device: &Device, x: &DMatrix<f64>, y: &DVector<f64>) -> Result<BaselineHeteroscedastic, PsdError> {
+    pub fn fit_xy(&self, device: &Device, x: &DMatrix<f64>, y: &DVector<f64>) -> Result<BaselineHeteroscedastic, Error> {
         let start = Instant::now();
         let problem = self.problem(device, x, y)?;
         let r = problem.p.nrows();
@@ -127,7 +128,7 @@ impl BaselineHeteroscedasticParams {
         }
         let Some(best) = best else {
             let out = last.expect("at least one start");
-            return Err(PsdError::NotConverged { iterations: out.iterations, gap: out.residual, tolerance: self.options.tolerance });
+            return Err(Error::NotConverged { iterations: out.iterations, gap: out.residual, tolerance: self.options.tolerance });
         };
         let c = best.z.rows(r, problem.part.dim()).into_owned();
         let report = BaselineReport { iterations: best.iterations, residual: best.residual, objective: best.objective, objectives_per_start: objectives, seconds: start.elapsed().as_secs_f64() };
@@ -259,7 +260,7 @@ impl BaselineHeteroscedastic {
 
     /// `eta(x)` and `theta(x)` at the rows of `x` (original units of `y`); PNM's
     /// `theta` may be negative away from the data.
-    pub fn natural_parameters(&self, device: &Device, x: &DMatrix<f64>) -> Result<NaturalParameters, PsdError> {
+    pub fn natural_parameters(&self, device: &Device, x: &DMatrix<f64>) -> Result<NaturalParameters, Error> {
         check_matrix("x", x)?;
         check_dim("columns of x vs model dimension", self.features.centres().ncols(), x.ncols())?;
         let phi = self.features.features_with_constant(device, x)?;
@@ -273,19 +274,19 @@ impl BaselineHeteroscedastic {
     ///
     /// Errors: as [`BaselineHeteroscedastic::natural_parameters`], and
     /// `Compute(Overflow)` where `theta` is 0 or the mean overflows.
-    pub fn predict_mean(&self, device: &Device, x: &DMatrix<f64>) -> Result<DVector<f64>, PsdError> {
+    pub fn predict_mean(&self, device: &Device, x: &DMatrix<f64>) -> Result<DVector<f64>, Error> {
         Ok(linalg::finite_vector("predictive mean", self.natural_parameters(device, x)?.mean())?)
     }
 
     /// Predictive variance `v = 1/theta` (negative where PNM's `theta` is).
     ///
     /// Errors: as [`BaselineHeteroscedastic::predict_mean`].
-    pub fn predict_variance(&self, device: &Device, x: &DMatrix<f64>) -> Result<DVector<f64>, PsdError> {
+    pub fn predict_variance(&self, device: &Device, x: &DMatrix<f64>) -> Result<DVector<f64>, Error> {
         Ok(linalg::finite_vector("predictive variance", self.natural_parameters(device, x)?.variance())?)
     }
 
     /// Mean predictive log-likelihood (`-inf` if `theta <= 0` at some point).
-    pub fn mean_log_likelihood(&self, device: &Device, x: &DMatrix<f64>, y: &DVector<f64>) -> Result<f64, PsdError> {
+    pub fn mean_log_likelihood(&self, device: &Device, x: &DMatrix<f64>, y: &DVector<f64>) -> Result<f64, Error> {
         check_dim("length of y vs rows of x", x.nrows(), y.len())?;
         linalg::check_finite("y", &DMatrix::from_column_slice(y.len(), 1, y.as_slice()))?;
         Ok(self.natural_parameters(device, x)?.log_likelihood(y).mean())
@@ -300,7 +301,7 @@ impl crate::io::SavedModel for BaselineHeteroscedastic {
     /// `theta` weights of its dimension plus the constant; every number
     /// finite and within [`crate::io::MAX_STORED_MAGNITUDE`]; a target scale
     /// that is a stored scale ([`crate::io::MIN_STORED_SCALE`]).
-    fn check_loaded(&self) -> Result<(), PsdError> {
+    fn check_loaded(&self) -> Result<(), Error> {
         use crate::io::{ensure, ensure_bounded, ensure_scale};
         self.features.check_loaded()?;
         let dim = self.features.map().nrows() + 1;

@@ -13,7 +13,8 @@ use crate::linalg::{self, check_dim, check_matrix};
 use super::super::baselines::BaselineKind;
 use super::super::dual::SolverOptions;
 use super::super::options::{Regularisation, Terms, check_gaussian, shared_builders};
-use super::super::error::{check_positive, PsdError};
+use super::super::error::check_positive;
+use crate::error::Error;
 use super::super::features::EmpiricalFeatures;
 use super::super::fista::{self, FistaSettings};
 use super::super::heteroscedastic::target_moments;
@@ -94,7 +95,7 @@ impl BaselineQuantileParams {
         self
     }
 
-    fn validate(&self) -> Result<(), PsdError> {
+    fn validate(&self) -> Result<(), Error> {
         check_gaussian(self.rejected_kernel)?;
         check_positive("sigma", self.sigma)?;
         self.regularisation.check(Terms::BASELINE_REGRESSION)?;
@@ -104,7 +105,7 @@ impl BaselineQuantileParams {
     }
 
     /// The training problem on `(x, y)` (validated), for inspection and tests.
-    pub fn problem(&self, device: &Device, x: &DMatrix<f64>, y: &DVector<f64>) -> Result<QuantileBaselineProblem, PsdError> {
+    pub fn problem(&self, device: &Device, x: &DMatrix<f64>, y: &DVector<f64>) -> Result<QuantileBaselineProblem, Error> {
         self.validate()?;
         let (_, y_sd) = target_moments(x, y)?;
         let n = x.nrows();
@@ -136,22 +137,22 @@ impl BaselineQuantileParams {
 
     /// Fits on `data` (inputs `data.x`, one sample per row; targets
     /// `data.y`): [`Self::fit_xy`].
-    pub fn fit(&self, device: &Device, data: &crate::estimator::Supervised) -> Result<BaselineQuantile, PsdError> {
+    pub fn fit(&self, device: &Device, data: &crate::estimator::Supervised) -> Result<BaselineQuantile, Error> {
         self.fit_xy(device, &data.x, &data.y)
     }
 
     /// Fits the quantile curves to inputs `x` (n x d) and targets `y` (n) (module docs).
     ///
     /// Errors: invalid parameters or levels, empty/NaN/mismatched input, fewer
-    /// than 2 samples or constant targets, [`PsdError::NotConverged`] (with the
+    /// than 2 samples or constant targets, [`Error::NotConverged`] (with the
     /// residual as `gap`).
-    pub fn fit_xy(&self, device: &Device, x: &DMatrix<f64>, y: &DVector<f64>) -> Result<BaselineQuantile, PsdError> {
+    pub fn fit_xy(&self, device: &Device, x: &DMatrix<f64>, y: &DVector<f64>) -> Result<BaselineQuantile, Error> {
         let start = Instant::now();
         let problem = self.problem(device, x, y)?;
         let (z, iterations, residual, objectives) = if self.kind == BaselineKind::Pnm {
             let (z, iterations, residual) = problem.solve_pnm_dual(self.options.tolerance, self.options.max_iterations);
             if !(residual <= self.options.tolerance) {
-                return Err(PsdError::NotConverged { iterations, gap: residual, tolerance: self.options.tolerance });
+                return Err(Error::NotConverged { iterations, gap: residual, tolerance: self.options.tolerance });
             }
             let objective = problem.primal_objective(&z);
             (z, iterations, residual, vec![objective])
@@ -180,7 +181,7 @@ impl BaselineQuantileParams {
             }
             let Some(best) = best else {
                 let out: newton::NewtonOutcome = last.expect("at least one start");
-                return Err(PsdError::NotConverged { iterations: out.iterations, gap: out.residual, tolerance: self.options.tolerance });
+                return Err(Error::NotConverged { iterations: out.iterations, gap: out.residual, tolerance: self.options.tolerance });
             };
             (best.z, best.iterations, best.residual, objectives)
         };
@@ -543,7 +544,7 @@ impl BaselineQuantile {
     }
 
     /// Quantile curves at the rows of `x`: column `j` is level `tau_j` (n x K).
-    pub fn predict(&self, device: &Device, x: &DMatrix<f64>) -> Result<DMatrix<f64>, PsdError> {
+    pub fn predict(&self, device: &Device, x: &DMatrix<f64>) -> Result<DMatrix<f64>, Error> {
         check_matrix("x", x)?;
         check_dim("columns of x vs model dimension", self.features.centres().ncols(), x.ncols())?;
         let phi = self.features.features_with_constant(device, x)?;
@@ -580,7 +581,7 @@ impl crate::io::SavedModel for BaselineQuantile {
     /// level, each of the feature dimension plus the constant; every number
     /// finite and within [`crate::io::MAX_STORED_MAGNITUDE`]; a target scale
     /// that is a stored scale ([`crate::io::MIN_STORED_SCALE`]).
-    fn check_loaded(&self) -> Result<(), PsdError> {
+    fn check_loaded(&self) -> Result<(), Error> {
         use crate::io::{ensure, ensure_bounded, ensure_scale};
         let k = self.levels.len();
         ensure(k >= 1 && self.levels.iter().all(|t| *t > 0.0 && *t < 1.0) && self.levels.windows(2).all(|w| w[0] < w[1]), || format!("levels {:?} must increase within (0, 1)", self.levels))?;
