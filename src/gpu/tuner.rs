@@ -22,7 +22,10 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::variants::{self, CATALOGUE};
-use super::Precision;
+use super::buffers::GpuMatrix;
+use super::plan::{KernelCode, Operand, ProductFlags};
+use super::{GpuContext, MATVEC_MAX_COLUMNS};
+use crate::precision::Precision;
 use crate::error::{Error, Result};
 
 /// Measured GPU time one tuning may spend (compilation not included).
@@ -281,6 +284,112 @@ impl Tuner {
         cached.sort_by(|a, b| a.class.cmp(&b.class));
         out.extend(cached);
         out
+    }
+}
+
+impl GpuContext {
+    /// The product variant for `class`: forced, cached, or timed now (see
+    /// `tuner.rs`). A tuning that fails (e.g. out of memory for its
+    /// synthetic operands) falls back to the default variant.
+    pub(super) fn variant_for(&self, class: ShapeClass, dims: (usize, usize, usize)) -> Result<usize> {
+        let lock_err = |_| Error::Gpu("tuner lock poisoned".into());
+        if let Some(i) = self.tuner.lock().map_err(lock_err)?.known(&class) {
+            if self.product_variants().contains(&&CATALOGUE[i]) {
+                return Ok(i);
+            }
+        }
+        let before = self.counters.snapshot();
+        let timed = self.tune(class, dims);
+        self.counters.restore(&before);
+        match timed {
+            Ok((best, timings)) => {
+                log::info!("gramian tuner: {} -> {} ({} variants timed)", class.key(), CATALOGUE[best].name, timings.len());
+                self.tuner.lock().map_err(lock_err)?.record(class, best, timings);
+                Ok(best)
+            }
+            Err(e) => {
+                log::warn!("gramian tuner: {} not tuned ({e}); using the default variant", class.key());
+                Ok(variants::default_index(class.precision))
+            }
+        }
+    }
+
+    /// Times every applicable variant on a synthetic problem of `class`
+    /// (operands uniform in [-1, 1], the caller's shape capped), within
+    /// [`super::TUNE_BUDGET`] of measured time; returns the fastest and
+    /// every time (microseconds, the best of a few runs).
+    fn tune(&self, class: ShapeClass, (rows, cols, depth): (usize, usize, usize)) -> Result<(usize, Vec<(&'static str, f64)>)> {
+        let work_cap = if self.is_software { 1 << 21 } else { 1 << 33 };
+        let (r, c, d) = ShapeClass::synthetic_shape(rows, cols, depth, work_cap);
+        let p = class.precision;
+        let fill = |len: usize, seed: u64| -> Vec<f64> {
+            // A fixed xorshift stream: replayable, no allocation of an RNG.
+            let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+            (0..len)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    (x >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0
+                })
+                .collect()
+        };
+        let operand = |n: usize, transposed: bool, seed: u64| -> Result<GpuMatrix> {
+            let (mr, mc) = if transposed { (d, n) } else { (n, d) };
+            self.upload(&fill(mr * mc, seed), mr, mc, p)
+        };
+        let a = operand(r, class.a_transposed, 1)?;
+        let b = operand(c, class.b_transposed, 2)?;
+        let (vc, out_cols) = match class.op {
+            Op::Product => (0, c),
+            Op::Matvec { wide } => {
+                let vc = if wide { MATVEC_MAX_COLUMNS } else { 1 };
+                (vc, vc)
+            }
+        };
+        let vmat = if vc > 0 { Some(self.upload(&fill(c * vc, 3), c, vc, p)?) } else { None };
+        let out = self.zeros(r, out_cols, p)?;
+        let code = if class.distance { KernelCode { kind: 1, gamma: 1.0 / d as f64, coef0: 0.0, degree: 0 } } else { KernelCode { kind: 0, gamma: 0.0, coef0: 0.0, degree: 0 } };
+        let reps = if self.is_software { 1 } else { 3 };
+        let mut spent = std::time::Duration::ZERO;
+        let mut timings = Vec::new();
+        let mut best: Option<(usize, f64)> = None;
+        let candidates: Vec<usize> = (0..CATALOGUE.len()).filter(|&i| CATALOGUE[i].precision == p && self.product_variants().contains(&&CATALOGUE[i])).collect();
+        for i in candidates {
+            if spent > super::TUNE_BUDGET {
+                break;
+            }
+            let key = if vc > 0 { i | (if vc == 1 { 1 } else { MATVEC_MAX_COLUMNS } << 16) } else { i };
+            if self.variant_pipeline(key).is_err() {
+                continue;
+            }
+            let mut plan = Vec::new();
+            match &vmat {
+                None => self.plan_product_with(i, code, Operand { m: &a, transposed: class.a_transposed }, Operand { m: &b, transposed: class.b_transposed }, &out, ProductFlags::default(), &mut plan)?,
+                Some(vm) => {
+                    if !self.plan_kernel_matvec_with(i, code, &a, &b, vm, &out, false, &mut plan)? {
+                        continue;
+                    }
+                }
+            }
+            // Warm-up (first use of a pipeline), then the best of `reps`.
+            self.run_plan(plan.clone())?;
+            self.synchronize()?;
+            let mut fastest = f64::INFINITY;
+            for _ in 0..reps {
+                let t0 = std::time::Instant::now();
+                self.run_plan(plan.clone())?;
+                self.synchronize()?;
+                let dt = t0.elapsed();
+                spent += dt;
+                fastest = fastest.min(dt.as_secs_f64() * 1e6);
+            }
+            timings.push((CATALOGUE[i].name, fastest));
+            if best.is_none_or(|(_, t)| fastest < t) {
+                best = Some((i, fastest));
+            }
+        }
+        best.map(|(i, _)| (i, timings)).ok_or_else(|| Error::Unsupported(format!("no product variant runs on {}", self.adapter().name)))
     }
 }
 

@@ -22,8 +22,9 @@
 //! and keeps the fastest per shape class; the tests run every variant
 //! against the CPU `f64` path.
 
-use super::ops::KernelCode;
-use super::{Precision, LOOP_BUDGET};
+use super::plan::KernelCode;
+use super::LOOP_BUDGET;
+use crate::precision::Precision;
 
 /// The lane layout of an invocation's register block.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -392,9 +393,9 @@ mod tests {
         }
         assert_eq!(CATALOGUE[default_index(Precision::F32)].name, "f32-128x128-b8x8-k16-v4-direct");
         assert_eq!(CATALOGUE[default_index(Precision::F64)].name, "f64-64x64-b4x4-k16-v1-direct");
-        // The host-matrix path (ops.rs) grids its dispatches by this tile.
+        // The default f32 variant's output tile.
         let d = &CATALOGUE[default_index(Precision::F32)];
-        assert_eq!((d.tile_rows(), d.tile_cols()), (super::super::ops::TILE, super::super::ops::TILE));
+        assert_eq!((d.tile_rows(), d.tile_cols()), (128, 128));
     }
 
     #[test]
