@@ -16,7 +16,8 @@ use std::time::{Duration, Instant};
 use nalgebra::DMatrix;
 
 use super::buffers::GpuMatrix;
-use super::plan::{KernelCode, Operand, ProductFlags};
+use super::plan::{Dispatch, Operand, ProductFlags};
+use super::problem::KernelCode;
 use super::GpuContext;
 use crate::error::{Error, Result};
 use crate::kernel::Kernel;
@@ -113,7 +114,7 @@ impl GpuContext {
     /// Records `out = f(s(a_i, b_j))` for rows `r0..r0 + out.nrows()` of A'
     /// and `c0..c0 + out.ncols()` of B', the depth parts accumulating the
     /// statistic and the last applying the kernel function.
-    fn plan_band(&self, code: KernelCode, ops: &Uploaded, (r0, c0): (usize, usize), out: &GpuMatrix, plan: &mut Vec<super::plan::Dispatch>) -> Result<()> {
+    fn plan_band(&self, code: KernelCode, ops: &Uploaded, (r0, c0): (usize, usize), out: &GpuMatrix, plan: &mut Vec<Dispatch>) -> Result<()> {
         let parts = ops.parts.len();
         for (t, (a, b)) in ops.parts.iter().enumerate() {
             let a = a.rows_view(r0, out.nrows())?;

@@ -7,9 +7,9 @@
 use std::collections::HashMap;
 
 use super::buffers::GpuMatrix;
-use super::plan::{cuts, Dispatch, KernelCode, Operand, PipelineKind, ProductFlags, Problem, Reduce};
-use super::tuner::ShapeClass;
-use super::variants::{self, CATALOGUE};
+use super::plan::{cuts, Dispatch, Operand, PipelineKind, ProductFlags};
+use super::problem::{KernelCode, Problem, Reduce};
+use super::variants::{self, Op, ShapeClass, CATALOGUE};
 use super::{GpuContext, LOOP_BUDGET};
 use crate::error::{Error, Result};
 use crate::kernel::Kernel;
@@ -42,7 +42,7 @@ impl GpuContext {
         if !self.product_variants().iter().any(|var| var.precision == precision && Self::matvec_tiles_per_split(var, d, &code, mv) > 0) {
             return Ok(false);
         }
-        let class = ShapeClass { op: super::tuner::Op::Matvec { wide: c > 1 }, ..ShapeClass::of(precision, distance, false, false, n, m, d) };
+        let class = ShapeClass { op: Op::Matvec { wide: c > 1 }, ..ShapeClass::of(precision, distance, false, false, n, m, d) };
         let variant = self.variant_for(class, (n, m, d))?;
         self.plan_kernel_matvec_with(variant, code, x, z, v, out, accumulate, plan)
     }

@@ -12,8 +12,8 @@
 //! tile by tile; nothing is ever bound beyond the limit.
 //!
 //! Modules, by concern: `buffers` (storage, allocation, upload, download,
-//! scratch buffers), `counters` ([`TransferStats`]), `plan` (descriptors and
-//! dispatch planning of products, reductions and maps), `matvec` (the kernel
+//! scratch buffers), `counters` ([`TransferStats`]), `problem` (the descriptors the shaders
+//! read), `plan` (dispatch planning of products, reductions and maps), `matvec` (the kernel
 //! matvec), `submit` (running plans, error scopes), `pipelines` (shader
 //! compilation and the pipeline cache), `variants` and `tuner` (product
 //! variants and the choice between them), `host` (host-matrix operations).
@@ -24,6 +24,7 @@ mod host;
 mod matvec;
 mod pipelines;
 mod plan;
+mod problem;
 mod submit;
 mod tuner;
 mod variants;
@@ -34,7 +35,8 @@ pub use crate::linalg::MatrixProduct;
 pub use tuner::{TunedChoice, TuningMode, TUNE_BUDGET, TUNE_CACHE_ENV, TUNE_ENV, VARIANT_ENV};
 pub use variants::{DistanceForm, LaneLayout, ProductVariant, CATALOGUE};
 pub(crate) use matvec::MATVEC_MAX_COLUMNS;
-pub(crate) use plan::{ElementwiseMap, KernelCode, Operand, ProductFlags};
+pub(crate) use plan::{ElementwiseMap, Operand, ProductFlags};
+pub(crate) use problem::KernelCode;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;

@@ -12,78 +12,19 @@
 //! and of the output, at the workgroup grid limit, and the depth into chunks
 //! within [`LOOP_BUDGET`], and records one dispatch per piece.
 
-use bytemuck::{Pod, Zeroable};
+use bytemuck::Zeroable;
 
 use super::buffers::GpuMatrix;
-use super::tuner::ShapeClass;
-use super::variants::CATALOGUE;
+use super::problem::{KernelCode, Problem, Reduce, FLAG_ACCUMULATE, FLAG_APPLY, FLAG_WEIGHTED};
+use super::variants::{ShapeClass, CATALOGUE};
 use super::{GpuContext, LOOP_BUDGET};
 use crate::error::{Error, Result};
-use crate::kernel::Kernel;
 use crate::linalg::MatrixProduct;
 use crate::precision::Precision;
 
-pub(crate) const FLAG_ACCUMULATE: u32 = 1;
-pub(crate) const FLAG_APPLY: u32 = 2;
 
 
-/// One problem of a batch, as the product shaders (`problem.wgsl`)
-/// read it (std430): element offsets and strides of A, B and C (see the
-/// shader's header), flags, the kernel, and the weights' offset.
-#[repr(C)]
-#[derive(Debug, Clone, Copy, Pod, Zeroable)]
-pub(crate) struct Problem {
-    pub(crate) rows: u32,
-    pub(crate) cols: u32,
-    pub(crate) depth: u32,
-    pub(crate) a_off: u32,
-    pub(crate) b_off: u32,
-    pub(crate) c_off: u32,
-    pub(crate) flags: u32,
-    pub(crate) kind: u32,
-    pub(crate) a_rs: u32,
-    pub(crate) a_cs: u32,
-    pub(crate) b_rs: u32,
-    pub(crate) b_cs: u32,
-    pub(crate) c_rs: u32,
-    pub(crate) c_cs: u32,
-    pub(crate) w_off: u32,
-    pub(crate) degree: u32,
-    pub(crate) gamma: f32,
-    pub(crate) coef0: f32,
-}
 
-/// The kernel as the shaders encode it (parameters kept in `f64`; the f32
-/// shaders round them).
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct KernelCode {
-    pub(crate) kind: u32,
-    pub(crate) gamma: f64,
-    pub(crate) coef0: f64,
-    pub(crate) degree: u32,
-}
-
-impl KernelCode {
-    /// True for the distance kernels (RBF, Laplacian): the statistic is a squared distance.
-    pub(crate) fn is_distance(&self) -> bool {
-        self.kind == 1 || self.kind == 2
-    }
-
-    /// True for the polynomial kernel (its power is a loop in the shaders).
-    pub(crate) fn is_polynomial(&self) -> bool {
-        self.kind == 3
-    }
-
-    pub(crate) fn of(kernel: &Kernel) -> Self {
-        match *kernel {
-            Kernel::Linear => KernelCode { kind: 0, gamma: 0.0, coef0: 0.0, degree: 0 },
-            Kernel::Rbf { gamma } => KernelCode { kind: 1, gamma, coef0: 0.0, degree: 0 },
-            Kernel::Laplacian { gamma } => KernelCode { kind: 2, gamma, coef0: 0.0, degree: 0 },
-            Kernel::Polynomial { gamma, coef0, degree } => KernelCode { kind: 3, gamma, coef0, degree },
-            Kernel::Sigmoid { gamma, coef0 } => KernelCode { kind: 4, gamma, coef0, degree: 0 },
-        }
-    }
-}
 
 /// One operand of the product engine: a matrix read as is (its rows are the
 /// product's rows, its columns the depth) or transposed.
@@ -165,28 +106,7 @@ pub(crate) enum ElementwiseMap {
     Hadamard,
 }
 
-/// `Problem` with `f64` kernel parameters, as the f64 generic shader reads it.
-#[repr(C)]
-#[derive(Clone, Copy, Pod, Zeroable)]
-pub(super) struct ProblemF64 {
-    pub(super) words: [u32; 16],
-    pub(super) gamma: f64,
-    pub(super) coef0: f64,
-}
 
-/// The row-reduction job of `row_reduce.wgsl`.
-#[repr(C)]
-#[derive(Clone, Copy, Pod, Zeroable)]
-pub(super) struct Reduce {
-    pub(super) rows: u32,
-    pub(super) cols: u32,
-    pub(super) x_off: u32,
-    pub(super) x_rs: u32,
-    pub(super) x_cs: u32,
-    pub(super) out_off: u32,
-    pub(super) mode: u32,
-    pub(super) accumulate: u32,
-}
 
 /// Sorted, deduplicated cut points `0 = c_0 < ... < c_k = len`.
 pub(super) fn cuts(len: usize, mut inner: Vec<usize>, max_span: usize) -> Vec<usize> {
@@ -535,4 +455,3 @@ const SPLIT_MIN_DEPTH: usize = 2048;
 /// and at most this many chunks.
 const SPLIT_MAX_CHUNKS: usize = 64;
 
-const FLAG_WEIGHTED: u32 = 4;

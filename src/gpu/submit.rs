@@ -6,7 +6,8 @@
 use std::collections::HashMap;
 use std::num::NonZeroU64;
 
-use super::plan::{Dispatch, PipelineKind, Problem, ProblemF64, Reduce};
+use super::plan::{Dispatch, PipelineKind};
+use super::problem::{Problem, ProblemF64, Reduce};
 use super::GpuContext;
 use crate::error::{Error, Result};
 use crate::precision::Precision;

@@ -21,12 +21,13 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::variants::{self, CATALOGUE};
 use super::buffers::GpuMatrix;
-use super::plan::{KernelCode, Operand, ProductFlags};
+use super::plan::{Operand, ProductFlags};
+use super::problem::KernelCode;
+use super::variants::{self, Op, ShapeClass, CATALOGUE};
 use super::{GpuContext, MATVEC_MAX_COLUMNS};
-use crate::precision::Precision;
 use crate::error::{Error, Result};
+use crate::precision::Precision;
 
 /// Measured GPU time one tuning may spend (compilation not included).
 pub const TUNE_BUDGET: Duration = Duration::from_millis(300);
@@ -51,93 +52,6 @@ pub enum TuningMode {
     Off,
     /// Ignore cached choices from disk and time again.
     Retune,
-}
-
-/// The operation a variant runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) enum Op {
-    /// `C = f(s(A', B'))` (`product.wgsl`).
-    Product,
-    /// `Y = K(X, Z) V` without writing K (`kernel_matvec.wgsl`), V with one
-    /// column or (`wide`) up to eight.
-    Matvec { wide: bool },
-}
-
-/// The shape class of a product: what decides which variant is fastest.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) struct ShapeClass {
-    pub(crate) op: Op,
-    pub(crate) precision: Precision,
-    /// RBF/Laplacian (squared distances) rather than inner products.
-    pub(crate) distance: bool,
-    pub(crate) a_transposed: bool,
-    pub(crate) b_transposed: bool,
-    /// Output size bucket: < 2^14, < 2^20, < 2^24, more elements.
-    pub(crate) out_bucket: u8,
-    /// Depth bucket: <= 16, <= 128, <= 1024, more.
-    pub(crate) depth_bucket: u8,
-}
-
-impl ShapeClass {
-    pub(crate) fn of(precision: Precision, distance: bool, a_transposed: bool, b_transposed: bool, rows: usize, cols: usize, depth: usize) -> Self {
-        let elements = rows.saturating_mul(cols);
-        let out_bucket = match elements {
-            e if e < 1 << 14 => 0,
-            e if e < 1 << 20 => 1,
-            e if e < 1 << 24 => 2,
-            _ => 3,
-        };
-        let depth_bucket = match depth {
-            d if d <= 16 => 0,
-            d if d <= 128 => 1,
-            d if d <= 1024 => 2,
-            _ => 3,
-        };
-        ShapeClass { op: Op::Product, precision, distance, a_transposed, b_transposed, out_bucket, depth_bucket }
-    }
-
-    /// The cache key, e.g. `product/f32/distance/NN/o3/d2`.
-    pub(crate) fn key(&self) -> String {
-        let t = |b: bool| if b { 'T' } else { 'N' };
-        format!(
-            "{}/{}/{}/{}{}/o{}/d{}",
-            match self.op {
-                Op::Product => "product",
-                Op::Matvec { wide: false } => "matvec1",
-                Op::Matvec { wide: true } => "matvec8",
-            },
-            match self.precision {
-                Precision::F32 => "f32",
-                Precision::F64 => "f64",
-            },
-            if self.distance { "distance" } else { "inner" },
-            t(self.a_transposed),
-            t(self.b_transposed),
-            self.out_bucket,
-            self.depth_bucket
-        )
-    }
-
-    /// The synthetic problem timed for this class: the caller's shape,
-    /// capped so one run is short (`work_cap` multiply-adds).
-    pub(crate) fn synthetic_shape(rows: usize, cols: usize, depth: usize, work_cap: usize) -> (usize, usize, usize) {
-        let (mut r, mut c, mut d) = (rows.clamp(1, 8192), cols.clamp(1, 8192), depth.clamp(1, 2048));
-        for _ in 0..64 {
-            if r.saturating_mul(c).saturating_mul(d) <= work_cap {
-                break;
-            }
-            if r >= c && r > 64 {
-                r /= 2;
-            } else if c > 64 {
-                c /= 2;
-            } else if d > 16 {
-                d /= 2;
-            } else {
-                break;
-            }
-        }
-        (r, c, d)
-    }
 }
 
 /// A tuner's choice for one class.
