@@ -181,8 +181,9 @@ impl Device {
         linalg::finite_result("matrix product", c)
     }
 
-    /// Many products `A_i B_i` (or the other forms) at once: on the GPU as
-    /// few dispatches as the buffer limits allow, on the CPU in parallel.
+    /// Many products `A_i B_i` (or the other forms) at once: on the GPU
+    /// recorded together and run in one submission (a product too large for
+    /// one output band runs on its own), on the CPU in parallel.
     pub fn batched_matmul<T: Real>(&self, pairs: &[(&DMatrix<T>, &DMatrix<T>)], form: MatrixProduct) -> Result<Vec<DMatrix<T>>> {
         let mut entries = 0usize;
         for (a, b) in pairs {
