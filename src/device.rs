@@ -14,10 +14,11 @@ use std::sync::Arc;
 use nalgebra::{DMatrix, DVector};
 
 use crate::error::{Error, Result};
-use crate::gpu::{GpuContext, GpuOptions, MatrixProduct, Precision};
+use crate::gpu::{GpuContext, GpuOptions};
 use crate::kernel::{self, Kernel};
-use crate::linalg::{self, check_dim, check_matrix, Real};
+use crate::linalg::{self, check_dim, check_matrix, MatrixProduct, Real};
 use crate::memory;
+use crate::precision::Precision;
 
 /// Where computations run. Cheap to clone (the GPU context is shared).
 #[derive(Clone, Debug)]
@@ -174,14 +175,15 @@ impl Device {
     pub fn matmul<T: Real>(&self, a: &DMatrix<T>, b: &DMatrix<T>, form: MatrixProduct) -> Result<DMatrix<T>> {
         check_product(a, b, form)?;
         let c = match self {
-            Device::Cpu => cpu_product(a, b, form),
+            Device::Cpu => linalg::product(a, b, form),
             Device::Gpu(ctx) => ctx.product(a, b, form)?,
         };
         linalg::finite_result("matrix product", c)
     }
 
-    /// Many products `A_i B_i` (or the other forms) at once: on the GPU as
-    /// few dispatches as the buffer limits allow, on the CPU in parallel.
+    /// Many products `A_i B_i` (or the other forms) at once: on the GPU
+    /// recorded together and run in one submission (a product too large for
+    /// one output band runs on its own), on the CPU in parallel.
     pub fn batched_matmul<T: Real>(&self, pairs: &[(&DMatrix<T>, &DMatrix<T>)], form: MatrixProduct) -> Result<Vec<DMatrix<T>>> {
         let mut entries = 0usize;
         for (a, b) in pairs {
@@ -192,7 +194,7 @@ impl Device {
         let products = match self {
             Device::Cpu => {
                 use rayon::prelude::*;
-                pairs.par_iter().map(|(a, b)| cpu_product(a, b, form)).collect()
+                pairs.par_iter().map(|(a, b)| linalg::product(a, b, form)).collect()
             }
             Device::Gpu(ctx) => ctx.batched_product(pairs, form)?,
         };
@@ -251,14 +253,6 @@ fn product_entries<T: Real>(a: &DMatrix<T>, b: &DMatrix<T>, form: MatrixProduct)
         MatrixProduct::AtB => (a.ncols(), b.ncols()),
     };
     memory::entries(rows, cols, "matrix product")
-}
-
-fn cpu_product<T: Real>(a: &DMatrix<T>, b: &DMatrix<T>, form: MatrixProduct) -> DMatrix<T> {
-    match form {
-        MatrixProduct::AB => linalg::matmul(a, b),
-        MatrixProduct::ABt => linalg::matmul_nt(a, b),
-        MatrixProduct::AtB => linalg::matmul_tn(a, b),
-    }
 }
 
 /// Whether this machine can have a hardware GPU: on Linux, a DRM render node

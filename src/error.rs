@@ -9,6 +9,7 @@
 //! The reproduction harness (feature `repro`: data loaders, evaluation) has
 //! its own errors for files and splits, which wrap this one.
 
+use crate::precision::Precision;
 use thiserror::Error as ThisError;
 
 /// Everything that can go wrong in `gramian`.
@@ -84,9 +85,9 @@ pub enum Error {
     #[error("precision mismatch: expected {expected:?}, found {found:?}")]
     PrecisionMismatch {
         /// The precision of the first operand.
-        expected: crate::gpu::Precision,
+        expected: Precision,
         /// The precision of the operand that differs.
-        found: crate::gpu::Precision,
+        found: Precision,
     },
     /// A finite input does not fit the precision it is computed in on the
     /// device (an `f64` beyond the `f32` range on an `f32` path).

@@ -25,6 +25,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::error::{Error, Result};
 use crate::linalg::{self, check_dim, check_matrix, Real};
+use crate::precision::Precision;
 
 /// A kernel function with validated parameters. Build it with the
 /// constructors ([`Kernel::rbf`], ...), which reject invalid parameters.
@@ -297,8 +298,7 @@ fn mark_undetermined<T: Real>(kernel: &Kernel, values: &mut [T]) {
 /// bound on `||x_i|| + ||z_j||`, hence on every distance: below
 /// `sqrt(MAX) / 2` no squared distance, nor the expanded form's
 /// `||x||^2 + ||z||^2`, reaches `MAX / 2`.
-pub(crate) fn check_distance_range(kernel: &Kernel, precision: crate::gpu::Precision, bound: f64) -> Result<()> {
-    use crate::gpu::Precision;
+pub(crate) fn check_distance_range(kernel: &Kernel, precision: Precision, bound: f64) -> Result<()> {
     if !kernel.is_distance_based() {
         return Ok(());
     }

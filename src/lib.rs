@@ -75,12 +75,15 @@ pub mod linalg;
 pub(crate) mod memory;
 pub mod mklaren;
 pub mod operator;
+pub mod precision;
 pub mod psd;
 pub mod resident;
 
 pub use device::Device;
 pub use error::{Error, Memory};
-pub use gpu::{GpuContext, GpuOptions, MatrixProduct, Precision, TransferStats};
+pub use gpu::{GpuContext, GpuOptions, TransferStats};
+pub use linalg::MatrixProduct;
+pub use precision::Precision;
 pub use operator::KernelOperator;
 pub use resident::DeviceMatrix;
 pub use kernel::Kernel;

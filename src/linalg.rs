@@ -503,6 +503,26 @@ pub fn check_dim(what: &'static str, expected: usize, found: usize) -> Result<()
     Ok(())
 }
 
+/// Which product of two matrices to form.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MatrixProduct {
+    /// `A B`
+    AB,
+    /// `A B^T`
+    ABt,
+    /// `A^T B`
+    AtB,
+}
+
+/// `A B`, `A B^T` or `A^T B` as `form` says (shapes checked by the caller).
+pub fn product<T: Real>(a: &DMatrix<T>, b: &DMatrix<T>, form: MatrixProduct) -> DMatrix<T> {
+    match form {
+        MatrixProduct::AB => matmul(a, b),
+        MatrixProduct::ABt => matmul_nt(a, b),
+        MatrixProduct::AtB => matmul_tn(a, b),
+    }
+}
+
 /// `A B` (A: n x k, B: k x m), multi-threaded.
 pub fn matmul<T: Real>(a: &DMatrix<T>, b: &DMatrix<T>) -> DMatrix<T> {
     assert_eq!(a.ncols(), b.nrows(), "matmul: inner dimensions");

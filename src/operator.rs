@@ -13,7 +13,7 @@ use nalgebra::{DMatrix, DVector};
 
 use crate::device::Device;
 use crate::error::{Error, Result};
-use crate::gpu::Precision;
+use crate::precision::Precision;
 use crate::kernel::Kernel;
 use crate::resident::DeviceMatrix;
 

@@ -20,9 +20,10 @@ use nalgebra::{DMatrix, DVector};
 
 use crate::device::Device;
 use crate::error::{Error, Result};
-use crate::gpu::{ElementwiseMap, GpuContext, GpuMatrix, KernelCode, MatrixProduct, Operand, Precision, ProductFlags, TransferStats};
+use crate::gpu::{ElementwiseMap, GpuContext, GpuMatrix, KernelCode, Operand, ProductFlags, TransferStats};
 use crate::kernel::{self, Kernel};
-use crate::linalg::{self, Real};
+use crate::linalg::{self, MatrixProduct, Real};
+use crate::precision::Precision;
 
 /// A matrix held by a [`Device`]: GPU buffers on a GPU, a shared host matrix
 /// on the CPU. Cheap to clone; [`DeviceMatrix::rows`] views share storage.
@@ -157,15 +158,6 @@ fn check_form(a: (usize, usize), b: (usize, usize), form: MatrixProduct) -> Resu
     };
     linalg::check_dim("inner dimension of a device product", inner_a, inner_b)?;
     Ok(shape)
-}
-
-fn operands<'a>(a: &'a GpuMatrix, b: &'a GpuMatrix, form: MatrixProduct) -> (Operand<'a>, Operand<'a>) {
-    // C = A' B'^T in the engine's terms.
-    match form {
-        MatrixProduct::AB => (Operand::plain(a), Operand::transposed(b)),
-        MatrixProduct::ABt => (Operand::plain(a), Operand::plain(b)),
-        MatrixProduct::AtB => (Operand::transposed(a), Operand::transposed(b)),
-    }
 }
 
 impl Device {
@@ -357,18 +349,13 @@ impl Device {
         match self.context() {
             None => {
                 let (ah, bh) = (a.host_view()?, b.host_view()?);
-                let prod = match form {
-                    MatrixProduct::AB => linalg::matmul(&ah, &bh),
-                    MatrixProduct::ABt => linalg::matmul_nt(&ah, &bh),
-                    MatrixProduct::AtB => linalg::matmul_tn(&ah, &bh),
-                };
-                host_write(out, prod, accumulate)
+                host_write(out, linalg::product(&ah, &bh, form), accumulate)
             }
             Some(ctx) => {
                 let (ag, bg) = (a.gpu()?, b.gpu()?);
-                let (oa, ob) = operands(ag, bg, form);
+                let (oa, ob) = Operand::of_product(ag, bg, form);
                 let mut plan = Vec::new();
-                ctx.plan_product(KernelCode::of(&Kernel::Linear), oa, ob, out.gpu()?, ProductFlags { accumulate, weights: None }, &mut plan)?;
+                ctx.plan_product(KernelCode::of(&Kernel::Linear), oa, ob, out.gpu()?, ProductFlags { accumulate, ..ProductFlags::default() }, &mut plan)?;
                 ctx.run_plan(plan)
             }
         }
@@ -402,7 +389,7 @@ impl Device {
             Some(ctx) => {
                 let pg = phi.gpu()?;
                 let mut plan = Vec::new();
-                ctx.plan_product(KernelCode::of(&Kernel::Linear), Operand::transposed(pg), Operand::transposed(pg), out.gpu()?, ProductFlags { accumulate, weights: Some(w.gpu()?) }, &mut plan)?;
+                ctx.plan_product(KernelCode::of(&Kernel::Linear), Operand::transposed(pg), Operand::transposed(pg), out.gpu()?, ProductFlags { accumulate, weights: Some(w.gpu()?), ..ProductFlags::default() }, &mut plan)?;
                 ctx.run_plan(plan)
             }
         }
@@ -475,53 +462,7 @@ impl Device {
                 let kv = kernel::kernel_matvec_cpu(kernel, &*x.host_view()?, &*z.host_view()?, &*v.host_view()?)?;
                 host_write(out, kv, accumulate)
             }
-            Some(ctx) => {
-                if v.ncols() <= crate::gpu::MATVEC_MAX_COLUMNS {
-                    // Fused: K never leaves the GPU's registers (where the
-                    // rows are short enough for one kernel tile per dispatch).
-                    let mut plan = Vec::new();
-                    if ctx.plan_kernel_matvec(KernelCode::of(kernel), x.gpu()?, z.gpu()?, v.gpu()?, out.gpu()?, accumulate, &mut plan)? {
-                        return ctx.run_plan(plan);
-                    }
-                }
-                // Wide V or long rows: tiles of K in one scratch matrix, each
-                // multiplied into the output by the product engine.
-                let (n, m) = (x.nrows(), z.nrows());
-                let precision = x.precision();
-                let eb = precision.bytes();
-                let binding = ctx.adapter().max_binding_bytes as usize;
-                let bc = m.min(MATVEC_BLOCK).min((binding / eb).max(1));
-                let br = n.min(MATVEC_BLOCK).min((binding / (eb * bc)).max(1));
-                let out = out.gpu()?;
-                let (xg, zg, vg) = (x.gpu()?, z.gpu()?, v.gpu()?);
-                let mut tiles: std::collections::HashMap<(usize, usize), GpuMatrix> = Default::default();
-                let mut plan = Vec::new();
-                for r0 in (0..n).step_by(br) {
-                    let tr = br.min(n - r0);
-                    let xr = xg.rows_view(r0, tr)?;
-                    let yr = out.rows_view(r0, tr)?;
-                    for c0 in (0..m).step_by(bc) {
-                        let tc = bc.min(m - c0);
-                        let zc = zg.rows_view(c0, tc)?;
-                        let vc = vg.rows_view(c0, tc)?;
-                        let tile = match tiles.get(&(tr, tc)) {
-                            Some(t) => t.clone(),
-                            None => {
-                                let t = ctx.zeros(tr, tc, precision)?;
-                                tiles.insert((tr, tc), t.clone());
-                                t
-                            }
-                        };
-                        ctx.plan_product(KernelCode::of(kernel), Operand::plain(&xr), Operand::plain(&zc), &tile, ProductFlags::default(), &mut plan)?;
-                        ctx.plan_product(KernelCode::of(&Kernel::Linear), Operand::plain(&tile), Operand::transposed(&vc), &yr, ProductFlags { accumulate: accumulate || c0 > 0, weights: None }, &mut plan)?;
-                    }
-                    // Bound the recorded work per submission.
-                    if plan.len() > 4096 {
-                        ctx.run_plan(std::mem::take(&mut plan))?;
-                    }
-                }
-                ctx.run_plan(plan)
-            }
+            Some(ctx) => ctx.kernel_matvec_into(KernelCode::of(kernel), x.gpu()?, z.gpu()?, v.gpu()?, out.gpu()?, accumulate),
         }
     }
 
@@ -597,9 +538,6 @@ impl Device {
         }
     }
 }
-
-/// Largest row and column block of the resident kernel matvec's K tile.
-const MATVEC_BLOCK: usize = 4096;
 
 /// Writes (or adds) `value` into the rows of a CPU-held output view.
 /// The result is rounded to the output's precision, as on a GPU.

@@ -246,3 +246,28 @@ fn rbf_is_accurate_far_from_the_origin() {
     let err = relative_frobenius_error(&gpu.kernel_matrix(&kernel, &x, &z).unwrap(), &Device::Cpu.kernel_matrix(&kernel, &x, &z).unwrap());
     assert!(err <= 1e-5, "error {err:e}");
 }
+
+#[test]
+fn rows_and_outputs_wider_than_a_binding_are_cut() {
+    // 256-byte bindings hold 64 floats: rows of 100 features are uploaded in
+    // two depth parts whose statistics accumulate, and outputs of 90 columns
+    // are computed in column bands.
+    let Some(gpu) = gpu_device(GpuOptions { max_tile_bytes: Some(256), ..Default::default() }) else { return };
+    let mut rng = rng();
+    let x = random_matrix(&mut rng, 37, 100);
+    let z = random_matrix(&mut rng, 90, 100);
+    for (kernel, tol) in kernels() {
+        let reference = Device::Cpu.kernel_matrix(&kernel, &x, &z).unwrap();
+        let err = relative_frobenius_error(&gpu.kernel_matrix(&kernel, &x, &z).unwrap(), &reference);
+        assert!(err <= tol, "{kernel:?}: error {err:e}");
+    }
+    let reference = &x * z.transpose();
+    let zt = z.transpose();
+    for (got, what) in [(gpu.matmul(&x, &z, MatrixProduct::ABt).unwrap(), "ABt"), (gpu.matmul(&x, &zt, MatrixProduct::AB).unwrap(), "AB")] {
+        let err = relative_frobenius_error(&got, &reference);
+        assert!(err <= 1e-5, "{what}: error {err:e}");
+    }
+    let got = gpu.batched_matmul(&[(&x, &z), (&z, &z)], MatrixProduct::ABt).unwrap();
+    assert!(relative_frobenius_error(&got[0], &reference) <= 1e-5);
+    assert!(relative_frobenius_error(&got[1], &(&z * z.transpose())) <= 1e-5);
+}

@@ -56,6 +56,8 @@ mod gpu_methods;
 mod gpu_variants;
 #[path = "gpu_vs_cpu.rs"]
 mod gpu_vs_cpu;
+#[path = "layout.rs"]
+mod layout;
 #[path = "mklaren_core.rs"]
 mod mklaren_core;
 #[path = "properties.rs"]

@@ -1,30 +1,48 @@
-//! The GPU path: owns wgpu (instance, adapter, device, queue), the compute
-//! pipelines built from `shaders/*.wgsl`, and reusable buffers. Nothing else
-//! in the crate touches wgpu.
+//! The GPU engine: owns wgpu (instance, adapter, device, queue), the compute
+//! pipelines built from `shaders/*.wgsl`, and the device matrices and
+//! reusable buffers. Nothing else in the crate touches wgpu.
 //!
-//! Host-matrix operations (`ops`) compute in `f32`; device-resident matrices
-//! ([`GpuMatrix`], `resident`) are `f32` or, where the adapter has
-//! `SHADER_F64`, `f64`. Outputs larger than the adapter's
-//! `max_storage_buffer_binding_size` (or `max_buffer_size`, or a smaller
-//! limit forced with [`GpuOptions::max_tile_bytes`]) are computed tile by
-//! tile; nothing is ever bound beyond the limit.
+//! Device-resident matrices ([`GpuMatrix`]) are `f32` or, where the adapter
+//! has `SHADER_F64`, `f64`. Every operation is recorded as dispatches of the
+//! one product engine, the row reductions or the element-wise maps and run
+//! in one submission; host-matrix operations upload their operands in `f32`,
+//! run the resident operation and read the result back. Outputs larger than
+//! the adapter's `max_storage_buffer_binding_size` (or `max_buffer_size`, or
+//! a smaller limit forced with [`GpuOptions::max_tile_bytes`]) are computed
+//! tile by tile; nothing is ever bound beyond the limit.
+//!
+//! Modules, by concern: `buffers` (storage, allocation, upload, download,
+//! scratch buffers), `counters` ([`TransferStats`]), `problem` (the descriptors the shaders
+//! read), `plan` (dispatch planning of products, reductions and maps), `matvec` (the kernel
+//! matvec), `submit` (running plans, error scopes), `pipelines` (shader
+//! compilation and the pipeline cache), `variants` and `tuner` (product
+//! variants and the choice between them), `host` (host-matrix operations).
 
-mod ops;
-mod resident;
+mod buffers;
+mod counters;
+mod host;
+mod matvec;
+mod pipelines;
+mod plan;
+mod problem;
+mod submit;
 mod tuner;
 mod variants;
 
-pub use ops::MatrixProduct;
-pub use resident::{GpuMatrix, Precision, TransferStats};
+pub use buffers::GpuMatrix;
+pub use counters::TransferStats;
+pub use crate::linalg::MatrixProduct;
 pub use tuner::{TunedChoice, TuningMode, TUNE_BUDGET, TUNE_CACHE_ENV, TUNE_ENV, VARIANT_ENV};
 pub use variants::{DistanceForm, LaneLayout, ProductVariant, CATALOGUE};
-pub(crate) use ops::KernelCode;
-pub(crate) use resident::{ElementwiseMap, Operand, ProductFlags, MATVEC_MAX_COLUMNS};
+pub(crate) use matvec::MATVEC_MAX_COLUMNS;
+pub(crate) use plan::{ElementwiseMap, Operand, ProductFlags};
+pub(crate) use problem::KernelCode;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use crate::error::{Error, Result};
+use crate::precision::Precision;
 
 /// Loop passes one shader invocation may make, over all its loops together,
 /// as the dispatch planners count them.
@@ -93,26 +111,8 @@ pub struct AdapterSummary {
     pub max_binding_bytes: u64,
 }
 
-pub(crate) struct Pipelines {
-    /// The tuned f32 kernel-matrix / product shader.
-    pub(crate) kernel_matrix: wgpu::ComputePipeline,
-    /// The generic shader in f64 (`None` without `SHADER_F64`).
-    pub(crate) product_f64: Option<wgpu::ComputePipeline>,
-    pub(crate) row_reduce_f32: wgpu::ComputePipeline,
-    pub(crate) row_reduce_f64: Option<wgpu::ComputePipeline>,
-    pub(crate) elementwise_f32: wgpu::ComputePipeline,
-    pub(crate) elementwise_f64: Option<wgpu::ComputePipeline>,
-}
-
 /// Distinguishes contexts, so that a matrix of one device is never used on another.
 static NEXT_CONTEXT_ID: AtomicU64 = AtomicU64::new(1);
-
-/// Buffers reused across calls; each grows (to the next power of two, within
-/// the adapter's limits) and is never shrunk.
-#[derive(Default)]
-pub(crate) struct Scratch {
-    pub(crate) slots: [Option<wgpu::Buffer>; ops::SLOT_COUNT],
-}
 
 /// An open GPU: device, queue, cached pipelines and scratch buffers.
 ///
@@ -128,13 +128,13 @@ pub struct GpuContext {
     shares_adapter_features: bool,
     pub(crate) device: wgpu::Device,
     pub(crate) queue: wgpu::Queue,
-    pub(crate) pipelines: Pipelines,
-    pub(crate) scratch: Mutex<Scratch>,
+    pub(crate) pipelines: pipelines::Pipelines,
+    pub(crate) scratch: Mutex<buffers::Scratch>,
     pub(crate) max_binding_bytes: u64,
     pub(crate) max_buffer_bytes: u64,
     pub(crate) max_workgroups: u32,
     pub(crate) storage_offset_alignment: u32,
-    pub(crate) counters: resident::Counters,
+    pub(crate) counters: counters::Counters,
     pub(crate) id: u64,
     /// The autotuner's state (choices per shape class, forced variants).
     pub(crate) tuner: Mutex<tuner::Tuner>,
@@ -260,7 +260,7 @@ impl GpuContext {
             Some(cap) => cap.clamp(256, adapter_binding),
             None => adapter_binding,
         } & !3;
-        let pipelines = ops::build_pipelines(&device, features.contains(wgpu::Features::SHADER_F64));
+        let pipelines = pipelines::build_pipelines(&device, features.contains(wgpu::Features::SHADER_F64));
         let summary = AdapterSummary {
             name: info.name.clone(),
             backend: format!("{:?}", info.backend),
@@ -288,12 +288,12 @@ impl GpuContext {
             device,
             queue,
             pipelines,
-            scratch: Mutex::new(Scratch::default()),
+            scratch: Mutex::new(buffers::Scratch::default()),
             max_binding_bytes,
             max_buffer_bytes: limits.max_buffer_size,
             max_workgroups: limits.max_compute_workgroups_per_dimension,
             storage_offset_alignment: limits.min_storage_buffer_offset_alignment,
-            counters: resident::Counters::default(),
+            counters: counters::Counters::default(),
             id: NEXT_CONTEXT_ID.fetch_add(1, Ordering::Relaxed),
             tuner: Mutex::new(tuner),
             variant_pipelines: Mutex::new(variant_pipelines),

@@ -21,9 +21,13 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::variants::{self, CATALOGUE};
-use super::Precision;
+use super::buffers::GpuMatrix;
+use super::plan::{Operand, ProductFlags};
+use super::problem::KernelCode;
+use super::variants::{self, Op, ShapeClass, CATALOGUE};
+use super::{GpuContext, MATVEC_MAX_COLUMNS};
 use crate::error::{Error, Result};
+use crate::precision::Precision;
 
 /// Measured GPU time one tuning may spend (compilation not included).
 pub const TUNE_BUDGET: Duration = Duration::from_millis(300);
@@ -48,93 +52,6 @@ pub enum TuningMode {
     Off,
     /// Ignore cached choices from disk and time again.
     Retune,
-}
-
-/// The operation a variant runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) enum Op {
-    /// `C = f(s(A', B'))` (`product.wgsl`).
-    Product,
-    /// `Y = K(X, Z) V` without writing K (`kernel_matvec.wgsl`), V with one
-    /// column or (`wide`) up to eight.
-    Matvec { wide: bool },
-}
-
-/// The shape class of a product: what decides which variant is fastest.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) struct ShapeClass {
-    pub(crate) op: Op,
-    pub(crate) precision: Precision,
-    /// RBF/Laplacian (squared distances) rather than inner products.
-    pub(crate) distance: bool,
-    pub(crate) a_transposed: bool,
-    pub(crate) b_transposed: bool,
-    /// Output size bucket: < 2^14, < 2^20, < 2^24, more elements.
-    pub(crate) out_bucket: u8,
-    /// Depth bucket: <= 16, <= 128, <= 1024, more.
-    pub(crate) depth_bucket: u8,
-}
-
-impl ShapeClass {
-    pub(crate) fn of(precision: Precision, distance: bool, a_transposed: bool, b_transposed: bool, rows: usize, cols: usize, depth: usize) -> Self {
-        let elements = rows.saturating_mul(cols);
-        let out_bucket = match elements {
-            e if e < 1 << 14 => 0,
-            e if e < 1 << 20 => 1,
-            e if e < 1 << 24 => 2,
-            _ => 3,
-        };
-        let depth_bucket = match depth {
-            d if d <= 16 => 0,
-            d if d <= 128 => 1,
-            d if d <= 1024 => 2,
-            _ => 3,
-        };
-        ShapeClass { op: Op::Product, precision, distance, a_transposed, b_transposed, out_bucket, depth_bucket }
-    }
-
-    /// The cache key, e.g. `product/f32/distance/NN/o3/d2`.
-    pub(crate) fn key(&self) -> String {
-        let t = |b: bool| if b { 'T' } else { 'N' };
-        format!(
-            "{}/{}/{}/{}{}/o{}/d{}",
-            match self.op {
-                Op::Product => "product",
-                Op::Matvec { wide: false } => "matvec1",
-                Op::Matvec { wide: true } => "matvec8",
-            },
-            match self.precision {
-                Precision::F32 => "f32",
-                Precision::F64 => "f64",
-            },
-            if self.distance { "distance" } else { "inner" },
-            t(self.a_transposed),
-            t(self.b_transposed),
-            self.out_bucket,
-            self.depth_bucket
-        )
-    }
-
-    /// The synthetic problem timed for this class: the caller's shape,
-    /// capped so one run is short (`work_cap` multiply-adds).
-    pub(crate) fn synthetic_shape(rows: usize, cols: usize, depth: usize, work_cap: usize) -> (usize, usize, usize) {
-        let (mut r, mut c, mut d) = (rows.clamp(1, 8192), cols.clamp(1, 8192), depth.clamp(1, 2048));
-        for _ in 0..64 {
-            if r.saturating_mul(c).saturating_mul(d) <= work_cap {
-                break;
-            }
-            if r >= c && r > 64 {
-                r /= 2;
-            } else if c > 64 {
-                c /= 2;
-            } else if d > 16 {
-                d /= 2;
-            } else {
-                break;
-            }
-        }
-        (r, c, d)
-    }
 }
 
 /// A tuner's choice for one class.
@@ -281,6 +198,112 @@ impl Tuner {
         cached.sort_by(|a, b| a.class.cmp(&b.class));
         out.extend(cached);
         out
+    }
+}
+
+impl GpuContext {
+    /// The product variant for `class`: forced, cached, or timed now (see
+    /// `tuner.rs`). A tuning that fails (e.g. out of memory for its
+    /// synthetic operands) falls back to the default variant.
+    pub(super) fn variant_for(&self, class: ShapeClass, dims: (usize, usize, usize)) -> Result<usize> {
+        let lock_err = |_| Error::Gpu("tuner lock poisoned".into());
+        if let Some(i) = self.tuner.lock().map_err(lock_err)?.known(&class) {
+            if self.product_variants().contains(&&CATALOGUE[i]) {
+                return Ok(i);
+            }
+        }
+        let before = self.counters.snapshot();
+        let timed = self.tune(class, dims);
+        self.counters.restore(&before);
+        match timed {
+            Ok((best, timings)) => {
+                log::info!("gramian tuner: {} -> {} ({} variants timed)", class.key(), CATALOGUE[best].name, timings.len());
+                self.tuner.lock().map_err(lock_err)?.record(class, best, timings);
+                Ok(best)
+            }
+            Err(e) => {
+                log::warn!("gramian tuner: {} not tuned ({e}); using the default variant", class.key());
+                Ok(variants::default_index(class.precision))
+            }
+        }
+    }
+
+    /// Times every applicable variant on a synthetic problem of `class`
+    /// (operands uniform in [-1, 1], the caller's shape capped), within
+    /// [`super::TUNE_BUDGET`] of measured time; returns the fastest and
+    /// every time (microseconds, the best of a few runs).
+    fn tune(&self, class: ShapeClass, (rows, cols, depth): (usize, usize, usize)) -> Result<(usize, Vec<(&'static str, f64)>)> {
+        let work_cap = if self.is_software { 1 << 21 } else { 1 << 33 };
+        let (r, c, d) = ShapeClass::synthetic_shape(rows, cols, depth, work_cap);
+        let p = class.precision;
+        let fill = |len: usize, seed: u64| -> Vec<f64> {
+            // A fixed xorshift stream: replayable, no allocation of an RNG.
+            let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+            (0..len)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    (x >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0
+                })
+                .collect()
+        };
+        let operand = |n: usize, transposed: bool, seed: u64| -> Result<GpuMatrix> {
+            let (mr, mc) = if transposed { (d, n) } else { (n, d) };
+            self.upload(&fill(mr * mc, seed), mr, mc, p)
+        };
+        let a = operand(r, class.a_transposed, 1)?;
+        let b = operand(c, class.b_transposed, 2)?;
+        let (vc, out_cols) = match class.op {
+            Op::Product => (0, c),
+            Op::Matvec { wide } => {
+                let vc = if wide { MATVEC_MAX_COLUMNS } else { 1 };
+                (vc, vc)
+            }
+        };
+        let vmat = if vc > 0 { Some(self.upload(&fill(c * vc, 3), c, vc, p)?) } else { None };
+        let out = self.zeros(r, out_cols, p)?;
+        let code = if class.distance { KernelCode { kind: 1, gamma: 1.0 / d as f64, coef0: 0.0, degree: 0 } } else { KernelCode { kind: 0, gamma: 0.0, coef0: 0.0, degree: 0 } };
+        let reps = if self.is_software { 1 } else { 3 };
+        let mut spent = std::time::Duration::ZERO;
+        let mut timings = Vec::new();
+        let mut best: Option<(usize, f64)> = None;
+        let candidates: Vec<usize> = (0..CATALOGUE.len()).filter(|&i| CATALOGUE[i].precision == p && self.product_variants().contains(&&CATALOGUE[i])).collect();
+        for i in candidates {
+            if spent > super::TUNE_BUDGET {
+                break;
+            }
+            let key = if vc > 0 { i | (if vc == 1 { 1 } else { MATVEC_MAX_COLUMNS } << 16) } else { i };
+            if self.variant_pipeline(key).is_err() {
+                continue;
+            }
+            let mut plan = Vec::new();
+            match &vmat {
+                None => self.plan_product_with(i, code, Operand { m: &a, transposed: class.a_transposed }, Operand { m: &b, transposed: class.b_transposed }, &out, ProductFlags::default(), &mut plan)?,
+                Some(vm) => {
+                    if !self.plan_kernel_matvec_with(i, code, &a, &b, vm, &out, false, &mut plan)? {
+                        continue;
+                    }
+                }
+            }
+            // Warm-up (first use of a pipeline), then the best of `reps`.
+            self.run_plan(plan.clone())?;
+            self.synchronize()?;
+            let mut fastest = f64::INFINITY;
+            for _ in 0..reps {
+                let t0 = std::time::Instant::now();
+                self.run_plan(plan.clone())?;
+                self.synchronize()?;
+                let dt = t0.elapsed();
+                spent += dt;
+                fastest = fastest.min(dt.as_secs_f64() * 1e6);
+            }
+            timings.push((CATALOGUE[i].name, fastest));
+            if best.is_none_or(|(_, t)| fastest < t) {
+                best = Some((i, fastest));
+            }
+        }
+        best.map(|(i, _)| (i, timings)).ok_or_else(|| Error::Unsupported(format!("no product variant runs on {}", self.adapter().name)))
     }
 }
 

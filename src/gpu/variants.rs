@@ -22,8 +22,9 @@
 //! and keeps the fastest per shape class; the tests run every variant
 //! against the CPU `f64` path.
 
-use super::ops::KernelCode;
-use super::{Precision, LOOP_BUDGET};
+use super::problem::KernelCode;
+use super::LOOP_BUDGET;
+use crate::precision::Precision;
 
 /// The lane layout of an invocation's register block.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -380,6 +381,93 @@ impl ProductVariant {
     }
 }
 
+/// The operation a variant runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum Op {
+    /// `C = f(s(A', B'))` (`product.wgsl`).
+    Product,
+    /// `Y = K(X, Z) V` without writing K (`kernel_matvec.wgsl`), V with one
+    /// column or (`wide`) up to eight.
+    Matvec { wide: bool },
+}
+
+/// The shape class of a product: what decides which variant is fastest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct ShapeClass {
+    pub(crate) op: Op,
+    pub(crate) precision: Precision,
+    /// RBF/Laplacian (squared distances) rather than inner products.
+    pub(crate) distance: bool,
+    pub(crate) a_transposed: bool,
+    pub(crate) b_transposed: bool,
+    /// Output size bucket: < 2^14, < 2^20, < 2^24, more elements.
+    pub(crate) out_bucket: u8,
+    /// Depth bucket: <= 16, <= 128, <= 1024, more.
+    pub(crate) depth_bucket: u8,
+}
+
+impl ShapeClass {
+    pub(crate) fn of(precision: Precision, distance: bool, a_transposed: bool, b_transposed: bool, rows: usize, cols: usize, depth: usize) -> Self {
+        let elements = rows.saturating_mul(cols);
+        let out_bucket = match elements {
+            e if e < 1 << 14 => 0,
+            e if e < 1 << 20 => 1,
+            e if e < 1 << 24 => 2,
+            _ => 3,
+        };
+        let depth_bucket = match depth {
+            d if d <= 16 => 0,
+            d if d <= 128 => 1,
+            d if d <= 1024 => 2,
+            _ => 3,
+        };
+        ShapeClass { op: Op::Product, precision, distance, a_transposed, b_transposed, out_bucket, depth_bucket }
+    }
+
+    /// The cache key, e.g. `product/f32/distance/NN/o3/d2`.
+    pub(crate) fn key(&self) -> String {
+        let t = |b: bool| if b { 'T' } else { 'N' };
+        format!(
+            "{}/{}/{}/{}{}/o{}/d{}",
+            match self.op {
+                Op::Product => "product",
+                Op::Matvec { wide: false } => "matvec1",
+                Op::Matvec { wide: true } => "matvec8",
+            },
+            match self.precision {
+                Precision::F32 => "f32",
+                Precision::F64 => "f64",
+            },
+            if self.distance { "distance" } else { "inner" },
+            t(self.a_transposed),
+            t(self.b_transposed),
+            self.out_bucket,
+            self.depth_bucket
+        )
+    }
+
+    /// The synthetic problem timed for this class: the caller's shape,
+    /// capped so one run is short (`work_cap` multiply-adds).
+    pub(crate) fn synthetic_shape(rows: usize, cols: usize, depth: usize, work_cap: usize) -> (usize, usize, usize) {
+        let (mut r, mut c, mut d) = (rows.clamp(1, 8192), cols.clamp(1, 8192), depth.clamp(1, 2048));
+        for _ in 0..64 {
+            if r.saturating_mul(c).saturating_mul(d) <= work_cap {
+                break;
+            }
+            if r >= c && r > 64 {
+                r /= 2;
+            } else if c > 64 {
+                c /= 2;
+            } else if d > 16 {
+                d /= 2;
+            } else {
+                break;
+            }
+        }
+        (r, c, d)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -392,9 +480,9 @@ mod tests {
         }
         assert_eq!(CATALOGUE[default_index(Precision::F32)].name, "f32-128x128-b8x8-k16-v4-direct");
         assert_eq!(CATALOGUE[default_index(Precision::F64)].name, "f64-64x64-b4x4-k16-v1-direct");
-        // The host-matrix path (ops.rs) grids its dispatches by this tile.
+        // The default f32 variant's output tile.
         let d = &CATALOGUE[default_index(Precision::F32)];
-        assert_eq!((d.tile_rows(), d.tile_cols()), (super::super::ops::TILE, super::super::ops::TILE));
+        assert_eq!((d.tile_rows(), d.tile_cols()), (128, 128));
     }
 
     #[test]

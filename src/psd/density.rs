@@ -22,7 +22,7 @@ use nalgebra::{DMatrix, DVector};
 use rand::Rng;
 
 use crate::device::Device;
-use crate::gpu::Precision;
+use crate::precision::Precision;
 use crate::linalg::{self, check_matrix};
 
 use super::dual::{DualProblem, Features, SolverOptions, SolverReport};

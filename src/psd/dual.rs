@@ -60,7 +60,8 @@
 use nalgebra::{DMatrix, DVector};
 
 use crate::device::Device;
-use crate::gpu::{MatrixProduct, Precision};
+use crate::gpu::MatrixProduct;
+use crate::precision::Precision;
 use crate::linalg;
 use crate::resident::DeviceMatrix;
 

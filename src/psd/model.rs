@@ -11,7 +11,7 @@
 use nalgebra::{DMatrix, DVector};
 
 use crate::device::Device;
-use crate::gpu::Precision;
+use crate::precision::Precision;
 use crate::resident::DeviceMatrix;
 use crate::kernel::Kernel;
 use crate::linalg::{self, check_dim, check_matrix};

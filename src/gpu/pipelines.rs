@@ -1,0 +1,126 @@
+//! Shader compilation and the pipeline cache: the fixed pipelines (default
+//! product variant per precision, row reductions, element-wise maps) built
+//! when a context opens, and product variants compiled on first use.
+
+use std::borrow::Cow;
+
+use super::plan::PipelineKind;
+use super::variants::{self, CATALOGUE};
+use super::GpuContext;
+use crate::error::{Error, Result};
+use crate::precision::Precision;
+
+/// The pipelines compiled when a context opens.
+pub(crate) struct Pipelines {
+    /// The default f32 product variant.
+    pub(crate) kernel_matrix: wgpu::ComputePipeline,
+    /// The generic shader in f64 (`None` without `SHADER_F64`).
+    pub(crate) product_f64: Option<wgpu::ComputePipeline>,
+    pub(crate) row_reduce_f32: wgpu::ComputePipeline,
+    pub(crate) row_reduce_f64: Option<wgpu::ComputePipeline>,
+    pub(crate) elementwise_f32: wgpu::ComputePipeline,
+    pub(crate) elementwise_f64: Option<wgpu::ComputePipeline>,
+}
+
+/// `shaders/prelude_f32.wgsl` / `prelude_f64.wgsl`: the scalar type T and
+/// its exp, tanh, sqrt, cos.
+pub(crate) fn prelude(precision: Precision) -> &'static str {
+    match precision {
+        Precision::F32 => include_str!("../../shaders/prelude_f32.wgsl"),
+        Precision::F64 => include_str!("../../shaders/prelude_f64.wgsl"),
+    }
+}
+
+/// The WGSL of product variant `v`: precision prelude, the shared
+/// descriptor `problem.wgsl`, and the variant's expansion of `product.wgsl`.
+pub(crate) fn product_source(v: &variants::ProductVariant) -> String {
+    const PROBLEM: &str = include_str!("../../shaders/problem.wgsl");
+    format!("{}\n{PROBLEM}\n{}", prelude(v.precision), v.source())
+}
+
+/// Compiles one compute pipeline (entry point `main`).
+pub(crate) fn compile(device: &wgpu::Device, label: &str, source: &str) -> wgpu::ComputePipeline {
+    let desc = wgpu::ShaderModuleDescriptor { label: Some(label), source: wgpu::ShaderSource::Wgsl(Cow::Owned(source.to_owned())) };
+    // naga's forced loop bounding (a hidden counter in every loop) is
+    // miscompiled by Mesa's lavapipe (22.3, LLVM 15): a Phi^T Phi over
+    // 8000 samples stopped after 6349 of them, the same for any feature
+    // dimension. It is switched off; everything else stays checked.
+    // SAFETY: wgpu requires that shaders built without loop bounding have
+    // no infinite loops. Every loop in our shaders counts a u32 up by a
+    // constant step to a bound below 2^30 (the bounds are element counts
+    // of buffers under the binding limit), so none can wrap or run forever.
+    let mut checks = wgpu::ShaderRuntimeChecks::checked();
+    checks.force_loop_bounding = false;
+    let module = unsafe { device.create_shader_module_trusted(desc, checks) };
+    device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+        label: Some(label),
+        layout: None,
+        module: &module,
+        entry_point: Some("main"),
+        compilation_options: Default::default(),
+        cache: None,
+    })
+}
+
+/// Compiles the fixed pipelines: the default product variant of each
+/// precision (the f64 ones only with `SHADER_F64`), the row reductions and
+/// the element-wise maps.
+pub(crate) fn build_pipelines(device: &wgpu::Device, f64_shaders: bool) -> Pipelines {
+    use variants::default_index;
+    const ROW_REDUCE: &str = include_str!("../../shaders/row_reduce.wgsl");
+    const ELEMENTWISE: &str = include_str!("../../shaders/elementwise.wgsl");
+    let f32v = &CATALOGUE[default_index(Precision::F32)];
+    let f64v = &CATALOGUE[default_index(Precision::F64)];
+    let f32p = prelude(Precision::F32);
+    let f64p = prelude(Precision::F64);
+    Pipelines {
+        kernel_matrix: compile(device, f32v.name, &product_source(f32v)),
+        product_f64: f64_shaders.then(|| compile(device, f64v.name, &product_source(f64v))),
+        row_reduce_f32: compile(device, "row_reduce f32", &format!("{f32p}\n{ROW_REDUCE}")),
+        row_reduce_f64: f64_shaders.then(|| compile(device, "row_reduce f64", &format!("{f64p}\n{ROW_REDUCE}"))),
+        elementwise_f32: compile(device, "elementwise f32", &format!("{f32p}\n{ELEMENTWISE}")),
+        elementwise_f64: f64_shaders.then(|| compile(device, "elementwise f64", &format!("{f64p}\n{ELEMENTWISE}"))),
+    }
+}
+
+impl GpuContext {
+
+    pub(super) fn pipeline_for(&self, kind: PipelineKind, precision: Precision, variant: usize) -> Result<wgpu::ComputePipeline> {
+        let missing = || Error::Unsupported(format!("{precision:?} shaders on {}", self.adapter().name));
+        match (kind, precision) {
+            (PipelineKind::Product | PipelineKind::Matvec, _) => self.variant_pipeline(variant),
+            (PipelineKind::RowReduce, Precision::F32) => Ok(self.pipelines.row_reduce_f32.clone()),
+            (PipelineKind::RowReduce, Precision::F64) => self.pipelines.row_reduce_f64.clone().ok_or_else(missing),
+            (PipelineKind::Elementwise, Precision::F32) => Ok(self.pipelines.elementwise_f32.clone()),
+            (PipelineKind::Elementwise, Precision::F64) => self.pipelines.elementwise_f64.clone().ok_or_else(missing),
+        }
+    }
+
+    /// The compiled pipeline of product variant `index` (compiled on first
+    /// use, inside an error scope: a variant the driver rejects is an error,
+    /// not a panic).
+    pub(super) fn variant_pipeline(&self, key: usize) -> Result<wgpu::ComputePipeline> {
+        // key = catalogue index, plus MV << 16 for the fused matvec of MV columns.
+        let (index, mv) = (key & 0xffff, (key >> 16) as u32);
+        let v = CATALOGUE.get(index).ok_or_else(|| Error::Gpu(format!("no product variant {index}")))?;
+        if !self.supports(v.precision) {
+            return Err(Error::Unsupported(format!("{:?} shaders on {}", v.precision, self.adapter().name)));
+        }
+        let lock_err = |_| Error::Gpu("variant pipeline lock poisoned".into());
+        if let Some(p) = self.variant_pipelines.lock().map_err(lock_err)?.get(&key) {
+            return Ok(p.clone());
+        }
+        if !v.fits(&self.workgroup_limits) {
+            return Err(Error::Unsupported(format!("variant {} on {} (workgroup limits)", v.name, self.adapter().name)));
+        }
+        let scope = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let source = if mv == 0 { product_source(v) } else { format!("{}\n{}\n{}", prelude(v.precision), include_str!("../../shaders/problem.wgsl"), v.matvec_source(mv)) };
+        let pipeline = compile(&self.device, v.name, &source);
+        if let Some(e) = pollster::block_on(scope.pop()) {
+            return Err(Error::Gpu(format!("variant {} does not compile on {}: {e}", v.name, self.adapter().name)));
+        }
+        self.variant_pipelines.lock().map_err(lock_err)?.insert(key, pipeline.clone());
+        Ok(pipeline)
+    }
+
+}

@@ -1,0 +1,457 @@
+//! Dispatch planning: the descriptors the shaders read ([`Problem`], the
+//! kernel's encoding [`KernelCode`]), the one product engine
+//! ([`GpuContext::plan_product`]), row reductions and element-wise maps, all
+//! recorded as [`Dispatch`]es that [`GpuContext::run_plan`] submits.
+//!
+//! The product engine computes `C = f(s(A', B'))` with `A'` and `B'` each a
+//! matrix or its transpose, `s` an inner product (optionally weighted,
+//! `A' diag(w) B'^T`) or a squared distance, and `f` a kernel function:
+//! kernel matrices, kernel columns, every matrix product form and the
+//! weighted Gram `P diag(w) P^T` are this one operation with different
+//! operands. It cuts the problem at every row block boundary of its operands
+//! and of the output, at the workgroup grid limit, and the depth into chunks
+//! within [`LOOP_BUDGET`], and records one dispatch per piece.
+
+use bytemuck::Zeroable;
+
+use super::buffers::GpuMatrix;
+use super::problem::{KernelCode, Problem, Reduce, FLAG_ACCUMULATE, FLAG_APPLY, FLAG_WEIGHTED};
+use super::variants::{ShapeClass, CATALOGUE};
+use super::{GpuContext, LOOP_BUDGET};
+use crate::error::{Error, Result};
+use crate::linalg::MatrixProduct;
+use crate::precision::Precision;
+
+
+
+
+
+/// One operand of the product engine: a matrix read as is (its rows are the
+/// product's rows, its columns the depth) or transposed.
+#[derive(Clone, Copy)]
+pub(crate) struct Operand<'a> {
+    pub(crate) m: &'a GpuMatrix,
+    pub(crate) transposed: bool,
+}
+
+impl<'a> Operand<'a> {
+    pub(crate) fn plain(m: &'a GpuMatrix) -> Self {
+        Operand { m, transposed: false }
+    }
+    pub(crate) fn transposed(m: &'a GpuMatrix) -> Self {
+        Operand { m, transposed: true }
+    }
+    /// The operands `(A', B')` of the product `form` of `a` and `b`, in the
+    /// engine's terms `C = A' B'^T`.
+    pub(crate) fn of_product(a: &'a GpuMatrix, b: &'a GpuMatrix, form: MatrixProduct) -> (Self, Self) {
+        match form {
+            MatrixProduct::AB => (Operand::plain(a), Operand::transposed(b)),
+            MatrixProduct::ABt => (Operand::plain(a), Operand::plain(b)),
+            MatrixProduct::AtB => (Operand::transposed(a), Operand::transposed(b)),
+        }
+    }
+    pub(super) fn rows(&self) -> usize {
+        if self.transposed { self.m.ncols() } else { self.m.nrows() }
+    }
+    fn depth(&self) -> usize {
+        if self.transposed { self.m.nrows() } else { self.m.ncols() }
+    }
+    /// (buffer block, element offset, row stride, depth stride) of the piece
+    /// at product rows `i0..`, depth `k0..`.
+    fn locate(&self, i0: usize, k0: usize) -> (usize, u32, u32, u32) {
+        let cols = self.m.ncols();
+        if self.transposed {
+            let s = self.m.locate(k0);
+            (s.block, (s.local_row * cols + i0) as u32, 1, cols as u32)
+        } else {
+            let s = self.m.locate(i0);
+            (s.block, (s.local_row * cols + k0) as u32, cols as u32, 1)
+        }
+    }
+}
+
+/// A dispatch recorded by the product engine, run later in one submission.
+#[derive(Clone)]
+pub(crate) struct Dispatch {
+    pub(super) problem: Problem,
+    pub(super) precision: Precision,
+    /// The storage buffers bound after the descriptor, in binding order
+    /// (a product binds the weights, or `buffers[0]` unused, as binding 4).
+    pub(super) buffers: Vec<wgpu::Buffer>,
+    pub(super) weights: Option<wgpu::Buffer>,
+    pub(super) grid: [u32; 3],
+    pub(super) pipeline: PipelineKind,
+    /// The product variant (index in the catalogue; products only).
+    pub(super) variant: usize,
+    /// Kernel parameters in `f64` (the f64 shader reads these; `problem`
+    /// holds them rounded to `f32`).
+    pub(super) params: (f64, f64),
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum PipelineKind {
+    Product,
+    /// The fused kernel matvec of a product variant.
+    Matvec,
+    RowReduce,
+    Elementwise,
+}
+
+/// The element-wise maps of `elementwise.wgsl`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum ElementwiseMap {
+    /// `out_ij = scale cos(x_ij + y_j)`, y a 1 x cols row.
+    CosineFeatures { scale: f64 },
+    /// `out_ij = x_ij y_ij`.
+    Hadamard,
+}
+
+
+
+/// Sorted, deduplicated cut points `0 = c_0 < ... < c_k = len`.
+pub(super) fn cuts(len: usize, mut inner: Vec<usize>, max_span: usize) -> Vec<usize> {
+    inner.push(0);
+    inner.push(len);
+    let mut step = max_span.max(1);
+    while step < len {
+        inner.push(step);
+        step += max_span.max(1);
+    }
+    inner.retain(|&c| c <= len);
+    inner.sort_unstable();
+    inner.dedup();
+    inner
+}
+
+/// What a product computes besides `f(s(A', B'))`.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct ProductFlags<'a> {
+    /// Add to what `out` holds (only for the linear kind).
+    pub(crate) accumulate: bool,
+    /// Weights over the depth: `A' diag(w) B'^T` (a depth x 1 matrix).
+    pub(crate) weights: Option<&'a GpuMatrix>,
+    /// The statistic continues one that an earlier product over other
+    /// columns of the depth left in `out` (any kernel): added to it.
+    pub(crate) continued: bool,
+    /// More of the depth follows in a later product: the kernel function is
+    /// not applied yet.
+    pub(crate) open: bool,
+}
+
+impl GpuContext {
+    /// Records `out = f(s(A', B'))` (see the module docs) as dispatches.
+    pub(crate) fn plan_product(&self, code: KernelCode, a: Operand<'_>, b: Operand<'_>, out: &GpuMatrix, flags: ProductFlags<'_>, plan: &mut Vec<Dispatch>) -> Result<()> {
+        let mut operands = vec![a.m, b.m, out];
+        if let Some(w) = flags.weights {
+            operands.push(w);
+        }
+        let precision = self.check_same(&operands)?;
+        if a.depth() != b.depth() {
+            return Err(Error::DimensionMismatch { what: "inner dimension of a device product", expected: a.depth(), found: b.depth() });
+        }
+        if out.nrows() != a.rows() || out.ncols() != b.rows() {
+            return Err(Error::DimensionMismatch { what: "shape of a device product's output", expected: a.rows() * b.rows(), found: out.nrows() * out.ncols() });
+        }
+        if out.same_storage(a.m) || out.same_storage(b.m) || flags.weights.is_some_and(|w| out.same_storage(w)) {
+            return Err(Error::InvalidParameter { name: "out", reason: "the output of a device product may not share storage with an operand".into() });
+        }
+        if let Some(w) = flags.weights {
+            if w.ncols() != 1 || w.nrows() != a.depth() {
+                return Err(Error::DimensionMismatch { what: "weights of a weighted product (depth x 1)", expected: a.depth(), found: w.nrows() * w.ncols() });
+            }
+            if code.kind != 0 {
+                return Err(Error::InvalidParameter { name: "weights", reason: "only a linear (inner product) statistic can be weighted".into() });
+            }
+        }
+        if flags.accumulate && code.kind != 0 {
+            return Err(Error::InvalidParameter { name: "accumulate", reason: "only a linear product can accumulate into its output".into() });
+        }
+        let (rows, cols, depth) = (a.rows(), b.rows(), a.depth());
+        let distance = code.kind == 1 || code.kind == 2;
+        let class = ShapeClass::of(precision, distance, a.transposed, b.transposed, rows, cols, depth);
+        let variant = self.variant_for(class, (rows, cols, depth))?;
+        self.plan_product_with(variant, code, a, b, out, flags, plan)
+    }
+
+
+    /// [`Self::plan_product`] with the product variant `variant` (checked
+    /// operands).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn plan_product_with(&self, variant: usize, code: KernelCode, a: Operand<'_>, b: Operand<'_>, out: &GpuMatrix, flags: ProductFlags<'_>, plan: &mut Vec<Dispatch>) -> Result<()> {
+        let precision = out.precision();
+        let v = &CATALOGUE[variant];
+        let (rows, cols, depth) = (a.rows(), b.rows(), a.depth());
+        let row_span = self.max_workgroups as usize * v.tile_rows();
+        let col_span = self.max_workgroups as usize * v.tile_cols();
+        let mut row_cuts = out.block_breaks();
+        if !a.transposed {
+            row_cuts.extend(a.m.block_breaks());
+        }
+        let row_cuts = cuts(rows, row_cuts, row_span);
+        let col_cuts = cuts(cols, if b.transposed { Vec::new() } else { b.m.block_breaks() }, col_span);
+        let mut depth_cuts = Vec::new();
+        if a.transposed {
+            depth_cuts.extend(a.m.block_breaks());
+        }
+        if b.transposed {
+            depth_cuts.extend(b.m.block_breaks());
+        }
+        if let Some(w) = flags.weights {
+            depth_cuts.extend(w.block_breaks());
+        }
+        // Depth chunks within the loop budget; each after the first adds to
+        // the statistic in out, the last applies the kernel function.
+        let depth_cuts = cuts(depth, depth_cuts, v.max_product_depth(&code));
+        let out_cols = out.ncols();
+        for ri in row_cuts.windows(2) {
+            let (i0, i1) = (ri[0], ri[1]);
+            let o = out.locate(i0);
+            for cj in col_cuts.windows(2) {
+                let (j0, j1) = (cj[0], cj[1]);
+                let chunks = depth_cuts.len() - 1;
+                for (t, ck) in depth_cuts.windows(2).enumerate() {
+                    let (k0, k1) = (ck[0], ck[1]);
+                    let accumulate = t > 0 || flags.accumulate || flags.continued;
+                    if self.plan_split_depth(variant, code, a, b, out, flags, (i0, i1), (j0, j1), (k0, k1), accumulate, plan)? {
+                        continue;
+                    }
+                    let mut bits = if accumulate { FLAG_ACCUMULATE } else { 0 };
+                    if t + 1 == chunks && !flags.open {
+                        bits |= FLAG_APPLY;
+                    }
+                    let target = (out.buffer(o.block), o.local_row * out_cols + j0, out_cols);
+                    plan.push(Self::product_piece(variant, code, precision, a, b, flags.weights, (i0, i1), (j0, j1), (k0, k1), target, bits));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The dispatch of one piece of a product: rows `i0..i1` of A', rows
+    /// `j0..j1` of B', depth `k0..k1`, written at `target = (buffer, element
+    /// offset, row stride)` with `bits` (ACCUMULATE / APPLY; WEIGHTED is
+    /// added when there are weights).
+    #[allow(clippy::too_many_arguments)]
+    fn product_piece(variant: usize, code: KernelCode, precision: Precision, a: Operand<'_>, b: Operand<'_>, weights: Option<&GpuMatrix>, (i0, i1): (usize, usize), (j0, j1): (usize, usize), (k0, k1): (usize, usize), target: (&wgpu::Buffer, usize, usize), mut bits: u32) -> Dispatch {
+        let (ab, a_off, a_rs, a_cs) = a.locate(i0, k0);
+        let (bb, b_off, b_rs, b_cs) = b.locate(j0, k0);
+        let (weights, w_off) = match weights {
+            Some(w) => {
+                bits |= FLAG_WEIGHTED;
+                let l = w.locate(k0);
+                (Some(w.buffer(l.block).clone()), l.local_row as u32)
+            }
+            None => (None, 0),
+        };
+        let (c_buffer, c_off, c_rs) = target;
+        let problem = Problem {
+            rows: (i1 - i0) as u32,
+            cols: (j1 - j0) as u32,
+            depth: (k1 - k0) as u32,
+            a_off,
+            b_off,
+            c_off: c_off as u32,
+            flags: bits,
+            kind: code.kind,
+            a_rs,
+            a_cs,
+            b_rs,
+            b_cs,
+            c_rs: c_rs as u32,
+            c_cs: 1,
+            w_off,
+            degree: code.degree,
+            gamma: code.gamma as f32,
+            coef0: code.coef0 as f32,
+        };
+        let v = &CATALOGUE[variant];
+        Dispatch {
+            problem,
+            precision,
+            buffers: vec![a.m.buffer(ab).clone(), b.m.buffer(bb).clone(), c_buffer.clone()],
+            weights,
+            grid: [(j1 - j0).div_ceil(v.tile_cols()) as u32, (i1 - i0).div_ceil(v.tile_rows()) as u32, 1],
+            pipeline: PipelineKind::Product,
+            variant,
+            params: (code.gamma, code.coef0),
+        }
+    }
+
+    /// Split-K for a linear product piece with few output tiles and a long
+    /// depth (`P diag(w) P^T` over many samples, `Phi^T V`): a single tile
+    /// grid of a few workgroups would leave most of a GPU idle. The depth is
+    /// cut into chunks that write stacked partial products into a scratch
+    /// matrix in one dispatch each, then one row-reduction dispatch sums the
+    /// partials into the output (adding to it with `accumulate`). Returns
+    /// false (nothing recorded) when the piece does not call for it.
+    #[allow(clippy::too_many_arguments)]
+    fn plan_split_depth(&self, variant: usize, code: KernelCode, a: Operand<'_>, b: Operand<'_>, out: &GpuMatrix, flags: ProductFlags<'_>, (i0, i1): (usize, usize), (j0, j1): (usize, usize), (k0, k1): (usize, usize), accumulate: bool, plan: &mut Vec<Dispatch>) -> Result<bool> {
+        let precision = out.precision();
+        let v = &CATALOGUE[variant];
+        let (rows, cols, len) = (i1 - i0, j1 - j0, k1 - k0);
+        let tiles = rows.div_ceil(v.tile_rows()) * cols.div_ceil(v.tile_cols());
+        let elements = rows * cols;
+        let fits = (self.max_binding_bytes as usize) / (elements * precision.bytes()).max(1);
+        if code.kind != 0 || j0 != 0 || j1 != out.ncols() || tiles >= SPLIT_BELOW_TILES || len < 2 * SPLIT_MIN_DEPTH || elements > self.max_workgroups as usize * 64 {
+            return Ok(false);
+        }
+        let wanted = (SPLIT_TARGET_WORKGROUPS / tiles).min(len / SPLIT_MIN_DEPTH).min(fits).min(SPLIT_MAX_CHUNKS);
+        if wanted < 2 {
+            return Ok(false);
+        }
+        let chunk = len.div_ceil(wanted);
+        let chunks = len.div_ceil(chunk);
+        let partial = self.zeros(chunks * rows, cols, precision)?;
+        debug_assert_eq!(partial.storage.blocks.len(), 1);
+        let o = out.locate(i0);
+        for s in 0..chunks {
+            let (ks, ke) = (k0 + s * chunk, (k0 + (s + 1) * chunk).min(k1));
+            let target = (partial.buffer(0), s * elements, cols);
+            plan.push(Self::product_piece(variant, code, precision, a, b, flags.weights, (i0, i1), (j0, j1), (ks, ke), target, FLAG_APPLY));
+        }
+        // out[e] (+)= sum_s partial[s, e] over the elements e of the piece
+        // (full rows of out, so contiguous from the piece's first row).
+        let job = Reduce {
+            rows: elements as u32,
+            cols: chunks as u32,
+            x_off: 0,
+            x_rs: 1,
+            x_cs: elements as u32,
+            out_off: (o.local_row * out.ncols()) as u32,
+            mode: 1,
+            accumulate: accumulate as u32,
+        };
+        self.push_row_reduce(job, precision, [partial.buffer(0), out.buffer(o.block)], plan);
+        Ok(true)
+    }
+
+
+    /// Records `out[i] (+)= sum_k x_ik^2` (`squares`) or `sum_k x_ik`.
+    pub(crate) fn plan_row_reduce(&self, x: &GpuMatrix, out: &GpuMatrix, squares: bool, accumulate: bool, plan: &mut Vec<Dispatch>) -> Result<()> {
+        let precision = self.check_same(&[x, out])?;
+        if out.nrows() != x.nrows() || out.ncols() != 1 {
+            return Err(Error::DimensionMismatch { what: "rows of a row reduction's output (n x 1)", expected: x.nrows(), found: out.nrows() * out.ncols() });
+        }
+        if out.same_storage(x) {
+            return Err(Error::InvalidParameter { name: "out", reason: "a row reduction may not write into its input".into() });
+        }
+        let mut breaks = x.block_breaks();
+        breaks.extend(out.block_breaks());
+        let row_cuts = cuts(x.nrows(), breaks, self.max_workgroups as usize * 64);
+        let cols = x.ncols();
+        for r in row_cuts.windows(2) {
+            let (i0, i1) = (r[0], r[1]);
+            let s = x.locate(i0);
+            let o = out.locate(i0);
+            let job = Reduce {
+                rows: (i1 - i0) as u32,
+                cols: cols as u32,
+                x_off: (s.local_row * cols) as u32,
+                x_rs: cols as u32,
+                x_cs: 1,
+                out_off: o.local_row as u32,
+                mode: if squares { 0 } else { 1 },
+                accumulate: accumulate as u32,
+            };
+            self.push_row_reduce(job, precision, [x.buffer(s.block), out.buffer(o.block)], plan);
+        }
+        Ok(())
+    }
+
+    /// Records the row reduction `job` over `[x, out]`: one dispatch per
+    /// chunk of columns within [`LOOP_BUDGET`] (one loop pass per column,
+    /// one to leave), every chunk after the first adding to out. Rows beyond
+    /// one grid row of workgroups wrap into a second grid dimension.
+    pub(super) fn push_row_reduce(&self, job: Reduce, precision: Precision, [x, out]: [&wgpu::Buffer; 2], plan: &mut Vec<Dispatch>) {
+        const CHUNK: usize = LOOP_BUDGET - 1;
+        let groups = (job.rows as usize).div_ceil(64);
+        let gx = groups.min(self.max_workgroups as usize).max(1);
+        let gy = groups.div_ceil(gx).max(1);
+        let cols = job.cols as usize;
+        for chunk in 0..cols.div_ceil(CHUNK).max(1) {
+            let k0 = chunk * CHUNK;
+            let piece = Reduce {
+                cols: (cols - k0).min(CHUNK) as u32,
+                x_off: job.x_off + (k0 * job.x_cs as usize) as u32,
+                accumulate: (job.accumulate != 0 || chunk > 0) as u32,
+                ..job
+            };
+            let mut problem = Problem::zeroed();
+            bytemuck::bytes_of_mut(&mut problem)[..std::mem::size_of::<Reduce>()].copy_from_slice(bytemuck::bytes_of(&piece));
+            plan.push(Dispatch {
+                problem,
+                precision,
+                buffers: vec![x.clone(), out.clone()],
+                weights: None,
+                grid: [gx as u32, gy as u32, 1],
+                pipeline: PipelineKind::RowReduce,
+                variant: 0,
+                params: (0.0, 0.0),
+            });
+        }
+    }
+
+    /// Records `out = map(x, y)` (see [`ElementwiseMap`]).
+    pub(crate) fn plan_elementwise(&self, map: ElementwiseMap, x: &GpuMatrix, y: &GpuMatrix, out: &GpuMatrix, plan: &mut Vec<Dispatch>) -> Result<()> {
+        let precision = self.check_same(&[x, y, out])?;
+        let (rows, cols) = (x.nrows(), x.ncols());
+        if out.nrows() != rows || out.ncols() != cols {
+            return Err(Error::DimensionMismatch { what: "shape of an element-wise map's output", expected: rows * cols, found: out.nrows() * out.ncols() });
+        }
+        let y_is_row = matches!(map, ElementwiseMap::CosineFeatures { .. });
+        let (want_rows, want_cols) = if y_is_row { (1, cols) } else { (rows, cols) };
+        if y.nrows() != want_rows || y.ncols() != want_cols {
+            return Err(Error::DimensionMismatch { what: "shape of an element-wise map's second operand", expected: want_rows * want_cols, found: y.nrows() * y.ncols() });
+        }
+        if out.same_storage(x) || out.same_storage(y) {
+            return Err(Error::InvalidParameter { name: "out", reason: "an element-wise map may not write into an operand".into() });
+        }
+        let mut breaks = x.block_breaks();
+        breaks.extend(out.block_breaks());
+        if !y_is_row {
+            breaks.extend(y.block_breaks());
+        }
+        // At most 65535 x 65535 workgroups of 256, and u32 element counts.
+        let max_rows = ((u32::MAX as usize) / cols).max(1);
+        let row_cuts = cuts(rows, breaks, max_rows);
+        let (mode, scale) = match map {
+            ElementwiseMap::CosineFeatures { scale } => (0u32, scale),
+            ElementwiseMap::Hadamard => (1u32, 0.0),
+        };
+        for r in row_cuts.windows(2) {
+            let (i0, i1) = (r[0], r[1]);
+            let (sx, so) = (x.locate(i0), out.locate(i0));
+            let (yb, y_off) = if y_is_row { (y.locate(0).block, (y.locate(0).local_row * cols) as u32) } else { let s = y.locate(i0); (s.block, (s.local_row * cols) as u32) };
+            let mut problem = Problem::zeroed();
+            let words: [u32; 6] = [(i1 - i0) as u32, cols as u32, (sx.local_row * cols) as u32, y_off, (so.local_row * cols) as u32, mode];
+            bytemuck::cast_slice_mut::<Problem, u32>(std::slice::from_mut(&mut problem))[..6].copy_from_slice(&words);
+            let groups = ((i1 - i0) * cols).div_ceil(256);
+            let gx = groups.min(self.max_workgroups as usize).max(1);
+            let gy = groups.div_ceil(gx).max(1);
+            if gy > self.max_workgroups as usize {
+                return Err(Error::TooLargeForGpu { what: "an element-wise map's workgroup grid", bytes: ((i1 - i0) * cols * precision.bytes()) as u64, limit: self.max_binding_bytes });
+            }
+            plan.push(Dispatch {
+                problem,
+                precision,
+                buffers: vec![x.buffer(sx.block).clone(), y.buffer(yb).clone(), out.buffer(so.block).clone()],
+                weights: None,
+                grid: [gx as u32, gy as u32, 1],
+                pipeline: PipelineKind::Elementwise,
+                variant: 0,
+                params: (scale, 0.0),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Split-K (see `plan_split_depth`): pieces with fewer output tiles than this,
+const SPLIT_BELOW_TILES: usize = 64;
+/// aiming at about this many workgroups,
+const SPLIT_TARGET_WORKGROUPS: usize = 256;
+/// with chunks of at least this depth,
+const SPLIT_MIN_DEPTH: usize = 2048;
+/// and at most this many chunks.
+const SPLIT_MAX_CHUNKS: usize = 64;
+
