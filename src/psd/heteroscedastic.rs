@@ -330,7 +330,7 @@ impl HeteroscedasticParams {
     ///
     /// Errors, all [`Error::InvalidParameter`]: a kernel other than the
     /// Gaussian (`kernel`), a `sigma` not finite and `> 0`, regularisation
-    /// weights this estimator does not accept (see [`Regularisation`](crate::psd::Regularisation)), and invalid
+    /// weights this estimator does not accept (see [`Regularisation`]), and invalid
     /// solver options ([`SolverOptions::validate`](crate::psd::SolverOptions::validate)).
     pub fn validate(&self) -> Result<(), Error> {
         check_gaussian(self.rejected_kernel)?;

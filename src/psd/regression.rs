@@ -75,7 +75,7 @@ impl QuantileParams {
     ///
     /// Errors, all [`Error::InvalidParameter`]: a kernel other than the
     /// Gaussian (`kernel`), a `sigma` not finite and `> 0`, regularisation
-    /// weights this estimator does not accept (see [`Regularisation`](crate::psd::Regularisation)), and invalid
+    /// weights this estimator does not accept (see [`Regularisation`]), and invalid
     /// solver options ([`SolverOptions::validate`](crate::psd::SolverOptions::validate)), or quantile `levels` that are empty, outside `(0, 1)` or not increasing.
     pub fn validate(&self) -> Result<(), Error> {
         check_gaussian(self.rejected_kernel)?;
