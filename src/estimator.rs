@@ -699,6 +699,22 @@ mod tests {
     }
 
     #[test]
+    fn split_builders_set_named_settings_with_documented_defaults() {
+        // k_fold and random_holdout shuffle with seed 0 unless set.
+        assert_eq!(Splits::k_fold(3).unwrap(), Splits::k_fold(3).unwrap().seed(0));
+        assert_ne!(Splits::k_fold(3).unwrap().indices(12).unwrap(), Splits::k_fold(3).unwrap().seed(1).indices(12).unwrap());
+        let holdout = Splits::random_holdout(2).unwrap();
+        assert_eq!(holdout, Splits::random_holdout(2).unwrap().train_fraction(Splits::DEFAULT_TRAIN_FRACTION).unwrap().seed(0));
+        assert!(holdout.indices(10).unwrap().iter().all(|s| s.train.len() == 8 && s.held_out.len() == 2));
+        // The seed leaves unseeded splits as they are; a training fraction only applies to a random holdout.
+        assert_eq!(Splits::interleaved(3).unwrap().seed(9), Splits::interleaved(3).unwrap());
+        let fraction = |r: Result<Splits>| matches!(r, Err(Error::InvalidParameter { name: "train_fraction", .. }));
+        assert!(fraction(Splits::k_fold(3).unwrap().train_fraction(0.5)));
+        assert!(fraction(Splits::interleaved(3).unwrap().train_fraction(0.5)));
+        assert!(fraction(Splits::holdout(vec![0], vec![1]).unwrap().train_fraction(0.5)));
+    }
+
+    #[test]
     fn cross_validation_over_fixed_splits_scores_each_split_and_keeps_failures() {
         let x = DMatrix::from_fn(10, 1, |i, _| i as f64);
         let y = DVector::from_fn(10, |i, _| i as f64);

@@ -375,3 +375,23 @@ fn matrices_keep_nalgebra_s_stored_form() {
     }
     assert_same_eksvd(&model, &Eksvd::from_json(&old.to_string()).unwrap(), &data);
 }
+
+/// The device is not part of a saved model: a model saves the same whichever
+/// device it is on, loads on the CPU, and moves only through `to_device`.
+#[test]
+fn the_device_is_not_saved_and_a_loaded_model_is_on_the_cpu() {
+    let (model, data) = eksvd_model();
+    let json = model.to_json().unwrap();
+    let loaded = Eksvd::from_json(&json).unwrap();
+    assert!(!loaded.device().is_gpu());
+    assert!(!loaded.feature_map(0).unwrap().device().is_gpu());
+    let Some(gpu) = common::gpu_device(gramian::GpuOptions::default()) else { return };
+    let on_gpu = loaded.to_device(&gpu);
+    assert!(on_gpu.device().is_gpu() && (0..3).all(|q| on_gpu.feature_map(q).unwrap().device().is_gpu()));
+    assert!(!loaded.device().is_gpu(), "to_device leaves the original where it was");
+    assert_eq!(on_gpu.to_json().unwrap(), json);
+    assert_eq!(on_gpu.to_cbor().unwrap(), model.to_cbor().unwrap());
+    assert!(!Eksvd::from_cbor(&on_gpu.to_cbor().unwrap()).unwrap().device().is_gpu());
+    let (c, g) = (model.transform_paired(&data).unwrap(), on_gpu.transform_paired(&data).unwrap());
+    assert!((&c - &g).amax() <= 1e-3 * c.amax(), "scores on the GPU differ by {}", (&c - &g).amax());
+}

@@ -267,7 +267,7 @@ impl FullKernelRidge {
     }
 
     /// Predictions `mean(y) + sum_q mu_q K_q(X*, X) alpha`, each product
-    /// `K_q(X*, X) alpha` computed on `device` without storing `K_q(X*, X)`.
+    /// `K_q(X*, X) alpha` computed on the model's device without storing `K_q(X*, X)`.
     pub fn predict_inputs(&self, inputs: &[&DMatrix<f64>]) -> Result<DVector<f64>, Error> {
         let device = &self.device;
         let xs = inputs_per_kernel(&self.kernels, inputs, None)?;

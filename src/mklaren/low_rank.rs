@@ -216,7 +216,7 @@ impl LowRankRidge {
     }
 
     /// Predictions for new samples (same input layout as in `fit`); kernel
-    /// values against the pivots are computed on `device`.
+    /// values against the pivots are computed on the model's device.
     pub fn predict_inputs(&self, inputs: &[&DMatrix<f64>]) -> Result<DVector<f64>, Error> {
         let device = &self.device;
         let xs = inputs_per_kernel(&self.kernels, inputs, None)?;

@@ -585,7 +585,7 @@ impl Mklaren {
 
     /// Predictions for new samples (same input layout as in `fit`): `G*_q =
     /// K_q(*, A_q) T_q` (Eq. 21), `H*` centred, normalised and signed as in
-    /// training, `mean(y) + H* beta`. Kernel values are computed on `device`.
+    /// training, `mean(y) + H* beta`. Kernel values are computed on the model's device.
     pub fn predict_inputs(&self, inputs: &[&DMatrix<f64>]) -> Result<DVector<f64>, Error> {
         self.predict_with(inputs, &self.coefficients)
     }
