@@ -161,14 +161,14 @@ fn eksvd(device: &Device, split: &SplitData, solvers: &[Solver]) -> AnyResult<Ve
         // At most d_phi components; a larger k of the grid is capped (so
         // every split and fold has the same candidates, in the same order).
         let k_fit = (*COMPONENTS.last().unwrap()).min(d_phi);
-        let feats = |data: &MultiSource| -> AnyResult<Vec<DMatrix<f64>>> { maps.iter().zip(data.sources()).map(|(m, x)| Ok(m.transform(device, x)?)).collect() };
+        let feats = |data: &MultiSource| -> AnyResult<Vec<DMatrix<f64>>> { maps.iter().zip(data.sources()).map(|(m, x)| Ok(m.transform(x)?)).collect() };
         let parts = [feats(&split.train)?, feats(&split.validation)?, feats(&split.test)?];
         for (slot, &solver) in out.iter_mut().zip(solvers) {
             let model = EksvdParams::new(k_fit).solver(solver).seed(7).fit_features(device, parts[0].clone())?;
             let scores = |phi: &[DMatrix<f64>]| -> AnyResult<DMatrix<f64>> {
                 let mut m = DMatrix::zeros(phi[0].nrows(), q * k_fit);
                 for (s, p) in phi.iter().enumerate() {
-                    m.columns_mut(s * k_fit, k_fit).copy_from(&model.transform_features(device, s, p)?);
+                    m.columns_mut(s * k_fit, k_fit).copy_from(&model.transform_features(s, p)?);
                 }
                 Ok(m)
             };

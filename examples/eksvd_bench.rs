@@ -70,7 +70,7 @@ fn dual_at_3600(device: &Device, dir: &str) -> AnyResult<()> {
     let features: Vec<DMatrix<f64>> = maps
         .iter()
         .enumerate()
-        .map(|(q, m)| Ok(m.fit(device, train.source(q), q, 3)?.transform(device, train.source(q))?))
+        .map(|(q, m)| Ok(m.fit(device, train.source(q), q, 3)?.transform(train.source(q))?))
         .collect::<AnyResult<_>>()?;
     let feature_s = secs(start);
     let coupling = CouplingMatrix::from_features(features.clone())?;
@@ -116,7 +116,7 @@ fn scale_curve(max_total: usize) -> AnyResult<()> {
             .feature_map(FeatureMap::random_fourier(0.1, 128)?)
             .solver(Solver::Dual(Eigensolver::Lanczos { tolerance: 1e-8, max_restarts: 1000 }));
         let start = Instant::now();
-        let features: Vec<DMatrix<f64>> = (0..3).map(|q| Ok(FeatureMap::random_fourier(0.1, 128)?.fit(&cpu, data.source(q), q, 1)?.transform(&cpu, data.source(q))?)).collect::<AnyResult<_>>()?;
+        let features: Vec<DMatrix<f64>> = (0..3).map(|q| Ok(FeatureMap::random_fourier(0.1, 128)?.fit(&cpu, data.source(q), q, 1)?.transform(data.source(q))?)).collect::<AnyResult<_>>()?;
         let feature_s = secs(start);
         let start = Instant::now();
         let model = params.fit_features(&cpu, features)?;

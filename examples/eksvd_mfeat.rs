@@ -115,8 +115,8 @@ fn fit_nystrom_maps(device: &Device, train: &MultiSource, scale: f64) -> AnyResu
     }
 }
 
-fn features(device: &Device, maps: &[FittedFeatureMap], data: &MultiSource) -> AnyResult<Vec<DMatrix<f64>>> {
-    maps.iter().zip(data.sources()).map(|(m, x)| Ok(m.transform(device, x)?)).collect()
+fn features(maps: &[FittedFeatureMap], data: &MultiSource) -> AnyResult<Vec<DMatrix<f64>>> {
+    maps.iter().zip(data.sources()).map(|(m, x)| Ok(m.transform(x)?)).collect()
 }
 
 /// eKSVD scores with per-view Nystrom features, for each kernel width:
@@ -129,14 +129,14 @@ fn eksvd(device: &Device, split: &SplitData) -> AnyResult<[Vec<(String, Represen
     for &scale in &EKSVD_GAMMA_SCALES {
         let maps = fit_nystrom_maps(device, &split.train, scale)?;
         let d_phi = maps[0].output_dim();
-        let parts = [features(device, &maps, &split.train)?, features(device, &maps, &split.validation)?, features(device, &maps, &split.test)?];
+        let parts = [features(&maps, &split.train)?, features(&maps, &split.validation)?, features(&maps, &split.test)?];
         let solvers = [Solver::Dual(Eigensolver::Lanczos { tolerance: 1e-8, max_restarts: 1000 }), Solver::Covariance(Eigensolver::Dense)];
         for (slot, solver) in out.iter_mut().zip(solvers) {
             let model = EksvdParams::new(k_fit).solver(solver).seed(7).fit_features(device, parts[0].clone())?;
             let scores = |phi: &[DMatrix<f64>]| -> AnyResult<DMatrix<f64>> {
                 let mut m = DMatrix::zeros(phi[0].nrows(), q * k_fit);
                 for (s, p) in phi.iter().enumerate() {
-                    m.columns_mut(s * k_fit, k_fit).copy_from(&model.transform_features(device, s, p)?);
+                    m.columns_mut(s * k_fit, k_fit).copy_from(&model.transform_features(s, p)?);
                 }
                 Ok(m)
             };
@@ -178,15 +178,15 @@ fn timing_table(device: &Device, data: &MultiViewData, repeat: u32) -> AnyResult
                 // The dual form evaluates kernels against all training
                 // samples, the primal form only the explicit features.
                 let scores = match solver {
-                    Solver::Dual(_) => model.transform_dual(device, q, split.test.source(q))?,
-                    Solver::Covariance(_) => model.transform_source(device, q, split.test.source(q))?,
+                    Solver::Dual(_) => model.transform_dual(q, split.test.source(q))?,
+                    Solver::Covariance(_) => model.transform_source(q, split.test.source(q))?,
                 };
                 std::hint::black_box(scores);
             }
             solver_form.push(start.elapsed().as_secs_f64());
             let start = Instant::now();
             for q in 0..split.test.n_sources() {
-                std::hint::black_box(model.transform_source(device, q, split.test.source(q))?);
+                std::hint::black_box(model.transform_source(q, split.test.source(q))?);
             }
             primal_form.push(start.elapsed().as_secs_f64());
         }

@@ -26,7 +26,7 @@ fn main() -> Result<(), Error> {
 
     let params = EksvdParams::new(2).feature_maps(vec![FeatureMap::random_fourier(0.2, 64)?; 3]).seed(7);
     let model = params.fit(&device, &train)?;
-    let scores = model.transform(&device, &test)?; // 50 x (3 sources * 2 components)
+    let scores = model.transform(&test)?; // 50 x (3 sources * 2 components)
     let kkt = model.kkt(0)?;
 
     println!("eKSVD on {} ({} sources, {} training samples)", device.describe(), train.n_sources(), 250);

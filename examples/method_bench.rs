@@ -115,7 +115,7 @@ fn fit_mklaren(device: &Device, n: usize, d: usize) -> Result<(Vec<f64>, String)
     let y = DVector::from_fn(n, |i, _| (3.0 * x[(i, 0)]).sin() + 0.5 * x[(i, d - 1)] + 0.05 * rng.random_range(-1.0..1.0));
     let kernels = [Kernel::rbf(0.5 / d as f64).map_err(|e| e.to_string())?, Kernel::rbf(4.0 / d as f64).map_err(|e| e.to_string())?];
     let model = MklarenParams::new(20).lookahead(5).kernels(&kernels).fit_inputs(device, &[&x, &x], &y).map_err(|e| e.to_string())?;
-    let predictions = model.predict_inputs(device, &[&x, &x]).map_err(|e| e.to_string())?;
+    let predictions = model.predict_inputs(&[&x, &x]).map_err(|e| e.to_string())?;
     Ok((predictions.as_slice().to_vec(), "-".into()))
 }
 

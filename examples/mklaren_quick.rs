@@ -23,7 +23,7 @@ fn main() -> Result<(), Error> {
 
     let kernels = [Kernel::rbf(0.3)?, Kernel::rbf(1.0)?, Kernel::rbf(3.0)?];
     let model = MklarenParams::new(40).lookahead(10).lambda(1e-3).kernels(&kernels).fit(&device, &train)?;
-    let prediction = model.predict(&device, &x_test)?;
+    let prediction = model.predict(&x_test)?;
     let baseline = DVector::from_element(y_test.len(), train.y.mean());
 
     println!("mklaren on {} (n = 1000, rank 40, 3 RBF kernels)", device.describe());

@@ -5,7 +5,7 @@
 //! Protocol: up to 1000 rows sampled, 5 random 60/20/20 splits, inputs
 //! standardised on the training part, 7 Gaussian kernels gamma = 2^-3..2^3,
 //! lambda chosen on validation from 10^-3..10^3 (the validation RMSE of fits
-//! on the training part, [`gramian::estimator::cross_validate_splits`] with
+//! on the training part, [`gramian::estimator::cross_validate`] with
 //! [`gramian::estimator::Splits::holdout`]), look-ahead delta = 10.
 //!
 //! Usage: `cargo run --features repro --example mklaren_regression [DATA_DIR] [MAX_ROWS] [SPLITS]`
@@ -16,7 +16,7 @@ use std::time::Instant;
 
 use clap::Parser;
 use gramian::datasets::{mean_std, random_split, read_csv_table, rmse, select_entries, select_rows, Standardizer};
-use gramian::estimator::{cross_validate_splits, Fit, Predict, Samples, Splits, Supervised};
+use gramian::estimator::{cross_validate, Fit, Predict, Samples, Splits, Supervised};
 use gramian::mklaren::{FullKernelRidgeParams, KernelCombination, LowRankMethod, LowRankRidgeParams, MklarenParams};
 use gramian::{Device, Kernel};
 use nalgebra::{DMatrix, DVector};
@@ -65,9 +65,9 @@ where
     P::Fitted: Predict<DMatrix<f64>, Output = DVector<f64>>,
 {
     let candidates: Vec<P> = LAMBDAS.iter().map(|&e| params(10f64.powi(e))).collect();
-    let cv = cross_validate_splits(device, &candidates, &split.data, &split.holdout, |m: &P::Fitted, held: &Supervised| Ok(-rmse(&held.y, &m.predict(device, &held.x)?)))?;
+    let cv = cross_validate(device, &candidates, &split.data, &split.holdout, |m: &P::Fitted, held: &Supervised| Ok(-rmse(&held.y, &m.predict(&held.x)?)))?;
     let model = candidates[cv.best].fit(device, &split.train)?;
-    Ok(rmse(&split.test.y, &model.predict(device, &split.test.x)?))
+    Ok(rmse(&split.test.y, &model.predict(&split.test.x)?))
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

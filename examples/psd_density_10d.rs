@@ -17,7 +17,7 @@
 //! (App. E): K random 70/30 splits of the training sample, the mean held-out
 //! log-likelihood over the splits, grid search (K = 7 in the paper; `--folds`).
 //! The splits are drawn once, from the example's generator, and every grid
-//! point is scored on them by [`gramian::estimator::cross_validate_splits`]
+//! point is scored on them by [`gramian::estimator::cross_validate`]
 //! ([`gramian::estimator::Splits::fixed`]).
 //! When a model's best value sits on an edge of its grid the grid is extended
 //! one step beyond that edge and the new points are run, up to `--extend`
@@ -54,7 +54,7 @@ mod psd_data;
 use std::collections::HashMap;
 
 use clap::Parser;
-use gramian::estimator::{cross_validate_splits, Fit, Splits};
+use gramian::estimator::{cross_validate, Fit, Splits};
 use gramian::psd::baselines::{BaselineDensity, BaselineKind, BaselineParams};
 use gramian::psd::{BaseMeasure, DensityParams, PsdDensity, SolverOptions};
 use gramian::Device;
@@ -131,7 +131,7 @@ fn mean_ll(p: &DVector<f64>) -> f64 {
     p.iter().map(|v| if *v > 0.0 { v.ln() } else { f64::NEG_INFINITY }).sum::<f64>() / p.len() as f64
 }
 
-/// One model at one grid point: a candidate for [`cross_validate_splits`].
+/// One model at one grid point: a candidate for [`cross_validate`].
 struct Candidate<'a> {
     /// `None`: the PSD model.
     kind: Option<BaselineKind>,
@@ -153,8 +153,8 @@ enum Density {
 impl Density {
     fn density(&self, x: &DMatrix<f64>) -> Result<DVector<f64>, gramian::Error> {
         match self {
-            Density::Psd(d) => d.density(&Device::Cpu, x),
-            Density::Baseline(b) => b.density(&Device::Cpu, x),
+            Density::Psd(d) => d.density(x),
+            Density::Baseline(b) => b.density(x),
         }
     }
 
@@ -461,7 +461,7 @@ fn main() -> Result<(), Error> {
             fits += splits.n_splits();
             let candidate = Candidate { kind, sigma: s, lambda: l, nystrom: m, budget, base: &base };
             // A fit that fails on a split (the PSD solver's budget) scores -inf there.
-            let cv = match cross_validate_splits(&Device::Cpu, std::slice::from_ref(&candidate), x, &splits, |d: &Density, held: &DMatrix<f64>| Ok(mean_ll(&d.density(held)?))) {
+            let cv = match cross_validate(&Device::Cpu, std::slice::from_ref(&candidate), x, &splits, |d: &Density, held: &DMatrix<f64>| Ok(mean_ll(&d.density(held)?))) {
                 Ok(cv) => {
                     for f in &cv.failures {
                         eprintln!("{name} sigma {s} lambda {l:e}: {}", f.error);

@@ -4,7 +4,7 @@
 //! minimum. lambda is chosen per model on the log-likelihood of an
 //! independent validation sample (500 points drawn here): one fixed split of
 //! the training and validation points stacked,
-//! [`gramian::estimator::cross_validate_splits`] with
+//! [`gramian::estimator::cross_validate`] with
 //! [`gramian::estimator::Splits::holdout`].
 //!
 //! The training sample is by default the authors' own n = 80 set
@@ -21,7 +21,7 @@ mod psd_plot;
 mod psd_data;
 
 use clap::Parser;
-use gramian::estimator::{cross_validate_splits, Fit, Splits};
+use gramian::estimator::{cross_validate, Fit, Splits};
 use gramian::psd::baselines::{BaselineDensity, BaselineKind, BaselineParams};
 use gramian::psd::{DensityParams, PsdDensity, SolverOptions};
 use gramian::Device;
@@ -58,7 +58,7 @@ fn select<P: Fit<DMatrix<f64>>>(
     log_likelihood: impl Fn(&P::Fitted, &DMatrix<f64>) -> Result<f64, gramian::Error>,
 ) -> Result<(f64, f64), gramian::Error> {
     let candidates: Vec<P> = grid.iter().map(|&l| params(l)).collect();
-    let cv = cross_validate_splits(device, &candidates, data, holdout, log_likelihood)?;
+    let cv = cross_validate(device, &candidates, data, holdout, log_likelihood)?;
     Ok((cv.mean_scores[cv.best], grid[cv.best]))
 }
 
@@ -106,19 +106,19 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut fitted: Vec<Fitted> = Vec::new();
     for kind in [BaselineKind::Pnm, BaselineKind::Ncm, BaselineKind::Glm] {
         let params = |l: f64| BaselineParams::new(kind, sigma).regularisation(Regularisation::new().quadratic(l));
-        let (ll, l) = select(&device, &lambdas, params, &stacked, &holdout, |m: &BaselineDensity, held: &DMatrix<f64>| m.mean_log_likelihood(&device, held))?;
+        let (ll, l) = select(&device, &lambdas, params, &stacked, &holdout, |m: &BaselineDensity, held: &DMatrix<f64>| m.mean_log_likelihood(held))?;
         let model = BaselineParams::new(kind, sigma).regularisation(Regularisation::new().quadratic(l)).fit(&device, &x)?;
         // GLM on the Lebesgue measure has no finite integral (its tail is a positive constant).
         let integral = model.integral().unwrap_or(f64::INFINITY);
-        fitted.push((format!("{} (lambda {l:e})", kind.name()), model.density(&device, &grid)?, integral, ll));
+        fitted.push((format!("{} (lambda {l:e})", kind.name()), model.density(&grid)?, integral, ll));
     }
     let options = SolverOptions { tolerance: 1e-6, max_iterations: 50_000, check_every: 2 };
     let params = |l: f64| DensityParams::new(sigma).regularisation(Regularisation::new().trace(l).quadratic(0.1 * l)).solver(options);
-    let (ll, l) = select(&device, &lambdas, params, &stacked, &holdout, |m: &PsdDensity, held: &DMatrix<f64>| m.mean_log_likelihood(&device, held))?;
+    let (ll, l) = select(&device, &lambdas, params, &stacked, &holdout, |m: &PsdDensity, held: &DMatrix<f64>| m.mean_log_likelihood(held))?;
     let psd = DensityParams::new(sigma).regularisation(Regularisation::new().trace(l).quadratic(0.1 * l)).solver(options).fit(&device, &x)?;
     let r = psd.report();
     println!("PSD fit: {} FISTA iterations, duality gap {:.2e}, {:.3} s", r.iterations, r.gap, r.seconds_total);
-    fitted.push((format!("PSD model (lambda {l:e})"), psd.density(&device, &grid)?, psd.integral()?, ll));
+    fitted.push((format!("PSD model (lambda {l:e})"), psd.density(&grid)?, psd.integral()?, ll));
 
     println!("{:<26} {:>12} {:>14} {:>16}", "model", "integral", "min on [-6,6]", "validation LL");
     for (name, p, integral, ll) in &fitted {

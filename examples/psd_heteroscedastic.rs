@@ -12,7 +12,7 @@
 //! `sigma` and `lambda` are chosen for each model independently by 5-fold
 //! cross-validation of the held-out log-likelihood on the 80 training points
 //! (interleaved folds, sample `i` held out in fold `i % 5`:
-//! [`gramian::estimator::cross_validate_splits`] with
+//! [`gramian::estimator::cross_validate`] with
 //! [`gramian::estimator::Splits::interleaved`])
 //! (PSD: the paper's `lambda (||A||_* + 0.05 ||A||_F^2)`, i.e. `lambda_1 = lambda`,
 //! `lambda_2 = 0.1 lambda` in this crate's `lambda_2/2` convention, and
@@ -29,7 +29,7 @@ mod psd_plot;
 #[path = "psd_toy/mod.rs"]
 mod psd_toy;
 use clap::Parser;
-use gramian::estimator::{cross_validate_splits, Fit, Splits, Supervised};
+use gramian::estimator::{cross_validate, Fit, Splits, Supervised};
 use gramian::psd::heteroscedastic::NaturalParameters;
 use gramian::psd::{BaselineHeteroscedasticParams, BaselineKind, HeteroscedasticParams, SolverOptions};
 use gramian::Error;
@@ -65,18 +65,18 @@ impl Model {
         Ok(match *self {
             Model::Baseline(kind) => {
                 let m = BaselineHeteroscedasticParams::new(kind, sigma).regularisation(Regularisation::new().linear(lambda).quadratic(lambda)).restarts(3, 7).fit(&device, data)?;
-                Box::new(move |g| m.natural_parameters(&device, g))
+                Box::new(move |g| m.natural_parameters(g))
             }
             Model::Psd => {
                 let m = HeteroscedasticParams::new(sigma).regularisation(Regularisation::new().linear(lambda).trace(lambda).quadratic(0.1 * lambda)).solver(SolverOptions { tolerance: 1e-6, max_iterations: 50_000, check_every: 10 }).fit(&device, data)?;
-                Box::new(move |g| m.natural_parameters(&device, g))
+                Box::new(move |g| m.natural_parameters(g))
             }
         })
     }
 }
 
 /// One point of a model's (sigma, lambda) grid: a candidate for
-/// [`cross_validate_splits`].
+/// [`cross_validate`].
 struct Candidate {
     model: Model,
     sigma: f64,
@@ -123,7 +123,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for model in models {
         let start = std::time::Instant::now();
         let candidates: Vec<Candidate> = sigmas.iter().flat_map(|&sigma| lambdas.iter().map(move |&lambda| Candidate { model, sigma, lambda })).collect();
-        let cv = cross_validate_splits(&device, &candidates, &data, &folds, |m: &Predictor, held: &Supervised| Ok(m(&held.x)?.log_likelihood(&held.y).mean()))?;
+        let cv = cross_validate(&device, &candidates, &data, &folds, |m: &Predictor, held: &Supervised| Ok(m(&held.x)?.log_likelihood(&held.y).mean()))?;
         for f in &cv.failures {
             let c = &candidates[f.candidate];
             eprintln!("{} sigma {} lambda {}: {}", model.name(), c.sigma, c.lambda, f.error);

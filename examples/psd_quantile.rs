@@ -7,7 +7,7 @@
 //!
 //! `sigma` and `lambda` are chosen per model on a validation split (70% / 30%
 //! of the training data, as in App. E: the first 70 % fitted, the rest
-//! scored, [`gramian::estimator::cross_validate_splits`] with
+//! scored, [`gramian::estimator::cross_validate`] with
 //! [`gramian::estimator::Splits::holdout`]) by the pinball loss (PSD:
 //! `lambda_0 = lambda`, `lambda_1 = 0.1 lambda`, `lambda_2 = 0.01 lambda`, the
 //! ratios of the fixed setting used before; baselines: `lambda_0 = lambda` and
@@ -28,7 +28,7 @@ mod psd_plot;
 mod psd_toy;
 
 use clap::Parser;
-use gramian::estimator::{cross_validate_splits, Fit, Splits, Supervised};
+use gramian::estimator::{cross_validate, Fit, Splits, Supervised};
 use gramian::psd::regression::QuantileParams;
 use gramian::psd::{BaselineKind, BaselineQuantileParams, SolverOptions};
 use gramian::Error;
@@ -88,19 +88,19 @@ impl Model {
                     params = params.nystrom(NCM_CENTRES, 11);
                 }
                 let m = params.fit(&device, data)?;
-                Box::new(move |g| m.predict(&device, g))
+                Box::new(move |g| m.predict(g))
             }
             Model::Psd => {
                 let options = SolverOptions { tolerance: 1e-4, max_iterations: 20_000, check_every: 10 };
                 let m = QuantileParams::new(sigma, &LEVELS).regularisation(Regularisation::new().linear(lambda).trace(0.1 * lambda).quadratic(0.01 * lambda)).solver(options).fit(&device, data)?;
-                Box::new(move |g| m.predict(&device, g))
+                Box::new(move |g| m.predict(g))
             }
         })
     }
 }
 
 /// One point of a model's (sigma, lambda) grid: a candidate for
-/// [`cross_validate_splits`].
+/// [`cross_validate`].
 struct Candidate {
     model: Model,
     sigma: f64,
@@ -147,7 +147,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let start = std::time::Instant::now();
         let candidates: Vec<Candidate> = sigmas.iter().flat_map(|&sigma| lambdas.iter().map(move |&lambda| Candidate { model, sigma, lambda })).collect();
         // Higher is better: minus the pinball loss.
-        let cv = cross_validate_splits(&device, &candidates, &data, &holdout, |m: &Predictor, held: &Supervised| Ok(-pinball(&m(&held.x)?, &held.y)))?;
+        let cv = cross_validate(&device, &candidates, &data, &holdout, |m: &Predictor, held: &Supervised| Ok(-pinball(&m(&held.x)?, &held.y)))?;
         for f in &cv.failures {
             let c = &candidates[f.candidate];
             eprintln!("{} sigma {} lambda {}: {}", model.name(), c.sigma, c.lambda, f.error);

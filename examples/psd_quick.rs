@@ -21,11 +21,11 @@ fn main() -> Result<(), Error> {
         centre + 0.3 * rng.sample::<f64, _>(StandardNormal)
     });
     let candidates: Vec<DensityParams> = [0.2, 0.4, 0.8, 1.6, 3.2].iter().map(|&s| DensityParams::new(s).regularisation(Regularisation::new().trace(1e-3).quadratic(1e-3))).collect();
-    let cv = cross_validate(&device, &candidates, &x, 3, 0, |model: &PsdDensity, held: &DMatrix<f64>| model.mean_log_likelihood(&device, held))?;
+    let cv = cross_validate(&device, &candidates, &x, &Splits::k_fold(3)?, |model: &PsdDensity, held: &DMatrix<f64>| model.mean_log_likelihood(held))?;
     let model = candidates[cv.best].fit(&device, &x)?;
 
     let grid = DMatrix::from_fn(401, 1, |i, _| -4.0 + 0.02 * i as f64);
-    let p = model.predict(&device, &grid)?;
+    let p = model.predict(&grid)?;
     println!("PSD density on {} (n = {})", device.describe(), x.nrows());
     for (c, s) in candidates.iter().zip(&cv.mean_scores) {
         println!("  sigma {:<4} CV mean log-likelihood {s:.4}", c.sigma());

@@ -1,13 +1,18 @@
-//! The shape every estimator shares: parameters -> [`Fit`] -> fitted model
-//! -> [`Predict`] / [`Transform`], and a cross-validation helper generic over
-//! them ([`cross_validate_splits`] over the [`Splits`] of the data: shuffled
-//! or interleaved folds, repeated random holdout, fixed index sets;
-//! [`cross_validate`] for shuffled `k`-fold).
+//! The shape every estimator shares: parameters -> [`Fit`] on a [`Device`]
+//! -> a fitted model that remembers that device ([`OnDevice`]) ->
+//! [`Predict`] / [`Transform`], and [`cross_validate`], generic over them,
+//! over the [`Splits`] of the data (shuffled or interleaved folds, repeated
+//! random holdout, fixed index sets).
 //!
-//! Parameters are builders validated when `fit` runs (each has a
-//! `validate`/`check` method to validate earlier); fitting and applying take
-//! the [`Device`] the work runs on, so data can stay on one GPU between
-//! calls. Every method implements the traits for its natural data:
+//! Parameters are builders; each parameters type has a public `validate`
+//! that checks the settings that do not depend on the data (the errors it
+//! gives are listed on it), and `fit` calls it before anything else.
+//! `fit` takes the [`Device`] the work runs on; the fitted model keeps a
+//! handle to it, and its `predict`, `transform` and other computing methods
+//! run there without naming it again, so data can stay on one GPU between
+//! calls. [`OnDevice::to_device`] moves a model explicitly; a model loaded
+//! from a file (feature `serde`) is on the CPU. Every method implements the
+//! traits for its natural data:
 //!
 //! | estimator | `Fit<D>` with `D` = | fitted | `Predict` / `Transform` of |
 //! |---|---|---|---|
@@ -19,17 +24,22 @@
 //! | `psd::HeteroscedasticParams`, `BaselineHeteroscedasticParams` | [`Supervised`] | `HeteroscedasticRegression`, `BaselineHeteroscedastic` | `Predict<DMatrix<f64>>`: mean and variance |
 //! | `psd::QuantileParams`, `BaselineQuantileParams` | [`Supervised`] | `QuantileRegression`, `BaselineQuantile` | `Predict<DMatrix<f64>>`: a column per level |
 //!
+//! Every fitted model in the table implements [`OnDevice`], and so do the
+//! parts fitted on a device on their own: `eksvd::FittedFeatureMap`
+//! (`Transform`-like `transform`), `mklaren::IcdFactor` and
+//! `mklaren::NystromFactor` (`apply`).
+//!
 //! ```
 //! use gramian::prelude::*;
 //! use nalgebra::DMatrix;
 //!
 //! let x = DMatrix::<f64>::from_fn(80, 1, |i, _| ((i * 37) % 80) as f64 / 40.0 - 1.0);
 //! let candidates: Vec<DensityParams> = [0.2, 0.5].iter().map(|&s| DensityParams::new(s)).collect();
-//! let cv = cross_validate(&Device::cpu(), &candidates, &x, 3, 0, |model: &PsdDensity, held: &DMatrix<f64>| {
-//!     model.mean_log_likelihood(&Device::cpu(), held)
-//! })?;
+//! let splits = Splits::k_fold(3)?.seed(7);
+//! let cv = cross_validate(&Device::cpu(), &candidates, &x, &splits, |model: &PsdDensity, held: &DMatrix<f64>| model.mean_log_likelihood(held))?;
 //! let model = candidates[cv.best].fit(&Device::cpu(), &x)?;
-//! let density = model.predict(&Device::cpu(), &x)?; // p(x) at the samples
+//! let density = model.predict(&x)?; // p(x) at the samples, on the model's device
+//! assert!(!model.device().is_gpu());
 //! assert!(density.iter().all(|&p| p >= 0.0));
 //! # Ok::<(), gramian::Error>(())
 //! ```
@@ -51,25 +61,66 @@ pub trait Fit<D: ?Sized> {
     fn fit(&self, device: &Device, data: &D) -> Result<Self::Fitted>;
 }
 
-/// Predictions of a fitted model for new inputs `X`.
+/// Predictions of a fitted model for new inputs `X`, computed on the
+/// model's device ([`OnDevice::device`]).
 pub trait Predict<X: ?Sized> {
     /// What is predicted (a vector of targets, a matrix of quantiles, ...).
     type Output;
-    /// Predicts for `x` on `device`.
-    fn predict(&self, device: &Device, x: &X) -> Result<Self::Output>;
+    /// Predicts for `x` on the model's device.
+    fn predict(&self, x: &X) -> Result<Self::Output>;
 }
 
 /// A representation of new inputs `X` computed by a fitted model (scores,
-/// components).
+/// components) on the model's device ([`OnDevice::device`]).
 pub trait Transform<X: ?Sized> {
     /// The representation.
     type Output;
-    /// Transforms `x` on `device`.
-    fn transform(&self, device: &Device, x: &X) -> Result<Self::Output>;
+    /// Transforms `x` on the model's device.
+    fn transform(&self, x: &X) -> Result<Self::Output>;
 }
 
-/// Data that can be split by sample: what [`cross_validate`] and
-/// [`cross_validate_splits`] need.
+/// A fitted model and the [`Device`] its methods compute on: the device it
+/// was fitted on, or the CPU for a model loaded from a file. A [`Device`] is
+/// cheap to clone (an enum holding an `Arc` of the GPU context), so every
+/// fitted model keeps its own handle; moving a model to another device is
+/// explicit, through [`OnDevice::to_device`].
+///
+/// ```
+/// use gramian::prelude::*;
+/// use nalgebra::DMatrix;
+///
+/// let x = DMatrix::<f64>::from_fn(40, 1, |i, _| ((i * 7) % 40) as f64 / 20.0 - 1.0);
+/// let model = DensityParams::new(0.5).fit(&Device::cpu(), &x)?;
+/// assert!(!model.device().is_gpu());
+/// let moved = model.to_device(&Device::cpu()); // e.g. Device::gpu()? to move it to a GPU
+/// assert_eq!(moved.predict(&x)?, model.predict(&x)?);
+/// # Ok::<(), gramian::Error>(())
+/// ```
+pub trait OnDevice: Sized {
+    /// The device the model's methods compute on.
+    fn device(&self) -> &Device;
+    /// The same model (the same numbers) computing on `device`.
+    fn to_device(&self, device: &Device) -> Self;
+}
+
+/// `OnDevice` for models whose only device handle is their `device` field.
+macro_rules! on_device {
+    ($($model:ty),* $(,)?) => {
+        $(impl $crate::estimator::OnDevice for $model {
+            fn device(&self) -> &$crate::Device {
+                &self.device
+            }
+            fn to_device(&self, device: &$crate::Device) -> Self {
+                let mut moved = self.clone();
+                moved.device = device.clone();
+                moved
+            }
+        })*
+    };
+}
+pub(crate) use on_device;
+
+/// Data that can be split by sample: what [`cross_validate`] needs.
 pub trait Samples: Sized {
     /// Number of samples.
     fn n_samples(&self) -> usize;
@@ -158,7 +209,7 @@ pub struct Fold {
     pub held_out: Vec<usize>,
 }
 
-/// How [`cross_validate_splits`] divides the samples into training and
+/// How [`cross_validate`] divides the samples into training and
 /// held-out sets.
 ///
 /// Built by the constructors, which check the parameters that do not depend
@@ -180,7 +231,9 @@ pub struct Fold {
 /// let parts = splits.indices(7)?;
 /// assert_eq!(parts[1].held_out, vec![1, 4]);
 /// assert_eq!(parts[1].train, vec![0, 2, 3, 5, 6]);
-/// assert!(Splits::random_holdout(5, 1.5, 0).is_err());
+/// assert!(Splits::random_holdout(5)?.train_fraction(1.5).is_err());
+/// let holdout = Splits::random_holdout(10)?.train_fraction(0.7)?.seed(1);
+/// assert_eq!(holdout.indices(10)?[0].train.len(), 7);
 /// # Ok::<(), gramian::Error>(())
 /// ```
 #[derive(Debug, Clone, PartialEq)]
@@ -211,16 +264,16 @@ fn fold_bound(f: usize, n: usize, folds: usize) -> usize {
 }
 
 impl Splits {
-    /// Shuffled `k`-fold: the samples are shuffled with `seed` and cut into
-    /// `folds` contiguous parts of `n / folds` samples (rounded down or up);
-    /// split `f` holds out part `f` and trains on the others, in the shuffled
-    /// order. This is the protocol of [`cross_validate`].
+    /// Shuffled `k`-fold: the samples are shuffled with the seed (0 unless
+    /// set by [`Splits::seed`]) and cut into `folds` contiguous parts of
+    /// `n / folds` samples (rounded down or up); split `f` holds out part `f`
+    /// and trains on the others, in the shuffled order.
     ///
     /// Errors: `folds < 2` ([`Error::InvalidParameter`]); more folds than
     /// samples, from [`Splits::indices`].
-    pub fn k_fold(folds: usize, seed: u64) -> Result<Self> {
+    pub fn k_fold(folds: usize) -> Result<Self> {
         check_folds(folds)?;
-        Ok(Splits(Strategy::KFold { folds, seed }))
+        Ok(Splits(Strategy::KFold { folds, seed: 0 }))
     }
 
     /// Interleaved (unshuffled) folds: split `f` holds out the samples `i`
@@ -235,22 +288,53 @@ impl Splits {
     }
 
     /// Repeated random holdout (Monte Carlo cross-validation): `splits`
-    /// independent splits drawn from one generator seeded with `seed`; each
-    /// shuffles `0..n` and trains on the first `round(train_fraction n)`
-    /// samples of the shuffle, holding out the rest (both in the shuffled
-    /// order). Held-out sets of different splits may overlap.
+    /// independent splits drawn from one generator seeded with the seed (0
+    /// unless set by [`Splits::seed`]); each shuffles `0..n` and trains on the
+    /// first `round(train_fraction n)` samples of the shuffle, holding out the
+    /// rest (both in the shuffled order). The training fraction is
+    /// [`Splits::DEFAULT_TRAIN_FRACTION`] unless set by
+    /// [`Splits::train_fraction`]. Held-out sets of different splits may
+    /// overlap.
     ///
-    /// Errors ([`Error::InvalidParameter`]): `splits == 0`, `train_fraction`
-    /// not in the open interval `(0, 1)`; from [`Splits::indices`], a
-    /// fraction that leaves no training or no held-out sample.
-    pub fn random_holdout(splits: usize, train_fraction: f64, seed: u64) -> Result<Self> {
+    /// Errors ([`Error::InvalidParameter`]): `splits == 0`; from
+    /// [`Splits::indices`], a fraction that leaves no training or no
+    /// held-out sample.
+    pub fn random_holdout(splits: usize) -> Result<Self> {
         if splits == 0 {
             return Err(invalid("splits", "must be at least 1, got 0".into()));
         }
+        Ok(Splits(Strategy::RandomHoldout { splits, train_fraction: Self::DEFAULT_TRAIN_FRACTION, seed: 0 }))
+    }
+
+    /// The training fraction of [`Splits::random_holdout`] unless set.
+    pub const DEFAULT_TRAIN_FRACTION: f64 = 0.8;
+
+    /// The seed of the shuffles of [`Splits::k_fold`] and
+    /// [`Splits::random_holdout`] (0 by default). Interleaved and fixed
+    /// splits draw nothing: the seed leaves them as they are.
+    pub fn seed(mut self, seed: u64) -> Self {
+        match &mut self.0 {
+            Strategy::KFold { seed: s, .. } | Strategy::RandomHoldout { seed: s, .. } => *s = seed,
+            Strategy::Interleaved { .. } | Strategy::Fixed(_) => {}
+        }
+        self
+    }
+
+    /// The fraction of the samples each [`Splits::random_holdout`] split
+    /// trains on ([`Splits::DEFAULT_TRAIN_FRACTION`] by default).
+    ///
+    /// Errors ([`Error::InvalidParameter`] for `train_fraction`): a fraction
+    /// not in the open interval `(0, 1)`, or splits other than a random
+    /// holdout (their training sets are not drawn by a fraction).
+    pub fn train_fraction(mut self, train_fraction: f64) -> Result<Self> {
+        let Strategy::RandomHoldout { train_fraction: f, .. } = &mut self.0 else {
+            return Err(invalid("train_fraction", "applies to random holdout splits only".into()));
+        };
         if !(train_fraction > 0.0 && train_fraction < 1.0) {
             return Err(invalid("train_fraction", format!("must be in (0, 1), got {train_fraction}")));
         }
-        Ok(Splits(Strategy::RandomHoldout { splits, train_fraction, seed }))
+        *f = train_fraction;
+        Ok(self)
     }
 
     /// Given `(train, held_out)` index sets, used as they are (order kept):
@@ -356,7 +440,7 @@ fn check_fold_count(folds: usize, n: usize) -> Result<()> {
     Ok(())
 }
 
-/// A fit or score that failed in [`cross_validate_splits`] (that candidate
+/// A fit or score that failed in [`cross_validate`] (that candidate
 /// scores `-inf` on that split).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Failure {
@@ -368,7 +452,7 @@ pub struct Failure {
     pub error: Error,
 }
 
-/// The outcome of [`cross_validate_splits`] (and [`cross_validate`]): the
+/// The outcome of [`cross_validate`]: the
 /// mean validation score of every candidate (higher is better) and the best
 /// one.
 #[derive(Debug, Clone, PartialEq)]
@@ -381,33 +465,6 @@ pub struct CrossValidation {
     pub best: usize,
     /// The fits and scores that failed (scored `-inf`), in the order run.
     pub failures: Vec<Failure>,
-}
-
-/// `k`-fold cross-validation of candidate parameters: the samples are
-/// shuffled with `seed` and cut into `folds` parts; every candidate is fitted
-/// on all parts but one and scored by `score(fitted, held_out)` (higher is
-/// better, e.g. a log-likelihood or minus an error), for each part in turn.
-/// The shorthand of [`cross_validate_splits`] with [`Splits::k_fold`].
-///
-/// A candidate whose fit or score fails on a fold (e.g. a solver that does
-/// not converge at that setting) scores `-inf` there, so it is never chosen;
-/// invalid input fails the whole call.
-///
-/// Errors: `folds < 2` or more folds than samples, no candidates,
-/// invalid input (from `fit`), or every candidate failing on some fold.
-pub fn cross_validate<P, D>(
-    device: &Device,
-    candidates: &[P],
-    data: &D,
-    folds: usize,
-    seed: u64,
-    score: impl Fn(&P::Fitted, &D) -> Result<f64>,
-) -> Result<CrossValidation>
-where
-    P: Fit<D>,
-    D: Samples,
-{
-    cross_validate_splits(device, candidates, data, &Splits::k_fold(folds, seed)?, score)
 }
 
 /// Cross-validation of candidate parameters over the [`Splits`] of `data`:
@@ -430,9 +487,7 @@ where
 /// let candidates: Vec<DensityParams> = [0.2, 0.5].iter().map(|&s| DensityParams::new(s)).collect();
 /// // Fit on the first 40 samples, choose on the last 20.
 /// let splits = Splits::holdout((0..40).collect(), (40..60).collect())?;
-/// let cv = cross_validate_splits(&Device::cpu(), &candidates, &x, &splits, |m: &PsdDensity, held: &DMatrix<f64>| {
-///     m.mean_log_likelihood(&Device::cpu(), held)
-/// })?;
+/// let cv = cross_validate(&Device::cpu(), &candidates, &x, &splits, |m: &PsdDensity, held: &DMatrix<f64>| m.mean_log_likelihood(held))?;
 /// assert_eq!(cv.scores[cv.best].len(), 1);
 /// # Ok::<(), gramian::Error>(())
 /// ```
@@ -441,7 +496,7 @@ where
 /// no candidates, invalid input (from `fit` or `score`), or every candidate
 /// failing on some split ([`Error::InvalidParameter`] for `candidates`,
 /// naming the first failure).
-pub fn cross_validate_splits<P, D>(
+pub fn cross_validate<P, D>(
     device: &Device,
     candidates: &[P],
     data: &D,
@@ -512,7 +567,7 @@ mod tests {
         let y = DVector::from_fn(20, |i, _| 5.0 + (i % 3) as f64);
         let data = Supervised::new(x, y).unwrap();
         let candidates = [MeanParams { offset: 2.0 }, MeanParams { offset: 0.0 }, MeanParams { offset: f64::NAN }, MeanParams { offset: -1.0 }];
-        let cv = cross_validate(&Device::cpu(), &candidates, &data, 4, 7, |m: &MeanModel, held: &Supervised| {
+        let cv = cross_validate(&Device::cpu(), &candidates, &data, &Splits::k_fold(4).unwrap().seed(7), |m: &MeanModel, held: &Supervised| {
             Ok(-held.y.iter().map(|v| (v - m.0).powi(2)).sum::<f64>())
         })
         .unwrap();
@@ -523,9 +578,9 @@ mod tests {
         // Every fold holds out a disjoint quarter: the folds' held-out sums add up to the whole.
         let total: f64 = cv.scores[1].iter().sum();
         assert!(total < 0.0);
-        assert!(cross_validate(&Device::cpu(), &candidates, &data, 1, 7, |_, _| Ok(0.0)).is_err());
-        assert!(cross_validate(&Device::cpu(), &candidates, &data, 21, 7, |_, _| Ok(0.0)).is_err());
-        assert!(cross_validate(&Device::cpu(), &candidates[2..3], &data, 2, 7, |_, _| Ok(0.0)).is_err());
+        assert!(Splits::k_fold(1).and_then(|s| cross_validate(&Device::cpu(), &candidates, &data, &s.seed(7), |_, _| Ok(0.0))).is_err());
+        assert!(cross_validate(&Device::cpu(), &candidates, &data, &Splits::k_fold(21).unwrap().seed(7), |_, _| Ok(0.0)).is_err());
+        assert!(cross_validate(&Device::cpu(), &candidates[2..3], &data, &Splits::k_fold(2).unwrap().seed(7), |_, _| Ok(0.0)).is_err());
     }
 
     /// Each split's sets are disjoint and non-empty; returns how often each
@@ -547,14 +602,14 @@ mod tests {
     }
 
     #[test]
-    fn k_fold_partitions_the_samples_as_cross_validate_always_did() {
+    fn k_fold_partitions_the_samples_as_documented() {
         let (n, folds, seed) = (23, 4, 11);
-        let splits = Splits::k_fold(folds, seed).unwrap().indices(n).unwrap();
+        let splits = Splits::k_fold(folds).unwrap().seed(seed).indices(n).unwrap();
         assert_eq!(splits.len(), folds);
         // Every sample held out exactly once, and trained on in every other fold.
         assert_eq!(held_out_counts(&splits, n), vec![1; n]);
         assert!(splits.iter().all(|s| s.train.len() + s.held_out.len() == n));
-        // The fold assignment of cross_validate before the split strategies existed.
+        // The documented fold assignment.
         let mut order: Vec<usize> = (0..n).collect();
         order.shuffle(&mut StdRng::seed_from_u64(seed));
         for (f, s) in splits.iter().enumerate() {
@@ -562,8 +617,8 @@ mod tests {
             assert_eq!(s.held_out, order[lo..hi]);
             assert_eq!(s.train, order[..lo].iter().chain(&order[hi..]).copied().collect::<Vec<_>>());
         }
-        assert_eq!(Splits::k_fold(folds, seed).unwrap().indices(n).unwrap(), splits);
-        assert_ne!(Splits::k_fold(folds, seed + 1).unwrap().indices(n).unwrap(), splits);
+        assert_eq!(Splits::k_fold(folds).unwrap().seed(seed).indices(n).unwrap(), splits);
+        assert_ne!(Splits::k_fold(folds).unwrap().seed(seed + 1).indices(n).unwrap(), splits);
     }
 
     #[test]
@@ -584,7 +639,7 @@ mod tests {
     #[test]
     fn random_holdout_is_replayed_by_its_seed() {
         let (n, k) = (50, 6);
-        let splits = Splits::random_holdout(k, 0.7, 3).unwrap().indices(n).unwrap();
+        let splits = Splits::random_holdout(k).unwrap().train_fraction(0.7).unwrap().seed(3).indices(n).unwrap();
         assert_eq!(splits.len(), k);
         held_out_counts(&splits, n);
         for s in &splits {
@@ -592,8 +647,8 @@ mod tests {
         }
         // Different splits differ; the same seed gives the same splits, another seed others.
         assert_ne!(splits[0], splits[1]);
-        assert_eq!(Splits::random_holdout(k, 0.7, 3).unwrap().indices(n).unwrap(), splits);
-        assert_ne!(Splits::random_holdout(k, 0.7, 4).unwrap().indices(n).unwrap(), splits);
+        assert_eq!(Splits::random_holdout(k).unwrap().train_fraction(0.7).unwrap().seed(3).indices(n).unwrap(), splits);
+        assert_ne!(Splits::random_holdout(k).unwrap().train_fraction(0.7).unwrap().seed(4).indices(n).unwrap(), splits);
         // The documented draw: one generator, a fresh shuffle of 0..n per split.
         let mut rng = StdRng::seed_from_u64(3);
         for s in &splits {
@@ -602,7 +657,7 @@ mod tests {
             assert_eq!((&s.train[..], &s.held_out[..]), (&order[..35], &order[35..]));
         }
         // round(0.7 * 1000) = 700 although 0.7 * 1000 is not exactly 700 in f64.
-        let big = Splits::random_holdout(1, 0.7, 0).unwrap().indices(1000).unwrap();
+        let big = Splits::random_holdout(1).unwrap().train_fraction(0.7).unwrap().indices(1000).unwrap();
         assert_eq!(big[0].train.len(), 700);
     }
 
@@ -625,22 +680,38 @@ mod tests {
     #[test]
     fn bad_split_parameters_are_typed_errors() {
         let param = |r: Result<Splits>, which: &str| matches!(r, Err(Error::InvalidParameter { name, .. }) if name == which);
-        assert!(param(Splits::k_fold(1, 0), "folds"));
-        assert!(param(Splits::k_fold(0, 0), "folds"));
+        assert!(param(Splits::k_fold(1), "folds"));
+        assert!(param(Splits::k_fold(0), "folds"));
         assert!(param(Splits::interleaved(1), "folds"));
-        assert!(param(Splits::random_holdout(0, 0.5, 0), "splits"));
+        assert!(param(Splits::random_holdout(0), "splits"));
         for f in [0.0, 1.0, -0.2, 1.5, f64::NAN, f64::INFINITY] {
-            assert!(param(Splits::random_holdout(3, f, 0), "train_fraction"), "train_fraction {f}");
+            assert!(param(Splits::random_holdout(3).unwrap().train_fraction(f), "train_fraction"), "train_fraction {f}");
         }
         let too_many = |s: Splits, n: usize| matches!(s.indices(n), Err(Error::InvalidParameter { .. }));
-        assert!(too_many(Splits::k_fold(5, 0).unwrap(), 4));
+        assert!(too_many(Splits::k_fold(5).unwrap(), 4));
         assert!(too_many(Splits::interleaved(5).unwrap(), 4));
-        assert!(too_many(Splits::random_holdout(2, 0.1, 0).unwrap(), 3), "no training sample");
-        assert!(too_many(Splits::random_holdout(2, 0.9, 0).unwrap(), 3), "no held-out sample");
-        assert!(too_many(Splits::random_holdout(2, 0.5, 0).unwrap(), 0));
-        assert!(Splits::k_fold(4, 0).unwrap().indices(4).is_ok());
+        assert!(too_many(Splits::random_holdout(2).unwrap().train_fraction(0.1).unwrap(), 3), "no training sample");
+        assert!(too_many(Splits::random_holdout(2).unwrap().train_fraction(0.9).unwrap(), 3), "no held-out sample");
+        assert!(too_many(Splits::random_holdout(2).unwrap().train_fraction(0.5).unwrap(), 0));
+        assert!(Splits::k_fold(4).unwrap().indices(4).is_ok());
         // Huge sample counts: the fold bounds do not overflow.
         assert_eq!(fold_bound(3, usize::MAX, 4), (usize::MAX / 4) * 3 + (usize::MAX % 4) * 3 / 4);
+    }
+
+    #[test]
+    fn split_builders_set_named_settings_with_documented_defaults() {
+        // k_fold and random_holdout shuffle with seed 0 unless set.
+        assert_eq!(Splits::k_fold(3).unwrap(), Splits::k_fold(3).unwrap().seed(0));
+        assert_ne!(Splits::k_fold(3).unwrap().indices(12).unwrap(), Splits::k_fold(3).unwrap().seed(1).indices(12).unwrap());
+        let holdout = Splits::random_holdout(2).unwrap();
+        assert_eq!(holdout, Splits::random_holdout(2).unwrap().train_fraction(Splits::DEFAULT_TRAIN_FRACTION).unwrap().seed(0));
+        assert!(holdout.indices(10).unwrap().iter().all(|s| s.train.len() == 8 && s.held_out.len() == 2));
+        // The seed leaves unseeded splits as they are; a training fraction only applies to a random holdout.
+        assert_eq!(Splits::interleaved(3).unwrap().seed(9), Splits::interleaved(3).unwrap());
+        let fraction = |r: Result<Splits>| matches!(r, Err(Error::InvalidParameter { name: "train_fraction", .. }));
+        assert!(fraction(Splits::k_fold(3).unwrap().train_fraction(0.5)));
+        assert!(fraction(Splits::interleaved(3).unwrap().train_fraction(0.5)));
+        assert!(fraction(Splits::holdout(vec![0], vec![1]).unwrap().train_fraction(0.5)));
     }
 
     #[test]
@@ -651,7 +722,7 @@ mod tests {
         let splits = Splits::fixed([((0..5).collect(), (5..10).collect()), ((5..10).collect(), (0..5).collect())]).unwrap();
         let candidates = [MeanParams { offset: 0.0 }, MeanParams { offset: f64::NAN }, MeanParams { offset: 1.0 }];
         let sse = |m: &MeanModel, held: &Supervised| Ok(-held.y.iter().map(|v| (v - m.0).powi(2)).sum::<f64>());
-        let cv = cross_validate_splits(&Device::cpu(), &candidates, &data, &splits, sse).unwrap();
+        let cv = cross_validate(&Device::cpu(), &candidates, &data, &splits, sse).unwrap();
         // Fit on 0..5 (mean 2), score on 5..10: -(9 + 16 + 25 + 36 + 49); and mirrored.
         assert_eq!(cv.scores[0], vec![-135.0, -135.0]);
         // Offset 1: mean 3 on 5..10 gives -(4 + 9 + 16 + 25 + 36); mean 8 on 0..5 gives -(64 + 49 + 36 + 25 + 16).
@@ -662,11 +733,11 @@ mod tests {
         assert!(matches!(cv.failures[0].error, Error::NotConverged { .. }));
         // Splits that do not fit the data, or no candidates, are errors.
         let far = Splits::holdout(vec![0], vec![10]).unwrap();
-        assert!(matches!(cross_validate_splits(&Device::cpu(), &candidates, &data, &far, sse), Err(Error::IndexOutOfRange { .. })));
-        assert!(cross_validate_splits(&Device::cpu(), &candidates[..0], &data, &splits, sse).is_err());
-        // cross_validate is k_fold under another name.
-        let a = cross_validate(&Device::cpu(), &candidates, &data, 3, 5, sse).unwrap();
-        let b = cross_validate_splits(&Device::cpu(), &candidates, &data, &Splits::k_fold(3, 5).unwrap(), sse).unwrap();
+        assert!(matches!(cross_validate(&Device::cpu(), &candidates, &data, &far, sse), Err(Error::IndexOutOfRange { .. })));
+        assert!(cross_validate(&Device::cpu(), &candidates[..0], &data, &splits, sse).is_err());
+        // The same splits give the same outcome.
+        let a = cross_validate(&Device::cpu(), &candidates, &data, &Splits::k_fold(3).unwrap().seed(5), sse).unwrap();
+        let b = cross_validate(&Device::cpu(), &candidates, &data, &Splits::k_fold(3).unwrap().seed(5), sse).unwrap();
         assert_eq!(a, b);
     }
 

@@ -19,6 +19,11 @@
 //! is wrong; methods of a model that loaded return typed errors, not NaN or
 //! infinities, where their arithmetic overflows on their inputs.
 //!
+//! The device a model was fitted on is not saved (a file is the same
+//! whichever device fitted the model): a loaded model computes on the CPU,
+//! and [`OnDevice::to_device`](crate::estimator::OnDevice::to_device) moves
+//! it to another device.
+//!
 //! ```
 //! use gramian::prelude::*;
 //! use gramian::io::SavedModel;
@@ -30,7 +35,8 @@
 //! let model = EksvdParams::new(2).fit(&Device::cpu(), &data)?;
 //! let json = model.to_json()?;
 //! let loaded = Eksvd::from_json(&json)?;
-//! assert_eq!(loaded.transform(&Device::cpu(), &data)?, model.transform(&Device::cpu(), &data)?);
+//! assert!(!loaded.device().is_gpu()); // loaded on the CPU; .to_device(&device) moves it
+//! assert_eq!(loaded.transform(&data)?, model.transform(&data)?);
 //! # Ok::<(), gramian::Error>(())
 //! ```
 
@@ -73,7 +79,8 @@ pub trait SavedModel: Serialize + DeserializeOwned {
         serde_json::to_string(&Envelope::of(self)).map_err(|e| Error::Record(format!("JSON encoding: {e}")))
     }
 
-    /// A model from JSON written by [`SavedModel::to_json`].
+    /// A model from JSON written by [`SavedModel::to_json`], on the CPU (as
+    /// [`SavedModel::load`]).
     fn from_json(text: &str) -> Result<Self> {
         // A byte-order mark (as some editors write) is not part of the JSON.
         let text = text.strip_prefix('\u{feff}').unwrap_or(text);
@@ -91,7 +98,8 @@ pub trait SavedModel: Serialize + DeserializeOwned {
         Ok(out)
     }
 
-    /// A model from CBOR bytes written by [`SavedModel::to_cbor`].
+    /// A model from CBOR bytes written by [`SavedModel::to_cbor`], on the CPU
+    /// (as [`SavedModel::load`]).
     fn from_cbor(bytes: &[u8]) -> Result<Self> {
         let header: Header = ciborium::from_reader(bytes).map_err(|e| Error::Record(format!("not a saved model (CBOR): {e}")))?;
         header.check(Self::KIND)?;
@@ -113,6 +121,10 @@ pub trait SavedModel: Serialize + DeserializeOwned {
     /// files start with `{`, after white space and an optional UTF-8
     /// byte-order mark; anything else is read as CBOR). An empty file is
     /// [`Error::Record`] saying so.
+    ///
+    /// The loaded model computes on the CPU (files do not record a device);
+    /// [`OnDevice::to_device`](crate::estimator::OnDevice::to_device) moves
+    /// it, e.g. `Eksvd::load(path)?.to_device(&Device::gpu()?)`.
     fn load(path: impl AsRef<Path>) -> Result<Self> {
         let path = path.as_ref();
         let bytes = std::fs::read(path).map_err(|e| Error::Record(format!("reading {}: {e}", path.display())))?;

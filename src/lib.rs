@@ -8,8 +8,8 @@
 //! multi-threaded Rust (`f32`/`f64`) on the CPU. [`Device::auto`] picks a
 //! hardware GPU when one exists and otherwise the CPU.
 //!
-//! Methods, one module each, all taking a `&Device` for their kernel and Gram
-//! matrices:
+//! Methods, one module each, fitted on a `&Device` that runs their kernel
+//! and Gram matrices; a fitted model keeps computing on that device:
 //! - [`eksvd`]: kernel SVD with asymmetric kernels for Q >= 2 sources (Dual
 //!   and Covariance solvers, KSVD as Q = 2);
 //! - [`mklaren`]: multiple-kernel low-rank regression (incomplete Cholesky
@@ -28,12 +28,26 @@
 //! # Ok::<(), gramian::Error>(())
 //! ```
 //!
-//! Every estimator has one shape ([`estimator`]): parameters ->
-//! [`Fit`](estimator::Fit) on a `&Device` -> a fitted model ->
+//! Every estimator has one shape ([`estimator`]): parameters (checked by
+//! their `validate`) -> [`Fit`](estimator::Fit) on a `&Device` -> a fitted
+//! model that remembers its device ([`OnDevice`](estimator::OnDevice)) ->
 //! [`Predict`](estimator::Predict) / [`Transform`](estimator::Transform),
-//! with [`estimator::cross_validate`] and [`estimator::cross_validate_splits`]
-//! (over [`estimator::Splits`]) for parameter selection and one error
-//! type, [`Error`]. `use gramian::prelude::*;` brings the common names.
+//! with [`estimator::cross_validate`] over [`estimator::Splits`] for
+//! parameter selection and one error type, [`Error`].
+//! `use gramian::prelude::*;` brings the common names.
+//!
+//! ```
+//! use gramian::prelude::*;
+//! use nalgebra::{DMatrix, DVector};
+//!
+//! let x = DMatrix::<f64>::from_fn(60, 2, |i, j| ((i * (3 + j)) % 17) as f64 / 17.0);
+//! let y = DVector::<f64>::from_fn(60, |i, _| (x[(i, 0)] * 3.0).sin() + x[(i, 1)]);
+//! let data = Supervised::new(x.clone(), y)?;
+//! let model = MklarenParams::new(10).kernels(&[Kernel::rbf(1.0)?]).fit(&Device::cpu(), &data)?;
+//! let predicted = model.predict(&x)?; // on the device the model was fitted on
+//! assert_eq!(predicted.len(), 60);
+//! # Ok::<(), gramian::Error>(())
+//! ```
 //!
 //! Cargo features: `serde` (saved models, `io`), `ndarray` (`interop`),
 //! `repro` (the paper reproductions, their data loaders and evaluation
@@ -93,7 +107,7 @@ pub use linalg::Real;
 pub mod prelude {
     pub use crate::eksvd::{Eksvd, EksvdParams, FeatureMap, Ksvd, KsvdParams, MultiSource, Solver};
     pub use crate::error::Error;
-    pub use crate::estimator::{cross_validate, cross_validate_splits, CrossValidation, Fit, Predict, Samples, Splits, Supervised, Transform};
+    pub use crate::estimator::{cross_validate, CrossValidation, Fit, OnDevice, Predict, Samples, Splits, Supervised, Transform};
     #[cfg(feature = "serde")]
     pub use crate::io::{Format, SavedModel};
     pub use crate::mklaren::{Mklaren, MklarenParams};

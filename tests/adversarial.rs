@@ -229,7 +229,7 @@ fn mklaren_lookahead_usize_max_acts_as_n() {
         let kernels = [Kernel::rbf(1.0).unwrap(), Kernel::linear()];
         let model = MklarenParams::new(6).lookahead(usize::MAX).kernels(&kernels).fit_inputs(&Device::Cpu, &[&x], &y)?;
         let reference = MklarenParams::new(6).lookahead(40).kernels(&kernels).fit_inputs(&Device::Cpu, &[&x], &y)?;
-        Ok::<_, gramian::Error>((model.predict_inputs(&Device::Cpu, &[&x])?, reference.predict_inputs(&Device::Cpu, &[&x])?))
+        Ok::<_, gramian::Error>((model.predict_inputs(&[&x])?, reference.predict_inputs(&[&x])?))
     });
     let (p, q) = r.unwrap();
     assert!(p.iter().all(|v| v.is_finite()));
@@ -243,7 +243,7 @@ fn csi_lookahead_usize_max_acts_as_n() {
         let kernels = [Kernel::rbf(1.0).unwrap()];
         let fit = |lookahead| LowRankRidgeParams::new(LowRankMethod::Csi { lookahead, kappa: 0.5 }, 5).lambda(0.1).kernels(&kernels).fit_inputs(&Device::Cpu, &[&x], &y);
         let (model, reference) = (fit(usize::MAX)?, fit(40)?);
-        Ok::<_, gramian::Error>((model.predict_inputs(&Device::Cpu, &[&x])?, reference.predict_inputs(&Device::Cpu, &[&x])?))
+        Ok::<_, gramian::Error>((model.predict_inputs(&[&x])?, reference.predict_inputs(&[&x])?))
     });
     let (p, q) = r.unwrap();
     assert!(p.iter().all(|v| v.is_finite()));

@@ -108,8 +108,8 @@ fn huge_implied_allocations_are_host_out_of_memory() {
     case!("product_integrals of 120,000 centres", product_integrals(&tall(120_000, 1), 1.0, &BaseMeasure::Lebesgue));
     case!("EmpiricalFeatures of 120,000 centres", EmpiricalFeatures::new(&tall(120_000, 1), 1.0).map(|f| f.rank()));
     case!("largest_lanczos of order 2^40", largest_lanczos(1 << 40, 2, |v| Ok(v.clone()), 1e-8, 10, 0).map(|p| p.values));
-    case!("random_holdout 2^40 splits", Splits::random_holdout(1 << 40, 0.5, 0)?.indices(10).map(|f| f.len()));
-    case!("random_holdout usize::MAX splits", Splits::random_holdout(usize::MAX, 0.5, 0)?.indices(10).map(|f| f.len()));
+    case!("random_holdout 2^40 splits", Splits::random_holdout(1 << 40)?.train_fraction(0.5)?.indices(10).map(|f| f.len()));
+    case!("random_holdout usize::MAX splits", Splits::random_holdout(usize::MAX)?.train_fraction(0.5)?.indices(10).map(|f| f.len()));
     case!("zeros 2^40 x 2^30 on the CPU", Device::Cpu.zeros(1 << 40, 1 << 30, Precision::F64).map(|m| m.nrows()));
     for w in &wrong {
         println!("  NOT A HOST OUT-OF-MEMORY ERROR: {w}");
@@ -219,7 +219,7 @@ fn supervised_literal_with_short_target_is_a_typed_error() {
     let data = Supervised { x: tall(20, 2), y: DVector::from_element(15, 1.0) };
     assert!(matches!(data.select(&[0, 19]), Err(Error::TargetLength { expected: 20, found: 15 })));
     let candidates = [QuantileParams::new(1.0, &[0.5])];
-    let r = cross_validate(&Device::Cpu, &candidates, &data, 4, 0, |_, _| Ok(0.0));
+    let r = cross_validate(&Device::Cpu, &candidates, &data, &Splits::k_fold(4).unwrap(), |_, _| Ok(0.0));
     match r {
         Err(e) => assert!(matches!(e, Error::TargetLength { .. }), "{e:?}"),
         Ok(cv) => assert!(cv.scores.iter().flatten().all(|s| *s == f64::NEG_INFINITY), "{cv:?}"),

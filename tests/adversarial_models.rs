@@ -74,14 +74,13 @@ fn inputs(rows: usize, cols: usize, seed: u64) -> DMatrix<f64> {
 
 fn exercise_eksvd(bytes: &[u8], json: bool) -> Result<Outputs, Error> {
     let m: Eksvd = load(bytes, json)?;
-    let cpu = Device::cpu();
     let mut out = Vec::new();
     for q in 0..m.n_sources().min(4) {
         let d = m.feature_map(q).map_or(3, |f| f.input_dim().min(64));
         let x = inputs(5, d, q as u64);
-        keep(&mut out, m.transform_source(&cpu, q, &x));
-        keep(&mut out, m.transform_dual(&cpu, q, &x));
-        keep(&mut out, m.features_of(&cpu, q, &x));
+        keep(&mut out, m.transform_source(q, &x));
+        keep(&mut out, m.transform_dual(q, &x));
+        keep(&mut out, m.features_of(q, &x));
         keep(&mut out, m.training_scores(q));
     }
     for k in 0..m.n_components().min(3) {
@@ -98,21 +97,19 @@ fn exercise_eksvd(bytes: &[u8], json: bool) -> Result<Outputs, Error> {
 
 fn exercise_ksvd(bytes: &[u8], json: bool) -> Result<Outputs, Error> {
     let m: Ksvd = load(bytes, json)?;
-    let cpu = Device::cpu();
     let mut out: Outputs = m.singular_values().iter().copied().collect();
-    keep(&mut out, m.transform_x(&cpu, &inputs(4, 3, 1)));
-    keep(&mut out, m.transform_z(&cpu, &inputs(4, 3, 2)));
+    keep(&mut out, m.transform_x(&inputs(4, 3, 1)));
+    keep(&mut out, m.transform_z(&inputs(4, 3, 2)));
     Ok(out)
 }
 
 fn exercise_mklaren(bytes: &[u8], json: bool) -> Result<Outputs, Error> {
     let m: Mklaren = load(bytes, json)?;
-    let cpu = Device::cpu();
     let x = inputs(6, 3, 3);
     let mut out = Vec::new();
-    keep(&mut out, m.predict(&cpu, &x));
+    keep(&mut out, m.predict(&x));
     for step in 0..m.coefficient_path().len().min(3) {
-        keep(&mut out, m.predict_at_step(&cpu, &[&x], step));
+        keep(&mut out, m.predict_at_step(&[&x], step));
     }
     Ok(out)
 }
@@ -120,14 +117,14 @@ fn exercise_mklaren(bytes: &[u8], json: bool) -> Result<Outputs, Error> {
 fn exercise_low_rank(bytes: &[u8], json: bool) -> Result<Outputs, Error> {
     let m: LowRankRidge = load(bytes, json)?;
     let mut out = Vec::new();
-    keep(&mut out, m.predict(&Device::cpu(), &inputs(6, 3, 4)));
+    keep(&mut out, m.predict(&inputs(6, 3, 4)));
     Ok(out)
 }
 
 fn exercise_full(bytes: &[u8], json: bool) -> Result<Outputs, Error> {
     let m: FullKernelRidge = load(bytes, json)?;
     let mut out = Vec::new();
-    keep(&mut out, m.predict(&Device::cpu(), &inputs(6, 3, 5)));
+    keep(&mut out, m.predict(&inputs(6, 3, 5)));
     Ok(out)
 }
 
@@ -137,13 +134,13 @@ fn exercise_density(bytes: &[u8], json: bool) -> Result<Outputs, Error> {
     let d = m.model().dimension().min(8);
     let x = inputs(6, d, 6);
     let mut out = Vec::new();
-    keep(&mut out, m.density(&cpu, &x));
+    keep(&mut out, m.density(&x));
     keep(&mut out, m.integral());
     keep(&mut out, m.model().gradient(&cpu, &x));
     keep(&mut out, m.box_probability(&vec![-1.0; d], &vec![0.5; d]));
     if d >= 2 {
         if let Ok(marginal) = m.marginal(&[0]) {
-            keep(&mut out, marginal.density(&cpu, &inputs(3, 1, 7)));
+            keep(&mut out, marginal.density(&inputs(3, 1, 7)));
             keep(&mut out, marginal.integral());
         }
     }
@@ -156,42 +153,40 @@ fn exercise_density(bytes: &[u8], json: bool) -> Result<Outputs, Error> {
 fn exercise_quantile(bytes: &[u8], json: bool) -> Result<Outputs, Error> {
     let m: QuantileRegression = load(bytes, json)?;
     let mut out = Vec::new();
-    keep(&mut out, m.predict(&Device::cpu(), &inputs(6, 1, 9)));
+    keep(&mut out, m.predict(&inputs(6, 1, 9)));
     Ok(out)
 }
 
 fn exercise_heteroscedastic(bytes: &[u8], json: bool) -> Result<Outputs, Error> {
     let m: HeteroscedasticRegression = load(bytes, json)?;
-    let cpu = Device::cpu();
     let x = inputs(6, 1, 10);
     let mut out = Vec::new();
-    keep(&mut out, m.predict_mean(&cpu, &x));
-    keep(&mut out, m.predict_variance(&cpu, &x));
+    keep(&mut out, m.predict_mean(&x));
+    keep(&mut out, m.predict_variance(&x));
     Ok(out)
 }
 
 fn exercise_baseline_density(bytes: &[u8], json: bool) -> Result<Outputs, Error> {
     let m: BaselineDensity = load(bytes, json)?;
     let mut out = Vec::new();
-    keep(&mut out, m.density(&Device::cpu(), &inputs(6, 1, 11)));
+    keep(&mut out, m.density(&inputs(6, 1, 11)));
     keep(&mut out, m.integral());
     Ok(out)
 }
 
 fn exercise_baseline_heteroscedastic(bytes: &[u8], json: bool) -> Result<Outputs, Error> {
     let m: BaselineHeteroscedastic = load(bytes, json)?;
-    let cpu = Device::cpu();
     let x = inputs(6, 1, 12);
     let mut out = Vec::new();
-    keep(&mut out, m.predict_mean(&cpu, &x));
-    keep(&mut out, m.predict_variance(&cpu, &x));
+    keep(&mut out, m.predict_mean(&x));
+    keep(&mut out, m.predict_variance(&x));
     Ok(out)
 }
 
 fn exercise_baseline_quantile(bytes: &[u8], json: bool) -> Result<Outputs, Error> {
     let m: BaselineQuantile = load(bytes, json)?;
     let mut out = Vec::new();
-    keep(&mut out, m.predict(&Device::cpu(), &inputs(6, 1, 13)));
+    keep(&mut out, m.predict(&inputs(6, 1, 13)));
     Ok(out)
 }
 

@@ -332,7 +332,7 @@ fn estimator_cases(t: &mut Tally, dev: &Device, path: &str, input: &FitInput) {
                 let model = EksvdParams::new(i.count.min(3)).feature_map(map).solver(solver).seed(i.seed).fit(&d, &data)?;
                 let q = (i.seed % 3) as usize;
                 let kkt = model.kkt(0)?;
-                let out = model.transform_source(&d, q, &i.x_new)?;
+                let out = model.transform_source(q, &i.x_new)?;
                 Ok::<_, gramian::Error>((out, { let o = model.objective(0)?; vec![kkt.stationarity, kkt.dual_scaling, o.weight_norms, o.coupling, o.variance] }))
             });
         }
@@ -344,7 +344,7 @@ fn estimator_cases(t: &mut Tally, dev: &Device, path: &str, input: &FitInput) {
     case!("eKSVD fit_features", |d, i| EksvdParams::new(2).fit_features(&d, i.sources.clone()).map(|m| m.eigenvalues().clone()));
     case!("KSVD fit+transform", |d, i| {
         let model = KsvdParams::new(i.count.min(3)).feature_maps(FeatureMap::Linear, FeatureMap::Linear).fit_pair(&d, &i.x, &i.x.map(|v| v * 0.5))?;
-        Ok::<_, gramian::Error>((model.singular_values().clone(), model.transform_x(&d, &i.x_new)?))
+        Ok::<_, gramian::Error>((model.singular_values().clone(), model.transform_x(&i.x_new)?))
     });
     case!("ksvd_from_kernel", |d, i| ksvd_from_kernel(&d, &i.x, i.count, &Eigensolver::Dense, i.seed).map(|s| s.eigenvalues));
     case!("solve_dual kernel coupling", |d, i| {
@@ -362,13 +362,13 @@ fn estimator_cases(t: &mut Tally, dev: &Device, path: &str, input: &FitInput) {
     let kernels = |i: &FitInput| vec![i.kernel, Kernel::Linear];
     case!("Mklaren fit+predict", |d, i| {
         let model = MklarenParams::new(i.count.min(5)).lookahead(i.count).lambda(i.lambda).kernels(&kernels(&i)).fit_inputs(&d, &[&i.x], &i.y)?;
-        Ok::<_, gramian::Error>((model.training_fit().clone(), model.predict_inputs(&d, &[&i.x_new])?))
+        Ok::<_, gramian::Error>((model.training_fit().clone(), model.predict_inputs(&[&i.x_new])?))
     });
     case!("Mklaren rank extreme", |d, i| MklarenParams::new(i.count).kernels(&[Kernel::rbf(1.0).unwrap()]).fit_inputs(&d, &[&i.x], &i.y).map(|m| m.coefficients().clone()));
     for (mi, method) in [LowRankMethod::Icd, LowRankMethod::Nystrom { seed: input.seed }, LowRankMethod::Csi { lookahead: input.count, kappa: 0.5 }].into_iter().enumerate() {
         case!(&format!("LowRankRidge {mi} fit+predict"), |d, i| {
             let model = LowRankRidgeParams::new(method, i.count.min(4)).lambda(if i.lambda.is_finite() { i.lambda.min(10.0) } else { i.lambda }).kernels(&kernels(&i)).fit_inputs(&d, &[&i.x], &i.y)?;
-            Ok::<_, gramian::Error>((model.coefficients().clone(), model.predict_inputs(&d, &[&i.x_new])?))
+            Ok::<_, gramian::Error>((model.coefficients().clone(), model.predict_inputs(&[&i.x_new])?))
         });
         case!(&format!("LowRankRidge {mi} lambda 0"), |d, i| {
             let model = LowRankRidgeParams::new(method, 2).lambda(0.0).kernels(&[Kernel::rbf(0.5).unwrap()]).fit_inputs(&d, &[&i.x], &i.y)?;
@@ -378,7 +378,7 @@ fn estimator_cases(t: &mut Tally, dev: &Device, path: &str, input: &FitInput) {
     for (ci, comb) in [KernelCombination::Uniform, KernelCombination::Align, KernelCombination::Alignf, KernelCombination::Alignfc].into_iter().enumerate() {
         case!(&format!("FullKernelRidge {ci} fit+predict"), |d, i| {
             let model = FullKernelRidgeParams::new(comb).lambda(i.lambda).kernels(&kernels(&i)).fit_inputs(&d, &[&i.x], &i.y)?;
-            Ok::<_, gramian::Error>((model.weights().clone(), model.predict_inputs(&d, &[&i.x_new])?))
+            Ok::<_, gramian::Error>((model.weights().clone(), model.predict_inputs(&[&i.x_new])?))
         });
     }
     case!("IcdParams fit", |d, i| {
@@ -390,10 +390,10 @@ fn estimator_cases(t: &mut Tally, dev: &Device, path: &str, input: &FitInput) {
     // PSD models: density, heteroscedastic and quantile regression, baselines.
     case!("PSD density fit+density+integral", |d, i| {
         let m = DensityParams::new(i.sigma).regularisation(Regularisation::new().trace(1e-3).quadratic(i.lambda)).solver(options()).fit(&d, &i.x)?;
-        let ll = m.mean_log_likelihood(&d, &i.x_new)?;
+        let ll = m.mean_log_likelihood(&i.x_new)?;
         // -inf is the documented value where the density is 0.
         let ll = if ll == f64::NEG_INFINITY { 0.0 } else { ll };
-        Ok::<_, gramian::Error>((m.density(&d, &i.x_new)?, vec![ll, m.integral()?]))
+        Ok::<_, gramian::Error>((m.density(&i.x_new)?, vec![ll, m.integral()?]))
     });
     case!("PSD density gaussian base + nystrom + sample", |d, i| {
         let dim = i.x.ncols().max(1);
@@ -406,24 +406,24 @@ fn estimator_cases(t: &mut Tally, dev: &Device, path: &str, input: &FitInput) {
         case!(&format!("baseline density {}", kind.name()), |d, i| {
             let base = BaseMeasure::isotropic_gaussian(i.x.ncols().max(1), 1.0)?;
             let m = BaselineParams::new(kind, i.sigma).regularisation(Regularisation::new().quadratic(i.lambda)).base_measure(base).monte_carlo(200, i.seed).fit(&d, &i.x)?;
-            m.density(&d, &i.x_new)
+            m.density(&i.x_new)
         });
         case!(&format!("baseline heteroscedastic {}", kind.name()), |d, i| {
             let m = BaselineHeteroscedasticParams::new(kind, i.sigma).solver(SolverOptions::default().tolerance(1e-6).max_iterations(300)).fit_xy(&d, &i.x, &i.y)?;
-            Ok::<_, gramian::Error>((m.predict_mean(&d, &i.x_new)?, m.predict_variance(&d, &i.x_new)?))
+            Ok::<_, gramian::Error>((m.predict_mean(&i.x_new)?, m.predict_variance(&i.x_new)?))
         });
         case!(&format!("baseline quantile {}", kind.name()), |d, i| {
-            BaselineQuantileParams::new(kind, i.sigma, &[0.1, 0.5, 0.9]).solver(SolverOptions::default().tolerance(1e-6).max_iterations(300)).fit_xy(&d, &i.x, &i.y)?.predict(&d, &i.x_new)
+            BaselineQuantileParams::new(kind, i.sigma, &[0.1, 0.5, 0.9]).solver(SolverOptions::default().tolerance(1e-6).max_iterations(300)).fit_xy(&d, &i.x, &i.y)?.predict(&i.x_new)
         });
     }
     case!("heteroscedastic fit+predict", |d, i| {
         let m = HeteroscedasticParams::new(i.sigma).regularisation(Regularisation::new().linear(1e-3).trace(1e-3).quadratic(i.lambda)).solver(options()).fit_xy(&d, &i.x, &i.y)?;
-        let ll = m.mean_log_likelihood(&d, &i.x_new, &i.y.rows(0, i.y.len().min(i.x_new.nrows())).into_owned())?;
-        Ok::<_, gramian::Error>((m.predict_mean(&d, &i.x_new)?, (m.predict_variance(&d, &i.x_new)?, ll)))
+        let ll = m.mean_log_likelihood(&i.x_new, &i.y.rows(0, i.y.len().min(i.x_new.nrows())).into_owned())?;
+        Ok::<_, gramian::Error>((m.predict_mean(&i.x_new)?, (m.predict_variance(&i.x_new)?, ll)))
     });
     case!("quantile fit+predict", |d, i| {
         let levels = [0.1, 0.5, i.lambda.min(0.95)];
-        QuantileParams::new(i.sigma, &levels).solver(options()).fit_xy(&d, &i.x, &i.y)?.predict(&d, &i.x_new)
+        QuantileParams::new(i.sigma, &levels).solver(options()).fit_xy(&d, &i.x, &i.y)?.predict(&i.x_new)
     });
     case!("EmpiricalFeatures + PsdModel", |d, i| {
         let f = EmpiricalFeatures::new(&i.x, i.sigma)?;

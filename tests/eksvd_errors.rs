@@ -55,11 +55,11 @@ fn mismatched_feature_dimensions_are_rejected() {
     assert!(matches!(EksvdParams::new(1).feature_maps(maps).fit(&Device::cpu(), &data), Err(Error::ShapeMismatch { .. })));
     // New data with the wrong input dimension.
     let ok = EksvdParams::new(1).feature_map(FeatureMap::random_fourier(1.0, 8).unwrap()).fit(&Device::cpu(), &data).unwrap();
-    assert!(ok.transform_source(&Device::cpu(), 0, &common::random_matrix(&mut rng, 2, 4)).is_err());
+    assert!(ok.transform_source(0, &common::random_matrix(&mut rng, 2, 4)).is_err());
     let mut nan = common::random_matrix(&mut rng, 2, 3);
     nan[(0, 0)] = f64::INFINITY;
-    assert!(ok.transform_source(&Device::cpu(), 0, &nan).is_err());
-    assert!(ok.transform_source(&Device::cpu(), 2, &common::random_matrix(&mut rng, 2, 3)).is_err());
+    assert!(ok.transform_source(0, &nan).is_err());
+    assert!(ok.transform_source(2, &common::random_matrix(&mut rng, 2, 3)).is_err());
 }
 
 #[test]
@@ -129,11 +129,11 @@ fn paired_operations_need_paired_sources() {
     let unpaired = MultiSource::new(vec![common::random_matrix(&mut rng, 10, 3), common::random_matrix(&mut rng, 10, 3)]).unwrap();
     assert!(matches!(unpaired.select_rows(&[0, 1]), Err(Error::NotAvailable(_))));
     let model = EksvdParams::new(1).fit(&Device::cpu(), &unpaired).unwrap();
-    assert!(matches!(model.transform_paired(&Device::cpu(), &unpaired), Err(Error::NotAvailable(_))));
+    assert!(matches!(model.transform_paired(&unpaired), Err(Error::NotAvailable(_))));
     let paired = MultiSource::paired(unpaired.into_sources()).unwrap();
     assert!(paired.select_rows(&[0, 10]).is_err());
     assert_eq!(paired.select_rows(&[3, 1]).unwrap().source(1).nrows(), 2);
-    assert_eq!(model.transform_paired(&Device::cpu(), &paired).unwrap().shape(), (10, 2));
+    assert_eq!(model.transform_paired(&paired).unwrap().shape(), (10, 2));
 }
 
 #[cfg(feature = "repro")]
@@ -154,7 +154,7 @@ fn projections_that_overflow_are_errors_for_every_feature_map() {
     let huge = DMatrix::from_row_slice(3, 2, &[f64::MAX, f64::MAX, f64::MAX, -f64::MAX, 1.0, -1.0]);
     for map in [FeatureMap::Linear, FeatureMap::random_fourier(0.5, 16).unwrap()] {
         let model = KsvdParams::new(1).feature_maps(map.clone(), map.clone()).seed(3).fit_pair(&Device::Cpu, &x, &z).unwrap();
-        let w = model.transform_x(&Device::Cpu, &huge);
+        let w = model.transform_x(&huge);
         assert!(w.is_err(), "{map:?}: {w:?}");
     }
 }

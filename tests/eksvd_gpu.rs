@@ -17,8 +17,8 @@ fn gpu_built_features_and_matrices_match_cpu() {
     for map in [FeatureMap::random_fourier(0.4, 48).unwrap(), FeatureMap::nystrom(Kernel::rbf(0.5).unwrap(), 16, 64).unwrap()] {
         let fitted_cpu = map.fit(&cpu, data.source(0), 0, 3).unwrap();
         let fitted_gpu = map.fit(&gpu, data.source(0), 0, 3).unwrap();
-        let phi_cpu = fitted_cpu.transform(&cpu, data.source(0)).unwrap();
-        let phi_gpu = fitted_gpu.transform(&gpu, data.source(0)).unwrap();
+        let phi_cpu = fitted_cpu.transform(data.source(0)).unwrap();
+        let phi_gpu = fitted_gpu.transform(data.source(0)).unwrap();
         let err = relative_frobenius_error(&phi_gpu, &phi_cpu);
         assert!(err < 1e-3, "{map:?}: features differ by {err}");
     }

@@ -86,7 +86,7 @@ fn theorem_3_2_dual_and_covariance_agree() {
     let cov = rff_params(6, Solver::Covariance(Eigensolver::Dense)).fit(&device, &data).unwrap();
     assert_same_solution(&dual, &cov, 1e-10, 1e-7);
     let fresh = common::random_matrix(&mut rng, 17, 6);
-    let err = max_error_up_to_sign(&dual.transform_source(&device, 1, &fresh).unwrap(), &cov.transform_source(&device, 1, &fresh).unwrap());
+    let err = max_error_up_to_sign(&dual.transform_source(1, &fresh).unwrap(), &cov.transform_source(1, &fresh).unwrap());
     assert!(err < 1e-7, "out-of-sample scores: {err}");
     // The covariance weights solve the nonsymmetric Eq. 8 directly.
     assert_weights_solve_eq_8(&device, &cov, 1e-9);
@@ -160,8 +160,8 @@ fn fused_primal_inference_matches_features_times_weights() {
     for rows in [1, 7, 128, 129, 300, 641] {
         for q in 0..3 {
             let fresh = common::random_matrix(&mut rng, rows, data.source(q).ncols());
-            let fused = model.transform_source(&device, q, &fresh).unwrap();
-            let two_step = model.transform_features(&device, q, &model.features_of(&device, q, &fresh).unwrap()).unwrap();
+            let fused = model.transform_source(q, &fresh).unwrap();
+            let two_step = model.transform_features(q, &model.features_of(q, &fresh).unwrap()).unwrap();
             assert_eq!(fused.shape(), (rows, 4));
             assert!(relative_frobenius_error(&fused, &two_step) < 1e-13, "{rows} rows, source {q}: {:e}", relative_frobenius_error(&fused, &two_step));
         }
@@ -177,8 +177,8 @@ fn dual_and_primal_projections_agree_out_of_sample() {
     // 7 new rows: no block K(x, X_p) is square (N_p = 60, 45, 38).
     for q in 0..3 {
         let fresh = common::random_matrix(&mut rng, 7, data.source(q).ncols());
-        let primal = model.transform_source(&device, q, &fresh).unwrap();
-        let dual = model.transform_dual(&device, q, &fresh).unwrap();
+        let primal = model.transform_source(q, &fresh).unwrap();
+        let dual = model.transform_dual(q, &fresh).unwrap();
         assert_eq!(primal.shape(), (7, 4));
         assert!(relative_frobenius_error(&dual, &primal) < 1e-10, "source {q}");
     }
@@ -232,7 +232,7 @@ fn dense_dual_on_features_or_stored_blocks_matches_the_full_decomposition() {
     for (data, d_phi, covariance_form, factored) in [(&three, 64, true, true), (&three, 400, false, false), (&four, 300, false, true)] {
         let n_sources = data.n_sources();
         let maps: Vec<_> = (0..n_sources).map(|q| FeatureMap::random_fourier(0.5, d_phi).unwrap().fit(&device, data.source(q), q, 3 + q as u64).unwrap()).collect();
-        let features: Vec<DMatrix<f64>> = (0..n_sources).map(|q| maps[q].transform(&device, data.source(q)).unwrap()).collect();
+        let features: Vec<DMatrix<f64>> = (0..n_sources).map(|q| maps[q].transform(data.source(q)).unwrap()).collect();
         let coupling = CouplingMatrix::from_features(features).unwrap();
         assert_eq!(coupling.covariance_form_order(), covariance_form.then_some(n_sources * d_phi), "Q = {n_sources}, d_phi = {d_phi}");
         assert_eq!(coupling.factored_product_is_cheaper(), factored, "Q = {n_sources}, d_phi = {d_phi}");
@@ -280,7 +280,7 @@ fn dense_dual_asked_for_more_components_than_are_positive_says_so_on_either_path
     let mut rng = common::rng();
     let data = three_larger_sources(&mut rng);
     let device = Device::cpu();
-    let features: Vec<DMatrix<f64>> = (0..3).map(|q| FeatureMap::random_fourier(0.5, 4).unwrap().fit(&device, data.source(q), q, 7 + q as u64).unwrap().transform(&device, data.source(q)).unwrap()).collect();
+    let features: Vec<DMatrix<f64>> = (0..3).map(|q| FeatureMap::random_fourier(0.5, 4).unwrap().fit(&device, data.source(q), q, 7 + q as u64).unwrap().transform(data.source(q)).unwrap()).collect();
     let coupling = CouplingMatrix::from_features(features).unwrap();
     assert_eq!(coupling.covariance_form_order(), Some(12));
     let g = coupling.assemble(&device).unwrap();
@@ -334,11 +334,11 @@ fn precomputed_blocks_reproduce_the_feature_model() {
     }
     // Out of sample with user-supplied rectangular blocks K(x, X_p), p != 2.
     let fresh = common::random_matrix(&mut rng, 5, 3);
-    let phi_new = model.features_of(&device, 2, &fresh).unwrap();
+    let phi_new = model.features_of(2, &fresh).unwrap();
     let k0 = &phi_new * phi[0].transpose();
     let k1 = &phi_new * phi[1].transpose();
     let projected = sol.project(2, &[Some(&k0), Some(&k1), None]).unwrap();
-    let err = max_error_up_to_sign(&projected, &model.transform_source(&device, 2, &fresh).unwrap());
+    let err = max_error_up_to_sign(&projected, &model.transform_source(2, &fresh).unwrap());
     assert!(err < 1e-8, "{err}");
     // A block of the wrong width is a typed error, not a panic.
     assert!(sol.project(2, &[Some(&k1), Some(&k0), None]).is_err());
@@ -355,7 +355,7 @@ fn nystrom_with_all_landmarks_reproduces_the_kernel_matrix() {
     let k = cpu.kernel_matrix(&kernel, &x, &x).unwrap();
     let reconstruction_error = |dim: usize| {
         let map = FeatureMap::nystrom(kernel, dim, 15).unwrap().fit(&cpu, &x, 0, 1).unwrap();
-        let phi = map.transform(&cpu, &x).unwrap();
+        let phi = map.transform(&x).unwrap();
         relative_frobenius_error(&(&phi * phi.transpose()), &k)
     };
     let (full, truncated) = (reconstruction_error(15), reconstruction_error(5));
@@ -363,7 +363,7 @@ fn nystrom_with_all_landmarks_reproduces_the_kernel_matrix() {
     // Out of sample: phi(z)^T phi(x_i) = k(z, x_i) when the map is exact.
     let map = FeatureMap::nystrom(kernel, 15, 15).unwrap().fit(&cpu, &x, 0, 1).unwrap();
     let z = common::random_matrix(&mut rng, 4, 3);
-    let cross = map.transform(&cpu, &z).unwrap() * map.transform(&cpu, &x).unwrap().transpose();
+    let cross = map.transform(&z).unwrap() * map.transform(&x).unwrap().transpose();
     assert!(relative_frobenius_error(&cross, &cpu.kernel_matrix(&kernel, &z, &x).unwrap()) < 1e-8);
 }
 
@@ -373,7 +373,7 @@ fn random_fourier_features_approximate_the_rbf_kernel() {
     let x = common::random_matrix(&mut rng, 20, 3);
     let kernel = Kernel::rbf(0.5).unwrap();
     let map = FeatureMap::random_fourier(0.5, 8000).unwrap().fit(&Device::cpu(), &x, 0, 2).unwrap();
-    let phi = map.transform(&Device::cpu(), &x).unwrap();
+    let phi = map.transform(&x).unwrap();
     let k = Device::cpu().kernel_matrix(&kernel, &x, &x).unwrap();
     let max_err = (&phi * phi.transpose() - &k).abs().max();
     assert!(max_err < 0.08, "max |Phi Phi^T - K| = {max_err}");

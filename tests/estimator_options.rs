@@ -23,7 +23,7 @@ fn a_gaussian_kernel_is_the_same_as_its_width_and_others_are_rejected() {
     let grid = common::random_matrix(&mut rng, 10, 2);
     let by_width = DensityParams::new(0.7).fit(&cpu, &x).unwrap();
     let by_kernel = DensityParams::new(1.0).kernel(Kernel::gaussian_with_width(0.7).unwrap()).fit(&cpu, &x).unwrap();
-    let (a, b) = (by_width.predict(&cpu, &grid).unwrap(), by_kernel.predict(&cpu, &grid).unwrap());
+    let (a, b) = (by_width.predict(&grid).unwrap(), by_kernel.predict(&grid).unwrap());
     // sigma -> gamma -> sigma may move the last bit of sigma.
     assert!((&a - &b).amax() <= 1e-12 * a.amax(), "{:e}", (&a - &b).amax());
 

@@ -17,6 +17,7 @@ use common::{gpu_device, rng};
 use gramian::eksvd::{solve_dual, CouplingMatrix, Eigensolver, MultiSource};
 use gramian::mklaren::MklarenParams;
 use gramian::psd::{BaseMeasure, DensityParams, SolverOptions};
+use gramian::estimator::OnDevice;
 use gramian::Error;
 use gramian::{Device, GpuOptions, Kernel};
 use nalgebra::{DMatrix, DVector};
@@ -61,7 +62,7 @@ fn psd_density_fit_on_the_gpu_matches_the_cpu_and_moves_o_n_per_iteration() {
     assert!((fitted.integral().unwrap() - 1.0).abs() < 1e-9);
     // The fitted model evaluated on the device = on the CPU (fresh points).
     let probe = gaussian_matrix(&mut rng, 50, d) * 0.5;
-    let (dc, dg) = (fitted.density(&Device::Cpu, &probe).unwrap(), fitted.density(&gpu, &probe).unwrap());
+    let (dc, dg) = (fitted.to_device(&Device::Cpu).density(&probe).unwrap(), fitted.density(&probe).unwrap());
     assert!((&dc - &dg).amax() <= 1e-12 * dc.amax(), "densities differ by {}", (&dc - &dg).amax());
     // Traffic: X once (n d), then per evaluation O(n + m^2) numbers; never
     // the n x m features.
@@ -96,7 +97,7 @@ fn mklaren_fit_on_the_gpu_matches_the_cpu_and_uploads_x_once() {
     assert_eq!(stats.host_to_device_bytes, (n * d * 8) as u64);
     // Columns come back: at most (rank + look-ahead refreshes) columns of n.
     assert!(stats.device_to_host_bytes <= (12 * 6 * 2 * n * 8) as u64, "{stats:?}");
-    let (pc, pg) = (cpu.predict_inputs(&Device::Cpu, &[&x, &x]).unwrap(), fitted.predict_inputs(&gpu, &[&x, &x]).unwrap());
+    let (pc, pg) = (cpu.predict_inputs(&[&x, &x]).unwrap(), fitted.predict_inputs(&[&x, &x]).unwrap());
     let err = (&pc - &pg).amax() / pc.amax();
     // On a failure, say whether the two fits chose the same columns: a
     // different order means the GPU's kernel values moved a near-tie of the
@@ -147,7 +148,7 @@ fn feature_maps_and_psd_gradients_on_the_gpu_match_the_cpu() {
     let x = gaussian_matrix(&mut rng, 200, 4);
     for map in [FeatureMap::random_fourier(0.5, 30).unwrap(), FeatureMap::nystrom(Kernel::rbf(0.5).unwrap(), 20, 40).unwrap()] {
         let fitted = map.fit(&Device::Cpu, &x, 0, 3).unwrap();
-        let (c, g) = (fitted.transform(&Device::Cpu, &x).unwrap(), fitted.transform(&gpu, &x).unwrap());
+        let (c, g) = (fitted.transform(&x).unwrap(), fitted.to_device(&gpu).transform(&x).unwrap());
         let err = (&c - &g).amax() / c.amax();
         assert!(err <= 1e-12, "{map:?}: GPU features differ by {err:e}");
     }
@@ -157,7 +158,7 @@ fn feature_maps_and_psd_gradients_on_the_gpu_match_the_cpu() {
     let model = gramian::eksvd::EksvdParams::new(3).feature_map(FeatureMap::nystrom(Kernel::rbf(0.4).unwrap(), 25, 50).unwrap()).fit(&Device::Cpu, &data).unwrap();
     let fresh = gaussian_matrix(&mut rng, 60, 4);
     for q in 0..3 {
-        let (c, g) = (model.transform_source(&Device::Cpu, q, &fresh).unwrap(), model.transform_source(&gpu, q, &fresh).unwrap());
+        let (c, g) = (model.transform_source(q, &fresh).unwrap(), model.to_device(&gpu).transform_source(q, &fresh).unwrap());
         assert!((&c - &g).amax() <= 1e-10 * c.amax(), "source {q}: scores differ by {}", (&c - &g).amax());
     }
     let centres = gaussian_matrix(&mut rng, 15, 3);

@@ -3,6 +3,7 @@
 
 use crate::common;
 
+use gramian::estimator::OnDevice;
 use gramian::linalg::relative_frobenius_error;
 use gramian::mklaren::{nystrom, select_columns, FullKernelRidgeParams, IcdParams, KernelCombination, LowRankMethod, LowRankRidgeParams, MklarenParams};
 use gramian::{Error, Device, Kernel};
@@ -136,7 +137,7 @@ fn mklaren_with_rank_one_kernels_and_delta_one_is_lar() {
     assert_eq!(mk_order, order, "order of entry");
     assert_eq!(model.coefficient_path().len(), fits.len());
     for (step, fit) in fits.iter().enumerate() {
-        let pred = model.predict_at_step(&Device::Cpu, &inputs, step).unwrap();
+        let pred = model.predict_at_step(&inputs, step).unwrap();
         let err = (&pred - fit.add_scalar(ybar)).norm() / fit.norm();
         assert!(err < 1e-8, "step {step}: relative difference {err}");
     }
@@ -157,7 +158,7 @@ fn out_of_sample_prediction_on_training_points_equals_the_fit() {
     let lambda = 0.3;
     let model = MklarenParams::new(15).lookahead(5).lambda(lambda).kernels(&kernels).fit_inputs(&Device::Cpu, &[&x], &y).unwrap();
     assert_eq!(model.rank(), 15);
-    let pred = model.predict_inputs(&Device::Cpu, &[&x]).unwrap();
+    let pred = model.predict_inputs(&[&x]).unwrap();
     let fit = model.training_fit();
     assert!((&pred - fit).norm() < 1e-7 * fit.norm(), "{}", (&pred - fit).norm());
     // Eq. 18 (thin QR of H) equals the coefficients accumulated along the path.
@@ -206,7 +207,7 @@ fn baselines_fit_and_predict_consistently() {
     let kernels = [Kernel::rbf(0.5).unwrap(), Kernel::rbf(2.0).unwrap()];
     for method in [LowRankMethod::Icd, LowRankMethod::Nystrom { seed: 3 }, LowRankMethod::Csi { lookahead: 5, kappa: 0.5 }] {
         let model = LowRankRidgeParams::new(method, 8).lambda(0.1).kernels(&kernels).fit_inputs(&Device::Cpu, &[&x], &y).unwrap();
-        let pred = model.predict_inputs(&Device::Cpu, &[&x]).unwrap();
+        let pred = model.predict_inputs(&[&x]).unwrap();
         assert!((&pred - model.training_fit()).norm() < 1e-7 * pred.norm(), "{method:?}");
         let rmse = gramian::datasets::rmse(&y, &pred);
         assert!(rmse < 0.8 * y.map(|v| v - y.mean()).norm() / (n as f64).sqrt(), "{method:?} explains little: {rmse}");
@@ -218,7 +219,7 @@ fn baselines_fit_and_predict_consistently() {
     let yc = y.map(|v| v - y.mean());
     let alpha = (&k + DMatrix::identity(n, n) * lambda).try_inverse().unwrap() * &yc;
     assert!((uniform.dual_coefficients() - &alpha).norm() < 1e-8 * alpha.norm());
-    let pred = uniform.predict_inputs(&Device::Cpu, &[&x]).unwrap();
+    let pred = uniform.predict_inputs(&[&x]).unwrap();
     assert!((&pred - (&k * &alpha).add_scalar(y.mean())).norm() < 1e-8 * pred.norm());
     for combination in [KernelCombination::Align, KernelCombination::Alignf, KernelCombination::Alignfc] {
         let model = FullKernelRidgeParams::new(combination).lambda(lambda).kernels(&kernels).fit_inputs(&Device::Cpu, &[&x], &y).unwrap();
@@ -262,7 +263,7 @@ fn bad_inputs_get_typed_errors() {
     assert!(matches!(MklarenParams::new(3).lookahead(2).kernels(&lin).fit_inputs(&cpu, &[&cols[0], &cols[1]], &y), Err(Error::RankDeficient { requested: 3, reached: 2 })));
     // Prediction with the wrong feature dimension.
     let model = MklarenParams::new(3).kernels(&k).fit_inputs(&cpu, &[&x], &y).unwrap();
-    assert!(matches!(model.predict_inputs(&cpu, &[&DMatrix::zeros(4, 3)]), Err(Error::DimensionMismatch { .. })));
+    assert!(matches!(model.predict_inputs(&[&DMatrix::zeros(4, 3)]), Err(Error::DimensionMismatch { .. })));
     // Baselines and ICD.
     assert!(matches!(IcdParams::new(25).fit(&cpu, &k[0], &x), Err(Error::RankTooLarge { .. })));
     assert!(matches!(nystrom(&cpu, &k[0], &x, &[1, 1]), Err(Error::InvalidParameter { name: "pivots", .. })));
@@ -282,8 +283,8 @@ fn gpu_prediction_matches_cpu() {
     let kernels = [Kernel::rbf(0.5).unwrap(), Kernel::rbf(2.0).unwrap()];
     let cpu_model = MklarenParams::new(12).lookahead(4).lambda(0.1).kernels(&kernels).fit_inputs(&Device::Cpu, &[&x], &y).unwrap();
     let test = common::random_matrix(&mut rng, 50, 4);
-    let on_cpu = cpu_model.predict_inputs(&Device::Cpu, &[&test]).unwrap();
-    let on_gpu = cpu_model.predict_inputs(&gpu, &[&test]).unwrap();
+    let on_cpu = cpu_model.predict_inputs(&[&test]).unwrap();
+    let on_gpu = cpu_model.to_device(&gpu).predict_inputs(&[&test]).unwrap();
     assert!((&on_cpu - &on_gpu).norm() < 1e-3 * on_cpu.norm().max(1.0), "{}", (&on_cpu - &on_gpu).norm());
     // Fitting with GPU kernel columns (f32) selects a model of the same quality.
     let gpu_model = MklarenParams::new(12).lookahead(4).lambda(0.1).kernels(&kernels).fit_inputs(&gpu, &[&x], &y).unwrap();

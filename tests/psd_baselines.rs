@@ -24,13 +24,13 @@ fn pnm_goes_negative_where_the_psd_model_does_not() {
     let grid = DMatrix::from_fn(2001, 1, |i, _| -6.0 + 12.0 * i as f64 / 2000.0);
     let pnm = BaselineParams::new(BaselineKind::Pnm, 1.0).regularisation(Regularisation::new().quadratic(1e-3)).fit(&Device::Cpu, &x).unwrap();
     // PNM is non-negative on the data and integrates to 1 ...
-    assert!(pnm.density(&Device::Cpu, &x).unwrap().iter().all(|&v| v > 0.0));
+    assert!(pnm.density(&x).unwrap().iter().all(|&v| v > 0.0));
     assert!((pnm.integral().unwrap() - 1.0).abs() < 1e-8);
     // ... but negative somewhere on the line.
-    let p = pnm.density(&Device::Cpu, &grid).unwrap();
+    let p = pnm.density(&grid).unwrap();
     assert!(p.min() < -1e-3, "PNM minimum {}", p.min());
     let psd = DensityParams::new(1.0).regularisation(Regularisation::new().trace(1e-3).quadratic(1e-4)).fit(&Device::Cpu, &x).unwrap();
-    assert!(psd.density(&Device::Cpu, &grid).unwrap().min() >= 0.0);
+    assert!(psd.density(&grid).unwrap().min() >= 0.0);
 }
 
 #[test]
@@ -41,23 +41,23 @@ fn ncm_and_glm_are_nonnegative_and_glm_integral_is_only_approximate() {
     let ncm = BaselineParams::new(BaselineKind::Ncm, 1.0).regularisation(Regularisation::new().quadratic(1e-3)).fit(&Device::Cpu, &x).unwrap();
     assert!(ncm.coefficients().iter().all(|&a| a >= 0.0));
     assert!((ncm.integral().unwrap() - 1.0).abs() < 1e-8);
-    assert!(ncm.density(&Device::Cpu, &grid).unwrap().min() >= 0.0);
+    assert!(ncm.density(&grid).unwrap().min() >= 0.0);
     let glm = BaselineParams::new(BaselineKind::Glm, 1.0).regularisation(Regularisation::new().quadratic(1e-3)).monte_carlo(2000, 1).fit(&Device::Cpu, &x).unwrap();
-    assert!(glm.density(&Device::Cpu, &grid).unwrap().min() > 0.0);
+    assert!(glm.density(&grid).unwrap().min() > 0.0);
     let h = 12.0 / 1000.0;
-    let quad = glm.density(&Device::Cpu, &grid).unwrap().sum() * h;
+    let quad = glm.density(&grid).unwrap().sum() * h;
     // Normalised by a Monte Carlo estimate: close to but not exactly 1 on
     // the grid; on the whole line its tail exp(-log Z) > 0 makes the
     // integral infinite, which integral() reports as an error.
     assert!((quad - 1.0).abs() < 0.2, "GLM integral by quadrature {quad}");
     assert!(matches!(glm.integral(), Err(Error::InvalidParameter { name: "base", .. })), "{:?}", glm.integral());
-    let far = glm.density(&Device::Cpu, &DMatrix::from_element(1, 1, 1e6)).unwrap()[0];
-    assert!(far > 0.0 && (far - glm.density(&Device::Cpu, &DMatrix::from_element(1, 1, -1e6)).unwrap()[0]).abs() < 1e-12 * far);
+    let far = glm.density(&DMatrix::from_element(1, 1, 1e6)).unwrap()[0];
+    assert!(far > 0.0 && (far - glm.density(&DMatrix::from_element(1, 1, -1e6)).unwrap()[0]).abs() < 1e-12 * far);
     // With a Gaussian base measure p = exp(g) nu / Z has a finite integral,
     // estimated by Monte Carlo: close to the quadrature.
     let base = BaseMeasure::isotropic_gaussian(1, 2.0).unwrap();
     let glm = BaselineParams::new(BaselineKind::Glm, 1.0).regularisation(Regularisation::new().quadratic(1e-3)).base_measure(base).monte_carlo(2000, 1).fit(&Device::Cpu, &x).unwrap();
-    let quad = glm.density(&Device::Cpu, &grid).unwrap().sum() * h;
+    let quad = glm.density(&grid).unwrap().sum() * h;
     assert!((quad - 1.0).abs() < 0.2, "GLM integral by quadrature {quad}");
     assert!((glm.integral().unwrap() - quad).abs() < 0.2, "GLM integral {:?}, quadrature {quad}", glm.integral());
 }
@@ -145,7 +145,7 @@ fn ncm_moves_off_its_start_with_a_10d_gaussian_base_measure() {
         })
         .sum::<f64>()
         / x.nrows() as f64;
-    let fitted_ll = ncm.mean_log_likelihood(&Device::Cpu, &x).unwrap();
+    let fitted_ll = ncm.mean_log_likelihood(&x).unwrap();
     let spread = ncm.coefficients().max() / ncm.coefficients().min().max(f64::MIN_POSITIVE);
     assert!(fitted_ll > start_ll + 0.05, "training LL: fitted {fitted_ll}, uniform start {start_ll}");
     assert!(spread > 2.0, "coefficients still uniform: max/min {spread}");

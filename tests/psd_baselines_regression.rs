@@ -67,14 +67,14 @@ fn ncm_and_glm_precisions_are_positive_everywhere_pnm_on_the_data() {
     for kind in KINDS {
         let params = BaselineHeteroscedasticParams::new(kind, 0.1).regularisation(Regularisation::new().linear(1e-3).quadratic(1e-3)).restarts(2, 1);
         let model = params.fit_xy(&Device::Cpu, &x, &y).unwrap();
-        let on_data = model.natural_parameters(&Device::Cpu, &x).unwrap().theta;
+        let on_data = model.natural_parameters(&x).unwrap().theta;
         assert!(on_data.iter().all(|&t| t > 0.0), "{}: theta <= 0 on the data", kind.name());
         if kind == BaselineKind::Pnm {
             continue;
         }
-        let theta = model.natural_parameters(&Device::Cpu, &grid).unwrap().theta;
+        let theta = model.natural_parameters(&grid).unwrap().theta;
         assert!(theta.iter().all(|&t| t > 0.0), "{}: min theta {}", kind.name(), theta.min());
-        assert!(model.mean_log_likelihood(&Device::Cpu, &grid, &DVector::zeros(grid.nrows())).unwrap().is_finite());
+        assert!(model.mean_log_likelihood(&grid, &DVector::zeros(grid.nrows())).unwrap().is_finite());
     }
     // NCM: the kernel coefficients of theta are non-negative.
     let params = BaselineHeteroscedasticParams::new(BaselineKind::Ncm, 0.1).regularisation(Regularisation::new().linear(1e-3).quadratic(1e-3));
@@ -176,10 +176,10 @@ fn pnm_quantiles_cross_in_the_gap_without_data_while_the_others_do_not() {
         // lambda 1e-2, seed 1796128765349039249, gap 1.3e-4 against 1e-7).
         let params = if kind == BaselineKind::Pnm { params.regularisation(Regularisation::new().linear(1e-4).quadratic(1e-4)).solver(SolverOptions::default().tolerance(1e-6).max_iterations(100_000)) } else { params.regularisation(Regularisation::new().linear(1e-2).quadratic(1e-2)).solver(SolverOptions::default().tolerance(1e-7).max_iterations(5000)) };
         let model = params.fit_xy(&Device::Cpu, &x, &y).unwrap();
-        counts.push(crossings(&model.predict(&Device::Cpu, &grid).unwrap()));
+        counts.push(crossings(&model.predict(&grid).unwrap()));
     }
     let psd = QuantileParams::new(0.2, &LEVELS).regularisation(Regularisation::new().linear(1e-2).trace(1e-3).quadratic(1e-4)).solver(SolverOptions { tolerance: 1e-4, max_iterations: 20_000, check_every: 10 }).fit_xy(&Device::Cpu, &x, &y).unwrap();
-    counts.push(crossings(&psd.predict(&Device::Cpu, &grid).unwrap()));
+    counts.push(crossings(&psd.predict(&grid).unwrap()));
     assert!(counts[0] > 0, "PNM never crosses: {counts:?}");
     assert_eq!(&counts[1..], &[0, 0, 0], "NCM, GLM, PSD must not cross: {counts:?}");
 }
@@ -206,8 +206,8 @@ fn bad_input_gives_typed_errors() {
         bad[3] = f64::NAN;
         assert!(matches!(p.fit_xy(&cpu, &x, &bad), Err(ref e) if e.is_invalid_input()));
         let model = p.fit_xy(&cpu, &x, &y).unwrap();
-        assert!(matches!(model.natural_parameters(&cpu, &DMatrix::zeros(3, 2)), Err(ref e) if e.is_invalid_input()));
-        assert!(matches!(model.mean_log_likelihood(&cpu, &x, &y.rows(0, 5).into_owned()), Err(ref e) if e.is_invalid_input()));
+        assert!(matches!(model.natural_parameters(&DMatrix::zeros(3, 2)), Err(ref e) if e.is_invalid_input()));
+        assert!(matches!(model.mean_log_likelihood(&x, &y.rows(0, 5).into_owned()), Err(ref e) if e.is_invalid_input()));
 
         let quant = |p: BaselineQuantileParams| p.fit_xy(&cpu, &x, &y).map(|_| ());
         for levels in [vec![0.5, 0.25], vec![0.0, 0.5], vec![0.5, 1.0], vec![]] {

@@ -5,6 +5,7 @@ use crate::common;
 use gramian::psd::dual::DualProblem;
 use gramian::psd::loss::SquaredLoss;
 use gramian::psd::{BaseMeasure, DensityParams, EmpiricalFeatures, PsdModel, SolverOptions};
+use gramian::estimator::OnDevice;
 use gramian::Error;
 use gramian::{linalg, Device};
 use nalgebra::{DMatrix, DVector};
@@ -44,17 +45,17 @@ fn fitted_density_is_nonnegative_everywhere_and_integrates_to_one() {
     eprintln!("iterations {} gap {:e} time {:.3}s", report.iterations, report.gap, report.seconds_total);
     assert!((density.integral().unwrap() - 1.0).abs() < 1e-6, "integral {}", density.integral().unwrap());
     let grid = grid_1d(-6.0, 6.0, 4001);
-    let p = density.density(&Device::Cpu, &grid).unwrap();
+    let p = density.density(&grid).unwrap();
     assert!(p.iter().all(|&v| v >= 0.0));
     // Far from the data.
     let far = DMatrix::from_fn(200, 1, |i, _| if i % 2 == 0 { 1.0 } else { -1.0 } * rng.random_range(5.0..1e3));
-    assert!(density.density(&Device::Cpu, &far).unwrap().iter().all(|&v| v >= 0.0));
+    assert!(density.density(&far).unwrap().iter().all(|&v| v >= 0.0));
     // Quadrature of the fitted density agrees with the closed form.
     let h = 12.0 / 4000.0;
     let quad: f64 = p.iter().enumerate().map(|(i, v)| v * if i == 0 || i == 4000 { 0.5 } else { 1.0 }).sum::<f64>() * h;
     assert!((quad - 1.0).abs() < 1e-6, "quadrature {quad}");
     // It fits: higher likelihood on its own data than the uniform density on [-3, 3].
-    assert!(density.mean_log_likelihood(&Device::Cpu, &x).unwrap() > -(6.0f64).ln());
+    assert!(density.mean_log_likelihood(&x).unwrap() > -(6.0f64).ln());
 }
 
 #[test]
@@ -165,7 +166,7 @@ fn samples_match_the_closed_form_moments() {
     assert!((sv - var[0]).abs() < 0.08 * var[0], "sample variance {sv} vs {}", var[0]);
     // Closed-form mean agrees with quadrature of x p(x).
     let grid = grid_1d(-8.0, 8.0, 16_001);
-    let p = density.density(&Device::Cpu, &grid).unwrap();
+    let p = density.density(&grid).unwrap();
     let qm: f64 = (0..grid.nrows()).map(|i| grid[(i, 0)] * p[i]).sum::<f64>() * 16.0 / 16_000.0;
     assert!((qm - mean[0]).abs() < 1e-6);
 }
@@ -183,9 +184,9 @@ fn marginals_and_box_probabilities_of_a_2d_density() {
     let t = 0.37;
     let g = 8001;
     let pts = DMatrix::from_fn(g, 2, |i, k| if k == 1 { t } else { -12.0 + 24.0 * i as f64 / (g - 1) as f64 });
-    let joint = density.density(&Device::Cpu, &pts).unwrap();
+    let joint = density.density(&pts).unwrap();
     let quad = joint.sum() * 24.0 / (g - 1) as f64;
-    let closed = marginal.density(&Device::Cpu, &DMatrix::from_element(1, 1, t)).unwrap()[0];
+    let closed = marginal.density(&DMatrix::from_element(1, 1, t)).unwrap()[0];
     // Round-off: B has large entries that cancel (ill-conditioned K), ~1e-7 relative.
     assert!((quad - closed).abs() < 2e-6 * closed.max(1e-3), "{quad} vs {closed}");
     // Box probabilities: whole space = 1, and additivity along a split.
@@ -232,7 +233,7 @@ fn duplicate_points_and_nystrom_centres_work() {
     let x = DMatrix::from_fn(60, 1, |i, _| base[(i % 30, 0)]);
     let d = DensityParams::new(0.7).fit(&Device::Cpu, &x).unwrap();
     assert!((d.integral().unwrap() - 1.0).abs() < 1e-6);
-    assert!(d.density(&Device::Cpu, &grid_1d(-5.0, 5.0, 501)).unwrap().iter().all(|&v| v >= 0.0));
+    assert!(d.density(&grid_1d(-5.0, 5.0, 501)).unwrap().iter().all(|&v| v >= 0.0));
     let big = bimodal(200, &mut rng);
     let loose = SolverOptions { tolerance: 1e-5, ..SolverOptions::default() };
     let ny = DensityParams::new(0.7).nystrom(30, 3).solver(loose).fit(&Device::Cpu, &big).unwrap();
@@ -240,7 +241,7 @@ fn duplicate_points_and_nystrom_centres_work() {
     assert!((ny.integral().unwrap() - 1.0).abs() < 1e-6);
     let full = DensityParams::new(0.7).solver(loose).fit(&Device::Cpu, &big).unwrap();
     let test = bimodal(400, &mut StdRng::seed_from_u64(11));
-    let (lf, ln) = (full.mean_log_likelihood(&Device::Cpu, &test).unwrap(), ny.mean_log_likelihood(&Device::Cpu, &test).unwrap());
+    let (lf, ln) = (full.mean_log_likelihood(&test).unwrap(), ny.mean_log_likelihood(&test).unwrap());
     assert!((lf - ln).abs() < 0.05, "full {lf} vs Nystrom {ln}");
 }
 
@@ -295,8 +296,8 @@ fn gpu_evaluation_matches_cpu() {
     let mut rng = common::rng();
     let (_, density) = fitted_1d_density(&mut rng);
     let grid = grid_1d(-4.0, 4.0, 300);
-    let cpu = density.density(&Device::Cpu, &grid).unwrap();
-    let gpu_values = density.density(&gpu, &grid).unwrap();
+    let cpu = density.density(&grid).unwrap();
+    let gpu_values = density.to_device(&gpu).density(&grid).unwrap();
     // f32 kernel values (1e-7 relative) are amplified by the coefficients of
     // B, which cancel: the GPU path is accurate to ~1e-3 of the peak here.
     let err = (&cpu - &gpu_values).amax() / cpu.amax();
@@ -319,7 +320,7 @@ fn a_multiplier_far_from_its_start_is_found_in_few_iterations() {
     let d = DensityParams::new(1.0).regularisation(Regularisation::new().trace(1e-4).quadratic(1e-6)).base_measure(base).nystrom(100, 1).solver(options).fit(&Device::Cpu, &x).unwrap();
     assert!(d.report().gap <= 1e-4);
     assert!((d.integral().unwrap() - 1.0).abs() < 1e-6);
-    assert!(d.density(&Device::Cpu, &x).unwrap().iter().all(|&v| v >= 0.0));
+    assert!(d.density(&x).unwrap().iter().all(|&v| v >= 0.0));
 }
 
 /// The same problem on the samples of three seeds where the search for the

@@ -57,7 +57,7 @@ fn heteroscedastic_with_nystrom_centres_is_certified() {
     assert_certified("heteroscedastic, Nystrom 25", nys.report());
     assert_nystrom_not_below("heteroscedastic", full.report(), nys.report());
     let grid = DMatrix::from_fn(101, 1, |i, _| i as f64 / 100.0);
-    assert!(nys.predict_variance(&Device::Cpu, &grid).unwrap().iter().all(|v| *v > 0.0 && v.is_finite()));
+    assert!(nys.predict_variance(&grid).unwrap().iter().all(|v| *v > 0.0 && v.is_finite()));
 }
 
 #[test]
@@ -71,7 +71,7 @@ fn quantile_with_nystrom_centres_is_certified_and_never_crosses() {
     assert_certified("quantile, Nystrom 25", nys.report());
     assert_nystrom_not_below("quantile", full.report(), nys.report());
     let grid = DMatrix::from_fn(1001, 1, |i, _| -0.5 + 2.0 * i as f64 / 1000.0);
-    let q = nys.predict(&Device::Cpu, &grid).unwrap();
+    let q = nys.predict(&grid).unwrap();
     assert!((0..grid.nrows()).all(|i| q[(i, 0)] <= q[(i, 1)] && q[(i, 1)] <= q[(i, 2)]));
 }
 

@@ -118,8 +118,8 @@ fn fitted_variance_tracks_the_true_variance() {
     let (x, y) = toy_data(200, &mut rng);
     let model = fit_toy(&x, &y);
     let grid = DMatrix::from_fn(181, 1, |i, _| 0.05 + 0.9 * i as f64 / 180.0);
-    let var = model.predict_variance(&Device::Cpu, &grid).unwrap();
-    let mean = model.predict_mean(&Device::Cpu, &grid).unwrap();
+    let var = model.predict_variance(&grid).unwrap();
+    let mean = model.predict_mean(&grid).unwrap();
     let log_err = (0..grid.nrows()).map(|i| (var[i] / true_variance(grid[(i, 0)])).ln().abs()).sum::<f64>() / grid.nrows() as f64;
     let mean_err = ((0..grid.nrows()).map(|i| (mean[i] - true_mean(grid[(i, 0)])).powi(2)).sum::<f64>() / grid.nrows() as f64).sqrt();
     println!("mean |log(v/v*)| = {log_err:.3}, rms mean error = {mean_err:.3}");
@@ -127,8 +127,8 @@ fn fitted_variance_tracks_the_true_variance() {
     assert!(mean_err < MEAN_TOLERANCE, "rms mean error {mean_err}");
     // The fitted model beats the best constant-variance model in held-out likelihood.
     let (xt, yt) = toy_data(2000, &mut rng);
-    let ll = model.mean_log_likelihood(&Device::Cpu, &xt, &yt).unwrap();
-    let mu = model.predict_mean(&Device::Cpu, &xt).unwrap();
+    let ll = model.mean_log_likelihood(&xt, &yt).unwrap();
+    let mu = model.predict_mean(&xt).unwrap();
     let v_const = (0..yt.len()).map(|i| (yt[i] - mu[i]).powi(2)).sum::<f64>() / yt.len() as f64;
     let ll_const = -0.5 * (2.0 * std::f64::consts::PI * v_const).ln() - 0.5;
     println!("held-out log-likelihood {ll:.4} vs constant variance (oracle) {ll_const:.4}");
@@ -148,13 +148,13 @@ fn precision_is_positive_on_a_grid_and_far_away() {
     let mut points: Vec<f64> = (0..=3000).map(|i| -1.0 + 3.0 * i as f64 / 3000.0).collect();
     points.extend([-1e6, -1e3, -50.0, 50.0, 1e3, 1e6]);
     let grid = DMatrix::from_column_slice(points.len(), 1, &points);
-    let np = model.natural_parameters(&Device::Cpu, &grid).unwrap();
+    let np = model.natural_parameters(&grid).unwrap();
     for (i, &t) in np.theta.iter().enumerate() {
         assert!(t > 0.0 && t.is_finite(), "theta({}) = {t}", points[i]);
     }
     assert!(model.precision_at_infinity() > 0.0);
-    let var = model.predict_variance(&Device::Cpu, &grid).unwrap();
-    let mean = model.predict_mean(&Device::Cpu, &grid).unwrap();
+    let var = model.predict_variance(&grid).unwrap();
+    let mean = model.predict_mean(&grid).unwrap();
     assert!(var.iter().chain(mean.iter()).all(|v| v.is_finite()));
 }
 
@@ -183,6 +183,6 @@ fn bad_input_gives_typed_errors() {
         other => panic!("expected NotConverged, got {other:?}"),
     }
     let model = fit_toy(&x, &y);
-    assert!(model.predict_mean(&dev, &DMatrix::zeros(3, 2)).is_err());
-    assert!(model.log_likelihood(&dev, &x, &DVector::zeros(3)).is_err());
+    assert!(model.predict_mean(&DMatrix::zeros(3, 2)).is_err());
+    assert!(model.log_likelihood(&x, &DVector::zeros(3)).is_err());
 }

@@ -18,12 +18,12 @@ fn quantile_curves_never_cross_and_cover_their_levels() {
     let model = params.fit_xy(&Device::Cpu, &x, &y).unwrap();
     assert!(model.report().gap <= 1e-5);
     let grid = DMatrix::from_fn(2001, 1, |i, _| -0.5 + 2.0 * i as f64 / 2000.0);
-    let q = model.predict(&Device::Cpu, &grid).unwrap();
+    let q = model.predict(&grid).unwrap();
     for i in 0..grid.nrows() {
         assert!(q[(i, 0)] <= q[(i, 1)] && q[(i, 1)] <= q[(i, 2)], "crossing at {}", grid[(i, 0)]);
     }
     // Empirical coverage on the training data is near the level (pinball optimality).
-    let fitted = model.predict(&Device::Cpu, &x).unwrap();
+    let fitted = model.predict(&x).unwrap();
     for (j, tau) in [0.25, 0.5, 0.75].iter().enumerate() {
         let below = (0..x.nrows()).filter(|&i| y[i] <= fitted[(i, j)] + 1e-9).count() as f64 / x.nrows() as f64;
         assert!((below - tau).abs() < 0.12, "level {tau}: coverage {below}");

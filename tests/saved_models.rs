@@ -21,11 +21,10 @@ fn eksvd_model() -> (Eksvd, MultiSource) {
 }
 
 fn assert_same_eksvd(a: &Eksvd, b: &Eksvd, data: &MultiSource) {
-    let cpu = Device::cpu();
     assert_eq!(a.eigenvalues(), b.eigenvalues());
-    assert_eq!(a.transform_paired(&cpu, data).unwrap(), b.transform_paired(&cpu, data).unwrap());
+    assert_eq!(a.transform_paired(data).unwrap(), b.transform_paired(data).unwrap());
     for q in 0..data.n_sources() {
-        assert_eq!(a.transform_source(&cpu, q, data.source(q)).unwrap(), b.transform_source(&cpu, q, data.source(q)).unwrap());
+        assert_eq!(a.transform_source(q, data.source(q)).unwrap(), b.transform_source(q, data.source(q)).unwrap());
     }
 }
 
@@ -55,7 +54,7 @@ fn ksvd_round_trips() {
     let model = KsvdParams::new(2).fit_pair(&Device::cpu(), &x, &z).unwrap();
     let loaded = Ksvd::from_cbor(&model.to_cbor().unwrap()).unwrap();
     assert_eq!(model.singular_values(), loaded.singular_values());
-    assert_eq!(model.transform_z(&Device::cpu(), &z).unwrap(), loaded.transform_z(&Device::cpu(), &z).unwrap());
+    assert_eq!(model.transform_z(&z).unwrap(), loaded.transform_z(&z).unwrap());
     // A KSVD file is not an eKSVD file, and the other way round.
     assert!(matches!(Eksvd::from_cbor(&model.to_cbor().unwrap()), Err(Error::Record(ref m)) if m.contains("ksvd")));
     assert!(matches!(Ksvd::from_json(&model.as_eksvd().to_json().unwrap()), Err(Error::Record(_))));
@@ -98,10 +97,10 @@ fn mklaren_and_its_baselines_round_trip() {
 
     let model = MklarenParams::new(8).lookahead(3).kernels(&kernels).fit(&cpu, &data).unwrap();
     let loaded = Mklaren::from_json(&model.to_json().unwrap()).unwrap();
-    assert_eq!(model.predict(&cpu, &test).unwrap(), loaded.predict(&cpu, &test).unwrap());
+    assert_eq!(model.predict(&test).unwrap(), loaded.predict(&test).unwrap());
     assert_eq!(model.order(), loaded.order());
     let loaded = Mklaren::from_cbor(&model.to_cbor().unwrap()).unwrap();
-    assert_eq!(model.predict(&cpu, &test).unwrap(), loaded.predict(&cpu, &test).unwrap());
+    assert_eq!(model.predict(&test).unwrap(), loaded.predict(&test).unwrap());
     // A selected column pointing outside its kernel's factor is caught at load.
     let mut v: serde_json::Value = serde_json::from_str(&model.to_json().unwrap()).unwrap();
     v["model"]["selected"][0]["position"] = serde_json::json!(10_000);
@@ -109,11 +108,11 @@ fn mklaren_and_its_baselines_round_trip() {
 
     let full = FullKernelRidgeParams::new(KernelCombination::Uniform).lambda(0.1).kernels(&kernels).fit(&cpu, &data).unwrap();
     let loaded = FullKernelRidge::from_cbor(&full.to_cbor().unwrap()).unwrap();
-    assert_eq!(full.predict(&cpu, &test).unwrap(), loaded.predict(&cpu, &test).unwrap());
+    assert_eq!(full.predict(&test).unwrap(), loaded.predict(&test).unwrap());
 
     let low = LowRankRidgeParams::new(LowRankMethod::Icd, 4).lambda(0.1).kernels(&kernels).fit(&cpu, &data).unwrap();
     let loaded = LowRankRidge::from_json(&low.to_json().unwrap()).unwrap();
-    assert_eq!(low.predict(&cpu, &test).unwrap(), loaded.predict(&cpu, &test).unwrap());
+    assert_eq!(low.predict(&test).unwrap(), loaded.predict(&test).unwrap());
     // A model of one kind does not load as another.
     assert!(matches!(LowRankRidge::from_json(&full.to_json().unwrap()), Err(Error::Record(_))));
 }
@@ -127,7 +126,7 @@ fn psd_density_and_quantile_models_round_trip() {
     let density = DensityParams::new(0.7).base_measure(BaseMeasure::isotropic_gaussian(2, 2.0).unwrap()).fit(&cpu, &x).unwrap();
     let grid = common::random_matrix(&mut rng, 20, 2);
     for loaded in [PsdDensity::from_json(&density.to_json().unwrap()).unwrap(), PsdDensity::from_cbor(&density.to_cbor().unwrap()).unwrap()] {
-        assert_eq!(density.predict(&cpu, &grid).unwrap(), loaded.predict(&cpu, &grid).unwrap());
+        assert_eq!(density.predict(&grid).unwrap(), loaded.predict(&grid).unwrap());
         assert_eq!(density.integral().unwrap(), loaded.integral().unwrap());
     }
     // A base measure of the wrong dimension is caught at load.
@@ -138,7 +137,7 @@ fn psd_density_and_quantile_models_round_trip() {
     let (xq, yq) = common::quantile_appendix_e(40, &mut rng);
     let quantile = QuantileParams::new(0.2, &[0.25, 0.5, 0.75]).fit(&cpu, &Supervised::new(xq.clone(), yq).unwrap()).unwrap();
     let loaded = QuantileRegression::from_cbor(&quantile.to_cbor().unwrap()).unwrap();
-    assert_eq!(quantile.predict(&cpu, &xq).unwrap(), loaded.predict(&cpu, &xq).unwrap());
+    assert_eq!(quantile.predict(&xq).unwrap(), loaded.predict(&xq).unwrap());
     // A missing gap model would make predict fail: caught at load instead.
     let mut v: serde_json::Value = serde_json::from_str(&quantile.to_json().unwrap()).unwrap();
     v["model"]["parts"].as_array_mut().unwrap().pop();
@@ -160,8 +159,8 @@ fn psd_heteroscedastic_and_the_baselines_round_trip() {
 
     let het = HeteroscedasticParams::new(0.3).fit(&cpu, &data).unwrap();
     for loaded in [HeteroscedasticRegression::from_json(&het.to_json().unwrap()).unwrap(), HeteroscedasticRegression::from_cbor(&het.to_cbor().unwrap()).unwrap()] {
-        assert_eq!(het.predict_mean(&cpu, &grid).unwrap(), loaded.predict_mean(&cpu, &grid).unwrap());
-        assert_eq!(het.predict_variance(&cpu, &grid).unwrap(), loaded.predict_variance(&cpu, &grid).unwrap());
+        assert_eq!(het.predict_mean(&grid).unwrap(), loaded.predict_mean(&grid).unwrap());
+        assert_eq!(het.predict_variance(&grid).unwrap(), loaded.predict_variance(&grid).unwrap());
     }
     let mut v: serde_json::Value = serde_json::from_str(&het.to_json().unwrap()).unwrap();
     v["model"]["theta_offset"].as_array_mut().unwrap().pop();
@@ -170,12 +169,12 @@ fn psd_heteroscedastic_and_the_baselines_round_trip() {
     for kind in [BaselineKind::Pnm, BaselineKind::Ncm, BaselineKind::Glm] {
         let density = BaselineParams::new(kind, 0.5).monte_carlo(500, 1).fit(&cpu, &x).unwrap();
         let loaded = BaselineDensity::from_cbor(&density.to_cbor().unwrap()).unwrap();
-        assert_eq!(density.density(&cpu, &grid).unwrap(), loaded.density(&cpu, &grid).unwrap(), "{kind:?}");
+        assert_eq!(density.density(&grid).unwrap(), loaded.density(&grid).unwrap(), "{kind:?}");
 
         let b = BaselineHeteroscedasticParams::new(kind, 0.3).restarts(2, 1).fit(&cpu, &data).unwrap();
         let loaded = BaselineHeteroscedastic::from_json(&b.to_json().unwrap()).unwrap();
-        assert_eq!(b.predict_mean(&cpu, &grid).unwrap(), loaded.predict_mean(&cpu, &grid).unwrap(), "{kind:?}");
-        assert_eq!(b.predict_variance(&cpu, &grid).unwrap(), loaded.predict_variance(&cpu, &grid).unwrap(), "{kind:?}");
+        assert_eq!(b.predict_mean(&grid).unwrap(), loaded.predict_mean(&grid).unwrap(), "{kind:?}");
+        assert_eq!(b.predict_variance(&grid).unwrap(), loaded.predict_variance(&grid).unwrap(), "{kind:?}");
         // A weight vector of the wrong length is caught at load.
         let mut v: serde_json::Value = serde_json::from_str(&b.to_json().unwrap()).unwrap();
         v["model"]["theta_weights"].as_array_mut().unwrap().pop();
@@ -188,7 +187,7 @@ fn psd_heteroscedastic_and_the_baselines_round_trip() {
         let params = BaselineQuantileParams::new(kind, 0.2, &[0.25, 0.5, 0.75]).restarts(2, 1);
         let q = params.fit(&cpu, &Supervised::new(xq.clone(), yq).unwrap()).unwrap();
         let loaded = BaselineQuantile::from_cbor(&q.to_cbor().unwrap()).unwrap();
-        assert_eq!(q.predict(&cpu, &xq).unwrap(), loaded.predict(&cpu, &xq).unwrap(), "{kind:?}");
+        assert_eq!(q.predict(&xq).unwrap(), loaded.predict(&xq).unwrap(), "{kind:?}");
         let mut v: serde_json::Value = serde_json::from_str(&q.to_json().unwrap()).unwrap();
         v["model"]["part_weights"].as_array_mut().unwrap().pop();
         assert!(matches!(BaselineQuantile::from_json(&v.to_string()), Err(Error::Record(_))), "{kind:?}");
@@ -308,9 +307,8 @@ fn models_with_extreme_finite_values_do_not_load() {
     let narrow = edited(&density.to_json().unwrap(), |m| m["base"]["Gaussian"]["std"][0][0] = serde_json::json!(1e-300));
     assert!(record_error(PsdDensity::from_json(&narrow)).contains("standard deviation"));
     // Every method of the unmodified model is finite.
-    let cpu = Device::cpu();
     let grid = nalgebra::DMatrix::from_fn(5, 2, |i, j| i as f64 * 0.3 - j as f64);
-    assert!(density.density(&cpu, &grid).unwrap().iter().all(|v| v.is_finite()) && density.integral().unwrap().is_finite());
+    assert!(density.density(&grid).unwrap().iter().all(|v| v.is_finite()) && density.integral().unwrap().is_finite());
 
     let mut rng = common::rng();
     let x = common::random_matrix(&mut rng, 30, 3);
@@ -376,4 +374,24 @@ fn matrices_keep_nalgebra_s_stored_form() {
         old["model"]["alphas"][q] = serde_json::to_value(model.alphas(q)).unwrap();
     }
     assert_same_eksvd(&model, &Eksvd::from_json(&old.to_string()).unwrap(), &data);
+}
+
+/// The device is not part of a saved model: a model saves the same whichever
+/// device it is on, loads on the CPU, and moves only through `to_device`.
+#[test]
+fn the_device_is_not_saved_and_a_loaded_model_is_on_the_cpu() {
+    let (model, data) = eksvd_model();
+    let json = model.to_json().unwrap();
+    let loaded = Eksvd::from_json(&json).unwrap();
+    assert!(!loaded.device().is_gpu());
+    assert!(!loaded.feature_map(0).unwrap().device().is_gpu());
+    let Some(gpu) = common::gpu_device(gramian::GpuOptions::default()) else { return };
+    let on_gpu = loaded.to_device(&gpu);
+    assert!(on_gpu.device().is_gpu() && (0..3).all(|q| on_gpu.feature_map(q).unwrap().device().is_gpu()));
+    assert!(!loaded.device().is_gpu(), "to_device leaves the original where it was");
+    assert_eq!(on_gpu.to_json().unwrap(), json);
+    assert_eq!(on_gpu.to_cbor().unwrap(), model.to_cbor().unwrap());
+    assert!(!Eksvd::from_cbor(&on_gpu.to_cbor().unwrap()).unwrap().device().is_gpu());
+    let (c, g) = (model.transform_paired(&data).unwrap(), on_gpu.transform_paired(&data).unwrap());
+    assert!((&c - &g).amax() <= 1e-3 * c.amax(), "scores on the GPU differ by {}", (&c - &g).amax());
 }

@@ -20,8 +20,8 @@ impl Fit<MultiSource> for EksvdParams {
 impl Transform<MultiSource> for Eksvd {
     type Output = DMatrix<f64>;
     /// [`Eksvd::transform_paired`].
-    fn transform(&self, device: &Device, x: &MultiSource) -> Result<DMatrix<f64>> {
-        self.transform_paired(device, x)
+    fn transform(&self, x: &MultiSource) -> Result<DMatrix<f64>> {
+        self.transform_paired(x)
     }
 }
 
@@ -35,7 +35,7 @@ impl Fit<MultiSource> for KsvdParams {
 impl Transform<MultiSource> for Ksvd {
     type Output = DMatrix<f64>;
     /// The scores of `X` and `Z` side by side (paired sources).
-    fn transform(&self, device: &Device, x: &MultiSource) -> Result<DMatrix<f64>> {
-        self.as_eksvd().transform_paired(device, x)
+    fn transform(&self, x: &MultiSource) -> Result<DMatrix<f64>> {
+        self.as_eksvd().transform_paired(x)
     }
 }

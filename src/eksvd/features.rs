@@ -164,7 +164,7 @@ impl FeatureMap {
                 Fitted::Projection(w.clone())
             }
         };
-        Ok(FittedFeatureMap { input_dim: d, kind })
+        Ok(FittedFeatureMap { device: device.clone(), input_dim: d, kind })
     }
 }
 
@@ -207,11 +207,16 @@ enum Fitted {
 }
 
 /// A feature map fitted on one source's training data.
+///
+/// Its methods compute on the device it was fitted on ([`OnDevice`](crate::estimator::OnDevice): a loaded model is on the CPU).
 #[derive(Debug, Clone)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct FittedFeatureMap {
     input_dim: usize,
     kind: Fitted,
+    /// Not saved: a loaded model is on the CPU.
+    #[cfg_attr(feature = "serde", serde(skip, default = "crate::Device::cpu"))]
+    device: Device,
 }
 
 impl FittedFeatureMap {
@@ -262,15 +267,20 @@ impl FittedFeatureMap {
     }
 
     /// `Phi = phi(X)` (`n x d_phi`) for rows `x` (`n x d_q`); products and
-    /// kernel matrices run on `device` (on a GPU through
+    /// kernel matrices run on the map's device (on a GPU through
     /// [`FittedFeatureMap::transform_resident`], in `f64` where the adapter
     /// has it: X goes up once, `Phi` comes back).
-    pub fn transform(&self, device: &Device, x: &DMatrix<f64>) -> Result<DMatrix<f64>> {
+    pub fn transform(&self, x: &DMatrix<f64>) -> Result<DMatrix<f64>> {
+        self.transform_on(&self.device, x)
+    }
+
+    /// [`FittedFeatureMap::transform`] on `device`.
+    fn transform_on(&self, device: &Device, x: &DMatrix<f64>) -> Result<DMatrix<f64>> {
         crate::linalg::check_matrix("x", x)?;
         check_shape("columns of new data vs the fitted feature map's input dimension", self.input_dim, x.ncols())?;
         if device.is_gpu() && !matches!(self.kind, Fitted::Linear) {
             let xd = device.upload(x, device.best_precision())?;
-            return device.to_host(&self.transform_resident(device, &xd)?);
+            return device.to_host(&self.transform_resident_on(device, &xd)?);
         }
         Ok(match &self.kind {
             Fitted::Linear => x.clone(),
@@ -308,7 +318,7 @@ impl FittedFeatureMap {
         use crate::linalg::{faer_mut, faer_ref, Real};
         use rayon::prelude::*;
         let Fitted::RandomFourier { frequencies, phases } = &self.kind else {
-            let phi = self.transform(&Device::Cpu, x)?;
+            let phi = self.transform_on(&Device::Cpu, x)?;
             return crate::linalg::finite_result("projection scores", crate::linalg::matmul(&phi, w));
         };
         let (n, d_phi, k) = (x.nrows(), phases.len(), w.ncols());
@@ -343,7 +353,12 @@ impl FittedFeatureMap {
     /// `Phi = phi(X)` for resident X (`n x d_q`), left on the device in X's
     /// precision: the map's parameters (frequencies and phases, landmarks
     /// and eigenvectors, or the projection) go up, nothing comes back.
-    pub fn transform_resident(&self, device: &Device, x: &DeviceMatrix) -> Result<DeviceMatrix> {
+    pub fn transform_resident(&self, x: &DeviceMatrix) -> Result<DeviceMatrix> {
+        self.transform_resident_on(&self.device, x)
+    }
+
+    /// [`FittedFeatureMap::transform_resident`] on `device`.
+    fn transform_resident_on(&self, device: &Device, x: &DeviceMatrix) -> Result<DeviceMatrix> {
         check_shape("columns of new data vs the fitted feature map's input dimension", self.input_dim, x.ncols())?;
         let precision = x.precision();
         Ok(match &self.kind {
@@ -361,3 +376,5 @@ impl FittedFeatureMap {
         })
     }
 }
+
+crate::estimator::on_device!(FittedFeatureMap);

@@ -28,10 +28,10 @@
 //!     .feature_map(FeatureMap::random_fourier(0.5, 16)?)
 //!     .solver(Solver::Covariance(Eigensolver::Dense))
 //!     .fit(&Device::cpu(), &data)?;
-//! let scores = model.transform_paired(&Device::cpu(), &data)?; // 40 x (3 * 2)
+//! let scores = model.transform_paired(&data)?; // 40 x (3 * 2), on the device of the fit
 //! assert_eq!(scores.shape(), (40, 6));
 //! assert!(model.objective(0)?.relative_value() < 1e-8); // Lemma 3.3
-//! # Ok::<(), gramian::crate::error::Error>(())
+//! # Ok::<(), gramian::Error>(())
 //! ```
 
 pub mod coupling;

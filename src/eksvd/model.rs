@@ -75,16 +75,16 @@ impl EksvdParams {
         self.n_components
     }
 
-    /// Checks the parameters for `n_sources` sources.
-    pub fn validate(&self, n_sources: usize) -> Result<()> {
-        if n_sources < 2 {
-            return Err(Error::TooFewSources(n_sources));
-        }
+    /// Checks the parameters (the data, and the number of feature maps
+    /// against the number of sources, are checked by `fit`); `fit` calls it
+    /// first after counting the sources.
+    ///
+    /// Errors: `n_components == 0` ([`Error::InvalidParameter`]), an invalid
+    /// feature map ([`FeatureMap::validate`]) or eigensolver
+    /// ([`Eigensolver::validate`]).
+    pub fn validate(&self) -> Result<()> {
         if self.n_components == 0 {
             return Err(Error::InvalidParameter { name: "n_components", reason: "must be >= 1".into() });
-        }
-        if self.feature_maps.len() != 1 {
-            check_shape("number of feature maps vs sources", n_sources, self.feature_maps.len())?;
         }
         for map in &self.feature_maps {
             map.validate()?;
@@ -94,6 +94,20 @@ impl EksvdParams {
         }
     }
 
+    /// [`EksvdParams::validate`] for data of `n_sources` sources: at least
+    /// two ([`Error::TooFewSources`] before the other checks), and one
+    /// feature map for all or one per source.
+    fn validate_for(&self, n_sources: usize) -> Result<()> {
+        if n_sources < 2 {
+            return Err(Error::TooFewSources(n_sources));
+        }
+        self.validate()?;
+        if self.feature_maps.len() != 1 {
+            check_shape("number of feature maps vs sources", n_sources, self.feature_maps.len())?;
+        }
+        Ok(())
+    }
+
     fn map_for(&self, q: usize) -> &FeatureMap {
         if self.feature_maps.len() == 1 { &self.feature_maps[0] } else { &self.feature_maps[q] }
     }
@@ -101,11 +115,11 @@ impl EksvdParams {
     /// Fits the feature maps on `data` (each source on its own rows), then
     /// solves Eq. 4 or Eq. 8. Kernel, Gram and product matrices run on `device`.
     pub fn fit(&self, device: &Device, data: &MultiSource) -> Result<Eksvd> {
-        self.validate(data.n_sources())?;
+        self.validate_for(data.n_sources())?;
         let maps: Vec<FittedFeatureMap> = (0..data.n_sources())
             .map(|q| self.map_for(q).fit(device, data.source(q), q, self.seed.wrapping_add(q as u64)))
             .collect::<Result<_>>()?;
-        let features: Vec<DMatrix<f64>> = maps.iter().zip(data.sources()).map(|(m, x)| m.transform(device, x)).collect::<Result<_>>()?;
+        let features: Vec<DMatrix<f64>> = maps.iter().zip(data.sources()).map(|(m, x)| m.transform(x)).collect::<Result<_>>()?;
         let mut fitted = self.fit_features(device, features)?;
         fitted.maps = Some(maps);
         Ok(fitted)
@@ -116,7 +130,7 @@ impl EksvdParams {
     /// the parameters are not used, and new data is projected with
     /// [`Eksvd::transform_features`].
     pub fn fit_features(&self, device: &Device, features: Vec<DMatrix<f64>>) -> Result<Eksvd> {
-        self.validate(features.len())?;
+        self.validate_for(features.len())?;
         let (features, eigenvalues, weights, alphas) = match &self.solver {
             Solver::Dual(eig) => {
                 let coupling = CouplingMatrix::from_features(features)?;
@@ -134,7 +148,7 @@ impl EksvdParams {
                 (features, solution.eigenvalues, solution.weights, alphas)
             }
         };
-        Ok(Eksvd { maps: None, features, eigenvalues, weights, alphas, solver: self.solver })
+        Ok(Eksvd { device: device.clone(), maps: None, features, eigenvalues, weights, alphas, solver: self.solver })
     }
 }
 
@@ -142,6 +156,8 @@ impl EksvdParams {
 /// `w_q` and dual variables `alpha^(q)` (both available whichever solver ran:
 /// the dual recovers `w_q` by Eq. 5, the covariance solver `alpha^(q)` by
 /// Eq. 5), the training features and, when fitted from raw data, the maps.
+///
+/// Its methods compute on the device it was fitted on ([`OnDevice`](crate::estimator::OnDevice): a loaded model is on the CPU).
 #[derive(Debug, Clone)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Eksvd {
@@ -155,6 +171,9 @@ pub struct Eksvd {
     #[cfg_attr(feature = "serde", serde(with = "crate::io::matrix"))]
     alphas: Vec<DMatrix<f64>>,
     solver: Solver,
+    /// Not saved: a loaded model is on the CPU.
+    #[cfg_attr(feature = "serde", serde(skip, default = "crate::Device::cpu"))]
+    device: Device,
 }
 
 #[cfg(feature = "serde")]
@@ -297,15 +316,16 @@ impl Eksvd {
     }
 
     /// Features `phi_q(x)` of new rows of source `q`.
-    pub fn features_of(&self, device: &Device, q: usize, x: &DMatrix<f64>) -> Result<DMatrix<f64>> {
+    pub fn features_of(&self, q: usize, x: &DMatrix<f64>) -> Result<DMatrix<f64>> {
         self.check_source(q)?;
         let maps = self.maps.as_ref().ok_or(Error::NotAvailable("feature maps (the model was fitted from precomputed features)"))?;
-        maps[q].transform(device, x)
+        maps[q].transform(x)
     }
 
     /// Projection scores of new features of source `q`, primal form of
     /// Eq. 7: `e = Phi_new w_q` (`n_new x k`).
-    pub fn transform_features(&self, device: &Device, q: usize, phi: &DMatrix<f64>) -> Result<DMatrix<f64>> {
+    pub fn transform_features(&self, q: usize, phi: &DMatrix<f64>) -> Result<DMatrix<f64>> {
+        let device = &self.device;
         self.check_source(q)?;
         check_source_matrix("features", q, phi)?;
         check_shape(format!("feature dimension of new features of source {q}"), self.weights[q].nrows(), phi.ncols())?;
@@ -315,10 +335,11 @@ impl Eksvd {
     /// Primal scores `Phi(X) w_q` of resident raw rows X of source `q`, left
     /// on the device in X's precision: the feature map and the projection run
     /// there, only the map's parameters and `w_q` go up.
-    pub fn transform_resident(&self, device: &Device, q: usize, x: &DeviceMatrix) -> Result<DeviceMatrix> {
+    pub fn transform_resident(&self, q: usize, x: &DeviceMatrix) -> Result<DeviceMatrix> {
+        let device = &self.device;
         self.check_source(q)?;
         let maps = self.maps.as_ref().ok_or(Error::NotAvailable("feature maps (the model was fitted from precomputed features)"))?;
-        let phi = maps[q].transform_resident(device, x)?;
+        let phi = maps[q].transform_resident(x)?;
         check_shape(format!("feature dimension of new features of source {q}"), self.weights[q].nrows(), phi.ncols())?;
         let w = device.upload(&self.weights[q], x.precision())?;
         device.resident_matmul(&phi, &w, MatrixProduct::AB)
@@ -327,7 +348,8 @@ impl Eksvd {
     /// Projection scores of new features of source `q`, dual form of Eq. 7:
     /// `e = (1/(Q-1)) sum_{p != q} K(x, X_p) alpha^(p)` with the rectangular
     /// cross-source blocks `K(x, X_p) = Phi_new Phi_p^T` (`n_new x N_p`).
-    pub fn transform_features_dual(&self, device: &Device, q: usize, phi: &DMatrix<f64>) -> Result<DMatrix<f64>> {
+    pub fn transform_features_dual(&self, q: usize, phi: &DMatrix<f64>) -> Result<DMatrix<f64>> {
+        let device = &self.device;
         self.check_source(q)?;
         check_source_matrix("features", q, phi)?;
         check_shape(format!("feature dimension of new features of source {q}"), self.weights[q].nrows(), phi.ncols())?;
@@ -341,11 +363,12 @@ impl Eksvd {
     /// Projection scores (primal form) of new raw rows `x` of source `q`
     /// (on a GPU: [`Eksvd::transform_resident`] in `f64` where the
     /// adapter has it, X up once, the scores back).
-    pub fn transform_source(&self, device: &Device, q: usize, x: &DMatrix<f64>) -> Result<DMatrix<f64>> {
+    pub fn transform_source(&self, q: usize, x: &DMatrix<f64>) -> Result<DMatrix<f64>> {
+        let device = &self.device;
         if device.is_gpu() && self.maps.is_some() {
             crate::linalg::check_matrix("x", x)?;
             let xd = device.upload(x, device.best_precision())?;
-            return device.to_host(&self.transform_resident(device, q, &xd)?);
+            return device.to_host(&self.transform_resident(q, &xd)?);
         }
         if matches!(device, Device::Cpu) {
             if let Some(maps) = &self.maps {
@@ -356,19 +379,19 @@ impl Eksvd {
                 return maps[q].transform_projected_cpu(x, &self.weights[q]);
             }
         }
-        let phi = self.features_of(device, q, x)?;
-        self.transform_features(device, q, &phi)
+        let phi = self.features_of(q, x)?;
+        self.transform_features(q, &phi)
     }
 
     /// Projection scores (dual form) of new raw rows `x` of source `q`.
-    pub fn transform_dual(&self, device: &Device, q: usize, x: &DMatrix<f64>) -> Result<DMatrix<f64>> {
-        let phi = self.features_of(device, q, x)?;
-        self.transform_features_dual(device, q, &phi)
+    pub fn transform_dual(&self, q: usize, x: &DMatrix<f64>) -> Result<DMatrix<f64>> {
+        let phi = self.features_of(q, x)?;
+        self.transform_features_dual(q, &phi)
     }
 
     /// Scores of a paired set, concatenated per sample:
     /// `[e^(1) ... e^(Q)]` (`n x Q k`), e.g. as input to a classifier.
-    pub fn transform_paired(&self, device: &Device, data: &MultiSource) -> Result<DMatrix<f64>> {
+    pub fn transform_paired(&self, data: &MultiSource) -> Result<DMatrix<f64>> {
         if !data.is_paired() {
             return Err(Error::NotAvailable("per-sample concatenation needs paired sources"));
         }
@@ -376,7 +399,7 @@ impl Eksvd {
         let k = self.n_components();
         let mut out = DMatrix::zeros(data.source(0).nrows(), self.n_sources() * k);
         for q in 0..self.n_sources() {
-            let e = self.transform_source(device, q, data.source(q))?;
+            let e = self.transform_source(q, data.source(q))?;
             out.columns_mut(q * k, k).copy_from(&e);
         }
         Ok(out)
@@ -449,6 +472,14 @@ impl KsvdParams {
         self
     }
 
+    /// Checks the parameters (the data are checked by `fit`); `fit` calls it
+    /// after counting the sources.
+    ///
+    /// Errors: those of [`EksvdParams::validate`].
+    pub fn validate(&self) -> Result<()> {
+        self.inner.validate()
+    }
+
     /// Fits on two sources `X = data.source(0)` (`N x d_x`) and
     /// `Z = data.source(1)` (`M x d_z`); `N != M` is fine.
     ///
@@ -468,6 +499,8 @@ impl KsvdParams {
 }
 
 /// A fitted KSVD model (a two-source [`Eksvd`]).
+///
+/// Its methods compute on the device it was fitted on ([`OnDevice`](crate::estimator::OnDevice): a loaded model is on the CPU).
 #[derive(Debug, Clone)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Ksvd {
@@ -481,13 +514,13 @@ impl Ksvd {
     }
 
     /// Scores `e = phi(x)^T w` of new rows of `X`.
-    pub fn transform_x(&self, device: &Device, x: &DMatrix<f64>) -> Result<DMatrix<f64>> {
-        self.model.transform_source(device, 0, x)
+    pub fn transform_x(&self, x: &DMatrix<f64>) -> Result<DMatrix<f64>> {
+        self.model.transform_source(0, x)
     }
 
     /// Scores `r = psi(z)^T v` of new rows of `Z`.
-    pub fn transform_z(&self, device: &Device, z: &DMatrix<f64>) -> Result<DMatrix<f64>> {
-        self.model.transform_source(device, 1, z)
+    pub fn transform_z(&self, z: &DMatrix<f64>) -> Result<DMatrix<f64>> {
+        self.model.transform_source(1, z)
     }
 
     /// The underlying two-source eKSVD model.
@@ -503,4 +536,31 @@ impl Ksvd {
 pub fn ksvd_from_kernel(device: &Device, k_xz: &DMatrix<f64>, n_components: usize, solver: &Eigensolver, seed: u64) -> Result<DualSolution> {
     let coupling = CouplingMatrix::from_blocks(2, vec![(0, 1, k_xz.clone())])?;
     solve_dual(device, &coupling, n_components, solver, seed)
+}
+
+/// Moving an eKSVD model moves its fitted feature maps with it.
+impl crate::estimator::OnDevice for Eksvd {
+    fn device(&self) -> &Device {
+        &self.device
+    }
+    fn to_device(&self, device: &Device) -> Self {
+        let mut moved = self.clone();
+        moved.device = device.clone();
+        if let Some(maps) = &mut moved.maps {
+            for map in maps.iter_mut() {
+                *map = crate::estimator::OnDevice::to_device(map, device);
+            }
+        }
+        moved
+    }
+}
+
+/// A KSVD model is on the device of its two-source [`Eksvd`].
+impl crate::estimator::OnDevice for Ksvd {
+    fn device(&self) -> &Device {
+        crate::estimator::OnDevice::device(&self.model)
+    }
+    fn to_device(&self, device: &Device) -> Self {
+        Ksvd { model: crate::estimator::OnDevice::to_device(&self.model, device) }
+    }
 }

@@ -22,8 +22,8 @@ macro_rules! supervised_estimator {
 
         impl Predict<DMatrix<f64>> for $fitted {
             type Output = DVector<f64>;
-            fn predict(&self, device: &Device, x: &DMatrix<f64>) -> Result<DVector<f64>> {
-                <$fitted>::predict(self, device, x)
+            fn predict(&self, x: &DMatrix<f64>) -> Result<DVector<f64>> {
+                <$fitted>::predict(self, x)
             }
         }
     };

@@ -58,6 +58,17 @@ impl FullKernelRidgeParams {
         self
     }
 
+    /// Checks the parameters (the data are checked by `fit`); `fit` calls it
+    /// first.
+    ///
+    /// Errors, [`Error::InvalidParameter`] unless noted: no kernel, an
+    /// invalid kernel (the error of [`Kernel::validate`]), a `lambda` not
+    /// finite and `>= 0`.
+    pub fn validate(&self) -> Result<(), Error> {
+        super::check_kernels(&self.kernels)?;
+        check_lambda(self.lambda)
+    }
+
     /// Fits on `data`: every kernel on the shared input `data.x`, target
     /// `data.y` ([`FullKernelRidgeParams::fit_inputs`] for one input per kernel).
     pub fn fit(&self, device: &Device, data: &crate::estimator::Supervised) -> Result<FullKernelRidge, Error> {
@@ -75,9 +86,9 @@ impl FullKernelRidgeParams {
     /// definite (e.g. `lambda = 0` on a rank-deficient kernel sum) or, with
     /// negative alignf weights, singular.
     pub fn fit_inputs(&self, device: &Device, inputs: &[&DMatrix<f64>], y: &DVector<f64>) -> Result<FullKernelRidge, Error> {
+        self.validate()?;
         let kernels: &[Kernel] = &self.kernels;
         let xs = inputs_per_kernel(kernels, inputs, None)?;
-        check_lambda(self.lambda)?;
         let n = xs[0].nrows();
         let (yc, target_mean) = centred_target(y, n)?;
         // One n x n matrix per kernel, their centred copies (alignment) and the system.
@@ -113,7 +124,7 @@ impl FullKernelRidgeParams {
         }
         crate::linalg::clear_upper_simd_state(true);
         let dual = alpha.column(0).into_owned();
-        Ok(FullKernelRidge { kernels: kernels.to_vec(), training_inputs: xs.iter().map(|x| (*x).clone()).collect(), weights, dual, target_mean })
+        Ok(FullKernelRidge { device: device.clone(), kernels: kernels.to_vec(), training_inputs: xs.iter().map(|x| (*x).clone()).collect(), weights, dual, target_mean })
     }
 }
 
@@ -220,6 +231,8 @@ pub(crate) fn nonnegative_quadratic(m: &DMatrix<f64>, a: &DVector<f64>) -> Resul
 }
 
 /// A fitted kernel ridge regression on a kernel combination.
+///
+/// Its methods compute on the device it was fitted on ([`OnDevice`](crate::estimator::OnDevice): a loaded model is on the CPU).
 #[derive(Debug, Clone)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct FullKernelRidge {
@@ -231,6 +244,9 @@ pub struct FullKernelRidge {
     #[cfg_attr(feature = "serde", serde(with = "crate::io::matrix"))]
     dual: DVector<f64>,
     target_mean: f64,
+    /// Not saved: a loaded model is on the CPU.
+    #[cfg_attr(feature = "serde", serde(skip, default = "crate::Device::cpu"))]
+    device: Device,
 }
 
 impl FullKernelRidge {
@@ -246,13 +262,14 @@ impl FullKernelRidge {
 
     /// Predictions for new rows `x` of the shared input (every kernel on
     /// `x`; [`FullKernelRidge::predict_inputs`] for one input per kernel).
-    pub fn predict(&self, device: &Device, x: &DMatrix<f64>) -> Result<DVector<f64>, Error> {
-        self.predict_inputs(device, &[x])
+    pub fn predict(&self, x: &DMatrix<f64>) -> Result<DVector<f64>, Error> {
+        self.predict_inputs(&[x])
     }
 
     /// Predictions `mean(y) + sum_q mu_q K_q(X*, X) alpha`, each product
-    /// `K_q(X*, X) alpha` computed on `device` without storing `K_q(X*, X)`.
-    pub fn predict_inputs(&self, device: &Device, inputs: &[&DMatrix<f64>]) -> Result<DVector<f64>, Error> {
+    /// `K_q(X*, X) alpha` computed on the model's device without storing `K_q(X*, X)`.
+    pub fn predict_inputs(&self, inputs: &[&DMatrix<f64>]) -> Result<DVector<f64>, Error> {
+        let device = &self.device;
         let xs = inputs_per_kernel(&self.kernels, inputs, None)?;
         let alpha = DMatrix::from_column_slice(self.dual.len(), 1, self.dual.as_slice());
         let mut out = DVector::from_element(xs[0].nrows(), self.target_mean);
@@ -287,6 +304,8 @@ impl crate::io::SavedModel for FullKernelRidge {
         ensure_bounded("target mean", [self.target_mean].iter())
     }
 }
+
+crate::estimator::on_device!(FullKernelRidge);
 
 #[cfg(test)]
 mod tests {

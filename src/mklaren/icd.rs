@@ -266,6 +266,21 @@ impl IcdParams {
         self
     }
 
+    /// Checks the parameters (the rank against the number of samples is
+    /// checked by `fit`); `fit` calls it first.
+    ///
+    /// Errors ([`Error::InvalidParameter`]): `rank == 0`, a `tolerance` not
+    /// finite and `>= 0`.
+    pub fn validate(&self) -> Result<(), Error> {
+        if self.rank == 0 {
+            return Err(Error::InvalidParameter { name: "rank", reason: "must be >= 1".into() });
+        }
+        if !(self.tolerance.is_finite() && self.tolerance >= 0.0) {
+            return Err(Error::InvalidParameter { name: "tolerance", reason: format!("must be finite and >= 0, got {}", self.tolerance) });
+        }
+        Ok(())
+    }
+
     /// Decomposes the kernel matrix of `kernel` on the rows of `x` (n x d)
     /// without forming it: each step computes one kernel column on `device`,
     /// pivot `i = argmax d_i` (Eq. 1-3), cost O(n rank (rank + d)).
@@ -273,12 +288,7 @@ impl IcdParams {
     /// Errors: rank 0 or above n, negative or non-finite tolerance, empty or
     /// non-finite `x`, invalid kernel.
     pub fn fit(&self, device: &Device, kernel: &Kernel, x: &DMatrix<f64>) -> Result<IcdFactor, Error> {
-        if self.rank == 0 {
-            return Err(Error::InvalidParameter { name: "rank", reason: "must be >= 1".into() });
-        }
-        if !(self.tolerance.is_finite() && self.tolerance >= 0.0) {
-            return Err(Error::InvalidParameter { name: "tolerance", reason: format!("must be finite and >= 0, got {}", self.tolerance) });
-        }
+        self.validate()?;
         let cols = KernelColumns::new(device, *kernel, x)?;
         if self.rank > cols.n() {
             return Err(Error::RankTooLarge { rank: self.rank, n: cols.n() });
@@ -291,20 +301,29 @@ impl IcdParams {
             }
             state.step(&cols, i)?;
         }
-        Ok(IcdFactor { factor: state.factor(), transform: state.transform(*kernel, x), pivots: state.pivots, residual_diagonal: DVector::from_vec(state.diag) })
+        Ok(IcdFactor { device: device.clone(), factor: state.factor(), transform: state.transform(*kernel, x), pivots: state.pivots, residual_diagonal: DVector::from_vec(state.diag) })
     }
 }
 
 /// A fitted incomplete Cholesky decomposition `K ~ G G^T`.
+///
+/// Its methods compute on the device it was fitted on ([`OnDevice`](crate::estimator::OnDevice)).
 #[derive(Debug, Clone)]
 pub struct IcdFactor {
     factor: DMatrix<f64>,
     pivots: Vec<usize>,
     residual_diagonal: DVector<f64>,
     transform: FactorTransform,
+    device: Device,
 }
 
 impl IcdFactor {
+    /// Factors of new samples `G* = K(X*, A) T` (t x rank), computed on the
+    /// device the factor was fitted on ([`FactorTransform::apply`]).
+    pub fn apply(&self, x: &DMatrix<f64>) -> Result<DMatrix<f64>, Error> {
+        self.transform.apply(&self.device, x)
+    }
+
     /// `G` (n x rank).
     pub fn factor(&self) -> &DMatrix<f64> {
         &self.factor
@@ -364,7 +383,7 @@ pub fn nystrom(device: &Device, kernel: &Kernel, x: &DMatrix<f64>, pivots: &[usi
     }
     let transform = DMatrix::from_fn(m, keep.len(), |a, t| eig.eigenvectors[(a, keep[t])] / eig.eigenvalues[keep[t]].sqrt());
     let factor = linalg::matmul(&c, &transform);
-    Ok(NystromFactor { factor, pivots: pivots.to_vec(), transform: FactorTransform { kernel: *kernel, pivot_rows, transform } })
+    Ok(NystromFactor { device: device.clone(), factor, pivots: pivots.to_vec(), transform: FactorTransform { kernel: *kernel, pivot_rows, transform } })
 }
 
 /// Nystrom pivots drawn uniformly at random without replacement (seeded).
@@ -373,14 +392,23 @@ pub(crate) fn random_pivots(n: usize, rank: usize, seed: u64) -> Vec<usize> {
 }
 
 /// A fitted Nystrom approximation `K ~ G G^T`.
+///
+/// Its methods compute on the device it was fitted on ([`OnDevice`](crate::estimator::OnDevice)).
 #[derive(Debug, Clone)]
 pub struct NystromFactor {
     factor: DMatrix<f64>,
     pivots: Vec<usize>,
     transform: FactorTransform,
+    device: Device,
 }
 
 impl NystromFactor {
+    /// Factors of new samples `G* = K(X*, A) T` (t x rank), computed on the
+    /// device the factor was fitted on ([`FactorTransform::apply`]).
+    pub fn apply(&self, x: &DMatrix<f64>) -> Result<DMatrix<f64>, Error> {
+        self.transform.apply(&self.device, x)
+    }
+
     /// `G` (n x r, r = numerical rank of `K(A, A)`).
     pub fn factor(&self) -> &DMatrix<f64> {
         &self.factor
@@ -396,3 +424,5 @@ impl NystromFactor {
         &self.transform
     }
 }
+
+crate::estimator::on_device!(IcdFactor, NystromFactor);

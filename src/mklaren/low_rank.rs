@@ -64,6 +64,30 @@ impl LowRankRidgeParams {
         self
     }
 
+    /// Checks the parameters (the data, and the rank against the number of
+    /// samples, are checked by `fit`); `fit` calls it first.
+    ///
+    /// Errors, [`Error::InvalidParameter`] unless noted: no kernel, an
+    /// invalid kernel (the error of [`Kernel::validate`]), a `lambda` not
+    /// finite and `>= 0`, `rank_per_kernel == 0`, and for CSI a look-ahead
+    /// of 0 or a `kappa` outside `[0, 1]`.
+    pub fn validate(&self) -> Result<(), Error> {
+        super::check_kernels(&self.kernels)?;
+        check_lambda(self.lambda)?;
+        if self.rank_per_kernel == 0 {
+            return Err(Error::InvalidParameter { name: "rank_per_kernel", reason: "must be >= 1".into() });
+        }
+        if let LowRankMethod::Csi { lookahead, kappa } = self.method {
+            if lookahead == 0 {
+                return Err(Error::InvalidParameter { name: "lookahead", reason: "must be >= 1".into() });
+            }
+            if !(0.0..=1.0).contains(&kappa) {
+                return Err(Error::InvalidParameter { name: "kappa", reason: format!("must be in [0, 1], got {kappa}") });
+            }
+        }
+        Ok(())
+    }
+
     /// Fits on `data`: every kernel on the shared input `data.x`, target
     /// `data.y` ([`LowRankRidgeParams::fit_inputs`] for one input per kernel).
     pub fn fit(&self, device: &Device, data: &crate::estimator::Supervised) -> Result<LowRankRidge, Error> {
@@ -79,23 +103,12 @@ impl LowRankRidgeParams {
     /// delta 0, lambda < 0), inputs that disagree on n, NaN/Inf, constant
     /// target, [`Error::Singular`] for `lambda = 0` on collinear factors.
     pub fn fit_inputs(&self, device: &Device, inputs: &[&DMatrix<f64>], y: &DVector<f64>) -> Result<LowRankRidge, Error> {
+        self.validate()?;
         let kernels: &[Kernel] = &self.kernels;
         let xs = inputs_per_kernel(kernels, inputs, None)?;
         let n = xs[0].nrows();
-        check_lambda(self.lambda)?;
-        if self.rank_per_kernel == 0 {
-            return Err(Error::InvalidParameter { name: "rank_per_kernel", reason: "must be >= 1".into() });
-        }
         if self.rank_per_kernel > n {
             return Err(Error::RankTooLarge { rank: self.rank_per_kernel, n });
-        }
-        if let LowRankMethod::Csi { lookahead, kappa } = self.method {
-            if lookahead == 0 {
-                return Err(Error::InvalidParameter { name: "lookahead", reason: "must be >= 1".into() });
-            }
-            if !(0.0..=1.0).contains(&kappa) {
-                return Err(Error::InvalidParameter { name: "kappa", reason: format!("must be in [0, 1], got {kappa}") });
-            }
         }
         let (yc, target_mean) = centred_target(y, n)?;
         let mut transforms = Vec::with_capacity(kernels.len());
@@ -154,11 +167,13 @@ impl LowRankRidgeParams {
             return Err(Error::Singular("F^T F + lambda I"));
         }
         let training_fit = &stacked * &coefficients;
-        Ok(LowRankRidge { kernels: kernels.to_vec(), transforms, means, scales, coefficients, target_mean, training_fit: training_fit.add_scalar(target_mean) })
+        Ok(LowRankRidge { device: device.clone(), kernels: kernels.to_vec(), transforms, means, scales, coefficients, target_mean, training_fit: training_fit.add_scalar(target_mean) })
     }
 }
 
 /// A fitted stacked low-rank ridge regression.
+///
+/// Its methods compute on the device it was fitted on ([`OnDevice`](crate::estimator::OnDevice): a loaded model is on the CPU).
 #[derive(Debug, Clone)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct LowRankRidge {
@@ -173,6 +188,9 @@ pub struct LowRankRidge {
     target_mean: f64,
     #[cfg_attr(feature = "serde", serde(with = "crate::io::matrix"))]
     training_fit: DVector<f64>,
+    /// Not saved: a loaded model is on the CPU.
+    #[cfg_attr(feature = "serde", serde(skip, default = "crate::Device::cpu"))]
+    device: Device,
 }
 
 impl LowRankRidge {
@@ -193,13 +211,14 @@ impl LowRankRidge {
 
     /// Predictions for new rows `x` of the shared input (every kernel on
     /// `x`; [`LowRankRidge::predict_inputs`] for one input per kernel).
-    pub fn predict(&self, device: &Device, x: &DMatrix<f64>) -> Result<DVector<f64>, Error> {
-        self.predict_inputs(device, &[x])
+    pub fn predict(&self, x: &DMatrix<f64>) -> Result<DVector<f64>, Error> {
+        self.predict_inputs(&[x])
     }
 
     /// Predictions for new samples (same input layout as in `fit`); kernel
-    /// values against the pivots are computed on `device`.
-    pub fn predict_inputs(&self, device: &Device, inputs: &[&DMatrix<f64>]) -> Result<DVector<f64>, Error> {
+    /// values against the pivots are computed on the model's device.
+    pub fn predict_inputs(&self, inputs: &[&DMatrix<f64>]) -> Result<DVector<f64>, Error> {
+        let device = &self.device;
         let xs = inputs_per_kernel(&self.kernels, inputs, None)?;
         let mut out = DVector::from_element(xs[0].nrows(), self.target_mean);
         let mut c0 = 0;
@@ -246,3 +265,5 @@ impl crate::io::SavedModel for LowRankRidge {
         ensure_bounded("target mean", [self.target_mean].iter())
     }
 }
+
+crate::estimator::on_device!(LowRankRidge);

@@ -69,12 +69,7 @@ pub(crate) fn inputs_per_kernel<'a>(
     inputs: &[&'a DMatrix<f64>],
     n: Option<usize>,
 ) -> Result<Vec<&'a DMatrix<f64>>, Error> {
-    if kernels.is_empty() {
-        return Err(Error::InvalidParameter { name: "kernels", reason: "at least one kernel is needed".into() });
-    }
-    for k in kernels {
-        k.validate()?;
-    }
+    check_kernels(kernels)?;
     if inputs.len() != 1 && inputs.len() != kernels.len() {
         return Err(Error::InputCount { kernels: kernels.len(), inputs: inputs.len() });
     }
@@ -110,6 +105,17 @@ pub(crate) fn centred_target(y: &DVector<f64>, n: usize) -> Result<(DVector<f64>
 }
 
 /// Checks a ridge parameter: finite and `>= 0`.
+/// At least one kernel, each valid ([`Kernel::validate`]).
+pub(crate) fn check_kernels(kernels: &[Kernel]) -> Result<(), Error> {
+    if kernels.is_empty() {
+        return Err(Error::InvalidParameter { name: "kernels", reason: "at least one kernel is needed".into() });
+    }
+    for k in kernels {
+        k.validate()?;
+    }
+    Ok(())
+}
+
 pub(crate) fn check_lambda(lambda: f64) -> Result<(), Error> {
     if !(lambda.is_finite() && lambda >= 0.0) {
         return Err(Error::InvalidParameter { name: "lambda", reason: format!("must be finite and >= 0, got {lambda}") });

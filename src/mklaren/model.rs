@@ -60,12 +60,16 @@ impl MklarenParams {
         self
     }
 
-    fn validate(&self, n: usize) -> Result<(), Error> {
+    /// Checks the parameters (the data, and the rank against the number of
+    /// samples, are checked by `fit`); `fit` calls it first.
+    ///
+    /// Errors, [`Error::InvalidParameter`] unless noted: no kernel, an
+    /// invalid kernel (the error of [`Kernel::validate`]), `rank == 0`,
+    /// `lookahead == 0`, a `lambda` not finite and `>= 0`.
+    pub fn validate(&self) -> Result<(), Error> {
+        super::check_kernels(&self.kernels)?;
         if self.rank == 0 {
             return Err(Error::InvalidParameter { name: "rank", reason: "must be >= 1".into() });
-        }
-        if self.rank > n {
-            return Err(Error::RankTooLarge { rank: self.rank, n });
         }
         if self.lookahead == 0 {
             return Err(Error::InvalidParameter { name: "lookahead", reason: "must be >= 1".into() });
@@ -129,10 +133,13 @@ impl MklarenParams {
     }
 
     fn fit_on_pool(&self, device: &Device, inputs: &[&DMatrix<f64>], y: &DVector<f64>) -> Result<Mklaren, Error> {
+        self.validate()?;
         let kernels: &[Kernel] = &self.kernels;
         let xs = inputs_per_kernel(kernels, inputs, None)?;
         let n = xs[0].nrows();
-        self.validate(n)?;
+        if self.rank > n {
+            return Err(Error::RankTooLarge { rank: self.rank, n });
+        }
         let (yc, target_mean) = centred_target(y, n)?;
         let rank = self.rank;
         let scale = 1.0 / (1.0 + self.lambda).sqrt();
@@ -272,7 +279,7 @@ impl MklarenParams {
         );
         let transforms = states.iter().map(|st| st.chol.transform(st.cols.kernel(), st.cols.data())).collect();
         let training_fit = fit.rows(0, n).map(|v| v + target_mean);
-        Ok(Mklaren {
+        Ok(Mklaren { device: device.clone(),
             kernels: kernels.to_vec(),
             transforms,
             selected,
@@ -504,6 +511,8 @@ pub struct SelectedColumn {
 }
 
 /// A fitted mklaren model.
+///
+/// Its methods compute on the device it was fitted on ([`OnDevice`](crate::estimator::OnDevice): a loaded model is on the CPU).
 #[derive(Debug, Clone)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Mklaren {
@@ -520,6 +529,9 @@ pub struct Mklaren {
     scale: f64,
     #[cfg_attr(feature = "serde", serde(with = "crate::io::matrix"))]
     training_fit: DVector<f64>,
+    /// Not saved: a loaded model is on the CPU.
+    #[cfg_attr(feature = "serde", serde(skip, default = "crate::Device::cpu"))]
+    device: Device,
 }
 
 impl Mklaren {
@@ -567,24 +579,25 @@ impl Mklaren {
 
     /// Predictions for new rows `x` of the shared input (every kernel on
     /// `x`; [`Mklaren::predict_inputs`] for one input per kernel).
-    pub fn predict(&self, device: &Device, x: &DMatrix<f64>) -> Result<DVector<f64>, Error> {
-        self.predict_inputs(device, &[x])
+    pub fn predict(&self, x: &DMatrix<f64>) -> Result<DVector<f64>, Error> {
+        self.predict_inputs(&[x])
     }
 
     /// Predictions for new samples (same input layout as in `fit`): `G*_q =
     /// K_q(*, A_q) T_q` (Eq. 21), `H*` centred, normalised and signed as in
-    /// training, `mean(y) + H* beta`. Kernel values are computed on `device`.
-    pub fn predict_inputs(&self, device: &Device, inputs: &[&DMatrix<f64>]) -> Result<DVector<f64>, Error> {
-        self.predict_with(device, inputs, &self.coefficients)
+    /// training, `mean(y) + H* beta`. Kernel values are computed on the model's device.
+    pub fn predict_inputs(&self, inputs: &[&DMatrix<f64>]) -> Result<DVector<f64>, Error> {
+        self.predict_with(inputs, &self.coefficients)
     }
 
     /// Predictions with the coefficients after step `step` (0-based) of the path.
-    pub fn predict_at_step(&self, device: &Device, inputs: &[&DMatrix<f64>], step: usize) -> Result<DVector<f64>, Error> {
+    pub fn predict_at_step(&self, inputs: &[&DMatrix<f64>], step: usize) -> Result<DVector<f64>, Error> {
         let beta = self.path.get(step).ok_or(crate::Error::IndexOutOfRange { what: "solution path", index: step, len: self.path.len() })?;
-        self.predict_with(device, inputs, beta)
+        self.predict_with(inputs, beta)
     }
 
-    fn predict_with(&self, device: &Device, inputs: &[&DMatrix<f64>], beta: &DVector<f64>) -> Result<DVector<f64>, Error> {
+    fn predict_with(&self, inputs: &[&DMatrix<f64>], beta: &DVector<f64>) -> Result<DVector<f64>, Error> {
+        let device = &self.device;
         let xs = inputs_per_kernel(&self.kernels, inputs, None)?;
         let t = xs[0].nrows();
         let mut out = DVector::from_element(t, self.target_mean);
@@ -644,6 +657,8 @@ impl crate::io::SavedModel for Mklaren {
         ensure_bounded("target mean", [self.target_mean].iter())
     }
 }
+
+crate::estimator::on_device!(Mklaren);
 
 #[cfg(test)]
 mod tests {

@@ -111,8 +111,15 @@ impl BaselineParams {
         self
     }
 
-    /// Fits on the rows of `x` (every sample a centre).
-    pub fn fit(&self, device: &Device, x: &DMatrix<f64>) -> Result<BaselineDensity, Error> {
+    /// Checks the parameters (the data are checked by `fit`); `fit` calls it
+    /// first.
+    ///
+    /// Errors, all [`Error::InvalidParameter`]: a kernel other than the
+    /// Gaussian (`kernel`), a `sigma` not finite and `> 0`, regularisation
+    /// weights other than a `quadratic > 0` alone (see [`Regularisation`]),
+    /// invalid solver options ([`SolverOptions::validate`]), or a Monte Carlo
+    /// sample size outside `1..=`[`MAX_MONTE_CARLO`].
+    pub fn validate(&self) -> Result<(), Error> {
         check_gaussian(self.rejected_kernel)?;
         check_positive("sigma", self.sigma)?;
         self.regularisation.check(Terms::BASELINE_DENSITY)?;
@@ -120,6 +127,12 @@ impl BaselineParams {
         if !(1..=MAX_MONTE_CARLO).contains(&self.monte_carlo) {
             return Err(Error::InvalidParameter { name: "monte_carlo", reason: format!("must be in 1..={MAX_MONTE_CARLO}, got {}", self.monte_carlo) });
         }
+        Ok(())
+    }
+
+    /// Fits on the rows of `x` (every sample a centre).
+    pub fn fit(&self, device: &Device, x: &DMatrix<f64>) -> Result<BaselineDensity, Error> {
+        self.validate()?;
         check_matrix("x", x)?;
         self.base.check_dimension(x.ncols())?;
         if self.kind == BaselineKind::Glm {
@@ -137,7 +150,7 @@ impl BaselineParams {
             BaselineKind::Glm => self.fit_glm(device, &kernel, x)?,
         };
         linalg::finite_vector("baseline density coefficients", alpha.clone())?;
-        Ok(BaselineDensity { kind: self.kind, centres: x.clone(), sigma: self.sigma, kernel, alpha, log_normaliser, base: self.base.clone(), seed: self.seed.wrapping_add(1), monte_carlo: self.monte_carlo })
+        Ok(BaselineDensity { device: device.clone(), kind: self.kind, centres: x.clone(), sigma: self.sigma, kernel, alpha, log_normaliser, base: self.base.clone(), seed: self.seed.wrapping_add(1), monte_carlo: self.monte_carlo })
     }
 
     fn fit_pnm(&self, device: &Device, x: &DMatrix<f64>, u: &DVector<f64>) -> Result<DVector<f64>, Error> {
@@ -473,6 +486,8 @@ pub fn try_project_weighted_simplex(y: &DVector<f64>, u: &DVector<f64>) -> Resul
 }
 
 /// A fitted baseline density.
+///
+/// Its methods compute on the device it was fitted on ([`OnDevice`](crate::estimator::OnDevice): a loaded model is on the CPU).
 #[derive(Debug, Clone)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct BaselineDensity {
@@ -487,6 +502,9 @@ pub struct BaselineDensity {
     base: BaseMeasure,
     seed: u64,
     monte_carlo: usize,
+    /// Not saved: a loaded model is on the CPU.
+    #[cfg_attr(feature = "serde", serde(skip, default = "crate::Device::cpu"))]
+    device: Device,
 }
 
 impl BaselineDensity {
@@ -501,7 +519,8 @@ impl BaselineDensity {
     }
 
     /// The estimated density at the rows of `x` (PNM may be negative).
-    pub fn density(&self, device: &Device, x: &DMatrix<f64>) -> Result<DVector<f64>, Error> {
+    pub fn density(&self, x: &DMatrix<f64>) -> Result<DVector<f64>, Error> {
+        let device = &self.device;
         check_matrix("x", x)?;
         linalg::check_dim("columns of x vs model dimension", self.centres.ncols(), x.ncols())?;
         let g = device.kernel_matrix(&self.kernel, x, &self.centres)? * &self.alpha;
@@ -545,8 +564,8 @@ impl BaselineDensity {
     }
 
     /// Mean log-likelihood; `NaN`/`-inf` where the density is not positive.
-    pub fn mean_log_likelihood(&self, device: &Device, x: &DMatrix<f64>) -> Result<f64, Error> {
-        let p = self.density(device, x)?;
+    pub fn mean_log_likelihood(&self, x: &DMatrix<f64>) -> Result<f64, Error> {
+        let p = self.density(x)?;
         Ok(p.iter().map(|v| if *v > 0.0 { v.ln() } else { f64::NEG_INFINITY }).sum::<f64>() / x.nrows() as f64)
     }
 }
@@ -582,3 +601,5 @@ impl crate::io::SavedModel for BaselineDensity {
         ensure(bound <= MAX_STORED_MAGNITUDE, || format!("the density reaches {bound:e} (sum_j |alpha_j| max nu), beyond the magnitude a model may store"))
     }
 }
+
+crate::estimator::on_device!(BaselineDensity);

@@ -111,7 +111,14 @@ impl DensityParams {
         self.sigma
     }
 
-    fn validate(&self) -> Result<(), Error> {
+    /// Checks the parameters (the data are checked by `fit`); `fit` calls it
+    /// first.
+    ///
+    /// Errors, all [`Error::InvalidParameter`]: a kernel other than the
+    /// Gaussian (`kernel`), a `sigma` not finite and `> 0`, regularisation
+    /// weights this estimator does not accept (see [`Regularisation`]), and invalid
+    /// solver options ([`SolverOptions::validate`](crate::psd::SolverOptions::validate)).
+    pub fn validate(&self) -> Result<(), Error> {
         check_gaussian(self.rejected_kernel)?;
         check_positive("sigma", self.sigma)?;
         self.regularisation.check(Terms::DENSITY)?;
@@ -165,11 +172,13 @@ impl DensityParams {
         let mut report = solution.report;
         report.seconds_setup = setup;
         report.seconds_total = start.elapsed().as_secs_f64();
-        Ok(PsdDensity { model, base: self.base.clone(), report, eigen_stats: solution.eigen_stats })
+        Ok(PsdDensity { device: device.clone(), model, base: self.base.clone(), report, eigen_stats: solution.eigen_stats })
     }
 }
 
 /// A fitted density `p(x) = f(x) nu(x)` with `int p = 1`.
+///
+/// Its methods compute on the device it was fitted on ([`OnDevice`](crate::estimator::OnDevice): a loaded model is on the CPU).
 #[derive(Debug, Clone)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct PsdDensity {
@@ -177,6 +186,9 @@ pub struct PsdDensity {
     base: BaseMeasure,
     report: SolverReport,
     eigen_stats: PositivePartStats,
+    /// Not saved: a loaded model is on the CPU.
+    #[cfg_attr(feature = "serde", serde(skip, default = "crate::Device::cpu"))]
+    device: Device,
 }
 
 /// `p` as a signed Gaussian mixture `sum_c w_c N(x; mean_c, diag(std^2))`.
@@ -187,10 +199,11 @@ struct Mixture {
 }
 
 impl PsdDensity {
-    /// A density from a model and base measure (not normalised here).
+    /// A density from a model and base measure (not normalised here), on
+    /// the CPU ([`crate::estimator::OnDevice::to_device`] moves it).
     pub fn from_model(model: PsdModel, base: BaseMeasure) -> Result<Self, Error> {
         base.check_dimension(model.dimension())?;
-        Ok(PsdDensity { model, base, report: SolverReport::default(), eigen_stats: PositivePartStats::default() })
+        Ok(PsdDensity { device: Device::cpu(), model, base, report: SolverReport::default(), eigen_stats: PositivePartStats::default() })
     }
 
     /// The non-negative model `f`.
@@ -215,14 +228,15 @@ impl PsdDensity {
     }
 
     /// `p(x) = f(x) nu(x)` at the rows of `x`.
-    pub fn density(&self, device: &Device, x: &DMatrix<f64>) -> Result<DVector<f64>, Error> {
+    pub fn density(&self, x: &DMatrix<f64>) -> Result<DVector<f64>, Error> {
+        let device = &self.device;
         let f = self.model.evaluate(device, x)?;
         Ok(f.component_mul(&self.base.density(x)))
     }
 
     /// Mean log-likelihood `(1/n) sum_i log p(x_i)` (`-inf` if some `p(x_i) = 0`).
-    pub fn mean_log_likelihood(&self, device: &Device, x: &DMatrix<f64>) -> Result<f64, Error> {
-        let p = self.density(device, x)?;
+    pub fn mean_log_likelihood(&self, x: &DMatrix<f64>) -> Result<f64, Error> {
+        let p = self.density(x)?;
         Ok(p.iter().map(|v| v.ln()).sum::<f64>() / x.nrows() as f64)
     }
 
@@ -236,10 +250,13 @@ impl PsdDensity {
         self.model.box_integral(&self.base, lower, upper)
     }
 
-    /// Marginal density of the coordinates `keep` (increasing), in closed form.
+    /// Marginal density of the coordinates `keep` (increasing), in closed
+    /// form, on this density's device.
     pub fn marginal(&self, keep: &[usize]) -> Result<PsdDensity, Error> {
         let model = self.model.marginal(&self.base, keep)?;
-        PsdDensity::from_model(model, self.base.restrict(keep))
+        let mut marginal = PsdDensity::from_model(model, self.base.restrict(keep))?;
+        marginal.device = self.device.clone();
+        Ok(marginal)
     }
 
     fn mixture(&self) -> Mixture {
@@ -410,3 +427,5 @@ impl crate::io::SavedModel for PsdDensity {
         ensure(mass.is_finite() && mass > 0.0, || format!("the density's mass int p is {mass:e} (must be finite and positive)"))
     }
 }
+
+crate::estimator::on_device!(PsdDensity);

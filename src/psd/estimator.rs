@@ -19,8 +19,8 @@ impl Fit<DMatrix<f64>> for DensityParams {
 impl Predict<DMatrix<f64>> for PsdDensity {
     type Output = DVector<f64>;
     /// [`PsdDensity::density`].
-    fn predict(&self, device: &Device, x: &DMatrix<f64>) -> Result<DVector<f64>> {
-        self.density(device, x)
+    fn predict(&self, x: &DMatrix<f64>) -> Result<DVector<f64>> {
+        self.density(x)
     }
 }
 
@@ -36,8 +36,8 @@ impl Fit<DMatrix<f64>> for BaselineParams {
 impl Predict<DMatrix<f64>> for BaselineDensity {
     type Output = DVector<f64>;
     /// [`BaselineDensity::density`].
-    fn predict(&self, device: &Device, x: &DMatrix<f64>) -> Result<DVector<f64>> {
-        self.density(device, x)
+    fn predict(&self, x: &DMatrix<f64>) -> Result<DVector<f64>> {
+        self.density(x)
     }
 }
 
@@ -66,31 +66,31 @@ regression_estimator!(BaselineQuantileParams, BaselineQuantile);
 /// the levels.
 impl Predict<DMatrix<f64>> for QuantileRegression {
     type Output = DMatrix<f64>;
-    fn predict(&self, device: &Device, x: &DMatrix<f64>) -> Result<DMatrix<f64>> {
-        QuantileRegression::predict(self, device, x)
+    fn predict(&self, x: &DMatrix<f64>) -> Result<DMatrix<f64>> {
+        QuantileRegression::predict(self, x)
     }
 }
 
 /// The quantile curves at new inputs (one column per level).
 impl Predict<DMatrix<f64>> for BaselineQuantile {
     type Output = DMatrix<f64>;
-    fn predict(&self, device: &Device, x: &DMatrix<f64>) -> Result<DMatrix<f64>> {
-        BaselineQuantile::predict(self, device, x)
+    fn predict(&self, x: &DMatrix<f64>) -> Result<DMatrix<f64>> {
+        BaselineQuantile::predict(self, x)
     }
 }
 
 /// The conditional mean and variance `(m(x), v(x))` at new inputs.
 impl Predict<DMatrix<f64>> for HeteroscedasticRegression {
     type Output = (DVector<f64>, DVector<f64>);
-    fn predict(&self, device: &Device, x: &DMatrix<f64>) -> Result<(DVector<f64>, DVector<f64>)> {
-        Ok((self.predict_mean(device, x)?, self.predict_variance(device, x)?))
+    fn predict(&self, x: &DMatrix<f64>) -> Result<(DVector<f64>, DVector<f64>)> {
+        Ok((self.predict_mean(x)?, self.predict_variance(x)?))
     }
 }
 
 /// The conditional mean and variance `(m(x), v(x))` at new inputs.
 impl Predict<DMatrix<f64>> for BaselineHeteroscedastic {
     type Output = (DVector<f64>, DVector<f64>);
-    fn predict(&self, device: &Device, x: &DMatrix<f64>) -> Result<(DVector<f64>, DVector<f64>)> {
-        Ok((self.predict_mean(device, x)?, self.predict_variance(device, x)?))
+    fn predict(&self, x: &DMatrix<f64>) -> Result<(DVector<f64>, DVector<f64>)> {
+        Ok((self.predict_mean(x)?, self.predict_variance(x)?))
     }
 }

@@ -325,7 +325,14 @@ impl HeteroscedasticParams {
         self
     }
 
-    fn validate(&self) -> Result<(), Error> {
+    /// Checks the parameters (the data are checked by `fit`); `fit` calls it
+    /// first.
+    ///
+    /// Errors, all [`Error::InvalidParameter`]: a kernel other than the
+    /// Gaussian (`kernel`), a `sigma` not finite and `> 0`, regularisation
+    /// weights this estimator does not accept (see [`Regularisation`]), and invalid
+    /// solver options ([`SolverOptions::validate`](crate::psd::SolverOptions::validate)).
+    pub fn validate(&self) -> Result<(), Error> {
         check_gaussian(self.rejected_kernel)?;
         check_positive("sigma", self.sigma)?;
         self.regularisation.check(Terms::REGRESSION)?;
@@ -375,11 +382,13 @@ impl HeteroscedasticParams {
         let mut report = solution.report;
         report.seconds_setup = setup;
         report.seconds_total = start.elapsed().as_secs_f64();
-        Ok(HeteroscedasticRegression { centres, kernel: *features.kernel(), eta_coefficients, eta_intercept, theta_factor, theta_offset, y_mean, y_sd, report })
+        Ok(HeteroscedasticRegression { device: device.clone(), centres, kernel: *features.kernel(), eta_coefficients, eta_intercept, theta_factor, theta_offset, y_mean, y_sd, report })
     }
 }
 
 /// A fitted heteroscedastic Gaussian regression: `y | x ~ N(mu(x), v(x))`.
+///
+/// Its methods compute on the device it was fitted on ([`OnDevice`](crate::estimator::OnDevice): a loaded model is on the CPU).
 #[derive(Debug, Clone)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct HeteroscedasticRegression {
@@ -398,6 +407,9 @@ pub struct HeteroscedasticRegression {
     y_mean: f64,
     y_sd: f64,
     report: SolverReport,
+    /// Not saved: a loaded model is on the CPU.
+    #[cfg_attr(feature = "serde", serde(skip, default = "crate::Device::cpu"))]
+    device: Device,
 }
 
 /// Natural parameters at some points, in the original units of `y`.
@@ -453,7 +465,8 @@ impl HeteroscedasticRegression {
 
     /// `eta(x)` and `theta(x)` at the rows of `x` (original units of `y`):
     /// `theta = theta'/sd^2`, `eta = (theta' mean/sd + eta')/sd`.
-    pub fn natural_parameters(&self, device: &Device, x: &DMatrix<f64>) -> Result<NaturalParameters, Error> {
+    pub fn natural_parameters(&self, x: &DMatrix<f64>) -> Result<NaturalParameters, Error> {
+        let device = &self.device;
         check_matrix("x", x)?;
         check_dim("columns of x vs model dimension", self.centres.ncols(), x.ncols())?;
         let kxz = device.kernel_matrix(&self.kernel, x, &self.centres)?;
@@ -467,28 +480,28 @@ impl HeteroscedasticRegression {
     ///
     /// Errors: as [`HeteroscedasticRegression::natural_parameters`], and
     /// `Compute(Overflow)` where `theta` underflows to 0 (far from the data).
-    pub fn predict_mean(&self, device: &Device, x: &DMatrix<f64>) -> Result<DVector<f64>, Error> {
-        linalg::finite_vector("predictive mean", self.natural_parameters(device, x)?.mean())
+    pub fn predict_mean(&self, x: &DMatrix<f64>) -> Result<DVector<f64>, Error> {
+        linalg::finite_vector("predictive mean", self.natural_parameters(x)?.mean())
     }
 
     /// Predictive variance `v(x) = 1/theta(x)`.
     ///
     /// Errors: as [`HeteroscedasticRegression::predict_mean`].
-    pub fn predict_variance(&self, device: &Device, x: &DMatrix<f64>) -> Result<DVector<f64>, Error> {
-        linalg::finite_vector("predictive variance", self.natural_parameters(device, x)?.variance())
+    pub fn predict_variance(&self, x: &DMatrix<f64>) -> Result<DVector<f64>, Error> {
+        linalg::finite_vector("predictive variance", self.natural_parameters(x)?.variance())
     }
 
     /// Predictive log-likelihood `log N(y_i; mu(x_i), v(x_i))` per point,
     /// `= log(theta)/2 - log(2 pi)/2 - theta y^2/2 + eta y - eta^2/(2 theta)`.
-    pub fn log_likelihood(&self, device: &Device, x: &DMatrix<f64>, y: &DVector<f64>) -> Result<DVector<f64>, Error> {
+    pub fn log_likelihood(&self, x: &DMatrix<f64>, y: &DVector<f64>) -> Result<DVector<f64>, Error> {
         check_dim("length of y vs rows of x", x.nrows(), y.len())?;
         linalg::check_finite("y", &DMatrix::from_column_slice(y.len(), 1, y.as_slice()))?;
-        Ok(self.natural_parameters(device, x)?.log_likelihood(y))
+        Ok(self.natural_parameters(x)?.log_likelihood(y))
     }
 
     /// Mean predictive log-likelihood over the points.
-    pub fn mean_log_likelihood(&self, device: &Device, x: &DMatrix<f64>, y: &DVector<f64>) -> Result<f64, Error> {
-        Ok(self.log_likelihood(device, x, y)?.mean())
+    pub fn mean_log_likelihood(&self, x: &DMatrix<f64>, y: &DVector<f64>) -> Result<f64, Error> {
+        Ok(self.log_likelihood(x, y)?.mean())
     }
 }
 
@@ -516,3 +529,5 @@ impl crate::io::SavedModel for HeteroscedasticRegression {
         ensure_scale("target scale", self.y_sd)
     }
 }
+
+crate::estimator::on_device!(HeteroscedasticRegression);

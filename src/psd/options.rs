@@ -11,7 +11,7 @@
 //! | `quadratic` (`lambda_2`, `lambda`) | squared norm of each non-negative part: `lambda_2/2 ||A||_F^2` (PSD) or `lambda/2 ||w||^2` (baselines) | all three (Eq. 6, 10-11) | all |
 //!
 //! A weight the estimator has no term for must be 0 (a non-zero value is an
-//! [`Error::InvalidParameter`](crate::Error::InvalidParameter), not silently ignored).
+//! [`Error::InvalidParameter`], not silently ignored).
 
 use crate::kernel::Kernel;
 
@@ -122,7 +122,7 @@ impl SolverOptions {
     }
 
     /// Sets the iteration budget (exceeding it is
-    /// [`Error::NotConverged`](crate::Error::NotConverged)).
+    /// [`Error::NotConverged`]).
     pub const fn max_iterations(mut self, max_iterations: usize) -> Self {
         self.max_iterations = max_iterations;
         self
@@ -159,7 +159,7 @@ macro_rules! shared_builders {
         /// The kernel as a [`crate::Kernel`], as the other methods take it: a
         /// Gaussian kernel sets the width `sigma` (`Kernel::gaussian_with_width(sigma)`
         /// is the same as `new(sigma, ..)`); any other kernel is rejected at fit
-        /// with [`Error::InvalidParameter`](crate::Error::InvalidParameter) `kernel`.
+        /// with [`Error::InvalidParameter`] `kernel`.
         pub fn kernel(mut self, kernel: crate::Kernel) -> Self {
             crate::psd::options::set_kernel(&mut self.sigma, &mut self.rejected_kernel, kernel);
             self

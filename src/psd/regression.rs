@@ -70,7 +70,14 @@ impl QuantileParams {
         self
     }
 
-    fn validate(&self) -> Result<(), Error> {
+    /// Checks the parameters (the data are checked by `fit`); `fit` calls it
+    /// first.
+    ///
+    /// Errors, all [`Error::InvalidParameter`]: a kernel other than the
+    /// Gaussian (`kernel`), a `sigma` not finite and `> 0`, regularisation
+    /// weights this estimator does not accept (see [`Regularisation`]), and invalid
+    /// solver options ([`SolverOptions::validate`](crate::psd::SolverOptions::validate)), or quantile `levels` that are empty, outside `(0, 1)` or not increasing.
+    pub fn validate(&self) -> Result<(), Error> {
         check_gaussian(self.rejected_kernel)?;
         check_positive("sigma", self.sigma)?;
         self.regularisation.check(Terms::REGRESSION)?;
@@ -127,7 +134,7 @@ impl QuantileParams {
         let mut report = solution.report;
         report.seconds_setup = setup;
         report.seconds_total = start.elapsed().as_secs_f64();
-        Ok(QuantileRegression { levels: self.levels.clone(), centres, kernel: *features.kernel(), linear, offset, parts: models, report })
+        Ok(QuantileRegression { device: device.clone(), levels: self.levels.clone(), centres, kernel: *features.kernel(), linear, offset, parts: models, report })
     }
 }
 
@@ -208,6 +215,8 @@ pub(crate) fn check_levels(levels: &[f64]) -> Result<(), Error> {
 }
 
 /// Fitted non-crossing quantile curves.
+///
+/// Its methods compute on the device it was fitted on ([`OnDevice`](crate::estimator::OnDevice): a loaded model is on the CPU).
 #[derive(Debug, Clone)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct QuantileRegression {
@@ -220,6 +229,9 @@ pub struct QuantileRegression {
     offset: f64,
     parts: Vec<(usize, PsdModel)>,
     report: SolverReport,
+    /// Not saved: a loaded model is on the CPU.
+    #[cfg_attr(feature = "serde", serde(skip, default = "crate::Device::cpu"))]
+    device: Device,
 }
 
 impl QuantileRegression {
@@ -234,7 +246,8 @@ impl QuantileRegression {
     }
 
     /// Quantile curves at the rows of `x`: column `j` is level `tau_j` (n x K).
-    pub fn predict(&self, device: &Device, x: &DMatrix<f64>) -> Result<DMatrix<f64>, Error> {
+    pub fn predict(&self, x: &DMatrix<f64>) -> Result<DMatrix<f64>, Error> {
+        let device = &self.device;
         check_matrix("x", x)?;
         check_dim("columns of x vs model dimension", self.centres.ncols(), x.ncols())?;
         let k = self.levels.len();
@@ -288,3 +301,5 @@ impl crate::io::SavedModel for QuantileRegression {
         ensure((0..k).all(|i| i == c || seen[i]), || "a level without its gap model".into())
     }
 }
+
+crate::estimator::on_device!(QuantileRegression);

@@ -71,7 +71,14 @@ impl BaselineHeteroscedasticParams {
         self
     }
 
-    fn validate(&self) -> Result<(), Error> {
+    /// Checks the parameters (the data are checked by `fit`); `fit` calls it
+    /// first.
+    ///
+    /// Errors, all [`Error::InvalidParameter`]: a kernel other than the
+    /// Gaussian (`kernel`), a `sigma` not finite and `> 0`, regularisation
+    /// weights this estimator does not accept (see [`Regularisation`](crate::psd::Regularisation)), and invalid
+    /// solver options ([`SolverOptions::validate`](crate::psd::SolverOptions::validate)), or `restarts` outside `1..=`[`MAX_RESTARTS`](crate::psd::baseline_regression::MAX_RESTARTS).
+    pub fn validate(&self) -> Result<(), Error> {
         check_gaussian(self.rejected_kernel)?;
         check_positive("sigma", self.sigma)?;
         self.regularisation.check(Terms::BASELINE_REGRESSION)?;
@@ -132,7 +139,7 @@ impl BaselineHeteroscedasticParams {
         };
         let c = best.z.rows(r, problem.part.dim()).into_owned();
         let report = BaselineReport { iterations: best.iterations, residual: best.residual, objective: best.objective, objectives_per_start: objectives, seconds: start.elapsed().as_secs_f64() };
-        Ok(BaselineHeteroscedastic {
+        Ok(BaselineHeteroscedastic { device: device.clone(),
             kind: self.kind,
             eta_weights: best.z.rows(0, r).into_owned(),
             theta_weights: problem.part.feature_weights(&c),
@@ -223,6 +230,8 @@ impl HeteroscedasticBaselineProblem {
 }
 
 /// A fitted heteroscedastic regression with a baseline model (Eq. 32, 34 or 36) for `theta`.
+///
+/// Its methods compute on the device it was fitted on ([`OnDevice`](crate::estimator::OnDevice): a loaded model is on the CPU).
 #[derive(Debug, Clone)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct BaselineHeteroscedastic {
@@ -239,6 +248,9 @@ pub struct BaselineHeteroscedastic {
     y_mean: f64,
     y_sd: f64,
     report: BaselineReport,
+    /// Not saved: a loaded model is on the CPU.
+    #[cfg_attr(feature = "serde", serde(skip, default = "crate::Device::cpu"))]
+    device: Device,
 }
 
 impl BaselineHeteroscedastic {
@@ -260,7 +272,8 @@ impl BaselineHeteroscedastic {
 
     /// `eta(x)` and `theta(x)` at the rows of `x` (original units of `y`); PNM's
     /// `theta` may be negative away from the data.
-    pub fn natural_parameters(&self, device: &Device, x: &DMatrix<f64>) -> Result<NaturalParameters, Error> {
+    pub fn natural_parameters(&self, x: &DMatrix<f64>) -> Result<NaturalParameters, Error> {
+        let device = &self.device;
         check_matrix("x", x)?;
         check_dim("columns of x vs model dimension", self.features.centres().ncols(), x.ncols())?;
         let phi = self.features.features_with_constant(device, x)?;
@@ -274,22 +287,22 @@ impl BaselineHeteroscedastic {
     ///
     /// Errors: as [`BaselineHeteroscedastic::natural_parameters`], and
     /// `Compute(Overflow)` where `theta` is 0 or the mean overflows.
-    pub fn predict_mean(&self, device: &Device, x: &DMatrix<f64>) -> Result<DVector<f64>, Error> {
-        Ok(linalg::finite_vector("predictive mean", self.natural_parameters(device, x)?.mean())?)
+    pub fn predict_mean(&self, x: &DMatrix<f64>) -> Result<DVector<f64>, Error> {
+        Ok(linalg::finite_vector("predictive mean", self.natural_parameters(x)?.mean())?)
     }
 
     /// Predictive variance `v = 1/theta` (negative where PNM's `theta` is).
     ///
     /// Errors: as [`BaselineHeteroscedastic::predict_mean`].
-    pub fn predict_variance(&self, device: &Device, x: &DMatrix<f64>) -> Result<DVector<f64>, Error> {
-        Ok(linalg::finite_vector("predictive variance", self.natural_parameters(device, x)?.variance())?)
+    pub fn predict_variance(&self, x: &DMatrix<f64>) -> Result<DVector<f64>, Error> {
+        Ok(linalg::finite_vector("predictive variance", self.natural_parameters(x)?.variance())?)
     }
 
     /// Mean predictive log-likelihood (`-inf` if `theta <= 0` at some point).
-    pub fn mean_log_likelihood(&self, device: &Device, x: &DMatrix<f64>, y: &DVector<f64>) -> Result<f64, Error> {
+    pub fn mean_log_likelihood(&self, x: &DMatrix<f64>, y: &DVector<f64>) -> Result<f64, Error> {
         check_dim("length of y vs rows of x", x.nrows(), y.len())?;
         linalg::check_finite("y", &DMatrix::from_column_slice(y.len(), 1, y.as_slice()))?;
-        Ok(self.natural_parameters(device, x)?.log_likelihood(y).mean())
+        Ok(self.natural_parameters(x)?.log_likelihood(y).mean())
     }
 }
 
@@ -313,3 +326,5 @@ impl crate::io::SavedModel for BaselineHeteroscedastic {
         ensure_scale("target scale", self.y_sd)
     }
 }
+
+crate::estimator::on_device!(BaselineHeteroscedastic);

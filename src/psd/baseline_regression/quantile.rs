@@ -95,7 +95,14 @@ impl BaselineQuantileParams {
         self
     }
 
-    fn validate(&self) -> Result<(), Error> {
+    /// Checks the parameters (the data are checked by `fit`); `fit` calls it
+    /// first.
+    ///
+    /// Errors, all [`Error::InvalidParameter`]: a kernel other than the
+    /// Gaussian (`kernel`), a `sigma` not finite and `> 0`, regularisation
+    /// weights this estimator does not accept (see [`Regularisation`](crate::psd::Regularisation)), a `smoothing` not finite and `> 0`, quantile `levels` that are empty, outside `(0, 1)` or not increasing, and invalid
+    /// solver options ([`SolverOptions::validate`](crate::psd::SolverOptions::validate)), or `restarts` outside `1..=`[`MAX_RESTARTS`](crate::psd::baseline_regression::MAX_RESTARTS).
+    pub fn validate(&self) -> Result<(), Error> {
         check_gaussian(self.rejected_kernel)?;
         check_positive("sigma", self.sigma)?;
         self.regularisation.check(Terms::BASELINE_REGRESSION)?;
@@ -190,7 +197,7 @@ impl BaselineQuantileParams {
         let centre_weights = z.rows(0, r).into_owned();
         let part_weights = (0..self.levels.len() - 1).map(|i| problem.part.feature_weights(&z.rows(r + i * dim, dim).into_owned())).collect();
         let report = BaselineReport { iterations, residual, objective, objectives_per_start: objectives, seconds: start.elapsed().as_secs_f64() };
-        Ok(BaselineQuantile { kind: self.kind, levels: self.levels.clone(), centre_weights, part_weights, solution: z, features: problem.features, y_median: problem.y_median, y_sd: problem.y_sd, report })
+        Ok(BaselineQuantile { device: device.clone(), kind: self.kind, levels: self.levels.clone(), centre_weights, part_weights, solution: z, features: problem.features, y_median: problem.y_median, y_sd: problem.y_sd, report })
     }
 }
 
@@ -504,6 +511,8 @@ impl QuantileBaselineProblem {
 }
 
 /// Fitted quantile curves with baseline gap models (Eq. 32, 34 or 36).
+///
+/// Its methods compute on the device it was fitted on ([`OnDevice`](crate::estimator::OnDevice): a loaded model is on the CPU).
 #[derive(Debug, Clone)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct BaselineQuantile {
@@ -519,6 +528,9 @@ pub struct BaselineQuantile {
     y_median: f64,
     y_sd: f64,
     report: BaselineReport,
+    /// Not saved: a loaded model is on the CPU.
+    #[cfg_attr(feature = "serde", serde(skip, default = "crate::Device::cpu"))]
+    device: Device,
 }
 
 impl BaselineQuantile {
@@ -544,7 +556,8 @@ impl BaselineQuantile {
     }
 
     /// Quantile curves at the rows of `x`: column `j` is level `tau_j` (n x K).
-    pub fn predict(&self, device: &Device, x: &DMatrix<f64>) -> Result<DMatrix<f64>, Error> {
+    pub fn predict(&self, x: &DMatrix<f64>) -> Result<DMatrix<f64>, Error> {
+        let device = &self.device;
         check_matrix("x", x)?;
         check_dim("columns of x vs model dimension", self.features.centres().ncols(), x.ncols())?;
         let phi = self.features.features_with_constant(device, x)?;
@@ -598,3 +611,5 @@ impl crate::io::SavedModel for BaselineQuantile {
         ensure_scale("target scale", self.y_sd)
     }
 }
+
+crate::estimator::on_device!(BaselineQuantile);
