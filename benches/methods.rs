@@ -4,7 +4,8 @@
 //! GPU-vs-CPU differences at large n is that example.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
-use gramian::eksvd::{solve_dual, CouplingMatrix, Eigensolver, MultiSource};
+use gramian::eksvd::{solve_dual, CouplingMatrix, Eigensolver};
+use gramian::MultiSource;
 use gramian::mklaren::MklarenParams;
 use gramian::psd::{BaseMeasure, DensityParams, SolverOptions};
 use gramian::{Device, Kernel};

@@ -32,7 +32,7 @@ use clap::Parser;
 use gramian::datasets::macro_f1;
 use gramian::eksvd::evaluation::MultiViewData;
 use gramian::eksvd::neural::{shared_gpu, NeuralBackend, NeuralEksvdParams};
-use gramian::eksvd::MultiSource;
+use gramian::MultiSource;
 use gramian::Device;
 use nalgebra::DMatrix;
 use rand::rngs::StdRng;

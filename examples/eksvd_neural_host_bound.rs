@@ -23,7 +23,7 @@ use std::time::Instant;
 
 use clap::Parser;
 use gramian::eksvd::neural::{shared_gpu, NeuralEksvdParams};
-use gramian::eksvd::MultiSource;
+use gramian::MultiSource;
 use nalgebra::DMatrix;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};

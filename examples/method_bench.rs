@@ -24,7 +24,8 @@
 use std::time::Instant;
 
 use clap::Parser;
-use gramian::eksvd::{solve_dual, CouplingMatrix, Eigensolver, MultiSource};
+use gramian::eksvd::{solve_dual, CouplingMatrix, Eigensolver};
+use gramian::MultiSource;
 use gramian::mklaren::MklarenParams;
 use gramian::psd::{BaseMeasure, DensityParams, SolverOptions};
 use gramian::{Device, Kernel};

@@ -48,7 +48,7 @@ use nalgebra::{DMatrix, DVector};
 use rand::seq::SliceRandom;
 use rand::{rngs::StdRng, SeedableRng};
 
-use crate::eksvd::MultiSource;
+use crate::data::MultiSource;
 use crate::error::{Error, Result};
 use crate::linalg::check_matrix;
 use crate::Device;

@@ -74,6 +74,7 @@
 // negated comparison is true for NaN, so one test rejects NaN with the rest.
 #![allow(clippy::neg_cmp_op_on_partial_ord)]
 
+pub mod data;
 pub mod datasets;
 pub mod device;
 pub mod eksvd;
@@ -93,6 +94,7 @@ pub mod precision;
 pub mod psd;
 pub mod resident;
 
+pub use data::MultiSource;
 pub use device::Device;
 pub use error::{Error, Memory};
 pub use gpu::{GpuContext, GpuOptions, TransferStats};
@@ -105,12 +107,12 @@ pub use linalg::Real;
 
 /// The names most programs need: `use gramian::prelude::*;`.
 pub mod prelude {
-    pub use crate::eksvd::{Eksvd, EksvdParams, FeatureMap, Ksvd, KsvdParams, MultiSource, Solver};
+    pub use crate::eksvd::{Eksvd, EksvdParams, FeatureMap, Ksvd, KsvdParams, Solver};
     pub use crate::error::Error;
     pub use crate::estimator::{cross_validate, CrossValidation, Fit, OnDevice, Predict, Samples, Splits, Supervised, Transform};
     #[cfg(feature = "serde")]
     pub use crate::io::{Format, SavedModel};
     pub use crate::mklaren::{Mklaren, MklarenParams};
     pub use crate::psd::{BaseMeasure, DensityParams, HeteroscedasticParams, HeteroscedasticRegression, PsdDensity, QuantileParams, QuantileRegression, Regularisation, SolverOptions};
-    pub use crate::{Device, DeviceMatrix, Kernel, KernelOperator, MatrixProduct, Precision};
+    pub use crate::{Device, DeviceMatrix, MultiSource, Kernel, KernelOperator, MatrixProduct, Precision};
 }

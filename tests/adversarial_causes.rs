@@ -9,7 +9,8 @@ use crate::common;
 
 use std::fmt::Debug;
 
-use gramian::eksvd::{EksvdParams, FeatureMap, MultiSource};
+use gramian::eksvd::{EksvdParams, FeatureMap};
+use gramian::MultiSource;
 use gramian::mklaren::{IcdParams, LowRankMethod, LowRankRidgeParams};
 use gramian::psd::positive_part::PositivePartSolver;
 use gramian::psd::HeteroscedasticParams;

@@ -12,7 +12,8 @@ use crate::common;
 use crate::harness::Tally;
 
 use gramian::eksvd::eigensolver::largest_lanczos;
-use gramian::eksvd::{solve_dual, CouplingMatrix, Eigensolver, EksvdParams, FeatureMap, MultiSource, Solver};
+use gramian::eksvd::{solve_dual, CouplingMatrix, Eigensolver, EksvdParams, FeatureMap, Solver};
+use gramian::MultiSource;
 use gramian::estimator::{cross_validate, Splits, Supervised};
 use gramian::mklaren::{nystrom, FullKernelRidgeParams, KernelCombination};
 use gramian::psd::baseline_regression::BaselineHeteroscedasticParams;

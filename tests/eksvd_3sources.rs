@@ -111,9 +111,9 @@ fn dual_eksvd_on_one_3sources_split_beats_a_floor() {
         .enumerate()
         .map(|(q, x)| FeatureMap::nystrom(Kernel::linear(), n - 5, n).unwrap().fit(&device, x, q, 7).unwrap())
         .collect();
-    let feats = |parts: &gramian::eksvd::MultiSource| -> Vec<DMatrix<f64>> { maps.iter().zip(parts.sources()).map(|(m, x)| m.transform(x).unwrap()).collect() };
+    let feats = |parts: &gramian::MultiSource| -> Vec<DMatrix<f64>> { maps.iter().zip(parts.sources()).map(|(m, x)| m.transform(x).unwrap()).collect() };
     let model = EksvdParams::new(16).solver(Solver::Dual(Eigensolver::Dense)).seed(7).fit_features(&device, feats(&split.train)).unwrap();
-    let scores = |parts: &gramian::eksvd::MultiSource| -> DMatrix<f64> {
+    let scores = |parts: &gramian::MultiSource| -> DMatrix<f64> {
         let per_source: Vec<DMatrix<f64>> = feats(parts).iter().enumerate().map(|(q, p)| model.transform_features(q, p).unwrap()).collect();
         concatenate(&per_source)
     };

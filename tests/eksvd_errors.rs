@@ -2,7 +2,8 @@
 
 use crate::common;
 
-use gramian::eksvd::{ksvd_from_kernel, CouplingMatrix, Eigensolver, EksvdParams, FeatureMap, KsvdParams, MultiSource, Solver};
+use gramian::eksvd::{ksvd_from_kernel, CouplingMatrix, Eigensolver, EksvdParams, FeatureMap, KsvdParams, Solver};
+use gramian::MultiSource;
 use gramian::Error;
 use gramian::{Device, Kernel};
 use nalgebra::DMatrix;

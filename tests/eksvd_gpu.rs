@@ -3,7 +3,8 @@
 
 use crate::common;
 
-use gramian::eksvd::{covariance::covariances, CouplingMatrix, Eigensolver, EksvdParams, FeatureMap, MultiSource, Solver};
+use gramian::eksvd::{covariance::covariances, CouplingMatrix, Eigensolver, EksvdParams, FeatureMap, Solver};
+use gramian::MultiSource;
 use gramian::linalg::relative_frobenius_error;
 use gramian::{Device, GpuOptions, Kernel};
 use nalgebra::DMatrix;

@@ -4,9 +4,10 @@
 
 use crate::common;
 
+use gramian::MultiSource;
 use gramian::eksvd::{
     covariance::{covariance_matrix, covariances},
-    ksvd_from_kernel, solve_dual, CouplingMatrix, Eigensolver, EksvdParams, FeatureMap, MultiSource, Solver,
+    ksvd_from_kernel, solve_dual, CouplingMatrix, Eigensolver, EksvdParams, FeatureMap, Solver,
 };
 use gramian::linalg::{faer_ref, relative_frobenius_error};
 use gramian::{Device, Kernel};

@@ -14,7 +14,8 @@
 use crate::common;
 
 use common::{gpu_device, rng};
-use gramian::eksvd::{solve_dual, CouplingMatrix, Eigensolver, MultiSource};
+use gramian::eksvd::{solve_dual, CouplingMatrix, Eigensolver};
+use gramian::MultiSource;
 use gramian::mklaren::MklarenParams;
 use gramian::psd::{BaseMeasure, DensityParams, SolverOptions};
 use gramian::estimator::OnDevice;

@@ -8,9 +8,10 @@
 
 use nalgebra::DMatrix;
 
-use super::error::{check_shape, check_source_matrix, Result};
+use crate::data::{check_shape, check_source_matrix};
+use crate::error::Result;
 use crate::error::Error;
-use super::sources::MultiSource;
+use crate::data::MultiSource;
 use crate::gpu::MatrixProduct;
 use crate::linalg::{faer_ref, matmul_acc, matmul_thin, matmul_thin_aware, matmul_tn, matmul_tn_thin};
 use faer::reborrow::ReborrowMut;

@@ -14,7 +14,8 @@
 use nalgebra::{DMatrix, DVector};
 
 use super::eigensolver::{largest_dense, largest_lanczos, Eigensolver};
-use super::error::{check_shape, check_source_matrix, Result};
+use crate::data::{check_shape, check_source_matrix};
+use crate::error::Result;
 use crate::error::Error;
 use crate::linalg::{matmul_thin, matmul_tn, symmetric_eigen};
 use crate::Device;

@@ -7,7 +7,8 @@ use super::coupling::CouplingMatrix;
 use faer::{MatMut, MatRef};
 
 use super::eigensolver::{largest_lanczos, largest_stored, Eigensolver};
-use super::error::{check_shape, check_source_matrix, Result};
+use crate::data::{check_shape, check_source_matrix};
+use crate::error::Result;
 use crate::error::Error;
 use crate::linalg::{matmul, matmul_acc, matmul_tn};
 use crate::Device;

@@ -9,7 +9,8 @@
 use faer::{MatMut, MatRef};
 use nalgebra::{DMatrix, DVector};
 
-use super::error::{check_shape, Result};
+use crate::data::check_shape;
+use crate::error::Result;
 use crate::error::Error;
 use super::features::sign_of_largest;
 use crate::linalg::{faer_mut, symmetric_eigen_largest_with, symmetric_operator_largest, symmetric_operator_largest_within_budget, TopEigenSettings};

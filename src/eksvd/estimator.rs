@@ -5,7 +5,7 @@
 use nalgebra::DMatrix;
 
 use super::model::{Eksvd, EksvdParams, Ksvd, KsvdParams};
-use super::sources::MultiSource;
+use crate::data::MultiSource;
 use crate::error::Result;
 use crate::estimator::{Fit, Transform};
 use crate::Device;

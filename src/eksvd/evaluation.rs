@@ -12,7 +12,7 @@ use nalgebra::DMatrix;
 use thiserror::Error;
 
 use crate::error::Error;
-use super::sources::MultiSource;
+use crate::data::MultiSource;
 use crate::datasets::{read_csv_table, stratified_split, try_macro_f1, DatasetError, Split, Standardizer};
 
 pub mod linear_svm;

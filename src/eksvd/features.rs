@@ -11,7 +11,8 @@ use nalgebra::{DMatrix, DVector};
 use rand::{rngs::StdRng, Rng, SeedableRng};
 use rand_distr::{Distribution, Normal};
 
-use super::error::{check_shape, check_source_matrix, Result};
+use crate::data::{check_shape, check_source_matrix};
+use crate::error::Result;
 use crate::error::Error;
 use crate::gpu::MatrixProduct;
 use crate::linalg::symmetric_eigen;

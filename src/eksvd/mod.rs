@@ -18,7 +18,8 @@
 //! triplets of `K_12` (Theorem 2.1).
 //!
 //! ```
-//! use gramian::eksvd::{EksvdParams, FeatureMap, MultiSource, Solver, Eigensolver};
+//! use gramian::eksvd::{EksvdParams, FeatureMap, Solver, Eigensolver};
+//! use gramian::MultiSource;
 //! use gramian::Device;
 //! use nalgebra::DMatrix;
 //!
@@ -38,7 +39,6 @@ pub mod coupling;
 pub mod covariance;
 pub mod dual;
 pub mod eigensolver;
-mod error;
 #[cfg(feature = "repro")]
 pub mod evaluation;
 pub mod features;
@@ -46,13 +46,11 @@ pub mod model;
 #[cfg(feature = "neural")]
 pub mod neural;
 pub mod objective;
-pub mod sources;
 
 pub use coupling::CouplingMatrix;
 pub use covariance::{solve_covariance, CovarianceSolution};
 pub use dual::{solve_dual, DualSolution};
 pub use eigensolver::{Eigensolver, LargestEigenpairs};
-pub use error::Result;
 pub use features::{FeatureMap, FittedFeatureMap};
 pub use model::{ksvd_from_kernel, Eksvd, EksvdParams, Ksvd, KsvdParams, Solver};
 
@@ -63,4 +61,3 @@ pub type FittedKsvd = Ksvd;
 
 mod estimator;
 pub use objective::{kkt_residuals, objective_terms, KktResiduals, ObjectiveTerms};
-pub use sources::MultiSource;

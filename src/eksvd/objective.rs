@@ -4,7 +4,8 @@
 
 use nalgebra::{DMatrix, DVector};
 
-use super::error::{check_shape, check_source_matrix, Result};
+use crate::data::{check_shape, check_source_matrix};
+use crate::error::Result;
 use crate::error::Error;
 use crate::linalg::matmul_tn;
 

@@ -24,8 +24,8 @@ use super::placement::{burn_device, Placement};
 use super::{NeuralBackend, Result};
 use crate::error::Error;
 use crate::datasets::try_macro_f1;
-use crate::eksvd::error::{check_shape, check_source_matrix};
-use crate::eksvd::MultiSource;
+use crate::data::{check_shape, check_source_matrix};
+use crate::data::MultiSource;
 
 /// Hyperparameters of Neural eKSVD (linfa-like builder; checked by
 /// [`NeuralEksvdParams::fit`]).

@@ -1,10 +1,10 @@
-//! The multi-source data type: `Q >= 2` sources, source `q` an `N_q x d_q`
-//! matrix with one sample per row.
+//! Training data the estimators share: [`MultiSource`], `Q >= 2` sources
+//! (source `q` an `N_q x d_q` matrix with one sample per row), the input of
+//! eKSVD and Neural eKSVD.
 
 use nalgebra::DMatrix;
 
-use super::error::{check_shape, check_source_matrix, Result};
-use crate::error::Error;
+use crate::error::{Error, Result};
 
 /// `Q >= 2` data sources `X_q` (`N_q x d_q`, rows are samples), validated on
 /// construction: every source non-empty and finite. Feature dimensions `d_q`
@@ -124,4 +124,24 @@ impl MultiSource {
     pub fn into_sources(self) -> Vec<DMatrix<f64>> {
         self.sources
     }
+}
+
+/// Checks one per-source matrix: non-empty and finite.
+pub(crate) fn check_source_matrix(what: &'static str, source_index: usize, m: &nalgebra::DMatrix<f64>) -> Result<()> {
+    if m.nrows() == 0 || m.ncols() == 0 {
+        return Err(Error::EmptySource { what, source_index, rows: m.nrows(), cols: m.ncols() });
+    }
+    let rows = m.nrows();
+    if let Some(pos) = m.as_slice().iter().position(|v| !v.is_finite()) {
+        return Err(Error::NonFiniteSource { what, source_index, row: pos % rows, col: pos / rows });
+    }
+    Ok(())
+}
+
+/// Fails with [`Error::ShapeMismatch`] unless `expected == found`.
+pub(crate) fn check_shape(what: impl Into<String>, expected: usize, found: usize) -> Result<()> {
+    if expected != found {
+        return Err(Error::ShapeMismatch { what: what.into(), expected, found });
+    }
+    Ok(())
 }
