@@ -40,7 +40,7 @@ fn bench(c: &mut Criterion) {
     let y = DVector::from_fn(2000, |i, _| (3.0 * x[(i, 0)]).sin() + x[(i, 1)]);
     let kernels = [Kernel::rbf(0.1).unwrap(), Kernel::rbf(1.0).unwrap()];
     let density_x = uniform(&mut rng, 1000, 10) * 0.5;
-    let density = DensityParams::new(1.0)
+    let density = DensityParams::new(gramian::Kernel::gaussian_with_width(1.0).unwrap()).unwrap()
         .regularisation(Regularisation::new().trace(1e-3).quadratic(1e-4))
         .base_measure(BaseMeasure::isotropic_gaussian(10, 5.0).unwrap())
         .nystrom(60, 1)

@@ -126,7 +126,7 @@ fn fit_psd(device: &Device, n: usize, centres: usize) -> Result<(Vec<f64>, Strin
     let normal = Normal::new(0.0, 0.4).expect("valid std");
     let x = DMatrix::from_fn(n, d, |i, j| normal.sample(&mut rng) + if j == 0 { if i % 2 == 0 { 2.0 } else { -2.0 } } else { 0.0 });
     let base = BaseMeasure::isotropic_gaussian(d, 5.0).map_err(|e| e.to_string())?;
-    let params = DensityParams::new(1.0).regularisation(Regularisation::new().trace(1e-3).quadratic(1e-4)).base_measure(base).nystrom(centres, 1).solver(SolverOptions { tolerance: 1e-6, max_iterations: 500, check_every: 2 });
+    let params = DensityParams::new(gramian::Kernel::gaussian_with_width(1.0).map_err(|e| e.to_string())?).map_err(|e| e.to_string())?.regularisation(Regularisation::new().trace(1e-3).quadratic(1e-4)).base_measure(base).nystrom(centres, 1).solver(SolverOptions { tolerance: 1e-6, max_iterations: 500, check_every: 2 });
     let fitted = params.fit(device, &x).map_err(|e| e.to_string())?;
     let r = fitted.report();
     let other = r.seconds_total - r.seconds_setup - r.seconds_eigen - r.seconds_products;

@@ -173,13 +173,13 @@ impl Fit<DMatrix<f64>> for Candidate<'_> {
         Ok(match self.kind {
             None => {
                 let options = SolverOptions { tolerance: 1e-4, max_iterations: self.budget, check_every: 2 };
-                let mut params = DensityParams::new(s).regularisation(Regularisation::new().trace(l).quadratic(0.01 * l)).base_measure(self.base.clone()).solver(options);
+                let mut params = DensityParams::new(gramian::Kernel::gaussian_with_width(s)?)?.regularisation(Regularisation::new().trace(l).quadratic(0.01 * l)).base_measure(self.base.clone()).solver(options);
                 if self.nystrom < x.nrows() {
                     params = params.nystrom(self.nystrom, 1);
                 }
                 Density::Psd(params.fit(device, x)?)
             }
-            Some(k) => Density::Baseline(BaselineParams::new(k, s).regularisation(Regularisation::new().quadratic(l)).base_measure(self.base.clone()).fit(device, x)?),
+            Some(k) => Density::Baseline(BaselineParams::new(k, gramian::Kernel::gaussian_with_width(s)?)?.regularisation(Regularisation::new().quadratic(l)).base_measure(self.base.clone()).fit(device, x)?),
         })
     }
 }

@@ -105,17 +105,19 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let sigma = 1.0;
     let mut fitted: Vec<Fitted> = Vec::new();
     for kind in [BaselineKind::Pnm, BaselineKind::Ncm, BaselineKind::Glm] {
-        let params = |l: f64| BaselineParams::new(kind, sigma).regularisation(Regularisation::new().quadratic(l));
+        let baseline = BaselineParams::new(kind, gramian::Kernel::gaussian_with_width(sigma)?)?;
+        let params = |l: f64| baseline.clone().regularisation(Regularisation::new().quadratic(l));
         let (ll, l) = select(&device, &lambdas, params, &stacked, &holdout, |m: &BaselineDensity, held: &DMatrix<f64>| m.mean_log_likelihood(held))?;
-        let model = BaselineParams::new(kind, sigma).regularisation(Regularisation::new().quadratic(l)).fit(&device, &x)?;
+        let model = baseline.clone().regularisation(Regularisation::new().quadratic(l)).fit(&device, &x)?;
         // GLM on the Lebesgue measure has no finite integral (its tail is a positive constant).
         let integral = model.integral().unwrap_or(f64::INFINITY);
         fitted.push((format!("{} (lambda {l:e})", kind.name()), model.density(&grid)?, integral, ll));
     }
     let options = SolverOptions { tolerance: 1e-6, max_iterations: 50_000, check_every: 2 };
-    let params = |l: f64| DensityParams::new(sigma).regularisation(Regularisation::new().trace(l).quadratic(0.1 * l)).solver(options);
+    let density = DensityParams::new(gramian::Kernel::gaussian_with_width(sigma)?)?;
+    let params = |l: f64| density.clone().regularisation(Regularisation::new().trace(l).quadratic(0.1 * l)).solver(options);
     let (ll, l) = select(&device, &lambdas, params, &stacked, &holdout, |m: &PsdDensity, held: &DMatrix<f64>| m.mean_log_likelihood(held))?;
-    let psd = DensityParams::new(sigma).regularisation(Regularisation::new().trace(l).quadratic(0.1 * l)).solver(options).fit(&device, &x)?;
+    let psd = DensityParams::new(gramian::Kernel::gaussian_with_width(sigma)?)?.regularisation(Regularisation::new().trace(l).quadratic(0.1 * l)).solver(options).fit(&device, &x)?;
     let r = psd.report();
     println!("PSD fit: {} FISTA iterations, duality gap {:.2e}, {:.3} s", r.iterations, r.gap, r.seconds_total);
     fitted.push((format!("PSD model (lambda {l:e})"), psd.density(&grid)?, psd.integral()?, ll));

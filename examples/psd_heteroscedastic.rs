@@ -64,11 +64,11 @@ impl Model {
         let device = device.clone();
         Ok(match *self {
             Model::Baseline(kind) => {
-                let m = BaselineHeteroscedasticParams::new(kind, sigma).regularisation(Regularisation::new().linear(lambda).quadratic(lambda)).restarts(3, 7).fit(&device, data)?;
+                let m = BaselineHeteroscedasticParams::new(kind, gramian::Kernel::gaussian_with_width(sigma)?)?.regularisation(Regularisation::new().linear(lambda).quadratic(lambda)).restarts(3, 7).fit(&device, data)?;
                 Box::new(move |g| m.natural_parameters(g))
             }
             Model::Psd => {
-                let m = HeteroscedasticParams::new(sigma).regularisation(Regularisation::new().linear(lambda).trace(lambda).quadratic(0.1 * lambda)).solver(SolverOptions { tolerance: 1e-6, max_iterations: 50_000, check_every: 10 }).fit(&device, data)?;
+                let m = HeteroscedasticParams::new(gramian::Kernel::gaussian_with_width(sigma)?)?.regularisation(Regularisation::new().linear(lambda).trace(lambda).quadratic(0.1 * lambda)).solver(SolverOptions { tolerance: 1e-6, max_iterations: 50_000, check_every: 10 }).fit(&device, data)?;
                 Box::new(move |g| m.natural_parameters(g))
             }
         })

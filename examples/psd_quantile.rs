@@ -81,7 +81,7 @@ impl Model {
         let device = device.clone();
         Ok(match *self {
             Model::Baseline(kind) => {
-                let mut params = BaselineQuantileParams::new(kind, sigma, &LEVELS).regularisation(Regularisation::new().linear(lambda).quadratic(lambda)).restarts(3, 7);
+                let mut params = BaselineQuantileParams::new(kind, gramian::Kernel::gaussian_with_width(sigma)?, &LEVELS)?.regularisation(Regularisation::new().linear(lambda).quadratic(lambda)).restarts(3, 7);
                 // NCM's Newton systems have order (r + 1) + (K - 1) m: its
                 // kernel coefficients live on NCM_CENTRES Nystrom centres.
                 if kind == BaselineKind::Ncm && data.x.nrows() > NCM_CENTRES {
@@ -92,7 +92,7 @@ impl Model {
             }
             Model::Psd => {
                 let options = SolverOptions { tolerance: 1e-4, max_iterations: 20_000, check_every: 10 };
-                let m = QuantileParams::new(sigma, &LEVELS).regularisation(Regularisation::new().linear(lambda).trace(0.1 * lambda).quadratic(0.01 * lambda)).solver(options).fit(&device, data)?;
+                let m = QuantileParams::new(gramian::Kernel::gaussian_with_width(sigma)?, &LEVELS)?.regularisation(Regularisation::new().linear(lambda).trace(0.1 * lambda).quadratic(0.01 * lambda)).solver(options).fit(&device, data)?;
                 Box::new(move |g| m.predict(g))
             }
         })

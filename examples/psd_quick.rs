@@ -20,7 +20,7 @@ fn main() -> Result<(), Error> {
         let centre = if rng.random_bool(0.4) { -1.0 } else { 1.2 };
         centre + 0.3 * rng.sample::<f64, _>(StandardNormal)
     });
-    let candidates: Vec<DensityParams> = [0.2, 0.4, 0.8, 1.6, 3.2].iter().map(|&s| DensityParams::new(s).regularisation(Regularisation::new().trace(1e-3).quadratic(1e-3))).collect();
+    let candidates: Vec<DensityParams> = [0.2, 0.4, 0.8, 1.6, 3.2].iter().map(|&s| Ok(DensityParams::new(Kernel::gaussian_with_width(s)?)?.regularisation(Regularisation::new().trace(1e-3).quadratic(1e-3)))).collect::<Result<_, Error>>()?;
     let cv = cross_validate(&device, &candidates, &x, &Splits::k_fold(3)?, |model: &PsdDensity, held: &DMatrix<f64>| model.mean_log_likelihood(held))?;
     let model = candidates[cv.best].fit(&device, &x)?;
 

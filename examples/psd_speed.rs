@@ -66,7 +66,7 @@ fn run(label: &str, x: &DMatrix<f64>, nystrom: Option<usize>, tolerance: f64, ma
     let base = BaseMeasure::isotropic_gaussian(10, 5.0).unwrap();
     let partial = std::env::var("PSD_PARTIAL_EIGEN").is_ok();
     let label = &format!("{label}{}", if partial { " (partial eig)" } else { "" });
-    let mut params = DensityParams::new(2.0).regularisation(Regularisation::new().trace(1e-3).quadratic(1e-4)).base_measure(base).solver(SolverOptions { tolerance, max_iterations, check_every: 2 }).partial_eigensolver(partial);
+    let mut params = DensityParams::new(gramian::Kernel::gaussian_with_width(2.0).unwrap()).unwrap().regularisation(Regularisation::new().trace(1e-3).quadratic(1e-4)).base_measure(base).solver(SolverOptions { tolerance, max_iterations, check_every: 2 }).partial_eigensolver(partial);
     if let Some(m) = nystrom {
         params = params.nystrom(m, 1);
     }
@@ -124,10 +124,10 @@ fn regression(kind: &str, n: usize, m: usize) {
     let label = format!("{kind} n {n} Nystrom m {m}");
     let result = if kind == "heteroscedastic" {
         let (x, y) = psd_toy::toy_data(n, &mut rng);
-        HeteroscedasticParams::new(0.1).regularisation(Regularisation::new().linear(1e-2).trace(1e-2).quadratic(1e-3)).nystrom(m, 1).solver(options).fit_xy(&Device::Cpu, &x, &y).map(|f| f.report().clone())
+        HeteroscedasticParams::new(gramian::Kernel::gaussian_with_width(0.1).unwrap()).unwrap().regularisation(Regularisation::new().linear(1e-2).trace(1e-2).quadratic(1e-3)).nystrom(m, 1).solver(options).fit_xy(&Device::Cpu, &x, &y).map(|f| f.report().clone())
     } else {
         let (x, y) = psd_toy::quantile_data(n, &mut rng);
-        QuantileParams::new(0.1, &[0.25, 0.5, 0.75]).regularisation(Regularisation::new().linear(1e-2).trace(1e-3).quadratic(1e-4)).nystrom(m, 1).solver(options).fit_xy(&Device::Cpu, &x, &y).map(|f| f.report().clone())
+        QuantileParams::new(gramian::Kernel::gaussian_with_width(0.1).unwrap(), &[0.25, 0.5, 0.75]).unwrap().regularisation(Regularisation::new().linear(1e-2).trace(1e-3).quadratic(1e-4)).nystrom(m, 1).solver(options).fit_xy(&Device::Cpu, &x, &y).map(|f| f.report().clone())
     };
     print_regression(&label, result, start.elapsed().as_secs_f64());
 }

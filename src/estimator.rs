@@ -29,12 +29,17 @@
 //! (`Transform`-like `transform`), `mklaren::IcdFactor` and
 //! `mklaren::NystromFactor` (`apply`).
 //!
+//! Kernels are given the same way to every method: a [`Kernel`](crate::Kernel)
+//! (the PSD parameters, e.g. `DensityParams::new(Kernel::gaussian_with_width(0.5)?)?`,
+//! need the Gaussian kernel and turn any other down with
+//! [`Error::InvalidParameter`] when they are built).
+//!
 //! ```
 //! use gramian::prelude::*;
 //! use nalgebra::DMatrix;
 //!
 //! let x = DMatrix::<f64>::from_fn(80, 1, |i, _| ((i * 37) % 80) as f64 / 40.0 - 1.0);
-//! let candidates: Vec<DensityParams> = [0.2, 0.5].iter().map(|&s| DensityParams::new(s)).collect();
+//! let candidates: Vec<DensityParams> = [0.2, 0.5].iter().map(|&s| DensityParams::new(Kernel::gaussian_with_width(s)?)).collect::<Result<_, Error>>()?;
 //! let splits = Splits::k_fold(3)?.seed(7);
 //! let cv = cross_validate(&Device::cpu(), &candidates, &x, &splits, |model: &PsdDensity, held: &DMatrix<f64>| model.mean_log_likelihood(held))?;
 //! let model = candidates[cv.best].fit(&Device::cpu(), &x)?;
@@ -90,7 +95,7 @@ pub trait Transform<X: ?Sized> {
 /// use nalgebra::DMatrix;
 ///
 /// let x = DMatrix::<f64>::from_fn(40, 1, |i, _| ((i * 7) % 40) as f64 / 20.0 - 1.0);
-/// let model = DensityParams::new(0.5).fit(&Device::cpu(), &x)?;
+/// let model = DensityParams::new(Kernel::gaussian_with_width(0.5)?)?.fit(&Device::cpu(), &x)?;
 /// assert!(!model.device().is_gpu());
 /// let moved = model.to_device(&Device::cpu()); // e.g. Device::gpu()? to move it to a GPU
 /// assert_eq!(moved.predict(&x)?, model.predict(&x)?);
@@ -484,7 +489,7 @@ pub struct CrossValidation {
 /// use nalgebra::DMatrix;
 ///
 /// let x = DMatrix::<f64>::from_fn(60, 1, |i, _| ((i * 37) % 60) as f64 / 30.0 - 1.0);
-/// let candidates: Vec<DensityParams> = [0.2, 0.5].iter().map(|&s| DensityParams::new(s)).collect();
+/// let candidates: Vec<DensityParams> = [0.2, 0.5].iter().map(|&s| DensityParams::new(Kernel::gaussian_with_width(s)?)).collect::<Result<_, Error>>()?;
 /// // Fit on the first 40 samples, choose on the last 20.
 /// let splits = Splits::holdout((0..40).collect(), (40..60).collect())?;
 /// let cv = cross_validate(&Device::cpu(), &candidates, &x, &splits, |m: &PsdDensity, held: &DMatrix<f64>| m.mean_log_likelihood(held))?;

@@ -81,7 +81,7 @@ fn huge_implied_allocations_are_host_out_of_memory() {
             d.batched_matmul(&[(&a, &b), (&a, &b), (&a, &b), (&a, &b), (&a, &b)], MatrixProduct::ABt)
         });
         case!("kernel_matvec", |d| d.kernel_matvec(&rbf, &tall(HUGE, 2), &tall(1, 2), &tall(1, HUGE)));
-        case!("PSD density without Nystrom, 110,000 samples", |d| DensityParams::new(1.0).fit(&d, &tall(110_000, 1)).and_then(|m| m.integral()));
+        case!("PSD density without Nystrom, 110,000 samples", |d| DensityParams::new(gramian::Kernel::gaussian_with_width(1.0).unwrap()).unwrap().fit(&d, &tall(110_000, 1)).and_then(|m| m.integral()));
         case!("full-kernel ridge, 120,000 samples", |d| {
             let x = tall(120_000, 1);
             let y = DVector::from_fn(x.nrows(), |i, _| (i % 13) as f64);
@@ -126,7 +126,7 @@ fn huge_implied_allocations_are_host_out_of_memory() {
 #[test]
 fn glm_monte_carlo_sizes_are_bounded() {
     for samples in [gramian::psd::baselines::MAX_MONTE_CARLO + 1, 1 << 40, usize::MAX / 4, usize::MAX] {
-        let r = BaselineParams::new(BaselineKind::Glm, 1.0).monte_carlo(samples, 0).fit(&Device::Cpu, &tall(20, 1));
+        let r = BaselineParams::new(BaselineKind::Glm, gramian::Kernel::gaussian_with_width(1.0).unwrap()).unwrap().monte_carlo(samples, 0).fit(&Device::Cpu, &tall(20, 1));
         assert!(matches!(r, Err(Error::InvalidParameter { name: "monte_carlo", .. })), "{samples}: {r:?}");
     }
 }
@@ -135,9 +135,9 @@ fn glm_monte_carlo_sizes_are_bounded() {
 fn restarts_are_bounded() {
     let x = tall(30, 1);
     let y = DVector::from_fn(30, |i, _| (i as f64 * 0.3).sin());
-    let r = BaselineHeteroscedasticParams::new(BaselineKind::Glm, 1.0).restarts(usize::MAX, 0).fit_xy(&Device::Cpu, &x, &y);
+    let r = BaselineHeteroscedasticParams::new(BaselineKind::Glm, gramian::Kernel::gaussian_with_width(1.0).unwrap()).unwrap().restarts(usize::MAX, 0).fit_xy(&Device::Cpu, &x, &y);
     assert!(matches!(r, Err(Error::InvalidParameter { name: "restarts", .. })), "{r:?}");
-    let r = gramian::psd::baseline_regression::BaselineQuantileParams::new(BaselineKind::Glm, 1.0, &[0.5]).restarts(gramian::psd::baseline_regression::MAX_RESTARTS + 1, 0).fit_xy(&Device::Cpu, &x, &y);
+    let r = gramian::psd::baseline_regression::BaselineQuantileParams::new(BaselineKind::Glm, gramian::Kernel::gaussian_with_width(1.0).unwrap(), &[0.5]).unwrap().restarts(gramian::psd::baseline_regression::MAX_RESTARTS + 1, 0).fit_xy(&Device::Cpu, &x, &y);
     assert!(matches!(r, Err(Error::InvalidParameter { name: "restarts", .. })), "{r:?}");
 }
 
@@ -219,7 +219,7 @@ fn supervised_literal_with_short_target_is_a_typed_error() {
     use gramian::estimator::Samples;
     let data = Supervised { x: tall(20, 2), y: DVector::from_element(15, 1.0) };
     assert!(matches!(data.select(&[0, 19]), Err(Error::TargetLength { expected: 20, found: 15 })));
-    let candidates = [QuantileParams::new(1.0, &[0.5])];
+    let candidates = [QuantileParams::new(gramian::Kernel::gaussian_with_width(1.0).unwrap(), &[0.5]).unwrap()];
     let r = cross_validate(&Device::Cpu, &candidates, &data, &Splits::k_fold(4).unwrap(), |_, _| Ok(0.0));
     match r {
         Err(e) => assert!(matches!(e, Error::TargetLength { .. }), "{e:?}"),

@@ -219,24 +219,24 @@ fn models() -> Vec<Saved> {
     out.push(saved("full kernel ridge", &FullKernelRidgeParams::new(KernelCombination::Uniform).lambda(0.1).kernels(&kernels).fit(&cpu, &supervised).unwrap(), exercise_full));
 
     let x2 = inputs(14, 2, 29);
-    out.push(saved("psd density gaussian base", &DensityParams::new(0.7).base_measure(BaseMeasure::isotropic_gaussian(2, 2.0).unwrap()).fit(&cpu, &x2).unwrap(), exercise_density));
-    out.push(saved("psd density lebesgue", &DensityParams::new(0.7).fit(&cpu, &x2).unwrap(), exercise_density));
+    out.push(saved("psd density gaussian base", &DensityParams::new(gramian::Kernel::gaussian_with_width(0.7).unwrap()).unwrap().base_measure(BaseMeasure::isotropic_gaussian(2, 2.0).unwrap()).fit(&cpu, &x2).unwrap(), exercise_density));
+    out.push(saved("psd density lebesgue", &DensityParams::new(gramian::Kernel::gaussian_with_width(0.7).unwrap()).unwrap().fit(&cpu, &x2).unwrap(), exercise_density));
 
     let (xq, yq) = crate::common::quantile_appendix_e(16, &mut rng);
     let quantile_data = Supervised::new(xq, yq).unwrap();
-    out.push(saved("psd quantile", &QuantileParams::new(0.2, &[0.25, 0.5, 0.75]).fit(&cpu, &quantile_data).unwrap(), exercise_quantile));
+    out.push(saved("psd quantile", &QuantileParams::new(gramian::Kernel::gaussian_with_width(0.2).unwrap(), &[0.25, 0.5, 0.75]).unwrap().fit(&cpu, &quantile_data).unwrap(), exercise_quantile));
     let x1 = inputs(16, 1, 30);
     let noise = inputs(16, 1, 31);
     let y1 = DVector::from_fn(16, |i, _| (3.0 * x1[(i, 0)]).sin() + (0.1 + 0.3 * x1[(i, 0)].abs()) * noise[(i, 0)]);
     let het_data = Supervised::new(x1.clone(), y1).unwrap();
-    out.push(saved("psd heteroscedastic", &HeteroscedasticParams::new(0.3).fit(&cpu, &het_data).unwrap(), exercise_heteroscedastic));
+    out.push(saved("psd heteroscedastic", &HeteroscedasticParams::new(gramian::Kernel::gaussian_with_width(0.3).unwrap()).unwrap().fit(&cpu, &het_data).unwrap(), exercise_heteroscedastic));
     for kind in [BaselineKind::Pnm, BaselineKind::Ncm, BaselineKind::Glm] {
-        out.push(saved(format!("baseline density {}", kind.name()), &BaselineParams::new(kind, 0.5).monte_carlo(200, 1).fit(&cpu, &x1).unwrap(), exercise_baseline_density));
-        out.push(saved(format!("baseline heteroscedastic {}", kind.name()), &BaselineHeteroscedasticParams::new(kind, 0.3).restarts(2, 1).fit(&cpu, &het_data).unwrap(), exercise_baseline_heteroscedastic));
-        out.push(saved(format!("baseline quantile {}", kind.name()), &BaselineQuantileParams::new(kind, 0.2, &[0.25, 0.5, 0.75]).restarts(2, 1).fit(&cpu, &quantile_data).unwrap(), exercise_baseline_quantile));
+        out.push(saved(format!("baseline density {}", kind.name()), &BaselineParams::new(kind, gramian::Kernel::gaussian_with_width(0.5).unwrap()).unwrap().monte_carlo(200, 1).fit(&cpu, &x1).unwrap(), exercise_baseline_density));
+        out.push(saved(format!("baseline heteroscedastic {}", kind.name()), &BaselineHeteroscedasticParams::new(kind, gramian::Kernel::gaussian_with_width(0.3).unwrap()).unwrap().restarts(2, 1).fit(&cpu, &het_data).unwrap(), exercise_baseline_heteroscedastic));
+        out.push(saved(format!("baseline quantile {}", kind.name()), &BaselineQuantileParams::new(kind, gramian::Kernel::gaussian_with_width(0.2).unwrap(), &[0.25, 0.5, 0.75]).unwrap().restarts(2, 1).fit(&cpu, &quantile_data).unwrap(), exercise_baseline_quantile));
     }
     let gaussian = BaseMeasure::isotropic_gaussian(1, 2.0).unwrap();
-    out.push(saved("baseline density GLM gaussian base", &BaselineParams::new(BaselineKind::Glm, 0.5).base_measure(gaussian).monte_carlo(200, 1).fit(&cpu, &x1).unwrap(), exercise_baseline_density));
+    out.push(saved("baseline density GLM gaussian base", &BaselineParams::new(BaselineKind::Glm, gramian::Kernel::gaussian_with_width(0.5).unwrap()).unwrap().base_measure(gaussian).monte_carlo(200, 1).fit(&cpu, &x1).unwrap(), exercise_baseline_density));
     out
 }
 

@@ -390,7 +390,7 @@ fn estimator_cases(t: &mut Tally, dev: &Device, path: &str, input: &FitInput) {
 
     // PSD models: density, heteroscedastic and quantile regression, baselines.
     case!("PSD density fit+density+integral", |d, i| {
-        let m = DensityParams::new(i.sigma).regularisation(Regularisation::new().trace(1e-3).quadratic(i.lambda)).solver(options()).fit(&d, &i.x)?;
+        let m = DensityParams::new(gramian::Kernel::gaussian_with_width(i.sigma)?)?.regularisation(Regularisation::new().trace(1e-3).quadratic(i.lambda)).solver(options()).fit(&d, &i.x)?;
         let ll = m.mean_log_likelihood(&i.x_new)?;
         // -inf is the documented value where the density is 0.
         let ll = if ll == f64::NEG_INFINITY { 0.0 } else { ll };
@@ -399,32 +399,32 @@ fn estimator_cases(t: &mut Tally, dev: &Device, path: &str, input: &FitInput) {
     case!("PSD density gaussian base + nystrom + sample", |d, i| {
         let dim = i.x.ncols().max(1);
         let base = BaseMeasure::isotropic_gaussian(dim, i.sigma)?;
-        let m = DensityParams::new(0.7).base_measure(base).nystrom(i.count, i.seed).solver(options()).fit(&d, &i.x)?;
+        let m = DensityParams::new(gramian::Kernel::gaussian_with_width(0.7)?)?.base_measure(base).nystrom(i.count, i.seed).solver(options()).fit(&d, &i.x)?;
         let mut rng = rand::rngs::StdRng::seed_from_u64(i.seed);
         Ok::<_, gramian::Error>((m.sample(i.count.min(5), &mut rng)?, vec![m.box_probability(&vec![-1.0; dim], &vec![i.sigma; dim])?]))
     });
     for kind in [BaselineKind::Pnm, BaselineKind::Ncm, BaselineKind::Glm] {
         case!(&format!("baseline density {}", kind.name()), |d, i| {
             let base = BaseMeasure::isotropic_gaussian(i.x.ncols().max(1), 1.0)?;
-            let m = BaselineParams::new(kind, i.sigma).regularisation(Regularisation::new().quadratic(i.lambda)).base_measure(base).monte_carlo(200, i.seed).fit(&d, &i.x)?;
+            let m = BaselineParams::new(kind, gramian::Kernel::gaussian_with_width(i.sigma)?)?.regularisation(Regularisation::new().quadratic(i.lambda)).base_measure(base).monte_carlo(200, i.seed).fit(&d, &i.x)?;
             m.density(&i.x_new)
         });
         case!(&format!("baseline heteroscedastic {}", kind.name()), |d, i| {
-            let m = BaselineHeteroscedasticParams::new(kind, i.sigma).solver(SolverOptions::default().tolerance(1e-6).max_iterations(300)).fit_xy(&d, &i.x, &i.y)?;
+            let m = BaselineHeteroscedasticParams::new(kind, gramian::Kernel::gaussian_with_width(i.sigma)?)?.solver(SolverOptions::default().tolerance(1e-6).max_iterations(300)).fit_xy(&d, &i.x, &i.y)?;
             Ok::<_, gramian::Error>((m.predict_mean(&i.x_new)?, m.predict_variance(&i.x_new)?))
         });
         case!(&format!("baseline quantile {}", kind.name()), |d, i| {
-            BaselineQuantileParams::new(kind, i.sigma, &[0.1, 0.5, 0.9]).solver(SolverOptions::default().tolerance(1e-6).max_iterations(300)).fit_xy(&d, &i.x, &i.y)?.predict(&i.x_new)
+            BaselineQuantileParams::new(kind, gramian::Kernel::gaussian_with_width(i.sigma)?, &[0.1, 0.5, 0.9])?.solver(SolverOptions::default().tolerance(1e-6).max_iterations(300)).fit_xy(&d, &i.x, &i.y)?.predict(&i.x_new)
         });
     }
     case!("heteroscedastic fit+predict", |d, i| {
-        let m = HeteroscedasticParams::new(i.sigma).regularisation(Regularisation::new().linear(1e-3).trace(1e-3).quadratic(i.lambda)).solver(options()).fit_xy(&d, &i.x, &i.y)?;
+        let m = HeteroscedasticParams::new(gramian::Kernel::gaussian_with_width(i.sigma)?)?.regularisation(Regularisation::new().linear(1e-3).trace(1e-3).quadratic(i.lambda)).solver(options()).fit_xy(&d, &i.x, &i.y)?;
         let ll = m.mean_log_likelihood(&i.x_new, &i.y.rows(0, i.y.len().min(i.x_new.nrows())).into_owned())?;
         Ok::<_, gramian::Error>((m.predict_mean(&i.x_new)?, (m.predict_variance(&i.x_new)?, ll)))
     });
     case!("quantile fit+predict", |d, i| {
         let levels = [0.1, 0.5, i.lambda.min(0.95)];
-        QuantileParams::new(i.sigma, &levels).solver(options()).fit_xy(&d, &i.x, &i.y)?.predict(&i.x_new)
+        QuantileParams::new(gramian::Kernel::gaussian_with_width(i.sigma)?, &levels)?.solver(options()).fit_xy(&d, &i.x, &i.y)?.predict(&i.x_new)
     });
     case!("EmpiricalFeatures + PsdModel", |d, i| {
         let f = EmpiricalFeatures::new(&i.x, i.sigma)?;

@@ -36,7 +36,7 @@ fn psd_density_fit_on_the_gpu_matches_the_cpu_and_moves_o_n_per_iteration() {
     let mut rng = rng();
     let (n, d, m) = (400, 3, 30);
     let x = gaussian_matrix(&mut rng, n, d) * 0.5;
-    let params = DensityParams::new(0.8)
+    let params = DensityParams::new(gramian::Kernel::gaussian_with_width(0.8).unwrap()).unwrap()
         .regularisation(Regularisation::new().trace(1e-3).quadratic(1e-4))
         .base_measure(BaseMeasure::isotropic_gaussian(d, 2.0).unwrap())
         .nystrom(m, 3)

@@ -22,14 +22,14 @@ fn pnm_goes_negative_where_the_psd_model_does_not() {
     let mut rng = common::rng();
     let x = bimodal(50, &mut rng);
     let grid = DMatrix::from_fn(2001, 1, |i, _| -6.0 + 12.0 * i as f64 / 2000.0);
-    let pnm = BaselineParams::new(BaselineKind::Pnm, 1.0).regularisation(Regularisation::new().quadratic(1e-3)).fit(&Device::Cpu, &x).unwrap();
+    let pnm = BaselineParams::new(BaselineKind::Pnm, gramian::Kernel::gaussian_with_width(1.0).unwrap()).unwrap().regularisation(Regularisation::new().quadratic(1e-3)).fit(&Device::Cpu, &x).unwrap();
     // PNM is non-negative on the data and integrates to 1 ...
     assert!(pnm.density(&x).unwrap().iter().all(|&v| v > 0.0));
     assert!((pnm.integral().unwrap() - 1.0).abs() < 1e-8);
     // ... but negative somewhere on the line.
     let p = pnm.density(&grid).unwrap();
     assert!(p.min() < -1e-3, "PNM minimum {}", p.min());
-    let psd = DensityParams::new(1.0).regularisation(Regularisation::new().trace(1e-3).quadratic(1e-4)).fit(&Device::Cpu, &x).unwrap();
+    let psd = DensityParams::new(gramian::Kernel::gaussian_with_width(1.0).unwrap()).unwrap().regularisation(Regularisation::new().trace(1e-3).quadratic(1e-4)).fit(&Device::Cpu, &x).unwrap();
     assert!(psd.density(&grid).unwrap().min() >= 0.0);
 }
 
@@ -38,11 +38,11 @@ fn ncm_and_glm_are_nonnegative_and_glm_integral_is_only_approximate() {
     let mut rng = common::rng();
     let x = bimodal(40, &mut rng);
     let grid = DMatrix::from_fn(1001, 1, |i, _| -6.0 + 12.0 * i as f64 / 1000.0);
-    let ncm = BaselineParams::new(BaselineKind::Ncm, 1.0).regularisation(Regularisation::new().quadratic(1e-3)).fit(&Device::Cpu, &x).unwrap();
+    let ncm = BaselineParams::new(BaselineKind::Ncm, gramian::Kernel::gaussian_with_width(1.0).unwrap()).unwrap().regularisation(Regularisation::new().quadratic(1e-3)).fit(&Device::Cpu, &x).unwrap();
     assert!(ncm.coefficients().iter().all(|&a| a >= 0.0));
     assert!((ncm.integral().unwrap() - 1.0).abs() < 1e-8);
     assert!(ncm.density(&grid).unwrap().min() >= 0.0);
-    let glm = BaselineParams::new(BaselineKind::Glm, 1.0).regularisation(Regularisation::new().quadratic(1e-3)).monte_carlo(2000, 1).fit(&Device::Cpu, &x).unwrap();
+    let glm = BaselineParams::new(BaselineKind::Glm, gramian::Kernel::gaussian_with_width(1.0).unwrap()).unwrap().regularisation(Regularisation::new().quadratic(1e-3)).monte_carlo(2000, 1).fit(&Device::Cpu, &x).unwrap();
     assert!(glm.density(&grid).unwrap().min() > 0.0);
     let h = 12.0 / 1000.0;
     let quad = glm.density(&grid).unwrap().sum() * h;
@@ -56,7 +56,7 @@ fn ncm_and_glm_are_nonnegative_and_glm_integral_is_only_approximate() {
     // With a Gaussian base measure p = exp(g) nu / Z has a finite integral,
     // estimated by Monte Carlo: close to the quadrature.
     let base = BaseMeasure::isotropic_gaussian(1, 2.0).unwrap();
-    let glm = BaselineParams::new(BaselineKind::Glm, 1.0).regularisation(Regularisation::new().quadratic(1e-3)).base_measure(base).monte_carlo(2000, 1).fit(&Device::Cpu, &x).unwrap();
+    let glm = BaselineParams::new(BaselineKind::Glm, gramian::Kernel::gaussian_with_width(1.0).unwrap()).unwrap().regularisation(Regularisation::new().quadratic(1e-3)).base_measure(base).monte_carlo(2000, 1).fit(&Device::Cpu, &x).unwrap();
     let quad = glm.density(&grid).unwrap().sum() * h;
     assert!((quad - 1.0).abs() < 0.2, "GLM integral by quadrature {quad}");
     assert!((glm.integral().unwrap() - quad).abs() < 0.2, "GLM integral {:?}, quadrature {quad}", glm.integral());
@@ -83,11 +83,11 @@ fn baseline_parameters_are_validated() {
     let mut rng = common::rng();
     let x = bimodal(10, &mut rng);
     for kind in [BaselineKind::Pnm, BaselineKind::Ncm, BaselineKind::Glm] {
-        assert!(matches!(BaselineParams::new(kind, 0.0).fit(&Device::Cpu, &x), Err(Error::InvalidParameter { .. })));
-        assert!(matches!(BaselineParams::new(kind, 1.0).regularisation(Regularisation::new().quadratic(-1.0)).fit(&Device::Cpu, &x), Err(Error::InvalidParameter { .. })));
+        assert!(matches!(gramian::Kernel::gaussian_with_width(0.0).and_then(|k| BaselineParams::new(kind, k)).and_then(|p| p.fit(&Device::Cpu, &x)), Err(Error::InvalidParameter { .. })));
+        assert!(matches!(BaselineParams::new(kind, gramian::Kernel::gaussian_with_width(1.0).unwrap()).unwrap().regularisation(Regularisation::new().quadratic(-1.0)).fit(&Device::Cpu, &x), Err(Error::InvalidParameter { .. })));
         let mut bad = x.clone();
         bad[(0, 0)] = f64::INFINITY;
-        assert!(matches!(BaselineParams::new(kind, 1.0).fit(&Device::Cpu, &bad), Err(ref e) if e.is_invalid_input()));
+        assert!(matches!(BaselineParams::new(kind, gramian::Kernel::gaussian_with_width(1.0).unwrap()).unwrap().fit(&Device::Cpu, &bad), Err(ref e) if e.is_invalid_input()));
     }
 }
 
@@ -132,7 +132,7 @@ fn ncm_moves_off_its_start_with_a_10d_gaussian_base_measure() {
     let sigma = 0.5;
     let (tx, rx) = std::sync::mpsc::channel();
     let (xc, bc) = (x.clone(), base.clone());
-    std::thread::spawn(move || tx.send(BaselineParams::new(BaselineKind::Ncm, sigma).regularisation(Regularisation::new().quadratic(1e-24)).base_measure(bc).fit(&Device::Cpu, &xc).unwrap()).unwrap());
+    std::thread::spawn(move || tx.send(BaselineParams::new(BaselineKind::Ncm, gramian::Kernel::gaussian_with_width(sigma).unwrap()).unwrap().regularisation(Regularisation::new().quadratic(1e-24)).base_measure(bc).fit(&Device::Cpu, &xc).unwrap()).unwrap());
     let ncm = rx.recv_timeout(std::time::Duration::from_secs(120)).expect("NCM fit did not finish in 120 s");
     assert!((ncm.integral().unwrap() - 1.0).abs() < 1e-9, "integral {:?}", ncm.integral());
     let u = kernel_integrals(&x, sigma, &base);

@@ -39,7 +39,7 @@ fn heteroscedastic_baselines_satisfy_first_order_conditions() {
     let (x, y) = psd_toy::toy_data(30, &mut rng);
     let seed = rng.random();
     for kind in KINDS {
-        let params = BaselineHeteroscedasticParams::new(kind, 0.15).regularisation(Regularisation::new().linear(1e-2).quadratic(1e-2)).restarts(3, seed);
+        let params = BaselineHeteroscedasticParams::new(kind, gramian::Kernel::gaussian_with_width(0.15).unwrap()).unwrap().regularisation(Regularisation::new().linear(1e-2).quadratic(1e-2)).restarts(3, seed);
         let model = params.fit_xy(&Device::Cpu, &x, &y).unwrap();
         let problem = params.problem(&Device::Cpu, &x, &y).unwrap();
         let z = model.solution();
@@ -65,7 +65,7 @@ fn ncm_and_glm_precisions_are_positive_everywhere_pnm_on_the_data() {
     let (x, y) = psd_toy::toy_data(40, &mut rng);
     let grid = DMatrix::from_fn(1001, 1, |i, _| -3.0 + 7.0 * i as f64 / 1000.0);
     for kind in KINDS {
-        let params = BaselineHeteroscedasticParams::new(kind, 0.1).regularisation(Regularisation::new().linear(1e-3).quadratic(1e-3)).restarts(2, 1);
+        let params = BaselineHeteroscedasticParams::new(kind, gramian::Kernel::gaussian_with_width(0.1).unwrap()).unwrap().regularisation(Regularisation::new().linear(1e-3).quadratic(1e-3)).restarts(2, 1);
         let model = params.fit_xy(&Device::Cpu, &x, &y).unwrap();
         let on_data = model.natural_parameters(&x).unwrap().theta;
         assert!(on_data.iter().all(|&t| t > 0.0), "{}: theta <= 0 on the data", kind.name());
@@ -77,7 +77,7 @@ fn ncm_and_glm_precisions_are_positive_everywhere_pnm_on_the_data() {
         assert!(model.mean_log_likelihood(&grid, &DVector::zeros(grid.nrows())).unwrap().is_finite());
     }
     // NCM: the kernel coefficients of theta are non-negative.
-    let params = BaselineHeteroscedasticParams::new(BaselineKind::Ncm, 0.1).regularisation(Regularisation::new().linear(1e-3).quadratic(1e-3));
+    let params = BaselineHeteroscedasticParams::new(BaselineKind::Ncm, gramian::Kernel::gaussian_with_width(0.1).unwrap()).unwrap().regularisation(Regularisation::new().linear(1e-3).quadratic(1e-3));
     let model = params.fit_xy(&Device::Cpu, &x, &y).unwrap();
     let (r, dim) = params.problem(&Device::Cpu, &x, &y).unwrap().block_sizes();
     assert_eq!(dim, x.nrows());
@@ -90,7 +90,7 @@ fn smoothed_quantile_baselines_satisfy_first_order_conditions() {
     let (x, y) = common::quantile_appendix_e(40, &mut rng);
     let seed = rng.random();
     for kind in [BaselineKind::Ncm, BaselineKind::Glm] {
-        let params = BaselineQuantileParams::new(kind, 0.2, &LEVELS).regularisation(Regularisation::new().linear(1e-3).quadratic(1e-3)).smoothing(1e-2).restarts(2, seed);
+        let params = BaselineQuantileParams::new(kind, gramian::Kernel::gaussian_with_width(0.2).unwrap(), &LEVELS).unwrap().regularisation(Regularisation::new().linear(1e-3).quadratic(1e-3)).smoothing(1e-2).restarts(2, seed);
         let model = params.fit_xy(&Device::Cpu, &x, &y).unwrap();
         let problem = params.problem(&Device::Cpu, &x, &y).unwrap();
         let z = model.solution();
@@ -113,7 +113,7 @@ fn ncm_quantiles_converge_within_the_default_budget() {
     let mut rng = common::rng();
     for draw in 0..40 {
         let (x, y) = common::quantile_appendix_e(40, &mut rng);
-        let params = BaselineQuantileParams::new(BaselineKind::Ncm, 0.2, &LEVELS).restarts(2, draw);
+        let params = BaselineQuantileParams::new(BaselineKind::Ncm, gramian::Kernel::gaussian_with_width(0.2).unwrap(), &LEVELS).unwrap().restarts(2, draw);
         if let Err(e) = params.fit_xy(&Device::Cpu, &x, &y) {
             panic!("draw {draw}: {e}");
         }
@@ -124,7 +124,7 @@ fn ncm_quantiles_converge_within_the_default_budget() {
 fn pnm_quantiles_are_optimal_and_ordered_on_the_data() {
     let mut rng = common::rng();
     let (x, y) = common::quantile_appendix_e(50, &mut rng);
-    let params = BaselineQuantileParams::new(BaselineKind::Pnm, 0.2, &LEVELS).regularisation(Regularisation::new().linear(1e-3).quadratic(1e-3));
+    let params = BaselineQuantileParams::new(BaselineKind::Pnm, gramian::Kernel::gaussian_with_width(0.2).unwrap(), &LEVELS).unwrap().regularisation(Regularisation::new().linear(1e-3).quadratic(1e-3));
     let model = params.fit_xy(&Device::Cpu, &x, &y).unwrap();
     let problem = params.problem(&Device::Cpu, &x, &y).unwrap();
     let z = model.solution().clone();
@@ -171,14 +171,14 @@ fn pnm_quantiles_cross_in_the_gap_without_data_while_the_others_do_not() {
         // PNM's tolerance is 1e-6 here: FISTA on its dual needed more than 100,000
         // iterations for 1e-7 once at lambda = 1e-4, and counting crossings
         // of hundreds of grid points does not need it.
-        let params = BaselineQuantileParams::new(kind, 0.2, &LEVELS).restarts(2, 3);
+        let params = BaselineQuantileParams::new(kind, gramian::Kernel::gaussian_with_width(0.2).unwrap(), &LEVELS).unwrap().restarts(2, 3);
         // NCM/GLM: the Newton budget is 5000 (the default 500 ran out once at
         // lambda 1e-2, seed 1796128765349039249, gap 1.3e-4 against 1e-7).
         let params = if kind == BaselineKind::Pnm { params.regularisation(Regularisation::new().linear(1e-4).quadratic(1e-4)).solver(SolverOptions::default().tolerance(1e-6).max_iterations(100_000)) } else { params.regularisation(Regularisation::new().linear(1e-2).quadratic(1e-2)).solver(SolverOptions::default().tolerance(1e-7).max_iterations(5000)) };
         let model = params.fit_xy(&Device::Cpu, &x, &y).unwrap();
         counts.push(crossings(&model.predict(&grid).unwrap()));
     }
-    let psd = QuantileParams::new(0.2, &LEVELS).regularisation(Regularisation::new().linear(1e-2).trace(1e-3).quadratic(1e-4)).solver(SolverOptions { tolerance: 1e-4, max_iterations: 20_000, check_every: 10 }).fit_xy(&Device::Cpu, &x, &y).unwrap();
+    let psd = QuantileParams::new(gramian::Kernel::gaussian_with_width(0.2).unwrap(), &LEVELS).unwrap().regularisation(Regularisation::new().linear(1e-2).trace(1e-3).quadratic(1e-4)).solver(SolverOptions { tolerance: 1e-4, max_iterations: 20_000, check_every: 10 }).fit_xy(&Device::Cpu, &x, &y).unwrap();
     counts.push(crossings(&psd.predict(&grid).unwrap()));
     assert!(counts[0] > 0, "PNM never crosses: {counts:?}");
     assert_eq!(&counts[1..], &[0, 0, 0], "NCM, GLM, PSD must not cross: {counts:?}");
@@ -192,13 +192,13 @@ fn bad_input_gives_typed_errors() {
     let invalid = |r: Result<(), Error>| matches!(r, Err(Error::InvalidParameter { .. }));
     for kind in KINDS {
         let het = |p: BaselineHeteroscedasticParams| p.fit_xy(&cpu, &x, &y).map(|_| ());
-        assert!(invalid(het(BaselineHeteroscedasticParams::new(kind, 0.0))));
-        assert!(invalid(het(BaselineHeteroscedasticParams::new(kind, f64::NAN))));
-        assert!(invalid(het(BaselineHeteroscedasticParams::new(kind, 0.1).regularisation(Regularisation::new().linear(0.0).quadratic(1e-3)))));
-        assert!(invalid(het(BaselineHeteroscedasticParams::new(kind, 0.1).regularisation(Regularisation::new().linear(1e-3).quadratic(-1.0)))));
-        assert!(invalid(het(BaselineHeteroscedasticParams::new(kind, 0.1).restarts(0, 1))));
-        assert!(invalid(het(BaselineHeteroscedasticParams::new(kind, 0.1).solver(SolverOptions::default().tolerance(0.0).max_iterations(10)))));
-        let p = BaselineHeteroscedasticParams::new(kind, 0.1);
+        assert!(invalid(gramian::Kernel::gaussian_with_width(0.0).and_then(|k| BaselineHeteroscedasticParams::new(kind, k)).and_then(het)));
+        assert!(invalid(gramian::Kernel::gaussian_with_width(f64::NAN).and_then(|k| BaselineHeteroscedasticParams::new(kind, k)).and_then(het)));
+        assert!(invalid(het(BaselineHeteroscedasticParams::new(kind, gramian::Kernel::gaussian_with_width(0.1).unwrap()).unwrap().regularisation(Regularisation::new().linear(0.0).quadratic(1e-3)))));
+        assert!(invalid(het(BaselineHeteroscedasticParams::new(kind, gramian::Kernel::gaussian_with_width(0.1).unwrap()).unwrap().regularisation(Regularisation::new().linear(1e-3).quadratic(-1.0)))));
+        assert!(invalid(het(BaselineHeteroscedasticParams::new(kind, gramian::Kernel::gaussian_with_width(0.1).unwrap()).unwrap().restarts(0, 1))));
+        assert!(invalid(het(BaselineHeteroscedasticParams::new(kind, gramian::Kernel::gaussian_with_width(0.1).unwrap()).unwrap().solver(SolverOptions::default().tolerance(0.0).max_iterations(10)))));
+        let p = BaselineHeteroscedasticParams::new(kind, gramian::Kernel::gaussian_with_width(0.1).unwrap()).unwrap();
         assert!(invalid(p.fit_xy(&cpu, &x, &DVector::from_element(20, 1.5)).map(|_| ())), "constant y");
         assert!(invalid(p.fit_xy(&cpu, &x.rows(0, 1).into_owned(), &y.rows(0, 1).into_owned()).map(|_| ())), "one sample");
         assert!(matches!(p.fit_xy(&cpu, &x, &y.rows(0, 10).into_owned()), Err(ref e) if e.is_invalid_input()));
@@ -211,16 +211,16 @@ fn bad_input_gives_typed_errors() {
 
         let quant = |p: BaselineQuantileParams| p.fit_xy(&cpu, &x, &y).map(|_| ());
         for levels in [vec![0.5, 0.25], vec![0.0, 0.5], vec![0.5, 1.0], vec![]] {
-            assert!(invalid(quant(BaselineQuantileParams::new(kind, 0.1, &levels))), "{levels:?}");
+            assert!(invalid(quant(BaselineQuantileParams::new(kind, gramian::Kernel::gaussian_with_width(0.1).unwrap(), &levels).unwrap())), "{levels:?}");
         }
-        assert!(invalid(quant(BaselineQuantileParams::new(kind, -1.0, &LEVELS))));
-        assert!(invalid(quant(BaselineQuantileParams::new(kind, 0.1, &LEVELS).smoothing(0.0))));
-        assert!(invalid(quant(BaselineQuantileParams::new(kind, 0.1, &LEVELS).regularisation(Regularisation::new().linear(1e-3).quadratic(0.0)))));
+        assert!(invalid(gramian::Kernel::gaussian_with_width(-1.0).and_then(|k| BaselineQuantileParams::new(kind, k, &LEVELS)).and_then(quant)));
+        assert!(invalid(quant(BaselineQuantileParams::new(kind, gramian::Kernel::gaussian_with_width(0.1).unwrap(), &LEVELS).unwrap().smoothing(0.0))));
+        assert!(invalid(quant(BaselineQuantileParams::new(kind, gramian::Kernel::gaussian_with_width(0.1).unwrap(), &LEVELS).unwrap().regularisation(Regularisation::new().linear(1e-3).quadratic(0.0)))));
         let mut bad = y.clone();
         bad[0] = f64::INFINITY;
-        assert!(matches!(BaselineQuantileParams::new(kind, 0.1, &LEVELS).fit_xy(&cpu, &x, &bad), Err(ref e) if e.is_invalid_input()));
+        assert!(matches!(BaselineQuantileParams::new(kind, gramian::Kernel::gaussian_with_width(0.1).unwrap(), &LEVELS).unwrap().fit_xy(&cpu, &x, &bad), Err(ref e) if e.is_invalid_input()));
     }
     // An iteration budget too small to converge is NotConverged, not a wrong answer.
-    let r = BaselineHeteroscedasticParams::new(BaselineKind::Pnm, 0.1).solver(SolverOptions::default().tolerance(1e-12).max_iterations(1)).fit_xy(&cpu, &x, &y);
+    let r = BaselineHeteroscedasticParams::new(BaselineKind::Pnm, gramian::Kernel::gaussian_with_width(0.1).unwrap()).unwrap().solver(SolverOptions::default().tolerance(1e-12).max_iterations(1)).fit_xy(&cpu, &x, &y);
     assert!(matches!(r, Err(Error::NotConverged { .. })), "{r:?}");
 }

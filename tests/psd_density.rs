@@ -32,7 +32,7 @@ fn grid_1d(a: f64, b: f64, n: usize) -> DMatrix<f64> {
 
 fn fitted_1d_density(rng: &mut StdRng) -> (DMatrix<f64>, gramian::psd::PsdDensity) {
     let x = bimodal(50, rng);
-    let params = DensityParams::new(1.0).regularisation(Regularisation::new().trace(1e-3).quadratic(1e-4)).solver(SolverOptions { tolerance: 1e-7, max_iterations: 20_000, check_every: 2 });
+    let params = DensityParams::new(gramian::Kernel::gaussian_with_width(1.0).unwrap()).unwrap().regularisation(Regularisation::new().trace(1e-3).quadratic(1e-4)).solver(SolverOptions { tolerance: 1e-7, max_iterations: 20_000, check_every: 2 });
     let density = params.fit(&Device::Cpu, &x).unwrap();
     (x, density)
 }
@@ -176,7 +176,7 @@ fn marginals_and_box_probabilities_of_a_2d_density() {
     let mut rng = common::rng();
     let x = DMatrix::from_fn(40, 2, |_, _| rng.random_range(-1.0..1.0));
     let base = BaseMeasure::isotropic_gaussian(2, 2.0).unwrap();
-    let density = DensityParams::new(0.8).base_measure(base).fit(&Device::Cpu, &x).unwrap();
+    let density = DensityParams::new(gramian::Kernel::gaussian_with_width(0.8).unwrap()).unwrap().base_measure(base).fit(&Device::Cpu, &x).unwrap();
     assert!((density.integral().unwrap() - 1.0).abs() < 1e-6);
     let marginal = density.marginal(&[1]).unwrap();
     assert!((marginal.integral().unwrap() - 1.0).abs() < 1e-6);
@@ -206,7 +206,7 @@ fn samples_of_a_2d_density_match_its_moments_and_box_probabilities() {
     let mut rng = common::rng();
     let x = DMatrix::from_fn(30, 2, |i, k| rng.random_range(-1.0..1.0) + if k == 0 && i % 2 == 0 { 1.5 } else { 0.0 });
     let base = BaseMeasure::isotropic_gaussian(2, 2.0).unwrap();
-    let density = DensityParams::new(0.8).base_measure(base).fit(&Device::Cpu, &x).unwrap();
+    let density = DensityParams::new(gramian::Kernel::gaussian_with_width(0.8).unwrap()).unwrap().base_measure(base).fit(&Device::Cpu, &x).unwrap();
     let count = 4000;
     let s = density.sample(count, &mut rng).unwrap();
     assert_eq!(s.shape(), (count, 2));
@@ -231,15 +231,15 @@ fn duplicate_points_and_nystrom_centres_work() {
     let mut rng = common::rng();
     let base = bimodal(30, &mut rng);
     let x = DMatrix::from_fn(60, 1, |i, _| base[(i % 30, 0)]);
-    let d = DensityParams::new(0.7).fit(&Device::Cpu, &x).unwrap();
+    let d = DensityParams::new(gramian::Kernel::gaussian_with_width(0.7).unwrap()).unwrap().fit(&Device::Cpu, &x).unwrap();
     assert!((d.integral().unwrap() - 1.0).abs() < 1e-6);
     assert!(d.density(&grid_1d(-5.0, 5.0, 501)).unwrap().iter().all(|&v| v >= 0.0));
     let big = bimodal(200, &mut rng);
     let loose = SolverOptions { tolerance: 1e-5, ..SolverOptions::default() };
-    let ny = DensityParams::new(0.7).nystrom(30, 3).solver(loose).fit(&Device::Cpu, &big).unwrap();
+    let ny = DensityParams::new(gramian::Kernel::gaussian_with_width(0.7).unwrap()).unwrap().nystrom(30, 3).solver(loose).fit(&Device::Cpu, &big).unwrap();
     assert_eq!(ny.model().centres().nrows(), 30);
     assert!((ny.integral().unwrap() - 1.0).abs() < 1e-6);
-    let full = DensityParams::new(0.7).solver(loose).fit(&Device::Cpu, &big).unwrap();
+    let full = DensityParams::new(gramian::Kernel::gaussian_with_width(0.7).unwrap()).unwrap().solver(loose).fit(&Device::Cpu, &big).unwrap();
     let test = bimodal(400, &mut StdRng::seed_from_u64(11));
     let (lf, ln) = (full.mean_log_likelihood(&test).unwrap(), ny.mean_log_likelihood(&test).unwrap());
     assert!((lf - ln).abs() < 0.05, "full {lf} vs Nystrom {ln}");
@@ -269,19 +269,19 @@ fn bad_input_gives_typed_errors() {
     let mut rng = common::rng();
     let x = bimodal(20, &mut rng);
     let invalid = |r: Result<gramian::psd::PsdDensity, Error>| matches!(r, Err(Error::InvalidParameter { .. }));
-    assert!(invalid(DensityParams::new(0.0).fit(&Device::Cpu, &x)));
-    assert!(invalid(DensityParams::new(-1.0).fit(&Device::Cpu, &x)));
-    assert!(invalid(DensityParams::new(1.0).regularisation(Regularisation::new().trace(1e-3).quadratic(0.0)).fit(&Device::Cpu, &x)));
-    assert!(invalid(DensityParams::new(1.0).regularisation(Regularisation::new().trace(-1.0).quadratic(1e-3)).fit(&Device::Cpu, &x)));
-    assert!(invalid(DensityParams::new(1.0).nystrom(50, 0).fit(&Device::Cpu, &x)));
+    assert!(invalid(gramian::Kernel::gaussian_with_width(0.0).and_then(DensityParams::new).and_then(|p| p.fit(&Device::Cpu, &x))));
+    assert!(invalid(gramian::Kernel::gaussian_with_width(-1.0).and_then(DensityParams::new).and_then(|p| p.fit(&Device::Cpu, &x))));
+    assert!(invalid(DensityParams::new(gramian::Kernel::gaussian_with_width(1.0).unwrap()).unwrap().regularisation(Regularisation::new().trace(1e-3).quadratic(0.0)).fit(&Device::Cpu, &x)));
+    assert!(invalid(DensityParams::new(gramian::Kernel::gaussian_with_width(1.0).unwrap()).unwrap().regularisation(Regularisation::new().trace(-1.0).quadratic(1e-3)).fit(&Device::Cpu, &x)));
+    assert!(invalid(DensityParams::new(gramian::Kernel::gaussian_with_width(1.0).unwrap()).unwrap().nystrom(50, 0).fit(&Device::Cpu, &x)));
     let mut bad = x.clone();
     bad[(3, 0)] = f64::NAN;
-    assert!(matches!(DensityParams::new(1.0).fit(&Device::Cpu, &bad), Err(ref e) if e.is_invalid_input()));
-    assert!(matches!(DensityParams::new(1.0).fit(&Device::Cpu, &DMatrix::zeros(0, 1)), Err(ref e) if e.is_invalid_input()));
+    assert!(matches!(DensityParams::new(gramian::Kernel::gaussian_with_width(1.0).unwrap()).unwrap().fit(&Device::Cpu, &bad), Err(ref e) if e.is_invalid_input()));
+    assert!(matches!(DensityParams::new(gramian::Kernel::gaussian_with_width(1.0).unwrap()).unwrap().fit(&Device::Cpu, &DMatrix::zeros(0, 1)), Err(ref e) if e.is_invalid_input()));
     let wrong_base = BaseMeasure::isotropic_gaussian(3, 1.0).unwrap();
-    assert!(matches!(DensityParams::new(1.0).base_measure(wrong_base).fit(&Device::Cpu, &x), Err(ref e) if e.is_invalid_input()));
+    assert!(matches!(DensityParams::new(gramian::Kernel::gaussian_with_width(1.0).unwrap()).unwrap().base_measure(wrong_base).fit(&Device::Cpu, &x), Err(ref e) if e.is_invalid_input()));
     let tiny = SolverOptions { tolerance: 1e-12, max_iterations: 3, check_every: 1 };
-    match DensityParams::new(1.0).solver(tiny).fit(&Device::Cpu, &x) {
+    match DensityParams::new(gramian::Kernel::gaussian_with_width(1.0).unwrap()).unwrap().solver(tiny).fit(&Device::Cpu, &x) {
         Err(Error::NotConverged { iterations, gap, tolerance }) => {
             assert_eq!(iterations, 3);
             assert!(gap > tolerance);
@@ -317,7 +317,7 @@ fn a_multiplier_far_from_its_start_is_found_in_few_iterations() {
     let x = DMatrix::from_fn(300, 10, |i, k| normal.sample(&mut rng) + if k == 0 { if i % 2 == 0 { 2.0 } else { -2.0 } } else { 0.0 });
     let base = BaseMeasure::isotropic_gaussian(10, 5.0).unwrap();
     let options = SolverOptions { tolerance: 1e-4, max_iterations: 100, check_every: 2 };
-    let d = DensityParams::new(1.0).regularisation(Regularisation::new().trace(1e-4).quadratic(1e-6)).base_measure(base).nystrom(100, 1).solver(options).fit(&Device::Cpu, &x).unwrap();
+    let d = DensityParams::new(gramian::Kernel::gaussian_with_width(1.0).unwrap()).unwrap().regularisation(Regularisation::new().trace(1e-4).quadratic(1e-6)).base_measure(base).nystrom(100, 1).solver(options).fit(&Device::Cpu, &x).unwrap();
     assert!(d.report().gap <= 1e-4);
     assert!((d.integral().unwrap() - 1.0).abs() < 1e-6);
     assert!(d.density(&x).unwrap().iter().all(|&v| v >= 0.0));
@@ -338,7 +338,7 @@ fn the_multiplier_search_never_steps_away_from_the_root() {
         let x = DMatrix::from_fn(300, 10, |i, k| normal.sample(&mut rng) + if k == 0 { if i % 2 == 0 { 2.0 } else { -2.0 } } else { 0.0 });
         let base = BaseMeasure::isotropic_gaussian(10, 5.0).unwrap();
         let options = SolverOptions { tolerance: 1e-4, max_iterations: 100, check_every: 2 };
-        let d = DensityParams::new(1.0).regularisation(Regularisation::new().trace(1e-4).quadratic(1e-6)).base_measure(base).nystrom(100, 1).solver(options).fit(&Device::Cpu, &x);
+        let d = DensityParams::new(gramian::Kernel::gaussian_with_width(1.0).unwrap()).unwrap().regularisation(Regularisation::new().trace(1e-4).quadratic(1e-6)).base_measure(base).nystrom(100, 1).solver(options).fit(&Device::Cpu, &x);
         let d = d.unwrap_or_else(|e| panic!("seed {seed}: {e}"));
         assert!(d.report().gap <= 1e-4, "seed {seed}");
         assert!((d.integral().unwrap() - 1.0).abs() < 1e-6, "seed {seed}");
@@ -362,7 +362,7 @@ fn ten_dimensional_density_converges_at_small_lambda() {
         x[(i, 0)] += if rng.random::<bool>() { 2.0 } else { -2.0 };
     }
     let lambda = 1e-19;
-    let params = DensityParams::new(0.55)
+    let params = DensityParams::new(gramian::Kernel::gaussian_with_width(0.55).unwrap()).unwrap()
         .regularisation(Regularisation::new().trace(lambda).quadratic(0.01 * lambda))
         .base_measure(BaseMeasure::isotropic_gaussian(10, 25.0).unwrap())
         .nystrom(100, 1)

@@ -50,7 +50,7 @@ fn assert_nystrom_not_below(label: &str, full: &SolverReport, nystrom: &SolverRe
 fn heteroscedastic_with_nystrom_centres_is_certified() {
     let mut rng = common::rng();
     let (x, y) = psd_toy::toy_data(80, &mut rng);
-    let params = HeteroscedasticParams::new(0.1).regularisation(Regularisation::new().linear(1e-2).trace(1e-2).quadratic(1e-3)).solver(options());
+    let params = HeteroscedasticParams::new(gramian::Kernel::gaussian_with_width(0.1).unwrap()).unwrap().regularisation(Regularisation::new().linear(1e-2).trace(1e-2).quadratic(1e-3)).solver(options());
     let full = params.clone().fit_xy(&Device::Cpu, &x, &y).unwrap();
     let nys = params.nystrom(25, 4).fit_xy(&Device::Cpu, &x, &y).unwrap();
     assert_certified("heteroscedastic, all centres", full.report());
@@ -64,7 +64,7 @@ fn heteroscedastic_with_nystrom_centres_is_certified() {
 fn quantile_with_nystrom_centres_is_certified_and_never_crosses() {
     let mut rng = common::rng();
     let (x, y) = common::quantile_appendix_e(80, &mut rng);
-    let params = QuantileParams::new(0.15, &[0.25, 0.5, 0.75]).regularisation(Regularisation::new().linear(1e-2).trace(1e-3).quadratic(1e-4)).solver(options());
+    let params = QuantileParams::new(gramian::Kernel::gaussian_with_width(0.15).unwrap(), &[0.25, 0.5, 0.75]).unwrap().regularisation(Regularisation::new().linear(1e-2).trace(1e-3).quadratic(1e-4)).solver(options());
     let full = params.clone().fit_xy(&Device::Cpu, &x, &y).unwrap();
     let nys = params.nystrom(25, 4).fit_xy(&Device::Cpu, &x, &y).unwrap();
     assert_certified("quantile, all centres", full.report());
@@ -79,7 +79,7 @@ fn quantile_with_nystrom_centres_is_certified_and_never_crosses() {
 fn density_with_nystrom_centres_is_certified() {
     let mut rng = common::rng();
     let x = DMatrix::from_fn(120, 2, |_, _| rng.random_range(-1.0..1.0));
-    let params = DensityParams::new(0.5).regularisation(Regularisation::new().trace(1e-3).quadratic(1e-4)).base_measure(BaseMeasure::isotropic_gaussian(2, 2.0).unwrap()).solver(SolverOptions { check_every: 2, ..options() });
+    let params = DensityParams::new(gramian::Kernel::gaussian_with_width(0.5).unwrap()).unwrap().regularisation(Regularisation::new().trace(1e-3).quadratic(1e-4)).base_measure(BaseMeasure::isotropic_gaussian(2, 2.0).unwrap()).solver(SolverOptions { check_every: 2, ..options() });
     let full = params.clone().fit(&Device::Cpu, &x).unwrap();
     let nys = params.nystrom(30, 4).fit(&Device::Cpu, &x).unwrap();
     assert_certified("density, all centres", full.report());

@@ -94,7 +94,7 @@ fn the_duality_gap_closes_and_stays_nonnegative() {
     let mut rng = common::rng();
     let (x, y) = toy_data(40, &mut rng);
     let options = SolverOptions { tolerance: 1e-8, max_iterations: 50_000, check_every: 10 };
-    let model = HeteroscedasticParams::new(0.15).regularisation(Regularisation::new().linear(1e-3).trace(1e-3).quadratic(1e-3)).solver(options).fit_xy(&Device::Cpu, &x, &y).unwrap();
+    let model = HeteroscedasticParams::new(gramian::Kernel::gaussian_with_width(0.15).unwrap()).unwrap().regularisation(Regularisation::new().linear(1e-3).trace(1e-3).quadratic(1e-3)).solver(options).fit_xy(&Device::Cpu, &x, &y).unwrap();
     let report = model.report();
     assert!(report.gap <= 1e-8 && report.gap >= -1e-12, "gap {}", report.gap);
     for &(k, g) in &report.gap_history {
@@ -105,7 +105,7 @@ fn the_duality_gap_closes_and_stays_nonnegative() {
 }
 
 fn fit_toy(x: &DMatrix<f64>, y: &DVector<f64>) -> gramian::psd::HeteroscedasticRegression {
-    HeteroscedasticParams::new(0.1)
+    HeteroscedasticParams::new(gramian::Kernel::gaussian_with_width(0.1).unwrap()).unwrap()
         .regularisation(Regularisation::new().linear(1e-2).trace(1e-2).quadratic(1e-3))
         .solver(SolverOptions { tolerance: 1e-6, max_iterations: 50_000, check_every: 10 })
         .fit_xy(&Device::Cpu, x, y)
@@ -164,21 +164,21 @@ fn bad_input_gives_typed_errors() {
     let (x, y) = toy_data(20, &mut rng);
     let dev = Device::Cpu;
     let invalid = |r: Result<gramian::psd::HeteroscedasticRegression, Error>| matches!(r, Err(Error::InvalidParameter { .. }));
-    assert!(invalid(HeteroscedasticParams::new(0.0).fit_xy(&dev, &x, &y)));
-    assert!(invalid(HeteroscedasticParams::new(f64::NAN).fit_xy(&dev, &x, &y)));
-    assert!(invalid(HeteroscedasticParams::new(0.1).regularisation(Regularisation::new().linear(0.0).trace(1e-3).quadratic(1e-3)).fit_xy(&dev, &x, &y)));
-    assert!(invalid(HeteroscedasticParams::new(0.1).regularisation(Regularisation::new().linear(1e-3).trace(-1.0).quadratic(1e-3)).fit_xy(&dev, &x, &y)));
-    assert!(invalid(HeteroscedasticParams::new(0.1).regularisation(Regularisation::new().linear(1e-3).trace(1e-3).quadratic(0.0)).fit_xy(&dev, &x, &y)));
-    assert!(invalid(HeteroscedasticParams::new(0.1).fit_xy(&dev, &x, &DVector::from_element(20, 1.5))));
+    assert!(invalid(gramian::Kernel::gaussian_with_width(0.0).and_then(HeteroscedasticParams::new).and_then(|p| p.fit_xy(&dev, &x, &y))));
+    assert!(invalid(gramian::Kernel::gaussian_with_width(f64::NAN).and_then(HeteroscedasticParams::new).and_then(|p| p.fit_xy(&dev, &x, &y))));
+    assert!(invalid(HeteroscedasticParams::new(gramian::Kernel::gaussian_with_width(0.1).unwrap()).unwrap().regularisation(Regularisation::new().linear(0.0).trace(1e-3).quadratic(1e-3)).fit_xy(&dev, &x, &y)));
+    assert!(invalid(HeteroscedasticParams::new(gramian::Kernel::gaussian_with_width(0.1).unwrap()).unwrap().regularisation(Regularisation::new().linear(1e-3).trace(-1.0).quadratic(1e-3)).fit_xy(&dev, &x, &y)));
+    assert!(invalid(HeteroscedasticParams::new(gramian::Kernel::gaussian_with_width(0.1).unwrap()).unwrap().regularisation(Regularisation::new().linear(1e-3).trace(1e-3).quadratic(0.0)).fit_xy(&dev, &x, &y)));
+    assert!(invalid(HeteroscedasticParams::new(gramian::Kernel::gaussian_with_width(0.1).unwrap()).unwrap().fit_xy(&dev, &x, &DVector::from_element(20, 1.5))));
     let mut bad_x = x.clone();
     bad_x[(3, 0)] = f64::NAN;
-    assert!(matches!(HeteroscedasticParams::new(0.1).fit_xy(&dev, &bad_x, &y), Err(ref e) if e.is_invalid_input()));
+    assert!(matches!(HeteroscedasticParams::new(gramian::Kernel::gaussian_with_width(0.1).unwrap()).unwrap().fit_xy(&dev, &bad_x, &y), Err(ref e) if e.is_invalid_input()));
     let mut bad_y = y.clone();
     bad_y[2] = f64::INFINITY;
-    assert!(matches!(HeteroscedasticParams::new(0.1).fit_xy(&dev, &x, &bad_y), Err(ref e) if e.is_invalid_input()));
-    assert!(matches!(HeteroscedasticParams::new(0.1).fit_xy(&dev, &x, &y.rows(0, 19).into_owned()), Err(ref e) if e.is_invalid_input()));
+    assert!(matches!(HeteroscedasticParams::new(gramian::Kernel::gaussian_with_width(0.1).unwrap()).unwrap().fit_xy(&dev, &x, &bad_y), Err(ref e) if e.is_invalid_input()));
+    assert!(matches!(HeteroscedasticParams::new(gramian::Kernel::gaussian_with_width(0.1).unwrap()).unwrap().fit_xy(&dev, &x, &y.rows(0, 19).into_owned()), Err(ref e) if e.is_invalid_input()));
     let budget = SolverOptions { tolerance: 1e-12, max_iterations: 5, check_every: 1 };
-    match HeteroscedasticParams::new(0.1).solver(budget).fit_xy(&dev, &x, &y) {
+    match HeteroscedasticParams::new(gramian::Kernel::gaussian_with_width(0.1).unwrap()).unwrap().solver(budget).fit_xy(&dev, &x, &y) {
         Err(Error::NotConverged { iterations, gap, .. }) => assert!(iterations == 5 && gap > 1e-12),
         other => panic!("expected NotConverged, got {other:?}"),
     }

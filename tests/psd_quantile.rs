@@ -14,7 +14,7 @@ use gramian::psd::Regularisation;
 fn quantile_curves_never_cross_and_cover_their_levels() {
     let mut rng = common::rng();
     let (x, y) = common::quantile_appendix_e(120, &mut rng);
-    let params = QuantileParams::new(0.15, &[0.25, 0.5, 0.75]).regularisation(Regularisation::new().linear(1e-4).trace(1e-4).quadratic(1e-5)).solver(SolverOptions { tolerance: 1e-5, max_iterations: 20_000, check_every: 10 });
+    let params = QuantileParams::new(gramian::Kernel::gaussian_with_width(0.15).unwrap(), &[0.25, 0.5, 0.75]).unwrap().regularisation(Regularisation::new().linear(1e-4).trace(1e-4).quadratic(1e-5)).solver(SolverOptions { tolerance: 1e-5, max_iterations: 20_000, check_every: 10 });
     let model = params.fit_xy(&Device::Cpu, &x, &y).unwrap();
     assert!(model.report().gap <= 1e-5);
     let grid = DMatrix::from_fn(2001, 1, |i, _| -0.5 + 2.0 * i as f64 / 2000.0);
@@ -35,10 +35,10 @@ fn quantile_levels_are_validated() {
     let mut rng = common::rng();
     let (x, y) = common::quantile_appendix_e(20, &mut rng);
     for levels in [vec![0.5, 0.25], vec![0.0, 0.5], vec![0.5, 1.0], vec![0.3, 0.3], vec![]] {
-        assert!(matches!(QuantileParams::new(0.2, &levels).fit_xy(&Device::Cpu, &x, &y), Err(Error::InvalidParameter { .. })), "{levels:?}");
+        assert!(matches!(QuantileParams::new(gramian::Kernel::gaussian_with_width(0.2).unwrap(), &levels).unwrap().fit_xy(&Device::Cpu, &x, &y), Err(Error::InvalidParameter { .. })), "{levels:?}");
     }
-    assert!(matches!(QuantileParams::new(0.2, &[0.5]).fit_xy(&Device::Cpu, &x, &y.rows(0, 10).into_owned()), Err(ref e) if e.is_invalid_input()));
+    assert!(matches!(QuantileParams::new(gramian::Kernel::gaussian_with_width(0.2).unwrap(), &[0.5]).unwrap().fit_xy(&Device::Cpu, &x, &y.rows(0, 10).into_owned()), Err(ref e) if e.is_invalid_input()));
     let mut bad = y.clone();
     bad[2] = f64::NAN;
-    assert!(matches!(QuantileParams::new(0.2, &[0.5]).fit_xy(&Device::Cpu, &x, &bad), Err(ref e) if e.is_invalid_input()));
+    assert!(matches!(QuantileParams::new(gramian::Kernel::gaussian_with_width(0.2).unwrap(), &[0.5]).unwrap().fit_xy(&Device::Cpu, &x, &bad), Err(ref e) if e.is_invalid_input()));
 }

@@ -123,7 +123,7 @@ fn psd_density_and_quantile_models_round_trip() {
     let cpu = Device::cpu();
     let mut rng = common::rng();
     let x = common::random_matrix(&mut rng, 50, 2);
-    let density = DensityParams::new(0.7).base_measure(BaseMeasure::isotropic_gaussian(2, 2.0).unwrap()).fit(&cpu, &x).unwrap();
+    let density = DensityParams::new(gramian::Kernel::gaussian_with_width(0.7).unwrap()).unwrap().base_measure(BaseMeasure::isotropic_gaussian(2, 2.0).unwrap()).fit(&cpu, &x).unwrap();
     let grid = common::random_matrix(&mut rng, 20, 2);
     for loaded in [PsdDensity::from_json(&density.to_json().unwrap()).unwrap(), PsdDensity::from_cbor(&density.to_cbor().unwrap()).unwrap()] {
         assert_eq!(density.predict(&grid).unwrap(), loaded.predict(&grid).unwrap());
@@ -135,7 +135,7 @@ fn psd_density_and_quantile_models_round_trip() {
     assert!(matches!(PsdDensity::from_json(&v.to_string()), Err(Error::Record(ref m)) if m.contains("inconsistent")));
 
     let (xq, yq) = common::quantile_appendix_e(40, &mut rng);
-    let quantile = QuantileParams::new(0.2, &[0.25, 0.5, 0.75]).fit(&cpu, &Supervised::new(xq.clone(), yq).unwrap()).unwrap();
+    let quantile = QuantileParams::new(gramian::Kernel::gaussian_with_width(0.2).unwrap(), &[0.25, 0.5, 0.75]).unwrap().fit(&cpu, &Supervised::new(xq.clone(), yq).unwrap()).unwrap();
     let loaded = QuantileRegression::from_cbor(&quantile.to_cbor().unwrap()).unwrap();
     assert_eq!(quantile.predict(&xq).unwrap(), loaded.predict(&xq).unwrap());
     // A missing gap model would make predict fail: caught at load instead.
@@ -157,7 +157,7 @@ fn psd_heteroscedastic_and_the_baselines_round_trip() {
     let data = Supervised::new(x.clone(), y).unwrap();
     let grid = common::random_matrix(&mut rng, 20, 1);
 
-    let het = HeteroscedasticParams::new(0.3).fit(&cpu, &data).unwrap();
+    let het = HeteroscedasticParams::new(gramian::Kernel::gaussian_with_width(0.3).unwrap()).unwrap().fit(&cpu, &data).unwrap();
     for loaded in [HeteroscedasticRegression::from_json(&het.to_json().unwrap()).unwrap(), HeteroscedasticRegression::from_cbor(&het.to_cbor().unwrap()).unwrap()] {
         assert_eq!(het.predict_mean(&grid).unwrap(), loaded.predict_mean(&grid).unwrap());
         assert_eq!(het.predict_variance(&grid).unwrap(), loaded.predict_variance(&grid).unwrap());
@@ -167,11 +167,11 @@ fn psd_heteroscedastic_and_the_baselines_round_trip() {
     assert!(matches!(HeteroscedasticRegression::from_json(&v.to_string()), Err(Error::Record(_))));
 
     for kind in [BaselineKind::Pnm, BaselineKind::Ncm, BaselineKind::Glm] {
-        let density = BaselineParams::new(kind, 0.5).monte_carlo(500, 1).fit(&cpu, &x).unwrap();
+        let density = BaselineParams::new(kind, gramian::Kernel::gaussian_with_width(0.5).unwrap()).unwrap().monte_carlo(500, 1).fit(&cpu, &x).unwrap();
         let loaded = BaselineDensity::from_cbor(&density.to_cbor().unwrap()).unwrap();
         assert_eq!(density.density(&grid).unwrap(), loaded.density(&grid).unwrap(), "{kind:?}");
 
-        let b = BaselineHeteroscedasticParams::new(kind, 0.3).restarts(2, 1).fit(&cpu, &data).unwrap();
+        let b = BaselineHeteroscedasticParams::new(kind, gramian::Kernel::gaussian_with_width(0.3).unwrap()).unwrap().restarts(2, 1).fit(&cpu, &data).unwrap();
         let loaded = BaselineHeteroscedastic::from_json(&b.to_json().unwrap()).unwrap();
         assert_eq!(b.predict_mean(&grid).unwrap(), loaded.predict_mean(&grid).unwrap(), "{kind:?}");
         assert_eq!(b.predict_variance(&grid).unwrap(), loaded.predict_variance(&grid).unwrap(), "{kind:?}");
@@ -184,7 +184,7 @@ fn psd_heteroscedastic_and_the_baselines_round_trip() {
         // With the default budget (NCM's projected Newton stopped at 500
         // iterations on 3 of 60 seeds before its box-constrained Newton
         // direction, e.g. GRAMIAN_TEST_SEED=1796188143905263564).
-        let params = BaselineQuantileParams::new(kind, 0.2, &[0.25, 0.5, 0.75]).restarts(2, 1);
+        let params = BaselineQuantileParams::new(kind, gramian::Kernel::gaussian_with_width(0.2).unwrap(), &[0.25, 0.5, 0.75]).unwrap().restarts(2, 1);
         let q = params.fit(&cpu, &Supervised::new(xq.clone(), yq).unwrap()).unwrap();
         let loaded = BaselineQuantile::from_cbor(&q.to_cbor().unwrap()).unwrap();
         assert_eq!(q.predict(&xq).unwrap(), loaded.predict(&xq).unwrap(), "{kind:?}");
@@ -208,7 +208,7 @@ fn psd_density() -> gramian::psd::PsdDensity {
     use gramian::psd::{BaseMeasure, DensityParams};
     let mut rng = common::rng();
     let x = common::random_matrix(&mut rng, 20, 2);
-    DensityParams::new(0.7).base_measure(BaseMeasure::isotropic_gaussian(2, 2.0).unwrap()).fit(&Device::cpu(), &x).unwrap()
+    DensityParams::new(gramian::Kernel::gaussian_with_width(0.7).unwrap()).unwrap().base_measure(BaseMeasure::isotropic_gaussian(2, 2.0).unwrap()).fit(&Device::cpu(), &x).unwrap()
 }
 
 fn edited(json: &str, edit: impl FnOnce(&mut serde_json::Value)) -> String {
@@ -269,7 +269,7 @@ fn glm_baseline_with_a_huge_monte_carlo_size_does_not_load() {
     use gramian::psd::{BaseMeasure, BaselineDensity, BaselineKind, BaselineParams};
     let mut rng = common::rng();
     let x = common::random_matrix(&mut rng, 20, 1);
-    let glm = BaselineParams::new(BaselineKind::Glm, 0.5).base_measure(BaseMeasure::isotropic_gaussian(1, 2.0).unwrap()).monte_carlo(200, 1).fit(&Device::cpu(), &x).unwrap();
+    let glm = BaselineParams::new(BaselineKind::Glm, gramian::Kernel::gaussian_with_width(0.5).unwrap()).unwrap().base_measure(BaseMeasure::isotropic_gaussian(1, 2.0).unwrap()).monte_carlo(200, 1).fit(&Device::cpu(), &x).unwrap();
     BaselineDensity::from_json(&glm.to_json().unwrap()).unwrap();
     for mc in [1u64 << 62, 0, u64::MAX] {
         let json = edited(&glm.to_json().unwrap(), |m| m["monte_carlo"] = serde_json::json!(mc));

@@ -353,7 +353,8 @@ impl FittedFeatureMap {
 
     /// `Phi = phi(X)` for resident X (`n x d_q`), left on the device in X's
     /// precision: the map's parameters (frequencies and phases, landmarks
-    /// and eigenvectors, or the projection) go up, nothing comes back.
+    /// and eigenvectors, or the projection) go up, nothing comes back. X is
+    /// held by the map's device.
     pub fn transform_resident(&self, x: &DeviceMatrix) -> Result<DeviceMatrix> {
         self.transform_resident_on(&self.device, x)
     }

@@ -335,7 +335,9 @@ impl Eksvd {
 
     /// Primal scores `Phi(X) w_q` of resident raw rows X of source `q`, left
     /// on the device in X's precision: the feature map and the projection run
-    /// there, only the map's parameters and `w_q` go up.
+    /// there, only the map's parameters and `w_q` go up. X is held by the
+    /// model's device ([`OnDevice::to_device`](crate::estimator::OnDevice::to_device)
+    /// moves the model to the device holding X).
     pub fn transform_resident(&self, q: usize, x: &DeviceMatrix) -> Result<DeviceMatrix> {
         let device = &self.device;
         self.check_source(q)?;

@@ -39,7 +39,7 @@ use crate::linalg::{self, check_matrix};
 
 use super::dual::SolverOptions;
 use super::error::check_positive;
-use super::options::{Regularisation, Terms, check_gaussian, shared_builders};
+use super::options::{Regularisation, Terms, shared_builders};
 use super::features::EmpiricalFeatures;
 use super::integrals::BaseMeasure;
 
@@ -71,7 +71,6 @@ impl BaselineKind {
 pub struct BaselineParams {
     kind: BaselineKind,
     sigma: f64,
-    rejected_kernel: Option<crate::Kernel>,
     regularisation: Regularisation,
     base: BaseMeasure,
     monte_carlo: usize,
@@ -80,13 +79,21 @@ pub struct BaselineParams {
 }
 
 impl BaselineParams {
-    /// Baseline `kind` with kernel width `sigma`, `lambda = 1e-3`, Lebesgue
+    /// Baseline `kind` with Gaussian `kernel` of width `sigma`, `lambda = 1e-3`, Lebesgue
     /// base measure, 10,000 Monte Carlo samples (GLM), seed 0.
-    pub fn new(kind: BaselineKind, sigma: f64) -> Self {
-        BaselineParams { kind, sigma, rejected_kernel: None, regularisation: Regularisation::new().quadratic(1e-3), base: BaseMeasure::Lebesgue, monte_carlo: 10_000, seed: 0, options: SolverOptions::default().tolerance(1e-8).max_iterations(5000).check_every(1) }
+    ///
+    /// The kernel is given as the other methods take it, e.g.
+    /// `Kernel::gaussian_with_width(sigma)?`; only the Gaussian kernel has the
+    /// closed forms these models need.
+    ///
+    /// Errors ([`Error::InvalidParameter`]): any kernel but the Gaussian
+    /// (`kernel`), an invalid kernel ([`crate::Kernel::validate`]).
+    pub fn new(kind: BaselineKind, kernel: Kernel) -> Result<Self, Error> {
+        let sigma = crate::psd::options::gaussian_sigma(&kernel)?;
+        Ok(BaselineParams { kind, sigma, regularisation: Regularisation::new().quadratic(1e-3), base: BaseMeasure::Lebesgue, monte_carlo: 10_000, seed: 0, options: SolverOptions::default().tolerance(1e-8).max_iterations(5000).check_every(1) })
     }
 
-    // `.kernel(Kernel)`, `.regularisation(Regularisation)` and its getter, shared by every PSD params type.
+    // `.regularisation(Regularisation)`, its getter and `kernel_width()`, shared by every PSD params type.
     shared_builders!("Regularisation `lambda/2 alpha^T K alpha`: weight `quadratic` (`lambda > 0`); no linear or trace term (both must be 0). Checked at fit.");
 
     /// Stopping rule: `tolerance` on the Newton decrement (PNM, GLM) or the
@@ -114,13 +121,12 @@ impl BaselineParams {
     /// Checks the parameters (the data are checked by `fit`); `fit` calls it
     /// first.
     ///
-    /// Errors, all [`Error::InvalidParameter`]: a kernel other than the
-    /// Gaussian (`kernel`), a `sigma` not finite and `> 0`, regularisation
+    /// Errors, all [`Error::InvalidParameter`]: a Gaussian `kernel` of width `sigma` not
+    /// finite and `> 0`, regularisation
     /// weights other than a `quadratic > 0` alone (see [`Regularisation`]),
     /// invalid solver options ([`SolverOptions::validate`]), or a Monte Carlo
     /// sample size outside `1..=`[`MAX_MONTE_CARLO`].
     pub fn validate(&self) -> Result<(), Error> {
-        check_gaussian(self.rejected_kernel)?;
         check_positive("sigma", self.sigma)?;
         self.regularisation.check(Terms::BASELINE_DENSITY)?;
         self.options.validate()?;

@@ -32,14 +32,13 @@ use super::features::EmpiricalFeatures;
 use super::integrals::{gaussian_product, product_integrals, squared_gaussian_integral, BaseMeasure};
 use super::loss::NegativeLogLikelihood;
 use super::model::PsdModel;
-use super::options::{Regularisation, Terms, check_gaussian, shared_builders};
+use super::options::{Regularisation, Terms, shared_builders};
 use super::positive_part::{PositivePartSolver, PositivePartStats};
 
 /// Parameters of [`PsdDensity`] (builder; validated in [`DensityParams::fit`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct DensityParams {
     sigma: f64,
-    rejected_kernel: Option<crate::Kernel>,
     regularisation: Regularisation,
     base: BaseMeasure,
     nystrom: Option<(usize, u64)>,
@@ -71,11 +70,19 @@ impl DensityParams {
     /// Gaussian kernel of width `sigma`, Lebesgue base measure, `lambda_1 = 1e-3`,
     /// `lambda_2 = 1e-4` (the ratio 0.1 of App. E), every sample a centre, default solver options
     /// except the gap checked every 2 iterations (cheap for this solver, see [`super::dual`]).
-    pub fn new(sigma: f64) -> Self {
-        DensityParams { sigma, rejected_kernel: None, regularisation: Regularisation::new().trace(1e-3).quadratic(1e-4), base: BaseMeasure::Lebesgue, nystrom: None, options: SolverOptions { check_every: 2, ..SolverOptions::default() }, partial_eigen: false }
+    ///
+    /// The kernel is given as the other methods take it, e.g.
+    /// `Kernel::gaussian_with_width(sigma)?`; only the Gaussian kernel has the
+    /// closed forms these models need.
+    ///
+    /// Errors ([`Error::InvalidParameter`]): any kernel but the Gaussian
+    /// (`kernel`), an invalid kernel ([`crate::Kernel::validate`]).
+    pub fn new(kernel: crate::Kernel) -> Result<Self, Error> {
+        let sigma = crate::psd::options::gaussian_sigma(&kernel)?;
+        Ok(DensityParams { sigma, regularisation: Regularisation::new().trace(1e-3).quadratic(1e-4), base: BaseMeasure::Lebesgue, nystrom: None, options: SolverOptions { check_every: 2, ..SolverOptions::default() }, partial_eigen: false })
     }
 
-    // `.kernel(Kernel)`, `.regularisation(Regularisation)` and its getter, shared by every PSD params type.
+    // `.regularisation(Regularisation)`, its getter and `kernel_width()`, shared by every PSD params type.
     shared_builders!("Regulariser `lambda_1 ||A||_* + lambda_2/2 ||A||_F^2` (Eq. 6): weights `trace` (`lambda_1 >= 0`) and `quadratic` (`lambda_2 > 0`); the density has no linear part (`linear` must be 0). Checked at fit.");
 
     /// Base measure `nu` of the density `p = f nu`.
@@ -114,12 +121,11 @@ impl DensityParams {
     /// Checks the parameters (the data are checked by `fit`); `fit` calls it
     /// first.
     ///
-    /// Errors, all [`Error::InvalidParameter`]: a kernel other than the
-    /// Gaussian (`kernel`), a `sigma` not finite and `> 0`, regularisation
+    /// Errors, all [`Error::InvalidParameter`]: a Gaussian `kernel` of width `sigma` not
+    /// finite and `> 0`, regularisation
     /// weights this estimator does not accept (see [`Regularisation`]), and invalid
     /// solver options ([`SolverOptions::validate`](crate::psd::SolverOptions::validate)).
     pub fn validate(&self) -> Result<(), Error> {
-        check_gaussian(self.rejected_kernel)?;
         check_positive("sigma", self.sigma)?;
         self.regularisation.check(Terms::DENSITY)?;
         self.options.validate()

@@ -73,7 +73,7 @@ use super::density::nystrom_centres;
 use super::dual::{Features, SolverOptions, SolverReport};
 use super::engine::{BlockLoss, EngineProblem, LinearPart};
 use super::model::psd_factor;
-use super::options::{Regularisation, Terms, check_gaussian, shared_builders};
+use super::options::{Regularisation, Terms, shared_builders};
 use super::error::check_positive;
 use crate::error::Error;
 use super::features::EmpiricalFeatures;
@@ -293,22 +293,29 @@ pub(crate) fn target_moments(x: &DMatrix<f64>, y: &DVector<f64>) -> Result<(f64,
 #[derive(Debug, Clone, PartialEq)]
 pub struct HeteroscedasticParams {
     sigma: f64,
-    rejected_kernel: Option<crate::Kernel>,
     regularisation: Regularisation,
     options: SolverOptions,
     nystrom: Option<(usize, u64)>,
 }
 
 impl HeteroscedasticParams {
-    /// Kernel width `sigma` (valid range as [`crate::Kernel::gaussian_with_width`]);
+    /// Gaussian `kernel` of width `sigma` (valid range as [`crate::Kernel::gaussian_with_width`]);
     /// defaults `lambda_0 = 1e-3` (linear part), `lambda_1 = 1e-3`,
     /// `lambda_2 = 1e-3` (PSD part), gap tolerance `1e-6`. The targets' standard
     /// deviation must lie in [`TARGET_SD_RANGE`] (checked at fit).
-    pub fn new(sigma: f64) -> Self {
-        HeteroscedasticParams { sigma, rejected_kernel: None, regularisation: Regularisation::new().linear(1e-3).trace(1e-3).quadratic(1e-3), options: SolverOptions::default(), nystrom: None }
+    ///
+    /// The kernel is given as the other methods take it, e.g.
+    /// `Kernel::gaussian_with_width(sigma)?`; only the Gaussian kernel has the
+    /// closed forms these models need.
+    ///
+    /// Errors ([`Error::InvalidParameter`]): any kernel but the Gaussian
+    /// (`kernel`), an invalid kernel ([`crate::Kernel::validate`]).
+    pub fn new(kernel: crate::Kernel) -> Result<Self, Error> {
+        let sigma = crate::psd::options::gaussian_sigma(&kernel)?;
+        Ok(HeteroscedasticParams { sigma, regularisation: Regularisation::new().linear(1e-3).trace(1e-3).quadratic(1e-3), options: SolverOptions::default(), nystrom: None })
     }
 
-    // `.kernel(Kernel)`, `.regularisation(Regularisation)` and its getter, shared by every PSD params type.
+    // `.regularisation(Regularisation)`, its getter and `kernel_width()`, shared by every PSD params type.
     shared_builders!("Regularisation weights: `linear` (`lambda_0 > 0`) of the linear part `eta`, `trace` (`lambda_1 >= 0`) and `quadratic` (`lambda_2 > 0`) of the PSD parts. Checked at fit.");
 
     /// Solver tolerance (duality gap, in units of the `1/n`-scaled objective) and budget.
@@ -328,12 +335,11 @@ impl HeteroscedasticParams {
     /// Checks the parameters (the data are checked by `fit`); `fit` calls it
     /// first.
     ///
-    /// Errors, all [`Error::InvalidParameter`]: a kernel other than the
-    /// Gaussian (`kernel`), a `sigma` not finite and `> 0`, regularisation
+    /// Errors, all [`Error::InvalidParameter`]: a Gaussian `kernel` of width `sigma` not
+    /// finite and `> 0`, regularisation
     /// weights this estimator does not accept (see [`Regularisation`]), and invalid
     /// solver options ([`SolverOptions::validate`](crate::psd::SolverOptions::validate)).
     pub fn validate(&self) -> Result<(), Error> {
-        check_gaussian(self.rejected_kernel)?;
         check_positive("sigma", self.sigma)?;
         self.regularisation.check(Terms::REGRESSION)?;
         self.options.validate()

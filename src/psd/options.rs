@@ -24,8 +24,10 @@ use crate::error::Error;
 ///
 /// ```
 /// use gramian::psd::{DensityParams, Regularisation};
-/// let params = DensityParams::new(0.5).regularisation(Regularisation::new().trace(1e-3).quadratic(1e-4));
+/// use gramian::Kernel;
+/// let params = DensityParams::new(Kernel::gaussian_with_width(0.5)?)?.regularisation(Regularisation::new().trace(1e-3).quadratic(1e-4));
 /// assert_eq!(params.regularisation_weights().trace, 1e-3);
+/// # Ok::<(), gramian::Error>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
@@ -136,33 +138,35 @@ impl SolverOptions {
     }
 }
 
-/// Sets the kernel of a PSD model or baseline given as a [`Kernel`]: its
-/// width `sigma` if it is Gaussian (the closed-form integrals of Prop. 4 and
-/// App. E need it), otherwise the kernel is kept as `rejected`, for
-/// [`check_gaussian`] to turn down at fit.
-pub(crate) fn set_kernel(sigma: &mut f64, rejected: &mut Option<Kernel>, kernel: Kernel) {
+/// The width `sigma` of the kernel a PSD model or baseline is built with:
+/// the Gaussian kernel (the closed-form integrals of Prop. 4 and App. E need
+/// it), of a width in the range of [`Kernel::gaussian_with_width`].
+///
+/// Errors ([`Error::InvalidParameter`]): an invalid kernel (as
+/// [`Kernel::validate`]), any kernel but the Gaussian (`kernel`), or a width
+/// that is not a finite positive number (`sigma`).
+pub(crate) fn gaussian_sigma(kernel: &Kernel) -> Result<f64, Error> {
+    kernel.validate()?;
     match kernel.gaussian_width() {
-        Some(width) => {
-            *sigma = width;
-            *rejected = None;
-        }
-        None => *rejected = Some(kernel),
+        Some(sigma) if sigma.is_finite() && sigma > 0.0 => Ok(sigma),
+        Some(sigma) => Err(Error::InvalidParameter { name: "sigma", reason: format!("the Gaussian kernel's width {sigma:e} is not a finite positive number") }),
+        None => Err(Error::InvalidParameter {
+            name: "kernel",
+            reason: format!("PSD models and their baselines need the Gaussian kernel (closed-form integrals and products, Prop. 4); got {kernel:?}"),
+        }),
     }
 }
 
 /// The builders every PSD params type shares (fields `sigma: f64`,
-/// `rejected_kernel: Option<Kernel>`, `regularisation: Regularisation`):
-/// `.kernel(Kernel)`, `.regularisation(Regularisation)` with the type's own
-/// doc (which weights it uses), and `regularisation_weights()`.
+/// `regularisation: Regularisation`): `.regularisation(Regularisation)` with
+/// the type's own doc (which weights it uses), `regularisation_weights()`,
+/// and the kernel's width `kernel_width()`.
 macro_rules! shared_builders {
     ($regularisation_doc:literal) => {
-        /// The kernel as a [`crate::Kernel`], as the other methods take it: a
-        /// Gaussian kernel sets the width `sigma` (`Kernel::gaussian_with_width(sigma)`
-        /// is the same as `new(sigma, ..)`); any other kernel is rejected at fit
-        /// with [`Error::InvalidParameter`] `kernel`.
-        pub fn kernel(mut self, kernel: crate::Kernel) -> Self {
-            crate::psd::options::set_kernel(&mut self.sigma, &mut self.rejected_kernel, kernel);
-            self
+        /// The width `sigma` of the Gaussian kernel given to `new`
+        /// ([`crate::Kernel::gaussian_width`]).
+        pub fn kernel_width(&self) -> f64 {
+            self.sigma
         }
 
         #[doc = $regularisation_doc]
@@ -178,17 +182,6 @@ macro_rules! shared_builders {
     };
 }
 pub(crate) use shared_builders;
-
-/// The fit-time check of a kernel that [`gaussian_or_rejected`] turned down.
-pub(crate) fn check_gaussian(rejected: Option<Kernel>) -> Result<(), Error> {
-    match rejected {
-        None => Ok(()),
-        Some(kernel) => Err(Error::InvalidParameter {
-            name: "kernel",
-            reason: format!("PSD models and their baselines need the Gaussian kernel (closed-form integrals and products, Prop. 4); got {kernel:?}"),
-        }),
-    }
-}
 
 #[cfg(test)]
 mod tests {

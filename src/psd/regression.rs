@@ -33,13 +33,12 @@ use super::error::check_positive;
 use crate::error::Error;
 use super::features::EmpiricalFeatures;
 use super::model::PsdModel;
-use super::options::{Regularisation, Terms, check_gaussian, shared_builders};
+use super::options::{Regularisation, Terms, shared_builders};
 
 /// Parameters of [`QuantileRegression`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct QuantileParams {
     sigma: f64,
-    rejected_kernel: Option<crate::Kernel>,
     levels: Vec<f64>,
     regularisation: Regularisation,
     options: SolverOptions,
@@ -47,13 +46,21 @@ pub struct QuantileParams {
 }
 
 impl QuantileParams {
-    /// Kernel width `sigma` and quantile levels (strictly increasing, in (0, 1));
+    /// Gaussian `kernel` of width `sigma` and quantile levels (strictly increasing, in (0, 1));
     /// `lambda_0 = 1e-3`, `lambda_1 = 1e-3`, `lambda_2 = 1e-4`.
-    pub fn new(sigma: f64, levels: &[f64]) -> Self {
-        QuantileParams { sigma, rejected_kernel: None, levels: levels.to_vec(), regularisation: Regularisation::new().linear(1e-3).trace(1e-3).quadratic(1e-4), options: SolverOptions::default(), nystrom: None }
+    ///
+    /// The kernel is given as the other methods take it, e.g.
+    /// `Kernel::gaussian_with_width(sigma)?`; only the Gaussian kernel has the
+    /// closed forms these models need.
+    ///
+    /// Errors ([`Error::InvalidParameter`]): any kernel but the Gaussian
+    /// (`kernel`), an invalid kernel ([`crate::Kernel::validate`]).
+    pub fn new(kernel: crate::Kernel, levels: &[f64]) -> Result<Self, Error> {
+        let sigma = crate::psd::options::gaussian_sigma(&kernel)?;
+        Ok(QuantileParams { sigma, levels: levels.to_vec(), regularisation: Regularisation::new().linear(1e-3).trace(1e-3).quadratic(1e-4), options: SolverOptions::default(), nystrom: None })
     }
 
-    // `.kernel(Kernel)`, `.regularisation(Regularisation)` and its getter, shared by every PSD params type.
+    // `.regularisation(Regularisation)`, its getter and `kernel_width()`, shared by every PSD params type.
     shared_builders!("Regularisation weights: `linear` (`lambda_0 > 0`) of the linear part, `trace` (`lambda_1 >= 0`) and `quadratic` (`lambda_2 > 0`) of the PSD parts. Checked at fit.");
 
     /// Solver tolerance and budget.
@@ -73,12 +80,11 @@ impl QuantileParams {
     /// Checks the parameters (the data are checked by `fit`); `fit` calls it
     /// first.
     ///
-    /// Errors, all [`Error::InvalidParameter`]: a kernel other than the
-    /// Gaussian (`kernel`), a `sigma` not finite and `> 0`, regularisation
+    /// Errors, all [`Error::InvalidParameter`]: a Gaussian `kernel` of width `sigma` not
+    /// finite and `> 0`, regularisation
     /// weights this estimator does not accept (see [`Regularisation`]), and invalid
     /// solver options ([`SolverOptions::validate`](crate::psd::SolverOptions::validate)), or quantile `levels` that are empty, outside `(0, 1)` or not increasing.
     pub fn validate(&self) -> Result<(), Error> {
-        check_gaussian(self.rejected_kernel)?;
         check_positive("sigma", self.sigma)?;
         self.regularisation.check(Terms::REGRESSION)?;
         self.options.validate()?;

@@ -12,7 +12,7 @@ use crate::linalg::{self, check_dim, check_matrix};
 
 use super::super::baselines::BaselineKind;
 use super::super::dual::SolverOptions;
-use super::super::options::{Regularisation, Terms, check_gaussian, shared_builders};
+use super::super::options::{Regularisation, Terms, shared_builders};
 use super::super::error::check_positive;
 use crate::error::Error;
 use super::super::features::EmpiricalFeatures;
@@ -28,7 +28,6 @@ use super::{check_solver, random_start, weighted_product, BaselineReport, PartMa
 pub struct BaselineHeteroscedasticParams {
     kind: BaselineKind,
     sigma: f64,
-    rejected_kernel: Option<crate::Kernel>,
     regularisation: Regularisation,
     restarts: usize,
     seed: u64,
@@ -37,14 +36,22 @@ pub struct BaselineHeteroscedasticParams {
 }
 
 impl BaselineHeteroscedasticParams {
-    /// Baseline `kind` for `theta`, kernel width `sigma`; defaults
+    /// Baseline `kind` for `theta`, Gaussian `kernel` of width `sigma`; defaults
     /// `lambda_0 = lambda = 1e-3`, 5 starting points (GLM only), seed 0,
     /// residual tolerance `1e-8`, 500 Newton iterations per start.
-    pub fn new(kind: BaselineKind, sigma: f64) -> Self {
-        BaselineHeteroscedasticParams { kind, sigma, rejected_kernel: None, regularisation: Regularisation::new().linear(1e-3).quadratic(1e-3), restarts: 5, seed: 0, options: SolverOptions::default().tolerance(1e-8).max_iterations(500).check_every(1), nystrom: None }
+    ///
+    /// The kernel is given as the other methods take it, e.g.
+    /// `Kernel::gaussian_with_width(sigma)?`; only the Gaussian kernel has the
+    /// closed forms these models need.
+    ///
+    /// Errors ([`Error::InvalidParameter`]): any kernel but the Gaussian
+    /// (`kernel`), an invalid kernel ([`crate::Kernel::validate`]).
+    pub fn new(kind: BaselineKind, kernel: crate::Kernel) -> Result<Self, Error> {
+        let sigma = crate::psd::options::gaussian_sigma(&kernel)?;
+        Ok(BaselineHeteroscedasticParams { kind, sigma, regularisation: Regularisation::new().linear(1e-3).quadratic(1e-3), restarts: 5, seed: 0, options: SolverOptions::default().tolerance(1e-8).max_iterations(500).check_every(1), nystrom: None })
     }
 
-    // `.kernel(Kernel)`, `.regularisation(Regularisation)` and its getter, shared by every PSD params type.
+    // `.regularisation(Regularisation)`, its getter and `kernel_width()`, shared by every PSD params type.
     shared_builders!("Regularisation weights: `linear` (`lambda_0 > 0`, `lambda_0/2 ||v||^2` of `eta`) and `quadratic` (`lambda > 0`, `lambda/2 ||w||^2` of `theta`); these baselines have no trace term (`trace` must be 0). Checked at fit.");
 
     /// Number of starting points for GLM (the convex PNM and NCM use one) and their seed;
@@ -74,12 +81,11 @@ impl BaselineHeteroscedasticParams {
     /// Checks the parameters (the data are checked by `fit`); `fit` calls it
     /// first.
     ///
-    /// Errors, all [`Error::InvalidParameter`]: a kernel other than the
-    /// Gaussian (`kernel`), a `sigma` not finite and `> 0`, regularisation
+    /// Errors, all [`Error::InvalidParameter`]: a Gaussian `kernel` of width `sigma` not
+    /// finite and `> 0`, regularisation
     /// weights this estimator does not accept (see [`Regularisation`](crate::psd::Regularisation)), and invalid
     /// solver options ([`SolverOptions::validate`](crate::psd::SolverOptions::validate)), or `restarts` outside `1..=`[`MAX_RESTARTS`](crate::psd::baseline_regression::MAX_RESTARTS).
     pub fn validate(&self) -> Result<(), Error> {
-        check_gaussian(self.rejected_kernel)?;
         check_positive("sigma", self.sigma)?;
         self.regularisation.check(Terms::BASELINE_REGRESSION)?;
         check_solver(&self.options, self.restarts)

@@ -12,7 +12,7 @@ use crate::linalg::{self, check_dim, check_matrix};
 
 use super::super::baselines::BaselineKind;
 use super::super::dual::SolverOptions;
-use super::super::options::{Regularisation, Terms, check_gaussian, shared_builders};
+use super::super::options::{Regularisation, Terms, shared_builders};
 use super::super::error::check_positive;
 use crate::error::Error;
 use super::super::features::EmpiricalFeatures;
@@ -42,7 +42,6 @@ fn smoothed_pinball(u: f64, tau: f64, eps: f64) -> (f64, f64, f64) {
 pub struct BaselineQuantileParams {
     kind: BaselineKind,
     sigma: f64,
-    rejected_kernel: Option<crate::Kernel>,
     levels: Vec<f64>,
     regularisation: Regularisation,
     smoothing: f64,
@@ -53,16 +52,24 @@ pub struct BaselineQuantileParams {
 }
 
 impl BaselineQuantileParams {
-    /// Baseline `kind` for the gaps, kernel width `sigma`, levels strictly
+    /// Baseline `kind` for the gaps, Gaussian `kernel` of width `sigma`, levels strictly
     /// increasing in (0, 1); defaults `lambda_0 = lambda = 1e-3`, smoothing
     /// `1e-3` (NCM, GLM), 5 starts (GLM), seed 0, tolerance `1e-7`, budget
     /// 500 Newton iterations per start (NCM, GLM) or 100,000 FISTA iterations (PNM).
-    pub fn new(kind: BaselineKind, sigma: f64, levels: &[f64]) -> Self {
+    ///
+    /// The kernel is given as the other methods take it, e.g.
+    /// `Kernel::gaussian_with_width(sigma)?`; only the Gaussian kernel has the
+    /// closed forms these models need.
+    ///
+    /// Errors ([`Error::InvalidParameter`]): any kernel but the Gaussian
+    /// (`kernel`), an invalid kernel ([`crate::Kernel::validate`]).
+    pub fn new(kind: BaselineKind, kernel: crate::Kernel, levels: &[f64]) -> Result<Self, Error> {
+        let sigma = crate::psd::options::gaussian_sigma(&kernel)?;
         let max_iterations = if kind == BaselineKind::Pnm { 100_000 } else { 500 };
-        BaselineQuantileParams { kind, sigma, rejected_kernel: None, levels: levels.to_vec(), regularisation: Regularisation::new().linear(1e-3).quadratic(1e-3), smoothing: 1e-3, restarts: 5, seed: 0, options: SolverOptions::default().tolerance(1e-7).max_iterations(max_iterations).check_every(1), nystrom: None }
+        Ok(BaselineQuantileParams { kind, sigma, levels: levels.to_vec(), regularisation: Regularisation::new().linear(1e-3).quadratic(1e-3), smoothing: 1e-3, restarts: 5, seed: 0, options: SolverOptions::default().tolerance(1e-7).max_iterations(max_iterations).check_every(1), nystrom: None })
     }
 
-    // `.kernel(Kernel)`, `.regularisation(Regularisation)` and its getter, shared by every PSD params type.
+    // `.regularisation(Regularisation)`, its getter and `kernel_width()`, shared by every PSD params type.
     shared_builders!("Regularisation weights: `linear` (`lambda_0 > 0`, `lambda_0/2 ||v||^2` of the middle quantile) and `quadratic` (`lambda > 0`, `lambda/2 ||w||^2` of each gap); these baselines have no trace term (`trace` must be 0). Checked at fit.");
 
     /// Moreau-envelope parameter `epsilon > 0` of the pinball loss (NCM, GLM; standardised units).
@@ -98,12 +105,11 @@ impl BaselineQuantileParams {
     /// Checks the parameters (the data are checked by `fit`); `fit` calls it
     /// first.
     ///
-    /// Errors, all [`Error::InvalidParameter`]: a kernel other than the
-    /// Gaussian (`kernel`), a `sigma` not finite and `> 0`, regularisation
+    /// Errors, all [`Error::InvalidParameter`]: a Gaussian `kernel` of width `sigma` not
+    /// finite and `> 0`, regularisation
     /// weights this estimator does not accept (see [`Regularisation`](crate::psd::Regularisation)), a `smoothing` not finite and `> 0`, quantile `levels` that are empty, outside `(0, 1)` or not increasing, and invalid
     /// solver options ([`SolverOptions::validate`](crate::psd::SolverOptions::validate)), or `restarts` outside `1..=`[`MAX_RESTARTS`](crate::psd::baseline_regression::MAX_RESTARTS).
     pub fn validate(&self) -> Result<(), Error> {
-        check_gaussian(self.rejected_kernel)?;
         check_positive("sigma", self.sigma)?;
         self.regularisation.check(Terms::BASELINE_REGRESSION)?;
         check_positive("smoothing", self.smoothing)?;
