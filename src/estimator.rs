@@ -740,10 +740,13 @@ mod tests {
         let far = Splits::holdout(vec![0], vec![10]).unwrap();
         assert!(matches!(cross_validate(&Device::cpu(), &candidates, &data, &far, sse), Err(Error::IndexOutOfRange { .. })));
         assert!(cross_validate(&Device::cpu(), &candidates[..0], &data, &splits, sse).is_err());
-        // The same splits give the same outcome.
-        let a = cross_validate(&Device::cpu(), &candidates, &data, &Splits::k_fold(3).unwrap().seed(5), sse).unwrap();
-        let b = cross_validate(&Device::cpu(), &candidates, &data, &Splits::k_fold(3).unwrap().seed(5), sse).unwrap();
+        // Shuffled folds score exactly the index sets `Splits::indices` gives.
+        let k_fold = Splits::k_fold(3).unwrap().seed(5);
+        let as_fixed = Splits::fixed(k_fold.indices(10).unwrap().into_iter().map(|f| (f.train, f.held_out))).unwrap();
+        let a = cross_validate(&Device::cpu(), &candidates, &data, &k_fold, sse).unwrap();
+        let b = cross_validate(&Device::cpu(), &candidates, &data, &as_fixed, sse).unwrap();
         assert_eq!(a, b);
+        assert_ne!(a.scores[0], cross_validate(&Device::cpu(), &candidates, &data, &k_fold.clone().seed(6), sse).unwrap().scores[0]);
     }
 
     #[test]

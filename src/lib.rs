@@ -105,6 +105,11 @@ pub use resident::DeviceMatrix;
 pub use kernel::Kernel;
 pub use linalg::Real;
 
+/// The README's examples, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
+
 /// The names most programs need: `use gramian::prelude::*;`.
 pub mod prelude {
     pub use crate::eksvd::{Eksvd, EksvdParams, FeatureMap, Ksvd, KsvdParams, Solver};
