@@ -81,6 +81,7 @@ pub mod eksvd;
 pub mod error;
 pub mod estimator;
 pub mod gpu;
+pub mod guide;
 #[cfg(feature = "serde")]
 pub mod io;
 #[cfg(feature = "ndarray")]
