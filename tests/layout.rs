@@ -16,7 +16,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-const SIBLING_CYCLES_ALLOWED: &[(&str, &str)] = &[("psd::dual", "psd::engine")];
+const SIBLING_CYCLES_ALLOWED: &[(&str, &str)] = &[];
 
 type Graph = BTreeMap<String, BTreeSet<String>>;
 

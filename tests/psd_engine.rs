@@ -14,7 +14,7 @@ use crate::common;
 
 use crate::psd_toy;
 
-use gramian::psd::dual::Features;
+use gramian::psd::Features;
 use gramian::psd::engine::{EngineProblem, LinearPart};
 use gramian::psd::loss::SquaredLoss;
 use gramian::psd::regression::QuantileParams;

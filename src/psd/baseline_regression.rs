@@ -59,7 +59,7 @@ use rand_distr::{Distribution, Normal};
 use crate::linalg;
 
 use super::baselines::BaselineKind;
-use super::dual::SolverOptions;
+use super::options::SolverOptions;
 use crate::error::Error;
 
 mod heteroscedastic;

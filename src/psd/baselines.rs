@@ -37,7 +37,7 @@ use crate::error::Error;
 use crate::kernel::Kernel;
 use crate::linalg::{self, check_matrix};
 
-use super::dual::SolverOptions;
+use super::options::SolverOptions;
 use super::error::check_positive;
 use super::options::{Regularisation, Terms, shared_builders};
 use super::features::EmpiricalFeatures;

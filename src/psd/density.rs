@@ -25,7 +25,9 @@ use crate::device::Device;
 use crate::precision::Precision;
 use crate::linalg::{self, check_matrix};
 
-use super::dual::{DualProblem, Features, SolverOptions, SolverReport};
+use super::dual::DualProblem;
+use super::features::Features;
+use super::options::{SolverOptions, SolverReport};
 use super::error::check_positive;
 use crate::error::Error;
 use super::features::EmpiricalFeatures;

@@ -59,70 +59,13 @@
 
 use nalgebra::{DMatrix, DVector};
 
-use crate::device::Device;
-use crate::gpu::MatrixProduct;
-use crate::precision::Precision;
-use crate::linalg;
-use crate::resident::DeviceMatrix;
 
 use super::engine::EngineProblem;
-use super::error::check_positive;
+use super::features::Features;
+use super::options::{SolverOptions, SolverReport};
 use crate::error::Error;
 use super::loss::DualLoss;
 use super::positive_part::{PositivePartSolver, PositivePartStats};
-
-/// Budget and tolerance of the dual solver.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct SolverOptions {
-    /// Stop when the duality gap is at most this (absolute, objective units).
-    pub tolerance: f64,
-    /// Iteration budget; exceeding it is [`Error::NotConverged`].
-    pub max_iterations: usize,
-    /// Evaluate the gap every this many iterations (default 10; the density
-    /// estimator, whose gap checks are cheap, uses 2).
-    pub check_every: usize,
-}
-
-impl Default for SolverOptions {
-    fn default() -> Self {
-        SolverOptions { tolerance: 1e-6, max_iterations: 20_000, check_every: 10 }
-    }
-}
-
-impl SolverOptions {
-    /// Validates the options.
-    pub fn validate(&self) -> Result<(), Error> {
-        check_positive("tolerance", self.tolerance)?;
-        if self.max_iterations == 0 || self.check_every == 0 {
-            return Err(Error::InvalidParameter { name: "max_iterations/check_every", reason: "must be >= 1".into() });
-        }
-        Ok(())
-    }
-}
-
-/// Where the time of a fit went and how it converged.
-#[derive(Debug, Clone, Default, PartialEq)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
-pub struct SolverReport {
-    /// FISTA iterations.
-    pub iterations: usize,
-    /// Final duality gap.
-    pub gap: f64,
-    /// Primal objective at the returned model.
-    pub primal: f64,
-    /// `(iteration, gap)` at every check (`+inf` before the first feasible
-    /// primal point; saved as `null`).
-    #[cfg_attr(feature = "serde", serde(with = "crate::io::nonfinite::history"))]
-    pub gap_history: Vec<(usize, f64)>,
-    /// Seconds in kernel matrices, features and integrals (setup).
-    pub seconds_setup: f64,
-    /// Seconds in eigendecompositions.
-    pub seconds_eigen: f64,
-    /// Seconds forming `P diag(alpha) P^T` and the model values.
-    pub seconds_products: f64,
-    /// Total seconds of the fit.
-    pub seconds_total: f64,
-}
 
 /// A solution of the dual.
 #[derive(Debug, Clone)]
@@ -140,124 +83,6 @@ pub struct DualSolution {
     pub report: SolverReport,
     /// How the positive parts `[M]_+` were computed (full vs certified partial).
     pub eigen_stats: PositivePartStats,
-}
-
-/// The training features `P` (r x n) of a [`DualProblem`], where they live.
-///
-/// On a device they are held as `Phi = P^T` (n x r, samples as rows) in
-/// `f64`, and the two `O(n r^2)` products of an iteration run there:
-/// `P diag(alpha) P^T` (Eq. 10's `M`; `alpha` goes up, the r x r matrix comes
-/// down) and the model values `p_i^T A p_i = ||V^T p_i||^2` (the r x k
-/// factor `V` goes up, n values come down). An iteration moves
-/// `O(n + r^2)` numbers. The r x r eigendecompositions of `[M]_+` stay on the
-/// CPU in `f64` (dense symmetric eigensolvers are LAPACK-class code we do not
-/// have in WGSL; at r <= a few thousand they cost less than the products).
-#[derive(Clone, Copy)]
-pub enum Features<'a> {
-    /// `P` (r x n) on the host.
-    Host(&'a DMatrix<f64>),
-    /// `Phi = P^T` (n x r) on `device`, `f64`.
-    Resident {
-        /// The device holding `phi`.
-        device: &'a Device,
-        /// `P^T`, n x r, `Precision::F64`.
-        phi: &'a DeviceMatrix,
-    },
-}
-
-impl<'a> From<&'a DMatrix<f64>> for Features<'a> {
-    fn from(p: &'a DMatrix<f64>) -> Self {
-        Features::Host(p)
-    }
-}
-
-impl Features<'_> {
-    /// Feature dimension r.
-    pub(super) fn dim(&self) -> usize {
-        match self {
-            Features::Host(p) => p.nrows(),
-            Features::Resident { phi, .. } => phi.ncols(),
-        }
-    }
-    /// Number of samples n.
-    pub(super) fn samples(&self) -> usize {
-        match self {
-            Features::Host(p) => p.ncols(),
-            Features::Resident { phi, .. } => phi.nrows(),
-        }
-    }
-    pub(super) fn validate(&self) -> Result<(), Error> {
-        match self {
-            Features::Host(p) => Ok(linalg::check_matrix("features", *p)?),
-            Features::Resident { device, phi } => {
-                if phi.precision() != Precision::F64 || !device.supports(Precision::F64) {
-                    return Err(Error::InvalidParameter { name: "features", reason: "device-resident features must be f64 (the duality-gap certificate needs the digits)".into() });
-                }
-                Ok(())
-            }
-        }
-    }
-    /// `P diag(w) P^T` (r x r).
-    pub(super) fn weighted_gram(&self, w: &DVector<f64>) -> Result<DMatrix<f64>, Error> {
-        match self {
-            Features::Host(p) => {
-                linalg::check_dim("weights vs samples", p.ncols(), w.len())?;
-                Ok(linalg::weighted_gram(p, w))
-            }
-            Features::Resident { device, phi } => {
-                let wd = device.upload_vector(w, Precision::F64)?;
-                let m = device.to_host(&device.resident_weighted_gram(phi, &wd)?)?;
-                Ok((&m + m.transpose()) * 0.5)
-            }
-        }
-    }
-    /// `||V^T p_i||^2` for every sample i, V r x k.
-    pub(super) fn projected_norms(&self, v: &DMatrix<f64>) -> Result<DVector<f64>, Error> {
-        match self {
-            Features::Host(p) => {
-                linalg::check_dim("rows of V vs feature dimension", p.nrows(), v.nrows())?;
-                Ok(super::products::projected_norms(p, v))
-            }
-            Features::Resident { device, phi } => {
-                let vd = device.upload(v, Precision::F64)?;
-                let g = device.resident_matmul(phi, &vd, MatrixProduct::AB)?;
-                Ok(device.to_host_vector(&device.resident_row_squared_norms(&g)?)?)
-            }
-        }
-    }
-    /// `P s` (r) for `s` in `R^n`.
-    pub(super) fn apply(&self, s: &DVector<f64>) -> Result<DVector<f64>, Error> {
-        match self {
-            Features::Host(p) => Ok(*p * s),
-            Features::Resident { device, phi } => {
-                let sd = device.upload_vector(s, Precision::F64)?;
-                let out = device.to_host(&device.resident_matmul(phi, &sd, MatrixProduct::AtB)?)?;
-                Ok(DVector::from_column_slice(out.as_slice()))
-            }
-        }
-    }
-    /// `P^T w` (n) for `w` in `R^r`.
-    pub(super) fn apply_transpose(&self, w: &DVector<f64>) -> Result<DVector<f64>, Error> {
-        match self {
-            Features::Host(p) => Ok(p.tr_mul(w)),
-            Features::Resident { device, phi } => {
-                let wd = device.upload_vector(w, Precision::F64)?;
-                let out = device.to_host(&device.resident_matmul(phi, &wd, MatrixProduct::AB)?)?;
-                Ok(DVector::from_column_slice(out.as_slice()))
-            }
-        }
-    }
-    /// `||p_i||^2` for every sample and `P P^T` (r x r), for the step size.
-    pub(super) fn norms_and_gram(&self) -> Result<(DVector<f64>, DMatrix<f64>), Error> {
-        match self {
-            Features::Host(p) => Ok((DVector::from_fn(p.ncols(), |j, _| p.column(j).norm_squared()), linalg::weighted_gram(p, &DVector::from_element(p.ncols(), 1.0)))),
-            Features::Resident { device, phi } => {
-                let norms = device.to_host_vector(&device.resident_row_squared_norms(phi)?)?;
-                let g = device.to_host(&device.resident_matmul(phi, phi, MatrixProduct::AtB)?)?;
-                Ok((norms, (&g + g.transpose()) * 0.5))
-            }
-        }
-    }
 }
 
 /// The dual problem of Eq. 10 (optionally with the integral constraint of

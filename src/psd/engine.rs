@@ -49,7 +49,8 @@ use nalgebra::{DMatrix, DVector};
 
 use crate::linalg::{self, check_dim};
 
-use super::dual::{Features, SolverOptions, SolverReport};
+use super::features::Features;
+use super::options::{SolverOptions, SolverReport};
 use super::error::{check_nonnegative, check_positive};
 use crate::error::Error;
 use super::fista::{self, FistaSettings};

@@ -70,7 +70,8 @@ use crate::kernel::Kernel;
 use crate::linalg::{self, check_dim, check_matrix};
 
 use super::density::nystrom_centres;
-use super::dual::{Features, SolverOptions, SolverReport};
+use super::features::Features;
+use super::options::{SolverOptions, SolverReport};
 use super::engine::{BlockLoss, EngineProblem, LinearPart};
 use super::model::psd_factor;
 use super::options::{Regularisation, Terms, shared_builders};

@@ -58,14 +58,14 @@ pub mod regression;
 mod error;
 
 pub use density::{DensityParams, PsdDensity};
-pub use dual::{DualSolution, Features, SolverOptions, SolverReport};
-pub use features::{EmpiricalFeatures, Factorisation};
+pub use dual::DualSolution;
+pub use features::{EmpiricalFeatures, Factorisation, Features};
 pub use baseline_regression::{BaselineHeteroscedastic, BaselineHeteroscedasticParams, BaselineQuantile, BaselineQuantileParams};
 pub use baselines::{BaselineDensity, BaselineKind, BaselineParams};
 pub use heteroscedastic::{HeteroscedasticParams, HeteroscedasticRegression};
 pub use integrals::BaseMeasure;
 pub use model::PsdModel;
-pub use options::Regularisation;
+pub use options::{Regularisation, SolverOptions, SolverReport};
 pub use regression::{QuantileParams, QuantileRegression};
 
 mod estimator;

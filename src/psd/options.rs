@@ -15,7 +15,6 @@
 
 use crate::kernel::Kernel;
 
-use super::dual::SolverOptions;
 use super::error::{check_nonnegative, check_positive};
 use crate::error::Error;
 
@@ -113,6 +112,59 @@ impl Default for Regularisation {
     fn default() -> Self {
         Regularisation::new()
     }
+}
+
+/// Budget and tolerance of the dual solver.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SolverOptions {
+    /// Stop when the duality gap is at most this (absolute, objective units).
+    pub tolerance: f64,
+    /// Iteration budget; exceeding it is [`Error::NotConverged`].
+    pub max_iterations: usize,
+    /// Evaluate the gap every this many iterations (default 10; the density
+    /// estimator, whose gap checks are cheap, uses 2).
+    pub check_every: usize,
+}
+
+impl Default for SolverOptions {
+    fn default() -> Self {
+        SolverOptions { tolerance: 1e-6, max_iterations: 20_000, check_every: 10 }
+    }
+}
+
+impl SolverOptions {
+    /// Validates the options.
+    pub fn validate(&self) -> Result<(), Error> {
+        check_positive("tolerance", self.tolerance)?;
+        if self.max_iterations == 0 || self.check_every == 0 {
+            return Err(Error::InvalidParameter { name: "max_iterations/check_every", reason: "must be >= 1".into() });
+        }
+        Ok(())
+    }
+}
+
+/// Where the time of a fit went and how it converged.
+#[derive(Debug, Clone, Default, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct SolverReport {
+    /// FISTA iterations.
+    pub iterations: usize,
+    /// Final duality gap.
+    pub gap: f64,
+    /// Primal objective at the returned model.
+    pub primal: f64,
+    /// `(iteration, gap)` at every check (`+inf` before the first feasible
+    /// primal point; saved as `null`).
+    #[cfg_attr(feature = "serde", serde(with = "crate::io::nonfinite::history"))]
+    pub gap_history: Vec<(usize, f64)>,
+    /// Seconds in kernel matrices, features and integrals (setup).
+    pub seconds_setup: f64,
+    /// Seconds in eigendecompositions.
+    pub seconds_eigen: f64,
+    /// Seconds forming `P diag(alpha) P^T` and the model values.
+    pub seconds_products: f64,
+    /// Total seconds of the fit.
+    pub seconds_total: f64,
 }
 
 impl SolverOptions {

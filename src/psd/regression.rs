@@ -27,7 +27,8 @@ use crate::device::Device;
 use crate::linalg::{self, check_dim, check_matrix};
 
 use super::density::nystrom_centres;
-use super::dual::{Features, SolverOptions, SolverReport};
+use super::features::Features;
+use super::options::{SolverOptions, SolverReport};
 use super::engine::{BlockLoss, EngineProblem, LinearPart};
 use super::error::check_positive;
 use crate::error::Error;

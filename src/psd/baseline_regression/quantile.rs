@@ -11,7 +11,7 @@ use crate::device::Device;
 use crate::linalg::{self, check_dim, check_matrix};
 
 use super::super::baselines::BaselineKind;
-use super::super::dual::SolverOptions;
+use super::super::options::SolverOptions;
 use super::super::options::{Regularisation, Terms, shared_builders};
 use super::super::error::check_positive;
 use crate::error::Error;
