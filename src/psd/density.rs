@@ -108,8 +108,8 @@ impl DensityParams {
     /// Whether the dual may use the certified, warm-started partial
     /// eigensolver of [`super::positive_part`] (default `false`: every
     /// `[M]_+` from the eigenpairs above 0 of a fresh tridiagonalisation,
-    /// [`super::positive_part::PositivePartSolver::full_only`], which is
-    /// 2-7x faster on the benchmark problems; BENCHMARKS.md).
+    /// [`super::positive_part::PositivePartSolver::full_only`], the faster
+    /// of the two on the problems of BENCHMARKS.md).
     pub fn partial_eigensolver(mut self, enabled: bool) -> Self {
         self.partial_eigen = enabled;
         self

@@ -25,21 +25,17 @@
 //! (stationarity in the scale of `A`, since `L(c f) = L(f) - log c` for the
 //! log-likelihood), and `c(mu) = 1` is exactly the KKT system of Eq. 12.
 //! The outer loop solves `c(mu) = 1` (`c` decreases with `mu`) by secant
-//! steps on `ln c(mu)`, which is close to linear in `mu` (measured on the 10-D
-//! density: slopes -0.50 to -0.38 over `mu` in [-3, 1]), kept inside the
+//! steps on `ln c(mu)`, which is close to linear in `mu`, kept inside the
 //! bracket of the root once there is one (regula falsi otherwise); the first
 //! step assumes the slope `-1/max(|mu|, 1)` of the unregularised problem, where
-//! `c = 1/mu`. `alpha` is warm-started. (The multiplier of the rescaled feasible
-//! point `A / c`, used before, overshot the root by up to 6x.)
+//! `c = 1/mu`. `alpha` is warm-started.
 //! A solve at fixed `mu` need not finish when `mu` is far from the root: the
 //! penalised primal is `lambda_2`-strongly convex, so at a dual iterate with
 //! penalised gap `g` the primal point `A` of Eq. 11 has
 //! `||A - A_mu||_F <= sqrt(2 g / lambda_2)` and
 //! `|c - c(mu)| <= ||W||_F sqrt(2 g / lambda_2) =: delta`. The solve stops as
 //! soon as `delta <= |c - 1| / 2`: the side of the root is then certain (the
-//! bracket stays valid) and `c` is good enough for the secant. (10-D density,
-//! sigma 1, lambda_1 1e-4, lambda_2 1e-6, m 200: the first solve at `mu = 1`,
-//! where `c = 0.02`, took 1444 iterations to finish; the whole fit now takes 20.)
+//! bracket stays valid) and `c` is good enough for the secant.
 //! The dual starts from
 //! `alpha = grad L(f_0)` for the model values of `A_0 = I / tr(W)`, which puts
 //! it at the right scale (model values range over many decades with a

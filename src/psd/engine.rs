@@ -606,7 +606,7 @@ impl<'a, L: BlockLoss + ?Sized> EngineProblem<'a, L> {
 
     /// Solves the dual with the default `[M]_+` computation
     /// ([`PositivePartSolver::full_only`]: each `[M]_+` from the eigenpairs
-    /// above 0, the fastest route measured).
+    /// above 0).
     pub fn solve(&self, options: &SolverOptions) -> Result<EngineSolution, Error> {
         self.solve_with(options, PositivePartSolver::full_only())
     }

@@ -137,9 +137,8 @@ impl PositivePartSolver {
     /// A solver that computes every `[M]_+` afresh: the eigenpairs above 0
     /// (and the next one) from a tridiagonalisation of `M`
     /// ([`linalg::symmetric_eigen_above`]), with no warm start. The default
-    /// of every PSD estimator: on the `psd_speed` problems (orders 200, 500
-    /// and 1000) it spends 2.6-7x less time in eigensolvers than the partial
-    /// path (BENCHMARKS.md).
+    /// of every PSD estimator: on the `psd_speed` problems it spends less
+    /// time in eigensolvers than the partial path (BENCHMARKS.md).
     pub fn full_only() -> Self {
         PositivePartSolver { enabled: false, ..Self::new() }
     }

@@ -1,13 +1,12 @@
 //! The host `O(n r^2)` products of the PSD dual engine ([`super::engine`]),
-//! which are most of a large fit's time (App. E density at n = 2 x 10^5 on
-//! 1000 Nystrom centres: 186 s of 239 s before this module):
+//! most of a large fit's time:
 //!
 //! - the model values `f_A(x_i) = ||V^T p_i||^2` for `A = V V^T` (Eq. 11);
 //! - the Nystrom features `T K(Z, X)` with a lower-triangular `T = L^{-1}`.
 //!
 //! (`M`'s data term `P diag(w) P^T`, Eq. 10, is [`crate::linalg::weighted_gram`]:
-//! lower triangle, blocked, faer's parallel product; a per-job variant
-//! measured no faster, `examples/psd_products.rs`.)
+//! lower triangle, blocked, faer's parallel product; `examples/psd_products.rs`
+//! times it against a per-job variant.)
 //!
 //! Both are blocked over the `n` columns (samples) and run the blocks on
 //! the rayon pool, one sequential faer product per block with its own
