@@ -95,7 +95,7 @@ pub(crate) fn symmetric_eigen_top_by_tridiagonal(a: &DMatrix<f64>, k: usize) -> 
 /// at `threshold` (exact up to rounding: an eigenvalue within rounding of
 /// the threshold may fall on either side, and the caller filters by value);
 /// the pairs come from the top-`k` tridiagonal solver of
-/// [`symmetric_eigen_largest`], so
+/// [`symmetric_eigen_largest`](super::symmetric_eigen_largest), so
 /// a low-rank positive part of a large matrix costs the tridiagonalisation
 /// and `O(n^2 k)`, not the `2 n^3` of all eigenvectors (BENCHMARKS.md).
 /// From `n / 2` wanted pairs, divide and conquer on all of `T`.
