@@ -12,10 +12,14 @@
 //! | polynomial | `<x, z>` | `(gamma s + coef0)^degree` |
 //! | sigmoid | `<x, z>` | `tanh(gamma s + coef0)` |
 //!
-//! The GPU shaders (`shaders/product_tile.wgsl`) uses the same split: it
-//! accumulates `s` over the feature dimension and applies the function once.
+//! The GPU shaders (`shaders/product.wgsl`, `product_tile.wgsl`) use the same split: they
+//! accumulate `s` over the feature dimension and apply the function once.
 //!
 //! Data matrices hold one sample per **row** (n x d).
+//!
+//! The file runs past 600 lines because the fused CPU tile (statistic,
+//! kernel function and overflow marking in one pass) and its unit tests stay
+//! beside the kernel definitions they evaluate.
 
 use faer::reborrow::{Reborrow, ReborrowMut};
 use faer::MatMut;

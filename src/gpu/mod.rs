@@ -4,19 +4,21 @@
 //!
 //! Device-resident matrices ([`GpuMatrix`]) are `f32` or, where the adapter
 //! has `SHADER_F64`, `f64`. Every operation is recorded as dispatches of the
-//! one product engine, the row reductions or the element-wise maps and run
-//! in one submission; host-matrix operations upload their operands in `f32`,
-//! run the resident operation and read the result back. Outputs larger than
-//! the adapter's `max_storage_buffer_binding_size` (or `max_buffer_size`, or
-//! a smaller limit forced with [`GpuOptions::max_tile_bytes`]) are computed
-//! tile by tile; nothing is ever bound beyond the limit.
+//! one product engine, the row reductions or the element-wise maps, and the
+//! recorded dispatches run in few submissions; host-matrix operations
+//! upload their operands in `f32`, run the resident operation and read the
+//! result back. Outputs larger than the adapter's
+//! `max_storage_buffer_binding_size` (or `max_buffer_size`, or a smaller
+//! limit forced with [`GpuOptions::max_tile_bytes`]) are computed tile by
+//! tile; nothing is ever bound beyond the limit.
 //!
 //! Modules, by concern: `buffers` (storage, allocation, upload, download,
-//! scratch buffers), `counters` ([`TransferStats`]), `problem` (the descriptors the shaders
-//! read), `plan` (dispatch planning of products, reductions and maps), `matvec` (the kernel
-//! matvec), `submit` (running plans, error scopes), `pipelines` (shader
-//! compilation and the pipeline cache), `variants` and `tuner` (product
-//! variants and the choice between them), `host` (host-matrix operations).
+//! scratch buffers), `counters` ([`TransferStats`]), `problem` (the
+//! descriptors the shaders read), `plan` (dispatch planning of products,
+//! reductions and maps), `matvec` (the kernel matvec), `submit` (running
+//! plans, error scopes), `pipelines` (shader compilation and the pipeline
+//! cache), `variants` and `tuner` (product variants and the choice between
+//! them), `host` (host-matrix operations).
 
 mod buffers;
 mod counters;

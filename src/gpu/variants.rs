@@ -18,9 +18,11 @@
 //!   (coalesced for row-major operands) or consecutive rows (for
 //!   transposed operands).
 //!
-//! The autotuner (`tuner.rs`) times the applicable variants on the adapter
-//! and keeps the fastest per shape class; the tests run every variant
-//! against the CPU `f64` path.
+//! A shape class (`ShapeClass`: operation, precision, statistic, operand
+//! transposition, output and depth buckets) is what decides which variant is
+//! fastest. The autotuner (`tuner.rs`) times the applicable variants on the
+//! adapter and keeps the fastest per shape class; the tests run every
+//! variant against the CPU `f64` path.
 
 use super::problem::KernelCode;
 use super::LOOP_BUDGET;
