@@ -81,14 +81,19 @@ impl NeuralEksvd {
         self.net.export()
     }
 
-    /// The same model (the same weights) on `device`: the network moved to
-    /// that device's burn backend.
+    /// The same model (the same weights) on `device`: the network rebuilt
+    /// on that device's burn backend from its weights, read back to the host
+    /// (burn's own `Module::to_device` does not move a network between the
+    /// Flex and Wgpu backends of one dispatch device). The weights are
+    /// f32 values and come back exactly; `gamma` is stored as
+    /// `log gamma`, to f32 rounding.
     ///
     /// Errors: [`Error::BackendUnavailable`] when burn cannot run on
-    /// `device` (see [`super::burn_device`]).
+    /// `device` (see [`super::burn_device`]); [`Error::InvalidParameter`]
+    /// (`weights`) if the read-back weights do not rebuild a network.
     pub fn try_to_device(&self, device: &Device) -> Result<Self> {
         let burn = burn_device(device)?;
-        let net = self.net.clone().to_device(&burn);
+        let net = NeuralEksvdNet::from_weights(&self.net.export(), &burn)?;
         Ok(NeuralEksvd { net, burn, device: device.clone(), unplaced: None, arch: self.arch.clone(), history: self.history.clone(), best_epoch: self.best_epoch })
     }
 

@@ -76,7 +76,6 @@ pub use crate::data::{Labelled, MAX_CLASSES};
 use crate::error::Error;
 use crate::Device;
 
-
 /// Result type of Neural eKSVD.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -104,8 +103,8 @@ impl NeuralBackend {
         }
     }
 
-    /// Parses `cpu` (also `flex`, and `ndarray`, burn's former CPU
-    /// backend) / `wgpu` or `gpu` (case-insensitive).
+    /// Parses `cpu` (also `flex` and `ndarray`) / `wgpu` or `gpu`
+    /// (case-insensitive).
     pub fn parse(name: &str) -> Option<Self> {
         match name.to_ascii_lowercase().as_str() {
             "cpu" | "flex" | "ndarray" => Some(NeuralBackend::Cpu),
