@@ -223,8 +223,8 @@ impl NeuralEksvd {
     /// Flex backend), as the library's other saved models are;
     /// [`OnDevice::to_device`] or [`NeuralEksvd::try_to_device`] moves it.
     ///
-    /// burn may read the weights from `model.bpk` when they are first
-    /// used: keep the directory until the model has computed once.
+    /// burn may read the weights from `model.bpk` lazily: keep the
+    /// directory while the loaded model is in use.
     ///
     /// Errors: [`Error::Record`] for a missing or malformed file.
     pub fn load(dir: impl AsRef<Path>) -> Result<Self> {
