@@ -20,7 +20,7 @@
 //! | `eksvd::KsvdParams` | [`MultiSource`] (Q = 2) | `eksvd::Ksvd` | `Transform<MultiSource>` |
 //! | `mklaren::MklarenParams` | [`Supervised`] | `mklaren::Mklaren` | `Predict<DMatrix<f64>>`: `y` |
 //! | `mklaren::FullKernelRidgeParams`, `LowRankRidgeParams` (baselines) | [`Supervised`] | `FullKernelRidge`, `LowRankRidge` | `Predict<DMatrix<f64>>`: `y` |
-//! | `eksvd::neural::NeuralEksvdParams` (feature `neural`) | [`Labelled`](crate::Labelled) | `eksvd::neural::NeuralEksvd` | `Predict<MultiSource>`: classes; `Transform<MultiSource>`: scores |
+//! | `eksvd::neural::NeuralEksvdParams` (feature `neural`) | [`Labelled`] | `eksvd::neural::NeuralEksvd` | `Predict<MultiSource>`: classes; `Transform<MultiSource>`: scores |
 //! | `psd::DensityParams` | `DMatrix<f64>` | `psd::PsdDensity` | `Predict<DMatrix<f64>>`: density |
 //! | `psd::HeteroscedasticParams`, `BaselineHeteroscedasticParams` | [`Supervised`] | `HeteroscedasticRegression`, `BaselineHeteroscedastic` | `Predict<DMatrix<f64>>`: mean and variance |
 //! | `psd::QuantileParams`, `BaselineQuantileParams` | [`Supervised`] | `QuantileRegression`, `BaselineQuantile` | `Predict<DMatrix<f64>>`: a column per level |
