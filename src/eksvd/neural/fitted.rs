@@ -6,6 +6,8 @@
 use std::path::Path;
 
 use burn::module::Module;
+use burn::store::ModuleRecord;
+use burn::tensor::Bytes;
 use burn::tensor::{Device as BurnDevice, Tensor, TensorData};
 use nalgebra::DMatrix;
 
@@ -223,8 +225,8 @@ impl NeuralEksvd {
     /// Flex backend), as the library's other saved models are;
     /// [`OnDevice::to_device`] or [`NeuralEksvd::try_to_device`] moves it.
     ///
-    /// burn may read the weights from `model.bpk` lazily: keep the
-    /// directory while the loaded model is in use.
+    /// The whole of `model.bpk` is read before the network is built, so the
+    /// loaded model does not need the directory afterwards.
     ///
     /// Errors: [`Error::Record`] for a missing or malformed file.
     pub fn load(dir: impl AsRef<Path>) -> Result<Self> {
@@ -233,9 +235,10 @@ impl NeuralEksvd {
         let arch = parse_architecture(&text)?;
         let device = Device::cpu();
         let burn = burn_device(&device)?;
-        let net = NeuralEksvdNet::init(&arch, 1.0, 0, &burn)?
-            .try_load_file(dir.join("model.bpk"))
-            .map_err(|e| Error::Record(e.to_string()))?;
+        let path = dir.join("model.bpk");
+        let bytes = std::fs::read(&path).map_err(|e| Error::Record(format!("{}: {e}", path.display())))?;
+        let record = ModuleRecord::from_bytes(Bytes::from_bytes_vec(bytes)).map_err(|e| Error::Record(format!("{}: {e}", path.display())))?;
+        let net = NeuralEksvdNet::init(&arch, 1.0, 0, &burn)?.try_load_record(record).map_err(|e| Error::Record(format!("{}: {e}", path.display())))?;
         Ok(NeuralEksvd::untrained(net, burn, device, arch))
     }
 }
