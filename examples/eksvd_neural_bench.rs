@@ -32,8 +32,8 @@ use clap::Parser;
 use gramian::datasets::macro_f1;
 use gramian::eksvd::evaluation::MultiViewData;
 use gramian::eksvd::neural::{shared_gpu, NeuralBackend, NeuralEksvdParams};
-use gramian::MultiSource;
-use gramian::Device;
+use gramian::estimator::{Fit, Predict};
+use gramian::{Device, Labelled, MultiSource};
 use nalgebra::DMatrix;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -144,10 +144,11 @@ fn main() -> AnyResult<()> {
     println!("model: MLP d_q-512-256 per source (ReLU), k = 64 components, batch {batch}, Adam");
     println!("| backend | epochs | seconds per epoch (2..E) | epoch 1 (s) | steps per epoch | steps replayed | final sum_k (J_k / N)^2 | final CE |");
     println!("|---|---|---|---|---|---|---|---|");
+    let labelled = Labelled::new(data, labels)?;
     for (backend, device, replay) in rows(&devices, replay_modes) {
         let e = if backend == NeuralBackend::Cpu { cpu_epochs } else { epochs };
-        let params = NeuralEksvdParams::new(64).hidden(vec![512]).d_phi(256).batch_size(batch).max_epochs(e).learning_rate(1e-3).device(device.clone()).graph_replay(replay).progress(true);
-        match params.fit(&data, &labels, None) {
+        let params = NeuralEksvdParams::new(64).hidden(vec![512]).d_phi(256).batch_size(batch).max_epochs(e).learning_rate(1e-3).graph_replay(replay).progress(true);
+        match params.fit(device, &labelled) {
             Ok(model) => {
                 let h = model.history();
                 let last = h.epochs.last().expect("at least one epoch");
@@ -172,10 +173,12 @@ fn main() -> AnyResult<()> {
         println!("\nfull UCI Digit fit: split 0 (60/20/20, seed 0), fac+fou+kar, k = 32, eta = 1, lr 1e-3, wd 0.05, batch 64, <= {mfeat_epochs} epochs, patience 20");
         println!("| backend | fit seconds | setup s | epoch 1 steps s | later steps s | evaluations s | epochs run | best epoch | seconds per epoch (steps only) | steps replayed | evaluations replayed | test macro-F1 % |");
         println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
+        let train = Labelled::new(split.train.clone(), split.train_labels.clone())?;
+        let validation = Labelled::new(split.validation.clone(), split.validation_labels.clone())?;
         for (backend, device, replay) in rows(&devices, replay_modes) {
-            let params = NeuralEksvdParams::new(32).hidden(vec![256]).d_phi(128).eta(1.0).learning_rate(1e-3).weight_decay(0.05).batch_size(64).max_epochs(mfeat_epochs).patience(20).seed(0).device(device.clone()).graph_replay(replay);
+            let params = NeuralEksvdParams::new(32).hidden(vec![256]).d_phi(128).eta(1.0).learning_rate(1e-3).weight_decay(0.05).batch_size(64).max_epochs(mfeat_epochs).patience(20).seed(0).graph_replay(replay);
             let start = Instant::now();
-            match params.fit(&split.train, &split.train_labels, Some((&split.validation, &split.validation_labels))) {
+            match params.fit_with_validation(device, &train, &validation) {
                 Ok(model) => {
                     let seconds = start.elapsed().as_secs_f64();
                     let f1 = macro_f1(&split.test_labels, &model.predict(&split.test)?);

@@ -23,7 +23,7 @@ use std::time::Instant;
 
 use clap::Parser;
 use gramian::eksvd::neural::{shared_gpu, NeuralEksvdParams};
-use gramian::MultiSource;
+use gramian::{Labelled, MultiSource};
 use nalgebra::DMatrix;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -68,6 +68,7 @@ fn main() -> AnyResult<()> {
     println!("wgpu: {}", device.describe());
     let (train, train_labels) = synthetic(1200, args.width, 1)?;
     let (validation, validation_labels) = synthetic(400, args.width, 2)?;
+    let (train, validation) = (Labelled::new(train, train_labels)?, Labelled::new(validation, validation_labels)?);
     println!("3 sources of {} columns, 1200 training + 400 validation rows, batches of 64, {} epochs", args.width, args.epochs);
     println!("| fit | steps | total s | setup s | epoch 1 steps s | steps s per later epoch | evaluation s per later epoch | steps replayed | evaluations replayed |");
     println!("|---|---|---|---|---|---|---|---|---|");
@@ -80,10 +81,9 @@ fn main() -> AnyResult<()> {
             .max_epochs(args.epochs)
             .patience(args.epochs)
             .seed(0)
-            .device(device.clone())
             .graph_replay(replay);
         let start = Instant::now();
-        let model = params.fit(&train, &train_labels, Some((&validation, &validation_labels)))?;
+        let model = params.fit_with_validation(&device, &train, &validation)?;
         let total = start.elapsed().as_secs_f64();
         let h = model.history();
         let later = h.epochs.len().saturating_sub(1).max(1) as f64;

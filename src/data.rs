@@ -1,6 +1,7 @@
 //! Training data the estimators share: [`MultiSource`], `Q >= 2` sources
 //! (source `q` an `N_q x d_q` matrix with one sample per row), the input of
-//! eKSVD and Neural eKSVD.
+//! eKSVD, and [`Labelled`], paired sources with one class label per sample,
+//! the input of Neural eKSVD.
 
 use nalgebra::DMatrix;
 
@@ -123,6 +124,79 @@ impl MultiSource {
     /// Consumes the set, returning the sources.
     pub fn into_sources(self) -> Vec<DMatrix<f64>> {
         self.sources
+    }
+}
+
+/// The largest number of classes [`Labelled`] data may have (labels in
+/// `0..MAX_CLASSES`): a classifier's output layer and one-hot targets have
+/// one column per class, so a stray label such as `1e12` must not size them.
+pub const MAX_CLASSES: usize = 1 << 16;
+
+/// Paired sources with one class label per sample (row `i` of every source
+/// has label `labels[i]`), validated on construction. The number of classes
+/// is `max label + 1`, at least 2 and at most [`MAX_CLASSES`].
+#[derive(Debug, Clone)]
+pub struct Labelled {
+    sources: MultiSource,
+    labels: Vec<usize>,
+    n_classes: usize,
+}
+
+impl Labelled {
+    /// Pairs `sources` with `labels`.
+    ///
+    /// Errors: unpaired sources, a label not below [`MAX_CLASSES`] or fewer
+    /// than 2 classes ([`Error::Labels`]); a label count other than the
+    /// number of samples ([`Error::ShapeMismatch`]).
+    pub fn new(sources: MultiSource, labels: Vec<usize>) -> Result<Self> {
+        if !sources.is_paired() {
+            return Err(Error::Labels("labelled data needs paired sources (one label per sample)".into()));
+        }
+        check_shape("labels vs samples", sources.source(0).nrows(), labels.len())?;
+        if let Some(&l) = labels.iter().find(|&&l| l >= MAX_CLASSES) {
+            return Err(Error::Labels(format!("label {l} is not below MAX_CLASSES = {MAX_CLASSES}")));
+        }
+        let n_classes = labels.iter().max().map_or(0, |m| m + 1);
+        if n_classes < 2 {
+            return Err(Error::Labels(format!("need at least 2 classes, got {n_classes}")));
+        }
+        Ok(Labelled { sources, labels, n_classes })
+    }
+
+    /// The sources (paired).
+    pub fn sources(&self) -> &MultiSource {
+        &self.sources
+    }
+
+    /// The label of each sample.
+    pub fn labels(&self) -> &[usize] {
+        &self.labels
+    }
+
+    /// Number of classes, `max label + 1` of the set it was built from
+    /// ([`Labelled::select`] keeps it).
+    pub fn n_classes(&self) -> usize {
+        self.n_classes
+    }
+
+    /// Number of samples `N`.
+    pub fn n_samples(&self) -> usize {
+        self.labels.len()
+    }
+
+    /// The samples `idx` (in that order) with their labels; the number of
+    /// classes stays that of `self`, so that every part of a split has the
+    /// same classes.
+    ///
+    /// Errors: those of [`MultiSource::select_rows`].
+    pub fn select(&self, idx: &[usize]) -> Result<Labelled> {
+        let sources = self.sources.select_rows(idx)?;
+        Ok(Labelled { sources, labels: idx.iter().map(|&i| self.labels[i]).collect(), n_classes: self.n_classes })
+    }
+
+    /// Consumes the set, returning the sources and the labels.
+    pub fn into_parts(self) -> (MultiSource, Vec<usize>) {
+        (self.sources, self.labels)
     }
 }
 

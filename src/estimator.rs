@@ -20,6 +20,7 @@
 //! | `eksvd::KsvdParams` | [`MultiSource`] (Q = 2) | `eksvd::Ksvd` | `Transform<MultiSource>` |
 //! | `mklaren::MklarenParams` | [`Supervised`] | `mklaren::Mklaren` | `Predict<DMatrix<f64>>`: `y` |
 //! | `mklaren::FullKernelRidgeParams`, `LowRankRidgeParams` (baselines) | [`Supervised`] | `FullKernelRidge`, `LowRankRidge` | `Predict<DMatrix<f64>>`: `y` |
+//! | `eksvd::neural::NeuralEksvdParams` (feature `neural`) | [`Labelled`] | `eksvd::neural::NeuralEksvd` | `Predict<MultiSource>`: classes; `Transform<MultiSource>`: scores |
 //! | `psd::DensityParams` | `DMatrix<f64>` | `psd::PsdDensity` | `Predict<DMatrix<f64>>`: density |
 //! | `psd::HeteroscedasticParams`, `BaselineHeteroscedasticParams` | [`Supervised`] | `HeteroscedasticRegression`, `BaselineHeteroscedastic` | `Predict<DMatrix<f64>>`: mean and variance |
 //! | `psd::QuantileParams`, `BaselineQuantileParams` | [`Supervised`] | `QuantileRegression`, `BaselineQuantile` | `Predict<DMatrix<f64>>`: a column per level |
@@ -53,7 +54,7 @@ use nalgebra::{DMatrix, DVector};
 use rand::seq::SliceRandom;
 use rand::{rngs::StdRng, SeedableRng};
 
-use crate::data::MultiSource;
+use crate::data::{Labelled, MultiSource};
 use crate::error::{Error, Result};
 use crate::linalg::check_matrix;
 use crate::Device;
@@ -201,6 +202,15 @@ impl Samples for MultiSource {
     }
     fn select(&self, idx: &[usize]) -> Result<Self> {
         self.select_rows(idx)
+    }
+}
+
+impl Samples for Labelled {
+    fn n_samples(&self) -> usize {
+        Labelled::n_samples(self)
+    }
+    fn select(&self, idx: &[usize]) -> Result<Self> {
+        Labelled::select(self, idx)
     }
 }
 

@@ -95,7 +95,7 @@ pub mod precision;
 pub mod psd;
 pub mod resident;
 
-pub use data::MultiSource;
+pub use data::{Labelled, MultiSource};
 pub use device::Device;
 pub use error::{Error, Memory};
 pub use gpu::{GpuContext, GpuOptions, TransferStats};
@@ -120,5 +120,5 @@ pub mod prelude {
     pub use crate::io::{Format, SavedModel};
     pub use crate::mklaren::{Mklaren, MklarenParams};
     pub use crate::psd::{BaseMeasure, DensityParams, HeteroscedasticParams, HeteroscedasticRegression, PsdDensity, QuantileParams, QuantileRegression, Regularisation, SolverOptions};
-    pub use crate::{Device, DeviceMatrix, MultiSource, Kernel, KernelOperator, MatrixProduct, Precision};
+    pub use crate::{Device, DeviceMatrix, Labelled, MultiSource, Kernel, KernelOperator, MatrixProduct, Precision};
 }

@@ -9,7 +9,8 @@ use burn::tensor::{Tensor, TensorData};
 use gramian::eksvd::neural::{burn_device, cross_entropy, objective_per_component, shared_gpu, Activation, EarlyStopping, LossTensors, NeuralBackend, NeuralEksvd, NeuralEksvdNet, NeuralEksvdParams, NeuralWeights};
 use gramian::Error;
 use gramian::eksvd::objective_terms;
-use gramian::MultiSource;
+use gramian::estimator::{Fit, OnDevice, Predict, Transform};
+use gramian::{Labelled, MultiSource};
 use nalgebra::{DMatrix, DVector};
 use rand::rngs::StdRng;
 use rand::Rng;
@@ -52,6 +53,15 @@ fn stacked(sources: &[DMatrix<f64>], device: &burn::tensor::Device) -> Tensor<3>
 
 fn to_vec(t: Tensor<1>) -> Vec<f64> {
     t.into_data().convert::<f32>().try_to_vec::<f32>().unwrap().into_iter().map(f64::from).collect()
+}
+
+fn cpu() -> gramian::Device {
+    gramian::Device::cpu()
+}
+
+/// `data` with `labels`, checked.
+fn labelled(data: &MultiSource, labels: &[usize]) -> Labelled {
+    Labelled::new(data.clone(), labels.to_vec()).unwrap()
 }
 
 fn small_params(seed: u64) -> NeuralEksvdParams {
@@ -97,10 +107,10 @@ fn objective_and_loss_match_the_f64_formula() {
     for activation in [Activation::Relu, Activation::Tanh, Activation::Gelu] {
         let (data, labels) = synthetic(&mut rng, 40, 3);
         let gamma0 = rng.random_range(0.05..2.0);
-        let model = small_params(rng.random()).activation(activation).gamma_init(gamma0).init(vec![4, 5, 6], 3).unwrap();
+        let model = small_params(rng.random()).activation(activation).gamma_init(gamma0).init(&cpu(), vec![4, 5, 6], 3).unwrap();
         let w = model.weights();
         assert!((w.gamma - gamma0).abs() < 1e-5 * gamma0);
-        let device = model.device().clone();
+        let device = model.burn_device().clone();
         let net = model.net();
         for (rows, scale) in [((0..40).collect::<Vec<_>>(), 1.0), ((0..20).collect(), 2.0)] {
             let sub: Vec<DMatrix<f64>> = data.sources().iter().map(|x| gramian::datasets::select_rows(x, &rows).unwrap()).collect();
@@ -148,7 +158,7 @@ fn objective_and_loss_match_the_f64_formula() {
             assert!((total - (j2 + 0.7 * ce_cpu)).abs() < 1e-4 * (j2 + 0.7 * ce_cpu), "total {total} vs {}", j2 + 0.7 * ce_cpu);
             if scale == 1.0 {
                 // The chunked host evaluation used for the curves agrees too.
-                let values = model.loss(&data, &labels, 0.7).unwrap();
+                let values = model.loss(&labelled(&data, &labels), 0.7).unwrap();
                 assert!((values.objective_squared - j2).abs() < 1e-4 * j2.max(1e-6));
                 assert!((values.cross_entropy - ce_cpu).abs() < 1e-4 * ce_cpu.max(1.0));
             }
@@ -173,11 +183,11 @@ fn training_lowers_both_losses_and_classifies() {
     let test = data.select_rows(&test_idx).unwrap();
     let (train_labels, test_labels): (Vec<usize>, Vec<usize>) = (labels[..180].to_vec(), labels[180..].to_vec());
     let params = small_params(rng.random()).max_epochs(25);
-    let before = params.init(vec![4, 5, 6], 3).unwrap().loss(&train, &train_labels, 1.0).unwrap();
+    let before = params.init(&cpu(), vec![4, 5, 6], 3).unwrap().loss(&labelled(&train, &train_labels), 1.0).unwrap();
     let start = std::time::Instant::now();
-    let model = params.fit(&train, &train_labels, None).unwrap();
+    let model = params.fit(&cpu(), &labelled(&train, &train_labels)).unwrap();
     let fit_seconds = start.elapsed().as_secs_f64();
-    let after = model.loss(&train, &train_labels, 1.0).unwrap();
+    let after = model.loss(&labelled(&train, &train_labels), 1.0).unwrap();
     eprintln!("J^2 {:.3e} -> {:.3e}, CE {:.4} -> {:.4}, gamma {:.4}", before.objective_squared, after.objective_squared, before.cross_entropy, after.cross_entropy, model.gamma());
     // A tenfold drop at least: over seeds 1..40 the ratio was 0.002-0.043,
     // and GRAMIAN_TEST_SEED=1796194935021325573 gave 0.051 (the bound was 0.05).
@@ -204,7 +214,7 @@ fn early_stopping_keeps_the_best_validation_epoch() {
     let (data, labels) = synthetic(&mut rng, 150, 3);
     let train = data.select_rows(&(0..100).collect::<Vec<_>>()).unwrap();
     let val = data.select_rows(&(100..150).collect::<Vec<_>>()).unwrap();
-    let model = small_params(rng.random()).max_epochs(30).patience(5).fit(&train, &labels[..100], Some((&val, &labels[100..]))).unwrap();
+    let model = small_params(rng.random()).max_epochs(30).patience(5).fit_with_validation(&cpu(), &labelled(&train, &labels[..100]), &labelled(&val, &labels[100..])).unwrap();
     let h = model.history();
     let score = |e: &gramian::eksvd::neural::EpochRecord| (e.validation_f1.unwrap(), -e.validation_cross_entropy.unwrap());
     let best = h.epochs.iter().max_by(|a, b| score(a).partial_cmp(&score(b)).unwrap()).unwrap();
@@ -212,7 +222,7 @@ fn early_stopping_keeps_the_best_validation_epoch() {
     assert!(h.epochs.len() == 30 || h.epochs.len() == best.epoch + 5, "stopped after {} epochs, best {}", h.epochs.len(), best.epoch);
     let f1 = gramian::datasets::macro_f1(&labels[100..], &model.predict(&val).unwrap());
     assert!((f1 - best.validation_f1.unwrap()).abs() < 1e-12, "kept model F1 {f1} vs best {:?}", best.validation_f1);
-    let ce = model.loss(&val, &labels[100..], 1.0).unwrap().cross_entropy;
+    let ce = model.loss(&labelled(&val, &labels[100..]), 1.0).unwrap().cross_entropy;
     assert!((ce - best.validation_cross_entropy.unwrap()).abs() < 1e-9, "kept model validation CE {ce} vs recorded {:?}", best.validation_cross_entropy);
 }
 
@@ -225,14 +235,14 @@ fn early_stopping_on_the_validation_cross_entropy() {
     let train = data.select_rows(&(0..100).collect::<Vec<_>>()).unwrap();
     let val = data.select_rows(&(100..150).collect::<Vec<_>>()).unwrap();
     let params = small_params(rng.random()).max_epochs(25).patience(4).early_stopping(EarlyStopping::ValidationCrossEntropy);
-    let model = params.fit(&train, &labels[..100], Some((&val, &labels[100..]))).unwrap();
+    let model = params.fit_with_validation(&cpu(), &labelled(&train, &labels[..100]), &labelled(&val, &labels[100..])).unwrap();
     let h = model.history();
     let ces: Vec<f64> = h.epochs.iter().map(|e| e.validation_cross_entropy.unwrap()).collect();
     let lowest = ces.iter().cloned().fold(f64::INFINITY, f64::min);
     let at = ces.iter().position(|&c| c == lowest).unwrap() + 1;
     assert_eq!(model.best_epoch(), at);
     assert!(h.epochs.len() == 25 || h.epochs.len() == at + 4, "stopped after {} epochs, best {at}", h.epochs.len());
-    let ce = model.loss(&val, &labels[100..], 1.0).unwrap().cross_entropy;
+    let ce = model.loss(&labelled(&val, &labels[100..]), 1.0).unwrap().cross_entropy;
     assert!((ce - lowest).abs() < 1e-9 * lowest.max(1.0), "kept model validation CE {ce} vs lowest {lowest}");
 }
 
@@ -295,7 +305,7 @@ fn dropout_in_the_feature_maps() {
     let device = burn_device(&gramian::Device::Cpu).unwrap();
     // No hidden layer after which to drop: one hidden layer of 16 units,
     // evaluated with a linear activation would hide the mask, so ReLU.
-    let model = small_params(3).hidden(vec![16]).init(data.sources().iter().map(|x| x.ncols()).collect(), 3).unwrap();
+    let model = small_params(3).hidden(vec![16]).init(&cpu(), data.sources().iter().map(|x| x.ncols()).collect(), 3).unwrap();
     let net = model.net();
     let x = stacked(data.sources(), &device);
     let plain: Vec<f32> = net.stacked_features(x.clone(), 0.0).into_data().try_to_vec::<f32>().unwrap();
@@ -341,11 +351,11 @@ fn dropout_in_the_feature_maps() {
     let one = mean.iter().zip(&plain).any(|(m, p)| (m - *p as f64).abs() > 1e-6);
     assert!(one, "dropout changed nothing");
 
-    let train = |p: f64| small_params(5).hidden(vec![16]).max_epochs(3).dropout(p).fit(&data, &labels, None).unwrap().weights().projections[0].clone();
+    let train = |p: f64| small_params(5).hidden(vec![16]).max_epochs(3).dropout(p).fit(&cpu(), &labelled(&data, &labels)).unwrap().weights().projections[0].clone();
     assert_eq!(train(0.3), train(0.3), "dropout training is not replayable for a seed");
     assert_ne!(train(0.3), train(0.0));
     for bad in [1.0, -0.1, f64::NAN] {
-        assert!(matches!(small_params(1).dropout(bad).fit(&data, &labels, None), Err(Error::InvalidParameter { name: "dropout", .. })), "dropout {bad}");
+        assert!(matches!(small_params(1).dropout(bad).fit(&cpu(), &labelled(&data, &labels)), Err(Error::InvalidParameter { name: "dropout", .. })), "dropout {bad}");
     }
 }
 
@@ -357,16 +367,16 @@ fn dropout_in_the_feature_maps() {
 fn gaussian_noise_on_the_inputs() {
     let mut rng = common::rng();
     let (data, labels) = synthetic(&mut rng, 80, 3);
-    let train = |s: f64| small_params(5).max_epochs(3).input_noise(s).fit(&data, &labels, None).unwrap().weights().projections[0].clone();
-    let plain = small_params(5).max_epochs(3).fit(&data, &labels, None).unwrap().weights().projections[0].clone();
+    let train = |s: f64| small_params(5).max_epochs(3).input_noise(s).fit(&cpu(), &labelled(&data, &labels)).unwrap().weights().projections[0].clone();
+    let plain = small_params(5).max_epochs(3).fit(&cpu(), &labelled(&data, &labels)).unwrap().weights().projections[0].clone();
     assert_eq!(train(0.0), plain, "zero input noise changed the fit");
     assert_eq!(train(0.2), train(0.2), "noisy training is not replayable for a seed");
     assert_ne!(train(0.2), plain, "input noise changed nothing");
-    let model = small_params(5).max_epochs(30).input_noise(0.1).fit(&data, &labels, None).unwrap();
+    let model = small_params(5).max_epochs(30).input_noise(0.1).fit(&cpu(), &labelled(&data, &labels)).unwrap();
     let f1 = gramian::datasets::macro_f1(&labels, &model.predict(&data).unwrap());
     assert!(f1 > 0.8, "training macro-F1 {f1} after 30 noisy epochs");
     for bad in [-0.1, f64::NAN, f64::INFINITY] {
-        assert!(matches!(small_params(1).input_noise(bad).fit(&data, &labels, None), Err(Error::InvalidParameter { name: "input_noise", .. })), "input noise {bad}");
+        assert!(matches!(small_params(1).input_noise(bad).fit(&cpu(), &labelled(&data, &labels)), Err(Error::InvalidParameter { name: "input_noise", .. })), "input noise {bad}");
     }
 }
 
@@ -379,18 +389,18 @@ fn bad_input_and_divergence_give_errors() {
     let mut with_nan = data.sources().to_vec();
     with_nan[1][(3, 2)] = f64::NAN;
     assert!(matches!(MultiSource::paired(with_nan.clone()), Err(Error::NonFiniteSource { source_index: 1, row: 3, col: 2, .. })));
-    let model = small_params(1).init(vec![4, 5, 6], 3).unwrap();
-    assert!(matches!(model.transform(1, &with_nan[1]), Err(Error::NonFiniteSource { source_index: 1, .. })));
-    assert!(matches!(model.transform(0, &with_nan[1]), Err(Error::ShapeMismatch { .. })));
+    let model = small_params(1).init(&cpu(), vec![4, 5, 6], 3).unwrap();
+    assert!(matches!(model.transform_source(1, &with_nan[1]), Err(Error::NonFiniteSource { source_index: 1, .. })));
+    assert!(matches!(model.transform_source(0, &with_nan[1]), Err(Error::ShapeMismatch { .. })));
     let mut huge = data.sources().to_vec();
     huge[2][(0, 0)] = 1e300;
     let huge = MultiSource::paired(huge).unwrap();
-    assert!(matches!(small_params(1).fit(&huge, &labels, None), Err(Error::SourceNotRepresentable { source_index: 2, .. })));
-    assert!(matches!(small_params(1).fit(&data, &labels[..10], None), Err(Error::ShapeMismatch { .. })));
-    assert!(matches!(small_params(1).learning_rate(f64::NAN).fit(&data, &labels, None), Err(Error::InvalidParameter { name: "learning_rate", .. })));
-    assert!(matches!(small_params(1).weight_decay(-1.0).fit(&data, &labels, None), Err(Error::InvalidParameter { name: "weight_decay", .. })));
-    assert!(matches!(small_params(1).gamma_init(-1.0).fit(&data, &labels, None), Err(Error::InvalidParameter { name: "gamma_init", .. })));
-    match small_params(rng.random()).learning_rate(1e4).max_epochs(3).fit(&data, &labels, None) {
+    assert!(matches!(small_params(1).fit(&cpu(), &labelled(&huge, &labels)), Err(Error::SourceNotRepresentable { source_index: 2, .. })));
+    assert!(matches!(Labelled::new(data.clone(), labels[..10].to_vec()), Err(Error::ShapeMismatch { .. })));
+    assert!(matches!(small_params(1).learning_rate(f64::NAN).fit(&cpu(), &labelled(&data, &labels)), Err(Error::InvalidParameter { name: "learning_rate", .. })));
+    assert!(matches!(small_params(1).weight_decay(-1.0).fit(&cpu(), &labelled(&data, &labels)), Err(Error::InvalidParameter { name: "weight_decay", .. })));
+    assert!(matches!(small_params(1).gamma_init(-1.0).fit(&cpu(), &labelled(&data, &labels)), Err(Error::InvalidParameter { name: "gamma_init", .. })));
+    match small_params(rng.random()).learning_rate(1e4).max_epochs(3).fit(&cpu(), &labelled(&data, &labels)) {
         Err(Error::Diverged { epoch, .. }) => assert!(epoch >= 1),
         other => panic!("expected Diverged, got {:?}", other.map(|m| m.gamma())),
     }
@@ -401,8 +411,8 @@ fn bad_input_and_divergence_give_errors() {
 /// typed errors, not panics.
 #[test]
 fn network_from_weights_round_trips_and_checks_shapes() {
-    let model = small_params(3).hidden(vec![16, 8]).init(vec![4, 5, 6], 3).unwrap();
-    let (w, device) = (model.weights(), model.device().clone());
+    let model = small_params(3).hidden(vec![16, 8]).init(&cpu(), vec![4, 5, 6], 3).unwrap();
+    let (w, device) = (model.weights(), model.burn_device().clone());
     let back = NeuralEksvdNet::from_weights(&w, &device).unwrap().export();
     assert_eq!((&back.feature_maps, &back.projections, &back.classifier), (&w.feature_maps, &w.projections, &w.classifier));
     assert!((back.gamma - w.gamma).abs() <= 1e-6 * w.gamma);
@@ -432,18 +442,18 @@ fn network_from_weights_round_trips_and_checks_shapes() {
 fn save_and_load_round_trip() {
     let mut rng = common::rng();
     let (data, labels) = synthetic(&mut rng, 60, 3);
-    let model = small_params(rng.random()).activation(Activation::Tanh).hidden(vec![8, 12]).max_epochs(2).fit(&data, &labels, None).unwrap();
+    let model = small_params(rng.random()).activation(Activation::Tanh).hidden(vec![8, 12]).max_epochs(2).fit(&cpu(), &labelled(&data, &labels)).unwrap();
     let dir = std::env::temp_dir().join(format!("gramian-neural-{}-{}", std::process::id(), rng.random::<u32>()));
     model.save(&dir).unwrap();
-    let loaded = NeuralEksvd::load(&dir, NeuralBackend::Cpu).unwrap();
+    let loaded = NeuralEksvd::load(&dir).unwrap();
     assert_eq!(loaded.architecture(), model.architecture());
     for q in 0..3 {
-        assert_eq!(loaded.transform(q, data.source(q)).unwrap(), model.transform(q, data.source(q)).unwrap());
+        assert_eq!(loaded.transform_source(q, data.source(q)).unwrap(), model.transform_source(q, data.source(q)).unwrap());
     }
     assert_eq!(loaded.predict(&data).unwrap(), model.predict(&data).unwrap());
     assert_eq!(loaded.gamma(), model.gamma());
     std::fs::remove_dir_all(&dir).unwrap();
-    assert!(matches!(NeuralEksvd::load(&dir, NeuralBackend::Cpu), Err(Error::Record(_))));
+    assert!(matches!(NeuralEksvd::load(&dir), Err(Error::Record(_))));
 }
 
 /// The same first Adam steps on Wgpu (lavapipe in CI) and the CPU: same
@@ -463,8 +473,8 @@ fn wgpu_and_cpu_agree_over_the_first_steps() {
     let mut rng = common::rng();
     let (data, labels) = synthetic(&mut rng, 64, 3);
     let params = small_params(rng.random()).max_epochs(2);
-    let cpu = params.clone().backend(NeuralBackend::Cpu).fit(&data, &labels, None).unwrap();
-    let gpu = params.backend(NeuralBackend::Wgpu).fit(&data, &labels, None).unwrap();
+    let cpu = params.fit(&NeuralBackend::Cpu.device().unwrap(), &labelled(&data, &labels)).unwrap();
+    let gpu = params.fit(&NeuralBackend::Wgpu.device().unwrap(), &labelled(&data, &labels)).unwrap();
     for (a, b) in cpu.history().epochs.iter().zip(&gpu.history().epochs) {
         eprintln!("epoch {}: J^2 {} vs {}, CE {} vs {}", a.epoch, a.objective_squared, b.objective_squared, a.cross_entropy, b.cross_entropy);
         assert!((a.objective_squared - b.objective_squared).abs() <= 1e-3 * a.objective_squared.max(1e-3));
@@ -474,7 +484,7 @@ fn wgpu_and_cpu_agree_over_the_first_steps() {
     let max_diff = max_network_difference(&cpu.weights(), &gpu.weights());
     eprintln!("max weight difference {max_diff:e}");
     assert!(max_diff < 2e-3, "weights differ by {max_diff}");
-    let (sa, sb) = (cpu.transform(0, data.source(0)).unwrap(), gpu.transform(0, data.source(0)).unwrap());
+    let (sa, sb) = (cpu.transform_source(0, data.source(0)).unwrap(), gpu.transform_source(0, data.source(0)).unwrap());
     assert!((&sa - &sb).amax() <= 1e-2 * sa.amax().max(1.0));
 }
 
@@ -500,8 +510,8 @@ fn replayed_gpu_steps_train_as_eager_ones() {
     let split = |range: std::ops::Range<usize>| (MultiSource::paired(data.sources().iter().map(|x| x.rows(range.start, range.len()).into_owned()).collect()).unwrap(), labels[range].to_vec());
     let ((train, train_labels), (validation, validation_labels)) = (split(0..200), split(200..260));
     let epochs = 3;
-    let params = small_params(rng.random()).weight_decay(0.05).max_epochs(epochs).patience(epochs).device(device);
-    let fit = |replay: bool| params.clone().graph_replay(replay).fit(&train, &train_labels, Some((&validation, &validation_labels))).unwrap();
+    let params = small_params(rng.random()).weight_decay(0.05).max_epochs(epochs).patience(epochs);
+    let fit = |replay: bool| params.clone().graph_replay(replay).fit_with_validation(&device, &labelled(&train, &train_labels), &labelled(&validation, &validation_labels)).unwrap();
     let (replayed, eager) = (fit(true), fit(false));
     assert_eq!(replayed.history().replayed_steps, 4 + 7 * (epochs - 1));
     assert_eq!(eager.history().replayed_steps, 0);
@@ -525,7 +535,7 @@ fn replayed_gpu_steps_train_as_eager_ones() {
     // Without a validation set the replayed evaluation covers the training
     // loss alone: the same curve (the validation set does not change the
     // steps), and the returned network predicts.
-    let unvalidated = params.clone().graph_replay(true).fit(&train, &train_labels, None).unwrap();
+    let unvalidated = params.clone().graph_replay(true).fit(&device, &labelled(&train, &train_labels)).unwrap();
     assert_eq!(unvalidated.history().replayed_evaluations, epochs - 1);
     for (a, b) in unvalidated.history().epochs.iter().zip(&replayed.history().epochs) {
         assert!((a.objective_squared - b.objective_squared).abs() <= 1e-6 * b.objective_squared.max(1e-3));
@@ -537,7 +547,7 @@ fn replayed_gpu_steps_train_as_eager_ones() {
     // an eighth of 200, so that step runs eagerly after the replayed ones
     // (2 + 5 (epochs - 1) replayed: epoch 1 has five full steps), with the
     // same training.
-    let wide = |replay: bool| params.clone().batch_size(38).graph_replay(replay).fit(&train, &train_labels, None).unwrap();
+    let wide = |replay: bool| params.clone().batch_size(38).graph_replay(replay).fit(&device, &labelled(&train, &train_labels)).unwrap();
     let (replayed, eager) = (wide(true), wide(false));
     assert_eq!(replayed.history().replayed_steps, 2 + 5 * (epochs - 1));
     assert_eq!(replayed.history().replayed_evaluations, epochs - 1);
@@ -545,7 +555,7 @@ fn replayed_gpu_steps_train_as_eager_ones() {
         assert!((a.objective_squared - b.objective_squared).abs() <= 1e-5 * b.objective_squared.max(1e-3));
         assert!((a.cross_entropy - b.cross_entropy).abs() <= 1e-5 * b.cross_entropy);
     }
-    let cosine = params.schedule(gramian::eksvd::neural::LearningRateSchedule::Cosine).max_epochs(1).fit(&train, &train_labels, None).unwrap();
+    let cosine = params.schedule(gramian::eksvd::neural::LearningRateSchedule::Cosine).max_epochs(1).fit(&device, &labelled(&train, &train_labels)).unwrap();
     assert_eq!(cosine.history().replayed_steps, 0);
 }
 
@@ -577,7 +587,7 @@ fn profiled_fit_child() {
     let Some(device) = common::gpu_device(gramian::GpuOptions::default()) else { return };
     let mut rng = common::rng();
     let (data, labels) = synthetic(&mut rng, 200, 3);
-    let model = small_params(rng.random()).max_epochs(2).patience(2).device(device).graph_replay(true).fit(&data, &labels, None).unwrap();
+    let model = small_params(rng.random()).max_epochs(2).patience(2).graph_replay(true).fit(&device, &labelled(&data, &labels)).unwrap();
     assert_eq!(model.history().replayed_steps, 0);
     assert_eq!(model.history().epochs.len(), 2);
     assert!(model.history().epochs.iter().all(|e| e.objective_squared.is_finite() && e.cross_entropy.is_finite()));
@@ -604,22 +614,22 @@ fn burn_and_gramian_share_one_gpu() {
     let mut rng = common::rng();
     let (data, labels) = synthetic(&mut rng, 64, 3);
     let params = small_params(rng.random()).max_epochs(2);
-    let model = params.clone().device(device.clone()).fit(&data, &labels, None).unwrap();
+    let model = params.fit(&device, &labelled(&data, &labels)).unwrap();
     assert_eq!(model.backend(), NeuralBackend::Wgpu);
-    assert!(matches!(model.gramian_device(), gramian::Device::Gpu(c) if c.id() == ctx.id()));
-    assert_eq!(burn_device(&device).unwrap(), *model.device(), "registered once per context");
+    assert!(matches!(model.device(), gramian::Device::Gpu(c) if c.id() == ctx.id()));
+    assert_eq!(burn_device(&device).unwrap(), *model.burn_device(), "registered once per context");
     let after = pipelines();
     eprintln!("compute pipelines in gramian's instance: {before} -> {after}; devices {}", devices());
     assert!(after > before, "burn built no pipeline on gramian's device ({before} -> {after})");
     assert_eq!(devices(), 1, "one wgpu device in gramian's instance");
-    let scores = model.transform(0, data.source(0)).unwrap();
+    let scores = model.transform_source(0, data.source(0)).unwrap();
     // A gramian kernel on the same device and queue, between burn's work.
     let x = common::random_matrix(&mut rng, 48, 5);
     let kernel = gramian::Kernel::rbf(0.5).unwrap();
     let (k_gpu, k_cpu) = (device.kernel_matrix(&kernel, &x, &x).unwrap(), gramian::Device::Cpu.kernel_matrix(&kernel, &x, &x).unwrap());
     assert!((&k_gpu - &k_cpu).amax() < 1e-5, "gramian kernel on the shared device differs by {}", (&k_gpu - &k_cpu).amax());
-    assert_eq!(model.transform(0, data.source(0)).unwrap(), scores);
-    let cpu = params.device(gramian::Device::Cpu).fit(&data, &labels, None).unwrap();
+    assert_eq!(model.transform_source(0, data.source(0)).unwrap(), scores);
+    let cpu = params.fit(&gramian::Device::Cpu, &labelled(&data, &labels)).unwrap();
     assert_eq!(cpu.backend(), NeuralBackend::Cpu);
     for (a, b) in cpu.history().epochs.iter().zip(&model.history().epochs) {
         assert!((a.objective_squared - b.objective_squared).abs() <= 1e-3 * a.objective_squared.max(1e-3), "J^2 {} vs {}", a.objective_squared, b.objective_squared);
@@ -628,7 +638,7 @@ fn burn_and_gramian_share_one_gpu() {
     // The named backend runs on the process's shared GPU, which gramian's
     // kernels can use as well.
     let shared = shared_gpu().unwrap();
-    assert_eq!(NeuralBackend::Wgpu.device().unwrap(), burn_device(&shared).unwrap());
+    assert_eq!(burn_device(&NeuralBackend::Wgpu.device().unwrap()).unwrap(), burn_device(&shared).unwrap());
     assert!((shared.kernel_matrix(&kernel, &x, &x).unwrap() - &k_cpu).amax() < 1e-5);
 }
 
@@ -640,14 +650,14 @@ fn training_is_reproducible_for_a_seed() {
     let (data, labels) = synthetic(&mut rng, 60, 3);
     let seed: u64 = rng.random();
     let params = small_params(seed).max_epochs(2).weight_decay(0.01);
-    let (a, b) = (params.fit(&data, &labels, None).unwrap(), params.fit(&data, &labels, None).unwrap());
+    let (a, b) = (params.fit(&cpu(), &labelled(&data, &labels)).unwrap(), params.fit(&cpu(), &labelled(&data, &labels)).unwrap());
     let (wa, wb) = (a.weights(), b.weights());
     assert_eq!(wa.projections, wb.projections);
     assert_eq!(wa.feature_maps, wb.feature_maps);
     assert_eq!(wa.gamma, wb.gamma);
     let curve = |m: &NeuralEksvd| m.history().epochs.iter().map(|e| (e.objective_squared, e.cross_entropy)).collect::<Vec<_>>();
     assert_eq!(curve(&a), curve(&b));
-    let other = small_params(seed.wrapping_add(1)).max_epochs(2).weight_decay(0.01).fit(&data, &labels, None).unwrap();
+    let other = small_params(seed.wrapping_add(1)).max_epochs(2).weight_decay(0.01).fit(&cpu(), &labelled(&data, &labels)).unwrap();
     assert_ne!(other.weights().projections, wa.projections);
 }
 
@@ -670,7 +680,7 @@ fn cosine_learning_rate_schedule() {
     let mut rng = common::rng();
     let (data, labels) = synthetic(&mut rng, 90, 3);
     let seed = rng.random();
-    let fit = |schedule| small_params(seed).max_epochs(4).schedule(schedule).fit(&data, &labels, None).unwrap().weights().projections[0].clone();
+    let fit = |schedule| small_params(seed).max_epochs(4).schedule(schedule).fit(&cpu(), &labelled(&data, &labels)).unwrap().weights().projections[0].clone();
     let (a, b, constant) = (fit(LearningRateSchedule::Cosine), fit(LearningRateSchedule::Cosine), fit(LearningRateSchedule::Constant));
     assert_eq!(a, b, "replayable for a seed");
     assert!((&a - &constant).amax() > 1e-6, "the schedule changes the steps");
@@ -685,7 +695,7 @@ fn weight_averaging_is_the_moving_average_of_the_epochs() {
     let mut rng = common::rng();
     let (data, labels) = synthetic(&mut rng, 90, 3);
     let seed = rng.random();
-    let fit = |epochs: usize, decay: f64| small_params(seed).max_epochs(epochs).weight_averaging(decay).fit(&data, &labels, None).unwrap().weights();
+    let fit = |epochs: usize, decay: f64| small_params(seed).max_epochs(epochs).weight_averaging(decay).fit(&cpu(), &labelled(&data, &labels)).unwrap().weights();
     let (w1, w2) = (fit(1, 0.0), fit(2, 0.0));
     let decay = 0.7;
     let averaged = fit(2, decay);
@@ -707,6 +717,92 @@ fn weight_averaging_is_the_moving_average_of_the_epochs() {
     assert!((averaged.gamma.ln() - log_gamma).abs() < 1e-6, "gamma {} vs exp({log_gamma})", averaged.gamma);
     assert_eq!(fit(2, 0.0).projections, w2.projections, "decay 0 is no averaging");
     for bad in [1.0, -0.1, f64::NAN] {
-        assert!(matches!(small_params(1).weight_averaging(bad).fit(&data, &labels, None), Err(Error::InvalidParameter { name: "weight_averaging", .. })), "decay {bad}");
+        assert!(matches!(small_params(1).weight_averaging(bad).fit(&cpu(), &labelled(&data, &labels)), Err(Error::InvalidParameter { name: "weight_averaging", .. })), "decay {bad}");
     }
+}
+
+/// `Labelled` checks its data on construction: paired sources, one label
+/// per sample, labels below `MAX_CLASSES`, at least 2 classes; `select`
+/// keeps the labels with their rows and the number of classes.
+#[test]
+fn labelled_data_is_checked_and_selected_by_row() {
+    let mut rng = common::rng();
+    let (data, labels) = synthetic(&mut rng, 12, 3);
+    let set = Labelled::new(data.clone(), labels.clone()).unwrap();
+    assert_eq!((set.n_samples(), set.n_classes(), set.labels()), (12, 3, &labels[..]));
+    let unpaired = MultiSource::new(data.sources().to_vec()).unwrap();
+    assert!(matches!(Labelled::new(unpaired, labels.clone()), Err(Error::Labels(_))));
+    assert!(matches!(Labelled::new(data.clone(), labels[..11].to_vec()), Err(Error::ShapeMismatch { .. })));
+    let mut stray = labels.clone();
+    stray[4] = gramian::eksvd::neural::MAX_CLASSES;
+    assert!(matches!(Labelled::new(data.clone(), stray), Err(Error::Labels(_))));
+    assert!(matches!(Labelled::new(data.clone(), vec![0; 12]), Err(Error::Labels(_))));
+    // Rows 0 and 3 both have class 0: the selection keeps 3 classes.
+    let part = gramian::estimator::Samples::select(&set, &[3, 0]).unwrap();
+    assert_eq!((part.labels(), part.n_classes()), (&[0, 0][..], 3));
+    assert_eq!(part.sources().source(1).row(0), data.source(1).row(3));
+    assert!(matches!(set.select(&[12]), Err(Error::InvalidParameter { .. })));
+}
+
+/// The estimator traits: `Transform<MultiSource>` is the per-source scores
+/// side by side, `Predict<MultiSource>` the arg max of the logits, and
+/// `cross_validate` fits `NeuralEksvdParams` on `Labelled` folds.
+#[test]
+fn estimator_traits_and_cross_validation() {
+    let mut rng = common::rng();
+    let (data, labels) = synthetic(&mut rng, 60, 3);
+    let set = labelled(&data, &labels);
+    let model = small_params(rng.random()).max_epochs(2).fit(&cpu(), &set).unwrap();
+    assert!(!model.device().is_gpu());
+    let all = model.transform(&data).unwrap();
+    assert_eq!((all.nrows(), all.ncols()), (60, 12));
+    for q in 0..3 {
+        assert_eq!(all.columns(q * 4, 4), model.transform_source(q, data.source(q)).unwrap());
+    }
+    let logits = model.logits(&data).unwrap();
+    let argmax: Vec<usize> = logits.row_iter().map(|r| r.transpose().argmax().0).collect();
+    assert_eq!(model.predict(&data).unwrap(), argmax);
+    let candidates = [small_params(1).max_epochs(1), small_params(2).max_epochs(2)];
+    let splits = gramian::estimator::Splits::k_fold(3).unwrap().seed(1);
+    let cv = gramian::estimator::cross_validate(&cpu(), &candidates, &set, &splits, |m: &NeuralEksvd, held: &Labelled| Ok(accuracy(held.labels(), &m.predict(held.sources())?))).unwrap();
+    assert!(cv.failures.is_empty(), "{:?}", cv.failures);
+    assert_eq!(cv.scores.len(), 2);
+    assert!(cv.scores.iter().flatten().all(|s| (0.0..=1.0).contains(s)));
+}
+
+/// `to_device` moves the network: the same scores (within f32 rounding)
+/// after CPU -> CPU and, where there is a GPU (lavapipe in CI), CPU -> GPU
+/// and back; a loaded model is on the CPU. With `GRAMIAN_REQUIRE_GPU=1` a
+/// missing adapter fails the test.
+#[test]
+fn to_device_moves_the_network() {
+    let mut rng = common::rng();
+    let (data, labels) = synthetic(&mut rng, 50, 3);
+    let model = small_params(rng.random()).max_epochs(2).fit(&cpu(), &labelled(&data, &labels)).unwrap();
+    let scores = model.transform(&data).unwrap();
+    let close = |other: &DMatrix<f64>| (other - &scores).amax() <= 1e-5 * scores.amax().max(1.0);
+    let moved = model.to_device(&cpu());
+    assert!(!moved.device().is_gpu());
+    assert!(close(&moved.transform(&data).unwrap()));
+    assert_eq!(moved.predict(&data).unwrap(), model.predict(&data).unwrap());
+    let dir = std::env::temp_dir().join(format!("gramian-neural-move-{}-{}", std::process::id(), rng.random::<u32>()));
+    model.save(&dir).unwrap();
+    let loaded = NeuralEksvd::load(&dir).unwrap();
+    // The loaded model has read its files: it works without them.
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert!(!loaded.device().is_gpu());
+    assert_eq!(loaded.backend(), NeuralBackend::Cpu);
+    assert!(close(&loaded.to_device(&cpu()).transform(&data).unwrap()));
+    let Some(gpu) = common::gpu_device(gramian::GpuOptions::default()) else {
+        return;
+    };
+    let on_gpu = loaded.try_to_device(&gpu).unwrap();
+    assert!(on_gpu.device().is_gpu());
+    assert_eq!(on_gpu.backend(), NeuralBackend::Wgpu);
+    assert_eq!(*on_gpu.burn_device(), burn_device(&gpu).unwrap());
+    let gpu_scores = on_gpu.transform(&data).unwrap();
+    eprintln!("CPU -> GPU scores differ by {:e}", (&gpu_scores - &scores).amax());
+    assert!(close(&gpu_scores));
+    assert!(close(&on_gpu.to_device(&cpu()).transform(&data).unwrap()));
+    assert!((on_gpu.gamma() - model.gamma()).abs() <= 1e-6 * model.gamma());
 }

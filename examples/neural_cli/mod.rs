@@ -7,6 +7,8 @@ use gramian::datasets::macro_f1;
 use nalgebra::DMatrix;
 use gramian::eksvd::evaluation::{linear_svm_classifier, select_on_validation as select_classifier, Representation, SplitData};
 use gramian::eksvd::neural::{Activation, EarlyStopping, LearningRateSchedule, NeuralBackend, NeuralEksvd, NeuralEksvdParams};
+use gramian::estimator::{Fit, Predict, Transform};
+use gramian::{Device, Labelled};
 
 pub type AnyResult<T> = Result<T, Box<dyn std::error::Error>>;
 
@@ -253,7 +255,11 @@ impl Training {
             .activation(c.activation.unwrap_or(self.activation))
             .input_noise(self.input_noise)
             .seed(seed)
-            .backend(self.backend)
+    }
+
+    /// The device of `--backend`: the CPU, or the process's shared GPU.
+    pub fn device(&self) -> AnyResult<Device> {
+        Ok(self.backend.device()?)
     }
 }
 
@@ -264,7 +270,7 @@ pub const SVM_CS: [f64; 4] = [0.01, 0.1, 1.0, 10.0];
 /// learned scores `[E_1 ... E_Q]` of `model` (standardised on the training
 /// rows, `C` from [`SVM_CS`] chosen on validation), and that `C`.
 pub fn svm_on_scores(split: &SplitData, model: &NeuralEksvd) -> AnyResult<(f64, f64)> {
-    let rep = Representation { train: model.transform_all(&split.train)?, validation: model.transform_all(&split.validation)?, test: model.transform_all(&split.test)? };
+    let rep = Representation { train: model.transform(&split.train)?, validation: model.transform(&split.validation)?, test: model.transform(&split.test)? };
     let choice = select_classifier(split, &[("-", rep)], &SVM_CS, &linear_svm_classifier)?;
     Ok((choice.test_f1, choice.classifier_c))
 }
@@ -284,10 +290,13 @@ pub struct NeuralRun {
 /// Fits every candidate on `split.train`, early-stopped on `split.validation`.
 pub fn fit_candidates(split: &SplitData, candidates: &[Candidate], t: &Training, seed: u64, progress: bool) -> AnyResult<Vec<NeuralRun>> {
     let mut runs = Vec::with_capacity(candidates.len());
+    let device = t.device()?;
+    let train = Labelled::new(split.train.clone(), split.train_labels.clone())?;
+    let validation = Labelled::new(split.validation.clone(), split.validation_labels.clone())?;
     for &candidate in candidates {
-        let model = t.params(candidate, seed).progress(progress).fit(&split.train, &split.train_labels, Some((&split.validation, &split.validation_labels)))?;
+        let model = t.params(candidate, seed).progress(progress).fit_with_validation(&device, &train, &validation)?;
         let validation_f1 = macro_f1(&split.validation_labels, &model.predict(&split.validation)?);
-        let validation_cross_entropy = model.loss(&split.validation, &split.validation_labels, 1.0)?.cross_entropy;
+        let validation_cross_entropy = model.loss(&validation, 1.0)?.cross_entropy;
         let test_f1 = macro_f1(&split.test_labels, &model.predict(&split.test)?);
         let Candidate { k, eta, lr, wd, activation } = candidate;
         let activation = activation.map_or(String::new(), |a| format!(" {}", a.name()));
@@ -398,7 +407,7 @@ pub fn choose_by_cross_validation(folds: &[SplitData], first_fold: Option<&[Neur
                 None => p,
                 Some(total) => total + p,
             });
-            let scores = held_out_f1_per_penalty(fold, run.model.transform_all(&fold.train)?, run.model.transform_all(&fold.validation)?, &SVM_CS, true)?;
+            let scores = held_out_f1_per_penalty(fold, run.model.transform(&fold.train)?, run.model.transform(&fold.validation)?, &SVM_CS, true)?;
             for (total, value) in svm[i].iter_mut().zip(scores) {
                 *total += value;
             }
@@ -473,9 +482,9 @@ pub fn cross_validated_refit(split: &SplitData, folds: usize, split_fits: &[Neur
 /// part alone.
 pub fn refit_on_train_and_validation(split: &SplitData, candidate: Candidate, epochs: usize, svm_c: f64, t: &Training, seed: u64) -> AnyResult<(f64, f64)> {
     let (sources, labels) = split.train_and_validation()?;
-    let model = t.params(candidate, seed).max_epochs(epochs.max(1)).fit(&sources, &labels, None)?;
+    let model = t.params(candidate, seed).max_epochs(epochs.max(1)).fit(&t.device()?, &Labelled::new(sources.clone(), labels)?)?;
     let head_f1 = macro_f1(&split.test_labels, &model.predict(&split.test)?);
-    let svm_f1 = svm_refit_f1(split, model.transform_all(&sources)?, model.transform_all(&split.test)?, svm_c, true)?;
+    let svm_f1 = svm_refit_f1(split, model.transform(&sources)?, model.transform(&split.test)?, svm_c, true)?;
     Ok((head_f1, svm_f1))
 }
 

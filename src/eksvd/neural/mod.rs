@@ -9,20 +9,41 @@
 //!   the `Q` sources stacked so that a training step costs a fixed number
 //!   of kernels whatever `Q`.
 //! * [`loss`]: `J_k` of Eq. 3 per component and the training loss.
-//! * [`train`]: [`NeuralEksvdParams`] (validated builder) -> [`NeuralEksvd`]
-//!   (transform, predict, save/load), with optional dropout in the feature
-//!   maps, early stopping on validation macro-F1 or cross-entropy
-//!   ([`EarlyStopping`]) and per-epoch training curves ([`TrainingHistory`]).
+//! * [`NeuralEksvdParams`] (`params`): the validated builder, with the
+//!   [`LearningRateSchedule`] and the [`EarlyStopping`] rule.
+//! * `fit`: [`Fit<Labelled>`](crate::estimator::Fit) and
+//!   [`NeuralEksvdParams::fit_with_validation`]: Adam on minibatches, optional
+//!   dropout in the feature maps and noise on the inputs, early stopping on
+//!   validation macro-F1 or cross-entropy, weight averaging, graph replay
+//!   on a GPU.
+//! * [`TrainingHistory`] (`history`): the per-epoch curves, as CSV.
+//! * [`NeuralEksvd`] (`fitted`): the fitted model ([`OnDevice`](crate::estimator::OnDevice),
+//!   [`Transform<MultiSource>`](crate::estimator::Transform): the scores,
+//!   [`Predict<MultiSource>`](crate::estimator::Predict): the classes),
+//!   save and load.
+//! * [`placement`]: burn devices from gramian's devices.
 //!
-//! * [`placement`]: burn devices from gramian's device selection.
+//! It follows the library's estimator convention: parameters ->
+//! `fit(&device, &data)` on a [`crate::Device`] -> a model that computes on
+//! that device. The CPU path trains on burn's Flex backend; a GPU trains on
+//! burn's Wgpu backend **on the same wgpu device and queue** as gramian's
+//! own kernels. A loaded model is on the CPU and
+//! [`OnDevice::to_device`](crate::estimator::OnDevice::to_device) moves it.
+//! Available with the cargo feature `neural`.
 //!
-//! The device is chosen at run time, as for the rest of the library: a
-//! gramian [`crate::Device`] ([`NeuralEksvdParams::device`], e.g.
-//! `Device::auto()`), whose CPU path trains on burn's Flex backend and
-//! whose GPU trains on burn's Wgpu backend **on the same wgpu device and
-//! queue** as gramian's own kernels; or a [`NeuralBackend`] by name
-//! (`Wgpu` opens the process's [`placement::shared_gpu`]). The model code is
-//! the same. Available with the cargo feature `neural`.
+//! ```no_run
+//! use gramian::eksvd::neural::NeuralEksvdParams;
+//! use gramian::prelude::*;
+//! # fn demo(train: Labelled, validation: Labelled, test: MultiSource) -> Result<(), gramian::Error> {
+//! let device = Device::cpu(); // or Device::gpu()?
+//! let params = NeuralEksvdParams::new(16).max_epochs(50);
+//! let model = params.fit_with_validation(&device, &train, &validation)?;
+//! let classes = model.predict(&test)?; // on `device`
+//! let scores = model.transform(&test)?; // [E_1 ... E_Q]
+//! # let _ = (classes, scores, params.fit(&device, &train)?);
+//! # Ok(())
+//! # }
+//! ```
 //!
 //! **Batch convention.** The loss uses the objective per training sample,
 //! `J_k / N` (`N` the number of training samples): on a minibatch `B` its
@@ -33,39 +54,43 @@
 //! any batch size and training-set size. `J_k / N = 0` exactly where
 //! `J_k = 0` (Lemma 3.3), and the reported curves are `sum_k (J_k / N)^2`.
 
+mod fit;
+mod fitted;
+mod history;
 pub mod loss;
 pub mod model;
 mod optimizer;
+mod params;
 pub mod placement;
 mod replay;
-pub mod train;
+mod resident;
 
 pub use loss::{cross_entropy, objective_from_squared_scores, objective_per_component, LossTensors, LossValues};
 pub use model::{Activation, Architecture, NeuralEksvdNet, NeuralWeights, StackedDense};
 pub use placement::{burn_device, shared_gpu};
-pub use train::{EarlyStopping, EpochRecord, LearningRateSchedule, NeuralEksvd, NeuralEksvdParams, TrainingHistory};
+pub use fitted::NeuralEksvd;
+pub use history::{EpochRecord, TrainingHistory};
+pub use params::{EarlyStopping, LearningRateSchedule, NeuralEksvdParams};
+pub use crate::data::{Labelled, MAX_CLASSES};
 
 use crate::error::Error;
-use burn::tensor::Device;
-
+use crate::Device;
 
 /// Result type of Neural eKSVD.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// The burn backend to train and run on, chosen at run time.
+/// A burn backend by name, for command lines: [`NeuralBackend::device`]
+/// gives the gramian [`Device`] to fit on, whose kind picks the backend.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum NeuralBackend {
-    /// burn's Flex backend on the CPU: matrix products by the `gemm` crate
-    /// on all cores (AVX-512 kernels where the CPU has them), SIMD
-    /// elementwise kernels. (burn's NdArray backend, which burn 0.22
-    /// deprecates for Flex, ran here on one core: the UCI Digit fit 2.3-2.6x
-    /// slower per epoch on 2 cores; BENCHMARKS.md.)
+    /// burn's Flex backend on the CPU ([`Device::Cpu`]): matrix products by
+    /// the `gemm` crate on all cores (AVX-512 kernels where the CPU has
+    /// them), SIMD elementwise kernels.
     #[default]
     Cpu,
-    /// burn's Wgpu backend on gramian's GPU: the process's
-    /// [`placement::shared_gpu`] (opened like [`crate::Device::gpu`]: a
-    /// hardware adapter first, a software one such as lavapipe accepted),
-    /// unless a gramian device is given with [`NeuralEksvdParams::device`].
+    /// burn's Wgpu backend on a GPU: by name, the process's
+    /// [`placement::shared_gpu`] (opened like [`Device::gpu`]: a hardware
+    /// adapter first, a software one such as lavapipe accepted).
     Wgpu,
 }
 
@@ -78,8 +103,7 @@ impl NeuralBackend {
         }
     }
 
-    /// Parses `cpu` (also `flex`, and `ndarray`, the CPU backend's name
-    /// before burn's Flex replaced NdArray) / `wgpu` or `gpu`
+    /// Parses `cpu` (also `flex` and `ndarray`) / `wgpu` or `gpu`
     /// (case-insensitive).
     pub fn parse(name: &str) -> Option<Self> {
         match name.to_ascii_lowercase().as_str() {
@@ -89,10 +113,23 @@ impl NeuralBackend {
         }
     }
 
-    /// The burn device (without autodiff): burn's Flex on the CPU, or its Wgpu backend
-    /// on [`placement::shared_gpu`] (registered with burn once per process).
-    /// No adapter gives [`Error::BackendUnavailable`] instead of a panic.
+    /// The backend a gramian device runs Neural eKSVD on.
+    pub fn of(device: &Device) -> Self {
+        if device.is_gpu() {
+            NeuralBackend::Wgpu
+        } else {
+            NeuralBackend::Cpu
+        }
+    }
+
+    /// The gramian device of this backend: [`Device::cpu`], or the
+    /// process's [`placement::shared_gpu`].
+    ///
+    /// Errors: [`Error::BackendUnavailable`] when there is no GPU adapter.
     pub fn device(self) -> Result<Device> {
-        burn_device(&placement::Placement::for_backend(self)?)
+        match self {
+            NeuralBackend::Cpu => Ok(Device::cpu()),
+            NeuralBackend::Wgpu => shared_gpu(),
+        }
     }
 }

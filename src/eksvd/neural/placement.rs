@@ -5,17 +5,19 @@
 //! * [`burn_device`]: the burn device of a gramian [`crate::Device`]
 //!   (`Device::Cpu` -> burn's Flex backend; `Device::Gpu(ctx)` -> burn's
 //!   Wgpu backend registered on `ctx`'s wgpu handles, once per context).
-//! * [`shared_gpu`]: the process's GPU for [`NeuralBackend::Wgpu`] when no
-//!   gramian device is given: opened once as [`crate::Device::gpu`] opens one
-//!   (a hardware adapter first; a software one such as lavapipe only because
-//!   a GPU was asked for by name), and usable for gramian's kernels too.
+//! * [`shared_gpu`]: the process's GPU for [`NeuralBackend::Wgpu`] by name:
+//!   opened once as [`crate::Device::gpu`] opens one (a hardware adapter
+//!   first; a software one such as lavapipe only because a GPU was asked
+//!   for by name), and usable for gramian's kernels too.
 
 use std::sync::{Arc, Mutex, OnceLock};
 
 use burn::tensor::wgpu::WgpuSetup;
 use burn::tensor::Device as BurnDevice;
 
-use super::{NeuralBackend, Result};
+use super::Result;
+#[cfg(doc)]
+use super::NeuralBackend;
 use crate::error::Error;
 use crate::gpu::GpuContext;
 use crate::Device;
@@ -56,8 +58,7 @@ fn wgpu_on(ctx: &GpuContext) -> Result<BurnDevice> {
     Ok(d)
 }
 
-/// The GPU [`NeuralBackend::Wgpu`] runs on when no gramian device is given:
-/// opened once per process like [`Device::gpu`] (hardware adapters first, a
+/// The GPU [`NeuralBackend::Wgpu`] names: opened once per process like [`Device::gpu`] (hardware adapters first, a
 /// software one accepted), and shared: gramian's kernels may run on the
 /// returned device while burn trains on it.
 ///
@@ -73,38 +74,4 @@ pub fn shared_gpu() -> Result<Device> {
         .clone()
         .map_err(|reason| Error::BackendUnavailable { backend: "wgpu", reason })?;
     Ok(Device::Gpu(ctx))
-}
-
-/// A gramian device to run on, compared by identity (the context's id), so
-/// that parameters holding one stay `PartialEq`.
-#[derive(Clone, Debug)]
-pub(crate) struct Placement(pub(crate) Device);
-
-impl PartialEq for Placement {
-    fn eq(&self, other: &Self) -> bool {
-        match (&self.0, &other.0) {
-            (Device::Cpu, Device::Cpu) => true,
-            (Device::Gpu(a), Device::Gpu(b)) => a.id() == b.id(),
-            _ => false,
-        }
-    }
-}
-
-impl Placement {
-    /// The gramian device for `backend` when none was given.
-    pub(crate) fn for_backend(backend: NeuralBackend) -> Result<Device> {
-        match backend {
-            NeuralBackend::Cpu => Ok(Device::Cpu),
-            NeuralBackend::Wgpu => shared_gpu(),
-        }
-    }
-
-    /// The backend a gramian device runs Neural eKSVD on.
-    pub(crate) fn backend_of(device: &Device) -> NeuralBackend {
-        if device.is_gpu() {
-            NeuralBackend::Wgpu
-        } else {
-            NeuralBackend::Cpu
-        }
-    }
 }

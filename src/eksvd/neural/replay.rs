@@ -230,7 +230,7 @@ pub(crate) fn capture_step<'a>(
     if !graph.is_hardware() {
         return None;
     }
-    // Safety: as for the fit's replays (`NeuralEksvdParams::fit`).
+    // Safety: as for the fit's replays (`fit::train`).
     unsafe { graph.replay() };
     let in_place = state.borrow().optim.all_in_place() && cursor.borrow().in_place();
     in_place.then_some(graph)
