@@ -2,10 +2,15 @@
 //! Krylov block): `C = alpha A B (+ C)` and `C = alpha A^T B (+ C)` for a
 //! column-major `A`.
 //!
+//! One file: both products' kernels in both instruction sets, their run-time
+//! dispatch ([`Isa`]) and the split between threads share one operand layout
+//! (the padded, row-major `B`, the `(storage, lda)` view of `A`, the
+//! per-range outputs), which no part is of use without.
+//!
 //! A general matrix multiply packs `A` into panels before its micro-kernel;
 //! with eight columns on the right that copy costs as much as the product
-//! (eKSVD's block Lanczos spent a fifth of its samples in faer's packing,
-//! as measured). These kernels read `A` once, in place, column by column:
+//! (see BENCHMARKS.md). These kernels read `A` once, in place, column by
+//! column:
 //!
 //! - `A B` (`A`: `m x k`): for 8 rows at a time, the `8 x c` block of `C`
 //!   stays in registers over sixteen columns of `A` (one vector load of `A`,
@@ -47,16 +52,13 @@ const ROWS: usize = 8;
 /// Columns of `A` per register block of `A^T B`.
 const TR_COLS: usize = 3;
 /// Rows ahead of the AVX2 `A B` kernel's loads that it asks the cache for
-/// (in its first pass over a slice of `A`). Measured on the AVX2 machine
-/// (Zen 4 with AVX-512 hidden by the hypervisor, `cpu_table thin 100`):
-/// 3600 x 3600 8.4-9.0 ms against 11.7-12.8 ms without the prefetch,
-/// 1536 x 1536 2.0-2.1 against 2.2-2.5 ms, the smaller shapes the same.
+/// (in its first pass over a slice of `A`): faster than no prefetch on
+/// large shapes, the same on small ones (see BENCHMARKS.md).
 const PREFETCH_ROWS: usize = 128;
 /// Entries of `A` from which the AVX2 `A B` kernel runs instead of faer.
 /// Below it (a Krylov basis times its coefficients, `3600 x 232`; features
 /// times weights, `1200 x 512`) `A` is mostly in cache, where faer's packed
-/// product measured faster (0.22-0.35 ms against 0.36-0.57 ms,
-/// `cpu_table thin 100`); above it (eKSVD's stored `1200 x 1200` blocks,
+/// product is faster (see BENCHMARKS.md); above it (eKSVD's stored `1200 x 1200` blocks,
 /// streamed from memory in the Dual's products) the AVX2 kernel is ahead.
 const AVX2_AB_MIN_ENTRIES: usize = 1 << 20;
 /// Width of the padded right-hand side.
@@ -133,8 +135,8 @@ macro_rules! for8 {
 /// hardware prefetches), each 8-row slice of them updating the `8 x 8`
 /// block of the product held in registers; between groups of columns the
 /// product rows wait in `out` (in cache: `8 (r1 - r0)` numbers). Groups of
-/// 16 against 8: 2.6-2.7 ms against 3.4-3.8 ms at 3600 x 3600, the same
-/// within noise at the smaller shapes (`cpu_table thin`).
+/// 16 are faster than groups of 8 on large shapes and the same on small
+/// ones (see BENCHMARKS.md).
 ///
 /// # Safety
 /// AVX-512F must be available; `a` holds `(k - 1) lda + r1` entries or more

@@ -4,13 +4,18 @@
 //! problems", Numer. Algorithms 47, 2008), all heavy work in faer matrix
 //! products.
 //!
+//! One file: the restarts are not a layer over a Lanczos core but the same
+//! loop ([`block_lanczos`] extends the basis and restarts it in one pass
+//! over one basis layout), and the block orthogonalisation it calls is a few
+//! small functions on that layout; the rest is the public entry points and
+//! tests.
+//!
 //! A full decomposition costs `O(n^3)` in a tridiagonalisation that is
 //! memory-bound for half of its flops; the top `k` need only products
 //! `A V` with `n x b` blocks and Gram-Schmidt against a basis of a few `k`
 //! columns. Blocks are narrow (8 columns by default) and the basis about
 //! `3.5 k` columns: for a given basis size a narrow block reaches a higher
-//! Krylov degree, so fewer product columns are needed (eKSVD's top 64 of
-//! order 3600: about 620 columns with blocks of 8, 3100 with blocks of 64),
+//! Krylov degree, so fewer product columns are needed (see BENCHMARKS.md),
 //! and the thin products of [`super::thin`] read `A` once per block.
 //! A Krylov space of blocks of `b` columns holds at most `b` vectors of an
 //! eigenspace: when `b` or more of the converged wanted values coincide,
@@ -34,14 +39,10 @@ use super::{check_dim, check_matrix, clear_upper_simd_state, faer_mut, faer_ref,
 use crate::error::{Error, Result};
 
 /// Default [`TopEigenSettings::keep_blocks`]: Ritz vectors kept at a
-/// restart beyond the wanted `k`, in blocks. With blocks of 8 and `k = 64`
-/// (a basis of 232 columns) product columns to convergence, for 1 / 4 / 8
-/// kept blocks: eKSVD's stored Dual (Table
-/// 2, tolerance `1e-11`) 776 / 704 / 608, its matrix-free Dual (`1e-8`)
-/// 616 / 568 / 608, a flat random spectrum of order 3600 2216 / 1656 / -
-/// (8 blocks: the work budget gives up early and the full decomposition
-/// answers, twice the time). Five and six blocks fail the same way on the
-/// flat spectrum, hence 4.
+/// restart beyond the wanted `k`, in blocks. Keeping more blocks saves
+/// product columns to convergence, but from five blocks on a flat random
+/// spectrum the work budget gives up early and the full decomposition
+/// answers, at about twice the time; hence 4 (see BENCHMARKS.md).
 const KEEP_BLOCKS: usize = 4;
 
 /// Settings of the block Lanczos solver behind [`symmetric_eigen_largest`].
@@ -68,8 +69,7 @@ pub struct TopEigenSettings {
     /// `work_ratio * n` columns by `A`, or earlier when the residual decrease
     /// of the last two restarts, extrapolated, would need more. About
     /// `4 n` columns (`8 n^3` flops with the Gram-Schmidt) cost what
-    /// faer's full decomposition does on the 2-core development machine;
-    /// the budget stops a slowly converging (flat-spectrum) problem well
+    /// faer's full decomposition does; the budget stops a slowly converging (flat-spectrum) problem well
     /// before that.
     pub work_ratio: f64,
     /// The block solver runs only when its whole basis is at most `n /
@@ -84,12 +84,10 @@ impl Default for TopEigenSettings {
     /// restart, tolerance `1e-11`, 300 restarts, work ratio 2, basis at most
     /// `n / 8`, seed 0. With `k = 64`
     /// the basis is 232 columns (240 with the residual block), so the block
-    /// solver runs from order 1920. Measured on the 2-core development
-    /// machine, top 64: order 3600, eKSVD's Dual
-    /// coupling matrix (decaying spectrum) 0.76-0.77 s against 1.8-2.0 s for
-    /// the tridiagonal path, a flat random spectrum 1.39-1.43 s against
-    /// 1.64-1.66 s; order 1536 with the basis allowed at `n / 4`, flat
-    /// spectrum, 0.27 s against 0.16 s, hence `n / 8`.
+    /// solver runs from order 1920. Well above that order the block solver
+    /// is ahead of the tridiagonal path on both decaying and flat spectra;
+    /// with the basis allowed at `n / 4` it fell behind on a flat spectrum
+    /// of smaller order, hence `n / 8` (see BENCHMARKS.md).
     fn default() -> Self {
         TopEigenSettings { block: 8, extra_blocks: 2, keep_blocks: KEEP_BLOCKS, tolerance: 1e-11, max_restarts: 300, work_ratio: 2.0, min_ratio: 8, seed: 0 }
     }
