@@ -138,7 +138,7 @@ impl DensityParams {
     /// On a GPU with `f64` (see [`Device::supports`]) X is uploaded once,
     /// the features are built on the device and stay there, and every
     /// iteration's `P diag(alpha) P^T` and model values run there in `f64`
-    /// ([`super::dual::Features::Resident`]); the r x r eigendecompositions and
+    /// ([`super::features::Features::Resident`]); the r x r eigendecompositions and
     /// the O(n) vector updates run on the CPU. On a GPU without `f64` the
     /// features are computed there in `f32` and the iterations on the CPU.
     /// On the CPU everything runs in `f64` on the CPU.
