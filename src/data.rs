@@ -219,3 +219,25 @@ pub(crate) fn check_shape(what: impl Into<String>, expected: usize, found: usize
     }
     Ok(())
 }
+
+/// Macro-averaged F1 score of `predicted` against `truth`: the mean over the
+/// distinct classes present in either of `2 tp / (2 tp + fp + fn)` (0 for no
+/// samples; any `usize` labels, work proportional to the entries times the
+/// distinct classes).
+///
+/// Errors: [`Error::ShapeMismatch`] when the lengths differ.
+pub fn macro_f1(truth: &[usize], predicted: &[usize]) -> Result<f64> {
+    check_shape("predictions vs true labels", truth.len(), predicted.len())?;
+    // (tp, fp, fn) per distinct class.
+    let mut counts: std::collections::BTreeMap<usize, (usize, usize, usize)> = std::collections::BTreeMap::new();
+    for (&t, &p) in truth.iter().zip(predicted) {
+        if t == p {
+            counts.entry(t).or_default().0 += 1;
+        } else {
+            counts.entry(p).or_default().1 += 1;
+            counts.entry(t).or_default().2 += 1;
+        }
+    }
+    let total: f64 = counts.values().map(|&(tp, fp, fneg)| 2.0 * tp as f64 / (2.0 * tp as f64 + fp as f64 + fneg as f64)).sum();
+    Ok(if counts.is_empty() { 0.0 } else { total / counts.len() as f64 })
+}

@@ -252,22 +252,7 @@ pub fn try_macro_f1(truth: &[usize], predicted: &[usize]) -> Result<f64, Dataset
     if truth.len() != predicted.len() {
         return Err(DatasetError::LengthMismatch { what: "predictions vs true labels", expected: truth.len(), found: predicted.len() });
     }
-    // (tp, fp, fn) per distinct class.
-    let mut counts: BTreeMap<usize, (usize, usize, usize)> = BTreeMap::new();
-    for (&t, &p) in truth.iter().zip(predicted) {
-        if t == p {
-            counts.entry(t).or_default().0 += 1;
-        } else {
-            counts.entry(p).or_default().1 += 1;
-            counts.entry(t).or_default().2 += 1;
-        }
-    }
-    let mut total = 0.0;
-    for &(tp, fp, fneg) in counts.values() {
-        let (tp, fp, fneg) = (tp as f64, fp as f64, fneg as f64);
-        total += 2.0 * tp / (2.0 * tp + fp + fneg);
-    }
-    Ok(if counts.is_empty() { 0.0 } else { total / counts.len() as f64 })
+    crate::data::macro_f1(truth, predicted).map_err(|_| DatasetError::LengthMismatch { what: "predictions vs true labels", expected: truth.len(), found: predicted.len() })
 }
 
 /// Root mean squared error (0 for empty vectors).

@@ -10,7 +10,6 @@
 //! graphs (see `replay`).
 
 use std::cell::RefCell;
-use std::collections::BTreeMap;
 use std::time::Instant;
 
 use burn::module::Module;
@@ -27,7 +26,7 @@ use super::params::{EarlyStopping, LearningRateSchedule, NeuralEksvdParams};
 use super::replay::{capture_step, check_replay, deep_copy, kernel_profiling_on, DeviceCursor, StepSettings, StepState, CAPTURE_STEPS};
 use super::resident::{queue_evaluation, read_passes, Evaluation, EvaluationOutputs, HostData, ResidentData};
 use super::Result;
-use crate::data::{check_shape, Labelled, MultiSource};
+use crate::data::{check_shape, macro_f1, Labelled, MultiSource};
 use crate::error::Error;
 use crate::estimator::Fit;
 
@@ -383,27 +382,6 @@ fn capture_evaluation<'a>(device: &Device, state: &'a RefCell<StepState>, target
     Some(graph)
 }
 
-/// Macro-averaged F1 of `predicted` against `truth`: the mean over the
-/// classes present in either of `2 tp / (2 tp + fp + fn)` (0 for no
-/// samples). The score [`EarlyStopping::ValidationF1`] keeps the best epoch by.
-///
-/// Errors: [`Error::ShapeMismatch`] when the lengths differ.
-fn macro_f1(truth: &[usize], predicted: &[usize]) -> Result<f64> {
-    check_shape("validation predictions vs labels", truth.len(), predicted.len())?;
-    // (tp, fp, fn) per class.
-    let mut counts: BTreeMap<usize, (usize, usize, usize)> = BTreeMap::new();
-    for (&t, &p) in truth.iter().zip(predicted) {
-        if t == p {
-            counts.entry(t).or_default().0 += 1;
-        } else {
-            counts.entry(p).or_default().1 += 1;
-            counts.entry(t).or_default().2 += 1;
-        }
-    }
-    let total: f64 = counts.values().map(|&(tp, fp, fneg)| 2.0 * tp as f64 / (2.0 * tp as f64 + fp as f64 + fneg as f64)).sum();
-    Ok(if counts.is_empty() { 0.0 } else { total / counts.len() as f64 })
-}
-
 fn check_same_dims(a: &MultiSource, b: &MultiSource) -> Result<()> {
     check_shape("number of sources", a.n_sources(), b.n_sources())?;
     for q in 0..a.n_sources() {
@@ -414,7 +392,7 @@ fn check_same_dims(a: &MultiSource, b: &MultiSource) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::macro_f1;
+    use crate::data::macro_f1;
 
     /// Macro-F1 against the per-class counts by hand; perfect predictions
     /// give 1, no samples 0, and lengths must match.

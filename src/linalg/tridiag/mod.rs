@@ -264,7 +264,8 @@ mod tests {
     use super::*;
     use rand::{Rng, SeedableRng};
 
-    fn random_symmetric(n: usize, seed: u64) -> Mat<f64> {
+    /// A random symmetric matrix with entries in (-2, 2), replayed by `seed`.
+    pub(super) fn random_symmetric(n: usize, seed: u64) -> Mat<f64> {
         let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
         let b = Mat::<f64>::from_fn(n, n, |_, _| rng.random_range(-1.0..1.0));
         Mat::from_fn(n, n, |i, j| b[(i, j)] + b[(j, i)])

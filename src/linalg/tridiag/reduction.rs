@@ -172,14 +172,9 @@ pub(super) fn symv_lower(w: &[f64], n: usize, off: usize, m: usize, v: &[f64], y
 #[cfg(test)]
 mod tests {
     use super::super::team::with_team;
-    use super::*;
+    use super::super::tests::random_symmetric;
     use rand::{Rng, SeedableRng};
-
-    fn random_symmetric(n: usize, seed: u64) -> Mat<f64> {
-        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-        let b = Mat::<f64>::from_fn(n, n, |_, _| rng.random_range(-1.0..1.0));
-        Mat::from_fn(n, n, |i, j| b[(i, j)] + b[(j, i)])
-    }
+    use super::*;
 
 
     #[test]
