@@ -48,6 +48,12 @@ struct Args {
     /// Override the preset's eKSVD sizes (samples per source, comma-separated).
     #[arg(long, value_delimiter = ',')]
     eksvd_n: Option<Vec<usize>>,
+    /// Override the preset's mklaren sizes (n, comma-separated; the preset's d).
+    #[arg(long, value_delimiter = ',')]
+    mklaren_n: Option<Vec<usize>>,
+    /// Override the preset's PSD density sizes (n, comma-separated; the preset's centres).
+    #[arg(long, value_delimiter = ',')]
+    psd_n: Option<Vec<usize>>,
     /// A GPU result further than this (relative, max-norm) from its CPU
     /// result fails the run. The GPU fits compute in f64 where the adapter
     /// has it; 1e-6 leaves room for the different summation orders.
@@ -139,6 +145,14 @@ fn main() {
     let mut p = preset(&args.preset);
     if let Some(n) = &args.eksvd_n {
         p.eksvd_n = n.clone();
+    }
+    if let Some(n) = &args.mklaren_n {
+        let d = p.mklaren.first().map_or(5, |r| r.1);
+        p.mklaren = n.iter().map(|&n| (n, d)).collect();
+    }
+    if let Some(n) = &args.psd_n {
+        let centres = p.psd.first().map_or(40, |r| r.1);
+        p.psd = n.iter().map(|&n| (n, centres)).collect();
     }
     let cpu_limit = args.cpu_limit.unwrap_or(p.cpu_limit);
     let methods: Vec<&str> = args.methods.split(',').map(str::trim).collect();

@@ -19,6 +19,7 @@ use gramian::gpu::{GpuContext, TuningMode, CATALOGUE};
 use gramian::linalg::relative_frobenius_error;
 use gramian::{Device, GpuOptions, Kernel, MatrixProduct, Precision};
 use nalgebra::{DMatrix, DVector};
+use rand::{rngs::StdRng, SeedableRng};
 use std::sync::Arc;
 
 const SHAPES: &[(usize, usize, usize)] = &[(1, 1, 1), (7, 13, 5), (129, 67, 17), (131, 257, 3), (33, 5, 300)];
@@ -205,4 +206,49 @@ fn the_tuner_chooses_caches_and_can_be_forced_or_switched_off() {
     let k2 = device.to_host(&device.resident_kernel_matrix(&Kernel::rbf(0.1).unwrap(), &xd, &xd).unwrap()).unwrap();
     check("tuning off", &k2, &device.to_host(&k).unwrap(), Precision::F32, 1.0);
     ctx.set_tuning_mode(TuningMode::On).unwrap();
+}
+
+/// The product variants run without runtime bounds checks (their indices
+/// are in range by construction, each problem's reach checked on the host).
+/// Built with wgpu's checks (every index clamped) they must give the same
+/// bits: a clamped index would change a result. Shapes at the edges of the
+/// tiles (one entry, one past a tile, exact tiles) and of small bindings.
+#[test]
+fn every_variant_gives_the_same_bits_with_and_without_bounds_checks() {
+    let mut rng = rng();
+    for max_tile_bytes in [None, Some(4096)] {
+        let (Some(fast), Some(checked)) = (gpu_device(GpuOptions { max_tile_bytes, ..Default::default() }), gpu_device(GpuOptions { max_tile_bytes, checked_shaders: true, ..Default::default() })) else { return };
+        let (Device::Gpu(fast_ctx), Device::Gpu(checked_ctx)) = (&fast, &checked) else { panic!("gpu_device returned the CPU") };
+        for v in fast_ctx.product_variants() {
+            fast_ctx.force_variant(Some(v.name)).unwrap();
+            checked_ctx.force_variant(Some(v.name)).unwrap();
+            let (tr, tc) = (v.tile_rows(), v.tile_cols());
+            for (n, m, d) in [(1, 1, 1), (tr + 1, tc + 1, v.kc as usize + 1), (tr, 2 * tc, 2 * v.kc as usize)] {
+                let x = random_matrix(&mut rng, n, d) / (d as f64).sqrt();
+                let z = random_matrix(&mut rng, m, d) / (d as f64).sqrt();
+                let w = DVector::from_fn(n, |i, _| 0.5 + (i % 7) as f64 * 0.1);
+                let run = |device: &Device| -> Vec<DMatrix<f64>> {
+                    let (xd, zd) = (device.upload(&x, v.precision).unwrap(), device.upload(&z, v.precision).unwrap());
+                    let wd = device.upload_vector(&w, v.precision).unwrap();
+                    let mut out = Vec::new();
+                    for (kernel, _) in kernels() {
+                        out.push(device.to_host(&device.resident_kernel_matrix(&kernel, &xd, &zd).unwrap()).unwrap());
+                    }
+                    out.push(device.to_host(&device.resident_matmul(&xd, &zd, MatrixProduct::ABt).unwrap()).unwrap());
+                    out.push(device.to_host(&device.resident_weighted_gram(&xd, &wd).unwrap()).unwrap());
+                    if !v.is_cooperative() {
+                        let vm = random_matrix(&mut StdRng::seed_from_u64(5), m, 3);
+                        let vd = device.upload(&vm, v.precision).unwrap();
+                        out.push(device.to_host(&device.resident_kernel_matvec(&Kernel::rbf(0.3).unwrap(), &xd, &zd, &vd).unwrap()).unwrap());
+                    }
+                    out
+                };
+                for (a, b) in run(&fast).iter().zip(&run(&checked)) {
+                    assert!(a.iter().zip(b.iter()).all(|(p, q)| p.to_bits() == q.to_bits()), "{} {n}x{m}x{d}: the checked build differs", v.name);
+                }
+            }
+        }
+        fast_ctx.force_variant(None).unwrap();
+        checked_ctx.force_variant(None).unwrap();
+    }
 }

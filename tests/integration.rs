@@ -78,5 +78,7 @@ mod psd_positive_part;
 mod psd_quantile;
 #[path = "resident.rs"]
 mod resident;
+#[path = "tensor_core_split.rs"]
+mod tensor_core_split;
 #[path = "saved_models.rs"]
 mod saved_models;

@@ -35,7 +35,7 @@ pub use buffers::GpuMatrix;
 pub use counters::TransferStats;
 pub use crate::linalg::MatrixProduct;
 pub use tuner::{TunedChoice, TuningMode, TUNE_BUDGET, TUNE_CACHE_ENV, TUNE_ENV, VARIANT_ENV};
-pub use variants::{DistanceForm, LaneLayout, ProductVariant, CATALOGUE};
+pub use variants::{Core, DistanceForm, LaneLayout, ProductVariant, CATALOGUE};
 pub(crate) use matvec::MATVEC_MAX_COLUMNS;
 pub(crate) use plan::{ElementwiseMap, Operand, ProductFlags};
 pub(crate) use problem::KernelCode;
@@ -76,7 +76,7 @@ use crate::precision::Precision;
 pub(crate) const LOOP_BUDGET: usize = 1 << 15;
 
 /// How to pick and set up a GPU.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct GpuOptions {
     /// Accept a software adapter (e.g. Mesa's lavapipe) when no hardware GPU
     /// exists. Off by default: software Vulkan is slower than the CPU path.
@@ -90,6 +90,24 @@ pub struct GpuOptions {
     /// adapters (they allocate from it; Linux `/proc/meminfo`), no budget on
     /// hardware GPUs (the driver reports out-of-memory itself).
     pub max_device_bytes: Option<u64>,
+    /// Use tensor cores where the adapter offers cooperative matrices in
+    /// the configuration of the cooperative product variants (wgpu's
+    /// experimental `EXPERIMENTAL_COOPERATIVE_MATRIX`; see
+    /// [`Core::Cooperative`]). On by default; the tuner still keeps such a
+    /// variant only after checking its results against the CPU. `false`
+    /// opens the device without the experimental feature.
+    pub tensor_cores: bool,
+    /// Build the product shaders with wgpu's runtime bounds checks (every
+    /// index clamped). Off by default: their indices are in range by
+    /// construction and every problem's reach is checked against its
+    /// buffers before it is dispatched; the tests run both builds.
+    pub checked_shaders: bool,
+}
+
+impl Default for GpuOptions {
+    fn default() -> Self {
+        GpuOptions { allow_software: false, max_tile_bytes: None, max_device_bytes: None, tensor_cores: true, checked_shaders: false }
+    }
 }
 
 /// Physical memory of this machine (Linux), for software adapters' budget.
@@ -143,6 +161,8 @@ pub struct GpuContext {
     /// Compiled product variants, by catalogue index (compiled on first use).
     pub(crate) variant_pipelines: Mutex<std::collections::HashMap<usize, wgpu::ComputePipeline>>,
     pub(crate) workgroup_limits: variants::WorkgroupLimits,
+    /// How the product variants are compiled.
+    pub(crate) variant_checks: pipelines::Checks,
     pub(crate) is_software: bool,
     /// Bytes of device matrices alive, and the budget (see [`GpuOptions`]).
     pub(crate) allocated: std::sync::Arc<AtomicU64>,
@@ -182,6 +202,37 @@ fn is_software(info: &wgpu::AdapterInfo) -> bool {
 /// own devices with this set.
 fn shareable_features(adapter: &wgpu::Adapter) -> wgpu::Features {
     adapter.features().difference(wgpu::Features::MAPPABLE_PRIMARY_BUFFERS | wgpu::Features::all_experimental_mask())
+}
+
+/// The features the cooperative-matrix product variants need.
+const COOPERATIVE_FEATURES: wgpu::Features = wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX.union(wgpu::Features::SHADER_F16).union(wgpu::Features::SUBGROUP);
+
+/// [`COOPERATIVE_FEATURES`] where the adapter has them and lists the
+/// configuration of `shaders/product_coop.wgsl` (16 x 16 x 16, f16
+/// operands, f32 accumulator).
+fn cooperative_features(adapter: &wgpu::Adapter) -> Option<wgpu::Features> {
+    if !adapter.features().contains(COOPERATIVE_FEATURES) {
+        return None;
+    }
+    let listed = adapter.cooperative_matrix_properties().iter().any(|p| {
+        (p.m_size, p.n_size, p.k_size) == (16, 16, 16) && p.ab_type == wgpu::CooperativeScalarType::F16 && p.cr_type == wgpu::CooperativeScalarType::F32
+    });
+    listed.then_some(COOPERATIVE_FEATURES)
+}
+
+/// Opens the device with `features`, experimental ones included.
+fn request_cooperative(adapter: &wgpu::Adapter, features: wgpu::Features, limits: &wgpu::Limits) -> std::result::Result<(wgpu::Device, wgpu::Queue), wgpu::RequestDeviceError> {
+    pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
+        label: Some("gramian"),
+        required_features: features,
+        required_limits: limits.clone(),
+        // SAFETY: the experimental feature is cooperative matrices alone,
+        // used only by the cooperative product variants, whose shaders naga
+        // validates and whose results the tuner checks against the CPU
+        // before it keeps one.
+        experimental_features: unsafe { wgpu::ExperimentalFeatures::enabled() },
+        ..Default::default()
+    }))
 }
 
 /// The wgpu handles a [`GpuContext`] runs on, for another wgpu library
@@ -248,28 +299,43 @@ impl GpuContext {
             }))
         };
         let wide = shareable_features(&adapter);
-        let (features, (device, queue)) = match request(wide) {
-            Ok(pair) => (wide, pair),
+        // Cooperative matrices (tensor cores) are experimental in wgpu: asked
+        // for only where the adapter lists the configuration the
+        // cooperative variants use, and dropped if the device refuses them.
+        let with_coop = cooperative_features(&adapter).filter(|_| options.tensor_cores).and_then(|coop| match request_cooperative(&adapter, wide | coop, &limits) {
+            Ok(pair) => Some((wide | coop, pair)),
             Err(e) => {
-                log::info!("gramian GPU: {} refused the device with all its features ({e}); opening it with f64 only", info.name);
-                let narrow = adapter.features() & wgpu::Features::SHADER_F64;
-                (narrow, request(narrow).map_err(|e| Error::Gpu(format!("request_device on {}: {e}", info.name)))?)
+                log::info!("gramian GPU: {} refused cooperative matrices ({e}); opening it without them", info.name);
+                None
             }
+        });
+        let (features, (device, queue)) = match with_coop {
+            Some(opened) => opened,
+            None => match request(wide) {
+                Ok(pair) => (wide, pair),
+                Err(e) => {
+                    log::info!("gramian GPU: {} refused the device with all its features ({e}); opening it with f64 only", info.name);
+                    let narrow = adapter.features() & wgpu::Features::SHADER_F64;
+                    (narrow, request(narrow).map_err(|e| Error::Gpu(format!("request_device on {}: {e}", info.name)))?)
+                }
+            },
         };
+        let cooperative = features.contains(COOPERATIVE_FEATURES);
 
         let adapter_binding = limits.max_storage_buffer_binding_size.min(limits.max_buffer_size);
         let max_binding_bytes = match options.max_tile_bytes {
             Some(cap) => cap.clamp(256, adapter_binding),
             None => adapter_binding,
         } & !3;
-        let pipelines = pipelines::build_pipelines(&device, features.contains(wgpu::Features::SHADER_F64));
+        let variant_checks = if options.checked_shaders { pipelines::Checks::Bounds } else { pipelines::Checks::Trusted };
+        let pipelines = pipelines::build_pipelines(&device, features.contains(wgpu::Features::SHADER_F64), variant_checks);
         let summary = AdapterSummary {
             name: info.name.clone(),
             backend: format!("{:?}", info.backend),
             is_software: is_software(&info),
             max_binding_bytes,
         };
-        log::info!("gramian GPU: {} ({:?}, {:?}), tiles up to {} bytes, f64 {}", info.name, info.backend, info.device_type, max_binding_bytes, pipelines.product_f64.is_some());
+        log::info!("gramian GPU: {} ({:?}, {:?}), tiles up to {} bytes, f64 {}, cooperative matrices {}", info.name, info.backend, info.device_type, max_binding_bytes, pipelines.product_f64.is_some(), cooperative);
         let adapter_key = format!("{}|{:?}|{:04x}:{:04x}|{}|{}", info.name, info.backend, info.vendor, info.device, info.driver, info.driver_info);
         let tuner = tuner::Tuner::from_env(adapter_key)?;
         let mut variant_pipelines = std::collections::HashMap::new();
@@ -282,11 +348,12 @@ impl GpuContext {
             invocations: limits.max_compute_invocations_per_workgroup,
             size_x: limits.max_compute_workgroup_size_x,
             size_y: limits.max_compute_workgroup_size_y,
+            cooperative,
         };
         Ok(GpuContext {
             instance,
             adapter,
-            shares_adapter_features: features == wide,
+            shares_adapter_features: features.contains(wide),
             device,
             queue,
             pipelines,
@@ -300,6 +367,7 @@ impl GpuContext {
             tuner: Mutex::new(tuner),
             variant_pipelines: Mutex::new(variant_pipelines),
             workgroup_limits,
+            variant_checks,
             is_software: summary.is_software,
             allocated: Default::default(),
             device_budget: options.max_device_bytes.or_else(|| if summary.is_software { host_memory_bytes() } else { None }),

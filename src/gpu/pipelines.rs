@@ -35,22 +35,51 @@ pub(crate) fn prelude(precision: Precision) -> &'static str {
 /// descriptor `problem.wgsl`, and the variant's expansion of `product.wgsl`.
 pub(crate) fn product_source(v: &variants::ProductVariant) -> String {
     const PROBLEM: &str = include_str!("../../shaders/problem.wgsl");
-    format!("{}\n{PROBLEM}\n{}", prelude(v.precision), v.source())
+    format!("{}{}\n{PROBLEM}\n{}", v.enables(), prelude(v.precision), v.source())
+}
+
+/// Whether a module is built with wgpu's runtime bounds checks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Checks {
+    /// Every storage and workgroup index clamped (naga's `Restrict`),
+    /// workgroup memory zeroed.
+    Bounds,
+    /// No runtime checks: for the product variants, whose every index is in
+    /// range by construction (see [`compile`]).
+    Trusted,
 }
 
 /// Compiles one compute pipeline (entry point `main`).
-pub(crate) fn compile(device: &wgpu::Device, label: &str, source: &str) -> wgpu::ComputePipeline {
+///
+/// With [`Checks::Trusted`] the module has no runtime bounds checks. That is
+/// sound for the product and matvec variants: their workgroup-memory and
+/// register indices are bounded by the variant's constants (the staging
+/// loops test `e < TR KC`, the tile reads stay below `TR / UNIT`, the
+/// cooperative variants index fixed tiles), and their storage indices are
+/// `off + i rs + k cs` for `i`, `k` the shaders test against the problem's
+/// extents, which `run_plan` checks against the bound buffers before any
+/// dispatch (`Dispatch::check_reach`). The tests run every variant both
+/// ways and require the same bits.
+pub(crate) fn compile(device: &wgpu::Device, label: &str, source: &str, checks: Checks) -> wgpu::ComputePipeline {
     let desc = wgpu::ShaderModuleDescriptor { label: Some(label), source: wgpu::ShaderSource::Wgsl(Cow::Owned(source.to_owned())) };
     // naga's forced loop bounding (a hidden counter in every loop) is
     // miscompiled by Mesa's lavapipe (22.3, LLVM 15): a Phi^T Phi over
     // 8000 samples stopped after 6349 of them, the same for any feature
-    // dimension. It is switched off; everything else stays checked.
+    // dimension. It is switched off in every build.
     // SAFETY: wgpu requires that shaders built without loop bounding have
     // no infinite loops. Every loop in our shaders counts a u32 up by a
     // constant step to a bound below 2^30 (the bounds are element counts
     // of buffers under the binding limit), so none can wrap or run forever.
-    let mut checks = wgpu::ShaderRuntimeChecks::checked();
-    checks.force_loop_bounding = false;
+    // Without bounds checks (`Checks::Trusted`) it further requires every
+    // index to be in range: see above.
+    let checks = match checks {
+        Checks::Bounds => {
+            let mut c = wgpu::ShaderRuntimeChecks::checked();
+            c.force_loop_bounding = false;
+            c
+        }
+        Checks::Trusted => wgpu::ShaderRuntimeChecks::unchecked(),
+    };
     let module = unsafe { device.create_shader_module_trusted(desc, checks) };
     device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
         label: Some(label),
@@ -65,7 +94,7 @@ pub(crate) fn compile(device: &wgpu::Device, label: &str, source: &str) -> wgpu:
 /// Compiles the fixed pipelines: the default product variant of each
 /// precision (the f64 ones only with `SHADER_F64`), the row reductions and
 /// the element-wise maps.
-pub(crate) fn build_pipelines(device: &wgpu::Device, f64_shaders: bool) -> Pipelines {
+pub(crate) fn build_pipelines(device: &wgpu::Device, f64_shaders: bool, variant_checks: Checks) -> Pipelines {
     use variants::default_index;
     const ROW_REDUCE: &str = include_str!("../../shaders/row_reduce.wgsl");
     const ELEMENTWISE: &str = include_str!("../../shaders/elementwise.wgsl");
@@ -74,12 +103,12 @@ pub(crate) fn build_pipelines(device: &wgpu::Device, f64_shaders: bool) -> Pipel
     let f32p = prelude(Precision::F32);
     let f64p = prelude(Precision::F64);
     Pipelines {
-        kernel_matrix: compile(device, f32v.name, &product_source(f32v)),
-        product_f64: f64_shaders.then(|| compile(device, f64v.name, &product_source(f64v))),
-        row_reduce_f32: compile(device, "row_reduce f32", &format!("{f32p}\n{ROW_REDUCE}")),
-        row_reduce_f64: f64_shaders.then(|| compile(device, "row_reduce f64", &format!("{f64p}\n{ROW_REDUCE}"))),
-        elementwise_f32: compile(device, "elementwise f32", &format!("{f32p}\n{ELEMENTWISE}")),
-        elementwise_f64: f64_shaders.then(|| compile(device, "elementwise f64", &format!("{f64p}\n{ELEMENTWISE}"))),
+        kernel_matrix: compile(device, f32v.name, &product_source(f32v), variant_checks),
+        product_f64: f64_shaders.then(|| compile(device, f64v.name, &product_source(f64v), variant_checks)),
+        row_reduce_f32: compile(device, "row_reduce f32", &format!("{f32p}\n{ROW_REDUCE}"), Checks::Bounds),
+        row_reduce_f64: f64_shaders.then(|| compile(device, "row_reduce f64", &format!("{f64p}\n{ROW_REDUCE}"), Checks::Bounds)),
+        elementwise_f32: compile(device, "elementwise f32", &format!("{f32p}\n{ELEMENTWISE}"), Checks::Bounds),
+        elementwise_f64: f64_shaders.then(|| compile(device, "elementwise f64", &format!("{f64p}\n{ELEMENTWISE}"), Checks::Bounds)),
     }
 }
 
@@ -110,12 +139,15 @@ impl GpuContext {
         if let Some(p) = self.variant_pipelines.lock().map_err(lock_err)?.get(&key) {
             return Ok(p.clone());
         }
+        if mv != 0 && v.is_cooperative() {
+            return Err(Error::Unsupported(format!("variant {} has no fused kernel matvec", v.name)));
+        }
         if !v.fits(&self.workgroup_limits) {
             return Err(Error::Unsupported(format!("variant {} on {} (workgroup limits)", v.name, self.adapter().name)));
         }
         let scope = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
         let source = if mv == 0 { product_source(v) } else { format!("{}\n{}\n{}", prelude(v.precision), include_str!("../../shaders/problem.wgsl"), v.matvec_source(mv)) };
-        let pipeline = compile(&self.device, v.name, &source);
+        let pipeline = compile(&self.device, v.name, &source, self.variant_checks);
         if let Some(e) = pollster::block_on(scope.pop()) {
             return Err(Error::Gpu(format!("variant {} does not compile on {}: {e}", v.name, self.adapter().name)));
         }

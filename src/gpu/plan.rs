@@ -88,6 +88,56 @@ pub(crate) struct Dispatch {
     pub(super) params: (f64, f64),
 }
 
+impl Dispatch {
+    /// Checks that every element a product or matvec dispatch can address
+    /// lies inside the buffer bound for it (the product variants are built
+    /// without runtime bounds checks, see `pipelines::compile`): with `i <
+    /// rows`, `j < cols`, `k < depth` as the shaders test them, A at `a_off
+    /// + i a_rs + k a_cs`, B at `b_off + j b_rs + k b_cs`, C at `c_off + i
+    /// c_rs + j c_cs` (a matvec: V at `w_off + j c_rs + t`, `t < c_cs`, and
+    /// its partial slots `c_off + (s rows + i) c_cs + t` for the grid's `s`),
+    /// the weights at `w_off + k`. Other dispatches keep their checks.
+    pub(super) fn check_reach(&self) -> Result<()> {
+        let p = &self.problem;
+        let eb = self.precision.bytes() as u64;
+        let elements = |b: &wgpu::Buffer| b.size() / eb;
+        let top = |off: u32, extents: &[(u32, u32)]| -> Option<u64> {
+            extents.iter().try_fold(off as u64, |acc, &(n, stride)| if n == 0 { None } else { Some(acc + (n as u64 - 1) * stride as u64) })
+        };
+        let mut reach: Vec<(&str, Option<u64>, &wgpu::Buffer)> = Vec::new();
+        match self.pipeline {
+            PipelineKind::Product => {
+                reach.push(("A", top(p.a_off, &[(p.rows, p.a_rs), (p.depth, p.a_cs)]), &self.buffers[0]));
+                reach.push(("B", top(p.b_off, &[(p.cols, p.b_rs), (p.depth, p.b_cs)]), &self.buffers[1]));
+                reach.push(("C", top(p.c_off, &[(p.rows, p.c_rs), (p.cols, p.c_cs)]), &self.buffers[2]));
+                if p.flags & super::problem::FLAG_WEIGHTED != 0 {
+                    let w = self.weights.as_ref().ok_or_else(|| Error::Gpu("a weighted product without weights".into()))?;
+                    reach.push(("w", top(p.w_off, &[(p.depth, 1)]), w));
+                }
+            }
+            PipelineKind::Matvec => {
+                let wx = CATALOGUE[self.variant & 0xffff].wx;
+                reach.push(("X", top(p.a_off, &[(p.rows, p.a_rs), (p.depth, p.a_cs)]), &self.buffers[0]));
+                reach.push(("Z", top(p.b_off, &[(p.cols, p.b_rs), (p.depth, p.b_cs)]), &self.buffers[1]));
+                let v = self.weights.as_ref().ok_or_else(|| Error::Gpu("a matvec without V".into()))?;
+                reach.push(("V", top(p.w_off, &[(p.cols, p.c_rs), (p.c_cs, 1)]), v));
+                let slots = (self.grid[0] as u64 * wx as u64).min(u32::MAX as u64) as u32;
+                let partial_top = top(0, &[(slots, 1)]).and_then(|s| Some(p.c_off as u64 + (s * p.rows as u64 + p.rows.checked_sub(1)? as u64) * p.c_cs as u64 + p.c_cs.checked_sub(1)? as u64));
+                reach.push(("the partial sums", partial_top, &self.buffers[2]));
+            }
+            PipelineKind::RowReduce | PipelineKind::Elementwise => {}
+        }
+        for (what, last, buffer) in reach {
+            if let Some(last) = last {
+                if last >= elements(buffer) || last > u32::MAX as u64 {
+                    return Err(Error::Gpu(format!("a dispatch would reach element {last} of {what}, beyond its buffer of {} elements; not run", elements(buffer))));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(super) enum PipelineKind {
     Product,

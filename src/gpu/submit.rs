@@ -74,6 +74,7 @@ impl GpuContext {
         }
         for d in &plan {
             self.check_grid(d.grid)?;
+            d.check_reach()?;
         }
         self.checked(|| {
             let align = (self.storage_offset_alignment as usize).max(std::mem::size_of::<ProblemF64>()).next_multiple_of(self.storage_offset_alignment as usize);

@@ -6,6 +6,13 @@
 //!
 //! Every variant gives the same results to the same tolerance (each is
 //! tested against the CPU `f64` path), so the choice changes speed only.
+//! That is also checked where the tests cannot reach (a driver's compiler,
+//! an adapter's cooperative matrices): before a variant is timed, its
+//! output on sampled rows of the synthetic problem is compared with the
+//! same rows computed in `f64` on the CPU ([`sampled_rows_agree`]); a
+//! variant that disagrees is logged and never used on this context.
+//! Variants of reduced precision ([`super::ProductVariant::is_opt_in`]) are
+//! never timed: they run only when named.
 //!
 //! Environment:
 //! - `GRAMIAN_TUNE`: `on` (default), `off` (always the default variant, no
@@ -79,6 +86,8 @@ pub(crate) struct Tuner {
     choices: HashMap<ShapeClass, (usize, TunedChoice)>,
     /// Classes loaded from disk: key -> variant index.
     cached: HashMap<String, usize>,
+    /// Variants whose output disagreed with the CPU on this context.
+    rejected: Vec<usize>,
 }
 
 fn precision_slot(p: Precision) -> usize {
@@ -108,7 +117,7 @@ impl Tuner {
             Some(path) if !path.is_empty() => Some(PathBuf::from(path)),
             _ => default_cache_path(),
         };
-        let mut tuner = Tuner { mode, forced: [None, None], cache_path, adapter_key: adapter_key.replace(['\t', '\n'], " "), choices: HashMap::new(), cached: HashMap::new() };
+        let mut tuner = Tuner { mode, forced: [None, None], cache_path, adapter_key: adapter_key.replace(['\t', '\n'], " "), choices: HashMap::new(), cached: HashMap::new(), rejected: Vec::new() };
         if let Ok(name) = std::env::var(VARIANT_ENV) {
             if !name.trim().is_empty() {
                 tuner.force(Some(name.trim()))?;
@@ -152,7 +161,21 @@ impl Tuner {
         if let Some((i, _)) = self.choices.get(class) {
             return Some(*i);
         }
-        self.cached.get(&class.key()).copied()
+        self.cached.get(&class.key()).copied().filter(|i| !self.rejected.contains(i))
+    }
+
+    /// Excludes variant `index` from this context's choices (its output
+    /// disagreed with the CPU).
+    pub(crate) fn reject(&mut self, index: usize) {
+        if !self.rejected.contains(&index) {
+            self.rejected.push(index);
+        }
+        self.choices.retain(|_, (i, _)| *i != index);
+    }
+
+    /// Whether variant `index` was rejected on this context.
+    pub(crate) fn is_rejected(&self, index: usize) -> bool {
+        self.rejected.contains(&index)
     }
 
     /// Records a timed choice (and appends it to the disk cache).
@@ -248,12 +271,18 @@ impl GpuContext {
                 })
                 .collect()
         };
-        let operand = |n: usize, transposed: bool, seed: u64| -> Result<GpuMatrix> {
-            let (mr, mc) = if transposed { (d, n) } else { (n, d) };
-            self.upload(&fill(mr * mc, seed), mr, mc, p)
+        let (a_host, b_host) = (fill(r * d, 1), fill(c * d, 2));
+        // Stored as the class says: a transposed operand as its d x n transpose.
+        let operand = |host: &[f64], n: usize, transposed: bool| -> Result<GpuMatrix> {
+            if transposed {
+                let t: Vec<f64> = (0..d * n).map(|e| host[(e % n) * d + e / n]).collect();
+                self.upload(&t, d, n, p)
+            } else {
+                self.upload(host, n, d, p)
+            }
         };
-        let a = operand(r, class.a_transposed, 1)?;
-        let b = operand(c, class.b_transposed, 2)?;
+        let a = operand(&a_host, r, class.a_transposed)?;
+        let b = operand(&b_host, c, class.b_transposed)?;
         let (vc, out_cols) = match class.op {
             Op::Product => (0, c),
             Op::Matvec { wide } => {
@@ -261,14 +290,23 @@ impl GpuContext {
                 (vc, vc)
             }
         };
-        let vmat = if vc > 0 { Some(self.upload(&fill(c * vc, 3), c, vc, p)?) } else { None };
+        let v_host = fill(c * vc, 3);
+        let vmat = if vc > 0 { Some(self.upload(&v_host, c, vc, p)?) } else { None };
+        let sample: Vec<usize> = {
+            let mut s = vec![0, r / 3, (2 * r) / 3, r - 1];
+            s.dedup();
+            s
+        };
         let out = self.zeros(r, out_cols, p)?;
         let code = if class.distance { KernelCode { kind: 1, gamma: 1.0 / d as f64, coef0: 0.0, degree: 0 } } else { KernelCode { kind: 0, gamma: 0.0, coef0: 0.0, degree: 0 } };
+        let reference = SampledReference { a: &a_host, b: &b_host, v: (vc > 0).then_some(&v_host[..]), rows: &sample, depth: d, code, precision: p };
         let reps = if self.is_software { 1 } else { 3 };
         let mut spent = std::time::Duration::ZERO;
         let mut timings = Vec::new();
         let mut best: Option<(usize, f64)> = None;
-        let candidates: Vec<usize> = (0..CATALOGUE.len()).filter(|&i| CATALOGUE[i].precision == p && self.product_variants().contains(&&CATALOGUE[i])).collect();
+        let lock_err = |_| Error::Gpu("tuner lock poisoned".into());
+        let rejected = |i: usize| self.tuner.lock().map(|t| t.is_rejected(i)).unwrap_or(true);
+        let candidates: Vec<usize> = (0..CATALOGUE.len()).filter(|&i| CATALOGUE[i].precision == p && !CATALOGUE[i].is_opt_in() && !rejected(i) && self.product_variants().contains(&&CATALOGUE[i])).collect();
         for i in candidates {
             if spent > super::TUNE_BUDGET {
                 break;
@@ -286,9 +324,17 @@ impl GpuContext {
                     }
                 }
             }
-            // Warm-up (first use of a pipeline), then the best of `reps`.
+            // Warm-up (first use of a pipeline) and the check against the
+            // CPU, then the best of `reps`.
             self.run_plan(plan.clone())?;
-            self.synchronize()?;
+            let got = self.download(&self.gather_rows(&out, &sample)?)?;
+            #[cfg(test)]
+            let got = if CORRUPT_VARIANT.with(|c| c.get()) == Some(i) { got.iter().enumerate().map(|(e, g)| if e == 0 { g + 1.0 } else { *g }).collect() } else { got };
+            if let Err(worst) = reference.agrees(&got) {
+                log::warn!("gramian tuner: variant {} disagrees with the CPU on {} (error {worst:.3e} times its tolerance); not used on this adapter", CATALOGUE[i].name, self.adapter().name);
+                self.tuner.lock().map_err(lock_err)?.reject(i);
+                continue;
+            }
             let mut fastest = f64::INFINITY;
             for _ in 0..reps {
                 let t0 = std::time::Instant::now();
@@ -308,8 +354,145 @@ impl GpuContext {
 }
 
 #[cfg(test)]
+thread_local! {
+    /// A variant whose checked output the tuner perturbs (tests of the check).
+    static CORRUPT_VARIANT: std::cell::Cell<Option<usize>> = const { std::cell::Cell::new(None) };
+}
+
+/// Sampled rows of a tuning problem, computed on the CPU in `f64`.
+struct SampledReference<'a> {
+    /// A' and B' (rows x depth, row-major), V (cols x columns) for a matvec.
+    a: &'a [f64],
+    b: &'a [f64],
+    v: Option<&'a [f64]>,
+    rows: &'a [usize],
+    depth: usize,
+    code: KernelCode,
+    precision: Precision,
+}
+
+impl SampledReference<'_> {
+    /// The kernel value of rows `i` of A' and `j` of B', and the scale of
+    /// its rounding error: `sum |a_k b_k|` for inner products, `gamma
+    /// (|a|^2 + |b|^2)` for the RBF's exponent.
+    fn entry(&self, i: usize, j: usize) -> (f64, f64) {
+        let (a, b) = (&self.a[i * self.depth..(i + 1) * self.depth], &self.b[j * self.depth..(j + 1) * self.depth]);
+        if self.code.kind == 1 {
+            let s: f64 = a.iter().zip(b).map(|(x, y)| (x - y) * (x - y)).sum();
+            let norms: f64 = a.iter().chain(b).map(|x| x * x).sum();
+            let k = (-self.code.gamma * s).exp();
+            (k, self.code.gamma * norms * k.max(f64::EPSILON))
+        } else {
+            (a.iter().zip(b).map(|(x, y)| x * y).sum(), a.iter().zip(b).map(|(x, y)| (x * y).abs()).sum())
+        }
+    }
+
+    /// `Ok` when every sampled entry of `got` (the sampled rows, row-major)
+    /// is within `8 d u` times its scale (`u` the unit roundoff, `d` the
+    /// depth, plus the columns summed by a matvec; a sequential dot
+    /// product's bound is `d u`), else the worst ratio of
+    /// error to tolerance. A NaN never agrees.
+    fn agrees(&self, got: &[f64]) -> std::result::Result<(), f64> {
+        let u = match self.precision {
+            Precision::F32 => f32::EPSILON as f64 / 2.0,
+            Precision::F64 => f64::EPSILON / 2.0,
+        };
+        let cols = self.b.len() / self.depth.max(1);
+        let width = self.v.map_or(cols, |v| v.len() / cols.max(1));
+        let terms = if self.v.is_some() { self.depth + cols } else { self.depth };
+        let rel = 8.0 * terms as f64 * u;
+        let mut worst = 0.0f64;
+        for (s, &i) in self.rows.iter().enumerate() {
+            let entries: Vec<(f64, f64)> = (0..cols).map(|j| self.entry(i, j)).collect();
+            for q in 0..width {
+                let (want, scale) = match self.v {
+                    None => entries[q],
+                    Some(v) => entries.iter().enumerate().fold((0.0, 0.0), |(w, sc), (j, &(k, e))| (w + k * v[j * width + q], sc + (k.abs() + e) * v[j * width + q].abs())),
+                };
+                let tolerance = rel * (scale + want.abs()) + f64::MIN_POSITIVE;
+                let ratio = (got[s * width + q] - want).abs() / tolerance;
+                if !(ratio <= 1.0) {
+                    worst = if ratio.is_nan() { f64::INFINITY } else { worst.max(ratio) };
+                }
+            }
+        }
+        if worst > 0.0 { Err(worst) } else { Ok(()) }
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
+
+    fn reference_case(kind: u32) -> (Vec<f64>, Vec<f64>, KernelCode) {
+        let (r, c, d) = (5, 7, 33);
+        let a: Vec<f64> = (0..r * d).map(|e| ((e * 37 % 101) as f64 / 50.0) - 1.0).collect();
+        let b: Vec<f64> = (0..c * d).map(|e| ((e * 53 % 97) as f64 / 48.0) - 1.0).collect();
+        (a, b, KernelCode { kind, gamma: if kind == 1 { 1.0 / d as f64 } else { 0.0 }, coef0: 0.0, degree: 0 })
+    }
+
+    #[test]
+    fn the_sampled_check_accepts_rounding_and_rejects_wrong_or_nan_entries() {
+        for kind in [0, 1] {
+            let (a, b, code) = reference_case(kind);
+            let rows = [0, 2, 4];
+            let reference = SampledReference { a: &a, b: &b, v: None, rows: &rows, depth: 33, code, precision: Precision::F32 };
+            let exact: Vec<f64> = rows.iter().flat_map(|&i| (0..7).map(move |j| (i, j))).map(|(i, j)| reference.entry(i, j).0).collect();
+            // f32 rounding of every entry passes.
+            let rounded: Vec<f64> = exact.iter().map(|&x| x as f32 as f64).collect();
+            assert_eq!(reference.agrees(&rounded), Ok(()), "kind {kind}");
+            // One entry off by 1e-3 of the scale, or NaN, fails.
+            for bad in [exact[5] + 1e-3 * (1.0 + exact[5].abs()), f64::NAN] {
+                let mut wrong = rounded.clone();
+                wrong[5] = bad;
+                assert!(reference.agrees(&wrong).is_err(), "kind {kind}: {bad}");
+            }
+        }
+        // A matvec's rows: sums over the columns of V.
+        let (a, b, code) = reference_case(1);
+        let v: Vec<f64> = (0..7 * 2).map(|e| e as f64 / 7.0 - 1.0).collect();
+        let rows = [1, 3];
+        let reference = SampledReference { a: &a, b: &b, v: Some(&v), rows: &rows, depth: 33, code, precision: Precision::F64 };
+        let want: Vec<f64> = rows.iter().flat_map(|&i| (0..2).map(move |q| (i, q))).map(|(i, q)| (0..7).map(|j| reference.entry(i, j).0 * v[j * 2 + q]).sum()).collect();
+        assert_eq!(reference.agrees(&want), Ok(()));
+        let mut wrong = want.clone();
+        wrong[3] *= 1.0 + 1e-9;
+        assert!(reference.agrees(&wrong).is_err());
+    }
+
+    /// A variant whose output is wrong (here: perturbed after it ran) is
+    /// never timed, chosen or used again on the context.
+    #[test]
+    fn the_tuner_rejects_a_variant_that_disagrees_with_the_cpu() {
+        let ctx = match GpuContext::new(&super::super::GpuOptions { allow_software: true, ..Default::default() }) {
+            Ok(ctx) => ctx,
+            Err(e) if std::env::var("GRAMIAN_REQUIRE_GPU").as_deref() == Ok("1") => panic!("GRAMIAN_REQUIRE_GPU=1 but no GPU adapter: {e}"),
+            Err(e) => {
+                eprintln!("SKIPPED: no GPU adapter ({e})");
+                return;
+            }
+        };
+        ctx.set_tuning_mode(TuningMode::Retune).unwrap();
+        ctx.tuner.lock().unwrap().cache_path = None;
+        let class = ShapeClass::of(Precision::F32, true, false, false, 40, 40, 24);
+        let (_, clean) = ctx.tune(class, (40, 40, 24)).expect("tuning runs");
+        let victim = variants::index_of(clean[0].0).expect("a timed variant");
+        CORRUPT_VARIANT.with(|c| c.set(Some(victim)));
+        let tuned = ctx.tune(class, (40, 40, 24));
+        CORRUPT_VARIANT.with(|c| c.set(None));
+        let (best, timings) = tuned.expect("tuning runs");
+        assert_ne!(best, victim);
+        assert!(timings.iter().all(|(name, _)| *name != CATALOGUE[victim].name), "{timings:?}");
+        assert_eq!(timings.len() + 1, clean.len(), "every other variant still timed");
+        assert!(ctx.tuner.lock().unwrap().is_rejected(victim));
+        assert_ne!(ctx.variant_for(class, (40, 40, 24)).unwrap(), victim);
+    }
+
+    #[test]
+    fn opt_in_variants_are_never_candidates() {
+        assert!(CATALOGUE.iter().any(|v| v.is_opt_in()));
+        assert!(CATALOGUE.iter().filter(|v| v.is_opt_in()).all(|v| v.is_cooperative()));
+    }
 
     #[test]
     fn synthetic_shapes_respect_the_cap() {
@@ -336,13 +519,13 @@ mod tests {
         let path = dir.join("t.tsv");
         let _ = std::fs::remove_file(&path);
         let class = ShapeClass::of(Precision::F32, true, false, false, 100, 100, 10);
-        let mut t = Tuner { mode: TuningMode::On, forced: [None, None], cache_path: Some(path.clone()), adapter_key: "A".into(), choices: HashMap::new(), cached: HashMap::new() };
+        let mut t = Tuner { mode: TuningMode::On, forced: [None, None], cache_path: Some(path.clone()), adapter_key: "A".into(), choices: HashMap::new(), cached: HashMap::new(), rejected: Vec::new() };
         t.record(class, 2, vec![(CATALOGUE[2].name, 12.5)]);
         std::fs::OpenOptions::new().append(true).open(&path).unwrap().write_all(b"garbage\nA\tproduct/x\tno-such-variant\t1\n").unwrap();
-        let mut u = Tuner { mode: TuningMode::On, forced: [None, None], cache_path: Some(path.clone()), adapter_key: "A".into(), choices: HashMap::new(), cached: HashMap::new() };
+        let mut u = Tuner { mode: TuningMode::On, forced: [None, None], cache_path: Some(path.clone()), adapter_key: "A".into(), choices: HashMap::new(), cached: HashMap::new(), rejected: Vec::new() };
         u.load();
         assert_eq!(u.known(&class), Some(2));
-        let mut other = Tuner { mode: TuningMode::On, forced: [None, None], cache_path: Some(path.clone()), adapter_key: "B".into(), choices: HashMap::new(), cached: HashMap::new() };
+        let mut other = Tuner { mode: TuningMode::On, forced: [None, None], cache_path: Some(path.clone()), adapter_key: "B".into(), choices: HashMap::new(), cached: HashMap::new(), rejected: Vec::new() };
         other.load();
         assert_eq!(other.known(&class), None);
         assert!(u.force(Some("no-such-variant")).is_err());

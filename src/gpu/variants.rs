@@ -16,7 +16,12 @@
 //!   `|a|^2 + |b|^2 - 2 <a, b>` with direct recomputation where it cancels;
 //! - the staging order: consecutive invocations load consecutive depth
 //!   (coalesced for row-major operands) or consecutive rows (for
-//!   transposed operands).
+//!   transposed operands);
+//! - the arithmetic unit: scalar fused multiply-adds on every adapter, or
+//!   (f32) 16 x 16 x 16 f16 cooperative matrices with an f32 accumulator
+//!   (tensor cores, `shaders/product_coop.wgsl`) where the device has them:
+//!   with f32 accuracy by the split of each operand into two f16 parts, or,
+//!   opted into by name only, one f16 product (about 2^-11 relative).
 //!
 //! A shape class (`ShapeClass`: operation, precision, statistic, operand
 //! transposition, output and depth buckets) is what decides which variant is
@@ -46,6 +51,22 @@ pub enum DistanceForm {
     Expanded,
 }
 
+/// The arithmetic unit of a variant's inner products.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Core {
+    /// Scalar fused multiply-adds (every adapter; `product_tile.wgsl`).
+    Simt,
+    /// 16 x 16 x 16 cooperative matrices, f16 operands and an f32
+    /// accumulator (`product_coop.wgsl`; devices with
+    /// `EXPERIMENTAL_COOPERATIVE_MATRIX` and that configuration): `split`
+    /// for f32 accuracy (three f16 products per slice), otherwise one f16
+    /// product, a precision the tuner never chooses by itself.
+    Cooperative {
+        /// Each operand as two f16 parts (f32 accuracy).
+        split: bool,
+    },
+}
+
 /// One product-shader variant (see the module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ProductVariant {
@@ -73,11 +94,20 @@ pub struct ProductVariant {
     pub rows_fast: bool,
     /// Workgroup-memory stages (1, or 2 for double buffering).
     pub stages: u32,
+    /// Arithmetic unit. The fields above describe the scalar tiling; a
+    /// cooperative variant's tiling is fixed by its shader (64 x 64 tiles,
+    /// 128 invocations, 32-deep slices).
+    pub core: Core,
 }
 
 #[allow(clippy::too_many_arguments, reason = "one catalogue row: every field of ProductVariant, positionally")]
 const fn v(name: &'static str, precision: Precision, (wx, wy): (u32, u32), (rm, rn): (u32, u32), kc: u32, unit: u32, layout: LaneLayout, form: DistanceForm, rows_fast: bool, stages: u32) -> ProductVariant {
-    ProductVariant { name, precision, wx, wy, rm, rn, kc, unit, layout, form, rows_fast, stages }
+    ProductVariant { name, precision, wx, wy, rm, rn, kc, unit, layout, form, rows_fast, stages, core: Core::Simt }
+}
+
+/// A cooperative-matrix catalogue row (f32; the tiling is the shader's).
+const fn coop(name: &'static str, split: bool) -> ProductVariant {
+    ProductVariant { name, precision: F32, wx: 128, wy: 1, rm: 64, rn: 64, kc: 32, unit: 1, layout: Blocked, form: Expanded, rows_fast: false, stages: 1, core: Core::Cooperative { split } }
 }
 
 use DistanceForm::{Direct, Expanded};
@@ -105,7 +135,22 @@ pub const CATALOGUE: &[ProductVariant] = &[
     v("f64-64x128-s8x8-k8-v4-expanded-db", F64, (16, 8), (8, 8), 8, 4, Strided, Expanded, false, 2),
     v("f64-32x32-b4x4-k16-v1-direct", F64, (8, 8), (4, 4), 16, 1, Blocked, Direct, false, 1),
     v("f64-64x64-s4x4-k16-v4-direct-rows", F64, (16, 16), (4, 4), 16, 4, Strided, Direct, true, 1),
+    coop("f32-64x64-coop16-split", true),
+    coop("f32-64x64-coop16-f16", false),
 ];
+
+/// Output tile side of the cooperative variants (`product_coop.wgsl`).
+const COOP_TILE: usize = 64;
+
+/// Length of the staged lo slices of a cooperative variant (`product_coop.wgsl`;
+/// a token array where the variant keeps no lo parts).
+const fn coop_lo_len(split: bool) -> u32 {
+    if split {
+        2560
+    } else {
+        8
+    }
+}
 
 /// Index in [`CATALOGUE`] of the default variant of `precision`.
 pub(crate) fn default_index(precision: Precision) -> usize {
@@ -124,16 +169,25 @@ pub(crate) struct WorkgroupLimits {
     pub(crate) invocations: u32,
     pub(crate) size_x: u32,
     pub(crate) size_y: u32,
+    /// The device was opened with cooperative matrices (16 x 16 x 16, f16
+    /// operands, f32 accumulator), f16 and subgroups.
+    pub(crate) cooperative: bool,
 }
 
 impl ProductVariant {
     /// Output rows per workgroup.
     pub fn tile_rows(&self) -> usize {
-        (self.wy * self.rm) as usize
+        match self.core {
+            Core::Simt => (self.wy * self.rm) as usize,
+            Core::Cooperative { .. } => COOP_TILE,
+        }
     }
     /// Output columns per workgroup.
     pub fn tile_cols(&self) -> usize {
-        (self.wx * self.rn) as usize
+        match self.core {
+            Core::Simt => (self.wx * self.rn) as usize,
+            Core::Cooperative { .. } => COOP_TILE,
+        }
     }
     /// Invocations per workgroup.
     pub fn threads(&self) -> u32 {
@@ -141,12 +195,35 @@ impl ProductVariant {
     }
     /// Bytes of workgroup memory.
     pub fn workgroup_bytes(&self) -> u32 {
-        self.stages * self.kc * (self.tile_rows() + self.tile_cols()) as u32 * self.precision.bytes() as u32
+        match self.core {
+            Core::Simt => self.stages * self.kc * (self.tile_rows() + self.tile_cols()) as u32 * self.precision.bytes() as u32,
+            // product_coop.wgsl: the staged hi (and lo) slices in f16, the
+            // output tile in f32, per-row exponents and norms.
+            Core::Cooperative { split } => 2 * 2560 * 2 + 2 * coop_lo_len(split) * 2 + 4352 * 4 + 4 * 64 * 4,
+        }
+    }
+
+    /// Output entries each invocation finishes (its register block, or a
+    /// cooperative variant's share of the tile).
+    pub(crate) fn entries_per_invocation(&self) -> usize {
+        self.tile_rows() * self.tile_cols() / self.threads() as usize
+    }
+
+    /// True for the cooperative-matrix variants.
+    pub fn is_cooperative(&self) -> bool {
+        matches!(self.core, Core::Cooperative { .. })
+    }
+
+    /// True for a variant of reduced precision that is used only when named
+    /// (`GRAMIAN_VARIANT`, [`super::GpuContext::force_variant`]), never by
+    /// the tuner's own choice.
+    pub fn is_opt_in(&self) -> bool {
+        matches!(self.core, Core::Cooperative { split: false })
     }
 
     /// True when the adapter can run it.
     pub(crate) fn fits(&self, limits: &WorkgroupLimits) -> bool {
-        self.workgroup_bytes() <= limits.storage_bytes && self.threads() <= limits.invocations && self.wx <= limits.size_x && self.wy <= limits.size_y
+        (!self.is_cooperative() || limits.cooperative) && self.workgroup_bytes() <= limits.storage_bytes && self.threads() <= limits.invocations && self.wx <= limits.size_x && self.wy <= limits.size_y
     }
 
     /// Loop passes of one invocation's depth loop over `depth`
@@ -178,6 +255,17 @@ impl ProductVariant {
 
     /// Loop passes of one invocation of the product shader over `depth`.
     pub(crate) fn product_passes(&self, depth: usize, code: &KernelCode) -> usize {
+        if self.is_cooperative() {
+            // product_coop.wgsl, with 4 subgroups of 32 lanes: the first
+            // pass (32 rows, depth / 32 lanes' steps each), the slices (16
+            // staging passes, 2 tile steps), the epilogue (32 entries, each
+            // with the direct recomputation for distances and the power).
+            let kc = self.kc as usize;
+            let first = 32 * (depth.div_ceil(32) + 1) + 1;
+            let slices = depth.div_ceil(kc) * (1 + 17 + 3) + 1;
+            let entries = self.entries_per_invocation();
+            return first + slices + entries + 1 + entries * self.entry_passes(depth, code);
+        }
         let (rm, rn) = (self.rm as usize, self.rn as usize);
         self.depth_loop_passes(depth) + (rm + 1) + rm + rm * rn * self.entry_passes(depth, code)
     }
@@ -196,6 +284,10 @@ impl ProductVariant {
     /// (`kernel_matvec.wgsl`, `mv` columns of V) over `depth`: per column
     /// tile it visits, and once.
     pub(crate) fn matvec_passes(&self, depth: usize, code: &KernelCode, mv: usize) -> (usize, usize) {
+        if self.is_cooperative() {
+            // No fused matvec: never within the budget.
+            return (usize::MAX, usize::MAX);
+        }
         let (rm, rn) = (self.rm as usize, self.rn as usize);
         let v_tile = (self.tile_cols() * mv).div_ceil(self.threads() as usize) + 1;
         let per_tile = 1 + v_tile + self.depth_loop_passes(depth) + (rm + 1) + rm + rm * rn * (self.entry_passes(depth, code) + mv + 1);
@@ -207,7 +299,19 @@ impl ProductVariant {
     pub(crate) fn source(&self) -> String {
         const TILE: &str = include_str!("../../shaders/product_tile.wgsl");
         const PRODUCT: &str = include_str!("../../shaders/product.wgsl");
-        Self::fill(format!("{TILE}\n{PRODUCT}"), &self.fields())
+        const COOP: &str = include_str!("../../shaders/product_coop.wgsl");
+        match self.core {
+            Core::Simt => Self::fill(format!("{TILE}\n{PRODUCT}"), &self.fields()),
+            Core::Cooperative { split } => Self::fill(COOP.to_string(), &[("SPLIT", split.to_string()), ("LO_LEN", coop_lo_len(split).to_string())]),
+        }
+    }
+
+    /// The directives a module of this variant starts with.
+    pub(crate) fn enables(&self) -> &'static str {
+        match self.core {
+            Core::Simt => "",
+            Core::Cooperative { .. } => "enable f16;\nenable wgpu_cooperative_matrix;\n",
+        }
     }
 
     /// The variant's fused kernel matvec for up to `mv` columns of V:
@@ -501,7 +605,7 @@ mod tests {
                 // The expanded form recomputes near-duplicate pairs over the
                 // whole depth: far shorter chunks for the distance kernels.
                 if v.form == DistanceForm::Expanded && code.is_distance() {
-                    assert!(d * (v.rm * v.rn) as usize <= LOOP_BUDGET, "{}: {d}", v.name);
+                    assert!(d * v.entries_per_invocation() <= LOOP_BUDGET, "{}: {d}", v.name);
                 }
             }
         }
@@ -510,10 +614,85 @@ mod tests {
     #[test]
     fn every_template_field_is_filled() {
         for v in CATALOGUE {
-            for s in [v.source(), v.matvec_source(1), v.matvec_source(8)] {
+            let sources = if v.is_cooperative() { vec![v.source()] } else { vec![v.source(), v.matvec_source(1), v.matvec_source(8)] };
+            for s in sources {
                 assert!(!s.contains("@@"), "{}", v.name);
                 assert!(s.contains(&format!("@workgroup_size({}, {}, 1)", v.wx, v.wy)), "{}", v.name);
             }
         }
+    }
+
+    /// Every variant's module through naga as wgpu's Vulkan backend takes it
+    /// (WGSL front end, validation with the capabilities its device would
+    /// have, SPIR-V 1.6 with and without bounds checks): the only check of
+    /// the cooperative variants that runs without a GPU that has them.
+    #[test]
+    fn every_variant_validates_and_compiles_to_spirv() {
+        use naga::back::spv::{self, Capability};
+        use naga::proc::{BoundsCheckPolicies, BoundsCheckPolicy};
+        use naga::valid::{Capabilities, ValidationFlags, Validator};
+        const OP_TYPE_COOPERATIVE_MATRIX: u32 = 4456;
+        const CAPABILITY_COOPERATIVE_MATRIX: u32 = 6022;
+        const OP_CAPABILITY: u32 = 17;
+        for v in CATALOGUE {
+            let mut sources = vec![("product", crate::gpu::pipelines::product_source(v))];
+            if !v.is_cooperative() {
+                for mv in [1, 8] {
+                    let problem = include_str!("../../shaders/problem.wgsl");
+                    sources.push(("matvec", format!("{}\n{problem}\n{}", crate::gpu::pipelines::prelude(v.precision), v.matvec_source(mv))));
+                }
+            }
+            for (what, src) in sources {
+                let module = naga::front::wgsl::parse_str(&src).unwrap_or_else(|e| panic!("{} {what}: {}", v.name, e.emit_to_string(&src)));
+                let mut caps = Capabilities::empty();
+                let mut spv_caps: naga::FastHashSet<Capability> = [Capability::Shader].into_iter().collect();
+                if v.precision == Precision::F64 {
+                    caps |= Capabilities::FLOAT64;
+                    spv_caps.insert(Capability::Float64);
+                }
+                if v.is_cooperative() {
+                    caps |= Capabilities::COOPERATIVE_MATRIX | Capabilities::SHADER_FLOAT16 | Capabilities::SUBGROUP;
+                    spv_caps.extend([Capability::CooperativeMatrixKHR, Capability::VulkanMemoryModel, Capability::Float16, Capability::GroupNonUniform, Capability::GroupNonUniformArithmetic]);
+                }
+                let info = Validator::new(ValidationFlags::all(), caps).validate(&module).unwrap_or_else(|e| panic!("{} {what}: {}", v.name, e.emit_to_string(&src)));
+                for policy in [BoundsCheckPolicy::Restrict, BoundsCheckPolicy::Unchecked] {
+                    let options = spv::Options { lang_version: (1, 6), capabilities: Some(spv_caps.clone()), bounds_check_policies: BoundsCheckPolicies { index: policy, buffer: policy, ..Default::default() }, ..Default::default() };
+                    let words = spv::write_vec(&module, &info, &options, None).unwrap_or_else(|e| panic!("{} {what} {policy:?}: {e}", v.name));
+                    let has_type = words.iter().any(|w| w & 0xffff == OP_TYPE_COOPERATIVE_MATRIX);
+                    let has_capability = words.windows(2).any(|w| w[0] == (2 << 16 | OP_CAPABILITY) && w[1] == CAPABILITY_COOPERATIVE_MATRIX);
+                    assert_eq!(has_type && has_capability, v.is_cooperative(), "{} {what} {policy:?}: cooperative matrices in the SPIR-V", v.name);
+                    spirv_val(&words, &format!("{} {what} {policy:?}", v.name));
+                }
+            }
+        }
+    }
+
+    /// Runs the SPIR-V validator named by `GRAMIAN_SPIRV_VAL` (SPIRV-Tools
+    /// 2025 or later: `.ci/run` installs it; older ones do not know the
+    /// cooperative-matrix extension) on `words`, against SPIR-V 1.6 (the
+    /// version wgpu writes for Vulkan 1.3; the Vulkan environment's newest
+    /// rules also refuse the array strides naga writes on workgroup memory,
+    /// which drivers accept). Without the variable this check is skipped; it
+    /// is what catches mismatched cooperative tile sizes, which naga accepts.
+    fn spirv_val(words: &[u32], what: &str) {
+        let Some(tool) = std::env::var_os("GRAMIAN_SPIRV_VAL").filter(|t| !t.is_empty()) else { return };
+        let path = std::env::temp_dir().join(format!("gramian-spirv-{}-{}.spv", std::process::id(), what.replace(' ', "-")));
+        std::fs::write(&path, bytemuck::cast_slice::<u32, u8>(words)).expect("temporary SPIR-V file");
+        let out = std::process::Command::new(&tool).args(["--target-env", "spv1.6"]).arg(&path).output().expect("GRAMIAN_SPIRV_VAL runs");
+        let _ = std::fs::remove_file(&path);
+        assert!(out.status.success(), "{what}: spirv-val: {}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    }
+
+    /// Without the cooperative-matrix capability naga refuses the
+    /// cooperative variants: the validation above is not vacuous.
+    #[test]
+    fn a_cooperative_variant_needs_its_capability() {
+        use naga::valid::{Capabilities, ValidationFlags, Validator};
+        let v = CATALOGUE.iter().find(|v| v.is_cooperative()).expect("a cooperative variant");
+        let src = crate::gpu::pipelines::product_source(v);
+        let module = naga::front::wgsl::parse_str(&src).expect("parses");
+        assert!(Validator::new(ValidationFlags::all(), Capabilities::SHADER_FLOAT16 | Capabilities::SUBGROUP).validate(&module).is_err());
+        let without_enable = src.replace("enable wgpu_cooperative_matrix;", "");
+        assert!(naga::front::wgsl::parse_str(&without_enable).is_err());
     }
 }

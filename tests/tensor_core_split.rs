@@ -1,0 +1,192 @@
+//! The arithmetic of the cooperative-matrix (tensor-core) product variants,
+//! emulated on the host and checked against f64: software Vulkan has no
+//! cooperative matrices, so this is where CI sees the scheme work.
+//!
+//! The scheme (`shaders/product_coop.wgsl`): row `i` of A is scaled by the
+//! power of two `s_i` that brings its largest magnitude into [1/2, 1) (row
+//! `j` of B by `t_j`), each scaled f32 value `x` is split into
+//! `hi = f16(x)` and `lo = f16(x - hi)`, and the inner product accumulates,
+//! per 16-deep slice, `hi_a hi_b`, `hi_a lo_b` and `lo_a hi_b` in f32 (the
+//! f16 x f16 products are exact in f32; each slice's sum is rounded once,
+//! to nearest or, as some tensor cores do, toward zero); the result is
+//! divided by `s_i t_j`. The fast opt-in form keeps `hi_a hi_b` alone.
+//!
+//! Error bound of the split form, with `M_a`, `M_b` the rows' largest
+//! magnitudes, `u = 2^-24` and `S = sum_k |a_k b_k|` (`split_bound`):
+//!
+//! ```text
+//! |C - <a, b>| <= 3 2^-22 S                          dropped lo lo, rounding of lo
+//!              +  u sum_k (|a_k| M_b + |b_k| M_a)     f16 subnormal spacing, scaled back
+//!              +  (3 ceil(d / 16) + 1) 2 u S          one rounding per slice and product
+//! ```
+//!
+//! against `d u S` for a sequential f32 dot product. The
+//! tests check the bound on adversarial rows (wide exponent ranges, 10^±30,
+//! one dominant entry, near-duplicates far from the origin, depths to 4096)
+//! and that the split form stays within 4x of sequential f32's actual error
+//! bound where entries share a scale.
+
+use half::f16;
+use rand::{rngs::StdRng, Rng, SeedableRng};
+
+/// How the emulated tensor core rounds each slice's sum into the f32 accumulator.
+#[derive(Debug, Clone, Copy)]
+enum Rounding {
+    Nearest,
+    TowardZero,
+}
+
+fn round_f32(v: f64, mode: Rounding) -> f32 {
+    let r = v as f32;
+    match mode {
+        Rounding::Nearest => r,
+        Rounding::TowardZero => {
+            if (r as f64).abs() > v.abs() {
+                // One step toward zero.
+                f32::from_bits(r.to_bits() - 1)
+            } else {
+                r
+            }
+        }
+    }
+}
+
+/// The power of two that brings the row's largest magnitude into [1/2, 1)
+/// (1 for a zero row), as `frexp` gives it on the device.
+fn row_scale(row: &[f32]) -> f32 {
+    let m = row.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+    if m == 0.0 || !m.is_finite() {
+        return 1.0;
+    }
+    let e = m.log2().floor() as i32 + 1;
+    let s = 2.0f64.powi(-e) as f32;
+    // frexp's exponent: m s in [1/2, 1).
+    debug_assert!((0.5..1.0).contains(&(m * s)), "{m} {s}");
+    s
+}
+
+fn split(x: f32) -> (f16, f16) {
+    let hi = f16::from_f32(x);
+    let lo = f16::from_f32(x - hi.to_f32());
+    (hi, lo)
+}
+
+/// The device's inner product of `a` and `b` (f32 rows) by the split
+/// (`three = true`) or the single f16 form.
+fn emulated(a: &[f32], b: &[f32], three: bool, mode: Rounding) -> f64 {
+    let (sa, sb) = (row_scale(a), row_scale(b));
+    let sa_: Vec<(f16, f16)> = a.iter().map(|&x| split(x * sa)).collect();
+    let sb_: Vec<(f16, f16)> = b.iter().map(|&x| split(x * sb)).collect();
+    let mut acc = 0.0f32;
+    for (ca, cb) in sa_.chunks(16).zip(sb_.chunks(16)) {
+        let sum = |f: &dyn Fn(&(f16, f16), &(f16, f16)) -> f64| ca.iter().zip(cb).map(|(x, y)| f(x, y)).sum::<f64>();
+        if three {
+            acc = round_f32(acc as f64 + sum(&|x, y| x.0.to_f64() * y.1.to_f64()), mode);
+            acc = round_f32(acc as f64 + sum(&|x, y| x.1.to_f64() * y.0.to_f64()), mode);
+        }
+        acc = round_f32(acc as f64 + sum(&|x, y| x.0.to_f64() * y.0.to_f64()), mode);
+    }
+    acc as f64 / (sa as f64 * sb as f64)
+}
+
+/// The bound of the module header for the split form.
+fn split_bound(a: &[f32], b: &[f32]) -> f64 {
+    let d = a.len() as f64;
+    let ma = a.iter().fold(0.0f64, |m, &v| m.max(v.abs() as f64));
+    let mb = b.iter().fold(0.0f64, |m, &v| m.max(v.abs() as f64));
+    let abs_products: f64 = a.iter().zip(b).map(|(&x, &y)| (x as f64 * y as f64).abs()).sum();
+    let spacing: f64 = a.iter().zip(b).map(|(&x, &y)| x.abs() as f64 * mb + y.abs() as f64 * ma).sum();
+    let u = 2f64.powi(-24);
+    3.0 * 2f64.powi(-22) * abs_products + u * spacing + (3.0 * (d / 16.0).ceil() + 1.0) * 2.0 * u * abs_products * 1.01
+}
+
+fn exact(a: &[f32], b: &[f32]) -> f64 {
+    a.iter().zip(b).map(|(&x, &y)| x as f64 * y as f64).sum()
+}
+
+fn sequential_f32(a: &[f32], b: &[f32]) -> f64 {
+    a.iter().zip(b).fold(0.0f32, |s, (&x, &y)| x.mul_add(y, s)) as f64
+}
+
+/// Adversarial row pairs of depth `d`.
+fn cases(rng: &mut StdRng, d: usize) -> Vec<(&'static str, Vec<f32>, Vec<f32>)> {
+    let uniform = |rng: &mut StdRng| -> Vec<f32> { (0..d).map(|_| rng.random_range(-1.0f32..1.0)).collect() };
+    let wide = |rng: &mut StdRng| -> Vec<f32> { (0..d).map(|_| rng.random_range(-1.0f32..1.0).signum() * 2f32.powf(rng.random_range(-20.0f32..20.0))).collect() };
+    let scaled = |rng: &mut StdRng, s: f32| -> Vec<f32> { (0..d).map(|_| rng.random_range(-1.0f32..1.0) * s).collect() };
+    let far = |rng: &mut StdRng| -> Vec<f32> { (0..d).map(|_| 1000.0 + rng.random_range(-1e-3f32..1e-3)).collect() };
+    let dominant = |rng: &mut StdRng| -> Vec<f32> {
+        let mut v: Vec<f32> = (0..d).map(|_| rng.random_range(-1e-6f32..1e-6)).collect();
+        v[d / 2] = 3.0e4;
+        v
+    };
+    vec![
+        ("uniform", uniform(rng), uniform(rng)),
+        ("wide exponents", wide(rng), wide(rng)),
+        ("1e30 by 1e-30", scaled(rng, 1e30), scaled(rng, 1e-30)),
+        ("1e5 (beyond f16's range)", scaled(rng, 1e5), scaled(rng, 1e5)),
+        ("far from the origin", far(rng), far(rng)),
+        ("one dominant entry", dominant(rng), uniform(rng)),
+        ("zero row", vec![0.0; d], uniform(rng)),
+    ]
+}
+
+#[test]
+fn the_split_form_meets_its_bound_on_adversarial_rows() {
+    let mut rng = StdRng::seed_from_u64(47);
+    for d in [1, 5, 16, 33, 256, 4096] {
+        for (name, a, b) in cases(&mut rng, d) {
+            for mode in [Rounding::Nearest, Rounding::TowardZero] {
+                let got = emulated(&a, &b, true, mode);
+                let want = exact(&a, &b);
+                assert!(got.is_finite(), "{name}, d = {d}, {mode:?}: {got}");
+                let err = (got - want).abs();
+                let bound = split_bound(&a, &b);
+                assert!(err <= bound, "{name}, d = {d}, {mode:?}: error {err:e} above the bound {bound:e}");
+            }
+        }
+    }
+}
+
+#[test]
+fn the_split_form_is_as_accurate_as_f32_where_entries_share_a_scale() {
+    let mut rng = StdRng::seed_from_u64(48);
+    let mut worst = 0.0f64;
+    for d in [16, 64, 256, 1024, 4096] {
+        for _ in 0..20 {
+            let a: Vec<f32> = (0..d).map(|_| rng.random_range(-1.0f32..1.0)).collect();
+            let b: Vec<f32> = (0..d).map(|_| rng.random_range(-1.0f32..1.0)).collect();
+            let want = exact(&a, &b);
+            let abs_products: f64 = a.iter().zip(&b).map(|(&x, &y)| (x as f64 * y as f64).abs()).sum();
+            // Sequential f32's bound, d u sum |a_k b_k|.
+            let f32_bound = d as f64 * 2f64.powi(-24) * abs_products;
+            let split_err = (emulated(&a, &b, true, Rounding::TowardZero) - want).abs();
+            assert!(split_err <= 4.0 * f32_bound, "d = {d}: split error {split_err:e} against f32's bound {f32_bound:e}");
+            // The same inputs through sequential f32 stay inside that bound,
+            // and the split form is within an order of magnitude of it.
+            let f32_err = (sequential_f32(&a, &b) - want).abs();
+            assert!(f32_err <= f32_bound);
+            worst = worst.max(split_err / abs_products);
+        }
+    }
+    // Relative to sum |a_k b_k|, a few f32 units at most.
+    assert!(worst < 2e-6, "worst relative error {worst:e}");
+}
+
+#[test]
+fn one_f16_product_is_only_tf32_accurate_and_the_split_recovers_f32() {
+    // The opt-in fast form: about 2^-11 relative per entry, far above f32;
+    // the split form on the same data about 2^-22 or better.
+    let mut rng = StdRng::seed_from_u64(49);
+    let d = 256;
+    let (mut fast, mut split_worst) = (0.0f64, 0.0f64);
+    for _ in 0..50 {
+        let a: Vec<f32> = (0..d).map(|_| rng.random_range(0.0f32..1.0)).collect();
+        let b: Vec<f32> = (0..d).map(|_| rng.random_range(0.0f32..1.0)).collect();
+        let want = exact(&a, &b);
+        fast = fast.max((emulated(&a, &b, false, Rounding::Nearest) - want).abs() / want);
+        split_worst = split_worst.max((emulated(&a, &b, true, Rounding::Nearest) - want).abs() / want);
+    }
+    assert!(fast > 1e-5 && fast < 2e-3, "single f16 product: {fast:e}");
+    assert!(split_worst < 1e-6, "split: {split_worst:e}");
+    assert!(fast > 50.0 * split_worst);
+}
