@@ -6,18 +6,14 @@
 //! path and fails with [`DatasetError::Missing`] when the file is not there.
 
 use std::collections::BTreeMap;
-#[cfg(feature = "repro")]
-use std::path::Path;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use nalgebra::{DMatrix, DVector};
 use rand::seq::SliceRandom;
 use rand::{rngs::StdRng, SeedableRng};
 use thiserror::Error;
 
-#[cfg(feature = "repro")]
 mod term_counts;
-#[cfg(feature = "repro")]
 pub use term_counts::{load_term_count_views, load_three_sources, log_cosine_normalize, TermCountError, TermCountViews, THREE_SOURCES_VIEWS};
 
 /// Errors while loading or splitting data.
@@ -58,7 +54,6 @@ pub enum DatasetError {
 }
 
 /// A table of numbers: features and the last column as target.
-#[cfg(feature = "repro")]
 #[derive(Debug, Clone)]
 pub struct Table {
     /// Column names of the features (header row).
@@ -77,9 +72,6 @@ pub struct Table {
 /// two columns, ragged rows, a field that is not a finite `f64` (NaN,
 /// `inf`, `1e400` included) and a file without data rows. A leading UTF-8
 /// byte-order mark is ignored.
-///
-/// Feature `repro`.
-#[cfg(feature = "repro")]
 pub fn read_csv_table(path: impl AsRef<Path>) -> Result<Table, DatasetError> {
     let path = path.as_ref();
     if !path.exists() {
@@ -121,23 +113,23 @@ pub fn read_csv_table(path: impl AsRef<Path>) -> Result<Table, DatasetError> {
 
 /// Rows `idx` of `m`, in that order.
 ///
-/// Errors: an index `>= m.nrows()` ([`crate::Error::IndexOutOfRange`]).
-pub fn select_rows(m: &DMatrix<f64>, idx: &[usize]) -> Result<DMatrix<f64>, crate::Error> {
+/// Errors: an index `>= m.nrows()` ([`gramian::Error::IndexOutOfRange`]).
+pub fn select_rows(m: &DMatrix<f64>, idx: &[usize]) -> Result<DMatrix<f64>, gramian::Error> {
     check_selection("rows", idx, m.nrows())?;
     Ok(DMatrix::from_fn(idx.len(), m.ncols(), |i, j| m[(idx[i], j)]))
 }
 
 /// Entries `idx` of `v`, in that order.
 ///
-/// Errors: an index `>= v.len()` ([`crate::Error::IndexOutOfRange`]).
-pub fn select_entries(v: &DVector<f64>, idx: &[usize]) -> Result<DVector<f64>, crate::Error> {
+/// Errors: an index `>= v.len()` ([`gramian::Error::IndexOutOfRange`]).
+pub fn select_entries(v: &DVector<f64>, idx: &[usize]) -> Result<DVector<f64>, gramian::Error> {
     check_selection("entries", idx, v.len())?;
     Ok(DVector::from_fn(idx.len(), |i, _| v[idx[i]]))
 }
 
-fn check_selection(what: &'static str, idx: &[usize], len: usize) -> Result<(), crate::Error> {
+fn check_selection(what: &'static str, idx: &[usize], len: usize) -> Result<(), gramian::Error> {
     match idx.iter().find(|&&i| i >= len) {
-        Some(&index) => Err(crate::Error::IndexOutOfRange { what, index, len }),
+        Some(&index) => Err(gramian::Error::IndexOutOfRange { what, index, len }),
         None => Ok(()),
     }
 }
@@ -252,7 +244,7 @@ pub fn try_macro_f1(truth: &[usize], predicted: &[usize]) -> Result<f64, Dataset
     if truth.len() != predicted.len() {
         return Err(DatasetError::LengthMismatch { what: "predictions vs true labels", expected: truth.len(), found: predicted.len() });
     }
-    crate::data::macro_f1(truth, predicted).map_err(|_| DatasetError::LengthMismatch { what: "predictions vs true labels", expected: truth.len(), found: predicted.len() })
+    gramian::data::macro_f1(truth, predicted).map_err(|_| DatasetError::LengthMismatch { what: "predictions vs true labels", expected: truth.len(), found: predicted.len() })
 }
 
 /// Root mean squared error (0 for empty vectors).
@@ -336,8 +328,7 @@ mod tests {
         assert!(t.column(1).iter().all(|&v| v == 0.0));
     }
 
-    #[cfg(feature = "repro")]
-    #[test]
+        #[test]
     fn missing_file_is_a_clear_error() {
         assert!(matches!(read_csv_table("/nonexistent/x.csv"), Err(DatasetError::Missing(_))));
     }

@@ -6,14 +6,14 @@
 //! or in a valid dataset (finite values, consistent shapes, labels in
 //! range), under a time bound; the counts are printed.
 //!
-//! Replay: `GRAMIAN_TEST_SEED=<n> cargo test --all-features --test integration adversarial_loaders:: -- --nocapture`.
+//! Replay: `GRAMIAN_TEST_SEED=<n> cargo test -p gramian-repro --test integration adversarial_loaders:: -- --nocapture`.
 
 use crate::harness;
 
 use std::path::PathBuf;
 
-use gramian::datasets::read_csv_table;
-use gramian::eksvd::evaluation::{MultiViewData, MAX_LABEL};
+use gramian_repro::datasets::read_csv_table;
+use gramian_repro::evaluation::{MultiViewData, MAX_LABEL};
 use harness::Tally;
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
@@ -129,7 +129,7 @@ fn csv_loaders_end_in_typed_errors_or_valid_datasets() {
                 && !table.target.is_empty()
                 && !table.feature_names.first().is_some_and(|n| n.starts_with('\u{feff}'));
             let _ = tx.send(valid);
-            Ok::<_, gramian::datasets::DatasetError>((table.features, table.target))
+            Ok::<_, gramian_repro::datasets::DatasetError>((table.features, table.target))
         });
         if rx.try_recv() == Ok(false) {
             invalid_ok.push(format!("{spec:?}"));
@@ -160,7 +160,7 @@ fn csv_loaders_end_in_typed_errors_or_valid_datasets() {
             let data = MultiViewData::load_csv_views(&d, &prefix, &["a", "b", "missing"][..if case % 7 == 0 { 3 } else { 2 }])?;
             let valid = data.views.iter().all(|v| v.nrows() == data.labels.len()) && data.labels.iter().all(|&l| l as f64 <= MAX_LABEL);
             let _ = tx.send(valid);
-            Ok::<_, gramian::eksvd::evaluation::EvaluationError>(data.views)
+            Ok::<_, gramian_repro::evaluation::EvaluationError>(data.views)
         });
         if rx.try_recv() == Ok(false) {
             invalid_ok.push(format!("load_csv_views case {case}"));

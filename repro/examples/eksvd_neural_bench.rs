@@ -29,8 +29,8 @@
 use std::time::Instant;
 
 use clap::Parser;
-use gramian::datasets::macro_f1;
-use gramian::eksvd::evaluation::MultiViewData;
+use gramian_repro::datasets::macro_f1;
+use gramian_repro::evaluation::MultiViewData;
 use gramian::eksvd::neural::{shared_gpu, NeuralBackend, NeuralEksvdParams};
 use gramian::estimator::{Fit, Predict};
 use gramian::{Device, Labelled, MultiSource};

@@ -15,7 +15,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use clap::Parser;
-use gramian::datasets::{mean_std, random_split, read_csv_table, rmse, select_entries, select_rows, Standardizer};
+use gramian_repro::datasets::{mean_std, random_split, read_csv_table, rmse, select_entries, select_rows, Standardizer};
 use gramian::estimator::{cross_validate, Fit, Predict, Samples, Splits, Supervised};
 use gramian::mklaren::{FullKernelRidgeParams, KernelCombination, LowRankMethod, LowRankRidgeParams, MklarenParams};
 use gramian::{Device, Kernel};

@@ -2,19 +2,19 @@
 //! Dual eKSVD fit on a 3Sources split with the linear SVM downstream.
 //!
 //! The real data is read from `$GRAMIAN_DATA_DIR/multiview/3sources`
-//! (default `../shared/data`, next to the crate). Without it these tests
+//! (default `../shared/data` beside the repository). Without it these tests
 //! print SKIPPED, unless `GRAMIAN_REQUIRE_DATA=1` makes that a failure.
 
 use std::path::PathBuf;
 
-use gramian::datasets::{load_term_count_views, load_three_sources, DatasetError, TermCountError, TermCountViews};
-use gramian::eksvd::evaluation::{linear_svm_classifier, select_on_validation, select_on_validation_scaled, MultiViewData, Representation};
+use gramian_repro::datasets::{load_term_count_views, load_three_sources, DatasetError, TermCountError, TermCountViews};
+use gramian_repro::evaluation::{linear_svm_classifier, select_on_validation, select_on_validation_scaled, MultiViewData, Representation};
 use gramian::eksvd::{Eigensolver, EksvdParams, FeatureMap, Solver};
 use gramian::{Device, Kernel};
 use nalgebra::DMatrix;
 
 fn three_sources() -> Option<TermCountViews> {
-    let root = std::env::var("GRAMIAN_DATA_DIR").map(PathBuf::from).unwrap_or_else(|_| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/data"));
+    let root = std::env::var("GRAMIAN_DATA_DIR").map(PathBuf::from).unwrap_or_else(|_| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/data"));
     match load_three_sources(root.join("multiview/3sources")) {
         Ok(d) => Some(d),
         Err(TermCountError::Dataset(DatasetError::Missing(p))) if std::env::var("GRAMIAN_REQUIRE_DATA").as_deref() != Ok("1") => {

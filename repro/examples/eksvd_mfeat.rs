@@ -10,13 +10,13 @@
 //! splits, each view standardised on its training part, kernel widths,
 //! number of components and the classifier's penalty chosen on validation, a
 //! linear classifier downstream (the paper's linear SVM, one-vs-rest,
-//! `gramian::eksvd::evaluation::linear_svm_classifier`), test macro-F1 in percent.
+//! `gramian_repro::evaluation::linear_svm_classifier`), test macro-F1 in percent.
 
 use std::time::Instant;
 
 use clap::Parser;
-use gramian::datasets::mean_std;
-use gramian::eksvd::evaluation::{kernel_pca as kernel_pca_representation, linear_svm_classifier, select_on_validation, MultiViewData, Representation, SplitData};
+use gramian_repro::datasets::mean_std;
+use gramian_repro::evaluation::{kernel_pca as kernel_pca_representation, linear_svm_classifier, select_on_validation, MultiViewData, Representation, SplitData};
 use gramian::eksvd::{Eigensolver, EksvdParams, FeatureMap, FittedFeatureMap, Solver};
 use gramian::MultiSource;
 use gramian::Error;

@@ -42,8 +42,8 @@ mod psd_plot;
 use std::time::Instant;
 
 use clap::Parser;
-use gramian::datasets::mean_std;
-use gramian::eksvd::evaluation::{linear_svm_classifier, select_on_validation, MultiViewData, Representation, SplitData};
+use gramian_repro::datasets::mean_std;
+use gramian_repro::evaluation::{linear_svm_classifier, select_on_validation, MultiViewData, Representation, SplitData};
 use gramian::eksvd::neural::{Activation, EarlyStopping, LearningRateSchedule, NeuralBackend};
 use neural_cli::{AnyResult, Candidate, TableArgs, Training};
 

@@ -3,9 +3,9 @@
 //! flags, the `k:eta:lr[:wd[:activation]]` candidate lists, and the choice of a candidate
 //! on validation.
 
-use gramian::datasets::macro_f1;
+use gramian_repro::datasets::macro_f1;
 use nalgebra::DMatrix;
-use gramian::eksvd::evaluation::{linear_svm_classifier, select_on_validation as select_classifier, Representation, SplitData};
+use gramian_repro::evaluation::{linear_svm_classifier, select_on_validation as select_classifier, Representation, SplitData};
 use gramian::eksvd::neural::{Activation, EarlyStopping, LearningRateSchedule, NeuralBackend, NeuralEksvd, NeuralEksvdParams};
 use gramian::estimator::{Fit, Predict, Transform};
 use gramian::{Device, Labelled};

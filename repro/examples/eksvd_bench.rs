@@ -17,7 +17,7 @@ use std::time::Instant;
 
 use clap::Parser;
 use gramian::eksvd::eigensolver::{largest_dense, largest_lanczos};
-use gramian::eksvd::evaluation::MultiViewData;
+use gramian_repro::evaluation::MultiViewData;
 use gramian::eksvd::{solve_covariance, solve_dual, CouplingMatrix, Eigensolver, EksvdParams, FeatureMap, Solver};
 use gramian::MultiSource;
 use gramian::linalg::{matmul, symmetric_eigen};

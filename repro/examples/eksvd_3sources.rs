@@ -37,8 +37,8 @@
 use std::time::Instant;
 
 use clap::Parser;
-use gramian::datasets::{load_three_sources, mean_std};
-use gramian::eksvd::evaluation::{kernel_pca as kernel_pca_representation, linear_svm_classifier, select_on_validation, select_on_validation_scaled, validation_scores, MultiViewData, Representation, Selection, SplitData};
+use gramian_repro::datasets::{load_three_sources, mean_std};
+use gramian_repro::evaluation::{kernel_pca as kernel_pca_representation, linear_svm_classifier, select_on_validation, select_on_validation_scaled, validation_scores, MultiViewData, Representation, Selection, SplitData};
 use gramian::eksvd::{Eigensolver, EksvdParams, FeatureMap, FittedFeatureMap, Solver};
 use gramian::MultiSource;
 use gramian::Error;

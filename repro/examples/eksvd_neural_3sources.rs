@@ -40,8 +40,8 @@ mod neural_curves;
 #[path = "psd_plot/mod.rs"]
 mod psd_plot;
 
-use gramian::datasets::{load_three_sources, mean_std};
-use gramian::eksvd::evaluation::{linear_svm_classifier, select_on_validation_scaled, MultiViewData, Representation};
+use gramian_repro::datasets::{load_three_sources, mean_std};
+use gramian_repro::evaluation::{linear_svm_classifier, select_on_validation_scaled, MultiViewData, Representation};
 use gramian::eksvd::neural::{Activation, EarlyStopping, LearningRateSchedule, NeuralBackend};
 use neural_cli::{AnyResult, Candidate, TableArgs, Training};
 

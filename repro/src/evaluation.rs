@@ -11,8 +11,8 @@ use std::path::Path;
 use nalgebra::DMatrix;
 use thiserror::Error;
 
-use crate::error::Error;
-use crate::data::MultiSource;
+use gramian::Error;
+use gramian::MultiSource;
 use crate::datasets::{read_csv_table, stratified_split, try_macro_f1, DatasetError, Split, Standardizer};
 
 pub mod linear_svm;
@@ -297,14 +297,14 @@ impl Representation {
 /// (the paper's KPCA baseline): with `K` the training kernel matrix and
 /// `Kc = K - 1K/n - K1/n + 1K1/n^2`, the leading `components` eigenpairs
 /// `(s_j, u_j)` of `Kc` map a row `x` to `(k(x, X) - centring) u_j / sqrt(s_j)`.
-pub fn kernel_pca(device: &crate::Device, kernel: &crate::Kernel, split: &SplitData, components: usize) -> Result<Representation, Error> {
+pub fn kernel_pca(device: &gramian::Device, kernel: &gramian::Kernel, split: &SplitData, components: usize) -> Result<Representation, Error> {
     let xt = split.train.concatenated()?;
     let n = xt.nrows();
     let k = device.kernel_matrix_symmetric(kernel, &xt)?;
     let col_mean = k.row_mean();
     let total = col_mean.mean();
     let centred = DMatrix::from_fn(n, n, |i, j| k[(i, j)] - col_mean[i] - col_mean[j] + total);
-    let evd = crate::linalg::symmetric_eigen(&centred)?;
+    let evd = gramian::linalg::symmetric_eigen(&centred)?;
     let m = evd.eigenvalues.len();
     let kk = components.min(m);
     let proj = DMatrix::from_fn(n, kk, |i, j| evd.eigenvectors[(i, m - 1 - j)] / evd.eigenvalues[m - 1 - j].max(1e-12).sqrt());
@@ -462,7 +462,7 @@ mod tests {
         let split = SplitData { train: part(40), validation: part(9), test: part(11), train_labels: vec![0; 40], validation_labels: vec![0; 9], test_labels: vec![0; 11] };
         assert_eq!(split.train.concatenated().unwrap().shape(), (40, 6));
         assert_eq!(split.train.concatenated().unwrap().column(4), split.train.source(1).column(1));
-        let rep = kernel_pca(&crate::Device::cpu(), &crate::Kernel::rbf(0.5).unwrap(), &split, 5).unwrap();
+        let rep = kernel_pca(&gramian::Device::cpu(), &gramian::Kernel::rbf(0.5).unwrap(), &split, 5).unwrap();
         assert_eq!((rep.train.shape(), rep.validation.shape(), rep.test.shape()), ((40, 5), (9, 5), (11, 5)));
         let g = rep.train.transpose() * &rep.train;
         for i in 0..5 {
