@@ -1,6 +1,6 @@
 //! Criterion benchmarks of the compute core, CPU and (when an adapter is
 //! found, software ones only with GRAMIAN_DEVICE=gpu) GPU. The table with
-//! GFLOP/s at several sizes is `cargo run --example compute_table`.
+//! GFLOP/s at several sizes is `cargo run -p gramian-repro --example compute_table`.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use gramian::{Device, Kernel, MatrixProduct};
@@ -36,7 +36,7 @@ fn bench(c: &mut Criterion) {
 
     // Issue 17: the fused CPU kernel matrix in f32, and the dense symmetric
     // eigendecomposition (the side-by-side table against NumPy/SciPy is
-    // `cargo run --all-features --example cpu_table`).
+    // `cargo run -p gramian-repro --example cpu_table`).
     let mut group = c.benchmark_group("rbf_kernel_matrix_f32_cpu");
     group.sample_size(10);
     for n in [512usize, 2048] {

@@ -5,11 +5,11 @@
 //! hardware limit").
 //!
 //! ```text
-//! cargo run --all-features --example cpu_table                 # all rows, 5 runs each
-//! cargo run --all-features --example cpu_table -- kernel 7     # only the kernel rows, 7 runs
-//! cargo run --all-features --example cpu_table -- eigen 3      # only the eigensolver rows
-//! cargo run --all-features --example cpu_table -- f64 9        # only the f64 kernel matrix (`f32`: only f32), for profiling
-//! cargo run --all-features --example cpu_table -- thin 100     # products with 8 right-hand columns: faer against the thin kernels
+//! cargo run -p gramian-repro --example cpu_table                 # all rows, 5 runs each
+//! cargo run -p gramian-repro --example cpu_table -- kernel 7     # only the kernel rows, 7 runs
+//! cargo run -p gramian-repro --example cpu_table -- eigen 3      # only the eigensolver rows
+//! cargo run -p gramian-repro --example cpu_table -- f64 9        # only the f64 kernel matrix (`f32`: only f32), for profiling
+//! cargo run -p gramian-repro --example cpu_table -- thin 100     # products with 8 right-hand columns: faer against the thin kernels
 //! ```
 //!
 //! Data: X uniform in [-1, 1) (seed 1), gamma = 1/d; eigen rows on the

@@ -11,9 +11,9 @@
 //! blocks kept at a restart) for the top K on the same matrix.
 //!
 //! ```text
-//! cargo run --all-features --example eigen_params -- N [REPS]
-//! cargo run --all-features --example eigen_params -- top N K [REPS]
-//! cargo run --all-features --example eigen_params -- phases N   # faer tridiagonalisation / tridiagonal D&C / whole, against ours (and our blocked reduction alone)
+//! cargo run -p gramian-repro --example eigen_params -- N [REPS]
+//! cargo run -p gramian-repro --example eigen_params -- top N K [REPS]
+//! cargo run -p gramian-repro --example eigen_params -- phases N   # faer tridiagonalisation / tridiagonal D&C / whole, against ours (and our blocked reduction alone)
 //! ```
 
 use std::time::Instant;

@@ -2,7 +2,7 @@
 //! BBC, The Guardian and Reuters (three views of term counts), six classes.
 //!
 //! ```text
-//! cargo run --all-features --example eksvd_3sources [-- DATA_DIR] [--splits N] [--cv F]
+//! cargo run -p gramian-repro --example eksvd_3sources [-- DATA_DIR] [--splits N] [--cv F]
 //! ```
 //!
 //! DATA_DIR defaults to `../shared/data/multiview/3sources`. Protocol of the

@@ -1,7 +1,7 @@
 //! eKSVD speed and scale: prints tables (nothing is asserted).
 //!
 //! ```text
-//! cargo run --features repro --example eksvd_bench [-- DATA_DIR] [--max-total N]
+//! cargo run -p gramian-repro --example eksvd_bench [-- DATA_DIR] [--max-total N]
 //! ```
 //!
 //! 1. dense symmetric eigensolvers at n = 1024: faer (used by gramian) vs nalgebra;

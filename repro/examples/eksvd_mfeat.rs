@@ -2,7 +2,7 @@
 //! Dual-vs-Covariance timing (Table 2) on UCI Multiple Features.
 //!
 //! ```text
-//! cargo run --features repro --example eksvd_mfeat [-- DATA_DIR] [--splits N] [--timing-only [--repeat N]]
+//! cargo run -p gramian-repro --example eksvd_mfeat [-- DATA_DIR] [--splits N] [--timing-only [--repeat N]]
 //! ```
 //!
 //! DATA_DIR defaults to `../shared/data/multiview/mfeat` (the CSVs

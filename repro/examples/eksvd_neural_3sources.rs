@@ -3,7 +3,7 @@
 //! `eksvd_3sources` on the same splits.
 //!
 //! ```text
-//! cargo run --features neural,repro --example eksvd_neural_3sources -- [DATA_DIR] [--splits N] [--out DIR] \
+//! cargo run -p gramian-repro --features neural --example eksvd_neural_3sources -- [DATA_DIR] [--splits N] [--out DIR] \
 //!     [--candidates k:eta:lr[:wd[:activation]],...] [--epochs E] [--dropout P] [--stopping f1|ce] [--batch B] \
 //!     [--hidden W1,W2,...|''] [--dphi D] [--patience E] [--schedule constant|cosine] [--ema DECAY] [--gamma-init G] \
 //!     [--activation relu|tanh|gelu] [--input-noise S] [--refit] [--cv F]

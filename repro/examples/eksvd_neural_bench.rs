@@ -5,7 +5,7 @@
 //! texture 128, block-wise colour moments 225). Needs no files.
 //!
 //! ```text
-//! cargo run --release --features neural --example eksvd_neural_bench -- \
+//! cargo run --release -p gramian-repro --features neural --example eksvd_neural_bench -- \
 //!     [--backend wgpu|cpu|both] [--samples N] [--epochs E] [--cpu-epochs E] \
 //!     [--batch B] [--mfeat DIR] [--mfeat-epochs E] [--replay on|off|both]
 //! ```

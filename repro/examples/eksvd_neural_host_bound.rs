@@ -7,7 +7,7 @@
 //! replaying steps and evaluations shows.
 //!
 //! ```text
-//! cargo run --release --features neural,repro,burn/fusion --example eksvd_neural_host_bound -- \
+//! cargo run --release -p gramian-repro --features neural,burn/fusion --example eksvd_neural_host_bound -- \
 //!     [--width W] [--epochs E] [--fits F]
 //! ```
 //!

@@ -3,7 +3,7 @@
 //! concatenation baseline, with the Figure 1 style training curves of one run.
 //!
 //! ```text
-//! cargo run --features neural --example eksvd_neural_mfeat -- \
+//! cargo run -p gramian-repro --features neural --example eksvd_neural_mfeat -- \
 //!     [DATA_DIR] [--splits N] [--epochs N] [--backend cpu|wgpu] [--out DIR] [--views 3|6|both] \
 //!     [--candidates k:eta:lr[:wd[:activation]],...] [--dropout P] [--stopping f1|ce] [--batch B] \
 //!     [--hidden W1,W2,...] [--dphi D] [--patience E] [--schedule constant|cosine] [--ema DECAY] [--gamma-init G] \

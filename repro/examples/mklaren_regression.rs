@@ -8,7 +8,7 @@
 //! on the training part, [`gramian::estimator::cross_validate`] with
 //! [`gramian::estimator::Splits::holdout`]), look-ahead delta = 10.
 //!
-//! Usage: `cargo run --features repro --example mklaren_regression [DATA_DIR] [MAX_ROWS] [SPLITS]`
+//! Usage: `cargo run -p gramian-repro --example mklaren_regression [DATA_DIR] [MAX_ROWS] [SPLITS]`
 //! (default `../shared/data/regression`, 1000, 5).
 
 use std::path::PathBuf;

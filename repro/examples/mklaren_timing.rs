@@ -3,7 +3,7 @@
 //! they are feasible, on synthetic data with p = 10 Gaussian kernels, total
 //! rank 30 (3 per kernel for the baselines), d = 100, delta = 10.
 //!
-//! Usage: `cargo run --features repro --example mklaren_timing [MAX_N] [D] [MAX_N_FULL] [--repeat N]`
+//! Usage: `cargo run -p gramian-repro --example mklaren_timing [MAX_N] [D] [MAX_N_FULL] [--repeat N]`
 //! (defaults 1000000, 100, 3162, 1; `MKLAREN_ONLY=1` skips the other methods; `--repeat N`
 //! gives the median of N mklaren fits up to n = 10^4). Prints one row per n with seconds per fit,
 //! the CPU time of the mklaren fit over its wall time (about the number of

@@ -32,7 +32,7 @@
 //! in blue, true density in orange) is drawn to `--figure`.
 //!
 //! ```text
-//! cargo run --features repro --example psd_density_10d [-- --distribution paper|wide --folds K --nystrom M
+//! cargo run -p gramian-repro --example psd_density_10d [-- --distribution paper|wide --folds K --nystrom M
 //!     --models psd,pnm,ncm,glm --sigmas 0.3,0.4,0.5 --lambdas 1e-9,1e-8 --sigmas-psd ... --lambdas-pnm ...
 //!     --extend 3 --max-iterations 10000 --lambda-floor-psd 1e-22 --data FILE --figure out/psd_density_10d.png]
 //! ```

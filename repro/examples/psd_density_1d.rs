@@ -14,7 +14,7 @@
 //! has its own y-scale, wide enough for the whole curve on [-3, 3] (PNM goes
 //! negative away from the data).
 //!
-//! `cargo run --features repro --example psd_density_1d [-- --data authors|sample|FILE --out out/psd_density_1d.png]`
+//! `cargo run -p gramian-repro --example psd_density_1d [-- --data authors|sample|FILE --out out/psd_density_1d.png]`
 
 #[path = "psd_plot/mod.rs"]
 mod psd_plot;

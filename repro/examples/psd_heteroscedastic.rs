@@ -21,7 +21,7 @@
 //! points. `min theta` is over a grid of [-0.5, 1.5], which extends beyond the
 //! data on [0, 1]: PNM is only constrained to be positive on the data.
 //!
-//! `cargo run --features repro --example psd_heteroscedastic [-- out/psd_heteroscedastic.png]`
+//! `cargo run -p gramian-repro --example psd_heteroscedastic [-- out/psd_heteroscedastic.png]`
 
 #[path = "psd_plot/mod.rs"]
 mod psd_plot;

@@ -6,7 +6,7 @@
 //! (`linalg::weighted_gram`, lower triangle) against the full product
 //! `(P diag(w)) P^T` for scale.
 //!
-//! `cargo run --all-features --example psd_products -- n r k [repeats]`
+//! `cargo run -p gramian-repro --example psd_products -- n r k [repeats]`
 //! (defaults 50000 1000 1000 3; `k` = columns of `V`, the rank of `[M]_+`).
 
 use std::time::Instant;

@@ -19,7 +19,7 @@
 //! NCM runs on 100 Nystrom centres (its Newton systems would otherwise have
 //! order `3n`); the other models use every sample.
 //!
-//! `cargo run --features repro --example psd_quantile [-- out/psd_quantile.png [n]]` (n = 500 by default, the paper's;
+//! `cargo run -p gramian-repro --example psd_quantile [-- out/psd_quantile.png [n]]` (n = 500 by default, the paper's;
 //! `-- out.png 200` for a quicker run)
 
 #[path = "psd_plot/mod.rs"]

@@ -2,13 +2,13 @@
 //! duality gap, and where the time goes (setup = kernel matrices, features
 //! and integrals; eigendecompositions; products `P diag(alpha) P^T` and model values).
 //!
-//! `cargo run --features repro --example psd_speed [-- n | -- n m max_iterations]`
+//! `cargo run -p gramian-repro --example psd_speed [-- n | -- n m max_iterations]`
 //! (`PSD_PARTIAL_EIGEN=1`: the warm-started partial eigensolver, for comparison;
 //! the earlier default; `PSD_FULL_EIGEN=1` the fresh route, now the default)
 //! Defaults: the 10-D density of App. E with n = 1000 (all centres, then
 //! Nystrom m = 200), and Nystrom m = 500 on n = 100,000 (budgets: 300 iterations, 5000, 200).
 //!
-//! `cargo run --features repro --example psd_speed -- heteroscedastic n m` and `-- quantile n m`:
+//! `cargo run -p gramian-repro --example psd_speed -- heteroscedastic n m` and `-- quantile n m`:
 //! the two regressions of Section 6 through the same engine on `m` Nystrom
 //! centres (App. E data: the Yuan & Wahba toy model, sigma 0.1, lambdas
 //! 1e-2 / 1e-2 / 1e-3; the quantile data, levels 1/4, 1/2, 3/4, sigma 0.1,

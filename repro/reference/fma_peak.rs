@@ -3,7 +3,7 @@
 //! no memory operands; prints GFLOP/s for 512-bit (AVX-512F) and 256-bit
 //! (AVX2+FMA) vectors.
 //!
-//! rustc -O benches/results/fma_peak.rs -o /tmp/fma_peak && /tmp/fma_peak
+//! rustc -O repro/reference/fma_peak.rs -o /tmp/fma_peak && /tmp/fma_peak
 use std::arch::x86_64::*;
 
 #[target_feature(enable = "avx512f")]

@@ -4,7 +4,7 @@ product dsymv it spends most of its time in, on A = B + B^T, B uniform in
 [-1, 1). Run with OPENBLAS_NUM_THREADS=1 and =2 (and OPENBLAS_CORETYPE /
 OPENBLAS_L2_SIZE unset, see BENCHMARKS.md).
 
-    python3 benches/results/openblas_dsytrd.py
+    python3 repro/reference/openblas_dsytrd.py
 """
 import time
 

@@ -3,7 +3,7 @@ with the optimal workspace, and scipy.linalg.eigh's top 64 and eigenvalues
 alone, on A = B + B^T (B uniform in [-1, 1)); medians of 7 runs, the copy of
 A outside the timing for dsytrd (it overwrites A), inside for eigh.
 
-    OPENBLAS_NUM_THREADS=2 python3 benches/results/scipy_dsytrd.py [N ...]
+    OPENBLAS_NUM_THREADS=2 python3 repro/reference/scipy_dsytrd.py [N ...]
 """
 import sys
 import time

@@ -4,7 +4,7 @@ A = B + B^T with B uniform in [-1, 1), n = 1536 and 3600; all pairs
 (scipy.linalg.eigh, LAPACK dsyevr) and the top 64 (subset_by_index);
 median of REPS runs after a warm-up. Run with OPENBLAS_NUM_THREADS=1 and =2.
 
-    python3 benches/results/scipy_eigh.py [REPS]
+    python3 repro/reference/scipy_eigh.py [REPS]
 """
 import sys
 import time
