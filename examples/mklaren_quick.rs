@@ -7,7 +7,6 @@
 //! cargo run --example mklaren_quick
 //! ```
 
-use gramian::datasets::rmse;
 use gramian::prelude::*;
 use nalgebra::{DMatrix, DVector};
 use rand::{rngs::StdRng, Rng, SeedableRng};
@@ -30,4 +29,9 @@ fn main() -> Result<(), Error> {
     println!("kernel weights: {:.3?}", model.kernel_weights().as_slice());
     println!("test RMSE {:.4} (mean predictor {:.4})", rmse(&y_test, &prediction), rmse(&y_test, &baseline));
     Ok(())
+}
+
+/// Root mean squared error.
+fn rmse(truth: &DVector<f64>, predicted: &DVector<f64>) -> f64 {
+    ((truth - predicted).norm_squared() / truth.len() as f64).sqrt()
 }

@@ -8,12 +8,12 @@
 #   3. print the CPU-vs-GPU table (each GPU row checked against CPU f64),
 #   4. time PyTorch's `cdist` + `exp` at the same size, when PyTorch is
 #      present, and print our GPU-resident throughput as a ratio of it,
-#   5. run the per-method CPU-vs-GPU benchmark (examples/method_bench,
+#   5. run the per-method CPU-vs-GPU benchmark (repro/examples/method_bench,
 #      --preset h200: eKSVD Dual matrix-free sum N = 10^6, mklaren n = 10^7,
 #      PSD density n = 10^6 on 1000 centres; CPU rows up to n = 10^5) when
 #      GPU_METHOD_BIN names it (or cargo builds it), output in $OUT/methods.txt,
 #   6. time every product-shader variant at the issue's benchmark shapes
-#      (examples/gpu_variants --preset h200: RBF 32768^2 x 256 f32, product
+#      (repro/examples/gpu_variants --preset h200: RBF 32768^2 x 256 f32, product
 #      8192^3 f32, fused matvec 32768^2 x 256 with 1 and 8 vectors, RBF and
 #      matvec f64 at 16384), each checked against CPU f64 on sampled rows,
 #      with the tuner's choice and % of peak, when GPU_VARIANTS_BIN names it
@@ -77,11 +77,11 @@ BIN=${GPU_CHECK_BIN:-}
 TEST_BINS=${GPU_TEST_BINS:-}
 if [ -z "$BIN" ]; then
   if command -v cargo >/dev/null; then
-    cargo build --release --features repro --example compute_table --example method_bench --example gpu_variants || exit 1
+    cargo build --release -p gramian-repro --example compute_table --example method_bench --example gpu_variants || exit 1
     BIN=target/release/examples/compute_table
     GPU_METHOD_BIN=${GPU_METHOD_BIN:-target/release/examples/method_bench}
     GPU_VARIANTS_BIN=${GPU_VARIANTS_BIN:-target/release/examples/gpu_variants}
-    TEST_BINS=$(cargo test --release --no-run --test integration --message-format=json 2>/dev/null | python3 -c 'import sys, json
+    TEST_BINS=$(cargo test --release --no-run -p gramian --test integration --message-format=json 2>/dev/null | python3 -c 'import sys, json
 for l in sys.stdin:
     m = json.loads(l)
     if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["kind"] == ["test"]:
@@ -171,7 +171,7 @@ if [ -n "${GPU_NEURAL_BIN:-}" ]; then
   # judged at 1024, this row shows how far a step's fixed cost dominates).
   echo "== Neural eKSVD on the GPU alone, batches of 4096"
   timeout "${GPU_NEURAL_LARGE_TIMEOUT:-120}" "$GPU_NEURAL_BIN" --backend wgpu --samples 30000 --epochs 5 --batch 4096 2>&1 | tee -a "$OUT/neural.txt"
-  mkdir -p benches/results && cp "$OUT/neural.txt" "benches/results/neural-$(date +%Y-%m-%d-%H%M).txt" 2>/dev/null || true
+  mkdir -p repro/results && cp "$OUT/neural.txt" "repro/results/neural-$(date +%Y-%m-%d-%H%M).txt" 2>/dev/null || true
   if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
     echo "== PyTorch reference: the same network, loss and batches (eager, f32, TF32 off), seconds per epoch"
     timeout "${GPU_TORCH_NEURAL_TIMEOUT:-120}" python3 scripts/torch_neural_reference.py --device cuda --samples 30000 --batches 1024,4096 2>&1 | tee "$OUT/torch-neural.txt"
@@ -183,7 +183,7 @@ if [ -n "${GPU_VARIANTS_BIN:-}" ]; then
   # A fresh tuning cache in $OUT: the tuner's choices are made on this card.
   GRAMIAN_TUNE_CACHE="$OUT/tuning.tsv" timeout "${GPU_VARIANTS_TIMEOUT:-240}" "$GPU_VARIANTS_BIN" --preset "${GPU_VARIANTS_PRESET:-h200}" --require-gpu ${GPU_VARIANTS_ARGS:-} 2>&1 | tee "$OUT/variants.txt"
   [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
-  mkdir -p benches/results && cp "$OUT/variants.txt" "benches/results/variants-$(date +%Y-%m-%d-%H%M).txt" 2>/dev/null || true
+  mkdir -p repro/results && cp "$OUT/variants.txt" "repro/results/variants-$(date +%Y-%m-%d-%H%M).txt" 2>/dev/null || true
   if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
     echo "== PyTorch at the variant shapes, and gramian's best variant / PyTorch"
     timeout "${GPU_TORCH_TIMEOUT:-240}" python3 - "$OUT/variants.txt" <<'PY' 2>&1 | tee "$OUT/torch-variants.txt"
@@ -239,7 +239,7 @@ if [ -n "${GPU_METHOD_BIN:-}" ]; then
   # Bounded: the CPU rows stop at --cpu-limit; every row prints as it ends.
   timeout "${GPU_METHOD_TIMEOUT:-480}" "$GPU_METHOD_BIN" --preset "${GPU_METHOD_PRESET:-h200}" ${GPU_METHOD_ARGS:-} 2>&1 | tee "$OUT/methods.txt"
   [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
-  mkdir -p benches/results && cp "$OUT/methods.txt" "benches/results/methods-$(date +%Y-%m-%d-%H%M).txt" 2>/dev/null || true
+  mkdir -p repro/results && cp "$OUT/methods.txt" "repro/results/methods-$(date +%Y-%m-%d-%H%M).txt" 2>/dev/null || true
 fi
 
 [ "$BIN" = none ] && exit $status

@@ -43,10 +43,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # Cargo's output folder (CARGO_TARGET_DIR where set, as cargo reads it).
 target=${CARGO_TARGET_DIR:-target}
-cargo build --release --features repro --example compute_table --example method_bench --example gpu_variants
+cargo build --release -p gramian-repro --example compute_table --example method_bench --example gpu_variants
 mkdir -p .gpu-bin/tests
 cp "$target"/release/examples/compute_table "$target"/release/examples/method_bench "$target"/release/examples/gpu_variants .gpu-bin/
-cargo test --release --no-run --test integration --message-format=json 2>/dev/null | python3 -c 'import sys, json
+cargo test --release --no-run -p gramian --test integration --message-format=json 2>/dev/null | python3 -c 'import sys, json
 for l in sys.stdin:
     m = json.loads(l)
     if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["kind"] == ["test"]:
@@ -64,10 +64,10 @@ if [ "${GPU_PREPARE_NEURAL:-1}" != 0 ]; then
   default_burn_gpu=burn/fusion,burn/autotune,burn/persistence
   burn_gpu=${GPU_NEURAL_BURN_FEATURES:-$default_burn_gpu}
   case "${GPU_NEURAL_PROFILE:-release}" in
-    release) start=$(date +%s); cargo build --release --features "neural,repro,$burn_gpu" --example eksvd_neural_bench
+    release) start=$(date +%s); cargo build --release -p gramian-repro --features "neural,$burn_gpu" --example eksvd_neural_bench
              echo "neural benchmark (release) built in $(( $(date +%s) - start )) s"
              cp "$target"/release/examples/eksvd_neural_bench .gpu-bin/ ;;
-    dev)     cargo build --features "neural,repro,$burn_gpu" --example eksvd_neural_bench
+    dev)     cargo build -p gramian-repro --features "neural,$burn_gpu" --example eksvd_neural_bench
              cp "$target"/debug/examples/eksvd_neural_bench .gpu-bin/ ;;
     *)       echo "GPU_NEURAL_PROFILE: release or dev" >&2; exit 1 ;;
   esac
@@ -80,7 +80,7 @@ if [ "${GPU_PREPARE_NEURAL:-1}" != 0 ]; then
   # more when the autotuned build is warm.
   # (`persistence` kept, so that only burn's crates rebuild, not CubeCL's.)
   if [ "${GPU_PREPARE_NOTUNE:-1}" != 0 ] && [ "$burn_gpu" = "$default_burn_gpu" ] && [ "${GPU_NEURAL_PROFILE:-release}" = release ]; then
-    cargo build --release --features "neural,repro,burn/fusion,burn/persistence" --example eksvd_neural_bench
+    cargo build --release -p gramian-repro --features "neural,burn/fusion,burn/persistence" --example eksvd_neural_bench
     cp "$target"/release/examples/eksvd_neural_bench .gpu-bin/eksvd_neural_bench_notune
     strip .gpu-bin/eksvd_neural_bench_notune 2>/dev/null || true
   fi

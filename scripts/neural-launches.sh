@@ -6,7 +6,7 @@
 # launch count is what a change to the network's code can be judged by here.
 #
 # Usage: scripts/neural-launches.sh BIN...   (eksvd_neural_bench binaries,
-# e.g. built with `cargo build --features neural,repro,burn/fusion --example
+# e.g. built with `cargo build -p gramian-repro --features neural,burn/fusion --example
 # eksvd_neural_bench`, the fusion the GPU binary uses)
 #
 # Runs each binary on lavapipe with cubecl's profiling log at `profile-full`

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""PyTorch reference for examples/eksvd_neural_bench.rs: seconds per epoch of
+"""PyTorch reference for repro/examples/eksvd_neural_bench.rs: seconds per epoch of
 the same network, loss and batches, eager, f32 (TF32 off on CUDA).
 
 Same shapes as the example: N synthetic rows of 5 sources (64, 144, 73, 128,

@@ -6,8 +6,8 @@
 //! GPU), then the few cases specific to one method. The enum is
 //! `#[non_exhaustive]`: match the variants you handle and keep a `_` arm.
 //!
-//! The reproduction harness (feature `repro`: data loaders, evaluation) has
-//! its own errors for files and splits, which wrap this one.
+//! The reproduction harness (package `gramian-repro`: data loaders,
+//! evaluation) has its own errors for files and splits, which wrap this one.
 
 use crate::precision::Precision;
 use thiserror::Error as ThisError;

@@ -50,9 +50,10 @@
 //! ```
 //!
 //! Cargo features: `serde` (saved models, `io`), `ndarray` (`interop`),
-//! `repro` (the paper reproductions, their data loaders and evaluation
-//! harness, benchmark programs), `neural` (Neural eKSVD on burn). The
-//! default build is the library alone.
+//! `neural` (Neural eKSVD on burn). The default build is the library alone.
+//! The paper reproductions, their data loaders and evaluation harness and
+//! the benchmark programs are a separate package of the workspace,
+//! `gramian-repro` (`repro/`).
 //!
 //! Data that stays on the device ([`resident`]): upload once, chain
 //! operations, read back only the result; the same calls run on the CPU.
@@ -75,7 +76,6 @@
 #![allow(clippy::neg_cmp_op_on_partial_ord)]
 
 pub mod data;
-pub mod datasets;
 pub mod device;
 pub mod eksvd;
 pub mod error;

@@ -2,7 +2,7 @@
 //! seeded and replayable) inputs to every public entry point — the compute
 //! core on the CPU path and on the GPU path (lavapipe in CI), the resident
 //! operations and [`KernelOperator`], every estimator and baseline, and the
-//! evaluation helpers — drawn from empty, 1x1, mismatched, NaN/Inf, huge
+//! small solvers — drawn from empty, 1x1, mismatched, NaN/Inf, huge
 //! (1e200, 1e300) and tiny (1e-300) magnitudes, duplicate points, constant
 //! columns, extreme and integer-overflow parameters, and wrong shapes at
 //! predict time.
@@ -19,10 +19,9 @@
 
 use crate::harness;
 use crate::common;
+use crate::strategies::{count_param, draw, helper_input, kernel, matrix, matrix_of, positive_param, runner, size, vector_of, HelperInput};
 
-use gramian::datasets::{mean_std, random_split, stratified_split, try_macro_f1, try_rmse, Standardizer};
 use gramian::eksvd::eigensolver::{largest_dense, largest_lanczos};
-use gramian::eksvd::evaluation::{select_on_validation, MultiViewData, Representation};
 use gramian::eksvd::{kkt_residuals, ksvd_from_kernel, objective_terms, solve_covariance, solve_dual, CouplingMatrix, Eigensolver, EksvdParams, FeatureMap, KsvdParams, Solver};
 use gramian::MultiSource;
 use gramian::mklaren::{nystrom, FullKernelRidgeParams, IcdParams, KernelCombination, LowRankMethod, LowRankRidgeParams, MklarenParams};
@@ -36,117 +35,8 @@ use gramian::{Device, GpuOptions, Kernel, KernelOperator, MatrixProduct, Precisi
 use harness::Tally;
 use nalgebra::{DMatrix, DVector};
 use proptest::prelude::*;
-use proptest::strategy::ValueTree;
-use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 use rand::SeedableRng;
 use gramian::psd::Regularisation;
-
-// ------------------------------------------------------------ generators
-
-/// Entries: ordinary values most of the time, then every kind of extreme.
-fn entry() -> impl Strategy<Value = f64> {
-    prop_oneof![
-        30 => -2.0..2.0f64,
-        1 => Just(0.0),
-        1 => Just(1e200),
-        1 => Just(-1e200),
-        1 => Just(1e300),
-        1 => Just(1e-300),
-        1 => Just(f64::MAX),
-        1 => Just(1e39), // beyond f32
-        1 => Just(f64::MIN_POSITIVE),
-        1 => Just(f64::NAN),
-        1 => Just(f64::INFINITY),
-        1 => Just(f64::NEG_INFINITY),
-    ]
-}
-
-/// A magnitude to scale a clean matrix by.
-fn scale() -> impl Strategy<Value = f64> {
-    prop_oneof![4 => Just(1.0), 1 => Just(1e-300), 1 => Just(1e-150), 1 => Just(1e20), 1 => Just(1e39), 1 => Just(1e154), 1 => Just(1e200), 1 => Just(1e300)]
-}
-
-/// An `r x c` matrix: raw extreme entries, a scaled clean matrix, duplicated
-/// rows, or constant columns.
-fn matrix_of(r: usize, c: usize) -> BoxedStrategy<DMatrix<f64>> {
-    let raw = proptest::collection::vec(entry(), r * c).prop_map(move |v| DMatrix::from_vec(r, c, v));
-    let clean = (proptest::collection::vec(-1.0..1.0f64, r * c), scale()).prop_map(move |(v, s)| DMatrix::from_vec(r, c, v) * s);
-    let duplicated = (proptest::collection::vec(-1.0..1.0f64, c), scale()).prop_map(move |(row, s)| DMatrix::from_fn(r, c, |_, j| row[j] * s));
-    let constant_cols = (proptest::collection::vec(-1.0..1.0f64, r * c), -3.0..3.0f64).prop_map(move |(v, k)| {
-        let mut m = DMatrix::from_vec(r, c, v);
-        if c > 0 {
-            m.column_mut(0).fill(k);
-        }
-        m
-    });
-    prop_oneof![3 => raw, 3 => clean, 1 => duplicated, 1 => constant_cols].boxed()
-}
-
-/// Sizes: mostly small non-empty, sometimes 0 or 1.
-fn size(max: usize) -> impl Strategy<Value = usize> {
-    prop_oneof![1 => Just(0usize), 2 => Just(1usize), 6 => 2..=max.max(2)]
-}
-
-fn matrix(max_rows: usize, max_cols: usize) -> BoxedStrategy<DMatrix<f64>> {
-    (size(max_rows), size(max_cols)).prop_flat_map(|(r, c)| matrix_of(r, c)).boxed()
-}
-
-fn vector_of(n: usize) -> BoxedStrategy<DVector<f64>> {
-    prop_oneof![
-        3 => proptest::collection::vec(-2.0..2.0f64, n).prop_map(DVector::from_vec),
-        2 => proptest::collection::vec(entry(), n).prop_map(DVector::from_vec),
-        1 => (proptest::collection::vec(-1.0..1.0f64, n), scale()).prop_map(|(v, s)| DVector::from_vec(v) * s),
-        1 => (-1.0..1.0f64).prop_map(move |k| DVector::from_element(n, k)),
-    ]
-    .boxed()
-}
-
-/// A positive parameter (gamma, sigma, lambda): valid, extreme and invalid.
-fn positive_param() -> impl Strategy<Value = f64> {
-    prop_oneof![
-        14 => 0.1..2.0f64,
-        1 => Just(1e-300),
-        1 => Just(1e-10),
-        1 => Just(1e10),
-        1 => Just(1e300),
-        1 => Just(0.0),
-        1 => Just(-1.0),
-        1 => Just(f64::NAN),
-        1 => Just(f64::INFINITY),
-    ]
-}
-
-/// Counts and sizes: valid, 0, huge and `usize::MAX`.
-fn count_param() -> impl Strategy<Value = usize> {
-    prop_oneof![12 => 1..=4usize, 1 => Just(0usize), 1 => Just(100usize), 1 => Just(u32::MAX as usize), 1 => Just(usize::MAX)]
-}
-
-/// A kernel: built with the checked constructors (extreme but valid
-/// parameters) or as an enum literal with invalid ones.
-fn kernel() -> impl Strategy<Value = Kernel> {
-    let coef0 = prop_oneof![Just(0.0), Just(1.0), Just(-1e10), Just(1e300)];
-    let degree = prop_oneof![Just(1u32), Just(2), Just(3), Just(1000), Just(u32::MAX)];
-    prop_oneof![
-        6 => positive_param().prop_map(|g| Kernel::Rbf { gamma: g }),
-        2 => positive_param().prop_map(|g| Kernel::Laplacian { gamma: g }),
-        2 => Just(Kernel::Linear),
-        2 => (positive_param(), coef0.clone(), degree).prop_map(|(gamma, coef0, degree)| Kernel::Polynomial { gamma, coef0, degree }),
-        1 => (positive_param(), coef0).prop_map(|(gamma, coef0)| Kernel::Sigmoid { gamma, coef0 }),
-    ]
-}
-
-/// Seeded runner: `GRAMIAN_TEST_SEED` or a fixed default, printed.
-fn runner(which: &str) -> TestRunner {
-    let seed: u64 = std::env::var("GRAMIAN_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(16);
-    println!("{which}: seed {seed} (replay with GRAMIAN_TEST_SEED={seed})");
-    let mut bytes = [0u8; 32];
-    bytes[..8].copy_from_slice(&seed.to_le_bytes());
-    TestRunner::new_with_rng(Config { failure_persistence: None, ..Config::default() }, TestRng::from_seed(RngAlgorithm::ChaCha, &bytes))
-}
-
-fn draw<S: Strategy>(runner: &mut TestRunner, s: &S) -> S::Value {
-    s.new_tree(runner).expect("strategy").current()
-}
 
 fn gpu() -> Option<Device> {
     common::gpu_device(GpuOptions::default())
@@ -454,39 +344,8 @@ fn estimators_and_baselines_cpu_and_gpu() {
     }
 }
 
-// ------------------------------------------------------------ evaluation helpers and small solvers
+// ------------------------------------------------------------ small solvers
 
-#[derive(Debug, Clone)]
-struct HelperInput {
-    labels: Vec<usize>,
-    predicted: Vec<usize>,
-    a: DVector<f64>,
-    b: DVector<f64>,
-    m: DMatrix<f64>,
-    fractions: (f64, f64),
-    count: usize,
-    gamma: f64,
-}
-
-fn helper_input() -> impl Strategy<Value = HelperInput> {
-    let label = prop_oneof![4 => 0..4usize, 1 => Just(u32::MAX as usize), 1 => Just(usize::MAX)];
-    let fraction = prop_oneof![4 => 0.1..0.6f64, 1 => Just(0.0), 1 => Just(1.0), 1 => Just(-0.5), 1 => Just(f64::NAN), 1 => Just(2.0)];
-    let gamma = prop_oneof![3 => 0.1..2.0f64, 1 => Just(f64::NAN), 1 => Just(0.0), 1 => Just(1e300), 1 => Just(1e-300), 1 => Just(f64::INFINITY)];
-    (size(12), prop_oneof![3 => Just(0usize), 1 => Just(1usize)], size(4))
-        .prop_flat_map(move |(n, dn, d)| {
-            (
-                proptest::collection::vec(label.clone(), n),
-                proptest::collection::vec(label.clone(), n + dn),
-                vector_of(n),
-                vector_of(n + dn),
-                matrix_of(n, d),
-                (fraction.clone(), fraction.clone()),
-                count_param(),
-                gamma.clone(),
-            )
-        })
-        .prop_map(|(labels, predicted, a, b, m, fractions, count, gamma)| HelperInput { labels, predicted, a, b, m, fractions, count, gamma })
-}
 
 fn helper_cases(t: &mut Tally, input: &HelperInput) {
     let tag = |op: &str| format!("{op} {input:?}");
@@ -497,27 +356,6 @@ fn helper_cases(t: &mut Tally, input: &HelperInput) {
         }};
     }
     let dev = Device::Cpu;
-    case!("try_macro_f1", |i| try_macro_f1(&i.labels, &i.predicted));
-    case!("try_rmse", |i| try_rmse(&i.a, &i.b));
-    case!("stratified_split", |i| stratified_split(&i.labels, i.fractions.0, i.fractions.1, i.count as u64).map(|s| s.train.len()));
-    case!("random_split", |i| random_split(i.count.min(1 << 16), i.fractions.0, i.fractions.1, 3).map(|s| s.test.len()));
-    case!("Standardizer", |i| Ok::<_, ()>(Standardizer::fit(&i.m).transform(&i.m)).and_then(|m| if i.m.iter().all(|v| v.is_finite() && v.abs() < 1e150) { Ok(m) } else { Err(()) }));
-    case!("mean_std", |i| {
-        let (m, s) = mean_std(i.a.as_slice());
-        if i.a.iter().all(|v| v.is_finite() && v.abs() < 1e150) && !i.a.is_empty() { Ok(vec![m, s]) } else { Err("documented: not for non-finite or empty input") }
-    });
-    case!("MultiViewData::split", |i| {
-        let data = MultiViewData { view_names: vec!["a".into(), "b".into()], views: vec![i.m.clone(), i.m.map(|v| -v)], labels: i.labels.clone() };
-        data.split(i.fractions.0, i.fractions.1, 7).map(|s| s.train.n_sources())
-    });
-    case!("select_on_validation", |i| {
-        let data = MultiViewData { view_names: vec!["a".into()], views: vec![i.m.clone()], labels: i.labels.clone() };
-        let split = data.split(0.5, 0.25, 1)?;
-        let rep = Representation { train: split.train.try_source(0)?.clone(), validation: split.validation.try_source(0)?.clone(), test: split.test.try_source(0)?.clone() };
-        let predicted = i.predicted.clone();
-        let classify = move |_c: f64, _x: &DMatrix<f64>, _y: &[usize], evals: &[&DMatrix<f64>]| Ok(evals.iter().map(|e| predicted.iter().copied().take(e.nrows()).collect()).collect());
-        select_on_validation(&split, &[(0usize, rep)], &[1.0, i.gamma], &classify).map(|s| vec![s.validation_f1, s.test_f1])
-    });
     case!("kkt_residuals", |i| {
         let w = vec![DVector::from_element(i.m.ncols(), 0.5), DVector::from_element(i.m.ncols(), 0.5)];
         let alphas = vec![i.a.clone(), i.b.clone()];
@@ -545,7 +383,7 @@ fn helper_cases(t: &mut Tally, input: &HelperInput) {
 }
 
 #[test]
-fn evaluation_helpers_and_small_solvers() {
+fn small_solvers() {
     let mut r = runner("helpers");
     let strategy = helper_input();
     let mut t = Tally::default();
@@ -553,7 +391,7 @@ fn evaluation_helpers_and_small_solvers() {
         let input = draw(&mut r, &strategy);
         helper_cases(&mut t, &input);
     }
-    t.report_and_check("helpers", 1000);
+    t.report_and_check("small solvers", 1000);
 }
 
 // ------------------------------------------------------------ allocation faults

@@ -137,13 +137,6 @@ fn paired_operations_need_paired_sources() {
     assert_eq!(model.transform_paired(&paired).unwrap().shape(), (10, 2));
 }
 
-#[cfg(feature = "repro")]
-#[test]
-fn missing_data_files_are_reported() {
-    let missing = gramian::eksvd::evaluation::MultiViewData::load_csv_views("/nonexistent/mfeat", "mfeat-", &["fac"]);
-    assert!(matches!(missing, Err(gramian::eksvd::evaluation::EvaluationError::Dataset(gramian::datasets::DatasetError::Missing(_)))));
-}
-
 #[test]
 fn projections_that_overflow_are_errors_for_every_feature_map() {
     // New rows near f64::MAX: the linear map's features are finite, their

@@ -113,7 +113,7 @@ fn objective_and_loss_match_the_f64_formula() {
         let device = model.burn_device().clone();
         let net = model.net();
         for (rows, scale) in [((0..40).collect::<Vec<_>>(), 1.0), ((0..20).collect(), 2.0)] {
-            let sub: Vec<DMatrix<f64>> = data.sources().iter().map(|x| gramian::datasets::select_rows(x, &rows).unwrap()).collect();
+            let sub: Vec<DMatrix<f64>> = data.sources().iter().map(|x| x.select_rows(rows.iter())).collect();
             let scores = net.stacked_scores(stacked(&sub, &device), 0.0);
             let j_burn = to_vec(objective_per_component(net.projections(), scores.clone(), net.gamma(), 40));
             let cpu_scores: Vec<DMatrix<f64>> = sub.iter().enumerate().map(|(q, x)| w.scores(q, x)).collect();
@@ -220,7 +220,7 @@ fn early_stopping_keeps_the_best_validation_epoch() {
     let best = h.epochs.iter().max_by(|a, b| score(a).partial_cmp(&score(b)).unwrap()).unwrap();
     assert_eq!(model.best_epoch(), best.epoch);
     assert!(h.epochs.len() == 30 || h.epochs.len() == best.epoch + 5, "stopped after {} epochs, best {}", h.epochs.len(), best.epoch);
-    let f1 = gramian::datasets::macro_f1(&labels[100..], &model.predict(&val).unwrap());
+    let f1 = gramian::data::macro_f1(&labels[100..], &model.predict(&val).unwrap()).unwrap();
     assert!((f1 - best.validation_f1.unwrap()).abs() < 1e-12, "kept model F1 {f1} vs best {:?}", best.validation_f1);
     let ce = model.loss(&labelled(&val, &labels[100..]), 1.0).unwrap().cross_entropy;
     assert!((ce - best.validation_cross_entropy.unwrap()).abs() < 1e-9, "kept model validation CE {ce} vs recorded {:?}", best.validation_cross_entropy);
@@ -373,7 +373,7 @@ fn gaussian_noise_on_the_inputs() {
     assert_eq!(train(0.2), train(0.2), "noisy training is not replayable for a seed");
     assert_ne!(train(0.2), plain, "input noise changed nothing");
     let model = small_params(5).max_epochs(30).input_noise(0.1).fit(&cpu(), &labelled(&data, &labels)).unwrap();
-    let f1 = gramian::datasets::macro_f1(&labels, &model.predict(&data).unwrap());
+    let f1 = gramian::data::macro_f1(&labels, &model.predict(&data).unwrap()).unwrap();
     assert!(f1 > 0.8, "training macro-F1 {f1} after 30 noisy epochs");
     for bad in [-0.1, f64::NAN, f64::INFINITY] {
         assert!(matches!(small_params(1).input_noise(bad).fit(&cpu(), &labelled(&data, &labels)), Err(Error::InvalidParameter { name: "input_noise", .. })), "input noise {bad}");

@@ -11,12 +11,14 @@ mod common;
 /// The time-bounded call harness of the adversarial tests.
 #[path = "common/harness.rs"]
 mod harness;
-/// The toy regression data of the PSD examples.
-#[path = "../examples/psd_toy/mod.rs"]
+/// The input generators of the adversarial suites.
+#[path = "common/strategies.rs"]
+mod strategies;
+/// The toy regression data of the PSD examples (package `gramian-repro`).
+#[path = "../repro/examples/psd_toy/mod.rs"]
 #[allow(dead_code)]
 mod psd_toy;
 
-#[cfg(feature = "repro")]
 #[path = "adversarial.rs"]
 mod adversarial;
 #[path = "adversarial_models.rs"]
@@ -25,17 +27,10 @@ mod adversarial_models;
 mod adversarial_causes;
 #[path = "adversarial_limits.rs"]
 mod adversarial_limits;
-#[cfg(feature = "repro")]
-#[path = "adversarial_loaders.rs"]
-mod adversarial_loaders;
-#[cfg(feature = "repro")]
 #[path = "adversarial_suite.rs"]
 mod adversarial_suite;
 #[path = "cpu_fused.rs"]
 mod cpu_fused;
-#[cfg(feature = "repro")]
-#[path = "eksvd_3sources.rs"]
-mod eksvd_3sources;
 #[path = "eksvd_errors.rs"]
 mod eksvd_errors;
 #[path = "eksvd_gpu.rs"]

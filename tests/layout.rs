@@ -1,11 +1,13 @@
-//! The layout of the source tree: the library's modules form layers with no
-//! import circles, and every test file runs.
+//! The layout of the source tree: the modules of the library (`src/`) and of
+//! the reproduction harness (`repro/src/`) form layers with no import
+//! circles, and every test file of both packages runs.
 //!
 //! - The `crate::` references (use lines and paths) between the top-level
-//!   modules of `src/` form no cycle.
+//!   modules of `src/` (and of `repro/src/`) form no cycle.
 //! - Sibling submodules of one module (`super::x`, `crate::m::x`) form no
 //!   cycle.
-//! - Every `tests/*.rs` file is included by `tests/integration.rs` (a
+//! - Every `tests/*.rs` file is included by `tests/integration.rs`, every
+//!   `repro/tests/*.rs` file by `repro/tests/integration.rs` (a
 //!   `#[path = "..."]` module or a `mod` line).
 //!
 //! References are read from the source text with comments removed; a
@@ -338,6 +340,11 @@ fn src_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
 }
 
+/// The source folder of the reproduction harness (package `gramian-repro`).
+fn repro_src_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("repro/src")
+}
+
 #[test]
 fn top_level_modules_form_no_import_cycle() {
     let graphs = module_graphs(&src_dir());
@@ -346,6 +353,19 @@ fn top_level_modules_form_no_import_cycle() {
     let cycles = disallowed_cycles(&top, &[]);
     let shown: Vec<String> = cycles.iter().map(|c| c.join(" -> ")).collect();
     assert!(cycles.is_empty(), "import cycles among the top-level modules of src:\n{}", shown.join("\n"));
+}
+
+#[test]
+fn repro_modules_form_no_import_cycle() {
+    let graphs = module_graphs(&repro_src_dir());
+    assert!(graphs.get("").is_some_and(|top| top.contains_key("evaluation")), "the repro graph was not read: {graphs:?}");
+    let mut shown = Vec::new();
+    for (parent, graph) in &graphs {
+        for cycle in disallowed_cycles(graph, &[]) {
+            shown.push(format!("in repro/src {parent}: {}", cycle.join(" -> ")));
+        }
+    }
+    assert!(shown.is_empty(), "import cycles among the modules of repro/src:\n{}", shown.join("\n"));
 }
 
 #[test]
@@ -363,7 +383,14 @@ fn sibling_submodules_form_no_import_cycle() {
 
 #[test]
 fn every_test_file_is_included_by_the_integration_binary() {
-    let tests = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for tests in [root.join("tests"), root.join("repro/tests")] {
+        files_not_included(&tests);
+    }
+}
+
+/// Fails on a `*.rs` file of `tests` that `tests/integration.rs` does not include.
+fn files_not_included(tests: &Path) {
     let integration = strip_comments(&std::fs::read_to_string(tests.join("integration.rs")).expect("tests/integration.rs"));
     let mut included = BTreeSet::new();
     let mut pending_path: Option<String> = None;
@@ -375,7 +402,7 @@ fn every_test_file_is_included_by_the_integration_binary() {
         }
     }
     let mut missing = Vec::new();
-    let mut entries: Vec<PathBuf> = std::fs::read_dir(&tests).expect("tests/").map(|e| e.expect("an entry").path()).collect();
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(tests).expect("tests/").map(|e| e.expect("an entry").path()).collect();
     entries.sort();
     for path in entries {
         let name = path.file_name().expect("a name").to_string_lossy().into_owned();
@@ -383,7 +410,7 @@ fn every_test_file_is_included_by_the_integration_binary() {
             missing.push(name);
         }
     }
-    assert!(missing.is_empty(), "test files that tests/integration.rs does not include (they would never run): {missing:?}");
+    assert!(missing.is_empty(), "test files that {}/integration.rs does not include (they would never run): {missing:?}", tests.display());
 }
 
 fn graph(edges: &[(&str, &str)]) -> Graph {

@@ -209,7 +209,7 @@ fn baselines_fit_and_predict_consistently() {
         let model = LowRankRidgeParams::new(method, 8).lambda(0.1).kernels(&kernels).fit_inputs(&Device::Cpu, &[&x], &y).unwrap();
         let pred = model.predict_inputs(&[&x]).unwrap();
         assert!((&pred - model.training_fit()).norm() < 1e-7 * pred.norm(), "{method:?}");
-        let rmse = gramian::datasets::rmse(&y, &pred);
+        let rmse = common::rmse(&y, &pred);
         assert!(rmse < 0.8 * y.map(|v| v - y.mean()).norm() / (n as f64).sqrt(), "{method:?} explains little: {rmse}");
     }
     // Uniform kernel ridge regression against a direct dense solve.
@@ -288,8 +288,8 @@ fn gpu_prediction_matches_cpu() {
     assert!((&on_cpu - &on_gpu).norm() < 1e-3 * on_cpu.norm().max(1.0), "{}", (&on_cpu - &on_gpu).norm());
     // Fitting with GPU kernel columns (f32) selects a model of the same quality.
     let gpu_model = MklarenParams::new(12).lookahead(4).lambda(0.1).kernels(&kernels).fit_inputs(&gpu, &[&x], &y).unwrap();
-    let r_cpu = gramian::datasets::rmse(&y, cpu_model.training_fit());
-    let r_gpu = gramian::datasets::rmse(&y, gpu_model.training_fit());
+    let r_cpu = common::rmse(&y, cpu_model.training_fit());
+    let r_gpu = common::rmse(&y, gpu_model.training_fit());
     assert!((r_cpu - r_gpu).abs() < 0.05 * r_cpu.max(1e-3) + 1e-3, "cpu {r_cpu} gpu {r_gpu}");
 }
 

@@ -39,8 +39,6 @@ pub mod coupling;
 pub mod covariance;
 pub mod dual;
 pub mod eigensolver;
-#[cfg(feature = "repro")]
-pub mod evaluation;
 pub mod features;
 pub mod model;
 #[cfg(feature = "neural")]

@@ -5,7 +5,7 @@
 //! - the Nystrom features `T K(Z, X)` with a lower-triangular `T = L^{-1}`.
 //!
 //! (`M`'s data term `P diag(w) P^T`, Eq. 10, is [`crate::linalg::weighted_gram`]:
-//! lower triangle, blocked, faer's parallel product; `examples/psd_products.rs`
+//! lower triangle, blocked, faer's parallel product; `repro/examples/psd_products.rs`
 //! times it against a per-job variant.)
 //!
 //! Both are blocked over the `n` columns (samples) and run the blocks on

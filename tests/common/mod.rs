@@ -86,3 +86,9 @@ pub fn quantile_appendix_e(n: usize, rng: &mut StdRng) -> (DMatrix<f64>, nalgebr
     });
     (x, y)
 }
+
+/// Root mean squared error of `predicted` against `truth` (same lengths).
+pub fn rmse(truth: &nalgebra::DVector<f64>, predicted: &nalgebra::DVector<f64>) -> f64 {
+    assert_eq!(truth.len(), predicted.len(), "rmse: lengths differ");
+    ((truth - predicted).norm_squared() / truth.len().max(1) as f64).sqrt()
+}
