@@ -3,32 +3,36 @@
 # a lent GPU machine that has no cargo, and puts it in .gpu-bin/ (ignored by
 # git; carry it, and .gl/ for the Vulkan loader, to the device):
 #   .gpu-bin/compute_table, .gpu-bin/method_bench,
-#   .gpu-bin/gpu_variants                           (release examples)
+#   .gpu-bin/gpu_variants, .gpu-bin/coop_probe      (release examples)
 #   .gpu-bin/tests/integration                      (release test binary; gpu-check runs its GPU modules)
 #   .gpu-bin/eksvd_neural_bench, .gpu-bin/mfeat/     (Neural eKSVD benchmark,
 #                                                     feature `neural`; UCI data)
 #   .gpu-bin/eksvd_neural_bench_notune              (the same without burn's autotune)
-# Then, on the device (one call, under 10 minutes; carry .gl and .gpu-pack,
-# see the end of this script; what ran on 2026-12-04 is in BENCHMARKS.md):
+# Then, on the device (carry .gl and .gpu-pack; see the end of this script):
 #   for f in .gl/*.deb; do dpkg -x $f /; done; ldconfig;
 #   python3 -c "import tarfile; tarfile.open('.gpu-pack/bins.tar.xz').extractall('.gpu-bin')";
-#   GPU_CHECK_BIN=.gpu-bin/compute_table GPU_METHOD_BIN=.gpu-bin/method_bench \
-#   GPU_VARIANTS_BIN=.gpu-bin/gpu_variants \
-#   GPU_TEST_BINS="$(ls .gpu-bin/tests/*)" GPU_NEURAL_BIN=.gpu-bin/eksvd_neural_bench \
-#   GPU_NEURAL_MFEAT=.gpu-bin/mfeat OUT=$OUT bash scripts/gpu-check.sh
-# (the Neural eKSVD step alone, about 5-8 min of device time with its warm-cache rerun:
+# With 15 minutes of device time in all, the plan for the next card (each
+# call under 10 minutes; the timeouts bound every step). Call 1: the
+# tensor cores (coop_probe, then PyTorch's products at the same shapes), the
+# GPU tests without the two that compile every SIMT variant (the tuner test
+# checks the cooperative variants against the CPU), the variants at the
+# benchmark shapes (the cooperative ones and the best SIMT ones, then
+# PyTorch), and the per-method fits at n = 10^5 (eKSVD 3 x 10^4) and
+# mklaren at 10^6:
+#   GPU_COOP_BIN=.gpu-bin/coop_probe GPU_COOP_TIMEOUT=90 GPU_CHECK_BIN=none \
+#   GPU_TEST_BINS=.gpu-bin/tests/integration GPU_TEST_TIMEOUT=120 \
+#   GPU_TEST_FILTER="resident:: gpu_methods:: gpu_vs_cpu:: eksvd_gpu:: gpu_long_rows:: adversarial_limits:: gpu_variants::the_tuner gpu_variants::expanded gpu_variants::every_variant_gives" \
+#   GPU_VARIANTS_BIN=.gpu-bin/gpu_variants GPU_VARIANTS_TIMEOUT=120 GPU_TORCH_TIMEOUT=60 \
+#   GPU_VARIANTS_ARGS="--only coop,s8x8-k16-v4-expanded-db,f64-64x64-s4x4-k16-v4-direct --reps 3" \
+#   GPU_METHOD_BIN=.gpu-bin/method_bench GPU_METHOD_TIMEOUT=110 \
+#   GPU_METHOD_ARGS="--eksvd-n 30000 --mklaren-n 100000,1000000 --psd-n 100000" OUT=$OUT bash scripts/gpu-check.sh
+# Call 2 (on the warm machine), the Neural eKSVD step, about 5-8 min with
+# its warm-cache rerun (GPU_PREPARE_NEURAL=1, the default, builds it):
 #   GPU_CHECK_BIN=none GPU_NEURAL_BIN=.gpu-bin/eksvd_neural_bench GPU_NEURAL_NOTUNE_BIN=.gpu-bin/eksvd_neural_bench_notune \
-#   GPU_NEURAL_MFEAT=.gpu-bin/mfeat OUT=$OUT bash scripts/gpu-check.sh)
-# With 15 minutes of device time in all, the plan for the next card: call 1
-# the Neural eKSVD step above; call 2, on the warm
-# machine, the GPU tests without the two that compile every shader variant
-# (36 tests, 66 s on lavapipe; on 2026-12-04 the H200 failed
-# resident::f64_exponential_is_accurate_over_the_whole_range and
-# gpu_methods::mklaren_fit_on_the_gpu_matches_the_cpu_and_uploads_x_once, and
-# their messages were lost to the time limit):
-#   GPU_CHECK_BIN=none GPU_TEST_BINS=.gpu-bin/tests/integration GPU_TEST_TIMEOUT=200 \
-#   GPU_TEST_FILTER="resident:: gpu_methods:: gpu_vs_cpu:: eksvd_gpu:: gpu_long_rows:: adversarial_limits:: gpu_variants::the_tuner gpu_variants::expanded" \
-#   OUT=$OUT bash scripts/gpu-check.sh
+#   GPU_NEURAL_MFEAT=.gpu-bin/mfeat OUT=$OUT bash scripts/gpu-check.sh
+# (On 2026-12-04 the H200 failed resident::f64_exponential_is_accurate_over_the_whole_range
+# and gpu_methods::mklaren_fit_on_the_gpu_matches_the_cpu_and_uploads_x_once;
+# gpu-check.sh now prints each failure's message as it happens.)
 #
 # The neural benchmark is built alone (`--example eksvd_neural_bench`, feature
 # `neural`) so that burn is compiled once, in the profile named by
@@ -43,15 +47,15 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # Cargo's output folder (CARGO_TARGET_DIR where set, as cargo reads it).
 target=${CARGO_TARGET_DIR:-target}
-cargo build --release -p gramian-repro --example compute_table --example method_bench --example gpu_variants
+cargo build --release -p gramian-repro --example compute_table --example method_bench --example gpu_variants --example coop_probe
 mkdir -p .gpu-bin/tests
-cp "$target"/release/examples/compute_table "$target"/release/examples/method_bench "$target"/release/examples/gpu_variants .gpu-bin/
+cp "$target"/release/examples/compute_table "$target"/release/examples/method_bench "$target"/release/examples/gpu_variants "$target"/release/examples/coop_probe .gpu-bin/
 cargo test --release --no-run -p gramian --test integration --message-format=json 2>/dev/null | python3 -c 'import sys, json
 for l in sys.stdin:
     m = json.loads(l)
     if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["kind"] == ["test"]:
         print(m["executable"])' | while read -r t; do cp "$t" ".gpu-bin/tests/$(basename "$t" | sed 's/-[0-9a-f]*$//')"; done
-strip .gpu-bin/compute_table .gpu-bin/method_bench .gpu-bin/gpu_variants .gpu-bin/tests/* 2>/dev/null || true
+strip .gpu-bin/compute_table .gpu-bin/method_bench .gpu-bin/gpu_variants .gpu-bin/coop_probe .gpu-bin/tests/* 2>/dev/null || true
 if [ "${GPU_PREPARE_NEURAL:-1}" != 0 ]; then
   # burn's kernel fusion and matmul autotuning (both in burn's defaults,
   # which Cargo.toml turns off so that CI's lavapipe tests neither compile
@@ -104,6 +108,6 @@ fi
 #   python3 -c "import tarfile; tarfile.open('.gpu-pack/bins.tar.xz').extractall('.gpu-bin')"
 mkdir -p .gpu-pack
 packed=()
-for f in eksvd_neural_bench eksvd_neural_bench_notune gpu_variants method_bench mfeat; do [ -e ".gpu-bin/$f" ] && packed+=("$f"); done
+for f in eksvd_neural_bench eksvd_neural_bench_notune gpu_variants method_bench coop_probe compute_table tests mfeat; do [ -e ".gpu-bin/$f" ] && packed+=("$f"); done
 tar -C .gpu-bin -cf - "${packed[@]}" | xz -T0 -6 > .gpu-pack/bins.tar.xz
 du -sh .gpu-pack/bins.tar.xz

@@ -2,9 +2,9 @@
 //! every GPU result checked against the CPU f64 path.
 //!
 //! ```text
-//! cargo run --features repro --example compute_table                      # CPU, plus a hardware GPU if present
-//! GRAMIAN_DEVICE=gpu cargo run --features repro --example compute_table   # also accept software Vulkan
-//! cargo run --release --features repro --example compute_table -- --preset h200 --require-gpu
+//! cargo run -p gramian-repro --example compute_table                      # CPU, plus a hardware GPU if present
+//! GRAMIAN_DEVICE=gpu cargo run -p gramian-repro --example compute_table   # also accept software Vulkan
+//! cargo run --release -p gramian-repro --example compute_table -- --preset h200 --require-gpu
 //! ```
 //!
 //! FLOP counts: kernel matrix 3 n m d (subtract, multiply, add per feature;

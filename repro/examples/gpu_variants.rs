@@ -4,8 +4,8 @@
 //! shape (timed afresh with `GRAMIAN_TUNE=retune` semantics).
 //!
 //! ```text
-//! GRAMIAN_DEVICE=gpu cargo run --features repro --example gpu_variants                 # quick, lavapipe accepted
-//! cargo run --release --features repro --example gpu_variants -- --preset h200 --require-gpu
+//! GRAMIAN_DEVICE=gpu cargo run -p gramian-repro --example gpu_variants                 # quick, lavapipe accepted
+//! cargo run --release -p gramian-repro --example gpu_variants -- --preset h200 --require-gpu
 //! ```
 //!
 //! FLOP counts (as in `compute_table`): kernel matrix 3 n m d, product

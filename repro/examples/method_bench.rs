@@ -5,8 +5,8 @@
 //! relative difference between the GPU and the CPU results).
 //!
 //! ```text
-//! cargo run --release --features repro --example method_bench -- --preset quick   # seconds on lavapipe (CI runs it)
-//! cargo run --release --features repro --example method_bench -- --preset h200    # large n on a real GPU
+//! cargo run --release -p gramian-repro --example method_bench -- --preset quick   # seconds on lavapipe (CI runs it)
+//! cargo run --release -p gramian-repro --example method_bench -- --preset h200    # large n on a real GPU
 //! ```
 //! `--methods eksvd,mklaren,psd` picks methods; `--cpu-limit N` skips CPU
 //! fits above n = N (their rows say so). The GPU is any adapter, software

@@ -13,7 +13,8 @@
 //! GPU whose driver has `VK_KHR_cooperative_matrix`; exits 0 with a message
 //! where there is none (software Vulkan has none).
 //!
-//! `cargo run --release --example coop_probe [-- --quick]`
+//! `cargo run --release -p gramian-repro --example coop_probe [-- --quick | --validate]`
+//! (the engine's own cooperative variants are timed by `gpu_variants`).
 
 use std::time::Instant;
 use wgpu::util::DeviceExt;
