@@ -569,6 +569,18 @@ pub fn convert<S: Real, T: Real>(m: &DMatrix<S>) -> DMatrix<T> {
     m.map(|v| T::from_f64_lossy(v.to_f64_exact()))
 }
 
+/// `+1` or `-1`: the sign of the entry of largest magnitude (ties: the
+/// first), the convention that fixes the sign of computed eigenvectors.
+pub(crate) fn sign_of_largest(v: &[f64]) -> f64 {
+    let mut best = 0.0f64;
+    for &x in v {
+        if x.abs() > best.abs() {
+            best = x;
+        }
+    }
+    if best < 0.0 { -1.0 } else { 1.0 }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -48,23 +48,15 @@ pub struct DensityParams {
     partial_eigen: bool,
 }
 
-/// Draws `m` distinct row indices out of `n` uniformly (seeded).
-pub fn nystrom_indices(n: usize, m: usize, seed: u64) -> Result<Vec<usize>, Error> {
-    if m == 0 || m > n {
-        return Err(Error::InvalidParameter { name: "nystrom centres", reason: format!("need 1 <= m <= n = {n}, got {m}") });
-    }
-    let mut rng = <rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(seed);
-    let mut idx = rand::seq::index::sample(&mut rng, n, m).into_vec();
-    idx.sort_unstable();
-    Ok(idx)
-}
+/// The seeded uniform draw of `m` distinct centre rows out of `n`, ascending ([`crate::nystrom::landmark_indices`]).
+pub use crate::nystrom::landmark_indices as nystrom_indices;
 
 /// The centres of a PSD model or baseline: every row of `x`, or with
-/// `nystrom = Some((m, seed))` the `m` rows drawn by [`nystrom_indices`].
+/// `nystrom = Some((m, seed))` the `m` rows drawn by [`crate::nystrom::landmark_indices`].
 pub(crate) fn nystrom_centres(x: &DMatrix<f64>, nystrom: Option<(usize, u64)>) -> Result<DMatrix<f64>, Error> {
     Ok(match nystrom {
         None => x.clone(),
-        Some((m, seed)) => x.select_rows(&nystrom_indices(x.nrows(), m, seed)?),
+        Some((m, seed)) => x.select_rows(&crate::nystrom::landmark_indices(x.nrows(), m, seed)?),
     })
 }
 
