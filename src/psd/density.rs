@@ -34,7 +34,7 @@ use super::features::EmpiricalFeatures;
 use super::integrals::{gaussian_product, product_integrals, squared_gaussian_integral, BaseMeasure};
 use super::loss::NegativeLogLikelihood;
 use super::model::PsdModel;
-use super::options::{Regularisation, Terms, shared_builders};
+use super::options::{Regularisation, Terms, shared_builders, solver_builders};
 use super::positive_part::{PositivePartSolver, PositivePartStats};
 
 /// Parameters of [`PsdDensity`] (builder; validated in [`DensityParams::fit`]).
@@ -79,21 +79,12 @@ impl DensityParams {
     // `.regularisation(Regularisation)`, its getter and `kernel_width()`, shared by every PSD params type.
     shared_builders!("Regulariser `lambda_1 ||A||_* + lambda_2/2 ||A||_F^2` (Eq. 6): weights `trace` (`lambda_1 >= 0`) and `quadratic` (`lambda_2 > 0`); the density has no linear part (`linear` must be 0). Checked at fit.");
 
+    // `.solver(SolverOptions)` and `.nystrom(m, seed)`, shared by the PSD params types with Nystrom centres.
+    solver_builders!("Solver tolerance (duality gap) and budget.", "Nystrom compression on `m` centres drawn from the data with `seed`.");
+
     /// Base measure `nu` of the density `p = f nu`.
     pub fn base_measure(mut self, base: BaseMeasure) -> Self {
         self.base = base;
-        self
-    }
-
-    /// Nystrom compression on `m` centres drawn from the data with `seed`.
-    pub fn nystrom(mut self, m: usize, seed: u64) -> Self {
-        self.nystrom = Some((m, seed));
-        self
-    }
-
-    /// Solver tolerance (duality gap) and budget.
-    pub fn solver(mut self, options: SolverOptions) -> Self {
-        self.options = options;
         self
     }
 
