@@ -90,6 +90,7 @@ pub mod kernel;
 pub mod linalg;
 pub(crate) mod memory;
 pub mod mklaren;
+pub mod nystrom;
 pub mod operator;
 pub mod precision;
 pub mod psd;

@@ -32,7 +32,7 @@ mod top_eigen;
 mod thin;
 pub use thin::{matmul_thin, matmul_thin_aware, matmul_tn_thin};
 mod tridiag;
-pub use top_eigen::{symmetric_eigen_largest, symmetric_eigen_largest_with, symmetric_operator_largest, symmetric_operator_largest_within_budget, LargestSymmetricEigen, SymmetricOperator, TopEigenSettings};
+pub use top_eigen::{symmetric_eigen_largest, symmetric_eigen_largest_with, symmetric_operator_largest, symmetric_operator_largest_from, symmetric_operator_largest_within_budget, LargestSymmetricEigen, SymmetricOperator, TopEigenSettings};
 
 mod sealed {
     pub trait Sealed {}
@@ -567,6 +567,18 @@ pub fn relative_frobenius_error<T: Real>(a: &DMatrix<T>, b: &DMatrix<T>) -> f64 
 /// Converts a matrix between the two scalar types.
 pub fn convert<S: Real, T: Real>(m: &DMatrix<S>) -> DMatrix<T> {
     m.map(|v| T::from_f64_lossy(v.to_f64_exact()))
+}
+
+/// `+1` or `-1`: the sign of the entry of largest magnitude (ties: the
+/// first), the convention that fixes the sign of computed eigenvectors.
+pub(crate) fn sign_of_largest(v: &[f64]) -> f64 {
+    let mut best = 0.0f64;
+    for &x in v {
+        if x.abs() > best.abs() {
+            best = x;
+        }
+    }
+    if best < 0.0 { -1.0 } else { 1.0 }
 }
 
 #[cfg(test)]

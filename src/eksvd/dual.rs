@@ -50,7 +50,7 @@ pub fn solve_dual(device: &Device, coupling: &CouplingMatrix, n_components: usiz
             // alpha the entry of largest magnitude is positive.
             for j in 0..solution.n_components() {
                 let stacked: Vec<f64> = solution.alphas.iter().flat_map(|a| &a.as_slice()[j * a.nrows()..(j + 1) * a.nrows()]).copied().collect();
-                if super::features::sign_of_largest(&stacked) < 0.0 {
+                if crate::linalg::sign_of_largest(&stacked) < 0.0 {
                     for a in &mut solution.alphas {
                         a.column_mut(j).neg_mut();
                     }

@@ -12,7 +12,7 @@ use nalgebra::{DMatrix, DVector};
 use crate::data::check_shape;
 use crate::error::Result;
 use crate::error::Error;
-use super::features::sign_of_largest;
+use crate::linalg::sign_of_largest;
 use crate::linalg::{faer_mut, symmetric_eigen_largest_with, symmetric_operator_largest, symmetric_operator_largest_within_budget, TopEigenSettings};
 
 /// Eigenvalues at or below this fraction of the largest magnitude count as

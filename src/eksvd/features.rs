@@ -5,7 +5,8 @@
 //! `K_pq = Phi_p Phi_q^T` (`N_p x N_q`, generally neither square nor
 //! symmetric; `K_qp = K_pq^T`) and the covariances of Eq. 8 are
 //! `C_qq = Phi_q^T Phi_q`. The paper builds the maps "by factorizing the
-//! corresponding kernel matrices" (Section 4): that is [`FeatureMap::Nystrom`].
+//! corresponding kernel matrices" (Section 4): that is [`FeatureMap::Nystrom`],
+//! the map of [`crate::nystrom`] on the `dim` leading eigenpairs.
 
 use nalgebra::{DMatrix, DVector};
 use rand::{rngs::StdRng, Rng, SeedableRng};
@@ -15,7 +16,7 @@ use crate::data::{check_shape, check_source_matrix};
 use crate::error::Result;
 use crate::error::Error;
 use crate::gpu::MatrixProduct;
-use crate::linalg::symmetric_eigen;
+use crate::nystrom::NystromMap;
 use crate::resident::DeviceMatrix;
 use crate::{Device, Kernel};
 
@@ -125,39 +126,18 @@ impl FeatureMap {
                 Fitted::RandomFourier { frequencies, phases }
             }
             FeatureMap::Nystrom { kernel, dim, landmarks } => {
-                let n = x.nrows();
-                let rows: Vec<usize> = if *landmarks >= n {
-                    (0..n).collect()
-                } else {
-                    let mut idx = rand::seq::index::sample(&mut rng, n, *landmarks).into_vec();
-                    idx.sort_unstable();
-                    idx
-                };
+                let rows = crate::nystrom::landmark_indices(x.nrows(), (*landmarks).min(x.nrows()), seed)?;
                 if *dim > rows.len() {
                     return Err(Error::RankDeficientKernel { source_index, rank: rows.len(), requested: *dim });
                 }
-                let points = DMatrix::from_fn(rows.len(), d, |i, j| x[(rows[i], j)]);
+                let points = x.select_rows(&rows);
                 let k_mm = device.kernel_matrix_symmetric(kernel, &points)?;
-                let evd = symmetric_eigen(&k_mm)?;
-                let m = rows.len();
-                let top = evd.eigenvalues[m - 1];
                 let tolerance = if device.is_gpu() { NYSTROM_RANK_TOLERANCE_F32 } else { NYSTROM_RANK_TOLERANCE_F64 };
-                let rank = evd.eigenvalues.iter().filter(|&&s| s > tolerance * top.abs().max(f64::MIN_POSITIVE)).count();
-                if top <= 0.0 || rank < *dim {
-                    return Err(Error::RankDeficientKernel { source_index, rank, requested: *dim });
+                let map = NystromMap::eigen(&k_mm, tolerance, Some(*dim))?;
+                if map.rank() < *dim {
+                    return Err(Error::RankDeficientKernel { source_index, rank: map.numerical_rank(), requested: *dim });
                 }
-                // Column j of the map: u_j / sqrt(s_j) for the j-th largest pair,
-                // sign fixed so that its largest-magnitude entry is positive.
-                let mut scaled = DMatrix::zeros(m, *dim);
-                for j in 0..*dim {
-                    let col = m - 1 - j;
-                    let u = evd.eigenvectors.column(col);
-                    let sign = sign_of_largest(u.as_slice());
-                    let s = evd.eigenvalues[col].sqrt();
-                    for i in 0..m {
-                        scaled[(i, j)] = sign * u[i] / s;
-                    }
-                }
+                let scaled = map.into_matrix();
                 Fitted::Nystrom { kernel: *kernel, landmarks: points, scaled_eigenvectors: scaled }
             }
             FeatureMap::Projection(w) => {
@@ -174,17 +154,6 @@ fn positive_dim(name: &'static str, v: usize) -> Result<()> {
         return Err(Error::InvalidParameter { name, reason: "must be >= 1".into() });
     }
     Ok(())
-}
-
-/// `+1` or `-1`: the sign of the entry of largest magnitude (ties: first).
-pub(crate) fn sign_of_largest(v: &[f64]) -> f64 {
-    let mut best = 0.0f64;
-    for &x in v {
-        if x.abs() > best.abs() {
-            best = x;
-        }
-    }
-    if best < 0.0 { -1.0 } else { 1.0 }
 }
 
 #[derive(Debug, Clone)]
@@ -299,10 +268,7 @@ impl FittedFeatureMap {
                 });
                 z
             }
-            Fitted::Nystrom { kernel, landmarks, scaled_eigenvectors } => {
-                let k = device.kernel_matrix(kernel, x, landmarks)?;
-                device.matmul(&k, scaled_eigenvectors, MatrixProduct::AB)?
-            }
+            Fitted::Nystrom { kernel, landmarks, scaled_eigenvectors } => crate::nystrom::features(device, kernel, landmarks, scaled_eigenvectors, x)?,
             Fitted::Projection(w) => device.matmul(x, w, MatrixProduct::AB)?,
         })
     }
@@ -370,10 +336,7 @@ impl FittedFeatureMap {
                 let row = DMatrix::from_row_slice(1, phases.len(), phases.as_slice());
                 device.resident_cosine_features(&z, &device.upload(&row, precision)?, (2.0 / phases.len() as f64).sqrt())?
             }
-            Fitted::Nystrom { kernel, landmarks, scaled_eigenvectors } => {
-                let k = device.resident_kernel_matrix(kernel, x, &device.upload(landmarks, precision)?)?;
-                device.resident_matmul(&k, &device.upload(scaled_eigenvectors, precision)?, MatrixProduct::AB)?
-            }
+            Fitted::Nystrom { kernel, landmarks, scaled_eigenvectors } => crate::nystrom::features_resident(device, kernel, landmarks, scaled_eigenvectors, x)?,
             Fitted::Projection(w) => device.resident_matmul(x, &device.upload(w, precision)?, MatrixProduct::AB)?,
         })
     }

@@ -3,8 +3,6 @@
 //! (Eq. 21).
 
 use nalgebra::{DMatrix, DVector};
-use rand::seq::index::sample;
-use rand::{rngs::StdRng, SeedableRng};
 use rayon::prelude::*;
 
 use super::columns::{KernelColumns, ROW_CHUNK};
@@ -168,12 +166,8 @@ impl CholeskyState {
         let j = self.rank();
         let l = DMatrix::from_fn(j, j, |a, t| if t <= a { self.columns[t][self.pivots[a]] } else { 0.0 });
         let l_inv = l.solve_lower_triangular(&DMatrix::identity(j, j)).expect("pivot values are positive");
-        FactorTransform { kernel, pivot_rows: linalg_rows(x, &self.pivots), transform: l_inv.transpose() }
+        FactorTransform { kernel, pivot_rows: x.select_rows(&self.pivots), transform: l_inv.transpose() }
     }
-}
-
-fn linalg_rows(x: &DMatrix<f64>, idx: &[usize]) -> DMatrix<f64> {
-    DMatrix::from_fn(idx.len(), x.ncols(), |i, j| x[(idx[i], j)])
 }
 
 /// The linear map from kernel values to Cholesky factors of new samples
@@ -232,16 +226,7 @@ impl FactorTransform {
             check_matrix("x", x)?;
             return Ok(DMatrix::zeros(x.nrows(), 0));
         }
-        if device.is_gpu() {
-            check_matrix("x", x)?;
-            crate::linalg::check_dim("columns of x vs the pivots", self.pivot_rows.ncols(), x.ncols())?;
-            let precision = device.best_precision();
-            let (xd, ad, td) = (device.upload(x, precision)?, device.upload(&self.pivot_rows, precision)?, device.upload(&self.transform, precision)?);
-            let k = device.resident_kernel_matrix(&self.kernel, &xd, &ad)?;
-            return device.to_host(&device.resident_matmul(&k, &td, crate::MatrixProduct::AB)?);
-        }
-        let k = device.kernel_matrix(&self.kernel, x, &self.pivot_rows)?;
-        Ok(linalg::matmul(&k, &self.transform))
+        crate::nystrom::features(device, &self.kernel, &self.pivot_rows, &self.transform, x)
     }
 }
 
@@ -351,9 +336,10 @@ impl IcdFactor {
 }
 
 /// The Nystrom approximation `K ~ K(:, A) K(A, A)^+ K(A, :) = G G^T` on the
-/// pivots `A`, with `G = K(:, A) U S^{-1/2}` from the eigendecomposition
-/// `K(A, A) = U S U^T` (eigenvalues below `1e-12 max S` dropped, i.e. the
-/// pseudo-inverse). `K(:, A)` is built on `device`.
+/// pivots `A`: `G = K(:, A) W` with the map `W = U S^{-1/2}` of
+/// [`NystromMap::eigen`](crate::nystrom::NystromMap::eigen) on the
+/// eigenvalues of `K(A, A)` above `1e-12 max S` (the pseudo-inverse).
+/// `K(:, A)` is built on `device`, and `K(A, A)` is its symmetrised rows at `A`.
 ///
 /// Errors: empty or repeated pivot list, a pivot out of range, invalid inputs.
 pub fn nystrom(device: &Device, kernel: &Kernel, x: &DMatrix<f64>, pivots: &[usize]) -> Result<NystromFactor, Error> {
@@ -371,24 +357,17 @@ pub fn nystrom(device: &Device, kernel: &Kernel, x: &DMatrix<f64>, pivots: &[usi
             return Err(Error::InvalidParameter { name: "pivots", reason: format!("pivot {p} repeated") });
         }
     }
-    let pivot_rows = linalg_rows(x, pivots);
+    let pivot_rows = x.select_rows(pivots);
     let c = device.kernel_matrix(kernel, x, &pivot_rows)?;
     let m = pivots.len();
     let w = DMatrix::from_fn(m, m, |a, b| 0.5 * (c[(pivots[a], b)] + c[(pivots[b], a)]));
-    let eig = linalg::symmetric_eigen(&w)?;
-    let top = eig.eigenvalues.iter().fold(0.0f64, |a, &b| a.max(b));
-    let keep: Vec<usize> = (0..m).filter(|&t| eig.eigenvalues[t] > 1e-12 * top).collect();
-    if keep.is_empty() {
+    let transform = crate::nystrom::NystromMap::eigen(&w, 1e-12, None)?;
+    if transform.rank() == 0 {
         return Err(Error::RankDeficient { requested: m, reached: 0 });
     }
-    let transform = DMatrix::from_fn(m, keep.len(), |a, t| eig.eigenvectors[(a, keep[t])] / eig.eigenvalues[keep[t]].sqrt());
+    let transform = transform.into_matrix();
     let factor = linalg::matmul(&c, &transform);
     Ok(NystromFactor { device: device.clone(), factor, pivots: pivots.to_vec(), transform: FactorTransform { kernel: *kernel, pivot_rows, transform } })
-}
-
-/// Nystrom pivots drawn uniformly at random without replacement (seeded).
-pub(crate) fn random_pivots(n: usize, rank: usize, seed: u64) -> Vec<usize> {
-    sample(&mut StdRng::seed_from_u64(seed), n, rank).into_vec()
 }
 
 /// A fitted Nystrom approximation `K ~ G G^T`.

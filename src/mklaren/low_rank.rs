@@ -6,7 +6,7 @@ use nalgebra::{DMatrix, DVector};
 use super::columns::KernelColumns;
 use super::csi::csi_decomposition;
 use crate::error::Error;
-use super::icd::{nystrom, random_pivots, FactorTransform, IcdParams};
+use super::icd::{nystrom, FactorTransform, IcdParams};
 use super::{centred_target, check_lambda, inputs_per_kernel};
 use crate::{Device, Kernel};
 
@@ -15,7 +15,7 @@ use crate::{Device, Kernel};
 pub enum LowRankMethod {
     /// Incomplete Cholesky with greedy pivots (largest residual diagonal).
     Icd,
-    /// Nystrom on pivots drawn uniformly at random (seed; kernel q uses `seed + q`).
+    /// Nystrom on pivots drawn by [`crate::nystrom::landmark_indices`] (kernel q uses `seed + q`).
     Nystrom {
         /// Random seed.
         seed: u64,
@@ -120,7 +120,7 @@ impl LowRankRidgeParams {
                     (f.factor().clone(), f.transform().clone())
                 }
                 LowRankMethod::Nystrom { seed } => {
-                    let f = nystrom(device, kernel, xs[q], &random_pivots(n, self.rank_per_kernel, seed.wrapping_add(q as u64)))?;
+                    let f = nystrom(device, kernel, xs[q], &crate::nystrom::landmark_indices(n, self.rank_per_kernel, seed.wrapping_add(q as u64))?)?;
                     (f.factor().clone(), f.transform().clone())
                 }
                 LowRankMethod::Csi { lookahead, kappa } => {

@@ -34,7 +34,7 @@ use super::features::EmpiricalFeatures;
 use super::integrals::{gaussian_product, product_integrals, squared_gaussian_integral, BaseMeasure};
 use super::loss::NegativeLogLikelihood;
 use super::model::PsdModel;
-use super::options::{Regularisation, Terms, shared_builders};
+use super::options::{Regularisation, Terms, shared_builders, solver_builders};
 use super::positive_part::{PositivePartSolver, PositivePartStats};
 
 /// Parameters of [`PsdDensity`] (builder; validated in [`DensityParams::fit`]).
@@ -48,23 +48,15 @@ pub struct DensityParams {
     partial_eigen: bool,
 }
 
-/// Draws `m` distinct row indices out of `n` uniformly (seeded).
-pub fn nystrom_indices(n: usize, m: usize, seed: u64) -> Result<Vec<usize>, Error> {
-    if m == 0 || m > n {
-        return Err(Error::InvalidParameter { name: "nystrom centres", reason: format!("need 1 <= m <= n = {n}, got {m}") });
-    }
-    let mut rng = <rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(seed);
-    let mut idx = rand::seq::index::sample(&mut rng, n, m).into_vec();
-    idx.sort_unstable();
-    Ok(idx)
-}
+/// The seeded uniform draw of `m` distinct centre rows out of `n`, ascending ([`crate::nystrom::landmark_indices`]).
+pub use crate::nystrom::landmark_indices as nystrom_indices;
 
 /// The centres of a PSD model or baseline: every row of `x`, or with
-/// `nystrom = Some((m, seed))` the `m` rows drawn by [`nystrom_indices`].
+/// `nystrom = Some((m, seed))` the `m` rows drawn by [`crate::nystrom::landmark_indices`].
 pub(crate) fn nystrom_centres(x: &DMatrix<f64>, nystrom: Option<(usize, u64)>) -> Result<DMatrix<f64>, Error> {
     Ok(match nystrom {
         None => x.clone(),
-        Some((m, seed)) => x.select_rows(&nystrom_indices(x.nrows(), m, seed)?),
+        Some((m, seed)) => x.select_rows(&crate::nystrom::landmark_indices(x.nrows(), m, seed)?),
     })
 }
 
@@ -87,21 +79,12 @@ impl DensityParams {
     // `.regularisation(Regularisation)`, its getter and `kernel_width()`, shared by every PSD params type.
     shared_builders!("Regulariser `lambda_1 ||A||_* + lambda_2/2 ||A||_F^2` (Eq. 6): weights `trace` (`lambda_1 >= 0`) and `quadratic` (`lambda_2 > 0`); the density has no linear part (`linear` must be 0). Checked at fit.");
 
+    // `.solver(SolverOptions)` and `.nystrom(m, seed)`, shared by the PSD params types with Nystrom centres.
+    solver_builders!("Solver tolerance (duality gap) and budget.", "Nystrom compression on `m` centres drawn from the data with `seed`.");
+
     /// Base measure `nu` of the density `p = f nu`.
     pub fn base_measure(mut self, base: BaseMeasure) -> Self {
         self.base = base;
-        self
-    }
-
-    /// Nystrom compression on `m` centres drawn from the data with `seed`.
-    pub fn nystrom(mut self, m: usize, seed: u64) -> Self {
-        self.nystrom = Some((m, seed));
-        self
-    }
-
-    /// Solver tolerance (duality gap) and budget.
-    pub fn solver(mut self, options: SolverOptions) -> Self {
-        self.options = options;
         self
     }
 

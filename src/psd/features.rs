@@ -10,21 +10,23 @@
 //! `A` r x r PSD is the model of Eq. 7 with `B = T^T A T`, where `T` is the
 //! r x m matrix with `Phi(x) = T v(x)`.
 //!
-//! **Rank safeguard.** Cholesky of `K` is tried first (faer `llt`). When it
-//! fails, or when a pivot `L_ii^2` falls below `1e-10 max_i K_ii`
-//! (duplicate or near-duplicate centres), `V = S_r^{1/2} U_r^T` is built from
-//! the eigendecomposition `K = U S U^T` keeping the eigenvalues above
+//! **Rank safeguard.** `T = W^T` for the map `W` of
+//! [`NystromMap::cholesky_or_eigen`] ([`crate::nystrom`]) at
+//! [`RANK_TOLERANCE`]: `T = L^{-1}` from the Cholesky factor `K = L L^T`
+//! (`V = L^T`) when every pivot `L_ii^2` exceeds `1e-10 max_i K_ii`,
+//! otherwise (duplicate or near-duplicate centres) `V = S_r^{1/2} U_r^T`
+//! from the eigendecomposition `K = U S U^T` keeping the eigenvalues above
 //! `1e-10 max(S)` (Remark 5), so duplicate points are handled exactly: they
 //! give identical features. The small matrix `K` (m x m) is always built on
 //! the CPU in `f64` because the factorisation needs full precision; the large
 //! `K(X, Z)` blocks go through the caller's [`Device`].
 
-use faer::{Par, Side};
 use nalgebra::{DMatrix, DVector};
 
 use crate::device::Device;
 use crate::kernel::Kernel;
 use crate::linalg::{self, check_dim, check_matrix};
+use crate::nystrom::NystromMap;
 use crate::resident::DeviceMatrix;
 use crate::MatrixProduct;
 use crate::precision::Precision;
@@ -38,18 +40,7 @@ pub const RANK_TOLERANCE: f64 = 1e-10;
 /// Rows of `x` per block in [`EmpiricalFeatures::features`].
 pub const FEATURE_BLOCK_ROWS: usize = 65_536;
 
-/// How `K = V^T V` was factorised.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
-pub enum Factorisation {
-    /// Full-rank Cholesky, `V` upper triangular m x m.
-    Cholesky,
-    /// Truncated eigendecomposition (rank-deficient `K`), `V` r x m.
-    TruncatedEigen {
-        /// Numerical rank kept.
-        rank: usize,
-    },
-}
+pub use crate::nystrom::Factorisation;
 
 /// The empirical feature map `Phi(x) = T v(x)` on a set of centres.
 #[derive(Debug, Clone)]
@@ -213,35 +204,14 @@ impl EmpiricalFeatures {
     }
 }
 
-/// `T` with `Phi(x) = T v(x)` and the kind of factorisation (module docs).
+/// `T = W^T` with `Phi(x) = T v(x)` and the kind of factorisation: the
+/// [`NystromMap::cholesky_or_eigen`] map at [`RANK_TOLERANCE`] (module docs).
 fn factorise(k: &DMatrix<f64>) -> Result<(DMatrix<f64>, Factorisation), Error> {
-    let m = k.nrows();
-    let max_diag = (0..m).map(|i| k[(i, i)]).fold(0.0f64, f64::max);
-    if max_diag <= 0.0 {
+    let map = NystromMap::cholesky_or_eigen(k, RANK_TOLERANCE)?;
+    if map.rank() == 0 {
         return Err(Error::NoUsableFeature);
     }
-    if let Ok(llt) = linalg::faer_ref(k).llt(Side::Lower) {
-        let l = llt.L();
-        let min_pivot = (0..m).map(|i| l[(i, i)] * l[(i, i)]).fold(f64::INFINITY, f64::min);
-        if min_pivot > RANK_TOLERANCE * max_diag {
-            // K = L L^T, V = L^T, T = V^{-T} = L^{-1}.
-            let mut t = DMatrix::<f64>::identity(m, m);
-            faer::linalg::triangular_solve::solve_lower_triangular_in_place(l, linalg::faer_mut(&mut t), Par::rayon(0));
-            linalg::clear_upper_simd_state(true);
-            return Ok((t, Factorisation::Cholesky));
-        }
-    }
-    let eig = linalg::symmetric_eigen(k)?;
-    let top = eig.eigenvalues[m - 1];
-    let kept: Vec<usize> = (0..m).filter(|&i| eig.eigenvalues[i] > RANK_TOLERANCE * top).collect();
-    if kept.is_empty() || top <= 0.0 {
-        return Err(Error::NoUsableFeature);
-    }
-    // V = S_r^{1/2} U_r^T, (V V^T)^{-1} V = S_r^{-1/2} U_r^T.
-    let r = kept.len();
-    let scale = DVector::from_iterator(r, kept.iter().map(|&i| 1.0 / eig.eigenvalues[i].sqrt()));
-    let t = DMatrix::from_fn(r, m, |a, j| scale[a] * eig.eigenvectors[(j, kept[a])]);
-    Ok((t, Factorisation::TruncatedEigen { rank: r }))
+    Ok((map.matrix().transpose(), map.factorisation()))
 }
 
 #[cfg(test)]

@@ -74,7 +74,7 @@ use super::features::Features;
 use super::options::{SolverOptions, SolverReport};
 use super::engine::{BlockLoss, EngineProblem, LinearPart};
 use super::model::psd_factor;
-use super::options::{Regularisation, Terms, shared_builders};
+use super::options::{Regularisation, Terms, shared_builders, solver_builders};
 use super::error::check_positive;
 use crate::error::Error;
 use super::features::EmpiricalFeatures;
@@ -319,19 +319,8 @@ impl HeteroscedasticParams {
     // `.regularisation(Regularisation)`, its getter and `kernel_width()`, shared by every PSD params type.
     shared_builders!("Regularisation weights: `linear` (`lambda_0 > 0`) of the linear part `eta`, `trace` (`lambda_1 >= 0`) and `quadratic` (`lambda_2 > 0`) of the PSD parts. Checked at fit.");
 
-    /// Solver tolerance (duality gap, in units of the `1/n`-scaled objective) and budget.
-    pub fn solver(mut self, options: SolverOptions) -> Self {
-        self.options = options;
-        self
-    }
-
-    /// Nystrom compression: the model lives on `m` centres drawn uniformly
-    /// from the data with `seed` (features of dimension `<= m + 1`, cost per
-    /// iteration `O(n m^2 + m^3)`); default: every sample is a centre.
-    pub fn nystrom(mut self, m: usize, seed: u64) -> Self {
-        self.nystrom = Some((m, seed));
-        self
-    }
+    // `.solver(SolverOptions)` and `.nystrom(m, seed)`, shared by the PSD params types with Nystrom centres.
+    solver_builders!("Solver tolerance (duality gap, in units of the `1/n`-scaled objective) and budget.", "Nystrom compression: the model lives on `m` centres drawn uniformly from the data with `seed` (features of dimension `<= m + 1`, cost per iteration `O(n m^2 + m^3)`); default: every sample is a centre.");
 
     /// Checks the parameters (the data are checked by `fit`); `fit` calls it
     /// first.

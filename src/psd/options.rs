@@ -235,6 +235,27 @@ macro_rules! shared_builders {
 }
 pub(crate) use shared_builders;
 
+/// The builders of the PSD params types that fit on Nystrom centres (fields
+/// `options: SolverOptions`, `nystrom: Option<(usize, u64)>`):
+/// `.solver(SolverOptions)` and `.nystrom(m, seed)` (the `m` centres drawn by
+/// [`crate::nystrom::landmark_indices`]), each with the type's own doc.
+macro_rules! solver_builders {
+    ($solver_doc:literal, $nystrom_doc:literal) => {
+        #[doc = $solver_doc]
+        pub fn solver(mut self, options: crate::psd::SolverOptions) -> Self {
+            self.options = options;
+            self
+        }
+
+        #[doc = $nystrom_doc]
+        pub fn nystrom(mut self, m: usize, seed: u64) -> Self {
+            self.nystrom = Some((m, seed));
+            self
+        }
+    };
+}
+pub(crate) use solver_builders;
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -34,7 +34,7 @@ use super::error::check_positive;
 use crate::error::Error;
 use super::features::EmpiricalFeatures;
 use super::model::PsdModel;
-use super::options::{Regularisation, Terms, shared_builders};
+use super::options::{Regularisation, Terms, shared_builders, solver_builders};
 
 /// Parameters of [`QuantileRegression`].
 #[derive(Debug, Clone, PartialEq)]
@@ -64,19 +64,8 @@ impl QuantileParams {
     // `.regularisation(Regularisation)`, its getter and `kernel_width()`, shared by every PSD params type.
     shared_builders!("Regularisation weights: `linear` (`lambda_0 > 0`) of the linear part, `trace` (`lambda_1 >= 0`) and `quadratic` (`lambda_2 > 0`) of the PSD parts. Checked at fit.");
 
-    /// Solver tolerance and budget.
-    pub fn solver(mut self, options: SolverOptions) -> Self {
-        self.options = options;
-        self
-    }
-
-    /// Nystrom compression: the curves live on `m` centres drawn uniformly
-    /// from the data with `seed` (cost per iteration `O(K (n m^2 + m^3))`);
-    /// default: every sample is a centre.
-    pub fn nystrom(mut self, m: usize, seed: u64) -> Self {
-        self.nystrom = Some((m, seed));
-        self
-    }
+    // `.solver(SolverOptions)` and `.nystrom(m, seed)`, shared by the PSD params types with Nystrom centres.
+    solver_builders!("Solver tolerance and budget.", "Nystrom compression: the curves live on `m` centres drawn uniformly from the data with `seed` (cost per iteration `O(K (n m^2 + m^3))`); default: every sample is a centre.");
 
     /// Checks the parameters (the data are checked by `fit`); `fit` calls it
     /// first.

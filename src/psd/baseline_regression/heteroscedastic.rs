@@ -12,7 +12,7 @@ use crate::linalg::{self, check_dim, check_matrix};
 
 use super::super::baselines::BaselineKind;
 use super::super::options::SolverOptions;
-use super::super::options::{Regularisation, Terms, shared_builders};
+use super::super::options::{Regularisation, Terms, shared_builders, solver_builders};
 use super::super::error::check_positive;
 use crate::error::Error;
 use super::super::features::EmpiricalFeatures;
@@ -54,27 +54,14 @@ impl BaselineHeteroscedasticParams {
     // `.regularisation(Regularisation)`, its getter and `kernel_width()`, shared by every PSD params type.
     shared_builders!("Regularisation weights: `linear` (`lambda_0 > 0`, `lambda_0/2 ||v||^2` of `eta`) and `quadratic` (`lambda > 0`, `lambda/2 ||w||^2` of `theta`); these baselines have no trace term (`trace` must be 0). Checked at fit.");
 
+    // `.solver(SolverOptions)` and `.nystrom(m, seed)`, shared by the PSD params types with Nystrom centres.
+    solver_builders!("Stopping rule: `tolerance` on the projected-gradient residual (Newton) or the dual residual (PNM's FISTA), and `max_iterations` per start (`check_every` is not used: the residual is tested every iteration).", "Nystrom compression: features on `m` centres drawn from the data with `seed`, and for NCM `m` kernel coefficients per non-negative part (Newton systems of order `O(m)` instead of `O(n)`); default: every sample.");
+
     /// Number of starting points for GLM (the convex PNM and NCM use one) and their seed;
     /// at most [`MAX_RESTARTS`](super::MAX_RESTARTS) (checked at fit).
     pub fn restarts(mut self, count: usize, seed: u64) -> Self {
         self.restarts = count;
         self.seed = seed;
-        self
-    }
-
-    /// Stopping rule: `tolerance` on the projected-gradient residual (Newton)
-    /// or the dual residual (PNM's FISTA), and `max_iterations` per start
-    /// (`check_every` is not used: the residual is tested every iteration).
-    pub fn solver(mut self, options: SolverOptions) -> Self {
-        self.options = options;
-        self
-    }
-
-    /// Nystrom compression: features on `m` centres drawn from the data with
-    /// `seed`, and for NCM `m` kernel coefficients per non-negative part
-    /// (Newton systems of order `O(m)` instead of `O(n)`); default: every sample.
-    pub fn nystrom(mut self, m: usize, seed: u64) -> Self {
-        self.nystrom = Some((m, seed));
         self
     }
 
