@@ -12,12 +12,15 @@
 // exponent of its largest magnitude (frexp: the scaled row lies in
 // (-1, 1), so no f16 overflow, and entries keep f16's precision relative to
 // the row's largest), each scaled value x is split into hi = f16(x) and
-// lo = f16(x - hi), and per 16-deep slice the accumulator takes
-// hi_a hi_b + hi_a lo_b + lo_a hi_b (the lo lo term is below f32's
-// rounding). The result is 2^(e_i + e_j) times the accumulator. The error
-// bound, and the host emulation that checks it, are in
-// `tests/tensor_core_split.rs`; with SPLIT = false only hi_a hi_b is kept
-// (about 2^-11 relative: an opt-in fast precision).
+// lo = f16(S (x - hi)) with S = 2^11, and per 16-deep slice the
+// accumulator takes hi_a (S hi_b) + hi_a lo_b + lo_a hi_b, that is S times
+// the product less the lo lo term, which is below f32's rounding. Scaling
+// lo keeps it out of f16's subnormal range (a device that flushes f16
+// subnormals loses at most 2^-25 of the row's largest per entry). The
+// result is 2^(e_i + e_j - 11) times the accumulator. The error bound, and
+// the host emulation that checks it, are in `tests/tensor_core_split.rs`;
+// with SPLIT = false only hi_a hi_b is kept (about 2^-11 relative: an
+// opt-in fast precision) and the result is 2^(e_i + e_j) times it.
 //
 // A workgroup of 128 invocations computes a 64 x 64 tile of C: each
 // subgroup a 32 x 32 block as 2 x 2 cooperative tiles. Per 32-deep slice
@@ -40,11 +43,16 @@ const SK: u32 = 40u;
 // Row stride of the output tile (f32 elements).
 const SC: u32 = 68u;
 const SPLIT: bool = @@SPLIT@@;
+// The scale of the lo parts, 2^11, and its exponent.
+const S: f32 = 2048.0;
+const S_EXP: i32 = 11;
 const NEAR: f32 = 0.125;
 
+// Staged slices: hi_a, hi_b, and with SPLIT lo_a, S hi_b, lo_b.
 var<workgroup> a_hi: array<f16, 2560>;
 var<workgroup> b_hi: array<f16, 2560>;
 var<workgroup> a_lo: array<f16, @@LO_LEN@@>;
+var<workgroup> b_hs: array<f16, @@LO_LEN@@>;
 var<workgroup> b_lo: array<f16, @@LO_LEN@@>;
 var<workgroup> c_tile: array<f32, 4352>;
 // Per tile row: the exponent e (as frexp gives it) and the squared norm.
@@ -124,8 +132,9 @@ fn main(
             a_hi[at] = ha;
             b_hi[at] = hb;
             if (SPLIT) {
-                a_lo[at] = f16(xa - f32(ha));
-                b_lo[at] = f16(xb - f32(hb));
+                a_lo[at] = f16(S * (xa - f32(ha)));
+                b_hs[at] = f16(S * f32(hb));
+                b_lo[at] = f16(S * (xb - f32(hb)));
             }
         }
         workgroupBarrier();
@@ -140,23 +149,31 @@ fn main(
                 let bh0 = coopLoad<TileB>(&b_hi[ib0], SK);
                 let bh1 = coopLoad<TileB>(&b_hi[ib1], SK);
                 if (SPLIT) {
+                    // The small terms first, then hi_a (S hi_b).
                     let al0 = coopLoadT<TileA>(&a_lo[ia0], SK);
                     let al1 = coopLoadT<TileA>(&a_lo[ia1], SK);
                     let bl0 = coopLoad<TileB>(&b_lo[ib0], SK);
                     let bl1 = coopLoad<TileB>(&b_lo[ib1], SK);
+                    let bs0 = coopLoad<TileB>(&b_hs[ib0], SK);
+                    let bs1 = coopLoad<TileB>(&b_hs[ib1], SK);
                     c00 = coopMultiplyAdd(ah0, bl0, c00);
                     c00 = coopMultiplyAdd(al0, bh0, c00);
+                    c00 = coopMultiplyAdd(ah0, bs0, c00);
                     c01 = coopMultiplyAdd(ah0, bl1, c01);
                     c01 = coopMultiplyAdd(al0, bh1, c01);
+                    c01 = coopMultiplyAdd(ah0, bs1, c01);
                     c10 = coopMultiplyAdd(ah1, bl0, c10);
                     c10 = coopMultiplyAdd(al1, bh0, c10);
+                    c10 = coopMultiplyAdd(ah1, bs0, c10);
                     c11 = coopMultiplyAdd(ah1, bl1, c11);
                     c11 = coopMultiplyAdd(al1, bh1, c11);
+                    c11 = coopMultiplyAdd(ah1, bs1, c11);
+                } else {
+                    c00 = coopMultiplyAdd(ah0, bh0, c00);
+                    c01 = coopMultiplyAdd(ah0, bh1, c01);
+                    c10 = coopMultiplyAdd(ah1, bh0, c10);
+                    c11 = coopMultiplyAdd(ah1, bh1, c11);
                 }
-                c00 = coopMultiplyAdd(ah0, bh0, c00);
-                c01 = coopMultiplyAdd(ah0, bh1, c01);
-                c10 = coopMultiplyAdd(ah1, bh0, c10);
-                c11 = coopMultiplyAdd(ah1, bh1, c11);
             }
         }
         workgroupBarrier();
@@ -188,7 +205,11 @@ fn main(
         let gr = row0 + r;
         let gc = col0 + c;
         if (gr < p.rows && gc < p.cols) {
-            var v = ldexp(c_tile[r * SC + c], a_exp[r] + b_exp[c]);
+            var e = a_exp[r] + b_exp[c];
+            if (SPLIT) {
+                e -= S_EXP;
+            }
+            var v = ldexp(c_tile[r * SC + c], e);
             if (nsg != 4u) {
                 v = bitcast<f32>(0x7fc00000u);
             }

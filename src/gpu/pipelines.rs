@@ -156,3 +156,82 @@ impl GpuContext {
     }
 
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every variant's module through naga as wgpu's Vulkan backend takes it
+    /// (WGSL front end, validation with the capabilities its device would
+    /// have, SPIR-V 1.6 with and without bounds checks): the only check of
+    /// the cooperative variants that runs without a GPU that has them.
+    #[test]
+    fn every_variant_validates_and_compiles_to_spirv() {
+        use naga::back::spv::{self, Capability};
+        use naga::proc::{BoundsCheckPolicies, BoundsCheckPolicy};
+        use naga::valid::{Capabilities, ValidationFlags, Validator};
+        const OP_TYPE_COOPERATIVE_MATRIX: u32 = 4456;
+        const CAPABILITY_COOPERATIVE_MATRIX: u32 = 6022;
+        const OP_CAPABILITY: u32 = 17;
+        for v in CATALOGUE {
+            let mut sources = vec![("product", product_source(v))];
+            if !v.is_cooperative() {
+                for mv in [1, 8] {
+                    let problem = include_str!("../../shaders/problem.wgsl");
+                    sources.push(("matvec", format!("{}\n{problem}\n{}", prelude(v.precision), v.matvec_source(mv))));
+                }
+            }
+            for (what, src) in sources {
+                let module = naga::front::wgsl::parse_str(&src).unwrap_or_else(|e| panic!("{} {what}: {}", v.name, e.emit_to_string(&src)));
+                let mut caps = Capabilities::empty();
+                let mut spv_caps: naga::FastHashSet<Capability> = [Capability::Shader].into_iter().collect();
+                if v.precision == Precision::F64 {
+                    caps |= Capabilities::FLOAT64;
+                    spv_caps.insert(Capability::Float64);
+                }
+                if v.is_cooperative() {
+                    caps |= Capabilities::COOPERATIVE_MATRIX | Capabilities::SHADER_FLOAT16 | Capabilities::SUBGROUP;
+                    spv_caps.extend([Capability::CooperativeMatrixKHR, Capability::VulkanMemoryModel, Capability::Float16, Capability::GroupNonUniform, Capability::GroupNonUniformArithmetic]);
+                }
+                let info = Validator::new(ValidationFlags::all(), caps).validate(&module).unwrap_or_else(|e| panic!("{} {what}: {}", v.name, e.emit_to_string(&src)));
+                for policy in [BoundsCheckPolicy::Restrict, BoundsCheckPolicy::Unchecked] {
+                    let options = spv::Options { lang_version: (1, 6), capabilities: Some(spv_caps.clone()), bounds_check_policies: BoundsCheckPolicies { index: policy, buffer: policy, ..Default::default() }, ..Default::default() };
+                    let words = spv::write_vec(&module, &info, &options, None).unwrap_or_else(|e| panic!("{} {what} {policy:?}: {e}", v.name));
+                    let has_type = words.iter().any(|w| w & 0xffff == OP_TYPE_COOPERATIVE_MATRIX);
+                    let has_capability = words.windows(2).any(|w| w[0] == (2 << 16 | OP_CAPABILITY) && w[1] == CAPABILITY_COOPERATIVE_MATRIX);
+                    assert_eq!(has_type && has_capability, v.is_cooperative(), "{} {what} {policy:?}: cooperative matrices in the SPIR-V", v.name);
+                    spirv_val(&words, &format!("{} {what} {policy:?}", v.name));
+                }
+            }
+        }
+    }
+
+    /// Runs the SPIR-V validator named by `GRAMIAN_SPIRV_VAL` (SPIRV-Tools
+    /// 2025 or later: `.ci/run` installs it; older ones do not know the
+    /// cooperative-matrix extension) on `words`, against SPIR-V 1.6 (the
+    /// version wgpu writes for Vulkan 1.3; the Vulkan environment's newest
+    /// rules also refuse the array strides naga writes on workgroup memory,
+    /// which drivers accept). Without the variable this check is skipped; it
+    /// is what catches mismatched cooperative tile sizes, which naga accepts.
+    fn spirv_val(words: &[u32], what: &str) {
+        let Some(tool) = std::env::var_os("GRAMIAN_SPIRV_VAL").filter(|t| !t.is_empty()) else { return };
+        let path = std::env::temp_dir().join(format!("gramian-spirv-{}-{}.spv", std::process::id(), what.replace(' ', "-")));
+        std::fs::write(&path, bytemuck::cast_slice::<u32, u8>(words)).expect("temporary SPIR-V file");
+        let out = std::process::Command::new(&tool).args(["--target-env", "spv1.6"]).arg(&path).output().expect("GRAMIAN_SPIRV_VAL runs");
+        let _ = std::fs::remove_file(&path);
+        assert!(out.status.success(), "{what}: spirv-val: {}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    }
+
+    /// Without the cooperative-matrix capability naga refuses the
+    /// cooperative variants: the validation above is not vacuous.
+    #[test]
+    fn a_cooperative_variant_needs_its_capability() {
+        use naga::valid::{Capabilities, ValidationFlags, Validator};
+        let v = CATALOGUE.iter().find(|v| v.is_cooperative()).expect("a cooperative variant");
+        let src = product_source(v);
+        let module = naga::front::wgsl::parse_str(&src).expect("parses");
+        assert!(Validator::new(ValidationFlags::all(), Capabilities::SHADER_FLOAT16 | Capabilities::SUBGROUP).validate(&module).is_err());
+        let without_enable = src.replace("enable wgpu_cooperative_matrix;", "");
+        assert!(naga::front::wgsl::parse_str(&without_enable).is_err());
+    }
+}

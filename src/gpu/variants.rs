@@ -16,7 +16,9 @@
 //!   `|a|^2 + |b|^2 - 2 <a, b>` with direct recomputation where it cancels;
 //! - the staging order: consecutive invocations load consecutive depth
 //!   (coalesced for row-major operands) or consecutive rows (for
-//!   transposed operands);
+//!   transposed operands), and the staged rows padded or not (with
+//!   consecutive depth, unpadded rows put every store of a group of
+//!   invocations in one workgroup-memory bank);
 //! - the arithmetic unit: scalar fused multiply-adds on every adapter, or
 //!   (f32) 16 x 16 x 16 f16 cooperative matrices with an f32 accumulator
 //!   (tensor cores, `shaders/product_coop.wgsl`) where the device has them:
@@ -94,6 +96,10 @@ pub struct ProductVariant {
     pub rows_fast: bool,
     /// Workgroup-memory stages (1, or 2 for double buffering).
     pub stages: u32,
+    /// The staged slices' rows padded by one unit, so that the staging
+    /// stores of consecutive invocations (consecutive depth) fall in
+    /// different workgroup-memory banks instead of one.
+    pub pad: bool,
     /// Arithmetic unit. The fields above describe the scalar tiling; a
     /// cooperative variant's tiling is fixed by its shader (64 x 64 tiles,
     /// 128 invocations, 32-deep slices).
@@ -102,12 +108,19 @@ pub struct ProductVariant {
 
 #[allow(clippy::too_many_arguments, reason = "one catalogue row: every field of ProductVariant, positionally")]
 const fn v(name: &'static str, precision: Precision, (wx, wy): (u32, u32), (rm, rn): (u32, u32), kc: u32, unit: u32, layout: LaneLayout, form: DistanceForm, rows_fast: bool, stages: u32) -> ProductVariant {
-    ProductVariant { name, precision, wx, wy, rm, rn, kc, unit, layout, form, rows_fast, stages, core: Core::Simt }
+    ProductVariant { name, precision, wx, wy, rm, rn, kc, unit, layout, form, rows_fast, stages, pad: false, core: Core::Simt }
+}
+
+impl ProductVariant {
+    /// The same variant with padded staging rows, named `name`.
+    const fn padded(self, name: &'static str) -> Self {
+        ProductVariant { name, pad: true, ..self }
+    }
 }
 
 /// A cooperative-matrix catalogue row (f32; the tiling is the shader's).
 const fn coop(name: &'static str, split: bool) -> ProductVariant {
-    ProductVariant { name, precision: F32, wx: 128, wy: 1, rm: 64, rn: 64, kc: 32, unit: 1, layout: Blocked, form: Expanded, rows_fast: false, stages: 1, core: Core::Cooperative { split } }
+    ProductVariant { name, precision: F32, wx: 128, wy: 1, rm: 64, rn: 64, kc: 32, unit: 1, layout: Blocked, form: Expanded, rows_fast: false, stages: 1, pad: false, core: Core::Cooperative { split } }
 }
 
 use DistanceForm::{Direct, Expanded};
@@ -135,6 +148,11 @@ pub const CATALOGUE: &[ProductVariant] = &[
     v("f64-64x128-s8x8-k8-v4-expanded-db", F64, (16, 8), (8, 8), 8, 4, Strided, Expanded, false, 2),
     v("f64-32x32-b4x4-k16-v1-direct", F64, (8, 8), (4, 4), 16, 1, Blocked, Direct, false, 1),
     v("f64-64x64-s4x4-k16-v4-direct-rows", F64, (16, 16), (4, 4), 16, 4, Strided, Direct, true, 1),
+    // The fastest of each job on an H200, with padded staging rows.
+    v("f32-64x64-b4x4-k16-v1-direct", F32, (16, 16), (4, 4), 16, 1, Blocked, Direct, false, 1).padded("f32-64x64-b4x4-k16-v1-direct-pad"),
+    v("f32-64x64-s4x4-k16-v4-expanded-db", F32, (16, 16), (4, 4), 16, 4, Strided, Expanded, false, 2).padded("f32-64x64-s4x4-k16-v4-expanded-db-pad"),
+    v("f32-128x128-b8x8-k16-v4-direct", F32, (16, 16), (8, 8), 16, 4, Blocked, Direct, false, 1).padded("f32-128x128-b8x8-k16-v4-direct-pad"),
+    v("f64-64x64-s4x4-k16-v4-direct", F64, (16, 16), (4, 4), 16, 4, Strided, Direct, false, 1).padded("f64-64x64-s4x4-k16-v4-direct-pad"),
     coop("f32-64x64-coop16-split", true),
     coop("f32-64x64-coop16-f16", false),
 ];
@@ -142,8 +160,8 @@ pub const CATALOGUE: &[ProductVariant] = &[
 /// Output tile side of the cooperative variants (`product_coop.wgsl`).
 const COOP_TILE: usize = 64;
 
-/// Length of the staged lo slices of a cooperative variant (`product_coop.wgsl`;
-/// a token array where the variant keeps no lo parts).
+/// Length of each of the three extra staged slices of a split cooperative
+/// variant (`product_coop.wgsl`; a token array where the variant has none).
 const fn coop_lo_len(split: bool) -> u32 {
     if split {
         2560
@@ -196,10 +214,10 @@ impl ProductVariant {
     /// Bytes of workgroup memory.
     pub fn workgroup_bytes(&self) -> u32 {
         match self.core {
-            Core::Simt => self.stages * self.kc * (self.tile_rows() + self.tile_cols()) as u32 * self.precision.bytes() as u32,
-            // product_coop.wgsl: the staged hi (and lo) slices in f16, the
-            // output tile in f32, per-row exponents and norms.
-            Core::Cooperative { split } => 2 * 2560 * 2 + 2 * coop_lo_len(split) * 2 + 4352 * 4 + 4 * 64 * 4,
+            Core::Simt => self.stages * self.kc * (self.tile_rows() + self.tile_cols() + 2 * self.pad_units() as usize * self.unit as usize) as u32 * self.precision.bytes() as u32,
+            // product_coop.wgsl: the staged hi slices (and lo_a, S hi_b,
+            // lo_b) in f16, the output tile in f32, per-row exponents and norms.
+            Core::Cooperative { split } => 2 * 2560 * 2 + 3 * coop_lo_len(split) * 2 + 4352 * 4 + 4 * 64 * 4,
         }
     }
 
@@ -207,6 +225,11 @@ impl ProductVariant {
     /// cooperative variant's share of the tile).
     pub(crate) fn entries_per_invocation(&self) -> usize {
         self.tile_rows() * self.tile_cols() / self.threads() as usize
+    }
+
+    /// Units of padding after each staged row (0 or 1).
+    fn pad_units(&self) -> u32 {
+        u32::from(self.pad)
     }
 
     /// True for the cooperative-matrix variants.
@@ -461,8 +484,8 @@ impl ProductVariant {
             ("THREADS", threads.to_string()),
             ("EXPANDED", (self.form == DistanceForm::Expanded).to_string()),
             ("VT", vt.clone()),
-            ("AU", (tr / u).to_string()),
-            ("BU", (tc / u).to_string()),
+            ("AU", (tr / u + self.pad_units()).to_string()),
+            ("BU", (tc / u + self.pad_units()).to_string()),
             ("STAGES", self.stages.to_string()),
             ("A_LOADS", (tr * self.kc).div_ceil(threads).to_string()),
             ("B_LOADS", (tc * self.kc).div_ceil(threads).to_string()),
@@ -620,79 +643,5 @@ mod tests {
                 assert!(s.contains(&format!("@workgroup_size({}, {}, 1)", v.wx, v.wy)), "{}", v.name);
             }
         }
-    }
-
-    /// Every variant's module through naga as wgpu's Vulkan backend takes it
-    /// (WGSL front end, validation with the capabilities its device would
-    /// have, SPIR-V 1.6 with and without bounds checks): the only check of
-    /// the cooperative variants that runs without a GPU that has them.
-    #[test]
-    fn every_variant_validates_and_compiles_to_spirv() {
-        use naga::back::spv::{self, Capability};
-        use naga::proc::{BoundsCheckPolicies, BoundsCheckPolicy};
-        use naga::valid::{Capabilities, ValidationFlags, Validator};
-        const OP_TYPE_COOPERATIVE_MATRIX: u32 = 4456;
-        const CAPABILITY_COOPERATIVE_MATRIX: u32 = 6022;
-        const OP_CAPABILITY: u32 = 17;
-        for v in CATALOGUE {
-            let mut sources = vec![("product", crate::gpu::pipelines::product_source(v))];
-            if !v.is_cooperative() {
-                for mv in [1, 8] {
-                    let problem = include_str!("../../shaders/problem.wgsl");
-                    sources.push(("matvec", format!("{}\n{problem}\n{}", crate::gpu::pipelines::prelude(v.precision), v.matvec_source(mv))));
-                }
-            }
-            for (what, src) in sources {
-                let module = naga::front::wgsl::parse_str(&src).unwrap_or_else(|e| panic!("{} {what}: {}", v.name, e.emit_to_string(&src)));
-                let mut caps = Capabilities::empty();
-                let mut spv_caps: naga::FastHashSet<Capability> = [Capability::Shader].into_iter().collect();
-                if v.precision == Precision::F64 {
-                    caps |= Capabilities::FLOAT64;
-                    spv_caps.insert(Capability::Float64);
-                }
-                if v.is_cooperative() {
-                    caps |= Capabilities::COOPERATIVE_MATRIX | Capabilities::SHADER_FLOAT16 | Capabilities::SUBGROUP;
-                    spv_caps.extend([Capability::CooperativeMatrixKHR, Capability::VulkanMemoryModel, Capability::Float16, Capability::GroupNonUniform, Capability::GroupNonUniformArithmetic]);
-                }
-                let info = Validator::new(ValidationFlags::all(), caps).validate(&module).unwrap_or_else(|e| panic!("{} {what}: {}", v.name, e.emit_to_string(&src)));
-                for policy in [BoundsCheckPolicy::Restrict, BoundsCheckPolicy::Unchecked] {
-                    let options = spv::Options { lang_version: (1, 6), capabilities: Some(spv_caps.clone()), bounds_check_policies: BoundsCheckPolicies { index: policy, buffer: policy, ..Default::default() }, ..Default::default() };
-                    let words = spv::write_vec(&module, &info, &options, None).unwrap_or_else(|e| panic!("{} {what} {policy:?}: {e}", v.name));
-                    let has_type = words.iter().any(|w| w & 0xffff == OP_TYPE_COOPERATIVE_MATRIX);
-                    let has_capability = words.windows(2).any(|w| w[0] == (2 << 16 | OP_CAPABILITY) && w[1] == CAPABILITY_COOPERATIVE_MATRIX);
-                    assert_eq!(has_type && has_capability, v.is_cooperative(), "{} {what} {policy:?}: cooperative matrices in the SPIR-V", v.name);
-                    spirv_val(&words, &format!("{} {what} {policy:?}", v.name));
-                }
-            }
-        }
-    }
-
-    /// Runs the SPIR-V validator named by `GRAMIAN_SPIRV_VAL` (SPIRV-Tools
-    /// 2025 or later: `.ci/run` installs it; older ones do not know the
-    /// cooperative-matrix extension) on `words`, against SPIR-V 1.6 (the
-    /// version wgpu writes for Vulkan 1.3; the Vulkan environment's newest
-    /// rules also refuse the array strides naga writes on workgroup memory,
-    /// which drivers accept). Without the variable this check is skipped; it
-    /// is what catches mismatched cooperative tile sizes, which naga accepts.
-    fn spirv_val(words: &[u32], what: &str) {
-        let Some(tool) = std::env::var_os("GRAMIAN_SPIRV_VAL").filter(|t| !t.is_empty()) else { return };
-        let path = std::env::temp_dir().join(format!("gramian-spirv-{}-{}.spv", std::process::id(), what.replace(' ', "-")));
-        std::fs::write(&path, bytemuck::cast_slice::<u32, u8>(words)).expect("temporary SPIR-V file");
-        let out = std::process::Command::new(&tool).args(["--target-env", "spv1.6"]).arg(&path).output().expect("GRAMIAN_SPIRV_VAL runs");
-        let _ = std::fs::remove_file(&path);
-        assert!(out.status.success(), "{what}: spirv-val: {}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    }
-
-    /// Without the cooperative-matrix capability naga refuses the
-    /// cooperative variants: the validation above is not vacuous.
-    #[test]
-    fn a_cooperative_variant_needs_its_capability() {
-        use naga::valid::{Capabilities, ValidationFlags, Validator};
-        let v = CATALOGUE.iter().find(|v| v.is_cooperative()).expect("a cooperative variant");
-        let src = crate::gpu::pipelines::product_source(v);
-        let module = naga::front::wgsl::parse_str(&src).expect("parses");
-        assert!(Validator::new(ValidationFlags::all(), Capabilities::SHADER_FLOAT16 | Capabilities::SUBGROUP).validate(&module).is_err());
-        let without_enable = src.replace("enable wgpu_cooperative_matrix;", "");
-        assert!(naga::front::wgsl::parse_str(&without_enable).is_err());
     }
 }
