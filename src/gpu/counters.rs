@@ -185,8 +185,9 @@ pub struct DeviceCounters {
     /// Blocking waits of the host for the device (a download's map, a
     /// [`GpuContext::synchronize`]).
     pub waits: u64,
-    /// Nanoseconds the host spent blocked in those waits: a measurement of
-    /// this run (the one counter that differs between runs and adapters).
+    /// Nanoseconds the host spent blocked in those waits and inside queue
+    /// submissions (where a software adapter runs the work): a measurement
+    /// of this run (the one counter that differs between runs and adapters).
     pub blocked_nanos: u64,
     /// Device matrices allocated.
     pub allocations: u64,
@@ -369,6 +370,10 @@ impl Counters {
     /// One blocking wait that lasted `blocked`.
     pub(crate) fn count_wait(&self, blocked: Duration) {
         self.waits.fetch_add(1, Ordering::Relaxed);
+        self.blocked_nanos.fetch_add(blocked.as_nanos().min(u64::MAX as u128) as u64, Ordering::Relaxed);
+    }
+    /// Time the host was held by the device outside a wait (a submission).
+    pub(crate) fn count_blocked(&self, blocked: Duration) {
         self.blocked_nanos.fetch_add(blocked.as_nanos().min(u64::MAX as u128) as u64, Ordering::Relaxed);
     }
     /// One device matrix of `bytes` in `buffers` wgpu buffers.

@@ -32,7 +32,12 @@ impl GpuContext {
 
     pub(crate) fn submit_counted(&self, encoder: wgpu::CommandEncoder) {
         self.counters.count_submission();
-        self.queue.submit([encoder.finish()]);
+        let buffer = encoder.finish();
+        // A software adapter runs the work inside the submission: time the
+        // host is held there counts as blocked.
+        let start = std::time::Instant::now();
+        self.queue.submit([buffer]);
+        self.counters.count_blocked(start.elapsed());
     }
 
     /// Submits `encoder` and returns the errors its recording or submission
