@@ -187,7 +187,8 @@ pub struct DeviceCounters {
     pub waits: u64,
     /// Nanoseconds the host spent blocked in those waits and inside queue
     /// submissions (where a software adapter runs the work): a measurement
-    /// of this run (the one counter that differs between runs and adapters).
+    /// of this run, summed over the threads that wait (the one counter that
+    /// differs between runs and adapters).
     pub blocked_nanos: u64,
     /// Device matrices allocated.
     pub allocations: u64,
