@@ -99,7 +99,7 @@ pub mod resident;
 pub use data::{Labelled, MultiSource};
 pub use device::Device;
 pub use error::{Error, Memory};
-pub use gpu::{GpuContext, GpuOptions, TransferStats};
+pub use gpu::{DeviceCounters, GpuContext, GpuOptions, TransferStats};
 pub use linalg::MatrixProduct;
 pub use precision::Precision;
 pub use operator::KernelOperator;

@@ -20,7 +20,7 @@ use nalgebra::{DMatrix, DVector};
 
 use crate::device::Device;
 use crate::error::{Error, Result};
-use crate::gpu::{ElementwiseMap, GpuContext, GpuMatrix, KernelCode, Operand, ProductFlags, TransferStats};
+use crate::gpu::{DeviceCounters, ElementwiseMap, GpuContext, GpuMatrix, KernelCode, Operand, ProductFlags, TransferStats};
 use crate::kernel::{self, Kernel};
 use crate::linalg::{self, MatrixProduct, Real};
 use crate::precision::Precision;
@@ -186,11 +186,25 @@ impl Device {
         self.context().map(|c| c.transfer_stats()).unwrap_or_default()
     }
 
-    /// Sets the transfer counters to zero.
+    /// Sets every counter (transfers and [`Self::device_counters`]) to zero.
     pub fn reset_transfer_stats(&self) {
         if let Some(c) = self.context() {
             c.reset_transfer_stats()
         }
+    }
+
+    /// Every counter of the device (transfers, blocking waits, allocations,
+    /// dispatches and their work by shape class; see
+    /// [`crate::gpu::counters`]) since it was opened or last reset. All zero
+    /// on the CPU. [`DeviceCounters::since`] gives the work between two
+    /// snapshots.
+    pub fn device_counters(&self) -> DeviceCounters {
+        self.context().map(|c| c.device_counters()).unwrap_or_default()
+    }
+
+    /// Sets every counter to zero (as [`Self::reset_transfer_stats`]).
+    pub fn reset_device_counters(&self) {
+        self.reset_transfer_stats()
     }
 
     /// Moves `x` to the device, stored in `precision` (on the CPU, `f32`

@@ -43,6 +43,10 @@ mod eksvd_solvers;
 mod errors;
 #[path = "estimator_options.rs"]
 mod estimator_options;
+#[path = "cost_model.rs"]
+mod cost_model;
+#[path = "gpu_counters.rs"]
+mod gpu_counters;
 #[path = "gpu_long_rows.rs"]
 mod gpu_long_rows;
 #[path = "gpu_methods.rs"]

@@ -9,7 +9,18 @@
 //! cargo run --release -p gramian-repro --example method_bench -- --preset h200    # large n on a real GPU
 //! ```
 //! `--methods eksvd,mklaren,psd` picks methods; `--cpu-limit N` skips CPU
-//! fits above n = N (their rows say so). The GPU is any adapter, software
+//! fits above n = N (their rows say so). Every row also gives the device
+//! counters of the fit (blocking waits, GFLOP, kernel evaluations, device
+//! allocations; `gramian::gpu::counters`).
+//!
+//! `--predict h200` (or `h100`, or `measured`: a profile timed on the
+//! adapter at hand) adds, after each GPU row, the time the cost model
+//! (`gramian::gpu::cost`) predicts for the same fit on that card from the
+//! fit's counters and its host time here (wall less blocked, divided by
+//! `--host-speed`), and, where the H200 run (`repro/results/h200-2026-12-04-methods*.txt`)
+//! timed the same fit, the ratio predicted / measured. With `--predict` the
+//! tuner is off (default variants: the counters' flops and bytes do not
+//! depend on the variant, and no tuning time enters the host time). The GPU is any adapter, software
 //! ones included (`Device::gpu`); without one only CPU rows are printed.
 //!
 //! What each method fits:
@@ -28,6 +39,7 @@ use gramian::eksvd::{solve_dual, CouplingMatrix, Eigensolver};
 use gramian::MultiSource;
 use gramian::mklaren::MklarenParams;
 use gramian::psd::{BaseMeasure, DensityParams, SolverOptions};
+use gramian::gpu::cost;
 use gramian::{Device, Kernel};
 use nalgebra::{DMatrix, DVector};
 use rand::{rngs::StdRng, Rng, SeedableRng};
@@ -59,7 +71,25 @@ struct Args {
     /// has it; 1e-6 leaves room for the different summation orders.
     #[arg(long, default_value_t = 1e-6)]
     max_difference: f64,
+    /// Predict each GPU fit's time on this card: h200, h100 or measured.
+    #[arg(long)]
+    predict: Option<String>,
+    /// How many times faster the predicted card's host is than this one
+    /// (divides the measured host time of each fit).
+    #[arg(long, default_value_t = 1.0)]
+    host_speed: f64,
 }
+
+/// The H200 run's GPU and CPU fit seconds (`repro/results/h200-2026-12-04-methods.txt`
+/// and `-methods-eksvd.txt`), by method and n.
+const H200_LOGGED: &[(&str, usize, f64, Option<f64>)] = &[
+    ("PSD density (m=1000)", 100_000, 13.139, Some(52.587)),
+    ("PSD density (m=1000)", 1_000_000, 43.272, None),
+    ("mklaren (2 RBF, rank 20)", 100_000, 1.003, Some(0.668)),
+    ("mklaren (2 RBF, rank 20)", 1_000_000, 14.793, None),
+    ("eKSVD dual (Q=3, Lanczos)", 30_000, 2.911, Some(2.203)),
+    ("eKSVD dual (Q=3, Lanczos)", 300_000, 42.996, None),
+];
 
 struct Preset {
     eksvd_n: Vec<usize>,
@@ -163,6 +193,18 @@ fn main() {
             None
         }
     };
+    let card = match args.predict.as_deref() {
+        None => None,
+        Some("measured") => match &gpu {
+            Some(Device::Gpu(ctx)) => Some(cost::CardProfile::measure(ctx).unwrap_or_else(|e| panic!("measuring the adapter: {e}"))),
+            _ => panic!("--predict measured needs a GPU adapter"),
+        },
+        Some(name) => Some(cost::CardProfile::preset(name).unwrap_or_else(|e| panic!("{e}"))),
+    };
+    if let (Some(card), Some(Device::Gpu(ctx))) = (&card, &gpu) {
+        ctx.set_tuning_mode(gramian::gpu::TuningMode::Off).expect("tuning mode");
+        println!("predicting for {card:?}; host speed factor {}", args.host_speed);
+    }
     let mut devices: Vec<Device> = vec![Device::Cpu];
     devices.extend(gpu.clone());
     println!("preset {}; devices: {}", args.preset, devices.iter().map(|d| d.describe()).collect::<Vec<_>>().join(", "));
@@ -188,14 +230,14 @@ fn main() {
     let mut rows: Vec<Row> = Vec::new();
     let mut failures = 0;
     println!();
-    println!("| method | n | device | fit s | breakdown (s) | H2D MB | D2H MB | dispatches | max rel. diff vs CPU |");
-    println!("|---|---|---|---|---|---|---|---|---|");
+    println!("| method | n | device | fit s | breakdown (s) | H2D MB | D2H MB | dispatches | waits (blocked s) | GFLOP | kernel evals | allocations (MB) | max rel. diff vs CPU |");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for (method, n, job) in &jobs {
         let mut cpu_result: Option<Vec<f64>> = None;
         for device in &devices {
             let label = if device.is_gpu() { "gpu" } else { "cpu" };
             if !device.is_gpu() && *n > cpu_limit {
-                println!("| {method} | {n} | cpu | skipped (n > --cpu-limit {cpu_limit}) | | | | | |");
+                println!("| {method} | {n} | cpu | skipped (n > --cpu-limit {cpu_limit}) | | | | | | | | | |");
                 continue;
             }
             device.reset_transfer_stats();
@@ -219,18 +261,45 @@ fn main() {
                     if !device.is_gpu() {
                         cpu_result = Some(result.clone());
                     }
-                    let transfers = device.transfer_stats();
+                    let counters = device.device_counters();
+                    let transfers = counters.transfers;
+                    let work = counters.total();
                     println!(
-                        "| {method} | {n} | {label} | {seconds:.3} | {breakdown} | {:.2} | {:.2} | {} | {diff} |",
+                        "| {method} | {n} | {label} | {seconds:.3} | {breakdown} | {:.2} | {:.2} | {} | {} ({:.3}) | {:.3} | {} | {} ({:.2}) | {diff} |",
                         mb(transfers.host_to_device_bytes),
                         mb(transfers.device_to_host_bytes),
                         transfers.dispatches,
+                        counters.waits,
+                        counters.blocked_seconds(),
+                        work.flops as f64 / 1e9,
+                        work.kernel_evaluations,
+                        counters.allocations,
+                        mb(counters.allocated_bytes),
                     );
+                    if let (Some(card), true) = (&card, device.is_gpu()) {
+                        let host = cost::host_seconds(seconds, &counters, args.host_speed).expect("host seconds");
+                        let p = cost::predict(card, &counters, host).expect("prediction");
+                        let logged = if card.name.contains("H200") { H200_LOGGED.iter().find(|l| l.0 == *method && l.1 == *n) } else { None };
+                        let versus = logged.map_or("no H200 row".to_string(), |l| format!("predicted / measured H200 {:.3} s = {:.2}", l.2, p.total() / l.2));
+                        println!(
+                            "| {method} | {n} | {} (predicted) | {:.3} | device {:.3} / dispatch {:.3} / waits {:.3} / link {:.3} / host {:.3} | | | | | | | | {versus} |",
+                            card.name,
+                            p.total(),
+                            p.device,
+                            p.dispatch,
+                            p.waits,
+                            p.link,
+                            p.host,
+                        );
+                        for (kind, precision, c) in counters.classes() {
+                            println!("|  |  | {} {precision:?} | | {} dispatches, {} workgroups, {:.3} GFLOP, {:.2} MB, {} kernel evals | | | | | | | | |", kind.name(), c.dispatches, c.workgroups, c.flops as f64 / 1e9, mb(c.bytes), c.kernel_evaluations);
+                        }
+                    }
                     rows.push(Row { method, n: *n, device: label.into(), seconds });
                 }
                 Err(e) => {
                     failures += 1;
-                    println!("| {method} | {n} | {label} | failed: {e} | | | | | |");
+                    println!("| {method} | {n} | {label} | failed: {e} | | | | | | | | | |");
                 }
             }
         }
@@ -239,6 +308,11 @@ fn main() {
     for row in rows.iter().filter(|r| r.device != "cpu") {
         if let Some(r) = rows.iter().find(|c| c.method == row.method && c.n == row.n && c.device == "cpu") {
             println!("speed-up {} n={}: {:.2}x (cpu {:.3} s / gpu {:.3} s)", row.method, row.n, r.seconds / row.seconds, r.seconds, row.seconds);
+        }
+    }
+    for row in rows.iter().filter(|r| r.device == "cpu") {
+        if let Some((_, _, _, Some(logged))) = H200_LOGGED.iter().find(|l| l.0 == row.method && l.1 == row.n) {
+            println!("host speed of the H200 run's host vs this one, from the CPU fit of {} n={}: {:.2} ({:.3} s here / {logged:.3} s there; a value for --host-speed)", row.method, row.n, row.seconds / logged, row.seconds);
         }
     }
     if failures > 0 {

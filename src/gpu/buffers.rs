@@ -6,7 +6,8 @@
 //!
 //! Data cross between host and device only in [`GpuContext::upload`] and
 //! [`GpuContext::download`] (and the descriptors of each submission), and
-//! every crossing is counted ([`super::TransferStats`]).
+//! every crossing is counted ([`super::TransferStats`]), as are allocations
+//! and the waits for read-backs ([`super::DeviceCounters`]).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -151,6 +152,7 @@ impl GpuContext {
         let bytes = bytes.max(16);
         if let Some(buf) = &scratch.slots[slot] {
             if buf.size() >= bytes {
+                self.counters.count_scratch(true);
                 return buf.clone();
             }
         }
@@ -161,6 +163,7 @@ impl GpuContext {
             usage: slot_usage(slot),
             mapped_at_creation: false,
         });
+        self.counters.count_scratch(false);
         scratch.slots[slot] = Some(buf.clone());
         buf
     }
@@ -175,9 +178,10 @@ impl GpuContext {
         slice.map_async(wgpu::MapMode::Read, move |r| {
             let _ = tx.send(r);
         });
-        self.device
-            .poll(wgpu::PollType::wait_indefinitely())
-            .map_err(|e| Error::Gpu(format!("poll: {e}")))?;
+        let start = std::time::Instant::now();
+        let polled = self.device.poll(wgpu::PollType::wait_indefinitely());
+        self.counters.count_wait(start.elapsed());
+        polled.map_err(|e| Error::Gpu(format!("poll: {e}")))?;
         rx.recv()
             .map_err(|e| Error::Gpu(format!("map callback: {e}")))?
             .map_err(|e| Error::Gpu(format!("map: {e}")))?;
@@ -264,6 +268,7 @@ impl GpuContext {
                 return Err(e);
             }
         };
+        self.counters.count_allocation(total, blocks.len() as u64);
         Ok(GpuMatrix { storage: Arc::new(Storage { blocks, block_rows, rows, cols, precision, context: self.id, bytes: total, ledger: self.allocated.clone() }), row0: 0, rows })
     }
 

@@ -1,9 +1,54 @@
-//! Counters of the data moved between host and device and of the GPU work
-//! submitted ([`TransferStats`]), kept per context.
+//! Counters of what a context did on the device, kept per context with
+//! atomics: the data moved between host and device ([`TransferStats`]), the
+//! blocking waits, the device allocations, and per shape class
+//! ([`ShapeKind`] x [`Precision`]) the dispatches and their work
+//! ([`DispatchCounters`]), all gathered in one snapshot ([`DeviceCounters`]).
+//!
+//! Every counter except the blocked time is a function of the problem and
+//! of the recorded plan alone (the dispatches, the product variants the
+//! tuner or [`super::VARIANT_ENV`] chose, and the adapter's binding limits
+//! that cut operands into row blocks): the same on every run, and on every
+//! adapter that plans the same dispatches. Work of the autotuner's timing
+//! runs is not counted.
+//!
+//! # Work of a dispatch
+//!
+//! With `e` the element size in bytes (4 for f32, 8 for f64), a dispatch
+//! counts:
+//!
+//! | shape class | flops | minimum bytes | kernel evaluations |
+//! |---|---|---|---|
+//! | product `C (+)= A' B'^T` (`r x k` by `k x c`; the linear kernel) | `2 r c k` | `e (r k + c k + r c [+ r c when accumulating])` | 0 |
+//! | weighted Gram `C (+)= A' diag(w) B'^T` | `3 r c k` | the product's `+ e k` | 0 |
+//! | kernel matrix `C = f(s(A', B'))`, `s` a squared distance (RBF, Laplacian) or an inner product (polynomial, sigmoid) | `3 r c k` (distance) or `2 r c k` (inner) | as the product | `r c` on the piece that applies `f` (the last depth chunk), else 0 |
+//! | fused kernel matvec `P = K(X, Z) V` (`r x k` by `c x k`, V `c x v`, `s` partial slots) | the kernel matrix's `+ 2 r c v` | `e (r k + c k + c v + s r v)` | `r c` |
+//! | row reduction `out_i (+)= sum_j x_ij` (or `x_ij^2`), `r x c` | `r c` (sums) or `2 r c` (squares) | `e (r c + r [+ r when accumulating])` | 0 |
+//! | element-wise map over `r x c` | `r c` (Hadamard) or `3 r c` (cosine features: add, cosine, scale) | `e 3 r c` (Hadamard) or `e (2 r c + c)` (cosine features) | 0 |
+//!
+//! The minimum bytes read every operand once and write the output once
+//! (what a perfect cache would move); `workgroups` is the product of the
+//! dispatch's grid. A kernel function's own arithmetic (an `exp`, a power)
+//! is not in the flops; the kernel evaluations count it.
+//!
+//! # Waits and allocations
+//!
+//! A wait is one place the host blocks until the device has finished: the
+//! poll after mapping a read-back buffer (every download), and
+//! [`GpuContext::synchronize`]. Error scopes are resolved on the host and
+//! are not waits. An allocation is one device matrix created (uploads,
+//! outputs, the scratch partial sums of split products and matvecs); the
+//! reused scratch buffers (dispatch descriptors, read-back staging) count a
+//! buffer created when they grow and a reuse when they serve a request as
+//! they are.
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
+use super::plan::{Dispatch, PipelineKind};
+use super::problem::{Reduce, FLAG_ACCUMULATE, FLAG_APPLY, FLAG_WEIGHTED};
+use super::variants::CATALOGUE;
 use super::GpuContext;
+use crate::precision::Precision;
 
 /// Counters of the data moved between host and device and of the GPU work
 /// submitted, since the device was opened or last reset.
@@ -25,6 +70,265 @@ pub struct TransferStats {
     pub submissions: u64,
 }
 
+impl TransferStats {
+    /// The counts of `self` less those of `earlier` (an earlier snapshot of
+    /// the same counters; a counter reset in between gives 0).
+    pub fn since(&self, earlier: &TransferStats) -> TransferStats {
+        TransferStats {
+            host_to_device_bytes: self.host_to_device_bytes.saturating_sub(earlier.host_to_device_bytes),
+            descriptor_bytes: self.descriptor_bytes.saturating_sub(earlier.descriptor_bytes),
+            uploads: self.uploads.saturating_sub(earlier.uploads),
+            device_to_host_bytes: self.device_to_host_bytes.saturating_sub(earlier.device_to_host_bytes),
+            dispatches: self.dispatches.saturating_sub(earlier.dispatches),
+            submissions: self.submissions.saturating_sub(earlier.submissions),
+        }
+    }
+}
+
+/// The shape class of a dispatch: which computation it runs (the module
+/// docs give each one's flops, bytes and kernel evaluations).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ShapeKind {
+    /// A linear product `C (+)= A' B'^T` of the product engine (matrix
+    /// products, linear-kernel matrices).
+    Product,
+    /// A kernel matrix (or kernel columns) of a non-linear kernel, or one
+    /// depth chunk of one.
+    KernelMatrix,
+    /// A weighted Gram `A' diag(w) B'^T`.
+    WeightedGram,
+    /// The fused kernel matvec `K(X, Z) V` (partial sums; K not stored).
+    Matvec,
+    /// A row reduction (sums or sums of squares of rows, and the sums of
+    /// split products' and matvecs' partials).
+    RowReduce,
+    /// An element-wise map.
+    Elementwise,
+}
+
+impl ShapeKind {
+    /// Every shape class, in the order of [`DeviceCounters::classes`].
+    pub const ALL: [ShapeKind; 6] = [ShapeKind::Product, ShapeKind::KernelMatrix, ShapeKind::WeightedGram, ShapeKind::Matvec, ShapeKind::RowReduce, ShapeKind::Elementwise];
+
+    /// A short lower-case name (`product`, `kernel-matrix`, `weighted-gram`,
+    /// `matvec`, `row-reduce`, `elementwise`).
+    pub fn name(self) -> &'static str {
+        match self {
+            ShapeKind::Product => "product",
+            ShapeKind::KernelMatrix => "kernel-matrix",
+            ShapeKind::WeightedGram => "weighted-gram",
+            ShapeKind::Matvec => "matvec",
+            ShapeKind::RowReduce => "row-reduce",
+            ShapeKind::Elementwise => "elementwise",
+        }
+    }
+
+    fn index(self) -> usize {
+        ShapeKind::ALL.iter().position(|&k| k == self).unwrap_or(0)
+    }
+}
+
+/// Number of (shape class, precision) pairs.
+const CLASSES: usize = 12;
+
+fn class_index(kind: ShapeKind, precision: Precision) -> usize {
+    kind.index() * 2 + matches!(precision, Precision::F64) as usize
+}
+
+/// The dispatches of one shape class and precision, and their work.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DispatchCounters {
+    /// Dispatches recorded.
+    pub dispatches: u64,
+    /// Workgroups they launched (the product of each grid, summed).
+    pub workgroups: u64,
+    /// Floating-point operations (the module docs give the formula per class).
+    pub flops: u64,
+    /// Minimum bytes moved: every operand read once and the output written
+    /// once.
+    pub bytes: u64,
+    /// Entries of a kernel matrix evaluated (the kernel function applied),
+    /// stored or fused into a matvec.
+    pub kernel_evaluations: u64,
+}
+
+impl DispatchCounters {
+    /// The sum of `self` and `other`, counter by counter.
+    pub fn plus(&self, other: &DispatchCounters) -> DispatchCounters {
+        DispatchCounters {
+            dispatches: self.dispatches + other.dispatches,
+            workgroups: self.workgroups + other.workgroups,
+            flops: self.flops + other.flops,
+            bytes: self.bytes + other.bytes,
+            kernel_evaluations: self.kernel_evaluations + other.kernel_evaluations,
+        }
+    }
+
+    fn since(&self, earlier: &DispatchCounters) -> DispatchCounters {
+        DispatchCounters {
+            dispatches: self.dispatches.saturating_sub(earlier.dispatches),
+            workgroups: self.workgroups.saturating_sub(earlier.workgroups),
+            flops: self.flops.saturating_sub(earlier.flops),
+            bytes: self.bytes.saturating_sub(earlier.bytes),
+            kernel_evaluations: self.kernel_evaluations.saturating_sub(earlier.kernel_evaluations),
+        }
+    }
+}
+
+/// Everything a context counts (the [module docs](self) say what is
+/// counted where): a snapshot since the device was opened or last reset.
+/// All zero on the CPU.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DeviceCounters {
+    /// Data moved between host and device, dispatches and submissions.
+    pub transfers: TransferStats,
+    /// Blocking waits of the host for the device (a download's map, a
+    /// [`GpuContext::synchronize`]).
+    pub waits: u64,
+    /// Nanoseconds the host spent blocked in those waits and inside queue
+    /// submissions (where a software adapter runs the work): a measurement
+    /// of this run, summed over the threads that wait (the one counter that
+    /// differs between runs and adapters).
+    pub blocked_nanos: u64,
+    /// Device matrices allocated.
+    pub allocations: u64,
+    /// Bytes of the device matrices allocated (their elements).
+    pub allocated_bytes: u64,
+    /// wgpu buffers created (row blocks of device matrices, and reused
+    /// scratch buffers when they grow).
+    pub buffers_created: u64,
+    /// Requests for a scratch buffer served by the existing one.
+    pub scratch_reuses: u64,
+    classes: [DispatchCounters; CLASSES],
+}
+
+impl DeviceCounters {
+    /// The dispatches of shape class `kind` in `precision`.
+    pub fn class(&self, kind: ShapeKind, precision: Precision) -> DispatchCounters {
+        self.classes[class_index(kind, precision)]
+    }
+
+    /// The counters of class `kind` in `precision`, to change (for building
+    /// a counter set by hand, e.g. for [`super::cost`]).
+    pub fn class_mut(&mut self, kind: ShapeKind, precision: Precision) -> &mut DispatchCounters {
+        &mut self.classes[class_index(kind, precision)]
+    }
+
+    /// Every (class, precision) with at least one dispatch, with its counters.
+    pub fn classes(&self) -> Vec<(ShapeKind, Precision, DispatchCounters)> {
+        ShapeKind::ALL
+            .iter()
+            .flat_map(|&k| [Precision::F32, Precision::F64].map(|p| (k, p, self.class(k, p))))
+            .filter(|(_, _, c)| c.dispatches > 0)
+            .collect()
+    }
+
+    /// The dispatch counters of every class and precision added up.
+    pub fn total(&self) -> DispatchCounters {
+        self.classes.iter().fold(DispatchCounters::default(), |a, c| a.plus(c))
+    }
+
+    /// Seconds the host spent blocked in waits.
+    pub fn blocked_seconds(&self) -> f64 {
+        self.blocked_nanos as f64 * 1e-9
+    }
+
+    /// The counts of `self` less those of `earlier` (an earlier snapshot of
+    /// the same context: the work done in between).
+    pub fn since(&self, earlier: &DeviceCounters) -> DeviceCounters {
+        let mut classes = self.classes;
+        for (c, e) in classes.iter_mut().zip(&earlier.classes) {
+            *c = c.since(e);
+        }
+        DeviceCounters {
+            transfers: self.transfers.since(&earlier.transfers),
+            waits: self.waits.saturating_sub(earlier.waits),
+            blocked_nanos: self.blocked_nanos.saturating_sub(earlier.blocked_nanos),
+            allocations: self.allocations.saturating_sub(earlier.allocations),
+            allocated_bytes: self.allocated_bytes.saturating_sub(earlier.allocated_bytes),
+            buffers_created: self.buffers_created.saturating_sub(earlier.buffers_created),
+            scratch_reuses: self.scratch_reuses.saturating_sub(earlier.scratch_reuses),
+            classes,
+        }
+    }
+}
+
+/// The work of one dispatch (see the module docs).
+pub(super) fn dispatch_work(d: &Dispatch) -> (ShapeKind, DispatchCounters) {
+    let p = &d.problem;
+    let e = d.precision.bytes() as u64;
+    let workgroups = d.grid.iter().map(|&g| g as u64).product();
+    let (r, c, k) = (p.rows as u64, p.cols as u64, p.depth as u64);
+    let distance = p.kind == 1 || p.kind == 2;
+    let statistic = if distance { 3 } else { 2 };
+    let (kind, flops, bytes, evaluations) = match d.pipeline {
+        PipelineKind::Product => {
+            let accumulate = if p.flags & FLAG_ACCUMULATE != 0 { r * c } else { 0 };
+            let base = r * k + c * k + r * c + accumulate;
+            if p.flags & FLAG_WEIGHTED != 0 {
+                (ShapeKind::WeightedGram, 3 * r * c * k, e * (base + k), 0)
+            } else if p.kind == 0 {
+                (ShapeKind::Product, 2 * r * c * k, e * base, 0)
+            } else {
+                let evaluations = if p.flags & FLAG_APPLY != 0 { r * c } else { 0 };
+                (ShapeKind::KernelMatrix, statistic * r * c * k, e * base, evaluations)
+            }
+        }
+        PipelineKind::Matvec => {
+            // V has c_cs columns; the grid's x splits times the variant's
+            // lane columns are the partial slots.
+            let v = p.c_cs as u64;
+            let slots = d.grid[0] as u64 * CATALOGUE[d.variant & 0xffff].wx as u64;
+            (ShapeKind::Matvec, statistic * r * c * k + 2 * r * c * v, e * (r * k + c * k + c * v + slots * r * v), r * c)
+        }
+        PipelineKind::RowReduce => {
+            let job: Reduce = bytemuck::pod_read_unaligned(&bytemuck::bytes_of(&d.problem)[..std::mem::size_of::<Reduce>()]);
+            let (r, c) = (job.rows as u64, job.cols as u64);
+            let flops = if job.mode == 0 { 2 * r * c } else { r * c };
+            (ShapeKind::RowReduce, flops, e * (r * c + r + if job.accumulate != 0 { r } else { 0 }), 0)
+        }
+        PipelineKind::Elementwise => {
+            let words: &[u32] = bytemuck::cast_slice(bytemuck::bytes_of(&d.problem));
+            let (r, c, mode) = (words[0] as u64, words[1] as u64, words[5]);
+            if mode == 0 {
+                (ShapeKind::Elementwise, 3 * r * c, e * (2 * r * c + c), 0)
+            } else {
+                (ShapeKind::Elementwise, r * c, e * 3 * r * c, 0)
+            }
+        }
+    };
+    (kind, DispatchCounters { dispatches: 1, workgroups, flops, bytes, kernel_evaluations: evaluations })
+}
+
+#[derive(Default)]
+struct ClassAtomics {
+    dispatches: AtomicU64,
+    workgroups: AtomicU64,
+    flops: AtomicU64,
+    bytes: AtomicU64,
+    evaluations: AtomicU64,
+}
+
+impl ClassAtomics {
+    fn all(&self) -> [&AtomicU64; 5] {
+        [&self.dispatches, &self.workgroups, &self.flops, &self.bytes, &self.evaluations]
+    }
+    fn load(&self) -> DispatchCounters {
+        let [d, w, f, b, e] = self.all().map(|a| a.load(Ordering::Relaxed));
+        DispatchCounters { dispatches: d, workgroups: w, flops: f, bytes: b, kernel_evaluations: e }
+    }
+    fn store(&self, c: &DispatchCounters) {
+        for (a, v) in self.all().into_iter().zip([c.dispatches, c.workgroups, c.flops, c.bytes, c.kernel_evaluations]) {
+            a.store(v, Ordering::Relaxed);
+        }
+    }
+    fn add(&self, c: &DispatchCounters) {
+        for (a, v) in self.all().into_iter().zip([c.dispatches, c.workgroups, c.flops, c.bytes, c.kernel_evaluations]) {
+            a.fetch_add(v, Ordering::Relaxed);
+        }
+    }
+}
+
 #[derive(Default)]
 pub(crate) struct Counters {
     h2d: AtomicU64,
@@ -33,6 +337,13 @@ pub(crate) struct Counters {
     d2h: AtomicU64,
     dispatches: AtomicU64,
     submissions: AtomicU64,
+    waits: AtomicU64,
+    blocked_nanos: AtomicU64,
+    allocations: AtomicU64,
+    allocated_bytes: AtomicU64,
+    buffers_created: AtomicU64,
+    scratch_reuses: AtomicU64,
+    classes: [ClassAtomics; CLASSES],
 }
 
 impl Counters {
@@ -48,13 +359,40 @@ impl Counters {
     pub(crate) fn count_download(&self, bytes: u64) {
         self.d2h.fetch_add(bytes, Ordering::Relaxed);
     }
-    pub(crate) fn count_dispatch(&self) {
+    /// Counts `d` and its work in its shape class.
+    pub(crate) fn count_dispatch(&self, d: &Dispatch) {
         self.dispatches.fetch_add(1, Ordering::Relaxed);
+        let (kind, work) = dispatch_work(d);
+        self.classes[class_index(kind, d.precision)].add(&work);
     }
     pub(crate) fn count_submission(&self) {
         self.submissions.fetch_add(1, Ordering::Relaxed);
     }
-    pub(crate) fn snapshot(&self) -> TransferStats {
+    /// One blocking wait that lasted `blocked`.
+    pub(crate) fn count_wait(&self, blocked: Duration) {
+        self.waits.fetch_add(1, Ordering::Relaxed);
+        self.blocked_nanos.fetch_add(blocked.as_nanos().min(u64::MAX as u128) as u64, Ordering::Relaxed);
+    }
+    /// Time the host was held by the device outside a wait (a submission).
+    pub(crate) fn count_blocked(&self, blocked: Duration) {
+        self.blocked_nanos.fetch_add(blocked.as_nanos().min(u64::MAX as u128) as u64, Ordering::Relaxed);
+    }
+    /// One device matrix of `bytes` in `buffers` wgpu buffers.
+    pub(crate) fn count_allocation(&self, bytes: u64, buffers: u64) {
+        self.allocations.fetch_add(1, Ordering::Relaxed);
+        self.allocated_bytes.fetch_add(bytes, Ordering::Relaxed);
+        self.buffers_created.fetch_add(buffers, Ordering::Relaxed);
+    }
+    /// A scratch request: served by the existing buffer (`reused`) or by a
+    /// new one.
+    pub(crate) fn count_scratch(&self, reused: bool) {
+        if reused {
+            self.scratch_reuses.fetch_add(1, Ordering::Relaxed);
+        } else {
+            self.buffers_created.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+    pub(crate) fn transfers(&self) -> TransferStats {
         TransferStats {
             host_to_device_bytes: self.h2d.load(Ordering::Relaxed),
             descriptor_bytes: self.descriptors.load(Ordering::Relaxed),
@@ -64,31 +402,61 @@ impl Counters {
             submissions: self.submissions.load(Ordering::Relaxed),
         }
     }
-    /// Puts the counters back to `s` (the tuner's own work is not the caller's traffic).
-    pub(crate) fn restore(&self, s: &TransferStats) {
-        self.h2d.store(s.host_to_device_bytes, Ordering::Relaxed);
-        self.descriptors.store(s.descriptor_bytes, Ordering::Relaxed);
-        self.uploads.store(s.uploads, Ordering::Relaxed);
-        self.d2h.store(s.device_to_host_bytes, Ordering::Relaxed);
-        self.dispatches.store(s.dispatches, Ordering::Relaxed);
-        self.submissions.store(s.submissions, Ordering::Relaxed);
+    pub(crate) fn snapshot(&self) -> DeviceCounters {
+        DeviceCounters {
+            transfers: self.transfers(),
+            waits: self.waits.load(Ordering::Relaxed),
+            blocked_nanos: self.blocked_nanos.load(Ordering::Relaxed),
+            allocations: self.allocations.load(Ordering::Relaxed),
+            allocated_bytes: self.allocated_bytes.load(Ordering::Relaxed),
+            buffers_created: self.buffers_created.load(Ordering::Relaxed),
+            scratch_reuses: self.scratch_reuses.load(Ordering::Relaxed),
+            classes: std::array::from_fn(|i| self.classes[i].load()),
+        }
+    }
+    /// Puts the counters back to `s` (the tuner's own work is not the caller's).
+    pub(crate) fn restore(&self, s: &DeviceCounters) {
+        let t = &s.transfers;
+        self.h2d.store(t.host_to_device_bytes, Ordering::Relaxed);
+        self.descriptors.store(t.descriptor_bytes, Ordering::Relaxed);
+        self.uploads.store(t.uploads, Ordering::Relaxed);
+        self.d2h.store(t.device_to_host_bytes, Ordering::Relaxed);
+        self.dispatches.store(t.dispatches, Ordering::Relaxed);
+        self.submissions.store(t.submissions, Ordering::Relaxed);
+        self.waits.store(s.waits, Ordering::Relaxed);
+        self.blocked_nanos.store(s.blocked_nanos, Ordering::Relaxed);
+        self.allocations.store(s.allocations, Ordering::Relaxed);
+        self.allocated_bytes.store(s.allocated_bytes, Ordering::Relaxed);
+        self.buffers_created.store(s.buffers_created, Ordering::Relaxed);
+        self.scratch_reuses.store(s.scratch_reuses, Ordering::Relaxed);
+        for (a, c) in self.classes.iter().zip(&s.classes) {
+            a.store(c);
+        }
     }
     pub(crate) fn reset(&self) {
-        for c in [&self.h2d, &self.descriptors, &self.uploads, &self.d2h, &self.dispatches, &self.submissions] {
-            c.store(0, Ordering::Relaxed);
-        }
+        self.restore(&DeviceCounters::default());
     }
 }
 
 impl GpuContext {
     /// The counters of data moved and work submitted.
     pub fn transfer_stats(&self) -> TransferStats {
-        self.counters.snapshot()
+        self.counters.transfers()
     }
 
-    /// Sets every counter to zero.
+    /// Sets every counter (those of [`Self::device_counters`] too) to zero.
     pub fn reset_transfer_stats(&self) {
         self.counters.reset()
     }
 
+    /// Every counter of this context: transfers, waits, allocations and
+    /// the dispatches' work by shape class (see [`DeviceCounters`]).
+    pub fn device_counters(&self) -> DeviceCounters {
+        self.counters.snapshot()
+    }
+
+    /// Sets every counter to zero (as [`Self::reset_transfer_stats`]).
+    pub fn reset_device_counters(&self) {
+        self.counters.reset()
+    }
 }

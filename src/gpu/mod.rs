@@ -13,7 +13,9 @@
 //! tile; nothing is ever bound beyond the limit.
 //!
 //! Modules, by concern: `buffers` (storage, allocation, upload, download,
-//! scratch buffers), `counters` ([`TransferStats`]), `problem` (the
+//! scratch buffers), [`counters`] ([`TransferStats`], [`DeviceCounters`]: what
+//! was moved, waited for, allocated and computed), [`cost`] (a card's cost
+//! model over those counters), `problem` (the
 //! descriptors the shaders read), `plan` (dispatch planning of products,
 //! reductions and maps), `matvec` (the kernel matvec), `submit` (running
 //! plans, error scopes), `pipelines` (shader compilation and the pipeline
@@ -21,7 +23,8 @@
 //! them), `host` (host-matrix operations).
 
 mod buffers;
-mod counters;
+pub mod cost;
+pub mod counters;
 mod host;
 mod matvec;
 mod pipelines;
@@ -32,7 +35,7 @@ mod tuner;
 mod variants;
 
 pub use buffers::GpuMatrix;
-pub use counters::TransferStats;
+pub use counters::{DeviceCounters, DispatchCounters, ShapeKind, TransferStats};
 pub use crate::linalg::MatrixProduct;
 pub use tuner::{TunedChoice, TuningMode, TUNE_BUDGET, TUNE_CACHE_ENV, TUNE_ENV, VARIANT_ENV};
 pub use variants::{Core, DistanceForm, LaneLayout, ProductVariant, CATALOGUE};

@@ -32,7 +32,12 @@ impl GpuContext {
 
     pub(crate) fn submit_counted(&self, encoder: wgpu::CommandEncoder) {
         self.counters.count_submission();
-        self.queue.submit([encoder.finish()]);
+        let buffer = encoder.finish();
+        // A software adapter runs the work inside the submission: time the
+        // host is held there counts as blocked.
+        let start = std::time::Instant::now();
+        self.queue.submit([buffer]);
+        self.counters.count_blocked(start.elapsed());
     }
 
     /// Submits `encoder` and returns the errors its recording or submission
@@ -140,7 +145,7 @@ impl GpuContext {
                             pass.set_pipeline(&layouts[&(d.pipeline as u8, d.precision, d.variant)].0);
                             pass.set_bind_group(0, g, &[]);
                             pass.dispatch_workgroups(d.grid[0], d.grid[1], d.grid[2]);
-                            self.counters.count_dispatch();
+                            self.counters.count_dispatch(d);
                         }
                     }
                     self.submit_checked(encoder)
@@ -150,9 +155,12 @@ impl GpuContext {
         })
     }
 
-    /// Waits until the queue is idle (for timing).
+    /// Waits until the queue is idle (for timing); a counted wait.
     pub fn synchronize(&self) -> Result<()> {
-        self.device.poll(wgpu::PollType::wait_indefinitely()).map_err(|e| Error::Gpu(format!("poll: {e}")))?;
+        let start = std::time::Instant::now();
+        let polled = self.device.poll(wgpu::PollType::wait_indefinitely());
+        self.counters.count_wait(start.elapsed());
+        polled.map_err(|e| Error::Gpu(format!("poll: {e}")))?;
         Ok(())
     }
 }

@@ -1,0 +1,103 @@
+//! The cost model (`gramian::gpu::cost`): its arithmetic on a synthetic
+//! counter set, exactly, and predictions that never fall as flops or bytes
+//! grow. No device needed.
+
+use gramian::gpu::cost::{host_seconds, predict, CardProfile};
+use gramian::gpu::{DeviceCounters, ShapeKind};
+use gramian::{Error, Precision};
+
+/// A card with round numbers: 1 TFLOP/s f32, 0.5 f64, 1 TB/s memory,
+/// 10 GB/s link, 1 ms per wait, 10 us per dispatch.
+fn card() -> CardProfile {
+    CardProfile {
+        name: "round".into(),
+        f32_flops: 1e12,
+        f64_flops: 0.5e12,
+        memory_bandwidth: 1e12,
+        link_bandwidth: 1e10,
+        wait_latency: 1e-3,
+        dispatch_overhead: 1e-5,
+        efficiency: [0.5, 0.25, 0.5, 0.25, 0.1, 0.1],
+    }
+}
+
+fn counters() -> DeviceCounters {
+    let mut c = DeviceCounters::default();
+    // Compute-bound: 1e12 / (0.25 x 1e12) = 4 s (bytes 1e9 / 1e12 = 1 ms).
+    *c.class_mut(ShapeKind::KernelMatrix, Precision::F32) = gramian::gpu::DispatchCounters { dispatches: 10, workgroups: 100, flops: 1_000_000_000_000, bytes: 1_000_000_000, kernel_evaluations: 5 };
+    // Memory-bound: 2e9 / 1e12 = 2 ms (flops 1e6 / (0.1 x 0.5e12) = 20 us).
+    *c.class_mut(ShapeKind::RowReduce, Precision::F64) = gramian::gpu::DispatchCounters { dispatches: 90, workgroups: 90, flops: 1_000_000, bytes: 2_000_000_000, kernel_evaluations: 0 };
+    c.waits = 7;
+    c.transfers.host_to_device_bytes = 3_000_000_000;
+    c.transfers.device_to_host_bytes = 1_000_000_000;
+    c.transfers.descriptor_bytes = 1_000_000;
+    c.blocked_nanos = 250_000_000;
+    c
+}
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 1e-12 * b.abs().max(1.0)
+}
+
+#[test]
+fn the_model_adds_up_as_documented() {
+    let c = counters();
+    let host = host_seconds(1.25, &c, 2.0).unwrap();
+    assert!(close(host, 0.5), "(1.25 - 0.25) / 2 = {host}");
+    let p = predict(&card(), &c, host).unwrap();
+    assert!(close(p.device, 4.0 + 2e-3), "{p:?}");
+    assert!(close(p.dispatch, 100.0 * 1e-5), "{p:?}");
+    assert!(close(p.waits, 7e-3), "{p:?}");
+    assert!(close(p.link, 4.001e9 / 1e10), "{p:?}");
+    assert!(close(p.host, 0.5));
+    assert!(close(p.total(), 4.002 + 1e-3 + 7e-3 + 0.4001 + 0.5), "{}", p.total());
+    // No work: the host time alone.
+    assert_eq!(predict(&card(), &DeviceCounters::default(), 0.0).unwrap().total(), 0.0);
+}
+
+#[test]
+fn predictions_grow_with_flops_and_bytes() {
+    for profile in [card(), CardProfile::h200(), CardProfile::h100()] {
+        for step in 0..12u64 {
+            let mut c = counters();
+            let k = c.class_mut(ShapeKind::KernelMatrix, Precision::F32);
+            k.flops = step * step * 100_000_000_000;
+            k.bytes = (11 - step.min(11)) * 1_000_000_000 + step * step * step * 1_000_000_000;
+            let t = predict(&profile, &c, 0.0).unwrap().total();
+            let mut more_flops = c;
+            more_flops.class_mut(ShapeKind::KernelMatrix, Precision::F32).flops += 1_000_000_000;
+            let mut more_bytes = c;
+            more_bytes.class_mut(ShapeKind::RowReduce, Precision::F64).bytes += 1_000_000_000;
+            assert!(predict(&profile, &more_flops, 0.0).unwrap().total() >= t);
+            assert!(predict(&profile, &more_bytes, 0.0).unwrap().total() >= t);
+        }
+    }
+}
+
+#[test]
+fn the_presets_and_bad_profiles() {
+    assert_eq!(CardProfile::preset("H200").unwrap(), CardProfile::h200());
+    assert_eq!(CardProfile::preset("h100").unwrap().memory_bandwidth, 3.35e12);
+    assert!(matches!(CardProfile::preset("a100"), Err(Error::InvalidParameter { .. })));
+    let c = counters();
+    let no_f64 = CardProfile { f64_flops: 0.0, ..card() };
+    assert!(matches!(predict(&no_f64, &c, 0.0), Err(Error::InvalidParameter { .. })));
+    let no_link = CardProfile { link_bandwidth: f64::NAN, ..card() };
+    assert!(matches!(predict(&no_link, &c, 0.0), Err(Error::InvalidParameter { .. })));
+    assert!(matches!(predict(&card(), &c, -1.0), Err(Error::InvalidParameter { .. })));
+    assert!(matches!(host_seconds(f64::INFINITY, &c, 1.0), Err(Error::InvalidParameter { .. })));
+    assert!(matches!(host_seconds(1.0, &c, 0.0), Err(Error::InvalidParameter { .. })));
+    // The blocked time never makes the host time negative.
+    assert_eq!(host_seconds(0.1, &c, 1.0).unwrap(), 0.0);
+}
+
+#[test]
+fn measuring_the_current_adapter_gives_a_usable_profile() {
+    let Some(gramian::Device::Gpu(ctx)) = crate::common::gpu_device(gramian::GpuOptions::default()) else { return };
+    let before = ctx.device_counters();
+    let p = CardProfile::measure(&ctx).unwrap();
+    assert_eq!(ctx.device_counters(), before, "calibration is not counted");
+    assert!(p.f32_flops > 0.0 && p.memory_bandwidth > 0.0 && p.link_bandwidth > 0.0 && p.wait_latency > 0.0, "{p:?}");
+    assert!(predict(&p, &counters(), 0.0).is_ok() || p.f64_flops == 0.0);
+    eprintln!("{p:?}");
+}

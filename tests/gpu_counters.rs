@@ -1,0 +1,249 @@
+//! The device counters ([`gramian::DeviceCounters`]) on small known
+//! problems, exactly (the formulas are those of `gramian::gpu::counters`),
+//! and per method at two sizes: what grows with n and what does not.
+//!
+//! The product variant is forced to the default of its precision, so that
+//! workgroups and dispatches do not depend on what the tuner picks on the
+//! adapter at hand.
+
+use crate::common;
+
+use common::{gpu_device, rng};
+use gramian::gpu::{DeviceCounters, ShapeKind};
+use gramian::{Device, GpuOptions, Kernel, Precision};
+use nalgebra::{DMatrix, DVector};
+use rand::Rng;
+
+/// A fresh GPU device with the default variant of each precision forced.
+fn device() -> Option<Device> {
+    let gpu = gpu_device(GpuOptions::default())?;
+    if let Device::Gpu(ctx) = &gpu {
+        let name = ctx.product_variants().iter().find(|v| v.precision == Precision::F32).expect("an f32 variant").name;
+        ctx.force_variant(Some(name)).unwrap();
+    }
+    Some(gpu)
+}
+
+/// Tile rows and columns of the forced f32 variant.
+fn tiles(gpu: &Device) -> (usize, usize) {
+    match gpu {
+        Device::Gpu(ctx) => {
+            let v = ctx.product_variants().into_iter().find(|v| v.precision == Precision::F32).unwrap();
+            (v.tile_rows(), v.tile_cols())
+        }
+        Device::Cpu => unreachable!(),
+    }
+}
+
+fn uniform(rows: usize, cols: usize) -> DMatrix<f64> {
+    let mut r = rng();
+    DMatrix::from_fn(rows, cols, |_, _| r.random_range(-1.0..1.0))
+}
+
+#[test]
+fn one_kernel_matrix_counts_exactly() {
+    let Some(gpu) = device() else { return };
+    let (n, m, d) = (300usize, 200usize, 5usize);
+    let (x, z) = (uniform(n, d), uniform(m, d));
+    let (tr, tc) = tiles(&gpu);
+    let run = || {
+        let before = gpu.device_counters();
+        let xs = gpu.upload(&x, Precision::F32).unwrap();
+        let zs = gpu.upload(&z, Precision::F32).unwrap();
+        let k = gpu.resident_kernel_matrix(&Kernel::rbf(0.5).unwrap(), &xs, &zs).unwrap();
+        let host = gpu.to_host(&k).unwrap();
+        assert_eq!(host.shape(), (n, m));
+        gpu.device_counters().since(&before)
+    };
+    gpu.reset_device_counters();
+    let first = run();
+    let (n64, m64, d64) = (n as u64, m as u64, d as u64);
+    let t = first.transfers;
+    assert_eq!((t.dispatches, t.uploads, t.submissions), (1, 2, 2), "{first:?}");
+    assert_eq!(t.host_to_device_bytes, (n64 + m64) * d64 * 4);
+    assert_eq!(t.device_to_host_bytes, n64 * m64 * 4);
+    let k = first.class(ShapeKind::KernelMatrix, Precision::F32);
+    assert_eq!(k.dispatches, 1);
+    assert_eq!(k.kernel_evaluations, n64 * m64);
+    assert_eq!(k.flops, 3 * n64 * m64 * d64);
+    assert_eq!(k.bytes, 4 * (n64 * d64 + m64 * d64 + n64 * m64));
+    assert_eq!(k.workgroups, (n.div_ceil(tr) * m.div_ceil(tc)) as u64);
+    assert_eq!(first.total(), k, "only the kernel matrix ran");
+    assert_eq!(first.classes().len(), 1);
+    assert_eq!(first.waits, 1, "one read-back");
+    assert!(first.blocked_nanos > 0);
+    assert_eq!(first.allocations, 3, "x, z and K");
+    assert_eq!(first.allocated_bytes, 4 * ((n64 + m64) * d64 + n64 * m64));
+    // Three matrices of one block each, and the descriptor and staging
+    // scratch buffers created on first use ...
+    assert_eq!((first.buffers_created, first.scratch_reuses), (5, 0));
+    // ... then reused: the same work again counts the same, less the scratch.
+    let second = run();
+    assert_eq!((second.buffers_created, second.scratch_reuses), (3, 2));
+    assert_eq!(second.total(), first.total());
+    assert_eq!(second.transfers, first.transfers);
+    assert_eq!(second.waits, first.waits);
+    // Reset puts everything to zero.
+    gpu.reset_device_counters();
+    assert_eq!(gpu.device_counters(), DeviceCounters::default());
+}
+
+#[test]
+fn a_fused_matvec_counts_its_kernel_evaluations_and_the_reduction() {
+    let Some(gpu) = device() else { return };
+    let (n, m, d) = (256usize, 192usize, 4usize);
+    let (x, z) = (uniform(n, d), uniform(m, d));
+    let v = DMatrix::from_fn(m, 1, |i, _| i as f64 / m as f64);
+    let xs = gpu.upload(&x, Precision::F32).unwrap();
+    let zs = gpu.upload(&z, Precision::F32).unwrap();
+    let vs = gpu.upload(&v, Precision::F32).unwrap();
+    gpu.reset_device_counters();
+    let out = gpu.resident_kernel_matvec(&Kernel::rbf(0.5).unwrap(), &xs, &zs, &vs).unwrap();
+    let c = gpu.device_counters();
+    let (n64, m64, d64) = (n as u64, m as u64, d as u64);
+    let mv = c.class(ShapeKind::Matvec, Precision::F32);
+    assert_eq!(mv.dispatches, 1, "{c:?}");
+    assert_eq!(mv.kernel_evaluations, n64 * m64);
+    assert_eq!(mv.flops, 3 * n64 * m64 * d64 + 2 * n64 * m64);
+    let reduce = c.class(ShapeKind::RowReduce, Precision::F32);
+    assert_eq!(reduce.dispatches, 1);
+    // The reduction sums the partial slots of every output element.
+    assert_eq!(reduce.flops % n64, 0);
+    assert_eq!(c.total().kernel_evaluations, n64 * m64);
+    assert_eq!(c.waits, 0, "nothing read back");
+    assert_eq!(c.transfers.host_to_device_bytes, 0);
+    assert_eq!(c.allocations, 2, "the output and the partial sums");
+    let y = gpu.to_host(&out).unwrap();
+    assert_eq!(y.shape(), (n, 1));
+}
+
+#[test]
+fn products_reductions_and_maps_count_by_their_formulas() {
+    let Some(gpu) = device() else { return };
+    let (r, k, c) = (70usize, 30usize, 50usize);
+    let a = gpu.upload(&uniform(r, k), Precision::F32).unwrap();
+    let b = gpu.upload(&uniform(k, c), Precision::F32).unwrap();
+    gpu.reset_device_counters();
+    gpu.resident_matmul(&a, &b, gramian::MatrixProduct::AB).unwrap();
+    let p = gpu.device_counters().class(ShapeKind::Product, Precision::F32);
+    let (r64, k64, c64) = (r as u64, k as u64, c as u64);
+    assert_eq!((p.dispatches, p.flops, p.bytes, p.kernel_evaluations), (1, 2 * r64 * c64 * k64, 4 * (r64 * k64 + c64 * k64 + r64 * c64), 0));
+    gpu.reset_device_counters();
+    gpu.resident_row_sums(&a).unwrap();
+    let s = gpu.device_counters().class(ShapeKind::RowReduce, Precision::F32);
+    assert_eq!((s.dispatches, s.flops, s.bytes, s.workgroups), (1, r64 * k64, 4 * (r64 * k64 + r64), r.div_ceil(64) as u64));
+    let a2 = gpu.upload(&uniform(r, k), Precision::F32).unwrap();
+    gpu.reset_device_counters();
+    gpu.resident_hadamard(&a, &a2).unwrap();
+    let h = gpu.device_counters().class(ShapeKind::Elementwise, Precision::F32);
+    assert_eq!((h.dispatches, h.flops, h.bytes), (1, r64 * k64, 4 * 3 * r64 * k64));
+    // Weighted Gram Phi^T diag(w) Phi of Phi n x q: 3 q q n flops.
+    let (ns, q) = (90usize, 6usize);
+    let phi = gpu.upload(&uniform(ns, q), Precision::F32).unwrap();
+    let w = gpu.upload(&DMatrix::from_element(ns, 1, 0.5), Precision::F32).unwrap();
+    gpu.reset_device_counters();
+    gpu.resident_weighted_gram(&phi, &w).unwrap();
+    let g = gpu.device_counters().class(ShapeKind::WeightedGram, Precision::F32);
+    assert_eq!((g.dispatches, g.flops), (1, 3 * (q * q * ns) as u64), "{:?}", gpu.device_counters());
+}
+
+/// A method's counters over one fit.
+fn counted(gpu: &Device, fit: impl FnOnce()) -> DeviceCounters {
+    gpu.reset_device_counters();
+    fit();
+    gpu.device_counters()
+}
+
+fn print(what: &str, n: usize, c: &DeviceCounters) {
+    let t = c.total();
+    eprintln!(
+        "{what} n={n}: waits {} dispatches {} submissions {} up {} down {} allocations {} ({} B) buffers {} reuses {} flops {} bytes {} evaluations {}",
+        c.waits, c.transfers.dispatches, c.transfers.submissions, c.transfers.host_to_device_bytes, c.transfers.device_to_host_bytes, c.allocations, c.allocated_bytes, c.buffers_created, c.scratch_reuses, t.flops, t.bytes, t.kernel_evaluations
+    );
+}
+
+#[test]
+fn mklaren_counters_at_two_sizes() {
+    use gramian::mklaren::MklarenParams;
+    let Some(gpu) = device() else { return };
+    let (d, rank, lookahead) = (3usize, 8usize, 3usize);
+    let fit = |n: usize| {
+        let x = uniform(n, d);
+        let y = DVector::from_fn(n, |i, _| (2.0 * x[(i, 0)]).sin() + x[(i, 1)]);
+        let kernels = [Kernel::rbf(0.3).unwrap(), Kernel::rbf(3.0).unwrap()];
+        let c = counted(&gpu, || {
+            MklarenParams::new(rank).lookahead(lookahead).kernels(&kernels).fit_inputs(&gpu, &[&x, &x], &y).unwrap();
+        });
+        print("mklaren", n, &c);
+        c
+    };
+    let (small, large) = (fit(200), fit(400));
+    for (n, c) in [(200u64, &small), (400u64, &large)] {
+        // X goes up once (n d f64) ...
+        assert_eq!(c.transfers.uploads, 1);
+        assert_eq!(c.transfers.host_to_device_bytes, n * d as u64 * 8);
+        // ... and today every kernel column the pivot search computes (one
+        // dispatch, n evaluations) is read back, n f64, with one wait: the
+        // waits are set by the rank, look-ahead and pivot path, not by n.
+        assert_eq!(c.transfers.dispatches, c.waits, "{c:?}");
+        assert_eq!(c.transfers.device_to_host_bytes, c.waits * n * 8);
+        assert_eq!(c.total().kernel_evaluations, c.waits * n);
+        assert!(c.waits >= rank as u64 && c.waits <= (2 * rank * (lookahead + 1)) as u64, "{} waits", c.waits);
+    }
+}
+
+#[test]
+fn dual_eksvd_counters_at_two_sizes() {
+    use gramian::eksvd::{solve_dual, CouplingMatrix, Eigensolver};
+    let Some(gpu) = device() else { return };
+    let fit = |n: usize| {
+        let mut r = rng();
+        let shared = DMatrix::from_fn(n, 3, |_, _| r.random_range(-1.0..1.0));
+        let sources: Vec<DMatrix<f64>> = (0..3).map(|_| &shared + DMatrix::from_fn(n, 3, |_, _| 0.3 * r.random_range(-1.0..1.0))).collect();
+        let data = gramian::MultiSource::paired(sources).unwrap();
+        let coupling = CouplingMatrix::from_kernel(Kernel::rbf(0.3).unwrap(), &data).unwrap();
+        let c = counted(&gpu, || {
+            solve_dual(&gpu, &coupling, 3, &Eigensolver::Lanczos { tolerance: 1e-10, max_restarts: 300 }, 7).unwrap();
+        });
+        print("eksvd", n, &c);
+        c
+    };
+    let (small, large) = (fit(60), fit(120));
+    // Today every Lanczos product of the 3-source coupling is 12
+    // dispatches (6 N^2 kernel evaluations, fused matvecs) and one wait
+    // for its result: the waits are the products, set by the convergence.
+    for (n, c) in [(60u64, &small), (120u64, &large)] {
+        assert!(c.waits > 0);
+        assert_eq!(c.transfers.dispatches, 12 * c.waits, "{c:?}");
+        assert_eq!(c.total().kernel_evaluations, c.waits * 6 * n * n);
+    }
+}
+
+#[test]
+fn psd_density_counters_at_two_sizes() {
+    use gramian::psd::{BaseMeasure, DensityParams, Regularisation, SolverOptions};
+    let Some(gpu) = device() else { return };
+    let (d, m) = (3usize, 20usize);
+    let fit = |n: usize| {
+        let x = uniform(n, d) * 0.5;
+        let params = DensityParams::new(Kernel::gaussian_with_width(0.8).unwrap()).unwrap()
+            .regularisation(Regularisation::new().trace(1e-3).quadratic(1e-4))
+            .base_measure(BaseMeasure::isotropic_gaussian(d, 2.0).unwrap())
+            .nystrom(m, 3)
+            .solver(SolverOptions { tolerance: 1e-6, max_iterations: 3000, check_every: 2 });
+        let mut iterations = 0;
+        let c = counted(&gpu, || {
+            iterations = params.fit(&gpu, &x).unwrap().report().iterations;
+        });
+        print("psd", n, &c);
+        (c, iterations)
+    };
+    let ((small, _), (large, _)) = (fit(200), fit(400));
+    // The n x m Nystrom features are evaluated once (n m kernel
+    // evaluations); today the solver waits on the host every iteration,
+    // so the waits follow the iterations, not n.
+    for (n, c) in [(200u64, &small), (400u64, &large)] {
+        assert_eq!(c.total().kernel_evaluations, n * m as u64, "{c:?}");
+        assert!(c.waits > 0);
+    }
+}
