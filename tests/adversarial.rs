@@ -4,9 +4,7 @@
 //! bound, so a hang is a test failure, not a stuck CI job. Inputs are seeded
 //! with fixed seeds.
 
-use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::mpsc;
-use std::time::Duration;
+use crate::harness::{bounded, run_bounded};
 
 use gramian::eksvd::eigensolver::largest_lanczos;
 use gramian::eksvd::{kkt_residuals, CouplingMatrix, EksvdParams, FeatureMap};
@@ -16,33 +14,6 @@ use gramian::psd::baselines::{project_weighted_simplex, try_project_weighted_sim
 use gramian::{Error, Device, Kernel};
 use nalgebra::{DMatrix, DVector};
 use rand::{rngs::StdRng, Rng, SeedableRng};
-
-/// Time bound of one call.
-const LIMIT: Duration = Duration::from_secs(10);
-
-/// Runs `f` in a thread: `Ok(value)`, or `Err(message)` if it panicked.
-/// Fails the test if it does not return within [`LIMIT`].
-fn run_bounded<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static) -> Result<T, String> {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let r = catch_unwind(AssertUnwindSafe(f)).map_err(|e| {
-            e.downcast_ref::<String>().cloned().or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default()
-        });
-        let _ = tx.send(r);
-    });
-    match rx.recv_timeout(LIMIT) {
-        Ok(r) => r,
-        Err(_) => panic!("{what}: did not return within {LIMIT:?} (hang)"),
-    }
-}
-
-/// [`run_bounded`], failing the test on a panic as well.
-fn bounded<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
-    match run_bounded(what, f) {
-        Ok(v) => v,
-        Err(msg) => panic!("{what}: panicked: {msg}"),
-    }
-}
 
 fn random_matrix(rng: &mut StdRng, rows: usize, cols: usize) -> DMatrix<f64> {
     DMatrix::from_fn(rows, cols, |_, _| rng.random_range(-1.0..1.0))

@@ -178,9 +178,10 @@ impl GpuContext {
         slice.map_async(wgpu::MapMode::Read, move |r| {
             let _ = tx.send(r);
         });
-        let start = std::time::Instant::now();
+        let held = self.counters.hold();
         let polled = self.device.poll(wgpu::PollType::wait_indefinitely());
-        self.counters.count_wait(start.elapsed());
+        drop(held);
+        self.counters.count_wait();
         polled.map_err(|e| Error::Gpu(format!("poll: {e}")))?;
         rx.recv()
             .map_err(|e| Error::Gpu(format!("map callback: {e}")))?

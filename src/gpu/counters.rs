@@ -42,7 +42,8 @@
 //! they are.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::sync::Mutex;
+use std::time::Instant;
 
 use super::plan::{Dispatch, PipelineKind};
 use super::problem::{Reduce, FLAG_ACCUMULATE, FLAG_APPLY, FLAG_WEIGHTED};
@@ -185,10 +186,11 @@ pub struct DeviceCounters {
     /// Blocking waits of the host for the device (a download's map, a
     /// [`GpuContext::synchronize`]).
     pub waits: u64,
-    /// Nanoseconds the host spent blocked in those waits and inside queue
-    /// submissions (where a software adapter runs the work): a measurement
-    /// of this run, summed over the threads that wait (the one counter that
-    /// differs between runs and adapters).
+    /// Nanoseconds during which the host was blocked in those waits or
+    /// inside queue submissions (where a software adapter runs the work),
+    /// threads blocked at once counted once: a measurement of this run, at
+    /// most its wall time (the one counter that differs between runs and
+    /// adapters).
     pub blocked_nanos: u64,
     /// Device matrices allocated.
     pub allocations: u64,
@@ -329,6 +331,24 @@ impl ClassAtomics {
     }
 }
 
+/// The host held by the device while this lives ([`Counters::hold`]).
+pub(crate) struct Held<'a> {
+    counters: &'a Counters,
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut h) = self.counters.held.lock() {
+            h.0 = h.0.saturating_sub(1);
+            if h.0 == 0 {
+                if let Some(since) = h.1.take() {
+                    self.counters.blocked_nanos.fetch_add(since.elapsed().as_nanos().min(u64::MAX as u128) as u64, Ordering::Relaxed);
+                }
+            }
+        }
+    }
+}
+
 #[derive(Default)]
 pub(crate) struct Counters {
     h2d: AtomicU64,
@@ -339,6 +359,8 @@ pub(crate) struct Counters {
     submissions: AtomicU64,
     waits: AtomicU64,
     blocked_nanos: AtomicU64,
+    /// Threads held now, and since when at least one has been.
+    held: Mutex<(u32, Option<Instant>)>,
     allocations: AtomicU64,
     allocated_bytes: AtomicU64,
     buffers_created: AtomicU64,
@@ -368,14 +390,23 @@ impl Counters {
     pub(crate) fn count_submission(&self) {
         self.submissions.fetch_add(1, Ordering::Relaxed);
     }
-    /// One blocking wait that lasted `blocked`.
-    pub(crate) fn count_wait(&self, blocked: Duration) {
+    /// One blocking wait (its time is counted by the [`Held`] around it).
+    pub(crate) fn count_wait(&self) {
         self.waits.fetch_add(1, Ordering::Relaxed);
-        self.blocked_nanos.fetch_add(blocked.as_nanos().min(u64::MAX as u128) as u64, Ordering::Relaxed);
     }
-    /// Time the host was held by the device outside a wait (a submission).
-    pub(crate) fn count_blocked(&self, blocked: Duration) {
-        self.blocked_nanos.fetch_add(blocked.as_nanos().min(u64::MAX as u128) as u64, Ordering::Relaxed);
+    /// Marks the host as held by the device (a wait, or a submission, inside
+    /// which a software adapter runs the work) until the returned guard
+    /// drops. The blocked time is the wall time during which at least one
+    /// thread is held: threads held at once count once, so it never
+    /// exceeds the wall time of the run.
+    pub(crate) fn hold(&self) -> Held<'_> {
+        if let Ok(mut h) = self.held.lock() {
+            if h.0 == 0 {
+                h.1 = Some(Instant::now());
+            }
+            h.0 += 1;
+        }
+        Held { counters: self }
     }
     /// One device matrix of `bytes` in `buffers` wgpu buffers.
     pub(crate) fn count_allocation(&self, bytes: u64, buffers: u64) {

@@ -444,3 +444,17 @@ impl GpuContext {
         self.tuner.lock().map(|t| t.choices()).unwrap_or_default()
     }
 }
+
+/// A context on any adapter, software ones included, for the unit tests:
+/// `None` (the test skips) without one, a panic when `GRAMIAN_REQUIRE_GPU=1`.
+#[cfg(test)]
+pub(crate) fn test_context() -> Option<GpuContext> {
+    match GpuContext::new(&GpuOptions { allow_software: true, ..Default::default() }) {
+        Ok(ctx) => Some(ctx),
+        Err(e) if std::env::var("GRAMIAN_REQUIRE_GPU").as_deref() == Ok("1") => panic!("GRAMIAN_REQUIRE_GPU=1 but no GPU adapter: {e}"),
+        Err(e) => {
+            eprintln!("SKIPPED: no GPU adapter ({e})");
+            None
+        }
+    }
+}

@@ -120,6 +120,33 @@ fn variant(debug: &str) -> String {
     out.trim_end_matches('(').to_string()
 }
 
+/// Time bound of one call of [`run_bounded`] and [`bounded`].
+pub const CALL_LIMIT: Duration = Duration::from_secs(10);
+
+/// Runs `f` in a thread: `Ok(value)`, or `Err(message)` if it panicked.
+/// Fails the test if it does not return within [`CALL_LIMIT`].
+pub fn run_bounded<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static) -> Result<T, String> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let r = catch_unwind(AssertUnwindSafe(f)).map_err(|e| {
+            e.downcast_ref::<String>().cloned().or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default()
+        });
+        let _ = tx.send(r);
+    });
+    match rx.recv_timeout(CALL_LIMIT) {
+        Ok(r) => r,
+        Err(_) => panic!("{what}: did not return within {CALL_LIMIT:?} (hang)"),
+    }
+}
+
+/// [`run_bounded`], failing the test on a panic as well.
+pub fn bounded<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+    match run_bounded(what, f) {
+        Ok(v) => v,
+        Err(msg) => panic!("{what}: panicked: {msg}"),
+    }
+}
+
 impl Tally {
     /// Runs `f` (bounded) and classifies it; `name` names the case in reports.
     pub fn run<T, E, F>(&mut self, name: impl Into<String>, f: F)
