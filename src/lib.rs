@@ -82,6 +82,7 @@ pub mod error;
 pub mod estimator;
 pub mod gpu;
 pub mod guide;
+pub mod input;
 #[cfg(feature = "serde")]
 pub mod io;
 #[cfg(feature = "ndarray")]
@@ -99,6 +100,7 @@ pub mod resident;
 pub use data::{Labelled, MultiSource};
 pub use device::Device;
 pub use error::{Error, Memory};
+pub use input::{AsMatrix, AsVector, ColMajor, RowMajor};
 pub use gpu::{GpuContext, GpuOptions, TransferStats};
 pub use linalg::MatrixProduct;
 pub use precision::Precision;
@@ -116,6 +118,7 @@ pub struct ReadmeDoctests;
 pub mod prelude {
     pub use crate::eksvd::{Eksvd, EksvdParams, FeatureMap, Ksvd, KsvdParams, Solver};
     pub use crate::error::Error;
+    pub use crate::input::{AsMatrix, AsVector, ColMajor, RowMajor};
     pub use crate::estimator::{cross_validate, CrossValidation, Fit, OnDevice, Predict, Samples, Splits, Supervised, Transform};
     #[cfg(feature = "serde")]
     pub use crate::io::{Format, SavedModel};
