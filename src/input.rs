@@ -254,6 +254,18 @@ impl<X: AsMatrix + ?Sized> AsMatrix for &X {
     }
 }
 
+/// Boxed inputs, e.g. `Box<dyn AsMatrix<Elem = f64>>` to mix input types in
+/// one [`MultiSource`].
+impl<X: AsMatrix + ?Sized> AsMatrix for Box<X> {
+    type Elem = X::Elem;
+    fn shape(&self) -> (usize, usize) {
+        (**self).shape()
+    }
+    fn as_matrix(&self) -> Result<Cow<'_, DMatrix<X::Elem>>> {
+        (**self).as_matrix()
+    }
+}
+
 /// A row-major (C order) matrix in a slice: row `i` is
 /// `data[i * cols..(i + 1) * cols]`, the layout of a numpy array by default
 /// and of most plain buffers. Built by [`RowMajor::new`], which checks the
