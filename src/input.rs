@@ -1,10 +1,12 @@
 //! Matrix and vector inputs: one conversion for every public entry point.
 //!
 //! The library computes on `nalgebra` matrices (`DMatrix`, column-major).
-//! Every public fit, predict and transform, the [`MultiSource`] and
-//! [`Supervised`] constructors and the compute core's kernel-matrix
-//! functions on [`Device`] take their matrices as `&impl AsMatrix` (and
-//! targets as [`AsVector`]), so the caller's own type goes straight in:
+//! The public fit, predict and transform methods of the estimators (and
+//! their density, likelihood and per-source variants), the [`MultiSource`]
+//! and [`Supervised`] constructors, and the compute core's kernel-matrix,
+//! Gram, product and upload functions on [`Device`] take their matrices as
+//! [`AsMatrix`] (and targets as [`AsVector`]), so the caller's own type
+//! goes straight in:
 //!
 //! | input | [`AsMatrix`] / [`AsVector`] | copies |
 //! |---|---|---|
@@ -17,10 +19,13 @@
 //! | `ndarray::Array1<T>`, `ArrayView1<T>` (feature `ndarray`) | vector | one |
 //! | `&X` for any of these | as `X` | as `X` |
 //!
-//! `T` is the element type, [`AsMatrix::Elem`]. The compute core keeps it
-//! (an `f32` input gives an `f32` kernel matrix, as before); the methods
-//! compute in `f64` and widen `f32` inputs exactly
-//! ([`AsMatrix::as_f64_matrix`]), which never copies an `f64` `DMatrix`.
+//! `T` is the element type, [`AsMatrix::Elem`]. The compute core takes
+//! either and keeps it (an `f32` input gives an `f32` kernel matrix). The
+//! methods compute in `f64` and take `f64` inputs (`AsMatrix<Elem = f64>`:
+//! fixing the element type keeps arguments such as `DMatrix::zeros(n, d)`
+//! inferable); `f32` data are widened exactly by
+//! [`AsMatrix::as_f64_matrix`] / [`AsMatrix::into_f64_matrix`], which
+//! never copy an `f64` `DMatrix`.
 //!
 //! The conversion checks the shape only (a [`RowMajor`] or [`ColMajor`]
 //! whose `rows * cols` is not the slice's length is
@@ -61,9 +66,14 @@
 //! [`Predict<X>`](crate::estimator::Predict),
 //! [`Transform<X>`](crate::estimator::Transform) are generic over the data
 //! type at the trait level, so they remain object safe): the methods
-//! implement them for every `X: AsMatrix`, and their inherent `fit`,
-//! `predict`, `density`, ... take `&impl AsMatrix` too, so that
-//! `model.predict(&array)` finds the inherent method with any input.
+//! implement them for every `X: AsMatrix<Elem = f64>`, and their inherent
+//! `fit`, `predict`, `density`, `transform_source`, ... take
+//! `&(impl AsMatrix<Elem = f64> + ?Sized)` too, so that
+//! `model.predict(&array)` finds the inherent method with any input. The
+//! conversion is the first line of each entry point; the code behind it
+//! works on `&DMatrix<f64>` as before (one copy of each method's code, not
+//! one per input type). `AsMatrix` itself is object safe for a fixed
+//! element type (`Box<dyn AsMatrix<Elem = f64>>` is an input too).
 //!
 //! # Sparse inputs
 //!

@@ -49,7 +49,13 @@
 //! # Ok::<(), gramian::Error>(())
 //! ```
 //!
-//! Cargo features: `serde` (saved models, `io`), `ndarray` (`interop`),
+//! Inputs ([`input`]): every entry point takes `nalgebra` matrices and
+//! views, row- or column-major slices with a shape ([`RowMajor`],
+//! [`ColMajor`]) and, with the feature `ndarray`, `ndarray` arrays, through
+//! one conversion, [`AsMatrix`] (targets: [`AsVector`]).
+//!
+//! Cargo features: `serde` (saved models, `io`), `ndarray` (array inputs,
+//! `interop`),
 //! `neural` (Neural eKSVD on burn). The default build is the library alone.
 //! The paper reproductions, their data loaders and evaluation harness and
 //! the benchmark programs are a separate package of the workspace,
