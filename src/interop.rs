@@ -35,14 +35,14 @@ use crate::input::{AsMatrix, AsVector};
 /// array is contiguous in column-major (Fortran) order, as [`into_array`]
 /// returns them (a leading offset of a sliced array is removed in place);
 /// otherwise one copy. The same conversion as
-/// [`AsMatrix::into_matrix`](crate::input::AsMatrix::into_matrix), which
+/// [`AsMatrix::into_matrix`], which
 /// every entry point applies to an `Array2` it is given.
 pub fn into_matrix(a: Array2<f64>) -> DMatrix<f64> {
     a.into_matrix().expect("an Array2 always has a valid shape")
 }
 
 /// A copy of a 2-D array view as a matrix (any layout and strides); the
-/// conversion of [`AsMatrix::as_matrix`](crate::input::AsMatrix::as_matrix).
+/// conversion of [`AsMatrix::as_matrix`].
 pub fn to_matrix(a: ArrayView2<'_, f64>) -> DMatrix<f64> {
     crate::input::copy_matrix(&a)
 }
@@ -61,7 +61,7 @@ pub fn as_array_view(m: &DMatrix<f64>) -> ArrayView2<'_, f64> {
 }
 
 /// An owned 1-D array as a vector; no copy when it is contiguous (the
-/// conversion of [`AsVector::into_vector`](crate::input::AsVector::into_vector)).
+/// conversion of [`AsVector::into_vector`]).
 pub fn into_vector(a: Array1<f64>) -> DVector<f64> {
     a.into_vector().expect("an Array1 always has a valid shape")
 }
