@@ -6,6 +6,7 @@
 use nalgebra::DMatrix;
 
 use crate::error::{Error, Result};
+use crate::input::AsMatrix;
 
 /// `Q >= 2` data sources `X_q` (`N_q x d_q`, rows are samples), validated on
 /// construction: every source non-empty and finite. Feature dimensions `d_q`
@@ -23,12 +24,18 @@ pub struct MultiSource {
 impl MultiSource {
     /// Unpaired sources: `N_q` may differ.
     ///
+    /// The sources are any one [`AsMatrix`] type (`DMatrix<f64>`, moved
+    /// without a copy; views, [`RowMajor`](crate::input::RowMajor) slices,
+    /// `ndarray` arrays, `&` of any of these, each converted once;
+    /// `Box<dyn AsMatrix<Elem = f64>>` to mix types).
+    ///
     /// Errors: [`Error::TooFewSources`], [`Error::EmptySource`],
     /// [`Error::NonFiniteSource`].
-    pub fn new(sources: Vec<DMatrix<f64>>) -> Result<Self> {
+    pub fn new<X: AsMatrix<Elem = f64>>(sources: Vec<X>) -> Result<Self> {
         if sources.len() < 2 {
             return Err(Error::TooFewSources(sources.len()));
         }
+        let sources = sources.into_iter().map(AsMatrix::into_matrix).collect::<Result<Vec<_>>>()?;
         for (q, x) in sources.iter().enumerate() {
             check_source_matrix("data", q, x)?;
         }
@@ -38,7 +45,7 @@ impl MultiSource {
     /// Paired sources: additionally every source has the same number of rows.
     ///
     /// Errors: those of [`MultiSource::new`] and [`Error::ShapeMismatch`].
-    pub fn paired(sources: Vec<DMatrix<f64>>) -> Result<Self> {
+    pub fn paired<X: AsMatrix<Elem = f64>>(sources: Vec<X>) -> Result<Self> {
         let mut data = MultiSource::new(sources)?;
         let n = data.sources[0].nrows();
         for (q, x) in data.sources.iter().enumerate() {

@@ -15,6 +15,7 @@ use nalgebra::{DMatrix, DVector};
 
 use crate::error::{Error, Result};
 use crate::gpu::{GpuContext, GpuOptions};
+use crate::input::AsMatrix;
 use crate::kernel::{self, Kernel};
 use crate::linalg::{self, check_dim, check_matrix, MatrixProduct, Real};
 use crate::memory;
@@ -101,7 +102,20 @@ impl Device {
     /// [`Error::Overflow`] when finite inputs give a non-finite result
     /// (e.g. entries near `1e200` in a linear or polynomial kernel, or in a
     /// product).
-    pub fn kernel_matrix<T: Real>(&self, kernel: &Kernel, x: &DMatrix<T>, z: &DMatrix<T>) -> Result<DMatrix<T>> {
+    ///
+    /// `x` and `z` are any [`AsMatrix`] input with the same element type
+    /// (`DMatrix<f64>` and `DMatrix<f32>` borrowed, [`RowMajor`](crate::input::RowMajor)
+    /// slices, views, `ndarray` arrays converted once); the result has that
+    /// element type. So are the matrix inputs of every operation here.
+    pub fn kernel_matrix<X, Z>(&self, kernel: &Kernel, x: &X, z: &Z) -> Result<DMatrix<X::Elem>>
+    where
+        X: AsMatrix + ?Sized,
+        Z: AsMatrix<Elem = X::Elem> + ?Sized,
+    {
+        self.kernel_matrix_dense(kernel, &*x.as_matrix()?, &*z.as_matrix()?)
+    }
+
+    fn kernel_matrix_dense<T: Real>(&self, kernel: &Kernel, x: &DMatrix<T>, z: &DMatrix<T>) -> Result<DMatrix<T>> {
         match self {
             // Checked for overflow tile by tile (no second pass over the output).
             Device::Cpu => kernel::kernel_matrix_cpu(kernel, x, z),
@@ -115,13 +129,18 @@ impl Device {
     }
 
     /// Symmetric kernel matrix `K(X, X)` (exactly symmetric on both paths).
-    pub fn kernel_matrix_symmetric<T: Real>(&self, kernel: &Kernel, x: &DMatrix<T>) -> Result<DMatrix<T>> {
-        Ok(symmetrised(self.kernel_matrix(kernel, x, x)?))
+    pub fn kernel_matrix_symmetric<X: AsMatrix + ?Sized>(&self, kernel: &Kernel, x: &X) -> Result<DMatrix<X::Elem>> {
+        let x = x.as_matrix()?;
+        Ok(symmetrised(self.kernel_matrix_dense(kernel, &x, &x)?))
     }
 
     /// One kernel column `K(X, z)_i = k(x_i, z)` against the point `z`
     /// (length d). Incomplete Cholesky uses `z = x_p`, a pivot row.
-    pub fn kernel_column<T: Real>(&self, kernel: &Kernel, x: &DMatrix<T>, z: &[T]) -> Result<DVector<T>> {
+    pub fn kernel_column<X: AsMatrix + ?Sized>(&self, kernel: &Kernel, x: &X, z: &[X::Elem]) -> Result<DVector<X::Elem>> {
+        self.kernel_column_dense(kernel, &*x.as_matrix()?, z)
+    }
+
+    fn kernel_column_dense<T: Real>(&self, kernel: &Kernel, x: &DMatrix<T>, z: &[T]) -> Result<DVector<T>> {
         let column = match self {
             Device::Cpu => kernel::kernel_column_cpu(kernel, x, z)?,
             Device::Gpu(ctx) => {
@@ -135,24 +154,26 @@ impl Device {
     }
 
     /// Column `i` of `K(X, X)`.
-    pub fn kernel_column_of<T: Real>(&self, kernel: &Kernel, x: &DMatrix<T>, i: usize) -> Result<DVector<T>> {
+    pub fn kernel_column_of<X: AsMatrix + ?Sized>(&self, kernel: &Kernel, x: &X, i: usize) -> Result<DVector<X::Elem>> {
+        let x = x.as_matrix()?;
         if i >= x.nrows() {
             return Err(Error::IndexOutOfRange { what: "rows of x", index: i, len: x.nrows() });
         }
-        let z: Vec<T> = x.row(i).iter().copied().collect();
-        self.kernel_column(kernel, x, &z)
+        let z: Vec<X::Elem> = x.row(i).iter().copied().collect();
+        self.kernel_column_dense(kernel, &x, &z)
     }
 
     /// Diagonal `k(x_i, x_i)`; O(n d), computed on the CPU on every device.
-    pub fn kernel_diagonal<T: Real>(&self, kernel: &Kernel, x: &DMatrix<T>) -> Result<DVector<T>> {
-        kernel.diagonal(x)
+    pub fn kernel_diagonal<X: AsMatrix + ?Sized>(&self, kernel: &Kernel, x: &X) -> Result<DVector<X::Elem>> {
+        kernel.diagonal(&*x.as_matrix()?)
     }
 
     /// `Phi^T Phi` (d x d), the sum over samples of `phi_i phi_i^T`: the
     /// (uncentred) covariance of explicit features, Phi n x d.
-    pub fn gram<T: Real>(&self, phi: &DMatrix<T>) -> Result<DMatrix<T>> {
+    pub fn gram<X: AsMatrix + ?Sized>(&self, phi: &X) -> Result<DMatrix<X::Elem>> {
+        let phi = &*phi.as_matrix()?;
         check_matrix("phi", phi)?;
-        memory::check_host_matrix::<T>(phi.ncols(), phi.ncols(), "Gram matrix")?;
+        memory::check_host_matrix::<X::Elem>(phi.ncols(), phi.ncols(), "Gram matrix")?;
         let g = match self {
             Device::Cpu => linalg::gram_tall(phi),
             Device::Gpu(ctx) => symmetrised(ctx.product(phi, phi, MatrixProduct::AtB)?),
@@ -161,9 +182,10 @@ impl Device {
     }
 
     /// `Phi Phi^T` (n x n): the linear kernel matrix of the rows of Phi.
-    pub fn outer_gram<T: Real>(&self, phi: &DMatrix<T>) -> Result<DMatrix<T>> {
+    pub fn outer_gram<X: AsMatrix + ?Sized>(&self, phi: &X) -> Result<DMatrix<X::Elem>> {
+        let phi = &*phi.as_matrix()?;
         check_matrix("phi", phi)?;
-        memory::check_host_matrix::<T>(phi.nrows(), phi.nrows(), "outer Gram matrix")?;
+        memory::check_host_matrix::<X::Elem>(phi.nrows(), phi.nrows(), "outer Gram matrix")?;
         let g = match self {
             Device::Cpu => linalg::matmul_nt(phi, phi),
             Device::Gpu(ctx) => symmetrised(ctx.product(phi, phi, MatrixProduct::ABt)?),
@@ -172,7 +194,13 @@ impl Device {
     }
 
     /// `A B`, `A B^T` or `A^T B` as `form` says.
-    pub fn matmul<T: Real>(&self, a: &DMatrix<T>, b: &DMatrix<T>, form: MatrixProduct) -> Result<DMatrix<T>> {
+    pub fn matmul<A, B>(&self, a: &A, b: &B, form: MatrixProduct) -> Result<DMatrix<A::Elem>>
+    where
+        A: AsMatrix + ?Sized,
+        B: AsMatrix<Elem = A::Elem> + ?Sized,
+    {
+        let (a, b) = (a.as_matrix()?, b.as_matrix()?);
+        let (a, b) = (&*a, &*b);
         check_product(a, b, form)?;
         let c = match self {
             Device::Cpu => linalg::product(a, b, form),
@@ -204,11 +232,18 @@ impl Device {
     /// `K(X, Z) V` (n x c) for V (m x c), without storing `K(X, Z)`: the
     /// kernel is evaluated tile by tile and multiplied at once, so memory is
     /// O((n + m)(d + c)) however large n x m is.
-    pub fn kernel_matvec<T: Real>(&self, kernel: &Kernel, x: &DMatrix<T>, z: &DMatrix<T>, v: &DMatrix<T>) -> Result<DMatrix<T>> {
+    pub fn kernel_matvec<X, Z, V>(&self, kernel: &Kernel, x: &X, z: &Z, v: &V) -> Result<DMatrix<X::Elem>>
+    where
+        X: AsMatrix + ?Sized,
+        Z: AsMatrix<Elem = X::Elem> + ?Sized,
+        V: AsMatrix<Elem = X::Elem> + ?Sized,
+    {
+        let (x, z, v) = (x.as_matrix()?, z.as_matrix()?, v.as_matrix()?);
+        let (x, z, v) = (&*x, &*z, &*v);
         kernel::check_pair(kernel, x, z)?;
         check_matrix("v", v)?;
         check_dim("rows of v vs rows of z", z.nrows(), v.nrows())?;
-        memory::check_host_matrix::<T>(x.nrows(), v.ncols(), "kernel matrix-vector product")?;
+        memory::check_host_matrix::<X::Elem>(x.nrows(), v.ncols(), "kernel matrix-vector product")?;
         let kv = match self {
             Device::Cpu => kernel::kernel_matvec_cpu(kernel, x, z, v)?,
             Device::Gpu(ctx) => {

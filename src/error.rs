@@ -115,6 +115,18 @@ pub enum Error {
         /// Column of the first non-finite entry.
         col: usize,
     },
+    /// A shape whose number of entries, `rows * cols`, overflows `usize`
+    /// (e.g. a [`RowMajor`](crate::input::RowMajor) input built from a bad
+    /// shape).
+    #[error("{what}: a {rows} x {cols} shape has more entries than usize can count")]
+    ShapeOverflow {
+        /// Which input.
+        what: &'static str,
+        /// Its number of rows.
+        rows: usize,
+        /// Its number of columns.
+        cols: usize,
+    },
     /// Memory for a result or a working buffer could not be had: a size
     /// that overflows the address space, exceeds the host's physical memory
     /// or the device's budget, or an allocation the system refused. Raised
@@ -339,6 +351,7 @@ impl Error {
             self,
             Error::Empty { .. }
                 | Error::DimensionMismatch { .. }
+                | Error::ShapeOverflow { .. }
                 | Error::NonFinite { .. }
                 | Error::InvalidParameter { .. }
                 | Error::IndexOutOfRange { .. }

@@ -18,12 +18,19 @@
 //! |---|---|---|---|
 //! | `eksvd::EksvdParams` | [`MultiSource`] | `eksvd::Eksvd` | `Transform<MultiSource>`: paired scores |
 //! | `eksvd::KsvdParams` | [`MultiSource`] (Q = 2) | `eksvd::Ksvd` | `Transform<MultiSource>` |
-//! | `mklaren::MklarenParams` | [`Supervised`] | `mklaren::Mklaren` | `Predict<DMatrix<f64>>`: `y` |
-//! | `mklaren::FullKernelRidgeParams`, `LowRankRidgeParams` (baselines) | [`Supervised`] | `FullKernelRidge`, `LowRankRidge` | `Predict<DMatrix<f64>>`: `y` |
+//! | `mklaren::MklarenParams` | [`Supervised`] | `mklaren::Mklaren` | `Predict<X>`: `y` |
+//! | `mklaren::FullKernelRidgeParams`, `LowRankRidgeParams` (baselines) | [`Supervised`] | `FullKernelRidge`, `LowRankRidge` | `Predict<X>`: `y` |
 //! | `eksvd::neural::NeuralEksvdParams` (feature `neural`) | [`Labelled`] | `eksvd::neural::NeuralEksvd` | `Predict<MultiSource>`: classes; `Transform<MultiSource>`: scores |
-//! | `psd::DensityParams` | `DMatrix<f64>` | `psd::PsdDensity` | `Predict<DMatrix<f64>>`: density |
-//! | `psd::HeteroscedasticParams`, `BaselineHeteroscedasticParams` | [`Supervised`] | `HeteroscedasticRegression`, `BaselineHeteroscedastic` | `Predict<DMatrix<f64>>`: mean and variance |
-//! | `psd::QuantileParams`, `BaselineQuantileParams` | [`Supervised`] | `QuantileRegression`, `BaselineQuantile` | `Predict<DMatrix<f64>>`: a column per level |
+//! | `psd::DensityParams` | `X` | `psd::PsdDensity` | `Predict<X>`: density |
+//! | `psd::HeteroscedasticParams`, `BaselineHeteroscedasticParams` | [`Supervised`] | `HeteroscedasticRegression`, `BaselineHeteroscedastic` | `Predict<X>`: mean and variance |
+//! | `psd::QuantileParams`, `BaselineQuantileParams` | [`Supervised`] | `QuantileRegression`, `BaselineQuantile` | `Predict<X>`: a column per level |
+//!
+//! `X` is any matrix input of [`crate::input`] with `f64` entries
+//! (`X: AsMatrix<Elem = f64>`: `DMatrix<f64>`, borrowed; views,
+//! [`RowMajor`](crate::input::RowMajor) slices, `ndarray` arrays, converted
+//! once), and [`Supervised::new`] and the [`MultiSource`] constructors take
+//! the same inputs; the inherent `fit`, `predict`, `transform_*`, ...
+//! methods of the models take them too.
 //!
 //! Every fitted model in the table implements [`OnDevice`], and so do the
 //! parts fitted on a device on their own: `eksvd::FittedFeatureMap`
@@ -56,6 +63,7 @@ use rand::{rngs::StdRng, SeedableRng};
 
 use crate::data::{Labelled, MultiSource};
 use crate::error::{Error, Result};
+use crate::input::{AsMatrix, AsVector};
 use crate::linalg::check_matrix;
 use crate::Device;
 
@@ -147,11 +155,25 @@ pub struct Supervised<Y = DVector<f64>> {
 }
 
 impl Supervised<DVector<f64>> {
-    /// Pairs inputs with targets.
+    /// Pairs inputs with targets: `x` any [`AsMatrix`] input, `y` any
+    /// [`AsVector`] input (an owned `DMatrix<f64>` and `DVector<f64>` move
+    /// without a copy; slices, views and `ndarray` arrays are converted once).
+    ///
+    /// ```
+    /// use gramian::prelude::*;
+    ///
+    /// // Four samples of two features, row after row, and their targets.
+    /// let x = [0.0, 1.0, 1.0, 0.0, 0.5, 0.5, 0.25, 0.75];
+    /// let data = Supervised::new(RowMajor::new(&x, 4, 2)?, &[1.0, 2.0, 3.0, 4.0][..])?;
+    /// assert_eq!(data.x[(3, 1)], 0.75);
+    /// assert!(matches!(Supervised::new(RowMajor::new(&x, 4, 2)?, &[1.0][..]), Err(Error::TargetLength { expected: 4, found: 1 })));
+    /// # Ok::<(), gramian::Error>(())
+    /// ```
     ///
     /// Errors: empty or non-finite inputs or targets, or a target length
     /// other than `x.nrows()` ([`Error::TargetLength`]).
-    pub fn new(x: DMatrix<f64>, y: DVector<f64>) -> Result<Self> {
+    pub fn new(x: impl AsMatrix<Elem = f64>, y: impl AsVector<Elem = f64>) -> Result<Self> {
+        let (x, y) = (x.into_matrix()?, y.into_vector()?);
         check_matrix("x", &x)?;
         if y.len() != x.nrows() {
             return Err(Error::TargetLength { expected: x.nrows(), found: y.len() });

@@ -1,7 +1,10 @@
 //! `ndarray` inputs and outputs (feature `ndarray`).
 //!
-//! The library's matrices are `nalgebra` (column-major). These conversions
-//! move buffers instead of copying them wherever the memory layouts agree:
+//! The library's matrices are `nalgebra` (column-major). Arrays are
+//! accepted as inputs everywhere directly ([`crate::input`]: `Array2`,
+//! `ArrayView2`, `Array1`, `ArrayView1`); the functions here convert
+//! explicitly, both ways, and move buffers instead of copying them wherever
+//! the memory layouts agree:
 //!
 //! | conversion | copies |
 //! |---|---|
@@ -17,7 +20,7 @@
 //! use ndarray::Array2;
 //!
 //! let x = Array2::from_shape_fn((20, 3), |(i, j)| (i * 3 + j) as f64 * 0.01);
-//! let k = Device::cpu().kernel_matrix(&Kernel::rbf(0.5)?, &into_matrix(x.clone()), &into_matrix(x))?;
+//! let k = Device::cpu().kernel_matrix(&Kernel::rbf(0.5)?, &x, &into_matrix(x.clone()))?;
 //! let k: Array2<f64> = into_array(k); // 20 x 20, no copy
 //! assert_eq!(k.dim(), (20, 20));
 //! # Ok::<(), gramian::Error>(())
@@ -26,31 +29,22 @@
 use nalgebra::{DMatrix, DVector};
 use ndarray::{Array1, Array2, ArrayView1, ArrayView2, ShapeBuilder};
 
+use crate::input::{AsMatrix, AsVector};
+
 /// An owned 2-D array as a matrix; the buffer moves without a copy when the
 /// array is contiguous in column-major (Fortran) order, as [`into_array`]
 /// returns them (a leading offset of a sliced array is removed in place);
-/// otherwise one copy.
+/// otherwise one copy. The same conversion as
+/// [`AsMatrix::into_matrix`], which
+/// every entry point applies to an `Array2` it is given.
 pub fn into_matrix(a: Array2<f64>) -> DMatrix<f64> {
-    let (rows, cols) = a.dim();
-    let len = rows * cols;
-    if a.t().is_standard_layout() {
-        // Contiguous in Fortran order: the elements are `len` consecutive
-        // entries of the buffer, from `offset` on.
-        let (mut data, offset) = a.into_raw_vec_and_offset();
-        let offset = offset.unwrap_or(0);
-        if offset > 0 {
-            data.drain(..offset.min(data.len()));
-        }
-        data.truncate(len);
-        return DMatrix::from_vec(rows, cols, data);
-    }
-    to_matrix(a.view())
+    a.into_matrix().expect("an Array2 always has a valid shape")
 }
 
-/// A copy of a 2-D array view as a matrix (any layout and strides).
+/// A copy of a 2-D array view as a matrix (any layout and strides); the
+/// conversion of [`AsMatrix::as_matrix`].
 pub fn to_matrix(a: ArrayView2<'_, f64>) -> DMatrix<f64> {
-    let (rows, cols) = a.dim();
-    DMatrix::from_fn(rows, cols, |i, j| a[(i, j)])
+    crate::input::copy_matrix(&a)
 }
 
 /// A matrix as an owned 2-D array in column-major (Fortran) order; the
@@ -66,22 +60,15 @@ pub fn as_array_view(m: &DMatrix<f64>) -> ArrayView2<'_, f64> {
     ArrayView2::from_shape(m.shape().f(), m.as_slice()).expect("a DMatrix holds rows * cols entries in column-major order")
 }
 
-/// An owned 1-D array as a vector; no copy when it is contiguous.
+/// An owned 1-D array as a vector; no copy when it is contiguous (the
+/// conversion of [`AsVector::into_vector`]).
 pub fn into_vector(a: Array1<f64>) -> DVector<f64> {
-    let n = a.len();
-    if a.is_standard_layout() {
-        let (data, offset) = a.into_raw_vec_and_offset();
-        if offset.unwrap_or(0) == 0 && data.len() == n {
-            return DVector::from_vec(data);
-        }
-        return DVector::from_iterator(n, data.into_iter().skip(offset.unwrap_or(0)).take(n));
-    }
-    to_vector(a.view())
+    a.into_vector().expect("an Array1 always has a valid shape")
 }
 
 /// A copy of a 1-D array view as a vector.
 pub fn to_vector(a: ArrayView1<'_, f64>) -> DVector<f64> {
-    DVector::from_iterator(a.len(), a.iter().copied())
+    crate::input::copy_vector(&a)
 }
 
 /// A vector as an owned 1-D array; the buffer moves, nothing is copied.

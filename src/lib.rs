@@ -49,7 +49,13 @@
 //! # Ok::<(), gramian::Error>(())
 //! ```
 //!
-//! Cargo features: `serde` (saved models, `io`), `ndarray` (`interop`),
+//! Inputs ([`input`]): every entry point takes `nalgebra` matrices and
+//! views, row- or column-major slices with a shape ([`RowMajor`],
+//! [`ColMajor`]) and, with the feature `ndarray`, `ndarray` arrays, through
+//! one conversion, [`AsMatrix`] (targets: [`AsVector`]).
+//!
+//! Cargo features: `serde` (saved models, `io`), `ndarray` (array inputs,
+//! `interop`),
 //! `neural` (Neural eKSVD on burn). The default build is the library alone.
 //! The paper reproductions, their data loaders and evaluation harness and
 //! the benchmark programs are a separate package of the workspace,
@@ -82,6 +88,7 @@ pub mod error;
 pub mod estimator;
 pub mod gpu;
 pub mod guide;
+pub mod input;
 #[cfg(feature = "serde")]
 pub mod io;
 #[cfg(feature = "ndarray")]
@@ -99,6 +106,7 @@ pub mod resident;
 pub use data::{Labelled, MultiSource};
 pub use device::Device;
 pub use error::{Error, Memory};
+pub use input::{AsMatrix, AsVector, ColMajor, RowMajor};
 pub use gpu::{DeviceCounters, GpuContext, GpuOptions, TransferStats};
 pub use linalg::MatrixProduct;
 pub use precision::Precision;
@@ -116,6 +124,7 @@ pub struct ReadmeDoctests;
 pub mod prelude {
     pub use crate::eksvd::{Eksvd, EksvdParams, FeatureMap, Ksvd, KsvdParams, Solver};
     pub use crate::error::Error;
+    pub use crate::input::{AsMatrix, AsVector, ColMajor, RowMajor};
     pub use crate::estimator::{cross_validate, CrossValidation, Fit, OnDevice, Predict, Samples, Splits, Supervised, Transform};
     #[cfg(feature = "serde")]
     pub use crate::io::{Format, SavedModel};

@@ -21,6 +21,7 @@ use nalgebra::{DMatrix, DVector};
 use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::gpu::{DeviceCounters, ElementwiseMap, GpuContext, GpuMatrix, KernelCode, Operand, ProductFlags, TransferStats};
+use crate::input::{AsMatrix, AsVector};
 use crate::kernel::{self, Kernel};
 use crate::linalg::{self, MatrixProduct, Real};
 use crate::precision::Precision;
@@ -213,8 +214,12 @@ impl Device {
     /// Errors: empty or non-finite input; `NotRepresentable` for `f64`
     /// values beyond the `f32` range stored as `F32`; `Unsupported` precision;
     /// `OutOfMemory` when the device cannot hold it; `TooLargeForGpu` when one
-    /// row exceeds a buffer binding.
-    pub fn upload<T: Real>(&self, x: &DMatrix<T>, precision: Precision) -> Result<DeviceMatrix> {
+    /// row exceeds a buffer binding. `x` is any [`AsMatrix`] input.
+    pub fn upload<X: AsMatrix + ?Sized>(&self, x: &X, precision: Precision) -> Result<DeviceMatrix> {
+        self.upload_dense(&*x.as_matrix()?, precision)
+    }
+
+    fn upload_dense<T: Real>(&self, x: &DMatrix<T>, precision: Precision) -> Result<DeviceMatrix> {
         linalg::check_matrix("uploaded matrix", x)?;
         if precision == Precision::F32 {
             linalg::check_f32_range("uploaded matrix", x)?;
@@ -232,9 +237,11 @@ impl Device {
     }
 
     /// Moves a vector to the device as an n x 1 matrix.
-    pub fn upload_vector(&self, v: &DVector<f64>, precision: Precision) -> Result<DeviceMatrix> {
+    /// `v` is any [`AsVector`] input.
+    pub fn upload_vector<V: AsVector + ?Sized>(&self, v: &V, precision: Precision) -> Result<DeviceMatrix> {
+        let v = v.as_vector()?;
         let m = DMatrix::from_column_slice(v.len(), 1, v.as_slice());
-        self.upload(&m, precision)
+        self.upload_dense(&m, precision)
     }
 
     /// A zero matrix on the device.

@@ -55,6 +55,8 @@ mod gpu_methods;
 mod gpu_variants;
 #[path = "gpu_vs_cpu.rs"]
 mod gpu_vs_cpu;
+#[path = "inputs.rs"]
+mod inputs;
 #[path = "layout.rs"]
 mod layout;
 #[path = "mklaren_core.rs"]

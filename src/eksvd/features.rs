@@ -12,6 +12,7 @@ use nalgebra::{DMatrix, DVector};
 use rand::{rngs::StdRng, Rng, SeedableRng};
 use rand_distr::{Distribution, Normal};
 
+use crate::input::AsMatrix;
 use crate::data::{check_shape, check_source_matrix};
 use crate::error::Result;
 use crate::error::Error;
@@ -111,7 +112,9 @@ impl FeatureMap {
     ///
     /// Errors: invalid parameters, bad input, a projection matrix whose rows
     /// do not match `d_q`, [`Error::RankDeficientKernel`].
-    pub fn fit(&self, device: &Device, x: &DMatrix<f64>, source_index: usize, seed: u64) -> Result<FittedFeatureMap> {
+    pub fn fit(&self, device: &Device, x: &(impl AsMatrix<Elem = f64> + ?Sized), source_index: usize, seed: u64) -> Result<FittedFeatureMap> {
+        let x = x.as_matrix()?;
+        let x = &*x;
         self.validate()?;
         check_source_matrix("data", source_index, x)?;
         let d = x.ncols();
@@ -240,7 +243,9 @@ impl FittedFeatureMap {
     /// kernel matrices run on the map's device (on a GPU through
     /// [`FittedFeatureMap::transform_resident`], in `f64` where the adapter
     /// has it: X goes up once, `Phi` comes back).
-    pub fn transform(&self, x: &DMatrix<f64>) -> Result<DMatrix<f64>> {
+    pub fn transform(&self, x: &(impl AsMatrix<Elem = f64> + ?Sized)) -> Result<DMatrix<f64>> {
+        let x = x.as_matrix()?;
+        let x = &*x;
         self.transform_on(&self.device, x)
     }
 

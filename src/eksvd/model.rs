@@ -8,6 +8,7 @@ use super::coupling::CouplingMatrix;
 use super::covariance::solve_covariance;
 use super::dual::{solve_dual, DualSolution};
 use super::eigensolver::Eigensolver;
+use crate::input::AsMatrix;
 use crate::data::{check_shape, check_source_matrix};
 use crate::error::Result;
 use crate::error::Error;
@@ -317,7 +318,9 @@ impl Eksvd {
     }
 
     /// Features `phi_q(x)` of new rows of source `q`.
-    pub fn features_of(&self, q: usize, x: &DMatrix<f64>) -> Result<DMatrix<f64>> {
+    pub fn features_of(&self, q: usize, x: &(impl AsMatrix<Elem = f64> + ?Sized)) -> Result<DMatrix<f64>> {
+        let x = x.as_matrix()?;
+        let x = &*x;
         self.check_source(q)?;
         let maps = self.maps.as_ref().ok_or(Error::NotAvailable("feature maps (the model was fitted from precomputed features)"))?;
         maps[q].transform(x)
@@ -366,7 +369,9 @@ impl Eksvd {
     /// Projection scores (primal form) of new raw rows `x` of source `q`
     /// (on a GPU: [`Eksvd::transform_resident`] in `f64` where the
     /// adapter has it, X up once, the scores back).
-    pub fn transform_source(&self, q: usize, x: &DMatrix<f64>) -> Result<DMatrix<f64>> {
+    pub fn transform_source(&self, q: usize, x: &(impl AsMatrix<Elem = f64> + ?Sized)) -> Result<DMatrix<f64>> {
+        let x = x.as_matrix()?;
+        let x = &*x;
         let device = &self.device;
         if device.is_gpu() && self.maps.is_some() {
             crate::linalg::check_matrix("x", x)?;
@@ -387,7 +392,9 @@ impl Eksvd {
     }
 
     /// Projection scores (dual form) of new raw rows `x` of source `q`.
-    pub fn transform_dual(&self, q: usize, x: &DMatrix<f64>) -> Result<DMatrix<f64>> {
+    pub fn transform_dual(&self, q: usize, x: &(impl AsMatrix<Elem = f64> + ?Sized)) -> Result<DMatrix<f64>> {
+        let x = x.as_matrix()?;
+        let x = &*x;
         let phi = self.features_of(q, x)?;
         self.transform_features_dual(q, &phi)
     }
@@ -496,7 +503,11 @@ impl KsvdParams {
     }
 
     /// Fits on `x` (`N x d_x`) and `z` (`M x d_z`); `N != M` is fine.
-    pub fn fit_pair(&self, device: &Device, x: &DMatrix<f64>, z: &DMatrix<f64>) -> Result<Ksvd> {
+    pub fn fit_pair(&self, device: &Device, x: &(impl AsMatrix<Elem = f64> + ?Sized), z: &(impl AsMatrix<Elem = f64> + ?Sized)) -> Result<Ksvd> {
+        let x = x.as_matrix()?;
+        let x = &*x;
+        let z = z.as_matrix()?;
+        let z = &*z;
         self.fit(device, &MultiSource::new(vec![x.clone(), z.clone()])?)
     }
 }
@@ -517,12 +528,16 @@ impl Ksvd {
     }
 
     /// Scores `e = phi(x)^T w` of new rows of `X`.
-    pub fn transform_x(&self, x: &DMatrix<f64>) -> Result<DMatrix<f64>> {
+    pub fn transform_x(&self, x: &(impl AsMatrix<Elem = f64> + ?Sized)) -> Result<DMatrix<f64>> {
+        let x = x.as_matrix()?;
+        let x = &*x;
         self.model.transform_source(0, x)
     }
 
     /// Scores `r = psi(z)^T v` of new rows of `Z`.
-    pub fn transform_z(&self, z: &DMatrix<f64>) -> Result<DMatrix<f64>> {
+    pub fn transform_z(&self, z: &(impl AsMatrix<Elem = f64> + ?Sized)) -> Result<DMatrix<f64>> {
+        let z = z.as_matrix()?;
+        let z = &*z;
         self.model.transform_source(1, z)
     }
 

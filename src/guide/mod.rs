@@ -2,18 +2,21 @@
 //! topic. Every code block here is compiled and run as a test.
 //!
 //! 1. [`devices`]: choosing a device, precision, models that keep their device.
-//! 2. [`resident`]: data that stay on the device between operations.
-//! 3. [`eksvd`]: kernel SVD for several data sources.
-//! 4. [`mklaren`]: multiple-kernel low-rank regression.
-//! 5. [`psd`]: PSD models of non-negative functions.
-//! 6. [`selection`]: choosing parameters by cross-validation.
-//! 7. [`saving`]: saving and loading fitted models.
+//! 2. [`inputs`]: data from nalgebra, plain slices or ndarray.
+//! 3. [`resident`]: data that stay on the device between operations.
+//! 4. [`eksvd`]: kernel SVD for several data sources.
+//! 5. [`mklaren`]: multiple-kernel low-rank regression.
+//! 6. [`psd`]: PSD models of non-negative functions.
+//! 7. [`selection`]: choosing parameters by cross-validation.
+//! 8. [`saving`]: saving and loading fitted models.
 //!
 //! The design behind them (layers, where data cross between host and device)
 //! is in `DESIGN.md` at the root of the repository.
 
 #[doc = include_str!("devices.md")]
 pub mod devices {}
+#[doc = include_str!("inputs.md")]
+pub mod inputs {}
 #[doc = include_str!("resident.md")]
 pub mod resident {}
 #[doc = include_str!("eksvd.md")]

@@ -1,13 +1,15 @@
 //! mklaren and its baselines as [`crate::estimator`] traits:
 //! `Fit<Supervised>` (every kernel on the shared input) and
-//! `Predict<DMatrix<f64>>` (predictions for new rows).
+//! `Predict<X>` (predictions for new rows) for every [`AsMatrix`] input `X`
+//! (`DMatrix<f64>`, views, row-major slices, `ndarray` arrays).
 
-use nalgebra::{DMatrix, DVector};
+use nalgebra::DVector;
 
 use super::full_kernel::{FullKernelRidge, FullKernelRidgeParams};
 use super::low_rank::{LowRankRidge, LowRankRidgeParams};
 use super::model::{Mklaren, MklarenParams};
 use crate::error::Result;
+use crate::input::AsMatrix;
 use crate::estimator::{Fit, Predict, Supervised};
 use crate::Device;
 
@@ -20,9 +22,9 @@ macro_rules! supervised_estimator {
             }
         }
 
-        impl Predict<DMatrix<f64>> for $fitted {
+        impl<X: AsMatrix<Elem = f64> + ?Sized> Predict<X> for $fitted {
             type Output = DVector<f64>;
-            fn predict(&self, x: &DMatrix<f64>) -> Result<DVector<f64>> {
+            fn predict(&self, x: &X) -> Result<DVector<f64>> {
                 <$fitted>::predict(self, x)
             }
         }

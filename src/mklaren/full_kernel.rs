@@ -4,6 +4,7 @@
 
 use nalgebra::{DMatrix, DVector};
 
+use crate::input::AsMatrix;
 use crate::error::Error;
 use super::{centred_target, check_lambda, inputs_per_kernel};
 use crate::linalg::{faer_mut, faer_ref};
@@ -262,7 +263,9 @@ impl FullKernelRidge {
 
     /// Predictions for new rows `x` of the shared input (every kernel on
     /// `x`; [`FullKernelRidge::predict_inputs`] for one input per kernel).
-    pub fn predict(&self, x: &DMatrix<f64>) -> Result<DVector<f64>, Error> {
+    pub fn predict(&self, x: &(impl AsMatrix<Elem = f64> + ?Sized)) -> Result<DVector<f64>, Error> {
+        let x = x.as_matrix()?;
+        let x = &*x;
         self.predict_inputs(&[x])
     }
 

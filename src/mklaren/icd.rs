@@ -6,6 +6,7 @@ use nalgebra::{DMatrix, DVector};
 use rayon::prelude::*;
 
 use super::columns::{KernelColumns, ROW_CHUNK};
+use crate::input::AsMatrix;
 use crate::error::Error;
 use crate::linalg::{self, check_matrix};
 use crate::{Device, Kernel};
@@ -221,7 +222,9 @@ impl FactorTransform {
     /// built on `device`. On a GPU the samples, pivots and `T` go up once
     /// and the kernel matrix and the product run there (in `f64` where the
     /// adapter has it); only `G*` comes back.
-    pub fn apply(&self, device: &Device, x: &DMatrix<f64>) -> Result<DMatrix<f64>, Error> {
+    pub fn apply(&self, device: &Device, x: &(impl AsMatrix<Elem = f64> + ?Sized)) -> Result<DMatrix<f64>, Error> {
+        let x = x.as_matrix()?;
+        let x = &*x;
         if self.pivot_rows.nrows() == 0 {
             check_matrix("x", x)?;
             return Ok(DMatrix::zeros(x.nrows(), 0));
@@ -272,7 +275,9 @@ impl IcdParams {
     ///
     /// Errors: rank 0 or above n, negative or non-finite tolerance, empty or
     /// non-finite `x`, invalid kernel.
-    pub fn fit(&self, device: &Device, kernel: &Kernel, x: &DMatrix<f64>) -> Result<IcdFactor, Error> {
+    pub fn fit(&self, device: &Device, kernel: &Kernel, x: &(impl AsMatrix<Elem = f64> + ?Sized)) -> Result<IcdFactor, Error> {
+        let x = x.as_matrix()?;
+        let x = &*x;
         self.validate()?;
         let cols = KernelColumns::new(device, *kernel, x)?;
         if self.rank > cols.n() {
@@ -305,7 +310,9 @@ pub struct IcdFactor {
 impl IcdFactor {
     /// Factors of new samples `G* = K(X*, A) T` (t x rank), computed on the
     /// device the factor was fitted on ([`FactorTransform::apply`]).
-    pub fn apply(&self, x: &DMatrix<f64>) -> Result<DMatrix<f64>, Error> {
+    pub fn apply(&self, x: &(impl AsMatrix<Elem = f64> + ?Sized)) -> Result<DMatrix<f64>, Error> {
+        let x = x.as_matrix()?;
+        let x = &*x;
         self.transform.apply(&self.device, x)
     }
 
@@ -384,7 +391,9 @@ pub struct NystromFactor {
 impl NystromFactor {
     /// Factors of new samples `G* = K(X*, A) T` (t x rank), computed on the
     /// device the factor was fitted on ([`FactorTransform::apply`]).
-    pub fn apply(&self, x: &DMatrix<f64>) -> Result<DMatrix<f64>, Error> {
+    pub fn apply(&self, x: &(impl AsMatrix<Elem = f64> + ?Sized)) -> Result<DMatrix<f64>, Error> {
+        let x = x.as_matrix()?;
+        let x = &*x;
         self.transform.apply(&self.device, x)
     }
 

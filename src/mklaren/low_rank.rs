@@ -5,6 +5,7 @@ use nalgebra::{DMatrix, DVector};
 
 use super::columns::KernelColumns;
 use super::csi::csi_decomposition;
+use crate::input::AsMatrix;
 use crate::error::Error;
 use super::icd::{nystrom, FactorTransform, IcdParams};
 use super::{centred_target, check_lambda, inputs_per_kernel};
@@ -211,7 +212,9 @@ impl LowRankRidge {
 
     /// Predictions for new rows `x` of the shared input (every kernel on
     /// `x`; [`LowRankRidge::predict_inputs`] for one input per kernel).
-    pub fn predict(&self, x: &DMatrix<f64>) -> Result<DVector<f64>, Error> {
+    pub fn predict(&self, x: &(impl AsMatrix<Elem = f64> + ?Sized)) -> Result<DVector<f64>, Error> {
+        let x = x.as_matrix()?;
+        let x = &*x;
         self.predict_inputs(&[x])
     }
 

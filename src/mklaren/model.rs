@@ -6,6 +6,7 @@ use nalgebra::{DMatrix, DVector};
 use rayon::prelude::*;
 
 use super::columns::{KernelColumns, SharedInput};
+use crate::input::AsMatrix;
 use crate::error::Error;
 use super::icd::{argmax, CholeskyState, FactorTransform};
 use super::tall::{columns_of, row_chunks, row_quadratic_forms, tall_tr_mul, tall_tr_mul_cols};
@@ -579,7 +580,9 @@ impl Mklaren {
 
     /// Predictions for new rows `x` of the shared input (every kernel on
     /// `x`; [`Mklaren::predict_inputs`] for one input per kernel).
-    pub fn predict(&self, x: &DMatrix<f64>) -> Result<DVector<f64>, Error> {
+    pub fn predict(&self, x: &(impl AsMatrix<Elem = f64> + ?Sized)) -> Result<DVector<f64>, Error> {
+        let x = x.as_matrix()?;
+        let x = &*x;
         self.predict_inputs(&[x])
     }
 

@@ -32,6 +32,7 @@ use rand::rngs::StdRng;
 use rand::SeedableRng;
 use rand_distr::{Distribution, Normal};
 
+use crate::input::AsMatrix;
 use crate::device::Device;
 use crate::error::Error;
 use crate::kernel::Kernel;
@@ -137,7 +138,9 @@ impl BaselineParams {
     }
 
     /// Fits on the rows of `x` (every sample a centre).
-    pub fn fit(&self, device: &Device, x: &DMatrix<f64>) -> Result<BaselineDensity, Error> {
+    pub fn fit(&self, device: &Device, x: &(impl AsMatrix<Elem = f64> + ?Sized)) -> Result<BaselineDensity, Error> {
+        let x = x.as_matrix()?;
+        let x = &*x;
         self.validate()?;
         check_matrix("x", x)?;
         self.base.check_dimension(x.ncols())?;
@@ -525,7 +528,9 @@ impl BaselineDensity {
     }
 
     /// The estimated density at the rows of `x` (PNM may be negative).
-    pub fn density(&self, x: &DMatrix<f64>) -> Result<DVector<f64>, Error> {
+    pub fn density(&self, x: &(impl AsMatrix<Elem = f64> + ?Sized)) -> Result<DVector<f64>, Error> {
+        let x = x.as_matrix()?;
+        let x = &*x;
         let device = &self.device;
         check_matrix("x", x)?;
         linalg::check_dim("columns of x vs model dimension", self.centres.ncols(), x.ncols())?;
@@ -570,7 +575,9 @@ impl BaselineDensity {
     }
 
     /// Mean log-likelihood; `NaN`/`-inf` where the density is not positive.
-    pub fn mean_log_likelihood(&self, x: &DMatrix<f64>) -> Result<f64, Error> {
+    pub fn mean_log_likelihood(&self, x: &(impl AsMatrix<Elem = f64> + ?Sized)) -> Result<f64, Error> {
+        let x = x.as_matrix()?;
+        let x = &*x;
         let p = self.density(x)?;
         Ok(p.iter().map(|v| if *v > 0.0 { v.ln() } else { f64::NEG_INFINITY }).sum::<f64>() / x.nrows() as f64)
     }

@@ -21,6 +21,7 @@
 use nalgebra::{DMatrix, DVector};
 use rand::Rng;
 
+use crate::input::AsMatrix;
 use crate::device::Device;
 use crate::precision::Precision;
 use crate::linalg::{self, check_matrix};
@@ -125,7 +126,9 @@ impl DensityParams {
     /// the O(n) vector updates run on the CPU. On a GPU without `f64` the
     /// features are computed there in `f32` and the iterations on the CPU.
     /// On the CPU everything runs in `f64` on the CPU.
-    pub fn fit(&self, device: &Device, x: &DMatrix<f64>) -> Result<PsdDensity, Error> {
+    pub fn fit(&self, device: &Device, x: &(impl AsMatrix<Elem = f64> + ?Sized)) -> Result<PsdDensity, Error> {
+        let x = x.as_matrix()?;
+        let x = &*x;
         self.validate()?;
         check_matrix("x", x)?;
         self.base.check_dimension(x.ncols())?;
@@ -219,14 +222,18 @@ impl PsdDensity {
     }
 
     /// `p(x) = f(x) nu(x)` at the rows of `x`.
-    pub fn density(&self, x: &DMatrix<f64>) -> Result<DVector<f64>, Error> {
+    pub fn density(&self, x: &(impl AsMatrix<Elem = f64> + ?Sized)) -> Result<DVector<f64>, Error> {
+        let x = x.as_matrix()?;
+        let x = &*x;
         let device = &self.device;
         let f = self.model.evaluate(device, x)?;
         Ok(f.component_mul(&self.base.density(x)))
     }
 
     /// Mean log-likelihood `(1/n) sum_i log p(x_i)` (`-inf` if some `p(x_i) = 0`).
-    pub fn mean_log_likelihood(&self, x: &DMatrix<f64>) -> Result<f64, Error> {
+    pub fn mean_log_likelihood(&self, x: &(impl AsMatrix<Elem = f64> + ?Sized)) -> Result<f64, Error> {
+        let x = x.as_matrix()?;
+        let x = &*x;
         let p = self.density(x)?;
         Ok(p.iter().map(|v| v.ln()).sum::<f64>() / x.nrows() as f64)
     }

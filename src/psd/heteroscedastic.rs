@@ -65,6 +65,7 @@ use std::time::Instant;
 
 use nalgebra::{DMatrix, DVector};
 
+use crate::input::{AsMatrix, AsVector};
 use crate::device::Device;
 use crate::kernel::Kernel;
 use crate::linalg::{self, check_dim, check_matrix};
@@ -347,7 +348,11 @@ impl HeteroscedasticParams {
     /// Errors: invalid parameters, empty/NaN/mismatched input, fewer than 2
     /// samples or constant targets ([`Error::InvalidParameter`]),
     /// [`Error::NotConverged`] with the gap reached.
-    pub fn fit_xy(&self, device: &Device, x: &DMatrix<f64>, y: &DVector<f64>) -> Result<HeteroscedasticRegression, Error> {
+    pub fn fit_xy(&self, device: &Device, x: &(impl AsMatrix<Elem = f64> + ?Sized), y: &(impl AsVector<Elem = f64> + ?Sized)) -> Result<HeteroscedasticRegression, Error> {
+        let x = x.as_matrix()?;
+        let x = &*x;
+        let y = y.as_vector()?;
+        let y = &*y;
         self.validate()?;
         let (y_mean, y_sd) = target_moments(x, y)?;
         let start = Instant::now();
@@ -461,7 +466,9 @@ impl HeteroscedasticRegression {
 
     /// `eta(x)` and `theta(x)` at the rows of `x` (original units of `y`):
     /// `theta = theta'/sd^2`, `eta = (theta' mean/sd + eta')/sd`.
-    pub fn natural_parameters(&self, x: &DMatrix<f64>) -> Result<NaturalParameters, Error> {
+    pub fn natural_parameters(&self, x: &(impl AsMatrix<Elem = f64> + ?Sized)) -> Result<NaturalParameters, Error> {
+        let x = x.as_matrix()?;
+        let x = &*x;
         let device = &self.device;
         check_matrix("x", x)?;
         check_dim("columns of x vs model dimension", self.centres.ncols(), x.ncols())?;
@@ -476,27 +483,39 @@ impl HeteroscedasticRegression {
     ///
     /// Errors: as [`HeteroscedasticRegression::natural_parameters`], and
     /// `Compute(Overflow)` where `theta` underflows to 0 (far from the data).
-    pub fn predict_mean(&self, x: &DMatrix<f64>) -> Result<DVector<f64>, Error> {
+    pub fn predict_mean(&self, x: &(impl AsMatrix<Elem = f64> + ?Sized)) -> Result<DVector<f64>, Error> {
+        let x = x.as_matrix()?;
+        let x = &*x;
         linalg::finite_vector("predictive mean", self.natural_parameters(x)?.mean())
     }
 
     /// Predictive variance `v(x) = 1/theta(x)`.
     ///
     /// Errors: as [`HeteroscedasticRegression::predict_mean`].
-    pub fn predict_variance(&self, x: &DMatrix<f64>) -> Result<DVector<f64>, Error> {
+    pub fn predict_variance(&self, x: &(impl AsMatrix<Elem = f64> + ?Sized)) -> Result<DVector<f64>, Error> {
+        let x = x.as_matrix()?;
+        let x = &*x;
         linalg::finite_vector("predictive variance", self.natural_parameters(x)?.variance())
     }
 
     /// Predictive log-likelihood `log N(y_i; mu(x_i), v(x_i))` per point,
     /// `= log(theta)/2 - log(2 pi)/2 - theta y^2/2 + eta y - eta^2/(2 theta)`.
-    pub fn log_likelihood(&self, x: &DMatrix<f64>, y: &DVector<f64>) -> Result<DVector<f64>, Error> {
+    pub fn log_likelihood(&self, x: &(impl AsMatrix<Elem = f64> + ?Sized), y: &(impl AsVector<Elem = f64> + ?Sized)) -> Result<DVector<f64>, Error> {
+        let x = x.as_matrix()?;
+        let x = &*x;
+        let y = y.as_vector()?;
+        let y = &*y;
         check_dim("length of y vs rows of x", x.nrows(), y.len())?;
         linalg::check_finite("y", &DMatrix::from_column_slice(y.len(), 1, y.as_slice()))?;
         Ok(self.natural_parameters(x)?.log_likelihood(y))
     }
 
     /// Mean predictive log-likelihood over the points.
-    pub fn mean_log_likelihood(&self, x: &DMatrix<f64>, y: &DVector<f64>) -> Result<f64, Error> {
+    pub fn mean_log_likelihood(&self, x: &(impl AsMatrix<Elem = f64> + ?Sized), y: &(impl AsVector<Elem = f64> + ?Sized)) -> Result<f64, Error> {
+        let x = x.as_matrix()?;
+        let x = &*x;
+        let y = y.as_vector()?;
+        let y = &*y;
         Ok(self.log_likelihood(x, y)?.mean())
     }
 }

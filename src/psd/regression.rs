@@ -23,6 +23,7 @@
 
 use nalgebra::{DMatrix, DVector};
 
+use crate::input::{AsMatrix, AsVector};
 use crate::device::Device;
 use crate::linalg::{self, check_dim, check_matrix};
 
@@ -91,7 +92,11 @@ impl QuantileParams {
     ///
     /// Errors: invalid parameters or levels, empty/NaN/mismatched input,
     /// [`Error::NotConverged`] with the gap reached.
-    pub fn fit_xy(&self, device: &Device, x: &DMatrix<f64>, y: &DVector<f64>) -> Result<QuantileRegression, Error> {
+    pub fn fit_xy(&self, device: &Device, x: &(impl AsMatrix<Elem = f64> + ?Sized), y: &(impl AsVector<Elem = f64> + ?Sized)) -> Result<QuantileRegression, Error> {
+        let x = x.as_matrix()?;
+        let x = &*x;
+        let y = y.as_vector()?;
+        let y = &*y;
         self.validate()?;
         check_matrix("x", x)?;
         check_dim("length of y vs rows of x", x.nrows(), y.len())?;
@@ -242,7 +247,9 @@ impl QuantileRegression {
     }
 
     /// Quantile curves at the rows of `x`: column `j` is level `tau_j` (n x K).
-    pub fn predict(&self, x: &DMatrix<f64>) -> Result<DMatrix<f64>, Error> {
+    pub fn predict(&self, x: &(impl AsMatrix<Elem = f64> + ?Sized)) -> Result<DMatrix<f64>, Error> {
+        let x = x.as_matrix()?;
+        let x = &*x;
         let device = &self.device;
         check_matrix("x", x)?;
         check_dim("columns of x vs model dimension", self.centres.ncols(), x.ncols())?;

@@ -17,6 +17,7 @@ use super::model::{tensor_to_f32, tensor_to_matrix, tensor_to_vector, Activation
 use super::placement::burn_device;
 use super::resident::{queue_pass, read_passes, to_f32_rows, Evaluation, HostData, ResidentData, EVAL_CHUNK};
 use super::{NeuralBackend, Result};
+use crate::input::AsMatrix;
 use crate::data::{check_shape, Labelled, MultiSource};
 use crate::error::Error;
 use crate::estimator::{OnDevice, Predict, Transform};
@@ -118,7 +119,9 @@ impl NeuralEksvd {
 
     /// Projection scores `E_q = phi_q(X_q) W_q` of new samples of source `q`
     /// (`n x k`).
-    pub fn transform_source(&self, q: usize, x: &DMatrix<f64>) -> Result<DMatrix<f64>> {
+    pub fn transform_source(&self, q: usize, x: &(impl AsMatrix<Elem = f64> + ?Sized)) -> Result<DMatrix<f64>> {
+        let x = x.as_matrix()?;
+        let x = &*x;
         let rows = self.check_input(q, x)?;
         let d = x.ncols();
         let mut out = DMatrix::zeros(x.nrows(), self.arch.components);

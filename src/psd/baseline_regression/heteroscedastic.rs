@@ -7,6 +7,7 @@ use nalgebra::{DMatrix, DVector};
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 
+use crate::input::{AsMatrix, AsVector};
 use crate::device::Device;
 use crate::linalg::{self, check_dim, check_matrix};
 
@@ -104,7 +105,11 @@ impl BaselineHeteroscedasticParams {
     /// Errors: invalid parameters, empty/NaN/mismatched input, fewer than 2
     /// samples or constant targets, [`Error::NotConverged`] (with the
     /// residual as `gap`) when no start reaches the tolerance.
-    pub fn fit_xy(&self, device: &Device, x: &DMatrix<f64>, y: &DVector<f64>) -> Result<BaselineHeteroscedastic, Error> {
+    pub fn fit_xy(&self, device: &Device, x: &(impl AsMatrix<Elem = f64> + ?Sized), y: &(impl AsVector<Elem = f64> + ?Sized)) -> Result<BaselineHeteroscedastic, Error> {
+        let x = x.as_matrix()?;
+        let x = &*x;
+        let y = y.as_vector()?;
+        let y = &*y;
         let start = Instant::now();
         let problem = self.problem(device, x, y)?;
         let r = problem.p.nrows();
@@ -265,7 +270,9 @@ impl BaselineHeteroscedastic {
 
     /// `eta(x)` and `theta(x)` at the rows of `x` (original units of `y`); PNM's
     /// `theta` may be negative away from the data.
-    pub fn natural_parameters(&self, x: &DMatrix<f64>) -> Result<NaturalParameters, Error> {
+    pub fn natural_parameters(&self, x: &(impl AsMatrix<Elem = f64> + ?Sized)) -> Result<NaturalParameters, Error> {
+        let x = x.as_matrix()?;
+        let x = &*x;
         let device = &self.device;
         check_matrix("x", x)?;
         check_dim("columns of x vs model dimension", self.features.centres().ncols(), x.ncols())?;
@@ -280,19 +287,27 @@ impl BaselineHeteroscedastic {
     ///
     /// Errors: as [`BaselineHeteroscedastic::natural_parameters`], and
     /// `Compute(Overflow)` where `theta` is 0 or the mean overflows.
-    pub fn predict_mean(&self, x: &DMatrix<f64>) -> Result<DVector<f64>, Error> {
+    pub fn predict_mean(&self, x: &(impl AsMatrix<Elem = f64> + ?Sized)) -> Result<DVector<f64>, Error> {
+        let x = x.as_matrix()?;
+        let x = &*x;
         Ok(linalg::finite_vector("predictive mean", self.natural_parameters(x)?.mean())?)
     }
 
     /// Predictive variance `v = 1/theta` (negative where PNM's `theta` is).
     ///
     /// Errors: as [`BaselineHeteroscedastic::predict_mean`].
-    pub fn predict_variance(&self, x: &DMatrix<f64>) -> Result<DVector<f64>, Error> {
+    pub fn predict_variance(&self, x: &(impl AsMatrix<Elem = f64> + ?Sized)) -> Result<DVector<f64>, Error> {
+        let x = x.as_matrix()?;
+        let x = &*x;
         Ok(linalg::finite_vector("predictive variance", self.natural_parameters(x)?.variance())?)
     }
 
     /// Mean predictive log-likelihood (`-inf` if `theta <= 0` at some point).
-    pub fn mean_log_likelihood(&self, x: &DMatrix<f64>, y: &DVector<f64>) -> Result<f64, Error> {
+    pub fn mean_log_likelihood(&self, x: &(impl AsMatrix<Elem = f64> + ?Sized), y: &(impl AsVector<Elem = f64> + ?Sized)) -> Result<f64, Error> {
+        let x = x.as_matrix()?;
+        let x = &*x;
+        let y = y.as_vector()?;
+        let y = &*y;
         check_dim("length of y vs rows of x", x.nrows(), y.len())?;
         linalg::check_finite("y", &DMatrix::from_column_slice(y.len(), 1, y.as_slice()))?;
         Ok(self.natural_parameters(x)?.log_likelihood(y).mean())

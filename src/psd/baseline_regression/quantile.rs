@@ -7,6 +7,7 @@ use nalgebra::{DMatrix, DVector};
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 
+use crate::input::{AsMatrix, AsVector};
 use crate::device::Device;
 use crate::linalg::{self, check_dim, check_matrix};
 
@@ -146,7 +147,11 @@ impl BaselineQuantileParams {
     /// Errors: invalid parameters or levels, empty/NaN/mismatched input, fewer
     /// than 2 samples or constant targets, [`Error::NotConverged`] (with the
     /// residual as `gap`).
-    pub fn fit_xy(&self, device: &Device, x: &DMatrix<f64>, y: &DVector<f64>) -> Result<BaselineQuantile, Error> {
+    pub fn fit_xy(&self, device: &Device, x: &(impl AsMatrix<Elem = f64> + ?Sized), y: &(impl AsVector<Elem = f64> + ?Sized)) -> Result<BaselineQuantile, Error> {
+        let x = x.as_matrix()?;
+        let x = &*x;
+        let y = y.as_vector()?;
+        let y = &*y;
         let start = Instant::now();
         let problem = self.problem(device, x, y)?;
         let (z, iterations, residual, objectives) = if self.kind == BaselineKind::Pnm {
@@ -549,7 +554,9 @@ impl BaselineQuantile {
     }
 
     /// Quantile curves at the rows of `x`: column `j` is level `tau_j` (n x K).
-    pub fn predict(&self, x: &DMatrix<f64>) -> Result<DMatrix<f64>, Error> {
+    pub fn predict(&self, x: &(impl AsMatrix<Elem = f64> + ?Sized)) -> Result<DMatrix<f64>, Error> {
+        let x = x.as_matrix()?;
+        let x = &*x;
         let device = &self.device;
         check_matrix("x", x)?;
         check_dim("columns of x vs model dimension", self.features.centres().ncols(), x.ncols())?;
