@@ -2,9 +2,9 @@
 //!
 //! The library computes on `nalgebra` matrices (`DMatrix`, column-major).
 //! The public fit, predict and transform methods of the estimators (and
-//! their density, likelihood and per-source variants), the [`MultiSource`]
-//! and [`Supervised`] constructors, and the compute core's kernel-matrix,
-//! Gram, product and upload functions on [`Device`] take their matrices as
+//! their density, likelihood and per-source variants), the [`MultiSource`](crate::MultiSource)
+//! and [`Supervised`](crate::estimator::Supervised) constructors, and the compute core's kernel-matrix,
+//! Gram, product and upload functions on [`Device`](crate::Device) take their matrices as
 //! [`AsMatrix`] (and targets as [`AsVector`]), so the caller's own type
 //! goes straight in:
 //!
@@ -58,8 +58,8 @@
 //!
 //! The traits are by reference and return `Cow<'_, DMatrix<T>>`: a
 //! `DMatrix` is borrowed, every other type is converted once. Owned data
-//! handed to a constructor that keeps it ([`MultiSource::new`],
-//! [`Supervised::new`]) goes through [`AsMatrix::into_matrix`], which moves
+//! handed to a constructor that keeps it ([`MultiSource::new`](crate::MultiSource::new),
+//! [`Supervised::new`](crate::estimator::Supervised::new)) goes through [`AsMatrix::into_matrix`], which moves
 //! an owned `DMatrix` (or a Fortran-order `Array2`) without a copy.
 //!
 //! The estimator traits stay as they were ([`Fit<D>`](crate::estimator::Fit),
@@ -93,8 +93,6 @@ use nalgebra::{DMatrix, DVector, Dim, Dyn, Matrix, ViewStorage};
 
 use crate::error::{Error, Result};
 use crate::linalg::Real;
-#[cfg(doc)]
-use crate::{estimator::Supervised, Device, MultiSource};
 
 /// A matrix input (`rows x cols`, one sample per row): anything the library
 /// can read as a dense `DMatrix<Self::Elem>` (see the [module](self) for
@@ -265,7 +263,7 @@ impl<X: AsMatrix + ?Sized> AsMatrix for &X {
 }
 
 /// Boxed inputs, e.g. `Box<dyn AsMatrix<Elem = f64>>` to mix input types in
-/// one [`MultiSource`].
+/// one [`MultiSource`](crate::MultiSource).
 impl<X: AsMatrix + ?Sized> AsMatrix for Box<X> {
     type Elem = X::Elem;
     fn shape(&self) -> (usize, usize) {
