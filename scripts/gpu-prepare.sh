@@ -3,7 +3,7 @@
 # a lent GPU machine that has no cargo, and puts it in .gpu-bin/ (ignored by
 # git; carry it, and .gl/ for the Vulkan loader, to the device):
 #   .gpu-bin/compute_table, .gpu-bin/method_bench,
-#   .gpu-bin/gpu_variants, .gpu-bin/coop_probe      (release examples)
+#   .gpu-bin/gpu_variants                           (release examples)
 #   .gpu-bin/tests/integration                      (release test binary; gpu-check runs its GPU modules)
 #   .gpu-bin/eksvd_neural_bench, .gpu-bin/mfeat/     (Neural eKSVD benchmark,
 #                                                     feature `neural`; UCI data)
@@ -13,17 +13,16 @@
 #   python3 -c "import tarfile; tarfile.open('.gpu-pack/bins.tar.xz').extractall('.gpu-bin')";
 # With 15 minutes of device time in all, the plan for the next card (each
 # call under 10 minutes; the timeouts bound every step). Call 1: the
-# tensor cores (coop_probe, then PyTorch's products at the same shapes), the
 # GPU tests without the two that compile every SIMT variant (the tuner test
 # checks the cooperative variants against the CPU), the variants at the
-# benchmark shapes (the cooperative ones and the best SIMT ones, then
-# PyTorch), and the per-method fits at n = 10^5 (eKSVD 3 x 10^4) and
-# mklaren at 10^6:
-#   GPU_COOP_BIN=.gpu-bin/coop_probe GPU_COOP_TIMEOUT=90 GPU_CHECK_BIN=none \
+# benchmark shapes (the cooperative ones, the padded ones and the best SIMT
+# ones, then PyTorch), and the per-method fits at n = 10^5 (eKSVD 3 x 10^4)
+# and mklaren at 10^6:
+#   GPU_CHECK_BIN=none \
 #   GPU_TEST_BINS=.gpu-bin/tests/integration GPU_TEST_TIMEOUT=120 \
 #   GPU_TEST_FILTER="resident:: gpu_methods:: gpu_vs_cpu:: eksvd_gpu:: gpu_long_rows:: adversarial_limits:: gpu_variants::the_tuner gpu_variants::expanded gpu_variants::every_variant_gives" \
 #   GPU_VARIANTS_BIN=.gpu-bin/gpu_variants GPU_VARIANTS_TIMEOUT=120 GPU_TORCH_TIMEOUT=60 \
-#   GPU_VARIANTS_ARGS="--only coop,s8x8-k16-v4-expanded-db,f64-64x64-s4x4-k16-v4-direct --reps 3" \
+#   GPU_VARIANTS_ARGS="--only coop,-pad,s8x8-k16-v4-expanded-db,f64-64x64-s4x4-k16-v4-direct --reps 3" \
 #   GPU_METHOD_BIN=.gpu-bin/method_bench GPU_METHOD_TIMEOUT=110 \
 #   GPU_METHOD_ARGS="--eksvd-n 30000 --mklaren-n 100000,1000000 --psd-n 100000" OUT=$OUT bash scripts/gpu-check.sh
 # Call 2 (on the warm machine), the Neural eKSVD step, about 5-8 min with
@@ -47,15 +46,15 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # Cargo's output folder (CARGO_TARGET_DIR where set, as cargo reads it).
 target=${CARGO_TARGET_DIR:-target}
-cargo build --release -p gramian-repro --example compute_table --example method_bench --example gpu_variants --example coop_probe
+cargo build --release -p gramian-repro --example compute_table --example method_bench --example gpu_variants
 mkdir -p .gpu-bin/tests
-cp "$target"/release/examples/compute_table "$target"/release/examples/method_bench "$target"/release/examples/gpu_variants "$target"/release/examples/coop_probe .gpu-bin/
+cp "$target"/release/examples/compute_table "$target"/release/examples/method_bench "$target"/release/examples/gpu_variants .gpu-bin/
 cargo test --release --no-run -p gramian --test integration --message-format=json 2>/dev/null | python3 -c 'import sys, json
 for l in sys.stdin:
     m = json.loads(l)
     if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["kind"] == ["test"]:
         print(m["executable"])' | while read -r t; do cp "$t" ".gpu-bin/tests/$(basename "$t" | sed 's/-[0-9a-f]*$//')"; done
-strip .gpu-bin/compute_table .gpu-bin/method_bench .gpu-bin/gpu_variants .gpu-bin/coop_probe .gpu-bin/tests/* 2>/dev/null || true
+strip .gpu-bin/compute_table .gpu-bin/method_bench .gpu-bin/gpu_variants .gpu-bin/tests/* 2>/dev/null || true
 if [ "${GPU_PREPARE_NEURAL:-1}" != 0 ]; then
   # burn's kernel fusion and matmul autotuning (both in burn's defaults,
   # which Cargo.toml turns off so that CI's lavapipe tests neither compile
@@ -108,6 +107,6 @@ fi
 #   python3 -c "import tarfile; tarfile.open('.gpu-pack/bins.tar.xz').extractall('.gpu-bin')"
 mkdir -p .gpu-pack
 packed=()
-for f in eksvd_neural_bench eksvd_neural_bench_notune gpu_variants method_bench coop_probe compute_table tests mfeat; do [ -e ".gpu-bin/$f" ] && packed+=("$f"); done
+for f in eksvd_neural_bench eksvd_neural_bench_notune gpu_variants method_bench compute_table tests mfeat; do [ -e ".gpu-bin/$f" ] && packed+=("$f"); done
 tar -C .gpu-bin -cf - "${packed[@]}" | xz -T0 -6 > .gpu-pack/bins.tar.xz
 du -sh .gpu-pack/bins.tar.xz
