@@ -132,6 +132,20 @@ fn every_variant_runs_the_fused_kernel_matvec() {
                         let (rel, _) = tolerances(p);
                         let err = relative_frobenius_error(&got, &want);
                         assert!(err <= 10.0 * rel * scale, "{} {kernel:?} {n}x{m}x{d} c={c}: error {err:e}", v.name);
+                        if !matches!(kernel, Kernel::Rbf { .. } | Kernel::Laplacian { .. }) {
+                            continue;
+                        }
+                        // The pair form: K V and K^T W, V and W rows of one matrix.
+                        let wm = random_matrix(&mut rng, n, c);
+                        let vw = device.upload(&DMatrix::from_fn(m + n, c, |i, j| if i < m { vm[(i, j)] } else { wm[(i - m, j)] }), p).unwrap();
+                        let out = device.zeros(n + m, c, p).unwrap();
+                        device.resident_kernel_matvec_pair_into(&kernel, &xd, &zd, &vw.rows(0, m).unwrap(), &vw.rows(m, n).unwrap(), &out.rows(0, n).unwrap(), &out.rows(n, m).unwrap(), false).unwrap();
+                        let both = device.to_host(&out).unwrap();
+                        let want_t = Device::cpu().kernel_matrix(&kernel, &x, &z).unwrap().transpose() * &wm;
+                        for (got, want, what) in [(both.rows(0, n).into_owned(), &want, "K V"), (both.rows(n, m).into_owned(), &want_t, "K^T W")] {
+                            let err = relative_frobenius_error(&got, want);
+                            assert!(err <= 10.0 * rel * scale, "{} {kernel:?} {n}x{m}x{d} c={c} pair {what}: error {err:e}", v.name);
+                        }
                         if !matches!(kernel, Kernel::Rbf { .. }) {
                             continue;
                         }
@@ -240,6 +254,10 @@ fn every_variant_gives_the_same_bits_with_and_without_bounds_checks() {
                         let vm = random_matrix(&mut StdRng::seed_from_u64(5), m, 3);
                         let vd = device.upload(&vm, v.precision).unwrap();
                         out.push(device.to_host(&device.resident_kernel_matvec(&Kernel::rbf(0.3).unwrap(), &xd, &zd, &vd).unwrap()).unwrap());
+                        let vw = device.upload(&random_matrix(&mut StdRng::seed_from_u64(6), m + n, 3), v.precision).unwrap();
+                        let both = device.zeros(n + m, 3, v.precision).unwrap();
+                        device.resident_kernel_matvec_pair_into(&Kernel::rbf(0.3).unwrap(), &xd, &zd, &vw.rows(0, m).unwrap(), &vw.rows(m, n).unwrap(), &both.rows(0, n).unwrap(), &both.rows(n, m).unwrap(), false).unwrap();
+                        out.push(device.to_host(&both).unwrap());
                     }
                     out
                 };

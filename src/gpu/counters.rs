@@ -47,7 +47,7 @@ use std::time::Instant;
 
 use super::plan::{Dispatch, PipelineKind};
 use super::problem::{Reduce, FLAG_ACCUMULATE, FLAG_APPLY, FLAG_WEIGHTED};
-use super::variants::CATALOGUE;
+use super::variants::{CATALOGUE, PAIR_KEY};
 use super::GpuContext;
 use crate::precision::Precision;
 
@@ -281,7 +281,13 @@ pub(super) fn dispatch_work(d: &Dispatch) -> (ShapeKind, DispatchCounters) {
             // lane columns are the partial slots.
             let v = p.c_cs as u64;
             let slots = d.grid[0] as u64 * CATALOGUE[d.variant & 0xffff].wx as u64;
-            (ShapeKind::Matvec, statistic * r * c * k + 2 * r * c * v, e * (r * k + c * k + c * v + slots * r * v), r * c)
+            let (flops, bytes) = (statistic * r * c * k + 2 * r * c * v, e * (r * k + c * k + c * v + slots * r * v));
+            if d.variant & PAIR_KEY != 0 {
+                // K^T W from the same entries: W read, a column slot per row tile (grid y).
+                (ShapeKind::Matvec, flops + 2 * r * c * v, bytes + e * (r * v + d.grid[1] as u64 * c * v), r * c)
+            } else {
+                (ShapeKind::Matvec, flops, bytes, r * c)
+            }
         }
         PipelineKind::RowReduce => {
             let job: Reduce = bytemuck::pod_read_unaligned(&bytemuck::bytes_of(&d.problem)[..std::mem::size_of::<Reduce>()]);

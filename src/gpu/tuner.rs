@@ -319,7 +319,7 @@ impl GpuContext {
             match &vmat {
                 None => self.plan_product_with(i, code, Operand { m: &a, transposed: class.a_transposed }, Operand { m: &b, transposed: class.b_transposed }, &out, ProductFlags::default(), &mut plan)?,
                 Some(vm) => {
-                    if !self.plan_kernel_matvec_with(i, code, &a, &b, vm, &out, false, &mut plan)? {
+                    if !self.plan_kernel_matvec_with(i, code, &a, &b, vm, &out, false, None, &mut plan)? {
                         continue;
                     }
                 }
