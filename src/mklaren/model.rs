@@ -6,7 +6,7 @@ use nalgebra::{DMatrix, DVector};
 use rayon::prelude::*;
 
 use super::columns::{KernelColumns, SharedInput};
-use crate::input::AsMatrix;
+use crate::input::{AsMatrix, AsVector};
 use crate::error::Error;
 use super::icd::{argmax, CholeskyState, FactorTransform};
 use super::tall::{columns_of, row_chunks, row_quadratic_forms, tall_tr_mul, tall_tr_mul_cols};
@@ -126,11 +126,18 @@ impl MklarenParams {
     /// NaN/Inf inputs or target, constant target, and
     /// [`Error::RankDeficient`] when the kernels run out of
     /// independent columns before K.
-    pub fn fit_inputs(&self, device: &Device, inputs: &[&DMatrix<f64>], y: &DVector<f64>) -> Result<Mklaren, Error> {
+    pub fn fit_inputs<X, Y>(&self, device: &Device, inputs: &[&X], y: &Y) -> Result<Mklaren, Error>
+    where
+        X: AsMatrix<Elem = f64> + ?Sized,
+        Y: AsVector<Elem = f64> + ?Sized,
+    {
+        let converted = convert_inputs(inputs)?;
+        let inputs: Vec<&DMatrix<f64>> = converted.iter().map(|x| &**x).collect();
+        let y = y.as_vector()?;
         // On a worker of the thread pool, the many short parallel passes of
         // a step run inline when they are a single chunk instead of each
         // waking a worker and waiting for it.
-        rayon::scope(|_| self.fit_on_pool(device, inputs, y))
+        rayon::scope(|_| self.fit_on_pool(device, &inputs, &y))
     }
 
     fn fit_on_pool(&self, device: &Device, inputs: &[&DMatrix<f64>], y: &DVector<f64>) -> Result<Mklaren, Error> {
@@ -581,22 +588,24 @@ impl Mklaren {
     /// Predictions for new rows `x` of the shared input (every kernel on
     /// `x`; [`Mklaren::predict_inputs`] for one input per kernel).
     pub fn predict(&self, x: &(impl AsMatrix<Elem = f64> + ?Sized)) -> Result<DVector<f64>, Error> {
-        let x = x.as_matrix()?;
-        let x = &*x;
         self.predict_inputs(&[x])
     }
 
     /// Predictions for new samples (same input layout as in `fit`): `G*_q =
     /// K_q(*, A_q) T_q` (Eq. 21), `H*` centred, normalised and signed as in
     /// training, `mean(y) + H* beta`. Kernel values are computed on the model's device.
-    pub fn predict_inputs(&self, inputs: &[&DMatrix<f64>]) -> Result<DVector<f64>, Error> {
-        self.predict_with(inputs, &self.coefficients)
+    pub fn predict_inputs<X: AsMatrix<Elem = f64> + ?Sized>(&self, inputs: &[&X]) -> Result<DVector<f64>, Error> {
+        let converted = convert_inputs(inputs)?;
+        let inputs: Vec<&DMatrix<f64>> = converted.iter().map(|x| &**x).collect();
+        self.predict_with(&inputs, &self.coefficients)
     }
 
     /// Predictions with the coefficients after step `step` (0-based) of the path.
-    pub fn predict_at_step(&self, inputs: &[&DMatrix<f64>], step: usize) -> Result<DVector<f64>, Error> {
+    pub fn predict_at_step<X: AsMatrix<Elem = f64> + ?Sized>(&self, inputs: &[&X], step: usize) -> Result<DVector<f64>, Error> {
         let beta = self.path.get(step).ok_or(crate::Error::IndexOutOfRange { what: "solution path", index: step, len: self.path.len() })?;
-        self.predict_with(inputs, beta)
+        let converted = convert_inputs(inputs)?;
+        let inputs: Vec<&DMatrix<f64>> = converted.iter().map(|x| &**x).collect();
+        self.predict_with(&inputs, beta)
     }
 
     fn predict_with(&self, inputs: &[&DMatrix<f64>], beta: &DVector<f64>) -> Result<DVector<f64>, Error> {
@@ -737,4 +746,9 @@ mod tests {
         assert!(((c - t * a).abs() - (1.0 - t) * cmax).abs() < 1e-12);
         assert_eq!(step_length(1.0, 1.5, 0.0), 0.0);
     }
+}
+
+/// Each input as a dense matrix (borrowed where it already is one).
+fn convert_inputs<'a, X: AsMatrix<Elem = f64> + ?Sized>(inputs: &[&'a X]) -> Result<Vec<std::borrow::Cow<'a, DMatrix<f64>>>, Error> {
+    inputs.iter().map(|&x| x.as_matrix()).collect()
 }
