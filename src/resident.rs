@@ -13,6 +13,10 @@
 //! Layout: a device matrix is row-major on the GPU. Sample matrices keep
 //! samples as rows (X is n x d, features Phi are n x r), so a row view
 //! ([`DeviceMatrix::rows`]) is a block of samples.
+//!
+//! The file runs past 600 lines because it is the whole resident API of
+//! [`Device`]: each operation is a short wrapper that checks its operands
+//! once and hands them to the GPU engine or to the CPU code.
 
 use std::sync::{Arc, RwLock, RwLockReadGuard};
 
