@@ -6,7 +6,7 @@
 //!
 //! Tolerances (relative Frobenius error): f64 shaders 1e-12 (products of at
 //! most a few hundred terms, our exp within a few ulps); f32 1e-5 (as in
-//! `gpu_vs_cpu.rs`), 1e-4 for the polynomial kernel.
+//! `tests/gpu/vs_cpu.rs`), 1e-4 for the polynomial kernel.
 
 use crate::common;
 
