@@ -201,6 +201,18 @@ pub struct DeviceCounters {
     pub buffers_created: u64,
     /// Requests for a scratch buffer served by the existing one.
     pub scratch_reuses: u64,
+    /// Shape classes tuned (the variants timed on a synthetic problem the
+    /// first time a class is met, unless the tuning cache knew it). The
+    /// tuner's own dispatches, transfers and waits are not counted in the
+    /// other counters: they are not the caller's work.
+    pub tunings: u64,
+    /// Nanoseconds spent tuning (shader compilation during tuning included).
+    pub tuning_nanos: u64,
+    /// Shader pipelines compiled outside tuning (first use of a variant).
+    pub compilations: u64,
+    /// Nanoseconds spent compiling them: with [`Self::tuning_nanos`], the
+    /// once-per-process time inside the first calls that later calls do not pay.
+    pub compile_nanos: u64,
     classes: [DispatchCounters; CLASSES],
 }
 
@@ -235,6 +247,12 @@ impl DeviceCounters {
         self.blocked_nanos as f64 * 1e-9
     }
 
+    /// [`Self::tuning_nanos`] and [`Self::compile_nanos`] in seconds: the
+    /// first-use time of a process (or of a shape class) inside its calls.
+    pub fn first_use_seconds(&self) -> f64 {
+        self.tuning_nanos.saturating_add(self.compile_nanos) as f64 * 1e-9
+    }
+
     /// The counts of `self` less those of `earlier` (an earlier snapshot of
     /// the same context: the work done in between).
     pub fn since(&self, earlier: &DeviceCounters) -> DeviceCounters {
@@ -250,6 +268,10 @@ impl DeviceCounters {
             allocated_bytes: self.allocated_bytes.saturating_sub(earlier.allocated_bytes),
             buffers_created: self.buffers_created.saturating_sub(earlier.buffers_created),
             scratch_reuses: self.scratch_reuses.saturating_sub(earlier.scratch_reuses),
+            tunings: self.tunings.saturating_sub(earlier.tunings),
+            tuning_nanos: self.tuning_nanos.saturating_sub(earlier.tuning_nanos),
+            compilations: self.compilations.saturating_sub(earlier.compilations),
+            compile_nanos: self.compile_nanos.saturating_sub(earlier.compile_nanos),
             classes,
         }
     }
@@ -371,6 +393,10 @@ pub(crate) struct Counters {
     allocated_bytes: AtomicU64,
     buffers_created: AtomicU64,
     scratch_reuses: AtomicU64,
+    tunings: AtomicU64,
+    tuning_nanos: AtomicU64,
+    compilations: AtomicU64,
+    compile_nanos: AtomicU64,
     classes: [ClassAtomics; CLASSES],
 }
 
@@ -448,8 +474,23 @@ impl Counters {
             allocated_bytes: self.allocated_bytes.load(Ordering::Relaxed),
             buffers_created: self.buffers_created.load(Ordering::Relaxed),
             scratch_reuses: self.scratch_reuses.load(Ordering::Relaxed),
+            tunings: self.tunings.load(Ordering::Relaxed),
+            tuning_nanos: self.tuning_nanos.load(Ordering::Relaxed),
+            compilations: self.compilations.load(Ordering::Relaxed),
+            compile_nanos: self.compile_nanos.load(Ordering::Relaxed),
             classes: std::array::from_fn(|i| self.classes[i].load()),
         }
+    }
+    /// One class tuned in `nanos` (counted after the tuner's work is
+    /// [`Self::restore`]d away).
+    pub(crate) fn count_tuning(&self, nanos: u64) {
+        self.tunings.fetch_add(1, Ordering::Relaxed);
+        self.tuning_nanos.fetch_add(nanos, Ordering::Relaxed);
+    }
+    /// One pipeline compiled in `nanos`.
+    pub(crate) fn count_compilation(&self, nanos: u64) {
+        self.compilations.fetch_add(1, Ordering::Relaxed);
+        self.compile_nanos.fetch_add(nanos, Ordering::Relaxed);
     }
     /// Puts the counters back to `s` (the tuner's own work is not the caller's).
     pub(crate) fn restore(&self, s: &DeviceCounters) {
@@ -466,6 +507,10 @@ impl Counters {
         self.allocated_bytes.store(s.allocated_bytes, Ordering::Relaxed);
         self.buffers_created.store(s.buffers_created, Ordering::Relaxed);
         self.scratch_reuses.store(s.scratch_reuses, Ordering::Relaxed);
+        self.tunings.store(s.tunings, Ordering::Relaxed);
+        self.tuning_nanos.store(s.tuning_nanos, Ordering::Relaxed);
+        self.compilations.store(s.compilations, Ordering::Relaxed);
+        self.compile_nanos.store(s.compile_nanos, Ordering::Relaxed);
         for (a, c) in self.classes.iter().zip(&s.classes) {
             a.store(c);
         }

@@ -148,7 +148,9 @@ impl GpuContext {
         }
         let scope = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
         let source = if mv == 0 { product_source(v) } else { format!("{}\n{}\n{}", prelude(v.precision), include_str!("../../shaders/problem.wgsl"), v.matvec_source(mv, pair)) };
+        let start = std::time::Instant::now();
         let pipeline = compile(&self.device, v.name, &source, self.variant_checks);
+        self.counters.count_compilation(start.elapsed().as_nanos().min(u64::MAX as u128) as u64);
         if let Some(e) = pollster::block_on(scope.pop()) {
             return Err(Error::Gpu(format!("variant {} does not compile on {}: {e}", v.name, self.adapter().name)));
         }

@@ -236,8 +236,10 @@ impl GpuContext {
             }
         }
         let before = self.counters.snapshot();
+        let start = std::time::Instant::now();
         let timed = self.tune(class, dims);
         self.counters.restore(&before);
+        self.counters.count_tuning(start.elapsed().as_nanos().min(u64::MAX as u128) as u64);
         match timed {
             Ok((best, timings)) => {
                 log::info!("gramian tuner: {} -> {} ({} variants timed)", class.key(), CATALOGUE[best].name, timings.len());

@@ -204,11 +204,22 @@ fn the_tuner_chooses_caches_and_can_be_forced_or_switched_off() {
     let x = random_matrix(&mut rng, 300, 40);
     let xd = device.upload(&x, Precision::F32).unwrap();
     let before = device.transfer_stats();
+    let counted = device.device_counters();
     let k = device.resident_kernel_matrix(&Kernel::rbf(0.1).unwrap(), &xd, &xd).unwrap();
     let after = device.transfer_stats();
-    // The tuner's synthetic operands and runs are not the caller's traffic.
+    // The tuner's synthetic operands and runs are not the caller's traffic;
+    // its time is counted apart, as first use.
     assert_eq!(after.uploads, before.uploads);
     assert_eq!(after.dispatches - before.dispatches, 1, "one kernel-matrix dispatch");
+    let first = device.device_counters().since(&counted);
+    assert_eq!(first.tunings, 1, "{first:?}");
+    assert!(first.tuning_nanos > 0 && first.first_use_seconds() >= first.tuning_nanos as f64 * 1e-9);
+    assert_eq!((first.waits, first.transfers.dispatches), (0, 1), "the tuner's waits and dispatches are not the caller's");
+    // The same class again: no tuning, no compilation.
+    let counted = device.device_counters();
+    device.resident_kernel_matrix(&Kernel::rbf(0.1).unwrap(), &xd, &xd).unwrap();
+    let again = device.device_counters().since(&counted);
+    assert_eq!((again.tunings, again.tuning_nanos, again.compilations, again.compile_nanos), (0, 0, 0, 0), "{again:?}");
     check("tuned", &device.to_host(&k).unwrap(), &Device::cpu().kernel_matrix(&Kernel::rbf(0.1).unwrap(), &x, &x).unwrap(), Precision::F32, 1.0);
     let choices = ctx.tuned_choices();
     let c = choices.iter().find(|c| c.class.starts_with("product/f32/distance/NN")).expect("a choice for the class");
