@@ -62,10 +62,8 @@ impl GpuContext {
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn plan_kernel_matvec_pair(&self, code: KernelCode, x: &GpuMatrix, z: &GpuMatrix, v: &GpuMatrix, w: &GpuMatrix, out: &GpuMatrix, out_t: &GpuMatrix, accumulate: bool, accumulate_t: bool, plan: &mut Vec<Dispatch>) -> Result<bool> {
         let precision = self.check_same(&[x, z, v, w, out, out_t])?;
+        check_pair_shapes(x, z, v, w, out, out_t)?;
         let (n, m, d, c) = (x.nrows(), z.nrows(), x.ncols(), v.ncols());
-        if z.ncols() != d || v.nrows() != m || w.nrows() != n || w.ncols() != c || out.nrows() != n || out.ncols() != c || out_t.nrows() != m || out_t.ncols() != c {
-            return Err(Error::DimensionMismatch { what: "shapes of a pair kernel matvec", expected: (n + m) * c, found: out.nrows() * out.ncols() + out_t.nrows() * out_t.ncols() });
-        }
         if c > MATVEC_MAX_COLUMNS {
             return Err(Error::InvalidParameter { name: "v", reason: format!("the fused kernel matvec takes at most {MATVEC_MAX_COLUMNS} columns, got {c}") });
         }
@@ -240,10 +238,7 @@ impl GpuContext {
             }
         }
         self.check_same(&[x, z, v, w, out, out_t])?;
-        let (n, m, c) = (x.nrows(), z.nrows(), v.ncols());
-        if z.ncols() != x.ncols() || v.nrows() != m || w.nrows() != n || w.ncols() != c || out.nrows() != n || out.ncols() != c || out_t.nrows() != m || out_t.ncols() != c {
-            return Err(Error::DimensionMismatch { what: "shapes of a pair kernel matvec", expected: (n + m) * c, found: out.nrows() * out.ncols() + out_t.nrows() * out_t.ncols() });
-        }
+        check_pair_shapes(x, z, v, w, out, out_t)?;
         self.tiled_kernel_matvec(code, x, z, v, out, accumulate, Some(PairOutput { w, out_t, accumulate_t }))
     }
 
@@ -291,6 +286,15 @@ impl GpuContext {
         }
         self.run_plan(plan)
     }
+}
+
+/// X (n x d), Z (m x d), V (m x c), W (n x c), out (n x c), out_t (m x c).
+fn check_pair_shapes(x: &GpuMatrix, z: &GpuMatrix, v: &GpuMatrix, w: &GpuMatrix, out: &GpuMatrix, out_t: &GpuMatrix) -> Result<()> {
+    let (n, m, c) = (x.nrows(), z.nrows(), v.ncols());
+    if z.ncols() != x.ncols() || v.nrows() != m || w.nrows() != n || w.ncols() != c || out.nrows() != n || out.ncols() != c || out_t.nrows() != m || out_t.ncols() != c {
+        return Err(Error::DimensionMismatch { what: "shapes of a pair kernel matvec", expected: (n + m) * c, found: out.nrows() * out.ncols() + out_t.nrows() * out_t.ncols() });
+    }
+    Ok(())
 }
 
 /// The second output of the pair matvec: `out_t (+)= K^T w`.
