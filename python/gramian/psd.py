@@ -24,10 +24,31 @@ class _PSDParams:
         return tol, max_iter, nystrom
 
     def _check_common(self, X):
+        """Checks the device and ``n_centres``; sets and returns ``bandwidth_``."""
         check_device(self.device)
         if self.n_centres is not None and isinstance(self.n_centres, numbers.Integral) and self.n_centres > X.shape[0]:
             raise ValueError(f"n_centres={self.n_centres} is larger than the number of samples {X.shape[0]}")
-        return check_positive("bandwidth", self.bandwidth)
+        self.bandwidth_ = _bandwidth(self.bandwidth, X)
+        return self.bandwidth_
+
+
+def _bandwidth(bandwidth, X):
+    """The kernel width for ``bandwidth``: a number > 0, or ``"scott"`` /
+    ``"silverman"`` for the rules of thumb ``n^(-1/(d+4))`` and
+    ``(n (d+2) / 4)^(-1/(d+4))`` times the mean standard deviation of the
+    features (scikit-learn's ``KernelDensity`` uses the factors alone, which
+    assumes standardised data)."""
+    if isinstance(bandwidth, str):
+        n, d = X.shape
+        if bandwidth == "scott":
+            factor = n ** (-1.0 / (d + 4))
+        elif bandwidth == "silverman":
+            factor = (n * (d + 2) / 4.0) ** (-1.0 / (d + 4))
+        else:
+            raise ValueError(f"bandwidth must be a number > 0, 'scott' or 'silverman', got {bandwidth!r}")
+        scale = float(np.mean(np.std(X, axis=0)))
+        return factor * (scale if scale > 0 else 1.0)
+    return check_positive("bandwidth", bandwidth)
 
 
 class PSDDensity(_PSDParams, DensityMixin, BaseEstimator):
@@ -42,8 +63,11 @@ class PSDDensity(_PSDParams, DensityMixin, BaseEstimator):
 
     Parameters
     ----------
-    bandwidth : float, default=1.0
-        Width ``sigma`` of the Gaussian kernel ``exp(-||x - z||^2 / (2 sigma^2))``.
+    bandwidth : float, "scott" or "silverman", default="scott"
+        Width ``sigma`` of the Gaussian kernel ``exp(-||x - z||^2 / (2 sigma^2))``,
+        or a rule of thumb: ``n^(-1/(d+4))`` (Scott) or
+        ``(n (d+2) / 4)^(-1/(d+4))`` (Silverman) times the mean standard
+        deviation of the features.
     trace_penalty : float, default=1e-3
         ``lambda_1`` of the regulariser ``lambda_1 tr(A) + lambda_2 / 2 ||A||_F^2``, >= 0.
     quadratic_penalty : float, default=1e-4
@@ -64,6 +88,8 @@ class PSDDensity(_PSDParams, DensityMixin, BaseEstimator):
     ----------
     model_ : object
         The fitted Rust model.
+    bandwidth_ : float
+        The kernel width used.
     n_iter_ : int
         Solver iterations.
     n_features_in_ : int
@@ -79,7 +105,7 @@ class PSDDensity(_PSDParams, DensityMixin, BaseEstimator):
     True
     """
 
-    def __init__(self, bandwidth=1.0, *, trace_penalty=1e-3, quadratic_penalty=1e-4, n_centres=None, tol=1e-6, max_iter=20000, random_state=None, device="auto"):
+    def __init__(self, bandwidth="scott", *, trace_penalty=1e-3, quadratic_penalty=1e-4, n_centres=None, tol=1e-6, max_iter=20000, random_state=None, device="auto"):
         self.bandwidth = bandwidth
         self.trace_penalty = trace_penalty
         self.quadratic_penalty = quadratic_penalty
@@ -167,8 +193,8 @@ class PSDQuantileRegressor(_PSDParams, RegressorMixin, BaseEstimator):
     ----------
     quantiles : float or sequence of float, default=(0.1, 0.5, 0.9)
         Levels in (0, 1), strictly increasing. A single float gives 1-D predictions.
-    bandwidth : float, default=1.0
-        Width ``sigma`` of the Gaussian kernel.
+    bandwidth : float, "scott" or "silverman", default="scott"
+        Width ``sigma`` of the Gaussian kernel, as in :class:`PSDDensity`.
     linear_penalty, trace_penalty, quadratic_penalty : float, default=1e-3, 1e-3, 1e-4
         ``lambda_0 > 0`` (linear part), ``lambda_1 >= 0`` and ``lambda_2 > 0``
         (PSD parts) of the regulariser.
@@ -178,12 +204,13 @@ class PSDQuantileRegressor(_PSDParams, RegressorMixin, BaseEstimator):
     Attributes
     ----------
     model_ : object
+    bandwidth_ : float
     quantiles_ : list of float
     n_iter_ : int
     n_features_in_ : int
     """
 
-    def __init__(self, quantiles=(0.1, 0.5, 0.9), *, bandwidth=1.0, linear_penalty=1e-3, trace_penalty=1e-3, quadratic_penalty=1e-4, n_centres=None, tol=1e-6, max_iter=20000, random_state=None, device="auto"):
+    def __init__(self, quantiles=(0.1, 0.5, 0.9), *, bandwidth="scott", linear_penalty=1e-3, trace_penalty=1e-3, quadratic_penalty=1e-4, n_centres=None, tol=1e-6, max_iter=20000, random_state=None, device="auto"):
         self.quantiles = quantiles
         self.bandwidth = bandwidth
         self.linear_penalty = linear_penalty
@@ -267,8 +294,8 @@ class PSDHeteroscedasticRegressor(_PSDParams, RegressorMixin, BaseEstimator):
 
     Parameters
     ----------
-    bandwidth : float, default=1.0
-        Width ``sigma`` of the Gaussian kernel.
+    bandwidth : float, "scott" or "silverman", default="scott"
+        Width ``sigma`` of the Gaussian kernel, as in :class:`PSDDensity`.
     linear_penalty, trace_penalty, quadratic_penalty : float, default=1e-3
         ``lambda_0 > 0`` (linear part ``eta``), ``lambda_1 >= 0`` and
         ``lambda_2 > 0`` (PSD part) of the regulariser.
@@ -278,11 +305,12 @@ class PSDHeteroscedasticRegressor(_PSDParams, RegressorMixin, BaseEstimator):
     Attributes
     ----------
     model_ : object
+    bandwidth_ : float
     n_iter_ : int
     n_features_in_ : int
     """
 
-    def __init__(self, bandwidth=1.0, *, linear_penalty=1e-3, trace_penalty=1e-3, quadratic_penalty=1e-3, n_centres=None, tol=1e-6, max_iter=20000, random_state=None, device="auto"):
+    def __init__(self, bandwidth="scott", *, linear_penalty=1e-3, trace_penalty=1e-3, quadratic_penalty=1e-3, n_centres=None, tol=1e-6, max_iter=20000, random_state=None, device="auto"):
         self.bandwidth = bandwidth
         self.linear_penalty = linear_penalty
         self.trace_penalty = trace_penalty
