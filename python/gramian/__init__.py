@@ -7,6 +7,8 @@ returns ``self``, fitted attributes end in ``_``):
 - :class:`PSDDensity`: density estimation with a PSD model.
 - :class:`PSDQuantileRegressor`: non-crossing quantile regression.
 - :class:`PSDHeteroscedasticRegressor`: conditional mean and variance.
+- :class:`EKSVD`, :class:`KSVD`: kernel SVD of several paired sources
+  (multi-view: ``fit(Xs)`` with a list of arrays).
 
 Compute core: :func:`kernel_matrix`, :func:`kernel_matvec`,
 :func:`device_info`. Every estimator and function takes
@@ -24,6 +26,7 @@ from .exceptions import (
     NumericalError,
     OutOfMemoryError,
 )
+from .eksvd import EKSVD, KSVD
 from .mklaren import Mklaren
 from .psd import PSDDensity, PSDHeteroscedasticRegressor, PSDQuantileRegressor
 
@@ -34,6 +37,8 @@ __all__ = [
     "PSDDensity",
     "PSDQuantileRegressor",
     "PSDHeteroscedasticRegressor",
+    "EKSVD",
+    "KSVD",
     "kernel_matrix",
     "kernel_matvec",
     "device_info",

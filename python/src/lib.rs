@@ -12,6 +12,7 @@ use pyo3::prelude::*;
 
 mod convert;
 mod device;
+mod eksvd;
 mod errors;
 mod kernels;
 mod mklaren;
@@ -35,5 +36,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<psd::HeteroscedasticModel>()?;
     m.add_function(wrap_pyfunction!(psd::fit_heteroscedastic, m)?)?;
     m.add_function(wrap_pyfunction!(psd::load_heteroscedastic, m)?)?;
+    m.add_class::<eksvd::EksvdModel>()?;
+    m.add_function(wrap_pyfunction!(eksvd::fit_eksvd, m)?)?;
+    m.add_function(wrap_pyfunction!(eksvd::load_eksvd, m)?)?;
     Ok(())
 }
