@@ -4,7 +4,7 @@
 //! `float64` numpy arrays (the pure-Python layer in `gramian/` validates and
 //! converts its inputs first), releases the GIL while the library computes,
 //! and returns new numpy arrays. Errors of the library become the Python
-//! exceptions of `gramian.exceptions` (see [`errors`]); a panic is caught at
+//! exceptions of `gramian.exceptions` (the table is in `src/errors.rs`); a panic is caught at
 //! the boundary and raised as `gramian.exceptions.GramianError`, never as
 //! PyO3's `PanicException`.
 
