@@ -73,6 +73,8 @@ mod psd_density;
 mod psd_engine;
 #[path = "psd_heteroscedastic.rs"]
 mod psd_heteroscedastic;
+#[path = "psd_polar.rs"]
+mod psd_polar;
 #[path = "psd_positive_part.rs"]
 mod psd_positive_part;
 #[path = "psd_quantile.rs"]

@@ -308,7 +308,8 @@ pub trait SymmetricProducts {
     fn frobenius(&self, x: &Self::Matrix) -> Result<f64, Error>;
     /// `tr X`.
     fn trace(&self, x: &Self::Matrix) -> Result<f64, Error>;
-    /// `(X + X^T) / 2`.
+    /// `(X + X^T) / 2`, or `X` as it is where a transpose costs a product
+    /// (the result is then symmetric to rounding only).
     fn symmetrise(&self, x: Self::Matrix) -> Result<Self::Matrix, Error>;
     /// Order `r` of `X`.
     fn order(&self, x: &Self::Matrix) -> usize;
@@ -390,7 +391,9 @@ impl SymmetricProducts for DeviceProducts<'_> {
 }
 
 /// `[M]_+` from [`positive_part_polar`]: the dense matrix `P_k` and what
-/// the dual needs of it.
+/// the dual needs of it. On a device `P_k` is not symmetrised: its
+/// antisymmetric part is rounding, which cancels in quadratic forms
+/// `p^T P_k p` and the trace.
 #[derive(Debug, Clone)]
 pub struct PolarPart<T> {
     /// `P_k = (M + M X_k) / 2` (symmetrised on the host).
@@ -414,8 +417,8 @@ pub struct PolarPart<T> {
 ///
 /// Errors: [`Error::InvalidParameter`] for a tolerance outside `(0, 1)`;
 /// [`Error::InvalidParameter`] for a non-finite `||M||_F`;
-/// [`Error::NotConverged`] when [`MAX_STEPS`] steps cannot reach the
-/// tolerance (a tolerance near the rounding allowance); the products' errors.
+/// [`Error::InvalidParameter`] as well when [`MAX_STEPS`] steps cannot
+/// reach the tolerance (one near the rounding allowance); the products' errors.
 pub fn positive_part_polar<B: SymmetricProducts>(products: &B, m: &B::Matrix, family: StepFamily, tolerance: f64) -> Result<PolarPart<B::Matrix>, Error> {
     if !(tolerance > 0.0 && tolerance < 1.0) {
         return Err(Error::InvalidParameter { name: "tolerance", reason: format!("must be in (0, 1), got {tolerance}") });
@@ -433,7 +436,10 @@ pub fn positive_part_polar<B: SymmetricProducts>(products: &B, m: &B::Matrix, fa
     let square = products.frobenius(&m2)? + 2.0 * r as f64 * f64::EPSILON * frobenius * frobenius;
     let scale = (square.sqrt() * (1.0 + 4.0 * f64::EPSILON)).min(frobenius * (1.0 + 4.0 * f64::EPSILON));
     let spectrum = Spectrum { order: r, frobenius, scale };
-    let chosen = plan(&spectrum, family, tolerance).ok_or(Error::NotConverged { iterations: MAX_STEPS, gap: f64::NAN, tolerance })?;
+    let chosen = plan(&spectrum, family, tolerance).ok_or_else(|| Error::InvalidParameter {
+        name: "tolerance",
+        reason: format!("{tolerance:e} is not reached in {MAX_STEPS} steps at order {r} (the rounding allowance alone is {:e})", rounding_allowance(r, MAX_STEPS.min(30))),
+    })?;
     let mut x = products.combine(1.0 / scale, m, 0.0, None, 0.0)?;
     let mut x2 = products.combine(1.0 / (scale * scale), &m2, 0.0, None, 0.0)?;
     drop(m2);

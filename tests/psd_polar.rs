@@ -1,0 +1,193 @@
+//! `[M]_+` by the polynomial sign iteration of `psd::polar` against the
+//! eigendecomposition (`positive_part_full`), on the host, on the CPU
+//! device's resident matrices and on a GPU (f64 shaders), with the
+//! a-priori bound checked against the true error.
+//!
+//! Tolerances: the iteration targets `1e-9 ||M||_F` (Frobenius); the true
+//! error must be within the reported bound, the bound within the target,
+//! and the trace within `r^{1/2}` times the bound. The GPU result must
+//! agree with the host's to `1e-11 ||M||_F` (f64 products summed in another
+//! order, through some 50 products).
+
+use crate::common;
+
+use common::gpu_device;
+use gramian::gpu::ShapeKind;
+use gramian::psd::polar::{plan, positive_part_polar, positive_part_polar_host, positive_part_polar_resident, HostProducts, Spectrum, StepFamily};
+use gramian::psd::positive_part::positive_part_full;
+use gramian::{Device, GpuOptions, Precision};
+use nalgebra::DMatrix;
+use rand::rngs::StdRng;
+use rand::Rng;
+use rand_distr::{Distribution, StandardNormal};
+
+const TARGET: f64 = 1e-9;
+
+/// A symmetric matrix with the spectrum of `kind` ([`spectrum`]).
+fn random_symmetric(rng: &mut StdRng, kind: usize, r: usize) -> DMatrix<f64> {
+    let s = spectrum(kind, r, rng);
+    with_spectrum(rng, &s)
+}
+
+/// `U diag(s) U^T` with a random orthogonal `U`.
+fn with_spectrum(rng: &mut StdRng, s: &[f64]) -> DMatrix<f64> {
+    let r = s.len();
+    let u = DMatrix::<f64>::from_fn(r, r, |_, _| StandardNormal.sample(rng)).qr().q();
+    let mut us = u.clone();
+    for (a, mut col) in us.column_iter_mut().enumerate() {
+        col *= s[a];
+    }
+    let m = &us * u.transpose();
+    (&m + m.transpose()) * 0.5
+}
+
+/// Spectra of the kinds the dual produces and the hard cases of a sign
+/// iteration: clustered eigenvalues, eigenvalues `1e-12` of the largest
+/// (on both sides of 0), exact zeros, all negative, geometric decay.
+fn spectrum(kind: usize, r: usize, rng: &mut StdRng) -> Vec<f64> {
+    let mut s: Vec<f64> = match kind {
+        // Clusters at +1, -1e-3 and +1e-6.
+        0 => (0..r).map(|i| [1.0, -1e-3, 1e-6][i % 3] * (1.0 + 1e-9 * rng.random::<f64>())).collect(),
+        // Tiny eigenvalues of either sign next to O(1) ones.
+        1 => (0..r).map(|i| if i % 4 == 0 { rng.random_range(0.1..1.0) } else { 1e-12 * rng.random_range(-1.0..1.0) }).collect(),
+        // All negative: [M]_+ = 0.
+        2 => (0..r).map(|_| -rng.random_range(1e-3..1.0)).collect(),
+        // A few positive eigenvalues decaying geometrically, the rest
+        // clustered near -lambda_1, some exactly 0 (the dual's M).
+        _ => (0..r)
+            .map(|i| match i % 10 {
+                0 => 10f64.powf(-8.0 * rng.random::<f64>()),
+                1 => 0.0,
+                _ => -1e-3 * (1.0 + 0.1 * rng.random::<f64>()),
+            })
+            .collect(),
+    };
+    s.rotate_left(rng.random_range(0..r));
+    s
+}
+
+#[test]
+fn polar_positive_part_matches_the_eigendecomposition_within_its_bound() {
+    let mut rng = common::rng();
+    for case in 0..12 {
+        let r = [17, 60, 150, 300][case % 4];
+        let kind = case % 4;
+        let m = random_symmetric(&mut rng, kind, r) * rng.random_range(1e-3..1e3);
+        let reference = positive_part_full(&m).unwrap();
+        let exact = reference.to_matrix();
+        let exact_trace: f64 = reference.values.iter().sum();
+        let polar = positive_part_polar_host(&m, TARGET).unwrap();
+        let error = (&polar.matrix - &exact).norm();
+        let norm = m.norm();
+        println!("case {case} (r {r}, kind {kind}): {} steps, {} products, error {:.2e}, bound {:.2e} (relative to ||M||_F)", polar.steps, polar.products, error / norm, polar.bound / norm);
+        assert!(error <= polar.bound, "case {case}: error {error:e} above the bound {:e}", polar.bound);
+        assert!(polar.bound <= TARGET * norm, "case {case}: bound {:e} above the target", polar.bound / norm);
+        assert!((polar.trace - exact_trace).abs() <= (r as f64).sqrt() * polar.bound, "case {case}: trace {} vs {exact_trace}", polar.trace);
+        assert!((polar.frobenius_squared.sqrt() - exact.norm()).abs() <= polar.bound, "case {case}: ||P||_F {} vs {}", polar.frobenius_squared.sqrt(), exact.norm());
+        assert_eq!(polar.matrix, polar.matrix.transpose(), "case {case}: not symmetric");
+    }
+}
+
+#[test]
+fn a_looser_tolerance_takes_fewer_products_and_still_holds() {
+    let mut rng = common::rng();
+    let m = random_symmetric(&mut rng, 3, 120);
+    let exact = positive_part_full(&m).unwrap().to_matrix();
+    let mut last = usize::MAX;
+    for tolerance in [1e-11, 1e-9, 1e-6, 1e-3] {
+        let polar = positive_part_polar_host(&m, tolerance).unwrap();
+        let error = (&polar.matrix - &exact).norm();
+        assert!(error <= polar.bound && polar.bound <= tolerance * m.norm(), "tolerance {tolerance:e}: error {error:e}, bound {:e}", polar.bound);
+        assert!(polar.products < last, "tolerance {tolerance:e}: {} products, {last} at the tighter one", polar.products);
+        last = polar.products;
+    }
+}
+
+#[test]
+fn products_for_a_realistic_spectrum_of_order_1000() {
+    // The dual's M at r = 1000: ||M||_F / ||M||_2 about 3 (a few dominant
+    // eigenvalues, a cluster near -lambda_1). Products for each family.
+    let spectrum = Spectrum { order: 1000, frobenius: 3.0, scale: 1.0 };
+    let mut table = Vec::new();
+    for tolerance in [1e-3, 1e-6, 1e-9, 1e-10] {
+        let count = |family| plan(&spectrum, family, tolerance).map(|p| p.products);
+        let row = (tolerance, count(StepFamily::ScaledCubic), count(StepFamily::Cubic), count(StepFamily::Quintic));
+        println!("tolerance {:.0e}: scaled cubic {:?}, Newton-Schulz cubic {:?}, quintic {:?} products", row.0, row.1, row.2, row.3);
+        table.push(row);
+    }
+    for (tolerance, scaled, cubic, quintic) in table {
+        let (scaled, cubic, quintic) = (scaled.unwrap(), cubic.unwrap(), quintic.unwrap());
+        assert!(scaled <= 60 && scaled < cubic && scaled < quintic, "tolerance {tolerance:e}: {scaled} vs {cubic}, {quintic}");
+    }
+}
+
+#[test]
+fn edge_cases_are_exact_or_typed_errors() {
+    let zero = DMatrix::<f64>::zeros(5, 5);
+    let p = positive_part_polar_host(&zero, TARGET).unwrap();
+    assert_eq!((p.matrix, p.trace, p.products), (DMatrix::zeros(5, 5), 0.0, 0));
+    let mut bad = DMatrix::<f64>::identity(4, 4);
+    bad[(1, 2)] = f64::NAN;
+    assert!(positive_part_polar_host(&bad, TARGET).is_err());
+    assert!(positive_part_polar_host(&DMatrix::identity(3, 3), 0.0).is_err());
+    assert!(positive_part_polar_host(&DMatrix::identity(3, 3), 1.5).is_err());
+    assert!(positive_part_polar_host(&DMatrix::zeros(3, 4), TARGET).is_err());
+    // A tolerance below the rounding allowance cannot be met: a typed error.
+    assert!(matches!(positive_part_polar(&HostProducts, &DMatrix::<f64>::identity(3, 3), StepFamily::ScaledCubic, 1e-18), Err(gramian::Error::InvalidParameter { name: "tolerance", .. })));
+    // The identity is its own positive part; minus the identity has none.
+    let p = positive_part_polar_host(&DMatrix::identity(6, 6), TARGET).unwrap();
+    assert!((p.matrix - DMatrix::<f64>::identity(6, 6)).norm() <= p.bound);
+    let p = positive_part_polar_host(&-DMatrix::<f64>::identity(6, 6), TARGET).unwrap();
+    assert!(p.matrix.norm() <= p.bound);
+}
+
+/// The resident route on `device` against the host route: the same steps,
+/// results within `tolerance ||M||_F`; what crossed between host and device.
+fn resident_against_host(device: &Device, m: &DMatrix<f64>, tolerance: f64) {
+    let host = positive_part_polar_host(m, TARGET).unwrap();
+    let md = device.upload(m, Precision::F64).unwrap();
+    let before = device.device_counters();
+    let resident = positive_part_polar_resident(device, &md, TARGET).unwrap();
+    let used = device.device_counters().since(&before);
+    let p = device.to_host(&resident.matrix).unwrap();
+    let norm = m.norm();
+    let exact = positive_part_full(m).unwrap().to_matrix();
+    assert!((&p - &exact).norm() <= resident.bound, "resident: error {:e} above the bound {:e}", (&p - &exact).norm(), resident.bound);
+    // The device result is symmetric to rounding only (not symmetrised).
+    let p = (&p + p.transpose()) * 0.5;
+    let diff = (&p - &host.matrix).norm() / norm;
+    println!("r {}: resident vs host {diff:.2e}, {} steps; {:?}", m.nrows(), resident.steps, used.transfers);
+    assert_eq!(resident.steps, host.steps);
+    assert!(diff <= tolerance, "resident vs host {diff:e}");
+    assert!((resident.trace - host.trace).abs() <= tolerance * norm * (m.nrows() as f64).sqrt());
+    if device.is_gpu() {
+        // Nothing r x r goes up or comes down: no uploads, and four
+        // reductions of r numbers each (||M||_F, ||M^2||_F, tr P, ||P||_F).
+        let r = m.nrows() as u64;
+        assert_eq!(used.transfers.uploads, 0, "{:?}", used.transfers);
+        assert_eq!(used.transfers.host_to_device_bytes, 0, "{:?}", used.transfers);
+        assert_eq!(used.transfers.device_to_host_bytes, 4 * 8 * r, "{:?}", used.transfers);
+        let products = used.class(ShapeKind::Product, Precision::F64).dispatches;
+        assert!(products >= resident.products as u64, "{products} product dispatches for {} products", resident.products);
+    }
+}
+
+#[test]
+fn resident_route_on_the_cpu_device_matches_the_host_route() {
+    let mut rng = common::rng();
+    for kind in 0..4 {
+        let m = random_symmetric(&mut rng, kind, 80);
+        resident_against_host(&Device::Cpu, &m, 1e-15);
+    }
+}
+
+#[test]
+fn resident_route_on_a_gpu_matches_the_host_route() {
+    let Some(gpu) = gpu_device(GpuOptions::default()) else { return };
+    assert!(gpu.supports(Precision::F64), "the PSD dual's device route needs f64 shaders");
+    let mut rng = common::rng();
+    for (kind, r) in [(0, 70), (1, 130), (3, 200)] {
+        let m = random_symmetric(&mut rng, kind, r);
+        resident_against_host(&gpu, &m, 1e-11);
+    }
+}
