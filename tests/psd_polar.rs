@@ -8,13 +8,23 @@
 //! and the trace within `r^{1/2}` times the bound. The GPU result must
 //! agree with the host's to `1e-11 ||M||_F` (f64 products summed in another
 //! order, through some 50 products).
+//!
+//! In the dual engine, on the App. E problems (heteroscedastic, quantile,
+//! density with the integral constraint): the polar route must reach the
+//! certified gap in the same number of iterations as the eigendecomposition
+//! route (within 5 % + 2), with objectives within the two gaps and PSD
+//! parts within `1e-3` relative.
 
 use crate::common;
 
 use common::gpu_device;
 use gramian::gpu::ShapeKind;
 use gramian::psd::polar::{plan, positive_part_polar, positive_part_polar_host, positive_part_polar_resident, HostProducts, Spectrum, StepFamily};
-use gramian::psd::positive_part::positive_part_full;
+use gramian::psd::positive_part::{positive_part_full, PositivePartSolver};
+use gramian::psd::engine::{EngineProblem, LinearPart};
+use gramian::psd::heteroscedastic::GaussianNaturalLoss;
+use gramian::psd::regression::PinballLoss;
+use gramian::psd::{BaseMeasure, EmpiricalFeatures, Features, SolverOptions};
 use gramian::{Device, GpuOptions, Precision};
 use nalgebra::DMatrix;
 use rand::rngs::StdRng;
@@ -190,4 +200,73 @@ fn resident_route_on_a_gpu_matches_the_host_route() {
         let m = random_symmetric(&mut rng, kind, r);
         resident_against_host(&gpu, &m, 1e-11);
     }
+}
+
+/// One App. E problem solved by the engine with the eigendecomposition
+/// route and with the polar route: both certified, the same iterations
+/// (or within 5 % + 2 should round-off flip a step decision), objectives
+/// within the sum of the two gaps.
+fn compare_routes<L: gramian::psd::engine::BlockLoss + ?Sized>(label: &str, problem: &gramian::psd::engine::EngineProblem<'_, L>, options: &SolverOptions) {
+    let clock = std::time::Instant::now();
+    let eigen = problem.solve_with(options, PositivePartSolver::full_only()).unwrap();
+    let eigen_seconds = clock.elapsed().as_secs_f64();
+    let polar = problem.solve_with(options, PositivePartSolver::polar()).unwrap();
+    println!("{label}: {eigen_seconds:.1} s with eigendecompositions, {:.1} s polar", clock.elapsed().as_secs_f64() - eigen_seconds);
+    let (e, p) = (&eigen.report, &polar.report);
+    println!(
+        "{label}: eigendecomposition {} iterations, primal {:.12}, gap {:.2e}, dual {:.12}; polar {} iterations, primal {:.12}, gap {:.2e}, dual {:.12} ({} polar calls)",
+        e.iterations, e.primal, e.gap, eigen.dual_objective, p.iterations, p.primal, p.gap, polar.dual_objective, polar.eigen_stats.polar
+    );
+    assert!(e.gap <= options.tolerance && p.gap <= options.tolerance && p.gap >= -1e-12, "{label}: gaps {:e} and {:e}", e.gap, p.gap);
+    assert!(polar.eigen_stats.polar > 0 && polar.eigen_stats.full == 0, "{label}: {:?}", polar.eigen_stats);
+    assert!(e.iterations.abs_diff(p.iterations) <= e.iterations / 20 + 2, "{label}: iterations {} vs {}", e.iterations, p.iterations);
+    assert!((e.primal - p.primal).abs() <= e.gap + p.gap + 1e-12, "{label}: objectives {} vs {}", e.primal, p.primal);
+    for (a, b) in eigen.parts.iter().zip(polar.parts.iter()) {
+        let rel = (a - b).norm() / a.norm().max(f64::MIN_POSITIVE);
+        assert!(rel <= 1e-3, "{label}: PSD parts {rel:e} apart");
+    }
+}
+
+fn appendix_e_options() -> SolverOptions {
+    SolverOptions { tolerance: 1e-7, max_iterations: 200_000, check_every: 5 }
+}
+
+#[test]
+fn engine_routes_agree_on_the_appendix_e_heteroscedastic_regression() {
+    // As HeteroscedasticParams builds it (App. E toy data, n = 80).
+    let mut rng = common::rng();
+    let (x, y) = crate::psd_toy::toy_data(80, &mut rng);
+    let (mean, sd) = (y.mean(), (y.map(|v| (v - y.mean()).powi(2)).sum() / y.len() as f64).sqrt());
+    let loss = GaussianNaturalLoss { targets: y.map(|v| (v - mean) / sd) };
+    let p = EmpiricalFeatures::new(&x, 0.1).unwrap().features_with_constant(&Device::Cpu, &x).unwrap();
+    let problem = EngineProblem { features: Features::Host(&p), parts: vec![vec![1.0, 0.0]], linear: Some(LinearPart { coupling: vec![0.0, 1.0], lambda0: 1e-2 }), integral: None, loss: &loss, lambda1: 1e-2, lambda2: 1e-3 };
+    compare_routes("heteroscedastic", &problem, &appendix_e_options());
+}
+
+#[test]
+fn engine_routes_agree_on_the_appendix_e_quantile_regression() {
+    // As QuantileParams builds it (App. E data, levels 0.25, 0.5, 0.75), n = 40.
+    let mut rng = common::rng();
+    let (x, y) = common::quantile_appendix_e(40, &mut rng);
+    let mut sorted: Vec<f64> = y.iter().copied().collect();
+    sorted.sort_by(f64::total_cmp);
+    let loss = PinballLoss { targets: y.add_scalar(-sorted[20]), levels: vec![0.25, 0.5, 0.75] };
+    let p = EmpiricalFeatures::new(&x, 0.15).unwrap().features(&Device::Cpu, &x).unwrap();
+    let problem = EngineProblem { features: Features::Host(&p), parts: vec![vec![-1.0, 0.0, 0.0], vec![0.0, 0.0, 1.0]], linear: Some(LinearPart { coupling: vec![1.0; 3], lambda0: 1e-2 }), integral: None, loss: &loss, lambda1: 1e-3, lambda2: 1e-4 };
+    compare_routes("quantile", &problem, &appendix_e_options());
+}
+
+#[test]
+fn engine_routes_agree_on_a_density_with_the_integral_constraint() {
+    // As DensityParams builds it: Eq. 12 with a Gaussian base measure, n = 60 in 2-D.
+    let mut rng = common::rng();
+    let x = DMatrix::from_fn(60, 2, |_, _| rng.random_range(-1.0..1.0));
+    let features = EmpiricalFeatures::new(&x, 0.5).unwrap();
+    let p = features.centre_features(&Device::Cpu).unwrap();
+    let integrals = gramian::psd::integrals::product_integrals(&x, 0.5, &BaseMeasure::isotropic_gaussian(2, 2.0).unwrap()).unwrap();
+    let w = features.map() * integrals * features.map().transpose();
+    let w = (&w + w.transpose()) * 0.5;
+    let loss = gramian::psd::loss::NegativeLogLikelihood { n: 60 };
+    let problem = EngineProblem { features: Features::Host(&p), parts: vec![vec![1.0]], linear: None, integral: Some(&w), loss: &loss, lambda1: 1e-3, lambda2: 1e-4 };
+    compare_routes("density", &problem, &SolverOptions { check_every: 2, ..appendix_e_options() });
 }

@@ -339,6 +339,21 @@ impl Features<'_> {
             }
         }
     }
+    /// `p_i^T A p_i` for every sample i, A r x r (on a device: A goes up,
+    /// `Phi A` and its row dots with `Phi` stay there, n values come down).
+    pub(super) fn quadratic_forms(&self, a: &DMatrix<f64>) -> Result<DVector<f64>, Error> {
+        linalg::check_dim("rows of A vs feature dimension", self.dim(), a.nrows())?;
+        linalg::check_dim("columns of A vs feature dimension", self.dim(), a.ncols())?;
+        match self {
+            Features::Host(p) => Ok(super::products::quadratic_forms(p, a)),
+            Features::Resident { device, phi } => {
+                let ad = device.upload(a, Precision::F64)?;
+                let g = device.resident_matmul(phi, &ad, MatrixProduct::AB)?;
+                let dots = device.resident_row_sums(&device.resident_hadamard(&g, phi)?)?;
+                Ok(device.to_host_vector(&dots)?)
+            }
+        }
+    }
     /// `P s` (r) for `s` in `R^n`.
     pub(super) fn apply(&self, s: &DVector<f64>) -> Result<DVector<f64>, Error> {
         match self {

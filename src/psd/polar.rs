@@ -32,7 +32,8 @@
 //! `||[M]_+ - P_k||_F <= min_t (r c^2 max_{x_j < t} (x_{j+1} e_j)^2 + ||M||_F^2 max_{x_j >= t} e_j^2)^{1/2}`
 //!
 //! for `P_k = (M + M X_k) / 2`, and `|tr [M]_+ - tr P_k| <= r^{1/2}` times it.
-//! The planner ([`plan`]) picks the smallest number of products whose
+//! The planner ([`plan`], kept per order and spectrum class by
+//! [`cached_plan`]) picks the smallest number of products whose
 //! bound, plus a rounding allowance of `(2k + 2) r u ||M||_F` (`u` the unit
 //! roundoff; an allowance, not a floating-point proof), is at most
 //! `tolerance ||M||_F`; for the scaled family it also picks the lower end
@@ -47,6 +48,15 @@
 //! The result is a dense matrix, not eigenpairs: its eigenvalues for the
 //! negative eigenvalues of `M` are at most `0` and at least minus the bound,
 //! so `P_k` is within the bound of the PSD cone as well as of `[M]_+`.
+//!
+//! **In the dual** ([`super::engine`] with
+//! [`PositivePartSolver::polar`](super::positive_part::PositivePartSolver::polar)),
+//! `P_k` stands for `[M]_+` everywhere: with `delta` the bound, the smooth
+//! part `||[M]_+||_F^2 / (2 lambda_2)` is evaluated to within
+//! `(2 ||P_k||_F delta + delta^2) / (2 lambda_2)`, and the primal point
+//! `P_k / lambda_2` is within `delta / lambda_2` of the PSD cone; at the
+//! default tolerance both are far below the gap tolerances of the
+//! estimators (the engine tests compare the certified gaps of both routes).
 
 use nalgebra::DMatrix;
 
@@ -64,6 +74,9 @@ pub const PIECE_RATIO: f64 = 1.05;
 /// The smallest piece starts at 0 and ends here (an eigenvalue below
 /// `c 1e-30` contributes at most `c 1e-30`).
 const SMALLEST_PIECE: f64 = 1e-30;
+
+/// Plans kept by [`cached_plan`].
+const CACHED_PLANS: usize = 64;
 
 /// Most polynomial steps the planner considers.
 pub const MAX_STEPS: usize = 80;
@@ -114,32 +127,33 @@ impl OddStep {
     /// The range of the step on `[lo, hi]` (`lo <= hi`), widened by its rounding.
     fn range(&self, lo: f64, hi: f64) -> (f64, f64) {
         let [a, b, e] = self.coefficients;
-        let mut points = vec![lo, hi];
+        let mut points = [lo, hi, lo, lo, lo, lo];
+        let mut count = 2;
         // p'(x) = a + 3 b y + 5 e y^2 with y = x^2.
-        let mut roots_y = Vec::new();
+        let mut roots_y = [f64::NAN; 2];
         if e != 0.0 {
             let (qa, qb, qc) = (5.0 * e, 3.0 * b, a);
             let disc = qb * qb - 4.0 * qa * qc;
             if disc >= 0.0 {
                 let sq = disc.sqrt();
-                roots_y.push((-qb + sq) / (2.0 * qa));
-                roots_y.push((-qb - sq) / (2.0 * qa));
+                roots_y = [(-qb + sq) / (2.0 * qa), (-qb - sq) / (2.0 * qa)];
             }
         } else if b != 0.0 {
-            roots_y.push(-a / (3.0 * b));
+            roots_y[0] = -a / (3.0 * b);
         }
         for y in roots_y {
             if y > 0.0 {
                 let x = y.sqrt();
                 for c in [x, -x] {
                     if c > lo && c < hi {
-                        points.push(c);
+                        points[count] = c;
+                        count += 1;
                     }
                 }
             }
         }
         let (mut min, mut max) = (f64::INFINITY, f64::NEG_INFINITY);
-        for x in points {
+        for &x in &points[..count] {
             let v = self.value(x);
             let slack = self.rounding(x);
             min = min.min(v - slack);
@@ -262,9 +276,9 @@ pub fn plan(spectrum: &Spectrum, family: StepFamily, tolerance: f64) -> Option<P
         StepFamily::Quintic => fixed(OddStep { coefficients: [15.0 / 8.0, -10.0 / 8.0, 3.0 / 8.0] }),
         StepFamily::ScaledCubic => {
             let mut best: Option<Plan> = None;
-            // l_0 from 1e-1 down to 1e-20, four per decade.
-            for i in 4..=80 {
-                let mut l = 10f64.powf(-(i as f64) / 4.0);
+            // l_0 from 1e-2 down to 1e-20, two per decade.
+            for i in 4..=40 {
+                let mut l = 10f64.powf(-(i as f64) / 2.0);
                 let mut pieces = Pieces::new();
                 let mut steps = Vec::new();
                 for k in 1..=MAX_STEPS {
@@ -288,6 +302,33 @@ pub fn plan(spectrum: &Spectrum, family: StepFamily, tolerance: f64) -> Option<P
             best
         }
     }
+}
+
+/// [`plan`] for the spectrum with `scale / frobenius` rounded up to the
+/// next power of `2^{1/4}` (a larger ratio only raises the bound, so the
+/// plan still meets the tolerance), kept for later calls with the same
+/// order, rounded ratio, family and tolerance: the dual asks for `[M]_+` of
+/// one order and similar spectra at every iteration.
+pub fn cached_plan(spectrum: &Spectrum, family: StepFamily, tolerance: f64) -> Option<Plan> {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    type Key = (usize, i32, u8, u64);
+    static CACHE: OnceLock<Mutex<HashMap<Key, Option<Plan>>>> = OnceLock::new();
+    let ratio = (spectrum.scale / spectrum.frobenius).clamp(f64::MIN_POSITIVE, 1.0);
+    let bucket = (4.0 * ratio.log2()).ceil() as i32;
+    let rounded = Spectrum { scale: spectrum.frobenius * 2f64.powf(bucket as f64 / 4.0).min(1.0), ..*spectrum };
+    let key = (spectrum.order, bucket, family as u8, tolerance.to_bits());
+    let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
+    if let Some(found) = cache.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
+        return found.clone();
+    }
+    let planned = plan(&rounded, family, tolerance);
+    let mut guard = cache.lock().unwrap_or_else(|e| e.into_inner());
+    if guard.len() >= CACHED_PLANS {
+        guard.clear();
+    }
+    guard.insert(key, planned.clone());
+    planned
 }
 
 fn products_of(steps: &[OddStep]) -> usize {
@@ -436,7 +477,7 @@ pub fn positive_part_polar<B: SymmetricProducts>(products: &B, m: &B::Matrix, fa
     let square = products.frobenius(&m2)? + 2.0 * r as f64 * f64::EPSILON * frobenius * frobenius;
     let scale = (square.sqrt() * (1.0 + 4.0 * f64::EPSILON)).min(frobenius * (1.0 + 4.0 * f64::EPSILON));
     let spectrum = Spectrum { order: r, frobenius, scale };
-    let chosen = plan(&spectrum, family, tolerance).ok_or_else(|| Error::InvalidParameter {
+    let chosen = cached_plan(&spectrum, family, tolerance).ok_or_else(|| Error::InvalidParameter {
         name: "tolerance",
         reason: format!("{tolerance:e} is not reached in {MAX_STEPS} steps at order {r} (the rounding allowance alone is {:e})", rounding_allowance(r, MAX_STEPS.min(30))),
     })?;
@@ -522,6 +563,9 @@ mod tests {
         // The bound's per-piece defect against the composition evaluated directly.
         let spectrum = Spectrum { order: 1, frobenius: 1.0, scale: 1.0 };
         let chosen = plan(&spectrum, StepFamily::ScaledCubic, 1e-6).unwrap();
+        let again = cached_plan(&spectrum, StepFamily::ScaledCubic, 1e-6).unwrap();
+        assert_eq!(again, cached_plan(&spectrum, StepFamily::ScaledCubic, 1e-6).unwrap());
+        assert!(again.relative_bound <= 1e-6);
         let worst = (0..=200_000)
             .map(|i| {
                 let x = 10f64.powf(-12.0 * i as f64 / 200_000.0);
