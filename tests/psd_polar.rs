@@ -5,9 +5,12 @@
 //!
 //! Tolerances: the iteration targets `1e-9 ||M||_F` (Frobenius); the true
 //! error must be within the reported bound, the bound within the target,
-//! and the trace within `r^{1/2}` times the bound. The GPU result must
-//! agree with the host's to `1e-11 ||M||_F` (f64 products summed in another
-//! order, through some 50 products).
+//! and the trace within `r^{1/2}` times the bound. The resident routes (CPU
+//! device, GPU) must be within their bound of the exact `[M]_+` too, and
+//! agree with the host route to `1e-10 ||M||_F`: norms and products summed
+//! in another order change the last bits of the scale, and the sign of the
+//! eigenvalues `1e-12 ||M||` is ill-conditioned (differences up to
+//! `1e-12 ||M||` per such eigenvalue).
 //!
 //! In the dual engine, on the App. E problems (heteroscedastic, quantile,
 //! density with the integral constraint): the polar route must reach the
@@ -187,7 +190,7 @@ fn resident_route_on_the_cpu_device_matches_the_host_route() {
     let mut rng = common::rng();
     for kind in 0..4 {
         let m = random_symmetric(&mut rng, kind, 80);
-        resident_against_host(&Device::Cpu, &m, 1e-15);
+        resident_against_host(&Device::Cpu, &m, 1e-10);
     }
 }
 
@@ -198,7 +201,7 @@ fn resident_route_on_a_gpu_matches_the_host_route() {
     let mut rng = common::rng();
     for (kind, r) in [(0, 70), (1, 130), (3, 200)] {
         let m = random_symmetric(&mut rng, kind, r);
-        resident_against_host(&gpu, &m, 1e-11);
+        resident_against_host(&gpu, &m, 1e-10);
     }
 }
 
