@@ -263,9 +263,11 @@ mod tests {
 /// `P diag(alpha) P^T` (Eq. 10's `M`; `alpha` goes up, the r x r matrix comes
 /// down) and the model values `p_i^T A p_i = ||V^T p_i||^2` (the r x k
 /// factor `V` goes up, n values come down). An iteration moves
-/// `O(n + r^2)` numbers. The r x r eigendecompositions of `[M]_+` stay on the
-/// CPU in `f64` (dense symmetric eigensolvers are LAPACK-class code we do not
-/// have in WGSL; at r <= a few thousand they cost less than the products).
+/// `O(n + r^2)` numbers. The engine computes `[M]_+` on the CPU in `f64`
+/// (dense symmetric eigensolvers are LAPACK-class code we do not have in
+/// WGSL; at r <= a few thousand they cost less than the products); the
+/// product-only route of [`super::polar`] also runs on resident matrices
+/// ([`super::polar::positive_part_polar_resident`]).
 #[derive(Clone, Copy)]
 pub enum Features<'a> {
     /// `P` (r x n) on the host.
