@@ -20,7 +20,7 @@
 # and mklaren at 10^6:
 #   GPU_CHECK_BIN=none \
 #   GPU_TEST_BINS=.gpu-bin/tests/integration GPU_TEST_TIMEOUT=120 \
-#   GPU_TEST_FILTER="resident:: gpu_methods:: gpu_vs_cpu:: eksvd_gpu:: gpu_long_rows:: adversarial_limits:: gpu_variants::the_tuner gpu_variants::expanded gpu_variants::every_variant_gives" \
+#   GPU_TEST_FILTER="resident:: gpu::methods:: gpu::vs_cpu:: eksvd::gpu:: gpu::long_rows:: adversarial::limits:: gpu::variants::the_tuner gpu::variants::expanded gpu::variants::every_variant_gives" \
 #   GPU_VARIANTS_BIN=.gpu-bin/gpu_variants GPU_VARIANTS_TIMEOUT=120 GPU_TORCH_TIMEOUT=60 \
 #   GPU_VARIANTS_ARGS="--only coop,-pad,s8x8-k16-v4-expanded-db,f64-64x64-s4x4-k16-v4-direct --reps 3" \
 #   GPU_METHOD_BIN=.gpu-bin/method_bench GPU_METHOD_TIMEOUT=110 \
@@ -30,7 +30,7 @@
 #   GPU_CHECK_BIN=none GPU_NEURAL_BIN=.gpu-bin/eksvd_neural_bench GPU_NEURAL_NOTUNE_BIN=.gpu-bin/eksvd_neural_bench_notune \
 #   GPU_NEURAL_MFEAT=.gpu-bin/mfeat OUT=$OUT bash scripts/gpu-check.sh
 # (On 2026-12-04 the H200 failed resident::f64_exponential_is_accurate_over_the_whole_range
-# and gpu_methods::mklaren_fit_on_the_gpu_matches_the_cpu_and_uploads_x_once;
+# and gpu::methods::mklaren_fit_on_the_gpu_matches_the_cpu_and_uploads_x_once;
 # gpu-check.sh now prints each failure's message as it happens.)
 #
 # The neural benchmark is built alone (`--example eksvd_neural_bench`, feature

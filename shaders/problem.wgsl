@@ -21,6 +21,8 @@ struct Problem {
     c_cs: u32,
     w_off: u32,
     degree: u32,
+    // The pair matvec's W offset (in the `w` binding); 0 elsewhere.
+    u_off: u32,
     gamma: T,
     coef0: T,
 }

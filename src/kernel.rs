@@ -613,6 +613,30 @@ pub fn kernel_matvec_cpu<T: Real>(kernel: &Kernel, x: &DMatrix<T>, z: &DMatrix<T
     check_pair(kernel, x, z)?;
     check_matrix("v", v)?;
     check_dim("rows of v vs rows of z", z.nrows(), v.nrows())?;
+    let (kv, _) = tiled_matvec(kernel, x, z, v, None);
+    linalg::finite_result("kernel matrix-vector product", kv)
+}
+
+/// CPU pair matvec: `(K(X, Z) V, K(X, Z)^T W)` (n x c and m x c) from one
+/// evaluation of each kernel entry, as [`kernel_matvec_cpu`] does it: each
+/// tile of `K` is also multiplied, transposed, into the task's rows of the
+/// second output (`K_qp = K_pq^T`: both directions of a cross-source
+/// coupling for the price of one).
+pub fn kernel_matvec_pair_cpu<T: Real>(kernel: &Kernel, x: &DMatrix<T>, z: &DMatrix<T>, v: &DMatrix<T>, w: &DMatrix<T>) -> Result<(DMatrix<T>, DMatrix<T>)> {
+    check_pair(kernel, x, z)?;
+    check_matrix("v", v)?;
+    check_matrix("w", w)?;
+    check_dim("rows of v vs rows of z", z.nrows(), v.nrows())?;
+    check_dim("rows of w vs rows of x", x.nrows(), w.nrows())?;
+    check_dim("columns of w vs columns of v", v.ncols(), w.ncols())?;
+    let (kv, ktw) = tiled_matvec(kernel, x, z, v, Some(w));
+    let ktw = ktw.expect("the pair form returns both products");
+    Ok((linalg::finite_result("kernel matrix-vector product", kv)?, linalg::finite_result("transposed kernel matrix-vector product", ktw)?))
+}
+
+/// The tiles of [`kernel_matvec_cpu`] (checked inputs), with `w` also
+/// `K^T W`.
+fn tiled_matvec<T: Real>(kernel: &Kernel, x: &DMatrix<T>, z: &DMatrix<T>, v: &DMatrix<T>, w: Option<&DMatrix<T>>) -> (DMatrix<T>, Option<DMatrix<T>>) {
     let (n, m, c) = (x.nrows(), z.nrows(), v.ncols());
     let norms = TileNorms::new(kernel, x, z);
     let row_blocks = n.div_ceil(MATVEC_TILE_ROWS);
@@ -625,27 +649,40 @@ pub fn kernel_matvec_cpu<T: Real>(kernel: &Kernel, x: &DMatrix<T>, z: &DMatrix<T
         let (rb, g) = (t % row_blocks, t / row_blocks);
         let r0 = rb * MATVEC_TILE_ROWS;
         let rows = MATVEC_TILE_ROWS.min(n - r0);
+        let (first, last) = (g * per_group, ((g + 1) * per_group).min(col_blocks));
+        let span = (first * MATVEC_TILE_COLS, (last * MATVEC_TILE_COLS).min(m));
         let mut acc = DMatrix::<T>::zeros(rows, c);
+        // K^T W over this task's columns (only with w).
+        let mut acc_t = DMatrix::<T>::zeros(if w.is_some() { span.1.saturating_sub(span.0) } else { 0 }, c);
         let mut buf = vec![T::zero(); rows * MATVEC_TILE_COLS];
-        for cb in (g * per_group)..((g + 1) * per_group).min(col_blocks) {
+        for cb in first..last {
             let c0 = cb * MATVEC_TILE_COLS;
             let cols = MATVEC_TILE_COLS.min(m - c0);
             let mut tile = MatMut::from_column_major_slice_mut(&mut buf[..rows * cols], rows, cols);
-            // Non-finite entries reach the output, checked below.
+            // Non-finite entries reach the output, checked by the callers.
             fill_tile(kernel, x, z, &norms, r0, c0, tile.rb_mut(), true);
             T::faer_matmul_seq_add(linalg::faer_mut(&mut acc), tile.rb(), linalg::faer_ref(v).subrows(c0, cols));
+            if let Some(w) = w {
+                let dst = linalg::faer_mut(&mut acc_t).subrows_mut(c0 - span.0, cols);
+                T::faer_matmul_seq_add(dst, tile.rb().transpose(), linalg::faer_ref(w).subrows(r0, rows));
+            }
             linalg::clear_upper_simd_state(false);
         }
-        (r0, acc)
+        (r0, acc, span.0, acc_t)
     };
-    let parts: Vec<(usize, DMatrix<T>)> =
+    let parts: Vec<(usize, DMatrix<T>, usize, DMatrix<T>)> =
         if parallel { (0..row_blocks * groups).into_par_iter().map(task).collect() } else { (0..row_blocks * groups).map(task).collect() };
     let mut out = DMatrix::<T>::zeros(n, c);
-    for (r0, part) in parts {
+    let mut out_t = w.map(|_| DMatrix::<T>::zeros(m, c));
+    for (r0, part, c0, part_t) in parts {
         let mut rows = out.rows_mut(r0, part.nrows());
         rows += &part;
+        if let Some(out_t) = out_t.as_mut().filter(|_| part_t.nrows() > 0) {
+            let mut cols = out_t.rows_mut(c0, part_t.nrows());
+            cols += &part_t;
+        }
     }
-    linalg::finite_result("kernel matrix-vector product", out)
+    (out, out_t)
 }
 
 #[cfg(test)]

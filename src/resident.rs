@@ -13,6 +13,10 @@
 //! Layout: a device matrix is row-major on the GPU. Sample matrices keep
 //! samples as rows (X is n x d, features Phi are n x r), so a row view
 //! ([`DeviceMatrix::rows`]) is a block of samples.
+//!
+//! The file runs past 600 lines because it is the whole resident API of
+//! [`Device`]: each operation is a short wrapper that checks its operands
+//! once and hands them to the GPU engine or to the CPU code.
 
 use std::sync::{Arc, RwLock, RwLockReadGuard};
 
@@ -105,6 +109,15 @@ impl DeviceMatrix {
                 }
             }
             Repr::Gpu(_) => Err(Error::DeviceMismatch),
+        }
+    }
+
+    /// Whether the two share storage and some of their rows.
+    fn overlaps(&self, other: &DeviceMatrix) -> bool {
+        match (&self.repr, &other.repr) {
+            (Repr::Host { m: a, row0: ra, rows: na, .. }, Repr::Host { m: b, row0: rb, rows: nb, .. }) => Arc::ptr_eq(a, b) && ra < &(rb + nb) && rb < &(ra + na),
+            (Repr::Gpu(a), Repr::Gpu(b)) => a.overlaps(b),
+            _ => false,
         }
     }
 
@@ -484,6 +497,47 @@ impl Device {
                 host_write(out, kv, accumulate)
             }
             Some(ctx) => ctx.kernel_matvec_into(KernelCode::of(kernel), x.gpu()?, z.gpu()?, v.gpu()?, out.gpu()?, accumulate),
+        }
+    }
+
+    /// The pair matvec: `out (+)= K(X, Z) V` (n x c) and
+    /// `out_t (+)= K(X, Z)^T W` (m x c) from one evaluation of each kernel
+    /// entry, for resident X (n x d), Z (m x d), V (m x c) and W (n x c):
+    /// both directions of a block `K_pq` and its transpose `K_qp` (eKSVD's
+    /// coupling) for the price of one. On a GPU the fused shader's pair
+    /// form where V and W are rows of one matrix of at most 8 columns
+    /// (`shaders/kernel_matvec.wgsl`), else each tile of K applied both ways.
+    /// The two outputs may be disjoint rows of one matrix; neither may share
+    /// storage with an operand.
+    #[allow(clippy::too_many_arguments)]
+    pub fn resident_kernel_matvec_pair_into(&self, kernel: &Kernel, x: &DeviceMatrix, z: &DeviceMatrix, v: &DeviceMatrix, w: &DeviceMatrix, out: &DeviceMatrix, out_t: &DeviceMatrix, accumulate: bool) -> Result<()> {
+        Self::check_kernel_pair(kernel, x, z)?;
+        check_precisions(&[x, z, v, w, out, out_t])?;
+        linalg::check_dim("rows of v vs rows of z", z.nrows(), v.nrows())?;
+        linalg::check_dim("rows of w vs rows of x", x.nrows(), w.nrows())?;
+        linalg::check_dim("columns of w vs columns of v", v.ncols(), w.ncols())?;
+        linalg::check_dim("rows of the output vs rows of x", x.nrows(), out.nrows())?;
+        linalg::check_dim("columns of the output vs columns of v", v.ncols(), out.ncols())?;
+        linalg::check_dim("rows of the transposed output vs rows of z", z.nrows(), out_t.nrows())?;
+        linalg::check_dim("columns of the transposed output vs columns of v", v.ncols(), out_t.ncols())?;
+        for o in [out, out_t] {
+            if [x, z, v, w].iter().any(|operand| o.same_storage(operand)) {
+                return Err(Error::InvalidParameter { name: "out", reason: "the outputs of a kernel matvec may not share storage with an operand".into() });
+            }
+        }
+        if out.overlaps(out_t) {
+            return Err(Error::InvalidParameter { name: "out_t", reason: "the two outputs of a pair kernel matvec overlap".into() });
+        }
+        if self.context().is_some() {
+            self.check_resident_distance_range(kernel, x, z)?;
+        }
+        match self.context() {
+            None => {
+                let (kv, ktw) = kernel::kernel_matvec_pair_cpu(kernel, &*x.host_view()?, &*z.host_view()?, &*v.host_view()?, &*w.host_view()?)?;
+                host_write(out, kv, accumulate)?;
+                host_write(out_t, ktw, accumulate)
+            }
+            Some(ctx) => ctx.kernel_matvec_pair_into(KernelCode::of(kernel), x.gpu()?, z.gpu()?, v.gpu()?, w.gpu()?, out.gpu()?, out_t.gpu()?, accumulate, accumulate),
         }
     }
 

@@ -51,6 +51,20 @@ fn mklaren_fits_and_predicts_the_same_from_every_input_type() {
     assert_eq!(reference.predict(&view).unwrap(), expected);
     assert_eq!(Predict::predict(&reference, &RowMajor::new(&flat, 60, 3).unwrap()).unwrap(), expected);
     assert_eq!(Predict::predict(&reference, &x).unwrap(), expected);
+
+    // One input per kernel (fit_inputs, predict_inputs, predict_at_step)
+    // from row-major slices, the same as from matrices.
+    let x2 = x.map(|v| 0.5 * v + 1.0);
+    let flat2 = row_major(&x2);
+    let by_matrix = params.fit_inputs(&device, &[&x, &x2], &y).unwrap();
+    let (a, b) = (RowMajor::new(&flat, 60, 3).unwrap(), RowMajor::new(&flat2, 60, 3).unwrap());
+    let by_slice = params.fit_inputs(&device, &[&a, &b], y.as_slice()).unwrap();
+    let want = by_matrix.predict_inputs(&[&x, &x2]).unwrap();
+    assert_eq!(by_slice.predict_inputs(&[&a, &b]).unwrap(), want);
+    assert_eq!(by_matrix.predict_inputs(&[&a, &b]).unwrap(), want);
+    assert_eq!(by_slice.predict_at_step(&[&a, &b], 2).unwrap(), by_matrix.predict_at_step(&[&x, &x2], 2).unwrap());
+    let wrong = by_slice.predict_inputs(&[&RowMajor::new(&flat, 36, 5).unwrap(), &b]);
+    assert!(matches!(wrong, Err(Error::SampleCountMismatch { .. })), "{wrong:?}");
 }
 
 #[test]

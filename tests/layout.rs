@@ -382,6 +382,22 @@ fn sibling_submodules_form_no_import_cycle() {
 }
 
 #[test]
+fn a_file_no_module_reaches_is_found() {
+    let dir = std::env::temp_dir().join(format!("gramian-layout-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("group")).unwrap();
+    std::fs::write(dir.join("integration.rs"), "mod group;\n#[path = \"other.rs\"]\nmod other;\n").unwrap();
+    std::fs::write(dir.join("other.rs"), "").unwrap();
+    std::fs::write(dir.join("group/mod.rs"), "// mod orphan;\nmod listed;\n").unwrap();
+    std::fs::write(dir.join("group/listed.rs"), "").unwrap();
+    files_not_included(&dir);
+    std::fs::write(dir.join("group/orphan.rs"), "").unwrap();
+    let found = std::panic::catch_unwind(|| files_not_included(&dir));
+    std::fs::remove_dir_all(&dir).unwrap();
+    let message = *found.expect_err("the orphan is found").downcast::<String>().unwrap();
+    assert!(message.contains("orphan.rs") && !message.contains("listed.rs"), "{message}");
+}
+
+#[test]
 fn every_test_file_is_included_by_the_integration_binary() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     for tests in [root.join("tests"), root.join("repro/tests")] {
@@ -389,28 +405,51 @@ fn every_test_file_is_included_by_the_integration_binary() {
     }
 }
 
-/// Fails on a `*.rs` file of `tests` that `tests/integration.rs` does not include.
+/// Fails on a `*.rs` file under `tests` (subdirectories too) that the
+/// module tree rooted at `tests/integration.rs` does not reach: `mod m;`
+/// reaches `m.rs` or `m/mod.rs` beside the file that declares it (for a
+/// `mod.rs` or the root, in its directory), `#[path = "p"] mod m;` reaches
+/// `p` relative to that directory.
 fn files_not_included(tests: &Path) {
-    let integration = strip_comments(&std::fs::read_to_string(tests.join("integration.rs")).expect("tests/integration.rs"));
-    let mut included = BTreeSet::new();
-    let mut pending_path: Option<String> = None;
-    for line in integration.lines().map(str::trim) {
-        if let Some(value) = line.strip_prefix("#[path").and_then(|rest| rest.split('"').nth(1)) {
-            pending_path = Some(value.to_string());
-        } else if let Some(name) = line.strip_prefix("mod ").or_else(|| line.strip_prefix("pub mod ")).and_then(|rest| rest.strip_suffix(';')) {
-            included.insert(pending_path.take().unwrap_or_else(|| format!("{}.rs", name.trim())));
+    let mut reached: BTreeSet<PathBuf> = BTreeSet::new();
+    let mut pending = vec![tests.join("integration.rs")];
+    while let Some(file) = pending.pop() {
+        let Ok(canonical) = file.canonicalize() else { continue };
+        if !reached.insert(canonical) {
+            continue;
+        }
+        let dir = file.parent().expect("a directory").to_path_buf();
+        let source = strip_comments(&std::fs::read_to_string(&file).unwrap_or_default());
+        let mut pending_path: Option<String> = None;
+        for line in source.lines().map(str::trim) {
+            if let Some(value) = line.strip_prefix("#[path").and_then(|rest| rest.split('"').nth(1)) {
+                pending_path = Some(value.to_string());
+            } else if let Some(name) = line.strip_prefix("mod ").or_else(|| line.strip_prefix("pub mod ")).and_then(|rest| rest.strip_suffix(';')) {
+                match pending_path.take() {
+                    Some(path) => pending.push(dir.join(path)),
+                    None => {
+                        let name = name.trim();
+                        let flat = dir.join(format!("{name}.rs"));
+                        pending.push(if flat.exists() { flat } else { dir.join(name).join("mod.rs") });
+                    }
+                }
+            }
         }
     }
     let mut missing = Vec::new();
-    let mut entries: Vec<PathBuf> = std::fs::read_dir(tests).expect("tests/").map(|e| e.expect("an entry").path()).collect();
-    entries.sort();
-    for path in entries {
-        let name = path.file_name().expect("a name").to_string_lossy().into_owned();
-        if path.is_file() && name.ends_with(".rs") && name != "integration.rs" && !included.contains(&name) {
-            missing.push(name);
+    let mut dirs = vec![tests.to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        let mut entries: Vec<PathBuf> = std::fs::read_dir(&dir).expect("a tests directory").map(|e| e.expect("an entry").path()).collect();
+        entries.sort();
+        for path in entries {
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") && !reached.contains(&path.canonicalize().expect("an existing file")) {
+                missing.push(path.strip_prefix(tests).expect("under tests").display().to_string());
+            }
         }
     }
-    assert!(missing.is_empty(), "test files that {}/integration.rs does not include (they would never run): {missing:?}", tests.display());
+    assert!(missing.is_empty(), "test files that {}/integration.rs does not reach (they would never run): {missing:?}", tests.display());
 }
 
 fn graph(edges: &[(&str, &str)]) -> Graph {

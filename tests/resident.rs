@@ -6,7 +6,7 @@
 //!
 //! Tolerances (relative Frobenius error): f64 shaders 1e-12 (products of at
 //! most a few hundred terms, our exp within a few ulps); f32 1e-5 (as in
-//! `gpu_vs_cpu.rs`), 1e-4 for the polynomial kernel.
+//! `tests/gpu/vs_cpu.rs`), 1e-4 for the polynomial kernel.
 
 use crate::common;
 
@@ -178,6 +178,62 @@ fn kernel_columns_matvec_and_diagonal_match_cpu() {
                 let diag = device.resident_kernel_diagonal(&kernel, &xd).unwrap();
                 let want = kernel.diagonal(&x).unwrap();
                 assert!((diag - &want).norm() <= tol * want.norm());
+            }
+        }
+    }
+}
+
+/// The pair matvec against `K V` and `K^T W` from the CPU's f64 kernel
+/// matrix: fused (V and W rows of one matrix of at most 8 columns), through
+/// tiles of K (wider, V spanning several blocks, long rows), accumulating
+/// into disjoint rows of one output; the CPU path too.
+#[test]
+fn pair_matvec_gives_both_directions_from_one_evaluation() {
+    let mut rng = rng();
+    let mut all = devices();
+    all.push(Device::Cpu);
+    for device in all {
+        for precision in [Precision::F32, Precision::F64].into_iter().filter(|p| device.supports(*p)) {
+            for (n, m, d, c) in [(300usize, 211usize, 9usize, 3usize), (67, 130, 3, 1), (129, 64, 5, 8), (90, 70, 4, 11), (40, 30, 3000, 2)] {
+                let x = random_matrix(&mut rng, n, d).scale(if d > 100 { 0.05 } else { 1.0 });
+                let z = random_matrix(&mut rng, m, d).scale(if d > 100 { 0.05 } else { 1.0 });
+                let vw = random_matrix(&mut rng, m + n, c);
+                let (v, w) = (vw.rows(0, m).into_owned(), vw.rows(m, n).into_owned());
+                let xd = match device.upload(&x, precision) {
+                    // Long rows on the device with 4 KiB bindings: no row fits.
+                    Err(Error::TooLargeForGpu { .. }) if d > 100 => continue,
+                    xd => xd.unwrap(),
+                };
+                let (zd, vwd) = (device.upload(&z, precision).unwrap(), device.upload(&vw, precision).unwrap());
+                let (vd, wd) = (vwd.rows(0, m).unwrap(), vwd.rows(m, n).unwrap());
+                for (kernel, scale) in kernels() {
+                    let tol = tolerance(precision) * scale;
+                    let k = Device::Cpu.kernel_matrix(&kernel, &x, &z).unwrap();
+                    let (want, want_t) = (&k * &v, k.transpose() * &w);
+                    // Outputs: rows 0..n and n..n+m of one matrix, each call added twice.
+                    let out = device.zeros(n + m, c, precision).unwrap();
+                    let (o, ot) = (out.rows(0, n).unwrap(), out.rows(n, m).unwrap());
+                    for _ in 0..2 {
+                        device.resident_kernel_matvec_pair_into(&kernel, &xd, &zd, &vd, &wd, &o, &ot, true).unwrap();
+                    }
+                    let got = device.to_host(&out).unwrap() / 2.0;
+                    let what = format!("{} {precision:?} {kernel:?} {n}x{m}x{d} c={c}", device.describe());
+                    assert!(relative_frobenius_error(&got.rows(0, n).into_owned(), &want) <= tol, "{what}: K V");
+                    assert!(relative_frobenius_error(&got.rows(n, m).into_owned(), &want_t) <= tol, "{what}: K^T W");
+                    // Without accumulation the outputs are overwritten.
+                    device.resident_kernel_matvec_pair_into(&kernel, &xd, &zd, &vd, &wd, &o, &ot, false).unwrap();
+                    let once = device.to_host(&out).unwrap();
+                    assert!(relative_frobenius_error(&once.rows(n, m).into_owned(), &want_t) <= tol, "{what}: K^T W, overwritten");
+                }
+                // Misuse: overlapping outputs, an output sharing an operand, wrong shapes.
+                let out = device.zeros(n + m, c, precision).unwrap();
+                let kernel = Kernel::rbf(0.5).unwrap();
+                let overlapping = device.resident_kernel_matvec_pair_into(&kernel, &xd, &zd, &vd, &wd, &out.rows(0, n).unwrap(), &out.rows(1, m).unwrap(), false);
+                assert!(matches!(overlapping, Err(Error::InvalidParameter { .. })), "{overlapping:?}");
+                let aliased = device.resident_kernel_matvec_pair_into(&kernel, &xd, &zd, &vd, &wd, &vwd.rows(m, n).unwrap(), &out.rows(n, m).unwrap(), false);
+                assert!(matches!(aliased, Err(Error::InvalidParameter { .. })), "{aliased:?}");
+                let shapes = device.resident_kernel_matvec_pair_into(&kernel, &xd, &zd, &wd, &vd, &out.rows(0, n).unwrap(), &out.rows(n, m).unwrap(), false);
+                assert!(shapes.is_err() || n == m, "{shapes:?}");
             }
         }
     }

@@ -3,6 +3,7 @@
 //! GFLOP/s at several sizes is `cargo run -p gramian-repro --example compute_table`.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use gramian::kernel::{kernel_matvec_cpu, kernel_matvec_pair_cpu};
 use gramian::{Device, Kernel, MatrixProduct};
 use nalgebra::DMatrix;
 use rand::{rngs::StdRng, Rng, SeedableRng};
@@ -81,6 +82,19 @@ fn bench(c: &mut Criterion) {
     for (name, dev) in &devices {
         group.bench_function(*name, |b| b.iter(|| dev.kernel_matvec(&k, &x, &x, &v).unwrap()));
     }
+    group.finish();
+
+    // Both directions of one cross-source block (eKSVD's coupling: K V and
+    // K^T W) on the CPU: two one-sided matvecs against the pair matvec,
+    // which evaluates each kernel entry once.
+    let mut group = c.benchmark_group("rbf_kernel_matvec_both_ways_cpu");
+    group.sample_size(10);
+    let z = random(&mut rng, 4096, 32);
+    let w = random(&mut rng, 4096, 4);
+    group.bench_function("two_matvecs", |b| {
+        b.iter(|| (kernel_matvec_cpu(&k, &x, &z, &v).unwrap(), kernel_matvec_cpu(&k, &z, &x, &w).unwrap()))
+    });
+    group.bench_function("pair_matvec", |b| b.iter(|| kernel_matvec_pair_cpu(&k, &x, &z, &v, &w).unwrap()));
     group.finish();
 }
 

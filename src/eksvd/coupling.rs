@@ -264,7 +264,8 @@ impl CouplingMatrix {
     /// `s = sum_p Phi_p^T V_p`, O(sum_q N_q d_phi c) in `f64` on the CPU
     /// (the iterative solver calls it once per Krylov block of 8 columns, too small a
     /// product to pay for a GPU round trip). With a kernel function it runs
-    /// the core's tiled kernel matvec on `device`.
+    /// the core's pair matvec, one per pair of sources, on the CPU, or on a
+    /// GPU `device` through [`CouplingMatrix::on_device`].
     pub fn apply(&self, device: &Device, v: &DMatrix<f64>) -> Result<DMatrix<f64>> {
         check_shape("rows of V vs the order of G_Q", self.order(), v.nrows())?;
         crate::linalg::check_matrix("v", v)?;
@@ -296,11 +297,15 @@ impl CouplingMatrix {
                 }
             }
             Blocks::KernelFunction { kernel, sources } => {
+                if device.is_gpu() {
+                    return self.on_device(device)?.apply(v);
+                }
+                // Each pair's kernel entries once, for K_pq V_q and K_pq^T V_p.
                 for p in 0..n {
-                    for q in 0..n {
-                        if p != q {
-                            out[p] += device.kernel_matvec(kernel, &sources[p], &sources[q], &parts[q])?;
-                        }
+                    for q in (p + 1)..n {
+                        let (kv, ktv) = crate::kernel::kernel_matvec_pair_cpu(kernel, &sources[p], &sources[q], &parts[q], &parts[p])?;
+                        out[p] += kv;
+                        out[q] += ktv;
                     }
                 }
             }
@@ -373,14 +378,12 @@ impl ResidentCoupling<'_> {
                 }
             }
             ResidentBlocks::KernelFunction { kernel, sources } => {
+                // Each pair's kernel entries once, for K_pq V_q and K_pq^T V_p,
+                // added into the zeroed output.
+                let outs: Vec<DeviceMatrix> = (0..n).map(|q| out.rows(g.offset(q), g.sizes[q])).collect::<std::result::Result<_, _>>()?;
                 for p in 0..n {
-                    let op = out.rows(g.offset(p), g.sizes[p])?;
-                    let mut first = true;
-                    for q in 0..n {
-                        if p != q {
-                            device.resident_kernel_matvec_into(kernel, &sources[p], &sources[q], &parts[q], &op, !first)?;
-                            first = false;
-                        }
+                    for q in (p + 1)..n {
+                        device.resident_kernel_matvec_pair_into(kernel, &sources[p], &sources[q], &parts[q], &parts[p], &outs[p], &outs[q], true)?;
                     }
                 }
             }

@@ -108,6 +108,10 @@ impl GpuMatrix {
     pub(crate) fn same_storage(&self, other: &GpuMatrix) -> bool {
         Arc::ptr_eq(&self.storage, &other.storage)
     }
+    /// Whether the two share storage and some of their rows.
+    pub(crate) fn overlaps(&self, other: &GpuMatrix) -> bool {
+        self.same_storage(other) && self.row0 < other.row0 + other.rows && other.row0 < self.row0 + self.rows
+    }
     pub(crate) fn context_id(&self) -> u64 {
         self.storage.context
     }

@@ -266,7 +266,8 @@ impl Prediction {
 }
 
 /// Host seconds of a run that took `wall_seconds` with `counters`: the wall
-/// time less the time blocked in waits (not below 0), divided by
+/// time less the time blocked in waits and the first-use time (tuning and
+/// shader compilation, [`DeviceCounters::first_use_seconds`]; not below 0), divided by
 /// `host_speed` (how many times faster the predicted card's host is).
 /// Errors: [`Error::InvalidParameter`] for a wall time or speed that is not
 /// finite and positive (a wall time of 0 is allowed).
@@ -277,7 +278,7 @@ pub fn host_seconds(wall_seconds: f64, counters: &DeviceCounters, host_speed: f6
     if !host_speed.is_finite() || host_speed <= 0.0 {
         return Err(Error::InvalidParameter { name: "host_speed", reason: format!("must be finite and positive, got {host_speed}") });
     }
-    Ok((wall_seconds - counters.blocked_seconds()).max(0.0) / host_speed)
+    Ok((wall_seconds - counters.blocked_seconds() - counters.first_use_seconds()).max(0.0) / host_speed)
 }
 
 /// The predicted time on `card` of the work in `counters`, with

@@ -47,7 +47,7 @@ use std::time::Instant;
 
 use super::plan::{Dispatch, PipelineKind};
 use super::problem::{Reduce, FLAG_ACCUMULATE, FLAG_APPLY, FLAG_WEIGHTED};
-use super::variants::CATALOGUE;
+use super::variants::{CATALOGUE, PAIR_KEY};
 use super::GpuContext;
 use crate::precision::Precision;
 
@@ -201,6 +201,18 @@ pub struct DeviceCounters {
     pub buffers_created: u64,
     /// Requests for a scratch buffer served by the existing one.
     pub scratch_reuses: u64,
+    /// Shape classes tuned (the variants timed on a synthetic problem the
+    /// first time a class is met, unless the tuning cache knew it). The
+    /// tuner's own dispatches, transfers and waits are not counted in the
+    /// other counters: they are not the caller's work.
+    pub tunings: u64,
+    /// Nanoseconds spent tuning (shader compilation during tuning included).
+    pub tuning_nanos: u64,
+    /// Shader pipelines compiled outside tuning (first use of a variant).
+    pub compilations: u64,
+    /// Nanoseconds spent compiling them: with [`Self::tuning_nanos`], the
+    /// once-per-process time inside the first calls that later calls do not pay.
+    pub compile_nanos: u64,
     classes: [DispatchCounters; CLASSES],
 }
 
@@ -235,6 +247,12 @@ impl DeviceCounters {
         self.blocked_nanos as f64 * 1e-9
     }
 
+    /// [`Self::tuning_nanos`] and [`Self::compile_nanos`] in seconds: the
+    /// first-use time of a process (or of a shape class) inside its calls.
+    pub fn first_use_seconds(&self) -> f64 {
+        self.tuning_nanos.saturating_add(self.compile_nanos) as f64 * 1e-9
+    }
+
     /// The counts of `self` less those of `earlier` (an earlier snapshot of
     /// the same context: the work done in between).
     pub fn since(&self, earlier: &DeviceCounters) -> DeviceCounters {
@@ -250,6 +268,10 @@ impl DeviceCounters {
             allocated_bytes: self.allocated_bytes.saturating_sub(earlier.allocated_bytes),
             buffers_created: self.buffers_created.saturating_sub(earlier.buffers_created),
             scratch_reuses: self.scratch_reuses.saturating_sub(earlier.scratch_reuses),
+            tunings: self.tunings.saturating_sub(earlier.tunings),
+            tuning_nanos: self.tuning_nanos.saturating_sub(earlier.tuning_nanos),
+            compilations: self.compilations.saturating_sub(earlier.compilations),
+            compile_nanos: self.compile_nanos.saturating_sub(earlier.compile_nanos),
             classes,
         }
     }
@@ -281,7 +303,13 @@ pub(super) fn dispatch_work(d: &Dispatch) -> (ShapeKind, DispatchCounters) {
             // lane columns are the partial slots.
             let v = p.c_cs as u64;
             let slots = d.grid[0] as u64 * CATALOGUE[d.variant & 0xffff].wx as u64;
-            (ShapeKind::Matvec, statistic * r * c * k + 2 * r * c * v, e * (r * k + c * k + c * v + slots * r * v), r * c)
+            let (flops, bytes) = (statistic * r * c * k + 2 * r * c * v, e * (r * k + c * k + c * v + slots * r * v));
+            if d.variant & PAIR_KEY != 0 {
+                // K^T W from the same entries: W read, a column slot per row tile (grid y).
+                (ShapeKind::Matvec, flops + 2 * r * c * v, bytes + e * (r * v + d.grid[1] as u64 * c * v), r * c)
+            } else {
+                (ShapeKind::Matvec, flops, bytes, r * c)
+            }
         }
         PipelineKind::RowReduce => {
             let job: Reduce = bytemuck::pod_read_unaligned(&bytemuck::bytes_of(&d.problem)[..std::mem::size_of::<Reduce>()]);
@@ -366,6 +394,10 @@ pub(crate) struct Counters {
     allocated_bytes: AtomicU64,
     buffers_created: AtomicU64,
     scratch_reuses: AtomicU64,
+    tunings: AtomicU64,
+    tuning_nanos: AtomicU64,
+    compilations: AtomicU64,
+    compile_nanos: AtomicU64,
     classes: [ClassAtomics; CLASSES],
 }
 
@@ -443,8 +475,23 @@ impl Counters {
             allocated_bytes: self.allocated_bytes.load(Ordering::Relaxed),
             buffers_created: self.buffers_created.load(Ordering::Relaxed),
             scratch_reuses: self.scratch_reuses.load(Ordering::Relaxed),
+            tunings: self.tunings.load(Ordering::Relaxed),
+            tuning_nanos: self.tuning_nanos.load(Ordering::Relaxed),
+            compilations: self.compilations.load(Ordering::Relaxed),
+            compile_nanos: self.compile_nanos.load(Ordering::Relaxed),
             classes: std::array::from_fn(|i| self.classes[i].load()),
         }
+    }
+    /// One class tuned in `nanos` (counted after the tuner's work is
+    /// [`Self::restore`]d away).
+    pub(crate) fn count_tuning(&self, nanos: u64) {
+        self.tunings.fetch_add(1, Ordering::Relaxed);
+        self.tuning_nanos.fetch_add(nanos, Ordering::Relaxed);
+    }
+    /// One pipeline compiled in `nanos`.
+    pub(crate) fn count_compilation(&self, nanos: u64) {
+        self.compilations.fetch_add(1, Ordering::Relaxed);
+        self.compile_nanos.fetch_add(nanos, Ordering::Relaxed);
     }
     /// Puts the counters back to `s` (the tuner's own work is not the caller's).
     pub(crate) fn restore(&self, s: &DeviceCounters) {
@@ -461,6 +508,10 @@ impl Counters {
         self.allocated_bytes.store(s.allocated_bytes, Ordering::Relaxed);
         self.buffers_created.store(s.buffers_created, Ordering::Relaxed);
         self.scratch_reuses.store(s.scratch_reuses, Ordering::Relaxed);
+        self.tunings.store(s.tunings, Ordering::Relaxed);
+        self.tuning_nanos.store(s.tuning_nanos, Ordering::Relaxed);
+        self.compilations.store(s.compilations, Ordering::Relaxed);
+        self.compile_nanos.store(s.compile_nanos, Ordering::Relaxed);
         for (a, c) in self.classes.iter().zip(&s.classes) {
             a.store(c);
         }

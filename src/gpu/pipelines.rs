@@ -5,7 +5,7 @@
 use std::borrow::Cow;
 
 use super::plan::PipelineKind;
-use super::variants::{self, CATALOGUE};
+use super::variants::{self, CATALOGUE, PAIR_KEY};
 use super::GpuContext;
 use crate::error::{Error, Result};
 use crate::precision::Precision;
@@ -129,8 +129,9 @@ impl GpuContext {
     /// use, inside an error scope: a variant the driver rejects is an error,
     /// not a panic).
     pub(super) fn variant_pipeline(&self, key: usize) -> Result<wgpu::ComputePipeline> {
-        // key = catalogue index, plus MV << 16 for the fused matvec of MV columns.
-        let (index, mv) = (key & 0xffff, (key >> 16) as u32);
+        // key = catalogue index, plus MV << 16 for the fused matvec of MV
+        // columns, plus PAIR_KEY for its pair form.
+        let (index, mv, pair) = (key & 0xffff, ((key >> 16) & 0xff) as u32, key & PAIR_KEY != 0);
         let v = CATALOGUE.get(index).ok_or_else(|| Error::Gpu(format!("no product variant {index}")))?;
         if !self.supports(v.precision) {
             return Err(Error::Unsupported(format!("{:?} shaders on {}", v.precision, self.adapter().name)));
@@ -146,8 +147,10 @@ impl GpuContext {
             return Err(Error::Unsupported(format!("variant {} on {} (workgroup limits)", v.name, self.adapter().name)));
         }
         let scope = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
-        let source = if mv == 0 { product_source(v) } else { format!("{}\n{}\n{}", prelude(v.precision), include_str!("../../shaders/problem.wgsl"), v.matvec_source(mv)) };
+        let source = if mv == 0 { product_source(v) } else { format!("{}\n{}\n{}", prelude(v.precision), include_str!("../../shaders/problem.wgsl"), v.matvec_source(mv, pair)) };
+        let start = std::time::Instant::now();
         let pipeline = compile(&self.device, v.name, &source, self.variant_checks);
+        self.counters.count_compilation(start.elapsed().as_nanos().min(u64::MAX as u128) as u64);
         if let Some(e) = pollster::block_on(scope.pop()) {
             return Err(Error::Gpu(format!("variant {} does not compile on {}: {e}", v.name, self.adapter().name)));
         }
@@ -176,9 +179,9 @@ mod tests {
         for v in CATALOGUE {
             let mut sources = vec![("product", product_source(v))];
             if !v.is_cooperative() {
-                for mv in [1, 8] {
+                for (mv, pair) in [(1, false), (8, false), (1, true), (8, true)] {
                     let problem = include_str!("../../shaders/problem.wgsl");
-                    sources.push(("matvec", format!("{}\n{problem}\n{}", prelude(v.precision), v.matvec_source(mv))));
+                    sources.push((if pair { "pair matvec" } else { "matvec" }, format!("{}\n{problem}\n{}", prelude(v.precision), v.matvec_source(mv, pair))));
                 }
             }
             for (what, src) in sources {

@@ -124,6 +124,13 @@ impl Dispatch {
                 let slots = (self.grid[0] as u64 * wx as u64).min(u32::MAX as u64) as u32;
                 let partial_top = top(0, &[(slots, 1)]).and_then(|s| Some(p.c_off as u64 + (s * p.rows as u64 + p.rows.checked_sub(1)? as u64) * p.c_cs as u64 + p.c_cs.checked_sub(1)? as u64));
                 reach.push(("the partial sums", partial_top, &self.buffers[2]));
+                if self.variant & super::variants::PAIR_KEY != 0 {
+                    reach.push(("W", top(p.u_off, &[(p.rows, p.c_rs), (p.c_cs, 1)]), v));
+                    // The column sums after the row sums: a slot per row tile (grid y).
+                    let after = slots as u64 * p.rows as u64 * p.c_cs as u64;
+                    let column_top = top(0, &[(self.grid[1], p.cols)]).and_then(|t| Some(p.c_off as u64 + after + (t + p.cols.checked_sub(1)? as u64) * p.c_cs as u64 + p.c_cs.checked_sub(1)? as u64));
+                    reach.push(("the column sums", column_top, &self.buffers[2]));
+                }
             }
             PipelineKind::RowReduce | PipelineKind::Elementwise => {}
         }
@@ -315,6 +322,7 @@ impl GpuContext {
             c_cs: 1,
             w_off,
             degree: code.degree,
+            u_off: 0,
             gamma: code.gamma as f32,
             coef0: code.coef0 as f32,
         };

@@ -37,6 +37,8 @@ pub(crate) struct Problem {
     pub(crate) c_cs: u32,
     pub(crate) w_off: u32,
     pub(crate) degree: u32,
+    /// The pair matvec's element offset of W (in the weights binding).
+    pub(crate) u_off: u32,
     pub(crate) gamma: f32,
     pub(crate) coef0: f32,
 }
@@ -77,7 +79,10 @@ impl KernelCode {
 #[repr(C)]
 #[derive(Clone, Copy, Pod, Zeroable)]
 pub(crate) struct ProblemF64 {
-    pub(crate) words: [u32; 16],
+    /// The `u32` fields of [`Problem`], `rows` to `u_off`.
+    pub(crate) words: [u32; 17],
+    /// Alignment of `gamma` (std430: 8 bytes).
+    pub(crate) pad: u32,
     pub(crate) gamma: f64,
     pub(crate) coef0: f64,
 }

@@ -91,8 +91,8 @@ impl GpuContext {
                     let dst = &mut bytes[i * align..];
                     match (d.pipeline, d.precision) {
                         (PipelineKind::Product | PipelineKind::Matvec, Precision::F64) => {
-                            let words: [u32; 16] = bytemuck::cast_slice::<Problem, u32>(std::slice::from_ref(&d.problem))[..16].try_into().expect("16 words");
-                            let p = ProblemF64 { words, gamma: d.params.0, coef0: d.params.1 };
+                            let words: [u32; 17] = bytemuck::cast_slice::<Problem, u32>(std::slice::from_ref(&d.problem))[..17].try_into().expect("17 words");
+                            let p = ProblemF64 { words, pad: 0, gamma: d.params.0, coef0: d.params.1 };
                             dst[..std::mem::size_of::<ProblemF64>()].copy_from_slice(bytemuck::bytes_of(&p));
                         }
                         (PipelineKind::Elementwise, precision) => {

@@ -236,8 +236,10 @@ impl GpuContext {
             }
         }
         let before = self.counters.snapshot();
+        let start = std::time::Instant::now();
         let timed = self.tune(class, dims);
         self.counters.restore(&before);
+        self.counters.count_tuning(start.elapsed().as_nanos().min(u64::MAX as u128) as u64);
         match timed {
             Ok((best, timings)) => {
                 log::info!("gramian tuner: {} -> {} ({} variants timed)", class.key(), CATALOGUE[best].name, timings.len());
@@ -319,7 +321,7 @@ impl GpuContext {
             match &vmat {
                 None => self.plan_product_with(i, code, Operand { m: &a, transposed: class.a_transposed }, Operand { m: &b, transposed: class.b_transposed }, &out, ProductFlags::default(), &mut plan)?,
                 Some(vm) => {
-                    if !self.plan_kernel_matvec_with(i, code, &a, &b, vm, &out, false, &mut plan)? {
+                    if !self.plan_kernel_matvec_with(i, code, &a, &b, vm, &out, false, None, &mut plan)? {
                         continue;
                     }
                 }

@@ -306,15 +306,21 @@ impl ProductVariant {
     /// Loop passes of one invocation of the fused kernel matvec
     /// (`kernel_matvec.wgsl`, `mv` columns of V) over `depth`: per column
     /// tile it visits, and once.
-    pub(crate) fn matvec_passes(&self, depth: usize, code: &KernelCode, mv: usize) -> (usize, usize) {
+    pub(crate) fn matvec_passes(&self, depth: usize, code: &KernelCode, mv: usize, pair: bool) -> (usize, usize) {
         if self.is_cooperative() {
             // No fused matvec: never within the budget.
             return (usize::MAX, usize::MAX);
         }
-        let (rm, rn) = (self.rm as usize, self.rn as usize);
+        let (rm, rn, wy) = (self.rm as usize, self.rn as usize, self.wy as usize);
         let v_tile = (self.tile_cols() * mv).div_ceil(self.threads() as usize) + 1;
-        let per_tile = 1 + v_tile + self.depth_loop_passes(depth) + (rm + 1) + rm + rm * rn * (self.entry_passes(depth, code) + mv + 1);
-        (per_tile, 1 + (rm + 1) + rm * (mv + 1))
+        let mut per_tile = 1 + v_tile + self.depth_loop_passes(depth) + (rm + 1) + rm + rm * rn * (self.entry_passes(depth, code) + mv + 1);
+        let mut once = 1 + (rm + 1) + rm * (mv + 1);
+        if pair {
+            // The lane rows' rounds (one taken), the write-out; W's registers once.
+            per_tile += (wy + 1) + (rn + 1) + rn * (mv + 1) + v_tile;
+            once += 1 + (rm + 1) + rm * (mv + 1);
+        }
+        (per_tile, once)
     }
 
     /// The variant's product shader (without the prelude and `problem.wgsl`):
@@ -339,12 +345,16 @@ impl ProductVariant {
 
     /// The variant's fused kernel matvec for up to `mv` columns of V:
     /// `product_tile.wgsl` + `kernel_matvec.wgsl`, filled in.
-    pub(crate) fn matvec_source(&self, mv: u32) -> String {
+    pub(crate) fn matvec_source(&self, mv: u32, pair: bool) -> String {
         const TILE: &str = include_str!("../../shaders/product_tile.wgsl");
         const MATVEC: &str = include_str!("../../shaders/kernel_matvec.wgsl");
         let mut fields = self.fields();
         fields.push(("MV", mv.to_string()));
+        fields.push(("PAIR", pair.to_string()));
         fields.push(("RM_MV", (self.rm * mv).to_string()));
+        // Unused register arrays of one element without PAIR.
+        fields.push(("PAIR_RM_MV", if pair { self.rm * mv } else { 1 }.to_string()));
+        fields.push(("PAIR_RN_MV", if pair { self.rn * mv } else { 1 }.to_string()));
         Self::fill(format!("{TILE}\n{MATVEC}"), &fields)
     }
 
@@ -510,6 +520,10 @@ impl ProductVariant {
     }
 }
 
+/// The pipeline key's flag of the fused matvec's pair form (beside the
+/// catalogue index and `MV << 16`).
+pub(crate) const PAIR_KEY: usize = 1 << 24;
+
 /// The operation a variant runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum Op {
@@ -637,7 +651,7 @@ mod tests {
     #[test]
     fn every_template_field_is_filled() {
         for v in CATALOGUE {
-            let sources = if v.is_cooperative() { vec![v.source()] } else { vec![v.source(), v.matvec_source(1), v.matvec_source(8)] };
+            let sources = if v.is_cooperative() { vec![v.source()] } else { vec![v.source(), v.matvec_source(1, false), v.matvec_source(8, false), v.matvec_source(1, true), v.matvec_source(8, true)] };
             for s in sources {
                 assert!(!s.contains("@@"), "{}", v.name);
                 assert!(s.contains(&format!("@workgroup_size({}, {}, 1)", v.wx, v.wy)), "{}", v.name);

@@ -7,7 +7,8 @@ use nalgebra::DVector;
 
 use super::full_kernel::{FullKernelRidge, FullKernelRidgeParams};
 use super::low_rank::{LowRankRidge, LowRankRidgeParams};
-use super::model::{Mklaren, MklarenParams};
+use super::fitted::Mklaren;
+use super::model::MklarenParams;
 use crate::error::Result;
 use crate::input::AsMatrix;
 use crate::estimator::{Fit, Predict, Supervised};

@@ -25,6 +25,7 @@
 
 mod columns;
 mod csi;
+mod fitted;
 mod full_kernel;
 mod icd;
 mod low_rank;
@@ -36,7 +37,8 @@ pub use columns::KernelColumns;
 pub use full_kernel::{FullKernelRidge, FullKernelRidgeParams, KernelCombination};
 pub use icd::{nystrom, FactorTransform, IcdFactor, IcdParams, NystromFactor};
 pub use low_rank::{LowRankMethod, LowRankRidge, LowRankRidgeParams};
-pub use model::{Mklaren, MklarenParams, SelectedColumn};
+pub use fitted::{Mklaren, SelectedColumn};
+pub use model::MklarenParams;
 
 use crate::error::Error;
 use nalgebra::{DMatrix, DVector};

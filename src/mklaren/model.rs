@@ -6,9 +6,10 @@ use nalgebra::{DMatrix, DVector};
 use rayon::prelude::*;
 
 use super::columns::{KernelColumns, SharedInput};
-use crate::input::AsMatrix;
+use crate::input::{AsMatrix, AsVector};
 use crate::error::Error;
-use super::icd::{argmax, CholeskyState, FactorTransform};
+use super::fitted::{convert_inputs, Mklaren, SelectedColumn};
+use super::icd::{argmax, CholeskyState};
 use super::tall::{columns_of, row_chunks, row_quadratic_forms, tall_tr_mul, tall_tr_mul_cols};
 use super::{centred_target, check_lambda, inputs_per_kernel};
 use crate::linalg::{faer_mut, faer_ref};
@@ -126,11 +127,18 @@ impl MklarenParams {
     /// NaN/Inf inputs or target, constant target, and
     /// [`Error::RankDeficient`] when the kernels run out of
     /// independent columns before K.
-    pub fn fit_inputs(&self, device: &Device, inputs: &[&DMatrix<f64>], y: &DVector<f64>) -> Result<Mklaren, Error> {
+    pub fn fit_inputs<X, Y>(&self, device: &Device, inputs: &[&X], y: &Y) -> Result<Mklaren, Error>
+    where
+        X: AsMatrix<Elem = f64> + ?Sized,
+        Y: AsVector<Elem = f64> + ?Sized,
+    {
+        let converted = convert_inputs(inputs)?;
+        let inputs: Vec<&DMatrix<f64>> = converted.iter().map(|x| &**x).collect();
+        let y = y.as_vector()?;
         // On a worker of the thread pool, the many short parallel passes of
         // a step run inline when they are a single chunk instead of each
         // waking a worker and waiting for it.
-        rayon::scope(|_| self.fit_on_pool(device, inputs, y))
+        rayon::scope(|_| self.fit_on_pool(device, &inputs, &y))
     }
 
     fn fit_on_pool(&self, device: &Device, inputs: &[&DMatrix<f64>], y: &DVector<f64>) -> Result<Mklaren, Error> {
@@ -493,175 +501,6 @@ impl<'a> KernelState<'a> {
     }
 }
 
-/// One column of the combined feature matrix `H`, in the order LAR chose it.
-#[derive(Debug, Clone, PartialEq)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
-pub struct SelectedColumn {
-    /// Index of the kernel.
-    pub kernel: usize,
-    /// Training sample used as pivot.
-    pub pivot: usize,
-    /// Index of the column within its kernel's Cholesky factor.
-    pub position: usize,
-    /// Training mean of the Cholesky column `g` (the centring `P`).
-    pub mean: f64,
-    /// `||P g||` on the training set.
-    pub norm: f64,
-    /// The sign `s` that makes `h^T r >= 0` when the column entered.
-    pub sign: f64,
-}
-
-/// A fitted mklaren model.
-///
-/// Its methods compute on the device it was fitted on ([`OnDevice`](crate::estimator::OnDevice): a loaded model is on the CPU).
-#[derive(Debug, Clone)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
-pub struct Mklaren {
-    kernels: Vec<Kernel>,
-    transforms: Vec<FactorTransform>,
-    selected: Vec<SelectedColumn>,
-    #[cfg_attr(feature = "serde", serde(with = "crate::io::matrix"))]
-    coefficients: DVector<f64>,
-    #[cfg_attr(feature = "serde", serde(with = "crate::io::matrix"))]
-    path: Vec<DVector<f64>>,
-    #[cfg_attr(feature = "serde", serde(with = "crate::io::matrix"))]
-    kernel_weights: DVector<f64>,
-    target_mean: f64,
-    scale: f64,
-    #[cfg_attr(feature = "serde", serde(with = "crate::io::matrix"))]
-    training_fit: DVector<f64>,
-    /// Not saved: a loaded model is on the CPU.
-    #[cfg_attr(feature = "serde", serde(skip, default = "crate::Device::cpu"))]
-    device: Device,
-}
-
-impl Mklaren {
-    /// Total rank K (columns of `H`).
-    pub fn rank(&self) -> usize {
-        self.selected.len()
-    }
-
-    /// The kernels.
-    pub fn kernels(&self) -> &[Kernel] {
-        &self.kernels
-    }
-
-    /// The columns of `H` in the order they entered (kernel, pivot, centring).
-    pub fn order(&self) -> &[SelectedColumn] {
-        &self.selected
-    }
-
-    /// Regression coefficients `beta` on the columns of `H` (Eq. 18).
-    pub fn coefficients(&self) -> &DVector<f64> {
-        &self.coefficients
-    }
-
-    /// The LAR solution path: `beta` after each of the K steps (entries of
-    /// columns not yet active are 0); the last equals [`Self::coefficients`].
-    pub fn coefficient_path(&self) -> &[DVector<f64>] {
-        &self.path
-    }
-
-    /// Kernel weights: the norm `||H_q beta_q||` of each kernel's
-    /// contribution to the training fit.
-    pub fn kernel_weights(&self) -> &DVector<f64> {
-        &self.kernel_weights
-    }
-
-    /// The in-sample fit `mean(y) + mu` on the training samples.
-    pub fn training_fit(&self) -> &DVector<f64> {
-        &self.training_fit
-    }
-
-    /// The per-kernel out-of-sample transforms (Eq. 21).
-    pub fn transforms(&self) -> &[FactorTransform] {
-        &self.transforms
-    }
-
-    /// Predictions for new rows `x` of the shared input (every kernel on
-    /// `x`; [`Mklaren::predict_inputs`] for one input per kernel).
-    pub fn predict(&self, x: &(impl AsMatrix<Elem = f64> + ?Sized)) -> Result<DVector<f64>, Error> {
-        let x = x.as_matrix()?;
-        let x = &*x;
-        self.predict_inputs(&[x])
-    }
-
-    /// Predictions for new samples (same input layout as in `fit`): `G*_q =
-    /// K_q(*, A_q) T_q` (Eq. 21), `H*` centred, normalised and signed as in
-    /// training, `mean(y) + H* beta`. Kernel values are computed on the model's device.
-    pub fn predict_inputs(&self, inputs: &[&DMatrix<f64>]) -> Result<DVector<f64>, Error> {
-        self.predict_with(inputs, &self.coefficients)
-    }
-
-    /// Predictions with the coefficients after step `step` (0-based) of the path.
-    pub fn predict_at_step(&self, inputs: &[&DMatrix<f64>], step: usize) -> Result<DVector<f64>, Error> {
-        let beta = self.path.get(step).ok_or(crate::Error::IndexOutOfRange { what: "solution path", index: step, len: self.path.len() })?;
-        self.predict_with(inputs, beta)
-    }
-
-    fn predict_with(&self, inputs: &[&DMatrix<f64>], beta: &DVector<f64>) -> Result<DVector<f64>, Error> {
-        let device = &self.device;
-        let xs = inputs_per_kernel(&self.kernels, inputs, None)?;
-        let t = xs[0].nrows();
-        let mut out = DVector::from_element(t, self.target_mean);
-        for (q, tr) in self.transforms.iter().enumerate() {
-            if tr.pivot_rows().nrows() == 0 {
-                continue;
-            }
-            let g = tr.apply(device, xs[q])?;
-            for (l, s) in self.selected.iter().enumerate().filter(|(_, s)| s.kernel == q) {
-                let f = beta[l] * s.sign * self.scale / s.norm;
-                for (o, v) in out.iter_mut().zip(g.column(s.position).iter()) {
-                    *o += f * (v - s.mean);
-                }
-            }
-        }
-        Ok(crate::linalg::finite_vector("mklaren predictions", out)?)
-    }
-}
-
-#[cfg(feature = "serde")]
-impl crate::io::SavedModel for Mklaren {
-    const KIND: &'static str = "mklaren";
-
-    /// A consistent transform per kernel, with that kernel, and a weight per
-    /// kernel; every selected column within its kernel's factor, with a
-    /// finite mean, a sign of `+-1` and a norm that is a stored scale
-    /// ([`crate::io::MIN_STORED_SCALE`]); a coefficient per column, in the
-    /// model and at every step of the path; a positive scale; every number
-    /// finite and within [`crate::io::MAX_STORED_MAGNITUDE`], and each
-    /// column's weight `beta sign scale / norm` too.
-    fn check_loaded(&self) -> Result<(), Error> {
-        use crate::io::{ensure, ensure_bounded, ensure_scale};
-        let p = self.kernels.len();
-        ensure(p >= 1 && self.transforms.len() == p && self.kernel_weights.len() == p, || format!("{p} kernels, {} transforms, {} weights", self.transforms.len(), self.kernel_weights.len()))?;
-        for (q, (t, k)) in self.transforms.iter().zip(&self.kernels).enumerate() {
-            t.check_loaded(q)?;
-            ensure(t.kernel() == *k, || format!("kernel {q}: the transform's kernel {:?} is not the model's {k:?}", t.kernel()))?;
-        }
-        let r = self.selected.len();
-        ensure(self.coefficients.len() == r && self.path.iter().all(|b| b.len() == r), || format!("{r} selected columns, {} coefficients, path steps of {:?} coefficients", self.coefficients.len(), self.path.iter().map(|b| b.len()).collect::<Vec<_>>()))?;
-        ensure_scale("scale", self.scale)?;
-        for (l, c) in self.selected.iter().enumerate() {
-            ensure(c.kernel < p && c.position < self.transforms[c.kernel].matrix().ncols(), || format!("selected column {l} (kernel {}, position {}) outside its kernel's factor", c.kernel, c.position))?;
-            ensure(c.sign == 1.0 || c.sign == -1.0, || format!("selected column {l}: sign {} (must be 1 or -1)", c.sign))?;
-            ensure_bounded(&format!("selected column {l}: mean"), [c.mean].iter())?;
-            ensure_scale(&format!("selected column {l}: norm"), c.norm)?;
-        }
-        ensure_bounded("coefficients", self.coefficients.iter())?;
-        for (s, b) in self.path.iter().enumerate() {
-            ensure_bounded(&format!("path step {s}"), b.iter())?;
-        }
-        for b in std::iter::once(&self.coefficients).chain(&self.path) {
-            ensure_bounded("column weights (beta sign scale / norm)", b.iter().zip(&self.selected).map(|(v, c)| v * c.sign * self.scale / c.norm).collect::<Vec<_>>().iter())?;
-        }
-        ensure_bounded("kernel weights", self.kernel_weights.iter())?;
-        ensure_bounded("training fit", self.training_fit.iter())?;
-        ensure_bounded("target mean", [self.target_mean].iter())
-    }
-}
-
-crate::estimator::on_device!(Mklaren);
 
 #[cfg(test)]
 mod tests {

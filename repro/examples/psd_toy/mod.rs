@@ -1,6 +1,6 @@
 //! The heteroscedastic toy model of Yuan & Wahba (2004), the documented
 //! stand-in for the LSC 05 data of the paper; shared by the
-//! `psd_heteroscedastic` example and `tests/psd_heteroscedastic.rs`; and the
+//! `psd_heteroscedastic` example and `tests/psd/heteroscedastic.rs`; and the
 //! quantile-regression data of App. E (`psd_quantile`, `psd_speed`). Each
 //! includer uses some of the functions only.
 

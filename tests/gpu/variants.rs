@@ -132,6 +132,20 @@ fn every_variant_runs_the_fused_kernel_matvec() {
                         let (rel, _) = tolerances(p);
                         let err = relative_frobenius_error(&got, &want);
                         assert!(err <= 10.0 * rel * scale, "{} {kernel:?} {n}x{m}x{d} c={c}: error {err:e}", v.name);
+                        if !matches!(kernel, Kernel::Rbf { .. } | Kernel::Laplacian { .. }) {
+                            continue;
+                        }
+                        // The pair form: K V and K^T W, V and W rows of one matrix.
+                        let wm = random_matrix(&mut rng, n, c);
+                        let vw = device.upload(&DMatrix::from_fn(m + n, c, |i, j| if i < m { vm[(i, j)] } else { wm[(i - m, j)] }), p).unwrap();
+                        let out = device.zeros(n + m, c, p).unwrap();
+                        device.resident_kernel_matvec_pair_into(&kernel, &xd, &zd, &vw.rows(0, m).unwrap(), &vw.rows(m, n).unwrap(), &out.rows(0, n).unwrap(), &out.rows(n, m).unwrap(), false).unwrap();
+                        let both = device.to_host(&out).unwrap();
+                        let want_t = Device::cpu().kernel_matrix(&kernel, &x, &z).unwrap().transpose() * &wm;
+                        for (got, want, what) in [(both.rows(0, n).into_owned(), &want, "K V"), (both.rows(n, m).into_owned(), &want_t, "K^T W")] {
+                            let err = relative_frobenius_error(&got, want);
+                            assert!(err <= 10.0 * rel * scale, "{} {kernel:?} {n}x{m}x{d} c={c} pair {what}: error {err:e}", v.name);
+                        }
                         if !matches!(kernel, Kernel::Rbf { .. }) {
                             continue;
                         }
@@ -190,11 +204,22 @@ fn the_tuner_chooses_caches_and_can_be_forced_or_switched_off() {
     let x = random_matrix(&mut rng, 300, 40);
     let xd = device.upload(&x, Precision::F32).unwrap();
     let before = device.transfer_stats();
+    let counted = device.device_counters();
     let k = device.resident_kernel_matrix(&Kernel::rbf(0.1).unwrap(), &xd, &xd).unwrap();
     let after = device.transfer_stats();
-    // The tuner's synthetic operands and runs are not the caller's traffic.
+    // The tuner's synthetic operands and runs are not the caller's traffic;
+    // its time is counted apart, as first use.
     assert_eq!(after.uploads, before.uploads);
     assert_eq!(after.dispatches - before.dispatches, 1, "one kernel-matrix dispatch");
+    let first = device.device_counters().since(&counted);
+    assert_eq!(first.tunings, 1, "{first:?}");
+    assert!(first.tuning_nanos > 0 && first.first_use_seconds() >= first.tuning_nanos as f64 * 1e-9);
+    assert_eq!((first.waits, first.transfers.dispatches), (0, 1), "the tuner's waits and dispatches are not the caller's");
+    // The same class again: no tuning, no compilation.
+    let counted = device.device_counters();
+    device.resident_kernel_matrix(&Kernel::rbf(0.1).unwrap(), &xd, &xd).unwrap();
+    let again = device.device_counters().since(&counted);
+    assert_eq!((again.tunings, again.tuning_nanos, again.compilations, again.compile_nanos), (0, 0, 0, 0), "{again:?}");
     check("tuned", &device.to_host(&k).unwrap(), &Device::cpu().kernel_matrix(&Kernel::rbf(0.1).unwrap(), &x, &x).unwrap(), Precision::F32, 1.0);
     let choices = ctx.tuned_choices();
     let c = choices.iter().find(|c| c.class.starts_with("product/f32/distance/NN")).expect("a choice for the class");
@@ -240,6 +265,10 @@ fn every_variant_gives_the_same_bits_with_and_without_bounds_checks() {
                         let vm = random_matrix(&mut StdRng::seed_from_u64(5), m, 3);
                         let vd = device.upload(&vm, v.precision).unwrap();
                         out.push(device.to_host(&device.resident_kernel_matvec(&Kernel::rbf(0.3).unwrap(), &xd, &zd, &vd).unwrap()).unwrap());
+                        let vw = device.upload(&random_matrix(&mut StdRng::seed_from_u64(6), m + n, 3), v.precision).unwrap();
+                        let both = device.zeros(n + m, 3, v.precision).unwrap();
+                        device.resident_kernel_matvec_pair_into(&Kernel::rbf(0.3).unwrap(), &xd, &zd, &vw.rows(0, m).unwrap(), &vw.rows(m, n).unwrap(), &both.rows(0, n).unwrap(), &both.rows(n, m).unwrap(), false).unwrap();
+                        out.push(device.to_host(&both).unwrap());
                     }
                     out
                 };

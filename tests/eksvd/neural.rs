@@ -571,7 +571,7 @@ fn fit_under_the_cubecl_profiler_trains_eagerly() {
     if common::gpu_device(gramian::GpuOptions::default()).is_none() {
         return;
     }
-    common::run_test_in_child("eksvd_neural::profiled_fit_child", true, |c| c.env("CUBECL_DEBUG_OPTION", "profile"));
+    common::run_test_in_child("eksvd::neural::profiled_fit_child", true, |c| c.env("CUBECL_DEBUG_OPTION", "profile"));
 }
 
 /// The child of [`fit_under_the_cubecl_profiler_trains_eagerly`]: a fit that

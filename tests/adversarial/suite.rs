@@ -13,7 +13,7 @@
 //! (documented non-finite results, the `-inf` log-likelihood of a point of
 //! zero density, are mapped away by the case itself).
 //!
-//! Replay: `GRAMIAN_TEST_SEED=<n> cargo test --all-features --test integration adversarial_suite:: -- --nocapture`
+//! Replay: `GRAMIAN_TEST_SEED=<n> cargo test --all-features --test integration adversarial::suite:: -- --nocapture`
 //! (the seed is printed). GPU cases run when an adapter exists (set
 //! `GRAMIAN_REQUIRE_GPU=1` to make a missing adapter a failure).
 

@@ -118,6 +118,31 @@ fn a_fused_matvec_counts_its_kernel_evaluations_and_the_reduction() {
 }
 
 #[test]
+fn a_pair_matvec_evaluates_each_kernel_entry_once() {
+    let Some(gpu) = device() else { return };
+    let (n, m, d, c) = (256usize, 192usize, 4usize, 3usize);
+    let (x, z) = (uniform(n, d), uniform(m, d));
+    let vw = uniform(m + n, c);
+    let xs = gpu.upload(&x, Precision::F32).unwrap();
+    let zs = gpu.upload(&z, Precision::F32).unwrap();
+    let vws = gpu.upload(&vw, Precision::F32).unwrap();
+    let out = gpu.zeros(n + m, c, Precision::F32).unwrap();
+    gpu.reset_device_counters();
+    let (v, w) = (vws.rows(0, m).unwrap(), vws.rows(m, n).unwrap());
+    gpu.resident_kernel_matvec_pair_into(&Kernel::rbf(0.5).unwrap(), &xs, &zs, &v, &w, &out.rows(0, n).unwrap(), &out.rows(n, m).unwrap(), false).unwrap();
+    let counts = gpu.device_counters();
+    let (n64, m64, d64, c64) = (n as u64, m as u64, d as u64, c as u64);
+    let mv = counts.class(ShapeKind::Matvec, Precision::F32);
+    assert_eq!(mv.dispatches, 1, "{counts:?}");
+    assert_eq!(mv.kernel_evaluations, n64 * m64, "each entry once for both directions");
+    assert_eq!(mv.flops, 3 * n64 * m64 * d64 + 4 * n64 * m64 * c64);
+    assert_eq!(counts.class(ShapeKind::RowReduce, Precision::F32).dispatches, 2, "one reduction per direction");
+    assert_eq!(counts.total().kernel_evaluations, n64 * m64);
+    assert_eq!((counts.waits, counts.transfers.host_to_device_bytes), (0, 0));
+    assert_eq!(counts.allocations, 1, "the partial sums");
+}
+
+#[test]
 fn products_reductions_and_maps_count_by_their_formulas() {
     let Some(gpu) = device() else { return };
     let (r, k, c) = (70usize, 30usize, 50usize);
@@ -209,13 +234,14 @@ fn dual_eksvd_counters_at_two_sizes() {
         c
     };
     let (small, large) = (fit(60), fit(120));
-    // Today every Lanczos product of the 3-source coupling is 12
-    // dispatches (6 N^2 kernel evaluations, fused matvecs) and one wait
-    // for its result: the waits are the products, set by the convergence.
+    // Every Lanczos product of the 3-source coupling is 9 dispatches (a
+    // pair matvec and its two reductions per pair of sources: 3 N^2 kernel
+    // evaluations, each entry once for K_pq and K_qp) and one wait for its
+    // result: the waits are the products, set by the convergence.
     for (n, c) in [(60u64, &small), (120u64, &large)] {
         assert!(c.waits > 0);
-        assert_eq!(c.transfers.dispatches, 12 * c.waits, "{c:?}");
-        assert_eq!(c.total().kernel_evaluations, c.waits * 6 * n * n);
+        assert_eq!(c.transfers.dispatches, 9 * c.waits, "{c:?}");
+        assert_eq!(c.total().kernel_evaluations, c.waits * 3 * n * n);
     }
 }
 

@@ -1,0 +1,6 @@
+//! eKSVD: solvers against the paper's identities, GPU against CPU, typed errors, Neural eKSVD.
+
+mod errors;
+mod gpu;
+mod neural;
+mod solvers;

@@ -1,0 +1,9 @@
+//! The GPU engine: every shader variant and resident operation against the CPU, long rows, counters, the cost model, tensor-core arithmetic emulated on the host.
+
+mod cost;
+mod counters;
+mod long_rows;
+mod methods;
+mod tensor_core_split;
+mod variants;
+mod vs_cpu;

@@ -1,0 +1,3 @@
+//! mklaren and its low-rank baselines.
+
+mod model;
