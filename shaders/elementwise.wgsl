@@ -3,7 +3,11 @@
 //   mode 0 (cosine features): out_ij = scale * cos(x_ij + y_j), y a row of
 //          phases (random Fourier features, eKSVD);
 //   mode 1 (Hadamard product): out_ij = x_ij * y_ij (the PSD gradient's
-//          (K B) o K).
+//          (K B) o K);
+//   mode 2 (combination): out_ij = scale * x_ij + beta * y_ij;
+//   mode 3 (shift): out_ij = scale * x_ij + beta [i = j] (y is not read),
+//          with i counted from row0, the first row of this dispatch in the
+//          whole matrix (the polynomial steps of the PSD positive part).
 // One invocation per element; x, y and out are within one binding each.
 
 struct Map {
@@ -13,7 +17,9 @@ struct Map {
     y_off: u32,
     out_off: u32,
     mode: u32,
+    row0: u32,
     scale: T,
+    beta: T,
 }
 
 @group(0) @binding(0) var<storage, read> job: Map;
@@ -31,7 +37,15 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     let v = x[job.x_off + e];
     if (job.mode == 0u) {
         out[job.out_off + e] = job.scale * tcos(v + y[job.y_off + j]);
-    } else {
+    } else if (job.mode == 1u) {
         out[job.out_off + e] = v * y[job.y_off + e];
+    } else if (job.mode == 2u) {
+        out[job.out_off + e] = job.scale * v + job.beta * y[job.y_off + e];
+    } else {
+        var shift = T(0.0);
+        if (job.row0 + e / job.cols == j) {
+            shift = job.beta;
+        }
+        out[job.out_off + e] = job.scale * v + shift;
     }
 }

@@ -559,6 +559,30 @@ impl Device {
         self.elementwise(ElementwiseMap::Hadamard, a, b)
     }
 
+    /// `alpha X + beta Y + gamma I` of two resident matrices of one shape
+    /// (`I` the matrix with ones where the row index equals the column
+    /// index), element-wise on the device: one pass, or two when `beta` and
+    /// `gamma` are both non-zero. `Y` is not read when `beta = 0`.
+    ///
+    /// Errors: shapes that differ, non-finite coefficients, mixed precisions.
+    pub fn resident_combine(&self, alpha: f64, x: &DeviceMatrix, beta: f64, y: &DeviceMatrix, gamma: f64) -> Result<DeviceMatrix> {
+        linalg::check_dim("rows of a combination's operands", x.nrows(), y.nrows())?;
+        linalg::check_dim("columns of a combination's operands", x.ncols(), y.ncols())?;
+        for (name, v) in [("alpha", alpha), ("beta", beta), ("gamma", gamma)] {
+            if !v.is_finite() {
+                return Err(Error::InvalidParameter { name, reason: format!("must be finite, got {v}") });
+            }
+        }
+        if beta == 0.0 {
+            return self.elementwise(ElementwiseMap::Shift { alpha, gamma }, x, x);
+        }
+        let combined = self.elementwise(ElementwiseMap::Combination { alpha, beta }, x, y)?;
+        if gamma == 0.0 {
+            return Ok(combined);
+        }
+        self.elementwise(ElementwiseMap::Shift { alpha: 1.0, gamma }, &combined, &combined)
+    }
+
     /// Row sums `sum_k x_ik` (n x 1), left on the device.
     pub fn resident_row_sums(&self, x: &DeviceMatrix) -> Result<DeviceMatrix> {
         self.row_reduction(x, false)
@@ -591,6 +615,8 @@ impl Device {
                 let out = match map {
                     ElementwiseMap::CosineFeatures { scale } => DMatrix::from_fn(xh.nrows(), xh.ncols(), |i, j| scale * (xh[(i, j)] + yh[(0, j)]).cos()),
                     ElementwiseMap::Hadamard => xh.component_mul(&*yh),
+                    ElementwiseMap::Combination { alpha, beta } => DMatrix::from_fn(xh.nrows(), xh.ncols(), |i, j| alpha * xh[(i, j)] + beta * yh[(i, j)]),
+                    ElementwiseMap::Shift { alpha, gamma } => DMatrix::from_fn(xh.nrows(), xh.ncols(), |i, j| alpha * xh[(i, j)] + if i == j { gamma } else { 0.0 }),
                 };
                 Ok(DeviceMatrix::host(out, x.precision()))
             }

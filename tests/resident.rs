@@ -409,6 +409,34 @@ fn elementwise_maps_and_row_sums_match_cpu() {
 }
 
 #[test]
+fn combinations_and_identity_shifts_match_cpu() {
+    // `alpha X + beta Y + gamma I` on square and tall matrices; with the
+    // 4 KiB bindings the matrices span many row blocks, so the diagonal of a
+    // later block is found from its first row in the whole matrix.
+    let mut rng = rng();
+    for device in devices().into_iter().chain([Device::Cpu]) {
+        for precision in precisions(&device) {
+            let tol = tolerance(precision);
+            for (rows, cols) in [(1, 1), (97, 97), (150, 40)] {
+                let x = random_matrix(&mut rng, rows, cols);
+                let y = random_matrix(&mut rng, rows, cols);
+                let (xd, yd) = (device.upload(&x, precision).unwrap(), device.upload(&y, precision).unwrap());
+                for (alpha, beta, gamma) in [(0.5, -2.0, 0.0), (-1.5, 0.0, 3.0), (2.0, 0.25, -1.0), (0.0, 0.0, 1.0)] {
+                    let got = device.to_host(&device.resident_combine(alpha, &xd, beta, &yd, gamma).unwrap()).unwrap();
+                    let want = DMatrix::from_fn(rows, cols, |i, j| alpha * x[(i, j)] + beta * y[(i, j)] + if i == j { gamma } else { 0.0 });
+                    let error = (&got - &want).amax();
+                    assert!(error <= tol * 4.0, "{} {precision:?} {rows}x{cols} ({alpha}, {beta}, {gamma}): {error:e}", device.describe());
+                }
+            }
+            let x = device.upload(&random_matrix(&mut rng, 5, 5), precision).unwrap();
+            let wrong = device.upload(&random_matrix(&mut rng, 5, 4), precision).unwrap();
+            assert!(matches!(device.resident_combine(1.0, &x, 1.0, &wrong, 0.0), Err(Error::DimensionMismatch { .. })));
+            assert!(matches!(device.resident_combine(f64::NAN, &x, 1.0, &x, 0.0), Err(Error::InvalidParameter { .. })));
+        }
+    }
+}
+
+#[test]
 fn long_products_split_their_depth_and_sum_every_chunk() {
     // Depths of 20,000 and more with small outputs take the split-K path
     // (partial products summed by a reduction dispatch); a lost or doubled

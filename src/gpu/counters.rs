@@ -23,7 +23,7 @@
 //! | kernel matrix `C = f(s(A', B'))`, `s` a squared distance (RBF, Laplacian) or an inner product (polynomial, sigmoid) | `3 r c k` (distance) or `2 r c k` (inner) | as the product | `r c` on the piece that applies `f` (the last depth chunk), else 0 |
 //! | fused kernel matvec `P = K(X, Z) V` (`r x k` by `c x k`, V `c x v`, `s` partial slots) | the kernel matrix's `+ 2 r c v` | `e (r k + c k + c v + s r v)` | `r c` |
 //! | row reduction `out_i (+)= sum_j x_ij` (or `x_ij^2`), `r x c` | `r c` (sums) or `2 r c` (squares) | `e (r c + r [+ r when accumulating])` | 0 |
-//! | element-wise map over `r x c` | `r c` (Hadamard) or `3 r c` (cosine features: add, cosine, scale) | `e 3 r c` (Hadamard) or `e (2 r c + c)` (cosine features) | 0 |
+//! | element-wise map over `r x c` | `r c` (Hadamard), `3 r c` (cosine features: add, cosine, scale; a combination `alpha x + beta y`) or `2 r c` (a shift `alpha x + gamma I`) | `e 3 r c` (Hadamard, combination), `e (2 r c + c)` (cosine features) or `e 2 r c` (shift) | 0 |
 //!
 //! The minimum bytes read every operand once and write the output once
 //! (what a perfect cache would move); `workgroups` is the product of the
@@ -320,10 +320,11 @@ pub(super) fn dispatch_work(d: &Dispatch) -> (ShapeKind, DispatchCounters) {
         PipelineKind::Elementwise => {
             let words: &[u32] = bytemuck::cast_slice(bytemuck::bytes_of(&d.problem));
             let (r, c, mode) = (words[0] as u64, words[1] as u64, words[5]);
-            if mode == 0 {
-                (ShapeKind::Elementwise, 3 * r * c, e * (2 * r * c + c), 0)
-            } else {
-                (ShapeKind::Elementwise, r * c, e * 3 * r * c, 0)
+            match mode {
+                0 => (ShapeKind::Elementwise, 3 * r * c, e * (2 * r * c + c), 0),
+                1 => (ShapeKind::Elementwise, r * c, e * 3 * r * c, 0),
+                2 => (ShapeKind::Elementwise, 3 * r * c, e * 3 * r * c, 0),
+                _ => (ShapeKind::Elementwise, 2 * r * c, e * 2 * r * c, 0),
             }
         }
     };

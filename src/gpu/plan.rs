@@ -161,6 +161,10 @@ pub(crate) enum ElementwiseMap {
     CosineFeatures { scale: f64 },
     /// `out_ij = x_ij y_ij`.
     Hadamard,
+    /// `out_ij = alpha x_ij + beta y_ij`.
+    Combination { alpha: f64, beta: f64 },
+    /// `out_ij = alpha x_ij + gamma [i = j]` (`y` is not read).
+    Shift { alpha: f64, gamma: f64 },
 }
 
 
@@ -472,17 +476,19 @@ impl GpuContext {
         // At most 65535 x 65535 workgroups of 256, and u32 element counts.
         let max_rows = ((u32::MAX as usize) / cols).max(1);
         let row_cuts = cuts(rows, breaks, max_rows);
-        let (mode, scale) = match map {
-            ElementwiseMap::CosineFeatures { scale } => (0u32, scale),
-            ElementwiseMap::Hadamard => (1u32, 0.0),
+        let (mode, scale, beta) = match map {
+            ElementwiseMap::CosineFeatures { scale } => (0u32, scale, 0.0),
+            ElementwiseMap::Hadamard => (1u32, 0.0, 0.0),
+            ElementwiseMap::Combination { alpha, beta } => (2u32, alpha, beta),
+            ElementwiseMap::Shift { alpha, gamma } => (3u32, alpha, gamma),
         };
         for r in row_cuts.windows(2) {
             let (i0, i1) = (r[0], r[1]);
             let (sx, so) = (x.locate(i0), out.locate(i0));
             let (yb, y_off) = if y_is_row { (y.locate(0).block, (y.locate(0).local_row * cols) as u32) } else { let s = y.locate(i0); (s.block, (s.local_row * cols) as u32) };
             let mut problem = Problem::zeroed();
-            let words: [u32; 6] = [(i1 - i0) as u32, cols as u32, (sx.local_row * cols) as u32, y_off, (so.local_row * cols) as u32, mode];
-            bytemuck::cast_slice_mut::<Problem, u32>(std::slice::from_mut(&mut problem))[..6].copy_from_slice(&words);
+            let words: [u32; 7] = [(i1 - i0) as u32, cols as u32, (sx.local_row * cols) as u32, y_off, (so.local_row * cols) as u32, mode, i0 as u32];
+            bytemuck::cast_slice_mut::<Problem, u32>(std::slice::from_mut(&mut problem))[..7].copy_from_slice(&words);
             let groups = ((i1 - i0) * cols).div_ceil(256);
             let gx = groups.min(self.max_workgroups as usize).max(1);
             let gy = groups.div_ceil(gx).max(1);
@@ -497,7 +503,7 @@ impl GpuContext {
                 grid: [gx as u32, gy as u32, 1],
                 pipeline: PipelineKind::Elementwise,
                 variant: 0,
-                params: (scale, 0.0),
+                params: (scale, beta),
             });
         }
         Ok(())

@@ -96,10 +96,17 @@ impl GpuContext {
                             dst[..std::mem::size_of::<ProblemF64>()].copy_from_slice(bytemuck::bytes_of(&p));
                         }
                         (PipelineKind::Elementwise, precision) => {
-                            dst[..24].copy_from_slice(&bytemuck::bytes_of(&d.problem)[..24]);
+                            // Seven words, then the two scalars (f64 aligned to 8).
+                            dst[..28].copy_from_slice(&bytemuck::bytes_of(&d.problem)[..28]);
                             match precision {
-                                Precision::F64 => dst[24..32].copy_from_slice(&d.params.0.to_le_bytes()),
-                                Precision::F32 => dst[24..28].copy_from_slice(&(d.params.0 as f32).to_le_bytes()),
+                                Precision::F64 => {
+                                    dst[32..40].copy_from_slice(&d.params.0.to_le_bytes());
+                                    dst[40..48].copy_from_slice(&d.params.1.to_le_bytes());
+                                }
+                                Precision::F32 => {
+                                    dst[28..32].copy_from_slice(&(d.params.0 as f32).to_le_bytes());
+                                    dst[32..36].copy_from_slice(&(d.params.1 as f32).to_le_bytes());
+                                }
                             }
                         }
                         _ => dst[..std::mem::size_of::<Problem>()].copy_from_slice(bytemuck::bytes_of(&d.problem)),
@@ -123,8 +130,8 @@ impl GpuContext {
                             (PipelineKind::Product | PipelineKind::Matvec, Precision::F64) => std::mem::size_of::<ProblemF64>(),
                             (PipelineKind::Product | PipelineKind::Matvec, Precision::F32) => std::mem::size_of::<Problem>(),
                             (PipelineKind::RowReduce, _) => std::mem::size_of::<Reduce>(),
-                            (PipelineKind::Elementwise, Precision::F64) => 32,
-                            (PipelineKind::Elementwise, Precision::F32) => 28,
+                            (PipelineKind::Elementwise, Precision::F64) => 48,
+                            (PipelineKind::Elementwise, Precision::F32) => 36,
                         } as u64;
                         let desc = wgpu::BindingResource::Buffer(wgpu::BufferBinding { buffer: descriptors, offset: (i * align) as u64, size: NonZeroU64::new(desc_size) });
                         fn whole(b: &wgpu::Buffer) -> wgpu::BindingResource<'_> {

@@ -31,8 +31,11 @@
 //! ([`super::fista::minimise_with_bound`]), in the diagonal metric of
 //! `EngineProblem::diagonal_metric` where the loss has a per-coordinate prox
 //! and there is no linear part (the density; the regressions keep one scalar
-//! step), the certified warm-started positive
-//! part per PSD part ([`super::positive_part`]), the remainder bound
+//! step), the positive part per PSD part ([`super::positive_part`]: eigenpairs
+//! above 0, or with [`PositivePartSolver::polar`] a dense `[M_q]_+` from matrix
+//! products alone ([`super::polar`]), whose model values are then the
+//! quadratic forms `p_i^T A_q p_i`, `O(n r^2)` instead of `O(n r k)` for `k`
+//! positive eigenvalues), the remainder bound
 //! `sum_q ||M_q(x) - M_q(y)||_F^2/(2 lambda_2) + ||P (s_x - s_y)||^2/(2 lambda_0)`
 //! (exact for the linear part) that accepts most steps without an
 //! eigendecomposition at the candidate, `M_q` at FISTA's extrapolated point as
@@ -55,7 +58,7 @@ use super::error::{check_nonnegative, check_positive};
 use crate::error::Error;
 use super::fista::{self, FistaSettings};
 use super::loss::DualLoss;
-use super::positive_part::{PositivePart, PositivePartSolver, PositivePartStats};
+use super::positive_part::{PartMatrix, PositivePartSolver, PositivePartStats};
 
 /// A convex loss of `B` blocks of `n` values, separable over the samples
 /// (jointly convex across the blocks of one sample), with the conjugate and
@@ -176,7 +179,7 @@ const RECENT_PARTS: usize = 2;
 struct RecentPart {
     d: DVector<f64>,
     mu: f64,
-    pp: PositivePart,
+    pp: PartMatrix,
     /// `(f_q(x_i))_i` and `tr(A_q W)` once computed: FISTA's extrapolated
     /// point after a restart is the iterate of the last gap check, and the
     /// outer loop and the final evaluation revisit it, so the `O(n r k)`
@@ -240,7 +243,7 @@ impl MatrixCache {
 
 /// Everything the gap needs at a dual point.
 struct Evaluation {
-    pps: Vec<PositivePart>,
+    pps: Vec<PartMatrix>,
     /// Model values `u` (B n).
     u: DVector<f64>,
     /// `tr(A W)` (0 without an integral).
@@ -316,7 +319,7 @@ impl<'a, L: BlockLoss + ?Sized> EngineProblem<'a, L> {
         Ok(m)
     }
 
-    fn positive_part(&self, q: usize, z: &DVector<f64>, mu: f64, state: &mut State) -> Result<PositivePart, Error> {
+    fn positive_part(&self, q: usize, z: &DVector<f64>, mu: f64, state: &mut State) -> Result<PartMatrix, Error> {
         let d = self.combine(&self.parts[q], z);
         let recent = &mut state.parts[q].recent;
         if let Some(i) = recent.iter().position(|e| e.mu == mu && e.d == d) {
@@ -327,7 +330,7 @@ impl<'a, L: BlockLoss + ?Sized> EngineProblem<'a, L> {
         }
         let m = self.m_matrix(q, &d, mu, state)?;
         let start = Instant::now();
-        let (pp, _) = state.parts[q].eigen_solver.compute(&m)?;
+        let (pp, _) = state.parts[q].eigen_solver.compute_part(&m)?;
         state.eigen += start.elapsed().as_secs_f64();
         let recent = &mut state.parts[q].recent;
         if recent.len() == RECENT_PARTS {
@@ -337,7 +340,7 @@ impl<'a, L: BlockLoss + ?Sized> EngineProblem<'a, L> {
         Ok(pp)
     }
 
-    fn positive_parts(&self, z: &DVector<f64>, mu: f64, state: &mut State) -> Result<Vec<PositivePart>, Error> {
+    fn positive_parts(&self, z: &DVector<f64>, mu: f64, state: &mut State) -> Result<Vec<PartMatrix>, Error> {
         (0..self.parts.len()).map(|q| self.positive_part(q, z, mu, state)).collect()
     }
 
@@ -354,8 +357,19 @@ impl<'a, L: BlockLoss + ?Sized> EngineProblem<'a, L> {
     }
 
     /// `f_q(x_i) = p_i^T A_q p_i` for `A_q = [M_q]_+ / lambda_2`, and `tr(A W)`.
-    fn part_values(&self, pp: &PositivePart, state: &mut State) -> Result<(DVector<f64>, f64), Error> {
+    fn part_values(&self, part: &PartMatrix, state: &mut State) -> Result<(DVector<f64>, f64), Error> {
         let start = Instant::now();
+        let pp = match part {
+            PartMatrix::Eigen(pp) => pp,
+            PartMatrix::Dense(d) => {
+                // A dense [M]_+ (the polar route): f = p_i^T A p_i, tr(A W) = sum A o W.
+                let a = &d.matrix / self.lambda2;
+                let f = self.features.quadratic_forms(&a)?;
+                let trace_aw = self.integral.map_or(0.0, |w| a.iter().zip(w.iter()).map(|(x, y)| x * y).sum());
+                state.products += start.elapsed().as_secs_f64();
+                return Ok((f, trace_aw));
+            }
+        };
         let scale: Vec<f64> = pp.values.iter().map(|v| (v / self.lambda2).sqrt()).collect();
         let f = if pp.values.is_empty() {
             DVector::zeros(self.n())
@@ -411,17 +425,25 @@ impl<'a, L: BlockLoss + ?Sized> EngineProblem<'a, L> {
     }
 
     /// `sum_q ||[M_q]_+||_F^2 / (2 lambda_2)`.
-    fn psd_energy(&self, pps: &[PositivePart]) -> f64 {
-        pps.iter().map(|pp| pp.values.iter().map(|v| v * v).sum::<f64>()).sum::<f64>() / (2.0 * self.lambda2)
+    fn psd_energy(&self, pps: &[PartMatrix]) -> f64 {
+        pps.iter().map(PartMatrix::frobenius_squared).sum::<f64>() / (2.0 * self.lambda2)
     }
 
-    /// `sum_q lambda_1 tr(A_q s) + lambda_2/2 ||A_q s||_F^2` from the eigenvalues.
-    fn regulariser(&self, pps: &[PositivePart], scale: f64) -> f64 {
+    /// `sum_q lambda_1 tr(A_q s) + lambda_2/2 ||A_q s||_F^2` from the trace
+    /// and Frobenius norm of each `[M_q]_+` (`A_q = [M_q]_+ / lambda_2`).
+    fn regulariser(&self, pps: &[PartMatrix], scale: f64) -> f64 {
+        let s = scale / self.lambda2;
         pps.iter()
-            .flat_map(|pp| pp.values.iter())
-            .map(|v| {
-                let a = v / self.lambda2 * scale;
-                self.lambda1 * a + 0.5 * self.lambda2 * a * a
+            .map(|part| match part {
+                PartMatrix::Eigen(pp) => pp
+                    .values
+                    .iter()
+                    .map(|v| {
+                        let a = v / self.lambda2 * scale;
+                        self.lambda1 * a + 0.5 * self.lambda2 * a * a
+                    })
+                    .sum::<f64>(),
+                PartMatrix::Dense(d) => self.lambda1 * s * d.trace + 0.5 * self.lambda2 * s * s * d.frobenius_squared,
             })
             .sum()
     }
@@ -729,7 +751,11 @@ impl<'a, L: BlockLoss + ?Sized> EngineProblem<'a, L> {
         let parts = ev
             .pps
             .iter()
-            .map(|pp| {
+            .map(|part| {
+                let pp = match part {
+                    PartMatrix::Eigen(pp) => pp,
+                    PartMatrix::Dense(d) => return &d.matrix * (scale / self.lambda2),
+                };
                 if pp.values.is_empty() {
                     return DMatrix::zeros(r, r);
                 }
@@ -746,6 +772,7 @@ impl<'a, L: BlockLoss + ?Sized> EngineProblem<'a, L> {
             eigen_stats.full += s.full;
             eigen_stats.partial += s.partial;
             eigen_stats.fallbacks += s.fallbacks;
+            eigen_stats.polar += s.polar;
         }
         Ok(EngineSolution { parts, linear: ev.w, z, mu, dual_objective: -dual_value, report, eigen_stats })
     }

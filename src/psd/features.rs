@@ -263,9 +263,11 @@ mod tests {
 /// `P diag(alpha) P^T` (Eq. 10's `M`; `alpha` goes up, the r x r matrix comes
 /// down) and the model values `p_i^T A p_i = ||V^T p_i||^2` (the r x k
 /// factor `V` goes up, n values come down). An iteration moves
-/// `O(n + r^2)` numbers. The r x r eigendecompositions of `[M]_+` stay on the
-/// CPU in `f64` (dense symmetric eigensolvers are LAPACK-class code we do not
-/// have in WGSL; at r <= a few thousand they cost less than the products).
+/// `O(n + r^2)` numbers. The engine computes `[M]_+` on the CPU in `f64`
+/// (dense symmetric eigensolvers are LAPACK-class code we do not have in
+/// WGSL; at r <= a few thousand they cost less than the products); the
+/// product-only route of [`super::polar`] also runs on resident matrices
+/// ([`super::polar::positive_part_polar_resident`]).
 #[derive(Clone, Copy)]
 pub enum Features<'a> {
     /// `P` (r x n) on the host.
@@ -336,6 +338,21 @@ impl Features<'_> {
                 let vd = device.upload(v, Precision::F64)?;
                 let g = device.resident_matmul(phi, &vd, MatrixProduct::AB)?;
                 Ok(device.to_host_vector(&device.resident_row_squared_norms(&g)?)?)
+            }
+        }
+    }
+    /// `p_i^T A p_i` for every sample i, A r x r (on a device: A goes up,
+    /// `Phi A` and its row dots with `Phi` stay there, n values come down).
+    pub(super) fn quadratic_forms(&self, a: &DMatrix<f64>) -> Result<DVector<f64>, Error> {
+        linalg::check_dim("rows of A vs feature dimension", self.dim(), a.nrows())?;
+        linalg::check_dim("columns of A vs feature dimension", self.dim(), a.ncols())?;
+        match self {
+            Features::Host(p) => Ok(super::products::quadratic_forms(p, a)),
+            Features::Resident { device, phi } => {
+                let ad = device.upload(a, Precision::F64)?;
+                let g = device.resident_matmul(phi, &ad, MatrixProduct::AB)?;
+                let dots = device.resident_row_sums(&device.resident_hadamard(&g, phi)?)?;
+                Ok(device.to_host_vector(&dots)?)
             }
         }
     }

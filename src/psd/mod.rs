@@ -23,6 +23,7 @@
 //! | losses and the proximal operators of their conjugates | [`loss`] |
 //! | FISTA with backtracking | [`fista`] |
 //! | certified warm-started positive part `[M]_+` (partial eigensolver) | [`positive_part`] |
+//! | `[M]_+` by matrix products alone (polynomial sign iteration), host or device | [`polar`] |
 //! | the host `O(n r^2)` products of the engine (blocked, both cores) | [`products`] |
 //! | the dual problem (Eq. 10-11) with an optional integral constraint (Eq. 12) | [`dual`] |
 //! | one dual engine for all three problems: signed PSD parts, linear part, integral | [`engine`] |
@@ -51,6 +52,7 @@ pub mod loss;
 pub mod model;
 mod newton;
 pub mod options;
+pub mod polar;
 pub mod positive_part;
 pub mod products;
 pub mod regression;

@@ -44,6 +44,12 @@
 //! 0.06 s at order 1000 against 0.16 s per partial call. The estimators
 //! therefore use [`PositivePartSolver::full_only`]; the partial path stays
 //! available ([`PositivePartSolver::new`], `DensityParams::partial_eigensolver`).
+//!
+//! A third route needs no eigendecomposition: [`PositivePartSolver::polar`]
+//! computes `[M]_+` as a dense matrix by a polynomial sign iteration, matrix
+//! products only ([`super::polar`]), to the same relative tolerance by an
+//! a-priori bound; [`PositivePartSolver::compute_part`] answers with either
+//! form ([`PartMatrix`]).
 
 use faer::Side;
 use nalgebra::DMatrix;
@@ -51,6 +57,8 @@ use nalgebra::DMatrix;
 use crate::linalg;
 
 use crate::error::Error;
+
+use super::polar::{self, PolarPart};
 
 /// Expansion steps of the partial solver before it falls back to the full one.
 pub const MAX_EXPANSIONS: usize = 10;
@@ -83,6 +91,51 @@ impl PositivePart {
     }
 }
 
+/// `[M]_+` as the dual engine uses it: eigenpairs, or a dense matrix from
+/// the polar route.
+#[derive(Debug, Clone)]
+pub enum PartMatrix {
+    /// The eigenpairs above 0 (the eigendecomposition routes).
+    Eigen(PositivePart),
+    /// A dense matrix within `bound` of `[M]_+` in the Frobenius norm
+    /// ([`super::polar`]).
+    Dense(PolarPart<DMatrix<f64>>),
+}
+
+impl PartMatrix {
+    /// `[M]_+` as a dense matrix.
+    pub fn to_matrix(&self) -> DMatrix<f64> {
+        match self {
+            PartMatrix::Eigen(pp) => pp.to_matrix(),
+            PartMatrix::Dense(d) => d.matrix.clone(),
+        }
+    }
+
+    /// `tr [M]_+`.
+    pub fn trace(&self) -> f64 {
+        match self {
+            PartMatrix::Eigen(pp) => pp.values.iter().sum(),
+            PartMatrix::Dense(d) => d.trace,
+        }
+    }
+
+    /// `||[M]_+||_F^2`.
+    pub fn frobenius_squared(&self) -> f64 {
+        match self {
+            PartMatrix::Eigen(pp) => pp.values.iter().map(|v| v * v).sum(),
+            PartMatrix::Dense(d) => d.frobenius_squared,
+        }
+    }
+
+    /// True when `[M]_+` is known to be 0 (no positive eigenvalue, or a zero matrix).
+    pub fn is_zero(&self) -> bool {
+        match self {
+            PartMatrix::Eigen(pp) => pp.values.is_empty(),
+            PartMatrix::Dense(d) => d.frobenius_squared == 0.0,
+        }
+    }
+}
+
 /// How a call of [`PositivePartSolver::compute`] was answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Route {
@@ -92,6 +145,11 @@ pub enum Route {
     Partial {
         /// Expansion steps used (0: Rayleigh-Ritz on the warm basis sufficed).
         expansions: usize,
+    },
+    /// The polynomial sign iteration ([`super::polar`]).
+    Polar {
+        /// Matrix products of order `r` computed.
+        products: usize,
     },
 }
 
@@ -105,6 +163,9 @@ pub struct PositivePartStats {
     pub partial: usize,
     /// Partial attempts that ended in the fallback (included in `full`).
     pub fallbacks: usize,
+    /// Calls answered by the polar route (matrix products only).
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub polar: usize,
 }
 
 /// Warm-started, certified computation of `[M]_+` (module docs).
@@ -113,6 +174,7 @@ pub struct PositivePartSolver {
     basis: Option<DMatrix<f64>>,
     tolerance: f64,
     enabled: bool,
+    polar: bool,
     stats: PositivePartStats,
 }
 
@@ -131,7 +193,17 @@ impl PositivePartSolver {
     /// A solver with the default tolerance, warm-started partial path
     /// enabled (not the estimators' default, see [`PositivePartSolver::full_only`]).
     pub fn new() -> Self {
-        PositivePartSolver { basis: None, tolerance: DEFAULT_TOLERANCE, enabled: true, stats: PositivePartStats::default() }
+        PositivePartSolver { basis: None, tolerance: DEFAULT_TOLERANCE, enabled: true, polar: false, stats: PositivePartStats::default() }
+    }
+
+    /// A solver that computes `[M]_+` without an eigendecomposition, as a
+    /// dense matrix, by the polynomial sign iteration of [`super::polar`]
+    /// (matrix products only) to the relative Frobenius tolerance (default
+    /// [`DEFAULT_TOLERANCE`]) by its a-priori bound. Answers through
+    /// [`PositivePartSolver::compute_part`]; [`PositivePartSolver::compute`],
+    /// which returns eigenpairs, takes the full route.
+    pub fn polar() -> Self {
+        PositivePartSolver { enabled: false, polar: true, ..Self::new() }
     }
 
     /// A solver that computes every `[M]_+` afresh: the eigenpairs above 0
@@ -143,7 +215,8 @@ impl PositivePartSolver {
         PositivePartSolver { enabled: false, ..Self::new() }
     }
 
-    /// Relative accuracy certified by the partial path (see [`DEFAULT_TOLERANCE`]).
+    /// Relative accuracy certified by the partial path, or bounded a priori
+    /// by the polar route (see [`DEFAULT_TOLERANCE`]).
     pub fn with_tolerance(mut self, tolerance: f64) -> Self {
         self.tolerance = tolerance;
         self
@@ -177,6 +250,23 @@ impl PositivePartSolver {
         crate::linalg::check_finite("basis", &basis)?;
         self.basis = Some(basis);
         Ok(())
+    }
+
+    /// `[M]_+` of the symmetric `m` in the form of the solver's route:
+    /// eigenpairs ([`PositivePartSolver::compute`]) or, for
+    /// [`PositivePartSolver::polar`], a dense matrix.
+    ///
+    /// Errors: those of [`PositivePartSolver::compute`] and of
+    /// [`polar::positive_part_polar_host`].
+    pub fn compute_part(&mut self, m: &DMatrix<f64>) -> Result<(PartMatrix, Route), Error> {
+        if self.polar {
+            let part = polar::positive_part_polar_host(m, self.tolerance)?;
+            self.stats.polar += 1;
+            let products = part.products;
+            return Ok((PartMatrix::Dense(part), Route::Polar { products }));
+        }
+        let (pp, route) = self.compute(m)?;
+        Ok((PartMatrix::Eigen(pp), route))
     }
 
     /// `[M]_+` of the symmetric `m` (lower triangle and upper triangle must agree)

@@ -1,7 +1,8 @@
 //! The host `O(n r^2)` products of the PSD dual engine ([`super::engine`]),
 //! most of a large fit's time:
 //!
-//! - the model values `f_A(x_i) = ||V^T p_i||^2` for `A = V V^T` (Eq. 11);
+//! - the model values `f_A(x_i) = ||V^T p_i||^2` for `A = V V^T` (Eq. 11),
+//!   or `p_i^T A p_i` for a dense `A` (the polar route of [`super::polar`]);
 //! - the Nystrom features `T K(Z, X)` with a lower-triangular `T = L^{-1}`.
 //!
 //! (`M`'s data term `P diag(w) P^T`, Eq. 10, is [`crate::linalg::weighted_gram`]:
@@ -56,6 +57,37 @@ pub fn projected_norms(p: &DMatrix<f64>, v: &DMatrix<f64>) -> DVector<f64> {
         out.chunks_mut(BLOCK_COLUMNS).enumerate().for_each(|item| block(&mut g, item));
     } else {
         out.par_chunks_mut(BLOCK_COLUMNS).enumerate().for_each_init(|| DMatrix::zeros(k, width), |g, item| block(g, item));
+        linalg::clear_upper_simd_state(true);
+    }
+    DVector::from_vec(out)
+}
+
+/// `p_i^T A p_i` for every column `p_i` of `P` (P: r x n, A: r x r), block
+/// by block as [`projected_norms`] (`A P` of one block, then the column
+/// dots), without the `r x n` product.
+///
+/// Panics only on a non-square `a` or `a.nrows() != p.nrows()` (callers check the shapes).
+pub fn quadratic_forms(p: &DMatrix<f64>, a: &DMatrix<f64>) -> DVector<f64> {
+    assert!(a.nrows() == p.nrows() && a.ncols() == p.nrows(), "quadratic_forms: A is r x r for P of r rows");
+    let (r, n) = p.shape();
+    let mut out = vec![0.0; n];
+    if r == 0 {
+        return DVector::from_vec(out);
+    }
+    let width = BLOCK_COLUMNS.min(n);
+    let block = |g: &mut DMatrix<f64>, (b, chunk): (usize, &mut [f64])| {
+        let start = b * BLOCK_COLUMNS;
+        let cols = chunk.len();
+        f64_matmul_seq(faer_mut(g).subcols_mut(0, cols), faer_ref(a), faer_ref(p).subcols(start, cols));
+        for (j, o) in chunk.iter_mut().enumerate() {
+            *o = g.column(j).dot(&p.column(start + j));
+        }
+    };
+    if r * r * n < PARALLEL_WORK {
+        let mut g = DMatrix::zeros(r, width);
+        out.chunks_mut(BLOCK_COLUMNS).enumerate().for_each(|item| block(&mut g, item));
+    } else {
+        out.par_chunks_mut(BLOCK_COLUMNS).enumerate().for_each_init(|| DMatrix::zeros(r, width), |g, item| block(g, item));
         linalg::clear_upper_simd_state(true);
     }
     DVector::from_vec(out)
@@ -138,6 +170,19 @@ mod tests {
                     assert!(rel(&fast, &plain) < 1e-13, "r {r} n {n} k {k}: {}", rel(&fast, &plain));
                 }
             }
+        }
+    }
+
+    #[test]
+    fn quadratic_forms_match_the_plain_product() {
+        let mut rng = StdRng::seed_from_u64(14);
+        for (r, n) in SIZES {
+            let p = random(r, n, &mut rng);
+            let a = random(r, r, &mut rng);
+            let ap = &a * &p;
+            let plain = DMatrix::from_fn(n, 1, |j, _| ap.column(j).dot(&p.column(j)));
+            let fast = DMatrix::from_column_slice(n, 1, quadratic_forms(&p, &a).as_slice());
+            assert!(rel(&fast, &plain) < 1e-13, "r {r} n {n}: {}", rel(&fast, &plain));
         }
     }
 
