@@ -37,29 +37,7 @@ const PARALLEL_WORK: usize = 64 * 64 * 64;
 /// Panics only on `v.nrows() != p.nrows()` (callers check the shapes).
 pub fn projected_norms(p: &DMatrix<f64>, v: &DMatrix<f64>) -> DVector<f64> {
     assert_eq!(p.nrows(), v.nrows(), "projected_norms: V has one row per feature");
-    let (r, n) = p.shape();
-    let k = v.ncols();
-    let mut out = vec![0.0; n];
-    if k == 0 {
-        return DVector::from_vec(out);
-    }
-    let width = BLOCK_COLUMNS.min(n);
-    let block = |g: &mut DMatrix<f64>, (b, chunk): (usize, &mut [f64])| {
-        let start = b * BLOCK_COLUMNS;
-        let cols = chunk.len();
-        f64_matmul_seq(faer_mut(g).subcols_mut(0, cols), faer_ref(v).transpose(), faer_ref(p).subcols(start, cols));
-        for (j, o) in chunk.iter_mut().enumerate() {
-            *o = g.column(j).norm_squared();
-        }
-    };
-    if r * k * n < PARALLEL_WORK {
-        let mut g = DMatrix::zeros(k, width);
-        out.chunks_mut(BLOCK_COLUMNS).enumerate().for_each(|item| block(&mut g, item));
-    } else {
-        out.par_chunks_mut(BLOCK_COLUMNS).enumerate().for_each_init(|| DMatrix::zeros(k, width), |g, item| block(g, item));
-        linalg::clear_upper_simd_state(true);
-    }
-    DVector::from_vec(out)
+    column_values(p, faer_ref(v).transpose(), |g, _| g.norm_squared())
 }
 
 /// `p_i^T A p_i` for every column `p_i` of `P` (P: r x n, A: r x r), block
@@ -69,25 +47,33 @@ pub fn projected_norms(p: &DMatrix<f64>, v: &DMatrix<f64>) -> DVector<f64> {
 /// Panics only on a non-square `a` or `a.nrows() != p.nrows()` (callers check the shapes).
 pub fn quadratic_forms(p: &DMatrix<f64>, a: &DMatrix<f64>) -> DVector<f64> {
     assert!(a.nrows() == p.nrows() && a.ncols() == p.nrows(), "quadratic_forms: A is r x r for P of r rows");
+    column_values(p, faer_ref(a), |g, p_i| g.dot(&p_i))
+}
+
+/// `value(M p_i, p_i)` for every column `p_i` of `P`: `M P` formed
+/// [`BLOCK_COLUMNS`] columns at a time (in parallel above
+/// [`PARALLEL_WORK`]), never whole.
+fn column_values(p: &DMatrix<f64>, m: faer::MatRef<'_, f64>, value: impl Fn(nalgebra::DVectorView<'_, f64>, nalgebra::DVectorView<'_, f64>) -> f64 + Sync) -> DVector<f64> {
     let (r, n) = p.shape();
+    let k = m.nrows();
     let mut out = vec![0.0; n];
-    if r == 0 {
+    if k == 0 || r == 0 {
         return DVector::from_vec(out);
     }
     let width = BLOCK_COLUMNS.min(n);
     let block = |g: &mut DMatrix<f64>, (b, chunk): (usize, &mut [f64])| {
         let start = b * BLOCK_COLUMNS;
         let cols = chunk.len();
-        f64_matmul_seq(faer_mut(g).subcols_mut(0, cols), faer_ref(a), faer_ref(p).subcols(start, cols));
+        f64_matmul_seq(faer_mut(g).subcols_mut(0, cols), m, faer_ref(p).subcols(start, cols));
         for (j, o) in chunk.iter_mut().enumerate() {
-            *o = g.column(j).dot(&p.column(start + j));
+            *o = value(g.column(j), p.column(start + j));
         }
     };
-    if r * r * n < PARALLEL_WORK {
-        let mut g = DMatrix::zeros(r, width);
+    if r * k * n < PARALLEL_WORK {
+        let mut g = DMatrix::zeros(k, width);
         out.chunks_mut(BLOCK_COLUMNS).enumerate().for_each(|item| block(&mut g, item));
     } else {
-        out.par_chunks_mut(BLOCK_COLUMNS).enumerate().for_each_init(|| DMatrix::zeros(r, width), |g, item| block(g, item));
+        out.par_chunks_mut(BLOCK_COLUMNS).enumerate().for_each_init(|| DMatrix::zeros(k, width), |g, item| block(g, item));
         linalg::clear_upper_simd_state(true);
     }
     DVector::from_vec(out)
