@@ -10,7 +10,6 @@
 //! both ways.
 
 use std::collections::HashMap;
-use std::sync::Arc;
 
 use super::buffers::GpuMatrix;
 use super::plan::{cuts, Dispatch, Operand, PipelineKind, ProductFlags};
@@ -67,7 +66,7 @@ impl GpuContext {
         if c > MATVEC_MAX_COLUMNS {
             return Err(Error::InvalidParameter { name: "v", reason: format!("the fused kernel matvec takes at most {MATVEC_MAX_COLUMNS} columns, got {c}") });
         }
-        let one_buffer = v.storage.blocks.len() == 1 && Arc::ptr_eq(&v.storage, &w.storage);
+        let one_buffer = v.storage.blocks.len() == 1 && v.same_storage(w);
         let mv: usize = if c == 1 { 1 } else { MATVEC_MAX_COLUMNS };
         if !one_buffer || !self.product_variants().iter().any(|var| var.precision == precision && Self::matvec_tiles_per_split(var, d, &code, mv, true) > 0) {
             return Ok(false);

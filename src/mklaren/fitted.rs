@@ -105,22 +105,20 @@ impl Mklaren {
     /// K_q(*, A_q) T_q` (Eq. 21), `H*` centred, normalised and signed as in
     /// training, `mean(y) + H* beta`. Kernel values are computed on the model's device.
     pub fn predict_inputs<X: AsMatrix<Elem = f64> + ?Sized>(&self, inputs: &[&X]) -> Result<DVector<f64>, Error> {
-        let converted = convert_inputs(inputs)?;
-        let inputs: Vec<&DMatrix<f64>> = converted.iter().map(|x| &**x).collect();
-        self.predict_with(&inputs, &self.coefficients)
+        self.predict_with(inputs, &self.coefficients)
     }
 
     /// Predictions with the coefficients after step `step` (0-based) of the path.
     pub fn predict_at_step<X: AsMatrix<Elem = f64> + ?Sized>(&self, inputs: &[&X], step: usize) -> Result<DVector<f64>, Error> {
         let beta = self.path.get(step).ok_or(crate::Error::IndexOutOfRange { what: "solution path", index: step, len: self.path.len() })?;
-        let converted = convert_inputs(inputs)?;
-        let inputs: Vec<&DMatrix<f64>> = converted.iter().map(|x| &**x).collect();
-        self.predict_with(&inputs, beta)
+        self.predict_with(inputs, beta)
     }
 
-    fn predict_with(&self, inputs: &[&DMatrix<f64>], beta: &DVector<f64>) -> Result<DVector<f64>, Error> {
+    fn predict_with<X: AsMatrix<Elem = f64> + ?Sized>(&self, inputs: &[&X], beta: &DVector<f64>) -> Result<DVector<f64>, Error> {
         let device = &self.device;
-        let xs = inputs_per_kernel(&self.kernels, inputs, None)?;
+        let converted = convert_inputs(inputs)?;
+        let inputs: Vec<&DMatrix<f64>> = converted.iter().map(|x| &**x).collect();
+        let xs = inputs_per_kernel(&self.kernels, &inputs, None)?;
         let t = xs[0].nrows();
         let mut out = DVector::from_element(t, self.target_mean);
         for (q, tr) in self.transforms.iter().enumerate() {
