@@ -28,8 +28,8 @@ fn main() -> Result<(), Error> {
     let p = model.predict(&grid)?;
     println!("PSD density on {} (n = {})", device.describe(), x.nrows());
     for (c, s) in candidates.iter().zip(&cv.mean_scores) {
-        println!("  sigma {:<4} CV mean log-likelihood {s:.4}", c.sigma());
+        println!("  sigma {:<4} CV mean log-likelihood {s:.4}", c.kernel_width());
     }
-    println!("chosen sigma {}, integral {:.10}, min p on [-4, 4] {:.2e}", candidates[cv.best].sigma(), model.integral()?, p.min());
+    println!("chosen sigma {}, integral {:.10}, min p on [-4, 4] {:.2e}", candidates[cv.best].kernel_width(), model.integral()?, p.min());
     Ok(())
 }

@@ -32,7 +32,7 @@ mod top_eigen;
 mod thin;
 pub use thin::{matmul_thin, matmul_thin_aware, matmul_tn_thin};
 mod tridiag;
-pub use top_eigen::{symmetric_eigen_largest, symmetric_eigen_largest_with, symmetric_operator_largest, symmetric_operator_largest_from, symmetric_operator_largest_within_budget, LargestSymmetricEigen, SymmetricOperator, TopEigenSettings};
+pub use top_eigen::{symmetric_eigen_largest, symmetric_eigen_largest_with, symmetric_operator_largest, symmetric_operator_largest_from, symmetric_operator_largest_within_budget, DenseSymmetric, LargestSymmetricEigen, SymmetricOperator, TopEigenSettings};
 
 mod sealed {
     pub trait Sealed {}

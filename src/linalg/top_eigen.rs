@@ -139,10 +139,7 @@ pub fn symmetric_eigen_largest_with(a: &DMatrix<f64>, k: usize, settings: &TopEi
     if let Some(shape) = shape {
         let full = mirrored(a);
         let frobenius = full.iter().map(|x| x * x).sum::<f64>().sqrt();
-        let mut product = |v: MatRef<'_, f64>, out: MatMut<'_, f64>| {
-            gemm(out, Accum::Replace, faer_ref(&full), v, 1.0);
-            Ok(())
-        };
+        let mut product = DenseSymmetric(&full);
         if let BlockOutcome::Converged(found) = block_lanczos_widening(n, &mut product, Some(frobenius), k, shape, settings, true, None)? {
             return Ok(found);
         }
@@ -182,7 +179,7 @@ pub fn symmetric_operator_largest_within_budget<A: SymmetricOperator>(n: usize, 
 /// the tolerance, `max_restarts` and `work_ratio` of `settings` apply
 /// (`block` and the basis sizes do not).
 ///
-/// `Ok(None)` when the basis does not fit (`3 b > n`) or the run stops
+/// `Ok(None)` when the basis does not fit (`min(4 b, n - b) < k + b`) or the run stops
 /// unconverged; the caller decomposes densely instead.
 ///
 /// Errors: [`Error::InvalidParameter`] for `k` outside `1..=b`, a start
@@ -194,7 +191,7 @@ pub fn symmetric_operator_largest_from<A: SymmetricOperator>(n: usize, k: usize,
     check_arguments(b, k, settings)?;
     check_matrix("start block", start)?;
     let m = (4 * b).min(n.saturating_sub(b));
-    if m < 2 * b {
+    if m < k + b {
         return Ok(None);
     }
     let shape = BlockShape { b, keep: k, m };
@@ -524,6 +521,18 @@ enum BlockOutcome {
 pub trait SymmetricOperator {
     /// Writes `A V` into `out` (fully overwritten).
     fn apply(&mut self, v: MatRef<'_, f64>, out: MatMut<'_, f64>) -> Result<()>;
+}
+
+/// A stored symmetric matrix (both triangles) as a [`SymmetricOperator`]:
+/// `A V` by one product on all threads.
+#[derive(Debug, Clone, Copy)]
+pub struct DenseSymmetric<'a>(pub &'a DMatrix<f64>);
+
+impl SymmetricOperator for DenseSymmetric<'_> {
+    fn apply(&mut self, v: MatRef<'_, f64>, out: MatMut<'_, f64>) -> Result<()> {
+        gemm(out, Accum::Replace, faer_ref(self.0), v, 1.0);
+        Ok(())
+    }
 }
 
 impl<F> SymmetricOperator for F
@@ -934,7 +943,7 @@ mod tests {
             let got = symmetric_operator_largest_from(n, k, product, &dependent, f64::NEG_INFINITY, frobenius, &settings).unwrap().expect("converges with a dependent column");
             check_against_full(&a, &got, k);
         }
-        // A basis that cannot fit (3 b > n) is left to the caller; bad arguments are typed errors.
+        // A basis that cannot fit (min(4 b, n - b) < k + b) is left to the caller; bad arguments are typed errors.
         let a = wigner(20, 1);
         let product = |v: MatRef<'_, f64>, out: MatMut<'_, f64>| {
             gemm(out, Accum::Replace, faer_ref(&a), v, 1.0);

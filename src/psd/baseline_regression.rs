@@ -59,7 +59,6 @@ use rand_distr::{Distribution, Normal};
 use crate::linalg;
 
 use super::baselines::BaselineKind;
-use super::options::SolverOptions;
 use crate::error::Error;
 
 mod heteroscedastic;
@@ -168,9 +167,8 @@ pub struct BaselineReport {
 /// up to `max_iterations` Newton steps, so the count bounds the fit's work.
 pub const MAX_RESTARTS: usize = 10_000;
 
-/// Shared validation of the solver settings.
-pub(super) fn check_solver(options: &SolverOptions, restarts: usize) -> Result<(), Error> {
-    options.validate()?;
+/// `restarts` in `1..=`[`MAX_RESTARTS`].
+pub(super) fn check_restarts(restarts: usize) -> Result<(), Error> {
     if restarts == 0 || restarts > MAX_RESTARTS {
         return Err(Error::InvalidParameter { name: "restarts", reason: format!("must be in 1..={MAX_RESTARTS}, got {restarts}") });
     }

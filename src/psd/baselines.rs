@@ -26,6 +26,10 @@
 //!   (another seed), an unbiased estimate given `alpha`. Its integral is
 //!   still only approximately 1, which [`BaselineDensity::integral`] shows
 //!   with a third, independent estimate.
+//!
+//! The file runs past 600 lines because the three baselines share one
+//! params type, one fitted model and its saved form; apart, each would
+//! repeat them.
 
 use nalgebra::{DMatrix, DVector};
 use rand::rngs::StdRng;
@@ -39,8 +43,7 @@ use crate::kernel::Kernel;
 use crate::linalg::{self, check_matrix};
 
 use super::options::SolverOptions;
-use super::error::check_positive;
-use super::options::{Regularisation, Terms, shared_builders};
+use super::options::{PsdSettings, Regularisation, Terms, shared_builders};
 use super::features::EmpiricalFeatures;
 use super::integrals::BaseMeasure;
 
@@ -71,12 +74,10 @@ impl BaselineKind {
 #[derive(Debug, Clone, PartialEq)]
 pub struct BaselineParams {
     kind: BaselineKind,
-    sigma: f64,
-    regularisation: Regularisation,
+    settings: PsdSettings,
     base: BaseMeasure,
     monte_carlo: usize,
     seed: u64,
-    options: SolverOptions,
 }
 
 impl BaselineParams {
@@ -90,8 +91,8 @@ impl BaselineParams {
     /// Errors ([`Error::InvalidParameter`]): any kernel but the Gaussian
     /// (`kernel`), an invalid kernel ([`crate::Kernel::validate`]).
     pub fn new(kind: BaselineKind, kernel: Kernel) -> Result<Self, Error> {
-        let sigma = crate::psd::options::gaussian_sigma(&kernel)?;
-        Ok(BaselineParams { kind, sigma, regularisation: Regularisation::new().quadratic(1e-3), base: BaseMeasure::Lebesgue, monte_carlo: 10_000, seed: 0, options: SolverOptions::default().tolerance(1e-8).max_iterations(5000).check_every(1) })
+        let settings = PsdSettings::new(&kernel, Regularisation::new().quadratic(1e-3), SolverOptions::default().tolerance(1e-8).max_iterations(5000).check_every(1))?;
+        Ok(BaselineParams { kind, settings, base: BaseMeasure::Lebesgue, monte_carlo: 10_000, seed: 0 })
     }
 
     // `.regularisation(Regularisation)`, its getter and `kernel_width()`, shared by every PSD params type.
@@ -101,7 +102,7 @@ impl BaselineParams {
     /// relative step (NCM), `max_iterations` (PNM uses at most 200, GLM 100;
     /// `check_every` is not used).
     pub fn solver(mut self, options: SolverOptions) -> Self {
-        self.options = options;
+        self.settings.solver = options;
         self
     }
 
@@ -128,9 +129,7 @@ impl BaselineParams {
     /// invalid solver options ([`SolverOptions::validate`]), or a Monte Carlo
     /// sample size outside `1..=`[`MAX_MONTE_CARLO`].
     pub fn validate(&self) -> Result<(), Error> {
-        check_positive("sigma", self.sigma)?;
-        self.regularisation.check(Terms::BASELINE_DENSITY)?;
-        self.options.validate()?;
+        self.settings.validate(Terms::BASELINE_DENSITY)?;
         if !(1..=MAX_MONTE_CARLO).contains(&self.monte_carlo) {
             return Err(Error::InvalidParameter { name: "monte_carlo", reason: format!("must be in 1..={MAX_MONTE_CARLO}, got {}", self.monte_carlo) });
         }
@@ -148,8 +147,8 @@ impl BaselineParams {
             // The normaliser's sample (4 x monte_carlo points) must fit before any work.
             check_monte_carlo_size(glm_normaliser_count(self.monte_carlo)?, x.ncols())?;
         }
-        let kernel = Kernel::gaussian_with_width(self.sigma)?;
-        let u = kernel_integrals(x, self.sigma, &self.base);
+        let kernel = Kernel::gaussian_with_width(self.settings.sigma)?;
+        let u = kernel_integrals(x, self.settings.sigma, &self.base);
         if self.kind != BaselineKind::Glm && !(u.iter().all(|v| v.is_finite()) && u.amax() > 0.0) {
             return Err(Error::NotPositive { what: "largest kernel integral against the base measure (the data lie outside its mass)", value: u.amax() });
         }
@@ -159,11 +158,11 @@ impl BaselineParams {
             BaselineKind::Glm => self.fit_glm(device, &kernel, x)?,
         };
         linalg::finite_vector("baseline density coefficients", alpha.clone())?;
-        Ok(BaselineDensity { device: device.clone(), kind: self.kind, centres: x.clone(), sigma: self.sigma, kernel, alpha, log_normaliser, base: self.base.clone(), seed: self.seed.wrapping_add(1), monte_carlo: self.monte_carlo })
+        Ok(BaselineDensity { device: device.clone(), kind: self.kind, centres: x.clone(), sigma: self.settings.sigma, kernel, alpha, log_normaliser, base: self.base.clone(), seed: self.seed.wrapping_add(1), monte_carlo: self.monte_carlo })
     }
 
     fn fit_pnm(&self, device: &Device, x: &DMatrix<f64>, u: &DVector<f64>) -> Result<DVector<f64>, Error> {
-        let features = EmpiricalFeatures::new(x, self.sigma)?;
+        let features = EmpiricalFeatures::new(x, self.settings.sigma)?;
         let p = features.features(device, x)?;
         let t = features.map();
         let uh = t * u;
@@ -177,15 +176,15 @@ impl BaselineParams {
             if f.iter().any(|&v| v <= 0.0) {
                 return f64::INFINITY;
             }
-            -f.iter().map(|v| v.ln()).sum::<f64>() / n + 0.5 * self.regularisation.quadratic * w.norm_squared()
+            -f.iter().map(|v| v.ln()).sum::<f64>() / n + 0.5 * self.settings.regularisation.quadratic * w.norm_squared()
         };
-        for _ in 0..self.options.max_iterations.min(200) {
+        for _ in 0..self.settings.solver.max_iterations.min(200) {
             let f = p.transpose() * &w;
             let inv = f.map(|v| 1.0 / v);
-            let grad = -(&p * &inv) / n + &w * self.regularisation.quadratic;
+            let grad = -(&p * &inv) / n + &w * self.settings.regularisation.quadratic;
             let scaled = DMatrix::from_fn(r, p.ncols(), |i, j| p[(i, j)] * inv[j]);
             let mut kkt = DMatrix::zeros(r + 1, r + 1);
-            let h = linalg::matmul_nt(&scaled, &scaled) / n + DMatrix::identity(r, r) * self.regularisation.quadratic;
+            let h = linalg::matmul_nt(&scaled, &scaled) / n + DMatrix::identity(r, r) * self.settings.regularisation.quadratic;
             kkt.view_mut((0, 0), (r, r)).copy_from(&h);
             kkt.view_mut((0, r), (r, 1)).copy_from(&uh);
             kkt.view_mut((r, 0), (1, r)).copy_from(&uh.transpose());
@@ -194,7 +193,7 @@ impl BaselineParams {
             let sol = kkt.lu().solve(&rhs).ok_or(Error::NotPositive { what: "pivot of the PNM Newton system", value: 0.0 })?;
             let step = sol.rows(0, r).into_owned();
             let decrement = -grad.dot(&step);
-            if decrement / 2.0 <= self.options.tolerance {
+            if decrement / 2.0 <= self.settings.solver.tolerance {
                 break;
             }
             let s = damped_newton_step(&objective, &w, &step, decrement);
@@ -211,8 +210,8 @@ impl BaselineParams {
             if f.iter().any(|&v| v <= 0.0) {
                 return (f64::INFINITY, DVector::zeros(a.len()));
             }
-            let value = -f.iter().map(|v| v.ln()).sum::<f64>() / n + 0.5 * self.regularisation.quadratic * a.dot(&f);
-            let grad = -(&k * f.map(|v| 1.0 / v)) / n + &f * self.regularisation.quadratic;
+            let value = -f.iter().map(|v| v.ln()).sum::<f64>() / n + 0.5 * self.settings.regularisation.quadratic * a.dot(&f);
+            let grad = -(&k * f.map(|v| 1.0 / v)) / n + &f * self.settings.regularisation.quadratic;
             (value, grad)
         };
         let mut a = u.map(|_| 1.0);
@@ -226,7 +225,7 @@ impl BaselineParams {
         let rms = |a: &DVector<f64>| a.norm() / (a.len() as f64).sqrt();
         let mut step = rms(&a).powi(2);
         let (mut value, mut grad) = objective(&a);
-        for _ in 0..self.options.max_iterations {
+        for _ in 0..self.settings.solver.max_iterations {
             let (cand, cv, cg) = loop {
                 let cand = try_project_weighted_simplex(&(&a - &grad * step), u)?;
                 let (cv, cg) = objective(&cand);
@@ -241,7 +240,7 @@ impl BaselineParams {
             value = cv;
             grad = cg;
             step *= 1.5;
-            if moved * rms(&a) <= self.options.tolerance.sqrt() {
+            if moved * rms(&a) <= self.settings.solver.tolerance.sqrt() {
                 break;
             }
         }
@@ -262,19 +261,19 @@ impl BaselineParams {
             let s = e.sum();
             (top + (s / g.len() as f64).ln(), e / s)
         };
-        let objective = |a: &DVector<f64>| -> f64 { -mean_k.dot(a) + log_z(a).0 + 0.5 * self.regularisation.quadratic * a.dot(&(&k * a)) };
+        let objective = |a: &DVector<f64>| -> f64 { -mean_k.dot(a) + log_z(a).0 + 0.5 * self.settings.regularisation.quadratic * a.dot(&(&k * a)) };
         // Newton's method with backtracking: the objective is smooth and convex,
         // Hessian ks^T (diag(s) - s s^T) ks + lambda K (s = softmax weights).
         let mut a = DVector::zeros(n);
-        for _ in 0..self.options.max_iterations.min(100) {
+        for _ in 0..self.settings.solver.max_iterations.min(100) {
             let (_, soft) = log_z(&a);
             let ks_soft = ks.transpose() * &soft;
-            let grad = -&mean_k + &ks_soft + (&k * &a) * self.regularisation.quadratic;
+            let grad = -&mean_k + &ks_soft + (&k * &a) * self.settings.regularisation.quadratic;
             // Only the points with non-negligible weight enter the Hessian.
             let top = soft.max();
             let used: Vec<usize> = (0..soft.len()).filter(|&i| soft[i] > 1e-14 * top).collect();
             let weighted = DMatrix::from_fn(used.len(), n, |i, j| ks[(used[i], j)] * soft[used[i]].sqrt());
-            let mut h = linalg::gram_tall(&weighted) - &ks_soft * ks_soft.transpose() + &k * self.regularisation.quadratic;
+            let mut h = linalg::gram_tall(&weighted) - &ks_soft * ks_soft.transpose() + &k * self.settings.regularisation.quadratic;
             if h.iter().chain(grad.iter()).any(|v| !v.is_finite()) {
                 return Err(Error::Overflow { what: "GLM Newton system (data too far from the base measure)", row: 0, col: 0 });
             }
@@ -298,7 +297,7 @@ impl BaselineParams {
                 }
             };
             let decrement = -grad.dot(&step);
-            if !(decrement / 2.0 > self.options.tolerance) {
+            if !(decrement / 2.0 > self.settings.solver.tolerance) {
                 break;
             }
             let t = damped_newton_step(&objective, &a, &step, decrement);

@@ -29,37 +29,25 @@ use crate::linalg::{self, check_matrix};
 use super::dual::DualProblem;
 use super::features::Features;
 use super::options::{SolverOptions, SolverReport};
-use super::error::check_positive;
 use crate::error::Error;
 use super::features::EmpiricalFeatures;
 use super::integrals::{gaussian_product, product_integrals, squared_gaussian_integral, BaseMeasure};
 use super::loss::NegativeLogLikelihood;
 use super::model::PsdModel;
-use super::options::{Regularisation, Terms, shared_builders, solver_builders};
+use super::options::{PsdSettings, Regularisation, Terms, shared_builders, solver_builders};
 use super::positive_part::{PositivePartSolver, PositivePartStats};
 
 /// Parameters of [`PsdDensity`] (builder; validated in [`DensityParams::fit`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct DensityParams {
-    sigma: f64,
-    regularisation: Regularisation,
+    settings: PsdSettings,
     base: BaseMeasure,
-    nystrom: Option<(usize, u64)>,
-    options: SolverOptions,
     partial_eigen: bool,
 }
 
 /// The seeded uniform draw of `m` distinct centre rows out of `n`, ascending ([`crate::nystrom::landmark_indices`]).
 pub use crate::nystrom::landmark_indices as nystrom_indices;
 
-/// The centres of a PSD model or baseline: every row of `x`, or with
-/// `nystrom = Some((m, seed))` the `m` rows drawn by [`crate::nystrom::landmark_indices`].
-pub(crate) fn nystrom_centres(x: &DMatrix<f64>, nystrom: Option<(usize, u64)>) -> Result<DMatrix<f64>, Error> {
-    Ok(match nystrom {
-        None => x.clone(),
-        Some((m, seed)) => x.select_rows(&crate::nystrom::landmark_indices(x.nrows(), m, seed)?),
-    })
-}
 
 impl DensityParams {
     /// Gaussian kernel of width `sigma`, Lebesgue base measure, `lambda_1 = 1e-3`,
@@ -73,8 +61,8 @@ impl DensityParams {
     /// Errors ([`Error::InvalidParameter`]): any kernel but the Gaussian
     /// (`kernel`), an invalid kernel ([`crate::Kernel::validate`]).
     pub fn new(kernel: crate::Kernel) -> Result<Self, Error> {
-        let sigma = crate::psd::options::gaussian_sigma(&kernel)?;
-        Ok(DensityParams { sigma, regularisation: Regularisation::new().trace(1e-3).quadratic(1e-4), base: BaseMeasure::Lebesgue, nystrom: None, options: SolverOptions { check_every: 2, ..SolverOptions::default() }, partial_eigen: false })
+        let settings = PsdSettings::new(&kernel, Regularisation::new().trace(1e-3).quadratic(1e-4), SolverOptions::default().check_every(2))?;
+        Ok(DensityParams { settings, base: BaseMeasure::Lebesgue, partial_eigen: false })
     }
 
     // `.regularisation(Regularisation)`, its getter and `kernel_width()`, shared by every PSD params type.
@@ -99,11 +87,6 @@ impl DensityParams {
         self
     }
 
-    /// Kernel width.
-    pub fn sigma(&self) -> f64 {
-        self.sigma
-    }
-
     /// Checks the parameters (the data are checked by `fit`); `fit` calls it
     /// first.
     ///
@@ -112,9 +95,7 @@ impl DensityParams {
     /// weights this estimator does not accept (see [`Regularisation`]), and invalid
     /// solver options ([`SolverOptions::validate`](crate::psd::SolverOptions::validate)).
     pub fn validate(&self) -> Result<(), Error> {
-        check_positive("sigma", self.sigma)?;
-        self.regularisation.check(Terms::DENSITY)?;
-        self.options.validate()
+        self.settings.validate(Terms::DENSITY)
     }
 
     /// Fits the density to the rows of `x` (n x d).
@@ -133,23 +114,23 @@ impl DensityParams {
         check_matrix("x", x)?;
         self.base.check_dimension(x.ncols())?;
         let start = std::time::Instant::now();
-        let centres = nystrom_centres(x, self.nystrom)?;
+        let centres = self.settings.centres(x)?;
         // At least four m x m matrices live at once (the centres' kernel, the
         // feature map, the product integrals and the integral operator W).
         let m = centres.nrows();
         crate::memory::check_host::<f64>(crate::memory::entries(m, m, "PSD density")?.saturating_mul(4), "PSD density fit (m x m kernel, feature map, integrals)")?;
-        let features = EmpiricalFeatures::new(&centres, self.sigma)?;
+        let features = EmpiricalFeatures::new(&centres, self.settings.sigma)?;
         let resident = device.is_gpu() && device.supports(Precision::F64);
         let (p, phi) = if resident {
             let xd = device.upload(x, Precision::F64)?;
             (DMatrix::zeros(0, 0), Some(features.resident_features(device, &xd)?))
-        } else if self.nystrom.is_none() {
+        } else if self.settings.nystrom.is_none() {
             // Every sample a centre: P = L^T, triangular (a third of the flops per iteration).
             (features.centre_features(device)?, None)
         } else {
             (features.features(device, x)?, None)
         };
-        let m_int = product_integrals(&centres, self.sigma, &self.base)?;
+        let m_int = product_integrals(&centres, self.settings.sigma, &self.base)?;
         let t = features.map();
         let w = linalg::matmul_nt(&linalg::matmul(t, &m_int), t);
         let w = (&w + w.transpose()) * 0.5;
@@ -159,9 +140,9 @@ impl DensityParams {
             Some(phi) => Features::Resident { device, phi },
             None => Features::Host(&p),
         };
-        let problem = DualProblem { features: feature_matrix, integral: Some(&w), loss: &loss, lambda1: self.regularisation.trace, lambda2: self.regularisation.quadratic };
+        let problem = DualProblem { features: feature_matrix, integral: Some(&w), loss: &loss, lambda1: self.settings.regularisation.trace, lambda2: self.settings.regularisation.quadratic };
         let eigen_solver = if self.partial_eigen { PositivePartSolver::new() } else { PositivePartSolver::full_only() };
-        let solution = problem.solve_with(&self.options, eigen_solver)?;
+        let solution = problem.solve_with(&self.settings.solver, eigen_solver)?;
         let model = PsdModel::from_feature_operator(&features, &solution.a)?;
         let mut report = solution.report;
         report.seconds_setup = setup;

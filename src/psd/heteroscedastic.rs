@@ -70,13 +70,11 @@ use crate::device::Device;
 use crate::kernel::Kernel;
 use crate::linalg::{self, check_dim, check_matrix};
 
-use super::density::nystrom_centres;
 use super::features::Features;
 use super::options::{SolverOptions, SolverReport};
 use super::engine::{BlockLoss, EngineProblem, LinearPart};
 use super::model::psd_factor;
-use super::options::{Regularisation, Terms, shared_builders, solver_builders};
-use super::error::check_positive;
+use super::options::{PsdSettings, Regularisation, Terms, shared_builders, solver_builders};
 use crate::error::Error;
 use super::features::EmpiricalFeatures;
 
@@ -294,10 +292,7 @@ pub(crate) fn target_moments(x: &DMatrix<f64>, y: &DVector<f64>) -> Result<(f64,
 /// Parameters of [`HeteroscedasticRegression`] (linfa-like builder, validated by [`HeteroscedasticParams::fit`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct HeteroscedasticParams {
-    sigma: f64,
-    regularisation: Regularisation,
-    options: SolverOptions,
-    nystrom: Option<(usize, u64)>,
+    settings: PsdSettings,
 }
 
 impl HeteroscedasticParams {
@@ -313,8 +308,7 @@ impl HeteroscedasticParams {
     /// Errors ([`Error::InvalidParameter`]): any kernel but the Gaussian
     /// (`kernel`), an invalid kernel ([`crate::Kernel::validate`]).
     pub fn new(kernel: crate::Kernel) -> Result<Self, Error> {
-        let sigma = crate::psd::options::gaussian_sigma(&kernel)?;
-        Ok(HeteroscedasticParams { sigma, regularisation: Regularisation::new().linear(1e-3).trace(1e-3).quadratic(1e-3), options: SolverOptions::default(), nystrom: None })
+        Ok(HeteroscedasticParams { settings: PsdSettings::new(&kernel, Regularisation::new().linear(1e-3).trace(1e-3).quadratic(1e-3), SolverOptions::default())? })
     }
 
     // `.regularisation(Regularisation)`, its getter and `kernel_width()`, shared by every PSD params type.
@@ -331,9 +325,7 @@ impl HeteroscedasticParams {
     /// weights this estimator does not accept (see [`Regularisation`]), and invalid
     /// solver options ([`SolverOptions::validate`](crate::psd::SolverOptions::validate)).
     pub fn validate(&self) -> Result<(), Error> {
-        check_positive("sigma", self.sigma)?;
-        self.regularisation.check(Terms::REGRESSION)?;
-        self.options.validate()
+        self.settings.validate(Terms::REGRESSION)
     }
 
     /// Fits on `data` (inputs `data.x`, one sample per row; targets
@@ -357,21 +349,21 @@ impl HeteroscedasticParams {
         let (y_mean, y_sd) = target_moments(x, y)?;
         let start = Instant::now();
         let loss = GaussianNaturalLoss { targets: y.map(|v| (v - y_mean) / y_sd) };
-        let centres = nystrom_centres(x, self.nystrom)?;
-        let features = EmpiricalFeatures::new(&centres, self.sigma)?;
+        let centres = self.settings.centres(x)?;
+        let features = EmpiricalFeatures::new(&centres, self.settings.sigma)?;
         let p = features.features_with_constant(device, x)?;
         let setup = start.elapsed().as_secs_f64();
         // Blocks (theta, eta): the PSD part is theta, the linear part eta.
         let problem = EngineProblem {
             features: Features::Host(&p),
             parts: vec![vec![1.0, 0.0]],
-            linear: Some(LinearPart { coupling: vec![0.0, 1.0], lambda0: self.regularisation.linear }),
+            linear: Some(LinearPart { coupling: vec![0.0, 1.0], lambda0: self.settings.regularisation.linear }),
             integral: None,
             loss: &loss,
-            lambda1: self.regularisation.trace,
-            lambda2: self.regularisation.quadratic,
+            lambda1: self.settings.regularisation.trace,
+            lambda2: self.settings.regularisation.quadratic,
         };
-        let solution = problem.solve(&self.options)?;
+        let solution = problem.solve(&self.settings.solver)?;
         // theta'(x) = ||G Phi'(x)||^2 with G^T G = A; back to kernel coordinates: Phi'(x) = (T v(x), 1).
         let g = psd_factor(&solution.parts[0])?;
         let t_map = features.map();

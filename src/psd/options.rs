@@ -1,6 +1,8 @@
-//! Options shared by every PSD estimator and baseline: the regularisation
-//! weights ([`Regularisation`]) and the solver's stopping rule
-//! ([`SolverOptions`], defined with the dual in [`super::dual`]).
+//! Settings shared by every PSD estimator and baseline, gathered in one
+//! [`PsdSettings`] that each params type embeds: the Gaussian kernel's
+//! width, the regularisation weights ([`Regularisation`]), the solver's
+//! stopping rule ([`SolverOptions`]) and the centres of the model (every
+//! sample, or a Nystrom subset).
 //!
 //! Each weight has one name and one meaning in every estimator:
 //!
@@ -12,6 +14,8 @@
 //!
 //! A weight the estimator has no term for must be 0 (a non-zero value is an
 //! [`Error::InvalidParameter`], not silently ignored).
+
+use nalgebra::DMatrix;
 
 use crate::kernel::Kernel;
 
@@ -190,66 +194,134 @@ impl SolverOptions {
     }
 }
 
-/// The width `sigma` of the kernel a PSD model or baseline is built with:
-/// the Gaussian kernel (the closed-form integrals of Prop. 4 and App. E need
-/// it), of a width in the range of [`Kernel::gaussian_with_width`].
+/// The settings every PSD params type shares (module docs), validated
+/// together by the params' own `validate`.
 ///
-/// Errors ([`Error::InvalidParameter`]): an invalid kernel (as
-/// [`Kernel::validate`]), any kernel but the Gaussian (`kernel`), or a width
-/// that is not a finite positive number (`sigma`).
-pub(crate) fn gaussian_sigma(kernel: &Kernel) -> Result<f64, Error> {
-    kernel.validate()?;
-    match kernel.gaussian_width() {
-        Some(sigma) if sigma.is_finite() && sigma > 0.0 => Ok(sigma),
-        Some(sigma) => Err(Error::InvalidParameter { name: "sigma", reason: format!("the Gaussian kernel's width {sigma:e} is not a finite positive number") }),
-        None => Err(Error::InvalidParameter {
-            name: "kernel",
-            reason: format!("PSD models and their baselines need the Gaussian kernel (closed-form integrals and products, Prop. 4); got {kernel:?}"),
-        }),
+/// ```
+/// use gramian::psd::{QuantileParams, Regularisation};
+/// use gramian::Kernel;
+/// let params = QuantileParams::new(Kernel::gaussian_with_width(0.5)?, &[0.1, 0.5, 0.9])?.nystrom(200, 7);
+/// let settings = params.settings();
+/// assert_eq!((settings.kernel_width(), settings.nystrom()), (0.5, Some((200, 7))));
+/// assert_eq!(settings.regularisation(), Regularisation::new().linear(1e-3).trace(1e-3).quadratic(1e-4));
+/// # Ok::<(), gramian::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PsdSettings {
+    pub(crate) sigma: f64,
+    pub(crate) regularisation: Regularisation,
+    pub(crate) solver: SolverOptions,
+    pub(crate) nystrom: Option<(usize, u64)>,
+}
+
+impl PsdSettings {
+    /// Settings for the Gaussian `kernel`, with every sample a centre.
+    ///
+    /// Errors ([`Error::InvalidParameter`]): an invalid kernel (as
+    /// [`Kernel::validate`]), any kernel but the Gaussian (`kernel`; the
+    /// closed-form integrals and products of Prop. 4 and App. E need it), or
+    /// a width that is not a finite positive number (`sigma`).
+    pub(crate) fn new(kernel: &Kernel, regularisation: Regularisation, solver: SolverOptions) -> Result<Self, Error> {
+        kernel.validate()?;
+        let sigma = match kernel.gaussian_width() {
+            Some(sigma) if sigma.is_finite() && sigma > 0.0 => sigma,
+            Some(sigma) => return Err(Error::InvalidParameter { name: "sigma", reason: format!("the Gaussian kernel's width {sigma:e} is not a finite positive number") }),
+            None => {
+                return Err(Error::InvalidParameter {
+                    name: "kernel",
+                    reason: format!("PSD models and their baselines need the Gaussian kernel (closed-form integrals and products, Prop. 4); got {kernel:?}"),
+                })
+            }
+        };
+        Ok(PsdSettings { sigma, regularisation, solver, nystrom: None })
+    }
+
+    /// The width `sigma` of the Gaussian kernel ([`Kernel::gaussian_width`]).
+    pub fn kernel_width(&self) -> f64 {
+        self.sigma
+    }
+
+    /// The regularisation weights.
+    pub fn regularisation(&self) -> Regularisation {
+        self.regularisation
+    }
+
+    /// The solver's tolerance and budget.
+    pub fn solver(&self) -> SolverOptions {
+        self.solver
+    }
+
+    /// `Some((m, seed))` when the model lives on `m` Nystrom centres drawn
+    /// with `seed` ([`crate::nystrom::landmark_indices`]); `None` when every
+    /// sample is a centre.
+    pub fn nystrom(&self) -> Option<(usize, u64)> {
+        self.nystrom
+    }
+
+    /// Checks the width, the weights against the terms the estimator has, and
+    /// the solver options.
+    pub(crate) fn validate(&self, terms: Terms) -> Result<(), Error> {
+        check_positive("sigma", self.sigma)?;
+        self.regularisation.check(terms)?;
+        self.solver.validate()
+    }
+
+    /// The centres of the model: every row of `x`, or the `m` Nystrom rows
+    /// drawn by [`crate::nystrom::landmark_indices`].
+    pub(crate) fn centres(&self, x: &DMatrix<f64>) -> Result<DMatrix<f64>, Error> {
+        Ok(match self.nystrom {
+            None => x.clone(),
+            Some((m, seed)) => x.select_rows(&crate::nystrom::landmark_indices(x.nrows(), m, seed)?),
+        })
     }
 }
 
-/// The builders every PSD params type shares (fields `sigma: f64`,
-/// `regularisation: Regularisation`): `.regularisation(Regularisation)` with
-/// the type's own doc (which weights it uses), `regularisation_weights()`,
-/// and the kernel's width `kernel_width()`.
+/// The builders every PSD params type shares (field `settings:
+/// PsdSettings`): `settings()`, `.regularisation(Regularisation)` with the
+/// type's own doc (which weights it uses), `regularisation_weights()`, and
+/// the kernel's width `kernel_width()`.
 macro_rules! shared_builders {
     ($regularisation_doc:literal) => {
+        /// The settings shared by every PSD params type: kernel width,
+        /// regularisation, solver options, centres.
+        pub fn settings(&self) -> &crate::psd::PsdSettings {
+            &self.settings
+        }
+
         /// The width `sigma` of the Gaussian kernel given to `new`
         /// ([`crate::Kernel::gaussian_width`]).
         pub fn kernel_width(&self) -> f64 {
-            self.sigma
+            self.settings.sigma
         }
 
         #[doc = $regularisation_doc]
         pub fn regularisation(mut self, weights: crate::psd::Regularisation) -> Self {
-            self.regularisation = weights;
+            self.settings.regularisation = weights;
             self
         }
 
         /// The regularisation weights (see [`crate::psd::Regularisation`]).
         pub fn regularisation_weights(&self) -> crate::psd::Regularisation {
-            self.regularisation
+            self.settings.regularisation
         }
     };
 }
 pub(crate) use shared_builders;
 
-/// The builders of the PSD params types that fit on Nystrom centres (fields
-/// `options: SolverOptions`, `nystrom: Option<(usize, u64)>`):
+/// The builders of the PSD params types that fit on Nystrom centres:
 /// `.solver(SolverOptions)` and `.nystrom(m, seed)` (the `m` centres drawn by
 /// [`crate::nystrom::landmark_indices`]), each with the type's own doc.
 macro_rules! solver_builders {
     ($solver_doc:literal, $nystrom_doc:literal) => {
         #[doc = $solver_doc]
         pub fn solver(mut self, options: crate::psd::SolverOptions) -> Self {
-            self.options = options;
+            self.settings.solver = options;
             self
         }
 
         #[doc = $nystrom_doc]
         pub fn nystrom(mut self, m: usize, seed: u64) -> Self {
-            self.nystrom = Some((m, seed));
+            self.settings.nystrom = Some((m, seed));
             self
         }
     };

@@ -6,15 +6,16 @@
 //! partial eigensolver** replaces the full eigendecomposition where it can
 //! prove its answer:
 //!
-//! 1. **Rayleigh-Ritz** on the previous call's Ritz basis `Q` (the positive
-//!    eigenvectors plus a buffer of the next ones): `Theta, X` from
-//!    `Q^T M Q`, residual `R = M X - X Theta`.
-//! 2. While the residual of the positive Ritz pairs is above the tolerance,
-//!    the basis is **expanded** by the orthonormalised residuals of the
-//!    leading `b` Ritz vectors (a block Krylov step; the basis grows up to `4b`
-//!    vectors, then restarts thickly to the leading Ritz vectors), at most
-//!    [`MAX_EXPANSIONS`] times; it gives up early when the observed rate of
-//!    decrease of the residual cannot reach the tolerance in the steps left.
+//! 1. **Block Lanczos from the warm basis**: the previous call's Ritz basis
+//!    `Q` (the positive eigenvectors plus a buffer of the next ones, `b`
+//!    columns) starts the thick-restart block Lanczos of
+//!    [`linalg::symmetric_operator_largest_from`], the crate's one Krylov
+//!    eigensolver: Rayleigh-Ritz on `span(Q)` first, then blocks of `b`
+//!    Krylov vectors up to `4 b`, restarting to the leading Ritz vectors, at
+//!    most [`MAX_RESTARTS`] restarts within its work budget. Only the Ritz
+//!    pairs above 0 must converge. The true residual `R = M X - X Theta` of
+//!    the positive pairs is then formed here.
+//! 2. **Bound.** The residual must satisfy the bound of step 3.
 //! 3. **Certificate.** With `X_+` the Ritz vectors of positive Ritz values and
 //!    `C` the compression of `M` to the orthogonal complement of `X_+`, the
 //!    Cholesky factorisation of
@@ -37,11 +38,10 @@
 //! symmetric eigendecomposition with vectors (about 10x the flops of Cholesky,
 //! and much less parallel).
 //!
-//! Measured, the fresh route is cheaper:
-//! the tridiagonalisation (`4/3 r^3` flops, on a thread team at memory
-//! speed) then only the `k + 1` wanted pairs by bisection and inverse
-//! iteration (`O(r k)`) and their back-transformation (`O(r^2 k)`), about
-//! 0.06 s at order 1000 against 0.16 s per partial call. The estimators
+//! The fresh route is cheaper on the problems of BENCHMARKS.md: the
+//! tridiagonalisation (`4/3 r^3` flops, on a thread team at memory speed)
+//! then only the `k + 1` wanted pairs by bisection and inverse iteration
+//! (`O(r k)`) and their back-transformation (`O(r^2 k)`). The estimators
 //! therefore use [`PositivePartSolver::full_only`]; the partial path stays
 //! available ([`PositivePartSolver::new`], `DensityParams::partial_eigensolver`).
 //!
@@ -60,8 +60,9 @@ use crate::error::Error;
 
 use super::polar::{self, PolarPart};
 
-/// Expansion steps of the partial solver before it falls back to the full one.
-pub const MAX_EXPANSIONS: usize = 10;
+/// Restarts of the partial path's block Lanczos before it falls back to the
+/// full eigendecomposition.
+pub const MAX_RESTARTS: usize = 10;
 
 /// Relative accuracy of `[M]_+` (Frobenius, relative to `||M||_F`) that the
 /// partial solver must certify, and the relative margin `tau / ||M||_F` of the certificate.
@@ -141,10 +142,10 @@ impl PartMatrix {
 pub enum Route {
     /// Full symmetric eigendecomposition.
     Full,
-    /// Certified partial solve after this many basis expansions.
+    /// Certified partial solve by block Lanczos from the warm basis.
     Partial {
-        /// Expansion steps used (0: Rayleigh-Ritz on the warm basis sufficed).
-        expansions: usize,
+        /// Block products `M V` (1: Rayleigh-Ritz on the warm basis sufficed).
+        block_products: usize,
     },
     /// The polynomial sign iteration ([`super::polar`]).
     Polar {
@@ -189,6 +190,23 @@ fn buffer_size(k: usize) -> usize {
     (k / 4).max(12)
 }
 
+/// Ritz pairs the partial path asks for from a basis of `b` columns: all
+/// but half the smallest buffer, so that at least one of them must come out
+/// non-positive for the answer to be used.
+fn wanted(b: usize) -> usize {
+    b.saturating_sub(buffer_size(0) / 2).max(1)
+}
+
+/// Whether a warm basis of `b` columns fits matrices of order `r`: the block
+/// Lanczos keeps [`wanted`] vectors and adds blocks of `b`.
+fn basis_fits(b: usize, r: usize) -> bool {
+    b > 0 && b.checked_mul(2).and_then(|t| t.checked_add(wanted(b))).is_some_and(|need| need <= r)
+}
+
+/// Work budget of the partial path's block Lanczos, in block-product columns
+/// as a multiple of the order (the full route costs about this much).
+const WORK_RATIO: f64 = 10.0;
+
 impl PositivePartSolver {
     /// A solver with the default tolerance, warm-started partial path
     /// enabled (not the estimators' default, see [`PositivePartSolver::full_only`]).
@@ -229,23 +247,24 @@ impl PositivePartSolver {
 
     /// Replaces the warm basis (orthonormal columns are not required: it is
     /// orthonormalised on use). A basis that does not fit the next matrix
-    /// (rows other than its order `r`, no columns, more than `r / 2` columns,
-    /// or non-finite entries) is not used; [`PositivePartSolver::try_set_basis`]
+    /// (rows other than its order `r`, no columns, so many columns `b` that
+    /// the block Lanczos has no room (`2 b + max(b - 6, 1) > r`), or
+    /// non-finite entries) is not used; [`PositivePartSolver::try_set_basis`]
     /// reports such a basis as an error instead.
     pub fn set_basis(&mut self, basis: DMatrix<f64>) {
         self.basis = Some(basis);
     }
 
     /// [`PositivePartSolver::set_basis`] for matrices of order `order`, checked:
-    /// the basis must be `order x k` with `1 <= k <= order / 2` and finite.
+    /// the basis must be `order x b` with `b >= 1`, `2 b + max(b - 6, 1) <= order`, and finite.
     ///
     /// Errors: [`Error::InvalidParameter`] naming the size or entry at fault.
     pub fn try_set_basis(&mut self, basis: DMatrix<f64>, order: usize) -> Result<(), Error> {
         if basis.nrows() != order {
             return Err(Error::InvalidParameter { name: "basis", reason: format!("has {} rows, the matrix has order {order}", basis.nrows()) });
         }
-        if basis.ncols() == 0 || 2 * basis.ncols() > order {
-            return Err(Error::InvalidParameter { name: "basis", reason: format!("needs 1..={} columns for order {order}, has {}", order / 2, basis.ncols()) });
+        if !basis_fits(basis.ncols(), order) {
+            return Err(Error::InvalidParameter { name: "basis", reason: format!("has {} columns; for order {order} it needs b >= 1 columns with 2 b + max(b - 6, 1) <= {order}", basis.ncols()) });
         }
         crate::linalg::check_finite("basis", &basis)?;
         self.basis = Some(basis);
@@ -275,11 +294,11 @@ impl PositivePartSolver {
         let r = m.nrows();
         if self.enabled {
             if let Some(q) = self.basis.take() {
-                if q.nrows() == r && q.ncols() > 0 && 2 * q.ncols() <= r && q.iter().all(|v| v.is_finite()) {
-                    if let Some((pp, basis, expansions)) = self.partial(m, &q)? {
+                if q.nrows() == r && basis_fits(q.ncols(), r) && q.iter().all(|v| v.is_finite()) {
+                    if let Some((pp, basis, block_products)) = self.partial(m, &q)? {
                         self.basis = Some(basis);
                         self.stats.partial += 1;
-                        return Ok((pp, Route::Partial { expansions }));
+                        return Ok((pp, Route::Partial { block_products }));
                     }
                     self.stats.fallbacks += 1;
                 }
@@ -317,6 +336,13 @@ impl PositivePartSolver {
     }
 
     /// The partial path; `None` when it cannot certify (caller falls back).
+    ///
+    /// The block Lanczos of [`linalg::symmetric_operator_largest_from`]
+    /// started from the warm basis `q0` (`b` columns) finds the
+    /// [`wanted`] largest Ritz pairs, of which only those above 0 must
+    /// converge, each to a residual of `tolerance / 2` relative to `||M||`.
+    /// That is its stopping rule only: the bound and the certificate are
+    /// evaluated here, on the true residuals.
     #[allow(clippy::type_complexity)]
     fn partial(&self, m: &DMatrix<f64>, q0: &DMatrix<f64>) -> Result<Option<(PositivePart, DMatrix<f64>, usize)>, Error> {
         let r = m.nrows();
@@ -324,110 +350,38 @@ impl PositivePartSolver {
         if !(norm_m > 0.0) || !norm_m.is_finite() {
             return Ok(None);
         }
+        let want = wanted(q0.ncols());
+        let settings = linalg::TopEigenSettings { tolerance: self.tolerance / 2.0, max_restarts: MAX_RESTARTS, work_ratio: WORK_RATIO, ..linalg::TopEigenSettings::default() };
+        let Some(found) = linalg::symmetric_operator_largest_from(r, want, linalg::DenseSymmetric(m), q0, 0.0, norm_m, &settings)? else { return Ok(None) };
+        // Descending: the positive Ritz pairs first, then the buffer.
+        let values: Vec<f64> = found.eigen.eigenvalues.iter().rev().copied().collect();
+        let x = DMatrix::from_fn(r, want, |i, a| found.eigen.eigenvectors[(i, want - 1 - a)]);
+        let k = values.iter().take_while(|&&t| t > 0.0).count();
         let b = q0.ncols();
-        let Some(q) = orthonormalise(q0, None) else { return Ok(None) };
-        let mq = linalg::matmul(m, &q);
-        let (mut x, mut mx, mut theta) = rayleigh_ritz(&q, &mq, b)?;
+        if k == want || k + buffer_size(k) / 2 > b {
+            // Buffer exhausted: more positive directions may lie outside.
+            return Ok(None);
+        }
         let allowed = self.tolerance * norm_m;
         let tau = self.tolerance * norm_m / (4.0 * (r as f64).sqrt());
-        // The Krylov basis grows by one block per expansion up to `cap` vectors
-        // (thick restart to the leading Ritz vectors beyond).
-        let cap = (4 * b).min(r / 2).max(b);
-        let mut expansions = 0;
-        let mut last_residual: Option<f64> = None;
-        loop {
-            let k = theta.iter().take_while(|&&t| t > 0.0).count();
-            if k + buffer_size(k) / 2 > b {
-                // Buffer exhausted: more positive directions may lie outside.
-                return Ok(None);
-            }
-            let lead = b.min(x.ncols());
-            let residual = mx.columns(0, lead) - scale_columns(&x.columns(0, lead).into_owned(), &theta[..lead]);
-            let res_pos = residual.columns(0, k).norm();
-            if std::f64::consts::SQRT_2 * res_pos + tau * (r as f64).sqrt() <= allowed {
-                if !certify(m, &x.columns(0, k).into_owned(), &mx.columns(0, k).into_owned(), &residual.columns(0, k).into_owned(), norm_m, tau) {
-                    return Ok(None);
-                }
-                let pp = PositivePart { values: theta[..k].to_vec(), vectors: x.columns(0, k).into_owned() };
-                // Next basis: the positive Ritz vectors and a buffer of the next ones.
-                let keep = (k + buffer_size(k)).min(x.ncols());
-                return Ok(Some((pp, x.columns(0, keep).into_owned(), expansions)));
-            }
-            if expansions == MAX_EXPANSIONS {
-                return Ok(None);
-            }
-            // Give up early when the observed rate of decrease of the residual
-            // cannot reach the tolerance within the remaining expansions.
-            if let Some(previous) = last_residual {
-                let rate: f64 = res_pos / previous;
-                let needed = std::f64::consts::SQRT_2 * res_pos / (allowed - tau * (r as f64).sqrt()).max(f64::MIN_POSITIVE);
-                if !(rate < 1.0) || needed.ln() / -rate.ln() > (MAX_EXPANSIONS - expansions) as f64 {
-                    return Ok(None);
-                }
-            }
-            last_residual = Some(res_pos);
-            expansions += 1;
-            // Expand by the residual directions of the leading block (block Krylov step).
-            let Some(z) = orthonormalise(&residual, Some(&x)) else { return Ok(None) };
-            let mz = linalg::matmul(m, &z);
-            let mut s = DMatrix::zeros(r, x.ncols() + z.ncols());
-            s.columns_mut(0, x.ncols()).copy_from(&x);
-            s.columns_mut(x.ncols(), z.ncols()).copy_from(&z);
-            let mut ms = DMatrix::zeros(r, s.ncols());
-            ms.columns_mut(0, x.ncols()).copy_from(&mx);
-            ms.columns_mut(x.ncols(), z.ncols()).copy_from(&mz);
-            (x, mx, theta) = rayleigh_ritz(&s, &ms, cap)?;
+        let x_pos = x.columns(0, k).into_owned();
+        let mx = linalg::matmul(m, &x_pos);
+        let mut residual = mx.clone();
+        for (a, mut col) in residual.column_iter_mut().enumerate() {
+            col.axpy(-values[a], &x_pos.column(a), 1.0);
         }
-    }
-}
-
-/// `v` with column `a` multiplied by `s[a]`.
-fn scale_columns(v: &DMatrix<f64>, s: &[f64]) -> DMatrix<f64> {
-    let mut out = v.clone();
-    for (a, mut col) in out.column_iter_mut().enumerate() {
-        col *= s[a];
-    }
-    out
-}
-
-/// Rayleigh-Ritz on the orthonormal basis `s` with `ms = M s`: the `keep`
-/// leading Ritz vectors `X = s V`, `M X = ms V` and the Ritz values, descending.
-/// `X`, `M X` and the Ritz values of [`rayleigh_ritz`].
-type RitzPairs = (DMatrix<f64>, DMatrix<f64>, Vec<f64>);
-
-fn rayleigh_ritz(s: &DMatrix<f64>, ms: &DMatrix<f64>, keep: usize) -> Result<RitzPairs, Error> {
-    let h = linalg::matmul_tn(s, ms);
-    let h = (&h + h.transpose()) * 0.5;
-    let eig = linalg::symmetric_eigen(&h)?;
-    let c = h.nrows();
-    let keep = keep.min(c);
-    let v = DMatrix::from_fn(c, keep, |i, a| eig.eigenvectors[(i, c - 1 - a)]);
-    let theta = (0..keep).map(|a| eig.eigenvalues[c - 1 - a]).collect();
-    Ok((linalg::matmul(s, &v), linalg::matmul(ms, &v), theta))
-}
-
-/// Orthonormal basis of the span of `y` (after projecting out the orthonormal
-/// columns of `against`, twice), by two passes of the eigendecomposition of
-/// the Gram matrix (SVQB), dropping directions below `1e-10` of the largest.
-/// `None` if nothing is left.
-fn orthonormalise(y: &DMatrix<f64>, against: Option<&DMatrix<f64>>) -> Option<DMatrix<f64>> {
-    let mut z = y.clone();
-    for _ in 0..2 {
-        if let Some(x) = against {
-            let c = linalg::matmul_tn(x, &z);
-            linalg::matmul_acc(&mut z, &(-x), &c);
+        if std::f64::consts::SQRT_2 * residual.norm() + tau * (r as f64).sqrt() > allowed || !certify(m, &x_pos, &mx, &residual, norm_m, tau) {
+            return Ok(None);
         }
-        let g = linalg::matmul_tn(&z, &z);
-        let eig = linalg::symmetric_eigen(&g).ok()?;
-        let top = eig.eigenvalues.max();
-        if !(top > 0.0) || !top.is_finite() {
-            return None;
-        }
-        let kept: Vec<usize> = (0..g.nrows()).filter(|&i| eig.eigenvalues[i] > 1e-20 * top).collect();
-        let v = DMatrix::from_fn(g.nrows(), kept.len(), |i, a| eig.eigenvectors[(i, kept[a])] / eig.eigenvalues[kept[a]].sqrt());
-        z = linalg::matmul(&z, &v);
+        let pp = PositivePart { values: values[..k].to_vec(), vectors: x_pos };
+        // Next basis: the positive Ritz vectors and a buffer of the next ones,
+        // completed from the end of the warm basis (it is orthonormalised on
+        // use) where fewer Ritz vectors were asked for.
+        let keep = (k + buffer_size(k)).min(b);
+        let ritz = keep.min(want);
+        let next = DMatrix::from_fn(r, keep, |i, a| if a < ritz { x[(i, a)] } else { q0[(i, b - keep + a)] });
+        Ok(Some((pp, next, found.block_products)))
     }
-    (z.ncols() > 0).then_some(z)
 }
 
 /// Cholesky certificate that the compression of `M` to the orthogonal

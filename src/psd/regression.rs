@@ -27,24 +27,19 @@ use crate::input::{AsMatrix, AsVector};
 use crate::device::Device;
 use crate::linalg::{self, check_dim, check_matrix};
 
-use super::density::nystrom_centres;
 use super::features::Features;
 use super::options::{SolverOptions, SolverReport};
 use super::engine::{BlockLoss, EngineProblem, LinearPart};
-use super::error::check_positive;
 use crate::error::Error;
 use super::features::EmpiricalFeatures;
 use super::model::PsdModel;
-use super::options::{Regularisation, Terms, shared_builders, solver_builders};
+use super::options::{PsdSettings, Regularisation, Terms, shared_builders, solver_builders};
 
 /// Parameters of [`QuantileRegression`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct QuantileParams {
-    sigma: f64,
+    settings: PsdSettings,
     levels: Vec<f64>,
-    regularisation: Regularisation,
-    options: SolverOptions,
-    nystrom: Option<(usize, u64)>,
 }
 
 impl QuantileParams {
@@ -58,8 +53,8 @@ impl QuantileParams {
     /// Errors ([`Error::InvalidParameter`]): any kernel but the Gaussian
     /// (`kernel`), an invalid kernel ([`crate::Kernel::validate`]).
     pub fn new(kernel: crate::Kernel, levels: &[f64]) -> Result<Self, Error> {
-        let sigma = crate::psd::options::gaussian_sigma(&kernel)?;
-        Ok(QuantileParams { sigma, levels: levels.to_vec(), regularisation: Regularisation::new().linear(1e-3).trace(1e-3).quadratic(1e-4), options: SolverOptions::default(), nystrom: None })
+        let settings = PsdSettings::new(&kernel, Regularisation::new().linear(1e-3).trace(1e-3).quadratic(1e-4), SolverOptions::default())?;
+        Ok(QuantileParams { settings, levels: levels.to_vec() })
     }
 
     // `.regularisation(Regularisation)`, its getter and `kernel_width()`, shared by every PSD params type.
@@ -76,9 +71,7 @@ impl QuantileParams {
     /// weights this estimator does not accept (see [`Regularisation`]), and invalid
     /// solver options ([`SolverOptions::validate`](crate::psd::SolverOptions::validate)), or quantile `levels` that are empty, outside `(0, 1)` or not increasing.
     pub fn validate(&self) -> Result<(), Error> {
-        check_positive("sigma", self.sigma)?;
-        self.regularisation.check(Terms::REGRESSION)?;
-        self.options.validate()?;
+        self.settings.validate(Terms::REGRESSION)?;
         check_levels(&self.levels)
     }
 
@@ -109,8 +102,8 @@ impl QuantileParams {
         sorted.sort_by(|a, b| a.total_cmp(b));
         let offset = sorted[n / 2];
         let loss = PinballLoss { targets: y.add_scalar(-offset), levels: self.levels.clone() };
-        let centres = nystrom_centres(x, self.nystrom)?;
-        let features = EmpiricalFeatures::new(&centres, self.sigma)?;
+        let centres = self.settings.centres(x)?;
+        let features = EmpiricalFeatures::new(&centres, self.settings.sigma)?;
         let p = features.features(device, x)?;
         let setup = start.elapsed().as_secs_f64();
         // A PSD part per level i != c, moving the levels j >= i (above the
@@ -120,13 +113,13 @@ impl QuantileParams {
         let problem = EngineProblem {
             features: Features::Host(&p),
             parts,
-            linear: Some(LinearPart { coupling: vec![1.0; k], lambda0: self.regularisation.linear }),
+            linear: Some(LinearPart { coupling: vec![1.0; k], lambda0: self.settings.regularisation.linear }),
             integral: None,
             loss: &loss,
-            lambda1: self.regularisation.trace,
-            lambda2: self.regularisation.quadratic,
+            lambda1: self.settings.regularisation.trace,
+            lambda2: self.settings.regularisation.quadratic,
         };
-        let solution = problem.solve(&self.options)?;
+        let solution = problem.solve(&self.settings.solver)?;
         let mut models = Vec::with_capacity(part_levels.len());
         for (&i, a) in part_levels.iter().zip(solution.parts.iter()) {
             models.push((i, PsdModel::from_feature_operator(&features, a)?));

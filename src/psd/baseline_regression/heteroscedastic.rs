@@ -13,13 +13,12 @@ use crate::linalg::{self, check_dim, check_matrix};
 
 use super::super::baselines::BaselineKind;
 use super::super::options::SolverOptions;
-use super::super::options::{Regularisation, Terms, shared_builders, solver_builders};
-use super::super::error::check_positive;
+use super::super::options::{PsdSettings, Regularisation, Terms, shared_builders, solver_builders};
 use crate::error::Error;
 use super::super::features::EmpiricalFeatures;
 use super::super::heteroscedastic::{target_moments, GaussianNaturalLoss, NaturalParameters};
 use super::super::newton::{self, NewtonSettings};
-use super::{check_solver, random_start, weighted_product, BaselineReport, PartMap};
+use super::{check_restarts, random_start, weighted_product, BaselineReport, PartMap};
 
 /// Parameters of a heteroscedastic regression (Section 6, "regression with
 /// Gaussian heteroscedastic errors") whose precision `theta = 1/v` is a
@@ -28,12 +27,9 @@ use super::{check_solver, random_start, weighted_product, BaselineReport, PartMa
 #[derive(Debug, Clone, PartialEq)]
 pub struct BaselineHeteroscedasticParams {
     kind: BaselineKind,
-    sigma: f64,
-    regularisation: Regularisation,
+    settings: PsdSettings,
     restarts: usize,
     seed: u64,
-    options: SolverOptions,
-    nystrom: Option<(usize, u64)>,
 }
 
 impl BaselineHeteroscedasticParams {
@@ -48,8 +44,8 @@ impl BaselineHeteroscedasticParams {
     /// Errors ([`Error::InvalidParameter`]): any kernel but the Gaussian
     /// (`kernel`), an invalid kernel ([`crate::Kernel::validate`]).
     pub fn new(kind: BaselineKind, kernel: crate::Kernel) -> Result<Self, Error> {
-        let sigma = crate::psd::options::gaussian_sigma(&kernel)?;
-        Ok(BaselineHeteroscedasticParams { kind, sigma, regularisation: Regularisation::new().linear(1e-3).quadratic(1e-3), restarts: 5, seed: 0, options: SolverOptions::default().tolerance(1e-8).max_iterations(500).check_every(1), nystrom: None })
+        let settings = PsdSettings::new(&kernel, Regularisation::new().linear(1e-3).quadratic(1e-3), SolverOptions::default().tolerance(1e-8).max_iterations(500).check_every(1))?;
+        Ok(BaselineHeteroscedasticParams { kind, settings, restarts: 5, seed: 0 })
     }
 
     // `.regularisation(Regularisation)`, its getter and `kernel_width()`, shared by every PSD params type.
@@ -74,9 +70,8 @@ impl BaselineHeteroscedasticParams {
     /// weights this estimator does not accept (see [`Regularisation`](crate::psd::Regularisation)), and invalid
     /// solver options ([`SolverOptions::validate`](crate::psd::SolverOptions::validate)), or `restarts` outside `1..=`[`MAX_RESTARTS`](crate::psd::baseline_regression::MAX_RESTARTS).
     pub fn validate(&self) -> Result<(), Error> {
-        check_positive("sigma", self.sigma)?;
-        self.regularisation.check(Terms::BASELINE_REGRESSION)?;
-        check_solver(&self.options, self.restarts)
+        self.settings.validate(Terms::BASELINE_REGRESSION)?;
+        check_restarts(self.restarts)
     }
 
     /// The training problem on `(x, y)` (validated), for inspection and tests.
@@ -84,14 +79,14 @@ impl BaselineHeteroscedasticParams {
         self.validate()?;
         let (y_mean, y_sd) = target_moments(x, y)?;
         let loss = GaussianNaturalLoss { targets: y.map(|v| (v - y_mean) / y_sd) };
-        let centres = crate::psd::density::nystrom_centres(x, self.nystrom)?;
-        let features = EmpiricalFeatures::new(&centres, self.sigma)?;
+        let centres = self.settings.centres(x)?;
+        let features = EmpiricalFeatures::new(&centres, self.settings.sigma)?;
         let p = features.features_with_constant(device, x)?;
-        let pz = if self.nystrom.is_some() { features.features_with_constant(device, &centres)? } else { p.clone() };
+        let pz = if self.settings.nystrom.is_some() { features.features_with_constant(device, &centres)? } else { p.clone() };
         let part = PartMap::new(self.kind, &p, &pz);
         let r = p.nrows();
         let bounded = (0..r + part.dim()).map(|j| j >= r && self.kind == BaselineKind::Ncm).collect();
-        Ok(HeteroscedasticBaselineProblem { features, p, part, loss, lambda0: self.regularisation.linear, lambda: self.regularisation.quadratic, bounded, y_mean, y_sd })
+        Ok(HeteroscedasticBaselineProblem { features, p, part, loss, lambda0: self.settings.regularisation.linear, lambda: self.settings.regularisation.quadratic, bounded, y_mean, y_sd })
     }
 
     /// Fits on `data` (inputs `data.x`, one sample per row; targets
@@ -115,7 +110,7 @@ impl BaselineHeteroscedasticParams {
         let r = problem.p.nrows();
         let mut rng = StdRng::seed_from_u64(self.seed);
         let starts = if self.kind == BaselineKind::Glm { self.restarts } else { 1 };
-        let settings = NewtonSettings { tolerance: self.options.tolerance, max_iterations: self.options.max_iterations };
+        let settings = NewtonSettings { tolerance: self.settings.solver.tolerance, max_iterations: self.settings.solver.max_iterations };
         let mut best: Option<newton::NewtonOutcome> = None;
         let mut last: Option<newton::NewtonOutcome> = None;
         let mut objectives = Vec::new();
@@ -125,7 +120,7 @@ impl BaselineHeteroscedasticParams {
             z0.rows_mut(r, problem.part.dim()).copy_from(&c0);
             let out = newton::minimise(|z| problem.objective(z), |z| problem.derivatives(z), &problem.bounded, z0, settings);
             objectives.push(out.objective);
-            if out.residual <= self.options.tolerance && best.as_ref().is_none_or(|b| out.objective < b.objective) {
+            if out.residual <= self.settings.solver.tolerance && best.as_ref().is_none_or(|b| out.objective < b.objective) {
                 best = Some(out);
             } else {
                 last = Some(out);
@@ -133,7 +128,7 @@ impl BaselineHeteroscedasticParams {
         }
         let Some(best) = best else {
             let out = last.expect("at least one start");
-            return Err(Error::NotConverged { iterations: out.iterations, gap: out.residual, tolerance: self.options.tolerance });
+            return Err(Error::NotConverged { iterations: out.iterations, gap: out.residual, tolerance: self.settings.solver.tolerance });
         };
         let c = best.z.rows(r, problem.part.dim()).into_owned();
         let report = BaselineReport { iterations: best.iterations, residual: best.residual, objective: best.objective, objectives_per_start: objectives, seconds: start.elapsed().as_secs_f64() };

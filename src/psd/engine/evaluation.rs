@@ -1,0 +1,342 @@
+//! The engine's evaluations at a dual point (module docs of [`super`]):
+//! `M_q`, its positive part, the model values, the linear part, the dual
+//! and primal objectives and the gap, with the caches that spare
+//! recomputation between FISTA's candidates.
+
+use std::time::Instant;
+
+use nalgebra::{DMatrix, DVector};
+
+use crate::error::Error;
+use crate::linalg;
+
+use super::super::positive_part::{PartMatrix, PositivePartSolver};
+use super::{BlockLoss, EngineProblem};
+
+/// Per-part solver state.
+pub(super) struct PartState {
+    pub(super) eigen_solver: PositivePartSolver,
+    pub(super) m_cache: MatrixCache,
+    /// The last [`RECENT_PARTS`] positive parts, most recent last.
+    pub(super) recent: Vec<RecentPart>,
+}
+
+/// Positive parts kept per part: FISTA's accepted iterate is its last
+/// backtracking candidate (so the gap check reuses it), and while the step
+/// is shortened at an unchanged extrapolated point (the first iteration and
+/// after a restart, where `x_k = x_{k-1}`) the evaluations alternate between
+/// that point and the candidates, so two entries spare the point's
+/// recomputation (five of 28 eigendecompositions of the 10-D density at
+/// n = 1000).
+pub(super) const RECENT_PARTS: usize = 2;
+
+/// `[M(d, mu)]_+` of a recent evaluation.
+pub(super) struct RecentPart {
+    pub(super) d: DVector<f64>,
+    pub(super) mu: f64,
+    pub(super) pp: PartMatrix,
+    /// `(f_q(x_i))_i` and `tr(A_q W)` once computed: FISTA's extrapolated
+    /// point after a restart is the iterate of the last gap check, and the
+    /// outer loop and the final evaluation revisit it, so the `O(n r k)`
+    /// model values are not recomputed there.
+    pub(super) values: Option<(DVector<f64>, f64)>,
+}
+
+pub(super) struct State {
+    pub(super) parts: Vec<PartState>,
+    pub(super) eigen: f64,
+    pub(super) products: f64,
+}
+
+/// The last few `(d, mu, M(d, mu))`. `M` is affine in `d`, and FISTA's
+/// extrapolated point is an affine combination of two earlier candidates,
+/// so `M` there costs `O(r^2)` instead of the `O(n r^2)` product. The
+/// combination is used only when it reproduces `d` to `1e-13` relative
+/// (checked entry by entry).
+#[derive(Default)]
+pub(super) struct MatrixCache {
+    pub(super) entries: Vec<(DVector<f64>, f64, DMatrix<f64>)>,
+}
+
+impl MatrixCache {
+    const SIZE: usize = 3;
+
+    fn insert(&mut self, d: &DVector<f64>, mu: f64, m: &DMatrix<f64>) {
+        if self.entries.len() == Self::SIZE {
+            self.entries.remove(0);
+        }
+        self.entries.push((d.clone(), mu, m.clone()));
+    }
+
+    fn combination(&self, d: &DVector<f64>, mu: f64) -> Option<DMatrix<f64>> {
+        let close = |c: &DVector<f64>| c.iter().zip(d.iter()).all(|(a, b)| (a - b).abs() <= 1e-13 * b.abs().max(f64::MIN_POSITIVE));
+        for (i, (a1, mu1, m1)) in self.entries.iter().enumerate().rev() {
+            if *mu1 == mu && a1 == d {
+                return Some(m1.clone());
+            }
+            for (a2, mu2, m2) in self.entries[..i].iter().rev() {
+                if *mu1 != mu || *mu2 != mu {
+                    continue;
+                }
+                let diff = a1 - a2;
+                let dd = diff.norm_squared();
+                if !(dd > 0.0) {
+                    continue;
+                }
+                let t = (d - a2).dot(&diff) / dd;
+                if close(&(a2 + &diff * t)) {
+                    // t m1 + (1 - t) m2 without temporaries.
+                    let mut m = m2.clone();
+                    m.iter_mut().zip(m1.iter()).for_each(|(a, b)| *a = t * b + (1.0 - t) * *a);
+                    return Some(m);
+                }
+            }
+        }
+        None
+    }
+}
+
+/// Everything the gap needs at a dual point.
+pub(super) struct Evaluation {
+    pub(super) pps: Vec<PartMatrix>,
+    /// Model values `u` (B n).
+    pub(super) u: DVector<f64>,
+    /// `tr(A W)` (0 without an integral).
+    pub(super) trace_aw: f64,
+    /// `w` of the linear part (empty without one).
+    pub(super) w: DVector<f64>,
+    /// `||P s||^2 / (2 lambda_0)` (= `lambda_0/2 ||w||^2`).
+    pub(super) linear_energy: f64,
+}
+
+impl<'a, L: BlockLoss + ?Sized> EngineProblem<'a, L> {
+    /// `sum_b c_b z_b`.
+    pub(super) fn combine(&self, coupling: &[f64], z: &DVector<f64>) -> DVector<f64> {
+        let n = self.n();
+        let mut d = DVector::zeros(n);
+        for (b, &c) in coupling.iter().enumerate() {
+            if c != 0.0 {
+                d.axpy(c, &z.rows(b * n, n), 1.0);
+            }
+        }
+        d
+    }
+
+    /// `M_q = -P diag(d) P^T - mu W - lambda_1 I`.
+    pub(super) fn m_matrix(&self, q: usize, d: &DVector<f64>, mu: f64, state: &mut State) -> Result<DMatrix<f64>, Error> {
+        let start = Instant::now();
+        if let Some(m) = state.parts[q].m_cache.combination(d, mu) {
+            state.products += start.elapsed().as_secs_f64();
+            return Ok(m);
+        }
+        let mut m = self.features.weighted_gram(&(-d))?;
+        if let Some(w) = self.integral {
+            m.iter_mut().zip(w.iter()).for_each(|(a, b)| *a -= mu * b);
+        }
+        for i in 0..m.nrows() {
+            m[(i, i)] -= self.lambda1;
+        }
+        state.parts[q].m_cache.insert(d, mu, &m);
+        state.products += start.elapsed().as_secs_f64();
+        Ok(m)
+    }
+
+    pub(super) fn positive_part(&self, q: usize, z: &DVector<f64>, mu: f64, state: &mut State) -> Result<PartMatrix, Error> {
+        let d = self.combine(&self.parts[q], z);
+        let recent = &mut state.parts[q].recent;
+        if let Some(i) = recent.iter().position(|e| e.mu == mu && e.d == d) {
+            let entry = recent.remove(i);
+            let pp = entry.pp.clone();
+            recent.push(entry);
+            return Ok(pp);
+        }
+        let m = self.m_matrix(q, &d, mu, state)?;
+        let start = Instant::now();
+        let (pp, _) = state.parts[q].eigen_solver.compute_part(&m)?;
+        state.eigen += start.elapsed().as_secs_f64();
+        let recent = &mut state.parts[q].recent;
+        if recent.len() == RECENT_PARTS {
+            recent.remove(0);
+        }
+        recent.push(RecentPart { d, mu, pp: pp.clone(), values: None });
+        Ok(pp)
+    }
+
+    pub(super) fn positive_parts(&self, z: &DVector<f64>, mu: f64, state: &mut State) -> Result<Vec<PartMatrix>, Error> {
+        (0..self.parts.len()).map(|q| self.positive_part(q, z, mu, state)).collect()
+    }
+
+    /// `P s`, `w = -P s / lambda_0`, `eta = P^T w` and `||P s||^2/(2 lambda_0)`.
+    pub(super) fn linear_values(&self, z: &DVector<f64>, state: &mut State) -> Result<(DVector<f64>, DVector<f64>, f64), Error> {
+        let Some(lin) = &self.linear else { return Ok((DVector::zeros(0), DVector::zeros(0), 0.0)) };
+        let start = Instant::now();
+        let s = self.combine(&lin.coupling, z);
+        let ps = self.features.apply(&s)?;
+        let w = -&ps / lin.lambda0;
+        let eta = self.features.apply_transpose(&w)?;
+        state.products += start.elapsed().as_secs_f64();
+        Ok((w, eta, ps.norm_squared() / (2.0 * lin.lambda0)))
+    }
+
+    /// `f_q(x_i) = p_i^T A_q p_i` for `A_q = [M_q]_+ / lambda_2`, and `tr(A W)`.
+    pub(super) fn part_values(&self, part: &PartMatrix, state: &mut State) -> Result<(DVector<f64>, f64), Error> {
+        let start = Instant::now();
+        let pp = match part {
+            PartMatrix::Eigen(pp) => pp,
+            PartMatrix::Dense(d) => {
+                // A dense [M]_+ (the polar route): f = p_i^T A p_i, tr(A W) = sum A o W.
+                let a = &d.matrix / self.lambda2;
+                let f = self.features.quadratic_forms(&a)?;
+                let trace_aw = self.integral.map_or(0.0, |w| a.iter().zip(w.iter()).map(|(x, y)| x * y).sum());
+                state.products += start.elapsed().as_secs_f64();
+                return Ok((f, trace_aw));
+            }
+        };
+        let scale: Vec<f64> = pp.values.iter().map(|v| (v / self.lambda2).sqrt()).collect();
+        let f = if pp.values.is_empty() {
+            DVector::zeros(self.n())
+        } else {
+            let mut v = pp.vectors.clone();
+            for (a, mut col) in v.column_iter_mut().enumerate() {
+                col *= scale[a];
+            }
+            self.features.projected_norms(&v)?
+        };
+        let trace_aw = match self.integral {
+            Some(w) => {
+                let uw = linalg::matmul_tn(&pp.vectors, w);
+                (0..pp.values.len()).map(|a| scale[a] * scale[a] * uw.row(a).dot(&pp.vectors.column(a).transpose())).sum()
+            }
+            None => 0.0,
+        };
+        state.products += start.elapsed().as_secs_f64();
+        Ok((f, trace_aw))
+    }
+
+    /// Model values and the rest of [`Evaluation`] at `z`.
+    pub(super) fn evaluate(&self, z: &DVector<f64>, mu: f64, state: &mut State) -> Result<Evaluation, Error> {
+        let n = self.n();
+        let pps = self.positive_parts(z, mu, state)?;
+        let mut u = DVector::zeros(n * self.loss.blocks());
+        let mut trace_aw = 0.0;
+        for (q, pp) in pps.iter().enumerate() {
+            // `positive_parts` just made `pp` the most recent entry, so its values (if any) belong to it.
+            let (f, t) = match state.parts[q].recent.last_mut().and_then(|e| e.values.take()) {
+                Some(values) => values,
+                None => self.part_values(pp, state)?,
+            };
+            if let Some(entry) = state.parts[q].recent.last_mut() {
+                entry.values = Some((f.clone(), t));
+            }
+            trace_aw += t;
+            for (b, &c) in self.parts[q].iter().enumerate() {
+                if c != 0.0 {
+                    u.rows_mut(b * n, n).axpy(c, &f, 1.0);
+                }
+            }
+        }
+        let (w, eta, linear_energy) = self.linear_values(z, state)?;
+        if let Some(lin) = &self.linear {
+            for (b, &c) in lin.coupling.iter().enumerate() {
+                if c != 0.0 {
+                    u.rows_mut(b * n, n).axpy(c, &eta, 1.0);
+                }
+            }
+        }
+        Ok(Evaluation { pps, u, trace_aw, w, linear_energy })
+    }
+
+    /// `sum_q ||[M_q]_+||_F^2 / (2 lambda_2)`.
+    pub(super) fn psd_energy(&self, pps: &[PartMatrix]) -> f64 {
+        pps.iter().map(PartMatrix::frobenius_squared).sum::<f64>() / (2.0 * self.lambda2)
+    }
+
+    /// `sum_q lambda_1 tr(A_q s) + lambda_2/2 ||A_q s||_F^2` from the trace
+    /// and Frobenius norm of each `[M_q]_+` (`A_q = [M_q]_+ / lambda_2`).
+    pub(super) fn regulariser(&self, pps: &[PartMatrix], scale: f64) -> f64 {
+        let s = scale / self.lambda2;
+        pps.iter()
+            .map(|part| match part {
+                PartMatrix::Eigen(pp) => pp
+                    .values
+                    .iter()
+                    .map(|v| {
+                        let a = v / self.lambda2 * scale;
+                        self.lambda1 * a + 0.5 * self.lambda2 * a * a
+                    })
+                    .sum::<f64>(),
+                PartMatrix::Dense(d) => self.lambda1 * s * d.trace + 0.5 * self.lambda2 * s * s * d.frobenius_squared,
+            })
+            .sum()
+    }
+
+    /// `F(z, mu) = L*(z) + mu + smooth part` (minus the dual objective).
+    pub(super) fn dual_value(&self, z: &DVector<f64>, mu: f64, ev: &Evaluation) -> f64 {
+        self.loss.conjugate(z) + self.psd_energy(&ev.pps) + ev.linear_energy + if self.integral.is_some() { mu } else { 0.0 }
+    }
+
+    /// Primal objective at the feasible point (`A / tr(A W)` with an integral).
+    pub(super) fn primal(&self, ev: &Evaluation) -> f64 {
+        let s = if self.integral.is_some() { ev.trace_aw } else { 1.0 };
+        if !(s > 0.0) {
+            return f64::INFINITY;
+        }
+        self.loss.value(&(&ev.u / s)) + self.regulariser(&ev.pps, 1.0 / s) + ev.linear_energy
+    }
+
+    /// `(gap, penalised gap at fixed mu, tr(A W))`.
+    /// The diagonal metric `D` of FISTA (a variable-metric proximal gradient
+    /// method), or `None` where the loss has no per-coordinate prox or there
+    /// is a linear part.
+    ///
+    /// Each part's energy `||[M_q]_+||_F^2 / (2 lambda_2)` has a gradient that
+    /// is `1/lambda_2`-Lipschitz in `M_q`, and `M_q` is linear in `d_q =
+    /// sum_b c_{qb} z_b` with `||P diag(d) P^T||_F^2 = d^T (K o K) d`,
+    /// `K = P^T P`. So the Hessian of the smooth part is at most
+    /// `sum_q (c_q c_q^T) kron (K o K) / lambda_2`, and since `K o K` has
+    /// non-negative entries it is at most the diagonal of its row sums
+    /// `sum_j (p_i^T p_j)^2 = p_i^T (P P^T) p_i` (diagonal dominance), and
+    /// `c_q c_q^T` at most `diag(|c_{qb}| sum_b' |c_{qb'}|)`:
+    ///
+    /// `D_{b i} = sum_q |c_{qb}| (sum_b' |c_{qb'}|) p_i^T (P P^T) p_i / lambda_2`.
+    ///
+    /// Against the scalar step `1/L`, `L = sum_q ||c_q||^2 max_i ||p_i||^2
+    /// ||P P^T|| / lambda_2`, the coordinates of samples far from the others
+    /// (small `p_i^T P P^T p_i`, small model values, large `|z_i|`) take
+    /// steps larger by up to `L / D_{bi}`; with the scalar step they were
+    /// the ones left unconverged at small `lambda` (the 10-D density of App. E).
+    pub(super) fn diagonal_metric(&self, ppt: &DMatrix<f64>) -> Result<Option<DVector<f64>>, Error> {
+        let (n, blocks) = (self.n(), self.loss.blocks());
+        if self.linear.is_some() || self.loss.prox_conjugate_per_coordinate(&DVector::from_element(n * blocks, -1.0), &DVector::from_element(n * blocks, 1.0)).is_none() {
+            return Ok(None);
+        }
+        // p_i^T G p_i <= p_i^T (G + delta I) p_i = ||L^T p_i||^2 with the
+        // Cholesky factor L of G + delta I (the smallest ridge delta that
+        // lets a singular G through, at most 1e-4 max G_jj: D only grows, so
+        // it still bounds the Hessian). Without a factor, the scalar step.
+        let Some((l, _)) = linalg::ridged_cholesky_factor(ppt) else { return Ok(None) };
+        let row_sums = self.features.projected_norms(&l)?;
+        let mut d = DVector::zeros(n * blocks);
+        for c in &self.parts {
+            let total: f64 = c.iter().map(|v| v.abs()).sum();
+            for (b, &cb) in c.iter().enumerate() {
+                d.rows_mut(b * n, n).axpy(cb.abs() * total / self.lambda2, &row_sums, 1.0);
+            }
+        }
+        // A sample whose features vanish has no curvature from the smooth
+        // part; give it the largest entry so its step stays bounded.
+        let top = d.max();
+        if !(top > 0.0 && top.is_finite()) {
+            return Ok(None);
+        }
+        Ok(Some(d.map(|v| if v > 1e-12 * top { v } else { top })))
+    }
+
+    pub(super) fn gaps(&self, z: &DVector<f64>, mu: f64, state: &mut State) -> Result<(f64, f64, f64), Error> {
+        let ev = self.evaluate(z, mu, state)?;
+        let dual = self.dual_value(z, mu, &ev);
+        let gap = self.primal(&ev) + dual;
+        let penalised = self.loss.value(&ev.u) + self.regulariser(&ev.pps, 1.0) + ev.linear_energy + if self.integral.is_some() { mu * (ev.trace_aw - 1.0) } else { 0.0 };
+        Ok((gap, penalised + dual, ev.trace_aw))
+    }
+}
