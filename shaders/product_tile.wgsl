@@ -25,12 +25,9 @@
 // loaded while the current one is used (one barrier per slice).
 //
 // Distance forms: direct accumulates (a - b)^2; expanded accumulates <a, b>
-// and both squared norms and forms s = |a|^2 + |b|^2 - 2 <a, b> (one FMA
-// per term instead of two). Where the expansion cancels (s <= NEAR
-// (|a|^2 + |b|^2): near-duplicate points, data far from the origin) the
-// pair is recomputed directly from global memory, so the expanded form has
-// the direct form's accuracy: it keeps the Laplacian's sqrt(s) accurate
-// near 0 and the RBF's exp(-gamma s) exact on the diagonal.
+// and both squared norms (one FMA per term instead of two) and forms the
+// distance by `expanded_distance` (`problem.wgsl`), which recomputes it
+// directly where the expansion cancels.
 
 const TR: u32 = @@TR@@u;
 const TC: u32 = @@TC@@u;
@@ -44,7 +41,6 @@ const WX: u32 = @@WX@@u;
 const WY: u32 = @@WY@@u;
 const THREADS: u32 = @@THREADS@@u;
 const EXPANDED: bool = @@EXPANDED@@;
-const NEAR: f32 = 0.125;
 
 var<workgroup> a_tile: array<array<array<@@VT@@, @@AU@@>, @@KC@@>, @@STAGES@@>;
 var<workgroup> b_tile: array<array<array<@@VT@@, @@BU@@>, @@KC@@>, @@STAGES@@>;
@@ -70,29 +66,13 @@ fn stage(p: Problem, buf: u32, k0: u32, row0: u32, col0: u32, li: u32) {
     }
 }
 
-// ||a_i - b_j||^2 over the problem's depth, from global memory: the
-// expanded form's fallback where the expansion cancels.
-fn direct_distance(p: Problem, i: u32, j: u32) -> T {
-    var s = T(0.0);
-    for (var k = 0u; k < p.depth; k++) {
-        let d = load_a(p, i, k) - load_b(p, j, k);
-        s = fma(d, d, s);
-    }
-    return s;
-}
-
 // The statistic of entry (gr, gc) from the registers: `v` is the statistic
 // itself (direct form, inner products) or <a, b> with the squared norms
 // na, nb (expanded distances).
 fn statistic_of(p: Problem, distance: bool, gr: u32, gc: u32, v: T, na: T, nb: T) -> T {
-    var s = v;
     if (EXPANDED && distance) {
-        let scale = na + nb;
-        s = max(scale - T(2.0) * v, T(0.0));
-        if (s <= T(NEAR) * scale) {
-            s = direct_distance(p, gr, gc);
-        }
+        return expanded_distance(p, gr, gc, v, na, nb);
     }
-    return s;
+    return v;
 }
 

@@ -116,7 +116,7 @@ impl Dispatch {
                 }
             }
             PipelineKind::Matvec => {
-                let wx = CATALOGUE[self.variant & 0xffff].wx;
+                let wx = CATALOGUE[self.variant & 0xffff].matvec_slots();
                 reach.push(("X", top(p.a_off, &[(p.rows, p.a_rs), (p.depth, p.a_cs)]), &self.buffers[0]));
                 reach.push(("Z", top(p.b_off, &[(p.cols, p.b_rs), (p.depth, p.b_cs)]), &self.buffers[1]));
                 let v = self.weights.as_ref().ok_or_else(|| Error::Gpu("a matvec without V".into()))?;

@@ -160,6 +160,14 @@ pub const CATALOGUE: &[ProductVariant] = &[
 /// Output tile side of the cooperative variants (`product_coop.wgsl`).
 const COOP_TILE: usize = 64;
 
+/// `shaders/coop_tile.wgsl`: the cooperative variants' tile machinery.
+const COOP_TILE_WGSL: &str = include_str!("../../shaders/coop_tile.wgsl");
+
+/// The template fields of `coop_tile.wgsl`.
+fn coop_fields(split: bool) -> Vec<(&'static str, String)> {
+    vec![("SPLIT", split.to_string()), ("LO_LEN", coop_lo_len(split).to_string())]
+}
+
 /// Length of each of the three extra staged slices of a split cooperative
 /// variant (`product_coop.wgsl`; a token array where the variant has none).
 const fn coop_lo_len(split: bool) -> u32 {
@@ -218,6 +226,25 @@ impl ProductVariant {
             // product_coop.wgsl: the staged hi slices (and lo_a, S hi_b,
             // lo_b) in f16, the output tile in f32, per-row exponents and norms.
             Core::Cooperative { split } => 2 * 2560 * 2 + 3 * coop_lo_len(split) * 2 + 4352 * 4 + 4 * 64 * 4,
+        }
+    }
+
+    /// Bytes of workgroup memory of the fused kernel matvec for `mv`
+    /// columns of V: the product's, the V tile and (cooperative pair form)
+    /// W's rows of the row tile.
+    pub fn matvec_workgroup_bytes(&self, mv: u32, pair: bool) -> u32 {
+        let eb = self.precision.bytes() as u32;
+        let w_rows = if pair && self.is_cooperative() { self.tile_rows() as u32 } else { 1 };
+        self.workgroup_bytes() + (self.tile_cols() as u32 + w_rows) * mv * eb
+    }
+
+    /// Partial-sum slots of the fused kernel matvec per split of the
+    /// column tiles (grid x): each lane column of a scalar variant, the two
+    /// column halves of a cooperative one.
+    pub(crate) fn matvec_slots(&self) -> u32 {
+        match self.core {
+            Core::Simt => self.wx,
+            Core::Cooperative { .. } => 2,
         }
     }
 
@@ -308,8 +335,24 @@ impl ProductVariant {
     /// tile it visits, and once.
     pub(crate) fn matvec_passes(&self, depth: usize, code: &KernelCode, mv: usize, pair: bool) -> (usize, usize) {
         if self.is_cooperative() {
-            // No fused matvec: never within the budget.
-            return (usize::MAX, usize::MAX);
+            // kernel_matvec_coop.wgsl, with 4 subgroups of 32 lanes: per
+            // column tile its own pass, the V tile, the first pass over Z's
+            // rows (16 per subgroup), the slices (as the product's), the 32
+            // entries (the entry, the direct recomputation for distances,
+            // the power, the columns of V); X's rows and the write-out once.
+            let threads = self.threads() as usize;
+            let tile_staging = (COOP_TILE * mv).div_ceil(threads) + 1;
+            let scan = 16 * (depth.div_ceil(32) + 1) + 1;
+            let slices = depth.div_ceil(self.kc as usize) * (1 + 17 + 3) + 1;
+            let entries = COOP_TILE / 2;
+            let mut per_tile = 1 + tile_staging + scan + slices + entries * (self.entry_passes(depth, code) + mv + 1) + 1;
+            let mut once = 1 + scan + (mv + 1);
+            if pair {
+                // The column sums over 32 rows, the halves, W's rows once.
+                per_tile += 33 * (mv + 1) + 2 * (mv + 1);
+                once += tile_staging;
+            }
+            return (per_tile, once);
         }
         let (rm, rn, wy) = (self.rm as usize, self.rn as usize, self.wy as usize);
         let v_tile = (self.tile_cols() * mv).div_ceil(self.threads() as usize) + 1;
@@ -331,7 +374,7 @@ impl ProductVariant {
         const COOP: &str = include_str!("../../shaders/product_coop.wgsl");
         match self.core {
             Core::Simt => Self::fill(format!("{TILE}\n{PRODUCT}"), &self.fields()),
-            Core::Cooperative { split } => Self::fill(COOP.to_string(), &[("SPLIT", split.to_string()), ("LO_LEN", coop_lo_len(split).to_string())]),
+            Core::Cooperative { split } => Self::fill(format!("{COOP_TILE_WGSL}\n{COOP}"), &coop_fields(split)),
         }
     }
 
@@ -344,10 +387,19 @@ impl ProductVariant {
     }
 
     /// The variant's fused kernel matvec for up to `mv` columns of V:
-    /// `product_tile.wgsl` + `kernel_matvec.wgsl`, filled in.
+    /// `product_tile.wgsl` + `kernel_matvec.wgsl` (cooperative variants:
+    /// `coop_tile.wgsl` + `kernel_matvec_coop.wgsl`), filled in.
     pub(crate) fn matvec_source(&self, mv: u32, pair: bool) -> String {
         const TILE: &str = include_str!("../../shaders/product_tile.wgsl");
         const MATVEC: &str = include_str!("../../shaders/kernel_matvec.wgsl");
+        const MATVEC_COOP: &str = include_str!("../../shaders/kernel_matvec_coop.wgsl");
+        if let Core::Cooperative { split } = self.core {
+            let mut fields = coop_fields(split);
+            fields.push(("MV", mv.to_string()));
+            fields.push(("PAIR", pair.to_string()));
+            fields.push(("W_ROWS", if pair { COOP_TILE } else { 1 }.to_string()));
+            return Self::fill(format!("{COOP_TILE_WGSL}\n{MATVEC_COOP}"), &fields);
+        }
         let mut fields = self.fields();
         fields.push(("MV", mv.to_string()));
         fields.push(("PAIR", pair.to_string()));
@@ -651,7 +703,7 @@ mod tests {
     #[test]
     fn every_template_field_is_filled() {
         for v in CATALOGUE {
-            let sources = if v.is_cooperative() { vec![v.source()] } else { vec![v.source(), v.matvec_source(1, false), v.matvec_source(8, false), v.matvec_source(1, true), v.matvec_source(8, true)] };
+            let sources = [v.source(), v.matvec_source(1, false), v.matvec_source(8, false), v.matvec_source(1, true), v.matvec_source(8, true)];
             for s in sources {
                 assert!(!s.contains("@@"), "{}", v.name);
                 assert!(s.contains(&format!("@workgroup_size({}, {}, 1)", v.wx, v.wy)), "{}", v.name);
