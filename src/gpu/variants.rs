@@ -21,7 +21,8 @@
 //!   invocations in one workgroup-memory bank);
 //! - the arithmetic unit: scalar fused multiply-adds on every adapter, or
 //!   (f32) 16 x 16 x 16 f16 cooperative matrices with an f32 accumulator
-//!   (tensor cores, `shaders/product_coop.wgsl`) where the device has them:
+//!   (tensor cores, `shaders/coop_tile.wgsl` with `product_coop.wgsl` and
+//!   `kernel_matvec_coop.wgsl`) where the device has them:
 //!   with f32 accuracy by the split of each operand into two f16 parts, or,
 //!   opted into by name only, one f16 product (about 2^-11 relative).
 //!
@@ -59,7 +60,8 @@ pub enum Core {
     /// Scalar fused multiply-adds (every adapter; `product_tile.wgsl`).
     Simt,
     /// 16 x 16 x 16 cooperative matrices, f16 operands and an f32
-    /// accumulator (`product_coop.wgsl`; devices with
+    /// accumulator (`coop_tile.wgsl`: the product and the fused kernel
+    /// matvec; devices with
     /// `EXPERIMENTAL_COOPERATIVE_MATRIX` and that configuration): `split`
     /// for f32 accuracy (three f16 products per slice), otherwise one f16
     /// product, a precision the tuner never chooses by itself.
@@ -169,7 +171,7 @@ fn coop_fields(split: bool) -> Vec<(&'static str, String)> {
 }
 
 /// Length of each of the three extra staged slices of a split cooperative
-/// variant (`product_coop.wgsl`; a token array where the variant has none).
+/// variant (`coop_tile.wgsl`; a token array where the variant has none).
 const fn coop_lo_len(split: bool) -> u32 {
     if split {
         2560
@@ -223,18 +225,22 @@ impl ProductVariant {
     pub fn workgroup_bytes(&self) -> u32 {
         match self.core {
             Core::Simt => self.stages * self.kc * (self.tile_rows() + self.tile_cols() + 2 * self.pad_units() as usize * self.unit as usize) as u32 * self.precision.bytes() as u32,
-            // product_coop.wgsl: the staged hi slices (and lo_a, S hi_b,
+            // coop_tile.wgsl: the staged hi slices (and lo_a, S hi_b,
             // lo_b) in f16, the output tile in f32, per-row exponents and norms.
             Core::Cooperative { split } => 2 * 2560 * 2 + 3 * coop_lo_len(split) * 2 + 4352 * 4 + 4 * 64 * 4,
         }
     }
 
     /// Bytes of workgroup memory of the fused kernel matvec for `mv`
-    /// columns of V: the product's, the V tile and (cooperative pair form)
-    /// W's rows of the row tile.
+    /// columns of V: the product's and the V tile, and for a cooperative
+    /// variant W's rows of the row tile (pair form; else a token row).
     pub fn matvec_workgroup_bytes(&self, mv: u32, pair: bool) -> u32 {
         let eb = self.precision.bytes() as u32;
-        let w_rows = if pair && self.is_cooperative() { self.tile_rows() as u32 } else { 1 };
+        let w_rows = match self.core {
+            Core::Simt => 0,
+            Core::Cooperative { .. } if pair => self.tile_rows() as u32,
+            Core::Cooperative { .. } => 1,
+        };
         self.workgroup_bytes() + (self.tile_cols() as u32 + w_rows) * mv * eb
     }
 
