@@ -69,8 +69,11 @@ fn kernel_of_statistic(p: Problem, s: T) -> T {
 }
 
 @group(0) @binding(0) var<storage, read> problems: array<Problem>;
-@group(0) @binding(1) var<storage, read> a: array<T>;
-@group(0) @binding(2) var<storage, read> b: array<T>;
+// A and B: arrays of T, or of vec4<T> for the variants with vec4 global
+// loads (`vec4_loads.wgsl`), whose element idx is component idx % 4 of
+// vec4 idx / 4.
+@group(0) @binding(1) var<storage, read> a: array<@@OPERAND@@>;
+@group(0) @binding(2) var<storage, read> b: array<@@OPERAND@@>;
 @group(0) @binding(3) var<storage, read_write> c: array<T>;
 @group(0) @binding(4) var<storage, read> w: array<T>;
 
@@ -80,7 +83,8 @@ fn load_a(p: Problem, i: u32, k: u32) -> T {
     if (i >= p.rows || k >= p.depth) {
         return T(0.0);
     }
-    var v = a[p.a_off + i * p.a_rs + k * p.a_cs];
+    let idx = p.a_off + i * p.a_rs + k * p.a_cs;
+    var v = a@@AT@@;
     if ((p.flags & FLAG_WEIGHTED) != 0u) {
         v = v * w[p.w_off + k];
     }
@@ -92,7 +96,8 @@ fn load_b(p: Problem, j: u32, k: u32) -> T {
     if (j >= p.cols || k >= p.depth) {
         return T(0.0);
     }
-    return b[p.b_off + j * p.b_rs + k * p.b_cs];
+    let idx = p.b_off + j * p.b_rs + k * p.b_cs;
+    return b@@AT@@;
 }
 
 // C(i, j) = f(s (+ C(i, j) with ACCUMULATE)), f applied with APPLY.

@@ -46,9 +46,10 @@ var<workgroup> a_tile: array<array<array<@@VT@@, @@AU@@>, @@KC@@>, @@STAGES@@>;
 var<workgroup> b_tile: array<array<array<@@VT@@, @@BU@@>, @@KC@@>, @@STAGES@@>;
 
 // Stages depth k0 .. k0 + KC of tile rows row0.. of A and col0.. of B into
-// buffer `buf` (zero beyond the problem).
+// buffer `buf` (zero beyond the problem): with vec4 global loads and
+// FLAG_VEC4 four depth elements per load, else element by element.
 fn stage(p: Problem, buf: u32, k0: u32, row0: u32, col0: u32, li: u32) {
-    for (var t = 0u; t < @@A_LOADS@@u; t++) {
+@@STAGE4@@    for (var t = 0u; t < @@A_LOADS@@u; t++) {
         let e = li + t * THREADS;
         if (e < TR * KC) {
             @@INDEX_A@@

@@ -163,7 +163,8 @@ impl GpuContext {
                     u_off: pair.as_ref().map_or(0, |pr| (pr.w.locate(i0).local_row * c) as u32),
                     gamma: code.gamma as f32,
                     coef0: code.coef0 as f32,
-                };
+                }
+                .with_vec4_where_allowed(var.vec4_loads);
                 plan.push(Dispatch {
                     problem,
                     precision,

@@ -329,7 +329,7 @@ impl GpuContext {
         let max_binding_bytes = match options.max_tile_bytes {
             Some(cap) => cap.clamp(256, adapter_binding),
             None => adapter_binding,
-        } & !3;
+        } & !31; // whole vec4s of either precision in a block (`zeros`)
         let variant_checks = if options.checked_shaders { pipelines::Checks::Bounds } else { pipelines::Checks::Trusted };
         let pipelines = pipelines::build_pipelines(&device, features.contains(wgpu::Features::SHADER_F64), variant_checks);
         let summary = AdapterSummary {

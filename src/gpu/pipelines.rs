@@ -32,18 +32,17 @@ pub(crate) fn prelude(precision: Precision) -> &'static str {
 }
 
 /// The WGSL of product variant `v`: precision prelude, the shared
-/// descriptor `problem.wgsl`, and the variant's expansion of `product.wgsl`.
+/// descriptor `problem.wgsl` (the variant's operand bindings), and the
+/// variant's expansion of `product.wgsl`.
 pub(crate) fn product_source(v: &variants::ProductVariant) -> String {
-    const PROBLEM: &str = include_str!("../../shaders/problem.wgsl");
-    format!("{}{}\n{PROBLEM}\n{}", v.enables(), prelude(v.precision), v.source())
+    format!("{}{}\n{}\n{}", v.enables(), prelude(v.precision), v.problem_source(), v.source())
 }
 
 /// The WGSL of the fused kernel matvec of variant `v` for up to `mv`
 /// columns of V (with `pair` its pair form): as [`product_source`], with the
 /// variant's expansion of `kernel_matvec.wgsl`.
 pub(crate) fn matvec_source(v: &variants::ProductVariant, mv: u32, pair: bool) -> String {
-    const PROBLEM: &str = include_str!("../../shaders/problem.wgsl");
-    format!("{}{}\n{PROBLEM}\n{}", v.enables(), prelude(v.precision), v.matvec_source(mv, pair))
+    format!("{}{}\n{}\n{}", v.enables(), prelude(v.precision), v.problem_source(), v.matvec_source(mv, pair))
 }
 
 /// Whether a module is built with wgpu's runtime bounds checks.

@@ -8,7 +8,8 @@
 //!   invocation, so a tile of `TR = WY RM` rows by `TC = WX RN` columns;
 //! - the depth `KC` staged in workgroup memory per step, in one or two
 //!   stages (double buffering: the next slice loads while this one is used);
-//! - the vector width of workgroup loads (`vec4` or scalars);
+//! - the vector width of workgroup loads (`vec4` or scalars), and of global
+//!   loads (`vec4` where the rows allow it, see `vec4_loads`, or scalars);
 //! - the lane layout: *blocked* (an invocation owns `RM` consecutive rows)
 //!   or *strided* (its rows are `WY` apart, so neighbouring invocations read
 //!   neighbouring workgroup-memory words);
@@ -102,6 +103,11 @@ pub struct ProductVariant {
     /// stores of consecutive invocations (consecutive depth) fall in
     /// different workgroup-memory banks instead of one.
     pub pad: bool,
+    /// Global loads of A and B four depth elements at a time (vec4
+    /// bindings), for problems whose rows allow it (`FLAG_VEC4`, set by
+    /// the planner: unit column strides, offsets, row strides and depth
+    /// multiples of 4); others stage element by element.
+    pub vec4_loads: bool,
     /// Arithmetic unit. The fields above describe the scalar tiling; a
     /// cooperative variant's tiling is fixed by its shader (64 x 64 tiles,
     /// 128 invocations, 32-deep slices).
@@ -110,7 +116,7 @@ pub struct ProductVariant {
 
 #[allow(clippy::too_many_arguments, reason = "one catalogue row: every field of ProductVariant, positionally")]
 const fn v(name: &'static str, precision: Precision, (wx, wy): (u32, u32), (rm, rn): (u32, u32), kc: u32, unit: u32, layout: LaneLayout, form: DistanceForm, rows_fast: bool, stages: u32) -> ProductVariant {
-    ProductVariant { name, precision, wx, wy, rm, rn, kc, unit, layout, form, rows_fast, stages, pad: false, core: Core::Simt }
+    ProductVariant { name, precision, wx, wy, rm, rn, kc, unit, layout, form, rows_fast, stages, pad: false, vec4_loads: false, core: Core::Simt }
 }
 
 impl ProductVariant {
@@ -118,11 +124,16 @@ impl ProductVariant {
     const fn padded(self, name: &'static str) -> Self {
         ProductVariant { name, pad: true, ..self }
     }
+
+    /// The same variant with vec4 global loads, named `name`.
+    const fn vec4(self, name: &'static str) -> Self {
+        ProductVariant { name, vec4_loads: true, ..self }
+    }
 }
 
 /// A cooperative-matrix catalogue row (f32; the tiling is the shader's).
 const fn coop(name: &'static str, split: bool) -> ProductVariant {
-    ProductVariant { name, precision: F32, wx: 128, wy: 1, rm: 64, rn: 64, kc: 32, unit: 1, layout: Blocked, form: Expanded, rows_fast: false, stages: 1, pad: false, core: Core::Cooperative { split } }
+    ProductVariant { name, precision: F32, wx: 128, wy: 1, rm: 64, rn: 64, kc: 32, unit: 1, layout: Blocked, form: Expanded, rows_fast: false, stages: 1, pad: false, vec4_loads: false, core: Core::Cooperative { split } }
 }
 
 use DistanceForm::{Direct, Expanded};
@@ -155,11 +166,15 @@ pub const CATALOGUE: &[ProductVariant] = &[
     v("f32-64x64-s4x4-k16-v4-expanded-db", F32, (16, 16), (4, 4), 16, 4, Strided, Expanded, false, 2).padded("f32-64x64-s4x4-k16-v4-expanded-db-pad"),
     v("f32-128x128-b8x8-k16-v4-direct", F32, (16, 16), (8, 8), 16, 4, Blocked, Direct, false, 1).padded("f32-128x128-b8x8-k16-v4-direct-pad"),
     v("f64-64x64-s4x4-k16-v4-direct", F64, (16, 16), (4, 4), 16, 4, Strided, Direct, false, 1).padded("f64-64x64-s4x4-k16-v4-direct-pad"),
+    // The fastest of each job on an H200, with vec4 global loads.
+    v("f32-128x128-b8x8-k16-v4-direct", F32, (16, 16), (8, 8), 16, 4, Blocked, Direct, false, 1).vec4("f32-128x128-b8x8-k16-v4-direct-g4"),
+    v("f32-64x64-s4x4-k16-v4-expanded-db", F32, (16, 16), (4, 4), 16, 4, Strided, Expanded, false, 2).vec4("f32-64x64-s4x4-k16-v4-expanded-db-g4"),
+    v("f64-64x64-s4x4-k16-v4-direct", F64, (16, 16), (4, 4), 16, 4, Strided, Direct, false, 1).vec4("f64-64x64-s4x4-k16-v4-direct-g4"),
     coop("f32-64x64-coop16-split", true),
     coop("f32-64x64-coop16-f16", false),
 ];
 
-/// Output tile side of the cooperative variants (`product_coop.wgsl`).
+/// Output tile side of the cooperative variants (`coop_tile.wgsl`).
 const COOP_TILE: usize = 64;
 
 /// `shaders/coop_tile.wgsl`: the cooperative variants' tile machinery.
@@ -384,6 +399,18 @@ impl ProductVariant {
         }
     }
 
+    /// `problem.wgsl` for this variant: A and B bound as arrays of scalars,
+    /// or with [`Self::vec4_loads`] of vec4, followed by `vec4_loads.wgsl`.
+    pub(crate) fn problem_source(&self) -> String {
+        const PROBLEM: &str = include_str!("../../shaders/problem.wgsl");
+        const VEC4_LOADS: &str = include_str!("../../shaders/vec4_loads.wgsl");
+        if self.vec4_loads {
+            Self::fill(format!("{PROBLEM}\n{VEC4_LOADS}"), &[("OPERAND", "vec4<T>".into()), ("AT", "[idx / 4u][idx % 4u]".into())])
+        } else {
+            Self::fill(PROBLEM.to_string(), &[("OPERAND", "T".into()), ("AT", "[idx]".into())])
+        }
+    }
+
     /// The directives a module of this variant starts with.
     pub(crate) fn enables(&self) -> &'static str {
         match self.core {
@@ -459,6 +486,30 @@ impl ProductVariant {
             } else {
                 format!("{tile}[buf][kk][r] = v;")
             }
+        };
+        // The vec4 staging (consecutive invocations take consecutive vec4s
+        // of a row; each vec4 goes to four staged depth rows).
+        let stage4 = if self.vec4_loads {
+            assert!(!self.rows_fast && self.kc.is_multiple_of(4), "vec4 loads stage consecutive depth");
+            let set4 = |tile: &str| {
+                (0..4)
+                    .map(|c| {
+                        let at = if u == 4 { "[r / 4u][r % 4u]" } else { "[r]" };
+                        format!("{tile}[buf][kk + {c}u]{at} = v.{};", ["x", "y", "z", "w"][c])
+                    })
+                    .collect::<Vec<_>>()
+                    .join("\n                ")
+            };
+            let part = |rows: &str, load: &str, first: &str, tile: &str| {
+                format!(
+                    "        for (var t = 0u; t < {loads}u; t++) {{\n            let e = li + t * THREADS;\n            if (e < {rows} * KC / 4u) {{\n                let r = e / (KC / 4u);\n                let kk = 4u * (e % (KC / 4u));\n                let v = {load}(p, {first} + r, k0 + kk);\n                {set}\n            }}\n        }}\n",
+                    loads = ((if rows == "TR" { tr } else { tc }) * self.kc / 4).div_ceil(threads),
+                    set = set4(tile)
+                )
+            };
+            format!("    if ((p.flags & FLAG_VEC4) != 0u) {{\n{}{}        return;\n    }}", part("TR", "load_a4", "row0", "a_tile"), part("TC", "load_b4", "col0", "b_tile"))
+        } else {
+            String::new()
         };
         let comp = |name: String, c: u32| if u == 4 { format!("{name}.{}", ["x", "y", "z", "w"][c as usize]) } else { name };
         let splat = |x: String| if u == 4 { format!("{vt}({x})") } else { x };
@@ -561,6 +612,7 @@ impl ProductVariant {
             ("INDEX_B", index(tc)),
             ("SET_A", set("a_tile")),
             ("SET_B", set("b_tile")),
+            ("STAGE4", stage4),
             ("DECLS", decls),
             ("PROLOGUE", prologue),
             ("PRE", pre),

@@ -2,7 +2,8 @@
 //! can run, forced in turn, against the CPU f64 path on fresh random inputs:
 //! kernel matrices of all five kernels, products in the three forms
 //! (transposed operands), weighted Grams and accumulation, on awkward shapes
-//! (1, primes, non-multiples of every tile size), with and without a forced
+//! (1, primes, non-multiples of every tile size; depths that allow vec4
+//! global loads and depths that do not), with and without a forced
 //! small binding limit (matrices in many row blocks, products cut at every
 //! block boundary); near-duplicate points, where the expanded distance form
 //! must fall back to the direct one; and the tuner (cache, modes, forcing).
@@ -22,7 +23,7 @@ use nalgebra::{DMatrix, DVector};
 use rand::{rngs::StdRng, SeedableRng};
 use std::sync::Arc;
 
-const SHAPES: &[(usize, usize, usize)] = &[(1, 1, 1), (7, 13, 5), (129, 67, 17), (131, 257, 3), (33, 5, 300)];
+const SHAPES: &[(usize, usize, usize)] = &[(1, 1, 1), (7, 13, 5), (129, 67, 17), (131, 257, 3), (67, 129, 24), (33, 5, 300)];
 
 fn kernels() -> Vec<(Kernel, f64)> {
     common::test_kernels()
