@@ -1,10 +1,11 @@
 // Batched, register-tiled kernel-matrix / matrix-product shader: the
 // template of every product variant. `src/gpu/variants.rs` fills the
 // template fields (written between double at-signs) for one variant (tile shape, register block, depth chunk,
-// vector width, lane layout, distance form, staging order, stages) and
-// compiles the result after a precision prelude (`prelude_f32.wgsl` or
-// `prelude_f64.wgsl`: T, texp, ttanh, tsqrt) and `problem.wgsl` (the
-// descriptor, bindings, load_a / load_b / store_c, the kernel functions).
+// vector width, global load width, lane layout, distance form, staging
+// order, stages) and compiles the result after a precision prelude
+// (`prelude_f32.wgsl` or `prelude_f64.wgsl`: T, texp, ttanh, tsqrt) and
+// `problem.wgsl` (the descriptor, bindings, load_a / load_b / store_c, the
+// kernel functions; with vec4 global loads also `vec4_loads.wgsl`).
 //
 // For every problem p of the batch (workgroup_id.z) it computes
 //     C_p[i, j] = f_p( s(a_i, b_j) )     (rows x cols)

@@ -758,6 +758,19 @@ mod tests {
         }
     }
 
+    /// The cooperative variants' product and fused matvec (8 columns, pair
+    /// form included) fit the 48 KiB of workgroup memory that NVIDIA's
+    /// Vulkan driver gives a workgroup.
+    #[test]
+    fn the_cooperative_variants_fit_48_kib_of_workgroup_memory() {
+        for v in CATALOGUE.iter().filter(|v| v.is_cooperative()) {
+            assert!(v.workgroup_bytes() <= 48 * 1024, "{}", v.name);
+            for (mv, pair) in [(1, false), (8, false), (1, true), (8, true)] {
+                assert!(v.matvec_workgroup_bytes(mv, pair) <= 48 * 1024, "{} mv {mv} pair {pair}: {}", v.name, v.matvec_workgroup_bytes(mv, pair));
+            }
+        }
+    }
+
     #[test]
     fn every_template_field_is_filled() {
         for v in CATALOGUE {
