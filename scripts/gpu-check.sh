@@ -15,7 +15,9 @@
 #   6. time every product-shader variant at the benchmark shapes
 #      (repro/examples/gpu_variants --preset h200: RBF 32768^2 x 256 f32, product
 #      8192^3 f32, fused matvec 32768^2 x 256 with 1 and 8 vectors, RBF and
-#      matvec f64 at 16384), each checked against CPU f64 on sampled rows,
+#      matvec f64 at 16384; the cooperative (tensor-core) variants run each
+#      job, the fused matvec included, and GPU_VARIANTS_ARGS="--only coop,..."
+#      picks them), each checked against CPU f64 on sampled rows,
 #      with the tuner's choice and % of peak, when GPU_VARIANTS_BIN names it
 #      (or cargo builds it); then PyTorch at the same shapes (cdist + exp,
 #      TF32 off and on, torch.compile when it works; matmul; exp(..) @ v)

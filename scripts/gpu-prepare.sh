@@ -15,14 +15,15 @@
 # call under 10 minutes; the timeouts bound every step). Call 1: the
 # GPU tests without the two that compile every SIMT variant (the tuner test
 # checks the cooperative variants against the CPU), the variants at the
-# benchmark shapes (the cooperative ones, the padded ones and the best SIMT
+# benchmark shapes (the cooperative ones, kernel matrices, products and
+# fused matvecs; the padded ones, those with vec4 global loads and the best SIMT
 # ones, then PyTorch), and the per-method fits at n = 10^5 (eKSVD 3 x 10^4)
 # and mklaren at 10^6:
 #   GPU_CHECK_BIN=none \
 #   GPU_TEST_BINS=.gpu-bin/tests/integration GPU_TEST_TIMEOUT=120 \
-#   GPU_TEST_FILTER="resident:: gpu::methods:: gpu::vs_cpu:: eksvd::gpu:: gpu::long_rows:: adversarial::limits:: gpu::variants::the_tuner gpu::variants::expanded gpu::variants::every_variant_gives" \
+#   GPU_TEST_FILTER="resident:: gpu::methods:: gpu::vs_cpu:: eksvd::gpu:: gpu::long_rows:: adversarial::limits:: gpu::variants::the_tuner gpu::variants::the_cooperative gpu::variants::expanded gpu::variants::every_variant_gives" \
 #   GPU_VARIANTS_BIN=.gpu-bin/gpu_variants GPU_VARIANTS_TIMEOUT=120 GPU_TORCH_TIMEOUT=60 \
-#   GPU_VARIANTS_ARGS="--only coop,-pad,s8x8-k16-v4-expanded-db,f64-64x64-s4x4-k16-v4-direct --reps 3" \
+#   GPU_VARIANTS_ARGS="--only coop,-pad,-g4,s8x8-k16-v4-expanded-db,f64-64x64-s4x4-k16-v4-direct --reps 3" \
 #   GPU_METHOD_BIN=.gpu-bin/method_bench GPU_METHOD_TIMEOUT=110 \
 #   GPU_METHOD_ARGS="--eksvd-n 30000 --mklaren-n 100000,1000000 --psd-n 100000" OUT=$OUT bash scripts/gpu-check.sh
 # Call 2 (on the warm machine), the Neural eKSVD step, about 5-8 min with

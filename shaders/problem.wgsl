@@ -2,7 +2,8 @@
 // defines T, texp, ttanh, tsqrt): the problem descriptor (std430; element
 // offsets and strides of A, B and C, flags, the kernel, the weights'
 // offset), the bindings, the operand loads and the output epilogue shared by
-// both tilings, and the kernel function applied to the statistic.
+// every tiling, the expanded distance form with its fallback, and the kernel
+// function applied to the statistic.
 
 struct Problem {
     rows: u32,
@@ -68,8 +69,11 @@ fn kernel_of_statistic(p: Problem, s: T) -> T {
 }
 
 @group(0) @binding(0) var<storage, read> problems: array<Problem>;
-@group(0) @binding(1) var<storage, read> a: array<T>;
-@group(0) @binding(2) var<storage, read> b: array<T>;
+// A and B: arrays of T, or of vec4<T> for the variants with vec4 global
+// loads (`vec4_loads.wgsl`), whose element idx is component idx % 4 of
+// vec4 idx / 4.
+@group(0) @binding(1) var<storage, read> a: array<@@OPERAND@@>;
+@group(0) @binding(2) var<storage, read> b: array<@@OPERAND@@>;
 @group(0) @binding(3) var<storage, read_write> c: array<T>;
 @group(0) @binding(4) var<storage, read> w: array<T>;
 
@@ -79,7 +83,8 @@ fn load_a(p: Problem, i: u32, k: u32) -> T {
     if (i >= p.rows || k >= p.depth) {
         return T(0.0);
     }
-    var v = a[p.a_off + i * p.a_rs + k * p.a_cs];
+    let idx = p.a_off + i * p.a_rs + k * p.a_cs;
+    var v = a@@AT@@;
     if ((p.flags & FLAG_WEIGHTED) != 0u) {
         v = v * w[p.w_off + k];
     }
@@ -91,7 +96,8 @@ fn load_b(p: Problem, j: u32, k: u32) -> T {
     if (j >= p.cols || k >= p.depth) {
         return T(0.0);
     }
-    return b[p.b_off + j * p.b_rs + k * p.b_cs];
+    let idx = p.b_off + j * p.b_rs + k * p.b_cs;
+    return b@@AT@@;
 }
 
 // C(i, j) = f(s (+ C(i, j) with ACCUMULATE)), f applied with APPLY.
@@ -105,4 +111,34 @@ fn store_c(p: Problem, i: u32, j: u32, statistic: T) {
         s = kernel_of_statistic(p, s);
     }
     c[idx] = s;
+}
+
+// Below this fraction of |a|^2 + |b|^2 the expanded distance is recomputed
+// directly.
+const NEAR: f32 = 0.125;
+
+// ||a_i - b_j||^2 over the problem's depth, from global memory.
+fn direct_distance(p: Problem, i: u32, j: u32) -> T {
+    var s = T(0.0);
+    for (var k = 0u; k < p.depth; k++) {
+        let d = load_a(p, i, k) - load_b(p, j, k);
+        s = fma(d, d, s);
+    }
+    return s;
+}
+
+// The squared distance of (a_i, b_j) in the expanded form
+// s = |a|^2 + |b|^2 - 2 <a, b> from the inner product `dot` and the squared
+// norms na, nb. Where the expansion cancels (s <= NEAR (|a|^2 + |b|^2):
+// near-duplicate points, data far from the origin) the pair is recomputed
+// directly, so the expanded form has the direct form's accuracy: it keeps the
+// Laplacian's sqrt(s) accurate near 0 and the RBF's exp(-gamma s) exact on
+// the diagonal.
+fn expanded_distance(p: Problem, i: u32, j: u32, dot: T, na: T, nb: T) -> T {
+    let scale = na + nb;
+    let s = max(scale - T(2.0) * dot, T(0.0));
+    if (s <= T(NEAR) * scale) {
+        return direct_distance(p, i, j);
+    }
+    return s;
 }

@@ -1,10 +1,11 @@
 // Batched, register-tiled kernel-matrix / matrix-product shader: the
 // template of every product variant. `src/gpu/variants.rs` fills the
 // template fields (written between double at-signs) for one variant (tile shape, register block, depth chunk,
-// vector width, lane layout, distance form, staging order, stages) and
-// compiles the result after a precision prelude (`prelude_f32.wgsl` or
-// `prelude_f64.wgsl`: T, texp, ttanh, tsqrt) and `problem.wgsl` (the
-// descriptor, bindings, load_a / load_b / store_c, the kernel functions).
+// vector width, global load width, lane layout, distance form, staging
+// order, stages) and compiles the result after a precision prelude
+// (`prelude_f32.wgsl` or `prelude_f64.wgsl`: T, texp, ttanh, tsqrt) and
+// `problem.wgsl` (the descriptor, bindings, load_a / load_b / store_c, the
+// kernel functions; with vec4 global loads also `vec4_loads.wgsl`).
 //
 // For every problem p of the batch (workgroup_id.z) it computes
 //     C_p[i, j] = f_p( s(a_i, b_j) )     (rows x cols)
@@ -25,12 +26,9 @@
 // loaded while the current one is used (one barrier per slice).
 //
 // Distance forms: direct accumulates (a - b)^2; expanded accumulates <a, b>
-// and both squared norms and forms s = |a|^2 + |b|^2 - 2 <a, b> (one FMA
-// per term instead of two). Where the expansion cancels (s <= NEAR
-// (|a|^2 + |b|^2): near-duplicate points, data far from the origin) the
-// pair is recomputed directly from global memory, so the expanded form has
-// the direct form's accuracy: it keeps the Laplacian's sqrt(s) accurate
-// near 0 and the RBF's exp(-gamma s) exact on the diagonal.
+// and both squared norms (one FMA per term instead of two) and forms the
+// distance by `expanded_distance` (`problem.wgsl`), which recomputes it
+// directly where the expansion cancels.
 
 const TR: u32 = @@TR@@u;
 const TC: u32 = @@TC@@u;
@@ -44,15 +42,15 @@ const WX: u32 = @@WX@@u;
 const WY: u32 = @@WY@@u;
 const THREADS: u32 = @@THREADS@@u;
 const EXPANDED: bool = @@EXPANDED@@;
-const NEAR: f32 = 0.125;
 
 var<workgroup> a_tile: array<array<array<@@VT@@, @@AU@@>, @@KC@@>, @@STAGES@@>;
 var<workgroup> b_tile: array<array<array<@@VT@@, @@BU@@>, @@KC@@>, @@STAGES@@>;
 
 // Stages depth k0 .. k0 + KC of tile rows row0.. of A and col0.. of B into
-// buffer `buf` (zero beyond the problem).
+// buffer `buf` (zero beyond the problem): with vec4 global loads and
+// FLAG_VEC4 four depth elements per load, else element by element.
 fn stage(p: Problem, buf: u32, k0: u32, row0: u32, col0: u32, li: u32) {
-    for (var t = 0u; t < @@A_LOADS@@u; t++) {
+@@STAGE4@@    for (var t = 0u; t < @@A_LOADS@@u; t++) {
         let e = li + t * THREADS;
         if (e < TR * KC) {
             @@INDEX_A@@
@@ -70,29 +68,13 @@ fn stage(p: Problem, buf: u32, k0: u32, row0: u32, col0: u32, li: u32) {
     }
 }
 
-// ||a_i - b_j||^2 over the problem's depth, from global memory: the
-// expanded form's fallback where the expansion cancels.
-fn direct_distance(p: Problem, i: u32, j: u32) -> T {
-    var s = T(0.0);
-    for (var k = 0u; k < p.depth; k++) {
-        let d = load_a(p, i, k) - load_b(p, j, k);
-        s = fma(d, d, s);
-    }
-    return s;
-}
-
 // The statistic of entry (gr, gc) from the registers: `v` is the statistic
 // itself (direct form, inner products) or <a, b> with the squared norms
 // na, nb (expanded distances).
 fn statistic_of(p: Problem, distance: bool, gr: u32, gc: u32, v: T, na: T, nb: T) -> T {
-    var s = v;
     if (EXPANDED && distance) {
-        let scale = na + nb;
-        s = max(scale - T(2.0) * v, T(0.0));
-        if (s <= T(NEAR) * scale) {
-            s = direct_distance(p, gr, gc);
-        }
+        return expanded_distance(p, gr, gc, v, na, nb);
     }
-    return s;
+    return v;
 }
 

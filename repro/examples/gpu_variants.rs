@@ -1,7 +1,11 @@
 //! Every product-shader variant at the benchmark shapes, on the GPU, data
 //! and outputs resident: time, throughput, % of the f32/f64 peak, a check of
 //! sampled rows against the CPU f64 path, and the tuner's choice for each
-//! shape (timed afresh with `GRAMIAN_TUNE=retune` semantics).
+//! shape (timed afresh with `GRAMIAN_TUNE=retune` semantics). Each variant
+//! runs every job: the matvec rows time its fused kernel matvec (the
+//! cooperative variants' on tensor cores), beside PyTorch's rows that
+//! `scripts/gpu-check.sh` prints. `--only coop,g4` picks the cooperative
+//! variants and those with vec4 global loads.
 //!
 //! ```text
 //! GRAMIAN_DEVICE=gpu cargo run -p gramian-repro --example gpu_variants                 # quick, lavapipe accepted

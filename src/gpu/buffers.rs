@@ -259,7 +259,8 @@ impl GpuContext {
                     let r = block_rows.min(rows - b * block_rows);
                     self.device.create_buffer(&wgpu::BufferDescriptor {
                         label: Some("gramian matrix block"),
-                        size: ((r * cols) as u64 * eb).next_multiple_of(4).max(16),
+                        // Whole vec4s: the variants with vec4 loads bind A and B as arrays of them.
+                        size: ((r * cols) as u64 * eb).next_multiple_of(4 * eb),
                         usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST,
                         mapped_at_creation: false,
                     })

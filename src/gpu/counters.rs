@@ -300,9 +300,9 @@ pub(super) fn dispatch_work(d: &Dispatch) -> (ShapeKind, DispatchCounters) {
         }
         PipelineKind::Matvec => {
             // V has c_cs columns; the grid's x splits times the variant's
-            // lane columns are the partial slots.
+            // slots per split are the partial slots.
             let v = p.c_cs as u64;
-            let slots = d.grid[0] as u64 * CATALOGUE[d.variant & 0xffff].wx as u64;
+            let slots = d.grid[0] as u64 * CATALOGUE[d.variant & 0xffff].matvec_slots() as u64;
             let (flops, bytes) = (statistic * r * c * k + 2 * r * c * v, e * (r * k + c * k + c * v + slots * r * v));
             if d.variant & PAIR_KEY != 0 {
                 // K^T W from the same entries: W read, a column slot per row tile (grid y).

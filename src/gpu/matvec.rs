@@ -96,12 +96,12 @@ impl GpuContext {
             return Ok(false);
         }
         let eb = precision.bytes();
-        let (tr, tc, wx) = (var.tile_rows(), var.tile_cols(), var.wx as usize);
+        let (tr, tc, slots) = (var.tile_rows(), var.tile_cols(), var.matvec_slots() as usize);
         // The pair form keeps both kinds of partial sums in one binding: half each.
         let binding = self.max_binding_bytes as usize / if pair.is_some() { 2 } else { 1 };
-        // Rows per piece: the grid limit, and one slot of partials per lane
+        // Rows per piece: the grid limit, and the partials' slots of a split
         // column within a binding.
-        let max_rows = (self.max_workgroups as usize * tr).min((binding / (wx * c * eb)).max(1));
+        let max_rows = (self.max_workgroups as usize * tr).min((binding / (slots * c * eb)).max(1));
         let mut rb = x.block_breaks();
         rb.extend(out.block_breaks());
         if let Some(pr) = &pair {
@@ -113,7 +113,7 @@ impl GpuContext {
         // enough that no invocation visits more than `tiles_per_split`
         // tiles; column pieces are cut so that this many splits fit the
         // grid and the partial sums fit a binding.
-        let max_splits = |rows: usize| (binding / (wx * rows * c * eb)).max(1).min(self.max_workgroups as usize);
+        let max_splits = |rows: usize| (binding / (slots * rows * c * eb)).max(1).min(self.max_workgroups as usize);
         let mut cb = z.block_breaks();
         cb.extend(v.block_breaks());
         // The pair's column sums: one slot per row tile and column.
@@ -130,7 +130,7 @@ impl GpuContext {
         };
         // Partial slots for the most demanding piece.
         let column_slots = |rows: usize, cols: usize| if pair.is_some() { rows.div_ceil(tr) * cols } else { 0 };
-        let slot_rows = row_cuts.windows(2).flat_map(|r| col_cuts.windows(2).map(move |cj| (r[1] - r[0], cj[1] - cj[0]))).map(|(rows, cols)| splits_for(rows, cols) * wx * rows + column_slots(rows, cols)).max().unwrap_or(1);
+        let slot_rows = row_cuts.windows(2).flat_map(|r| col_cuts.windows(2).map(move |cj| (r[1] - r[0], cj[1] - cj[0]))).map(|(rows, cols)| splits_for(rows, cols) * slots * rows + column_slots(rows, cols)).max().unwrap_or(1);
         let partial = self.zeros(slot_rows, c, precision)?;
         debug_assert_eq!(partial.storage.blocks.len(), 1);
         let key = variant | (mv << 16) | if pair.is_some() { PAIR_KEY } else { 0 };
@@ -163,7 +163,8 @@ impl GpuContext {
                     u_off: pair.as_ref().map_or(0, |pr| (pr.w.locate(i0).local_row * c) as u32),
                     gamma: code.gamma as f32,
                     coef0: code.coef0 as f32,
-                };
+                }
+                .with_vec4_where_allowed(var.vec4_loads);
                 plan.push(Dispatch {
                     problem,
                     precision,
@@ -174,11 +175,11 @@ impl GpuContext {
                     variant: key,
                     params: (code.gamma, code.coef0),
                 });
-                // out[rows of the piece] (+)= sum over the splits x lanes slots.
+                // out[rows of the piece] (+)= sum over the splits' slots.
                 let elements = rows * c;
                 let job = Reduce {
                     rows: elements as u32,
-                    cols: (splits * wx) as u32,
+                    cols: (splits * slots) as u32,
                     x_off: 0,
                     x_rs: 1,
                     x_cs: elements as u32,
@@ -193,7 +194,7 @@ impl GpuContext {
                     let job = Reduce {
                         rows: (cols * c) as u32,
                         cols: rows.div_ceil(tr) as u32,
-                        x_off: (splits * wx * elements) as u32,
+                        x_off: (splits * slots * elements) as u32,
                         x_rs: 1,
                         x_cs: (cols * c) as u32,
                         out_off: (ots.local_row * c) as u32,

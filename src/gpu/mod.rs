@@ -94,7 +94,7 @@ pub struct GpuOptions {
     /// hardware GPUs (the driver reports out-of-memory itself).
     pub max_device_bytes: Option<u64>,
     /// Use tensor cores where the adapter offers cooperative matrices in
-    /// the configuration of the cooperative product variants (wgpu's
+    /// the configuration of the cooperative variants (wgpu's
     /// experimental `EXPERIMENTAL_COOPERATIVE_MATRIX`; see
     /// [`Core::Cooperative`]). On by default; the tuner still keeps such a
     /// variant only after checking its results against the CPU. `false`
@@ -207,11 +207,11 @@ fn shareable_features(adapter: &wgpu::Adapter) -> wgpu::Features {
     adapter.features().difference(wgpu::Features::MAPPABLE_PRIMARY_BUFFERS | wgpu::Features::all_experimental_mask())
 }
 
-/// The features the cooperative-matrix product variants need.
+/// The features the cooperative-matrix variants need.
 const COOPERATIVE_FEATURES: wgpu::Features = wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX.union(wgpu::Features::SHADER_F16).union(wgpu::Features::SUBGROUP);
 
 /// [`COOPERATIVE_FEATURES`] where the adapter has them and lists the
-/// configuration of `shaders/product_coop.wgsl` (16 x 16 x 16, f16
+/// configuration of `shaders/coop_tile.wgsl` (16 x 16 x 16, f16
 /// operands, f32 accumulator).
 fn cooperative_features(adapter: &wgpu::Adapter) -> Option<wgpu::Features> {
     if !adapter.features().contains(COOPERATIVE_FEATURES) {
@@ -230,7 +230,7 @@ fn request_cooperative(adapter: &wgpu::Adapter, features: wgpu::Features, limits
         required_features: features,
         required_limits: limits.clone(),
         // SAFETY: the experimental feature is cooperative matrices alone,
-        // used only by the cooperative product variants, whose shaders naga
+        // used only by the cooperative variants, whose shaders naga
         // validates and whose results the tuner checks against the CPU
         // before it keeps one.
         experimental_features: unsafe { wgpu::ExperimentalFeatures::enabled() },
@@ -329,7 +329,7 @@ impl GpuContext {
         let max_binding_bytes = match options.max_tile_bytes {
             Some(cap) => cap.clamp(256, adapter_binding),
             None => adapter_binding,
-        } & !3;
+        } & !31; // whole vec4s of either precision in a block (`zeros`)
         let variant_checks = if options.checked_shaders { pipelines::Checks::Bounds } else { pipelines::Checks::Trusted };
         let pipelines = pipelines::build_pipelines(&device, features.contains(wgpu::Features::SHADER_F64), variant_checks);
         let summary = AdapterSummary {

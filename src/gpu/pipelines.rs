@@ -32,10 +32,17 @@ pub(crate) fn prelude(precision: Precision) -> &'static str {
 }
 
 /// The WGSL of product variant `v`: precision prelude, the shared
-/// descriptor `problem.wgsl`, and the variant's expansion of `product.wgsl`.
+/// descriptor `problem.wgsl` (the variant's operand bindings), and the
+/// variant's expansion of `product.wgsl`.
 pub(crate) fn product_source(v: &variants::ProductVariant) -> String {
-    const PROBLEM: &str = include_str!("../../shaders/problem.wgsl");
-    format!("{}{}\n{PROBLEM}\n{}", v.enables(), prelude(v.precision), v.source())
+    format!("{}{}\n{}\n{}", v.enables(), prelude(v.precision), v.problem_source(), v.source())
+}
+
+/// The WGSL of the fused kernel matvec of variant `v` for up to `mv`
+/// columns of V (with `pair` its pair form): as [`product_source`], with the
+/// variant's expansion of `kernel_matvec.wgsl`.
+pub(crate) fn matvec_source(v: &variants::ProductVariant, mv: u32, pair: bool) -> String {
+    format!("{}{}\n{}\n{}", v.enables(), prelude(v.precision), v.problem_source(), v.matvec_source(mv, pair))
 }
 
 /// Whether a module is built with wgpu's runtime bounds checks.
@@ -140,14 +147,13 @@ impl GpuContext {
         if let Some(p) = self.variant_pipelines.lock().map_err(lock_err)?.get(&key) {
             return Ok(p.clone());
         }
-        if mv != 0 && v.is_cooperative() {
-            return Err(Error::Unsupported(format!("variant {} has no fused kernel matvec", v.name)));
-        }
-        if !v.fits(&self.workgroup_limits) {
+        // A cooperative matvec's V and W tiles take it close to a 48 KiB
+        // limit; the scalar variants' products are what they are checked by.
+        if !v.fits(&self.workgroup_limits) || (mv != 0 && v.is_cooperative() && v.matvec_workgroup_bytes(mv, pair) > self.workgroup_limits.storage_bytes) {
             return Err(Error::Unsupported(format!("variant {} on {} (workgroup limits)", v.name, self.adapter().name)));
         }
         let scope = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
-        let source = if mv == 0 { product_source(v) } else { format!("{}\n{}\n{}", prelude(v.precision), include_str!("../../shaders/problem.wgsl"), v.matvec_source(mv, pair)) };
+        let source = if mv == 0 { product_source(v) } else { matvec_source(v, mv, pair) };
         let start = std::time::Instant::now();
         let pipeline = compile(&self.device, v.name, &source, self.variant_checks);
         self.counters.count_compilation(start.elapsed().as_nanos().min(u64::MAX as u128) as u64);
@@ -178,11 +184,8 @@ mod tests {
         const OP_CAPABILITY: u32 = 17;
         for v in CATALOGUE {
             let mut sources = vec![("product", product_source(v))];
-            if !v.is_cooperative() {
-                for (mv, pair) in [(1, false), (8, false), (1, true), (8, true)] {
-                    let problem = include_str!("../../shaders/problem.wgsl");
-                    sources.push((if pair { "pair matvec" } else { "matvec" }, format!("{}\n{problem}\n{}", prelude(v.precision), v.matvec_source(mv, pair))));
-                }
+            for (mv, pair) in [(1, false), (8, false), (1, true), (8, true)] {
+                sources.push((if pair { "pair matvec" } else { "matvec" }, matvec_source(v, mv, pair)));
             }
             for (what, src) in sources {
                 let module = naga::front::wgsl::parse_str(&src).unwrap_or_else(|e| panic!("{} {what}: {}", v.name, e.emit_to_string(&src)));

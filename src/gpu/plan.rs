@@ -116,7 +116,7 @@ impl Dispatch {
                 }
             }
             PipelineKind::Matvec => {
-                let wx = CATALOGUE[self.variant & 0xffff].wx;
+                let wx = CATALOGUE[self.variant & 0xffff].matvec_slots();
                 reach.push(("X", top(p.a_off, &[(p.rows, p.a_rs), (p.depth, p.a_cs)]), &self.buffers[0]));
                 reach.push(("Z", top(p.b_off, &[(p.cols, p.b_rs), (p.depth, p.b_cs)]), &self.buffers[1]));
                 let v = self.weights.as_ref().ok_or_else(|| Error::Gpu("a matvec without V".into()))?;
@@ -328,7 +328,7 @@ impl GpuContext {
         };
         let v = &CATALOGUE[variant];
         Dispatch {
-            problem,
+            problem: problem.with_vec4_where_allowed(v.vec4_loads),
             precision,
             buffers: vec![a.m.buffer(ab).clone(), b.m.buffer(bb).clone(), c_buffer.clone()],
             weights,
@@ -519,3 +519,47 @@ const SPLIT_MIN_DEPTH: usize = 2048;
 /// and at most this many chunks.
 const SPLIT_MAX_CHUNKS: usize = 64;
 
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gpu::problem::FLAG_VEC4;
+    use crate::gpu::variants::index_of;
+
+    /// A variant with vec4 global loads gets `FLAG_VEC4` on exactly the
+    /// dispatches whose rows allow it (unit column strides, offsets, row
+    /// strides and depth multiples of 4), products and fused matvecs alike;
+    /// a scalar variant never does.
+    #[test]
+    fn vec4_loads_are_flagged_only_where_the_rows_allow_them() {
+        let Some(ctx) = super::super::test_context() else { return };
+        let g4 = index_of("f32-64x64-s4x4-k16-v4-expanded-db-g4").expect("a vec4 variant");
+        let scalar = index_of("f32-64x64-s4x4-k16-v4-expanded-db").expect("its scalar twin");
+        let rbf = KernelCode { kind: 1, gamma: 0.5, coef0: 0.0, degree: 0 };
+        let flagged = |plan: &[Dispatch]| -> Vec<bool> { plan.iter().filter(|d| matches!(d.pipeline, PipelineKind::Product | PipelineKind::Matvec)).map(|d| d.problem.flags & FLAG_VEC4 != 0).collect() };
+        // (depth, first row of the views, A transposed, expected)
+        for (d, row, transposed, want) in [(8, 0, false, true), (8, 1, false, true), (6, 0, false, false), (6, 2, false, false), (12, 0, true, false)] {
+            let x = ctx.zeros(9, d, Precision::F32).unwrap();
+            let xt = ctx.zeros(d, 9, Precision::F32).unwrap();
+            let z = ctx.zeros(5, d, Precision::F32).unwrap();
+            let xv = x.rows_view(row, 9 - row).unwrap();
+            let zv = z.rows_view(row, 5 - row).unwrap();
+            let a = if transposed { Operand::transposed(&xt) } else { Operand::plain(&xv) };
+            let rows = if transposed { 9 } else { 9 - row };
+            let out = ctx.zeros(rows, 5 - row, Precision::F32).unwrap();
+            for (variant, expect) in [(g4, want), (scalar, false)] {
+                let mut plan = Vec::new();
+                ctx.plan_product_with(variant, rbf, a, Operand::plain(&zv), &out, ProductFlags::default(), &mut plan).unwrap();
+                assert_eq!(flagged(&plan), vec![expect], "product d = {d}, row {row}, transposed {transposed}, {}", CATALOGUE[variant].name);
+                if transposed {
+                    continue;
+                }
+                let v = ctx.zeros(5 - row, 1, Precision::F32).unwrap();
+                let y = ctx.zeros(9 - row, 1, Precision::F32).unwrap();
+                let mut plan = Vec::new();
+                assert!(ctx.plan_kernel_matvec_with(variant, rbf, &xv, &zv, &v, &y, false, None, &mut plan).unwrap());
+                assert_eq!(flagged(&plan), vec![expect], "matvec d = {d}, row {row}, {}", CATALOGUE[variant].name);
+            }
+        }
+    }
+}

@@ -14,6 +14,9 @@ pub(crate) const FLAG_ACCUMULATE: u32 = 1;
 pub(crate) const FLAG_APPLY: u32 = 2;
 /// Weight the depth by `w` (`A' diag(w) B'^T`).
 pub(crate) const FLAG_WEIGHTED: u32 = 4;
+/// Stage A and B four depth elements at a time (variants with vec4 global
+/// loads; set where [`Problem::rows_allow_vec4`]).
+pub(crate) const FLAG_VEC4: u32 = 8;
 
 /// One problem of a batch, as the product shaders (`problem.wgsl`)
 /// read it (std430): element offsets and strides of A, B and C (see the
@@ -41,6 +44,27 @@ pub(crate) struct Problem {
     pub(crate) u_off: u32,
     pub(crate) gamma: f32,
     pub(crate) coef0: f32,
+}
+
+impl Problem {
+    /// True where every row of A and B the problem reads is four
+    /// contiguous, 4-aligned elements at a time: unit column strides, and
+    /// offsets, row strides and depth multiples of 4. Then element `(i, k)`
+    /// for `k` a multiple of 4 starts a vec4 of the operand's binding (its
+    /// buffer a multiple of 4 elements long, see `GpuContext::zeros`), and
+    /// `(i, k + 3)` is still in the row.
+    pub(crate) fn rows_allow_vec4(&self) -> bool {
+        self.a_cs == 1 && self.b_cs == 1 && [self.depth, self.a_off, self.a_rs, self.b_off, self.b_rs].iter().all(|v| v % 4 == 0)
+    }
+
+    /// Sets [`FLAG_VEC4`] where `vec4_loads` (the variant has them) and
+    /// the rows allow it.
+    pub(crate) fn with_vec4_where_allowed(mut self, vec4_loads: bool) -> Self {
+        if vec4_loads && self.rows_allow_vec4() {
+            self.flags |= FLAG_VEC4;
+        }
+        self
+    }
 }
 
 /// The kernel as the shaders encode it (parameters kept in `f64`; the f32

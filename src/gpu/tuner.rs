@@ -18,8 +18,8 @@
 //! - `GRAMIAN_TUNE`: `on` (default), `off` (always the default variant, no
 //!   timing), `retune` (ignore the disk cache, time again and rewrite it);
 //! - `GRAMIAN_TUNE_CACHE`: the cache file (default
-//!   `$XDG_CACHE_HOME/gramian/tuning-v1.tsv`, else
-//!   `$HOME/.cache/gramian/tuning-v1.tsv`); `none` keeps choices in memory;
+//!   `$XDG_CACHE_HOME/gramian/tuning-v2.tsv`, else
+//!   `$HOME/.cache/gramian/tuning-v2.tsv`); `none` keeps choices in memory;
 //! - `GRAMIAN_VARIANT`: a variant name (see [`super::CATALOGUE`]) used for
 //!   every product of its precision, no timing.
 
@@ -48,7 +48,7 @@ pub const VARIANT_ENV: &str = "GRAMIAN_VARIANT";
 
 /// Bumped when the catalogue or the class buckets change: older cache
 /// entries are ignored.
-const CACHE_VERSION: u32 = 1;
+const CACHE_VERSION: u32 = 2;
 
 /// How the tuner chooses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -8,7 +8,8 @@
 //!   invocation, so a tile of `TR = WY RM` rows by `TC = WX RN` columns;
 //! - the depth `KC` staged in workgroup memory per step, in one or two
 //!   stages (double buffering: the next slice loads while this one is used);
-//! - the vector width of workgroup loads (`vec4` or scalars);
+//! - the vector width of workgroup loads (`vec4` or scalars), and of global
+//!   loads (`vec4` where the rows allow it, see `vec4_loads`, or scalars);
 //! - the lane layout: *blocked* (an invocation owns `RM` consecutive rows)
 //!   or *strided* (its rows are `WY` apart, so neighbouring invocations read
 //!   neighbouring workgroup-memory words);
@@ -21,7 +22,8 @@
 //!   invocations in one workgroup-memory bank);
 //! - the arithmetic unit: scalar fused multiply-adds on every adapter, or
 //!   (f32) 16 x 16 x 16 f16 cooperative matrices with an f32 accumulator
-//!   (tensor cores, `shaders/product_coop.wgsl`) where the device has them:
+//!   (tensor cores, `shaders/coop_tile.wgsl` with `product_coop.wgsl` and
+//!   `kernel_matvec_coop.wgsl`) where the device has them:
 //!   with f32 accuracy by the split of each operand into two f16 parts, or,
 //!   opted into by name only, one f16 product (about 2^-11 relative).
 //!
@@ -59,7 +61,8 @@ pub enum Core {
     /// Scalar fused multiply-adds (every adapter; `product_tile.wgsl`).
     Simt,
     /// 16 x 16 x 16 cooperative matrices, f16 operands and an f32
-    /// accumulator (`product_coop.wgsl`; devices with
+    /// accumulator (`coop_tile.wgsl`: the product and the fused kernel
+    /// matvec; devices with
     /// `EXPERIMENTAL_COOPERATIVE_MATRIX` and that configuration): `split`
     /// for f32 accuracy (three f16 products per slice), otherwise one f16
     /// product, a precision the tuner never chooses by itself.
@@ -100,6 +103,11 @@ pub struct ProductVariant {
     /// stores of consecutive invocations (consecutive depth) fall in
     /// different workgroup-memory banks instead of one.
     pub pad: bool,
+    /// Global loads of A and B four depth elements at a time (vec4
+    /// bindings), for problems whose rows allow it (`FLAG_VEC4`, set by
+    /// the planner: unit column strides, offsets, row strides and depth
+    /// multiples of 4); others stage element by element.
+    pub vec4_loads: bool,
     /// Arithmetic unit. The fields above describe the scalar tiling; a
     /// cooperative variant's tiling is fixed by its shader (64 x 64 tiles,
     /// 128 invocations, 32-deep slices).
@@ -108,7 +116,7 @@ pub struct ProductVariant {
 
 #[allow(clippy::too_many_arguments, reason = "one catalogue row: every field of ProductVariant, positionally")]
 const fn v(name: &'static str, precision: Precision, (wx, wy): (u32, u32), (rm, rn): (u32, u32), kc: u32, unit: u32, layout: LaneLayout, form: DistanceForm, rows_fast: bool, stages: u32) -> ProductVariant {
-    ProductVariant { name, precision, wx, wy, rm, rn, kc, unit, layout, form, rows_fast, stages, pad: false, core: Core::Simt }
+    ProductVariant { name, precision, wx, wy, rm, rn, kc, unit, layout, form, rows_fast, stages, pad: false, vec4_loads: false, core: Core::Simt }
 }
 
 impl ProductVariant {
@@ -116,11 +124,16 @@ impl ProductVariant {
     const fn padded(self, name: &'static str) -> Self {
         ProductVariant { name, pad: true, ..self }
     }
+
+    /// The same variant with vec4 global loads, named `name`.
+    const fn vec4(self, name: &'static str) -> Self {
+        ProductVariant { name, vec4_loads: true, ..self }
+    }
 }
 
 /// A cooperative-matrix catalogue row (f32; the tiling is the shader's).
 const fn coop(name: &'static str, split: bool) -> ProductVariant {
-    ProductVariant { name, precision: F32, wx: 128, wy: 1, rm: 64, rn: 64, kc: 32, unit: 1, layout: Blocked, form: Expanded, rows_fast: false, stages: 1, pad: false, core: Core::Cooperative { split } }
+    ProductVariant { name, precision: F32, wx: 128, wy: 1, rm: 64, rn: 64, kc: 32, unit: 1, layout: Blocked, form: Expanded, rows_fast: false, stages: 1, pad: false, vec4_loads: false, core: Core::Cooperative { split } }
 }
 
 use DistanceForm::{Direct, Expanded};
@@ -153,15 +166,27 @@ pub const CATALOGUE: &[ProductVariant] = &[
     v("f32-64x64-s4x4-k16-v4-expanded-db", F32, (16, 16), (4, 4), 16, 4, Strided, Expanded, false, 2).padded("f32-64x64-s4x4-k16-v4-expanded-db-pad"),
     v("f32-128x128-b8x8-k16-v4-direct", F32, (16, 16), (8, 8), 16, 4, Blocked, Direct, false, 1).padded("f32-128x128-b8x8-k16-v4-direct-pad"),
     v("f64-64x64-s4x4-k16-v4-direct", F64, (16, 16), (4, 4), 16, 4, Strided, Direct, false, 1).padded("f64-64x64-s4x4-k16-v4-direct-pad"),
+    // The fastest of each job on an H200, with vec4 global loads.
+    v("f32-128x128-b8x8-k16-v4-direct", F32, (16, 16), (8, 8), 16, 4, Blocked, Direct, false, 1).vec4("f32-128x128-b8x8-k16-v4-direct-g4"),
+    v("f32-64x64-s4x4-k16-v4-expanded-db", F32, (16, 16), (4, 4), 16, 4, Strided, Expanded, false, 2).vec4("f32-64x64-s4x4-k16-v4-expanded-db-g4"),
+    v("f64-64x64-s4x4-k16-v4-direct", F64, (16, 16), (4, 4), 16, 4, Strided, Direct, false, 1).vec4("f64-64x64-s4x4-k16-v4-direct-g4"),
     coop("f32-64x64-coop16-split", true),
     coop("f32-64x64-coop16-f16", false),
 ];
 
-/// Output tile side of the cooperative variants (`product_coop.wgsl`).
+/// Output tile side of the cooperative variants (`coop_tile.wgsl`).
 const COOP_TILE: usize = 64;
 
+/// `shaders/coop_tile.wgsl`: the cooperative variants' tile machinery.
+const COOP_TILE_WGSL: &str = include_str!("../../shaders/coop_tile.wgsl");
+
+/// The template fields of `coop_tile.wgsl`.
+fn coop_fields(split: bool) -> Vec<(&'static str, String)> {
+    vec![("SPLIT", split.to_string()), ("LO_LEN", coop_lo_len(split).to_string())]
+}
+
 /// Length of each of the three extra staged slices of a split cooperative
-/// variant (`product_coop.wgsl`; a token array where the variant has none).
+/// variant (`coop_tile.wgsl`; a token array where the variant has none).
 const fn coop_lo_len(split: bool) -> u32 {
     if split {
         2560
@@ -215,9 +240,32 @@ impl ProductVariant {
     pub fn workgroup_bytes(&self) -> u32 {
         match self.core {
             Core::Simt => self.stages * self.kc * (self.tile_rows() + self.tile_cols() + 2 * self.pad_units() as usize * self.unit as usize) as u32 * self.precision.bytes() as u32,
-            // product_coop.wgsl: the staged hi slices (and lo_a, S hi_b,
+            // coop_tile.wgsl: the staged hi slices (and lo_a, S hi_b,
             // lo_b) in f16, the output tile in f32, per-row exponents and norms.
             Core::Cooperative { split } => 2 * 2560 * 2 + 3 * coop_lo_len(split) * 2 + 4352 * 4 + 4 * 64 * 4,
+        }
+    }
+
+    /// Bytes of workgroup memory of the fused kernel matvec for `mv`
+    /// columns of V: the product's and the V tile, and for a cooperative
+    /// variant W's rows of the row tile (pair form; else a token row).
+    pub fn matvec_workgroup_bytes(&self, mv: u32, pair: bool) -> u32 {
+        let eb = self.precision.bytes() as u32;
+        let w_rows = match self.core {
+            Core::Simt => 0,
+            Core::Cooperative { .. } if pair => self.tile_rows() as u32,
+            Core::Cooperative { .. } => 1,
+        };
+        self.workgroup_bytes() + (self.tile_cols() as u32 + w_rows) * mv * eb
+    }
+
+    /// Partial-sum slots of the fused kernel matvec per split of the
+    /// column tiles (grid x): each lane column of a scalar variant, the two
+    /// column halves of a cooperative one.
+    pub(crate) fn matvec_slots(&self) -> u32 {
+        match self.core {
+            Core::Simt => self.wx,
+            Core::Cooperative { .. } => 2,
         }
     }
 
@@ -308,8 +356,24 @@ impl ProductVariant {
     /// tile it visits, and once.
     pub(crate) fn matvec_passes(&self, depth: usize, code: &KernelCode, mv: usize, pair: bool) -> (usize, usize) {
         if self.is_cooperative() {
-            // No fused matvec: never within the budget.
-            return (usize::MAX, usize::MAX);
+            // kernel_matvec_coop.wgsl, with 4 subgroups of 32 lanes: per
+            // column tile its own pass, the V tile, the first pass over Z's
+            // rows (16 per subgroup), the slices (as the product's), the 32
+            // entries (the entry, the direct recomputation for distances,
+            // the power, the columns of V); X's rows and the write-out once.
+            let threads = self.threads() as usize;
+            let tile_staging = (COOP_TILE * mv).div_ceil(threads) + 1;
+            let scan = 16 * (depth.div_ceil(32) + 1) + 1;
+            let slices = depth.div_ceil(self.kc as usize) * (1 + 17 + 3) + 1;
+            let entries = COOP_TILE / 2;
+            let mut per_tile = 1 + tile_staging + scan + slices + entries * (self.entry_passes(depth, code) + mv + 1) + 1;
+            let mut once = 1 + scan + (mv + 1);
+            if pair {
+                // The column sums over 32 rows, the halves, W's rows once.
+                per_tile += 33 * (mv + 1) + 2 * (mv + 1);
+                once += tile_staging;
+            }
+            return (per_tile, once);
         }
         let (rm, rn, wy) = (self.rm as usize, self.rn as usize, self.wy as usize);
         let v_tile = (self.tile_cols() * mv).div_ceil(self.threads() as usize) + 1;
@@ -331,7 +395,19 @@ impl ProductVariant {
         const COOP: &str = include_str!("../../shaders/product_coop.wgsl");
         match self.core {
             Core::Simt => Self::fill(format!("{TILE}\n{PRODUCT}"), &self.fields()),
-            Core::Cooperative { split } => Self::fill(COOP.to_string(), &[("SPLIT", split.to_string()), ("LO_LEN", coop_lo_len(split).to_string())]),
+            Core::Cooperative { split } => Self::fill(format!("{COOP_TILE_WGSL}\n{COOP}"), &coop_fields(split)),
+        }
+    }
+
+    /// `problem.wgsl` for this variant: A and B bound as arrays of scalars,
+    /// or with [`Self::vec4_loads`] of vec4, followed by `vec4_loads.wgsl`.
+    pub(crate) fn problem_source(&self) -> String {
+        const PROBLEM: &str = include_str!("../../shaders/problem.wgsl");
+        const VEC4_LOADS: &str = include_str!("../../shaders/vec4_loads.wgsl");
+        if self.vec4_loads {
+            Self::fill(format!("{PROBLEM}\n{VEC4_LOADS}"), &[("OPERAND", "vec4<T>".into()), ("AT", "[idx / 4u][idx % 4u]".into())])
+        } else {
+            Self::fill(PROBLEM.to_string(), &[("OPERAND", "T".into()), ("AT", "[idx]".into())])
         }
     }
 
@@ -344,10 +420,19 @@ impl ProductVariant {
     }
 
     /// The variant's fused kernel matvec for up to `mv` columns of V:
-    /// `product_tile.wgsl` + `kernel_matvec.wgsl`, filled in.
+    /// `product_tile.wgsl` + `kernel_matvec.wgsl` (cooperative variants:
+    /// `coop_tile.wgsl` + `kernel_matvec_coop.wgsl`), filled in.
     pub(crate) fn matvec_source(&self, mv: u32, pair: bool) -> String {
         const TILE: &str = include_str!("../../shaders/product_tile.wgsl");
         const MATVEC: &str = include_str!("../../shaders/kernel_matvec.wgsl");
+        const MATVEC_COOP: &str = include_str!("../../shaders/kernel_matvec_coop.wgsl");
+        if let Core::Cooperative { split } = self.core {
+            let mut fields = coop_fields(split);
+            fields.push(("MV", mv.to_string()));
+            fields.push(("PAIR", pair.to_string()));
+            fields.push(("W_ROWS", if pair { COOP_TILE } else { 1 }.to_string()));
+            return Self::fill(format!("{COOP_TILE_WGSL}\n{MATVEC_COOP}"), &fields);
+        }
         let mut fields = self.fields();
         fields.push(("MV", mv.to_string()));
         fields.push(("PAIR", pair.to_string()));
@@ -401,6 +486,30 @@ impl ProductVariant {
             } else {
                 format!("{tile}[buf][kk][r] = v;")
             }
+        };
+        // The vec4 staging (consecutive invocations take consecutive vec4s
+        // of a row; each vec4 goes to four staged depth rows).
+        let stage4 = if self.vec4_loads {
+            assert!(!self.rows_fast && self.kc.is_multiple_of(4), "vec4 loads stage consecutive depth");
+            let set4 = |tile: &str| {
+                (0..4)
+                    .map(|c| {
+                        let at = if u == 4 { "[r / 4u][r % 4u]" } else { "[r]" };
+                        format!("{tile}[buf][kk + {c}u]{at} = v.{};", ["x", "y", "z", "w"][c])
+                    })
+                    .collect::<Vec<_>>()
+                    .join("\n                ")
+            };
+            let part = |rows: &str, load: &str, first: &str, tile: &str| {
+                format!(
+                    "        for (var t = 0u; t < {loads}u; t++) {{\n            let e = li + t * THREADS;\n            if (e < {rows} * KC / 4u) {{\n                let r = e / (KC / 4u);\n                let kk = 4u * (e % (KC / 4u));\n                let v = {load}(p, {first} + r, k0 + kk);\n                {set}\n            }}\n        }}\n",
+                    loads = ((if rows == "TR" { tr } else { tc }) * self.kc / 4).div_ceil(threads),
+                    set = set4(tile)
+                )
+            };
+            format!("    if ((p.flags & FLAG_VEC4) != 0u) {{\n{}{}        return;\n    }}", part("TR", "load_a4", "row0", "a_tile"), part("TC", "load_b4", "col0", "b_tile"))
+        } else {
+            String::new()
         };
         let comp = |name: String, c: u32| if u == 4 { format!("{name}.{}", ["x", "y", "z", "w"][c as usize]) } else { name };
         let splat = |x: String| if u == 4 { format!("{vt}({x})") } else { x };
@@ -503,6 +612,7 @@ impl ProductVariant {
             ("INDEX_B", index(tc)),
             ("SET_A", set("a_tile")),
             ("SET_B", set("b_tile")),
+            ("STAGE4", stage4),
             ("DECLS", decls),
             ("PROLOGUE", prologue),
             ("PRE", pre),
@@ -648,10 +758,23 @@ mod tests {
         }
     }
 
+    /// The cooperative variants' product and fused matvec (8 columns, pair
+    /// form included) fit the 48 KiB of workgroup memory that NVIDIA's
+    /// Vulkan driver gives a workgroup.
+    #[test]
+    fn the_cooperative_variants_fit_48_kib_of_workgroup_memory() {
+        for v in CATALOGUE.iter().filter(|v| v.is_cooperative()) {
+            assert!(v.workgroup_bytes() <= 48 * 1024, "{}", v.name);
+            for (mv, pair) in [(1, false), (8, false), (1, true), (8, true)] {
+                assert!(v.matvec_workgroup_bytes(mv, pair) <= 48 * 1024, "{} mv {mv} pair {pair}: {}", v.name, v.matvec_workgroup_bytes(mv, pair));
+            }
+        }
+    }
+
     #[test]
     fn every_template_field_is_filled() {
         for v in CATALOGUE {
-            let sources = if v.is_cooperative() { vec![v.source()] } else { vec![v.source(), v.matvec_source(1, false), v.matvec_source(8, false), v.matvec_source(1, true), v.matvec_source(8, true)] };
+            let sources = [v.source(), v.matvec_source(1, false), v.matvec_source(8, false), v.matvec_source(1, true), v.matvec_source(8, true)];
             for s in sources {
                 assert!(!s.contains("@@"), "{}", v.name);
                 assert!(s.contains(&format!("@workgroup_size({}, {}, 1)", v.wx, v.wy)), "{}", v.name);

@@ -1,8 +1,9 @@
-//! The arithmetic of the cooperative-matrix (tensor-core) product variants,
-//! emulated on the host and checked against f64: software Vulkan has no
-//! cooperative matrices, so this is where CI sees the scheme work.
+//! The arithmetic of the cooperative-matrix (tensor-core) variants (their
+//! products, and the sums of the fused kernel matvec), emulated on the host
+//! and checked against f64: software Vulkan has no cooperative matrices, so
+//! this is where CI sees the scheme work.
 //!
-//! The scheme (`shaders/product_coop.wgsl`): row `i` of A is scaled by the
+//! The scheme (`shaders/coop_tile.wgsl`): row `i` of A is scaled by the
 //! power of two `s_i` that brings its largest magnitude into [1/2, 1) (row
 //! `j` of B by `t_j`), each scaled f32 value `x` is split into
 //! `hi = f16(x)` and `lo = f16(S (x - hi))` with `S = 2^11`, and per
@@ -226,4 +227,135 @@ fn one_f16_product_is_only_tf32_accurate_and_the_split_recovers_f32() {
     assert!(fast > 1e-5 && fast < 2e-3, "single f16 product: {fast:e}");
     assert!(split_worst < 1e-6, "split: {split_worst:e}");
     assert!(fast > 50.0 * split_worst);
+}
+
+// The fused kernel matvec on cooperative matrices
+// (`shaders/kernel_matvec_coop.wgsl`) takes each inner product exactly as
+// the product above does (the same tiles and slices), and then orders its
+// own sums: squared norms per row (lanes of a subgroup striding the depth,
+// then a tree), the expanded distance with its direct fallback, the RBF
+// kernel, and per row and column half h of each split s an f32 sum of
+// k_ij v_j over columns s 64 + h, s 64 + h + 2, ..., s 64 + 62 + h, then
+// (s + S) 64 + h, ... (S splits); the 2 S slots are summed by the row
+// reduction. `emulated_matvec` follows that order; its error against f64
+// is bounded (`matvec_bound`, per output entry) by
+//
+//     sum_j |v_j| (gamma (ds_j + u s_j) + 4 u) k_j  +  (L + 2) u sum_j |k_j v_j|
+//
+// with ds_j = 2 split_bound(a, b_j) + (2 d + 6) u (|a|^2 + |b_j|^2) (the
+// inner product's error doubled, the norms' and the subtraction's rounding,
+// or the direct recomputation's), 4 u for the f32 exp and L the longest
+// chain of f32 additions (terms per slot plus slots). The test also holds
+// the error within the f32 variants' tolerance, 1e-5 of sum_j |k_j v_j|.
+
+/// f32 squared norm as the device's first pass forms it: 32 lanes striding
+/// the depth with fused multiply-adds, then a pairwise tree.
+fn device_norm2(row: &[f32]) -> f32 {
+    let mut lanes = [0.0f32; 32];
+    for (k, &v) in row.iter().enumerate() {
+        lanes[k % 32] = v.mul_add(v, lanes[k % 32]);
+    }
+    let mut width = 32;
+    while width > 1 {
+        width /= 2;
+        for l in 0..width {
+            lanes[l] += lanes[l + width];
+        }
+    }
+    lanes[0]
+}
+
+/// The squared distance as the cooperative variants form it (f32), and
+/// whether the expanded form was kept.
+fn device_distance(a: &[f32], b: &[f32], device: Device) -> (f32, bool) {
+    let dot = emulated(a, b, true, device) as f32;
+    let scale = device_norm2(a) + device_norm2(b);
+    let s = (scale - 2.0 * dot).max(0.0);
+    if s <= 0.125 * scale {
+        (a.iter().zip(b).fold(0.0f32, |s, (&x, &y)| (x - y).mul_add(x - y, s)), false)
+    } else {
+        (s, true)
+    }
+}
+
+/// The coop matvec's Y = K(X, Z) V (RBF, gamma) for row `a`, in the
+/// device's order with `splits` splits of the column tiles.
+fn emulated_matvec(a: &[f32], z: &[Vec<f32>], v: &[Vec<f32>], gamma: f32, splits: usize, device: Device) -> Vec<f64> {
+    let (m, c) = (z.len(), v[0].len());
+    let mut slots = vec![vec![0.0f32; c]; 2 * splits];
+    for s in 0..splits {
+        for h in 0..2 {
+            let y = &mut slots[2 * s + h];
+            for col0 in (s * 64..m).step_by(splits * 64) {
+                for j in (col0 + h..(col0 + 64).min(m)).step_by(2) {
+                    let k = (-gamma * device_distance(a, &z[j], device).0).exp();
+                    for t in 0..c {
+                        y[t] = k.mul_add(v[j][t], y[t]);
+                    }
+                }
+            }
+        }
+    }
+    (0..c).map(|t| slots.iter().fold(0.0f32, |acc, y| acc + y[t]) as f64).collect()
+}
+
+/// The bound of the comment above for output entry t of row `a`.
+fn matvec_bound(a: &[f32], z: &[Vec<f32>], v: &[Vec<f32>], gamma: f64, splits: usize, t: usize, device: Device) -> f64 {
+    let u = 2f64.powi(-24);
+    let d = a.len() as f64;
+    let m = z.len();
+    let chain = (m.div_ceil(2 * splits) + 2 * splits) as f64;
+    let norm2 = |r: &[f32]| r.iter().map(|&x| x as f64 * x as f64).sum::<f64>();
+    let na = norm2(a);
+    let (mut entries, mut sums) = (0.0, 0.0);
+    for (b, vj) in z.iter().zip(v) {
+        let s: f64 = a.iter().zip(b).map(|(&x, &y)| (x as f64 - y as f64).powi(2)).sum();
+        let k = (-gamma * s).exp();
+        let ds = if device_distance(a, b, device).1 { 2.0 * split_bound(a, b) + (d + 5.0) * u * (na + norm2(b)) } else { (d + 3.0) * u * s };
+        entries += (vj[t] as f64).abs() * (gamma * (ds + u * s) + 4.0 * u) * k;
+        sums += (k * vj[t] as f64).abs();
+    }
+    1.01 * (entries + (chain + 2.0) * u * sums)
+}
+
+#[test]
+fn the_cooperative_matvec_meets_its_bound() {
+    let mut rng = StdRng::seed_from_u64(50);
+    let (m, c) = (300, 3);
+    for d in [5, 33, 256] {
+        let uniform = |rng: &mut StdRng, s: f32| -> Vec<f32> { (0..d).map(|_| rng.random_range(-1.0f32..1.0) * s).collect() };
+        let scale = 1.0 / (d as f32).sqrt();
+        let v: Vec<Vec<f32>> = (0..m).map(|_| (0..c).map(|_| rng.random_range(-1.0f32..1.0)).collect()).collect();
+        let x = uniform(&mut rng, scale);
+        // Points spread as the data, near-duplicates of x (the expansion
+        // cancels: the direct fallback), and points far from the origin.
+        let spread: Vec<Vec<f32>> = (0..m).map(|_| uniform(&mut rng, scale)).collect();
+        let near: Vec<Vec<f32>> = (0..m).map(|_| x.iter().map(|&xi| xi + rng.random_range(-1e-3f32..1e-3) * scale).collect()).collect();
+        let far_x: Vec<f32> = (0..d).map(|_| 1000.0 + rng.random_range(-1e-2f32..1e-2)).collect();
+        let far: Vec<Vec<f32>> = (0..m).map(|_| (0..d).map(|_| 1000.0 + rng.random_range(-1e-2f32..1e-2)).collect()).collect();
+        for (name, a, z, gamma) in [("spread", &x, &spread, 1.0f32), ("near-duplicates", &x, &near, 1.0), ("far from the origin", &far_x, &far, 1.0 / (d as f32 * 1e-4))] {
+            for splits in [1, 2] {
+                for device in DEVICES {
+                    let got = emulated_matvec(a, z, &v, gamma, splits, device);
+                    for (t, &g) in got.iter().enumerate() {
+                        let want: f64 = z.iter().zip(&v).map(|(b, vj)| {
+                            let s: f64 = a.iter().zip(b).map(|(&p, &q)| (p as f64 - q as f64).powi(2)).sum();
+                            (-(gamma as f64) * s).exp() * vj[t] as f64
+                        }).sum();
+                        let bound = matvec_bound(a, z, &v, gamma as f64, splits, t, device);
+                        let err = (g - want).abs();
+                        assert!(err <= bound, "{name}, d = {d}, {splits} splits, {device:?}, column {t}: error {err:e} above the bound {bound:e}");
+                        // And within the f32 variants' tolerance, relative
+                        // to sum_j |k_j v_j| (the direct fallback keeps the
+                        // cancelling cases there).
+                        let scale: f64 = z.iter().zip(&v).map(|(b, vj)| {
+                            let s: f64 = a.iter().zip(b).map(|(&p, &q)| (p as f64 - q as f64).powi(2)).sum();
+                            ((-(gamma as f64) * s).exp() * vj[t] as f64).abs()
+                        }).sum();
+                        assert!(err <= 1e-5 * scale, "{name}, d = {d}, {splits} splits, {device:?}, column {t}: error {err:e} against sum |k v| = {scale:e}");
+                    }
+                }
+            }
+        }
+    }
 }

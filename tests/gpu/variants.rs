@@ -2,7 +2,8 @@
 //! can run, forced in turn, against the CPU f64 path on fresh random inputs:
 //! kernel matrices of all five kernels, products in the three forms
 //! (transposed operands), weighted Grams and accumulation, on awkward shapes
-//! (1, primes, non-multiples of every tile size), with and without a forced
+//! (1, primes, non-multiples of every tile size; depths that allow vec4
+//! global loads and depths that do not), with and without a forced
 //! small binding limit (matrices in many row blocks, products cut at every
 //! block boundary); near-duplicate points, where the expanded distance form
 //! must fall back to the direct one; and the tuner (cache, modes, forcing).
@@ -22,7 +23,7 @@ use nalgebra::{DMatrix, DVector};
 use rand::{rngs::StdRng, SeedableRng};
 use std::sync::Arc;
 
-const SHAPES: &[(usize, usize, usize)] = &[(1, 1, 1), (7, 13, 5), (129, 67, 17), (131, 257, 3), (33, 5, 300)];
+const SHAPES: &[(usize, usize, usize)] = &[(1, 1, 1), (7, 13, 5), (129, 67, 17), (131, 257, 3), (67, 129, 24), (33, 5, 300)];
 
 fn kernels() -> Vec<(Kernel, f64)> {
     common::test_kernels()
@@ -106,14 +107,27 @@ fn every_variant_matches_the_cpu_on_kernel_matrices_and_products() {
 
 #[test]
 fn every_variant_runs_the_fused_kernel_matvec() {
-    // Y = K(X, Z) V with one, five and eight columns (fused shader) and
-    // eleven (the tiled path), against the CPU; signed sums over m terms
-    // cancel, so the Frobenius tolerance is 10x the entry tolerance.
+    fused_kernel_matvecs_match_the_cpu(|_| true);
+}
+
+/// The cooperative (tensor-core) variants' fused matvec alone: a short run
+/// for a card that has them (software Vulkan has none, and runs nothing here).
+#[test]
+fn the_cooperative_variants_run_the_fused_kernel_matvec() {
+    fused_kernel_matvecs_match_the_cpu(|v| v.is_cooperative());
+}
+
+/// Y = K(X, Z) V with one, five and eight columns (fused shader) and eleven
+/// (the tiled path), and the pair form, for the variants `keep` takes,
+/// against the CPU; signed sums over m terms cancel, so the Frobenius
+/// tolerance is 10x the entry tolerance.
+fn fused_kernel_matvecs_match_the_cpu(keep: impl Fn(&gramian::gpu::ProductVariant) -> bool) {
     let mut rng = rng();
     for (t, (device, ctx)) in devices().into_iter().enumerate() {
         let mut variants = ctx.product_variants();
+        variants.retain(|v| keep(v));
         if t > 0 {
-            variants.retain(|v| v.name.contains("64x64-s4x4") && v.name.contains("-db") || v.name.ends_with("-direct") && v.name.contains("128x128"));
+            variants.retain(|v| v.is_cooperative() || v.name.contains("64x64-s4x4") && v.name.contains("-db") || v.name.ends_with("-direct") && v.name.contains("128x128"));
         }
         for v in variants {
             ctx.force_variant(Some(v.name)).unwrap();
@@ -261,15 +275,13 @@ fn every_variant_gives_the_same_bits_with_and_without_bounds_checks() {
                     }
                     out.push(device.to_host(&device.resident_matmul(&xd, &zd, MatrixProduct::ABt).unwrap()).unwrap());
                     out.push(device.to_host(&device.resident_weighted_gram(&xd, &wd).unwrap()).unwrap());
-                    if !v.is_cooperative() {
-                        let vm = random_matrix(&mut StdRng::seed_from_u64(5), m, 3);
-                        let vd = device.upload(&vm, v.precision).unwrap();
-                        out.push(device.to_host(&device.resident_kernel_matvec(&Kernel::rbf(0.3).unwrap(), &xd, &zd, &vd).unwrap()).unwrap());
-                        let vw = device.upload(&random_matrix(&mut StdRng::seed_from_u64(6), m + n, 3), v.precision).unwrap();
-                        let both = device.zeros(n + m, 3, v.precision).unwrap();
-                        device.resident_kernel_matvec_pair_into(&Kernel::rbf(0.3).unwrap(), &xd, &zd, &vw.rows(0, m).unwrap(), &vw.rows(m, n).unwrap(), &both.rows(0, n).unwrap(), &both.rows(n, m).unwrap(), false).unwrap();
-                        out.push(device.to_host(&both).unwrap());
-                    }
+                    let vm = random_matrix(&mut StdRng::seed_from_u64(5), m, 3);
+                    let vd = device.upload(&vm, v.precision).unwrap();
+                    out.push(device.to_host(&device.resident_kernel_matvec(&Kernel::rbf(0.3).unwrap(), &xd, &zd, &vd).unwrap()).unwrap());
+                    let vw = device.upload(&random_matrix(&mut StdRng::seed_from_u64(6), m + n, 3), v.precision).unwrap();
+                    let both = device.zeros(n + m, 3, v.precision).unwrap();
+                    device.resident_kernel_matvec_pair_into(&Kernel::rbf(0.3).unwrap(), &xd, &zd, &vw.rows(0, m).unwrap(), &vw.rows(m, n).unwrap(), &both.rows(0, n).unwrap(), &both.rows(n, m).unwrap(), false).unwrap();
+                    out.push(device.to_host(&both).unwrap());
                     out
                 };
                 for (a, b) in run(&fast).iter().zip(&run(&checked)) {
