@@ -55,8 +55,8 @@ def kernel_matrix(X, Z=None, kernel="rbf", *, gamma=None, coef0=1.0, degree=3, d
         computed in: "auto" is float32 on a GPU and float64 on the CPU;
         "float64" on a GPU needs an adapter with 64-bit floats in shaders
         (:func:`supports_precision`), else :class:`~gramian.exceptions.DeviceError`.
-        "float32" on the CPU rounds the inputs to float32 first, as a GPU
-        stores them. The result is float64 in every case.
+        "float32" on the CPU stores the inputs and the result in float32,
+        as a GPU does. The array returned is float64 in every case.
 
     Returns
     -------

@@ -248,9 +248,11 @@ class LowRankRidge(_MultiKernelRegressor):
     kernels : list of kernel specifications, default=None
         As in :class:`Mklaren`.
     rank : int, default=40
-        Rank of each kernel's factor, at most the number of samples.
-    alpha : float, default=0.0
-        Ridge penalty, >= 0.
+        Rank of each kernel's factor, capped at the number of samples.
+    alpha : float, default=1e-3
+        Ridge penalty, >= 0 (with 0, factors that are collinear, as those of
+        similar kernels are, make the system singular:
+        :class:`~gramian.exceptions.NumericalError`).
     lookahead : int, default=10
         Look-ahead columns of ``"csi"``.
     kappa : float, default=0.5
@@ -266,12 +268,14 @@ class LowRankRidge(_MultiKernelRegressor):
     kernels_ : list of tuple
     coef_ : ndarray of shape (n_kernels * rank,)
         Coefficients on the standardised stacked factors.
+    landmarks_ : list of ndarray
+        Each kernel's pivot (landmark) rows ``A_q``.
     constant_ : float or None
     n_inputs_ : int
     n_features_in_ : int, or list of int with several inputs
     """
 
-    def __init__(self, method="icd", *, kernels=None, rank=40, alpha=0.0, lookahead=10, kappa=0.5, random_state=None, device="auto"):
+    def __init__(self, method="icd", *, kernels=None, rank=40, alpha=1e-3, lookahead=10, kappa=0.5, random_state=None, device="auto"):
         self.method = method
         self.kernels = kernels
         self.rank = rank
@@ -284,9 +288,7 @@ class LowRankRidge(_MultiKernelRegressor):
     def _check_params(self, n):
         if self.method not in LOW_RANK_METHODS:
             raise ValueError(f"method must be one of {LOW_RANK_METHODS}, got {self.method!r}")
-        rank = check_positive("rank", self.rank, integer=True)
-        if rank > n:
-            raise ValueError(f"rank={rank} is larger than the number of samples {n}")
+        rank = min(check_positive("rank", self.rank, integer=True), n)
         kappa = check_positive("kappa", self.kappa, allow_zero=True)
         if kappa > 1:
             raise ValueError(f"kappa must be in [0, 1], got {self.kappa!r}")
@@ -298,9 +300,27 @@ class LowRankRidge(_MultiKernelRegressor):
 
     def _fitted_constant(self):
         self.coef_ = np.zeros(0)
+        self.landmarks_ = []
 
     def _fitted(self):
         self.coef_ = self.model_.coefficients
+        self.landmarks_ = self.model_.pivot_rows
+
+    def kernel_features(self, X):
+        """The low-rank kernel features of the rows of ``X``: each kernel's
+        factor ``G_q = K_q(X, A_q) T_q`` (Eq. 21), side by side, so that
+        ``G_q G_q^T`` approximates ``K_q``. Not available for a model fitted
+        to a constant target (no factor was computed).
+
+        Returns
+        -------
+        G : ndarray of shape (n_samples, sum of the kernels' ranks)
+        """
+        check_is_fitted(self)
+        Xs = self._inputs(X, fitting=False)
+        if self.model_ is None:
+            raise ValueError("the model was fitted to a constant target: it has no kernel factors")
+        return np.hstack([np.ascontiguousarray(g) for g in self.model_.factors(Xs)])
 
 
 COMBINATIONS = ("uniform", "align", "alignf", "alignfc")

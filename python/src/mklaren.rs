@@ -8,7 +8,7 @@ use gramian::io::SavedModel;
 use gramian::mklaren::{FullKernelRidge, FullKernelRidgeParams, KernelCombination, LowRankMethod, LowRankRidge, LowRankRidgeParams, Mklaren, MklarenParams};
 use gramian::{Error, Kernel, RowMajor};
 use nalgebra::{DMatrix, DVector};
-use numpy::{PyArray1, PyReadonlyArray1, PyReadonlyArray2};
+use numpy::{PyArray1, PyArray2, PyReadonlyArray1, PyReadonlyArray2};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyTuple};
 
@@ -167,6 +167,24 @@ impl LowRankModel {
     #[getter]
     fn coefficients<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<f64>> {
         convert::to_numpy1(py, self.inner.coefficients().clone())
+    }
+
+    /// Each kernel's factor `G_q* = K_q(X*, A_q) T_q` of the rows of `xs`
+    /// (Eq. 21; `G_q G_q^T` approximates `K_q`), one array per kernel.
+    fn factors<'py>(&self, py: Python<'py>, xs: Vec<PyReadonlyArray2<'py, f64>>) -> PyResult<Vec<Bound<'py, PyArray2<f64>>>> {
+        let inputs = views(py, &xs)?;
+        let device = gramian::estimator::OnDevice::device(&self.inner).clone();
+        let out = errors::run(py, || {
+            let p = self.inner.transforms().len();
+            (0..p).map(|q| self.inner.transforms()[q].apply(&device, &inputs[if inputs.len() == 1 { 0 } else { q }])).collect::<Result<Vec<_>, _>>()
+        })?;
+        Ok(out.into_iter().map(|g| convert::to_numpy2(py, g)).collect())
+    }
+
+    /// Each kernel's pivot (landmark) rows `A_q`.
+    #[getter]
+    fn pivot_rows<'py>(&self, py: Python<'py>) -> Vec<Bound<'py, PyArray2<f64>>> {
+        self.inner.transforms().iter().map(|t| convert::to_numpy2(py, t.pivot_rows().clone())).collect()
     }
 
     /// Columns of each kernel's factor.
