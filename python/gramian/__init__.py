@@ -13,7 +13,9 @@ returns ``self``, fitted attributes end in ``_``):
   :class:`BaselineHeteroscedasticRegressor`: the PNM / NCM / GLM baselines
   of PSD models.
 - :class:`EKSVD`, :class:`KSVD`: kernel SVD of several paired sources
-  (multi-view: ``fit(Xs)`` with a list of arrays).
+  (multi-view: ``fit(Xs)`` with a list of arrays), and
+  :class:`NeuralEKSVD` where the package is built with the cargo feature
+  ``neural`` (absent otherwise).
 
 Compute core: :func:`kernel_matrix`, :func:`kernel_matvec`,
 :func:`devices`, :func:`device_info`, :func:`supports_precision`. Every estimator and function takes
@@ -21,7 +23,7 @@ Compute core: :func:`kernel_matrix`, :func:`kernel_matvec`,
 present and otherwise the CPU. Errors: :mod:`gramian.exceptions`.
 """
 
-from . import exceptions
+from . import _core, eksvd, exceptions
 from ._compute import device_info, devices, kernel_matrix, kernel_matvec, supports_precision
 from .exceptions import (
     ConvergenceError,
@@ -41,6 +43,11 @@ from .psd import (
     PSDHeteroscedasticRegressor,
     PSDQuantileRegressor,
 )
+
+if hasattr(_core, "fit_neural_eksvd"):
+    from .eksvd import NeuralEKSVD
+else:  # built without the cargo feature `neural`
+    del eksvd.NeuralEKSVD
 
 __version__ = "0.1.0"
 
@@ -62,6 +69,7 @@ __all__ = [
     "device_info",
     "supports_precision",
     "exceptions",
+    *(["NeuralEKSVD"] if hasattr(_core, "fit_neural_eksvd") else []),
     "GramianError",
     "InvalidInputError",
     "OutOfMemoryError",

@@ -246,4 +246,28 @@ class EKSVD(TransformerMixin, BaseEstimator):
 class KSVD(EKSVD):
     def fit(self, Xs: Sequence[ArrayLike], y: None = ...) -> "KSVD": ...
 
+# Only where the package is built with the cargo feature `neural`.
+class NeuralEKSVD(TransformerMixin, BaseEstimator):
+    n_components: int
+    hidden: Sequence[int]
+    d_phi: int
+    eta: float
+    learning_rate: float
+    batch_size: int
+    max_epochs: int
+    patience: int
+    validation_fraction: Optional[float]
+    random_state: RandomState
+    device: Device
+    model_: Any
+    classes_: NDArray[Any]
+    gamma_: float
+    n_views_: int
+    n_features_in_: list[int]
+    def __init__(self, n_components: int = ..., *, hidden: Sequence[int] = ..., d_phi: int = ..., eta: float = ..., learning_rate: float = ..., batch_size: int = ..., max_epochs: int = ..., patience: int = ..., validation_fraction: Optional[float] = ..., random_state: RandomState = ..., device: Device = ...) -> None: ...
+    def fit(self, Xs: Sequence[ArrayLike], y: ArrayLike) -> "NeuralEKSVD": ...
+    def transform(self, Xs: Sequence[ArrayLike]) -> list[F64]: ...
+    def predict(self, Xs: Sequence[ArrayLike]) -> NDArray[Any]: ...
+    def fit_transform(self, Xs: Sequence[ArrayLike], y: ArrayLike = ...) -> list[F64]: ...
+
 __all__: list[str]

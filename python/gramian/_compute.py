@@ -17,6 +17,12 @@ def _check_precision(precision):
 
 
 def _matrix(A, name):
+    """``A`` as a C-contiguous float64 matrix: a non-empty one is passed on
+    as it is (the extension checks its values: NaN and infinities raise
+    :class:`~gramian.exceptions.InvalidInputError`, a ValueError), anything
+    else goes through scikit-learn's ``check_array``."""
+    if type(A) is np.ndarray and A.dtype == np.float64 and A.ndim == 2 and A.size and A.flags.c_contiguous:
+        return A
     return check_array(A, dtype=np.float64, order="C", input_name=name)
 
 

@@ -16,6 +16,8 @@ mod eksvd;
 mod errors;
 mod kernels;
 mod mklaren;
+#[cfg(feature = "neural")]
+mod neural;
 mod psd;
 
 /// The extension module.
@@ -57,5 +59,11 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<eksvd::EksvdModel>()?;
     m.add_function(wrap_pyfunction!(eksvd::fit_eksvd, m)?)?;
     m.add_function(wrap_pyfunction!(eksvd::load_eksvd, m)?)?;
+    #[cfg(feature = "neural")]
+    {
+        m.add_class::<neural::NeuralEksvdModel>()?;
+        m.add_function(wrap_pyfunction!(neural::fit_neural_eksvd, m)?)?;
+        m.add_function(wrap_pyfunction!(neural::load_neural_eksvd, m)?)?;
+    }
     Ok(())
 }

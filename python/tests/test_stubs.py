@@ -49,6 +49,8 @@ def test_stub_signatures_match_the_code():
     for name, node in functions.items():
         assert _parameters(node) == list(inspect.signature(getattr(gramian, name)).parameters), name
     for name, methods in classes.items():
+        if name == "NeuralEKSVD" and not hasattr(gramian, name):
+            continue  # built without the cargo feature `neural`
         cls = getattr(gramian, name)
         for method, node in methods.items():
             runtime = getattr(cls, method)
