@@ -189,6 +189,52 @@ class PSDDensity(_PSDParams, DensityMixin, BaseEstimator):
         """Total log-likelihood of the rows of ``X``."""
         return float(np.sum(self.score_samples(X)))
 
+    def integral(self):
+        """``int p`` in closed form (1 up to rounding after a fit)."""
+        check_is_fitted(self)
+        return self.model_.integral()
+
+    def box_probability(self, lower, upper):
+        """``P(X in [lower_1, upper_1] x ... x [lower_d, upper_d])`` in closed
+        form (bounds may be ``-inf`` / ``inf``).
+
+        Parameters
+        ----------
+        lower, upper : array-like of shape (n_features_in_,)
+
+        Returns
+        -------
+        probability : float
+        """
+        check_is_fitted(self)
+        lower = np.broadcast_to(np.asarray(lower, dtype=np.float64), (self.n_features_in_,))
+        upper = np.broadcast_to(np.asarray(upper, dtype=np.float64), (self.n_features_in_,))
+        return self.model_.box_probability([float(v) for v in lower], [float(v) for v in upper])
+
+    def marginal(self, features):
+        """The marginal density of the features ``features`` (indices, in
+        closed form): a fitted :class:`PSDDensity` on those features.
+
+        Parameters
+        ----------
+        features : sequence of int
+            Increasing indices in ``range(n_features_in_)``.
+
+        Returns
+        -------
+        marginal : PSDDensity
+        """
+        check_is_fitted(self)
+        keep = [int(k) for k in features]
+        if not keep or any(not 0 <= k < self.n_features_in_ for k in keep) or any(b <= a for a, b in zip(keep, keep[1:])):
+            raise ValueError(f"features must be increasing indices in range({self.n_features_in_}), got {features!r}")
+        from sklearn.base import clone
+
+        marginal = clone(self)
+        marginal.model_ = self.model_.marginal(keep)
+        marginal.bandwidth_, marginal.n_iter_, marginal.n_features_in_ = self.bandwidth_, self.n_iter_, len(keep)
+        return marginal
+
     def sample(self, n_samples=1, random_state=None):
         """Draws samples from the density (exact inversion of its
         per-coordinate conditional distributions).

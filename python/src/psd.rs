@@ -91,6 +91,16 @@ impl DensityModel {
         errors::run(py, || self.inner.integral())
     }
 
+    /// `P(X in prod_k [lower_k, upper_k])` in closed form.
+    fn box_probability(&self, py: Python<'_>, lower: Vec<f64>, upper: Vec<f64>) -> PyResult<f64> {
+        errors::run(py, || self.inner.box_probability(&lower, &upper))
+    }
+
+    /// The marginal density of the coordinates `keep` (increasing), in closed form.
+    fn marginal(&self, py: Python<'_>, keep: Vec<usize>) -> PyResult<DensityModel> {
+        Ok(DensityModel { inner: errors::run(py, || self.inner.marginal(&keep))? })
+    }
+
     /// Solver iterations of the fit.
     #[getter]
     fn iterations(&self) -> usize {
