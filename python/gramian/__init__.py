@@ -3,21 +3,28 @@
 Estimators (scikit-learn conventions: parameters in ``__init__``, ``fit``
 returns ``self``, fitted attributes end in ``_``):
 
-- :class:`Mklaren`: multiple-kernel low-rank regression.
+- :class:`Mklaren`: multiple-kernel low-rank regression (one input, or one
+  input per kernel), and its baselines :class:`LowRankRidge` (ICD, Nystrom
+  or CSI factors) and :class:`MultipleKernelRidge` (full kernels).
 - :class:`PSDDensity`: density estimation with a PSD model.
 - :class:`PSDQuantileRegressor`: non-crossing quantile regression.
 - :class:`PSDHeteroscedasticRegressor`: conditional mean and variance.
+- :class:`BaselineDensity`, :class:`BaselineQuantileRegressor`,
+  :class:`BaselineHeteroscedasticRegressor`: the PNM / NCM / GLM baselines
+  of PSD models.
 - :class:`EKSVD`, :class:`KSVD`: kernel SVD of several paired sources
-  (multi-view: ``fit(Xs)`` with a list of arrays).
+  (multi-view: ``fit(Xs)`` with a list of arrays), and
+  :class:`NeuralEKSVD` where the package is built with the cargo feature
+  ``neural`` (absent otherwise).
 
 Compute core: :func:`kernel_matrix`, :func:`kernel_matvec`,
-:func:`device_info`. Every estimator and function takes
+:func:`devices`, :func:`device_info`, :func:`supports_precision`. Every estimator and function takes
 ``device="auto" | "cpu" | "gpu"``; "auto" uses a hardware GPU when one is
 present and otherwise the CPU. Errors: :mod:`gramian.exceptions`.
 """
 
-from . import exceptions
-from ._compute import device_info, kernel_matrix, kernel_matvec
+from . import _core, eksvd, exceptions
+from ._compute import device_info, devices, kernel_matrix, kernel_matvec, supports_precision
 from .exceptions import (
     ConvergenceError,
     DeviceError,
@@ -27,22 +34,42 @@ from .exceptions import (
     OutOfMemoryError,
 )
 from .eksvd import EKSVD, KSVD
-from .mklaren import Mklaren
-from .psd import PSDDensity, PSDHeteroscedasticRegressor, PSDQuantileRegressor
+from .mklaren import LowRankRidge, Mklaren, MultipleKernelRidge
+from .psd import (
+    BaselineDensity,
+    BaselineHeteroscedasticRegressor,
+    BaselineQuantileRegressor,
+    PSDDensity,
+    PSDHeteroscedasticRegressor,
+    PSDQuantileRegressor,
+)
+
+if hasattr(_core, "fit_neural_eksvd"):
+    from .eksvd import NeuralEKSVD
+else:  # built without the cargo feature `neural`
+    del eksvd.NeuralEKSVD
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Mklaren",
+    "LowRankRidge",
+    "MultipleKernelRidge",
     "PSDDensity",
     "PSDQuantileRegressor",
     "PSDHeteroscedasticRegressor",
+    "BaselineDensity",
+    "BaselineQuantileRegressor",
+    "BaselineHeteroscedasticRegressor",
     "EKSVD",
     "KSVD",
     "kernel_matrix",
     "kernel_matvec",
+    "devices",
     "device_info",
+    "supports_precision",
     "exceptions",
+    *(["NeuralEKSVD"] if hasattr(_core, "fit_neural_eksvd") else []),
     "GramianError",
     "InvalidInputError",
     "OutOfMemoryError",

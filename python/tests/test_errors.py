@@ -111,3 +111,63 @@ def test_missing_gpu_is_device_error_and_auto_falls_back():
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert "DeviceError NoGpuAdapter" in out.stdout
+
+
+SUPERVISED = [
+    lambda: gramian.Mklaren(rank=5, device="cpu"),
+    lambda: gramian.LowRankRidge(rank=5, device="cpu"),
+    lambda: gramian.MultipleKernelRidge(device="cpu"),
+    lambda: gramian.PSDQuantileRegressor(bandwidth=0.5, device="cpu"),
+    lambda: gramian.PSDHeteroscedasticRegressor(bandwidth=0.5, device="cpu"),
+    lambda: gramian.BaselineQuantileRegressor(bandwidth=0.5, device="cpu"),
+    lambda: gramian.BaselineHeteroscedasticRegressor(bandwidth=0.5, device="cpu"),
+]
+UNSUPERVISED = [
+    lambda: gramian.PSDDensity(bandwidth=0.5, device="cpu"),
+    lambda: gramian.BaselineDensity(bandwidth=0.5, device="cpu"),
+]
+
+
+@pytest.mark.parametrize("make", SUPERVISED + UNSUPERVISED)
+def test_bad_data_raises_value_error_in_every_estimator(make, rng):
+    X, y = rng.normal(size=(30, 2)), rng.normal(size=30)
+    supervised = make in SUPERVISED
+
+    def fit(X, y):
+        return make().fit(X, y) if supervised else make().fit(X)
+
+    for bad in (np.nan, np.inf):
+        Xb = X.copy()
+        Xb[3, 1] = bad
+        with pytest.raises(ValueError):
+            fit(Xb, y)
+        if supervised:
+            yb = y.copy()
+            yb[2] = bad
+            with pytest.raises(ValueError):
+                fit(X, yb)
+    with pytest.raises(ValueError):
+        fit(np.zeros((0, 2)), np.zeros(0))
+    with pytest.raises(ValueError):
+        fit(X[:, :, None], y)
+    if supervised:
+        with pytest.raises(ValueError):
+            fit(X, y[:20])
+    model = fit(X, y)
+    predict = model.predict if supervised else model.score_samples
+    with pytest.raises(ValueError, match="features"):
+        predict(rng.normal(size=(4, 3)))
+    Xb = X[:4].copy()
+    Xb[0, 0] = np.nan
+    with pytest.raises(ValueError):
+        predict(Xb)
+
+
+@pytest.mark.parametrize("loader", ["load_mklaren", "load_low_rank", "load_full_kernel", "load_density", "load_quantiles", "load_heteroscedastic", "load_baseline_density", "load_baseline_quantiles", "load_baseline_heteroscedastic", "load_eksvd"])
+def test_corrupt_saved_models_raise_gramian_errors(loader):
+    from gramian import _core
+
+    for data in (b"", b"\x00garbage", b"\xa1\x64kind\x63foo"):
+        with pytest.raises(gramian.GramianError):
+            getattr(_core, loader)(data)
+

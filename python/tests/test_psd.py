@@ -101,3 +101,28 @@ def test_gpu_density_matches_cpu(gpu, rng):
     cpu = gramian.PSDDensity(bandwidth=0.4, device="cpu").fit(X).density(grid)
     dev = gramian.PSDDensity(bandwidth=0.4, device=gpu).fit(X).density(grid)
     np.testing.assert_allclose(dev, cpu, atol=1e-2 * cpu.max())
+
+
+def test_density_box_probabilities_and_marginals(rng):
+    # Two independent coordinates: a bimodal one and a normal one.
+    X = np.c_[bimodal(rng, n=150), 0.5 * rng.normal(size=150)]
+    density = gramian.PSDDensity(bandwidth=0.4, device="cpu").fit(X)
+    np.testing.assert_allclose(density.integral(), 1.0, atol=1e-6)
+    np.testing.assert_allclose(density.box_probability([-np.inf, -np.inf], [np.inf, np.inf]), 1.0, atol=1e-6)
+    # A box probability against the density integrated on a grid.
+    g0, g1 = np.linspace(0.0, 1.5, 301), np.linspace(-0.5, 0.5, 201)
+    grid = np.array(np.meshgrid(g0, g1, indexing="ij")).reshape(2, -1).T
+    p = density.density(grid).reshape(301, 201)
+    numeric = np.trapezoid(np.trapezoid(p, g1, axis=1), g0)
+    np.testing.assert_allclose(density.box_probability([0.0, -0.5], [1.5, 0.5]), numeric, rtol=1e-4)
+    # The marginal of the first coordinate integrates the second out.
+    marginal = density.marginal([0])
+    assert marginal.n_features_in_ == 1
+    t = np.linspace(-6, 6, 4001)
+    np.testing.assert_allclose(np.trapezoid(marginal.density(t.reshape(-1, 1)), t), 1.0, atol=1e-4)
+    x0 = np.array([[1.2]])
+    inner = np.linspace(-6, 6, 4001)
+    joint = density.density(np.c_[np.full(4001, 1.2), inner])
+    np.testing.assert_allclose(marginal.density(x0)[0], np.trapezoid(joint, inner), rtol=1e-4)
+    with pytest.raises(ValueError):
+        density.marginal([1, 0])

@@ -16,6 +16,12 @@ import gramian
     gramian.PSDDensity(device="cpu"),
     gramian.PSDQuantileRegressor(quantiles=0.5, device="cpu"),
     gramian.PSDHeteroscedasticRegressor(device="cpu"),
+    gramian.LowRankRidge(device="cpu"),
+    gramian.LowRankRidge("csi", rank=10, device="cpu"),
+    gramian.MultipleKernelRidge(device="cpu"),
+    gramian.BaselineDensity(device="cpu"),
+    gramian.BaselineQuantileRegressor(quantiles=0.5, device="cpu"),
+    gramian.BaselineHeteroscedasticRegressor(device="cpu"),
 ])
 def test_scikit_learn_estimator_checks(estimator, check):
     check(estimator)
@@ -44,3 +50,18 @@ def test_get_and_set_params():
     assert model.set_params(rank=7, kernels=["linear"]).rank == 7
     # Parameters are stored as given; checks happen at fit.
     assert gramian.Mklaren(rank=-3).rank == -3
+
+
+def test_grid_search_in_two_processes(rng):
+    # n_jobs=2: the estimator is pickled to the workers (loky processes) and
+    # each fitted model comes back pickled.
+    X = rng.uniform(-1, 1, (150, 2))
+    y = np.sin(3 * X[:, 0]) + 0.05 * rng.normal(size=150)
+    grid = {"rank": [2, 15], "alpha": [0.0, 1e-2]}
+    parallel = GridSearchCV(gramian.Mklaren(device="cpu"), grid, cv=3, n_jobs=2).fit(X, y)
+    serial = GridSearchCV(gramian.Mklaren(device="cpu"), grid, cv=3, n_jobs=1).fit(X, y)
+    assert parallel.best_params_["rank"] == 15
+    np.testing.assert_allclose(parallel.cv_results_["mean_test_score"], serial.cv_results_["mean_test_score"], rtol=1e-12)
+    np.testing.assert_array_equal(parallel.predict(X), serial.predict(X))
+    density = GridSearchCV(gramian.PSDDensity(device="cpu"), {"bandwidth": [0.02, 0.5]}, cv=3, n_jobs=2).fit(X[:, :1])
+    assert density.best_params_["bandwidth"] == 0.5
