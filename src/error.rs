@@ -221,6 +221,18 @@ pub enum Error {
         /// Restarts done.
         restarts: usize,
     },
+    /// The problem is too ill-conditioned for `f64` to answer to the
+    /// tolerance asked: e.g. a PSD density whose integral constraint
+    /// (Eq. 12) has entries so small that the dual objective reaches
+    /// magnitudes where its rounding exceeds the tolerance. Change the
+    /// settings the message names.
+    #[error("ill-conditioned {what}: {reason}")]
+    IllConditioned {
+        /// Which computation.
+        what: &'static str,
+        /// What went out of range, and what to change.
+        reason: String,
+    },
     /// A kernel matrix has lower numerical rank than the number of features
     /// asked of a Nystrom map.
     #[error("kernel matrix of source {source_index} has numerical rank {rank}, below the {requested} Nystrom features asked for")]

@@ -32,6 +32,7 @@ fn class_name(e: &Error) -> &'static str {
         Error::NoGpuAdapter(_) | Error::Gpu(_) | Error::Unsupported(_) | Error::TooLargeForGpu { .. } | Error::BackendUnavailable { .. } | Error::Execution(_) => "DeviceError",
         Error::NotConverged { .. } | Error::EigenNotConverged { .. } | Error::Diverged { .. } => "ConvergenceError",
         Error::Overflow { .. }
+        | Error::IllConditioned { .. }
         | Error::RankDeficient { .. }
         | Error::RankDeficientKernel { .. }
         | Error::Singular(_)

@@ -373,3 +373,22 @@ fn ten_dimensional_density_converges_at_small_lambda() {
     assert!((model.integral().unwrap() - 1.0).abs() < 1e-9, "integral {}", model.integral().unwrap());
     println!("10-D density at lambda 1e-19: {} iterations, gap {:.2e}", report.iterations, report.gap);
 }
+
+/// A base measure so wide next to the kernel that the integral constraint's
+/// entries are tiny (10-D, kernel width 0.4 against a base standard
+/// deviation of 5): the model's scale leaves what `f64` can certify, and the
+/// fit says so with a typed error instead of a model with a negative gap or
+/// a non-finite matrix reported as bad input.
+#[test]
+fn a_constraint_beyond_f64_is_an_ill_conditioned_error() {
+    let mut rng = common::rng();
+    let normal = Normal::new(0.0, 1.0).unwrap();
+    let x = DMatrix::from_fn(300, 10, |_, _| normal.sample(&mut rng));
+    let base = BaseMeasure::gaussian(DVector::zeros(10), DVector::from_element(10, 5.0)).unwrap();
+    let params = DensityParams::new(gramian::Kernel::gaussian_with_width(0.4).unwrap()).unwrap().base_measure(base).nystrom(60, 1).solver(SolverOptions::default().check_every(2).max_iterations(2000));
+    match params.fit(&Device::cpu(), &x) {
+        Err(Error::IllConditioned { what, reason }) => assert!(what.contains("PSD") && !reason.is_empty()),
+        Err(e) => panic!("expected IllConditioned, got {e:?}"),
+        Ok(model) => panic!("expected IllConditioned, got a model with gap {:e}, primal {:e}", model.report().gap, model.report().primal),
+    }
+}

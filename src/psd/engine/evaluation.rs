@@ -136,6 +136,12 @@ impl<'a, L: BlockLoss + ?Sized> EngineProblem<'a, L> {
         for i in 0..m.nrows() {
             m[(i, i)] -= self.lambda1;
         }
+        if let Some(bad) = m.iter().position(|v| !v.is_finite()) {
+            return Err(Error::IllConditioned {
+                what: "PSD dual",
+                reason: format!("M = -P diag(d) P^T - mu W - lambda_1 I has a non-finite entry at ({}, {}) (mu {mu:e}, max |d| {:e}): the dual iterates left the range of f64", bad % m.nrows(), bad / m.nrows(), d.amax()),
+            });
+        }
         state.parts[q].m_cache.insert(d, mu, &m);
         state.products += start.elapsed().as_secs_f64();
         Ok(m)

@@ -420,6 +420,7 @@ impl<'a, L: BlockLoss + ?Sized> EngineProblem<'a, L> {
         if !(gap_now <= options.tolerance) {
             return Err(Error::NotConverged { iterations, gap: gap_now, tolerance: options.tolerance });
         }
+        certifiable(primal, dual_value, options.tolerance)?;
         let scale = match self.integral {
             Some(_) if !(ev.trace_aw > 0.0) => return Err(Error::NotPositive { what: "integral of the fitted model", value: ev.trace_aw }),
             Some(_) => 1.0 / ev.trace_aw,
@@ -454,4 +455,28 @@ impl<'a, L: BlockLoss + ?Sized> EngineProblem<'a, L> {
         }
         Ok(EngineSolution { parts, linear: ev.w, z, mu, dual_objective: -dual_value, report, eigen_stats })
     }
+}
+
+/// Rounding of the objectives allowed for in the gap, in units of
+/// `eps (|primal| + |dual|)`.
+const GAP_ROUNDING: f64 = 16.0;
+
+/// Whether a duality gap computed from `primal` and `dual` can certify
+/// `tolerance`: the rounding of the two objectives must stay below it, and
+/// the gap must not be negative beyond that rounding (weak duality).
+///
+/// Errors: [`Error::IllConditioned`] otherwise, naming the magnitudes.
+fn certifiable(primal: f64, dual: f64, tolerance: f64) -> Result<(), Error> {
+    let rounding = GAP_ROUNDING * f64::EPSILON * (primal.abs() + dual.abs());
+    let gap = primal + dual;
+    if !(primal.is_finite() && dual.is_finite()) || rounding > tolerance || gap < -(tolerance + rounding) {
+        return Err(Error::IllConditioned {
+            what: "PSD dual",
+            reason: format!(
+                "primal {primal:e} and dual {:e} objectives: their rounding ({rounding:e}) or the gap ({gap:e}) cannot certify the tolerance {tolerance:e} (with an integral constraint, a kernel width small next to the base measure makes its entries tiny and the model huge: widen the kernel or narrow the base measure)",
+                -dual
+            ),
+        });
+    }
+    Ok(())
 }
