@@ -195,33 +195,41 @@ pub fn load_heteroscedastic(py: Python<'_>, data: &[u8]) -> PyResult<Heterosceda
     Ok(HeteroscedasticModel { inner: HeteroscedasticRegression::from_cbor(data).map_err(|e| errors::to_py(py, e))? })
 }
 
-#[pymethods]
-impl HeteroscedasticModel {
-    /// The conditional mean at the rows of `x`.
-    fn predict_mean<'py>(&self, py: Python<'py>, x: PyReadonlyArray2<'py, f64>) -> PyResult<Bound<'py, PyArray1<f64>>> {
-        let xm = convert::matrix(py, "X", &x)?;
-        let out = errors::run(py, || self.inner.predict_mean(&xm))?;
-        Ok(convert::to_numpy1(py, out))
-    }
+/// The methods of a fitted heteroscedastic regression (PSD model or
+/// baseline): mean, variance, iterations and pickling through `$loader`.
+macro_rules! heteroscedastic_methods {
+    ($model:ident, $loader:literal) => {
+        #[pymethods]
+        impl $model {
+            /// The conditional mean at the rows of `x`.
+            fn predict_mean<'py>(&self, py: Python<'py>, x: PyReadonlyArray2<'py, f64>) -> PyResult<Bound<'py, PyArray1<f64>>> {
+                let xm = convert::matrix(py, "X", &x)?;
+                let out = errors::run(py, || self.inner.predict_mean(&xm))?;
+                Ok(convert::to_numpy1(py, out))
+            }
 
-    /// The conditional variance at the rows of `x`.
-    fn predict_variance<'py>(&self, py: Python<'py>, x: PyReadonlyArray2<'py, f64>) -> PyResult<Bound<'py, PyArray1<f64>>> {
-        let xm = convert::matrix(py, "X", &x)?;
-        let out = errors::run(py, || self.inner.predict_variance(&xm))?;
-        Ok(convert::to_numpy1(py, out))
-    }
+            /// The conditional variance at the rows of `x`.
+            fn predict_variance<'py>(&self, py: Python<'py>, x: PyReadonlyArray2<'py, f64>) -> PyResult<Bound<'py, PyArray1<f64>>> {
+                let xm = convert::matrix(py, "X", &x)?;
+                let out = errors::run(py, || self.inner.predict_variance(&xm))?;
+                Ok(convert::to_numpy1(py, out))
+            }
 
-    /// Solver iterations of the fit.
-    #[getter]
-    fn iterations(&self) -> usize {
-        self.inner.report().iterations
-    }
+            /// Solver iterations of the fit.
+            #[getter]
+            fn iterations(&self) -> usize {
+                self.inner.report().iterations
+            }
 
-    /// Pickling: the saved-model CBOR bytes.
-    fn __reduce__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
-        reduce(py, "load_heteroscedastic", self.inner.to_cbor())
-    }
+            /// Pickling: the saved-model CBOR bytes.
+            fn __reduce__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+                reduce(py, $loader, self.inner.to_cbor())
+            }
+        }
+    };
 }
+
+heteroscedastic_methods!(HeteroscedasticModel, "load_heteroscedastic");
 
 fn baseline_kind(py: Python<'_>, kind: &str) -> PyResult<BaselineKind> {
     match kind {
@@ -378,30 +386,4 @@ pub fn load_baseline_heteroscedastic(py: Python<'_>, data: &[u8]) -> PyResult<Ba
     Ok(BaselineHeteroscedasticModel { inner: BaselineHeteroscedastic::from_cbor(data).map_err(|e| errors::to_py(py, e))? })
 }
 
-#[pymethods]
-impl BaselineHeteroscedasticModel {
-    /// The conditional mean at the rows of `x`.
-    fn predict_mean<'py>(&self, py: Python<'py>, x: PyReadonlyArray2<'py, f64>) -> PyResult<Bound<'py, PyArray1<f64>>> {
-        let xm = convert::matrix(py, "X", &x)?;
-        let out = errors::run(py, || self.inner.predict_mean(&xm))?;
-        Ok(convert::to_numpy1(py, out))
-    }
-
-    /// The conditional variance at the rows of `x`.
-    fn predict_variance<'py>(&self, py: Python<'py>, x: PyReadonlyArray2<'py, f64>) -> PyResult<Bound<'py, PyArray1<f64>>> {
-        let xm = convert::matrix(py, "X", &x)?;
-        let out = errors::run(py, || self.inner.predict_variance(&xm))?;
-        Ok(convert::to_numpy1(py, out))
-    }
-
-    /// Solver iterations of the fit.
-    #[getter]
-    fn iterations(&self) -> usize {
-        self.inner.report().iterations
-    }
-
-    /// Pickling: the saved-model CBOR bytes.
-    fn __reduce__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
-        reduce(py, "load_baseline_heteroscedastic", self.inner.to_cbor())
-    }
-}
+heteroscedastic_methods!(BaselineHeteroscedasticModel, "load_baseline_heteroscedastic");
