@@ -18,7 +18,7 @@ use std::time::Instant;
 
 use clap::{Parser, Subcommand};
 use gramian::psd::regression::QuantileParams;
-use gramian::psd::{BaseMeasure, DensityParams, HeteroscedasticParams, SolverOptions, SolverReport};
+use gramian::psd::{BaseMeasure, DensityParams, HeteroscedasticParams, PositivePartRoute, SolverOptions, SolverReport};
 use gramian::Error;
 use gramian::Device;
 use nalgebra::DMatrix;
@@ -66,7 +66,7 @@ fn run(label: &str, x: &DMatrix<f64>, nystrom: Option<usize>, tolerance: f64, ma
     let base = BaseMeasure::isotropic_gaussian(10, 5.0).unwrap();
     let partial = std::env::var("PSD_PARTIAL_EIGEN").is_ok();
     let label = &format!("{label}{}", if partial { " (partial eig)" } else { "" });
-    let mut params = DensityParams::new(gramian::Kernel::gaussian_with_width(2.0).unwrap()).unwrap().regularisation(Regularisation::new().trace(1e-3).quadratic(1e-4)).base_measure(base).solver(SolverOptions { tolerance, max_iterations, check_every: 2 }).partial_eigensolver(partial);
+    let mut params = DensityParams::new(gramian::Kernel::gaussian_with_width(2.0).unwrap()).unwrap().regularisation(Regularisation::new().trace(1e-3).quadratic(1e-4)).base_measure(base).solver(SolverOptions { tolerance, max_iterations, check_every: 2 }).positive_part(if partial { PositivePartRoute::Partial } else { PositivePartRoute::Auto });
     if let Some(m) = nystrom {
         params = params.nystrom(m, 1);
     }

@@ -35,14 +35,14 @@ use super::integrals::{gaussian_product, product_integrals, squared_gaussian_int
 use super::loss::NegativeLogLikelihood;
 use super::model::PsdModel;
 use super::options::{PsdSettings, Regularisation, Terms, shared_builders, solver_builders};
-use super::positive_part::{PositivePartSolver, PositivePartStats};
+use super::positive_part::{PositivePartRoute, PositivePartStats};
 
 /// Parameters of [`PsdDensity`] (builder; validated in [`DensityParams::fit`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct DensityParams {
     settings: PsdSettings,
     base: BaseMeasure,
-    partial_eigen: bool,
+    positive_part: PositivePartRoute,
 }
 
 /// The seeded uniform draw of `m` distinct centre rows out of `n`, ascending ([`crate::nystrom::landmark_indices`]).
@@ -62,7 +62,7 @@ impl DensityParams {
     /// (`kernel`), an invalid kernel ([`crate::Kernel::validate`]).
     pub fn new(kernel: crate::Kernel) -> Result<Self, Error> {
         let settings = PsdSettings::new(&kernel, Regularisation::new().trace(1e-3).quadratic(1e-4), SolverOptions::default().check_every(2))?;
-        Ok(DensityParams { settings, base: BaseMeasure::Lebesgue, partial_eigen: false })
+        Ok(DensityParams { settings, base: BaseMeasure::Lebesgue, positive_part: PositivePartRoute::Auto })
     }
 
     // `.regularisation(Regularisation)`, its getter and `kernel_width()`, shared by every PSD params type.
@@ -77,14 +77,20 @@ impl DensityParams {
         self
     }
 
-    /// Whether the dual may use the certified, warm-started partial
-    /// eigensolver of [`super::positive_part`] (default `false`: every
-    /// `[M]_+` from the eigenpairs above 0 of a fresh tridiagonalisation,
-    /// [`super::positive_part::PositivePartSolver::full_only`], the faster
-    /// of the two on the problems of BENCHMARKS.md).
-    pub fn partial_eigensolver(mut self, enabled: bool) -> Self {
-        self.partial_eigen = enabled;
+    /// How the dual computes each `[M]_+` (default
+    /// [`PositivePartRoute::Auto`]: on a GPU with `f64` the polar route, so
+    /// that `M` and `[M]_+` stay on the device; otherwise the eigenpairs above
+    /// 0 of a fresh tridiagonalisation, the fastest on the CPU problems of
+    /// BENCHMARKS.md; [`PositivePartRoute::Partial`] for the certified,
+    /// warm-started partial eigensolver of [`super::positive_part`]).
+    pub fn positive_part(mut self, route: PositivePartRoute) -> Self {
+        self.positive_part = route;
         self
+    }
+
+    /// The route of [`Self::positive_part`].
+    pub fn positive_part_route(&self) -> PositivePartRoute {
+        self.positive_part
     }
 
     /// Checks the parameters (the data are checked by `fit`); `fit` calls it
@@ -102,8 +108,10 @@ impl DensityParams {
     ///
     /// On a GPU with `f64` (see [`Device::supports`]) X is uploaded once,
     /// the features are built on the device and stay there, and every
-    /// iteration's `P diag(alpha) P^T` and model values run there in `f64`
-    /// ([`super::features::Features::Resident`]); the r x r eigendecompositions and
+    /// iteration's `P diag(alpha) P^T`, `[M]_+` (the polar route of
+    /// [`Self::positive_part`]) and model values run there in `f64`
+    /// ([`super::features::Features::Resident`]); per evaluation the dual
+    /// weights go up and the model values, norms and traces come down, and
     /// the O(n) vector updates run on the CPU. On a GPU without `f64` the
     /// features are computed there in `f32` and the iterations on the CPU.
     /// On the CPU everything runs in `f64` on the CPU.
@@ -141,7 +149,7 @@ impl DensityParams {
             None => Features::Host(&p),
         };
         let problem = DualProblem { features: feature_matrix, integral: Some(&w), loss: &loss, lambda1: self.settings.regularisation.trace, lambda2: self.settings.regularisation.quadratic };
-        let eigen_solver = if self.partial_eigen { PositivePartSolver::new() } else { PositivePartSolver::full_only() };
+        let eigen_solver = self.positive_part.solver(phi.is_some());
         let solution = problem.solve_with(&self.settings.solver, eigen_solver)?;
         let model = PsdModel::from_feature_operator(&features, &solution.a)?;
         let mut report = solution.report;

@@ -259,15 +259,14 @@ mod tests {
 /// The training features `P` (r x n) of a [`DualProblem`](super::dual::DualProblem), where they live.
 ///
 /// On a device they are held as `Phi = P^T` (n x r, samples as rows) in
-/// `f64`, and the two `O(n r^2)` products of an iteration run there:
-/// `P diag(alpha) P^T` (Eq. 10's `M`; `alpha` goes up, the r x r matrix comes
-/// down) and the model values `p_i^T A p_i = ||V^T p_i||^2` (the r x k
-/// factor `V` goes up, n values come down). An iteration moves
-/// `O(n + r^2)` numbers. The engine computes `[M]_+` on the CPU in `f64`
-/// (dense symmetric eigensolvers are LAPACK-class code we do not have in
-/// WGSL; at r <= a few thousand they cost less than the products); the
-/// product-only route of [`super::polar`] also runs on resident matrices
-/// ([`super::polar::positive_part_polar_resident`]).
+/// `f64`, and the `O(n r^2)` products of an iteration run there:
+/// `P diag(alpha) P^T` (Eq. 10's `M`; `alpha` goes up) and the model values
+/// `p_i^T A p_i` (n values come down). With the polar route of
+/// [`super::positive_part::PositivePartSolver::polar`] the engine keeps `M`
+/// and `[M]_+` on the device as well ([`super::polar`]: matrix products
+/// only), so an evaluation moves `O(n + r)` numbers; the eigendecomposition
+/// routes bring `M` to the host (`O(n + r^2)`), where dense symmetric
+/// eigensolvers run in `f64`.
 #[derive(Clone, Copy)]
 pub enum Features<'a> {
     /// `P` (r x n) on the host.
@@ -313,6 +312,13 @@ impl Features<'_> {
             }
         }
     }
+    /// The device holding resident features (`None` on the host).
+    pub(super) fn device(&self) -> Option<&Device> {
+        match self {
+            Features::Host(_) => None,
+            Features::Resident { device, .. } => Some(device),
+        }
+    }
     /// `P diag(w) P^T` (r x r).
     pub(super) fn weighted_gram(&self, w: &DVector<f64>) -> Result<DMatrix<f64>, Error> {
         match self {
@@ -320,12 +326,30 @@ impl Features<'_> {
                 linalg::check_dim("weights vs samples", p.ncols(), w.len())?;
                 Ok(linalg::weighted_gram(p, w))
             }
-            Features::Resident { device, phi } => {
-                let wd = device.upload_vector(w, Precision::F64)?;
-                let m = device.to_host(&device.resident_weighted_gram(phi, &wd)?)?;
+            Features::Resident { device, .. } => {
+                let m = device.to_host(&self.weighted_gram_resident(w)?)?;
                 Ok((&m + m.transpose()) * 0.5)
             }
         }
+    }
+    /// `P diag(w) P^T` (r x r) left on the device of resident features (`w`
+    /// goes up); [`Error::InvalidParameter`] for host features.
+    pub(super) fn weighted_gram_resident(&self, w: &DVector<f64>) -> Result<DeviceMatrix, Error> {
+        let Features::Resident { device, phi } = self else { return Err(host_features()) };
+        linalg::check_dim("weights vs samples", phi.nrows(), w.len())?;
+        let wd = device.upload_vector(w, Precision::F64)?;
+        device.resident_weighted_gram(phi, &wd)
+    }
+    /// `p_i^T A p_i` for every sample i and a resident A (r x r) on the
+    /// device of resident features: `Phi A` and its row dots with `Phi` stay
+    /// there, n values come down; [`Error::InvalidParameter`] for host features.
+    pub(super) fn quadratic_forms_resident(&self, a: &DeviceMatrix) -> Result<DVector<f64>, Error> {
+        let Features::Resident { device, phi } = self else { return Err(host_features()) };
+        linalg::check_dim("rows of A vs feature dimension", phi.ncols(), a.nrows())?;
+        linalg::check_dim("columns of A vs feature dimension", phi.ncols(), a.ncols())?;
+        let g = device.resident_matmul(phi, a, MatrixProduct::AB)?;
+        let dots = device.resident_row_sums(&device.resident_hadamard(&g, phi)?)?;
+        device.to_host_vector(&dots)
     }
     /// `||V^T p_i||^2` for every sample i, V r x k.
     pub(super) fn projected_norms(&self, v: &DMatrix<f64>) -> Result<DVector<f64>, Error> {
@@ -348,12 +372,7 @@ impl Features<'_> {
         linalg::check_dim("columns of A vs feature dimension", self.dim(), a.ncols())?;
         match self {
             Features::Host(p) => Ok(super::products::quadratic_forms(p, a)),
-            Features::Resident { device, phi } => {
-                let ad = device.upload(a, Precision::F64)?;
-                let g = device.resident_matmul(phi, &ad, MatrixProduct::AB)?;
-                let dots = device.resident_row_sums(&device.resident_hadamard(&g, phi)?)?;
-                Ok(device.to_host_vector(&dots)?)
-            }
+            Features::Resident { device, .. } => self.quadratic_forms_resident(&device.upload(a, Precision::F64)?),
         }
     }
     /// `P s` (r) for `s` in `R^n`.
@@ -389,4 +408,8 @@ impl Features<'_> {
             }
         }
     }
+}
+
+fn host_features() -> Error {
+    Error::InvalidParameter { name: "features", reason: "a resident operation needs features resident on a device".into() }
 }

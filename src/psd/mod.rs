@@ -67,6 +67,7 @@ pub use baselines::{BaselineDensity, BaselineKind, BaselineParams};
 pub use heteroscedastic::{HeteroscedasticParams, HeteroscedasticRegression};
 pub use integrals::BaseMeasure;
 pub use model::PsdModel;
+pub use positive_part::PositivePartRoute;
 pub use options::{PsdSettings, Regularisation, SolverOptions, SolverReport};
 pub use regression::{QuantileParams, QuantileRegression};
 

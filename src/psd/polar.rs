@@ -464,8 +464,16 @@ pub fn positive_part_polar<B: SymmetricProducts>(products: &B, m: &B::Matrix, fa
     if !(tolerance > 0.0 && tolerance < 1.0) {
         return Err(Error::InvalidParameter { name: "tolerance", reason: format!("must be in (0, 1), got {tolerance}") });
     }
-    let r = products.order(m);
     let frobenius = products.frobenius(m)?;
+    polar_with_norm(products, m, frobenius, family, tolerance)
+}
+
+/// [`positive_part_polar`] with `||M||_F` already known.
+fn polar_with_norm<B: SymmetricProducts>(products: &B, m: &B::Matrix, frobenius: f64, family: StepFamily, tolerance: f64) -> Result<PolarPart<B::Matrix>, Error> {
+    if !(tolerance > 0.0 && tolerance < 1.0) {
+        return Err(Error::InvalidParameter { name: "tolerance", reason: format!("must be in (0, 1), got {tolerance}") });
+    }
+    let r = products.order(m);
     if !frobenius.is_finite() {
         return Err(Error::InvalidParameter { name: "m", reason: format!("its Frobenius norm is {frobenius} (non-finite or overflowing entries)") });
     }
@@ -526,6 +534,25 @@ pub fn positive_part_polar_resident(device: &Device, m: &DeviceMatrix, tolerance
     }
     linalg::check_dim("columns of m vs its rows", m.nrows(), m.ncols())?;
     positive_part_polar(&DeviceProducts { device }, m, StepFamily::ScaledCubic, tolerance)
+}
+
+/// `||M||_F` of a resident matrix (its `r` squared row norms come back).
+///
+/// Errors: those of the device.
+pub fn resident_frobenius(device: &Device, m: &DeviceMatrix) -> Result<f64, Error> {
+    DeviceProducts { device }.frobenius(m)
+}
+
+/// [`positive_part_polar_resident`] with `||M||_F` (from
+/// [`resident_frobenius`]) already known: one read-back fewer.
+///
+/// Errors: those of [`positive_part_polar_resident`].
+pub fn positive_part_polar_resident_with_norm(device: &Device, m: &DeviceMatrix, frobenius: f64, tolerance: f64) -> Result<PolarPart<DeviceMatrix>, Error> {
+    if m.precision() != Precision::F64 {
+        return Err(Error::PrecisionMismatch { expected: Precision::F64, found: m.precision() });
+    }
+    linalg::check_dim("columns of m vs its rows", m.nrows(), m.ncols())?;
+    polar_with_norm(&DeviceProducts { device }, m, frobenius, StepFamily::ScaledCubic, tolerance)
 }
 
 #[cfg(test)]

@@ -43,7 +43,7 @@
 //! then only the `k + 1` wanted pairs by bisection and inverse iteration
 //! (`O(r k)`) and their back-transformation (`O(r^2 k)`). The estimators
 //! therefore use [`PositivePartSolver::full_only`]; the partial path stays
-//! available ([`PositivePartSolver::new`], `DensityParams::partial_eigensolver`).
+//! available ([`PositivePartSolver::new`], `DensityParams::positive_part`).
 //!
 //! A third route needs no eigendecomposition: [`PositivePartSolver::polar`]
 //! computes `[M]_+` as a dense matrix by a polynomial sign iteration, matrix
@@ -54,7 +54,9 @@
 use faer::Side;
 use nalgebra::DMatrix;
 
+use crate::device::Device;
 use crate::linalg;
+use crate::resident::DeviceMatrix;
 
 use crate::error::Error;
 
@@ -93,7 +95,7 @@ impl PositivePart {
 }
 
 /// `[M]_+` as the dual engine uses it: eigenpairs, or a dense matrix from
-/// the polar route.
+/// the polar route, on the host or resident on a device.
 #[derive(Debug, Clone)]
 pub enum PartMatrix {
     /// The eigenpairs above 0 (the eigendecomposition routes).
@@ -101,14 +103,20 @@ pub enum PartMatrix {
     /// A dense matrix within `bound` of `[M]_+` in the Frobenius norm
     /// ([`super::polar`]).
     Dense(PolarPart<DMatrix<f64>>),
+    /// The same as [`PartMatrix::Dense`], resident on a device
+    /// ([`PositivePartSolver::compute_part_resident`]).
+    Resident(PolarPart<DeviceMatrix>),
 }
 
 impl PartMatrix {
-    /// `[M]_+` as a dense matrix.
-    pub fn to_matrix(&self) -> DMatrix<f64> {
+    /// `[M]_+` as a dense host matrix (`device` holds a resident part).
+    ///
+    /// Errors: those of [`Device::to_host`] for a resident part.
+    pub fn to_host(&self, device: &Device) -> Result<DMatrix<f64>, Error> {
         match self {
-            PartMatrix::Eigen(pp) => pp.to_matrix(),
-            PartMatrix::Dense(d) => d.matrix.clone(),
+            PartMatrix::Eigen(pp) => Ok(pp.to_matrix()),
+            PartMatrix::Dense(d) => Ok(d.matrix.clone()),
+            PartMatrix::Resident(d) => device.to_host(&d.matrix),
         }
     }
 
@@ -117,6 +125,7 @@ impl PartMatrix {
         match self {
             PartMatrix::Eigen(pp) => pp.values.iter().sum(),
             PartMatrix::Dense(d) => d.trace,
+            PartMatrix::Resident(d) => d.trace,
         }
     }
 
@@ -125,6 +134,17 @@ impl PartMatrix {
         match self {
             PartMatrix::Eigen(pp) => pp.values.iter().map(|v| v * v).sum(),
             PartMatrix::Dense(d) => d.frobenius_squared,
+            PartMatrix::Resident(d) => d.frobenius_squared,
+        }
+    }
+
+    /// The bound on `||[M]_+ - P||_F` of a dense part `P` (0 for eigenpairs,
+    /// which the engine takes as exact).
+    pub fn bound(&self) -> f64 {
+        match self {
+            PartMatrix::Eigen(_) => 0.0,
+            PartMatrix::Dense(d) => d.bound,
+            PartMatrix::Resident(d) => d.bound,
         }
     }
 
@@ -133,6 +153,39 @@ impl PartMatrix {
         match self {
             PartMatrix::Eigen(pp) => pp.values.is_empty(),
             PartMatrix::Dense(d) => d.frobenius_squared == 0.0,
+            PartMatrix::Resident(d) => d.frobenius_squared == 0.0,
+        }
+    }
+}
+
+/// Which computation of `[M]_+` a PSD estimator's dual uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub enum PositivePartRoute {
+    /// [`PositivePartRoute::Polar`] where the features are resident on a
+    /// device (a GPU with `f64`): `M` and `[M]_+` then never leave it;
+    /// [`PositivePartRoute::Eigen`] otherwise.
+    #[default]
+    Auto,
+    /// The eigenpairs above 0 of a fresh tridiagonalisation
+    /// ([`PositivePartSolver::full_only`]).
+    Eigen,
+    /// The certified, warm-started partial eigensolver
+    /// ([`PositivePartSolver::new`]).
+    Partial,
+    /// The polynomial sign iteration, matrix products only
+    /// ([`PositivePartSolver::polar`]).
+    Polar,
+}
+
+impl PositivePartRoute {
+    /// The solver of this route, for features resident on a device or not.
+    pub fn solver(self, resident_features: bool) -> PositivePartSolver {
+        match self {
+            PositivePartRoute::Auto if resident_features => PositivePartSolver::polar(),
+            PositivePartRoute::Auto | PositivePartRoute::Eigen => PositivePartSolver::full_only(),
+            PositivePartRoute::Partial => PositivePartSolver::new(),
+            PositivePartRoute::Polar => PositivePartSolver::polar(),
         }
     }
 }
@@ -286,6 +339,36 @@ impl PositivePartSolver {
         }
         let (pp, route) = self.compute(m)?;
         Ok((PartMatrix::Eigen(pp), route))
+    }
+
+    /// Whether this solver takes the polar route ([`PositivePartSolver::polar`]).
+    pub fn is_polar(&self) -> bool {
+        self.polar
+    }
+
+    /// [`PositivePartSolver::compute_part`] for a symmetric `f64` matrix
+    /// resident on `device`. The polar route keeps `M` and `[M]_+` there
+    /// (only norms and traces, `O(r)` numbers, come back); the other routes
+    /// bring `M` to the host first.
+    ///
+    /// Errors: those of [`PositivePartSolver::compute_part`] and of
+    /// [`polar::positive_part_polar_resident`]; [`Error::IllConditioned`]
+    /// when `||M||_F` is not finite (a product left the range of `f64`).
+    pub fn compute_part_resident(&mut self, device: &Device, m: &DeviceMatrix) -> Result<(PartMatrix, Route), Error> {
+        if !self.polar {
+            return self.compute_part(&device.to_host(m).map_err(|e| match e {
+                Error::Overflow { .. } => Error::IllConditioned { what: "PSD dual", reason: "M = -P diag(d) P^T - mu W - lambda_1 I has a non-finite entry: the dual iterates left the range of f64".into() },
+                e => e,
+            })?);
+        }
+        let frobenius = polar::resident_frobenius(device, m)?;
+        if !frobenius.is_finite() {
+            return Err(Error::IllConditioned { what: "PSD dual", reason: format!("||M||_F = {frobenius} for M = -P diag(d) P^T - mu W - lambda_1 I: the dual iterates left the range of f64") });
+        }
+        let part = polar::positive_part_polar_resident_with_norm(device, m, frobenius, self.tolerance)?;
+        self.stats.polar += 1;
+        let products = part.products;
+        Ok((PartMatrix::Resident(part), Route::Polar { products }))
     }
 
     /// `[M]_+` of the symmetric `m` (lower triangle and upper triangle must agree)

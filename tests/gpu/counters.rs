@@ -247,29 +247,39 @@ fn dual_eksvd_counters_at_two_sizes() {
 
 #[test]
 fn psd_density_counters_at_two_sizes() {
-    use gramian::psd::{BaseMeasure, DensityParams, Regularisation, SolverOptions};
+    use gramian::psd::{BaseMeasure, DensityParams, PositivePartRoute, Regularisation, SolverOptions};
     let Some(gpu) = device() else { return };
-    let (d, m) = (3usize, 20usize);
-    let fit = |n: usize| {
+    let (d, m) = (3usize, 30usize);
+    let fit = |n: usize, route: PositivePartRoute| {
         let x = uniform(n, d) * 0.5;
         let params = DensityParams::new(Kernel::gaussian_with_width(0.8).unwrap()).unwrap()
             .regularisation(Regularisation::new().trace(1e-3).quadratic(1e-4))
             .base_measure(BaseMeasure::isotropic_gaussian(d, 2.0).unwrap())
             .nystrom(m, 3)
+            .positive_part(route)
             .solver(SolverOptions { tolerance: 1e-6, max_iterations: 3000, check_every: 2 });
-        let mut iterations = 0;
-        let c = counted(&gpu, || {
-            iterations = params.fit(&gpu, &x).unwrap().report().iterations;
-        });
+        let mut fitted = None;
+        let c = counted(&gpu, || fitted = Some(params.fit(&gpu, &x).unwrap()));
+        let fitted = fitted.unwrap();
+        eprintln!("{route:?}: {} iterations, {:?}", fitted.report().iterations, fitted.eigen_stats());
         print("psd", n, &c);
-        (c, iterations)
+        (c, fitted.eigen_stats())
     };
-    let ((small, _), (large, _)) = (fit(200), fit(400));
-    // The n x m Nystrom features are evaluated once (n m kernel
-    // evaluations); today the solver waits on the host every iteration,
-    // so the waits follow the iterations, not n.
-    for (n, c) in [(200u64, &small), (400u64, &large)] {
-        assert_eq!(c.total().kernel_evaluations, n * m as u64, "{c:?}");
-        assert!(c.waits > 0);
+    for n in [200usize, 400] {
+        let (polar, stats) = fit(n, PositivePartRoute::Auto);
+        let (eigen, _) = fit(n, PositivePartRoute::Eigen);
+        // The n x m Nystrom features are evaluated once (n m kernel evaluations).
+        assert_eq!(polar.total().kernel_evaluations, (n * m) as u64, "{polar:?}");
+        assert_eq!(eigen.total().kernel_evaluations, (n * m) as u64, "{eigen:?}");
+        // On a GPU with f64 the default route keeps M and [M]_+ on the device:
+        // every read-back is a vector of at most max(n, r) numbers (model
+        // values, norms, traces) but the fitted r x r matrix, once. The
+        // eigendecomposition route brings every M down (r^2 = 900 numbers,
+        // more than n).
+        assert!(stats.polar > 0 && stats.full == 0, "{stats:?}");
+        let (r, vector) = (m as u64, 8 * n.max(m) as u64);
+        let c = &polar.transfers;
+        assert!(c.device_to_host_bytes <= polar.waits * vector + 8 * r * r, "{} bytes down in {} waits", c.device_to_host_bytes, polar.waits);
+        assert!(eigen.transfers.device_to_host_bytes > eigen.waits * vector, "the eigendecomposition route: {} bytes down in {} waits", eigen.transfers.device_to_host_bytes, eigen.waits);
     }
 }

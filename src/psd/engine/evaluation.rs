@@ -7,8 +7,10 @@ use std::time::Instant;
 
 use nalgebra::{DMatrix, DVector};
 
+use crate::device::Device;
 use crate::error::Error;
 use crate::linalg;
+use crate::resident::DeviceMatrix;
 
 use super::super::positive_part::{PartMatrix, PositivePartSolver};
 use super::{BlockLoss, EngineProblem};
@@ -46,6 +48,19 @@ pub(super) struct State {
     pub(super) parts: Vec<PartState>,
     pub(super) eigen: f64,
     pub(super) products: f64,
+    /// `M_q` and `[M_q]_+` stay on the features' device (resident features
+    /// and the polar route): per evaluation the weights `d_q` go up and the
+    /// model values, norms and traces (`O(n + r)` numbers) come down.
+    pub(super) resident: bool,
+    /// `W` on that device, uploaded once.
+    pub(super) integral_resident: Option<DeviceMatrix>,
+}
+
+/// `M_q` where it was computed (see [`State::resident`]).
+#[derive(Clone)]
+pub(super) enum DualMatrix {
+    Host(DMatrix<f64>),
+    Resident(DeviceMatrix),
 }
 
 /// The last few `(d, mu, M(d, mu))`. `M` is affine in `d`, and FISTA's
@@ -55,24 +70,25 @@ pub(super) struct State {
 /// (checked entry by entry).
 #[derive(Default)]
 pub(super) struct MatrixCache {
-    pub(super) entries: Vec<(DVector<f64>, f64, DMatrix<f64>)>,
+    pub(super) entries: Vec<(DVector<f64>, f64, DualMatrix)>,
 }
 
 impl MatrixCache {
     const SIZE: usize = 3;
 
-    fn insert(&mut self, d: &DVector<f64>, mu: f64, m: &DMatrix<f64>) {
+    fn insert(&mut self, d: &DVector<f64>, mu: f64, m: &DualMatrix) {
         if self.entries.len() == Self::SIZE {
             self.entries.remove(0);
         }
         self.entries.push((d.clone(), mu, m.clone()));
     }
 
-    fn combination(&self, d: &DVector<f64>, mu: f64) -> Option<DMatrix<f64>> {
+    /// `device` holds the resident entries.
+    fn combination(&self, d: &DVector<f64>, mu: f64, device: Option<&Device>) -> Result<Option<DualMatrix>, Error> {
         let close = |c: &DVector<f64>| c.iter().zip(d.iter()).all(|(a, b)| (a - b).abs() <= 1e-13 * b.abs().max(f64::MIN_POSITIVE));
         for (i, (a1, mu1, m1)) in self.entries.iter().enumerate().rev() {
             if *mu1 == mu && a1 == d {
-                return Some(m1.clone());
+                return Ok(Some(m1.clone()));
             }
             for (a2, mu2, m2) in self.entries[..i].iter().rev() {
                 if *mu1 != mu || *mu2 != mu {
@@ -85,14 +101,20 @@ impl MatrixCache {
                 }
                 let t = (d - a2).dot(&diff) / dd;
                 if close(&(a2 + &diff * t)) {
-                    // t m1 + (1 - t) m2 without temporaries.
-                    let mut m = m2.clone();
-                    m.iter_mut().zip(m1.iter()).for_each(|(a, b)| *a = t * b + (1.0 - t) * *a);
-                    return Some(m);
+                    return match (m1, m2, device) {
+                        (DualMatrix::Host(m1), DualMatrix::Host(m2), _) => {
+                            // t m1 + (1 - t) m2 without temporaries.
+                            let mut m = m2.clone();
+                            m.iter_mut().zip(m1.iter()).for_each(|(a, b)| *a = t * b + (1.0 - t) * *a);
+                            Ok(Some(DualMatrix::Host(m)))
+                        }
+                        (DualMatrix::Resident(m1), DualMatrix::Resident(m2), Some(device)) => Ok(Some(DualMatrix::Resident(device.resident_combine(t, m1, 1.0 - t, m2, 0.0)?))),
+                        _ => Ok(None),
+                    };
                 }
             }
         }
-        None
+        Ok(None)
     }
 }
 
@@ -123,9 +145,23 @@ impl<'a, L: BlockLoss + ?Sized> EngineProblem<'a, L> {
     }
 
     /// `M_q = -P diag(d) P^T - mu W - lambda_1 I`.
-    pub(super) fn m_matrix(&self, q: usize, d: &DVector<f64>, mu: f64, state: &mut State) -> Result<DMatrix<f64>, Error> {
+    pub(super) fn m_matrix(&self, q: usize, d: &DVector<f64>, mu: f64, state: &mut State) -> Result<DualMatrix, Error> {
         let start = Instant::now();
-        if let Some(m) = state.parts[q].m_cache.combination(d, mu) {
+        if let Some(m) = state.parts[q].m_cache.combination(d, mu, self.features.device())? {
+            state.products += start.elapsed().as_secs_f64();
+            return Ok(m);
+        }
+        if state.resident {
+            // On the device; a non-finite entry shows in ||M||_F, which the
+            // polar route computes first (Error::IllConditioned there).
+            let device = self.resident_device()?;
+            let g = self.features.weighted_gram_resident(&(-d))?;
+            let m = match &state.integral_resident {
+                Some(w) => device.resident_combine(1.0, &g, -mu, w, -self.lambda1)?,
+                None => device.resident_combine(1.0, &g, 0.0, &g, -self.lambda1)?,
+            };
+            let m = DualMatrix::Resident(m);
+            state.parts[q].m_cache.insert(d, mu, &m);
             state.products += start.elapsed().as_secs_f64();
             return Ok(m);
         }
@@ -142,9 +178,28 @@ impl<'a, L: BlockLoss + ?Sized> EngineProblem<'a, L> {
                 reason: format!("M = -P diag(d) P^T - mu W - lambda_1 I has a non-finite entry at ({}, {}) (mu {mu:e}, max |d| {:e}): the dual iterates left the range of f64", bad % m.nrows(), bad / m.nrows(), d.amax()),
             });
         }
+        let m = DualMatrix::Host(m);
         state.parts[q].m_cache.insert(d, mu, &m);
         state.products += start.elapsed().as_secs_f64();
         Ok(m)
+    }
+
+    /// The device of resident features.
+    pub(super) fn resident_device(&self) -> Result<&Device, Error> {
+        self.features.device().ok_or_else(|| Error::InvalidParameter { name: "features", reason: "resident dual matrices need features resident on a device".into() })
+    }
+
+    /// `||A - B||_F^2` of two `M` matrices of one part.
+    pub(super) fn distance_squared(&self, a: &DualMatrix, b: &DualMatrix) -> Result<f64, Error> {
+        match (a, b) {
+            (DualMatrix::Host(a), DualMatrix::Host(b)) => Ok(a.iter().zip(b.iter()).map(|(x, y)| (x - y) * (x - y)).sum()),
+            (DualMatrix::Resident(a), DualMatrix::Resident(b)) => {
+                let device = self.resident_device()?;
+                let difference = device.resident_combine(1.0, a, -1.0, b, 0.0)?;
+                Ok(device.to_host_vector(&device.resident_row_squared_norms(&difference)?)?.sum())
+            }
+            _ => Err(Error::InvalidParameter { name: "features", reason: "M matrices of one part on different devices".into() }),
+        }
     }
 
     pub(super) fn positive_part(&self, q: usize, z: &DVector<f64>, mu: f64, state: &mut State) -> Result<PartMatrix, Error> {
@@ -158,7 +213,10 @@ impl<'a, L: BlockLoss + ?Sized> EngineProblem<'a, L> {
         }
         let m = self.m_matrix(q, &d, mu, state)?;
         let start = Instant::now();
-        let (pp, _) = state.parts[q].eigen_solver.compute_part(&m)?;
+        let (pp, _) = match &m {
+            DualMatrix::Host(m) => state.parts[q].eigen_solver.compute_part(m)?,
+            DualMatrix::Resident(m) => state.parts[q].eigen_solver.compute_part_resident(self.resident_device()?, m)?,
+        };
         state.eigen += start.elapsed().as_secs_f64();
         let recent = &mut state.parts[q].recent;
         if recent.len() == RECENT_PARTS {
@@ -189,6 +247,17 @@ impl<'a, L: BlockLoss + ?Sized> EngineProblem<'a, L> {
         let start = Instant::now();
         let pp = match part {
             PartMatrix::Eigen(pp) => pp,
+            PartMatrix::Resident(d) => {
+                // f = p_i^T A p_i and tr(A W) = sum A o W for A = P_k / lambda_2, on the device.
+                let device = self.resident_device()?;
+                let f = self.features.quadratic_forms_resident(&d.matrix)? / self.lambda2;
+                let trace_aw = match &state.integral_resident {
+                    Some(w) => device.to_host_vector(&device.resident_row_sums(&device.resident_hadamard(&d.matrix, w)?)?)?.sum() / self.lambda2,
+                    None => 0.0,
+                };
+                state.products += start.elapsed().as_secs_f64();
+                return Ok((f, trace_aw));
+            }
             PartMatrix::Dense(d) => {
                 // A dense [M]_+ (the polar route): f = p_i^T A p_i, tr(A W) = sum A o W.
                 let a = &d.matrix / self.lambda2;
@@ -257,6 +326,15 @@ impl<'a, L: BlockLoss + ?Sized> EngineProblem<'a, L> {
         pps.iter().map(PartMatrix::frobenius_squared).sum::<f64>() / (2.0 * self.lambda2)
     }
 
+    /// What dense parts `P_k` (the polar route) may change in
+    /// [`Self::psd_energy`]: with `||[M_q]_+ - P_k||_F <= delta_q`,
+    /// `| ||[M_q]_+||_F^2 - ||P_k||_F^2 | <= 2 ||P_k||_F delta_q + delta_q^2`,
+    /// so the gap is reported larger by `sum_q (2 ||P_k||_F delta_q + delta_q^2) / (2 lambda_2)`
+    /// (0 for eigenpairs).
+    pub(super) fn dense_allowance(&self, pps: &[PartMatrix]) -> f64 {
+        pps.iter().map(|p| (2.0 * p.frobenius_squared().sqrt() * p.bound() + p.bound() * p.bound()) / (2.0 * self.lambda2)).sum()
+    }
+
     /// `sum_q lambda_1 tr(A_q s) + lambda_2/2 ||A_q s||_F^2` from the trace
     /// and Frobenius norm of each `[M_q]_+` (`A_q = [M_q]_+ / lambda_2`).
     pub(super) fn regulariser(&self, pps: &[PartMatrix], scale: f64) -> f64 {
@@ -271,7 +349,7 @@ impl<'a, L: BlockLoss + ?Sized> EngineProblem<'a, L> {
                         self.lambda1 * a + 0.5 * self.lambda2 * a * a
                     })
                     .sum::<f64>(),
-                PartMatrix::Dense(d) => self.lambda1 * s * d.trace + 0.5 * self.lambda2 * s * s * d.frobenius_squared,
+                PartMatrix::Dense(_) | PartMatrix::Resident(_) => self.lambda1 * s * part.trace() + 0.5 * self.lambda2 * s * s * part.frobenius_squared(),
             })
             .sum()
     }
@@ -341,8 +419,9 @@ impl<'a, L: BlockLoss + ?Sized> EngineProblem<'a, L> {
     pub(super) fn gaps(&self, z: &DVector<f64>, mu: f64, state: &mut State) -> Result<(f64, f64, f64), Error> {
         let ev = self.evaluate(z, mu, state)?;
         let dual = self.dual_value(z, mu, &ev);
-        let gap = self.primal(&ev) + dual;
+        let allowance = self.dense_allowance(&ev.pps);
+        let gap = self.primal(&ev) + dual + allowance;
         let penalised = self.loss.value(&ev.u) + self.regulariser(&ev.pps, 1.0) + ev.linear_energy + if self.integral.is_some() { mu * (ev.trace_aw - 1.0) } else { 0.0 };
-        Ok((gap, penalised + dual, ev.trace_aw))
+        Ok((gap, penalised + dual + allowance, ev.trace_aw))
     }
 }

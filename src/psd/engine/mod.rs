@@ -241,7 +241,7 @@ impl<'a, L: BlockLoss + ?Sized> EngineProblem<'a, L> {
             for q in 0..self.parts.len() {
                 let m_y = self.m_matrix(q, &self.combine(&self.parts[q], y), mu, &mut st).ok()?;
                 let m_x = self.m_matrix(q, &self.combine(&self.parts[q], x), mu, &mut st).ok()?;
-                total += m_x.iter().zip(m_y.iter()).map(|(a, b)| (a - b) * (a - b)).sum::<f64>() / (2.0 * self.lambda2);
+                total += self.distance_squared(&m_x, &m_y).ok()? / (2.0 * self.lambda2);
             }
             if let Some(lin) = &self.linear {
                 let ds = self.combine(&lin.coupling, &(x - y));
@@ -322,10 +322,18 @@ impl<'a, L: BlockLoss + ?Sized> EngineProblem<'a, L> {
         options.validate()?;
         let start = Instant::now();
         let n = self.n();
+        // With resident features and the polar route, M_q and [M_q]_+ stay on the device.
+        let resident = self.features.device().is_some() && eigen_solver.is_polar();
+        let integral_resident = match (resident, self.integral, self.features.device()) {
+            (true, Some(w), Some(device)) => Some(device.upload(w, crate::precision::Precision::F64)?),
+            _ => None,
+        };
         let mut state = State {
             parts: (0..self.parts.len()).map(|_| PartState { eigen_solver: eigen_solver.clone(), m_cache: MatrixCache::default(), recent: Vec::new() }).collect(),
             eigen: 0.0,
             products: 0.0,
+            resident,
+            integral_resident,
         };
         // Step from the Lipschitz bound, optimistic by 4x (backtracking corrects it):
         // sum_q ||c_q||^2 max_i ||p_i||^2 ||P||^2 / lambda_2 + ||l||^2 ||P||^2 / lambda_0.
@@ -406,7 +414,7 @@ impl<'a, L: BlockLoss + ?Sized> EngineProblem<'a, L> {
         let ev = self.evaluate(&z, mu, &mut state)?;
         let primal = self.primal(&ev);
         let dual_value = self.dual_value(&z, mu, &ev);
-        let gap_now = primal + dual_value;
+        let gap_now = primal + dual_value + self.dense_allowance(&ev.pps);
         let report = SolverReport {
             iterations,
             gap: gap_now,
@@ -421,30 +429,42 @@ impl<'a, L: BlockLoss + ?Sized> EngineProblem<'a, L> {
             return Err(Error::NotConverged { iterations, gap: gap_now, tolerance: options.tolerance });
         }
         certifiable(primal, dual_value, options.tolerance)?;
-        let scale = match self.integral {
-            Some(_) if !(ev.trace_aw > 0.0) => return Err(Error::NotPositive { what: "integral of the fitted model", value: ev.trace_aw }),
-            Some(_) => 1.0 / ev.trace_aw,
-            None => 1.0,
-        };
         let r = self.features.dim();
-        let parts = ev
+        // A_q = [M_q]_+ / lambda_2. A dense part (the polar route) is within
+        // its bound of the PSD cone, not on it: it is projected there (one
+        // eigendecomposition per part and fit, a change of at most the bound
+        // over lambda_2), so the fitted model is PSD and, with the integral
+        // constraint, normalised exactly.
+        let mut parts = ev
             .pps
             .iter()
             .map(|part| {
                 let pp = match part {
                     PartMatrix::Eigen(pp) => pp,
-                    PartMatrix::Dense(d) => return &d.matrix * (scale / self.lambda2),
+                    PartMatrix::Dense(_) | PartMatrix::Resident(_) => {
+                        let device = self.features.device().unwrap_or(&crate::device::Device::Cpu);
+                        let a = part.to_host(device)?;
+                        let projected = super::positive_part::positive_part_full(&((&a + a.transpose()) * 0.5))?;
+                        return Ok(projected.to_matrix() / self.lambda2);
+                    }
                 };
                 if pp.values.is_empty() {
-                    return DMatrix::zeros(r, r);
+                    return Ok(DMatrix::zeros(r, r));
                 }
                 let mut scaled = pp.vectors.clone();
                 for (a, mut col) in scaled.column_iter_mut().enumerate() {
-                    col *= pp.values[a] / self.lambda2 * scale;
+                    col *= pp.values[a] / self.lambda2;
                 }
-                linalg::matmul_nt(&scaled, &pp.vectors)
+                Ok(linalg::matmul_nt(&scaled, &pp.vectors))
             })
-            .collect();
+            .collect::<Result<Vec<_>, Error>>()?;
+        if let Some(w) = self.integral {
+            let trace_aw: f64 = parts.iter().map(|a| a.iter().zip(w.iter()).map(|(x, y)| x * y).sum::<f64>()).sum();
+            if !(trace_aw > 0.0) {
+                return Err(Error::NotPositive { what: "integral of the fitted model", value: trace_aw });
+            }
+            parts.iter_mut().for_each(|a| *a /= trace_aw);
+        }
         let mut eigen_stats = PositivePartStats::default();
         for p in &state.parts {
             let s = p.eigen_solver.stats();
