@@ -23,11 +23,10 @@ use rand::Rng;
 
 use crate::input::AsMatrix;
 use crate::device::Device;
-use crate::precision::Precision;
 use crate::linalg::{self, check_matrix};
 
 use super::dual::DualProblem;
-use super::features::Features;
+use super::features::TrainingFeatures;
 use super::options::{SolverOptions, SolverReport};
 use crate::error::Error;
 use super::features::EmpiricalFeatures;
@@ -128,28 +127,22 @@ impl DensityParams {
         let m = centres.nrows();
         crate::memory::check_host::<f64>(crate::memory::entries(m, m, "PSD density")?.saturating_mul(4), "PSD density fit (m x m kernel, feature map, integrals)")?;
         let features = EmpiricalFeatures::new(&centres, self.settings.sigma)?;
-        let resident = device.is_gpu() && device.supports(Precision::F64);
-        let (p, phi) = if resident {
-            let xd = device.upload(x, Precision::F64)?;
-            (DMatrix::zeros(0, 0), Some(features.resident_features(device, &xd)?))
-        } else if self.settings.nystrom.is_none() {
-            // Every sample a centre: P = L^T, triangular (a third of the flops per iteration).
-            (features.centre_features(device)?, None)
-        } else {
-            (features.features(device, x)?, None)
-        };
+        let training = TrainingFeatures::new(&features, device, x, || {
+            if self.settings.nystrom.is_none() {
+                // Every sample a centre: P = L^T, triangular (a third of the flops per iteration).
+                features.centre_features(device)
+            } else {
+                features.features(device, x)
+            }
+        })?;
         let m_int = product_integrals(&centres, self.settings.sigma, &self.base)?;
         let t = features.map();
         let w = linalg::matmul_nt(&linalg::matmul(t, &m_int), t);
         let w = (&w + w.transpose()) * 0.5;
         let setup = start.elapsed().as_secs_f64();
         let loss = NegativeLogLikelihood { n: x.nrows() };
-        let feature_matrix = match &phi {
-            Some(phi) => Features::Resident { device, phi },
-            None => Features::Host(&p),
-        };
-        let problem = DualProblem { features: feature_matrix, integral: Some(&w), loss: &loss, lambda1: self.settings.regularisation.trace, lambda2: self.settings.regularisation.quadratic };
-        let eigen_solver = self.positive_part.solver(phi.is_some());
+        let problem = DualProblem { features: training.view(device), integral: Some(&w), loss: &loss, lambda1: self.settings.regularisation.trace, lambda2: self.settings.regularisation.quadratic };
+        let eigen_solver = self.positive_part.solver(matches!(training, TrainingFeatures::Resident(_)));
         let solution = problem.solve_with(&self.settings.solver, eigen_solver)?;
         let model = PsdModel::from_feature_operator(&features, &solution.a)?;
         let mut report = solution.report;

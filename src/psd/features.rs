@@ -256,6 +256,34 @@ mod tests {
     }
 }
 
+/// Training features where a fit runs them: resident on a GPU with `f64`
+/// (X uploaded once, the features built and kept there), on the host
+/// otherwise.
+pub(super) enum TrainingFeatures {
+    Host(DMatrix<f64>),
+    Resident(DeviceMatrix),
+}
+
+impl TrainingFeatures {
+    /// On a GPU with `f64`, `Phi(X)` built on the device from X uploaded
+    /// once; otherwise `host()` (r x n, on the host).
+    pub(super) fn new(features: &EmpiricalFeatures, device: &Device, x: &DMatrix<f64>, host: impl FnOnce() -> Result<DMatrix<f64>, Error>) -> Result<Self, Error> {
+        if device.is_gpu() && device.supports(Precision::F64) {
+            let xd = device.upload(x, Precision::F64)?;
+            return Ok(TrainingFeatures::Resident(features.resident_features(device, &xd)?));
+        }
+        Ok(TrainingFeatures::Host(host()?))
+    }
+
+    /// The engine's view of them (`device` holds resident ones).
+    pub(super) fn view<'a>(&'a self, device: &'a Device) -> Features<'a> {
+        match self {
+            TrainingFeatures::Host(p) => Features::Host(p),
+            TrainingFeatures::Resident(phi) => Features::Resident { device, phi },
+        }
+    }
+}
+
 /// The training features `P` (r x n) of a [`DualProblem`](super::dual::DualProblem), where they live.
 ///
 /// On a device they are held as `Phi = P^T` (n x r, samples as rows) in

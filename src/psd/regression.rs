@@ -27,7 +27,8 @@ use crate::input::{AsMatrix, AsVector};
 use crate::device::Device;
 use crate::linalg::{self, check_dim, check_matrix};
 
-use super::features::Features;
+use super::features::TrainingFeatures;
+use super::positive_part::PositivePartRoute;
 use super::options::{SolverOptions, SolverReport};
 use super::engine::{BlockLoss, EngineProblem, LinearPart};
 use crate::error::Error;
@@ -83,6 +84,11 @@ impl QuantileParams {
 
     /// Fits the quantile curves to inputs `x` (n x d) and targets `y` (n).
     ///
+    /// On a GPU with `f64` X is uploaded once, the features are built and
+    /// stay on the device, and each iteration's `P diag(d_q) P^T`, `[M_q]_+`
+    /// (the polar route, [`super::positive_part::PositivePartRoute::Auto`])
+    /// and model values run there; elsewhere everything runs on the CPU.
+    ///
     /// Errors: invalid parameters or levels, empty/NaN/mismatched input,
     /// [`Error::NotConverged`] with the gap reached.
     pub fn fit_xy(&self, device: &Device, x: &(impl AsMatrix<Elem = f64> + ?Sized), y: &(impl AsVector<Elem = f64> + ?Sized)) -> Result<QuantileRegression, Error> {
@@ -104,14 +110,14 @@ impl QuantileParams {
         let loss = PinballLoss { targets: y.add_scalar(-offset), levels: self.levels.clone() };
         let centres = self.settings.centres(x)?;
         let features = EmpiricalFeatures::new(&centres, self.settings.sigma)?;
-        let p = features.features(device, x)?;
+        let training = TrainingFeatures::new(&features, device, x, || features.features(device, x))?;
         let setup = start.elapsed().as_secs_f64();
         // A PSD part per level i != c, moving the levels j >= i (above the
         // middle, +1) or j <= i (below, -1); the linear part moves all levels.
         let part_levels: Vec<usize> = (0..k).filter(|&i| i != c).collect();
         let parts = part_levels.iter().map(|&i| (0..k).map(|j| if i > c && j >= i { 1.0 } else if i < c && j <= i { -1.0 } else { 0.0 }).collect()).collect();
         let problem = EngineProblem {
-            features: Features::Host(&p),
+            features: training.view(device),
             parts,
             linear: Some(LinearPart { coupling: vec![1.0; k], lambda0: self.settings.regularisation.linear }),
             integral: None,
@@ -119,7 +125,8 @@ impl QuantileParams {
             lambda1: self.settings.regularisation.trace,
             lambda2: self.settings.regularisation.quadratic,
         };
-        let solution = problem.solve(&self.settings.solver)?;
+        // On a GPU with f64 the features, M_q and [M_q]_+ stay on the device (the polar route).
+        let solution = problem.solve_with(&self.settings.solver, PositivePartRoute::Auto.solver(matches!(training, TrainingFeatures::Resident(_))))?;
         let mut models = Vec::with_capacity(part_levels.len());
         for (&i, a) in part_levels.iter().zip(solution.parts.iter()) {
             models.push((i, PsdModel::from_feature_operator(&features, a)?));
