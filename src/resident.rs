@@ -153,14 +153,29 @@ impl std::ops::Deref for HostRef<'_> {
     }
 }
 
+/// Rows per parallel task of [`row_major`] (each task reads a strip of
+/// every column and writes one contiguous block of rows).
+const TRANSPOSE_ROWS: usize = 1024;
+
+/// `x` (column-major) as a row-major `f64` vector, the device layout: row
+/// strips of [`TRANSPOSE_ROWS`] transposed in parallel.
 fn row_major<T: Real>(x: &DMatrix<T>) -> Vec<f64> {
+    use rayon::prelude::*;
     let (rows, cols) = x.shape();
     let mut out = vec![0.0; rows * cols];
-    for (j, col) in x.column_iter().enumerate() {
-        for (i, v) in col.iter().enumerate() {
-            out[i * cols + j] = v.to_f64_exact();
-        }
+    if cols == 0 {
+        return out;
     }
+    let data = x.as_slice();
+    out.par_chunks_mut(TRANSPOSE_ROWS * cols).enumerate().for_each(|(s, strip)| {
+        let r0 = s * TRANSPOSE_ROWS;
+        let len = strip.len() / cols;
+        for j in 0..cols {
+            for (i, v) in data[j * rows + r0..j * rows + r0 + len].iter().enumerate() {
+                strip[i * cols + j] = v.to_f64_exact();
+            }
+        }
+    });
     out
 }
 
@@ -675,5 +690,28 @@ fn check_precisions(operands: &[&DeviceMatrix]) -> Result<()> {
     match operands.iter().find(|m| m.precision() != expected) {
         Some(m) => Err(Error::PrecisionMismatch { expected, found: m.precision() }),
         None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The parallel transpose equals the element-by-element one, for
+    /// strips that do and do not divide the rows.
+    #[test]
+    fn row_major_equals_the_elementwise_transpose() {
+        for (rows, cols) in [(1usize, 1usize), (3, 5), (TRANSPOSE_ROWS, 2), (2 * TRANSPOSE_ROWS + 37, 3), (TRANSPOSE_ROWS + 1, 1)] {
+            let x = DMatrix::<f64>::from_fn(rows, cols, |i, j| (i * 7 + j * 13) as f64 * 0.25 - 3.0);
+            let out = row_major(&x);
+            assert_eq!(out.len(), rows * cols);
+            for i in 0..rows {
+                for j in 0..cols {
+                    assert_eq!(out[i * cols + j], x[(i, j)], "({i}, {j}) of {rows} x {cols}");
+                }
+            }
+            let x32 = x.map(|v| v as f32);
+            assert_eq!(row_major(&x32), out);
+        }
     }
 }

@@ -29,7 +29,10 @@
 //!   coupling, RBF, Q = 3 sources of N each, 4 components); result compared:
 //!   the eigenvalues.
 //! - mklaren: 2 RBF kernels on X (n x d), rank 20, look-ahead 5; compared:
-//!   the training predictions.
+//!   the training predictions. The row's time and counters are the fit's
+//!   alone (from the call of `fit_inputs` to its return: neither the data
+//!   generation nor the predictions); the predictions' time is in the
+//!   breakdown column.
 //! - PSD: density on Nystrom centres (10-D mixture, Gaussian base measure);
 //!   compared: the primal objective.
 
@@ -40,7 +43,7 @@ use gramian::eksvd::{solve_dual, CouplingMatrix, Eigensolver};
 use gramian::MultiSource;
 use gramian::mklaren::MklarenParams;
 use gramian::psd::{BaseMeasure, DensityParams, SolverOptions};
-use gramian::gpu::cost;
+use gramian::gpu::{cost, DeviceCounters};
 use gramian::{Device, Kernel};
 use nalgebra::{DMatrix, DVector};
 use rand::{rngs::StdRng, Rng, SeedableRng};
@@ -137,27 +140,38 @@ fn gaussian(rng: &mut StdRng, rows: usize, cols: usize, std: f64) -> DMatrix<f64
     DMatrix::from_fn(rows, cols, |_, _| normal.sample(rng))
 }
 
-fn fit_eksvd(device: &Device, n: usize) -> Result<(Vec<f64>, String), String> {
+/// What a job returns: its result to compare, the breakdown column, and,
+/// where the job times its fit apart from its other work, the fit's seconds
+/// and device counters (otherwise the row is the whole job).
+type Outcome = (Vec<f64>, String, Option<(f64, DeviceCounters)>);
+
+fn fit_eksvd(device: &Device, n: usize) -> Result<Outcome, String> {
     let mut rng = StdRng::seed_from_u64(11);
     let shared = gaussian(&mut rng, n, 4, 1.0);
     let sources: Vec<DMatrix<f64>> = (0..3).map(|_| &shared + gaussian(&mut rng, n, 4, 0.3)).collect();
     let data = MultiSource::paired(sources).map_err(|e| e.to_string())?;
     let coupling = CouplingMatrix::from_kernel(Kernel::rbf(0.25).map_err(|e| e.to_string())?, &data).map_err(|e| e.to_string())?;
     let solution = solve_dual(device, &coupling, 4, &Eigensolver::Lanczos { tolerance: 1e-8, max_restarts: 200 }, 5).map_err(|e| e.to_string())?;
-    Ok((solution.eigenvalues.as_slice().to_vec(), "-".into()))
+    Ok((solution.eigenvalues.as_slice().to_vec(), "-".into(), None))
 }
 
-fn fit_mklaren(device: &Device, n: usize, d: usize) -> Result<(Vec<f64>, String), String> {
+fn fit_mklaren(device: &Device, n: usize, d: usize) -> Result<Outcome, String> {
     let mut rng = StdRng::seed_from_u64(12);
     let x = DMatrix::<f64>::from_fn(n, d, |_, _| rng.random_range(-1.0..1.0));
     let y = DVector::from_fn(n, |i, _| (3.0 * x[(i, 0)]).sin() + 0.5 * x[(i, d - 1)] + 0.05 * rng.random_range(-1.0..1.0));
     let kernels = [Kernel::rbf(0.5 / d as f64).map_err(|e| e.to_string())?, Kernel::rbf(4.0 / d as f64).map_err(|e| e.to_string())?];
-    let model = MklarenParams::new(20).lookahead(5).kernels(&kernels).fit_inputs(device, &[&x, &x], &y).map_err(|e| e.to_string())?;
+    let params = MklarenParams::new(20).lookahead(5).kernels(&kernels);
+    let before = device.device_counters();
+    let start = Instant::now();
+    let model = params.fit_inputs(device, &[&x, &x], &y).map_err(|e| e.to_string())?;
+    let fit = (start.elapsed().as_secs_f64(), device.device_counters().since(&before));
+    let start = Instant::now();
     let predictions = model.predict_inputs(&[&x, &x]).map_err(|e| e.to_string())?;
-    Ok((predictions.as_slice().to_vec(), "-".into()))
+    let breakdown = format!("predict {:.3} (not in the fit)", start.elapsed().as_secs_f64());
+    Ok((predictions.as_slice().to_vec(), breakdown, Some(fit)))
 }
 
-fn fit_psd(device: &Device, n: usize, centres: usize) -> Result<(Vec<f64>, String), String> {
+fn fit_psd(device: &Device, n: usize, centres: usize) -> Result<Outcome, String> {
     let mut rng = StdRng::seed_from_u64(13);
     let d = 10;
     let normal = Normal::new(0.0, 0.4).expect("valid std");
@@ -168,7 +182,7 @@ fn fit_psd(device: &Device, n: usize, centres: usize) -> Result<(Vec<f64>, Strin
     let r = fitted.report();
     let other = r.seconds_total - r.seconds_setup - r.seconds_eigen - r.seconds_products;
     let breakdown = format!("setup {:.2} / products {:.2} / eigen {:.2} / other {:.2} ({} it)", r.seconds_setup, r.seconds_products, r.seconds_eigen, other, r.iterations);
-    Ok((vec![r.primal], breakdown))
+    Ok((vec![r.primal], breakdown, None))
 }
 
 fn main() {
@@ -209,7 +223,7 @@ fn main() {
     let mut devices: Vec<Device> = vec![Device::Cpu];
     devices.extend(gpu.clone());
     println!("preset {}; devices: {}", args.preset, devices.iter().map(|d| d.describe()).collect::<Vec<_>>().join(", "));
-    type Job = (&'static str, usize, Box<dyn Fn(&Device) -> Result<(Vec<f64>, String), String>>);
+    type Job = (&'static str, usize, Box<dyn Fn(&Device) -> Result<Outcome, String>>);
     let mut jobs: Vec<Job> = Vec::new();
     // Cheapest GPU work first, so that a run stopped by a time limit has
     // printed every row before the largest eKSVD solve.
@@ -244,9 +258,10 @@ fn main() {
             device.reset_transfer_stats();
             let start = Instant::now();
             let outcome = job(device);
-            let seconds = start.elapsed().as_secs_f64();
+            let job_seconds = start.elapsed().as_secs_f64();
             match outcome {
-                Ok((result, breakdown)) => {
+                Ok((result, breakdown, fit_alone)) => {
+                    let (seconds, counters) = fit_alone.unwrap_or_else(|| (job_seconds, device.device_counters()));
                     let diff = match (&cpu_result, device.is_gpu()) {
                         (_, false) => "reference".to_string(),
                         (Some(r), true) => {
@@ -262,7 +277,6 @@ fn main() {
                     if !device.is_gpu() {
                         cpu_result = Some(result.clone());
                     }
-                    let counters = device.device_counters();
                     let transfers = counters.transfers;
                     let work = counters.total();
                     // Tuning and shader compilation (first use in the process) apart.

@@ -12,6 +12,8 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use rayon::prelude::*;
+
 use super::GpuContext;
 use crate::error::{Error, Result};
 use crate::precision::Precision;
@@ -294,7 +296,7 @@ impl GpuContext {
                 match precision {
                     Precision::F64 => self.write_counted(buf, 0, bytemuck::cast_slice(part)),
                     Precision::F32 => {
-                        let v: Vec<f32> = part.iter().map(|&x| x as f32).collect();
+                        let v: Vec<f32> = part.par_iter().with_min_len(1 << 14).map(|&x| x as f32).collect();
                         self.write_counted(buf, 0, bytemuck::cast_slice(&v));
                     }
                 }

@@ -124,9 +124,11 @@ impl<'a> SharedInput<'a> {
 /// 2 <x_k, x_i>` with near-duplicates recomputed directly, on every core),
 /// which the kernels on the same input share and cache. On a GPU, X is
 /// uploaded once (in `f64` where the adapter has it) when the columns are
-/// prepared, and a column is [`Device::resident_kernel_columns`] on the
-/// resident X: n numbers come back per column, nothing goes up but the
-/// dispatch descriptors.
+/// prepared, and a column is [`Device::resident_kernel_matrix_into`] of the
+/// resident X against its pivot row (a view of X, no copy) into one n x 1
+/// device buffer allocated with the columns and reused: one dispatch, n
+/// numbers come back per column, nothing goes up but the dispatch
+/// descriptors, nothing is allocated.
 ///
 /// An optional cache keeps the most recently computed kernel columns of
 /// this kernel (a cached column costs a copy instead of a pass over `X`, on
@@ -137,6 +139,9 @@ pub struct KernelColumns<'a> {
     input: Arc<SharedInput<'a>>,
     /// X on the device (GPU only), uploaded once.
     resident: Option<DeviceMatrix>,
+    /// The reused device buffer of a column (GPU only, n x 1), allocated
+    /// once with the columns.
+    scratch: Option<Mutex<DeviceMatrix>>,
     diagonal: Vec<f64>,
     cache: ColumnCache<usize>,
     /// Columns computed so far (cache hits not counted).
@@ -175,7 +180,11 @@ impl<'a> KernelColumns<'a> {
         }
         kernel.validate()?;
         let diagonal = kernel.diagonal_from_sq_norms(&input.row_sq_norms)?.as_slice().to_vec();
-        Ok(KernelColumns { device, kernel, input, resident, diagonal, cache: ColumnCache::new(0), computed: AtomicUsize::new(0) })
+        let scratch = match &resident {
+            Some(r) => Some(Mutex::new(device.zeros(r.nrows(), 1, r.precision())?)),
+            None => None,
+        };
+        Ok(KernelColumns { device, kernel, input, resident, scratch, diagonal, cache: ColumnCache::new(0), computed: AtomicUsize::new(0) })
     }
 
     /// Inputs `xs` on `device`, each distinct matrix uploaded once (matrices
@@ -277,12 +286,14 @@ impl<'a> KernelColumns<'a> {
         Ok(out)
     }
 
-    /// Column `i < n` into `out`: on a GPU one dispatch on the resident X,
-    /// on the CPU `k` on the shared statistic column.
+    /// Column `i < n` into `out`: on a GPU one dispatch on the resident X
+    /// and its row `i` into the reused column buffer (nothing allocated on
+    /// the device), read back; on the CPU `k` on the shared statistic column.
     fn compute_column(&self, i: usize, out: &mut [f64]) -> Result<(), Error> {
         self.computed.fetch_add(1, Ordering::Relaxed);
-        if let Some(x) = &self.resident {
-            let col = self.device.resident_kernel_columns(&self.kernel, x, &[i])?;
+        if let (Some(x), Some(scratch)) = (&self.resident, &self.scratch) {
+            let col = scratch.lock().unwrap_or_else(|e| e.into_inner());
+            self.device.resident_kernel_matrix_into(&self.kernel, x, &x.rows(i, 1)?, &col)?;
             out.copy_from_slice(self.device.to_host(&col)?.as_slice());
             return Ok(());
         }

@@ -214,6 +214,56 @@ fn mklaren_counters_at_two_sizes() {
         assert_eq!(c.transfers.device_to_host_bytes, c.waits * n * 8);
         assert_eq!(c.total().kernel_evaluations, c.waits * n);
         assert!(c.waits >= rank as u64 && c.waits <= (2 * rank * (lookahead + 1)) as u64, "{} waits", c.waits);
+        // Each column is one dispatch of X against its pivot row (a view of
+        // X) into a buffer reused for the whole fit, then its read-back: two
+        // submissions per column, and on the device only X and one column
+        // buffer per kernel are ever allocated.
+        assert_eq!(c.transfers.submissions, 2 * c.waits, "{c:?}");
+        assert_eq!(c.allocations, 1 + 2, "X and a column per kernel: {c:?}");
+        assert_eq!(c.allocated_bytes, (n * d as u64 + 2 * n) * 8);
+    }
+}
+
+/// One pivot step of a GPU mklaren fit, exactly: the counters of a fit of
+/// rank K + 1 less those of the same fit of rank K (the first K steps are
+/// the same in both; the last step adds the look-ahead refresh of the
+/// kernel that took step K and the exact column of step K + 1), at
+/// n = 2000 and n = 16000. A column the step needs and does not find in
+/// its kernel's cache of delta + 1 columns is one dispatch, one wait and
+/// n f64 read back; nothing goes up, nothing is allocated.
+#[test]
+fn mklaren_counters_per_pivot_step_at_two_sizes() {
+    use gramian::mklaren::MklarenParams;
+    let Some(gpu) = device() else { return };
+    let (d, rank, lookahead) = (3usize, 6usize, 3usize);
+    let kernels = [Kernel::rbf(0.3).unwrap(), Kernel::rbf(3.0).unwrap()];
+    let step = |n: usize| {
+        let x = uniform(n, d);
+        let y = DVector::from_fn(n, |i, _| (2.0 * x[(i, 0)]).sin() + x[(i, 1)]);
+        let fit = |k: usize| {
+            let mut order = Vec::new();
+            let c = counted(&gpu, || {
+                let m = MklarenParams::new(k).lookahead(lookahead).kernels(&kernels).fit_inputs(&gpu, &[&x, &x], &y).unwrap();
+                order = m.order().iter().map(|s| (s.kernel, s.pivot)).collect::<Vec<_>>();
+            });
+            (c, order)
+        };
+        let ((before, first), (after, longer)) = (fit(rank), fit(rank + 1));
+        assert_eq!(first[..], longer[..rank], "the first {rank} steps are the same");
+        let c = after.since(&before);
+        print("mklaren step", n, &c);
+        c
+    };
+    let (small, large) = (step(2000), step(16000));
+    for (n, c) in [(2000u64, &small), (16000u64, &large)] {
+        let t = c.transfers;
+        assert!(c.waits >= 1 && c.waits <= lookahead as u64 + 1, "{c:?}");
+        assert_eq!(t.dispatches, c.waits, "one dispatch per column: {c:?}");
+        assert_eq!(t.submissions, 2 * c.waits, "{c:?}");
+        assert_eq!(t.device_to_host_bytes, c.waits * n * 8, "n f64 per column: {c:?}");
+        assert_eq!((t.uploads, t.host_to_device_bytes), (0, 0), "nothing goes up: {c:?}");
+        assert_eq!((c.allocations, c.allocated_bytes), (0, 0), "nothing allocated: {c:?}");
+        assert_eq!(c.total().kernel_evaluations, c.waits * n);
     }
 }
 

@@ -107,6 +107,34 @@ fn mklaren_fit_on_the_gpu_matches_the_cpu_and_uploads_x_once() {
     assert!(err <= 1e-8, "predictions differ by {err:e} (relative); same columns chosen: {same_order}; cpu {:?}, gpu {:?}", cpu.order().iter().map(|c| (c.kernel, c.pivot)).collect::<Vec<_>>(), fitted.order().iter().map(|c| (c.kernel, c.pivot)).collect::<Vec<_>>());
 }
 
+/// GPU fit = CPU fit at n = 2000 and n = 16000: the same columns (kernel
+/// and pivot, in order) and the training predictions within 1e-8 relative
+/// (max-norm); X goes up once and every later byte that crosses is a
+/// kernel column coming down (n f64 each).
+#[test]
+fn mklaren_gpu_fit_chooses_the_cpu_pivots_at_two_sizes() {
+    let Some(gpu) = gpu_device(GpuOptions::default()) else { return };
+    let mut rng = rng();
+    let (d, rank, lookahead) = (3usize, 8usize, 3usize);
+    let kernels = [Kernel::rbf(0.3).unwrap(), Kernel::rbf(3.0).unwrap()];
+    let params = MklarenParams::new(rank).lookahead(lookahead).kernels(&kernels);
+    for n in [2000usize, 16000] {
+        let x = DMatrix::<f64>::from_fn(n, d, |_, _| rng.random_range(-1.0..1.0));
+        let y = DVector::from_fn(n, |i, _| (2.0 * x[(i, 0)]).sin() + x[(i, 1)] + 0.05 * rng.random_range(-1.0..1.0));
+        let cpu = params.fit_inputs(&Device::Cpu, &[&x, &x], &y).unwrap();
+        gpu.reset_device_counters();
+        let fitted = params.fit_inputs(&gpu, &[&x, &x], &y).unwrap();
+        let c = gpu.device_counters();
+        let order = |m: &gramian::mklaren::Mklaren| m.order().iter().map(|s| (s.kernel, s.pivot)).collect::<Vec<_>>();
+        assert_eq!(order(&cpu), order(&fitted), "n = {n}: the GPU fit chose other columns");
+        let (pc, pg) = (cpu.training_fit(), fitted.training_fit());
+        let err = (pc - pg).amax() / pc.amax();
+        assert!(err <= 1e-8, "n = {n}: training predictions differ by {err:e} (relative)");
+        assert_eq!((c.transfers.uploads, c.transfers.host_to_device_bytes), (1, (n * d * 8) as u64), "n = {n}: {c:?}");
+        assert_eq!(c.transfers.device_to_host_bytes, c.waits * (n * 8) as u64, "n = {n}: {c:?}");
+    }
+}
+
 #[test]
 fn matrix_free_dual_eksvd_on_the_gpu_matches_the_cpu_and_uploads_each_source_once() {
     let Some(gpu) = gpu_device(GpuOptions::default()) else { return };
