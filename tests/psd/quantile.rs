@@ -53,23 +53,23 @@ fn quantile_levels_are_validated() {
 fn quantile_fit_on_a_gpu_matches_the_cpu() {
     let Some(gpu) = common::gpu_device(gramian::GpuOptions::default()) else { return };
     let mut rng = common::rng();
-    let (x, y) = common::quantile_appendix_e(60, &mut rng);
-    let (levels, m) = ([0.25, 0.5, 0.75], 24usize);
+    let (x, y) = common::quantile_appendix_e(50, &mut rng);
+    let (levels, m) = ([0.3, 0.7], 16usize);
     let params = QuantileParams::new(gramian::Kernel::gaussian_with_width(0.2).unwrap(), &levels).unwrap()
         .regularisation(Regularisation::new().linear(1e-3).trace(1e-3).quadratic(1e-4))
         .nystrom(m, 5)
-        .solver(SolverOptions { tolerance: 1e-4, max_iterations: 20_000, check_every: 10 });
+        .solver(SolverOptions { tolerance: 2e-3, max_iterations: 20_000, check_every: 5 });
     let cpu = params.fit_xy(&Device::Cpu, &x, &y).unwrap();
     gpu.reset_device_counters();
     let fitted = params.fit_xy(&gpu, &x, &y).unwrap();
     let counters = gpu.device_counters();
     let (pc, pg) = (cpu.report().primal, fitted.report().primal);
     println!("quantile: cpu primal {pc:.10} gap {:.1e} in {} iterations; gpu primal {pg:.10} gap {:.1e} in {} iterations; {} waits, {} bytes down", cpu.report().gap, cpu.report().iterations, fitted.report().gap, fitted.report().iterations, counters.waits, counters.transfers.device_to_host_bytes);
-    assert!(cpu.report().gap <= 1e-4 && fitted.report().gap <= 1e-4);
+    assert!(cpu.report().gap <= 2e-3 && fitted.report().gap <= 2e-3);
     assert!((pc - pg).abs() <= cpu.report().gap + fitted.report().gap + 1e-12 * pc.abs(), "primal cpu {pc} gpu {pg}");
     let grid = DMatrix::from_fn(401, 1, |i, _| -0.5 + 2.0 * i as f64 / 400.0);
     let q = fitted.predict(&grid).unwrap();
-    assert!((0..grid.nrows()).all(|i| q[(i, 0)] <= q[(i, 1)] && q[(i, 1)] <= q[(i, 2)]));
+    assert!((0..grid.nrows()).all(|i| q[(i, 0)] <= q[(i, 1)]));
     let (n, parts) = (x.nrows() as u64, (levels.len() - 1) as u64);
     let vector = 8 * n.max(m as u64);
     assert!(counters.transfers.device_to_host_bytes <= counters.waits * vector + parts * 8 * (m * m) as u64, "{} bytes down in {} waits", counters.transfers.device_to_host_bytes, counters.waits);
