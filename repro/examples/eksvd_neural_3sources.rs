@@ -72,7 +72,7 @@ fn main() -> AnyResult<()> {
     let refit = args.table.refit;
     let t = args.table.training.resolve(default_training());
     let candidates = args.table.candidates.unwrap_or_else(|| CANDIDATES.to_vec());
-    let text = load_three_sources(&dir)?.log_cosine_normalized();
+    let text = load_three_sources(&dir)?.log_cosine_normalized()?;
     let data = MultiViewData { view_names: text.view_names, views: text.views, labels: text.labels };
     let start = Instant::now();
     let (mut concat, mut neural_f1, mut svm_f1, mut chosen) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
