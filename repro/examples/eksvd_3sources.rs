@@ -267,7 +267,7 @@ fn main() -> AnyResult<()> {
     let (dir, splits) = (args.data_dir, args.splits);
     let device = Device::auto();
     println!("device: {}", device.describe());
-    let text = load_three_sources(&dir)?.log_cosine_normalized();
+    let text = load_three_sources(&dir)?.log_cosine_normalized()?;
     let data = MultiViewData { view_names: text.view_names, views: text.views, labels: text.labels };
     let start = Instant::now();
     if let Some(folds) = args.cv {

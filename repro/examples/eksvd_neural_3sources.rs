@@ -67,12 +67,14 @@ struct Args {
 }
 
 fn main() -> AnyResult<()> {
+    // burn's CPU backend allocates per operation: keep freed memory for reuse.
+    gramian_repro::process::reuse_freed_memory();
     let args = Args::parse();
     let (dir, splits, out) = (args.data_dir, args.table.splits, args.table.out.clone());
     let refit = args.table.refit;
     let t = args.table.training.resolve(default_training());
     let candidates = args.table.candidates.unwrap_or_else(|| CANDIDATES.to_vec());
-    let text = load_three_sources(&dir)?.log_cosine_normalized();
+    let text = load_three_sources(&dir)?.log_cosine_normalized()?;
     let data = MultiViewData { view_names: text.view_names, views: text.views, labels: text.labels };
     let start = Instant::now();
     let (mut concat, mut neural_f1, mut svm_f1, mut chosen) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());

@@ -112,6 +112,8 @@ fn row_name(backend: NeuralBackend, replay: bool) -> String {
 }
 
 fn main() -> AnyResult<()> {
+    // burn's CPU backend allocates per operation: keep freed memory for reuse.
+    gramian_repro::process::reuse_freed_memory();
     // Warnings (e.g. a fit that falls back to eager steps) on stderr.
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
     let args = Args::parse();

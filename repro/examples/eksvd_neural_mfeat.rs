@@ -87,6 +87,8 @@ struct Args {
 }
 
 fn main() -> AnyResult<()> {
+    // burn's CPU backend allocates per operation: keep freed memory for reuse.
+    gramian_repro::process::reuse_freed_memory();
     let args = Args::parse();
     let (dir, splits, out, views) = (args.data_dir, args.table.splits, args.table.out.clone(), args.views);
     let refit = args.table.refit;

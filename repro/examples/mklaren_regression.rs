@@ -15,7 +15,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use clap::Parser;
-use gramian_repro::datasets::{mean_std, random_split, read_csv_table, rmse, select_entries, select_rows, Standardizer};
+use gramian_repro::datasets::{mean_std, LabelColumn, random_split, read_csv_table, rmse, select_entries, select_rows, Standardizer};
 use gramian::estimator::{cross_validate, Fit, Predict, Samples, Splits, Supervised};
 use gramian::mklaren::{FullKernelRidgeParams, KernelCombination, LowRankMethod, LowRankRidgeParams, MklarenParams};
 use gramian::{Device, Kernel};
@@ -84,7 +84,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut table: Vec<(String, MethodSummary)> = Vec::new();
     for name in DATASETS {
         let path = dir.join(format!("{name}.csv"));
-        let data = match read_csv_table(&path) {
+        let data = match read_csv_table(&path, LabelColumn::Last) {
             Ok(t) => t,
             Err(e) => {
                 println!("skipping {name}: {e}");
@@ -95,7 +95,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let n_all = data.features.nrows();
         let rows = sample(&mut StdRng::seed_from_u64(2017), n_all, max_rows.min(n_all)).into_vec();
         let x = select_rows(&data.features, &rows)?;
-        let y = select_entries(&data.target, &rows)?;
+        let y = select_entries(data.target()?, &rows)?;
         let mut scores = vec![vec![Vec::new(); RANKS.len()]; METHODS.len()];
         for seed in 0..splits {
             let s = random_split(x.nrows(), 0.6, 0.2, seed)?;

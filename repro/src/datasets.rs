@@ -14,7 +14,7 @@ use rand::{rngs::StdRng, SeedableRng};
 use thiserror::Error;
 
 mod term_counts;
-pub use term_counts::{load_term_count_views, load_three_sources, log_cosine_normalize, TermCountError, TermCountViews, THREE_SOURCES_VIEWS};
+pub use term_counts::{load_term_count_views, load_three_sources, load_triplet_views, log_cosine_normalize, read_triplets, TermCountError, TermCountViews, TripletFault, MAX_DENSE_ENTRIES, THREE_SOURCES_VIEWS};
 
 /// Errors while loading or splitting data.
 #[derive(Debug, Error)]
@@ -41,6 +41,17 @@ pub enum DatasetError {
         /// Index of the first such value (row-major in a file).
         index: usize,
     },
+    /// The label column asked of [`read_csv_table`] is not in the file.
+    #[error("{path} has no column {column}")]
+    NoSuchColumn {
+        /// The file.
+        path: PathBuf,
+        /// The index or name asked for.
+        column: String,
+    },
+    /// A label was asked of a table read without one ([`LabelColumn::None`]).
+    #[error("the table was read without a label column")]
+    NoLabelColumn,
     /// Two sequences that must be paired entry by entry have different lengths.
     #[error("length mismatch: {what} (expected {expected}, found {found})")]
     LengthMismatch {
@@ -53,26 +64,54 @@ pub enum DatasetError {
     },
 }
 
-/// A table of numbers: features and the last column as target.
+/// Which column of a CSV file [`read_csv_table`] takes as the label (or
+/// regression target). There is no default: a file without labels read
+/// with [`LabelColumn::Last`] would lose its last feature to the label.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LabelColumn {
+    /// No label: every column is a feature.
+    None,
+    /// The last column.
+    Last,
+    /// The column at this index (from 0).
+    Index(usize),
+    /// The column with this header name (the first such column).
+    Name(String),
+}
+
+/// A table of numbers: features and, where asked for, a label column.
 #[derive(Debug, Clone)]
 pub struct Table {
     /// Column names of the features (header row).
     pub feature_names: Vec<String>,
-    /// Features, one sample per row.
+    /// Features, one sample per row (every column but the label's).
     pub features: DMatrix<f64>,
-    /// The last column (label or regression target).
-    pub target: DVector<f64>,
+    /// The label (or regression target) column, `None` when read with
+    /// [`LabelColumn::None`].
+    pub target: Option<DVector<f64>>,
 }
 
-/// Reads a CSV file with a header row; every column must be numeric; the last
-/// column is returned as `target`, the others as `features`.
+impl Table {
+    /// The label column.
+    ///
+    /// Errors: [`DatasetError::NoLabelColumn`] for a table read with
+    /// [`LabelColumn::None`].
+    pub fn target(&self) -> Result<&DVector<f64>, DatasetError> {
+        self.target.as_ref().ok_or(DatasetError::NoLabelColumn)
+    }
+}
+
+/// Reads a CSV file with a header row; every column must be numeric;
+/// `label` says which column, if any, is returned as `target` (the others
+/// are `features`, in file order).
 ///
 /// Errors: [`DatasetError::Missing`] for a path that does not exist;
-/// [`DatasetError::Parse`] for unreadable or invalid UTF-8 input, fewer than
-/// two columns, ragged rows, a field that is not a finite `f64` (NaN,
-/// `inf`, `1e400` included) and a file without data rows. A leading UTF-8
-/// byte-order mark is ignored.
-pub fn read_csv_table(path: impl AsRef<Path>) -> Result<Table, DatasetError> {
+/// [`DatasetError::Parse`] for unreadable or invalid UTF-8 input, no
+/// column, no feature column besides the label, ragged rows, a field that
+/// is not a finite `f64` (NaN, `inf`, `1e400` included) and a file without
+/// data rows; [`DatasetError::NoSuchColumn`] for a label index or name the
+/// header does not have. A leading UTF-8 byte-order mark is ignored.
+pub fn read_csv_table(path: impl AsRef<Path>, label: LabelColumn) -> Result<Table, DatasetError> {
     let path = path.as_ref();
     if !path.exists() {
         return Err(DatasetError::Missing(path.to_path_buf()));
@@ -80,11 +119,19 @@ pub fn read_csv_table(path: impl AsRef<Path>) -> Result<Table, DatasetError> {
     let parse_err = |reason: String| DatasetError::Parse { path: path.to_path_buf(), reason };
     let mut reader = csv::Reader::from_path(path).map_err(|e| parse_err(e.to_string()))?;
     let header: Vec<String> = reader.headers().map_err(|e| parse_err(e.to_string()))?.iter().map(str::to_string).collect();
-    if header.len() < 2 {
-        return Err(parse_err("need at least one feature column and a target column".into()));
-    }
     let cols = header.len();
+    let label_at = match &label {
+        LabelColumn::None => None,
+        LabelColumn::Last => Some(cols.checked_sub(1).ok_or_else(|| parse_err("no columns".into()))?),
+        LabelColumn::Index(i) => Some(*i).filter(|&i| i < cols).map(Some).ok_or_else(|| DatasetError::NoSuchColumn { path: path.to_path_buf(), column: format!("index {i} of {cols} columns") })?,
+        LabelColumn::Name(name) => Some(header.iter().position(|h| h == name).ok_or_else(|| DatasetError::NoSuchColumn { path: path.to_path_buf(), column: format!("{name:?}") })?),
+    };
+    let n_features = cols - usize::from(label_at.is_some());
+    if n_features == 0 {
+        return Err(parse_err(if label_at.is_some() { "need at least one feature column besides the label".into() } else { "no columns".into() }));
+    }
     let mut values = Vec::new();
+    let mut targets = Vec::new();
     let mut rows = 0usize;
     for (r, record) in reader.records().enumerate() {
         let record = record.map_err(|e| parse_err(e.to_string()))?;
@@ -96,18 +143,21 @@ pub fn read_csv_table(path: impl AsRef<Path>) -> Result<Table, DatasetError> {
             if !v.is_finite() {
                 return Err(parse_err(format!("row {} column {c}: {field:?} is not a finite number (NaN, infinity, or beyond the f64 range)", r + 1)));
             }
-            values.push(v);
+            if Some(c) == label_at {
+                targets.push(v);
+            } else {
+                values.push(v);
+            }
         }
         rows += 1;
     }
     if rows == 0 {
         return Err(parse_err("no data rows".into()));
     }
-    let all = DMatrix::from_row_slice(rows, cols, &values);
     Ok(Table {
-        feature_names: header[..cols - 1].to_vec(),
-        features: all.columns(0, cols - 1).into_owned(),
-        target: all.column(cols - 1).into_owned(),
+        feature_names: header.into_iter().enumerate().filter(|&(c, _)| Some(c) != label_at).map(|(_, h)| h).collect(),
+        features: DMatrix::from_row_slice(rows, n_features, &values),
+        target: label_at.map(|_| DVector::from_vec(targets)),
     })
 }
 
@@ -298,6 +348,39 @@ pub fn mean_std(values: &[f64]) -> (f64, f64) {
 mod tests {
     use super::*;
 
+    /// A CSV file in the temporary folder.
+    fn temp_csv(name: &str, text: &str) -> PathBuf {
+        let path = std::env::temp_dir().join(format!("gramian-repro-{}-{name}.csv", std::process::id()));
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    /// The label column is the one asked for (none, last, by index, by
+    /// name); every other column stays a feature, in file order; a column
+    /// that is not there and a table with no feature besides the label are
+    /// typed errors.
+    #[test]
+    fn the_label_column_is_explicit() {
+        let path = temp_csv("labels", "a,b,c\n1,2,3\n4,5,6\n");
+        let none = read_csv_table(&path, LabelColumn::None).unwrap();
+        assert_eq!((none.features.ncols(), none.feature_names.clone()), (3, vec!["a".to_string(), "b".into(), "c".into()]));
+        assert!(none.target.is_none());
+        assert!(matches!(none.target(), Err(DatasetError::NoLabelColumn)));
+        let last = read_csv_table(&path, LabelColumn::Last).unwrap();
+        assert_eq!(last.features, DMatrix::from_row_slice(2, 2, &[1.0, 2.0, 4.0, 5.0]));
+        assert_eq!(last.target().unwrap().as_slice(), &[3.0, 6.0]);
+        let middle = read_csv_table(&path, LabelColumn::Index(1)).unwrap();
+        assert_eq!((middle.features.clone(), middle.feature_names.clone()), (DMatrix::from_row_slice(2, 2, &[1.0, 3.0, 4.0, 6.0]), vec!["a".to_string(), "c".into()]));
+        assert_eq!(middle.target().unwrap().as_slice(), &[2.0, 5.0]);
+        let named = read_csv_table(&path, LabelColumn::Name("a".into())).unwrap();
+        assert_eq!(named.target().unwrap().as_slice(), &[1.0, 4.0]);
+        assert!(matches!(read_csv_table(&path, LabelColumn::Index(3)), Err(DatasetError::NoSuchColumn { .. })));
+        assert!(matches!(read_csv_table(&path, LabelColumn::Name("d".into())), Err(DatasetError::NoSuchColumn { .. })));
+        let single = temp_csv("single", "y\n1\n2\n");
+        assert!(matches!(read_csv_table(&single, LabelColumn::Last), Err(DatasetError::Parse { .. })));
+        assert_eq!(read_csv_table(&single, LabelColumn::None).unwrap().features.ncols(), 1);
+    }
+
     #[test]
     fn stratified_split_keeps_proportions_and_partitions() {
         let labels: Vec<usize> = (0..100).map(|i| i % 4).collect();
@@ -330,6 +413,6 @@ mod tests {
 
         #[test]
     fn missing_file_is_a_clear_error() {
-        assert!(matches!(read_csv_table("/nonexistent/x.csv"), Err(DatasetError::Missing(_))));
+        assert!(matches!(read_csv_table("/nonexistent/x.csv", LabelColumn::Last), Err(DatasetError::Missing(_))));
     }
 }

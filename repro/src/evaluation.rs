@@ -13,7 +13,7 @@ use thiserror::Error;
 
 use gramian::Error;
 use gramian::MultiSource;
-use crate::datasets::{read_csv_table, stratified_split, try_macro_f1, DatasetError, Split, Standardizer};
+use crate::datasets::{read_csv_table, stratified_split, LabelColumn, try_macro_f1, DatasetError, Split, Standardizer};
 
 pub mod linear_svm;
 pub use linear_svm::{linear_svm_classifier, LinearSvm, LinearSvmParams};
@@ -77,9 +77,9 @@ impl MultiViewData {
         let mut views = Vec::new();
         let mut labels: Option<Vec<usize>> = None;
         for name in names {
-            let table = read_csv_table(dir.as_ref().join(format!("{prefix}{name}.csv")))?;
+            let table = read_csv_table(dir.as_ref().join(format!("{prefix}{name}.csv")), LabelColumn::Last)?;
             let these: Vec<usize> = table
-                .target
+                .target()?
                 .iter()
                 .map(|&v| {
                     if (0.0..=MAX_LABEL).contains(&v) && v.fract() == 0.0 {

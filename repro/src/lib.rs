@@ -8,7 +8,9 @@
 //! - [`datasets`]: CSV tables and term-count views, splits,
 //!   standardisation, metrics;
 //! - [`evaluation`]: the eKSVD evaluation harness (multi-view data sets,
-//!   selection on validation, the one-vs-rest linear SVM of the papers).
+//!   selection on validation, the one-vs-rest linear SVM of the papers);
+//! - [`process`]: process-wide settings of the programs (the allocator's
+//!   reuse of freed memory).
 //!
 //! Measured logs are in `repro/results/`, the reference programs they were
 //! compared with (NumPy, SciPy, LAPACK, the FMA peak) in `repro/reference/`.
@@ -17,3 +19,4 @@
 
 pub mod datasets;
 pub mod evaluation;
+pub mod process;

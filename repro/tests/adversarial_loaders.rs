@@ -12,7 +12,7 @@ use crate::harness;
 
 use std::path::PathBuf;
 
-use gramian_repro::datasets::read_csv_table;
+use gramian_repro::datasets::{read_csv_table, LabelColumn};
 use gramian_repro::evaluation::{MultiViewData, MAX_LABEL};
 use harness::Tally;
 use proptest::prelude::*;
@@ -122,14 +122,15 @@ fn csv_loaders_end_in_typed_errors_or_valid_datasets() {
         std::fs::write(&path, render(&spec)).expect("write");
         let (tx, rx) = std::sync::mpsc::channel();
         t.run(format!("read_csv_table {spec:?}"), move || {
-            let table = read_csv_table(&path)?;
-            let valid = table.features.nrows() == table.target.len()
+            let table = read_csv_table(&path, LabelColumn::Last)?;
+            let target = table.target()?.clone();
+            let valid = table.features.nrows() == target.len()
                 && table.feature_names.len() == table.features.ncols()
                 && table.features.ncols() >= 1
-                && !table.target.is_empty()
+                && !target.is_empty()
                 && !table.feature_names.first().is_some_and(|n| n.starts_with('\u{feff}'));
             let _ = tx.send(valid);
-            Ok::<_, gramian_repro::datasets::DatasetError>((table.features, table.target))
+            Ok::<_, gramian_repro::datasets::DatasetError>((table.features, target))
         });
         if rx.try_recv() == Ok(false) {
             invalid_ok.push(format!("{spec:?}"));

@@ -37,7 +37,7 @@ fn three_sources_loads_169_stories_in_three_views() {
     }
     assert_eq!(counts, [56, 21, 11, 18, 51, 12]);
     assert_eq!(data.terms[0].len(), 3560);
-    let scaled = data.log_cosine_normalized();
+    let scaled = data.log_cosine_normalized().unwrap();
     for v in &scaled.views {
         for row in v.row_iter() {
             assert!((row.norm() - 1.0).abs() < 1e-12);
@@ -99,7 +99,7 @@ fn concatenate(views: &[DMatrix<f64>]) -> DMatrix<f64> {
 #[test]
 fn dual_eksvd_on_one_3sources_split_beats_a_floor() {
     let Some(text) = three_sources() else { return };
-    let text = text.log_cosine_normalized();
+    let text = text.log_cosine_normalized().unwrap();
     let data = MultiViewData { view_names: text.view_names, views: text.views, labels: text.labels };
     let split = data.split_unscaled(0.6, 0.2, 0).unwrap();
     let device = Device::cpu();

@@ -5,6 +5,7 @@
 
 use crate::common;
 
+use burn::module::Module;
 use burn::tensor::{Tensor, TensorData};
 use gramian::eksvd::neural::{burn_device, cross_entropy, objective_per_component, shared_gpu, Activation, EarlyStopping, LossTensors, NeuralBackend, NeuralEksvd, NeuralEksvdNet, NeuralEksvdParams, NeuralWeights};
 use gramian::Error;
@@ -36,19 +37,10 @@ fn rows_to_tensor(m: &DMatrix<f64>, device: &burn::tensor::Device) -> Tensor<2> 
     Tensor::from_data(TensorData::new(v, [m.nrows(), m.ncols()]), device)
 }
 
-/// Sources stacked as `[Q, n, w]`, each zero-padded to `w = max_q d_q`
-/// columns (the layout the network trains on).
-fn stacked(sources: &[DMatrix<f64>], device: &burn::tensor::Device) -> Tensor<3> {
-    let (n, width) = (sources[0].nrows(), sources.iter().map(|x| x.ncols()).max().unwrap());
-    let mut v = vec![0f32; sources.len() * n * width];
-    for (q, x) in sources.iter().enumerate() {
-        for i in 0..n {
-            for j in 0..x.ncols() {
-                v[(q * n + i) * width + j] = x[(i, j)] as f32;
-            }
-        }
-    }
-    Tensor::from_data(TensorData::new(v, [sources.len(), n, width]), device)
+/// One `[n, d_q]` tensor per source, each at its own width (the layout
+/// the network trains on).
+fn per_source(sources: &[DMatrix<f64>], device: &burn::tensor::Device) -> Vec<Tensor<2>> {
+    sources.iter().map(|x| rows_to_tensor(x, device)).collect()
 }
 
 fn to_vec(t: Tensor<1>) -> Vec<f64> {
@@ -114,10 +106,10 @@ fn objective_and_loss_match_the_f64_formula() {
         let net = model.net();
         for (rows, scale) in [((0..40).collect::<Vec<_>>(), 1.0), ((0..20).collect(), 2.0)] {
             let sub: Vec<DMatrix<f64>> = data.sources().iter().map(|x| x.select_rows(rows.iter())).collect();
-            let scores = net.stacked_scores(stacked(&sub, &device), 0.0);
+            let scores = net.stacked_scores(per_source(&sub, &device), 0.0);
             let j_burn = to_vec(objective_per_component(net.projections(), scores.clone(), net.gamma(), 40));
             let cpu_scores: Vec<DMatrix<f64>> = sub.iter().enumerate().map(|(q, x)| w.scores(q, x)).collect();
-            // The stacked scores (sources of 4, 5 and 6 columns padded to 6)
+            // The stacked scores (sources of 4, 5 and 6 columns, none padded)
             // and the per-source path agree with the f64 forward pass.
             let flat: Vec<f32> = scores.clone().into_data().try_to_vec::<f32>().unwrap();
             for (q, cpu) in cpu_scores.iter().enumerate() {
@@ -307,7 +299,7 @@ fn dropout_in_the_feature_maps() {
     // evaluated with a linear activation would hide the mask, so ReLU.
     let model = small_params(3).hidden(vec![16]).init(&cpu(), data.sources().iter().map(|x| x.ncols()).collect(), 3).unwrap();
     let net = model.net();
-    let x = stacked(data.sources(), &device);
+    let x = per_source(data.sources(), &device);
     let plain: Vec<f32> = net.stacked_features(x.clone(), 0.0).into_data().try_to_vec::<f32>().unwrap();
     // Source 0's block of the stacked features is its own feature map.
     let first: Vec<f32> = net.features(0, rows_to_tensor(data.source(0), &device)).into_data().try_to_vec::<f32>().unwrap();
@@ -454,6 +446,27 @@ fn save_and_load_round_trip() {
     assert_eq!(loaded.gamma(), model.gamma());
     std::fs::remove_dir_all(&dir).unwrap();
     assert!(matches!(NeuralEksvd::load(&dir), Err(Error::Record(_))));
+}
+
+/// Each source's first layer has exactly its own `d_q` rows: the network's
+/// parameters are `sum_q (d_q + 1) h_1` for the first layers, nothing for
+/// padding, and a saved model writes `format=2`.
+#[test]
+fn first_layers_are_as_wide_as_their_sources() {
+    let dims = vec![3, 40, 7];
+    let model = small_params(5).hidden(vec![8]).init(&cpu(), dims.clone(), 3).unwrap();
+    let w = model.weights();
+    let (h1, d_phi, k, q) = (8, w.projections[0].nrows(), w.projections[0].ncols(), dims.len());
+    let first: usize = dims.iter().map(|d| (d + 1) * h1).sum();
+    let expected = first + q * (h1 + 1) * d_phi + q * d_phi * k + 1 + (q * k + 1) * 3;
+    assert_eq!(model.net().num_params(), expected);
+    for (s, &d) in dims.iter().enumerate() {
+        assert_eq!(w.feature_maps[s][0].0.shape(), (d, h1));
+    }
+    let dir = std::env::temp_dir().join(format!("gramian-neural-format-2-{}", std::process::id()));
+    model.save(&dir).unwrap();
+    assert!(std::fs::read_to_string(dir.join("architecture.txt")).unwrap().starts_with("format=2\n"));
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// The same first Adam steps on Wgpu (lavapipe in CI) and the CPU: same

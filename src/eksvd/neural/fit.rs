@@ -82,7 +82,8 @@ params.validate()?;
     let device = model.burn_device().clone();
     let ad_device = device.clone().autodiff();
     let n = host.n;
-    // The training set is uploaded once, stacked (`[Q, N, w]`), to the
+    // The training set is uploaded once (one `[N, d_q]` tensor per
+    // source, each at its own width), to the
     // training device (for the steps) and the plain one (for the
     // per-epoch loss); each epoch uploads its permutation (n integers)
     // and every minibatch is gathered on the device. Per epoch, the
@@ -185,10 +186,7 @@ params.validate()?;
             let len = params.batch_size.min(n - start);
             let (mut x, one_hot) = gather(cursor.borrow().slice(start, len));
             if params.input_noise > 0.0 {
-                // Noise on each source's own columns only: the padding
-                // stays zero.
-                let noise = x.random_like(Distribution::Normal(0.0, params.input_noise));
-                x = x + noise * resident.columns.clone();
+                x = x.into_iter().map(|x| x.clone() + x.random_like(Distribution::Normal(0.0, params.input_noise))).collect();
             }
             let rate = params.schedule.rate(params.learning_rate, step, total_steps);
             state.borrow_mut().step(x, one_hot, None, StepSettings { learning_rate: rate, ..settings });

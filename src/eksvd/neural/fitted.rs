@@ -14,6 +14,7 @@ use nalgebra::DMatrix;
 use super::history::TrainingHistory;
 use super::loss::LossValues;
 use super::model::{tensor_to_f32, tensor_to_matrix, tensor_to_vector, Activation, Architecture, NeuralEksvdNet, NeuralWeights};
+use super::format1::PaddedNet;
 use super::placement::burn_device;
 use super::resident::{queue_pass, read_passes, to_f32_rows, Evaluation, HostData, ResidentData, EVAL_CHUNK};
 use super::{NeuralBackend, Result};
@@ -164,7 +165,7 @@ impl NeuralEksvd {
         Ok(())
     }
 
-    /// Paired samples, checked, stacked and uploaded to the model's device.
+    /// Paired samples, checked and uploaded to the model's device.
     fn upload_unlabelled(&self, data: &MultiSource) -> Result<ResidentData> {
         self.check_paired(data)?;
         Ok(HostData::new(data, None, self.arch.n_classes)?.upload(&self.burn))
@@ -204,7 +205,9 @@ impl NeuralEksvd {
     }
 
     /// Saves the weights (burnpack `model.bpk`) and the architecture
-    /// (`architecture.txt`) into directory `dir` (created if missing).
+    /// (`architecture.txt`, with `format=2`: the network of
+    /// [`NeuralEksvdNet`], each source's first layer its own `d_q x h_1`
+    /// tensor) into directory `dir` (created if missing).
     pub fn save(&self, dir: impl AsRef<Path>) -> Result<()> {
         let dir = dir.as_ref();
         let io = |e: std::io::Error| Error::Record(format!("{}: {e}", dir.display()));
@@ -212,7 +215,7 @@ impl NeuralEksvd {
         let a = &self.arch;
         let list = |v: &[usize]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(" ");
         let text = format!(
-            "input_dims={}\nhidden={}\nd_phi={}\ncomponents={}\nn_classes={}\nactivation={}\n",
+            "format={SAVE_FORMAT}\ninput_dims={}\nhidden={}\nd_phi={}\ncomponents={}\nn_classes={}\nactivation={}\n",
             list(&a.input_dims),
             list(&a.hidden),
             a.d_phi,
@@ -231,7 +234,13 @@ impl NeuralEksvd {
     /// The whole of `model.bpk` is read before the network is built, so the
     /// loaded model does not need the directory afterwards.
     ///
-    /// Errors: [`Error::Record`] for a missing or malformed file.
+    /// Both formats load: 2 (written by [`NeuralEksvd::save`]) and 1 (no
+    /// `format` line: every layer stacked over the sources, the first one
+    /// with each source's rows zero-padded to `max_q d_q`), whose padding
+    /// rows are dropped.
+    ///
+    /// Errors: [`Error::Record`] for a missing or malformed file or an
+    /// unknown format.
     pub fn load(dir: impl AsRef<Path>) -> Result<Self> {
         let dir = dir.as_ref();
         let text = std::fs::read_to_string(dir.join("architecture.txt")).map_err(|e| Error::Record(format!("{}: {e}", dir.display())))?;
@@ -241,7 +250,11 @@ impl NeuralEksvd {
         let path = dir.join("model.bpk");
         let bytes = std::fs::read(&path).map_err(|e| Error::Record(format!("{}: {e}", path.display())))?;
         let record = ModuleRecord::from_bytes(Bytes::from_bytes_vec(bytes)).map_err(|e| Error::Record(format!("{}: {e}", path.display())))?;
-        let net = NeuralEksvdNet::init(&arch, 1.0, 0, &burn)?.try_load_record(record).map_err(|e| Error::Record(format!("{}: {e}", path.display())))?;
+        let record_error = |e: burn::store::RecordError| Error::Record(format!("{}: {e}", path.display()));
+        let net = match saved_format(&text)? {
+            1 => NeuralEksvdNet::from_weights(&PaddedNet::zeros(&arch, &burn)?.try_load_record(record).map_err(record_error)?.into_weights(&arch)?, &burn)?,
+            _ => NeuralEksvdNet::init(&arch, 1.0, 0, &burn)?.try_load_record(record).map_err(record_error)?,
+        };
         Ok(NeuralEksvd::untrained(net, burn, device, arch))
     }
 }
@@ -283,6 +296,22 @@ impl Predict<MultiSource> for NeuralEksvd {
     }
 }
 
+/// The format [`NeuralEksvd::save`] writes (see [`NeuralEksvd::load`]).
+const SAVE_FORMAT: u32 = 2;
+
+/// The `format` of an `architecture.txt`: 1 where there is no such line.
+///
+/// Errors: [`Error::Record`] for a format other than 1 and 2.
+fn saved_format(text: &str) -> Result<u32> {
+    match text.lines().find_map(|l| l.strip_prefix("format=")).map(str::trim) {
+        None => Ok(1),
+        Some(v) => match v.parse::<u32>() {
+            Ok(f @ 1..=SAVE_FORMAT) => Ok(f),
+            _ => Err(Error::Record(format!("architecture.txt: format {v} is not 1 or {SAVE_FORMAT}"))),
+        },
+    }
+}
+
 fn parse_architecture(text: &str) -> Result<Architecture> {
     let bad = |what: &str| Error::Record(format!("architecture.txt: bad or missing {what}"));
     let get = |key: &str| text.lines().find_map(|l| l.strip_prefix(key).and_then(|r| r.strip_prefix('='))).ok_or_else(|| bad(key));
@@ -298,4 +327,35 @@ fn parse_architecture(text: &str) -> Result<Architecture> {
     };
     arch.validate()?;
     Ok(arch)
+}
+
+#[cfg(test)]
+mod tests {
+    use burn::module::Module;
+
+    use super::NeuralEksvd;
+    use crate::eksvd::neural::format1::PaddedNet;
+    use crate::eksvd::neural::model::{Activation, Architecture, NeuralEksvdNet};
+    use crate::eksvd::neural::placement::burn_device;
+    use crate::error::Error;
+
+    /// A model saved in format 1 (no `format` line, the first layer stacked
+    /// and zero-padded to the widest source) loads with the same weights as
+    /// the network it was written from; an unknown format is a typed error.
+    #[test]
+    fn format_1_models_load() {
+        let device = burn_device(&crate::Device::Cpu).unwrap();
+        let arch = Architecture { input_dims: vec![3, 7, 5], hidden: vec![4], d_phi: 6, components: 2, n_classes: 3, activation: Activation::Tanh };
+        let weights = NeuralEksvdNet::init(&arch, 0.7, 11, &device).unwrap().export();
+        let dir = std::env::temp_dir().join(format!("gramian-neural-format-1-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("architecture.txt"), "input_dims=3 7 5\nhidden=4\nd_phi=6\ncomponents=2\nn_classes=3\nactivation=tanh\n").unwrap();
+        PaddedNet::from_weights(&weights, &device).save_file(dir.join("model.bpk")).unwrap();
+        let loaded = NeuralEksvd::load(&dir).unwrap().weights();
+        assert_eq!(loaded.values(), weights.values());
+        assert_eq!(loaded.feature_maps.iter().map(|l| l[0].0.nrows()).collect::<Vec<_>>(), vec![3, 7, 5]);
+        std::fs::write(dir.join("architecture.txt"), "format=3\ninput_dims=3 7 5\nhidden=4\nd_phi=6\ncomponents=2\nn_classes=3\nactivation=tanh\n").unwrap();
+        assert!(matches!(NeuralEksvd::load(&dir), Err(Error::Record(_))));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

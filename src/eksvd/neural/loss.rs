@@ -156,7 +156,7 @@ mod tests {
         let arch = Architecture { input_dims: vec![5, 7], hidden: vec![8], d_phi: 6, components: 3, n_classes: 4, activation: Activation::Relu };
         let net = NeuralEksvdNet::init(&arch, 1.0, rng.random(), &device).unwrap().fork(&ad).train();
         let (width, short, n, eta) = (10, 6, 106, 0.7);
-        let x = Tensor::<3>::random([2, width, 7], Distribution::Normal(0.0, 1.0), &ad);
+        let x: Vec<Tensor<2>> = arch.input_dims.iter().map(|&d| Tensor::<2>::random([width, d], Distribution::Normal(0.0, 1.0), &ad)).collect();
         let labels: Vec<usize> = (0..width).map(|_| rng.random_range(0..4)).collect();
         let one_hot = Tensor::<2>::from_data(TensorData::new((0..width * 4).map(|i| if labels[i / 4] == i % 4 { 1.0f32 } else { 0.0 }).collect::<Vec<_>>(), [width, 4]), &ad);
         let rows = |counted: usize| PaddedRows {
@@ -164,7 +164,7 @@ mod tests {
             full: Tensor::<1, Bool>::from_data(TensorData::new(vec![counted == width], [1]), &ad),
             short_rows: short,
         };
-        let plain = |x: Tensor<3>, one_hot: Tensor<2>| {
+        let plain = |x: Vec<Tensor<2>>, one_hot: Tensor<2>| {
             let scores = net.stacked_scores(x, 0.0);
             let objective = objective_per_component(net.projections(), scores.clone(), net.gamma(), n);
             LossTensors::new(objective, cross_entropy(net.logits(scores), one_hot), eta)
@@ -194,7 +194,7 @@ mod tests {
             assert!(scale > 0.0 && gap <= 1e-5 * scale, "{what}: gap {gap:e} against {scale:e}");
         };
 
-        let (a, b) = (padded(rows(short)), plain(x.clone().narrow(1, 0, short), one_hot.clone().narrow(0, 0, short)));
+        let (a, b) = (padded(rows(short)), plain(x.iter().map(|x| x.clone().narrow(0, 0, short)).collect(), one_hot.clone().narrow(0, 0, short)));
         for (pa, pb, what) in [(&a.objective, &b.objective, "J_k / N"), (&a.cross_entropy, &b.cross_entropy, "cross-entropy"), (&a.total, &b.total, "loss")] {
             close(&values(pa.clone()), &values(pb.clone()), what);
         }

@@ -6,8 +6,9 @@
 //!
 //! * [`model`]: the burn [`Module`](burn::module::Module) (feature maps,
 //!   projections, positive `gamma`, linear classifier on the scores), with
-//!   the `Q` sources stacked so that a training step costs a fixed number
-//!   of kernels whatever `Q`.
+//!   each source's first layer at its own width `d_q` (no padding) and the
+//!   layers after it stacked over the `Q` sources, so that beyond the first
+//!   products a training step costs a fixed number of kernels whatever `Q`.
 //! * [`loss`]: `J_k` of Eq. 3 per component and the training loss.
 //! * [`NeuralEksvdParams`] (`params`): the validated builder, with the
 //!   [`LearningRateSchedule`] and the [`EarlyStopping`] rule.
@@ -56,6 +57,7 @@
 
 mod fit;
 mod fitted;
+mod format1;
 mod history;
 pub mod loss;
 pub mod model;

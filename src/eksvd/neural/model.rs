@@ -3,8 +3,11 @@
 //! positive `gamma` and a linear classifier on the concatenated scores
 //! `[E_1 ... E_Q]` (the task head of the supervised setting).
 //!
-//! The `Q` sources run stacked (one `[Q, B, max_q d_q]` tensor, one batched
-//! product per layer): see [`NeuralEksvdNet`].
+//! Each source keeps its own width: its first layer `R^{d_q} -> R^{h_1}`
+//! is its own product on its own `[B, d_q]` input (no padding), and from
+//! the first layer's output on the `Q` sources run stacked (one
+//! `[Q, B, h]` tensor, one batched product per layer): see
+//! [`NeuralEksvdNet`].
 
 use burn::module::{Module, Param};
 use burn::tensor::{activation, Device, Distribution, Tensor, TensorData};
@@ -123,8 +126,8 @@ impl Architecture {
 /// A dense layer `x A + b` (`A` is `d_in x d_out`): the classifier.
 #[derive(Module, Debug)]
 pub struct Dense {
-    weight: Param<Tensor<2>>,
-    bias: Param<Tensor<1>>,
+    pub(super) weight: Param<Tensor<2>>,
+    pub(super) bias: Param<Tensor<1>>,
 }
 
 /// Glorot-uniform `d_in x d_out` weights drawn from `rng`.
@@ -143,43 +146,35 @@ impl Dense {
         burn::tensor::module::linear(x, self.weight.val(), Some(self.bias.val()))
     }
 
-    fn export(&self) -> (DMatrix<f64>, DVector<f64>) {
+    pub(super) fn export(&self) -> (DMatrix<f64>, DVector<f64>) {
         (tensor_to_matrix(self.weight.val()), tensor_to_vector(self.bias.val()))
     }
 }
 
-/// One layer of every source's MLP at once: `H_q A_q + b_q` for all `q`,
-/// with the `A_q` stacked as `[Q, d_in, d_out]` and the `b_q` as
-/// `[Q, 1, d_out]`, so that the `Q` feature maps cost one batched product
-/// per layer (and one optimiser update per tensor) instead of `Q`.
-///
-/// The first layer's `d_in` is the widest source's `max_q d_q`; the rows of
-/// `A_q` beyond `d_q` multiply the zero padding of the stacked input, so
-/// their gradient is zero and they stay zero under Adam(W): the stacked
-/// layer computes exactly the per-source one.
+/// One layer after the first of every source's MLP at once: `H_q A_q + b_q`
+/// for all `q`, with the `A_q` stacked as `[Q, d_in, d_out]` and the `b_q`
+/// as `[Q, 1, d_out]`, so that the `Q` feature maps cost one batched
+/// product per layer (and one optimiser update per tensor) instead of `Q`.
+/// Every source has the same `d_in` here (the widths after the first layer
+/// are shared), so nothing is padded.
 #[derive(Module, Debug)]
 pub struct StackedDense {
-    weight: Param<Tensor<3>>,
-    bias: Param<Tensor<3>>,
+    pub(super) weight: Param<Tensor<3>>,
+    pub(super) bias: Param<Tensor<3>>,
 }
 
 impl StackedDense {
-    /// Stacks the per-source `(A_q, b_q)`, padding each `A_q` with zero
-    /// rows up to `d_in` rows.
-    fn from_host(layers: &[(&DMatrix<f64>, &DVector<f64>)], d_in: usize, device: &Device) -> Self {
+    /// Stacks the per-source `(A_q, b_q)` (all of the same shape).
+    pub(super) fn from_host(layers: &[(&DMatrix<f64>, &DVector<f64>)], device: &Device) -> Self {
         let q = layers.len();
-        let d_out = layers[0].0.ncols();
-        let mut weight = vec![0f32; q * d_in * d_out];
-        let mut bias = vec![0f32; q * d_out];
-        for (s, (a, b)) in layers.iter().enumerate() {
-            for i in 0..a.nrows() {
-                for j in 0..d_out {
-                    weight[(s * d_in + i) * d_out + j] = a[(i, j)] as f32;
-                }
+        let (d_in, d_out) = layers[0].0.shape();
+        let mut weight = Vec::with_capacity(q * d_in * d_out);
+        let mut bias = Vec::with_capacity(q * d_out);
+        for (a, b) in layers {
+            for row in a.row_iter() {
+                weight.extend(row.iter().map(|&x| x as f32));
             }
-            for j in 0..d_out {
-                bias[s * d_out + j] = b[j] as f32;
-            }
+            bias.extend(b.iter().map(|&x| x as f32));
         }
         StackedDense {
             weight: Param::from_tensor(Tensor::from_data(TensorData::new(weight, [q, d_in, d_out]), device)),
@@ -187,20 +182,20 @@ impl StackedDense {
         }
     }
 
-    /// `[A_q; b_q]` of source `q` alone, `A_q` cut to its first `d_in` rows
-    /// (shapes `[1, d_in, d_out]` and `[1, 1, d_out]`).
-    fn of_source(&self, q: usize, d_in: usize) -> (Tensor<3>, Tensor<3>) {
-        (self.weight.val().narrow(0, q, 1).narrow(1, 0, d_in), self.bias.val().narrow(0, q, 1))
+    /// `[A_q; b_q]` of source `q` alone (shapes `[1, d_in, d_out]` and
+    /// `[1, 1, d_out]`).
+    fn of_source(&self, q: usize) -> (Tensor<3>, Tensor<3>) {
+        (self.weight.val().narrow(0, q, 1), self.bias.val().narrow(0, q, 1))
     }
 
-    /// The per-source `(A_q, b_q)` in f64, `A_q` cut to `d_in[q]` rows.
-    fn export(&self, d_in: &[usize]) -> Vec<(DMatrix<f64>, DVector<f64>)> {
-        let [q, rows, d_out] = self.weight.dims();
+    /// The per-source `(A_q, b_q)` in f64.
+    pub(super) fn export(&self) -> Vec<(DMatrix<f64>, DVector<f64>)> {
+        let [q, d_in, d_out] = self.weight.dims();
         let w = tensor_to_f32(self.weight.val());
         let b = tensor_to_f32(self.bias.val());
         (0..q)
             .map(|s| {
-                let a = DMatrix::from_fn(d_in[s], d_out, |i, j| f64::from(w[(s * rows + i) * d_out + j]));
+                let a = DMatrix::from_fn(d_in, d_out, |i, j| f64::from(w[(s * d_in + i) * d_out + j]));
                 (a, DVector::from_fn(d_out, |j, _| f64::from(b[s * d_out + j])))
             })
             .collect()
@@ -210,20 +205,25 @@ impl StackedDense {
 /// The Neural eKSVD network: feature maps, projections `W_q`, `log gamma`
 /// and the classifier (Section 3.4).
 ///
-/// The `Q` sources are stacked: a batch of samples is one `[Q, B, w]`
-/// tensor (`w = max_q d_q`, each source zero-padded to it), the feature
-/// maps are [`StackedDense`] layers, the projections one `[Q, d_phi, k]`
-/// tensor and the scores `E_q` one `[Q, B, k]` tensor. A training step is
-/// then a fixed number of kernels whatever `Q` (on a GPU, a step of this
-/// size is bound by kernel launches, not arithmetic). The per-source
-/// methods ([`NeuralEksvdNet::features`], [`NeuralEksvdNet::scores`]) run
-/// the same layers on one source's slice of the weights.
+/// A batch of samples is one `[B, d_q]` tensor per source, each of its own
+/// width. The first layer of each feature map is the source's own
+/// [`Dense`] layer (`d_q x h_1`: no padding, no work on absent columns);
+/// its outputs are stacked into one `[Q, B, h_1]` tensor and the layers
+/// after it are [`StackedDense`] ones, the projections one `[Q, d_phi, k]`
+/// tensor and the scores `E_q` one `[Q, B, k]` tensor, so that beyond the
+/// first products a training step is a fixed number of kernels whatever
+/// `Q`. The per-source methods ([`NeuralEksvdNet::features`],
+/// [`NeuralEksvdNet::scores`]) run the same layers on one source's slice
+/// of the weights.
 #[derive(Module, Debug)]
 pub struct NeuralEksvdNet {
+    /// The first layer of each source's feature map (`d_q x h_1`).
+    first: Vec<Dense>,
+    /// The layers after the first, stacked over the sources.
     layers: Vec<StackedDense>,
-    projections: Param<Tensor<3>>,
-    log_gamma: Param<Tensor<1>>,
-    classifier: Dense,
+    pub(super) projections: Param<Tensor<3>>,
+    pub(super) log_gamma: Param<Tensor<1>>,
+    pub(super) classifier: Dense,
     #[module(skip)]
     activation: Activation,
     #[module(skip)]
@@ -374,11 +374,11 @@ impl NeuralEksvdNet {
         weights.check_shapes()?;
         let input_dims: Vec<usize> = weights.feature_maps.iter().map(|layers| layers[0].0.nrows()).collect();
         let depth = weights.feature_maps[0].len();
-        let layers = (0..depth)
+        let first = weights.feature_maps.iter().map(|layers| Dense::from_host(&layers[0].0, &layers[0].1, device)).collect();
+        let layers = (1..depth)
             .map(|l| {
                 let per_source: Vec<(&DMatrix<f64>, &DVector<f64>)> = weights.feature_maps.iter().map(|layers| (&layers[l].0, &layers[l].1)).collect();
-                let d_in = per_source.iter().map(|(a, _)| a.nrows()).max().expect("at least one source");
-                StackedDense::from_host(&per_source, d_in, device)
+                StackedDense::from_host(&per_source, device)
             })
             .collect();
         let (d_phi, k) = weights.projections[0].shape();
@@ -389,6 +389,7 @@ impl NeuralEksvdNet {
             }
         }
         Ok(NeuralEksvdNet {
+            first,
             layers,
             projections: Param::from_tensor(Tensor::from_data(TensorData::new(w, [weights.projections.len(), d_phi, k]), device)),
             log_gamma: Param::from_tensor(vector_to_tensor(&DVector::from_element(1, weights.gamma.ln()), device)),
@@ -408,52 +409,62 @@ impl NeuralEksvdNet {
         &self.input_dims
     }
 
-    /// Width `max_q d_q` of the stacked input `[Q, B, w]`.
-    pub fn input_width(&self) -> usize {
-        self.input_dims.iter().copied().max().unwrap_or(0)
+    /// The activation after a layer (the `i`-th of `layers` layers), then
+    /// inverted dropout of probability `p` on a hidden layer's output (each
+    /// unit kept with probability `1 - p` and scaled by `1 / (1 - p)`; the
+    /// feature map's output layer has none).
+    fn activate<const D: usize>(&self, pre: Tensor<D>, i: usize, layers: usize, p: f64) -> Tensor<D> {
+        let h = self.activation.apply(pre);
+        let hidden = i + 1 < layers;
+        if p >= 1.0 && hidden {
+            h.zeros_like()
+        } else if p > 0.0 && hidden {
+            let mask = h.random_like(Distribution::Bernoulli(1.0 - p));
+            (h * mask).mul_scalar(1.0 / (1.0 - p))
+        } else {
+            h
+        }
     }
 
-    /// The MLP on stacked inputs `[S, B, d_in]` with one `(A, b)` pair per
-    /// layer (`[S, d_in, d_out]`, `[S, 1, d_out]`), inverted dropout of
-    /// probability `p` on every hidden layer's output (each unit kept with
-    /// probability `1 - p` and scaled by `1 / (1 - p)`).
-    fn mlp(&self, x: Tensor<3>, layers: Vec<(Tensor<3>, Tensor<3>)>, p: f64) -> Tensor<3> {
-        let last = layers.len().saturating_sub(1);
-        layers.into_iter().enumerate().fold(x, |h, (i, (a, b))| {
-            let h = self.activation.apply(h.matmul(a) + b);
-            if p >= 1.0 && i < last {
-                h.zeros_like()
-            } else if p > 0.0 && i < last {
-                let mask = h.random_like(Distribution::Bernoulli(1.0 - p));
-                (h * mask).mul_scalar(1.0 / (1.0 - p))
-            } else {
-                h
-            }
-        })
+    /// The layers after the first on stacked inputs `[S, B, h_1]` (the
+    /// first layer's activated outputs) with one `(A, b)` pair per layer
+    /// (`[S, d_in, d_out]`, `[S, 1, d_out]`), dropout `p` as in
+    /// [`NeuralEksvdNet::activate`].
+    fn deeper(&self, h: Tensor<3>, layers: Vec<(Tensor<3>, Tensor<3>)>, p: f64) -> Tensor<3> {
+        let depth = layers.len() + 1;
+        layers.into_iter().enumerate().fold(h, |h, (i, (a, b))| self.activate(h.matmul(a) + b, i + 1, depth, p))
     }
 
-    /// `phi_q(X_q)` of every source at once: stacked inputs `[Q, B, w]`
-    /// (each source zero-padded to `w = max_q d_q` columns) to
-    /// `[Q, B, d_phi]`, with inverted dropout of probability `p` on every
-    /// hidden layer's output (`p <= 0` or NaN: none; `p >= 1` drops every
-    /// hidden unit). The dropout masks are drawn on the tensors' device
-    /// from its random state.
-    pub fn stacked_features(&self, x: Tensor<3>, p: f64) -> Tensor<3> {
-        self.mlp(x, self.layers.iter().map(|l| (l.weight.val(), l.bias.val())).collect(), p)
+    /// `phi_q(X_q)` of every source at once: per-source inputs `[B, d_q]`
+    /// (in source order, the same `B`) to the stacked `[Q, B, d_phi]`, with
+    /// inverted dropout of probability `p` on every hidden layer's output
+    /// (`p <= 0` or NaN: none; `p >= 1` drops every hidden unit). The
+    /// dropout masks are drawn on the tensors' device from its random
+    /// state, one mask for the stacked `[Q, B, h]` output of each hidden
+    /// layer.
+    ///
+    /// Panics unless there is one input per source with `d_q` columns and
+    /// all have the same rows (the fit and the model's methods check them
+    /// first).
+    pub fn stacked_features(&self, xs: Vec<Tensor<2>>, p: f64) -> Tensor<3> {
+        assert_eq!(xs.len(), self.first.len(), "one input per source");
+        let pre: Vec<Tensor<2>> = xs.into_iter().zip(&self.first).map(|(x, layer)| layer.forward(x)).collect();
+        let h = self.activate(Tensor::stack::<3>(pre, 0), 0, self.layers.len() + 1, p);
+        self.deeper(h, self.layers.iter().map(|l| (l.weight.val(), l.bias.val())).collect(), p)
     }
 
     /// The scores `E_q = phi_q(X_q) W_q` of every source at once
-    /// (`[Q, B, w]` -> `[Q, B, k]`), with dropout `p` as in
+    /// (per-source `[B, d_q]` -> `[Q, B, k]`), with dropout `p` as in
     /// [`NeuralEksvdNet::stacked_features`].
-    pub fn stacked_scores(&self, x: Tensor<3>, p: f64) -> Tensor<3> {
-        self.stacked_features(x, p).matmul(self.projections.val())
+    pub fn stacked_scores(&self, xs: Vec<Tensor<2>>, p: f64) -> Tensor<3> {
+        self.stacked_features(xs, p).matmul(self.projections.val())
     }
 
     /// `phi_q(x)` for rows `x` of source `q` (`n x d_q` -> `n x d_phi`).
     pub fn features(&self, q: usize, x: Tensor<2>) -> Tensor<2> {
-        let [n, d] = x.dims();
-        let layers = self.layers.iter().enumerate().map(|(i, l)| l.of_source(q, if i == 0 { d } else { l.weight.dims()[1] })).collect();
-        let h = self.mlp(x.unsqueeze::<3>(), layers, 0.0);
+        let n = x.dims()[0];
+        let h = self.activate(self.first[q].forward(x), 0, self.layers.len() + 1, 0.0);
+        let h = self.deeper(h.unsqueeze::<3>(), self.layers.iter().map(|l| l.of_source(q)).collect(), 0.0);
         let d_phi = h.dims()[2];
         h.reshape([n, d_phi])
     }
@@ -496,10 +507,9 @@ impl NeuralEksvdNet {
 
     /// All weights in f64.
     pub fn export(&self) -> NeuralWeights {
-        let mut feature_maps = vec![Vec::new(); self.n_sources()];
-        for (i, layer) in self.layers.iter().enumerate() {
-            let d_in: Vec<usize> = if i == 0 { self.input_dims.clone() } else { vec![layer.weight.dims()[1]; self.n_sources()] };
-            for (maps, ab) in feature_maps.iter_mut().zip(layer.export(&d_in)) {
+        let mut feature_maps: Vec<Vec<(DMatrix<f64>, DVector<f64>)>> = self.first.iter().map(|layer| vec![layer.export()]).collect();
+        for layer in &self.layers {
+            for (maps, ab) in feature_maps.iter_mut().zip(layer.export()) {
                 maps.push(ab);
             }
         }

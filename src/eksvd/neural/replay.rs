@@ -57,10 +57,11 @@ pub(crate) struct StepSettings {
 }
 
 impl StepState {
-    /// One Adam step on the minibatch `x` (`[Q, B, w]`) with labels
+    /// One Adam step on the minibatch `x` (one `[B, d_q]` tensor per
+    /// source) with labels
     /// `one_hot` (`[B, C]`), every row counting unless `padding` says which
     /// do.
-    pub(crate) fn step(&mut self, x: Tensor<3>, one_hot: Tensor<2>, padding: Option<PaddedRows>, s: StepSettings) {
+    pub(crate) fn step(&mut self, x: Vec<Tensor<2>>, one_hot: Tensor<2>, padding: Option<PaddedRows>, s: StepSettings) {
         let net = self.net.take().expect("a step runs on a network");
         let scores = net.stacked_scores(x, s.dropout);
         let (objective, cross_entropy) = match padding {
@@ -218,7 +219,7 @@ pub(crate) fn capture_step<'a>(
     device: &Device,
     state: &'a RefCell<StepState>,
     cursor: &'a RefCell<DeviceCursor>,
-    gather: impl Fn(Tensor<1, Int>) -> (Tensor<3>, Tensor<2>) + 'a,
+    gather: impl Fn(Tensor<1, Int>) -> (Vec<Tensor<2>>, Tensor<2>) + 'a,
     settings: StepSettings,
 ) -> Option<Graph<(), impl FnMut() + 'a>> {
     let step = move || {
@@ -248,7 +249,7 @@ pub(crate) fn check_replay<F: FnMut()>(
     graph: &mut Graph<(), F>,
     state: &RefCell<StepState>,
     cursor: &RefCell<DeviceCursor>,
-    gather: impl Fn(Tensor<1, Int>) -> (Tensor<3>, Tensor<2>),
+    gather: impl Fn(Tensor<1, Int>) -> (Vec<Tensor<2>>, Tensor<2>),
     settings: StepSettings,
     step_in_epoch: usize,
     ad_device: &Device,

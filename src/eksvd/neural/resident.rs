@@ -1,5 +1,5 @@
 //! Data sets on a burn device and the evaluation passes over them: the
-//! sources checked, converted to f32 and stacked on the host
+//! sources checked and converted to f32 on the host, each at its own width
 //! ([`HostData`]), uploaded once ([`ResidentData`]), and evaluated in
 //! chunks with every output read back in one transfer ([`queue_pass`],
 //! [`read_passes`]).
@@ -29,15 +29,13 @@ pub(super) fn to_f32_rows(q: usize, x: &DMatrix<f64>) -> Result<Vec<f32>> {
     Ok(v)
 }
 
-/// A data set on the host, checked and in f32, before its upload: the
-/// sources stacked as `[Q, n, w]` (row-major, source `q` in the first
-/// `d_q` of the `w = max_q d_q` columns, the rest zero), and the labels if
-/// any.
+/// A data set on the host, checked and in f32, before its upload: each
+/// source row-major at its own width `d_q` (`n x d_q`, no padding), and
+/// the labels if any.
 pub(super) struct HostData {
     pub(super) n: usize,
     pub(super) dims: Vec<usize>,
-    pub(super) width: usize,
-    pub(super) stacked: Vec<f32>,
+    pub(super) sources: Vec<Vec<f32>>,
     pub(super) labels: Option<Vec<usize>>,
     pub(super) n_classes: usize,
 }
@@ -46,26 +44,14 @@ impl HostData {
     pub(super) fn new(data: &MultiSource, labels: Option<&[usize]>, n_classes: usize) -> Result<Self> {
         let n = data.source(0).nrows();
         let dims: Vec<usize> = data.sources().iter().map(|x| x.ncols()).collect();
-        let width = dims.iter().copied().max().unwrap_or(0);
-        let len = dims.len().checked_mul(n).and_then(|v| v.checked_mul(width)).ok_or(Error::InvalidParameter { name: "data", reason: "Q n max_q d_q overflows usize".into() })?;
-        let mut stacked = vec![0f32; len];
-        for (q, x) in data.sources().iter().enumerate() {
-            // Checked non-empty by `to_f32_rows`, so `d >= 1`.
-            let rows = to_f32_rows(q, x)?;
-            let d = dims[q];
-            for (i, row) in rows.chunks_exact(d).enumerate() {
-                let at = (q * n + i) * width;
-                stacked[at..at + d].copy_from_slice(row);
-            }
-        }
-        Ok(HostData { n, dims, width, stacked, labels: labels.map(<[usize]>::to_vec), n_classes })
+        let sources = data.sources().iter().enumerate().map(|(q, x)| to_f32_rows(q, x)).collect::<Result<Vec<_>>>()?;
+        Ok(HostData { n, dims, sources, labels: labels.map(<[usize]>::to_vec), n_classes })
     }
 
-    /// The stacked sources, the one-hot labels and the column mask as
-    /// tensors on `device` (one upload each).
+    /// The sources and the one-hot labels as tensors on `device` (one
+    /// upload each).
     pub(super) fn upload(&self, device: &Device) -> ResidentData {
-        let q = self.dims.len();
-        let x = Tensor::from_data(TensorData::new(self.stacked.clone(), [q, self.n, self.width]), device);
+        let xs = self.sources.iter().zip(&self.dims).map(|(rows, &d)| Tensor::from_data(TensorData::new(rows.clone(), [self.n, d]), device)).collect();
         let one_hot = self.labels.as_ref().map(|labels| {
             let mut one_hot = vec![0f32; self.n * self.n_classes];
             for (r, &l) in labels.iter().enumerate() {
@@ -73,34 +59,28 @@ impl HostData {
             }
             Tensor::from_data(TensorData::new(one_hot, [self.n, self.n_classes]), device)
         });
-        let mut mask = vec![0f32; q * self.width];
-        for (s, &d) in self.dims.iter().enumerate() {
-            mask[s * self.width..s * self.width + d].fill(1.0);
-        }
-        ResidentData { n: self.n, x, one_hot, columns: Tensor::from_data(TensorData::new(mask, [q, 1, self.width]), device) }
+        ResidentData { n: self.n, xs, one_hot }
     }
 }
 
-/// A data set resident on a burn device, sources stacked (`[Q, n, w]`):
+/// A data set resident on a burn device, one `[n, d_q]` tensor per source:
 /// minibatches are gathered (`select`) or sliced (`narrow`) there, with no
 /// host transfer.
 pub(super) struct ResidentData {
     pub(super) n: usize,
-    pub(super) x: Tensor<3>,
+    pub(super) xs: Vec<Tensor<2>>,
     pub(super) one_hot: Option<Tensor<2>>,
-    /// `[Q, 1, w]`: 1 on the columns of each source, 0 on its padding.
-    pub(super) columns: Tensor<3>,
 }
 
 impl ResidentData {
     /// The samples `idx` of every source and their one-hot labels.
-    pub(super) fn gather(&self, idx: Tensor<1, Int>) -> (Tensor<3>, Option<Tensor<2>>) {
-        (self.x.clone().select(1, idx.clone()), self.one_hot.clone().map(|t| t.select(0, idx)))
+    pub(super) fn gather(&self, idx: Tensor<1, Int>) -> (Vec<Tensor<2>>, Option<Tensor<2>>) {
+        (self.xs.iter().map(|x| x.clone().select(0, idx.clone())).collect(), self.one_hot.clone().map(|t| t.select(0, idx)))
     }
 
     /// Samples `start .. start + len` of every source and their one-hot labels.
-    pub(super) fn rows(&self, start: usize, len: usize) -> (Tensor<3>, Option<Tensor<2>>) {
-        (self.x.clone().narrow(1, start, len), self.one_hot.clone().map(|t| t.narrow(0, start, len)))
+    pub(super) fn rows(&self, start: usize, len: usize) -> (Vec<Tensor<2>>, Option<Tensor<2>>) {
+        (self.xs.iter().map(|x| x.clone().narrow(0, start, len)).collect(), self.one_hot.clone().map(|t| t.narrow(0, start, len)))
     }
 }
 
