@@ -163,8 +163,8 @@ impl PartMatrix {
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub enum PositivePartRoute {
     /// [`PositivePartRoute::Polar`] where the features are resident on a
-    /// device (a GPU with `f64`): `M` and `[M]_+` then never leave it;
-    /// [`PositivePartRoute::Eigen`] otherwise.
+    /// device (a GPU with `f64`) and `n < POLAR_SAMPLES_PER_ORDER r`
+    /// ([`POLAR_SAMPLES_PER_ORDER`]); [`PositivePartRoute::Eigen`] otherwise.
     #[default]
     Auto,
     /// The eigenpairs above 0 of a fresh tridiagonalisation
@@ -178,11 +178,25 @@ pub enum PositivePartRoute {
     Polar,
 }
 
+/// Where [`PositivePartRoute::Auto`] stops taking the polar route on a
+/// device: below `n = 50 r` samples for features of order `r`. Per
+/// evaluation the polar route adds, on the device, the model values from a
+/// dense `[M]_+` (`2 n r^2` flops instead of `2 n r k` for `k` positive
+/// eigenvalues) and its sign iteration (about `102 r^3` flops at the
+/// default tolerance, [`super::polar`]); it saves the host's
+/// eigendecomposition and the read-back of `M` (`8 r^2` bytes). With the
+/// cost model's H200 profile (`gramian::gpu::cost`: f64 products at 30 %
+/// of 33.5 TFLOP/s) and the 16-core host's 20 ms per eigendecomposition at
+/// `r = 1000` (`~2e-11 r^3` s), the polar route is the cheaper one while
+/// `2 n r (r - k) < ~1e2 r^3`, that is `n < ~50 r` for `k` small next to `r`.
+pub const POLAR_SAMPLES_PER_ORDER: usize = 50;
+
 impl PositivePartRoute {
-    /// The solver of this route, for features resident on a device or not.
-    pub fn solver(self, resident_features: bool) -> PositivePartSolver {
+    /// The solver of this route for `samples` training points with features
+    /// of order `order`, resident on a device or not.
+    pub fn solver(self, resident_features: bool, samples: usize, order: usize) -> PositivePartSolver {
         match self {
-            PositivePartRoute::Auto if resident_features => PositivePartSolver::polar(),
+            PositivePartRoute::Auto if resident_features && samples < POLAR_SAMPLES_PER_ORDER.saturating_mul(order) => PositivePartSolver::polar(),
             PositivePartRoute::Auto | PositivePartRoute::Eigen => PositivePartSolver::full_only(),
             PositivePartRoute::Partial => PositivePartSolver::new(),
             PositivePartRoute::Polar => PositivePartSolver::polar(),

@@ -85,9 +85,10 @@ impl QuantileParams {
     /// Fits the quantile curves to inputs `x` (n x d) and targets `y` (n).
     ///
     /// On a GPU with `f64` X is uploaded once, the features are built and
-    /// stay on the device, and each iteration's `P diag(d_q) P^T`, `[M_q]_+`
-    /// (the polar route, [`super::positive_part::PositivePartRoute::Auto`])
-    /// and model values run there; elsewhere everything runs on the CPU.
+    /// stay on the device, and each iteration's `P diag(d_q) P^T` and model
+    /// values run there, with `[M_q]_+` too where the polar route is the
+    /// cheaper one ([`super::positive_part::PositivePartRoute::Auto`]);
+    /// elsewhere everything runs on the CPU.
     ///
     /// Errors: invalid parameters or levels, empty/NaN/mismatched input,
     /// [`Error::NotConverged`] with the gap reached.
@@ -125,8 +126,9 @@ impl QuantileParams {
             lambda1: self.settings.regularisation.trace,
             lambda2: self.settings.regularisation.quadratic,
         };
-        // On a GPU with f64 the features, M_q and [M_q]_+ stay on the device (the polar route).
-        let solution = problem.solve_with(&self.settings.solver, PositivePartRoute::Auto.solver(matches!(training, TrainingFeatures::Resident(_))))?;
+        // On a GPU with f64 the features stay on the device, and M_q and
+        // [M_q]_+ too where the polar route is the cheaper one.
+        let solution = problem.solve_with(&self.settings.solver, PositivePartRoute::Auto.solver(matches!(training, TrainingFeatures::Resident(_)), n, features.rank()))?;
         let mut models = Vec::with_capacity(part_levels.len());
         for (&i, a) in part_levels.iter().zip(solution.parts.iter()) {
             models.push((i, PsdModel::from_feature_operator(&features, a)?));
