@@ -20,6 +20,7 @@ use crate::kernel::{self, Kernel};
 use crate::linalg::{self, check_dim, check_matrix, MatrixProduct, Real};
 use crate::memory;
 use crate::precision::Precision;
+use crate::sparse::{self, CsrMatrix};
 
 /// Where computations run. Cheap to clone (the GPU context is shared).
 #[derive(Clone, Debug)]
@@ -227,6 +228,33 @@ impl Device {
             Device::Gpu(ctx) => ctx.batched_product(pairs, form)?,
         };
         products.into_iter().map(|c| linalg::finite_result("batched matrix product", c)).collect()
+    }
+
+    /// Cross kernel matrix `K(X, Z)_{ij} = k(x_i, z_j)` (n x m) for sparse
+    /// CSR inputs X (n x d) and Z (m x d), from sparse inner products and
+    /// squared row norms (see [`crate::sparse`]); equal to
+    /// [`Device::kernel_matrix`] of the dense copies up to the summation
+    /// order. Computed on the CPU on every device.
+    ///
+    /// Errors: as [`Device::kernel_matrix`] (`Empty`, `NonFinite` at the
+    /// stored entry's row and column, `DimensionMismatch`, invalid kernel
+    /// parameters, `Overflow`).
+    pub fn kernel_matrix_sparse<T: Real>(&self, kernel: &Kernel, x: &CsrMatrix<T>, z: &CsrMatrix<T>) -> Result<DMatrix<T>> {
+        sparse::kernel_matrix_sparse_cpu(kernel, x, z)
+    }
+
+    /// `K(X, Z) V` (n x c) for sparse CSR inputs X (n x d), Z (m x d) and V
+    /// (m x c), without storing `K(X, Z)` (see [`crate::sparse`]); equal to
+    /// [`Device::kernel_matvec`] of the dense copies up to the summation
+    /// order. Computed on the CPU on every device.
+    pub fn kernel_matvec_sparse<T, V>(&self, kernel: &Kernel, x: &CsrMatrix<T>, z: &CsrMatrix<T>, v: &V) -> Result<DMatrix<T>>
+    where
+        T: Real,
+        V: AsMatrix<Elem = T> + ?Sized,
+    {
+        let v = v.as_matrix()?;
+        memory::check_host_matrix::<T>(x.nrows(), v.ncols(), "kernel matrix-vector product")?;
+        sparse::kernel_matvec_sparse_cpu(kernel, x, z, &v)
     }
 
     /// `K(X, Z) V` (n x c) for V (m x c), without storing `K(X, Z)`: the

@@ -413,6 +413,11 @@ fn kernel_matrix_tiled<T: Real>(kernel: &Kernel, x: &DMatrix<T>, z: &DMatrix<T>,
     Ok((k, all_finite.into_inner()))
 }
 
+/// A pair with `||x||^2 + ||z||^2 - 2 <x, z> <= NEAR_DUPLICATE (||x||^2 + ||z||^2)`
+/// is a near duplicate: the expanded form has lost most of its digits there,
+/// and the squared distance is recomputed directly from the differences.
+pub(crate) const NEAR_DUPLICATE: f64 = 1e-4;
+
 /// Rows and columns of one tile of the fused CPU kernel matrix
 /// (256 x 128 f64 = 256 KiB: product, exponential and store stay in L2).
 const MATRIX_TILE_ROWS: usize = 256;
@@ -457,7 +462,7 @@ impl<T: Real> TileNorms<T> {
 ///
 /// 1. the inner products `X_b Z_b^T` (one sequential faer GEMM into `dst`);
 /// 2. for RBF/Laplacian, `s = ||x||^2 + ||z||^2 - 2 <x, z>` clamped at 0,
-///    with near-duplicate pairs (`s <= 1e-4 (||x||^2 + ||z||^2)`, where the
+///    with near-duplicate pairs (`s <= NEAR_DUPLICATE (||x||^2 + ||z||^2)`, where the
 ///    expanded form has lost most of its digits) recomputed as a direct sum
 ///    of squared differences;
 /// 3. `k(s)`: `exp(-gamma s)` / `exp(-gamma sqrt(s))` by the vectorised
@@ -523,7 +528,7 @@ linalg::simd_fn! {
         let mut finite = true;
         let (rows, cols) = (dst.nrows(), dst.ncols());
         let two = T::one() + T::one();
-        let cancellation = T::from_f64_lossy(1e-4);
+        let cancellation = T::from_f64_lossy(NEAR_DUPLICATE);
         let d = x.ncols();
         for j in 0..cols {
             let col = dst.rb_mut().col_mut(j).try_as_col_major_mut().expect("tiles have unit row stride").as_slice_mut();

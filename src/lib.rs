@@ -102,6 +102,7 @@ pub mod operator;
 pub mod precision;
 pub mod psd;
 pub mod resident;
+pub mod sparse;
 
 pub use data::{Labelled, MultiSource};
 pub use device::Device;

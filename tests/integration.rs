@@ -39,6 +39,8 @@ mod properties;
 mod resident;
 #[path = "saved_models.rs"]
 mod saved_models;
+#[path = "sparse.rs"]
+mod sparse;
 
 /// One module per directory: the adversarial suites, the GPU engine, and
 /// the three methods.

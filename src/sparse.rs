@@ -1,0 +1,243 @@
+//! Kernel matrices and kernel matvecs of sparse inputs (CSR, one sample per
+//! row), on the CPU.
+//!
+//! Every kernel of [`Kernel`] is a function of one pairwise statistic
+//! (see [`crate::kernel`]); for sparse rows it is formed from sparse inner
+//! products only:
+//!
+//! - `<x, z> = sum_{c in nz(x) ∩ nz(z)} x_c z_c` (linear, polynomial,
+//!   sigmoid), computed as a gather of `x`'s non-zeros against `z` scattered
+//!   into a dense buffer of length d: O(nnz(x)) per pair;
+//! - `||x - z||^2 = ||x||^2 + ||z||^2 - 2 <x, z>` (RBF and Laplacian, whose
+//!   `||x - z||` is the square root of the same statistic), clamped at 0;
+//!   near-duplicate pairs (`s <= 1e-4 (||x||^2 + ||z||^2)`, where the
+//!   expanded form has lost most of its digits) are recomputed as
+//!   `sum_{c in nz(x) ∪ nz(z)} (x_c - z_c)^2` by merging the two rows'
+//!   sorted column indices.
+//!
+//! The kernel function is then applied to the statistic by the same code as
+//! the dense CPU path ([`crate::kernel::kernel_matrix_cpu`]), so a sparse input
+//! and its dense copy give the same kernel matrix up to the summation order
+//! of the inner products (about `1e-15` relative in `f64`).
+//!
+//! Inputs are [`CsrMatrix`] values of the `nalgebra-sparse` crate (re-exported
+//! here), whose column indices are sorted and unique within a row. Both
+//! arguments are sparse; a dense matrix converts with `CsrMatrix::from(&m)`.
+//! The computation runs on the CPU on every [`Device`](crate::Device): the
+//! device methods [`Device::kernel_matrix_sparse`](crate::Device::kernel_matrix_sparse)
+//! and [`Device::kernel_matvec_sparse`](crate::Device::kernel_matvec_sparse) call the
+//! functions here.
+
+pub use nalgebra_sparse::CsrMatrix;
+
+use faer::MatRef;
+use nalgebra::DMatrix;
+use rayon::prelude::*;
+
+use crate::error::{Error, Result};
+use crate::kernel::{self, Kernel, NEAR_DUPLICATE};
+use crate::linalg::{self, check_dim, check_matrix, Real};
+
+/// Fails with `Empty` when `m` has no rows or no columns and with
+/// `NonFinite` (row and column of the entry) at the first stored NaN or
+/// infinity.
+pub fn check_csr<T: Real>(what: &'static str, m: &CsrMatrix<T>) -> Result<()> {
+    if m.nrows() == 0 || m.ncols() == 0 {
+        return Err(Error::Empty { what, rows: m.nrows(), cols: m.ncols() });
+    }
+    for (row, r) in m.row_iter().enumerate() {
+        if let Some(p) = r.values().iter().position(|v| !v.is_finite()) {
+            return Err(Error::NonFinite { what, row, col: r.col_indices()[p] });
+        }
+    }
+    Ok(())
+}
+
+/// `||x_i||^2` for each row `x_i` of a CSR matrix.
+pub fn sparse_row_squared_norms<T: Real>(m: &CsrMatrix<T>) -> Vec<T> {
+    m.row_iter().map(|r| r.values().iter().fold(T::zero(), |acc, &v| acc + v * v)).collect()
+}
+
+/// Checks a kernel and a pair of sparse inputs: valid parameters, both
+/// inputs non-empty and finite, the same number of columns.
+fn check_sparse_pair<T: Real>(kernel: &Kernel, x: &CsrMatrix<T>, z: &CsrMatrix<T>) -> Result<()> {
+    kernel.validate()?;
+    check_csr("x", x)?;
+    check_csr("z", z)?;
+    check_dim("feature dimension of z vs x", x.ncols(), z.ncols())
+}
+
+/// `||a - b||^2` for two sparse rows given by their sorted column indices
+/// and values: one merge over the union of their non-zeros.
+fn merged_squared_distance<T: Real>(ai: &[usize], av: &[T], bi: &[usize], bv: &[T]) -> T {
+    let (mut p, mut q) = (0, 0);
+    let mut s = T::zero();
+    while p < ai.len() || q < bi.len() {
+        let diff = if q == bi.len() || (p < ai.len() && ai[p] < bi[q]) {
+            p += 1;
+            av[p - 1]
+        } else if p == ai.len() || bi[q] < ai[p] {
+            q += 1;
+            -bv[q - 1]
+        } else {
+            p += 1;
+            q += 1;
+            av[p - 1] - bv[q - 1]
+        };
+        s += diff * diff;
+    }
+    s
+}
+
+/// Squared row norms of `X` and `Z` for the distance-based kernels (empty otherwise).
+struct SparseNorms<T> {
+    x: Vec<T>,
+    z: Vec<T>,
+}
+
+impl<T: Real> SparseNorms<T> {
+    fn new(kernel: &Kernel, x: &CsrMatrix<T>, z: &CsrMatrix<T>) -> Self {
+        if kernel.is_distance_based() {
+            SparseNorms { x: sparse_row_squared_norms(x), z: sparse_row_squared_norms(z) }
+        } else {
+            SparseNorms { x: Vec::new(), z: Vec::new() }
+        }
+    }
+}
+
+/// One tile `dst = k(X[r0..r0+rows], Z[c0..c0+cols])`, column-major with
+/// leading dimension `rows` (`dst.len() = rows cols`): the inner products by
+/// gather against the scattered row of `Z` (`scratch`: length d, all zero on
+/// entry and on return), the squared distance for RBF/Laplacian (near
+/// duplicates merged), then `k` by [`kernel::apply_to_statistics`].
+/// Returns whether every entry is finite.
+#[allow(clippy::too_many_arguments)]
+fn fill_sparse_tile<T: Real>(kernel: &Kernel, x: &CsrMatrix<T>, z: &CsrMatrix<T>, norms: &SparseNorms<T>, r0: usize, rows: usize, c0: usize, dst: &mut [T], scratch: &mut [T]) -> bool {
+    let two = T::one() + T::one();
+    let near = T::from_f64_lossy(NEAR_DUPLICATE);
+    let mut finite = true;
+    for (jj, col) in dst.chunks_exact_mut(rows.max(1)).enumerate() {
+        let zj = z.row(c0 + jj);
+        let (zi, zv) = (zj.col_indices(), zj.values());
+        for (&c, &v) in zi.iter().zip(zv) {
+            scratch[c] = v;
+        }
+        for (ii, out) in col.iter_mut().enumerate() {
+            let xi = x.row(r0 + ii);
+            *out = xi.col_indices().iter().zip(xi.values()).fold(T::zero(), |acc, (&c, &v)| acc + v * scratch[c]);
+        }
+        for &c in zi {
+            scratch[c] = T::zero();
+        }
+        if kernel.is_distance_based() {
+            let znj = norms.z[c0 + jj];
+            for (ii, out) in col.iter_mut().enumerate() {
+                let xni = norms.x[r0 + ii];
+                let s = (xni + znj - two * *out).max(T::zero());
+                *out = if s <= near * (xni + znj) {
+                    let xi = x.row(r0 + ii);
+                    merged_squared_distance(xi.col_indices(), xi.values(), zi, zv)
+                } else {
+                    s
+                };
+            }
+        }
+        kernel::apply_to_statistics(kernel, col);
+        finite &= col.iter().all(|v| v.is_finite());
+    }
+    finite
+}
+
+/// Columns of `K` per task of [`kernel_matrix_sparse_cpu`].
+const MATRIX_BLOCK_COLS: usize = 64;
+/// Tile of [`kernel_matvec_sparse_cpu`] (rows of `X` x rows of `Z`), built in
+/// a per-task buffer and multiplied into the output at once.
+const MATVEC_TILE: usize = 256;
+/// Below this many multiply-adds (`nnz(X) m`) the work runs on the calling thread.
+const PARALLEL_WORK: usize = 1 << 18;
+
+/// CPU cross kernel matrix `K(X, Z)_{ij} = k(x_i, z_j)` (n x m) for sparse
+/// `X` (n x d) and `Z` (m x d), multi-threaded over blocks of columns.
+/// Cost O(nnz(X) m + nnz(Z) + (n + m)) plus the merges of near-duplicate
+/// pairs for RBF/Laplacian.
+///
+/// Errors: invalid kernel parameters, `Empty` (no rows or no columns),
+/// `NonFinite` (a stored NaN or infinity, at its row and column),
+/// `DimensionMismatch` (different numbers of columns), `OutOfMemory` when the
+/// n x m output cannot be allocated, `Overflow` when finite inputs give a
+/// non-finite kernel value.
+pub fn kernel_matrix_sparse_cpu<T: Real>(kernel: &Kernel, x: &CsrMatrix<T>, z: &CsrMatrix<T>) -> Result<DMatrix<T>> {
+    check_sparse_pair(kernel, x, z)?;
+    let (n, m, d) = (x.nrows(), z.nrows(), x.ncols());
+    let norms = SparseNorms::new(kernel, x, z);
+    let mut k = linalg::zeroed_output::<T>(n, m, "kernel matrix")?;
+    // Whole blocks of columns (the last one possibly narrower); n >= 1.
+    let chunk = crate::memory::entries(n, MATRIX_BLOCK_COLS, "kernel matrix")?;
+    let block = |(b, dst): (usize, &mut [T])| {
+        let mut scratch = vec![T::zero(); d];
+        fill_sparse_tile(kernel, x, z, &norms, 0, n, b * MATRIX_BLOCK_COLS, dst, &mut scratch)
+    };
+    let finite = if x.nnz().saturating_mul(m) < PARALLEL_WORK {
+        k.as_mut_slice().chunks_mut(chunk).enumerate().map(block).fold(true, |a, b| a & b)
+    } else {
+        k.as_mut_slice().par_chunks_mut(chunk).enumerate().map(block).reduce(|| true, |a, b| a & b)
+    };
+    if finite {
+        Ok(k)
+    } else {
+        linalg::finite_result("kernel matrix", k)
+    }
+}
+
+/// CPU kernel matrix times a thin matrix, `K(X, Z) V` (n x c) for sparse `X`
+/// (n x d), `Z` (m x d) and dense `V` (m x c), without storing `K(X, Z)`:
+/// each task owns 256 rows of `X`, builds one 256 x 256 tile of `K` at a time
+/// in a buffer (as [`kernel_matrix_sparse_cpu`] does) and multiplies it into
+/// its rows of the output. Memory O(nnz(X) + nnz(Z) + (n + m) c).
+///
+/// Errors: those of [`kernel_matrix_sparse_cpu`], and `Empty`, `NonFinite`
+/// or `DimensionMismatch` (rows of `V` vs rows of `Z`) for `v`.
+pub fn kernel_matvec_sparse_cpu<T: Real>(kernel: &Kernel, x: &CsrMatrix<T>, z: &CsrMatrix<T>, v: &DMatrix<T>) -> Result<DMatrix<T>> {
+    check_sparse_pair(kernel, x, z)?;
+    check_matrix("v", v)?;
+    check_dim("rows of v vs rows of z", z.nrows(), v.nrows())?;
+    let (n, m, c, d) = (x.nrows(), z.nrows(), v.ncols(), x.ncols());
+    let mut out = linalg::zeroed_output::<T>(n, c, "kernel matrix-vector product")?;
+    let norms = SparseNorms::new(kernel, x, z);
+    let task = |rb: usize| {
+        let r0 = rb * MATVEC_TILE;
+        let rows = MATVEC_TILE.min(n - r0);
+        let mut acc = DMatrix::<T>::zeros(rows, c);
+        let mut buf = vec![T::zero(); rows * MATVEC_TILE];
+        let mut scratch = vec![T::zero(); d];
+        for c0 in (0..m).step_by(MATVEC_TILE) {
+            let cols = MATVEC_TILE.min(m - c0);
+            let tile = &mut buf[..rows * cols];
+            // Non-finite entries reach the output, checked below.
+            fill_sparse_tile(kernel, x, z, &norms, r0, rows, c0, tile, &mut scratch);
+            T::faer_matmul_seq_add(linalg::faer_mut(&mut acc), MatRef::from_column_major_slice(tile, rows, cols), linalg::faer_ref(v).subrows(c0, cols));
+            linalg::clear_upper_simd_state(false);
+        }
+        (r0, acc)
+    };
+    let row_blocks = n.div_ceil(MATVEC_TILE);
+    let parts: Vec<(usize, DMatrix<T>)> =
+        if x.nnz().saturating_mul(m) < PARALLEL_WORK { (0..row_blocks).map(task).collect() } else { (0..row_blocks).into_par_iter().map(task).collect() };
+    for (r0, part) in parts {
+        out.rows_mut(r0, part.nrows()).copy_from(&part);
+    }
+    linalg::finite_result("kernel matrix-vector product", out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn merged_distance_covers_both_index_sets() {
+        let d = merged_squared_distance(&[0, 2, 5], &[1.0f64, 2.0, 3.0], &[2, 3], &[1.0, 4.0]);
+        assert_eq!(d, 1.0 + 1.0 + 16.0 + 9.0);
+        assert_eq!(merged_squared_distance::<f64>(&[], &[], &[], &[]), 0.0);
+        assert_eq!(merged_squared_distance(&[], &[], &[1], &[-2.0f64]), 4.0);
+    }
+}
