@@ -12,7 +12,8 @@
 //! limit forced with [`GpuOptions::max_tile_bytes`]) are computed tile by
 //! tile; nothing is ever bound beyond the limit.
 //!
-//! Modules, by concern: `buffers` (storage, allocation, upload, download,
+//! Modules, by concern: `icd` (the device steps of an incomplete Cholesky
+//! decomposition: the arg-max pivot, the fused column), `buffers` (storage, allocation, upload, download,
 //! scratch buffers), [`counters`] ([`TransferStats`], [`DeviceCounters`]: what
 //! was moved, waited for, allocated and computed), [`cost`] (a card's cost
 //! model over those counters), `problem` (the
@@ -26,6 +27,7 @@ mod buffers;
 pub mod cost;
 pub mod counters;
 mod host;
+mod icd;
 mod matvec;
 mod pipelines;
 mod plan;
