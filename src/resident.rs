@@ -610,7 +610,7 @@ impl Device {
     /// of the mklaren paper). On a GPU one submission reduces blocks of the
     /// vector on the device and only 3 numbers per block come back (at most
     /// 42 blocks, 1008 bytes in `f64`, for n up to 42 x 32767; one blocking
-    /// read, one allocation of the partials).
+    /// read; the partials are allocated once and reused for the same n).
     ///
     /// Errors: a matrix of more than one column
     /// ([`Error::DimensionMismatch`]); NaN or an infinity in the vector

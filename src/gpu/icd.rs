@@ -54,8 +54,9 @@ fn argmax_blocks(rows: usize, breaks: &[usize]) -> Vec<(usize, usize)> {
 impl GpuContext {
     /// Index and value of the largest entry of the n x 1 matrix `x` (the
     /// lowest index among equal largest values): one submission, one
-    /// blocking read of 3 numbers per block ([`argmax_blocks`]), one
-    /// allocation of those partials.
+    /// blocking read of 3 numbers per block ([`argmax_blocks`]); the
+    /// partials are allocated on the first call and reused by every later
+    /// one with as many blocks (the same n).
     ///
     /// Errors: `x` of more than one column ([`Error::DimensionMismatch`]);
     /// NaN or an infinity in `x` ([`Error::NonFinite`], `row` the first
@@ -65,7 +66,11 @@ impl GpuContext {
             return Err(Error::DimensionMismatch { what: "columns of an arg-max's vector", expected: 1, found: x.ncols() });
         }
         let blocks = argmax_blocks(x.nrows(), &x.block_breaks());
-        let partials = self.zeros(blocks.len(), 3, x.precision())?;
+        let mut held = self.argmax_partials.lock().map_err(|_| Error::Gpu("arg-max partials lock poisoned".into()))?;
+        if !held.as_ref().is_some_and(|p| p.nrows() == blocks.len() && p.precision() == x.precision()) {
+            *held = Some(self.zeros(blocks.len(), 3, x.precision())?);
+        }
+        let partials = held.as_ref().expect("set above");
         let mut plan: Vec<Dispatch> = Vec::new();
         // Runs of equal-length blocks within one buffer share a dispatch
         // (one invocation per block).
@@ -82,7 +87,7 @@ impl GpuContext {
             b += count;
         }
         self.run_plan(plan)?;
-        let values = self.download(&partials)?;
+        let values = self.download(partials)?;
         let mut best: Option<(usize, f64)> = None;
         for (&(start, _), p) in blocks.iter().zip(values.chunks_exact(3)) {
             if !p[2].is_finite() {

@@ -155,6 +155,9 @@ pub struct GpuContext {
     pub(crate) queue: wgpu::Queue,
     pub(crate) pipelines: pipelines::Pipelines,
     pub(crate) scratch: Mutex<buffers::Scratch>,
+    /// The partials of the last arg-max (`icd`), reused while the next one
+    /// has as many blocks in the same precision; held for a whole arg-max.
+    pub(crate) argmax_partials: Mutex<Option<GpuMatrix>>,
     pub(crate) max_binding_bytes: u64,
     pub(crate) max_buffer_bytes: u64,
     pub(crate) max_workgroups: u32,
@@ -363,6 +366,7 @@ impl GpuContext {
             queue,
             pipelines,
             scratch: Mutex::new(buffers::Scratch::default()),
+            argmax_partials: Mutex::new(None),
             max_binding_bytes,
             max_buffer_bytes: limits.max_buffer_size,
             max_workgroups: limits.max_compute_workgroups_per_dimension,
