@@ -173,7 +173,7 @@ mod tests {
             let mut next = 0;
             for &(start, len) in &blocks {
                 assert_eq!(start, next);
-                assert!(len >= 1 && len < LOOP_BUDGET);
+                assert!((1..LOOP_BUDGET).contains(&len));
                 assert!(breaks.iter().all(|&b| !(start < b && b < start + len)));
                 next = start + len;
             }
