@@ -603,6 +603,118 @@ impl Device {
         self.row_reduction(x, false)
     }
 
+    /// Index and value of the largest entry of a resident n x 1 vector, the
+    /// lowest index among equal largest values (the first maximum of a
+    /// sequential scan): the greedy pivot `i = argmax_k d_k` of an
+    /// incomplete Cholesky decomposition over its residual diagonal (Eq. 1
+    /// of the mklaren paper). On a GPU one submission reduces blocks of the
+    /// vector on the device and only 3 numbers per block come back (at most
+    /// 42 blocks, 1008 bytes in `f64`, for n up to 42 x 32767; one blocking
+    /// read; the partials are allocated once and reused for the same n).
+    ///
+    /// Errors: a matrix of more than one column
+    /// ([`Error::DimensionMismatch`]); NaN or an infinity in the vector
+    /// ([`Error::NonFinite`]; on a GPU `row` is the first entry of the
+    /// block that holds it).
+    pub fn resident_argmax(&self, x: &DeviceMatrix) -> Result<(usize, f64)> {
+        linalg::check_dim("columns of an arg-max's vector", 1, x.ncols())?;
+        match self.context() {
+            None => {
+                let xh = x.host_view()?;
+                let mut best = (0, f64::NEG_INFINITY);
+                for (i, &v) in xh.iter().enumerate() {
+                    if !v.is_finite() {
+                        return Err(Error::NonFinite { what: "vector of an arg-max", row: i, col: 0 });
+                    }
+                    if v > best.1 {
+                        best = (i, v);
+                    }
+                }
+                Ok(best)
+            }
+            Some(ctx) => ctx.argmax(x.gpu()?),
+        }
+    }
+
+    /// One step of an incomplete Cholesky decomposition on pivot `i` (Eq.
+    /// 2-3 of the mklaren paper) with the factor `G` (n x c) and the
+    /// residual diagonal `d` (n x 1) resident, fused in one pass: from the
+    /// kernel column `k = K(:, i)` and the combination of the earlier
+    /// columns `p = G G(i,:)^T` (n x 1 each; e.g.
+    /// [`Self::resident_kernel_matrix_into`] against a row view of X and
+    /// [`Self::resident_matmul_into`] of G against its row view `G(i,:)`,
+    /// `ABt`), writes column `col` of `G`:
+    /// `g_r = (k_r - p_r) / sqrt(d_i)`, `g_i = sqrt(d_i)`, 0 on earlier
+    /// pivots, and updates `d_r = max(d_r - g_r^2, 0)` in place.
+    /// `d_i` is the value at the pivot (from [`Self::resident_argmax`]).
+    ///
+    /// Pivots are marked by `-1` in `d` (the pivot of this step included),
+    /// so that [`Self::resident_argmax`] never picks them and later steps
+    /// zero their rows without a list; read back, a negative entry of `d`
+    /// is a pivot and its residual is 0. On a GPU: one submission, nothing
+    /// read back or allocated.
+    ///
+    /// Errors: shapes that differ; `col` or `pivot` out of range; `d_i`
+    /// not finite and `> 0` ([`Error::InvalidParameter`]); `d` or `G`
+    /// sharing storage with each other or with `k` or `p`; mixed precisions.
+    #[allow(clippy::too_many_arguments)]
+    pub fn resident_cholesky_column(&self, k: &DeviceMatrix, p: &DeviceMatrix, d: &DeviceMatrix, g: &DeviceMatrix, col: usize, pivot: usize, d_pivot: f64) -> Result<()> {
+        check_precisions(&[k, p, d, g])?;
+        let n = d.nrows();
+        linalg::check_dim("columns of a residual diagonal", 1, d.ncols())?;
+        for m in [k, p] {
+            linalg::check_dim("rows of a Cholesky column's operand vs the residual diagonal", n, m.nrows())?;
+            linalg::check_dim("columns of a Cholesky column's operand", 1, m.ncols())?;
+        }
+        linalg::check_dim("rows of a Cholesky factor vs the residual diagonal", n, g.nrows())?;
+        if col >= g.ncols() {
+            return Err(Error::IndexOutOfRange { what: "columns of a Cholesky factor", index: col, len: g.ncols() });
+        }
+        if pivot >= n {
+            return Err(Error::IndexOutOfRange { what: "rows of a residual diagonal", index: pivot, len: n });
+        }
+        if !(d_pivot.is_finite() && d_pivot > 0.0) {
+            return Err(Error::InvalidParameter { name: "d_pivot", reason: format!("the residual diagonal at the pivot must be finite and > 0, got {d_pivot}") });
+        }
+        if d.same_storage(k) || d.same_storage(p) || d.same_storage(g) || g.same_storage(k) || g.same_storage(p) {
+            return Err(Error::InvalidParameter { name: "out", reason: "the residual diagonal and the factor of a Cholesky column may not share storage with each other or an operand".into() });
+        }
+        let pivot_value = d_pivot.sqrt();
+        let inv = 1.0 / pivot_value;
+        match self.context() {
+            None => {
+                let (kh, ph) = (k.host_view()?.column(0).into_owned(), p.host_view()?.column(0).into_owned());
+                let (Repr::Host { m: dm, row0: d0, precision, .. }, Repr::Host { m: gm, row0: g0, .. }) = (&d.repr, &g.repr) else {
+                    return Err(Error::DeviceMismatch);
+                };
+                let round = |v: f64| if *precision == Precision::F32 { v as f32 as f64 } else { v };
+                let (inv, pivot_value) = (round(inv), round(pivot_value));
+                let mut dw = dm.write().unwrap_or_else(|e| e.into_inner());
+                let mut gw = gm.write().unwrap_or_else(|e| e.into_inner());
+                for r in 0..n {
+                    let dr = dw[(d0 + r, 0)];
+                    let gv = if r == pivot {
+                        dw[(d0 + r, 0)] = -1.0;
+                        pivot_value
+                    } else if dr >= 0.0 {
+                        let gv = round(round(kh[r] - ph[r]) * inv);
+                        dw[(d0 + r, 0)] = round(dr - round(gv * gv)).max(0.0);
+                        gv
+                    } else {
+                        0.0
+                    };
+                    gw[(g0 + r, col)] = gv;
+                }
+                Ok(())
+            }
+            Some(ctx) => {
+                let mut plan = Vec::new();
+                ctx.plan_icd_column(k.gpu()?, p.gpu()?, d.gpu()?, g.gpu()?, col, pivot, inv, pivot_value, &mut plan)?;
+                ctx.run_plan(plan)
+            }
+        }
+    }
+
     /// `sum_k x_ik^2` (`squares`) or `sum_k x_ik` for every row (n x 1).
     fn row_reduction(&self, x: &DeviceMatrix, squares: bool) -> Result<DeviceMatrix> {
         match self.context() {

@@ -314,8 +314,15 @@ pub(super) fn dispatch_work(d: &Dispatch) -> (ShapeKind, DispatchCounters) {
         PipelineKind::RowReduce => {
             let job: Reduce = bytemuck::pod_read_unaligned(&bytemuck::bytes_of(&d.problem)[..std::mem::size_of::<Reduce>()]);
             let (r, c) = (job.rows as u64, job.cols as u64);
-            let flops = if job.mode == 0 { 2 * r * c } else { r * c };
-            (ShapeKind::RowReduce, flops, e * (r * c + r + if job.accumulate != 0 { r } else { 0 }), 0)
+            // Mode 2 (an arg-max block) compares and adds, and writes 3 numbers a row.
+            let flops = if job.mode == 1 { r * c } else { 2 * r * c };
+            let written = if job.mode == 2 { 3 * r } else { r + if job.accumulate != 0 { r } else { 0 } };
+            (ShapeKind::RowReduce, flops, e * (r * c + written), 0)
+        }
+        PipelineKind::IcdColumn => {
+            // k, p and d read, d and a column of G written; 5 flops a row.
+            let r = bytemuck::cast_slice::<_, u32>(bytemuck::bytes_of(&d.problem))[0] as u64;
+            (ShapeKind::Elementwise, 5 * r, e * 5 * r, 0)
         }
         PipelineKind::Elementwise => {
             let words: &[u32] = bytemuck::cast_slice(bytemuck::bytes_of(&d.problem));

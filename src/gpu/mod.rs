@@ -12,7 +12,8 @@
 //! limit forced with [`GpuOptions::max_tile_bytes`]) are computed tile by
 //! tile; nothing is ever bound beyond the limit.
 //!
-//! Modules, by concern: `buffers` (storage, allocation, upload, download,
+//! Modules, by concern: `icd` (the device steps of an incomplete Cholesky
+//! decomposition: the arg-max pivot, the fused column), `buffers` (storage, allocation, upload, download,
 //! scratch buffers), [`counters`] ([`TransferStats`], [`DeviceCounters`]: what
 //! was moved, waited for, allocated and computed), [`cost`] (a card's cost
 //! model over those counters), `problem` (the
@@ -26,6 +27,7 @@ mod buffers;
 pub mod cost;
 pub mod counters;
 mod host;
+mod icd;
 mod matvec;
 mod pipelines;
 mod plan;
@@ -153,6 +155,9 @@ pub struct GpuContext {
     pub(crate) queue: wgpu::Queue,
     pub(crate) pipelines: pipelines::Pipelines,
     pub(crate) scratch: Mutex<buffers::Scratch>,
+    /// The partials of the last arg-max (`icd`), reused while the next one
+    /// has as many blocks in the same precision; held for a whole arg-max.
+    pub(crate) argmax_partials: Mutex<Option<GpuMatrix>>,
     pub(crate) max_binding_bytes: u64,
     pub(crate) max_buffer_bytes: u64,
     pub(crate) max_workgroups: u32,
@@ -361,6 +366,7 @@ impl GpuContext {
             queue,
             pipelines,
             scratch: Mutex::new(buffers::Scratch::default()),
+            argmax_partials: Mutex::new(None),
             max_binding_bytes,
             max_buffer_bytes: limits.max_buffer_size,
             max_workgroups: limits.max_compute_workgroups_per_dimension,

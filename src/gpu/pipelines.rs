@@ -20,6 +20,8 @@ pub(crate) struct Pipelines {
     pub(crate) row_reduce_f64: Option<wgpu::ComputePipeline>,
     pub(crate) elementwise_f32: wgpu::ComputePipeline,
     pub(crate) elementwise_f64: Option<wgpu::ComputePipeline>,
+    pub(crate) icd_column_f32: wgpu::ComputePipeline,
+    pub(crate) icd_column_f64: Option<wgpu::ComputePipeline>,
 }
 
 /// `shaders/prelude_f32.wgsl` / `prelude_f64.wgsl`: the scalar type T and
@@ -99,12 +101,13 @@ pub(crate) fn compile(device: &wgpu::Device, label: &str, source: &str, checks: 
 }
 
 /// Compiles the fixed pipelines: the default product variant of each
-/// precision (the f64 ones only with `SHADER_F64`), the row reductions and
-/// the element-wise maps.
+/// precision (the f64 ones only with `SHADER_F64`), the row reductions,
+/// the element-wise maps and the fused Cholesky column.
 pub(crate) fn build_pipelines(device: &wgpu::Device, f64_shaders: bool, variant_checks: Checks) -> Pipelines {
     use variants::default_index;
     const ROW_REDUCE: &str = include_str!("../../shaders/row_reduce.wgsl");
     const ELEMENTWISE: &str = include_str!("../../shaders/elementwise.wgsl");
+    const ICD_COLUMN: &str = include_str!("../../shaders/icd_column.wgsl");
     let f32v = &CATALOGUE[default_index(Precision::F32)];
     let f64v = &CATALOGUE[default_index(Precision::F64)];
     let f32p = prelude(Precision::F32);
@@ -116,6 +119,8 @@ pub(crate) fn build_pipelines(device: &wgpu::Device, f64_shaders: bool, variant_
         row_reduce_f64: f64_shaders.then(|| compile(device, "row_reduce f64", &format!("{f64p}\n{ROW_REDUCE}"), Checks::Bounds)),
         elementwise_f32: compile(device, "elementwise f32", &format!("{f32p}\n{ELEMENTWISE}"), Checks::Bounds),
         elementwise_f64: f64_shaders.then(|| compile(device, "elementwise f64", &format!("{f64p}\n{ELEMENTWISE}"), Checks::Bounds)),
+        icd_column_f32: compile(device, "icd_column f32", &format!("{f32p}\n{ICD_COLUMN}"), Checks::Bounds),
+        icd_column_f64: f64_shaders.then(|| compile(device, "icd_column f64", &format!("{f64p}\n{ICD_COLUMN}"), Checks::Bounds)),
     }
 }
 
@@ -129,6 +134,8 @@ impl GpuContext {
             (PipelineKind::RowReduce, Precision::F64) => self.pipelines.row_reduce_f64.clone().ok_or_else(missing),
             (PipelineKind::Elementwise, Precision::F32) => Ok(self.pipelines.elementwise_f32.clone()),
             (PipelineKind::Elementwise, Precision::F64) => self.pipelines.elementwise_f64.clone().ok_or_else(missing),
+            (PipelineKind::IcdColumn, Precision::F32) => Ok(self.pipelines.icd_column_f32.clone()),
+            (PipelineKind::IcdColumn, Precision::F64) => self.pipelines.icd_column_f64.clone().ok_or_else(missing),
         }
     }
 

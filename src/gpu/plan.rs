@@ -132,7 +132,7 @@ impl Dispatch {
                     reach.push(("the column sums", column_top, &self.buffers[2]));
                 }
             }
-            PipelineKind::RowReduce | PipelineKind::Elementwise => {}
+            PipelineKind::RowReduce | PipelineKind::Elementwise | PipelineKind::IcdColumn => {}
         }
         for (what, last, buffer) in reach {
             if let Some(last) = last {
@@ -152,6 +152,8 @@ pub(super) enum PipelineKind {
     Matvec,
     RowReduce,
     Elementwise,
+    /// The fused Cholesky column of `icd_column.wgsl`.
+    IcdColumn,
 }
 
 /// The element-wise maps of `elementwise.wgsl`.

@@ -95,7 +95,7 @@ impl GpuContext {
                             let p = ProblemF64 { words, pad: 0, gamma: d.params.0, coef0: d.params.1 };
                             dst[..std::mem::size_of::<ProblemF64>()].copy_from_slice(bytemuck::bytes_of(&p));
                         }
-                        (PipelineKind::Elementwise, precision) => {
+                        (PipelineKind::Elementwise | PipelineKind::IcdColumn, precision) => {
                             // Seven words, then the two scalars (f64 aligned to 8).
                             dst[..28].copy_from_slice(&bytemuck::bytes_of(&d.problem)[..28]);
                             match precision {
@@ -130,8 +130,8 @@ impl GpuContext {
                             (PipelineKind::Product | PipelineKind::Matvec, Precision::F64) => std::mem::size_of::<ProblemF64>(),
                             (PipelineKind::Product | PipelineKind::Matvec, Precision::F32) => std::mem::size_of::<Problem>(),
                             (PipelineKind::RowReduce, _) => std::mem::size_of::<Reduce>(),
-                            (PipelineKind::Elementwise, Precision::F64) => 48,
-                            (PipelineKind::Elementwise, Precision::F32) => 36,
+                            (PipelineKind::Elementwise | PipelineKind::IcdColumn, Precision::F64) => 48,
+                            (PipelineKind::Elementwise | PipelineKind::IcdColumn, Precision::F32) => 36,
                         } as u64;
                         let desc = wgpu::BindingResource::Buffer(wgpu::BufferBinding { buffer: descriptors, offset: (i * align) as u64, size: NonZeroU64::new(desc_size) });
                         fn whole(b: &wgpu::Buffer) -> wgpu::BindingResource<'_> {

@@ -414,3 +414,107 @@ impl NystromFactor {
 }
 
 crate::estimator::on_device!(IcdFactor, NystromFactor);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::linalg::MatrixProduct;
+    use crate::precision::Precision;
+    use crate::resident::DeviceMatrix;
+
+    /// A tiny deterministic generator (fresh inputs per run).
+    fn uniform(seed: &mut u64) -> f64 {
+        *seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        (*seed >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    /// The devices to test: the CPU, and a GPU with `f64` where there is one.
+    fn devices() -> Vec<Device> {
+        let mut out = vec![Device::Cpu];
+        if let Some(ctx) = crate::gpu::test_context() {
+            if ctx.supports(Precision::F64) {
+                out.push(Device::Gpu(std::sync::Arc::new(ctx)));
+            }
+        }
+        out
+    }
+
+    /// ICD (Eq. 1-3) with G and d resident: the pivot by
+    /// [`Device::resident_argmax`], the kernel column against a row view of
+    /// X, `p = G G(i,:)^T` by a resident product against a row view of G,
+    /// and the fused [`Device::resident_cholesky_column`], chooses the
+    /// pivots of [`CholeskyState`] (the CPU's `f64` reference) and reaches
+    /// its factor and residual diagonal within 1e-10 absolute (kernel
+    /// values in [0, 1]; the kernel columns agree to about 1e-15 and a step
+    /// divides by `sqrt(d_i)`, which stays above 1e-3 here), on fresh
+    /// random inputs, on the CPU device and on a GPU in `f64`.
+    #[test]
+    fn resident_icd_steps_equal_the_cpu_decomposition() {
+        let mut seed = 0x1cd_u64 ^ ((std::process::id() as u64) << 17);
+        let kernel = Kernel::rbf(0.8).unwrap();
+        for device in devices() {
+            for (n, rank) in [(37usize, 9usize), (500, 12)] {
+                let x = DMatrix::from_fn(n, 3, |_, _| 2.0 * uniform(&mut seed) - 1.0);
+                let cols = KernelColumns::new(&Device::Cpu, kernel, &x).unwrap();
+                let mut cpu = CholeskyState::new(&cols);
+                let f64p = Precision::F64;
+                let xr = device.upload(&x, f64p).unwrap();
+                let d = device.upload_vector(&DVector::from_column_slice(cols.diagonal()), f64p).unwrap();
+                let g = device.zeros(n, rank, f64p).unwrap();
+                let (kcol, p) = (device.zeros(n, 1, f64p).unwrap(), device.zeros(n, 1, f64p).unwrap());
+                for t in 0..rank {
+                    let before = device.device_counters();
+                    let (i, best) = argmax(&cpu.diag);
+                    let (di, d_pivot) = device.resident_argmax(&d).unwrap();
+                    assert_eq!(di, i, "{device:?} n = {n}, step {t}");
+                    assert!((d_pivot - best).abs() <= 1e-10 && best > 1e-6, "{device:?} n = {n}, step {t}: {d_pivot} vs {best}");
+                    cpu.step(&cols, i).unwrap();
+                    device.resident_kernel_matrix_into(&kernel, &xr, &xr.rows(i, 1).unwrap(), &kcol).unwrap();
+                    device.resident_matmul_into(&g, &g.rows(i, 1).unwrap(), MatrixProduct::ABt, &p, false).unwrap();
+                    device.resident_cholesky_column(&kcol, &p, &d, &g, t, i, d_pivot).unwrap();
+                    if device.is_gpu() && t > 0 {
+                        // A step: one blocking read of 3 numbers per arg-max
+                        // block (at most 42 blocks, 1008 bytes), nothing up,
+                        // nothing allocated (the arg-max's partials are reused).
+                        let c = device.device_counters().since(&before);
+                        let blocks = n.div_ceil(n.div_ceil(42)) as u64;
+                        eprintln!("resident ICD step n = {n}: waits {} down {} up {} allocations {} submissions {} dispatches {}", c.waits, c.transfers.device_to_host_bytes, c.transfers.host_to_device_bytes, c.allocations, c.transfers.submissions, c.transfers.dispatches);
+                        assert_eq!(c.waits, 1, "{c:?}");
+                        assert_eq!(c.transfers.device_to_host_bytes, 3 * 8 * blocks, "{c:?}");
+                        assert!(c.transfers.device_to_host_bytes <= 1024);
+                        assert_eq!((c.transfers.uploads, c.transfers.host_to_device_bytes), (0, 0), "{c:?}");
+                        assert_eq!((c.allocations, c.allocated_bytes), (0, 0), "{c:?}");
+                    }
+                }
+                let (gh, dh) = (device.to_host(&g).unwrap(), device.to_host(&d).unwrap());
+                let factor = cpu.factor();
+                for r in 0..n {
+                    let pivot = cpu.pivots.contains(&r);
+                    assert_eq!(dh[(r, 0)] < 0.0, pivot, "{device:?} n = {n}: pivots are marked in d, row {r}");
+                    assert!((dh[(r, 0)].max(0.0) - cpu.diag[r]).abs() <= 1e-10, "{device:?} n = {n}: d at row {r}");
+                    for t in 0..rank {
+                        assert!((gh[(r, t)] - factor[(r, t)]).abs() <= 1e-10, "{device:?} n = {n}: G({r}, {t}) {} vs {}", gh[(r, t)], factor[(r, t)]);
+                    }
+                }
+                // Bad input: a typed error, nothing changed.
+                let other = device.zeros(n, 1, f64p).unwrap();
+                let i = cpu.pivots[0];
+                for bad in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+                    assert!(matches!(device.resident_cholesky_column(&kcol, &p, &other, &g, 0, i, bad), Err(Error::InvalidParameter { .. })), "d_i = {bad}");
+                }
+                assert!(matches!(device.resident_cholesky_column(&kcol, &p, &other, &g, rank, i, 1.0), Err(Error::IndexOutOfRange { .. })));
+                assert!(matches!(device.resident_cholesky_column(&kcol, &p, &other, &g, 0, n, 1.0), Err(Error::IndexOutOfRange { .. })));
+                assert!(matches!(device.resident_cholesky_column(&kcol, &p, &kcol, &g, 0, i, 1.0), Err(Error::InvalidParameter { .. })));
+                let short: DeviceMatrix = device.zeros(n - 1, 1, f64p).unwrap();
+                assert!(device.resident_cholesky_column(&short, &p, &other, &g, 0, i, 1.0).is_err());
+                assert!(matches!(device.resident_argmax(&g), Err(Error::DimensionMismatch { .. })));
+                // A resident infinity (overflow of a resident operation;
+                // uploads refuse non-finite values) is a typed error.
+                let big = device.upload_vector(&DVector::from_fn(n, |r, _| if r == n / 2 { 1e308 } else { 1.0 }), f64p).unwrap();
+                let inf = device.resident_combine(10.0, &big, 0.0, &big, 0.0).unwrap();
+                assert!(matches!(device.resident_argmax(&inf), Err(Error::NonFinite { .. })), "{device:?}");
+                assert_eq!(device.to_host(&g).unwrap(), gh, "{device:?}: a refused step changes nothing");
+            }
+        }
+    }
+}
