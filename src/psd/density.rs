@@ -77,7 +77,8 @@ impl DensityParams {
     }
 
     /// How the dual computes each `[M]_+` (default
-    /// [`PositivePartRoute::Auto`]: on a GPU with `f64` and fewer than
+    /// [`PositivePartRoute::Auto`]: on a GPU with `f64`, at least
+    /// [`super::positive_part::POLAR_MIN_ORDER`] features and fewer than
     /// [`super::positive_part::POLAR_SAMPLES_PER_ORDER`] samples per feature
     /// the polar route, so that `M` and `[M]_+` stay on the device; otherwise
     /// the eigenpairs above 0 of a fresh tridiagonalisation, the fastest on

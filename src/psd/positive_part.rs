@@ -163,8 +163,9 @@ impl PartMatrix {
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub enum PositivePartRoute {
     /// [`PositivePartRoute::Polar`] where the features are resident on a
-    /// device (a GPU with `f64`) and `n < POLAR_SAMPLES_PER_ORDER r`
-    /// ([`POLAR_SAMPLES_PER_ORDER`]); [`PositivePartRoute::Eigen`] otherwise.
+    /// device (a GPU with `f64`), of order `r >= POLAR_MIN_ORDER`, and
+    /// `n < POLAR_SAMPLES_PER_ORDER r` ([`POLAR_MIN_ORDER`],
+    /// [`POLAR_SAMPLES_PER_ORDER`]); [`PositivePartRoute::Eigen`] otherwise.
     #[default]
     Auto,
     /// The eigenpairs above 0 of a fresh tridiagonalisation
@@ -191,12 +192,20 @@ pub enum PositivePartRoute {
 /// `2 n r (r - k) < ~1e2 r^3`, that is `n < ~50 r` for `k` small next to `r`.
 pub const POLAR_SAMPLES_PER_ORDER: usize = 50;
 
+/// The smallest order `r` at which [`PositivePartRoute::Auto`] takes the
+/// polar route on a device: its ~100 dispatches and four blocking waits per
+/// `[M]_+` (about 0.7 ms at the cost model's H200 overheads of 5 us per
+/// dispatch and 50 us per wait) must stay below the host's
+/// eigendecomposition (`~2e-11 r^3` s, the estimate of
+/// [`POLAR_SAMPLES_PER_ORDER`]), which holds from `r ~ 330` on.
+pub const POLAR_MIN_ORDER: usize = 330;
+
 impl PositivePartRoute {
     /// The solver of this route for `samples` training points with features
     /// of order `order`, resident on a device or not.
     pub fn solver(self, resident_features: bool, samples: usize, order: usize) -> PositivePartSolver {
         match self {
-            PositivePartRoute::Auto if resident_features && samples < POLAR_SAMPLES_PER_ORDER.saturating_mul(order) => PositivePartSolver::polar(),
+            PositivePartRoute::Auto if resident_features && order >= POLAR_MIN_ORDER && samples < POLAR_SAMPLES_PER_ORDER.saturating_mul(order) => PositivePartSolver::polar(),
             PositivePartRoute::Auto | PositivePartRoute::Eigen => PositivePartSolver::full_only(),
             PositivePartRoute::Partial => PositivePartSolver::new(),
             PositivePartRoute::Polar => PositivePartSolver::polar(),

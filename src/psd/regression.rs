@@ -41,6 +41,7 @@ use super::options::{PsdSettings, Regularisation, Terms, shared_builders, solver
 pub struct QuantileParams {
     settings: PsdSettings,
     levels: Vec<f64>,
+    positive_part: PositivePartRoute,
 }
 
 impl QuantileParams {
@@ -55,7 +56,7 @@ impl QuantileParams {
     /// (`kernel`), an invalid kernel ([`crate::Kernel::validate`]).
     pub fn new(kernel: crate::Kernel, levels: &[f64]) -> Result<Self, Error> {
         let settings = PsdSettings::new(&kernel, Regularisation::new().linear(1e-3).trace(1e-3).quadratic(1e-4), SolverOptions::default())?;
-        Ok(QuantileParams { settings, levels: levels.to_vec() })
+        Ok(QuantileParams { settings, levels: levels.to_vec(), positive_part: PositivePartRoute::Auto })
     }
 
     // `.regularisation(Regularisation)`, its getter and `kernel_width()`, shared by every PSD params type.
@@ -63,6 +64,13 @@ impl QuantileParams {
 
     // `.solver(SolverOptions)` and `.nystrom(m, seed)`, shared by the PSD params types with Nystrom centres.
     solver_builders!("Solver tolerance and budget.", "Nystrom compression: the curves live on `m` centres drawn uniformly from the data with `seed` (cost per iteration `O(K (n m^2 + m^3))`); default: every sample is a centre.");
+
+    /// How the dual computes each `[M_q]_+` (default
+    /// [`PositivePartRoute::Auto`], see there).
+    pub fn positive_part(mut self, route: PositivePartRoute) -> Self {
+        self.positive_part = route;
+        self
+    }
 
     /// Checks the parameters (the data are checked by `fit`); `fit` calls it
     /// first.
@@ -128,7 +136,7 @@ impl QuantileParams {
         };
         // On a GPU with f64 the features stay on the device, and M_q and
         // [M_q]_+ too where the polar route is the cheaper one.
-        let solution = problem.solve_with(&self.settings.solver, PositivePartRoute::Auto.solver(matches!(training, TrainingFeatures::Resident(_)), n, features.rank()))?;
+        let solution = problem.solve_with(&self.settings.solver, self.positive_part.solver(matches!(training, TrainingFeatures::Resident(_)), n, features.rank()))?;
         let mut models = Vec::with_capacity(part_levels.len());
         for (&i, a) in part_levels.iter().zip(solution.parts.iter()) {
             models.push((i, PsdModel::from_feature_operator(&features, a)?));

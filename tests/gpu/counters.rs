@@ -316,12 +316,12 @@ fn psd_density_counters_at_two_sizes() {
         (c, fitted.eigen_stats())
     };
     for n in [200usize, 400] {
-        let (polar, stats) = fit(n, PositivePartRoute::Auto);
+        let (polar, stats) = fit(n, PositivePartRoute::Polar);
         let (eigen, _) = fit(n, PositivePartRoute::Eigen);
         // The n x m Nystrom features are evaluated once (n m kernel evaluations).
         assert_eq!(polar.total().kernel_evaluations, (n * m) as u64, "{polar:?}");
         assert_eq!(eigen.total().kernel_evaluations, (n * m) as u64, "{eigen:?}");
-        // On a GPU with f64 the default route keeps M and [M]_+ on the device:
+        // On a GPU with f64 the polar route keeps M and [M]_+ on the device:
         // every read-back is a vector of at most max(n, r) numbers (model
         // values, norms, traces) but the fitted r x r matrix, once. The
         // eigendecomposition route brings every M down (r^2 = 900 numbers,
