@@ -77,10 +77,12 @@ impl DensityParams {
     }
 
     /// How the dual computes each `[M]_+` (default
-    /// [`PositivePartRoute::Auto`]: the eigenpairs above 0 of a fresh
-    /// tridiagonalisation, the fastest on the CPU problems of BENCHMARKS.md;
-    /// [`PositivePartRoute::Polar`] on a GPU with `f64` keeps `M` and
-    /// `[M]_+` on the device; [`PositivePartRoute::Partial`] for the certified,
+    /// [`PositivePartRoute::Auto`]: on a GPU with `f64`, at least
+    /// [`super::positive_part::POLAR_MIN_ORDER`] features and fewer than
+    /// [`super::positive_part::POLAR_SAMPLES_PER_ORDER`] samples per feature
+    /// the polar route, so that `M` and `[M]_+` stay on the device; otherwise
+    /// the eigenpairs above 0 of a fresh tridiagonalisation, the fastest on
+    /// the CPU problems of BENCHMARKS.md; [`PositivePartRoute::Partial`] for the certified,
     /// warm-started partial eigensolver of [`super::positive_part`]).
     pub fn positive_part(mut self, route: PositivePartRoute) -> Self {
         self.positive_part = route;
@@ -108,7 +110,7 @@ impl DensityParams {
     /// On a GPU with `f64` (see [`Device::supports`]) X is uploaded once,
     /// the features are built on the device and stay there, and every
     /// iteration's `P diag(alpha) P^T`, `[M]_+` (the polar route of
-    /// [`Self::positive_part`], when asked for) and model values run there in `f64`
+    /// [`Self::positive_part`], where it is the cheaper one) and model values run there in `f64`
     /// ([`super::features::Features::Resident`]); per evaluation the dual
     /// weights go up and the model values, norms and traces come down, and
     /// the O(n) vector updates run on the CPU. On a GPU without `f64` the
@@ -142,7 +144,7 @@ impl DensityParams {
         let setup = start.elapsed().as_secs_f64();
         let loss = NegativeLogLikelihood { n: x.nrows() };
         let problem = DualProblem { features: training.view(device), integral: Some(&w), loss: &loss, lambda1: self.settings.regularisation.trace, lambda2: self.settings.regularisation.quadratic };
-        let eigen_solver = self.positive_part.solver();
+        let eigen_solver = self.positive_part.solver(matches!(training, TrainingFeatures::Resident(_)), x.nrows(), features.rank());
         let solution = problem.solve_with(&self.settings.solver, eigen_solver)?;
         let model = PsdModel::from_feature_operator(&features, &solution.a)?;
         let mut report = solution.report;

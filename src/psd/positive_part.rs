@@ -162,10 +162,10 @@ impl PartMatrix {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub enum PositivePartRoute {
-    /// [`PositivePartRoute::Eigen`]. The polar route is taken only when
-    /// asked for: on some density problems its fitted objective and
-    /// certified gap disagree with the eigendecomposition route's beyond
-    /// the two gaps.
+    /// [`PositivePartRoute::Polar`] where the features are resident on a
+    /// device (a GPU with `f64`), of order `r >= POLAR_MIN_ORDER`, and
+    /// `n < POLAR_SAMPLES_PER_ORDER r` ([`POLAR_MIN_ORDER`],
+    /// [`POLAR_SAMPLES_PER_ORDER`]); [`PositivePartRoute::Eigen`] otherwise.
     #[default]
     Auto,
     /// The eigenpairs above 0 of a fresh tridiagonalisation
@@ -179,10 +179,33 @@ pub enum PositivePartRoute {
     Polar,
 }
 
+/// Where [`PositivePartRoute::Auto`] stops taking the polar route on a
+/// device: below `n = 50 r` samples for features of order `r`. Per
+/// evaluation the polar route adds, on the device, the model values from a
+/// dense `[M]_+` (`2 n r^2` flops instead of `2 n r k` for `k` positive
+/// eigenvalues) and its sign iteration (about `102 r^3` flops at the
+/// default tolerance, [`super::polar`]); it saves the host's
+/// eigendecomposition and the read-back of `M` (`8 r^2` bytes). With the
+/// cost model's H200 profile (`gramian::gpu::cost`: f64 products at 30 %
+/// of 33.5 TFLOP/s) and the 16-core host's 20 ms per eigendecomposition at
+/// `r = 1000` (`~2e-11 r^3` s), the polar route is the cheaper one while
+/// `2 n r (r - k) < ~1e2 r^3`, that is `n < ~50 r` for `k` small next to `r`.
+pub const POLAR_SAMPLES_PER_ORDER: usize = 50;
+
+/// The smallest order `r` at which [`PositivePartRoute::Auto`] takes the
+/// polar route on a device: its ~100 dispatches and four blocking waits per
+/// `[M]_+` (about 0.7 ms at the cost model's H200 overheads of 5 us per
+/// dispatch and 50 us per wait) must stay below the host's
+/// eigendecomposition (`~2e-11 r^3` s, the estimate of
+/// [`POLAR_SAMPLES_PER_ORDER`]), which holds from `r ~ 330` on.
+pub const POLAR_MIN_ORDER: usize = 330;
+
 impl PositivePartRoute {
-    /// The solver of this route.
-    pub fn solver(self) -> PositivePartSolver {
+    /// The solver of this route for `samples` training points with features
+    /// of order `order`, resident on a device or not.
+    pub fn solver(self, resident_features: bool, samples: usize, order: usize) -> PositivePartSolver {
         match self {
+            PositivePartRoute::Auto if resident_features && order >= POLAR_MIN_ORDER && samples < POLAR_SAMPLES_PER_ORDER.saturating_mul(order) => PositivePartSolver::polar(),
             PositivePartRoute::Auto | PositivePartRoute::Eigen => PositivePartSolver::full_only(),
             PositivePartRoute::Partial => PositivePartSolver::new(),
             PositivePartRoute::Polar => PositivePartSolver::polar(),

@@ -94,8 +94,8 @@ impl QuantileParams {
     ///
     /// On a GPU with `f64` X is uploaded once, the features are built and
     /// stay on the device, and each iteration's `P diag(d_q) P^T` and model
-    /// values run there, with `[M_q]_+` too on the polar route
-    /// ([`Self::positive_part`]);
+    /// values run there, with `[M_q]_+` too where the polar route is the
+    /// cheaper one ([`super::positive_part::PositivePartRoute::Auto`]);
     /// elsewhere everything runs on the CPU.
     ///
     /// Errors: invalid parameters or levels, empty/NaN/mismatched input,
@@ -135,8 +135,8 @@ impl QuantileParams {
             lambda2: self.settings.regularisation.quadratic,
         };
         // On a GPU with f64 the features stay on the device, and M_q and
-        // [M_q]_+ too with the polar route.
-        let solution = problem.solve_with(&self.settings.solver, self.positive_part.solver())?;
+        // [M_q]_+ too where the polar route is the cheaper one.
+        let solution = problem.solve_with(&self.settings.solver, self.positive_part.solver(matches!(training, TrainingFeatures::Resident(_)), n, features.rank()))?;
         let mut models = Vec::with_capacity(part_levels.len());
         for (&i, a) in part_levels.iter().zip(solution.parts.iter()) {
             models.push((i, PsdModel::from_feature_operator(&features, a)?));
