@@ -300,8 +300,8 @@ fn psd_density_counters_at_two_sizes() {
     use gramian::psd::{BaseMeasure, DensityParams, PositivePartRoute, Regularisation, SolverOptions};
     let Some(gpu) = device() else { return };
     let (d, m) = (3usize, 30usize);
-    let fit = |n: usize, route: PositivePartRoute| {
-        let x = uniform(n, d) * 0.5;
+    let fit = |x: &DMatrix<f64>, route: PositivePartRoute| {
+        let n = x.nrows();
         let params = DensityParams::new(Kernel::gaussian_with_width(0.8).unwrap()).unwrap()
             .regularisation(Regularisation::new().trace(1e-3).quadratic(1e-4))
             .base_measure(BaseMeasure::isotropic_gaussian(d, 2.0).unwrap())
@@ -309,15 +309,22 @@ fn psd_density_counters_at_two_sizes() {
             .positive_part(route)
             .solver(SolverOptions { tolerance: 1e-6, max_iterations: 3000, check_every: 2 });
         let mut fitted = None;
-        let c = counted(&gpu, || fitted = Some(params.fit(&gpu, &x).unwrap()));
+        let c = counted(&gpu, || fitted = Some(params.fit(&gpu, x).unwrap()));
         let fitted = fitted.unwrap();
         eprintln!("{route:?}: {} iterations, {:?}", fitted.report().iterations, fitted.eigen_stats());
         print("psd", n, &c);
-        (c, fitted.eigen_stats())
+        (c, fitted)
     };
     for n in [200usize, 400] {
-        let (polar, stats) = fit(n, PositivePartRoute::Polar);
-        let (eigen, _) = fit(n, PositivePartRoute::Eigen);
+        let x = uniform(n, d) * 0.5;
+        let (polar, polar_fit) = fit(&x, PositivePartRoute::Polar);
+        let (eigen, eigen_fit) = fit(&x, PositivePartRoute::Eigen);
+        let stats = polar_fit.eigen_stats();
+        // Both routes certified on the same data: primal objectives within
+        // the sum of the two gaps; the polar fit PSD and normalised.
+        let (pp, pe) = (polar_fit.report().primal, eigen_fit.report().primal);
+        assert!((pp - pe).abs() <= polar_fit.report().gap + eigen_fit.report().gap + 1e-12 * pe.abs(), "primal polar {pp} eigen {pe}");
+        assert!((polar_fit.integral().unwrap() - 1.0).abs() < 1e-9, "integral {}", polar_fit.integral().unwrap());
         // The n x m Nystrom features are evaluated once (n m kernel evaluations).
         assert_eq!(polar.total().kernel_evaluations, (n * m) as u64, "{polar:?}");
         assert_eq!(eigen.total().kernel_evaluations, (n * m) as u64, "{eigen:?}");
