@@ -180,25 +180,27 @@ pub enum PositivePartRoute {
 }
 
 /// Where [`PositivePartRoute::Auto`] stops taking the polar route on a
-/// device: below `n = 50 r` samples for features of order `r`. Per
+/// device: below `n = 30 r` samples for features of order `r`. Per
 /// evaluation the polar route adds, on the device, the model values from a
 /// dense `[M]_+` (`2 n r^2` flops instead of `2 n r k` for `k` positive
-/// eigenvalues) and its sign iteration (about `102 r^3` flops at the
+/// eigenvalues) and its sign iteration (about `134 r^3` flops at the
 /// default tolerance, [`super::polar`]); it saves the host's
 /// eigendecomposition and the read-back of `M` (`8 r^2` bytes). With the
 /// cost model's H200 profile (`gramian::gpu::cost`: f64 products at 30 %
-/// of 33.5 TFLOP/s) and the 16-core host's 20 ms per eigendecomposition at
-/// `r = 1000` (`~2e-11 r^3` s), the polar route is the cheaper one while
-/// `2 n r (r - k) < ~1e2 r^3`, that is `n < ~50 r` for `k` small next to `r`.
-pub const POLAR_SAMPLES_PER_ORDER: usize = 50;
+/// of 33.5 TFLOP/s, about `1e13` flop/s) and the 16-core host's 20 ms per
+/// eigendecomposition at `r = 1000` (`~2e-11 r^3` s), the polar route is
+/// the cheaper one while `2 n r (r - k) + 134 r^3 < ~2e2 r^3`, that is
+/// `n < ~30 r` for `k` small next to `r`.
+pub const POLAR_SAMPLES_PER_ORDER: usize = 30;
 
 /// The smallest order `r` at which [`PositivePartRoute::Auto`] takes the
-/// polar route on a device: its ~100 dispatches and four blocking waits per
-/// `[M]_+` (about 0.7 ms at the cost model's H200 overheads of 5 us per
-/// dispatch and 50 us per wait) must stay below the host's
-/// eigendecomposition (`~2e-11 r^3` s, the estimate of
-/// [`POLAR_SAMPLES_PER_ORDER`]), which holds from `r ~ 330` on.
-pub const POLAR_MIN_ORDER: usize = 330;
+/// polar route on a device: its ~130 dispatches and four blocking waits
+/// per `[M]_+` (about 0.85 ms at the cost model's H200 overheads of 5 us
+/// per dispatch and 50 us per wait) and its `134 r^3` flops
+/// (`~1.3e-11 r^3` s) must stay below the host's eigendecomposition
+/// (`~2e-11 r^3` s, the estimate of [`POLAR_SAMPLES_PER_ORDER`]), which
+/// holds from `r ~ 500` on.
+pub const POLAR_MIN_ORDER: usize = 500;
 
 impl PositivePartRoute {
     /// The solver of this route for `samples` training points with features
