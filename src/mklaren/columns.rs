@@ -255,6 +255,17 @@ impl<'a> KernelColumns<'a> {
         Ok(())
     }
 
+    /// X on the device in `f64` (a GPU with `f64` shaders), where the
+    /// columns can stay resident ([`super::icd::ResidentCholesky`]).
+    pub(crate) fn resident_f64(&self) -> Option<&DeviceMatrix> {
+        self.resident.as_ref().filter(|x| x.precision() == crate::precision::Precision::F64)
+    }
+
+    /// The device the columns are computed on.
+    pub(crate) fn device(&self) -> &Device {
+        self.device
+    }
+
     /// Number of kernel columns computed so far (cache hits are not
     /// counted; on the CPU a column whose statistic was cached in the
     /// shared input costs no pass over X, see [`SharedInput::passes`]).

@@ -9,6 +9,8 @@ use super::columns::{KernelColumns, ROW_CHUNK};
 use crate::input::AsMatrix;
 use crate::error::Error;
 use crate::linalg::{self, check_matrix};
+use crate::precision::Precision;
+use crate::resident::DeviceMatrix;
 use crate::{Device, Kernel};
 
 /// The state of an incomplete Cholesky decomposition `K ~ G G^T` (Eq. 1-3):
@@ -171,6 +173,74 @@ impl CholeskyState {
     }
 }
 
+/// An incomplete Cholesky decomposition (Eq. 1-3) whose factor `G`
+/// (n x rank) and residual diagonal `d` stay on the device: per step the
+/// greedy pivot from [`Device::resident_argmax`] (at most 1008 bytes back,
+/// the step's one blocking wait), the pivot's kernel column against a row
+/// view of the resident X, `p = G G(i,:)^T` by a resident product, and the
+/// fused [`Device::resident_cholesky_column`]; nothing goes up and nothing
+/// is allocated after the start. `G` and `d` come down once, in
+/// [`ResidentCholesky::into_state`].
+pub(crate) struct ResidentCholesky<'c, 'a> {
+    cols: &'c KernelColumns<'a>,
+    x: DeviceMatrix,
+    g: DeviceMatrix,
+    d: DeviceMatrix,
+    column: DeviceMatrix,
+    combination: DeviceMatrix,
+    pivots: Vec<usize>,
+}
+
+impl<'c, 'a> ResidentCholesky<'c, 'a> {
+    /// `G = 0` with room for `rank` columns and `d = diag(K)` on the device
+    /// of `cols`, or `None` where X is not resident in `f64` there.
+    ///
+    /// Errors: the device's (out of memory).
+    pub(crate) fn new(cols: &'c KernelColumns<'a>, rank: usize) -> Result<Option<Self>, Error> {
+        let Some(x) = cols.resident_f64() else { return Ok(None) };
+        let (device, n, f64p) = (cols.device(), cols.n(), Precision::F64);
+        let d = device.upload_vector(&DVector::from_column_slice(cols.diagonal()), f64p)?;
+        let g = device.zeros(n, rank.max(1), f64p)?;
+        let (column, combination) = (device.zeros(n, 1, f64p)?, device.zeros(n, 1, f64p)?);
+        Ok(Some(ResidentCholesky { cols, x: x.clone(), g, d, column, combination, pivots: Vec::new() }))
+    }
+
+    /// Number of columns computed.
+    pub(crate) fn rank(&self) -> usize {
+        self.pivots.len()
+    }
+
+    /// The next greedy pivot and its residual diagonal (one blocking wait).
+    pub(crate) fn next_pivot(&self) -> Result<(usize, f64), Error> {
+        self.cols.device().resident_argmax(&self.d)
+    }
+
+    /// Adds the column of pivot `i` whose residual diagonal is `d_pivot`
+    /// (Eq. 2-3); nothing comes back.
+    ///
+    /// Errors: no room left for a column; those of the device operations.
+    pub(crate) fn step(&mut self, i: usize, d_pivot: f64) -> Result<(), Error> {
+        let device = self.cols.device();
+        let t = self.pivots.len();
+        device.resident_kernel_matrix_into(&self.cols.kernel(), &self.x, &self.x.rows(i, 1)?, &self.column)?;
+        device.resident_matmul_into(&self.g, &self.g.rows(i, 1)?, linalg::MatrixProduct::ABt, &self.combination, false)?;
+        device.resident_cholesky_column(&self.column, &self.combination, &self.d, &self.g, t, i, d_pivot)?;
+        self.pivots.push(i);
+        Ok(())
+    }
+
+    /// The decomposition on the host: `G` and `d` read back once (pivots,
+    /// marked `-1` in the resident `d`, have residual 0).
+    pub(crate) fn into_state(self) -> Result<CholeskyState, Error> {
+        let device = self.cols.device();
+        let g = device.to_host(&self.g)?;
+        let d = device.to_host(&self.d)?;
+        let columns = (0..self.pivots.len()).map(|t| g.column(t).as_slice().to_vec()).collect();
+        let diag = d.iter().map(|&v| v.max(0.0)).collect();
+        Ok(CholeskyState { columns, pivots: self.pivots, diag })
+    }
+}
+
 /// The linear map from kernel values to Cholesky factors of new samples
 /// (Eq. 21): `G* = K(*, A) T` with `T = K(A,A)^{-1} K(A,:) G (G^T G)^{-1}`,
 /// an |A| x rank matrix stored after training, so a new sample needs only
@@ -283,14 +353,29 @@ impl IcdParams {
         if self.rank > cols.n() {
             return Err(Error::RankTooLarge { rank: self.rank, n: cols.n() });
         }
-        let mut state = CholeskyState::new(&cols);
-        while state.rank() < self.rank {
-            let (i, best) = argmax(&state.diag);
-            if !(best > self.tolerance) {
-                break;
+        let state = match ResidentCholesky::new(&cols, self.rank)? {
+            Some(mut resident) => {
+                while resident.rank() < self.rank {
+                    let (i, best) = resident.next_pivot()?;
+                    if !(best > self.tolerance) {
+                        break;
+                    }
+                    resident.step(i, best)?;
+                }
+                resident.into_state()?
             }
-            state.step(&cols, i)?;
-        }
+            None => {
+                let mut state = CholeskyState::new(&cols);
+                while state.rank() < self.rank {
+                    let (i, best) = argmax(&state.diag);
+                    if !(best > self.tolerance) {
+                        break;
+                    }
+                    state.step(&cols, i)?;
+                }
+                state
+            }
+        };
         Ok(IcdFactor { device: device.clone(), factor: state.factor(), transform: state.transform(*kernel, x), pivots: state.pivots, residual_diagonal: DVector::from_vec(state.diag) })
     }
 }

@@ -267,6 +267,52 @@ fn mklaren_counters_per_pivot_step_at_two_sizes() {
     }
 }
 
+/// One pivot step of a GPU incomplete Cholesky fit with `G` and `d`
+/// resident, exactly: a fit of rank K + 1 less one of rank K, at n = 2000
+/// and n = 16000. The step is one blocking wait for the arg-max (3 numbers
+/// per block, at most 1008 bytes), no upload and no allocation; the only
+/// n-sized difference is the one more column of `G` read back at the end of
+/// the fit (and allocated with it). The arg-max's partials are allocated
+/// at the first fit of an n and reused after it. Both fits match the CPU's: the same
+/// pivots, `G` within 1e-10 (kernel values in [0, 1]).
+#[test]
+fn icd_counters_per_pivot_step_at_two_sizes() {
+    use gramian::mklaren::IcdParams;
+    let Some(gpu) = device() else { return };
+    let (d, rank) = (3usize, 7usize);
+    let kernel = Kernel::rbf(0.5).unwrap();
+    let step = |n: usize| {
+        let x = uniform(n, d);
+        let fit = |k: usize| {
+            let mut factor = None;
+            let c = counted(&gpu, || factor = Some(IcdParams::new(k).fit(&gpu, &kernel, &x).unwrap()));
+            let (factor, cpu) = (factor.unwrap(), IcdParams::new(k).fit(&Device::Cpu, &kernel, &x).unwrap());
+            assert_eq!(factor.pivots(), cpu.pivots(), "n = {n}, rank {k}");
+            let error = (factor.factor() - cpu.factor()).abs().max();
+            assert!(error <= 1e-10, "n = {n}, rank {k}: G differs by {error:e}");
+            let residual = (factor.residual_diagonal() - cpu.residual_diagonal()).abs().max();
+            assert!(residual <= 1e-10, "n = {n}, rank {k}: d differs by {residual:e}");
+            c
+        };
+        fit(1);
+        let (before, after) = (fit(rank), fit(rank + 1));
+        let c = after.since(&before);
+        print("icd step", n, &c);
+        c
+    };
+    for n in [2000usize, 16000] {
+        let c = step(n);
+        let (t, n) = (c.transfers, n as u64);
+        let blocks = n.div_ceil(n.div_ceil(42));
+        assert_eq!(c.waits, 1, "one wait per step: {c:?}");
+        assert_eq!(t.device_to_host_bytes, 3 * 8 * blocks + 8 * n, "the arg-max's partials, and one more column of G at the end: {c:?}");
+        assert!(3 * 8 * blocks <= 1024);
+        assert_eq!((t.uploads, t.host_to_device_bytes), (0, 0), "nothing goes up: {c:?}");
+        assert_eq!((c.allocations, c.allocated_bytes), (0, 8 * n), "G one column wider, nothing else: {c:?}");
+        assert_eq!(c.total().kernel_evaluations, n, "one kernel column: {c:?}");
+    }
+}
+
 #[test]
 fn dual_eksvd_counters_at_two_sizes() {
     use gramian::eksvd::{solve_dual, CouplingMatrix, Eigensolver};
