@@ -21,7 +21,8 @@
 //! ([`gramian::estimator::Splits::fixed`]).
 //! When a model's best value sits on an edge of its grid the grid is extended
 //! one step beyond that edge and the new points are run, up to `--extend`
-//! times per edge (default 3; the table says where a choice is still on an edge).
+//! times per edge (default 3), by `gramian_repro::evaluation::GridSearch`;
+//! the table says where a choice is still on an edge and why.
 //! The table gives, for the chosen parameters refitted on all 1000 points, the
 //! test log-likelihood, the integral (closed form for PSD, PNM, NCM; for GLM an
 //! independent Monte Carlo estimate), an importance-sampled check of int p and
@@ -51,7 +52,7 @@
 mod psd_plot;
 mod psd_data;
 
-use std::collections::HashMap;
+use gramian_repro::evaluation::{Axis, EvaluationError, GridSearch};
 
 use clap::Parser;
 use gramian::estimator::{cross_validate, Fit, Splits};
@@ -184,120 +185,6 @@ impl Fit<DMatrix<f64>> for Candidate<'_> {
     }
 }
 
-/// A grid search with extension at the edges where the best value sits.
-struct Search {
-    sigmas: Vec<f64>,
-    lambdas: Vec<f64>,
-    values: HashMap<(u64, u64), f64>,
-    notes: Vec<String>,
-}
-
-/// The next value beyond the low (`low = true`) or high end of an increasing
-/// geometric-ish grid: one step of the ratio at that end (`fallback` for a
-/// single-point grid).
-fn beyond(grid: &[f64], low: bool, fallback: f64) -> f64 {
-    let n = grid.len();
-    if low {
-        let r = if n > 1 { (grid[1] / grid[0]).max(1.05) } else { fallback };
-        grid[0] / r
-    } else {
-        let r = if n > 1 { (grid[n - 1] / grid[n - 2]).max(1.05) } else { fallback };
-        grid[n - 1] * r
-    }
-}
-
-impl Search {
-    fn new(mut sigmas: Vec<f64>, mut lambdas: Vec<f64>) -> Self {
-        sigmas.sort_by(f64::total_cmp);
-        sigmas.dedup();
-        lambdas.sort_by(f64::total_cmp);
-        lambdas.dedup();
-        Search { sigmas, lambdas, values: HashMap::new(), notes: Vec::new() }
-    }
-
-    fn best(&self) -> Option<(f64, f64, f64)> {
-        let mut best: Option<(f64, f64, f64)> = None;
-        for &s in &self.sigmas {
-            for &l in &self.lambdas {
-                let v = self.values[&(s.to_bits(), l.to_bits())];
-                if v.is_finite() && best.is_none_or(|(b, _, _)| v > b) {
-                    best = Some((v, s, l));
-                }
-            }
-        }
-        best
-    }
-
-    /// Runs `cv` on every grid point, extends the grids at the edges where the
-    /// best value sits (at most `extend` times per edge), repeats.
-    /// An extension that improves the best CV value by less than 1e-3 ends
-    /// the extension at that edge (the CV is flat there); `lambda_floor`: no
-    /// extension below it (the PSD solver's budget).
-    fn run(&mut self, extend: usize, lambda_floor: f64, mut cv: impl FnMut(f64, f64) -> f64) -> Option<(f64, f64, f64)> {
-        let mut used = [0usize; 4];
-        let mut last: Option<(f64, usize)> = None;
-        loop {
-            for s in self.sigmas.clone() {
-                for l in self.lambdas.clone() {
-                    self.values.entry((s.to_bits(), l.to_bits())).or_insert_with(|| cv(s, l));
-                }
-            }
-            let (v, s, l) = self.best()?;
-            if let Some((previous, e)) = last.take() {
-                if v - previous < 1e-3 && used[e] < extend {
-                    used[e] = extend;
-                    self.notes.push(format!("CV improved by {:.1e} (< 1e-3) with that extension: flat, not extended further there", v - previous));
-                }
-            }
-            if l == self.lambdas[0] && beyond(&self.lambdas, true, 10.0) < lambda_floor * (1.0 - 1e-9) && used[2] < extend {
-                used[2] = extend;
-                self.notes.push(format!("lambda not extended below the floor {lambda_floor:.0e} (--lambda-floor-psd)"));
-            }
-            let mut changed = false;
-            let edges = [
-                (s == self.sigmas[0], true, true),
-                (s == *self.sigmas.last().unwrap(), true, false),
-                (l == self.lambdas[0], false, true),
-                (l == *self.lambdas.last().unwrap(), false, false),
-            ];
-            for (e, &(at_edge, is_sigma, low)) in edges.iter().enumerate() {
-                if !at_edge || used[e] >= extend {
-                    continue;
-                }
-                used[e] += 1;
-                changed = true;
-                last = Some((v, e));
-                let grid = if is_sigma { &mut self.sigmas } else { &mut self.lambdas };
-                let v = beyond(grid, low, if is_sigma { 1.5 } else { 10.0 });
-                self.notes.push(format!("{} extended {} to {v:.3e}", if is_sigma { "sigma" } else { "lambda" }, if low { "below" } else { "above" }));
-                if low { grid.insert(0, v) } else { grid.push(v) }
-            }
-            if !changed {
-                return self.best();
-            }
-        }
-    }
-
-    /// Which edges the choice still sits on.
-    fn edge(&self, s: f64, l: f64) -> String {
-        let mut e = Vec::new();
-        if self.sigmas.len() == 1 {
-            e.push("sigma fixed");
-        } else if s == self.sigmas[0] {
-            e.push("sigma low edge");
-        } else if s == *self.sigmas.last().unwrap() {
-            e.push("sigma high edge");
-        }
-        if self.lambdas.len() == 1 {
-            e.push("lambda fixed");
-        } else if l == self.lambdas[0] {
-            e.push("lambda low edge");
-        } else if l == *self.lambdas.last().unwrap() {
-            e.push("lambda high edge");
-        }
-        if e.is_empty() { "interior".into() } else { e.join(", ") }
-    }
-}
 
 fn fmt_grid(v: &[f64]) -> String {
     v.iter().map(|x| format!("{x:.3e}").replace(".000e", "e")).collect::<Vec<_>>().join(",")
@@ -453,10 +340,12 @@ fn main() -> Result<(), Error> {
         let (sigmas, lambdas) = args.grids(key);
         let (sigmas, lambdas) = (sigmas.cloned().unwrap_or(ds), lambdas.cloned().unwrap_or(dl));
         println!("{name}: sigma grid {}, lambda grid {}", fmt_grid(&sigmas), fmt_grid(&lambdas));
-        let mut search = Search::new(sigmas, lambdas);
         let mut fits = 0usize;
         let floor = if key == "psd" { lambda_floor_psd } else { 0.0 };
-        let best = search.run(extend, floor, |s, l| {
+        let lowest = lambdas.iter().copied().fold(f64::INFINITY, f64::min);
+        let search = GridSearch::new(vec![Axis::geometric("sigma", &sigmas, 1.5), Axis::geometric("lambda", &lambdas, 10.0).bounds(floor.min(lowest).max(f64::MIN_POSITIVE), f64::MAX)]).max_extensions(extend);
+        let best = search.run(|p| {
+            let (s, l) = (p[0], p[1]);
             let t = std::time::Instant::now();
             fits += splits.n_splits();
             let candidate = Candidate { kind, sigma: s, lambda: l, nystrom: m, budget, base: &base };
@@ -474,15 +363,25 @@ fn main() -> Result<(), Error> {
                 }
             };
             eprintln!("{name} sigma {s:.4} lambda {l:.1e}: CV LL {cv:.4} ({:.1} s)", t.elapsed().as_secs_f64());
-            cv
+            Ok(cv)
         });
-        for n in &search.notes {
+        let outcome = match best {
+            Ok(outcome) => outcome,
+            Err(EvaluationError::NoCandidates(_)) => {
+                println!("  {name}: no (sigma, lambda) gave a finite held-out likelihood");
+                continue;
+            }
+            Err(e) => return Err(e.into()),
+        };
+        for n in &outcome.notes {
             println!("  {name}: {n}");
         }
-        let Some((cv, s, l)) = best else {
-            println!("  {name}: no (sigma, lambda) gave a finite held-out likelihood");
-            continue;
-        };
+        if let Some(w) = &outcome.warning {
+            println!("  {name}: WARNING {w}");
+        }
+        let (cv, s, l) = (outcome.score, outcome.best[0], outcome.best[1]);
+        let on_edges: Vec<String> = outcome.edges.iter().filter_map(|(axis, e)| e.as_ref().map(|e| format!("{axis} {e}"))).collect();
+        let choice = if on_edges.is_empty() { "interior".to_string() } else { on_edges.join("; ") };
         let fitted = Candidate { kind, sigma: s, lambda: l, nystrom: m, budget, base: &base }.fit(&Device::Cpu, x)?;
         let p = [&setup.test, &setup.probe, &is_points].iter().map(|a| fitted.density(a)).collect::<Result<Vec<_>, _>>()?;
         let integral = fitted.integral()?;
@@ -497,7 +396,7 @@ fn main() -> Result<(), Error> {
         }
         let row = format!(
             "| {name} | {s:.3} | {l:.0e} | {cv:.4} | {:.4} | {test_nonpositive} | {integral:.10} | {is_int:.3} +- {is_se:.3} | {is_abs:.3} | {:.1} % | {:.1} | {} ({fits} fits) |",
-            mean_ll(&p[0]), 100.0 * negative, start.elapsed().as_secs_f64(), search.edge(s, l)
+            mean_ll(&p[0]), 100.0 * negative, start.elapsed().as_secs_f64(), choice
         );
         println!("{row}");
         rows_out.push(row);

@@ -8,6 +8,7 @@
 //! - [`datasets`]: CSV tables and term-count views, splits,
 //!   standardisation, metrics;
 //! - [`evaluation`]: the eKSVD evaluation harness (multi-view data sets,
+//!   grid searches that extend their grids at an edge,
 //!   selection on validation, the one-vs-rest linear SVM of the papers);
 //! - [`process`]: process-wide settings of the programs (the allocator's
 //!   reuse of freed memory).
