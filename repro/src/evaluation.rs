@@ -15,6 +15,8 @@ use gramian::Error;
 use gramian::MultiSource;
 use crate::datasets::{read_csv_table, stratified_split, LabelColumn, try_macro_f1, DatasetError, Split, Standardizer};
 
+pub mod choice;
+pub use choice::{choose_representation, score_choice, Choice, FitCache, RepresentationFamily, SelectionGrid};
 pub mod grid;
 pub use grid::{Axis, GridOutcome, GridSearch};
 pub mod linear_svm;

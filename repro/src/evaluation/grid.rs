@@ -25,6 +25,8 @@ enum Spacing {
     Geometric { fallback: f64 },
     /// The same, rounded to integers (at least one apart).
     Integer { fallback: f64 },
+    /// Choices `0, 1, ..` without an order: never extended.
+    Categorical,
 }
 
 /// One hyperparameter: its name, values and bounds.
@@ -51,6 +53,12 @@ impl Axis {
         Axis { name: name.into(), values: values.iter().map(|&v| v as f64).collect(), spacing: Spacing::Integer { fallback: ratio }, lower: 1.0, upper: f64::MAX }
     }
 
+    /// `count` unordered choices (e.g. kernels), the values `0, 1, ..,
+    /// count - 1` standing for them: never extended, no edges.
+    pub fn categorical(name: &str, count: usize) -> Self {
+        Axis { name: name.into(), values: (0..count).map(|v| v as f64).collect(), spacing: Spacing::Categorical, lower: 0.0, upper: f64::MAX }
+    }
+
     /// No extension below `lower` or above `upper` (e.g. the number of
     /// components a data set has, or a solver's smallest regularisation).
     pub fn bounds(mut self, lower: f64, upper: f64) -> Self {
@@ -74,15 +82,16 @@ impl Axis {
         if self.values.is_empty() {
             return bad("no values".into());
         }
+        let fallback = match self.spacing {
+            Spacing::Geometric { fallback } | Spacing::Integer { fallback } => fallback,
+            Spacing::Categorical => return Ok(()),
+        };
         if let Some(v) = self.values.iter().find(|v| !(v.is_finite() && **v > 0.0)) {
             return bad(format!("values must be finite and > 0, got {v}"));
         }
         if matches!(self.spacing, Spacing::Integer { .. }) && self.values.iter().any(|v| v.fract() != 0.0) {
             return bad("an integer axis takes integers".into());
         }
-        let fallback = match self.spacing {
-            Spacing::Geometric { fallback } | Spacing::Integer { fallback } => fallback,
-        };
         if !(fallback.is_finite() && fallback > 1.0) {
             return bad(format!("the extension ratio must be finite and > 1, got {fallback}"));
         }
@@ -103,6 +112,7 @@ impl Axis {
         let (fallback, integer) = match self.spacing {
             Spacing::Geometric { fallback } => (fallback, false),
             Spacing::Integer { fallback } => (fallback, true),
+            Spacing::Categorical => return None,
         };
         let ratio = if n > 1 { if low { v[1] / v[0] } else { v[n - 1] / v[n - 2] } } else { fallback }.max(1.05);
         let mut next = if low { v[0] / ratio } else { v[n - 1] * ratio };
@@ -136,7 +146,7 @@ pub struct GridOutcome {
     pub evaluated: usize,
     /// The axes, extensions included.
     pub axes: Vec<Axis>,
-    /// Per axis of more than one value: where the choice sits (`None`
+    /// Per ordered axis of more than one value: where the choice sits (`None`
     /// inside the grid, else why it was not extended further).
     pub edges: Vec<(String, Option<String>)>,
     /// What the search did, in order (extensions, flat edges, bounds).
@@ -214,7 +224,7 @@ impl GridSearch {
             }
             let mut extended = None;
             for (a, axis) in axes.iter_mut().enumerate() {
-                if axis.values.len() < 2 {
+                if axis.values.len() < 2 || axis.spacing == Spacing::Categorical {
                     continue;
                 }
                 let n = axis.values.len();
@@ -251,7 +261,7 @@ impl GridSearch {
                     let edges: Vec<(String, Option<String>)> = axes
                         .iter()
                         .enumerate()
-                        .filter(|(_, axis)| axis.values.len() > 1)
+                        .filter(|(_, axis)| axis.values.len() > 1 && axis.spacing != Spacing::Categorical)
                         .map(|(a, axis)| {
                             let n = axis.values.len();
                             let e = if best[a] == axis.values[0] { Some(0) } else if best[a] == axis.values[n - 1] { Some(1) } else { None };
@@ -338,6 +348,16 @@ mod tests {
         assert_eq!(out.edges.len(), 1);
         assert!(out.edges[0].1.as_deref().is_some_and(|e| e.contains("flat")), "{out:?}");
         assert!(out.warning.is_none());
+    }
+
+    #[test]
+    fn categorical_axes_are_searched_and_never_extended() {
+        let search = GridSearch::new(vec![Axis::categorical("kernel", 3), Axis::geometric("c", &[1.0, 10.0], 10.0)]);
+        let out = search.run(|p| Ok(if p[0] == 2.0 { 1.0 } else { 0.0 } - (p[1].log10() - 1.5).powi(2))).unwrap();
+        assert_eq!(out.best[0], 2.0, "{out:?}");
+        assert_eq!(out.axes[0].values(), &[0.0, 1.0, 2.0]);
+        assert_eq!(out.edges.len(), 1, "only the ordered axis: {out:?}");
+        assert!(GridSearch::new(vec![Axis::categorical("kernel", 0)]).run(|_| Ok(0.0)).is_err());
     }
 
     #[test]
