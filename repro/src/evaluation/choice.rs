@@ -108,7 +108,8 @@ pub struct SelectionGrid {
 /// and forms), by [`GridSearch`] with `k` extended up to the smallest
 /// `k_max` of the families and `C` within
 /// `[1e-6, 1e6]` (extensions by the ratio of the outermost values of an
-/// axis, see [`GridSearch`]). Ties keep the lower index or value (axes in that order).
+/// axis, see [`GridSearch`]). Ties keep the point scored first (see
+/// [`GridSearch::run`]).
 ///
 /// Errors: no parts, families that disagree, an empty grid
 /// ([`EvaluationError::InvalidParameter`]); those of the families, the

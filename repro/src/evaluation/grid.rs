@@ -178,8 +178,10 @@ impl GridSearch {
 
     /// Scores every point with `score` (larger is better; a non-finite score
     /// is a failed point, never chosen), extending the grid as the module
-    /// docs say, and returns the best point. Ties keep the point with the
-    /// lowest values (axes compared in order).
+    /// docs say, and returns the best point. Ties keep the point scored
+    /// first: an extension is chosen only for a better score, and among the
+    /// first grid's points the one with the lowest values (axes compared in
+    /// order).
     ///
     /// Errors: no axes, an empty axis, values not finite and positive,
     /// non-integers on an integer axis, values outside the bounds, a
@@ -199,7 +201,8 @@ impl GridSearch {
             axis.values.sort_by(f64::total_cmp);
             axis.values.dedup();
         }
-        let mut scores: HashMap<Vec<u64>, f64> = HashMap::new();
+        // Score and the order in which the point was scored.
+        let mut scores: HashMap<Vec<u64>, (f64, usize)> = HashMap::new();
         let mut notes = Vec::new();
         // Per axis and edge (low, high): extensions made, and whether the
         // edge is closed (flat, bounded or at the limit) with the reason.
@@ -211,7 +214,8 @@ impl GridSearch {
                 let key: Vec<u64> = point.iter().map(|v| v.to_bits()).collect();
                 if !scores.contains_key(&key) {
                     let s = score(&point)?;
-                    scores.insert(key, s);
+                    let order = scores.len();
+                    scores.insert(key, (s, order));
                 }
             }
             let (best_score, best) = best_point(&axes, &scores).ok_or(EvaluationError::NoCandidates("no grid point has a finite score"))?;
@@ -286,18 +290,19 @@ fn cartesian(axes: &[Axis]) -> Vec<Vec<f64>> {
     points
 }
 
-/// The best finite score of the grid and its point (ties: the first point
-/// of [`cartesian`], the lowest values).
-fn best_point(axes: &[Axis], scores: &HashMap<Vec<u64>, f64>) -> Option<(f64, Vec<f64>)> {
-    let mut best: Option<(f64, Vec<f64>)> = None;
+/// The best finite score of the grid and its point (ties: the point scored
+/// first, so an extension wins only by a better score, and within the
+/// first grid the lowest values).
+fn best_point(axes: &[Axis], scores: &HashMap<Vec<u64>, (f64, usize)>) -> Option<(f64, Vec<f64>)> {
+    let mut best: Option<(f64, usize, Vec<f64>)> = None;
     for point in cartesian(axes) {
         let key: Vec<u64> = point.iter().map(|v| v.to_bits()).collect();
-        let s = scores[&key];
-        if s.is_finite() && best.as_ref().is_none_or(|(b, _)| s > *b) {
-            best = Some((s, point));
+        let (s, order) = scores[&key];
+        if s.is_finite() && best.as_ref().is_none_or(|(b, o, _)| s > *b || (s == *b && order < *o)) {
+            best = Some((s, order, point));
         }
     }
-    best
+    best.map(|(s, _, p)| (s, p))
 }
 
 #[cfg(test)]
@@ -348,6 +353,10 @@ mod tests {
         assert_eq!(out.edges.len(), 1);
         assert!(out.edges[0].1.as_deref().is_some_and(|e| e.contains("flat")), "{out:?}");
         assert!(out.warning.is_none());
+        // A tie with an extension keeps the first grid's point.
+        let out = GridSearch::new(vec![Axis::geometric("c", &[1.0, 2.0], 2.0)]).run(|_| Ok(0.5)).unwrap();
+        assert_eq!((out.best.clone(), out.axes[0].values().to_vec()), (vec![1.0], vec![0.5, 1.0, 2.0]), "{out:?}");
+        assert_eq!(out.edges[0].1, None);
     }
 
     #[test]
