@@ -1,6 +1,7 @@
 """The compute core: kernel matrices and kernel matrix-vector products on a device."""
 
 import numpy as np
+import scipy.sparse as sp
 from sklearn.utils import check_array
 
 from . import _core
@@ -26,6 +27,22 @@ def _matrix(A, name):
     return check_array(A, dtype=np.float64, order="C", input_name=name)
 
 
+def _csr(A, name):
+    """``A`` (a scipy sparse matrix or array, or a dense array-like) as the
+    parts of a canonical float64 CSR matrix: ``(indptr, indices, data,
+    shape)`` with sorted, unique column indices per row."""
+    if not sp.issparse(A):
+        A = _matrix(A, name)
+    A = sp.csr_array(A, dtype=np.float64, copy=False)
+    if A.shape[0] == 0 or A.shape[1] == 0:
+        raise ValueError(f"{name} is empty (shape {A.shape})")
+    if not A.has_canonical_format:
+        A = A.copy()
+        A.sum_duplicates()
+    as_index = lambda a: np.ascontiguousarray(a, dtype=np.int64)
+    return as_index(A.indptr), as_index(A.indices), np.ascontiguousarray(A.data, dtype=np.float64), A.shape
+
+
 def _kernel(kernel, X, gamma, coef0, degree):
     params = {"coef0": coef0, "degree": degree}
     if gamma is not None:
@@ -38,9 +55,13 @@ def kernel_matrix(X, Z=None, kernel="rbf", *, gamma=None, coef0=1.0, degree=3, d
 
     Parameters
     ----------
-    X : array-like of shape (n_samples_X, n_features)
-    Z : array-like of shape (n_samples_Z, n_features), default=None
-        ``None`` for ``Z = X``.
+    X : array-like or sparse matrix of shape (n_samples_X, n_features)
+    Z : array-like or sparse matrix of shape (n_samples_Z, n_features), default=None
+        ``None`` for ``Z = X``. Where ``X`` or ``Z`` is a scipy sparse
+        matrix (any format; converted to CSR), both are taken as sparse and
+        the kernel is computed from sparse inner products and row norms on
+        the CPU, whatever ``device``; the result equals the dense inputs'
+        up to the summation order.
     kernel : {"rbf", "laplacian", "linear", "poly", "sigmoid"}, default="rbf"
         ``rbf``: ``exp(-gamma ||x - z||^2)``; ``laplacian``:
         ``exp(-gamma ||x - z||)`` (Euclidean norm, unlike scikit-learn's
@@ -70,6 +91,11 @@ def kernel_matrix(X, Z=None, kernel="rbf", *, gamma=None, coef0=1.0, degree=3, d
     """
     check_device(device)
     _check_precision(precision)
+    if sp.issparse(X) or sp.issparse(Z):
+        X = X if sp.issparse(X) else _matrix(X, "X")
+        Xs = _csr(X, "X")
+        Zs = Xs if Z is None else _csr(Z, "Z")
+        return _core.kernel_matrix_sparse(Xs, Zs, _kernel(kernel, X, gamma, coef0, degree), device, precision)
     X = _matrix(X, "X")
     Z = X if Z is None else _matrix(Z, "Z")
     return _core.kernel_matrix(X, Z, _kernel(kernel, X, gamma, coef0, degree), device, precision)
@@ -80,15 +106,20 @@ def kernel_matvec(X, Z, V, kernel="rbf", *, gamma=None, coef0=1.0, degree=3, dev
 
     ``V`` is of shape (n_samples_Z,) or (n_samples_Z, c); the result has
     shape (n_samples_X,) or (n_samples_X, c) accordingly. The kernel
-    parameters, ``device`` and ``precision`` are those of :func:`kernel_matrix`.
+    parameters, ``device`` and ``precision`` are those of :func:`kernel_matrix`;
+    ``X`` and ``Z`` may be scipy sparse matrices, as there (``V`` is dense).
     """
     check_device(device)
     _check_precision(precision)
-    X, Z = _matrix(X, "X"), _matrix(Z, "Z")
     V = np.asarray(V)
     one_d = V.ndim == 1
     V = check_array(V.reshape(-1, 1) if one_d else V, dtype=np.float64, order="C", input_name="V")
-    out = _core.kernel_matvec(X, Z, V, _kernel(kernel, X, gamma, coef0, degree), device, precision)
+    if sp.issparse(X) or sp.issparse(Z):
+        X = X if sp.issparse(X) else _matrix(X, "X")
+        out = _core.kernel_matvec_sparse(_csr(X, "X"), _csr(Z, "Z"), V, _kernel(kernel, X, gamma, coef0, degree), device, precision)
+    else:
+        X, Z = _matrix(X, "X"), _matrix(Z, "Z")
+        out = _core.kernel_matvec(X, Z, V, _kernel(kernel, X, gamma, coef0, degree), device, precision)
     return out[:, 0] if one_d else out
 
 

@@ -5,6 +5,7 @@ of the Rust core."""
 import numbers
 
 import numpy as np
+import scipy.sparse as sp
 
 #: Kernel names and their aliases.
 KERNELS = {
@@ -21,7 +22,12 @@ KERNELS = {
 def scale_gamma(X):
     """scikit-learn's ``gamma="scale"``: ``1 / (n_features * X.var())``
     (1 where ``X`` is constant)."""
-    var = float(np.var(X)) if X.size else 0.0
+    if sp.issparse(X):
+        entries = X.shape[0] * X.shape[1]
+        mean = X.sum() / entries if entries else 0.0
+        var = float(X.multiply(X).sum() / entries - mean * mean) if entries else 0.0
+    else:
+        var = float(np.var(X)) if X.size else 0.0
     return 1.0 / (X.shape[1] * var) if var > 0 else 1.0
 
 

@@ -1,7 +1,8 @@
 //! Kernel specifications from Python, and the compute-core functions.
 
 use gramian::{Device, Kernel, Precision};
-use numpy::{PyArray2, PyReadonlyArray2};
+use gramian::sparse::CsrMatrix;
+use numpy::{PyArray2, PyReadonlyArray1, PyReadonlyArray2};
 use pyo3::prelude::*;
 
 use crate::{convert, device, errors};
@@ -70,6 +71,64 @@ pub fn kernel_matvec<'py>(py: Python<'py>, x: PyReadonlyArray2<'py, f64>, z: PyR
             let (xd, zd, vd) = (dev.upload(&xm, p)?, dev.upload(&zm, p)?, dev.upload(&vm, p)?);
             dev.to_host(&dev.resident_kernel_matvec(&k, &xd, &zd, &vd)?)
         }
+    })?;
+    Ok(convert::to_numpy2(py, out))
+}
+
+/// A CSR matrix in scipy's arrays: `(indptr, indices, data, (rows, cols))`.
+type CsrParts<'py> = (PyReadonlyArray1<'py, i64>, PyReadonlyArray1<'py, i64>, PyReadonlyArray1<'py, f64>, (usize, usize));
+
+/// The CSR matrix of `parts` (scipy's canonical form: column indices sorted
+/// and unique within a row), checked by `nalgebra-sparse`: offsets, index
+/// ranges and order; a `ValueError` naming `what` otherwise.
+fn csr(py: Python<'_>, what: &str, parts: &CsrParts<'_>) -> PyResult<CsrMatrix<f64>> {
+    let (indptr, indices, data, (rows, cols)) = parts;
+    let index = |a: &PyReadonlyArray1<'_, i64>, name: &str| -> PyResult<Vec<usize>> {
+        let s = a.as_slice().map_err(|_| errors::invalid(py, format!("{what}.{name} must be a contiguous int64 array")))?;
+        s.iter().map(|&v| usize::try_from(v).map_err(|_| errors::invalid(py, format!("{what}.{name} holds the negative index {v}")))).collect()
+    };
+    let values = data.as_slice().map_err(|_| errors::invalid(py, format!("{what}.data must be a contiguous float64 array")))?.to_vec();
+    CsrMatrix::try_from_csr_data(*rows, *cols, index(indptr, "indptr")?, index(indices, "indices")?, values).map_err(|e| errors::invalid(py, format!("{what} is not a valid CSR matrix: {e}")))
+}
+
+/// `m` with its stored values rounded to `f32`.
+fn csr_f32(m: &CsrMatrix<f64>) -> CsrMatrix<f32> {
+    let (offsets, indices, values) = (m.row_offsets().to_vec(), m.col_indices().to_vec(), m.values().iter().map(|&v| v as f32).collect());
+    CsrMatrix::try_from_csr_data(m.nrows(), m.ncols(), offsets, indices, values).expect("the structure of a valid CSR matrix")
+}
+
+/// `K(X, Z)` (n x m) for sparse CSR `X` (n x d) and `Z` (m x d), on the CPU
+/// whatever `device` (as [`Device::kernel_matrix_sparse`]), in `precision`
+/// (`"float32"` rounds the stored values and computes in `f32`).
+#[pyfunction]
+pub fn kernel_matrix_sparse<'py>(py: Python<'py>, x: CsrParts<'py>, z: CsrParts<'py>, kernel: KernelSpec, device: &str, precision: &str) -> PyResult<Bound<'py, PyArray2<f64>>> {
+    let k = self::kernel(py, &kernel)?;
+    let dev = device::resolve(py, device)?;
+    let p = self::precision(py, precision)?;
+    let (xs, zs) = (csr(py, "X", &x)?, csr(py, "Z", &z)?);
+    let out = errors::run(py, || match p {
+        Some(Precision::F32) => dev.kernel_matrix_sparse(&k, &csr_f32(&xs), &csr_f32(&zs)).map(|m| m.map(|v| v as f64)),
+        _ => dev.kernel_matrix_sparse(&k, &xs, &zs),
+    })?;
+    Ok(convert::to_numpy2(py, out))
+}
+
+/// `K(X, Z) V` (n x c) for sparse CSR `X`, `Z` and dense `V` (m x c),
+/// without storing `K(X, Z)`, on the CPU (as [`kernel_matrix_sparse`]).
+#[pyfunction]
+pub fn kernel_matvec_sparse<'py>(py: Python<'py>, x: CsrParts<'py>, z: CsrParts<'py>, v: PyReadonlyArray2<'py, f64>, kernel: KernelSpec, device: &str, precision: &str) -> PyResult<Bound<'py, PyArray2<f64>>> {
+    let k = self::kernel(py, &kernel)?;
+    let dev = device::resolve(py, device)?;
+    let p = self::precision(py, precision)?;
+    let (xs, zs) = (csr(py, "X", &x)?, csr(py, "Z", &z)?);
+    let vm = convert::matrix(py, "V", &v)?;
+    let out = errors::run(py, || match p {
+        Some(Precision::F32) => {
+            use gramian::AsMatrix;
+            let v32 = vm.as_matrix()?.map(|v| v as f32);
+            dev.kernel_matvec_sparse(&k, &csr_f32(&xs), &csr_f32(&zs), &v32).map(|m| m.map(|v| v as f64))
+        }
+        _ => dev.kernel_matvec_sparse(&k, &xs, &zs, &vm),
     })?;
     Ok(convert::to_numpy2(py, out))
 }

@@ -179,3 +179,59 @@ def test_devices_lists_the_adapters(gpu):
     assert adapters and set(adapters[0]) == {"name", "backend", "device_type", "driver", "software"}
     # device="gpu" opens the first one.
     assert adapters[0]["name"] in gramian.device_info(gpu)
+
+
+def _sparse_data(rng, rows, cols, density=0.3):
+    """A dense array with about ``density`` of its entries non-zero."""
+    A = rng.normal(size=(rows, cols))
+    A[rng.random(size=(rows, cols)) > density] = 0.0
+    return A
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_sparse_inputs_equal_their_dense_copies(kernel, rng):
+    sparse = pytest.importorskip("scipy.sparse")
+    X, Z = _sparse_data(rng, 31, 40), _sparse_data(rng, 17, 40)
+    dense = gramian.kernel_matrix(X, Z, kernel, gamma=0.05, coef0=0.5, degree=2, device="cpu")
+    for fmt in (sparse.csr_array, sparse.csc_matrix, sparse.coo_array):
+        K = gramian.kernel_matrix(fmt(X), fmt(Z), kernel, gamma=0.05, coef0=0.5, degree=2, device="cpu")
+        assert K.shape == (31, 17) and K.dtype == np.float64
+        np.testing.assert_allclose(K, dense, rtol=1e-12, atol=1e-12)
+    # One sparse input: both taken as sparse; Z = X; the default gammas.
+    np.testing.assert_allclose(gramian.kernel_matrix(sparse.csr_array(X), Z, kernel, gamma=0.05, coef0=0.5, degree=2, device="cpu"), dense, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(gramian.kernel_matrix(X, sparse.csr_array(Z), kernel, gamma=0.05, coef0=0.5, degree=2, device="cpu"), dense, rtol=1e-12, atol=1e-12)
+    for gamma in (None, "scale"):
+        np.testing.assert_allclose(gramian.kernel_matrix(sparse.csr_array(X), kernel=kernel, gamma=gamma, device="cpu"), gramian.kernel_matrix(X, kernel=kernel, gamma=gamma, device="cpu"), rtol=1e-12, atol=1e-12)
+    V = rng.normal(size=(17, 3))
+    np.testing.assert_allclose(gramian.kernel_matvec(sparse.csr_array(X), sparse.csr_array(Z), V, kernel, gamma=0.05, coef0=0.5, degree=2, device="cpu"), dense @ V, rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(gramian.kernel_matvec(sparse.csr_array(X), Z, V[:, 0], kernel, gamma=0.05, coef0=0.5, degree=2, device="cpu"), dense @ V[:, 0], rtol=1e-10, atol=1e-10)
+
+
+def test_sparse_inputs_in_float32_and_with_duplicate_entries(rng):
+    sparse = pytest.importorskip("scipy.sparse")
+    X = _sparse_data(rng, 20, 30)
+    dense = gramian.kernel_matrix(X, gamma=0.1, device="cpu")
+    K32 = gramian.kernel_matrix(sparse.csr_array(X), gamma=0.1, device="cpu", precision="float32")
+    np.testing.assert_array_equal(K32.astype(np.float32).astype(np.float64), K32)
+    np.testing.assert_allclose(K32, dense, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(gramian.kernel_matvec(sparse.csr_array(X), sparse.csr_array(X), np.ones(20), gamma=0.1, device="cpu", precision="float32"), dense.sum(axis=1), rtol=1e-5)
+    # COO with repeated (row, column) pairs means their sum, as scipy reads it.
+    rows, cols = np.nonzero(X)
+    vals = X[rows, cols]
+    doubled = sparse.coo_array((np.concatenate([vals / 2, vals / 2]), (np.concatenate([rows, rows]), np.concatenate([cols, cols]))), shape=X.shape)
+    np.testing.assert_allclose(gramian.kernel_matrix(doubled, gamma=0.1, device="cpu"), dense, rtol=1e-12, atol=1e-12)
+
+
+def test_bad_sparse_inputs_raise_value_errors(rng):
+    sparse = pytest.importorskip("scipy.sparse")
+    X = _sparse_data(rng, 10, 6)
+    bad = sparse.csr_array(X)
+    bad.data[0] = np.nan
+    with pytest.raises(ValueError):
+        gramian.kernel_matrix(bad, device="cpu")
+    with pytest.raises(ValueError):
+        gramian.kernel_matrix(sparse.csr_array(X), sparse.csr_array(np.ones((3, 5))), device="cpu")
+    with pytest.raises(ValueError):
+        gramian.kernel_matrix(sparse.csr_array((0, 6)), device="cpu")
+    with pytest.raises(ValueError):
+        gramian.kernel_matvec(sparse.csr_array(X), sparse.csr_array(X), np.ones(9), device="cpu")
