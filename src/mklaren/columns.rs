@@ -2,7 +2,7 @@
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use nalgebra::DMatrix;
 
@@ -255,10 +255,25 @@ impl<'a> KernelColumns<'a> {
         Ok(())
     }
 
-    /// X on the device in `f64` (a GPU with `f64` shaders), where the
-    /// columns can stay resident ([`super::icd::ResidentCholesky`]).
-    pub(crate) fn resident_f64(&self) -> Option<&DeviceMatrix> {
-        self.resident.as_ref().filter(|x| x.precision() == crate::precision::Precision::F64)
+    /// Whether X is on the device in `f64` (a GPU with `f64` shaders), where
+    /// the columns can stay resident ([`super::icd::ResidentCholesky`]).
+    pub(crate) fn resident_f64(&self) -> bool {
+        self.resident.as_ref().is_some_and(|x| x.precision() == crate::precision::Precision::F64)
+    }
+
+    /// Column `i < n` computed into the reused device buffer of the columns
+    /// (one dispatch of the resident X against its row `i`, nothing read
+    /// back or allocated), held until the guard is dropped; `None` on the
+    /// CPU.
+    pub(crate) fn resident_column(&self, i: usize) -> Result<Option<MutexGuard<'_, DeviceMatrix>>, Error> {
+        let (Some(x), Some(scratch)) = (&self.resident, &self.scratch) else { return Ok(None) };
+        if i >= self.n() {
+            return Err(Error::IndexOutOfRange { what: "rows of x", index: i, len: self.n() });
+        }
+        self.computed.fetch_add(1, Ordering::Relaxed);
+        let col = scratch.lock().unwrap_or_else(|e| e.into_inner());
+        self.device.resident_kernel_matrix_into(&self.kernel, x, &x.rows(i, 1)?, &col)?;
+        Ok(Some(col))
     }
 
     /// The device the columns are computed on.
@@ -301,13 +316,11 @@ impl<'a> KernelColumns<'a> {
     /// and its row `i` into the reused column buffer (nothing allocated on
     /// the device), read back; on the CPU `k` on the shared statistic column.
     fn compute_column(&self, i: usize, out: &mut [f64]) -> Result<(), Error> {
-        self.computed.fetch_add(1, Ordering::Relaxed);
-        if let (Some(x), Some(scratch)) = (&self.resident, &self.scratch) {
-            let col = scratch.lock().unwrap_or_else(|e| e.into_inner());
-            self.device.resident_kernel_matrix_into(&self.kernel, x, &x.rows(i, 1)?, &col)?;
+        if let Some(col) = self.resident_column(i)? {
             out.copy_from_slice(self.device.to_host(&col)?.as_slice());
             return Ok(());
         }
+        self.computed.fetch_add(1, Ordering::Relaxed);
         out.copy_from_slice(&self.input.statistic_column(&self.kernel, i)?);
         crate::kernel::apply_to_statistics(&self.kernel, out);
         Ok(())

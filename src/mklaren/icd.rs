@@ -176,17 +176,15 @@ impl CholeskyState {
 /// An incomplete Cholesky decomposition (Eq. 1-3) whose factor `G`
 /// (n x rank) and residual diagonal `d` stay on the device: per step the
 /// greedy pivot from [`Device::resident_argmax`] (at most 1008 bytes back,
-/// the step's one blocking wait), the pivot's kernel column against a row
-/// view of the resident X, `p = G G(i,:)^T` by a resident product, and the
+/// the step's one blocking wait), the pivot's kernel column in the columns'
+/// device buffer ([`KernelColumns`]), `p = G G(i,:)^T` by a resident product, and the
 /// fused [`Device::resident_cholesky_column`]; nothing goes up and nothing
 /// is allocated after the start. `G` and `d` come down once, in
 /// [`ResidentCholesky::into_state`].
 pub(crate) struct ResidentCholesky<'c, 'a> {
     cols: &'c KernelColumns<'a>,
-    x: DeviceMatrix,
     g: DeviceMatrix,
     d: DeviceMatrix,
-    column: DeviceMatrix,
     combination: DeviceMatrix,
     pivots: Vec<usize>,
 }
@@ -197,12 +195,14 @@ impl<'c, 'a> ResidentCholesky<'c, 'a> {
     ///
     /// Errors: the device's (out of memory).
     pub(crate) fn new(cols: &'c KernelColumns<'a>, rank: usize) -> Result<Option<Self>, Error> {
-        let Some(x) = cols.resident_f64() else { return Ok(None) };
+        if !cols.resident_f64() {
+            return Ok(None);
+        }
         let (device, n, f64p) = (cols.device(), cols.n(), Precision::F64);
         let d = device.upload_vector(&DVector::from_column_slice(cols.diagonal()), f64p)?;
         let g = device.zeros(n, rank.max(1), f64p)?;
-        let (column, combination) = (device.zeros(n, 1, f64p)?, device.zeros(n, 1, f64p)?);
-        Ok(Some(ResidentCholesky { cols, x: x.clone(), g, d, column, combination, pivots: Vec::new() }))
+        let combination = device.zeros(n, 1, f64p)?;
+        Ok(Some(ResidentCholesky { cols, g, d, combination, pivots: Vec::new() }))
     }
 
     /// Number of columns computed.
@@ -222,9 +222,9 @@ impl<'c, 'a> ResidentCholesky<'c, 'a> {
     pub(crate) fn step(&mut self, i: usize, d_pivot: f64) -> Result<(), Error> {
         let device = self.cols.device();
         let t = self.pivots.len();
-        device.resident_kernel_matrix_into(&self.cols.kernel(), &self.x, &self.x.rows(i, 1)?, &self.column)?;
+        let column = self.cols.resident_column(i)?.ok_or(Error::DeviceMismatch)?;
         device.resident_matmul_into(&self.g, &self.g.rows(i, 1)?, linalg::MatrixProduct::ABt, &self.combination, false)?;
-        device.resident_cholesky_column(&self.column, &self.combination, &self.d, &self.g, t, i, d_pivot)?;
+        device.resident_cholesky_column(&column, &self.combination, &self.d, &self.g, t, i, d_pivot)?;
         self.pivots.push(i);
         Ok(())
     }
