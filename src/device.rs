@@ -61,6 +61,28 @@ impl Device {
         }
     }
 
+    /// The device of one rank of a sharded fit ([`crate::distributed`]):
+    /// like [`Device::auto`], but the `local_rank`-th GPU of the node
+    /// (round-robin when the node has fewer GPUs than ranks), and the CPU
+    /// path where there is none.
+    pub fn for_local_rank(local_rank: usize) -> Device {
+        let wanted = std::env::var(DEVICE_ENV).unwrap_or_default().to_lowercase();
+        if wanted == "cpu" {
+            return Device::Cpu;
+        }
+        let allow_software = wanted == "gpu";
+        if !allow_software && !gpu_device_nodes_present() {
+            return Device::Cpu;
+        }
+        match GpuContext::new(&GpuOptions { allow_software, adapter: local_rank, ..Default::default() }) {
+            Ok(ctx) => Device::Gpu(Arc::new(ctx)),
+            Err(e) => {
+                log::info!("gramian: {e}; rank {local_rank} of this node falls back to the CPU path");
+                Device::Cpu
+            }
+        }
+    }
+
     /// The CPU path.
     pub fn cpu() -> Device {
         Device::Cpu

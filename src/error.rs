@@ -351,6 +351,29 @@ pub enum Error {
         /// Its value.
         value: f64,
     },
+
+    // ----- sharded fits (crate::distributed) -----
+
+    /// A rank of a sharded fit failed; every rank of the group returns this
+    /// same error (the lowest failing rank's), the failing one included.
+    #[error("rank {rank} failed: {message}")]
+    RankFailed {
+        /// The lowest rank that failed.
+        rank: usize,
+        /// Whether its error was caused by its arguments ([`Error::is_invalid_input`]).
+        invalid_input: bool,
+        /// Its error, as text.
+        message: String,
+    },
+    /// The ranks of a sharded fit disagree on something that must be the same
+    /// everywhere (feature count, kernel, parameters), found before any work.
+    #[error("ranks disagree on {what}: rank {rank} differs from rank 0")]
+    ShardMismatch {
+        /// What differs.
+        what: &'static str,
+        /// The lowest rank that differs from rank 0.
+        rank: usize,
+    },
 }
 
 impl Error {
@@ -381,6 +404,8 @@ impl Error {
                 | Error::SampleCountMismatch { .. }
                 | Error::TargetLength { .. }
                 | Error::ConstantTarget
+                | Error::ShardMismatch { .. }
+                | Error::RankFailed { invalid_input: true, .. }
         )
     }
 }

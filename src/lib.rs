@@ -83,6 +83,7 @@
 
 pub mod data;
 pub mod device;
+pub mod distributed;
 pub mod eksvd;
 pub mod error;
 pub mod estimator;

@@ -45,6 +45,7 @@ mod sparse;
 /// One module per directory: the adversarial suites, the GPU engine, and
 /// the three methods.
 mod adversarial;
+mod distributed;
 mod eksvd;
 mod gpu;
 mod mklaren;

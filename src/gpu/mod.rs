@@ -107,11 +107,16 @@ pub struct GpuOptions {
     /// construction and every problem's reach is checked against its
     /// buffers before it is dispatched; the tests run both builds.
     pub checked_shaders: bool,
+    /// Which adapter to open: the position in the ranking (hardware first,
+    /// then by kind), wrapping around when there are fewer adapters, so
+    /// that the ranks of a node share its GPUs round-robin
+    /// ([`crate::Device::for_local_rank`]). `0` (the default) is the best.
+    pub adapter: usize,
 }
 
 impl Default for GpuOptions {
     fn default() -> Self {
-        GpuOptions { allow_software: false, max_tile_bytes: None, max_device_bytes: None, tensor_cores: true, checked_shaders: false }
+        GpuOptions { allow_software: false, max_tile_bytes: None, max_device_bytes: None, tensor_cores: true, checked_shaders: false, adapter: 0 }
     }
 }
 
@@ -283,7 +288,8 @@ impl GpuContext {
         let mut adapters = pollster::block_on(instance.enumerate_adapters(wgpu::Backends::all()));
         adapters.retain(|a| options.allow_software || !is_software(&a.get_info()));
         adapters.sort_by_key(|a| adapter_rank(&a.get_info()));
-        let Some(adapter) = adapters.into_iter().next() else {
+        let count = adapters.len().max(1);
+        let Some(adapter) = adapters.into_iter().nth(options.adapter % count) else {
             return Err(Error::NoGpuAdapter(if options.allow_software {
                 "no Vulkan/Metal/DX12/GL adapter, hardware or software".into()
             } else {

@@ -1,0 +1,353 @@
+//! The group of ranks a sharded fit runs on: three primitives every backend
+//! provides (variable-count all-gather, all-to-all and broadcast of `f64`),
+//! and the collectives the fits use, built on them once.
+//!
+//! **Sums in a fixed order.** [`Communicator::sum`] adds the ranks'
+//! contributions left to right in rank order, `((x_0 + x_1) + x_2) + ..`,
+//! on every rank, whatever the arrival order: a reduce-scatter (each rank
+//! receives every rank's piece of one segment by an all-to-all and adds them
+//! in rank order) followed by an all-gather of the summed segments, so the
+//! bytes moved per rank are `2 (P - 1) / P` of the array, as in a ring
+//! all-reduce. Results are the same bits on every rank and on every run with
+//! the same number of ranks.
+//!
+//! **Failures.** A rank whose local work failed must still take part in the
+//! next collective, or the others would wait forever. [`agree`] is that
+//! collective: every rank says whether it failed, and if any did, every rank
+//! returns the same [`Error::RankFailed`] (the lowest failing rank's error).
+//! [`Communicator::check_same`] compares a description of the parameters
+//! across ranks before any work ([`Error::ShardMismatch`]).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use crate::error::{Error, Result};
+
+/// Traffic of a communicator since it was created (this rank's side).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct CommStats {
+    /// Collective calls (each primitive counts once).
+    pub collectives: u64,
+    /// Bytes this rank sent.
+    pub bytes_sent: u64,
+    /// Bytes this rank received.
+    pub bytes_received: u64,
+    /// Seconds spent inside collectives (waiting included).
+    pub seconds: f64,
+}
+
+impl CommStats {
+    /// `self - earlier`: the traffic between two readings.
+    pub fn since(&self, earlier: &CommStats) -> CommStats {
+        CommStats {
+            collectives: self.collectives - earlier.collectives,
+            bytes_sent: self.bytes_sent - earlier.bytes_sent,
+            bytes_received: self.bytes_received - earlier.bytes_received,
+            seconds: self.seconds - earlier.seconds,
+        }
+    }
+}
+
+/// Counters a backend updates in its primitives.
+#[derive(Debug, Default)]
+pub(crate) struct CommCounters {
+    collectives: AtomicU64,
+    sent: AtomicU64,
+    received: AtomicU64,
+    nanos: AtomicU64,
+}
+
+impl CommCounters {
+    /// Records one primitive that sent and received `sent` / `received` values.
+    pub(crate) fn record(&self, sent: usize, received: usize, started: Instant) {
+        self.collectives.fetch_add(1, Ordering::Relaxed);
+        self.sent.fetch_add(8 * sent as u64, Ordering::Relaxed);
+        self.received.fetch_add(8 * received as u64, Ordering::Relaxed);
+        self.nanos.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
+    }
+
+    pub(crate) fn read(&self) -> CommStats {
+        CommStats {
+            collectives: self.collectives.load(Ordering::Relaxed),
+            bytes_sent: self.sent.load(Ordering::Relaxed),
+            bytes_received: self.received.load(Ordering::Relaxed),
+            seconds: self.nanos.load(Ordering::Relaxed) as f64 * 1e-9,
+        }
+    }
+}
+
+/// A group of `size` ranks, this one being `rank`: MPI ([`super::Mpi`],
+/// feature `mpi`), threads of one process ([`super::ThreadGroup`]) or a
+/// single process ([`SingleProcess`]).
+///
+/// Every rank must call the same collectives in the same order with
+/// consistent sizes; the sharded fits do. All collectives block.
+pub trait Communicator {
+    /// This rank, `0 .. size`.
+    fn rank(&self) -> usize;
+    /// Number of ranks.
+    fn size(&self) -> usize;
+    /// Every rank's `local` concatenated in rank order, on every rank;
+    /// `counts[r]` is rank `r`'s length (the same slice on every rank).
+    fn all_gather_varcount(&self, local: &[f64], counts: &[usize]) -> Result<Vec<f64>>;
+    /// Rank `r` receives, concatenated in rank order, the piece each rank
+    /// sent it: `send` holds this rank's pieces for ranks `0, 1, ..` in
+    /// order, `send_counts[r]` long; `recv_counts[s]` is the length of the
+    /// piece rank `s` sends here.
+    fn all_to_all_varcount(&self, send: &[f64], send_counts: &[usize], recv_counts: &[usize]) -> Result<Vec<f64>>;
+    /// `values` of rank `root` on every rank (the same length everywhere).
+    fn broadcast(&self, root: usize, values: &mut [f64]) -> Result<()>;
+    /// Traffic so far.
+    fn stats(&self) -> CommStats;
+
+    /// Every rank's `n`, in rank order (each below `2^53`).
+    fn gather_counts(&self, n: usize) -> Result<Vec<usize>> {
+        let ones = vec![1; self.size()];
+        let all = self.all_gather_varcount(&[n as f64], &ones)?;
+        Ok(all.into_iter().map(|v| v as usize).collect())
+    }
+
+    /// Element-wise sum over the ranks, in rank order (module docs): every
+    /// rank passes the same length and gets the same bits.
+    fn sum(&self, values: &mut [f64]) -> Result<()> {
+        let p = self.size();
+        let n = values.len();
+        if p == 1 || n == 0 {
+            return Ok(());
+        }
+        if n < 64 * p {
+            // Small: gather everything, add in rank order.
+            let all = self.all_gather_varcount(values, &vec![n; p])?;
+            for (i, v) in values.iter_mut().enumerate() {
+                *v = (0..p).fold(0.0, |acc, r| if r == 0 { all[i] } else { acc + all[r * n + i] });
+            }
+            return Ok(());
+        }
+        // Reduce-scatter: segment r of every rank to rank r ...
+        let segments: Vec<usize> = (0..p).map(|r| segment(n, p, r).len()).collect();
+        let mine = segment(n, p, self.rank());
+        let pieces = self.all_to_all_varcount(values, &segments, &vec![mine.len(); p])?;
+        let mut reduced = pieces[..mine.len()].to_vec();
+        for r in 1..p {
+            for (o, &v) in reduced.iter_mut().zip(&pieces[r * mine.len()..(r + 1) * mine.len()]) {
+                *o += v;
+            }
+        }
+        // ... then every summed segment to every rank.
+        let all = self.all_gather_varcount(&reduced, &segments)?;
+        values.copy_from_slice(&all);
+        Ok(())
+    }
+
+    /// `sum` of one number.
+    fn sum_scalar(&self, value: f64) -> Result<f64> {
+        let mut v = [value];
+        self.sum(&mut v)?;
+        Ok(v[0])
+    }
+
+    /// Element-wise maximum over the ranks (NaN wins, so a NaN anywhere is seen everywhere).
+    fn max(&self, values: &mut [f64]) -> Result<()> {
+        let p = self.size();
+        let n = values.len();
+        if p == 1 || n == 0 {
+            return Ok(());
+        }
+        let all = self.all_gather_varcount(values, &vec![n; p])?;
+        for (i, v) in values.iter_mut().enumerate() {
+            *v = (0..p).map(|r| all[r * n + i]).fold(f64::NEG_INFINITY, |a, b| if a.is_nan() || b.is_nan() { f64::NAN } else { a.max(b) });
+        }
+        Ok(())
+    }
+
+    /// The largest `(value, global index)` over the ranks; on equal values
+    /// the lower index (what one sequential scan of the whole array finds).
+    /// A rank with nothing to offer passes `f64::NEG_INFINITY`.
+    fn arg_max(&self, value: f64, index: usize) -> Result<(f64, usize)> {
+        let p = self.size();
+        if p == 1 {
+            return Ok((value, index));
+        }
+        let all = self.all_gather_varcount(&[value, index as f64], &vec![2; p])?;
+        let mut best = (all[0], all[1] as usize);
+        for r in 1..p {
+            let (v, i) = (all[2 * r], all[2 * r + 1] as usize);
+            if v > best.0 || (v == best.0 && i < best.1) || (best.0.is_nan() && !v.is_nan()) {
+                best = (v, i);
+            }
+        }
+        Ok(best)
+    }
+
+    /// One rank's `values` (its length known to all) on every rank.
+    fn broadcast_from(&self, root: usize, values: &mut Vec<f64>) -> Result<()> {
+        let mut len = [values.len() as f64];
+        self.broadcast(root, &mut len)?;
+        values.resize(len[0] as usize, 0.0);
+        self.broadcast(root, values)
+    }
+
+    /// Fails on every rank with [`Error::ShardMismatch`] unless every rank
+    /// passes the same `description` (e.g. `format!("{params:?}")`; Rust
+    /// prints floats so that they read back exactly).
+    fn check_same(&self, what: &'static str, description: &str) -> Result<()> {
+        if self.size() == 1 {
+            return Ok(());
+        }
+        let mine = fingerprint(description);
+        let all = self.all_gather_varcount(&mine, &vec![mine.len(); self.size()])?;
+        let first = &all[..mine.len()];
+        match (1..self.size()).find(|&r| &all[r * mine.len()..(r + 1) * mine.len()] != first) {
+            Some(rank) => Err(Error::ShardMismatch { what, rank }),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Every rank's outcome of a step that may fail on some ranks only: `Ok`
+/// everywhere when every rank succeeded, otherwise [`Error::RankFailed`]
+/// with the lowest failing rank's error on every rank (one small all-gather,
+/// and a broadcast of the message when something failed).
+pub fn agree<T>(comm: &dyn Communicator, local: Result<T>) -> Result<T> {
+    let p = comm.size();
+    if p == 1 {
+        return local;
+    }
+    let code = match &local {
+        Ok(_) => 0.0,
+        Err(e) if e.is_invalid_input() => 1.0,
+        Err(_) => 2.0,
+    };
+    let codes = comm.all_gather_varcount(&[code], &vec![1; p])?;
+    let Some(rank) = codes.iter().position(|&c| c != 0.0) else {
+        return local;
+    };
+    let mut message: Vec<f64> = match &local {
+        Err(e) if comm.rank() == rank => match e {
+            // Already agreed on elsewhere: keep the original text.
+            Error::RankFailed { message, .. } => message.bytes().map(f64::from).collect(),
+            e => e.to_string().bytes().map(f64::from).collect(),
+        },
+        _ => Vec::new(),
+    };
+    comm.broadcast_from(rank, &mut message)?;
+    let message = String::from_utf8_lossy(&message.iter().map(|&b| b as u8).collect::<Vec<u8>>()).into_owned();
+    Err(Error::RankFailed { rank, invalid_input: codes[rank] == 1.0, message })
+}
+
+/// Rows `r` of `0..n` split into `parts` nearly equal blocks (the first
+/// `n % parts` one longer).
+pub(crate) fn segment(n: usize, parts: usize, r: usize) -> std::ops::Range<usize> {
+    let base = n / parts;
+    let extra = n % parts;
+    let start = r * base + r.min(extra);
+    start..start + base + usize::from(r < extra)
+}
+
+/// A 128-bit FNV-1a digest of `text`, as four exact `f64` words.
+fn fingerprint(text: &str) -> [f64; 4] {
+    let mut h: u128 = 0x6c62272e07bb014262b821756295c58d;
+    for b in text.bytes() {
+        h ^= u128::from(b);
+        h = h.wrapping_mul(0x0000000001000000000000000000013B);
+    }
+    std::array::from_fn(|i| ((h >> (32 * i)) & 0xffff_ffff) as f64)
+}
+
+/// One process, rank 0 of 1: every collective is the identity.
+#[derive(Debug, Default)]
+pub struct SingleProcess {
+    counters: CommCounters,
+}
+
+impl SingleProcess {
+    /// The group of this process alone.
+    pub fn new() -> Self {
+        Self::default()
+    }
+}
+
+impl Communicator for SingleProcess {
+    fn rank(&self) -> usize {
+        0
+    }
+    fn size(&self) -> usize {
+        1
+    }
+    fn all_gather_varcount(&self, local: &[f64], counts: &[usize]) -> Result<Vec<f64>> {
+        check_counts(counts, 1, 0, local.len())?;
+        self.counters.record(0, 0, Instant::now());
+        Ok(local.to_vec())
+    }
+    fn all_to_all_varcount(&self, send: &[f64], send_counts: &[usize], recv_counts: &[usize]) -> Result<Vec<f64>> {
+        check_total(send_counts, 1, send.len())?;
+        check_total(recv_counts, 1, send.len())?;
+        self.counters.record(0, 0, Instant::now());
+        Ok(send.to_vec())
+    }
+    fn broadcast(&self, root: usize, _values: &mut [f64]) -> Result<()> {
+        check_root(root, 1)?;
+        self.counters.record(0, 0, Instant::now());
+        Ok(())
+    }
+    fn stats(&self) -> CommStats {
+        self.counters.read()
+    }
+}
+
+/// `counts` has one entry per rank and this rank's entry is `len`.
+pub(crate) fn check_counts(counts: &[usize], size: usize, rank: usize, len: usize) -> Result<()> {
+    if counts.len() != size {
+        return Err(Error::DimensionMismatch { what: "counts per rank", expected: size, found: counts.len() });
+    }
+    if counts[rank] != len {
+        return Err(Error::DimensionMismatch { what: "this rank's count", expected: counts[rank], found: len });
+    }
+    Ok(())
+}
+
+/// `counts` has one entry per rank and they add up to `len`.
+pub(crate) fn check_total(counts: &[usize], size: usize, len: usize) -> Result<()> {
+    if counts.len() != size {
+        return Err(Error::DimensionMismatch { what: "counts per rank", expected: size, found: counts.len() });
+    }
+    let total = counts.iter().try_fold(0usize, |a, &c| a.checked_add(c)).ok_or(Error::ShapeOverflow { what: "counts per rank", rows: size, cols: 1 })?;
+    if total != len {
+        return Err(Error::DimensionMismatch { what: "sum of the counts per rank", expected: total, found: len });
+    }
+    Ok(())
+}
+
+pub(crate) fn check_root(root: usize, size: usize) -> Result<()> {
+    if root >= size {
+        return Err(Error::IndexOutOfRange { what: "root rank", index: root, len: size });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn segments_cover_the_range_in_order() {
+        for n in [0, 1, 5, 64, 1000] {
+            for p in 1..6 {
+                let mut next = 0;
+                for r in 0..p {
+                    let s = segment(n, p, r);
+                    assert_eq!(s.start, next);
+                    assert!(s.len() == n / p || s.len() == n / p + 1);
+                    next = s.end;
+                }
+                assert_eq!(next, n);
+            }
+        }
+    }
+
+    #[test]
+    fn fingerprints_tell_descriptions_apart() {
+        assert_eq!(fingerprint("rbf(0.5)"), fingerprint("rbf(0.5)"));
+        assert_ne!(fingerprint("rbf(0.5)"), fingerprint("rbf(0.50000001)"));
+    }
+}

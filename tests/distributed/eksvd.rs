@@ -1,0 +1,1 @@
+//! Sharded eksvd fits against single-process fits.

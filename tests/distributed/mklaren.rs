@@ -1,0 +1,1 @@
+//! Sharded mklaren fits against single-process fits.

@@ -1,0 +1,1 @@
+//! Sharded psd fits against single-process fits.
