@@ -367,11 +367,12 @@ pub enum Error {
     },
     /// The ranks of a sharded fit disagree on something that must be the same
     /// everywhere (feature count, kernel, parameters), found before any work.
-    #[error("ranks disagree on {what}: rank {rank} differs from rank 0")]
+    #[error("ranks disagree on {what}: rank {rank} differs")]
     ShardMismatch {
         /// What differs.
         what: &'static str,
-        /// The lowest rank that differs from rank 0.
+        /// The lowest rank that differs from the reference rank (rank 0, or
+        /// for shapes the first rank holding rows).
         rank: usize,
     },
 }

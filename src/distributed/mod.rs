@@ -45,6 +45,7 @@
 //! ```
 
 mod communicator;
+mod csv;
 #[cfg(feature = "mpi")]
 mod mpi;
 mod shard;

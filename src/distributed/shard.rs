@@ -90,25 +90,35 @@ pub struct RowShard {
 }
 
 impl RowShard {
-    /// This rank's rows. Collective: the ranks exchange their row counts,
-    /// check that every rank has the same number of columns and that every
-    /// block is finite (a bad block fails every rank with
-    /// [`Error::RankFailed`]; different widths are [`Error::ShardMismatch`]).
-    /// A rank may hold no rows; the whole must have some.
+    /// This rank's rows. Collective: the ranks check that every block is
+    /// finite (a bad block fails every rank with [`Error::RankFailed`]) and
+    /// exchange their shapes (ranks holding rows must agree on the number
+    /// of columns, else [`Error::ShardMismatch`] naming the first rank that
+    /// differs from the first holding rows). A rank may hold no rows; the
+    /// whole must have some ([`Error::Empty`]).
     pub fn new(comm: &dyn Communicator, local: impl AsMatrix) -> Result<Self> {
-        let converted = local.into_f64_matrix();
-        let width = converted.as_ref().map(|m| m.ncols()).unwrap_or(0);
-        comm.check_same("the number of columns", &width.to_string())?;
-        let local = agree(comm, converted.and_then(|m| {
+        let local = agree(comm, local.into_f64_matrix().and_then(|m| {
             if m.nrows() > 0 {
                 check_matrix("x", &m)?;
             }
             Ok(m)
         }))?;
-        let partition = RowPartition::gather(comm, local.nrows())?;
-        if partition.total() == 0 || width == 0 {
-            return Err(Error::Empty { what: "sharded x", rows: partition.total(), cols: width });
+        let p = comm.size();
+        let shapes = comm.all_gather_varcount(&[local.nrows() as f64, local.ncols() as f64], &vec![2; p])?;
+        // Ranks without rows may not know the width.
+        let holding: Vec<usize> = (0..p).filter(|&r| shapes[2 * r] > 0.0).collect();
+        let Some(&first) = holding.first() else {
+            return Err(Error::Empty { what: "sharded x", rows: 0, cols: local.ncols() });
+        };
+        let width = shapes[2 * first + 1] as usize;
+        if let Some(&rank) = holding.iter().find(|&&r| shapes[2 * r + 1] as usize != width) {
+            return Err(Error::ShardMismatch { what: "the number of columns", rank });
         }
+        if width == 0 {
+            return Err(Error::Empty { what: "sharded x", rows: 0, cols: 0 });
+        }
+        let local = if local.nrows() == 0 { DMatrix::zeros(0, width) } else { local };
+        let partition = RowPartition::from_counts(&(0..p).map(|r| shapes[2 * r] as usize).collect::<Vec<_>>())?;
         Ok(RowShard { local, partition, rank: comm.rank() })
     }
 

@@ -94,3 +94,31 @@ fn large_sums_take_the_reduce_scatter_path_with_the_same_bits() {
         assert!(out.iter().all(|v| v[i].to_bits() == expected.to_bits()));
     }
 }
+
+#[test]
+fn csv_rows_are_read_by_byte_range_and_cover_the_file_once() {
+    let x = sample(23, 3);
+    let dir = std::env::temp_dir().join(format!("gramian-csv-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("x.csv");
+    let mut text = String::from("a,b,c\n");
+    for i in 0..x.nrows() {
+        text.push_str(&format!("{:?}, {:?},{:?}\n", x[(i, 0)], x[(i, 1)], x[(i, 2)]));
+        if i == 4 {
+            text.push('\n');
+        }
+    }
+    std::fs::write(&path, &text).unwrap();
+    for p in [1, 2, 3, 5, 40] {
+        let out = ThreadGroup::run(p, |c| RowShard::read_csv(c, &path, true).and_then(|s| s.gather(c))).unwrap();
+        for r in out {
+            assert_eq!(r.unwrap(), x, "{p} ranks");
+        }
+    }
+    std::fs::write(&path, "1,2\n3,x\n4,5\n").unwrap();
+    let out = ThreadGroup::run(2, |c| RowShard::read_csv(c, &path, false)).unwrap();
+    for r in out {
+        assert!(matches!(&r, Err(Error::RankFailed { message, .. }) if message.contains("not a number")), "{r:?}");
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
