@@ -17,6 +17,10 @@ returns ``self``, fitted attributes end in ``_``):
   :class:`NeuralEKSVD` where the package is built with the cargo feature
   ``neural`` (absent otherwise).
 
+Saving: :func:`save` and :func:`load` (a zip archive of the parameters,
+arrays and the library's versioned model bytes; no pickle), besides
+pickling.
+
 Compute core: :func:`kernel_matrix`, :func:`kernel_matvec`,
 :func:`devices`, :func:`device_info`, :func:`supports_precision`. Every estimator and function takes
 ``device="auto" | "cpu" | "gpu"``; "auto" uses a hardware GPU when one is
@@ -24,6 +28,7 @@ present and otherwise the CPU. Errors: :mod:`gramian.exceptions`.
 """
 
 from . import _core, eksvd, exceptions
+from ._persist import load, save
 from ._compute import device_info, devices, kernel_matrix, kernel_matvec, supports_precision
 from .exceptions import (
     ConvergenceError,
@@ -68,6 +73,8 @@ __all__ = [
     "devices",
     "device_info",
     "supports_precision",
+    "save",
+    "load",
     "exceptions",
     *(["NeuralEKSVD"] if hasattr(_core, "fit_neural_eksvd") else []),
     "GramianError",

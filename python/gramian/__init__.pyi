@@ -1,4 +1,5 @@
 # Type stubs of the public package (PEP 561; see py.typed).
+import os
 from typing import Any, Literal, Mapping, Optional, Sequence, Tuple, Union, overload
 
 import numpy as np
@@ -39,6 +40,13 @@ def kernel_matvec(X: MatrixLike, Z: MatrixLike, V: ArrayLike, kernel: KernelName
 def device_info(device: Device = ...) -> str: ...
 def devices() -> list[dict[str, Any]]: ...
 def supports_precision(precision: Precision, device: Device = ...) -> bool: ...
+
+# --- saving -------------------------------------------------------------------
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+def save(estimator: BaseEstimator, path: PathLike) -> None: ...
+def load(path: PathLike) -> BaseEstimator: ...
 
 # --- mklaren ----------------------------------------------------------------
 
