@@ -12,6 +12,8 @@
 //! of one process instead of MPI. `--fail bad-shard|mismatch|device` makes
 //! rank 1 fail (a NaN in its shard, another kernel width, a device with no
 //! memory): the run passes when every rank returns the expected error.
+//! `--fail panic` makes rank 1 panic: the job must end at once with a
+//! non-zero exit code (the panic hook aborts every rank), not hang.
 //! Rank 0 prints one line per method: fit time, iterations, communication.
 //! Exits non-zero when a check fails.
 
@@ -35,6 +37,9 @@ pub enum Fail {
     Mismatch,
     /// Rank 1's device has no memory budget.
     Device,
+    /// Rank 1 panics while the others wait in the fit's first collective:
+    /// the panic hook of `Mpi::init` aborts the job (exit code not 0, no hang).
+    Panic,
 }
 
 /// One method's run on one rank.
@@ -104,6 +109,7 @@ fn parse() -> Result<Options, String> {
                     "bad-shard" => Fail::BadShard,
                     "mismatch" => Fail::Mismatch,
                     "device" => Fail::Device,
+                    "panic" => Fail::Panic,
                     other => return Err(format!("--fail: unknown {other:?}")),
                 }
             }
@@ -123,6 +129,7 @@ fn expected(fail: Fail, e: &Error) -> bool {
         Fail::BadShard => matches!(e, Error::RankFailed { rank: 1, invalid_input: true, .. }),
         Fail::Mismatch => matches!(e, Error::ShardMismatch { rank: 1, .. }),
         Fail::Device => matches!(e, Error::RankFailed { rank: 1, invalid_input: false, .. }),
+        Fail::Panic => false,
     }
 }
 
@@ -140,10 +147,12 @@ fn run_rank(comm: &dyn Communicator, local_rank: usize, o: &Options) -> bool {
     } else {
         Device::for_local_rank(local_rank)
     };
+    if o.fail == Fail::Panic && comm.rank() == 1 {
+        panic!("rank 1 panics on purpose (--fail panic)");
+    }
     let mut ok = true;
     for method in &o.methods {
         let case = Case { comm, device: &device, n: o.n, check: o.check, fail: o.fail, seed: o.seed };
-        let before = comm.stats();
         match run_method(method, &case) {
             Ok(out) if o.fail == Fail::None => {
                 let within = out.difference.is_none_or(|(d, tol)| d <= tol);
@@ -180,7 +189,6 @@ fn run_rank(comm: &dyn Communicator, local_rank: usize, o: &Options) -> bool {
                 ok = false;
             }
         }
-        let _ = before;
     }
     ok
 }
