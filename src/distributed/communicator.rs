@@ -179,6 +179,31 @@ pub trait Communicator {
         Ok(best)
     }
 
+    /// [`Communicator::arg_max`] that also brings the winner's `payload`
+    /// (e.g. the chosen sample's row) to every rank, in the same single
+    /// collective: every rank passes a payload of the same length.
+    fn arg_max_carrying(&self, value: f64, index: usize, payload: &[f64]) -> Result<(f64, usize, Vec<f64>)> {
+        let p = self.size();
+        if p == 1 {
+            return Ok((value, index, payload.to_vec()));
+        }
+        let width = 2 + payload.len();
+        let mut mine = Vec::with_capacity(width);
+        mine.extend([value, index as f64]);
+        mine.extend_from_slice(payload);
+        let all = self.all_gather_varcount(&mine, &vec![width; p])?;
+        let mut winner = 0;
+        for r in 1..p {
+            let (v, i) = (all[r * width], all[r * width + 1] as usize);
+            let (bv, bi) = (all[winner * width], all[winner * width + 1] as usize);
+            if v > bv || (v == bv && i < bi) || (bv.is_nan() && !v.is_nan()) {
+                winner = r;
+            }
+        }
+        let w = &all[winner * width..(winner + 1) * width];
+        Ok((w[0], w[1] as usize, w[2..].to_vec()))
+    }
+
     /// One rank's `values` (its length known to all) on every rank.
     fn broadcast_from(&self, root: usize, values: &mut Vec<f64>) -> Result<()> {
         let mut len = [values.len() as f64];

@@ -237,6 +237,12 @@ mod tests {
     }
 
     #[test]
+    fn the_winner_brings_its_payload() {
+        let out = ThreadGroup::run(3, |c| c.arg_max_carrying([1.0, 3.0, 3.0][c.rank()], 10 - c.rank(), &[c.rank() as f64; 2]).unwrap()).unwrap();
+        assert!(out.iter().all(|b| *b == (3.0, 8, vec![2.0, 2.0])));
+    }
+
+    #[test]
     fn one_failing_rank_fails_every_rank_with_its_error() {
         let out = ThreadGroup::run(3, |c| {
             let local: Result<()> = if c.rank() == 1 { Err(Error::Empty { what: "x", rows: 0, cols: 2 }) } else { Ok(()) };

@@ -10,6 +10,7 @@
 //! 7. [`selection`]: choosing parameters by cross-validation.
 //! 8. [`saving`]: saving and loading fitted models.
 //! 9. [`python`]: the Python package (scikit-learn estimators).
+//! 10. [`distributed`]: fits sharded over several devices (MPI or threads).
 //!
 //! The design behind them (layers, where data cross between host and device)
 //! is in `DESIGN.md` at the root of the repository.
@@ -32,3 +33,5 @@ pub mod selection {}
 pub mod saving {}
 #[doc = include_str!("python.md")]
 pub mod python {}
+#[doc = include_str!("distributed.md")]
+pub mod distributed {}
