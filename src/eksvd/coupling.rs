@@ -404,11 +404,11 @@ impl<'a> FeatureRows<'a> {
 pub struct ResidentCoupling<'a> {
     coupling: &'a CouplingMatrix,
     device: &'a Device,
-    resident: Option<ResidentBlocks>,
+    resident: Option<ResidentBlocks<'a>>,
 }
 
-enum ResidentBlocks {
-    Features(Vec<DeviceMatrix>),
+enum ResidentBlocks<'a> {
+    Features(FeatureRows<'a>),
     KernelFunction { kernel: Kernel, sources: Vec<DeviceMatrix> },
 }
 
@@ -419,7 +419,7 @@ impl CouplingMatrix {
         let precision = device.best_precision();
         let resident = match (&self.blocks, device.is_gpu()) {
             (_, false) | (Blocks::Precomputed(_), _) => None,
-            (Blocks::Features(f), true) => Some(ResidentBlocks::Features(f.iter().map(|phi| device.upload(phi, precision)).collect::<std::result::Result<_, _>>()?)),
+            (Blocks::Features(f), true) => Some(ResidentBlocks::Features(FeatureRows::new(device, f)?)),
             (Blocks::KernelFunction { kernel, sources }, true) => Some(ResidentBlocks::KernelFunction {
                 kernel: *kernel,
                 sources: sources.iter().map(|x| device.upload(x, precision)).collect::<std::result::Result<_, _>>()?,
@@ -440,31 +440,30 @@ impl ResidentCoupling<'_> {
         check_shape("rows of V vs the order of G_Q", g.order(), v.nrows())?;
         crate::linalg::check_matrix("v", v)?;
         let (n, c, device) = (g.n_sources(), v.ncols(), self.device);
+        let (kernel, sources) = match resident {
+            ResidentBlocks::Features(rows) => {
+                // s = sum_p Phi_p^T V_p (d_phi x c each: small, summed on the
+                // host), then (G V)_q = Phi_q (s - Phi_q^T V_q) on the device.
+                let parts: Vec<DMatrix<f64>> = (0..n).map(|q| v.rows(g.offset(q), g.sizes[q]).into_owned()).collect();
+                let blocks = rows.expand(&rows.project(&parts)?)?;
+                let mut result = DMatrix::zeros(g.order(), c);
+                for (q, block) in blocks.iter().enumerate() {
+                    result.rows_mut(g.offset(q), g.sizes[q]).copy_from(block);
+                }
+                return Ok(result);
+            }
+            ResidentBlocks::KernelFunction { kernel, sources } => (kernel, sources),
+        };
         let precision = device.best_precision();
         let vd = device.upload(v, precision)?;
         let parts: Vec<DeviceMatrix> = (0..n).map(|q| vd.rows(g.offset(q), g.sizes[q])).collect::<std::result::Result<_, _>>()?;
         let out = device.zeros(g.order(), c, precision)?;
-        match resident {
-            ResidentBlocks::Features(f) => {
-                // s = sum_p Phi_p^T V_p (d_phi x c each: small, summed on the
-                // host), then (G V)_q = Phi_q (s - Phi_q^T V_q) on the device.
-                let projected: Vec<DMatrix<f64>> = f.iter().zip(&parts).map(|(phi, vq)| device.to_host(&device.resident_matmul(phi, vq, MatrixProduct::AtB)?)).collect::<std::result::Result<_, _>>()?;
-                let total: DMatrix<f64> = projected.iter().skip(1).fold(projected[0].clone(), |acc, y| acc + y);
-                for q in 0..n {
-                    let oq = out.rows(g.offset(q), g.sizes[q])?;
-                    let others = device.upload(&(&total - &projected[q]), precision)?;
-                    device.resident_matmul_into(&f[q], &others, MatrixProduct::AB, &oq, false)?;
-                }
-            }
-            ResidentBlocks::KernelFunction { kernel, sources } => {
-                // Each pair's kernel entries once, for K_pq V_q and K_pq^T V_p,
-                // added into the zeroed output.
-                let outs: Vec<DeviceMatrix> = (0..n).map(|q| out.rows(g.offset(q), g.sizes[q])).collect::<std::result::Result<_, _>>()?;
-                for p in 0..n {
-                    for q in (p + 1)..n {
-                        device.resident_kernel_matvec_pair_into(kernel, &sources[p], &sources[q], &parts[q], &parts[p], &outs[p], &outs[q], true)?;
-                    }
-                }
+        // Each pair's kernel entries once, for K_pq V_q and K_pq^T V_p,
+        // added into the zeroed output.
+        let outs: Vec<DeviceMatrix> = (0..n).map(|q| out.rows(g.offset(q), g.sizes[q])).collect::<std::result::Result<_, _>>()?;
+        for p in 0..n {
+            for q in (p + 1)..n {
+                device.resident_kernel_matvec_pair_into(kernel, &sources[p], &sources[q], &parts[q], &parts[p], &outs[p], &outs[q], true)?;
             }
         }
         device.to_host(&out)

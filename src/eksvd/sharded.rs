@@ -254,7 +254,14 @@ fn solve_dual_sharded(comm: &dyn Communicator, device: &Device, partition: &RowP
             let dense = || -> Result<DMatrix<f64>> { CouplingMatrix::from_features(features.to_vec())?.assemble(device) };
             agree_redundant(comm, largest_stored(order, k, apply, frobenius, dense))?
         }
-        Eigensolver::Lanczos { tolerance, max_restarts } => agree_redundant(comm, largest_lanczos(order, k, |v| operator.apply(v), tolerance, max_restarts, seed))?,
+        Eigensolver::Lanczos { tolerance, max_restarts } => {
+            // The solver's memory check, agreed on before the products start
+            // (a rank short of memory must not leave the others in a product).
+            if let Some(entries) = order.checked_mul(k.saturating_add(8)) {
+                agree(comm, crate::memory::check_host::<f64>(entries, "Lanczos basis"))?;
+            }
+            agree_redundant(comm, largest_lanczos(order, k, |v| operator.apply(v), tolerance, max_restarts, seed))?
+        }
     };
     let LargestEigenpairs { values, vectors } = same_on_every_rank_pairs(comm, pairs)?;
     let alphas = (0..n_sources).map(|q| vectors.rows(q * n, n).into_owned()).collect();
