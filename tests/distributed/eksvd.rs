@@ -228,3 +228,31 @@ fn communication_is_one_reduction_for_the_covariance_solver() {
     let received = stats[0].as_ref().unwrap().bytes_received as usize / 8;
     assert!(received < 3 * 12 * 12 + 20 * 36 + 200, "{received} numbers received");
 }
+
+#[test]
+fn a_device_that_fails_at_any_step_fails_every_rank_alike() {
+    // Rank 1's GPU budget grows from nothing to enough: its first failure
+    // moves from the features to the Lanczos products (on lavapipe in f64,
+    // 10 000 bytes hold rank 1's features and fail the first product's
+    // upload); every rank must end with the same outcome, never hang.
+    let Some(gpu) = common::gpu_device(GpuOptions::default()) else { return };
+    let data = sources(61);
+    let mut failures = 0;
+    for budget in (0..=40_000u64).step_by(2_000) {
+        let out = ThreadGroup::run(2, |comm| {
+            let device = if comm.rank() == 1 { Device::gpu_with(&GpuOptions { allow_software: true, max_device_bytes: Some(budget), ..Default::default() })? } else { gpu.clone() };
+            params(lanczos()).fit_sharded(&device, comm, &ShardedSources::from_full(comm, &data)?).map(|m| m.eigenvalues().clone())
+        })
+        .unwrap();
+        match (&out[0], &out[1]) {
+            (Ok(a), Ok(b)) => assert_eq!(a, b, "budget {budget}"),
+            (Err(a), Err(b)) => {
+                assert!(matches!(a, Error::RankFailed { rank: 1, invalid_input: false, .. }), "budget {budget}: {a:?}");
+                assert_eq!(a, b, "budget {budget}");
+                failures += 1;
+            }
+            other => panic!("budget {budget}: the ranks disagree: {other:?}"),
+        }
+    }
+    assert!(failures > 0, "no budget made rank 1 fail");
+}
