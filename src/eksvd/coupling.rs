@@ -206,13 +206,7 @@ impl CouplingMatrix {
     pub fn frobenius_norm_from_features(&self) -> Option<f64> {
         let Blocks::Features(f) = &self.blocks else { return None };
         let grams: Vec<DMatrix<f64>> = f.iter().map(crate::linalg::gram_tall).collect();
-        let mut squared = 0.0;
-        for p in 0..grams.len() {
-            for q in (p + 1)..grams.len() {
-                squared += 2.0 * grams[p].dot(&grams[q]);
-            }
-        }
-        Some(squared.max(0.0).sqrt())
+        Some(frobenius_from_grams(&grams))
     }
 
     /// `G_Q` as a dense symmetric matrix from its [`upper_blocks`](Self::upper_blocks).
@@ -275,16 +269,8 @@ impl CouplingMatrix {
         let mut out: Vec<DMatrix<f64>> = self.sizes.iter().map(|&s| DMatrix::zeros(s, c)).collect();
         match &self.blocks {
             Blocks::Features(f) => {
-                use rayon::prelude::*;
-                // The sources' products run side by side (each one also
-                // splits its rows between the threads): fewer waits at the
-                // end of each small product.
-                let projected: Vec<DMatrix<f64>> = f.par_iter().zip(&parts).map(|(phi, vq)| matmul_tn_thin(phi, vq)).collect();
-                let mut total = projected[0].clone();
-                for y in &projected[1..] {
-                    total += y;
-                }
-                out = f.par_iter().zip(&projected).map(|(phi, pq)| matmul_thin(phi, &(&total - pq))).collect();
+                let rows = FeatureRows::new(&Device::Cpu, f)?;
+                out = rows.expand(&rows.project(&parts)?)?;
             }
             Blocks::Precomputed(b) => {
                 for p in 0..n {
@@ -318,6 +304,99 @@ impl CouplingMatrix {
     }
 }
 
+/// `||G_Q||_F` from the Gram matrices `C_q = Phi_q^T Phi_q`
+/// ([`CouplingMatrix::frobenius_norm_from_features`]).
+pub(crate) fn frobenius_from_grams(grams: &[DMatrix<f64>]) -> f64 {
+    let mut squared = 0.0;
+    for p in 0..grams.len() {
+        for q in (p + 1)..grams.len() {
+            squared += 2.0 * grams[p].dot(&grams[q]);
+        }
+    }
+    squared.max(0.0).sqrt()
+}
+
+/// The features `Phi_q` of the rows at hand (all rows of each source, or
+/// one rank's block of each), on the host or resident on a GPU, for the
+/// product through the features
+/// `(G_Q V)_q = Phi_q (s - Phi_q^T V_q)`, `s = sum_p Phi_p^T V_p`, in its
+/// two halves: [`FeatureRows::project`], the `d_phi x c` products
+/// `Phi_q^T V_q` (sums over rows: a sharded product adds them over the
+/// ranks), and [`FeatureRows::expand`], the rows of `G_Q V`.
+pub(crate) struct FeatureRows<'a> {
+    device: &'a Device,
+    host: &'a [DMatrix<f64>],
+    /// On a GPU: each non-empty `Phi_q` uploaded once.
+    resident: Option<Vec<Option<DeviceMatrix>>>,
+}
+
+impl<'a> FeatureRows<'a> {
+    /// The features (the same `d_phi` for all), uploaded when `device` is a GPU.
+    pub(crate) fn new(device: &'a Device, features: &'a [DMatrix<f64>]) -> Result<Self> {
+        let resident = if device.is_gpu() {
+            let precision = device.best_precision();
+            Some(features.iter().map(|phi| if phi.nrows() == 0 { Ok(None) } else { device.upload(phi, precision).map(Some) }).collect::<std::result::Result<_, _>>()?)
+        } else {
+            None
+        };
+        Ok(FeatureRows { device, host: features, resident })
+    }
+
+    /// `Phi_q^T V_q` (`d_phi x c`) for the row blocks `parts[q]` of `V`.
+    pub(crate) fn project(&self, parts: &[DMatrix<f64>]) -> Result<Vec<DMatrix<f64>>> {
+        check_shape("blocks of V vs the sources", self.host.len(), parts.len())?;
+        let d = self.host.first().map_or(0, |phi| phi.ncols());
+        match &self.resident {
+            None => {
+                use rayon::prelude::*;
+                // The sources' products run side by side (each one also
+                // splits its rows between the threads): fewer waits at the
+                // end of each small product.
+                Ok(self.host.par_iter().zip(parts).map(|(phi, vq)| if phi.nrows() == 0 { DMatrix::zeros(d, vq.ncols()) } else { matmul_tn_thin(phi, vq) }).collect())
+            }
+            Some(resident) => {
+                let (device, precision) = (self.device, self.device.best_precision());
+                resident
+                    .iter()
+                    .zip(parts)
+                    .map(|(phi, vq)| match phi {
+                        None => Ok(DMatrix::zeros(d, vq.ncols())),
+                        Some(phi) => device.to_host(&device.resident_matmul(phi, &device.upload(vq, precision)?, MatrixProduct::AtB)?),
+                    })
+                    .collect()
+            }
+        }
+    }
+
+    /// The rows of `G_Q V` per source, `Phi_q (s - P_q)`, from all the
+    /// sources' projections `P_q = Phi_q^T V_q` (summed over all rows).
+    pub(crate) fn expand(&self, projected: &[DMatrix<f64>]) -> Result<Vec<DMatrix<f64>>> {
+        check_shape("projections vs the sources", self.host.len(), projected.len())?;
+        let mut total = projected[0].clone();
+        for y in &projected[1..] {
+            total += y;
+        }
+        let c = total.ncols();
+        match &self.resident {
+            None => {
+                use rayon::prelude::*;
+                Ok(self.host.par_iter().zip(projected).map(|(phi, pq)| if phi.nrows() == 0 { DMatrix::zeros(0, c) } else { matmul_thin(phi, &(&total - pq)) }).collect())
+            }
+            Some(resident) => {
+                let (device, precision) = (self.device, self.device.best_precision());
+                resident
+                    .iter()
+                    .zip(projected)
+                    .map(|(phi, pq)| match phi {
+                        None => Ok(DMatrix::zeros(0, c)),
+                        Some(phi) => device.to_host(&device.resident_matmul(phi, &device.upload(&(&total - pq), precision)?, MatrixProduct::AB)?),
+                    })
+                    .collect()
+            }
+        }
+    }
+}
+
 /// `G_Q` prepared on a device for many products (the Lanczos iterations of
 /// one fit): on a GPU each source's features or inputs are uploaded once,
 /// and a product moves only `V` up and `G_Q V` down (O(sum_q N_q c)
@@ -325,11 +404,11 @@ impl CouplingMatrix {
 pub struct ResidentCoupling<'a> {
     coupling: &'a CouplingMatrix,
     device: &'a Device,
-    resident: Option<ResidentBlocks>,
+    resident: Option<ResidentBlocks<'a>>,
 }
 
-enum ResidentBlocks {
-    Features(Vec<DeviceMatrix>),
+enum ResidentBlocks<'a> {
+    Features(FeatureRows<'a>),
     KernelFunction { kernel: Kernel, sources: Vec<DeviceMatrix> },
 }
 
@@ -340,7 +419,7 @@ impl CouplingMatrix {
         let precision = device.best_precision();
         let resident = match (&self.blocks, device.is_gpu()) {
             (_, false) | (Blocks::Precomputed(_), _) => None,
-            (Blocks::Features(f), true) => Some(ResidentBlocks::Features(f.iter().map(|phi| device.upload(phi, precision)).collect::<std::result::Result<_, _>>()?)),
+            (Blocks::Features(f), true) => Some(ResidentBlocks::Features(FeatureRows::new(device, f)?)),
             (Blocks::KernelFunction { kernel, sources }, true) => Some(ResidentBlocks::KernelFunction {
                 kernel: *kernel,
                 sources: sources.iter().map(|x| device.upload(x, precision)).collect::<std::result::Result<_, _>>()?,
@@ -361,31 +440,30 @@ impl ResidentCoupling<'_> {
         check_shape("rows of V vs the order of G_Q", g.order(), v.nrows())?;
         crate::linalg::check_matrix("v", v)?;
         let (n, c, device) = (g.n_sources(), v.ncols(), self.device);
+        let (kernel, sources) = match resident {
+            ResidentBlocks::Features(rows) => {
+                // s = sum_p Phi_p^T V_p (d_phi x c each: small, summed on the
+                // host), then (G V)_q = Phi_q (s - Phi_q^T V_q) on the device.
+                let parts: Vec<DMatrix<f64>> = (0..n).map(|q| v.rows(g.offset(q), g.sizes[q]).into_owned()).collect();
+                let blocks = rows.expand(&rows.project(&parts)?)?;
+                let mut result = DMatrix::zeros(g.order(), c);
+                for (q, block) in blocks.iter().enumerate() {
+                    result.rows_mut(g.offset(q), g.sizes[q]).copy_from(block);
+                }
+                return Ok(result);
+            }
+            ResidentBlocks::KernelFunction { kernel, sources } => (kernel, sources),
+        };
         let precision = device.best_precision();
         let vd = device.upload(v, precision)?;
         let parts: Vec<DeviceMatrix> = (0..n).map(|q| vd.rows(g.offset(q), g.sizes[q])).collect::<std::result::Result<_, _>>()?;
         let out = device.zeros(g.order(), c, precision)?;
-        match resident {
-            ResidentBlocks::Features(f) => {
-                // s = sum_p Phi_p^T V_p (d_phi x c each: small, summed on the
-                // host), then (G V)_q = Phi_q (s - Phi_q^T V_q) on the device.
-                let projected: Vec<DMatrix<f64>> = f.iter().zip(&parts).map(|(phi, vq)| device.to_host(&device.resident_matmul(phi, vq, MatrixProduct::AtB)?)).collect::<std::result::Result<_, _>>()?;
-                let total: DMatrix<f64> = projected.iter().skip(1).fold(projected[0].clone(), |acc, y| acc + y);
-                for q in 0..n {
-                    let oq = out.rows(g.offset(q), g.sizes[q])?;
-                    let others = device.upload(&(&total - &projected[q]), precision)?;
-                    device.resident_matmul_into(&f[q], &others, MatrixProduct::AB, &oq, false)?;
-                }
-            }
-            ResidentBlocks::KernelFunction { kernel, sources } => {
-                // Each pair's kernel entries once, for K_pq V_q and K_pq^T V_p,
-                // added into the zeroed output.
-                let outs: Vec<DeviceMatrix> = (0..n).map(|q| out.rows(g.offset(q), g.sizes[q])).collect::<std::result::Result<_, _>>()?;
-                for p in 0..n {
-                    for q in (p + 1)..n {
-                        device.resident_kernel_matvec_pair_into(kernel, &sources[p], &sources[q], &parts[q], &parts[p], &outs[p], &outs[q], true)?;
-                    }
-                }
+        // Each pair's kernel entries once, for K_pq V_q and K_pq^T V_p,
+        // added into the zeroed output.
+        let outs: Vec<DeviceMatrix> = (0..n).map(|q| out.rows(g.offset(q), g.sizes[q])).collect::<std::result::Result<_, _>>()?;
+        for p in 0..n {
+            for q in (p + 1)..n {
+                device.resident_kernel_matvec_pair_into(kernel, &sources[p], &sources[q], &parts[q], &parts[p], &outs[p], &outs[q], true)?;
             }
         }
         device.to_host(&out)

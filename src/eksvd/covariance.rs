@@ -38,18 +38,17 @@ pub struct CovarianceSolution {
 /// the `d_phi x d_phi` Gram comes back).
 pub fn covariances(device: &Device, features: &[DMatrix<f64>]) -> Result<Vec<DMatrix<f64>>> {
     check_features(features)?;
+    features.iter().map(|phi| covariance_of(device, phi)).collect()
+}
+
+/// `Phi^T Phi` of one feature matrix on `device` (see [`covariances`]).
+pub(crate) fn covariance_of(device: &Device, phi: &DMatrix<f64>) -> Result<DMatrix<f64>> {
     if !device.is_gpu() {
-        return features.iter().map(|phi| device.gram(phi)).collect();
+        return device.gram(phi);
     }
-    let precision = device.best_precision();
-    features
-        .iter()
-        .map(|phi| {
-            let resident = device.upload(phi, precision)?;
-            let c = device.to_host(&device.resident_matmul(&resident, &resident, MatrixProduct::AtB)?)?;
-            Ok((&c + c.transpose()) * 0.5)
-        })
-        .collect()
+    let resident = device.upload(phi, device.best_precision())?;
+    let c = device.to_host(&device.resident_matmul(&resident, &resident, MatrixProduct::AtB)?)?;
+    Ok((&c + c.transpose()) * 0.5)
 }
 
 /// The nonsymmetric matrix `C_Q` of Eq. 8 (block `(q, p)` is `C_pp` for
@@ -128,10 +127,21 @@ fn covariance_factor(c: &DMatrix<f64>) -> Result<DMatrix<f64>> {
 pub fn solve_covariance(device: &Device, features: &[DMatrix<f64>], n_components: usize, solver: &Eigensolver, seed: u64) -> Result<CovarianceSolution> {
     solver.validate()?;
     check_features(features)?;
-    // The stacked problem H is (Q d_phi) x (Q d_phi), beside Q d_phi x d_phi covariances.
-    let order = features.len().checked_mul(features[0].ncols()).ok_or_else(|| Error::host_memory("the covariance problem's order overflows"))?;
-    crate::memory::check_host_matrix::<f64>(order, order, "covariance eigenproblem")?;
     let cov = covariances(device, features)?;
+    solve_covariance_from_grams(&cov, n_components, solver, seed)
+}
+
+/// [`solve_covariance`] from the Gram matrices `C_qq = Phi_q^T Phi_q`
+/// (`d_phi x d_phi` each, at least two): everything after the one pass
+/// over the rows.
+pub(crate) fn solve_covariance_from_grams(cov: &[DMatrix<f64>], n_components: usize, solver: &Eigensolver, seed: u64) -> Result<CovarianceSolution> {
+    solver.validate()?;
+    if cov.len() < 2 {
+        return Err(Error::TooFewSources(cov.len()));
+    }
+    // The stacked problem H is (Q d_phi) x (Q d_phi), beside Q d_phi x d_phi covariances.
+    let order = cov.len().checked_mul(cov[0].ncols()).ok_or_else(|| Error::host_memory("the covariance problem's order overflows"))?;
+    crate::memory::check_host_matrix::<f64>(order, order, "covariance eigenproblem")?;
     let factors: Vec<DMatrix<f64>> = cov.iter().map(covariance_factor).collect::<Result<_>>()?;
     let n = factors.len();
     let d = factors[0].nrows();

@@ -45,18 +45,7 @@ pub fn solve_dual(device: &Device, coupling: &CouplingMatrix, n_components: usiz
             // are positive.)
             let features = coupling.features().ok_or(Error::NotAvailable("features of the coupling matrix"))?;
             let covariance = super::covariance::solve_covariance(device, features, n_components, &Eigensolver::Dense, seed)?;
-            let mut solution = dual_from_covariance(features, &covariance)?;
-            // The sign convention of the other paths: in each stacked
-            // alpha the entry of largest magnitude is positive.
-            for j in 0..solution.n_components() {
-                let stacked: Vec<f64> = solution.alphas.iter().flat_map(|a| &a.as_slice()[j * a.nrows()..(j + 1) * a.nrows()]).copied().collect();
-                if crate::linalg::sign_of_largest(&stacked) < 0.0 {
-                    for a in &mut solution.alphas {
-                        a.column_mut(j).neg_mut();
-                    }
-                }
-            }
-            return Ok(solution);
+            return Ok(with_eigenvector_signs(dual_from_covariance(features, &covariance)?));
         }
         Eigensolver::Dense if coupling.factored_product_is_cheaper() => {
             // Features of rank d_phi below the cross-source sizes: the same
@@ -102,6 +91,20 @@ pub fn solve_dual(device: &Device, coupling: &CouplingMatrix, n_components: usiz
         .map(|q| pairs.vectors.rows(coupling.offset(q), coupling.sizes()[q]).into_owned())
         .collect();
     Ok(DualSolution { eigenvalues: pairs.values, alphas })
+}
+
+/// `solution` with the sign convention of the eigensolvers: in each
+/// stacked `alpha` the entry of largest magnitude is positive.
+pub(crate) fn with_eigenvector_signs(mut solution: DualSolution) -> DualSolution {
+    for j in 0..solution.n_components() {
+        let stacked: Vec<f64> = solution.alphas.iter().flat_map(|a| &a.as_slice()[j * a.nrows()..(j + 1) * a.nrows()]).copied().collect();
+        if crate::linalg::sign_of_largest(&stacked) < 0.0 {
+            for a in &mut solution.alphas {
+                a.column_mut(j).neg_mut();
+            }
+        }
+    }
+    solution
 }
 
 /// The dual variables of Eq. 5 from a covariance solution on the same

@@ -117,7 +117,23 @@ impl FeatureMap {
         let x = &*x;
         self.validate()?;
         check_source_matrix("data", source_index, x)?;
-        let d = x.ncols();
+        let points = self.landmark_rows(x.nrows(), seed)?.map(|rows| x.select_rows(&rows));
+        self.fit_on_landmarks(device, x.ncols(), points, source_index, seed)
+    }
+
+    /// The training rows (of `n`) the fit reads: the Nystrom landmarks,
+    /// drawn from `seed`; `None` for the maps that need only the input
+    /// dimension.
+    pub(crate) fn landmark_rows(&self, n: usize, seed: u64) -> Result<Option<Vec<usize>>> {
+        match self {
+            FeatureMap::Nystrom { landmarks, .. } => Ok(Some(crate::nystrom::landmark_indices(n, (*landmarks).min(n), seed)?)),
+            _ => Ok(None),
+        }
+    }
+
+    /// The fit from the input dimension `d` and the rows named by
+    /// [`FeatureMap::landmark_rows`] (`points`, in that order).
+    pub(crate) fn fit_on_landmarks(&self, device: &Device, d: usize, points: Option<DMatrix<f64>>, source_index: usize, seed: u64) -> Result<FittedFeatureMap> {
         let mut rng = StdRng::seed_from_u64(seed);
         let kind = match self {
             FeatureMap::Linear => Fitted::Linear,
@@ -128,12 +144,12 @@ impl FeatureMap {
                 let phases = DVector::from_fn(*dim, |_, _| rng.random_range(0.0..std::f64::consts::TAU));
                 Fitted::RandomFourier { frequencies, phases }
             }
-            FeatureMap::Nystrom { kernel, dim, landmarks } => {
-                let rows = crate::nystrom::landmark_indices(x.nrows(), (*landmarks).min(x.nrows()), seed)?;
-                if *dim > rows.len() {
-                    return Err(Error::RankDeficientKernel { source_index, rank: rows.len(), requested: *dim });
+            FeatureMap::Nystrom { kernel, dim, .. } => {
+                let points = points.ok_or(Error::NotAvailable("the Nystrom landmark rows"))?;
+                check_shape("columns of the Nystrom landmarks vs the input dimension", d, points.ncols())?;
+                if *dim > points.nrows() {
+                    return Err(Error::RankDeficientKernel { source_index, rank: points.nrows(), requested: *dim });
                 }
-                let points = x.select_rows(&rows);
                 let k_mm = device.kernel_matrix_symmetric(kernel, &points)?;
                 let tolerance = if device.is_gpu() { NYSTROM_RANK_TOLERANCE_F32 } else { NYSTROM_RANK_TOLERANCE_F64 };
                 let map = NystromMap::eigen(&k_mm, tolerance, Some(*dim))?;

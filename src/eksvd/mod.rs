@@ -44,6 +44,7 @@ pub mod model;
 #[cfg(feature = "neural")]
 pub mod neural;
 pub mod objective;
+pub mod sharded;
 
 pub use coupling::CouplingMatrix;
 pub use covariance::{solve_covariance, CovarianceSolution};
@@ -51,6 +52,7 @@ pub use dual::{solve_dual, DualSolution};
 pub use eigensolver::{Eigensolver, LargestEigenpairs};
 pub use features::{FeatureMap, FittedFeatureMap};
 pub use model::{ksvd_from_kernel, Eksvd, EksvdParams, Ksvd, KsvdParams, Solver};
+pub use sharded::ShardedSources;
 
 /// Former name of [`Eksvd`], the fitted eKSVD model.
 pub type FittedEksvd = Eksvd;

@@ -99,7 +99,7 @@ impl EksvdParams {
     /// [`EksvdParams::validate`] for data of `n_sources` sources: at least
     /// two ([`Error::TooFewSources`] before the other checks), and one
     /// feature map for all or one per source.
-    fn validate_for(&self, n_sources: usize) -> Result<()> {
+    pub(super) fn validate_for(&self, n_sources: usize) -> Result<()> {
         if n_sources < 2 {
             return Err(Error::TooFewSources(n_sources));
         }
@@ -110,7 +110,7 @@ impl EksvdParams {
         Ok(())
     }
 
-    fn map_for(&self, q: usize) -> &FeatureMap {
+    pub(super) fn map_for(&self, q: usize) -> &FeatureMap {
         if self.feature_maps.len() == 1 { &self.feature_maps[0] } else { &self.feature_maps[q] }
     }
 
@@ -151,6 +151,25 @@ impl EksvdParams {
             }
         };
         Ok(Eksvd { device: device.clone(), maps: None, features, eigenvalues, weights, alphas, solver: self.solver })
+    }
+}
+
+impl EksvdParams {
+    /// The seed of the random draws (feature maps and Lanczos start).
+    pub(super) fn seed_value(&self) -> u64 {
+        self.seed
+    }
+
+    /// The formulation and eigensolver set.
+    pub(super) fn solver_value(&self) -> Solver {
+        self.solver
+    }
+}
+
+impl Eksvd {
+    /// The model from its parts (shapes as [`EksvdParams::fit_features`] produces them).
+    pub(super) fn from_parts(device: &Device, maps: Option<Vec<FittedFeatureMap>>, features: Vec<DMatrix<f64>>, solution: DualSolution, weights: Vec<DMatrix<f64>>, solver: Solver) -> Self {
+        Eksvd { device: device.clone(), maps, features, eigenvalues: solution.eigenvalues, weights, alphas: solution.alphas, solver }
     }
 }
 

@@ -1,1 +1,258 @@
 //! Sharded eksvd fits against single-process fits.
+//!
+//! Tolerances: the Covariance solver (and the Dense Dual, which takes the
+//! covariance route) differs from one process only in the order in which
+//! the Gram matrices' row sums are added (`1e-15` relative per entry), so
+//! eigenvalues and projection scores agree to `1e-9` relative. The Lanczos
+//! Dual converges to `1e-10 max |lambda|` from products whose sums over rows
+//! are added in another order: the same eigenvalues to `1e-8` relative and
+//! the same eigenvectors, compared up to sign, to `1e-6` relative. With one
+//! rank every path does one process's arithmetic: the same bits.
+
+use gramian::distributed::{Communicator, FitSharded, RowShard, ThreadGroup};
+use gramian::eksvd::{Eigensolver, Eksvd, EksvdParams, FeatureMap, ShardedSources, Solver};
+use gramian::{Device, Error, GpuOptions, Kernel, MultiSource};
+use nalgebra::DMatrix;
+use rand::Rng;
+
+use crate::common;
+
+/// Three paired sources of `n` rows (widths 3, 4, 2), smooth in a shared
+/// latent variable so that the coupling has a decaying spectrum.
+fn sources(n: usize) -> MultiSource {
+    let mut rng = common::rng();
+    let t: Vec<f64> = (0..n).map(|_| rng.random_range(-1.0..1.0)).collect();
+    let view = |d: usize, s: f64, rng: &mut rand::rngs::StdRng| DMatrix::from_fn(n, d, |i, j| (s * (j as f64 + 1.0) * t[i]).sin() + 0.1 * rng.random_range(-1.0..1.0));
+    let a = view(3, 1.0, &mut rng);
+    let b = view(4, 1.5, &mut rng);
+    let c = view(2, 0.7, &mut rng);
+    MultiSource::paired(vec![a, b, c]).unwrap()
+}
+
+fn params(solver: Solver) -> EksvdParams {
+    EksvdParams::new(3).feature_map(FeatureMap::random_fourier(0.5, 12).unwrap()).solver(solver).seed(5)
+}
+
+fn lanczos() -> Solver {
+    Solver::Dual(Eigensolver::Lanczos { tolerance: 1e-10, max_restarts: 200 })
+}
+
+/// Every rank's model of a sharded fit on `p` threads.
+fn fit_on(p: usize, params: &EksvdParams, data: &MultiSource, device: &Device) -> Vec<Eksvd> {
+    ThreadGroup::run(p, |comm| {
+        let shards = ShardedSources::from_full(comm, data)?;
+        params.fit_sharded(device, comm, &shards)
+    })
+    .unwrap()
+    .into_iter()
+    .map(|r| r.unwrap())
+    .collect()
+}
+
+/// Largest difference of `b` to `a` relative to `max |a|`, each column
+/// compared up to sign.
+fn up_to_sign(a: &DMatrix<f64>, b: &DMatrix<f64>) -> f64 {
+    assert_eq!(a.shape(), b.shape());
+    let scale = a.amax().max(f64::MIN_POSITIVE);
+    (0..a.ncols()).map(|j| (a.column(j) - b.column(j)).amax().min((a.column(j) + b.column(j)).amax())).fold(0.0, f64::max) / scale
+}
+
+fn assert_same_models(models: &[Eksvd]) {
+    for m in &models[1..] {
+        assert_eq!(m.eigenvalues(), models[0].eigenvalues());
+        for q in 0..m.n_sources() {
+            assert_eq!(m.alphas(q), models[0].alphas(q));
+            assert_eq!(m.weights(q), models[0].weights(q));
+            assert_eq!(m.training_features(q), models[0].training_features(q));
+        }
+    }
+}
+
+/// Eigenvalue and projection differences of `got` to `want` (relative).
+fn differences(want: &Eksvd, got: &Eksvd, data: &MultiSource) -> (f64, f64) {
+    let values = (want.eigenvalues() - got.eigenvalues()).amax() / want.eigenvalues()[0];
+    let scores = up_to_sign(&want.transform_paired(data).unwrap(), &got.transform_paired(data).unwrap());
+    let alphas = (0..want.n_sources()).map(|q| up_to_sign(want.alphas(q), got.alphas(q)) * want.alphas(q).amax()).fold(0.0, f64::max);
+    (values, scores.max(alphas))
+}
+
+#[test]
+fn covariance_and_dual_fits_match_one_process_on_1_2_and_3_ranks() {
+    let data = sources(101);
+    let cpu = Device::cpu();
+    for (solver, value_tol, vector_tol) in [
+        (Solver::Covariance(Eigensolver::Dense), 1e-9, 1e-9),
+        (Solver::Dual(Eigensolver::Dense), 1e-9, 1e-9),
+        (lanczos(), 1e-8, 1e-6),
+    ] {
+        let p = params(solver);
+        let single = p.fit(&cpu, &data).unwrap();
+        for ranks in 1..=3 {
+            let models = fit_on(ranks, &p, &data, &cpu);
+            assert_same_models(&models);
+            let (values, vectors) = differences(&single, &models[0], &data);
+            if ranks == 1 {
+                assert_eq!(models[0].eigenvalues(), single.eigenvalues(), "{solver:?}: one rank is one process");
+                assert_eq!(models[0].alphas(0), single.alphas(0), "{solver:?}: one rank is one process");
+            }
+            assert!(values <= value_tol, "{solver:?}, {ranks} ranks: eigenvalues differ by {values:e}");
+            assert!(vectors <= vector_tol, "{solver:?}, {ranks} ranks: projections differ by {vectors:e}");
+            assert_eq!(models[0].solver(), solver);
+        }
+    }
+}
+
+#[test]
+fn nystrom_landmarks_come_from_their_ranks() {
+    let data = sources(61);
+    let cpu = Device::cpu();
+    let p = EksvdParams::new(2).feature_map(FeatureMap::nystrom(Kernel::rbf(0.8).unwrap(), 6, 20).unwrap()).solver(Solver::Covariance(Eigensolver::Dense)).seed(3);
+    let single = p.fit(&cpu, &data).unwrap();
+    let models = fit_on(3, &p, &data, &cpu);
+    assert_same_models(&models);
+    let (values, vectors) = differences(&single, &models[0], &data);
+    assert!(values <= 1e-9 && vectors <= 1e-9, "eigenvalues {values:e}, projections {vectors:e}");
+}
+
+#[test]
+fn a_rank_with_no_rows_takes_part() {
+    // 4 rows over 5 ranks: the last rank holds none.
+    let data = sources(4);
+    let p = EksvdParams::new(2).feature_map(FeatureMap::random_fourier(0.5, 3).unwrap()).solver(lanczos());
+    let single = p.fit(&Device::cpu(), &data).unwrap();
+    let models = fit_on(5, &p, &data, &Device::cpu());
+    assert_same_models(&models);
+    let (values, vectors) = differences(&single, &models[0], &data);
+    assert!(values <= 1e-8 && vectors <= 1e-6, "eigenvalues {values:e}, projections {vectors:e}");
+}
+
+#[test]
+fn a_nan_in_one_shard_fails_every_rank() {
+    let data = sources(31);
+    let out = ThreadGroup::run(3, |comm| {
+        let shards = data
+            .sources()
+            .iter()
+            .enumerate()
+            .map(|(q, x)| {
+                let mut local = RowShard::from_full(comm, x)?.local().clone();
+                if comm.rank() == 1 && q == 2 {
+                    local[(0, 1)] = f64::NAN;
+                }
+                RowShard::new(comm, local)
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        params(lanczos()).fit_sharded(&Device::cpu(), comm, &ShardedSources::new(shards)?)
+    })
+    .unwrap();
+    for r in out {
+        assert!(matches!(r, Err(Error::RankFailed { rank: 1, invalid_input: true, .. })), "{r:?}");
+    }
+}
+
+#[test]
+fn mismatched_parameters_fail_every_rank() {
+    let data = sources(31);
+    let out = ThreadGroup::run(3, |comm| {
+        let shards = ShardedSources::from_full(comm, &data)?;
+        let gamma = if comm.rank() == 1 { 0.6 } else { 0.5 };
+        let p = EksvdParams::new(3).feature_map(FeatureMap::random_fourier(gamma, 12)?).solver(Solver::Covariance(Eigensolver::Dense));
+        p.fit_sharded(&Device::cpu(), comm, &shards)
+    })
+    .unwrap();
+    for r in out {
+        assert!(matches!(r, Err(Error::ShardMismatch { rank: 1, .. })), "{r:?}");
+    }
+    // Parameters every rank rejects alike keep their type.
+    let out = ThreadGroup::run(2, |comm| EksvdParams::new(0).fit_sharded(&Device::cpu(), comm, &ShardedSources::from_full(comm, &data)?)).unwrap();
+    for r in out {
+        assert!(matches!(r, Err(Error::InvalidParameter { name: "n_components", .. })), "{r:?}");
+    }
+}
+
+#[test]
+fn sources_must_share_one_partition() {
+    let data = sources(10);
+    let out = ThreadGroup::run(2, |comm| {
+        let a = RowShard::from_full(comm, data.source(0))?;
+        // Source 1 split 6 + 4 instead of 5 + 5.
+        let rows = if comm.rank() == 0 { 0..6 } else { 6..10 };
+        let b = RowShard::new(comm, data.source(1).rows(rows.start, rows.len()).into_owned())?;
+        ShardedSources::new(vec![a, b])
+    })
+    .unwrap();
+    for r in out {
+        assert!(matches!(r, Err(Error::InvalidParameter { name: "shards", .. })), "{r:?}");
+    }
+    assert!(matches!(ThreadGroup::run(1, |comm| ShardedSources::new(vec![RowShard::from_full(comm, data.source(0))?])).unwrap()[0], Err(Error::TooFewSources(1))));
+}
+
+#[test]
+fn ranks_on_a_gpu_match_one_process_on_it() {
+    let Some(gpu) = common::gpu_device(GpuOptions::default()) else { return };
+    let data = sources(101);
+    for solver in [Solver::Covariance(Eigensolver::Dense), lanczos()] {
+        let p = params(solver);
+        let single = p.fit(&gpu, &data).unwrap();
+        let models = fit_on(2, &p, &data, &gpu);
+        assert_same_models(&models);
+        // f32 features where the adapter lacks f64.
+        let (values, vectors) = differences(&single, &models[0], &data);
+        assert!(values <= 1e-4 && vectors <= 1e-3, "{solver:?}: eigenvalues {values:e}, projections {vectors:e}");
+    }
+    // A rank whose device holds nothing fails every rank.
+    let out = ThreadGroup::run(2, |comm| {
+        let device = if comm.rank() == 1 { Device::gpu_with(&GpuOptions { allow_software: true, max_device_bytes: Some(0), ..Default::default() })? } else { gpu.clone() };
+        params(lanczos()).fit_sharded(&device, comm, &ShardedSources::from_full(comm, &data)?)
+    })
+    .unwrap();
+    for r in out {
+        assert!(matches!(r, Err(Error::RankFailed { rank: 1, invalid_input: false, .. })), "{r:?}");
+    }
+}
+
+#[test]
+fn communication_is_one_reduction_for_the_covariance_solver() {
+    let data = sources(40);
+    let p = params(Solver::Covariance(Eigensolver::Dense));
+    let stats = ThreadGroup::run(2, |comm| {
+        let shards = ShardedSources::from_full(comm, &data)?;
+        let before = comm.stats();
+        p.fit_sharded(&Device::cpu(), comm, &shards)?;
+        Ok::<_, Error>(comm.stats().since(&before))
+    })
+    .unwrap();
+    // Received per rank: the Gram sum's 3 x 12 x 12 numbers (reduce-scatter
+    // and all-gather), the other rank's features (20 x 36), the broadcast
+    // solution, and a few agreement words: far below the data's rows.
+    let received = stats[0].as_ref().unwrap().bytes_received as usize / 8;
+    assert!(received < 3 * 12 * 12 + 20 * 36 + 200, "{received} numbers received");
+}
+
+#[test]
+fn a_device_that_fails_at_any_step_fails_every_rank_alike() {
+    // Rank 1's GPU budget grows from nothing to enough: its first failure
+    // moves from the features to the Lanczos products (on lavapipe in f64,
+    // 10 000 bytes hold rank 1's features and fail the first product's
+    // upload); every rank must end with the same outcome, never hang.
+    let Some(gpu) = common::gpu_device(GpuOptions::default()) else { return };
+    let data = sources(61);
+    let mut failures = 0;
+    for budget in (0..=40_000u64).step_by(2_000) {
+        let out = ThreadGroup::run(2, |comm| {
+            let device = if comm.rank() == 1 { Device::gpu_with(&GpuOptions { allow_software: true, max_device_bytes: Some(budget), ..Default::default() })? } else { gpu.clone() };
+            params(lanczos()).fit_sharded(&device, comm, &ShardedSources::from_full(comm, &data)?).map(|m| m.eigenvalues().clone())
+        })
+        .unwrap();
+        match (&out[0], &out[1]) {
+            (Ok(a), Ok(b)) => assert_eq!(a, b, "budget {budget}"),
+            (Err(a), Err(b)) => {
+                assert!(matches!(a, Error::RankFailed { rank: 1, invalid_input: false, .. }), "budget {budget}: {a:?}");
+                assert_eq!(a, b, "budget {budget}");
+                failures += 1;
+            }
+            other => panic!("budget {budget}: the ranks disagree: {other:?}"),
+        }
+    }
+    assert!(failures > 0, "no budget made rank 1 fail");
+}
