@@ -12,10 +12,12 @@
 //!   `G` is sharded by rows, and the inner products of the scoring and of
 //!   least-angle regression are sums over rows;
 //! - eKSVD: the Gram matrices of the Covariance solver are sums over rows;
-//!   the Dual solver's Krylov vectors are sharded by rows like the sources.
+//!   a product of the Dual solver's operator through the features is a sum
+//!   over rows (`Phi_q^T V_q`) followed by a row-wise map, so each rank
+//!   computes its rows of every product.
 //!
 //! A rank's share of an iteration is the single-device work on its rows
-//! (on its own [`Device`](crate::Device)), followed by one reduction.
+//! (on its own [`Device`]), followed by one reduction.
 //!
 //! **Communicators** ([`Communicator`]): MPI ([`Mpi`], feature `mpi`), the
 //! threads of one process ([`ThreadGroup`], no MPI needed: tests, several
