@@ -16,8 +16,8 @@ use super::{Case, Fail, Outcome};
 fn data(case: &Case) -> (DMatrix<f64>, DVector<f64>) {
     let n = case.n.unwrap_or(300);
     let mut rng = StdRng::seed_from_u64(case.seed);
-    let x = DMatrix::from_fn(n, 3, |_, _| rng.random_range(-1.0..1.0));
-    let y = DVector::from_fn(n, |i, _| (2.0 * x[(i, 0)]).sin() + x[(i, 1)] * x[(i, 2)] + 0.05 * rng.random_range(-1.0..1.0));
+    let x = DMatrix::<f64>::from_fn(n, 3, |_, _| rng.random_range(-1.0..1.0));
+    let y = DVector::from_fn(n, |i, _| (2.0 * x[(i, 0)]).sin() + x[(i, 1)] * x[(i, 2)] + 0.05 * rng.random_range(-1.0f64..1.0));
     (x, y)
 }
 
