@@ -100,12 +100,53 @@ fn check_every_rank_has_rows(x: &RowShard) -> Result<()> {
     Ok(())
 }
 
+/// The error every rank returns when the flag of a collective says that
+/// some rank's `pending` local work failed ([`agree`]).
+fn failure(comm: &dyn Communicator, pending: Result<()>) -> Error {
+    match agree(comm, pending) {
+        Err(e) => e,
+        Ok(()) => Error::RankFailed { rank: comm.rank(), invalid_input: false, message: "a rank reported a failure".into() },
+    }
+}
+
 /// The largest residual diagonal over all rows and its global row: this
-/// rank's first maximum, then [`Communicator::arg_max`] (ties to the lower
-/// row), the choice of a sequential scan of all rows.
-fn global_argmax(comm: &dyn Communicator, diag: &[f64], offset: usize) -> Result<(f64, usize)> {
+/// rank's first maximum, then the one of the ranks with ties to the lower
+/// row (as [`Communicator::arg_max`]), the choice of a sequential scan of
+/// all rows. The outcome of this rank's local work since the last
+/// collective (`pending`) travels as a flag beside it: when any rank
+/// failed, every rank returns the same error ([`agree`]).
+fn global_argmax(comm: &dyn Communicator, diag: &[f64], offset: usize, pending: Result<()>) -> Result<(f64, usize)> {
     let (i, v) = argmax(diag);
-    comm.arg_max(v, offset + i)
+    let p = comm.size();
+    if p == 1 {
+        pending?;
+        return Ok((v, offset + i));
+    }
+    let flag = if pending.is_err() { 1.0 } else { 0.0 };
+    let all = comm.all_gather_varcount(&[v, (offset + i) as f64, flag], &vec![3; p])?;
+    if all.chunks_exact(3).any(|c| c[2] != 0.0) {
+        return Err(failure(comm, pending));
+    }
+    let mut best = (all[0], all[1] as usize);
+    for c in all.chunks_exact(3).skip(1) {
+        let (v, i) = (c[0], c[1] as usize);
+        if v > best.0 || (v == best.0 && i < best.1) || (best.0.is_nan() && !v.is_nan()) {
+            best = (v, i);
+        }
+    }
+    Ok(best)
+}
+
+/// [`Communicator::sum`] of `values` with the outcome of this rank's local
+/// work since the last collective (`pending`) as a flag beside them: when
+/// any rank failed, every rank returns the same error ([`agree`]).
+fn sum_checked(comm: &dyn Communicator, values: &mut Vec<f64>, pending: Result<()>) -> Result<()> {
+    values.push(if pending.is_err() { 1.0 } else { 0.0 });
+    comm.sum(values)?;
+    if values.pop() != Some(0.0) {
+        return Err(failure(comm, pending));
+    }
+    Ok(())
 }
 
 /// What the owner of a pivot tells every rank: the pivot's sample and its
@@ -119,7 +160,9 @@ struct PivotRow {
 /// the owner broadcasts `[x_i, G(i, previous), d_i]`, every rank computes
 /// its rows of `K(:, i)` on its device into `out` and updates `out` and
 /// `diag` ([`cholesky_update`]); `local_pivots` gets the pivot's local index
-/// on its owner. Collective.
+/// on its owner. Collective. The outcome of the local kernel column comes
+/// back unshared, for the next collective to carry ([`global_argmax`],
+/// [`sum_checked`]).
 fn sharded_cholesky_column(
     comm: &dyn Communicator,
     x: &RowShard,
@@ -129,7 +172,7 @@ fn sharded_cholesky_column(
     diag: &mut [f64],
     i: usize,
     out: &mut [f64],
-) -> Result<PivotRow> {
+) -> Result<(PivotRow, Result<()>)> {
     let (owner, li) = x.partition().owner(i).ok_or(Error::IndexOutOfRange { what: "sharded rows", index: i, len: x.total_rows() })?;
     let (d, t) = (x.ncols(), previous.len());
     let mine = owner == comm.rank();
@@ -145,7 +188,7 @@ fn sharded_cholesky_column(
     }
     comm.broadcast(owner, &mut buf)?;
     let z = DMatrix::from_row_slice(1, d, &buf[..d]);
-    agree(comm, cols.column_against(&z, out))?;
+    let column = cols.column_against(&z, out);
     let pivot_value = buf[d + t].max(0.0).sqrt();
     cholesky_update(out, previous, &buf[d..d + t], diag, pivot_value, mine.then_some(li), local_pivots);
     if mine {
@@ -153,7 +196,7 @@ fn sharded_cholesky_column(
     }
     buf[d + t] = pivot_value;
     let g = buf.split_off(d);
-    Ok(PivotRow { sample: buf, g })
+    Ok((PivotRow { sample: buf, g }, column))
 }
 
 /// The pivots of one decomposition with what every rank knows of them.
@@ -201,8 +244,9 @@ fn gather_rows(comm: &dyn Communicator, x: &RowShard, local: &[Vec<f64>]) -> Res
 /// 1-3) of the kernel on the rows of all ranks.
 ///
 /// Sharded: the rows of `G`, of `d` and of each kernel column. Per step:
-/// one arg-max of `d` (the pivot), one broadcast of the pivot's sample, its
-/// row of `G` and `d_i`, and one agreement on the local kernel column; at
+/// one arg-max of `d` (the pivot, with the agreement on the previous local
+/// kernel column) and one broadcast of the pivot's sample, its row of `G`
+/// and `d_i`; at
 /// the end `G` and `d` are gathered, so every rank holds the
 /// [`IcdFactor`] a single process fits on all rows (the same pivots; on
 /// the CPU the same bits).
@@ -228,17 +272,20 @@ impl FitSharded<KernelShard> for IcdParams {
         let nl = cols.n();
         let mut state = CholeskyState { columns: Vec::new(), pivots: Vec::new(), diag: cols.diagonal().to_vec() };
         let mut log = PivotLog::default();
+        let mut pending = Ok(());
         while state.rank() < self.rank {
-            let (best, i) = global_argmax(comm, &state.diag, x.offset())?;
+            let (best, i) = global_argmax(comm, &state.diag, x.offset(), std::mem::replace(&mut pending, Ok(())))?;
             if !(best > self.tolerance) {
                 break;
             }
             let mut g = vec![0.0; nl];
             let previous: Vec<&[f64]> = state.columns.iter().map(|c| c.as_slice()).collect();
-            let row = sharded_cholesky_column(comm, x, &cols, &previous, &mut state.pivots, &mut state.diag, i, &mut g)?;
+            let (row, column) = sharded_cholesky_column(comm, x, &cols, &previous, &mut state.pivots, &mut state.diag, i, &mut g)?;
+            pending = column;
             state.columns.push(g);
             log.push(i, row);
         }
+        agree(comm, pending)?;
         let factor = gather_rows(comm, x, &state.columns)?;
         let diag = gather_vector(comm, x.partition(), &state.diag)?;
         let transform = log.transform(data.kernel, x.ncols());
@@ -256,14 +303,15 @@ fn refresh(comm: &dyn Communicator, x: &RowShard, st: &mut KernelState<'_>) -> R
     let mut local_pivots = st.chol.pivots.clone();
     let mut block = vec![0.0; nl * st.delta];
     let mut done = 0;
+    let mut pending = Ok(());
     while done < st.delta {
-        let (best, i) = global_argmax(comm, &diag, x.offset())?;
+        let (best, i) = global_argmax(comm, &diag, x.offset(), std::mem::replace(&mut pending, Ok(())))?;
         if !(best > st.tolerance) {
             break;
         }
         let (before, rest) = block.split_at_mut(done * nl);
         let previous: Vec<&[f64]> = st.chol.columns.iter().map(|c| c.as_slice()).chain(before.chunks(nl)).collect();
-        sharded_cholesky_column(comm, x, &st.cols, &previous, &mut local_pivots, &mut diag, i, &mut rest[..nl])?;
+        pending = sharded_cholesky_column(comm, x, &st.cols, &previous, &mut local_pivots, &mut diag, i, &mut rest[..nl])?.1;
         done += 1;
     }
     block.truncate(nl * done);
@@ -271,7 +319,7 @@ fn refresh(comm: &dyn Communicator, x: &RowShard, st: &mut KernelState<'_>) -> R
     let btb = tall_tr_mul(&b, &b);
     let mut sums: Vec<f64> = btb.as_slice().to_vec();
     sums.extend((0..done).map(|t| b.column(t).sum()));
-    comm.sum(&mut sums)?;
+    sum_checked(comm, &mut sums, pending)?;
     let btb = DMatrix::from_column_slice(done, done, &sums[..done * done]);
     let sum = DVector::from_column_slice(&sums[done * done..]);
     let m = btb - &sum * sum.transpose() / n as f64;
@@ -350,7 +398,8 @@ impl FitSharded<ShardedSupervised> for MklarenParams {
         }
         check_every_rank_has_rows(x)?;
         let nl = x.local().nrows();
-        let y = agree(comm, if data.y.len() == nl { Ok(&data.y) } else { Err(Error::TargetLength { expected: nl, found: data.y.len() }) })?;
+        // One target per local row, finite ([`ShardedSupervised::new`]).
+        let y = &data.y;
         // Centred target (the checks of the single-process fit).
         let target_mean = comm.sum_scalar(y.sum())? / n as f64;
         let yc = y.map(|v| v - target_mean);
@@ -444,13 +493,15 @@ impl FitSharded<ShardedSupervised> for MklarenParams {
             let st = &mut states[q];
             let mut g = vec![0.0; nl];
             let previous: Vec<&[f64]> = st.chol.columns.iter().map(|c| c.as_slice()).collect();
-            let row = sharded_cholesky_column(comm, x, &st.cols, &previous, &mut st.chol.pivots, &mut st.chol.diag, candidate.pivot, &mut g)?;
+            let (row, column) = sharded_cholesky_column(comm, x, &st.cols, &previous, &mut st.chol.pivots, &mut st.chol.diag, candidate.pivot, &mut g)?;
             st.chol.columns.push(g);
             logs[q].push(candidate.pivot, row);
             stale = Some(q);
             let g = st.chol.columns.last().expect("just pushed");
             // (3) h (Eq. 4-5, augmented) and the LAR step (Eq. 8, 11).
-            let mean = comm.sum_scalar(g.iter().sum::<f64>())? / n as f64;
+            let mut total = vec![g.iter().sum::<f64>()];
+            sum_checked(comm, &mut total, column)?;
+            let mean = total[0] / n as f64;
             let norm = comm.sum_scalar(g.iter().map(|v| (v - mean).powi(2)).sum::<f64>())?.sqrt();
             if !(norm > 0.0 && norm.is_finite()) {
                 return Err(Error::RankDeficient { requested: rank, reached: l });
