@@ -160,6 +160,17 @@ impl<'a> KernelColumns<'a> {
         Self::on_input(device, kernel, Arc::new(SharedInput::new(x, 0)?), resident)
     }
 
+    /// [`KernelColumns::new`], or for a block of no rows (a rank of a
+    /// sharded fit that holds none) columns of no entries.
+    pub(crate) fn for_rows(device: &'a Device, kernel: Kernel, x: &'a DMatrix<f64>) -> Result<Self, Error> {
+        if x.nrows() > 0 {
+            return Self::new(device, kernel, x);
+        }
+        kernel.validate()?;
+        let input = Arc::new(SharedInput { x, row_sq_norms: Vec::new(), cache: ColumnCache::new(0), passes: AtomicUsize::new(0) });
+        Ok(KernelColumns { device, kernel, input, resident: None, scratch: None, diagonal: Vec::new(), cache: ColumnCache::new(0), computed: AtomicUsize::new(0) })
+    }
+
     /// Like [`KernelColumns::new`] with X already on the device (several
     /// kernels on one input share one upload).
     ///
@@ -266,6 +277,9 @@ impl<'a> KernelColumns<'a> {
         linalg::check_dim("length of the column buffer", self.n(), out.len())?;
         linalg::check_dim("columns of the sample", self.input.x.ncols(), z.ncols())?;
         linalg::check_dim("rows of the sample", 1, z.nrows())?;
+        if self.n() == 0 {
+            return Ok(());
+        }
         self.computed.fetch_add(1, Ordering::Relaxed);
         if let (Some(x), Some(scratch)) = (&self.resident, &self.scratch) {
             let zr = self.device.upload(z, x.precision())?;

@@ -435,9 +435,12 @@ impl<'a> KernelState<'a> {
         v
     }
 
-    /// `B^T [r u]` (delta x 2) over the rows of `B`.
+    /// `B^T [r u]` (delta x 2) over the rows of `B` (zero for no rows).
     pub(super) fn block_products(&self, r: &[f64], u: &[f64]) -> DMatrix<f64> {
         let n = self.block.nrows();
+        if n == 0 {
+            return DMatrix::zeros(self.block.ncols(), 2);
+        }
         tall_tr_mul_cols(&columns_of(self.block.as_slice(), n), &[r, u], n)
     }
 

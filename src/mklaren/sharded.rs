@@ -58,7 +58,7 @@ use crate::{Device, Kernel};
 pub struct KernelShard {
     /// The kernel.
     pub kernel: Kernel,
-    /// This rank's rows of the samples.
+    /// This rank's rows of the samples (a rank may hold none).
     pub x: RowShard,
 }
 
@@ -89,15 +89,6 @@ impl ShardedSupervised {
     pub fn y(&self) -> &DVector<f64> {
         &self.y
     }
-}
-
-/// Fails (on every rank alike: the partition is the same everywhere) when
-/// a rank holds no rows.
-fn check_every_rank_has_rows(x: &RowShard) -> Result<()> {
-    if let Some(rank) = x.partition().counts().iter().position(|&c| c == 0) {
-        return Err(Error::InvalidParameter { name: "shard", reason: format!("rank {rank} holds no rows; every rank needs at least one") });
-    }
-    Ok(())
 }
 
 /// The error every rank returns when the flag of a collective says that
@@ -222,10 +213,11 @@ impl PivotLog {
     }
 }
 
-/// The columns of the kernel on this rank's rows, on `device` (a GPU
-/// failure on one rank fails every rank).
+/// The columns of the kernel on this rank's rows (none, or columns of no
+/// entries where it holds none), on `device` (a GPU failure on one rank
+/// fails every rank).
 fn local_columns<'a>(comm: &dyn Communicator, device: &'a Device, kernel: Kernel, x: &'a DMatrix<f64>) -> Result<KernelColumns<'a>> {
-    agree(comm, KernelColumns::new(device, kernel, x))
+    agree(comm, KernelColumns::for_rows(device, kernel, x))
 }
 
 /// `n x k` from every rank's column-major `local` (rows x k), in row order.
@@ -253,7 +245,7 @@ fn gather_rows(comm: &dyn Communicator, x: &RowShard, local: &[Vec<f64>]) -> Res
 ///
 /// Errors: those of [`IcdParams::fit`] (the same on every rank),
 /// [`Error::ShardMismatch`] when the ranks differ in parameters, kernel or
-/// shape, [`Error::InvalidParameter`] when a rank holds no rows, and
+/// shape, and
 /// [`Error::RankFailed`] when one rank's device fails.
 impl FitSharded<KernelShard> for IcdParams {
     type Fitted = IcdFactor;
@@ -267,7 +259,6 @@ impl FitSharded<KernelShard> for IcdParams {
         if self.rank > n {
             return Err(Error::RankTooLarge { rank: self.rank, n });
         }
-        check_every_rank_has_rows(x)?;
         let cols = local_columns(comm, device, data.kernel, x.local())?;
         let nl = cols.n();
         let mut state = CholeskyState { columns: Vec::new(), pivots: Vec::new(), diag: cols.diagonal().to_vec() };
@@ -310,7 +301,7 @@ fn refresh(comm: &dyn Communicator, x: &RowShard, st: &mut KernelState<'_>) -> R
             break;
         }
         let (before, rest) = block.split_at_mut(done * nl);
-        let previous: Vec<&[f64]> = st.chol.columns.iter().map(|c| c.as_slice()).chain(before.chunks(nl)).collect();
+        let previous: Vec<&[f64]> = st.chol.columns.iter().map(|c| c.as_slice()).chain((0..done).map(|t| &before[t * nl..(t + 1) * nl])).collect();
         pending = sharded_cholesky_column(comm, x, &st.cols, &previous, &mut local_pivots, &mut diag, i, &mut rest[..nl])?.1;
         done += 1;
     }
@@ -383,7 +374,7 @@ fn best_over_ranks(comm: &dyn Communicator, local: Option<(Candidate, usize)>) -
 ///
 /// Errors: those of [`MklarenParams::fit`] (the same on every rank),
 /// [`Error::ShardMismatch`] when the ranks differ in parameters or shape,
-/// [`Error::InvalidParameter`] when a rank holds no rows, and
+/// and
 /// [`Error::RankFailed`] when one rank's device fails.
 impl FitSharded<ShardedSupervised> for MklarenParams {
     type Fitted = Mklaren;
@@ -396,14 +387,14 @@ impl FitSharded<ShardedSupervised> for MklarenParams {
         if self.rank > n {
             return Err(Error::RankTooLarge { rank: self.rank, n });
         }
-        check_every_rank_has_rows(x)?;
         let nl = x.local().nrows();
         // One target per local row, finite ([`ShardedSupervised::new`]).
         let y = &data.y;
         // Centred target (the checks of the single-process fit).
         let target_mean = comm.sum_scalar(y.sum())? / n as f64;
         let yc = y.map(|v| v - target_mean);
-        let mut tops = [yc.amax(), y.amax().max(f64::MIN_POSITIVE)];
+        let largest = |v: &DVector<f64>| v.iter().fold(0.0f64, |m, e| m.max(e.abs()));
+        let mut tops = [largest(&yc), largest(y).max(f64::MIN_POSITIVE)];
         comm.max(&mut tops)?;
         if tops[0] <= 1e-12 * tops[1] {
             return Err(Error::ConstantTarget);
@@ -419,6 +410,9 @@ impl FitSharded<ShardedSupervised> for MklarenParams {
         let local = x.local();
         let xs = vec![local; p];
         let columns = agree(comm, (|| {
+            if nl == 0 {
+                return kernels.iter().map(|k| KernelColumns::for_rows(device, *k, local)).collect::<Result<Vec<_>>>();
+            }
             let resident = KernelColumns::upload_inputs(device, &xs)?;
             let shared = SharedInput::for_inputs(&xs, 0)?;
             (0..p).map(|q| KernelColumns::on_input(device, kernels[q], shared[q].clone(), resident[q].clone())).collect::<Result<Vec<_>>>()
@@ -554,7 +548,7 @@ impl FitSharded<ShardedSupervised> for MklarenParams {
         let mut mine = DMatrix::<f64>::zeros(nl, width);
         mine.view_mut((0, 0), (nl, rank)).copy_from(&h.rows(0, nl));
         mine.column_mut(rank).copy_from(&fit.rows(0, nl));
-        let r_local = mine.qr().r();
+        let r_local = if nl == 0 { DMatrix::zeros(0, width) } else { mine.qr().r() };
         let mut padded = DMatrix::<f64>::zeros(width, width);
         padded.view_mut((0, 0), (r_local.nrows(), width)).copy_from(&r_local);
         let stacked = comm.all_gather_varcount(padded.as_slice(), &vec![width * width; comm.size()])?;

@@ -110,6 +110,35 @@ fn mklaren_equals_the_single_process_model() {
     }
 }
 
+/// A rank that holds no rows (blocks of 60, 0 and 41 rows) takes part in
+/// every collective with nothing to offer: the single-process pivots and G
+/// (the same bits), and the same mklaren columns.
+#[test]
+fn a_rank_without_rows_changes_nothing() {
+    let (x, y) = regression(101);
+    let kernel = Kernel::rbf(1.5).unwrap();
+    let blocks = [0..60, 60..60, 60..101];
+    let icd = IcdParams::new(10);
+    let single = icd.fit(&Device::Cpu, &kernel, &x).unwrap();
+    let mk = MklarenParams::new(6).kernels(&[kernel, Kernel::rbf(0.3).unwrap()]).lookahead(3);
+    let single_mk = mk.fit(&Device::Cpu, &Supervised::new(x.clone(), y.clone()).unwrap()).unwrap();
+    let out = ThreadGroup::run(3, |comm| {
+        let rows = blocks[comm.rank()].clone();
+        let shard = RowShard::new(comm, x.rows(rows.start, rows.len()).into_owned())?;
+        let f = icd.fit_sharded(&Device::Cpu, comm, &KernelShard { kernel, x: shard.clone() })?;
+        let data = ShardedSupervised::new(comm, shard, y.rows(rows.start, rows.len()).into_owned())?;
+        Ok::<_, Error>((f, mk.fit_sharded(&Device::Cpu, comm, &data)?))
+    })
+    .unwrap();
+    for r in out {
+        let (f, m) = r.unwrap();
+        assert_eq!(f.pivots(), single.pivots());
+        assert_eq!(f.factor(), single.factor());
+        assert_eq!(m.order().iter().map(|c| (c.kernel, c.pivot)).collect::<Vec<_>>(), single_mk.order().iter().map(|c| (c.kernel, c.pivot)).collect::<Vec<_>>());
+        assert!((m.training_fit() - single_mk.training_fit()).amax() <= 1e-9);
+    }
+}
+
 /// A NaN in one rank's rows or targets, or parameters that differ on one
 /// rank, fail every rank with the same typed error (no hang).
 #[test]
