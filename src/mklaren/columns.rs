@@ -160,6 +160,17 @@ impl<'a> KernelColumns<'a> {
         Self::on_input(device, kernel, Arc::new(SharedInput::new(x, 0)?), resident)
     }
 
+    /// [`KernelColumns::new`], or for a block of no rows (a rank of a
+    /// sharded fit that holds none) columns of no entries.
+    pub(crate) fn for_rows(device: &'a Device, kernel: Kernel, x: &'a DMatrix<f64>) -> Result<Self, Error> {
+        if x.nrows() > 0 {
+            return Self::new(device, kernel, x);
+        }
+        kernel.validate()?;
+        let input = Arc::new(SharedInput { x, row_sq_norms: Vec::new(), cache: ColumnCache::new(0), passes: AtomicUsize::new(0) });
+        Ok(KernelColumns { device, kernel, input, resident: None, scratch: None, diagonal: Vec::new(), cache: ColumnCache::new(0), computed: AtomicUsize::new(0) })
+    }
+
     /// Like [`KernelColumns::new`] with X already on the device (several
     /// kernels on one input share one upload).
     ///
@@ -252,6 +263,34 @@ impl<'a> KernelColumns<'a> {
             self.compute_column(i, &mut col).map(|_| col)
         })?;
         out.copy_from_slice(&col);
+        Ok(())
+    }
+
+    /// The kernel column of every row of X against a sample `z` (1 x d) that
+    /// need not be a row of X (the pivot of a sharded fit, held by another
+    /// rank), written into `out` (n entries): the bits of
+    /// [`KernelColumns::column`] where `z` is a row of X. On a GPU `z` goes
+    /// up (d numbers) and the column is one dispatch on the resident X into
+    /// the columns' reused buffer; on the CPU `k` on the statistic column
+    /// (not cached: `z` has no index).
+    pub(crate) fn column_against(&self, z: &DMatrix<f64>, out: &mut [f64]) -> Result<(), Error> {
+        linalg::check_dim("length of the column buffer", self.n(), out.len())?;
+        linalg::check_dim("columns of the sample", self.input.x.ncols(), z.ncols())?;
+        linalg::check_dim("rows of the sample", 1, z.nrows())?;
+        if self.n() == 0 {
+            return Ok(());
+        }
+        self.computed.fetch_add(1, Ordering::Relaxed);
+        if let (Some(x), Some(scratch)) = (&self.resident, &self.scratch) {
+            let zr = self.device.upload(z, x.precision())?;
+            let col = scratch.lock().unwrap_or_else(|e| e.into_inner());
+            self.device.resident_kernel_matrix_into(&self.kernel, x, &zr, &col)?;
+            out.copy_from_slice(self.device.to_host(&col)?.as_slice());
+            return Ok(());
+        }
+        let statistic = crate::kernel::statistic_matrix_with_norms(&self.kernel, self.input.x, z, &self.input.row_sq_norms, &row_squared_norms(z))?;
+        out.copy_from_slice(statistic.as_slice());
+        crate::kernel::apply_to_statistics(&self.kernel, out);
         Ok(())
     }
 

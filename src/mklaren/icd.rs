@@ -54,7 +54,29 @@ fn cholesky_column(
     cols.column_into(i, out)?;
     let coeff: Vec<f64> = previous.iter().map(|c| c[i]).collect();
     let pivot_value = diag[i].max(0.0).sqrt();
+    Ok(cholesky_update(out, previous, &coeff, diag, pivot_value, Some(i), previous_pivots))
+}
+
+/// The row-wise part of a Cholesky step (Eq. 2-3) on rows that hold the
+/// kernel column `K(:, i)` in `out`: `out_k = (out_k - sum_t G(k, t) coeff_t)
+/// / pivot_value` with `coeff = G(i, :)` and `pivot_value = sqrt(d_i)`,
+/// `out = pivot_value` on the pivot's row (`pivot_row`, where these rows
+/// hold it), `d_k -= out_k^2`, and `out` and `d` zero on the rows of earlier
+/// pivots. The rows may be all rows or a block of them (a shard): every row
+/// is computed alone, so a block gets the bits of the same rows of the whole.
+/// Returns the largest residual diagonal afterwards `(row, value)` (the first
+/// one; `(0, -inf)` for no rows).
+pub(crate) fn cholesky_update(
+    out: &mut [f64],
+    previous: &[&[f64]],
+    coeff: &[f64],
+    diag: &mut [f64],
+    pivot_value: f64,
+    pivot_row: Option<usize>,
+    previous_pivots: &[usize],
+) -> (usize, f64) {
     let inv = 1.0 / pivot_value;
+    let i = pivot_row.unwrap_or(usize::MAX);
     let best = out
         .par_chunks_mut(ROW_CHUNK)
         .zip(diag.par_chunks_mut(ROW_CHUNK))
@@ -62,7 +84,7 @@ fn cholesky_column(
         .map(|(c, (g, d))| {
             let off = c * ROW_CHUNK;
             let len = g.len();
-            for (col, &f) in previous.iter().zip(&coeff) {
+            for (col, &f) in previous.iter().zip(coeff) {
                 if f != 0.0 {
                     for (o, &v) in g.iter_mut().zip(&col[off..off + len]) {
                         *o -= f * v;
@@ -91,7 +113,7 @@ fn cholesky_column(
         out[p] = 0.0;
         diag[p] = 0.0;
     }
-    Ok(best)
+    best
 }
 
 /// Index and value of the largest entry of `d`.
@@ -164,12 +186,9 @@ impl CholeskyState {
 
     /// The out-of-sample transform of this decomposition (Eq. 21).
     pub(crate) fn transform(&self, kernel: Kernel, x: &DMatrix<f64>) -> FactorTransform {
-        // G(A, :) is lower triangular in pivot order: L L^T = K(A, A) and
-        // G = K(:, A) L^{-T}, so T = K(A,A)^{-1} K(A,:) G (G^T G)^{-1} = L^{-T}.
         let j = self.rank();
-        let l = DMatrix::from_fn(j, j, |a, t| if t <= a { self.columns[t][self.pivots[a]] } else { 0.0 });
-        let l_inv = l.solve_lower_triangular(&DMatrix::identity(j, j)).expect("pivot values are positive");
-        FactorTransform { kernel, pivot_rows: x.select_rows(&self.pivots), transform: l_inv.transpose() }
+        let l = DMatrix::from_fn(j, j, |a, t| self.columns[t][self.pivots[a]]);
+        FactorTransform::from_pivots(kernel, x.select_rows(&self.pivots), &l)
     }
 }
 
@@ -256,6 +275,18 @@ pub struct FactorTransform {
 }
 
 impl FactorTransform {
+    /// The transform of an incomplete Cholesky factor `G` (Eq. 21) from its
+    /// rows at the pivots `G(A, :)` (|A| x |A|, in pivot order; its lower
+    /// triangle is read) and the samples at the pivots: `G(A, :) = L` is
+    /// lower triangular, `L L^T = K(A, A)` and `G = K(:, A) L^{-T}`, so
+    /// `T = K(A,A)^{-1} K(A,:) G (G^T G)^{-1} = L^{-T}`.
+    pub(crate) fn from_pivots(kernel: Kernel, pivot_rows: DMatrix<f64>, g_at_pivots: &DMatrix<f64>) -> FactorTransform {
+        let j = g_at_pivots.nrows();
+        let l = DMatrix::from_fn(j, j, |a, t| if t <= a { g_at_pivots[(a, t)] } else { 0.0 });
+        let l_inv = l.solve_lower_triangular(&DMatrix::identity(j, j)).expect("pivot values are positive");
+        FactorTransform { kernel, pivot_rows, transform: l_inv.transpose() }
+    }
+
     /// The check of a loaded transform (of kernel `q`): a valid kernel; `T`
     /// with a row per pivot; no columns without pivots (the factors of new
     /// samples then have none); pivots of at least one column; every number
@@ -306,8 +337,8 @@ impl FactorTransform {
 /// Parameters of the incomplete Cholesky decomposition with greedy pivots.
 #[derive(Debug, Clone, PartialEq)]
 pub struct IcdParams {
-    rank: usize,
-    tolerance: f64,
+    pub(super) rank: usize,
+    pub(super) tolerance: f64,
 }
 
 impl IcdParams {
@@ -393,6 +424,12 @@ pub struct IcdFactor {
 }
 
 impl IcdFactor {
+    /// The fitted object of a decomposition: `G` (n x rank), its pivots,
+    /// the residual diagonal and the transform, on `device`.
+    pub(crate) fn from_parts(device: &Device, factor: DMatrix<f64>, pivots: Vec<usize>, residual_diagonal: DVector<f64>, transform: FactorTransform) -> IcdFactor {
+        IcdFactor { device: device.clone(), factor, pivots, residual_diagonal, transform }
+    }
+
     /// Factors of new samples `G* = K(X*, A) T` (t x rank), computed on the
     /// device the factor was fitted on ([`FactorTransform::apply`]).
     pub fn apply(&self, x: &(impl AsMatrix<Elem = f64> + ?Sized)) -> Result<DMatrix<f64>, Error> {

@@ -30,6 +30,7 @@ mod full_kernel;
 mod icd;
 mod low_rank;
 mod model;
+mod sharded;
 mod tall;
 mod estimator;
 
@@ -39,6 +40,7 @@ pub use icd::{nystrom, FactorTransform, IcdFactor, IcdParams, NystromFactor};
 pub use low_rank::{LowRankMethod, LowRankRidge, LowRankRidgeParams};
 pub use fitted::{Mklaren, SelectedColumn};
 pub use model::MklarenParams;
+pub use sharded::{KernelShard, ShardedSupervised};
 
 use crate::error::Error;
 use nalgebra::{DMatrix, DVector};

@@ -18,10 +18,10 @@ use crate::{Device, Kernel};
 /// Parameters of mklaren: total rank K, look-ahead delta, ridge lambda.
 #[derive(Debug, Clone, PartialEq)]
 pub struct MklarenParams {
-    kernels: Vec<Kernel>,
-    rank: usize,
-    lookahead: usize,
-    lambda: f64,
+    pub(super) kernels: Vec<Kernel>,
+    pub(super) rank: usize,
+    pub(super) lookahead: usize,
+    pub(super) lambda: f64,
 }
 
 impl MklarenParams {
@@ -305,7 +305,7 @@ impl MklarenParams {
 /// The better of two `(candidate, kernel)` pairs ([`Candidate::better_than`],
 /// then the lower kernel index): a total order, so the best of a parallel
 /// reduction does not depend on how it was split.
-fn better_candidate(a: (Candidate, usize), b: (Candidate, usize)) -> (Candidate, usize) {
+pub(super) fn better_candidate(a: (Candidate, usize), b: (Candidate, usize)) -> (Candidate, usize) {
     if b.0.better_than(&a.0) || (!a.0.better_than(&b.0) && b.1 < a.1) {
         b
     } else {
@@ -326,7 +326,7 @@ fn best_candidate_of<'s, 'a: 's>(
     states.filter_map(|(q, st)| st.best_candidate(r, u, sums, scale, active).map(|c| (c, q))).reduce_with(better_candidate)
 }
 
-fn take_step(t: f64, direction: &DVector<f64>, weights: &DVector<f64>, fit: &mut DVector<f64>, residual: &mut DVector<f64>, beta: &mut DVector<f64>) {
+pub(super) fn take_step(t: f64, direction: &DVector<f64>, weights: &DVector<f64>, fit: &mut DVector<f64>, residual: &mut DVector<f64>, beta: &mut DVector<f64>) {
     fit.axpy(t, direction, 1.0);
     residual.axpy(-t, direction, 1.0);
     for (b, w) in beta.iter_mut().zip(weights.iter()) {
@@ -357,34 +357,39 @@ pub(crate) fn step_length(active: f64, c: f64, a: f64) -> f64 {
 
 /// A scored candidate pivot.
 #[derive(Debug, Clone, Copy)]
-struct Candidate {
-    step: f64,
-    correlation: f64,
-    pivot: usize,
+pub(super) struct Candidate {
+    pub(super) step: f64,
+    pub(super) correlation: f64,
+    pub(super) pivot: usize,
 }
 
 impl Candidate {
     /// Smaller LAR step first, then larger |correlation|, then lower index.
-    fn better_than(&self, other: &Candidate) -> bool {
+    pub(super) fn better_than(&self, other: &Candidate) -> bool {
         (self.step, -self.correlation, self.pivot) < (other.step, -other.correlation, other.pivot)
     }
 }
 
 /// One kernel's decomposition with its look-ahead block.
-struct KernelState<'a> {
-    cols: KernelColumns<'a>,
-    chol: CholeskyState,
-    delta: usize,
-    tolerance: f64,
+///
+/// In a sharded fit the rows are this rank's: `cols`, `chol.columns`,
+/// `chol.diag`, `block` and `candidate_norm2` hold its rows (`chol.pivots`
+/// the local indices of the pivots it holds), and `block_sum`, `norm_floor`,
+/// `max_diag` and `tolerance` are over all rows.
+pub(super) struct KernelState<'a> {
+    pub(super) cols: KernelColumns<'a>,
+    pub(super) chol: CholeskyState,
+    pub(super) delta: usize,
+    pub(super) tolerance: f64,
     /// Look-ahead block `B` (n x delta').
-    block: DMatrix<f64>,
+    pub(super) block: DMatrix<f64>,
     /// `B^T 1`.
-    block_sum: DVector<f64>,
+    pub(super) block_sum: DVector<f64>,
     /// `||P B z_i||^2 = z_i^T (B^T B - B^T 1 1^T B / n) z_i` for `z_i = B(i, :)^T` (Eq. 14).
-    candidate_norm2: Vec<f64>,
-    norm_floor: f64,
+    pub(super) candidate_norm2: Vec<f64>,
+    pub(super) norm_floor: f64,
     /// `max_i d_i` of the decomposition (none left to pick when at the tolerance).
-    max_diag: f64,
+    pub(super) max_diag: f64,
 }
 
 impl<'a> KernelState<'a> {
@@ -425,14 +430,27 @@ impl<'a> KernelState<'a> {
     /// `v = B^T [r u] - (B^T 1)(1^T [r u]) / n` (delta x 2), the per-kernel
     /// products of Eq. 15-16.
     fn score_products(&self, r: &[f64], u: &[f64], sums: [f64; 2]) -> DMatrix<f64> {
+        let mut v = self.block_products(r, u);
+        self.centre_products(&mut v, sums, self.block.nrows());
+        v
+    }
+
+    /// `B^T [r u]` (delta x 2) over the rows of `B` (zero for no rows).
+    pub(super) fn block_products(&self, r: &[f64], u: &[f64]) -> DMatrix<f64> {
         let n = self.block.nrows();
-        let mut v = tall_tr_mul_cols(&columns_of(self.block.as_slice(), n), &[r, u], n);
+        if n == 0 {
+            return DMatrix::zeros(self.block.ncols(), 2);
+        }
+        tall_tr_mul_cols(&columns_of(self.block.as_slice(), n), &[r, u], n)
+    }
+
+    /// `v -= (B^T 1)(1^T [r u]) / n` for `n` rows in all, `sums = 1^T [r u]`.
+    pub(super) fn centre_products(&self, v: &mut DMatrix<f64>, sums: [f64; 2], n: usize) {
         for j in 0..2 {
             for t in 0..v.nrows() {
                 v[(t, j)] -= self.block_sum[t] * sums[j] / n as f64;
             }
         }
-        v
     }
 
     /// Approximate `(c_i, a_i)` of candidate `i` (Eq. 15-16) from `B v` at
@@ -452,11 +470,21 @@ impl<'a> KernelState<'a> {
     /// approximated correlations: one pass over row chunks (in parallel)
     /// forms `B v` chunk by chunk, scores its rows and keeps the best.
     fn best_candidate(&self, r: &[f64], u: &[f64], sums: [f64; 2], scale: f64, active: Option<f64>) -> Option<Candidate> {
-        if self.block.ncols() == 0 || self.max_diag <= self.tolerance {
+        if !self.has_candidates() {
             return None;
         }
+        self.best_with_products(&self.score_products(r, u, sums), scale, active)
+    }
+
+    /// Whether the kernel has columns left to offer.
+    pub(super) fn has_candidates(&self) -> bool {
+        self.block.ncols() > 0 && self.max_diag > self.tolerance
+    }
+
+    /// The best candidate of the rows of `B` given the centred products
+    /// `v` of [`KernelState::score_products`] (pivots are row indices of `B`).
+    pub(super) fn best_with_products(&self, v: &DMatrix<f64>, scale: f64, active: Option<f64>) -> Option<Candidate> {
         let n = self.block.nrows();
-        let v = self.score_products(r, u, sums);
         let block = columns_of(self.block.as_slice(), n);
         row_chunks(n)
             .filter_map(|(r0, len)| {

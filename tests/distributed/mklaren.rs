@@ -1,1 +1,229 @@
-//! Sharded mklaren fits against single-process fits.
+//! Sharded incomplete Cholesky and mklaren fits against single-process fits.
+
+use gramian::distributed::{local_vector, Communicator, FitSharded, RowShard, ThreadGroup};
+use gramian::estimator::Supervised;
+use gramian::mklaren::{IcdFactor, IcdParams, KernelShard, Mklaren, MklarenParams, ShardedSupervised};
+use gramian::{Device, Error, GpuOptions, Kernel};
+use nalgebra::{DMatrix, DVector};
+use rand::Rng;
+
+use crate::common;
+
+fn regression(n: usize) -> (DMatrix<f64>, DVector<f64>) {
+    let mut rng = common::rng();
+    let x = common::random_matrix(&mut rng, n, 3);
+    let y = DVector::from_fn(n, |i, _| (2.0 * x[(i, 0)]).sin() + x[(i, 1)] * x[(i, 2)] + 0.05 * rng.random_range(-1.0..1.0));
+    (x, y)
+}
+
+fn max_abs_diff(a: &DMatrix<f64>, b: &DMatrix<f64>) -> f64 {
+    assert_eq!(a.shape(), b.shape());
+    (a - b).amax()
+}
+
+fn icd_on_ranks(p: usize, device: impl Fn(usize) -> Device + Sync, params: &IcdParams, kernel: Kernel, x: &DMatrix<f64>) -> Vec<Result<IcdFactor, Error>> {
+    ThreadGroup::run(p, |comm| {
+        let data = KernelShard { kernel, x: RowShard::from_full(comm, x)? };
+        params.fit_sharded(&device(comm.rank()), comm, &data)
+    })
+    .unwrap()
+}
+
+/// Sharded ICD picks the single-process pivots and, on the CPU, computes
+/// every row of G and d with the same code on the same numbers: the same
+/// bits (the only sums over rows are the arg-max scans, which are exact).
+#[test]
+fn icd_equals_the_single_process_decomposition() {
+    let (x, _) = regression(101);
+    let kernel = Kernel::rbf(1.5).unwrap();
+    let params = IcdParams::new(12);
+    let single = params.fit(&Device::Cpu, &kernel, &x).unwrap();
+    for p in 1..=3 {
+        let out = icd_on_ranks(p, |_| Device::Cpu, &params, kernel, &x);
+        for (rank, f) in out.into_iter().enumerate() {
+            let f = f.unwrap();
+            assert_eq!(f.pivots(), single.pivots(), "{p} ranks, rank {rank}");
+            assert_eq!(f.factor(), single.factor(), "{p} ranks, rank {rank}");
+            assert_eq!(f.residual_diagonal(), single.residual_diagonal(), "{p} ranks, rank {rank}");
+            assert_eq!(f.transform().matrix(), single.transform().matrix(), "{p} ranks, rank {rank}");
+            assert_eq!(f.transform().pivot_rows(), single.transform().pivot_rows(), "{p} ranks, rank {rank}");
+        }
+    }
+    // Tolerance reached before the rank: the same early stop.
+    let low = IcdParams::new(100).tolerance(1e-2);
+    let single = low.fit(&Device::Cpu, &kernel, &x).unwrap();
+    let out = icd_on_ranks(3, |_| Device::Cpu, &low, kernel, &x);
+    for f in out {
+        let f = f.unwrap();
+        assert!(f.rank() < 100, "rank {}", f.rank());
+        assert_eq!(f.pivots(), single.pivots());
+    }
+}
+
+fn mklaren_on_ranks(p: usize, device: impl Fn(usize) -> Device + Sync, params: &MklarenParams, x: &DMatrix<f64>, y: &DVector<f64>) -> Vec<Result<Mklaren, Error>> {
+    ThreadGroup::run(p, |comm| {
+        let shard = RowShard::from_full(comm, x)?;
+        let rows = shard.partition().range(comm.rank());
+        let data = ShardedSupervised::new(comm, shard, y.rows(rows.start, rows.len()).into_owned())?;
+        params.fit_sharded(&device(comm.rank()), comm, &data)
+    })
+    .unwrap()
+}
+
+/// mklaren on 1, 2 and 3 ranks (101 rows: uneven blocks) selects the
+/// single-process columns (kernel and pivot, step by step), and its
+/// coefficients, training fit and predictions agree to 1e-9: the sums over
+/// rows (scores, column norms, H^T H, the tall-skinny QR) are added in
+/// another order, which moves the numbers by rounding (about 1e-14
+/// relative) and the coefficients by that times the conditioning of H.
+/// Every rank's model is the same, bit for bit.
+#[test]
+fn mklaren_equals_the_single_process_model() {
+    let (x, y) = regression(101);
+    let kernels = [Kernel::rbf(0.5).unwrap(), Kernel::rbf(4.0).unwrap(), Kernel::polynomial(0.5, 1.0, 2).unwrap()];
+    let params = MklarenParams::new(10).kernels(&kernels).lookahead(4).lambda(0.01);
+    let single = params.fit(&Device::Cpu, &Supervised::new(x.clone(), y.clone()).unwrap()).unwrap();
+    let test = common::random_matrix(&mut common::rng(), 20, 3);
+    let expected = single.predict(&test).unwrap();
+    let order: Vec<(usize, usize)> = single.order().iter().map(|c| (c.kernel, c.pivot)).collect();
+    for p in 1..=3 {
+        let out: Vec<Mklaren> = mklaren_on_ranks(p, |_| Device::Cpu, &params, &x, &y).into_iter().map(|m| m.unwrap()).collect();
+        let m = &out[0];
+        let got: Vec<(usize, usize)> = m.order().iter().map(|c| (c.kernel, c.pivot)).collect();
+        assert_eq!(got, order, "{p} ranks");
+        let coef = (m.coefficients() - single.coefficients()).amax();
+        let fit = (m.training_fit() - single.training_fit()).amax();
+        let pred = (m.predict(&test).unwrap() - &expected).amax();
+        eprintln!("mklaren on {p} ranks: coefficients {coef:.2e}, training fit {fit:.2e}, predictions {pred:.2e}");
+        assert!(coef <= 1e-9 && fit <= 1e-9 && pred <= 1e-9, "{p} ranks: {coef:e} {fit:e} {pred:e}");
+        assert!((m.kernel_weights() - single.kernel_weights()).amax() <= 1e-9);
+        for other in &out[1..] {
+            assert_eq!(other.coefficients(), m.coefficients());
+            assert_eq!(other.training_fit(), m.training_fit());
+            assert_eq!(other.order(), m.order());
+            assert_eq!(other.coefficient_path(), m.coefficient_path());
+            for (a, b) in other.transforms().iter().zip(m.transforms()) {
+                assert_eq!(a.matrix(), b.matrix());
+                assert_eq!(a.pivot_rows(), b.pivot_rows());
+            }
+        }
+    }
+}
+
+/// A rank that holds no rows (blocks of 60, 0 and 41 rows) takes part in
+/// every collective with nothing to offer: the single-process pivots and G
+/// (the same bits), and the same mklaren columns.
+#[test]
+fn a_rank_without_rows_changes_nothing() {
+    let (x, y) = regression(101);
+    let kernel = Kernel::rbf(1.5).unwrap();
+    let blocks = [0..60, 60..60, 60..101];
+    let icd = IcdParams::new(10);
+    let single = icd.fit(&Device::Cpu, &kernel, &x).unwrap();
+    let mk = MklarenParams::new(6).kernels(&[kernel, Kernel::rbf(0.3).unwrap()]).lookahead(3);
+    let single_mk = mk.fit(&Device::Cpu, &Supervised::new(x.clone(), y.clone()).unwrap()).unwrap();
+    let out = ThreadGroup::run(3, |comm| {
+        let rows = blocks[comm.rank()].clone();
+        let shard = RowShard::new(comm, x.rows(rows.start, rows.len()).into_owned())?;
+        let f = icd.fit_sharded(&Device::Cpu, comm, &KernelShard { kernel, x: shard.clone() })?;
+        let data = ShardedSupervised::new(comm, shard, y.rows(rows.start, rows.len()).into_owned())?;
+        Ok::<_, Error>((f, mk.fit_sharded(&Device::Cpu, comm, &data)?))
+    })
+    .unwrap();
+    for r in out {
+        let (f, m) = r.unwrap();
+        assert_eq!(f.pivots(), single.pivots());
+        assert_eq!(f.factor(), single.factor());
+        assert_eq!(m.order().iter().map(|c| (c.kernel, c.pivot)).collect::<Vec<_>>(), single_mk.order().iter().map(|c| (c.kernel, c.pivot)).collect::<Vec<_>>());
+        assert!((m.training_fit() - single_mk.training_fit()).amax() <= 1e-9);
+    }
+}
+
+/// A NaN in one rank's rows or targets, or parameters that differ on one
+/// rank, fail every rank with the same typed error (no hang).
+#[test]
+fn bad_shards_and_mismatched_parameters_fail_every_rank() {
+    let (x, y) = regression(31);
+    let kernel = Kernel::rbf(1.0).unwrap();
+    let params = MklarenParams::new(4).kernels(&[kernel]);
+    let out = ThreadGroup::run(3, |comm| {
+        let shard = RowShard::from_full(comm, &x)?;
+        let rows = shard.partition().range(comm.rank());
+        let mut local_y = y.rows(rows.start, rows.len()).into_owned();
+        if comm.rank() == 1 {
+            local_y[0] = f64::NAN;
+        }
+        let data = ShardedSupervised::new(comm, shard, local_y)?;
+        params.fit_sharded(&Device::Cpu, comm, &data)
+    })
+    .unwrap();
+    for r in out {
+        assert!(matches!(r, Err(Error::RankFailed { rank: 1, invalid_input: true, .. })), "{r:?}");
+    }
+    let out = ThreadGroup::run(3, |comm| {
+        let mut local = RowShard::from_full(comm, &x)?.local().clone();
+        if comm.rank() == 2 {
+            local[(0, 0)] = f64::NAN;
+        }
+        let data = KernelShard { kernel, x: RowShard::new(comm, local)? };
+        IcdParams::new(5).fit_sharded(&Device::Cpu, comm, &data)
+    })
+    .unwrap();
+    for r in out {
+        assert!(matches!(r, Err(Error::RankFailed { rank: 2, invalid_input: true, .. })), "{r:?}");
+    }
+    let out = ThreadGroup::run(3, |comm| {
+        let shard = RowShard::from_full(comm, &x)?;
+        let width = if comm.rank() == 1 { 1.1 } else { 1.0 };
+        let rows = shard.partition().range(comm.rank());
+        let local_y = local_vector(comm, &shard, y.rows(rows.start, rows.len()).into_owned())?;
+        let data = ShardedSupervised::new(comm, shard.clone(), local_y)?;
+        let m = MklarenParams::new(4).kernels(&[Kernel::rbf(width).unwrap()]).fit_sharded(&Device::Cpu, comm, &data);
+        let icd = IcdParams::new(if comm.rank() == 1 { 4 } else { 5 }).fit_sharded(&Device::Cpu, comm, &KernelShard { kernel, x: shard });
+        Ok::<_, Error>((m, icd))
+    })
+    .unwrap();
+    for r in out {
+        let (m, icd) = r.unwrap();
+        assert!(matches!(m, Err(Error::ShardMismatch { rank: 1, .. })), "{m:?}");
+        assert!(matches!(icd, Err(Error::ShardMismatch { rank: 1, .. })), "{icd:?}");
+    }
+    // The same invalid parameters on every rank: the plain error everywhere.
+    let out = ThreadGroup::run(2, |comm| IcdParams::new(40).fit_sharded(&Device::Cpu, comm, &KernelShard { kernel, x: RowShard::from_full(comm, &x)? })).unwrap();
+    for r in out {
+        assert!(matches!(r, Err(Error::RankTooLarge { rank: 40, n: 31 })), "{r:?}");
+    }
+}
+
+/// The ranks on a GPU (lavapipe here): the kernel columns on the device
+/// against the broadcast pivot sample; the pivots and columns of the CPU's
+/// single-process fit, G within 1e-10 (kernel columns on the device agree
+/// with the CPU's to about 1e-15, and a step divides by `sqrt(d_i)` above
+/// 1e-3 here). A device that can hold nothing on one rank fails every rank.
+#[test]
+fn ranks_on_a_gpu_fit_the_cpu_model() {
+    let Some(gpu) = common::gpu_device(GpuOptions::default()) else { return };
+    let (x, y) = regression(61);
+    let kernel = Kernel::rbf(1.5).unwrap();
+    let params = IcdParams::new(8);
+    let single = params.fit(&Device::Cpu, &kernel, &x).unwrap();
+    let tolerance = if gpu.supports(gramian::Precision::F64) { 1e-10 } else { 1e-4 };
+    for f in icd_on_ranks(2, |_| gpu.clone(), &params, kernel, &x) {
+        let f = f.unwrap();
+        assert_eq!(f.pivots(), single.pivots());
+        let diff = max_abs_diff(f.factor(), single.factor());
+        assert!(diff <= tolerance, "G differs by {diff:e}");
+    }
+    let mk = MklarenParams::new(5).kernels(&[kernel, Kernel::rbf(0.3).unwrap()]).lookahead(3);
+    let single = mk.fit(&Device::Cpu, &Supervised::new(x.clone(), y.clone()).unwrap()).unwrap();
+    for m in mklaren_on_ranks(2, |_| gpu.clone(), &mk, &x, &y) {
+        let m = m.unwrap();
+        assert_eq!(m.order().iter().map(|c| c.pivot).collect::<Vec<_>>(), single.order().iter().map(|c| c.pivot).collect::<Vec<_>>());
+        assert!((m.training_fit() - single.training_fit()).amax() <= 1e3 * tolerance);
+    }
+    let empty = Device::gpu_with(&GpuOptions { allow_software: true, max_device_bytes: Some(0), ..Default::default() }).unwrap();
+    let out = icd_on_ranks(2, |r| if r == 1 { empty.clone() } else { gpu.clone() }, &params, kernel, &x);
+    for r in out {
+        assert!(matches!(r, Err(Error::RankFailed { rank: 1, invalid_input: false, .. })), "{r:?}");
+    }
+}
