@@ -275,6 +275,12 @@ pub struct FactorTransform {
 }
 
 impl FactorTransform {
+    /// The transform `G* = K(X*, A) T` from the samples at the pivots `A`
+    /// and `T` (a Nystrom map, or an incomplete Cholesky factor's `L^{-T}`).
+    pub(crate) fn new(kernel: Kernel, pivot_rows: DMatrix<f64>, transform: DMatrix<f64>) -> FactorTransform {
+        FactorTransform { kernel, pivot_rows, transform }
+    }
+
     /// The transform of an incomplete Cholesky factor `G` (Eq. 21) from its
     /// rows at the pivots `G(A, :)` (|A| x |A|, in pivot order; its lower
     /// triangle is read) and the samples at the pivots: `G(A, :) = L` is

@@ -9,6 +9,7 @@ use crate::input::AsMatrix;
 use crate::error::Error;
 use super::icd::{nystrom, FactorTransform, IcdParams};
 use super::{centred_target, check_lambda, inputs_per_kernel};
+use crate::distributed::{agree, Communicator, SingleProcess};
 use crate::{Device, Kernel};
 
 /// How each kernel is approximated.
@@ -135,41 +136,81 @@ impl LowRankRidgeParams {
             factors.push(g);
             transforms.push(t);
         }
-        let total: usize = factors.iter().map(|g| g.ncols()).sum();
-        let mut stacked = DMatrix::<f64>::zeros(n, total);
-        let mut c0 = 0;
-        for g in &factors {
-            stacked.columns_mut(c0, g.ncols()).copy_from(g);
-            c0 += g.ncols();
-        }
-        let means = DVector::from_fn(total, |j, _| stacked.column(j).mean());
-        let mut scales = DVector::<f64>::zeros(total);
-        for j in 0..total {
-            let mut col = stacked.column_mut(j);
-            col.add_scalar_mut(-means[j]);
-            let norm = col.norm();
-            scales[j] = if norm > 1e-10 { 1.0 / norm } else { 0.0 };
-            col *= scales[j];
-        }
-        if self.lambda == 0.0 && scales.iter().all(|&s| s == 0.0) {
-            // Identical rows: every centred factor column vanishes, so F^T F = 0.
-            return Err(Error::Singular("F^T F + lambda I with lambda = 0: no factor column varies over the samples (identical rows)"));
-        }
-        let mut system = device.gram(&stacked)?;
-        for j in 0..total {
-            system[(j, j)] += self.lambda;
-            if scales[j] == 0.0 {
-                system[(j, j)] += 1.0;
-            }
-        }
-        let rhs = stacked.tr_mul(&yc);
-        let coefficients = system.cholesky().ok_or(Error::Singular("F^T F + lambda I (collinear factors with lambda = 0)"))?.solve(&rhs);
-        if coefficients.iter().any(|v| !v.is_finite()) {
-            return Err(Error::Singular("F^T F + lambda I"));
-        }
+        let mut stacked = stack(&factors, n);
+        let (means, scales, coefficients) = standardised_ridge(device, &SingleProcess::new(), &mut stacked, &yc, n, self.lambda)?;
         let training_fit = &stacked * &coefficients;
         Ok(LowRankRidge { device: device.clone(), kernels: kernels.to_vec(), transforms, means, scales, coefficients, target_mean, training_fit: training_fit.add_scalar(target_mean) })
     }
+
+    /// The method and the rank per kernel.
+    pub(super) fn method_and_rank(&self) -> (LowRankMethod, usize) {
+        (self.method, self.rank_per_kernel)
+    }
+
+    /// The ridge parameter.
+    pub(super) fn lambda_value(&self) -> f64 {
+        self.lambda
+    }
+}
+
+/// The factors side by side, `F = [G_1 .. G_p]` (`rows` rows).
+pub(super) fn stack(factors: &[DMatrix<f64>], rows: usize) -> DMatrix<f64> {
+    let total: usize = factors.iter().map(|g| g.ncols()).sum();
+    let mut stacked = DMatrix::<f64>::zeros(rows, total);
+    let mut c0 = 0;
+    for g in factors {
+        stacked.columns_mut(c0, g.ncols()).copy_from(g);
+        c0 += g.ncols();
+    }
+    stacked
+}
+
+/// Standardises the columns of `F` (centred, unit norm; columns that do not
+/// vary get scale 0) in place and solves the ridge system
+/// `(F^T F + lambda I) beta = F^T y_c`, returning the means, the scales and
+/// `beta`. `stacked` and `yc` are this rank's rows of `n`; the column sums,
+/// the norms and `F^T F`, `F^T y_c` are summed over `comm`'s ranks (the
+/// identity on one process), so every rank solves the same system.
+pub(super) fn standardised_ridge(device: &Device, comm: &dyn Communicator, stacked: &mut DMatrix<f64>, yc: &DVector<f64>, n: usize, lambda: f64) -> Result<(DVector<f64>, DVector<f64>, DVector<f64>), Error> {
+    let total = stacked.ncols();
+    let mut sums: Vec<f64> = (0..total).map(|j| stacked.column(j).sum()).collect();
+    comm.sum(&mut sums)?;
+    let means = DVector::from_fn(total, |j, _| sums[j] / n as f64);
+    let mut squares: Vec<f64> = (0..total)
+        .map(|j| {
+            let mut col = stacked.column_mut(j);
+            col.add_scalar_mut(-means[j]);
+            col.norm_squared()
+        })
+        .collect();
+    comm.sum(&mut squares)?;
+    let mut scales = DVector::<f64>::zeros(total);
+    for j in 0..total {
+        let norm = squares[j].sqrt();
+        scales[j] = if norm > 1e-10 { 1.0 / norm } else { 0.0 };
+        stacked.column_mut(j).scale_mut(scales[j]);
+    }
+    if lambda == 0.0 && scales.iter().all(|&s| s == 0.0) {
+        // Identical rows: every centred factor column vanishes, so F^T F = 0.
+        return Err(Error::Singular("F^T F + lambda I with lambda = 0: no factor column varies over the samples (identical rows)"));
+    }
+    let local = if stacked.nrows() == 0 { Ok(DMatrix::zeros(total, total)) } else { device.gram(stacked) };
+    let gram = agree(comm, local)?;
+    let mut reduced: Vec<f64> = gram.iter().copied().chain(stacked.tr_mul(yc).iter().copied()).collect();
+    comm.sum(&mut reduced)?;
+    let mut system = DMatrix::from_column_slice(total, total, &reduced[..total * total]);
+    let rhs = DVector::from_column_slice(&reduced[total * total..]);
+    for j in 0..total {
+        system[(j, j)] += lambda;
+        if scales[j] == 0.0 {
+            system[(j, j)] += 1.0;
+        }
+    }
+    let coefficients = system.cholesky().ok_or(Error::Singular("F^T F + lambda I (collinear factors with lambda = 0)"))?.solve(&rhs);
+    if coefficients.iter().any(|v| !v.is_finite()) {
+        return Err(Error::Singular("F^T F + lambda I"));
+    }
+    Ok((means, scales, coefficients))
 }
 
 /// A fitted stacked low-rank ridge regression.
@@ -195,6 +236,12 @@ pub struct LowRankRidge {
 }
 
 impl LowRankRidge {
+    /// The fitted object from its parts (a sharded fit's, on every rank).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn from_parts(device: &Device, kernels: Vec<Kernel>, transforms: Vec<FactorTransform>, means: DVector<f64>, scales: DVector<f64>, coefficients: DVector<f64>, target_mean: f64, training_fit: DVector<f64>) -> Self {
+        LowRankRidge { device: device.clone(), kernels, transforms, means, scales, coefficients, target_mean, training_fit }
+    }
+
     /// The per-kernel out-of-sample transforms (Eq. 21).
     pub fn transforms(&self) -> &[FactorTransform] {
         &self.transforms

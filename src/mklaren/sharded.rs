@@ -44,6 +44,7 @@ use nalgebra::{DMatrix, DVector};
 use super::columns::{KernelColumns, SharedInput};
 use super::fitted::{Mklaren, SelectedColumn};
 use super::icd::{argmax, cholesky_update, CholeskyState, FactorTransform, IcdFactor, IcdParams};
+use super::low_rank::{stack, standardised_ridge, LowRankMethod, LowRankRidge, LowRankRidgeParams};
 use super::model::{better_candidate, step_length, take_step, Candidate, KernelState, MklarenParams};
 use super::tall::{row_quadratic_forms, tall_tr_mul};
 use crate::distributed::{agree, gather_vector, local_vector, Communicator, FitSharded, RowShard};
@@ -594,5 +595,76 @@ impl FitSharded<ShardedSupervised> for MklarenParams {
             scale,
             training_fit,
         })
+    }
+}
+
+/// The target's mean over all ranks and this rank's centred block; a
+/// target constant to rounding is [`Error::ConstantTarget`] on every rank
+/// (the test of the single-process fit, on the reduced extremes).
+fn centred_target_sharded(comm: &dyn Communicator, y: &DVector<f64>, n: usize) -> Result<(DVector<f64>, f64)> {
+    let mean = comm.sum_scalar(y.sum())? / n as f64;
+    let centred = y.map(|v| v - mean);
+    let mut extremes = [centred.amax(), y.amax()];
+    comm.max(&mut extremes)?;
+    if extremes[0] <= 1e-12 * extremes[1].max(f64::MIN_POSITIVE) {
+        return Err(Error::ConstantTarget);
+    }
+    Ok((centred, mean))
+}
+
+/// The stacked low-rank ridge baselines on sharded rows: each kernel's
+/// factor as the single process builds it, this rank's rows kept (ICD:
+/// the sharded decomposition above; Nystrom: the landmarks drawn over all
+/// `n` rows as one process draws them, their samples gathered, the map
+/// `T = K(A, A)^{-1/2}` computed by every rank on the CPU, this rank's
+/// `K(X_r, A) T` on its device), then the standardised ridge system with its
+/// column sums, norms, `F^T F` and `F^T y` summed over the ranks. CSI is
+/// not available on sharded rows ([`Error::Unsupported`]).
+impl FitSharded<ShardedSupervised> for LowRankRidgeParams {
+    type Fitted = LowRankRidge;
+
+    fn fit_sharded(&self, device: &Device, comm: &dyn Communicator, data: &ShardedSupervised) -> Result<LowRankRidge> {
+        let x = &data.x;
+        let n = x.total_rows();
+        comm.check_same("low-rank ridge parameters and shape", &format!("{self:?} {n} x {}", x.ncols()))?;
+        self.validate()?;
+        let (method, rank) = self.method_and_rank();
+        if rank > n {
+            return Err(Error::RankTooLarge { rank, n });
+        }
+        let (yc, target_mean) = centred_target_sharded(comm, &data.y, n)?;
+        let (offset, nl) = (x.offset(), x.local().nrows());
+        let mut factors = Vec::with_capacity(self.kernel_list().len());
+        let mut transforms = Vec::with_capacity(self.kernel_list().len());
+        for (q, kernel) in self.kernel_list().iter().enumerate() {
+            match method {
+                LowRankMethod::Icd => {
+                    let f = IcdParams::new(rank).fit_sharded(device, comm, &KernelShard { kernel: *kernel, x: x.clone() })?;
+                    factors.push(f.factor().rows(offset, nl).into_owned());
+                    transforms.push(f.transform().clone());
+                }
+                LowRankMethod::Nystrom { seed } => {
+                    let landmarks = crate::nystrom::landmark_indices(n, rank, seed.wrapping_add(q as u64))?;
+                    let pivot_rows = x.rows(comm, &landmarks)?;
+                    let w = Device::cpu().kernel_matrix(kernel, &pivot_rows, &pivot_rows)?;
+                    let w = DMatrix::from_fn(rank, rank, |a, b| 0.5 * (w[(a, b)] + w[(b, a)]));
+                    let map = crate::nystrom::NystromMap::eigen(&w, 1e-12, None)?;
+                    if map.rank() == 0 {
+                        return Err(Error::RankDeficient { requested: rank, reached: 0 });
+                    }
+                    let map = map.into_matrix();
+                    let local = if nl == 0 { Ok(DMatrix::zeros(0, rank)) } else { device.kernel_matrix(kernel, x.local(), &pivot_rows) };
+                    let c = agree(comm, local)?;
+                    factors.push(crate::linalg::matmul(&c, &map));
+                    transforms.push(FactorTransform::new(*kernel, pivot_rows, map));
+                }
+                LowRankMethod::Csi { .. } => return Err(Error::Unsupported("CSI on sharded rows (its pivots score the whole residual)".into())),
+            }
+        }
+        let mut stacked = stack(&factors, nl);
+        let (means, scales, coefficients) = standardised_ridge(device, comm, &mut stacked, &yc, n, self.lambda_value())?;
+        let local_fit = (&stacked * &coefficients).add_scalar(target_mean);
+        let training_fit = gather_vector(comm, x.partition(), local_fit.as_slice())?;
+        Ok(LowRankRidge::from_parts(device, self.kernel_list().to_vec(), transforms, means, scales, coefficients, target_mean, training_fit))
     }
 }

@@ -227,3 +227,48 @@ fn ranks_on_a_gpu_fit_the_cpu_model() {
         assert!(matches!(r, Err(Error::RankFailed { rank: 1, invalid_input: false, .. })), "{r:?}");
     }
 }
+
+/// The stacked low-rank ridge baselines (ICD and Nystrom factors) on 1, 2
+/// and 3 ranks against the single-process fit: the same factors (the same
+/// pivots, the same landmarks), and coefficients and predictions within
+/// 1e-9 (the column sums, norms and `F^T F` are added in rank order).
+#[test]
+fn low_rank_ridge_baselines_match_the_single_process_fit() {
+    use gramian::mklaren::{LowRankMethod, LowRankRidgeParams};
+    let (x, y) = regression(101);
+    let kernels = [Kernel::rbf(1.5).unwrap(), Kernel::rbf(0.3).unwrap()];
+    for method in [LowRankMethod::Icd, LowRankMethod::Nystrom { seed: 11 }] {
+        let params = LowRankRidgeParams::new(method, 8).kernels(&kernels).lambda(1e-3);
+        let single = params.fit(&Device::Cpu, &Supervised::new(x.clone(), y.clone()).unwrap()).unwrap();
+        let expected = single.predict(&x).unwrap();
+        for p in 1..=3 {
+            let out = ThreadGroup::run(p, |comm| {
+                let shard = RowShard::from_full(comm, &x)?;
+                let rows = shard.partition().range(comm.rank());
+                let data = ShardedSupervised::new(comm, shard, y.rows(rows.start, rows.len()).into_owned())?;
+                params.fit_sharded(&Device::Cpu, comm, &data)
+            })
+            .unwrap();
+            let first = out[0].as_ref().unwrap().coefficients().clone();
+            for model in out {
+                let model = model.unwrap();
+                assert_eq!(model.coefficients(), &first, "every rank the same model");
+                let diff = (model.coefficients() - single.coefficients()).amax();
+                assert!(diff < 1e-9, "{method:?}, {p} ranks: coefficients {diff:e}");
+                let diff = (model.predict(&x).unwrap() - &expected).amax();
+                assert!(diff < 1e-9, "{method:?}, {p} ranks: predictions {diff:e}");
+                assert!((model.training_fit() - single.training_fit()).amax() < 1e-9);
+            }
+        }
+    }
+    // CSI scores candidates against the whole residual: not on sharded rows.
+    let params = LowRankRidgeParams::new(LowRankMethod::Csi { lookahead: 3, kappa: 0.5 }, 4).kernels(&kernels);
+    let out = ThreadGroup::run(2, |comm| {
+        let shard = RowShard::from_full(comm, &x)?;
+        let rows = shard.partition().range(comm.rank());
+        let data = ShardedSupervised::new(comm, shard, y.rows(rows.start, rows.len()).into_owned())?;
+        params.fit_sharded(&Device::Cpu, comm, &data)
+    })
+    .unwrap();
+    assert!(out.iter().all(|r| matches!(r, Err(Error::Unsupported(_)))));
+}
