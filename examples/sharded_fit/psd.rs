@@ -21,7 +21,7 @@ fn clusters(n: usize, seed: u64) -> DMatrix<f64> {
 /// relative difference; the partial sums' rounding only, tolerance 1e-8).
 pub fn density(case: &Case) -> gramian::error::Result<Outcome> {
     let comm = case.comm;
-    let n = case.n.unwrap_or(1000);
+    let n = case.n.unwrap_or(600);
     let x = clusters(n, case.seed);
     let width = if case.fails_here(Fail::Mismatch) { 0.55 } else { 0.5 };
     let params = DensityParams::new(Kernel::gaussian_with_width(width)?)?.nystrom(40, case.seed);

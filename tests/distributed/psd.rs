@@ -114,8 +114,8 @@ fn a_rank_whose_device_fails_fails_every_rank() {
 #[test]
 fn sharded_density_on_gpu_ranks_matches_the_single_process_fit() {
     let Some(gpu) = common::gpu_device(GpuOptions::default()) else { return };
-    let x = sample(101);
-    let p = params(0.6);
+    let x = sample(41);
+    let p = DensityParams::new(Kernel::gaussian_with_width(0.8).unwrap()).unwrap().nystrom(10, 5);
     let single = p.fit(&gpu, &x).unwrap();
     let fits = ThreadGroup::run(2, |c| p.fit_sharded(&gpu, c, &RowShard::from_full(c, &x)?)).unwrap();
     let fits: Vec<PsdDensity> = fits.into_iter().map(|r| r.unwrap()).collect();
