@@ -31,7 +31,7 @@ use super::options::{SolverOptions, SolverReport};
 use crate::error::Error;
 use super::features::EmpiricalFeatures;
 use super::integrals::{gaussian_product, product_integrals, squared_gaussian_integral, BaseMeasure};
-use super::loss::NegativeLogLikelihood;
+use super::loss::{NegativeLogLikelihood, SampleBlock};
 use super::model::PsdModel;
 use super::options::{PsdSettings, Regularisation, Terms, shared_builders, solver_builders};
 use super::positive_part::{PositivePartRoute, PositivePartStats};
@@ -74,6 +74,11 @@ impl DensityParams {
     pub fn base_measure(mut self, base: BaseMeasure) -> Self {
         self.base = base;
         self
+    }
+
+    /// The base measure `nu`.
+    pub(super) fn base_measure_ref(&self) -> &BaseMeasure {
+        &self.base
     }
 
     /// How the dual computes each `[M]_+` (default
@@ -124,28 +129,53 @@ impl DensityParams {
         self.base.check_dimension(x.ncols())?;
         let start = std::time::Instant::now();
         let centres = self.settings.centres(x)?;
+        self.fit_rows(device, x, &centres, None, start)
+    }
+
+    /// The fit on the rows `x` given the centres: all rows in one process,
+    /// or with `shard = (comm, offset)` this rank's block of rows starting
+    /// at global row `offset` (the centres, every rank's same global rows;
+    /// the solve as in [`super::dual::DualProblem::solve_sharded`], the
+    /// local work's failures agreed on).
+    pub(super) fn fit_rows(&self, device: &Device, x: &DMatrix<f64>, centres: &DMatrix<f64>, shard: Option<(&dyn crate::distributed::Communicator, usize, usize)>, start: std::time::Instant) -> Result<PsdDensity, Error> {
+        let comm = shard.map(|(comm, _, _)| comm);
+        // What each rank does alone must fail on every rank together.
+        let agreed = |local: Result<TrainingFeatures, Error>| match comm {
+            Some(comm) => crate::distributed::agree(comm, local),
+            None => local,
+        };
         // At least four m x m matrices live at once (the centres' kernel, the
         // feature map, the product integrals and the integral operator W).
         let m = centres.nrows();
-        crate::memory::check_host::<f64>(crate::memory::entries(m, m, "PSD density")?.saturating_mul(4), "PSD density fit (m x m kernel, feature map, integrals)")?;
-        let features = EmpiricalFeatures::new(&centres, self.settings.sigma)?;
-        let training = TrainingFeatures::new(&features, device, x, || {
-            if self.settings.nystrom.is_none() {
-                // Every sample a centre: P = L^T, triangular (a third of the flops per iteration).
-                features.centre_features(device)
-            } else {
-                features.features(device, x)
-            }
-        })?;
-        let m_int = product_integrals(&centres, self.settings.sigma, &self.base)?;
+        let features = crate::memory::entries(m, m, "PSD density")
+            .and_then(|e| crate::memory::check_host::<f64>(e.saturating_mul(4), "PSD density fit (m x m kernel, feature map, integrals)"))
+            .and_then(|_| EmpiricalFeatures::new(centres, self.settings.sigma));
+        let features = match comm {
+            Some(comm) => crate::distributed::agree(comm, features)?,
+            None => features?,
+        };
+        let training = agreed(TrainingFeatures::new(&features, device, x, || match (self.settings.nystrom, shard) {
+            // Every sample a centre: P = L^T, triangular (a third of the flops per iteration).
+            (None, None) => features.centre_features(device),
+            (None, Some((_, offset, _))) => Ok(features.centre_features(device)?.columns(offset, x.nrows()).into_owned()),
+            (Some(_), _) => features.features(device, x),
+        }))?;
+        let m_int = product_integrals(centres, self.settings.sigma, &self.base)?;
         let t = features.map();
         let w = linalg::matmul_nt(&linalg::matmul(t, &m_int), t);
         let w = (&w + w.transpose()) * 0.5;
         let setup = start.elapsed().as_secs_f64();
-        let loss = NegativeLogLikelihood { n: x.nrows() };
+        let total = shard.map_or(x.nrows(), |(_, _, total)| total);
+        let loss = SampleBlock { loss: NegativeLogLikelihood { n: total }, rows: x.nrows() };
         let problem = DualProblem { features: training.view(device), integral: Some(&w), loss: &loss, lambda1: self.settings.regularisation.trace, lambda2: self.settings.regularisation.quadratic };
-        let eigen_solver = self.positive_part.solver(matches!(training, TrainingFeatures::Resident(_)), x.nrows(), features.rank());
-        let solution = problem.solve_with(&self.settings.solver, eigen_solver)?;
+        let resident = matches!(training, TrainingFeatures::Resident(_));
+        // The route must be the same on every rank: resident only if every rank's features are.
+        let resident = match comm {
+            Some(comm) => comm.sum_scalar(f64::from(u8::from(!resident)))? == 0.0,
+            None => resident,
+        };
+        let eigen_solver = self.positive_part.solver(resident, total, features.rank());
+        let solution = problem.solve_sharded(&self.settings.solver, eigen_solver, comm)?;
         let model = PsdModel::from_feature_operator(&features, &solution.a)?;
         let mut report = solution.report;
         report.seconds_setup = setup;

@@ -111,8 +111,16 @@ impl<'a, L: DualLoss> DualProblem<'a, L> {
     /// [`PositivePartSolver::new`] for the warm-started partial path; the
     /// default is [`PositivePartSolver::full_only`]).
     pub fn solve_with(&self, options: &SolverOptions, eigen_solver: PositivePartSolver) -> Result<DualSolution, Error> {
+        self.solve_sharded(options, eigen_solver, None)
+    }
+
+    /// [`DualProblem::solve_with`] on samples sharded over the ranks of
+    /// `comm` ([`EngineProblem::solve_sharded`]): `features` and `loss` are
+    /// this rank's block of samples; `alpha` of the solution is this rank's
+    /// block, everything else the same on every rank.
+    pub(crate) fn solve_sharded(&self, options: &SolverOptions, eigen_solver: PositivePartSolver, comm: Option<&dyn crate::distributed::Communicator>) -> Result<DualSolution, Error> {
         let engine = EngineProblem { features: self.features, parts: vec![vec![1.0]], linear: None, integral: self.integral, loss: self.loss, lambda1: self.lambda1, lambda2: self.lambda2 };
-        let mut s = engine.solve_with(options, eigen_solver)?;
+        let mut s = engine.solve_sharded(options, eigen_solver, comm)?;
         let a = s.parts.pop().unwrap_or_else(|| DMatrix::zeros(self.features.dim(), self.features.dim()));
         Ok(DualSolution { a, alpha: s.z, mu: s.mu, dual_objective: s.dual_objective, report: s.report, eigen_stats: s.eigen_stats })
     }

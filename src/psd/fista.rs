@@ -74,11 +74,33 @@ pub fn minimise(
 /// `h(x) - h(y) - <grad h(y), x - y>` (or `None`), that lets a step be
 /// accepted without evaluating `h(x)` (module docs).
 pub fn minimise_with_bound(
+    smooth: impl FnMut(&DVector<f64>, bool) -> (f64, Option<DVector<f64>>),
+    remainder_bound: impl FnMut(&DVector<f64>, &DVector<f64>) -> Option<f64>,
+    prox: impl Fn(&DVector<f64>, f64) -> DVector<f64>,
+    nonsmooth: impl Fn(&DVector<f64>) -> f64,
+    gap: impl FnMut(&DVector<f64>) -> f64,
+    x0: DVector<f64>,
+    settings: FistaSettings,
+) -> FistaOutcome {
+    minimise_with_bound_sharded(smooth, remainder_bound, prox, nonsmooth, gap, |_| {}, x0, settings)
+}
+
+/// [`minimise_with_bound`] on vectors sharded over ranks (each caller holds
+/// a block of the coordinates): `sum(values)` replaces each of `values` by
+/// its sum over the ranks, and is applied to the inner products of the
+/// method (`<grad h(y), x+ - y>` with `||x+ - y||^2`, one call per
+/// candidate, and the restart test's `<y - x+, x+ - x_k>`); the callbacks
+/// return values that are the same on every rank (`h`, `g`, the bound and
+/// the gap are sums over the ranks), so every rank takes the same steps.
+/// With one rank `sum` does nothing and this is [`minimise_with_bound`].
+#[allow(clippy::too_many_arguments)]
+pub fn minimise_with_bound_sharded(
     mut smooth: impl FnMut(&DVector<f64>, bool) -> (f64, Option<DVector<f64>>),
     mut remainder_bound: impl FnMut(&DVector<f64>, &DVector<f64>) -> Option<f64>,
     prox: impl Fn(&DVector<f64>, f64) -> DVector<f64>,
     nonsmooth: impl Fn(&DVector<f64>) -> f64,
     mut gap: impl FnMut(&DVector<f64>) -> f64,
+    mut sum: impl FnMut(&mut [f64]),
     x0: DVector<f64>,
     settings: FistaSettings,
 ) -> FistaOutcome {
@@ -103,8 +125,11 @@ pub fn minimise_with_bound(
             let grad = grad.expect("gradient requested");
             let cand = prox(&(&y - &grad * t_new), t_new);
             let d = &cand - &y;
+            let mut dots = [grad.dot(&d), d.norm_squared()];
+            sum(&mut dots);
+            let [grad_d, d_squared] = dots;
             if let Some(rho) = remainder_bound(&y, &cand) {
-                let allowed = d.norm_squared() / (2.0 * t_new);
+                let allowed = d_squared / (2.0 * t_new);
                 if rho <= allowed {
                     // Grow the next step only if the bound leaves room for it.
                     grow = rho <= SHRINK_TO_GROW * allowed;
@@ -112,7 +137,7 @@ pub fn minimise_with_bound(
                 }
             }
             let (h_cand, _) = smooth(&cand, false);
-            let bound = hy + grad.dot(&d) + d.norm_squared() / (2.0 * t_new);
+            let bound = hy + grad_d + d_squared / (2.0 * t_new);
             if h_cand <= bound + 8.0 * f64::EPSILON * hy.abs() || t_new < 1e-300 {
                 // Near the optimum the test is decided by round-off: stop growing the step.
                 grow = (h_cand - hy).abs() > 1e-9 * hy.abs();
@@ -128,7 +153,11 @@ pub fn minimise_with_bound(
                 objective = obj_new.min(objective);
                 increased
             }
-            None => (&y - &x_new).dot(&(&x_new - &x)) > 0.0,
+            None => {
+                let mut direction = [(&y - &x_new).dot(&(&x_new - &x))];
+                sum(&mut direction);
+                direction[0] > 0.0
+            }
         };
         if restart {
             // Adaptive restart: drop the momentum.

@@ -73,6 +73,38 @@ fn nll_prox_root(x: f64, c: f64) -> f64 {
     if x > 0.0 { -c / (2.0 * (x + (x * x + c).sqrt())) } else { 0.5 * (x - (x * x + c).sqrt()) }
 }
 
+/// A block of `rows` of the terms of `loss` (a rank's samples in a sharded
+/// fit): the same terms and scale (the loss's `n` is that of all samples),
+/// `rows` of them.
+#[derive(Debug, Clone, Copy)]
+pub struct SampleBlock<L> {
+    /// The loss of all samples.
+    pub loss: L,
+    /// Terms in this block.
+    pub rows: usize,
+}
+
+impl<L: DualLoss> DualLoss for SampleBlock<L> {
+    fn len(&self) -> usize {
+        self.rows
+    }
+    fn value(&self, z: &DVector<f64>) -> f64 {
+        self.loss.value(z)
+    }
+    fn conjugate(&self, alpha: &DVector<f64>) -> f64 {
+        self.loss.conjugate(alpha)
+    }
+    fn prox_conjugate(&self, v: &DVector<f64>, t: f64) -> DVector<f64> {
+        self.loss.prox_conjugate(v, t)
+    }
+    fn prox_conjugate_per_term(&self, v: &DVector<f64>, t: &DVector<f64>) -> Option<DVector<f64>> {
+        self.loss.prox_conjugate_per_term(v, t)
+    }
+    fn dual_start(&self, z: &DVector<f64>) -> DVector<f64> {
+        self.loss.dual_start(z)
+    }
+}
+
 /// Squared loss `L(z) = 1/(2n) sum_i (z_i - y_i)^2` (fitting a non-negative function to values).
 ///
 /// `l*(s) = s y + n s^2 / 2`; `prox_{t l*}(v) = (v - t y)/(1 + t n)`.

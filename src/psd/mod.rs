@@ -34,6 +34,7 @@
 //! | regularisation weights and solver options shared by every estimator | [`options`] |
 //! | multiple quantile regression with non-crossing curves | [`regression`] |
 //! | heteroscedastic Gaussian regression (natural parameters) | [`heteroscedastic`] |
+//! | fits on samples sharded over ranks ([`crate::distributed::FitSharded`]) | `sharded` |
 //!
 //! Regulariser convention: the paper writes `lambda_2 ||A||_F^2` in Eq. 6 but
 //! `lambda_2/2 ||A||_F^2` in Lemma 5 and Eq. 10-11; this module uses
@@ -56,6 +57,7 @@ pub mod polar;
 pub mod positive_part;
 pub mod products;
 pub mod regression;
+mod sharded;
 
 mod error;
 

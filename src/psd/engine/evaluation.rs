@@ -8,6 +8,7 @@ use std::time::Instant;
 use nalgebra::{DMatrix, DVector};
 
 use crate::device::Device;
+use crate::distributed::{agree, Communicator};
 use crate::error::Error;
 use crate::linalg;
 use crate::resident::DeviceMatrix;
@@ -44,7 +45,7 @@ pub(super) struct RecentPart {
     pub(super) values: Option<(DVector<f64>, f64)>,
 }
 
-pub(super) struct State {
+pub(super) struct State<'c> {
     pub(super) parts: Vec<PartState>,
     pub(super) eigen: f64,
     pub(super) products: f64,
@@ -54,6 +55,72 @@ pub(super) struct State {
     pub(super) resident: bool,
     /// `W` on that device, uploaded once.
     pub(super) integral_resident: Option<DeviceMatrix>,
+    /// The ranks of a sharded solve (`None` in one process): each holds a
+    /// block of the samples, and every sum over samples goes through
+    /// [`State::reduce`].
+    pub(super) comm: Option<&'c dyn Communicator>,
+    /// A failure of this rank's local work not yet reported to the others.
+    pub(super) deferred: Option<Error>,
+}
+
+impl State<'_> {
+    /// Whether the samples are sharded over several ranks.
+    pub(super) fn sharded(&self) -> bool {
+        self.comm.is_some()
+    }
+
+    /// Replaces `values` by their sums over the ranks (one
+    /// [`Communicator::sum`]; in one process nothing, and `local` is
+    /// returned). `local` is this rank's outcome of the work that produced
+    /// `values` (zeros there when it failed): a failure on any rank, or one
+    /// deferred before ([`Self::local`]), fails every rank at this call with
+    /// the same [`Error::RankFailed`], so the ranks never part ways.
+    pub(super) fn reduce(&mut self, local: Result<(), Error>, values: &mut [f64]) -> Result<(), Error> {
+        let Some(comm) = self.comm else { return local };
+        if let Err(e) = local {
+            self.deferred.get_or_insert(e);
+        }
+        let mut all = Vec::with_capacity(values.len() + 1);
+        all.extend_from_slice(values);
+        all.push(if self.deferred.is_some() { 1.0 } else { 0.0 });
+        comm.sum(&mut all)?;
+        if all[values.len()] > 0.0 {
+            let own = match self.deferred.take() {
+                Some(e) => Err(e),
+                None => Ok(()),
+            };
+            agree(comm, own)?;
+            return Err(Error::RankFailed { rank: 0, invalid_input: false, message: "a rank's local work failed".into() });
+        }
+        values.copy_from_slice(&all[..values.len()]);
+        Ok(())
+    }
+
+    /// The largest `value` over the ranks (failures as in [`Self::reduce`]).
+    pub(super) fn max(&mut self, value: f64) -> Result<f64, Error> {
+        let Some(comm) = self.comm else { return Ok(value) };
+        let mut both = [value, if self.deferred.is_some() { 1.0 } else { 0.0 }];
+        comm.max(&mut both)?;
+        if both[1] > 0.0 {
+            let mut flag = [1.0];
+            return self.reduce(Ok(()), &mut flag).map(|_| both[0]);
+        }
+        Ok(both[0])
+    }
+
+    /// The outcome of local work (per-sample values): in one process as it
+    /// is; in a sharded solve a failure is kept for the next
+    /// [`Self::reduce`] (which fails every rank) and `fallback` stands in,
+    /// so that this rank reaches the same collectives as the others.
+    pub(super) fn local<T>(&mut self, result: Result<T, Error>, fallback: impl FnOnce() -> T) -> Result<T, Error> {
+        match result {
+            Err(e) if self.sharded() => {
+                self.deferred.get_or_insert(e);
+                Ok(fallback())
+            }
+            other => other,
+        }
+    }
 }
 
 /// `M_q` where it was computed (see [`State::resident`]).
@@ -116,6 +183,64 @@ impl MatrixCache {
         }
         Ok(None)
     }
+
+    /// [`Self::combination`] for samples sharded over ranks (host
+    /// matrices): the entry comparisons and the inner products of the
+    /// affine fits are sums over the ranks (`sum`), the closeness checks
+    /// too, so every rank finds the same entry or none.
+    fn combination_sharded(&self, d: &DVector<f64>, mu: f64, sum: &mut dyn FnMut(&mut [f64]) -> Result<(), Error>) -> Result<Option<DualMatrix>, Error> {
+        let k = self.entries.len();
+        if k == 0 {
+            return Ok(None);
+        }
+        // The pairs (i, j < i) of `combination`, in its order.
+        let pairs: Vec<(usize, usize)> = (0..k).rev().flat_map(|i| (0..i).rev().map(move |j| (i, j))).filter(|&(i, j)| self.entries[i].1 == mu && self.entries[j].1 == mu).collect();
+        let mut first = Vec::with_capacity(k + 2 * pairs.len());
+        first.extend(self.entries.iter().map(|(a, _, _)| if a == d { 0.0 } else { 1.0 }));
+        for &(i, j) in &pairs {
+            let diff = &self.entries[i].0 - &self.entries[j].0;
+            first.push((d - &self.entries[j].0).dot(&diff));
+            first.push(diff.norm_squared());
+        }
+        sum(&mut first)?;
+        let ts: Vec<Option<f64>> = (0..pairs.len()).map(|p| (first[k + 2 * p + 1] > 0.0).then(|| first[k + 2 * p] / first[k + 2 * p + 1])).collect();
+        let close = |c: &DVector<f64>| c.iter().zip(d.iter()).all(|(a, b)| (a - b).abs() <= 1e-13 * b.abs().max(f64::MIN_POSITIVE));
+        let mut far = vec![1.0; pairs.len()];
+        if ts.iter().any(Option::is_some) {
+            for (p, &(i, j)) in pairs.iter().enumerate() {
+                if let Some(t) = ts[p] {
+                    let a2 = &self.entries[j].0;
+                    far[p] = if close(&(a2 + (&self.entries[i].0 - a2) * t)) { 0.0 } else { 1.0 };
+                }
+            }
+            sum(&mut far)?;
+        }
+        for i in (0..k).rev() {
+            if self.entries[i].1 == mu && first[i] == 0.0 {
+                return Ok(Some(self.entries[i].2.clone()));
+            }
+            for (p, &(_, j)) in pairs.iter().enumerate().filter(|(_, &(pi, _))| pi == i) {
+                if let (Some(t), 0.0) = (ts[p], far[p]) {
+                    if let (DualMatrix::Host(m1), DualMatrix::Host(m2)) = (&self.entries[i].2, &self.entries[j].2) {
+                        let mut m = m2.clone();
+                        m.iter_mut().zip(m1.iter()).for_each(|(a, b)| *a = t * b + (1.0 - t) * *a);
+                        return Ok(Some(DualMatrix::Host(m)));
+                    }
+                }
+            }
+        }
+        Ok(None)
+    }
+}
+
+/// The loss terms of [`EngineProblem::loss_terms`].
+pub(super) struct LossTerms {
+    /// `L*(z)`.
+    pub(super) conjugate: f64,
+    /// `L(u / s)` at the feasible scale.
+    pub(super) scaled: f64,
+    /// `L(u)`.
+    pub(super) plain: f64,
 }
 
 /// Everything the gap needs at a dual point.
@@ -145,9 +270,12 @@ impl<'a, L: BlockLoss + ?Sized> EngineProblem<'a, L> {
     }
 
     /// `M_q = -P diag(d) P^T - mu W - lambda_1 I`.
-    pub(super) fn m_matrix(&self, q: usize, d: &DVector<f64>, mu: f64, state: &mut State) -> Result<DualMatrix, Error> {
+    pub(super) fn m_matrix(&self, q: usize, d: &DVector<f64>, mu: f64, state: &mut State<'_>) -> Result<DualMatrix, Error> {
         let start = Instant::now();
-        if let Some(m) = state.parts[q].m_cache.combination(d, mu, self.features.device())? {
+        let cache = std::mem::take(&mut state.parts[q].m_cache);
+        let found = if state.sharded() { cache.combination_sharded(d, mu, &mut |v: &mut [f64]| state.reduce(Ok(()), v)) } else { cache.combination(d, mu, self.features.device()) };
+        state.parts[q].m_cache = cache;
+        if let Some(m) = found? {
             state.products += start.elapsed().as_secs_f64();
             return Ok(m);
         }
@@ -165,7 +293,18 @@ impl<'a, L: BlockLoss + ?Sized> EngineProblem<'a, L> {
             state.products += start.elapsed().as_secs_f64();
             return Ok(m);
         }
-        let mut m = self.features.weighted_gram(&(-d))?;
+        let mut m = if state.sharded() {
+            // This rank's samples' share, summed over the ranks.
+            let r = self.features.dim();
+            let (mut g, local) = match self.features.weighted_gram(&(-d)) {
+                Ok(g) => (g, Ok(())),
+                Err(e) => (DMatrix::zeros(r, r), Err(e)),
+            };
+            state.reduce(local, g.as_mut_slice())?;
+            g
+        } else {
+            self.features.weighted_gram(&(-d))?
+        };
         if let Some(w) = self.integral {
             m.iter_mut().zip(w.iter()).for_each(|(a, b)| *a -= mu * b);
         }
@@ -202,10 +341,17 @@ impl<'a, L: BlockLoss + ?Sized> EngineProblem<'a, L> {
         }
     }
 
-    pub(super) fn positive_part(&self, q: usize, z: &DVector<f64>, mu: f64, state: &mut State) -> Result<PartMatrix, Error> {
+    pub(super) fn positive_part(&self, q: usize, z: &DVector<f64>, mu: f64, state: &mut State<'_>) -> Result<PartMatrix, Error> {
         let d = self.combine(&self.parts[q], z);
+        let hit = if state.sharded() {
+            let mut differs: Vec<f64> = state.parts[q].recent.iter().map(|e| if e.mu == mu && e.d == d { 0.0 } else { 1.0 }).collect();
+            state.reduce(Ok(()), &mut differs)?;
+            differs.iter().position(|&v| v == 0.0)
+        } else {
+            state.parts[q].recent.iter().position(|e| e.mu == mu && e.d == d)
+        };
         let recent = &mut state.parts[q].recent;
-        if let Some(i) = recent.iter().position(|e| e.mu == mu && e.d == d) {
+        if let Some(i) = hit {
             let entry = recent.remove(i);
             let pp = entry.pp.clone();
             recent.push(entry);
@@ -226,24 +372,38 @@ impl<'a, L: BlockLoss + ?Sized> EngineProblem<'a, L> {
         Ok(pp)
     }
 
-    pub(super) fn positive_parts(&self, z: &DVector<f64>, mu: f64, state: &mut State) -> Result<Vec<PartMatrix>, Error> {
+    pub(super) fn positive_parts(&self, z: &DVector<f64>, mu: f64, state: &mut State<'_>) -> Result<Vec<PartMatrix>, Error> {
         (0..self.parts.len()).map(|q| self.positive_part(q, z, mu, state)).collect()
     }
 
     /// `P s`, `w = -P s / lambda_0`, `eta = P^T w` and `||P s||^2/(2 lambda_0)`.
-    pub(super) fn linear_values(&self, z: &DVector<f64>, state: &mut State) -> Result<(DVector<f64>, DVector<f64>, f64), Error> {
+    pub(super) fn linear_values(&self, z: &DVector<f64>, state: &mut State<'_>) -> Result<(DVector<f64>, DVector<f64>, f64), Error> {
         let Some(lin) = &self.linear else { return Ok((DVector::zeros(0), DVector::zeros(0), 0.0)) };
         let start = Instant::now();
         let s = self.combine(&lin.coupling, z);
-        let ps = self.features.apply(&s)?;
+        let ps = self.apply_summed(&s, state)?;
         let w = -&ps / lin.lambda0;
-        let eta = self.features.apply_transpose(&w)?;
+        let eta = self.features.apply_transpose(&w);
+        let eta = state.local(eta, || DVector::zeros(self.n()))?;
         state.products += start.elapsed().as_secs_f64();
         Ok((w, eta, ps.norm_squared() / (2.0 * lin.lambda0)))
     }
 
+    /// `P s` (r), summed over the ranks of a sharded solve.
+    pub(super) fn apply_summed(&self, s: &DVector<f64>, state: &mut State<'_>) -> Result<DVector<f64>, Error> {
+        if !state.sharded() {
+            return self.features.apply(s);
+        }
+        let (mut ps, local) = match self.features.apply(s) {
+            Ok(ps) => (ps, Ok(())),
+            Err(e) => (DVector::zeros(self.features.dim()), Err(e)),
+        };
+        state.reduce(local, ps.as_mut_slice())?;
+        Ok(ps)
+    }
+
     /// `f_q(x_i) = p_i^T A_q p_i` for `A_q = [M_q]_+ / lambda_2`, and `tr(A W)`.
-    pub(super) fn part_values(&self, part: &PartMatrix, state: &mut State) -> Result<(DVector<f64>, f64), Error> {
+    pub(super) fn part_values(&self, part: &PartMatrix, state: &mut State<'_>) -> Result<(DVector<f64>, f64), Error> {
         let start = Instant::now();
         let pp = match part {
             PartMatrix::Eigen(pp) => pp,
@@ -289,7 +449,7 @@ impl<'a, L: BlockLoss + ?Sized> EngineProblem<'a, L> {
     }
 
     /// Model values and the rest of [`Evaluation`] at `z`.
-    pub(super) fn evaluate(&self, z: &DVector<f64>, mu: f64, state: &mut State) -> Result<Evaluation, Error> {
+    pub(super) fn evaluate(&self, z: &DVector<f64>, mu: f64, state: &mut State<'_>) -> Result<Evaluation, Error> {
         let n = self.n();
         let pps = self.positive_parts(z, mu, state)?;
         let mut u = DVector::zeros(n * self.loss.blocks());
@@ -298,7 +458,10 @@ impl<'a, L: BlockLoss + ?Sized> EngineProblem<'a, L> {
             // `positive_parts` just made `pp` the most recent entry, so its values (if any) belong to it.
             let (f, t) = match state.parts[q].recent.last_mut().and_then(|e| e.values.take()) {
                 Some(values) => values,
-                None => self.part_values(pp, state)?,
+                None => {
+                    let values = self.part_values(pp, state);
+                    state.local(values, || (DVector::zeros(n), 0.0))?
+                }
             };
             if let Some(entry) = state.parts[q].recent.last_mut() {
                 entry.values = Some((f.clone(), t));
@@ -354,18 +517,37 @@ impl<'a, L: BlockLoss + ?Sized> EngineProblem<'a, L> {
             .sum()
     }
 
+    /// The loss terms of the objectives, sums over the samples (over the
+    /// ranks too in a sharded solve, in one reduction): `L*(z)`, `L(u / s)`
+    /// at the feasible scale `s = tr(A W)` (`s = 1` without an integral;
+    /// `+inf` for `s <= 0`) and, with `penalised`, `L(u)`.
+    pub(super) fn loss_terms(&self, z: &DVector<f64>, ev: &Evaluation, penalised: bool, state: &mut State<'_>) -> Result<LossTerms, Error> {
+        let scaled = match self.integral {
+            None => self.loss.value(&ev.u),
+            Some(_) if ev.trace_aw > 0.0 => self.loss.value(&(&ev.u / ev.trace_aw)),
+            Some(_) => f64::INFINITY,
+        };
+        let plain = match (penalised, self.integral) {
+            (true, Some(_)) => self.loss.value(&ev.u),
+            _ => scaled,
+        };
+        let mut terms = [self.loss.conjugate(z), scaled, plain];
+        state.reduce(Ok(()), &mut terms)?;
+        Ok(LossTerms { conjugate: terms[0], scaled: terms[1], plain: terms[2] })
+    }
+
     /// `F(z, mu) = L*(z) + mu + smooth part` (minus the dual objective).
-    pub(super) fn dual_value(&self, z: &DVector<f64>, mu: f64, ev: &Evaluation) -> f64 {
-        self.loss.conjugate(z) + self.psd_energy(&ev.pps) + ev.linear_energy + if self.integral.is_some() { mu } else { 0.0 }
+    pub(super) fn dual_value(&self, terms: &LossTerms, mu: f64, ev: &Evaluation) -> f64 {
+        terms.conjugate + self.psd_energy(&ev.pps) + ev.linear_energy + if self.integral.is_some() { mu } else { 0.0 }
     }
 
     /// Primal objective at the feasible point (`A / tr(A W)` with an integral).
-    pub(super) fn primal(&self, ev: &Evaluation) -> f64 {
+    pub(super) fn primal(&self, terms: &LossTerms, ev: &Evaluation) -> f64 {
         let s = if self.integral.is_some() { ev.trace_aw } else { 1.0 };
         if !(s > 0.0) {
             return f64::INFINITY;
         }
-        self.loss.value(&(&ev.u / s)) + self.regulariser(&ev.pps, 1.0 / s) + ev.linear_energy
+        terms.scaled + self.regulariser(&ev.pps, 1.0 / s) + ev.linear_energy
     }
 
     /// `(gap, penalised gap at fixed mu, tr(A W))`.
@@ -389,7 +571,7 @@ impl<'a, L: BlockLoss + ?Sized> EngineProblem<'a, L> {
     /// (small `p_i^T P P^T p_i`, small model values, large `|z_i|`) take
     /// steps larger by up to `L / D_{bi}`; with the scalar step they were
     /// the ones left unconverged at small `lambda` (the 10-D density of App. E).
-    pub(super) fn diagonal_metric(&self, ppt: &DMatrix<f64>) -> Result<Option<DVector<f64>>, Error> {
+    pub(super) fn diagonal_metric(&self, ppt: &DMatrix<f64>, state: &mut State<'_>) -> Result<Option<DVector<f64>>, Error> {
         let (n, blocks) = (self.n(), self.loss.blocks());
         if self.linear.is_some() || self.loss.prox_conjugate_per_coordinate(&DVector::from_element(n * blocks, -1.0), &DVector::from_element(n * blocks, 1.0)).is_none() {
             return Ok(None);
@@ -399,7 +581,8 @@ impl<'a, L: BlockLoss + ?Sized> EngineProblem<'a, L> {
         // lets a singular G through, at most 1e-4 max G_jj: D only grows, so
         // it still bounds the Hessian). Without a factor, the scalar step.
         let Some((l, _)) = linalg::ridged_cholesky_factor(ppt) else { return Ok(None) };
-        let row_sums = self.features.projected_norms(&l)?;
+        let row_sums = self.features.projected_norms(&l);
+        let row_sums = state.local(row_sums, || DVector::zeros(n))?;
         let mut d = DVector::zeros(n * blocks);
         for c in &self.parts {
             let total: f64 = c.iter().map(|v| v.abs()).sum();
@@ -409,19 +592,20 @@ impl<'a, L: BlockLoss + ?Sized> EngineProblem<'a, L> {
         }
         // A sample whose features vanish has no curvature from the smooth
         // part; give it the largest entry so its step stays bounded.
-        let top = d.max();
+        let top = state.max(if d.is_empty() { f64::NEG_INFINITY } else { d.max() })?;
         if !(top > 0.0 && top.is_finite()) {
             return Ok(None);
         }
         Ok(Some(d.map(|v| if v > 1e-12 * top { v } else { top })))
     }
 
-    pub(super) fn gaps(&self, z: &DVector<f64>, mu: f64, state: &mut State) -> Result<(f64, f64, f64), Error> {
+    pub(super) fn gaps(&self, z: &DVector<f64>, mu: f64, state: &mut State<'_>) -> Result<(f64, f64, f64), Error> {
         let ev = self.evaluate(z, mu, state)?;
-        let dual = self.dual_value(z, mu, &ev);
+        let terms = self.loss_terms(z, &ev, true, state)?;
+        let dual = self.dual_value(&terms, mu, &ev);
         let allowance = self.dense_allowance(&ev.pps);
-        let gap = self.primal(&ev) + dual + allowance;
-        let penalised = self.loss.value(&ev.u) + self.regulariser(&ev.pps, 1.0) + ev.linear_energy + if self.integral.is_some() { mu * (ev.trace_aw - 1.0) } else { 0.0 };
+        let gap = self.primal(&terms, &ev) + dual + allowance;
+        let penalised = terms.plain + self.regulariser(&ev.pps, 1.0) + ev.linear_energy + if self.integral.is_some() { mu * (ev.trace_aw - 1.0) } else { 0.0 };
         Ok((gap, penalised + dual + allowance, ev.trace_aw))
     }
 }

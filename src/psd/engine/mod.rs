@@ -207,7 +207,7 @@ impl<'a, L: BlockLoss + ?Sized> EngineProblem<'a, L> {
         inner_tol: f64,
         options: &SolverOptions,
         budget: usize,
-        state: &mut State,
+        state: &mut State<'_>,
         history: &mut Vec<(usize, f64)>,
         done_before: usize,
     ) -> Result<fista::FistaOutcome, Error> {
@@ -245,12 +245,26 @@ impl<'a, L: BlockLoss + ?Sized> EngineProblem<'a, L> {
             }
             if let Some(lin) = &self.linear {
                 let ds = self.combine(&lin.coupling, &(x - y));
-                total += self.features.apply(&ds).ok()?.norm_squared() / (2.0 * lin.lambda0);
+                total += self.apply_summed(&ds, &mut st).ok()?.norm_squared() / (2.0 * lin.lambda0);
             }
             Some(total)
         };
         let prox = |v: &DVector<f64>, t: f64| self.loss.prox_conjugate(v, t);
-        let nonsmooth = |z: &DVector<f64>| self.loss.conjugate(z);
+        let nonsmooth = |z: &DVector<f64>| {
+            let mut value = [self.loss.conjugate(z)];
+            if let Err(e) = cell.borrow_mut().reduce(Ok(()), &mut value) {
+                record(e);
+                return f64::NAN;
+            }
+            value[0]
+        };
+        // Inner products of FISTA over the ranks' blocks of z.
+        let sum = |values: &mut [f64]| {
+            if let Err(e) = cell.borrow_mut().reduce(Ok(()), values) {
+                record(e);
+                values.fill(f64::NAN);
+            }
+        };
         let w_norm = self.integral.map_or(0.0, |w| w.norm());
         let leave_when_far = self.integral.is_some();
         let gap = |z: &DVector<f64>| -> f64 {
@@ -272,7 +286,7 @@ impl<'a, L: BlockLoss + ?Sized> EngineProblem<'a, L> {
         };
         let settings = FistaSettings { initial_step: step, max_iterations: budget, tolerance: inner_tol, check_every: options.check_every };
         let outcome = match metric {
-            None => fista::minimise_with_bound(smooth, remainder_bound, prox, nonsmooth, gap, z0, settings),
+            None => fista::minimise_with_bound_sharded(smooth, remainder_bound, prox, nonsmooth, gap, sum, z0, settings),
             Some(d) => {
                 // FISTA in w = D^{1/2} z: the smooth part's gradient is
                 // D^{-1/2} grad, and prox_{t g}(v) for g(w) = L*(D^{-1/2} w)
@@ -290,7 +304,7 @@ impl<'a, L: BlockLoss + ?Sized> EngineProblem<'a, L> {
                 };
                 let nonsmooth_w = |w: &DVector<f64>| nonsmooth(&to_z(w));
                 let gap_w = |w: &DVector<f64>| gap(&to_z(w));
-                let mut out = fista::minimise_with_bound(smooth_w, remainder_w, prox_w, nonsmooth_w, gap_w, z0.component_mul(&root), settings);
+                let mut out = fista::minimise_with_bound_sharded(smooth_w, remainder_w, prox_w, nonsmooth_w, gap_w, sum, z0.component_mul(&root), settings);
                 out.x = to_z(&out.x);
                 out
             }
@@ -318,12 +332,34 @@ impl<'a, L: BlockLoss + ?Sized> EngineProblem<'a, L> {
     /// the gap is above `options.tolerance` after `options.max_iterations`,
     /// [`Error::NotPositive`] when the fitted integral is not positive.
     pub fn solve_with(&self, options: &SolverOptions, eigen_solver: PositivePartSolver) -> Result<EngineSolution, Error> {
-        self.validate()?;
+        self.solve_sharded(options, eigen_solver, None)
+    }
+
+    /// [`Self::solve_with`] on samples sharded over the ranks of `comm`
+    /// (collective; `None`: one process): this rank's features `P` (its
+    /// block of columns) and loss (its block of samples, the loss's scale
+    /// that of all samples) give its block of `z` and of the model values;
+    /// every sum over samples (`P diag(d_q) P^T` and `P P^T`, `P s`, the
+    /// loss and conjugate values, FISTA's inner products, the comparisons of
+    /// the caches) is summed over the ranks, and the `r x r` work (`[M_q]_+`,
+    /// the steps, the multiplier of the integral) runs on every rank on the
+    /// same sums, so every rank takes the same branches and returns the same
+    /// `A_q`, `w`, `mu` and report (the solution's `z` is this rank's block).
+    /// Sharded, `M_q` is on the host (the polar route's matrices too).
+    ///
+    /// Errors: as [`Self::solve_with`], the same on every rank; a failure of
+    /// one rank's local work is [`Error::RankFailed`] on every rank.
+    pub(crate) fn solve_sharded(&self, options: &SolverOptions, eigen_solver: PositivePartSolver, comm: Option<&dyn crate::distributed::Communicator>) -> Result<EngineSolution, Error> {
+        let comm = comm.filter(|c| c.size() > 1);
+        match comm {
+            Some(comm) => crate::distributed::agree(comm, self.validate())?,
+            None => self.validate()?,
+        }
         options.validate()?;
         let start = Instant::now();
         let n = self.n();
         // With resident features and the polar route, M_q and [M_q]_+ stay on the device.
-        let resident = self.features.device().is_some() && eigen_solver.is_polar();
+        let resident = self.features.device().is_some() && eigen_solver.is_polar() && comm.is_none();
         let integral_resident = match (resident, self.integral, self.features.device()) {
             (true, Some(w), Some(device)) => Some(device.upload(w, crate::precision::Precision::F64)?),
             _ => None,
@@ -334,17 +370,29 @@ impl<'a, L: BlockLoss + ?Sized> EngineProblem<'a, L> {
             products: 0.0,
             resident,
             integral_resident,
+            comm,
+            deferred: None,
         };
         // Step from the Lipschitz bound, optimistic by 4x (backtracking corrects it):
         // sum_q ||c_q||^2 max_i ||p_i||^2 ||P||^2 / lambda_2 + ||l||^2 ||P||^2 / lambda_0.
-        let (column_norms, ppt) = self.features.norms_and_gram()?;
-        let max_col = column_norms.max();
-        let metric = self.diagonal_metric(&ppt)?;
+        let (column_norms, ppt) = if state.sharded() {
+            let r = self.features.dim();
+            let (norms, mut ppt, local) = match self.features.norms_and_gram() {
+                Ok((norms, ppt)) => (norms, ppt, Ok(())),
+                Err(e) => (DVector::zeros(n), DMatrix::zeros(r, r), Err(e)),
+            };
+            state.reduce(local, ppt.as_mut_slice())?;
+            (norms, ppt)
+        } else {
+            self.features.norms_and_gram()?
+        };
+        let metric = self.diagonal_metric(&ppt, &mut state)?;
         let mut step = match metric {
             // The metric's step is 4 (its scale is in D); the Lipschitz bound,
             // and with it the largest eigenvalue of `P P^T`, is not needed.
             Some(_) => 4.0,
             None => {
+                let max_col = state.max(if column_norms.is_empty() { f64::NEG_INFINITY } else { column_norms.max() })?;
                 let ppt_top = linalg::symmetric_eigenvalues(&ppt)?.max();
                 let sq = |c: &[f64]| c.iter().map(|v| v * v).sum::<f64>();
                 let lipschitz = self.parts.iter().map(|c| sq(c) * max_col * ppt_top / self.lambda2).sum::<f64>() + self.linear.as_ref().map_or(0.0, |l| sq(&l.coupling) * ppt_top / l.lambda0);
@@ -412,8 +460,9 @@ impl<'a, L: BlockLoss + ?Sized> EngineProblem<'a, L> {
             };
         }
         let ev = self.evaluate(&z, mu, &mut state)?;
-        let primal = self.primal(&ev);
-        let dual_value = self.dual_value(&z, mu, &ev);
+        let terms = self.loss_terms(&z, &ev, false, &mut state)?;
+        let primal = self.primal(&terms, &ev);
+        let dual_value = self.dual_value(&terms, mu, &ev);
         let gap_now = primal + dual_value + self.dense_allowance(&ev.pps);
         let report = SolverReport {
             iterations,
