@@ -96,8 +96,9 @@ pub fn mklaren(case: &Case) -> gramian::error::Result<Outcome> {
 }
 
 /// The Nystrom ridge baseline: rank 20 per kernel over two RBF kernels,
-/// ridge 1e-3. Checked: the training fit within 1e-8 (the same landmarks;
-/// the ridge system's sums are added in rank order).
+/// ridge 1e-3. Checked: the training fit within 1e-8 on the CPU (the same
+/// landmarks; the ridge system's sums are added in rank order), 1e-4 on a
+/// GPU (its host-matrix Gram `F^T F` is `f32`, summed per rank).
 pub fn nystrom(case: &Case) -> gramian::error::Result<Outcome> {
     use gramian::mklaren::{LowRankMethod, LowRankRidgeParams};
     let (x, y) = data(case);
@@ -113,7 +114,7 @@ pub fn nystrom(case: &Case) -> gramian::error::Result<Outcome> {
     let comm = case.comm.stats().since(&before);
     let difference = if case.check {
         let single = params.fit(case.device, &Supervised::new(x, y)?)?;
-        Some(((single.training_fit() - fitted.training_fit()).amax(), 1e-8))
+        Some(((single.training_fit() - fitted.training_fit()).amax(), if case.device.is_gpu() { 1e-4 } else { 1e-8 }))
     } else {
         None
     };

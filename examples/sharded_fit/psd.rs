@@ -60,12 +60,3 @@ pub fn density(case: &Case) -> gramian::error::Result<Outcome> {
     Ok(Outcome { fit_seconds, iterations: fitted.report().iterations, comm: traffic, difference })
 }
 
-/// Heteroscedastic regression.
-pub fn heteroscedastic(_case: &Case) -> gramian::error::Result<Outcome> {
-    Err(gramian::Error::NotAvailable("sharded heteroscedastic regression"))
-}
-
-/// Quantile regression.
-pub fn quantile(_case: &Case) -> gramian::error::Result<Outcome> {
-    Err(gramian::Error::NotAvailable("sharded quantile regression"))
-}

@@ -25,10 +25,13 @@
 //!   `8 k n/P` bytes), plus the scoring and LAR inner products over the
 //!   look-ahead blocks (`8 K delta n/P` bytes). Memory: `X`, `G` and the
 //!   look-ahead blocks.
-//! - eKSVD Dual, matrix-free (Q sources of N samples each, block of b
-//!   vectors, f32 matvecs): per block product every pair's kernel entries
-//!   once, `Q (Q - 1) / 2` pairs of `(N/P) x N` entries at `3 d + 4 b`
-//!   flops each. Memory: every source's samples (replicated) and the Krylov basis.
+//! - eKSVD Dual, matrix-free (Q sources of N samples each, `d_phi`
+//!   features, block of b vectors, f64): per block product, through the
+//!   features, `Phi_q^T V_q` and `Phi_q (s - Phi_q^T V_q)` for every source,
+//!   `4 Q (N/P) d_phi b` flops reading the features twice; then the
+//!   product's rows of every rank all-gathered (every rank holds the whole
+//!   Krylov basis and runs the same iteration on it). Memory: the features
+//!   of its rows and the whole basis.
 //!
 //! **Communication** (Hockney: `alpha + bytes / beta` per message), of the
 //! collectives the sharded fits call per iteration: a sum of `s` values
@@ -44,7 +47,7 @@
 //! figures). Iteration counts are those of the single-device fits
 //! (`ITERATIONS_*`: the measured runs named there); sharding does not change them.
 
-use gramian::gpu::cost::{CardProfile, H200_KERNEL_MATRIX_EFFICIENCY, H200_MATVEC_EFFICIENCY, H200_PRODUCT_EFFICIENCY, H200_WEIGHTED_GRAM_EFFICIENCY};
+use gramian::gpu::cost::{CardProfile, H200_KERNEL_MATRIX_EFFICIENCY, H200_PRODUCT_EFFICIENCY, H200_WEIGHTED_GRAM_EFFICIENCY};
 
 /// PSD density: FISTA iterations to the default gap at m = 1000 centres,
 /// n = 10^5 and 10^6 alike (`repro/results/h200-2026-12-04-methods.txt`: 26 it).
@@ -162,7 +165,7 @@ impl Method {
         match self {
             Method::PsdDensity => "PSD density (m = 1000, d = 10)",
             Method::Mklaren => "mklaren (2 RBF, rank 20, delta 10, d = 10)",
-            Method::EksvdDual => "eKSVD Dual (Q = 3, d = 100, block 8, N per source)",
+            Method::EksvdDual => "eKSVD Dual (Q = 3, 1000 Nystrom features, block 8, N per source)",
         }
     }
 
@@ -170,7 +173,7 @@ impl Method {
     fn target(self) -> f64 {
         match self {
             Method::PsdDensity | Method::Mklaren => 1e9,
-            Method::EksvdDual => 1e7 / 3.0,
+            Method::EksvdDual => 1e8 / 3.0,
         }
     }
 
@@ -197,9 +200,11 @@ impl Method {
                 Shard {
                     setup,
                     compute: EVALUATIONS_PER_ITERATION * evaluation + polar,
-                    // Per evaluation: the r x r Gram, and the loss, conjugate
-                    // and gap terms in small sums.
-                    traffic: Traffic { sum_values: r * r, sums: EVALUATIONS_PER_ITERATION, small: 4.0 * EVALUATIONS_PER_ITERATION, ..Default::default() },
+                    // The r x r Gram per evaluation, and the inner products,
+                    // loss, conjugate and gap terms in small sums: 18.5
+                    // collectives per iteration measured
+                    // (repro/results/sharded-scaling-2026-12-07.log).
+                    traffic: Traffic { sum_values: r * r, sums: EVALUATIONS_PER_ITERATION, small: 17.0, ..Default::default() },
                     // Features, X, and the dual's vectors.
                     memory: 8.0 * rows * (r + d + 4.0),
                 }
@@ -213,27 +218,29 @@ impl Method {
                 Shard {
                     setup: 0.0,
                     compute: columns * column + scoring,
-                    // Per step: an arg-max per column, the pivot's sample row
-                    // and its row of G broadcast per column, the scoring and
-                    // LAR sums.
-                    traffic: Traffic { small: columns + 4.0, broadcasts: 2.0 * columns, broadcast_values: columns * (d + rank), ..Default::default() },
+                    // Per step: an arg-max and a broadcast of the pivot's
+                    // sample and row of G per Cholesky column, the scoring
+                    // and LAR sums: 21.6 collectives per step measured
+                    // (3 kernels, look-ahead 5; repro/results/sharded-scaling-2026-12-07.log),
+                    // here 2 per column plus 6.
+                    traffic: Traffic { small: columns + 6.0, broadcasts: columns, broadcast_values: columns * (d + rank), ..Default::default() },
                     // X, G per kernel, the look-ahead blocks, d and y.
                     memory: 8.0 * rows * (d + rank * kernels + kernels * delta + 4.0),
                 }
             }
             Method::EksvdDual => {
-                let (q, d, b, k) = (3.0f64, 100.0f64, 8.0f64, 16.0f64);
-                let pairs = q * (q - 1.0) / 2.0;
-                let flops = pairs * rows * n * (3.0 * d + 4.0 * b);
+                let (q, d_phi, b, k) = (3.0f64, 1000.0f64, 8.0f64, 16.0f64);
+                let flops = 4.0 * q * rows * d_phi * b;
                 Shard {
-                    setup: 0.0,
-                    compute: device_seconds(card, flops, card.f32_flops, H200_MATVEC_EFFICIENCY, 0.0),
-                    // Per block product: every source's vector block
-                    // all-gathered, the orthogonalisation's inner products.
-                    traffic: Traffic { small: 2.0 * b, gathered_values: q * n * b, ..Default::default() },
-                    // The samples of every source (replicated, f32) and the
-                    // shard of the Krylov basis.
-                    memory: 4.0 * q * n * d + 8.0 * q * rows * b * (ITERATIONS_EKSVD + k),
+                    setup: device_seconds(card, 2.0 * q * rows * d_phi * 100.0, f64p, H200_KERNEL_MATRIX_EFFICIENCY, 8.0 * q * rows * d_phi),
+                    compute: device_seconds(card, flops, f64p, H200_PRODUCT_EFFICIENCY, 2.0 * 8.0 * q * rows * d_phi),
+                    // Per block product: the sums Phi_q^T V_q (Q d_phi b
+                    // values) and the product's rows all-gathered (4
+                    // collectives per product measured).
+                    traffic: Traffic { sum_values: q * d_phi * b, sums: 1.0, small: 2.0, gathered_values: q * n * b, ..Default::default() },
+                    // The features of this rank's rows and the whole
+                    // Krylov basis (restarted at 60 + k block columns).
+                    memory: 8.0 * q * rows * d_phi + 8.0 * q * n * b * (ITERATIONS_EKSVD + k) / b,
                 }
             }
         }

@@ -615,9 +615,9 @@ fn centred_target_sharded(comm: &dyn Communicator, y: &DVector<f64>, n: usize) -
 /// The stacked low-rank ridge baselines on sharded rows: each kernel's
 /// factor as the single process builds it, this rank's rows kept (ICD:
 /// the sharded decomposition above; Nystrom: the landmarks drawn over all
-/// `n` rows as one process draws them, their samples gathered, the map
-/// `T = K(A, A)^{-1/2}` computed by every rank on the CPU, this rank's
-/// `K(X_r, A) T` on its device), then the standardised ridge system with its
+/// `n` rows as one process draws them, their samples gathered, `K(A, A)`
+/// from rank 0's device broadcast and the map `T = K(A, A)^{-1/2}` computed
+/// by every rank, this rank's `K(X_r, A) T` on its device), then the standardised ridge system with its
 /// column sums, norms, `F^T F` and `F^T y` summed over the ranks. CSI is
 /// not available on sharded rows ([`Error::Unsupported`]).
 impl FitSharded<ShardedSupervised> for LowRankRidgeParams {
@@ -646,7 +646,11 @@ impl FitSharded<ShardedSupervised> for LowRankRidgeParams {
                 LowRankMethod::Nystrom { seed } => {
                     let landmarks = crate::nystrom::landmark_indices(n, rank, seed.wrapping_add(q as u64))?;
                     let pivot_rows = x.rows(comm, &landmarks)?;
-                    let w = Device::cpu().kernel_matrix(kernel, &pivot_rows, &pivot_rows)?;
+                    // K(A, A) from rank 0's device (in its precision, as one
+                    // process computes it there), the same bits on every rank.
+                    let local = if comm.rank() == 0 { device.kernel_matrix(kernel, &pivot_rows, &pivot_rows) } else { Ok(DMatrix::zeros(rank, rank)) };
+                    let mut w = agree(comm, local)?;
+                    comm.broadcast(0, w.as_mut_slice())?;
                     let w = DMatrix::from_fn(rank, rank, |a, b| 0.5 * (w[(a, b)] + w[(b, a)]));
                     let map = crate::nystrom::NystromMap::eigen(&w, 1e-12, None)?;
                     if map.rank() == 0 {
