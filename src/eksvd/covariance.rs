@@ -127,8 +127,18 @@ fn covariance_factor(c: &DMatrix<f64>) -> Result<DMatrix<f64>> {
 pub fn solve_covariance(device: &Device, features: &[DMatrix<f64>], n_components: usize, solver: &Eigensolver, seed: u64) -> Result<CovarianceSolution> {
     solver.validate()?;
     check_features(features)?;
+    // The host problem's size before any device work.
+    check_problem_size(features.len(), features[0].ncols())?;
     let cov = covariances(device, features)?;
     solve_covariance_from_grams(&cov, n_components, solver, seed)
+}
+
+/// The stacked problem `H` is `(Q d_phi) x (Q d_phi)`, on the host beside
+/// `Q` covariances of `d_phi x d_phi`: [`Error::OutOfMemory`] (host) when
+/// that cannot be had.
+fn check_problem_size(sources: usize, d_phi: usize) -> Result<()> {
+    let order = sources.checked_mul(d_phi).ok_or_else(|| Error::host_memory("the covariance problem's order overflows"))?;
+    crate::memory::check_host_matrix::<f64>(order, order, "covariance eigenproblem")
 }
 
 /// [`solve_covariance`] from the Gram matrices `C_qq = Phi_q^T Phi_q`
@@ -139,9 +149,7 @@ pub(crate) fn solve_covariance_from_grams(cov: &[DMatrix<f64>], n_components: us
     if cov.len() < 2 {
         return Err(Error::TooFewSources(cov.len()));
     }
-    // The stacked problem H is (Q d_phi) x (Q d_phi), beside Q d_phi x d_phi covariances.
-    let order = cov.len().checked_mul(cov[0].ncols()).ok_or_else(|| Error::host_memory("the covariance problem's order overflows"))?;
-    crate::memory::check_host_matrix::<f64>(order, order, "covariance eigenproblem")?;
+    check_problem_size(cov.len(), cov[0].ncols())?;
     let factors: Vec<DMatrix<f64>> = cov.iter().map(covariance_factor).collect::<Result<_>>()?;
     let n = factors.len();
     let d = factors[0].nrows();
