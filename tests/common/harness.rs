@@ -203,11 +203,22 @@ impl Tally {
 
     /// Prints the counts (and the first failures), then fails the test on
     /// any panic, hang or non-finite `Ok`, or when fewer than `min_cases` ran.
+    /// The counts' line is also appended to the file `GRAMIAN_ADVERSARIAL_REPORT`
+    /// names, if any (CI prints that file instead of running the suites again
+    /// with their output shown).
     pub fn report_and_check(&self, suite: &str, min_cases: usize) {
-        println!(
+        let line = format!(
             "ADVERSARIAL SUITE {suite}: cases {} | errs {} | oks {} | panics {} | hangs {} | non-finite-in-Ok {}",
             self.cases, self.errs, self.oks, self.panics, self.hangs, self.non_finite
         );
+        println!("{line}");
+        if let Some(path) = std::env::var_os("GRAMIAN_ADVERSARIAL_REPORT") {
+            use std::io::Write;
+            let appended = std::fs::OpenOptions::new().create(true).append(true).open(&path).and_then(|mut f| writeln!(f, "{line}"));
+            if let Err(e) = appended {
+                panic!("{suite}: cannot append to GRAMIAN_ADVERSARIAL_REPORT {path:?}: {e}");
+            }
+        }
         let variants: Vec<String> = self.errors_by_variant.iter().map(|(k, v)| format!("{k}: {v}")).collect();
         println!("  errors by variant: {}", variants.join(", "));
         for f in self.failures.iter().take(80) {
