@@ -21,15 +21,15 @@ Saving: :func:`save` and :func:`load` (a zip archive of the parameters,
 arrays and the library's versioned model bytes; no pickle), besides
 pickling.
 
-Compute core: :func:`kernel_matrix`, :func:`kernel_matvec`,
-:func:`devices`, :func:`device_info`, :func:`supports_precision`. Every estimator and function takes
+Compute core: :func:`kernel_matrix`, :func:`kernel_matvec`, :func:`gram`,
+:func:`matmul`, :func:`devices`, :func:`device_info`, :func:`supports_precision`. Every estimator and function takes
 ``device="auto" | "cpu" | "gpu"``; "auto" uses a hardware GPU when one is
 present and otherwise the CPU. Errors: :mod:`gramian.exceptions`.
 """
 
 from . import _core, eksvd, exceptions
 from ._persist import load, save
-from ._compute import device_info, devices, kernel_matrix, kernel_matvec, supports_precision
+from ._compute import device_info, devices, gram, kernel_matrix, kernel_matvec, matmul, supports_precision
 from .exceptions import (
     ConvergenceError,
     DeviceError,
@@ -68,8 +68,10 @@ __all__ = [
     "BaselineHeteroscedasticRegressor",
     "EKSVD",
     "KSVD",
+    "gram",
     "kernel_matrix",
     "kernel_matvec",
+    "matmul",
     "devices",
     "device_info",
     "supports_precision",

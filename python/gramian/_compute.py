@@ -1,4 +1,5 @@
-"""The compute core: kernel matrices and kernel matrix-vector products on a device."""
+"""The compute core: kernel matrices, kernel matrix-vector products, Gram
+matrices and matrix products on a device."""
 
 import numpy as np
 import scipy.sparse as sp
@@ -121,6 +122,67 @@ def kernel_matvec(X, Z, V, kernel="rbf", *, gamma=None, coef0=1.0, degree=3, dev
         X, Z = _matrix(X, "X"), _matrix(Z, "Z")
         out = _core.kernel_matvec(X, Z, V, _kernel(kernel, X, gamma, coef0, degree), device, precision)
     return out[:, 0] if one_d else out
+
+
+def gram(Phi, *, outer=False, device="auto", precision="auto"):
+    """The Gram matrix of explicit features: ``Phi.T @ Phi``, or with
+    ``outer=True`` ``Phi @ Phi.T`` (the linear kernel matrix of the rows).
+
+    Parameters
+    ----------
+    Phi : array-like of shape (n_samples, n_features)
+    outer : bool, default=False
+        ``False``: ``Phi.T @ Phi``, shape (n_features, n_features), the sum
+        over samples of ``phi_i phi_i^T``; ``True``: ``Phi @ Phi.T``, shape
+        (n_samples, n_samples).
+    device : {"auto", "cpu", "gpu"}, default="auto"
+        As for :func:`kernel_matrix`.
+    precision : {"auto", "float32", "float64"}, default="auto"
+        As for :func:`kernel_matrix`: the type the operands are stored in
+        on the device and the product computed in; the array returned is
+        float64 in every case.
+
+    Returns
+    -------
+    G : ndarray, float64, symmetric
+    """
+    check_device(device)
+    _check_precision(precision)
+    return _core.gram(_matrix(Phi, "Phi"), bool(outer), device, precision)
+
+
+def matmul(A, B, *, transpose_a=False, transpose_b=False, device="auto", precision="auto"):
+    """The matrix product ``op(A) @ op(B)``, ``op`` the transpose where asked.
+
+    Parameters
+    ----------
+    A : array-like of shape (n, k), or (k, n) with ``transpose_a``
+    B : array-like of shape (k, m), or (m, k) with ``transpose_b``
+    transpose_a, transpose_b : bool, default=False
+        Multiply by the transpose of the operand (read in place, not
+        copied); both set computes ``(B @ A).T``.
+    device : {"auto", "cpu", "gpu"}, default="auto"
+        As for :func:`kernel_matrix`.
+    precision : {"auto", "float32", "float64"}, default="auto"
+        As for :func:`kernel_matrix`: the type the operands are stored in
+        on the device and the product computed in; the array returned is
+        float64 in every case.
+
+    Returns
+    -------
+    C : ndarray of shape (n, m), float64
+
+    Raises
+    ------
+    ValueError
+        Operands whose inner dimensions differ, empty or non-finite ones.
+    """
+    check_device(device)
+    _check_precision(precision)
+    A, B = _matrix(A, "A"), _matrix(B, "B")
+    if transpose_a and transpose_b:
+        return _core.matmul(B, A, False, False, device, precision).T
+    return _core.matmul(A, B, bool(transpose_a), bool(transpose_b), device, precision)
 
 
 def device_info(device="auto"):

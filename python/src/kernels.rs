@@ -1,6 +1,6 @@
 //! Kernel specifications from Python, and the compute-core functions.
 
-use gramian::{Device, Kernel, Precision};
+use gramian::{Device, Kernel, MatrixProduct, Precision};
 use gramian::sparse::CsrMatrix;
 use numpy::{PyArray2, PyReadonlyArray1, PyReadonlyArray2};
 use pyo3::prelude::*;
@@ -70,6 +70,59 @@ pub fn kernel_matvec<'py>(py: Python<'py>, x: PyReadonlyArray2<'py, f64>, z: PyR
         Some(p) => {
             let (xd, zd, vd) = (dev.upload(&xm, p)?, dev.upload(&zm, p)?, dev.upload(&vm, p)?);
             dev.to_host(&dev.resident_kernel_matvec(&k, &xd, &zd, &vd)?)
+        }
+    })?;
+    Ok(convert::to_numpy2(py, out))
+}
+
+/// The product form `A B`, `A B^T` or `A^T B` of a pair of transpose flags
+/// (`A^T B^T` is `(B A)^T`, which the caller computes as `B A`).
+fn product_form(transpose_a: bool, transpose_b: bool) -> MatrixProduct {
+    match (transpose_a, transpose_b) {
+        (true, _) => MatrixProduct::AtB,
+        (false, true) => MatrixProduct::ABt,
+        (false, false) => MatrixProduct::AB,
+    }
+}
+
+/// `A B`, `A B^T` or `A^T B` (`transpose_a` and `transpose_b` not both set)
+/// on `device`, in `precision` (as [`kernel_matrix`]).
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+pub fn matmul<'py>(py: Python<'py>, a: PyReadonlyArray2<'py, f64>, b: PyReadonlyArray2<'py, f64>, transpose_a: bool, transpose_b: bool, device: &str, precision: &str) -> PyResult<Bound<'py, PyArray2<f64>>> {
+    if transpose_a && transpose_b {
+        return Err(errors::invalid(py, "A^T B^T is (B A)^T: pass the operands swapped without transposes"));
+    }
+    let form = product_form(transpose_a, transpose_b);
+    let dev = device::resolve(py, device)?;
+    let p = self::precision(py, precision)?;
+    let (am, bm) = (convert::matrix(py, "A", &a)?, convert::matrix(py, "B", &b)?);
+    let out = errors::run(py, || match p {
+        None => dev.matmul(&am, &bm, form),
+        Some(p) => {
+            let (ad, bd) = (dev.upload(&am, p)?, dev.upload(&bm, p)?);
+            dev.to_host(&dev.resident_matmul(&ad, &bd, form)?)
+        }
+    })?;
+    Ok(convert::to_numpy2(py, out))
+}
+
+/// The Gram matrix `Phi^T Phi` (d x d), or with `outer` `Phi Phi^T`
+/// (n x n), on `device`, in `precision` (as [`kernel_matrix`]); symmetric.
+#[pyfunction]
+pub fn gram<'py>(py: Python<'py>, phi: PyReadonlyArray2<'py, f64>, outer: bool, device: &str, precision: &str) -> PyResult<Bound<'py, PyArray2<f64>>> {
+    let dev = device::resolve(py, device)?;
+    let p = self::precision(py, precision)?;
+    let pm = convert::matrix(py, "Phi", &phi)?;
+    let out = errors::run(py, || match (p, outer) {
+        (None, false) => dev.gram(&pm),
+        (None, true) => dev.outer_gram(&pm),
+        (Some(p), _) => {
+            let pd = dev.upload(&pm, p)?;
+            let form = if outer { MatrixProduct::ABt } else { MatrixProduct::AtB };
+            let g = dev.to_host(&dev.resident_matmul(&pd, &pd, form)?)?;
+            // The two triangles of a device product may differ in rounding.
+            Ok((&g + g.transpose()) * 0.5)
         }
     })?;
     Ok(convert::to_numpy2(py, out))

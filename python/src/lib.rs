@@ -26,6 +26,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(device::device_description, m)?)?;
     m.add_function(wrap_pyfunction!(kernels::kernel_matrix, m)?)?;
     m.add_function(wrap_pyfunction!(kernels::kernel_matvec, m)?)?;
+    m.add_function(wrap_pyfunction!(kernels::matmul, m)?)?;
+    m.add_function(wrap_pyfunction!(kernels::gram, m)?)?;
     m.add_function(wrap_pyfunction!(kernels::kernel_matrix_sparse, m)?)?;
     m.add_function(wrap_pyfunction!(kernels::kernel_matvec_sparse, m)?)?;
     m.add_function(wrap_pyfunction!(kernels::supports_precision, m)?)?;

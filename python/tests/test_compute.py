@@ -235,3 +235,61 @@ def test_bad_sparse_inputs_raise_value_errors(rng):
         gramian.kernel_matrix(sparse.csr_array((0, 6)), device="cpu")
     with pytest.raises(ValueError):
         gramian.kernel_matvec(sparse.csr_array(X), sparse.csr_array(X), np.ones(9), device="cpu")
+
+
+# --- Gram matrices and matrix products ---------------------------------------------
+
+
+def relative_error(A, B):
+    return np.linalg.norm(A - B) / np.linalg.norm(B)
+
+
+@pytest.mark.parametrize("outer", [False, True])
+def test_gram_matches_numpy(outer, rng):
+    Phi = rng.normal(size=(41, 7))
+    G = gramian.gram(Phi, outer=outer, device="cpu")
+    expected = Phi @ Phi.T if outer else Phi.T @ Phi
+    assert G.shape == expected.shape and G.dtype == np.float64
+    np.testing.assert_allclose(G, expected, rtol=1e-12, atol=1e-12)
+    np.testing.assert_array_equal(G, G.T)
+
+
+@pytest.mark.parametrize("ta,tb", [(False, False), (False, True), (True, False), (True, True)])
+def test_matmul_forms_match_numpy(ta, tb, rng):
+    A = rng.normal(size=(9, 13)) if ta else rng.normal(size=(13, 9))
+    B = rng.normal(size=(6, 9)) if tb else rng.normal(size=(9, 6))
+    C = gramian.matmul(A, B, transpose_a=ta, transpose_b=tb, device="cpu")
+    expected = (A.T if ta else A) @ (B.T if tb else B)
+    assert C.shape == (13, 6) and C.dtype == np.float64
+    np.testing.assert_allclose(C, expected, rtol=1e-12, atol=1e-12)
+
+
+def test_products_on_the_gpu_within_their_precision(gpu, rng):
+    # float32: the relative Frobenius error of a sum of 300 products of
+    # O(1) numbers is a few units of 2^-24 times sqrt(300); 1e-5 leaves room.
+    A, B = rng.normal(size=(70, 300)), rng.normal(size=(300, 50))
+    np.testing.assert_array_less(relative_error(gramian.matmul(A, B, device=gpu, precision="float32"), A @ B), 1e-5)
+    np.testing.assert_array_less(relative_error(gramian.matmul(A.T, B, transpose_a=True, device=gpu, precision="float32"), A @ B), 1e-5)
+    Phi = rng.normal(size=(300, 40))
+    G = gramian.gram(Phi, device=gpu, precision="float32")
+    np.testing.assert_array_less(relative_error(G, Phi.T @ Phi), 1e-5)
+    np.testing.assert_array_equal(G, G.T)
+    if gramian.supports_precision("float64", gpu):
+        np.testing.assert_array_less(relative_error(gramian.matmul(A, B, device=gpu, precision="float64"), A @ B), 1e-13)
+        np.testing.assert_array_less(relative_error(gramian.gram(Phi, outer=True, device=gpu, precision="float64"), Phi @ Phi.T), 1e-13)
+
+
+def test_products_with_bad_operands_raise_value_errors(rng):
+    A = rng.normal(size=(4, 3))
+    with pytest.raises(ValueError):
+        gramian.matmul(A, A, device="cpu")  # inner dimensions 3 and 4
+    bad = A.copy()
+    bad[1, 2] = np.nan
+    with pytest.raises(ValueError):
+        gramian.matmul(bad, A.T, device="cpu")
+    with pytest.raises(ValueError):
+        gramian.gram(bad, device="cpu")
+    with pytest.raises(ValueError):
+        gramian.gram(np.zeros((0, 3)), device="cpu")
+    with pytest.raises(ValueError):
+        gramian.matmul(A, A.T, device="cpu", precision="float16")
