@@ -1,5 +1,9 @@
 //! Kernel matrices and kernel matvecs of sparse inputs (CSR, one sample per
-//! row), on the CPU.
+//! row), on the CPU; with the sparse-times-dense product `X B`
+//! ([`csr_times_dense`], O(nnz(X) c): random Fourier features and
+//! projections of sparse rows), the dense copy ([`densify`]) and row
+//! selection ([`select_csr_rows`]) the estimators' sparse paths use
+//! (see [`crate::input`]).
 //!
 //! Every kernel of [`Kernel`] is a function of one pairwise statistic
 //! (see [`crate::kernel`]); for sparse rows it is formed from sparse inner
