@@ -3,10 +3,54 @@
 //! eKSVD, and [`Labelled`], paired sources with one class label per sample,
 //! the input of Neural eKSVD.
 
+use std::borrow::Cow;
+use std::sync::OnceLock;
+
 use nalgebra::DMatrix;
 
 use crate::error::{Error, Result};
 use crate::input::AsMatrix;
+use crate::sparse::CsrMatrix;
+
+/// One source as stored: dense, or CSR sparse rows.
+#[derive(Debug, Clone)]
+enum Source {
+    Dense(DMatrix<f64>),
+    Sparse(CsrMatrix<f64>),
+}
+
+/// A source reads as any matrix input: dense as itself, sparse as its CSR
+/// rows (densified only by `as_matrix`).
+impl AsMatrix for Source {
+    type Elem = f64;
+    fn shape(&self) -> (usize, usize) {
+        match self {
+            Source::Dense(m) => m.shape(),
+            Source::Sparse(m) => (m.nrows(), m.ncols()),
+        }
+    }
+    fn as_matrix(&self) -> Result<Cow<'_, DMatrix<f64>>> {
+        match self {
+            Source::Dense(m) => Ok(Cow::Borrowed(m)),
+            Source::Sparse(m) => m.as_matrix(),
+        }
+    }
+    fn as_csr(&self) -> Option<&CsrMatrix<f64>> {
+        match self {
+            Source::Dense(_) => None,
+            Source::Sparse(m) => Some(m),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+enum Storage {
+    /// Every source dense (the sources as given, no copy).
+    Dense(Vec<DMatrix<f64>>),
+    /// At least one CSR source; the dense copies are made only when a
+    /// dense-only accessor ([`MultiSource::sources`]) asks for them.
+    Mixed { sources: Vec<Source>, dense: OnceLock<Vec<DMatrix<f64>>> },
+}
 
 /// `Q >= 2` data sources `X_q` (`N_q x d_q`, rows are samples), validated on
 /// construction: every source non-empty and finite. Feature dimensions `d_q`
@@ -15,9 +59,16 @@ use crate::input::AsMatrix;
 /// *paired* (row `i` of every source describes the same object), which
 /// [`MultiSource::paired`] checks and per-sample outputs (concatenated
 /// scores for a downstream classifier) need.
+///
+/// A source given as a [`CsrMatrix`] stays sparse: [`MultiSource::input`]
+/// hands it to the sparse-aware code (eKSVD's `fit` and feature maps, the
+/// kernel-function coupling; see [`crate::input`]). The dense-only
+/// accessors ([`MultiSource::source`], [`MultiSource::sources`],
+/// [`MultiSource::concatenated`], [`MultiSource::into_sources`]) densify
+/// every source once, on first use.
 #[derive(Debug, Clone)]
 pub struct MultiSource {
-    sources: Vec<DMatrix<f64>>,
+    storage: Storage,
     paired: bool,
 }
 
@@ -27,7 +78,8 @@ impl MultiSource {
     /// The sources are any one [`AsMatrix`] type (`DMatrix<f64>`, moved
     /// without a copy; views, [`RowMajor`](crate::input::RowMajor) slices,
     /// `ndarray` arrays, `&` of any of these, each converted once;
-    /// `Box<dyn AsMatrix<Elem = f64>>` to mix types).
+    /// [`CsrMatrix<f64>`], kept sparse; `Box<dyn AsMatrix<Elem = f64>>` to
+    /// mix types, e.g. dense and sparse sources).
     ///
     /// Errors: [`Error::TooFewSources`], [`Error::EmptySource`],
     /// [`Error::NonFiniteSource`].
@@ -35,11 +87,20 @@ impl MultiSource {
         if sources.len() < 2 {
             return Err(Error::TooFewSources(sources.len()));
         }
-        let sources = sources.into_iter().map(AsMatrix::into_matrix).collect::<Result<Vec<_>>>()?;
+        let sources: Vec<Source> = sources
+            .into_iter()
+            .map(|x| match x.as_csr() {
+                Some(m) => Ok(Source::Sparse(m.clone())),
+                None => x.into_matrix().map(Source::Dense),
+            })
+            .collect::<Result<_>>()?;
         for (q, x) in sources.iter().enumerate() {
-            check_source_matrix("data", q, x)?;
+            match x {
+                Source::Dense(m) => check_source_matrix("data", q, m)?,
+                Source::Sparse(m) => check_source_csr("data", q, m)?,
+            }
         }
-        Ok(MultiSource { sources, paired: false })
+        Ok(MultiSource { storage: Storage::from_sources(sources), paired: false })
     }
 
     /// Paired sources: additionally every source has the same number of rows.
@@ -47,9 +108,9 @@ impl MultiSource {
     /// Errors: those of [`MultiSource::new`] and [`Error::ShapeMismatch`].
     pub fn paired<X: AsMatrix<Elem = f64>>(sources: Vec<X>) -> Result<Self> {
         let mut data = MultiSource::new(sources)?;
-        let n = data.sources[0].nrows();
-        for (q, x) in data.sources.iter().enumerate() {
-            check_shape(format!("rows of paired source {q} vs source 0"), n, x.nrows())?;
+        let counts = data.sample_counts();
+        for (q, &n) in counts.iter().enumerate() {
+            check_shape(format!("rows of paired source {q} vs source 0"), counts[0], n)?;
         }
         data.paired = true;
         Ok(data)
@@ -62,38 +123,77 @@ impl MultiSource {
 
     /// Number of sources `Q`.
     pub fn n_sources(&self) -> usize {
-        self.sources.len()
+        match &self.storage {
+            Storage::Dense(v) => v.len(),
+            Storage::Mixed { sources, .. } => sources.len(),
+        }
     }
 
-    /// Source `q` (`N_q x d_q`).
+    /// Source `q` as given, dense or sparse ([`AsMatrix::as_csr`] is `Some`
+    /// for a CSR source), for code that computes on sparse rows.
+    ///
+    /// # Panics
+    ///
+    /// If `q >= Q`.
+    pub fn input(&self, q: usize) -> &dyn AsMatrix<Elem = f64> {
+        match &self.storage {
+            Storage::Dense(v) => &v[q],
+            Storage::Mixed { sources, .. } => &sources[q],
+        }
+    }
+
+    /// Whether source `q` is stored sparse (false when `q >= Q`).
+    pub fn is_sparse(&self, q: usize) -> bool {
+        match &self.storage {
+            Storage::Dense(_) => false,
+            Storage::Mixed { sources, .. } => matches!(sources.get(q), Some(Source::Sparse(_))),
+        }
+    }
+
+    /// Source `q` (`N_q x d_q`), dense (a sparse set densifies all its
+    /// sources once, see [`MultiSource`]).
     ///
     /// # Panics
     ///
     /// If `q >= Q`; [`MultiSource::try_source`] returns an error instead.
     pub fn source(&self, q: usize) -> &DMatrix<f64> {
-        &self.sources[q]
+        &self.sources()[q]
     }
 
     /// Source `q`, or [`Error::InvalidParameter`] (`q`) if `q >= Q`.
     pub fn try_source(&self, q: usize) -> Result<&DMatrix<f64>> {
-        self.sources.get(q).ok_or_else(|| Error::InvalidParameter { name: "q", reason: format!("source {q} of {}", self.sources.len()) })
+        let n = self.n_sources();
+        if q >= n {
+            return Err(Error::InvalidParameter { name: "q", reason: format!("source {q} of {n}") });
+        }
+        Ok(self.source(q))
     }
 
-    /// All sources.
+    /// All sources, dense (a sparse set densifies all its sources once, see
+    /// [`MultiSource`]).
+    ///
+    /// # Panics
+    ///
+    /// If a sparse source's dense copy cannot be allocated.
     pub fn sources(&self) -> &[DMatrix<f64>] {
-        &self.sources
+        match &self.storage {
+            Storage::Dense(v) => v,
+            Storage::Mixed { sources, dense } => dense.get_or_init(|| {
+                sources.iter().map(|x| x.as_matrix().map(Cow::into_owned).expect("the dense copy of a sparse source")).collect()
+            }),
+        }
     }
 
     /// The sources side by side, row `i` of every source in row `i` (the
     /// concatenation baseline's input). Errors: sources with different
     /// numbers of rows ([`Error::ShapeMismatch`]).
     pub fn concatenated(&self) -> Result<DMatrix<f64>> {
-        let n = self.source(0).nrows();
-        for (q, x) in self.sources().iter().enumerate() {
-            check_shape(format!("rows of source {q} vs source 0 (concatenation)"), n, x.nrows())?;
+        let counts = self.sample_counts();
+        for (q, &n) in counts.iter().enumerate() {
+            check_shape(format!("rows of source {q} vs source 0 (concatenation)"), counts[0], n)?;
         }
-        let cols: usize = self.sources().iter().map(|x| x.ncols()).sum();
-        let mut out = DMatrix::zeros(n, cols);
+        let cols: usize = (0..self.n_sources()).map(|q| self.input(q).shape().1).sum();
+        let mut out = DMatrix::zeros(counts[0], cols);
         let mut c0 = 0;
         for x in self.sources() {
             out.columns_mut(c0, x.ncols()).copy_from(x);
@@ -104,15 +204,16 @@ impl MultiSource {
 
     /// Sample counts `N_q`.
     pub fn sample_counts(&self) -> Vec<usize> {
-        self.sources.iter().map(|x| x.nrows()).collect()
+        (0..self.n_sources()).map(|q| self.input(q).shape().0).collect()
     }
 
     /// Total samples `sum_q N_q` (the order of the dual matrix `G_Q`).
     pub fn total_samples(&self) -> usize {
-        self.sources.iter().map(|x| x.nrows()).sum()
+        self.sample_counts().iter().sum()
     }
 
-    /// The same rows `idx` of every source of a paired set (e.g. a split).
+    /// The same rows `idx` of every source of a paired set (e.g. a split);
+    /// sparse sources stay sparse.
     ///
     /// Errors: [`Error::NotAvailable`] for unpaired sources,
     /// [`Error::InvalidParameter`] for an empty or out-of-range index list.
@@ -120,17 +221,43 @@ impl MultiSource {
         if !self.paired {
             return Err(Error::NotAvailable("row selection across sources needs paired sources"));
         }
-        let n = self.sources[0].nrows();
+        let n = self.sample_counts()[0];
         if idx.is_empty() || idx.iter().any(|&i| i >= n) {
             return Err(Error::InvalidParameter { name: "idx", reason: format!("must be non-empty with every index < {n}") });
         }
-        let sources = self.sources.iter().map(|x| DMatrix::from_fn(idx.len(), x.ncols(), |i, j| x[(idx[i], j)])).collect();
-        Ok(MultiSource { sources, paired: true })
+        let dense_rows = |x: &DMatrix<f64>| DMatrix::from_fn(idx.len(), x.ncols(), |i, j| x[(idx[i], j)]);
+        let storage = match &self.storage {
+            Storage::Dense(v) => Storage::Dense(v.iter().map(dense_rows).collect()),
+            Storage::Mixed { sources, .. } => Storage::from_sources(
+                sources
+                    .iter()
+                    .map(|x| match x {
+                        Source::Dense(m) => Source::Dense(dense_rows(m)),
+                        Source::Sparse(m) => Source::Sparse(crate::sparse::select_csr_rows(m, idx)),
+                    })
+                    .collect(),
+            ),
+        };
+        Ok(MultiSource { storage, paired: true })
     }
 
-    /// Consumes the set, returning the sources.
+    /// Consumes the set, returning the sources (dense).
     pub fn into_sources(self) -> Vec<DMatrix<f64>> {
-        self.sources
+        match self.storage {
+            Storage::Dense(v) => v,
+            storage @ Storage::Mixed { .. } => MultiSource { storage, paired: false }.sources().to_vec(),
+        }
+    }
+}
+
+impl Storage {
+    /// Dense storage when no source is sparse.
+    fn from_sources(sources: Vec<Source>) -> Self {
+        if sources.iter().any(|x| matches!(x, Source::Sparse(_))) {
+            Storage::Mixed { sources, dense: OnceLock::new() }
+        } else {
+            Storage::Dense(sources.into_iter().filter_map(|x| if let Source::Dense(m) = x { Some(m) } else { None }).collect())
+        }
     }
 }
 
@@ -159,7 +286,7 @@ impl Labelled {
         if !sources.is_paired() {
             return Err(Error::Labels("labelled data needs paired sources (one label per sample)".into()));
         }
-        check_shape("labels vs samples", sources.source(0).nrows(), labels.len())?;
+        check_shape("labels vs samples", sources.sample_counts()[0], labels.len())?;
         if let Some(&l) = labels.iter().find(|&&l| l >= MAX_CLASSES) {
             return Err(Error::Labels(format!("label {l} is not below MAX_CLASSES = {MAX_CLASSES}")));
         }
@@ -217,6 +344,16 @@ pub(crate) fn check_source_matrix(what: &'static str, source_index: usize, m: &n
         return Err(Error::NonFiniteSource { what, source_index, row: pos % rows, col: pos / rows });
     }
     Ok(())
+}
+
+/// Checks one sparse source: non-empty and finite (the row and column of
+/// the first stored NaN or infinity).
+pub(crate) fn check_source_csr(what: &'static str, source_index: usize, m: &CsrMatrix<f64>) -> Result<()> {
+    crate::sparse::check_csr(what, m).map_err(|e| match e {
+        Error::Empty { rows, cols, .. } => Error::EmptySource { what, source_index, rows, cols },
+        Error::NonFinite { row, col, .. } => Error::NonFiniteSource { what, source_index, row, col },
+        other => other,
+    })
 }
 
 /// Fails with [`Error::ShapeMismatch`] unless `expected == found`.

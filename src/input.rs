@@ -79,12 +79,27 @@
 //!
 //! The contract is a shape ([`AsMatrix::shape`], known without converting,
 //! so an entry point can check dimensions and memory first) and a dense
-//! matrix ([`AsMatrix::as_matrix`]). A sparse CSR type implements the
-//! trait by densifying in `as_matrix`, and is then accepted everywhere at
-//! once. Code paths that can use sparsity (kernel entries from sparse inner
-//! products, row norms) will ask for it through a further provided method
-//! returning the sparse rows (`None` by default, so dense types and the
-//! dense code stay unchanged), and fall back to `as_matrix` otherwise.
+//! matrix ([`AsMatrix::as_matrix`]). [`CsrMatrix<T>`](crate::sparse::CsrMatrix)
+//! (one sample per row) implements the trait by densifying in `as_matrix`
+//! (`OutOfMemory` when the dense copy cannot be allocated), so it is
+//! accepted by every entry point. Code paths that use sparsity ask for the
+//! sparse rows through [`AsMatrix::as_csr`] (`None` for the dense types,
+//! so their code is unchanged) and never densify:
+//!
+//! - [`MultiSource`](crate::MultiSource) keeps CSR sources sparse;
+//! - eKSVD's feature maps ([`FittedFeatureMap`](crate::eksvd::FittedFeatureMap)):
+//!   Nystrom features from the sparse kernel of the rows against the
+//!   landmarks ([`crate::sparse`]), random Fourier features and projections
+//!   from the sparse-times-dense product `X Omega` / `X W`; the linear map's
+//!   features are the rows themselves, densified;
+//! - eKSVD's kernel-function coupling ([`CouplingMatrix::from_kernel`](crate::eksvd::CouplingMatrix::from_kernel))
+//!   with any sparse source: blocks and products `K_pq V` from the sparse
+//!   kernel matrices and matvecs;
+//! - eKSVD's `fit`, `transform_source` and `transform_paired`.
+//!
+//! The sparse work runs on the CPU on every [`Device`](crate::Device) (as
+//! the sparse kernels do); the dense features it produces go to the device
+//! as any dense features do.
 
 use std::any::Any;
 use std::borrow::Cow;
@@ -93,6 +108,7 @@ use nalgebra::{DMatrix, DVector, Dim, Dyn, Matrix, ViewStorage};
 
 use crate::error::{Error, Result};
 use crate::linalg::Real;
+use crate::sparse::CsrMatrix;
 
 /// A matrix input (`rows x cols`, one sample per row): anything the library
 /// can read as a dense `DMatrix<Self::Elem>` (see the [module](self) for
@@ -140,6 +156,13 @@ pub trait AsMatrix {
         Self: Sized,
     {
         Ok(widen_matrix(Cow::Owned(self.into_matrix()?)).into_owned())
+    }
+
+    /// The input's sparse rows when it is a CSR matrix (`None` for the dense
+    /// types), for the code paths that compute on sparse rows (see the
+    /// [module](self#sparse-inputs)).
+    fn as_csr(&self) -> Option<&CsrMatrix<Self::Elem>> {
+        None
     }
 }
 
@@ -260,6 +283,9 @@ impl<X: AsMatrix + ?Sized> AsMatrix for &X {
     fn as_matrix(&self) -> Result<Cow<'_, DMatrix<X::Elem>>> {
         (**self).as_matrix()
     }
+    fn as_csr(&self) -> Option<&CsrMatrix<X::Elem>> {
+        (**self).as_csr()
+    }
 }
 
 /// Boxed inputs, e.g. `Box<dyn AsMatrix<Elem = f64>>` to mix input types in
@@ -271,6 +297,25 @@ impl<X: AsMatrix + ?Sized> AsMatrix for Box<X> {
     }
     fn as_matrix(&self) -> Result<Cow<'_, DMatrix<X::Elem>>> {
         (**self).as_matrix()
+    }
+    fn as_csr(&self) -> Option<&CsrMatrix<X::Elem>> {
+        (**self).as_csr()
+    }
+}
+
+/// CSR sparse matrices (one sample per row): densified by `as_matrix`
+/// (one copy, `OutOfMemory` when it cannot be allocated), the sparse rows
+/// themselves by [`AsMatrix::as_csr`].
+impl<T: Real> AsMatrix for CsrMatrix<T> {
+    type Elem = T;
+    fn shape(&self) -> (usize, usize) {
+        (self.nrows(), self.ncols())
+    }
+    fn as_matrix(&self) -> Result<Cow<'_, DMatrix<T>>> {
+        crate::sparse::densify(self).map(Cow::Owned)
+    }
+    fn as_csr(&self) -> Option<&CsrMatrix<T>> {
+        Some(self)
     }
 }
 

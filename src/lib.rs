@@ -52,7 +52,9 @@
 //! Inputs ([`input`]): every entry point takes `nalgebra` matrices and
 //! views, row- or column-major slices with a shape ([`RowMajor`],
 //! [`ColMajor`]) and, with the feature `ndarray`, `ndarray` arrays, through
-//! one conversion, [`AsMatrix`] (targets: [`AsVector`]).
+//! one conversion, [`AsMatrix`] (targets: [`AsVector`]). Sparse CSR
+//! matrices ([`sparse::CsrMatrix`]) are inputs too: eKSVD computes on their
+//! sparse rows, the other methods densify them.
 //!
 //! Cargo features: `serde` (saved models, `io`), `ndarray` (array inputs,
 //! `interop`),

@@ -1,5 +1,9 @@
 //! Kernel matrices and kernel matvecs of sparse inputs (CSR, one sample per
-//! row), on the CPU.
+//! row), on the CPU; with the sparse-times-dense product `X B`
+//! ([`csr_times_dense`], O(nnz(X) c): random Fourier features and
+//! projections of sparse rows), the dense copy ([`densify`]) and row
+//! selection ([`select_csr_rows`]) the estimators' sparse paths use
+//! (see [`crate::input`]).
 //!
 //! Every kernel of [`Kernel`] is a function of one pairwise statistic
 //! (see [`crate::kernel`]); for sparse rows it is formed from sparse inner
@@ -51,6 +55,65 @@ pub fn check_csr<T: Real>(what: &'static str, m: &CsrMatrix<T>) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The dense copy of a CSR matrix (`OutOfMemory` when its `rows x cols`
+/// entries cannot be allocated).
+pub fn densify<T: Real>(m: &CsrMatrix<T>) -> Result<DMatrix<T>> {
+    let mut out = linalg::zeroed_output::<T>(m.nrows(), m.ncols(), "dense copy of a sparse matrix")?;
+    for (i, r) in m.row_iter().enumerate() {
+        for (&c, &v) in r.col_indices().iter().zip(r.values()) {
+            out[(i, c)] = v;
+        }
+    }
+    Ok(out)
+}
+
+/// The rows `idx` of a CSR matrix, in that order (indices the caller has
+/// checked to be below `m.nrows()`).
+pub fn select_csr_rows<T: Real>(m: &CsrMatrix<T>, idx: &[usize]) -> CsrMatrix<T> {
+    let mut offsets = Vec::with_capacity(idx.len() + 1);
+    offsets.push(0);
+    let nnz: usize = idx.iter().map(|&i| m.row(i).nnz()).sum();
+    let (mut indices, mut values) = (Vec::with_capacity(nnz), Vec::with_capacity(nnz));
+    for &i in idx {
+        let r = m.row(i);
+        indices.extend_from_slice(r.col_indices());
+        values.extend_from_slice(r.values());
+        offsets.push(indices.len());
+    }
+    CsrMatrix::try_from_csr_data(idx.len(), m.ncols(), offsets, indices, values).expect("rows of a valid CSR matrix")
+}
+
+/// The sparse-times-dense product `X B` (n x c) of a CSR `X` (n x d) and a
+/// dense `B` (d x c), O(nnz(X) c), rows split between the threads.
+///
+/// Errors: `DimensionMismatch` (rows of `B` vs columns of `X`),
+/// `OutOfMemory` when the output cannot be allocated, `Overflow` for a
+/// non-finite result.
+pub fn csr_times_dense(x: &CsrMatrix<f64>, b: &DMatrix<f64>) -> Result<DMatrix<f64>> {
+    check_dim("rows of the dense factor vs columns of the sparse one", x.ncols(), b.nrows())?;
+    let (n, c) = (x.nrows(), b.ncols());
+    // Row-major output (one row of X per task), transposed at the end.
+    let mut out_t = linalg::zeroed_output::<f64>(c, n, "sparse-dense product")?;
+    // Row k of B contiguous: column k of B^T.
+    let bt = b.transpose();
+    let row = |(i, dst): (usize, &mut [f64])| {
+        let r = x.row(i);
+        for (&k, &v) in r.col_indices().iter().zip(r.values()) {
+            for (o, &bkj) in dst.iter_mut().zip(&bt.as_slice()[k * c..(k + 1) * c]) {
+                *o += v * bkj;
+            }
+        }
+    };
+    if c > 0 {
+        if x.nnz().saturating_mul(c) < PARALLEL_WORK {
+            out_t.as_mut_slice().chunks_mut(c).enumerate().for_each(row);
+        } else {
+            out_t.as_mut_slice().par_chunks_mut(c).enumerate().for_each(row);
+        }
+    }
+    linalg::finite_result("sparse-dense product", out_t.transpose())
 }
 
 /// `||x_i||^2` for each row `x_i` of a CSR matrix.

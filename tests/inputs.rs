@@ -196,3 +196,26 @@ fn ndarray_inputs_fit_the_same_as_nalgebra() {
     assert_eq!(sources.source(0), &x);
     assert_eq!(sources.source(1), &x);
 }
+
+/// A CSR matrix is a matrix input: the methods without a sparse path
+/// (mklaren here) densify it at the boundary, so fit and predictions are
+/// those of the dense copy bit for bit, and a stored NaN is the same typed
+/// error as in a dense matrix.
+#[test]
+fn csr_inputs_densify_at_the_boundary() {
+    use gramian::sparse::CsrMatrix;
+    let (x, y) = regression(60, 3);
+    let x = x.map(|v| if v.abs() < 0.3 { 0.0 } else { v });
+    let sparse = CsrMatrix::from(&x);
+    assert!(sparse.nnz() < 60 * 3);
+    let device = Device::cpu();
+    let params = MklarenParams::new(8).kernels(&[Kernel::rbf(1.0).unwrap(), Kernel::linear()]);
+    let reference = params.fit(&device, &Supervised::new(x.clone(), y.clone()).unwrap()).unwrap();
+    let expected = reference.predict(&x).unwrap();
+    let model = params.fit(&device, &Supervised::new(&sparse, &y).unwrap()).unwrap();
+    assert_eq!(model.predict(&sparse).unwrap(), expected);
+    assert_eq!(reference.predict(&sparse).unwrap(), expected);
+    let nan = CsrMatrix::try_from_csr_data(2, 3, vec![0, 1, 1], vec![2], vec![f64::NAN]).unwrap();
+    let dense_nan = DMatrix::from_row_slice(2, 3, &[0.0, 0.0, f64::NAN, 0.0, 0.0, 0.0]);
+    assert_eq!(format!("{:?}", reference.predict(&nan).unwrap_err()), format!("{:?}", reference.predict(&dense_nan).unwrap_err()));
+}

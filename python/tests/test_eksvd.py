@@ -82,3 +82,48 @@ def test_ksvd_of_a_symmetric_kernel_is_kernel_pca(rng):
     for k in range(3):
         corr = np.corrcoef(scores[:, k], theirs[:, k])[0, 1]
         assert abs(abs(corr) - 1) < 1e-10
+
+
+def _sparse_copy(X, rng, density=0.05):
+    """``X`` with about ``1 - density`` of its entries set to zero."""
+    return np.where(rng.uniform(size=X.shape) < density, X, 0.0)
+
+
+@pytest.mark.parametrize("solver", ["dual", "covariance"])
+@pytest.mark.parametrize("feature_map", ["linear", "rff", "nystrom"])
+def test_sparse_sources_fit_as_their_dense_copies(solver, feature_map, rng):
+    import scipy.sparse as sp
+
+    # Sparse views (density ~5 %, several scipy formats, one view dense):
+    # the sparse path differs from the dense one only in the summation
+    # order, so eigenvalues agree to 1e-9 relative and the scores of
+    # well-separated components (relative gap >= 1e-4) to 1e-6 up to sign.
+    dims = (40, 40, 40)
+    Xs = [_sparse_copy(rng.uniform(-1, 1, (80, d)), rng) for d in dims]
+    new = [_sparse_copy(rng.uniform(-1, 1, (30, d)), rng) for d in dims]
+    formats = [sp.csr_matrix, sp.csc_array, lambda X: X]
+    params = dict(n_components=3, feature_map=feature_map, gamma=0.1, n_features=12, n_landmarks=40, solver=solver, random_state=3, device="cpu")
+    dense = gramian.EKSVD(**params).fit(Xs)
+    sparse = gramian.EKSVD(**params).fit([f(X) for f, X in zip(formats, Xs)])
+    np.testing.assert_allclose(sparse.eigenvalues_, dense.eigenvalues_, rtol=1e-9)
+    lam = dense.eigenvalues_
+    gaps = np.minimum(np.r_[np.inf, -np.diff(lam)], np.r_[-np.diff(lam), np.inf]) / lam[0]
+    for s, d in zip(sparse.transform([sp.coo_array(X) for X in new]), dense.transform(new)):
+        for j in np.flatnonzero(gaps >= 1e-4):
+            sign = np.sign(s[:, j] @ d[:, j]) or 1.0
+            np.testing.assert_allclose(sign * s[:, j], d[:, j], atol=1e-6 * np.abs(d[:, j]).max())
+
+
+def test_bad_sparse_sources_raise_value_error(rng):
+    import scipy.sparse as sp
+
+    Xs = [sp.random(20, 10, density=0.3, format="csr", random_state=q) for q in range(2)]
+    bad = Xs[1].copy()
+    bad.data[0] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        gramian.EKSVD(device="cpu").fit([Xs[0], bad])
+    with pytest.raises(ValueError, match="same samples"):
+        gramian.EKSVD(device="cpu").fit([Xs[0], Xs[1][:10]])
+    model = gramian.EKSVD(feature_map="rff", n_features=8, device="cpu").fit(Xs)
+    with pytest.raises(ValueError, match="features"):
+        model.transform([Xs[0], Xs[1][:, :4]])

@@ -17,6 +17,7 @@ use crate::linalg::{faer_ref, matmul_acc, matmul_thin, matmul_thin_aware, matmul
 use faer::reborrow::ReborrowMut;
 use faer::{Accum, MatMut, MatRef, Par};
 use crate::resident::DeviceMatrix;
+use crate::sparse::CsrMatrix;
 use crate::{Device, Kernel};
 
 #[derive(Debug, Clone)]
@@ -27,6 +28,9 @@ enum Blocks {
     Precomputed(Vec<DMatrix<f64>>),
     /// One kernel function on a shared input space: `K_pq = k(X_p, X_q)`.
     KernelFunction { kernel: Kernel, sources: Vec<DMatrix<f64>> },
+    /// [`Blocks::KernelFunction`] on sparse rows (every source as CSR),
+    /// blocks and products from [`crate::sparse`] on the CPU.
+    SparseKernelFunction { kernel: Kernel, sources: Vec<CsrMatrix<f64>> },
 }
 
 /// The coupling matrix `G_Q` of Eq. 4, defined by how its blocks are obtained.
@@ -102,11 +106,27 @@ impl CouplingMatrix {
     /// From one kernel function on a shared input space (all `d_q` equal):
     /// `K_pq = k(X_p, X_q)`, asymmetric because `X_p != X_q`. Products with
     /// `G_Q` use the core's tiled kernel matvec, so `G_Q` is never stored.
+    ///
+    /// When any source of `data` is sparse (CSR), every source is held as
+    /// CSR (dense ones converted) and the blocks `K_pq` and the products
+    /// `K_pq V_q`, `K_pq^T V_p` come from the sparse kernels of
+    /// [`crate::sparse`] (sparse inner products and row norms), on the CPU
+    /// on every device; nothing of size `N_q x d` is densified.
     pub fn from_kernel(kernel: Kernel, data: &MultiSource) -> Result<Self> {
         kernel.validate()?;
-        let d = data.source(0).ncols();
-        for (q, x) in data.sources().iter().enumerate() {
-            check_shape(format!("input dimension of source {q} vs source 0 (one kernel on a shared space)"), d, x.ncols())?;
+        let n = data.n_sources();
+        let d = data.input(0).shape().1;
+        for q in 0..n {
+            check_shape(format!("input dimension of source {q} vs source 0 (one kernel on a shared space)"), d, data.input(q).shape().1)?;
+        }
+        if (0..n).any(|q| data.is_sparse(q)) {
+            let sources = (0..n)
+                .map(|q| match data.input(q).as_csr() {
+                    Some(m) => Ok(m.clone()),
+                    None => data.input(q).as_matrix().map(|m| CsrMatrix::from(&*m)),
+                })
+                .collect::<Result<_>>()?;
+            return Ok(CouplingMatrix { sizes: data.sample_counts(), blocks: Blocks::SparseKernelFunction { kernel, sources } });
         }
         Ok(CouplingMatrix {
             sizes: data.sample_counts(),
@@ -154,6 +174,7 @@ impl CouplingMatrix {
                 if p < q { b[pair_index(n, p, q)].clone() } else { b[pair_index(n, q, p)].transpose() }
             }
             Blocks::KernelFunction { kernel, sources } => device.kernel_matrix(kernel, &sources[p], &sources[q])?,
+            Blocks::SparseKernelFunction { kernel, sources } => device.kernel_matrix_sparse(kernel, &sources[p], &sources[q])?,
         })
     }
 
@@ -295,6 +316,16 @@ impl CouplingMatrix {
                     }
                 }
             }
+            Blocks::SparseKernelFunction { kernel, sources } => {
+                // K_pq V_q and K_qp V_p = K_pq^T V_p (k symmetric), each a
+                // sparse kernel matvec on the CPU.
+                for p in 0..n {
+                    for q in (p + 1)..n {
+                        out[p] += crate::sparse::kernel_matvec_sparse_cpu(kernel, &sources[p], &sources[q], &parts[q])?;
+                        out[q] += crate::sparse::kernel_matvec_sparse_cpu(kernel, &sources[q], &sources[p], &parts[p])?;
+                    }
+                }
+            }
         }
         let mut result = DMatrix::zeros(self.order(), c);
         for (q, block) in out.iter().enumerate() {
@@ -414,11 +445,12 @@ enum ResidentBlocks<'a> {
 
 impl CouplingMatrix {
     /// Prepares `G_Q V` products on `device` (see [`ResidentCoupling`]).
-    /// Precomputed blocks stay on the host (they are host matrices already).
+    /// Precomputed blocks stay on the host (they are host matrices already),
+    /// and sparse sources too (their products run on the CPU).
     pub fn on_device<'a>(&'a self, device: &'a Device) -> Result<ResidentCoupling<'a>> {
         let precision = device.best_precision();
         let resident = match (&self.blocks, device.is_gpu()) {
-            (_, false) | (Blocks::Precomputed(_), _) => None,
+            (_, false) | (Blocks::Precomputed(_), _) | (Blocks::SparseKernelFunction { .. }, _) => None,
             (Blocks::Features(f), true) => Some(ResidentBlocks::Features(FeatureRows::new(device, f)?)),
             (Blocks::KernelFunction { kernel, sources }, true) => Some(ResidentBlocks::KernelFunction {
                 kernel: *kernel,

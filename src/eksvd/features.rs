@@ -13,7 +13,8 @@ use rand::{rngs::StdRng, Rng, SeedableRng};
 use rand_distr::{Distribution, Normal};
 
 use crate::input::AsMatrix;
-use crate::data::{check_shape, check_source_matrix};
+use crate::data::{check_shape, check_source_csr, check_source_matrix};
+use crate::sparse::CsrMatrix;
 use crate::error::Result;
 use crate::error::Error;
 use crate::gpu::MatrixProduct;
@@ -112,13 +113,40 @@ impl FeatureMap {
     ///
     /// Errors: invalid parameters, bad input, a projection matrix whose rows
     /// do not match `d_q`, [`Error::RankDeficientKernel`].
+    ///
+    /// Sparse rows ([`AsMatrix::as_csr`]) stay sparse: the Nystrom kernel
+    /// matrix of the landmarks comes from [`crate::sparse`] on the CPU (the
+    /// landmarks are then kept dense in the fitted map, `L x d_q`); the other
+    /// maps read only the input dimension.
     pub fn fit(&self, device: &Device, x: &(impl AsMatrix<Elem = f64> + ?Sized), source_index: usize, seed: u64) -> Result<FittedFeatureMap> {
+        if let Some(csr) = x.as_csr() {
+            return self.fit_sparse(device, csr, source_index, seed);
+        }
         let x = x.as_matrix()?;
         let x = &*x;
         self.validate()?;
         check_source_matrix("data", source_index, x)?;
         let points = self.landmark_rows(x.nrows(), seed)?.map(|rows| x.select_rows(&rows));
         self.fit_on_landmarks(device, x.ncols(), points, source_index, seed)
+    }
+
+    /// [`FeatureMap::fit`] on sparse rows: the same landmarks (or draws) as
+    /// the dense fit of the same rows, the Nystrom kernel matrix of the
+    /// landmarks from sparse inner products (CPU, `f64`).
+    fn fit_sparse(&self, device: &Device, x: &CsrMatrix<f64>, source_index: usize, seed: u64) -> Result<FittedFeatureMap> {
+        self.validate()?;
+        check_source_csr("data", source_index, x)?;
+        let (FeatureMap::Nystrom { kernel, dim, .. }, Some(rows)) = (self, self.landmark_rows(x.nrows(), seed)?) else {
+            return self.fit_on_landmarks(device, x.ncols(), None, source_index, seed);
+        };
+        let points = crate::sparse::select_csr_rows(x, &rows);
+        if *dim > points.nrows() {
+            return Err(Error::RankDeficientKernel { source_index, rank: points.nrows(), requested: *dim });
+        }
+        let k_mm = crate::sparse::kernel_matrix_sparse_cpu(kernel, &points, &points)?;
+        let scaled_eigenvectors = nystrom_scaled_eigenvectors(&k_mm, NYSTROM_RANK_TOLERANCE_F64, *dim, source_index)?;
+        let landmarks = crate::sparse::densify(&points)?;
+        Ok(FittedFeatureMap { device: device.clone(), input_dim: x.ncols(), kind: Fitted::Nystrom { kernel: *kernel, landmarks, scaled_eigenvectors } })
     }
 
     /// The training rows (of `n`) the fit reads: the Nystrom landmarks,
@@ -152,11 +180,7 @@ impl FeatureMap {
                 }
                 let k_mm = device.kernel_matrix_symmetric(kernel, &points)?;
                 let tolerance = if device.is_gpu() { NYSTROM_RANK_TOLERANCE_F32 } else { NYSTROM_RANK_TOLERANCE_F64 };
-                let map = NystromMap::eigen(&k_mm, tolerance, Some(*dim))?;
-                if map.rank() < *dim {
-                    return Err(Error::RankDeficientKernel { source_index, rank: map.numerical_rank(), requested: *dim });
-                }
-                let scaled = map.into_matrix();
+                let scaled = nystrom_scaled_eigenvectors(&k_mm, tolerance, *dim, source_index)?;
                 Fitted::Nystrom { kernel: *kernel, landmarks: points, scaled_eigenvectors: scaled }
             }
             FeatureMap::Projection(w) => {
@@ -166,6 +190,31 @@ impl FeatureMap {
         };
         Ok(FittedFeatureMap { device: device.clone(), input_dim: d, kind })
     }
+}
+
+/// `diag(s_k)^{-1/2} U_k` (`L x dim`) of the landmarks' kernel matrix
+/// `K_mm = U diag(s) U^T`, or [`Error::RankDeficientKernel`] when fewer than
+/// `dim` eigenvalues are above `tolerance` (relative).
+fn nystrom_scaled_eigenvectors(k_mm: &DMatrix<f64>, tolerance: f64, dim: usize, source_index: usize) -> Result<DMatrix<f64>> {
+    let map = NystromMap::eigen(k_mm, tolerance, Some(dim))?;
+    if map.rank() < dim {
+        return Err(Error::RankDeficientKernel { source_index, rank: map.numerical_rank(), requested: dim });
+    }
+    Ok(map.into_matrix())
+}
+
+/// Random Fourier features from `Z = X Omega` in place:
+/// `sqrt(2 / D) cos(Z + b)`, columns split between the threads (the same
+/// operations on each entry as one thread would do).
+fn cosine_features(z: &mut DMatrix<f64>, phases: &DVector<f64>) {
+    use rayon::prelude::*;
+    let scale = (2.0 / phases.len() as f64).sqrt();
+    let rows = z.nrows().max(1);
+    z.as_mut_slice().par_chunks_mut(rows).enumerate().for_each(|(j, col)| {
+        col.iter_mut().for_each(|v| *v += phases[j]);
+        crate::linalg::cos_in_place(col);
+        col.iter_mut().for_each(|v| *v *= scale);
+    });
 }
 
 fn positive_dim(name: &'static str, v: usize) -> Result<()> {
@@ -259,10 +308,46 @@ impl FittedFeatureMap {
     /// kernel matrices run on the map's device (on a GPU through
     /// [`FittedFeatureMap::transform_resident`], in `f64` where the adapter
     /// has it: X goes up once, `Phi` comes back).
+    ///
+    /// Sparse rows ([`AsMatrix::as_csr`]) are mapped on the CPU on every
+    /// device, without densifying them (see [`FittedFeatureMap::transform_sparse`]).
     pub fn transform(&self, x: &(impl AsMatrix<Elem = f64> + ?Sized)) -> Result<DMatrix<f64>> {
+        if let Some(csr) = x.as_csr() {
+            return self.transform_sparse(csr);
+        }
         let x = x.as_matrix()?;
         let x = &*x;
         self.transform_on(&self.device, x)
+    }
+
+    /// `Phi = phi(X)` (`n x d_phi`) for sparse rows `x` (`n x d_q`, CSR), on
+    /// the CPU in `f64`: random Fourier features and projections from the
+    /// sparse-times-dense product `X Omega` / `X W`
+    /// ([`crate::sparse::csr_times_dense`], O(nnz(X) d_phi)); Nystrom
+    /// features `k(X, L) diag(s_k)^{-1/2} U_k` with `k(X, L)` from
+    /// [`crate::sparse::kernel_matrix_sparse_cpu`] against the landmarks
+    /// (converted to CSR, O(L d_q)); the linear map's features are the rows,
+    /// densified. Equal to the dense transform of the dense copy up to the
+    /// summation order (about `1e-15` relative).
+    ///
+    /// Errors: empty or non-finite `x`, a column count other than
+    /// [`FittedFeatureMap::input_dim`], `OutOfMemory` for the output.
+    pub fn transform_sparse(&self, x: &CsrMatrix<f64>) -> Result<DMatrix<f64>> {
+        crate::sparse::check_csr("x", x)?;
+        check_shape("columns of new data vs the fitted feature map's input dimension", self.input_dim, x.ncols())?;
+        match &self.kind {
+            Fitted::Linear => crate::sparse::densify(x),
+            Fitted::RandomFourier { frequencies, phases } => {
+                let mut z = crate::sparse::csr_times_dense(x, frequencies)?;
+                cosine_features(&mut z, phases);
+                Ok(z)
+            }
+            Fitted::Nystrom { kernel, landmarks, scaled_eigenvectors } => {
+                let k = crate::sparse::kernel_matrix_sparse_cpu(kernel, x, &CsrMatrix::from(landmarks))?;
+                crate::linalg::finite_result("Nystrom features", crate::linalg::matmul(&k, scaled_eigenvectors))
+            }
+            Fitted::Projection(w) => crate::sparse::csr_times_dense(x, w),
+        }
     }
 
     /// [`FittedFeatureMap::transform`] on `device`.
@@ -276,17 +361,8 @@ impl FittedFeatureMap {
         Ok(match &self.kind {
             Fitted::Linear => x.clone(),
             Fitted::RandomFourier { frequencies, phases } => {
-                use rayon::prelude::*;
                 let mut z = device.matmul(x, frequencies, MatrixProduct::AB)?;
-                let scale = (2.0 / phases.len() as f64).sqrt();
-                let rows = z.nrows().max(1);
-                // Columns split between the threads (the same operations on
-                // each entry as one thread would do).
-                z.as_mut_slice().par_chunks_mut(rows).enumerate().for_each(|(j, col)| {
-                    col.iter_mut().for_each(|v| *v += phases[j]);
-                    crate::linalg::cos_in_place(col);
-                    col.iter_mut().for_each(|v| *v *= scale);
-                });
+                cosine_features(&mut z, phases);
                 z
             }
             Fitted::Nystrom { kernel, landmarks, scaled_eigenvectors } => crate::nystrom::features(device, kernel, landmarks, scaled_eigenvectors, x)?,

@@ -116,12 +116,18 @@ impl EksvdParams {
 
     /// Fits the feature maps on `data` (each source on its own rows), then
     /// solves Eq. 4 or Eq. 8. Kernel, Gram and product matrices run on `device`.
+    ///
+    /// Sparse (CSR) sources are mapped without densifying them, on the CPU
+    /// on every device ([`FeatureMap::fit`], [`FittedFeatureMap::transform`]);
+    /// their features `Phi_q` (dense, `N_q x d_phi`) then go to the solver
+    /// as any features do. The result equals the fit on the dense copies up
+    /// to rounding.
     pub fn fit(&self, device: &Device, data: &MultiSource) -> Result<Eksvd> {
         self.validate_for(data.n_sources())?;
         let maps: Vec<FittedFeatureMap> = (0..data.n_sources())
-            .map(|q| self.map_for(q).fit(device, data.source(q), q, self.seed.wrapping_add(q as u64)))
+            .map(|q| self.map_for(q).fit(device, data.input(q), q, self.seed.wrapping_add(q as u64)))
             .collect::<Result<_>>()?;
-        let features: Vec<DMatrix<f64>> = maps.iter().zip(data.sources()).map(|(m, x)| m.transform(x)).collect::<Result<_>>()?;
+        let features: Vec<DMatrix<f64>> = maps.iter().enumerate().map(|(q, m)| m.transform(data.input(q))).collect::<Result<_>>()?;
         let mut fitted = self.fit_features(device, features)?;
         fitted.maps = Some(maps);
         Ok(fitted)
@@ -338,8 +344,6 @@ impl Eksvd {
 
     /// Features `phi_q(x)` of new rows of source `q`.
     pub fn features_of(&self, q: usize, x: &(impl AsMatrix<Elem = f64> + ?Sized)) -> Result<DMatrix<f64>> {
-        let x = x.as_matrix()?;
-        let x = &*x;
         self.check_source(q)?;
         let maps = self.maps.as_ref().ok_or(Error::NotAvailable("feature maps (the model was fitted from precomputed features)"))?;
         maps[q].transform(x)
@@ -387,8 +391,15 @@ impl Eksvd {
 
     /// Projection scores (primal form) of new raw rows `x` of source `q`
     /// (on a GPU: [`Eksvd::transform_resident`] in `f64` where the
-    /// adapter has it, X up once, the scores back).
+    /// adapter has it, X up once, the scores back). Sparse rows
+    /// ([`AsMatrix::as_csr`]) are mapped on the CPU without densifying
+    /// ([`FittedFeatureMap::transform_sparse`]), then projected on the
+    /// model's device.
     pub fn transform_source(&self, q: usize, x: &(impl AsMatrix<Elem = f64> + ?Sized)) -> Result<DMatrix<f64>> {
+        if x.as_csr().is_some() {
+            let phi = self.features_of(q, x)?;
+            return self.transform_features(q, &phi);
+        }
         let x = x.as_matrix()?;
         let x = &*x;
         let device = &self.device;
@@ -412,8 +423,6 @@ impl Eksvd {
 
     /// Projection scores (dual form) of new raw rows `x` of source `q`.
     pub fn transform_dual(&self, q: usize, x: &(impl AsMatrix<Elem = f64> + ?Sized)) -> Result<DMatrix<f64>> {
-        let x = x.as_matrix()?;
-        let x = &*x;
         let phi = self.features_of(q, x)?;
         self.transform_features_dual(q, &phi)
     }
@@ -426,9 +435,9 @@ impl Eksvd {
         }
         check_shape("number of sources", self.n_sources(), data.n_sources())?;
         let k = self.n_components();
-        let mut out = DMatrix::zeros(data.source(0).nrows(), self.n_sources() * k);
+        let mut out = DMatrix::zeros(data.sample_counts()[0], self.n_sources() * k);
         for q in 0..self.n_sources() {
-            let e = self.transform_source(q, data.source(q))?;
+            let e = self.transform_source(q, data.input(q))?;
             out.columns_mut(q * k, k).copy_from(&e);
         }
         Ok(out)
@@ -548,15 +557,11 @@ impl Ksvd {
 
     /// Scores `e = phi(x)^T w` of new rows of `X`.
     pub fn transform_x(&self, x: &(impl AsMatrix<Elem = f64> + ?Sized)) -> Result<DMatrix<f64>> {
-        let x = x.as_matrix()?;
-        let x = &*x;
         self.model.transform_source(0, x)
     }
 
     /// Scores `r = psi(z)^T v` of new rows of `Z`.
     pub fn transform_z(&self, z: &(impl AsMatrix<Elem = f64> + ?Sized)) -> Result<DMatrix<f64>> {
-        let z = z.as_matrix()?;
-        let z = &*z;
         self.model.transform_source(1, z)
     }
 
