@@ -160,13 +160,14 @@ impl MultiSource {
         &self.sources()[q]
     }
 
-    /// Source `q`, or [`Error::InvalidParameter`] (`q`) if `q >= Q`.
+    /// Source `q`, or [`Error::InvalidParameter`] (`q`) if `q >= Q` and
+    /// [`Error::OutOfMemory`] where a sparse set's dense copy cannot be allocated.
     pub fn try_source(&self, q: usize) -> Result<&DMatrix<f64>> {
         let n = self.n_sources();
         if q >= n {
             return Err(Error::InvalidParameter { name: "q", reason: format!("source {q} of {n}") });
         }
-        Ok(self.source(q))
+        Ok(&self.try_sources()?[q])
     }
 
     /// All sources, dense (a sparse set densifies all its sources once, see
@@ -176,11 +177,23 @@ impl MultiSource {
     ///
     /// If a sparse source's dense copy cannot be allocated.
     pub fn sources(&self) -> &[DMatrix<f64>] {
+        self.try_sources().expect("the dense copy of a sparse source")
+    }
+
+    /// All sources, dense, as [`MultiSource::sources`]: where a sparse
+    /// source's dense copy cannot be allocated, [`Error::OutOfMemory`]
+    /// (the library calls this one).
+    pub fn try_sources(&self) -> Result<&[DMatrix<f64>]> {
         match &self.storage {
-            Storage::Dense(v) => v,
-            Storage::Mixed { sources, dense } => dense.get_or_init(|| {
-                sources.iter().map(|x| x.as_matrix().map(Cow::into_owned).expect("the dense copy of a sparse source")).collect()
-            }),
+            Storage::Dense(v) => Ok(v),
+            Storage::Mixed { sources, dense } => {
+                if let Some(d) = dense.get() {
+                    return Ok(d);
+                }
+                let copies = sources.iter().map(|x| x.as_matrix().map(Cow::into_owned)).collect::<Result<Vec<_>>>()?;
+                // Another thread may have set it meanwhile: the same copies.
+                Ok(dense.get_or_init(|| copies))
+            }
         }
     }
 
@@ -195,7 +208,7 @@ impl MultiSource {
         let cols: usize = (0..self.n_sources()).map(|q| self.input(q).shape().1).sum();
         let mut out = DMatrix::zeros(counts[0], cols);
         let mut c0 = 0;
-        for x in self.sources() {
+        for x in self.try_sources()? {
             out.columns_mut(c0, x.ncols()).copy_from(x);
             c0 += x.ncols();
         }
@@ -242,6 +255,10 @@ impl MultiSource {
     }
 
     /// Consumes the set, returning the sources (dense).
+    ///
+    /// # Panics
+    ///
+    /// If a sparse source's dense copy cannot be allocated.
     pub fn into_sources(self) -> Vec<DMatrix<f64>> {
         match self.storage {
             Storage::Dense(v) => v,

@@ -130,7 +130,7 @@ impl CouplingMatrix {
         }
         Ok(CouplingMatrix {
             sizes: data.sample_counts(),
-            blocks: Blocks::KernelFunction { kernel, sources: data.sources().to_vec() },
+            blocks: Blocks::KernelFunction { kernel, sources: data.try_sources()?.to_vec() },
         })
     }
 

@@ -99,7 +99,7 @@ impl ShardedSources {
         if !data.is_paired() {
             return Err(Error::NotAvailable("sharded eKSVD needs paired sources (one row count)"));
         }
-        Self::new(data.sources().iter().map(|x| RowShard::from_full(comm, x)).collect::<Result<_>>()?)
+        Self::new(data.try_sources()?.iter().map(|x| RowShard::from_full(comm, x)).collect::<Result<_>>()?)
     }
 
     /// Number of sources `Q`.

@@ -78,7 +78,7 @@ params.validate()?;
     }
     let host = HostData::new(train.sources(), Some(train.labels()), n_classes)?;
     let validation_host = validation.map(|v| HostData::new(v.sources(), Some(v.labels()), n_classes)).transpose()?;
-    let mut model = params.init(gramian_device, train.sources().sources().iter().map(|x| x.ncols()).collect(), n_classes)?;
+    let mut model = params.init(gramian_device, (0..train.sources().n_sources()).map(|q| train.sources().input(q).shape().1).collect(), n_classes)?;
     let device = model.burn_device().clone();
     let ad_device = device.clone().autodiff();
     let n = host.n;
@@ -383,7 +383,7 @@ fn capture_evaluation<'a>(device: &Device, state: &'a RefCell<StepState>, target
 fn check_same_dims(a: &MultiSource, b: &MultiSource) -> Result<()> {
     check_shape("number of sources", a.n_sources(), b.n_sources())?;
     for q in 0..a.n_sources() {
-        check_shape(format!("columns of source {q}"), a.source(q).ncols(), b.source(q).ncols())?;
+        check_shape(format!("columns of source {q}"), a.input(q).shape().1, b.input(q).shape().1)?;
     }
     Ok(())
 }

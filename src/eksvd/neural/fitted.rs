@@ -160,7 +160,7 @@ impl NeuralEksvd {
         }
         check_shape("number of sources", self.arch.n_sources(), data.n_sources())?;
         for q in 0..data.n_sources() {
-            check_shape(format!("columns of source {q}"), self.arch.input_dims[q], data.source(q).ncols())?;
+            check_shape(format!("columns of source {q}"), self.arch.input_dims[q], data.input(q).shape().1)?;
         }
         Ok(())
     }

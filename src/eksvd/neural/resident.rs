@@ -42,9 +42,10 @@ pub(super) struct HostData {
 
 impl HostData {
     pub(super) fn new(data: &MultiSource, labels: Option<&[usize]>, n_classes: usize) -> Result<Self> {
-        let n = data.source(0).nrows();
-        let dims: Vec<usize> = data.sources().iter().map(|x| x.ncols()).collect();
-        let sources = data.sources().iter().enumerate().map(|(q, x)| to_f32_rows(q, x)).collect::<Result<Vec<_>>>()?;
+        let dense = data.try_sources()?;
+        let n = dense[0].nrows();
+        let dims: Vec<usize> = dense.iter().map(|x| x.ncols()).collect();
+        let sources = dense.iter().enumerate().map(|(q, x)| to_f32_rows(q, x)).collect::<Result<Vec<_>>>()?;
         Ok(HostData { n, dims, sources, labels: labels.map(<[usize]>::to_vec), n_classes })
     }
 
