@@ -399,6 +399,28 @@ impl RowOutputs for DMatrix<f64> {
 mod tests {
     use super::*;
 
+    /// Every order statistic of values with ties, both zeros, negatives and
+    /// a rank without values equals the sorted values' entry, on every rank.
+    #[test]
+    fn order_statistics_are_the_sorted_values() {
+        let values = [3.5, -1.0, 0.0, -0.0, 3.5, 1e-300, -7.25, 2.0, -1.0, 1e300, 0.5];
+        let mut sorted: Vec<f64> = values.to_vec();
+        sorted.sort_by(|a, b| a.total_cmp(b));
+        let counts = [4, 0, 7];
+        let out = crate::distributed::ThreadGroup::run(3, |comm| {
+            let rows = RowPartition::from_counts(&counts)?.range(comm.rank());
+            let local = &values[rows];
+            (0..values.len()).map(|k| order_statistic(comm, local, k)).collect::<Result<Vec<f64>>>()
+        })
+        .unwrap();
+        for r in out {
+            let r = r.unwrap();
+            assert!(r.iter().zip(&sorted).all(|(a, b)| a.to_bits() == b.to_bits()), "{r:?} vs {sorted:?}");
+        }
+        let out = crate::distributed::ThreadGroup::run(2, |comm| order_statistic(comm, &[1.0], 2)).unwrap();
+        assert!(out.iter().all(|r| matches!(r, Err(Error::IndexOutOfRange { .. }))));
+    }
+
     #[test]
     fn owners_skip_empty_blocks() {
         let p = RowPartition::from_counts(&[2, 0, 3, 0]).unwrap();
