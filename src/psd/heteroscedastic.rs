@@ -196,7 +196,7 @@ impl GaussianNaturalLoss {
 }
 
 /// The loss as the engine's [`BlockLoss`]: blocks `(theta, eta)`, dual
-/// variables `(alpha, beta)` (its [`MeanTerms`] for the samples held).
+/// variables `(alpha, beta)`, every term weighted `1/n` for the `n` samples held.
 impl BlockLoss for GaussianNaturalLoss {
     fn samples(&self) -> usize {
         self.targets.len()
