@@ -69,7 +69,7 @@ pub struct Outcome {
     pub difference: Option<(f64, f64)>,
 }
 
-const METHODS: [&str; 6] = ["icd", "mklaren", "nystrom", "psd-density", "eksvd-dual", "eksvd-covariance"];
+const METHODS: [&str; 8] = ["icd", "mklaren", "nystrom", "psd-density", "psd-heteroscedastic", "psd-quantile", "eksvd-dual", "eksvd-covariance"];
 
 fn run_method(method: &str, case: &Case) -> gramian::error::Result<Outcome> {
     match method {
@@ -77,6 +77,8 @@ fn run_method(method: &str, case: &Case) -> gramian::error::Result<Outcome> {
         "mklaren" => mklaren::mklaren(case),
         "nystrom" => mklaren::nystrom(case),
         "psd-density" => psd::density(case),
+        "psd-heteroscedastic" => psd::heteroscedastic(case),
+        "psd-quantile" => psd::quantile(case),
         "eksvd-dual" => eksvd::dual(case),
         "eksvd-covariance" => eksvd::covariance(case),
         other => Err(Error::InvalidParameter { name: "--method", reason: format!("unknown method {other:?}") }),

@@ -19,6 +19,11 @@
 //!   `2 r^3` flops) on every rank alike; once, the features
 //!   (kernel to the centres `3 (n/P) m d`, the map `2 (n/P) m r`).
 //!   Memory: the features, `8 r n/P` bytes, and `X`.
+//! - PSD heteroscedastic and quantile regression (m centres, `r = m + 1`
+//!   or `m` features, f64): the density's evaluation per PSD part (one
+//!   part; `K - 1` parts for K quantile levels) plus the linear part's
+//!   `P s` and `P^T w` (`2 (n/P) r` flops each), the positive part per PSD
+//!   part, the features once; `B` blocks of dual vectors (2; K).
 //! - mklaren (K kernels, rank k, look-ahead delta, f64): per pivot step
 //!   `K (delta + 1)` kernel columns of `n/P` rows (memory-bound: X read
 //!   once each, `8 d n/P` bytes) and their Cholesky updates (G read once,
@@ -62,6 +67,16 @@ const POLAR_PRODUCTS: f64 = 67.0;
 /// operator Lanczos on the method benchmark's problem: 51-57 products at
 /// N = 2000 and 5000 per source).
 const ITERATIONS_EKSVD: f64 = 60.0;
+/// PSD heteroscedastic and quantile (3 levels) regression: FISTA iterations
+/// to a gap of 1e-5 at n = 10^5 and 500 centres (`psd_speed`, BENCHMARKS.md
+/// "PSD models": 142 and 362).
+const ITERATIONS_HETEROSCEDASTIC: f64 = 142.0;
+const ITERATIONS_QUANTILE: f64 = 362.0;
+/// Collectives per FISTA iteration of the sharded PSD regressions on 2
+/// ranks (repro/results/sharded-scaling-psd-regression-2026-12-07.log:
+/// 3274 in 170 iterations, 8195 in 250).
+const COLLECTIVES_HETEROSCEDASTIC: f64 = 19.3;
+const COLLECTIVES_QUANTILE: f64 = 32.8;
 
 /// One network level.
 #[derive(Clone, Copy)]
@@ -147,6 +162,10 @@ enum Method {
     Mklaren,
     /// eKSVD Dual: Q = 3 sources of N each, d = 100, block 8, k = 16.
     EksvdDual,
+    /// PSD heteroscedastic regression: m = 500 centres, d = 10.
+    PsdHeteroscedastic,
+    /// PSD quantile regression: 3 levels, m = 500 centres, d = 10.
+    PsdQuantile,
 }
 
 /// One shard's plan: setup once, compute and traffic per iteration,
@@ -159,20 +178,22 @@ struct Shard {
 }
 
 impl Method {
-    const ALL: [Method; 3] = [Method::PsdDensity, Method::Mklaren, Method::EksvdDual];
+    const ALL: [Method; 5] = [Method::PsdDensity, Method::PsdHeteroscedastic, Method::PsdQuantile, Method::Mklaren, Method::EksvdDual];
 
     fn name(self) -> &'static str {
         match self {
             Method::PsdDensity => "PSD density (m = 1000, d = 10)",
             Method::Mklaren => "mklaren (2 RBF, rank 20, delta 10, d = 10)",
             Method::EksvdDual => "eKSVD Dual (Q = 3, 1000 Nystrom features, block 8, N per source)",
+            Method::PsdHeteroscedastic => "PSD heteroscedastic (m = 500, d = 10)",
+            Method::PsdQuantile => "PSD quantile (3 levels, m = 500, d = 10)",
         }
     }
 
     /// The headline n (samples; per source for eKSVD).
     fn target(self) -> f64 {
         match self {
-            Method::PsdDensity | Method::Mklaren => 1e9,
+            Method::PsdDensity | Method::Mklaren | Method::PsdHeteroscedastic | Method::PsdQuantile => 1e9,
             Method::EksvdDual => 1e8 / 3.0,
         }
     }
@@ -182,6 +203,8 @@ impl Method {
             Method::PsdDensity => ITERATIONS_PSD,
             Method::Mklaren => 20.0,
             Method::EksvdDual => ITERATIONS_EKSVD,
+            Method::PsdHeteroscedastic => ITERATIONS_HETEROSCEDASTIC,
+            Method::PsdQuantile => ITERATIONS_QUANTILE,
         }
     }
 
@@ -207,6 +230,30 @@ impl Method {
                     traffic: Traffic { sum_values: r * r, sums: EVALUATIONS_PER_ITERATION, small: 17.0, ..Default::default() },
                     // Features, X, and the dual's vectors.
                     memory: 8.0 * rows * (r + d + 4.0),
+                }
+            }
+            Method::PsdHeteroscedastic | Method::PsdQuantile => {
+                // r features, Q PSD parts, B blocks of dual variables, and
+                // the collectives per iteration measured on 2 ranks
+                // (repro/results/sharded-scaling-psd-regression-2026-12-07.log).
+                let (r, d, parts, blocks, collectives) = match self {
+                    Method::PsdHeteroscedastic => (501.0f64, 10.0f64, 1.0f64, 2.0f64, COLLECTIVES_HETEROSCEDASTIC),
+                    _ => (500.0, 10.0, 2.0, 3.0, COLLECTIVES_QUANTILE),
+                };
+                let setup = device_seconds(card, 3.0 * rows * r * d, f64p, H200_KERNEL_MATRIX_EFFICIENCY, 8.0 * rows * (d + r))
+                    + device_seconds(card, 2.0 * rows * r * r, f64p, H200_PRODUCT_EFFICIENCY, 8.0 * rows * r);
+                let part = device_seconds(card, 2.0 * rows * r * r, f64p, H200_WEIGHTED_GRAM_EFFICIENCY, 8.0 * rows * r)
+                    + device_seconds(card, 2.0 * rows * r * r, f64p, H200_PRODUCT_EFFICIENCY, 8.0 * rows * r);
+                let linear = 2.0 * device_seconds(card, 2.0 * rows * r, f64p, H200_PRODUCT_EFFICIENCY, 8.0 * rows * r);
+                let polar = POLAR_PRODUCTS * device_seconds(card, 2.0 * r * r * r, f64p, H200_PRODUCT_EFFICIENCY, 24.0 * r * r);
+                Shard {
+                    setup,
+                    compute: EVALUATIONS_PER_ITERATION * (parts * part + linear) + parts * polar,
+                    // Per evaluation the r x r Gram of every part and P s
+                    // in one sum; the rest are small sums.
+                    traffic: Traffic { sum_values: parts * r * r + r, sums: EVALUATIONS_PER_ITERATION, small: collectives - EVALUATIONS_PER_ITERATION, ..Default::default() },
+                    // Features, X, and the dual's vectors (4 per block).
+                    memory: 8.0 * rows * (r + d + 4.0 * blocks),
                 }
             }
             Method::Mklaren => {

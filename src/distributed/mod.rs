@@ -56,7 +56,7 @@ mod threads;
 pub use communicator::{agree, CommStats, Communicator, SingleProcess};
 #[cfg(feature = "mpi")]
 pub use self::mpi::Mpi;
-pub use shard::{gather_vector, local_vector, RowPartition, RowShard};
+pub use shard::{gather_rows, gather_vector, local_vector, order_statistic, RowOutputs, RowPartition, RowShard, ShardedOutput, ShardedSupervised};
 pub use threads::{ThreadGroup, ThreadRank};
 
 use crate::device::Device;

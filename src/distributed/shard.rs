@@ -192,14 +192,42 @@ impl RowShard {
 
     /// All rows on every rank (`n x d`). Collective.
     pub fn gather(&self, comm: &dyn Communicator) -> Result<DMatrix<f64>> {
-        let d = self.ncols();
-        let counts: Vec<usize> = self.partition.counts().iter().map(|c| c * d).collect();
-        let mut local = Vec::with_capacity(self.local.len());
-        for i in 0..self.local.nrows() {
-            local.extend(self.local.row(i).iter());
+        gather_rows(comm, &self.partition, &self.local)
+    }
+
+    /// A fitted model's per-row outputs on these (test) rows: each rank
+    /// calls `predict` on its own rows only (`predict` is the model's
+    /// prediction, e.g. `|x| model.predict(x)`: every rank holds the same
+    /// model after a sharded fit); a rank without rows does not call it.
+    /// [`ShardedOutput::gather`] or [`ShardedOutput::gather_vector`] brings
+    /// all rows to every rank on request.
+    ///
+    /// Collective: when `predict` fails on one rank, every rank returns
+    /// [`Error::RankFailed`] ([`agree`]); ranks whose outputs differ in
+    /// width are [`Error::ShardMismatch`].
+    pub fn predict<T: RowOutputs>(&self, comm: &dyn Communicator, predict: impl FnOnce(&DMatrix<f64>) -> Result<T>) -> Result<ShardedOutput> {
+        let rows = self.local.nrows();
+        let local = if rows == 0 {
+            Ok(None)
+        } else {
+            predict(&self.local).map(|t| t.into_rows()).and_then(|m| {
+                if m.nrows() != rows {
+                    return Err(Error::DimensionMismatch { what: "rows of a prediction vs this rank's rows", expected: rows, found: m.nrows() });
+                }
+                Ok(Some(m))
+            })
+        };
+        let local = agree(comm, local)?;
+        // The width of the ranks that predicted; a rank without rows takes it.
+        let width = local.as_ref().map_or(0, |m| m.ncols());
+        let p = comm.size();
+        let widths = comm.all_gather_varcount(&[if local.is_some() { width as f64 } else { -1.0 }], &vec![1; p])?;
+        let first = widths.iter().copied().find(|&w| w >= 0.0).unwrap_or(0.0);
+        if let Some(rank) = widths.iter().position(|&w| w >= 0.0 && w != first) {
+            return Err(Error::ShardMismatch { what: "the width of a prediction", rank });
         }
-        let all = comm.all_gather_varcount(&local, &counts)?;
-        Ok(DMatrix::from_row_slice(self.total_rows(), d, &all))
+        let local = local.unwrap_or_else(|| DMatrix::zeros(0, first as usize));
+        Ok(ShardedOutput { local, partition: self.partition.clone() })
     }
 }
 
@@ -223,9 +251,175 @@ pub fn gather_vector(comm: &dyn Communicator, partition: &RowPartition, local: &
     Ok(DVector::from_vec(comm.all_gather_varcount(local, &partition.counts())?))
 }
 
+/// Every rank's local rows (`rows(r) x width`, the same width on every
+/// rank) stacked in rank order, on every rank: `partition.total() x width`.
+/// Collective.
+pub fn gather_rows(comm: &dyn Communicator, partition: &RowPartition, local: &DMatrix<f64>) -> Result<DMatrix<f64>> {
+    let width = local.ncols();
+    let counts: Vec<usize> = partition.counts().iter().map(|c| c * width).collect();
+    let mut row_major = Vec::with_capacity(local.len());
+    for i in 0..local.nrows() {
+        row_major.extend(local.row(i).iter());
+    }
+    let all = comm.all_gather_varcount(&row_major, &counts)?;
+    Ok(DMatrix::from_row_slice(partition.total(), width, &all))
+}
+
+/// The `k`-th smallest (0-based) of the values of all ranks (this rank's
+/// `local`, finite), exactly: the element a sort of all values in one
+/// process puts at `k` (ordered by [`f64::total_cmp`]), on every rank.
+/// A bisection on the order-preserving bits of `f64` with one sum of a
+/// count per step: at most 64 collectives of one number, `O(len)` local
+/// work each, nothing gathered. Collective.
+///
+/// Errors: [`Error::IndexOutOfRange`] when `k` is not below the number of
+/// all values; [`Error::NonFinite`] (agreed on, [`Error::RankFailed`])
+/// for a value that is not finite.
+pub fn order_statistic(comm: &dyn Communicator, local: &[f64], k: usize) -> Result<f64> {
+    // Order-preserving keys: the sign bit flipped for positives, all bits
+    // for negatives (what `f64::total_cmp` compares).
+    let key = |v: f64| {
+        let b = v.to_bits();
+        if b >> 63 == 1 { !b } else { b | (1 << 63) }
+    };
+    let finite = match local.iter().position(|v| !v.is_finite()) {
+        Some(i) => Err(Error::NonFinite { what: "values of an order statistic", row: i, col: 0 }),
+        None => Ok(()),
+    };
+    agree(comm, finite)?;
+    let total = comm.sum_scalar(local.len() as f64)?;
+    if (k as f64) >= total {
+        return Err(Error::IndexOutOfRange { what: "order statistic of sharded values", index: k, len: total as usize });
+    }
+    let keys: Vec<u64> = local.iter().map(|&v| key(v)).collect();
+    // The smallest key t with at least k + 1 keys <= t (the key of a value).
+    let (mut lo, mut hi) = (0u64, u64::MAX);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        let below = comm.sum_scalar(keys.iter().filter(|&&c| c <= mid).count() as f64)?;
+        if below >= (k + 1) as f64 {
+            hi = mid;
+        } else {
+            lo = mid + 1;
+        }
+    }
+    let bits = if lo >> 63 == 1 { lo & !(1 << 63) } else { !lo };
+    Ok(f64::from_bits(bits))
+}
+
+/// A supervised data set sharded by rows: this rank's rows of the samples
+/// and its block of the targets (the data of the sharded mklaren, low-rank
+/// ridge and PSD regression fits).
+#[derive(Debug, Clone)]
+pub struct ShardedSupervised {
+    x: RowShard,
+    y: DVector<f64>,
+}
+
+impl ShardedSupervised {
+    /// This rank's rows `x` with its targets `y` (one per local row, finite).
+    /// Collective: a bad block on any rank fails every rank with
+    /// [`Error::RankFailed`] ([`local_vector`]).
+    pub fn new(comm: &dyn Communicator, x: RowShard, y: impl AsVector) -> Result<Self> {
+        let y = local_vector(comm, &x, y)?;
+        Ok(ShardedSupervised { x, y })
+    }
+
+    /// This rank's rows of the samples.
+    pub fn x(&self) -> &RowShard {
+        &self.x
+    }
+
+    /// This rank's targets.
+    pub fn y(&self) -> &DVector<f64> {
+        &self.y
+    }
+}
+
+/// A model's per-row outputs on sharded inputs ([`RowShard::predict`]):
+/// this rank's rows of the outputs, `rows x width` (one column for a
+/// vector of predictions), and the partition of the inputs' rows.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ShardedOutput {
+    local: DMatrix<f64>,
+    partition: RowPartition,
+}
+
+impl ShardedOutput {
+    /// This rank's rows of the outputs (`rows x width`).
+    pub fn local(&self) -> &DMatrix<f64> {
+        &self.local
+    }
+
+    /// This rank's outputs as a vector (the first column: a model whose
+    /// prediction is one number per row).
+    pub fn local_column(&self) -> DVector<f64> {
+        self.local.column(0).into_owned()
+    }
+
+    /// How the rows are split over the ranks (that of the inputs).
+    pub fn partition(&self) -> &RowPartition {
+        &self.partition
+    }
+
+    /// All ranks' outputs stacked in rank order, on every rank
+    /// (`n x width`, [`gather_rows`]). Collective.
+    pub fn gather(&self, comm: &dyn Communicator) -> Result<DMatrix<f64>> {
+        gather_rows(comm, &self.partition, &self.local)
+    }
+
+    /// All ranks' outputs of the first column in rank order, on every rank
+    /// ([`gather_vector`]). Collective.
+    pub fn gather_vector(&self, comm: &dyn Communicator) -> Result<DVector<f64>> {
+        gather_vector(comm, &self.partition, self.local.column(0).as_slice())
+    }
+}
+
+/// What a model's prediction returns per row: a vector (one number per
+/// row) or a matrix (a row per input row), as rows of a matrix.
+pub trait RowOutputs {
+    /// The outputs as a `rows x width` matrix.
+    fn into_rows(self) -> DMatrix<f64>;
+}
+
+impl RowOutputs for DVector<f64> {
+    fn into_rows(self) -> DMatrix<f64> {
+        let n = self.len();
+        DMatrix::from_column_slice(n, 1, self.as_slice())
+    }
+}
+
+impl RowOutputs for DMatrix<f64> {
+    fn into_rows(self) -> DMatrix<f64> {
+        self
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every order statistic of values with ties, both zeros, negatives and
+    /// a rank without values equals the sorted values' entry, on every rank.
+    #[test]
+    fn order_statistics_are_the_sorted_values() {
+        let values = [3.5, -1.0, 0.0, -0.0, 3.5, 1e-300, -7.25, 2.0, -1.0, 1e300, 0.5];
+        let mut sorted: Vec<f64> = values.to_vec();
+        sorted.sort_by(|a, b| a.total_cmp(b));
+        let counts = [4, 0, 7];
+        let out = crate::distributed::ThreadGroup::run(3, |comm| {
+            let rows = RowPartition::from_counts(&counts)?.range(comm.rank());
+            let local = &values[rows];
+            (0..values.len()).map(|k| order_statistic(comm, local, k)).collect::<Result<Vec<f64>>>()
+        })
+        .unwrap();
+        for r in out {
+            let r = r.unwrap();
+            assert!(r.iter().zip(&sorted).all(|(a, b)| a.to_bits() == b.to_bits()), "{r:?} vs {sorted:?}");
+        }
+        let out = crate::distributed::ThreadGroup::run(2, |comm| order_statistic(comm, &[1.0], 2)).unwrap();
+        assert!(out.iter().all(|r| matches!(r, Err(Error::IndexOutOfRange { .. }))));
+    }
 
     #[test]
     fn owners_skip_empty_blocks() {

@@ -40,7 +40,9 @@ pub use icd::{nystrom, FactorTransform, IcdFactor, IcdParams, NystromFactor};
 pub use low_rank::{LowRankMethod, LowRankRidge, LowRankRidgeParams};
 pub use fitted::{Mklaren, SelectedColumn};
 pub use model::MklarenParams;
-pub use sharded::{KernelShard, ShardedSupervised};
+pub use sharded::KernelShard;
+// The data of a sharded [`MklarenParams`] or [`LowRankRidgeParams`] fit (defined in [`crate::distributed`]).
+pub use crate::distributed::ShardedSupervised;
 
 use crate::error::Error;
 use nalgebra::{DMatrix, DVector};

@@ -47,9 +47,8 @@ use super::icd::{argmax, cholesky_update, CholeskyState, FactorTransform, IcdFac
 use super::low_rank::{stack, standardised_ridge, LowRankMethod, LowRankRidge, LowRankRidgeParams};
 use super::model::{better_candidate, step_length, take_step, Candidate, KernelState, MklarenParams};
 use super::tall::{row_quadratic_forms, tall_tr_mul};
-use crate::distributed::{agree, gather_vector, local_vector, Communicator, FitSharded, RowShard};
+use crate::distributed::{agree, gather_vector, Communicator, FitSharded, RowShard, ShardedSupervised};
 use crate::error::{Error, Result};
-use crate::input::AsVector;
 use crate::linalg::{faer_mut, faer_ref};
 use crate::{Device, Kernel};
 
@@ -61,35 +60,6 @@ pub struct KernelShard {
     pub kernel: Kernel,
     /// This rank's rows of the samples (a rank may hold none).
     pub x: RowShard,
-}
-
-/// A supervised data set sharded by rows: this rank's rows of the samples
-/// and its block of the targets (the data of a sharded [`MklarenParams`]
-/// fit; every kernel on the samples).
-#[derive(Debug, Clone)]
-pub struct ShardedSupervised {
-    x: RowShard,
-    y: DVector<f64>,
-}
-
-impl ShardedSupervised {
-    /// This rank's rows `x` with its targets `y` (one per local row, finite).
-    /// Collective: a bad block on any rank fails every rank with
-    /// [`Error::RankFailed`] ([`local_vector`]).
-    pub fn new(comm: &dyn Communicator, x: RowShard, y: impl AsVector) -> Result<Self> {
-        let y = local_vector(comm, &x, y)?;
-        Ok(ShardedSupervised { x, y })
-    }
-
-    /// This rank's rows of the samples.
-    pub fn x(&self) -> &RowShard {
-        &self.x
-    }
-
-    /// This rank's targets.
-    pub fn y(&self) -> &DVector<f64> {
-        &self.y
-    }
 }
 
 /// The error every rank returns when the flag of a collective says that
@@ -381,7 +351,7 @@ impl FitSharded<ShardedSupervised> for MklarenParams {
     type Fitted = Mklaren;
 
     fn fit_sharded(&self, device: &Device, comm: &dyn Communicator, data: &ShardedSupervised) -> Result<Mklaren> {
-        let x = &data.x;
+        let x = data.x();
         let n = x.total_rows();
         comm.check_same("mklaren parameters and shape", &format!("{self:?} {n} x {}", x.ncols()))?;
         self.validate()?;
@@ -389,8 +359,8 @@ impl FitSharded<ShardedSupervised> for MklarenParams {
             return Err(Error::RankTooLarge { rank: self.rank, n });
         }
         let nl = x.local().nrows();
-        // One target per local row, finite ([`ShardedSupervised::new`]).
-        let y = &data.y;
+        // One target per local row, finite (`ShardedSupervised::new`).
+        let y = data.y();
         // Centred target (the checks of the single-process fit).
         let target_mean = comm.sum_scalar(y.sum())? / n as f64;
         let yc = y.map(|v| v - target_mean);
@@ -624,7 +594,7 @@ impl FitSharded<ShardedSupervised> for LowRankRidgeParams {
     type Fitted = LowRankRidge;
 
     fn fit_sharded(&self, device: &Device, comm: &dyn Communicator, data: &ShardedSupervised) -> Result<LowRankRidge> {
-        let x = &data.x;
+        let x = data.x();
         let n = x.total_rows();
         comm.check_same("low-rank ridge parameters and shape", &format!("{self:?} {n} x {}", x.ncols()))?;
         self.validate()?;
@@ -632,7 +602,7 @@ impl FitSharded<ShardedSupervised> for LowRankRidgeParams {
         if rank > n {
             return Err(Error::RankTooLarge { rank, n });
         }
-        let (yc, target_mean) = centred_target_sharded(comm, &data.y, n)?;
+        let (yc, target_mean) = centred_target_sharded(comm, data.y(), n)?;
         let (offset, nl) = (x.offset(), x.local().nrows());
         let mut factors = Vec::with_capacity(self.kernel_list().len());
         let mut transforms = Vec::with_capacity(self.kernel_list().len());

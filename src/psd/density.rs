@@ -26,6 +26,7 @@ use crate::device::Device;
 use crate::linalg::{self, check_matrix};
 
 use super::dual::DualProblem;
+use super::sharded::{agreed, same_route};
 use super::features::TrainingFeatures;
 use super::options::{SolverOptions, SolverReport};
 use crate::error::Error;
@@ -139,22 +140,15 @@ impl DensityParams {
     /// local work's failures agreed on).
     pub(super) fn fit_rows(&self, device: &Device, x: &DMatrix<f64>, centres: &DMatrix<f64>, shard: Option<(&dyn crate::distributed::Communicator, usize, usize)>, start: std::time::Instant) -> Result<PsdDensity, Error> {
         let comm = shard.map(|(comm, _, _)| comm);
-        // What each rank does alone must fail on every rank together.
-        let agreed = |local: Result<TrainingFeatures, Error>| match comm {
-            Some(comm) => crate::distributed::agree(comm, local),
-            None => local,
-        };
         // At least four m x m matrices live at once (the centres' kernel, the
         // feature map, the product integrals and the integral operator W).
         let m = centres.nrows();
         let features = crate::memory::entries(m, m, "PSD density")
             .and_then(|e| crate::memory::check_host::<f64>(e.saturating_mul(4), "PSD density fit (m x m kernel, feature map, integrals)"))
             .and_then(|_| EmpiricalFeatures::new(centres, self.settings.sigma));
-        let features = match comm {
-            Some(comm) => crate::distributed::agree(comm, features)?,
-            None => features?,
-        };
-        let training = agreed(TrainingFeatures::new(&features, device, x, || match (self.settings.nystrom, shard) {
+        // What each rank does alone must fail on every rank together.
+        let features = agreed(comm, features)?;
+        let training = agreed(comm, TrainingFeatures::new(&features, device, x, || match (self.settings.nystrom, shard) {
             // Every sample a centre: P = L^T, triangular (a third of the flops per iteration).
             (None, None) => features.centre_features(device),
             (None, Some((_, offset, _))) => Ok(features.centre_features(device)?.columns(offset, x.nrows()).into_owned()),
@@ -168,12 +162,8 @@ impl DensityParams {
         let total = shard.map_or(x.nrows(), |(_, _, total)| total);
         let loss = SampleBlock { loss: NegativeLogLikelihood { n: total }, rows: x.nrows() };
         let problem = DualProblem { features: training.view(device), integral: Some(&w), loss: &loss, lambda1: self.settings.regularisation.trace, lambda2: self.settings.regularisation.quadratic };
-        let resident = matches!(training, TrainingFeatures::Resident(_));
         // The route must be the same on every rank: resident only if every rank's features are.
-        let resident = match comm {
-            Some(comm) => comm.sum_scalar(f64::from(u8::from(!resident)))? == 0.0,
-            None => resident,
-        };
+        let resident = same_route(comm, matches!(training, TrainingFeatures::Resident(_)))?;
         let eigen_solver = self.positive_part.solver(resident, total, features.rank());
         let solution = problem.solve_sharded(&self.settings.solver, eigen_solver, comm)?;
         let model = PsdModel::from_feature_operator(&features, &solution.a)?;

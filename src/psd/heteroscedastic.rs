@@ -72,7 +72,7 @@ use crate::linalg::{self, check_dim, check_matrix};
 
 use super::features::Features;
 use super::options::{SolverOptions, SolverReport};
-use super::engine::{BlockLoss, EngineProblem, LinearPart};
+use super::engine::{BlockLoss, EngineProblem, LinearPart, SampleTerms, MeanTerms};
 use super::model::psd_factor;
 use super::options::{PsdSettings, Regularisation, Terms, shared_builders, solver_builders};
 use crate::error::Error;
@@ -94,7 +94,11 @@ impl GaussianNaturalLoss {
 
     /// `L(eta, theta)`, `+inf` if some `theta_i <= 0`.
     pub fn value(&self, eta: &DVector<f64>, theta: &DVector<f64>) -> f64 {
-        let c = self.weight();
+        self.value_weighted(eta, theta, self.weight())
+    }
+
+    /// [`Self::value`] with the weight `c` of every term.
+    fn value_weighted(&self, eta: &DVector<f64>, theta: &DVector<f64>, c: f64) -> f64 {
         let mut total = 0.0;
         for i in 0..self.targets.len() {
             let (e, t, y) = (eta[i], theta[i], self.targets[i]);
@@ -109,7 +113,11 @@ impl GaussianNaturalLoss {
     /// `L*(beta, alpha) = sum_i l_i*(beta_i, alpha_i)` (`beta` pairs with `eta`,
     /// `alpha` with `theta`), `+inf` outside the domain.
     pub fn conjugate(&self, beta: &DVector<f64>, alpha: &DVector<f64>) -> f64 {
-        let c = self.weight();
+        self.conjugate_weighted(beta, alpha, self.weight())
+    }
+
+    /// [`Self::conjugate`] with the weight `c` of every term.
+    fn conjugate_weighted(&self, beta: &DVector<f64>, alpha: &DVector<f64>, c: f64) -> f64 {
         let mut total = 0.0;
         for i in 0..self.targets.len() {
             let y = self.targets[i];
@@ -125,8 +133,13 @@ impl GaussianNaturalLoss {
 
     /// `prox_{q l_i}(u, v) = argmin_{eta, theta} q l_i(eta, theta) + (eta - u)^2/2 + (theta - v)^2/2`.
     pub fn prox_loss(&self, i: usize, u: f64, v: f64, q: f64) -> (f64, f64) {
+        self.prox_loss_weighted(i, u, v, q, self.weight())
+    }
+
+    /// [`Self::prox_loss`] with the weight `c` of every term.
+    fn prox_loss_weighted(&self, i: usize, u: f64, v: f64, q: f64, c: f64) -> (f64, f64) {
         let y = self.targets[i];
-        let qc = q * self.weight();
+        let qc = q * c;
         let kappa = (u + qc * y).powi(2);
         let dh = |t: f64| qc * y * y / 2.0 - qc / (2.0 * t) + t - v - kappa * qc / (2.0 * (t + qc).powi(2));
         let d2h = |t: f64| qc / (2.0 * t * t) + 1.0 + kappa * qc / (t + qc).powi(3);
@@ -137,11 +150,16 @@ impl GaussianNaturalLoss {
     /// `prox_{s L*}` at `(beta, alpha)` by Moreau's identity
     /// `prox_{s L*}(z) = z - s prox_{L/s}(z/s)`; returns `(beta, alpha)`.
     pub fn prox_conjugate(&self, beta: &DVector<f64>, alpha: &DVector<f64>, s: f64) -> (DVector<f64>, DVector<f64>) {
+        self.prox_conjugate_weighted(beta, alpha, s, self.weight())
+    }
+
+    /// [`Self::prox_conjugate`] with the weight `c` of every term.
+    fn prox_conjugate_weighted(&self, beta: &DVector<f64>, alpha: &DVector<f64>, s: f64, c: f64) -> (DVector<f64>, DVector<f64>) {
         let n = self.targets.len();
         let mut b = DVector::zeros(n);
         let mut a = DVector::zeros(n);
         for i in 0..n {
-            let (e, t) = self.prox_loss(i, beta[i] / s, alpha[i] / s, 1.0 / s);
+            let (e, t) = self.prox_loss_weighted(i, beta[i] / s, alpha[i] / s, 1.0 / s, c);
             b[i] = beta[i] - s * e;
             a[i] = alpha[i] - s * t;
         }
@@ -162,7 +180,11 @@ impl GaussianNaturalLoss {
 
     /// The dual point `(beta, alpha) = grad L(eta, theta)` of a primal point with `theta > 0`.
     pub fn gradient(&self, eta: &DVector<f64>, theta: &DVector<f64>) -> (DVector<f64>, DVector<f64>) {
-        let c = self.weight();
+        self.gradient_weighted(eta, theta, self.weight())
+    }
+
+    /// [`Self::gradient`] with the weight `c` of every term.
+    fn gradient_weighted(&self, eta: &DVector<f64>, theta: &DVector<f64>, c: f64) -> (DVector<f64>, DVector<f64>) {
         let n = self.targets.len();
         let beta = DVector::from_fn(n, |i, _| c * (eta[i] / theta[i] - self.targets[i]));
         let alpha = DVector::from_fn(n, |i, _| {
@@ -174,7 +196,7 @@ impl GaussianNaturalLoss {
 }
 
 /// The loss as the engine's [`BlockLoss`]: blocks `(theta, eta)`, dual
-/// variables `(alpha, beta)`.
+/// variables `(alpha, beta)`, every term weighted `1/n` for the `n` samples held.
 impl BlockLoss for GaussianNaturalLoss {
     fn samples(&self) -> usize {
         self.targets.len()
@@ -183,26 +205,50 @@ impl BlockLoss for GaussianNaturalLoss {
         2
     }
     fn value(&self, u: &DVector<f64>) -> f64 {
-        let n = self.targets.len();
-        GaussianNaturalLoss::value(self, &u.rows(n, n).into_owned(), &u.rows(0, n).into_owned())
+        self.value_of(u, self.targets.len())
     }
     fn conjugate(&self, z: &DVector<f64>) -> f64 {
-        let n = self.targets.len();
-        GaussianNaturalLoss::conjugate(self, &z.rows(n, n).into_owned(), &z.rows(0, n).into_owned())
+        self.conjugate_of(z, self.targets.len())
     }
     fn prox_conjugate(&self, v: &DVector<f64>, t: f64) -> DVector<f64> {
+        self.prox_conjugate_of(v, t, self.targets.len())
+    }
+    /// The dual point of the primal guess `eta = 0`, `theta = 1` (unit
+    /// variance in standardised units; the guess of the engine is ignored).
+    fn dual_start(&self, _u0: &DVector<f64>) -> DVector<f64> {
+        self.dual_start_of(self.targets.len())
+    }
+}
+
+/// The terms held with the weight `c = 1/n` of all `n` samples (a rank's
+/// block in a sharded fit), blocks `(theta, eta)` as the [`BlockLoss`].
+impl MeanTerms for GaussianNaturalLoss {
+    fn samples(&self) -> usize {
+        self.targets.len()
+    }
+    fn blocks(&self) -> usize {
+        2
+    }
+    fn value_of(&self, u: &DVector<f64>, all: usize) -> f64 {
         let n = self.targets.len();
-        let (b, a) = GaussianNaturalLoss::prox_conjugate(self, &v.rows(n, n).into_owned(), &v.rows(0, n).into_owned(), t);
+        self.value_weighted(&u.rows(n, n).into_owned(), &u.rows(0, n).into_owned(), 1.0 / all as f64)
+    }
+    fn conjugate_of(&self, z: &DVector<f64>, all: usize) -> f64 {
+        let n = self.targets.len();
+        self.conjugate_weighted(&z.rows(n, n).into_owned(), &z.rows(0, n).into_owned(), 1.0 / all as f64)
+    }
+    fn prox_conjugate_of(&self, v: &DVector<f64>, t: f64, all: usize) -> DVector<f64> {
+        let n = self.targets.len();
+        let (b, a) = self.prox_conjugate_weighted(&v.rows(n, n).into_owned(), &v.rows(0, n).into_owned(), t, 1.0 / all as f64);
         let mut out = DVector::zeros(2 * n);
         out.rows_mut(0, n).copy_from(&a);
         out.rows_mut(n, n).copy_from(&b);
         out
     }
-    /// The dual point of the primal guess `eta = 0`, `theta = 1` (unit
-    /// variance in standardised units; the guess of the engine is ignored).
-    fn dual_start(&self, _u0: &DVector<f64>) -> DVector<f64> {
+    /// The dual point of the primal guess `eta = 0`, `theta = 1`.
+    fn dual_start_of(&self, all: usize) -> DVector<f64> {
         let n = self.targets.len();
-        let (beta, alpha) = self.gradient(&DVector::zeros(n), &DVector::from_element(n, 1.0));
+        let (beta, alpha) = self.gradient_weighted(&DVector::zeros(n), &DVector::from_element(n, 1.0), 1.0 / all as f64);
         let mut z = DVector::zeros(2 * n);
         z.rows_mut(0, n).copy_from(&alpha);
         z.rows_mut(n, n).copy_from(&beta);
@@ -267,14 +313,25 @@ pub(crate) fn target_moments(x: &DMatrix<f64>, y: &DVector<f64>) -> Result<(f64,
     check_matrix("x", x)?;
     check_dim("length of y vs rows of x", x.nrows(), y.len())?;
     linalg::check_finite("y", &DMatrix::from_column_slice(y.len(), 1, y.as_slice()))?;
-    let n = x.nrows();
+    target_moments_over(&crate::distributed::SingleProcess::new(), y, x.nrows())
+}
+
+/// [`target_moments`] of the targets of all ranks of `comm` (this rank's
+/// block `y`, checked; `n` targets over all ranks): the sums over targets
+/// summed over the ranks, the same result and errors on every rank.
+/// Collective.
+pub(crate) fn target_moments_over(comm: &dyn crate::distributed::Communicator, y: &DVector<f64>, n: usize) -> Result<(f64, f64), Error> {
     if n < 2 {
         return Err(Error::InvalidParameter { name: "y", reason: "need at least 2 samples".into() });
     }
+    let nf = n as f64;
     // Mean and deviation without overflow for targets near the f64 limits.
-    let mean = Some(y.mean()).filter(|m| m.is_finite()).unwrap_or_else(|| y.iter().map(|v| v / n as f64).sum::<f64>());
-    let spread = y.iter().fold(0.0f64, |m, v| m.max((v - mean).abs()));
-    let sd = if spread > 0.0 && spread.is_finite() { spread * (y.map(|v| ((v - mean) / spread).powi(2)).sum() / n as f64).sqrt() } else { spread };
+    let mean = comm.sum_scalar(y.sum())? / nf;
+    let mean = if mean.is_finite() { mean } else { comm.sum_scalar(y.iter().map(|v| v / nf).sum::<f64>())? };
+    let mut spread = [y.iter().fold(0.0f64, |m, v| m.max((v - mean).abs()))];
+    comm.max(&mut spread)?;
+    let spread = spread[0];
+    let sd = if spread > 0.0 && spread.is_finite() { spread * (comm.sum_scalar(y.map(|v| ((v - mean) / spread).powi(2)).sum())? / nf).sqrt() } else { spread };
     if !(sd > 0.0) {
         return Err(Error::InvalidParameter { name: "y", reason: "targets are constant (zero variance)".into() });
     }
@@ -348,10 +405,23 @@ impl HeteroscedasticParams {
         self.validate()?;
         let (y_mean, y_sd) = target_moments(x, y)?;
         let start = Instant::now();
-        let loss = GaussianNaturalLoss { targets: y.map(|v| (v - y_mean) / y_sd) };
         let centres = self.settings.centres(x)?;
-        let features = EmpiricalFeatures::new(&centres, self.settings.sigma)?;
-        let p = features.features_with_constant(device, x)?;
+        self.fit_rows(device, x, y, (y_mean, y_sd), centres, None, start)
+    }
+
+    /// The fit on the rows `x` with targets `y` given the targets' moments
+    /// and the centres: all rows in one process, or with `shard = (comm,
+    /// n)` this rank's block of the `n` rows (every rank the same centres;
+    /// the solve as in [`EngineProblem::solve_sharded`], the local work's
+    /// failures agreed on).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn fit_rows(&self, device: &Device, x: &DMatrix<f64>, y: &DVector<f64>, (y_mean, y_sd): (f64, f64), centres: DMatrix<f64>, shard: Option<(&dyn crate::distributed::Communicator, usize)>, start: Instant) -> Result<HeteroscedasticRegression, Error> {
+        let comm = shard.map(|(comm, _)| comm);
+        let total = shard.map_or(x.nrows(), |(_, n)| n);
+        let targets = GaussianNaturalLoss { targets: y.map(|v| (v - y_mean) / y_sd) };
+        let loss = SampleTerms { loss: &targets, total };
+        let features = super::sharded::agreed(comm, EmpiricalFeatures::new(&centres, self.settings.sigma))?;
+        let p = super::sharded::agreed(comm, features.features_with_constant(device, x))?;
         let setup = start.elapsed().as_secs_f64();
         // Blocks (theta, eta): the PSD part is theta, the linear part eta.
         let problem = EngineProblem {
@@ -363,7 +433,7 @@ impl HeteroscedasticParams {
             lambda1: self.settings.regularisation.trace,
             lambda2: self.settings.regularisation.quadratic,
         };
-        let solution = problem.solve(&self.settings.solver)?;
+        let solution = problem.solve_sharded(&self.settings.solver, super::positive_part::PositivePartSolver::full_only(), comm)?;
         // theta'(x) = ||G Phi'(x)||^2 with G^T G = A; back to kernel coordinates: Phi'(x) = (T v(x), 1).
         let g = psd_factor(&solution.parts[0])?;
         let t_map = features.map();

@@ -30,7 +30,7 @@ use crate::linalg::{self, check_dim, check_matrix};
 use super::features::TrainingFeatures;
 use super::positive_part::PositivePartRoute;
 use super::options::{SolverOptions, SolverReport};
-use super::engine::{BlockLoss, EngineProblem, LinearPart};
+use super::engine::{BlockLoss, EngineProblem, LinearPart, SampleTerms, MeanTerms};
 use crate::error::Error;
 use super::features::EmpiricalFeatures;
 use super::model::PsdModel;
@@ -111,15 +111,30 @@ impl QuantileParams {
         linalg::check_finite("y", &DMatrix::from_column_slice(y.len(), 1, y.as_slice()))?;
         let start = std::time::Instant::now();
         let n = x.nrows();
-        let k = self.levels.len();
-        let c = k / 2;
         let mut sorted: Vec<f64> = y.iter().copied().collect();
         sorted.sort_by(|a, b| a.total_cmp(b));
         let offset = sorted[n / 2];
-        let loss = PinballLoss { targets: y.add_scalar(-offset), levels: self.levels.clone() };
         let centres = self.settings.centres(x)?;
-        let features = EmpiricalFeatures::new(&centres, self.settings.sigma)?;
-        let training = TrainingFeatures::new(&features, device, x, || features.features(device, x))?;
+        self.fit_rows(device, x, y, offset, centres, None, start)
+    }
+
+    /// The fit on the rows `x` with targets `y` given the targets' median
+    /// `offset` (the middle order statistic, `n / 2` 0-based, of all `n`
+    /// targets) and the centres: all rows in one process, or with `shard =
+    /// (comm, n)` this rank's block of the `n` rows (every rank the same
+    /// centres; the solve as in [`EngineProblem::solve_sharded`], the local
+    /// work's failures and the route of `[M_q]_+` agreed on).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn fit_rows(&self, device: &Device, x: &DMatrix<f64>, y: &DVector<f64>, offset: f64, centres: DMatrix<f64>, shard: Option<(&dyn crate::distributed::Communicator, usize)>, start: std::time::Instant) -> Result<QuantileRegression, Error> {
+        let comm = shard.map(|(comm, _)| comm);
+        let n = shard.map_or(x.nrows(), |(_, n)| n);
+        let k = self.levels.len();
+        let c = k / 2;
+        let targets = PinballLoss { targets: y.add_scalar(-offset), levels: self.levels.clone() };
+        let loss = SampleTerms { loss: &targets, total: n };
+        let features = super::sharded::agreed(comm, EmpiricalFeatures::new(&centres, self.settings.sigma))?;
+        let training = super::sharded::agreed(comm, TrainingFeatures::new(&features, device, x, || features.features(device, x)))?;
+        let resident = super::sharded::same_route(comm, matches!(training, TrainingFeatures::Resident(_)))?;
         let setup = start.elapsed().as_secs_f64();
         // A PSD part per level i != c, moving the levels j >= i (above the
         // middle, +1) or j <= i (below, -1); the linear part moves all levels.
@@ -136,7 +151,7 @@ impl QuantileParams {
         };
         // On a GPU with f64 the features stay on the device, and M_q and
         // [M_q]_+ too where the polar route is the cheaper one.
-        let solution = problem.solve_with(&self.settings.solver, self.positive_part.solver(matches!(training, TrainingFeatures::Resident(_)), n, features.rank()))?;
+        let solution = problem.solve_sharded(&self.settings.solver, self.positive_part.solver(resident, n, features.rank()), comm)?;
         let mut models = Vec::with_capacity(part_levels.len());
         for (&i, a) in part_levels.iter().zip(solution.parts.iter()) {
             models.push((i, PsdModel::from_feature_operator(&features, a)?));
@@ -170,6 +185,31 @@ impl BlockLoss for PinballLoss {
         self.levels.len()
     }
     fn value(&self, u: &DVector<f64>) -> f64 {
+        self.value_of(u, self.targets.len())
+    }
+    fn conjugate(&self, z: &DVector<f64>) -> f64 {
+        self.conjugate_of(z, self.targets.len())
+    }
+    fn prox_conjugate(&self, v: &DVector<f64>, t: f64) -> DVector<f64> {
+        self.prox_conjugate_of(v, t, self.targets.len())
+    }
+    /// Zero (inside every box; the engine's guess is ignored).
+    fn dual_start(&self, _u0: &DVector<f64>) -> DVector<f64> {
+        self.dual_start_of(self.targets.len())
+    }
+}
+
+/// The terms held, scaled by the number `n` of all samples (a rank's
+/// block in a sharded fit): `(1/n) sum_j sum_i rho_{tau_j}(y_i - q_j(x_i))`,
+/// boxes `[-tau/n, (1 - tau)/n]`.
+impl MeanTerms for PinballLoss {
+    fn samples(&self) -> usize {
+        self.targets.len()
+    }
+    fn blocks(&self) -> usize {
+        self.levels.len()
+    }
+    fn value_of(&self, u: &DVector<f64>, all: usize) -> f64 {
         let n = self.targets.len();
         let mut total = 0.0;
         for (j, &tau) in self.levels.iter().enumerate() {
@@ -178,11 +218,11 @@ impl BlockLoss for PinballLoss {
                 total += (tau * r).max((tau - 1.0) * r);
             }
         }
-        total / n as f64
+        total / all as f64
     }
-    fn conjugate(&self, z: &DVector<f64>) -> f64 {
+    fn conjugate_of(&self, z: &DVector<f64>, all: usize) -> f64 {
         let n = self.targets.len();
-        let nf = n as f64;
+        let nf = all as f64;
         let mut total = 0.0;
         for (j, &tau) in self.levels.iter().enumerate() {
             for i in 0..n {
@@ -195,16 +235,15 @@ impl BlockLoss for PinballLoss {
         }
         total
     }
-    fn prox_conjugate(&self, v: &DVector<f64>, t: f64) -> DVector<f64> {
+    fn prox_conjugate_of(&self, v: &DVector<f64>, t: f64, all: usize) -> DVector<f64> {
         let n = self.targets.len();
-        let nf = n as f64;
+        let nf = all as f64;
         DVector::from_fn(v.len(), |idx, _| {
             let (j, i) = (idx / n, idx % n);
             (v[idx] - t * self.targets[i]).clamp(-self.levels[j] / nf, (1.0 - self.levels[j]) / nf)
         })
     }
-    /// Zero (inside every box; the engine's guess is ignored).
-    fn dual_start(&self, _u0: &DVector<f64>) -> DVector<f64> {
+    fn dual_start_of(&self, _all: usize) -> DVector<f64> {
         DVector::zeros(self.targets.len() * self.levels.len())
     }
 }

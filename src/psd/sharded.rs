@@ -1,34 +1,104 @@
-//! PSD models fitted on samples sharded over ranks ([`crate::distributed`]).
+//! PSD models fitted on samples sharded over ranks ([`crate::distributed`]):
+//! the density (Eq. 12), heteroscedastic regression and non-crossing
+//! quantile regression (Section 6), all through the dual engine of
+//! [`super::engine`].
 //!
 //! The dual of Theorem 2 (Eq. 10) has one variable per sample and block,
 //! and its large-`n` work is per sample: the features `p_i = Phi(x_i)`, the
-//! dual variables `z_i` and the model values `f(x_i) = p_i^T A p_i` live on
-//! the rank holding sample `i`. Everything else is a sum over samples and
-//! is summed over the ranks ([`crate::distributed::Communicator::sum`]),
-//! per evaluation of the dual at a point:
-//! - `P diag(d) P^T` (`r x r`, the `M` of Eq. 10), one sum of `r^2` numbers
-//!   where the engine's caches do not already hold it;
-//! - `L*(z)`, `L(f)` (the duality gap's terms, Eq. 10-11, one sum of three
-//!   numbers at each gap check) and FISTA's inner products of dual vectors;
+//! dual variables `z_i` and the model values (`f(x_i) = p_i^T A p_i`, the
+//! regressions' `theta`, `eta` and quantile curves) live on the rank
+//! holding sample `i`. Everything else is a sum over samples and is summed
+//! over the ranks ([`crate::distributed::Communicator::sum`]), per
+//! evaluation of the dual at a point:
+//! - `P diag(d_q) P^T` (`r x r`, the `M_q` of Eq. 10, one per PSD part) and
+//!   for the regressions' linear part `P s` (`r`), one sum where the
+//!   engine's caches do not already hold them;
+//! - `L*(z)`, `L(u)` (the duality gap's terms, Eq. 10-11) and FISTA's
+//!   inner products of dual vectors;
 //! - a few flags that keep the caches' decisions the same on every rank.
 //!
-//! The `r x r` work (the positive part `[M]_+`, the step sizes, the secant
-//! on the multiplier `mu` of the integral constraint, Eq. 12) runs on every
-//! rank on the same sums, so every rank takes the same branches and ends
-//! with the same model. The Nystrom centres are the rows the single-process
-//! fit draws ([`super::density::nystrom_indices`] over the global `n`),
-//! fetched from their ranks; without Nystrom every sample is a centre and
-//! every rank gathers all rows (the model is `n x n` then).
+//! The losses are means over all `n` samples: a rank's terms carry the
+//! weight `1/n` of all samples ([`super::engine::SampleTerms`]). The
+//! `r x r` work (the positive parts `[M_q]_+`, the step sizes, the secant
+//! on the multiplier `mu` of the density's integral constraint, Eq. 12)
+//! runs on every rank on the same sums, so every rank takes the same
+//! branches and ends with the same model. The Nystrom centres are the rows
+//! the single-process fit draws ([`super::density::nystrom_indices`] over
+//! the global `n`), fetched from their ranks; without Nystrom every sample
+//! is a centre and every rank gathers all rows (the model is `n x n` then).
+//!
+//! What the regressions need of the targets before the solve is reduced
+//! too: heteroscedastic regression standardises by the mean and standard
+//! deviation of all targets (sums and a maximum over the ranks), quantile
+//! regression centres by their median, the exact middle order statistic of
+//! all targets ([`crate::distributed::order_statistic`]: a bisection on
+//! the bits of `f64`, at most 64 sums of one count).
 //!
 //! Sums over the ranks add in rank order, so the fit is the single-process
 //! fit up to the rounding of the partial sums (which changes with the
-//! number of ranks, not from run to run).
+//! number of ranks, not from run to run). Every rank must hold rows: a rank
+//! without rows fails every rank with [`Error::RankFailed`].
+
+use std::time::Instant;
+
+use nalgebra::DMatrix;
 
 use crate::device::Device;
-use crate::distributed::{agree, Communicator, FitSharded, RowShard};
+use crate::distributed::{agree, order_statistic, Communicator, FitSharded, RowShard, ShardedSupervised};
 use crate::error::{Error, Result};
 
 use super::density::{nystrom_indices, DensityParams, PsdDensity};
+use super::heteroscedastic::{target_moments_over, HeteroscedasticParams, HeteroscedasticRegression};
+use super::options::PsdSettings;
+use super::regression::{QuantileParams, QuantileRegression};
+
+/// A rank's local work, agreed on with the others in a sharded fit
+/// ([`agree`]: a failure on one rank is [`Error::RankFailed`] on every
+/// rank); in one process (`None`) the result itself.
+pub(super) fn agreed<T>(comm: Option<&dyn Communicator>, local: Result<T>) -> Result<T> {
+    match comm {
+        Some(comm) => agree(comm, local),
+        None => local,
+    }
+}
+
+/// Whether the training features are resident on every rank (the route of
+/// `[M_q]_+` must be the same on every rank); in one process `resident`.
+pub(super) fn same_route(comm: Option<&dyn Communicator>, resident: bool) -> Result<bool> {
+    match comm {
+        Some(comm) => Ok(comm.sum_scalar(f64::from(u8::from(!resident)))? == 0.0),
+        None => Ok(resident),
+    }
+}
+
+/// The checks every sharded PSD fit starts with: the parameters are the
+/// same on every rank (`what`, their `Debug` text; else
+/// [`Error::ShardMismatch`]), and the parameter check `checks` and this
+/// rank's holding rows are agreed on (a failure on one rank,
+/// [`Error::RankFailed`] on every rank). Collective.
+fn check_start(comm: &dyn Communicator, what: &'static str, params: &dyn std::fmt::Debug, checks: Result<()>, x: &RowShard) -> Result<()> {
+    comm.check_same(what, &format!("{params:?}"))?;
+    let rows = x.local().nrows();
+    agree(
+        comm,
+        checks.and_then(|_| {
+            if rows == 0 {
+                return Err(Error::Empty { what: "this rank's rows of a sharded PSD fit", rows: 0, cols: x.ncols() });
+            }
+            Ok(())
+        }),
+    )
+}
+
+/// The centres of the model on every rank: the Nystrom rows one process
+/// draws from all `n` rows, fetched from their ranks, or without Nystrom
+/// all rows gathered. Collective.
+fn centres(comm: &dyn Communicator, settings: &PsdSettings, x: &RowShard) -> Result<DMatrix<f64>> {
+    match settings.nystrom() {
+        Some((m, seed)) => x.rows(comm, &nystrom_indices(x.total_rows(), m, seed)?),
+        None => x.gather(comm),
+    }
+}
 
 impl FitSharded<RowShard> for DensityParams {
     type Fitted = PsdDensity;
@@ -48,23 +118,70 @@ impl FitSharded<RowShard> for DensityParams {
     /// rows); otherwise the errors of [`DensityParams::fit`], the same on
     /// every rank.
     fn fit_sharded(&self, device: &Device, comm: &dyn Communicator, data: &RowShard) -> Result<PsdDensity> {
-        comm.check_same("PSD density parameters", &format!("{self:?}"))?;
-        let start = std::time::Instant::now();
-        let x = data.local();
-        agree(
-            comm,
-            self.validate().and_then(|_| self.base_measure_ref().check_dimension(data.ncols())).and_then(|_| {
-                if x.nrows() == 0 {
-                    return Err(Error::Empty { what: "this rank's rows of a sharded PSD fit", rows: 0, cols: x.ncols() });
-                }
-                Ok(())
-            }),
-        )?;
-        let n = data.total_rows();
-        let centres = match self.settings().nystrom() {
-            Some((m, seed)) => data.rows(comm, &nystrom_indices(n, m, seed)?)?,
-            None => data.gather(comm)?,
-        };
-        self.fit_rows(device, x, &centres, Some((comm, data.offset(), n)), start)
+        let start = Instant::now();
+        check_start(comm, "PSD density parameters", self, self.validate().and_then(|_| self.base_measure_ref().check_dimension(data.ncols())), data)?;
+        let centres = centres(comm, self.settings(), data)?;
+        self.fit_rows(device, data.local(), &centres, Some((comm, data.offset(), data.total_rows())), start)
+    }
+}
+
+impl FitSharded<ShardedSupervised> for HeteroscedasticParams {
+    type Fitted = HeteroscedasticRegression;
+
+    /// Fits `eta` and `theta` to the rows and targets of all ranks' shards;
+    /// every rank returns the same model (its report's timings are its
+    /// own). Collective.
+    ///
+    /// The targets are standardised by the mean and standard deviation of
+    /// all targets (summed over the ranks); per FISTA evaluation the ranks
+    /// sum `P diag(alpha) P^T` (`(r + 1) x (r + 1)`), `P beta` and a few
+    /// scalars (module docs). The features of this rank's rows are computed
+    /// on `device` and the iterations run on the host, as in
+    /// [`HeteroscedasticParams::fit_xy`].
+    ///
+    /// Errors: [`Error::ShardMismatch`] when the parameters differ between
+    /// ranks; [`Error::RankFailed`] on every rank when one rank's shard or
+    /// local work fails (its rows' features on its device, a rank without
+    /// rows); otherwise the errors of [`HeteroscedasticParams::fit_xy`]
+    /// (fewer than 2 samples, constant targets, not converged), the same on
+    /// every rank.
+    fn fit_sharded(&self, device: &Device, comm: &dyn Communicator, data: &ShardedSupervised) -> Result<HeteroscedasticRegression> {
+        let x = data.x();
+        check_start(comm, "PSD heteroscedastic parameters", self, self.validate(), x)?;
+        let n = x.total_rows();
+        let moments = target_moments_over(comm, data.y(), n)?;
+        let start = Instant::now();
+        let centres = centres(comm, self.settings(), x)?;
+        self.fit_rows(device, x.local(), data.y(), moments, centres, Some((comm, n)), start)
+    }
+}
+
+impl FitSharded<ShardedSupervised> for QuantileParams {
+    type Fitted = QuantileRegression;
+
+    /// Fits the non-crossing quantile curves to the rows and targets of all
+    /// ranks' shards; every rank returns the same model (its report's
+    /// timings are its own). Collective.
+    ///
+    /// The targets are centred by the median of all targets (the exact
+    /// order statistic the single process takes); per FISTA evaluation the
+    /// ranks sum `P diag(d_q) P^T` for every gap's PSD part, `P s` and a
+    /// few scalars (module docs). The features of this rank's rows are
+    /// computed and kept on `device` as in [`QuantileParams::fit_xy`] (the
+    /// `M_q` and `[M_q]_+` stay on the host).
+    ///
+    /// Errors: [`Error::ShardMismatch`] when the parameters differ between
+    /// ranks; [`Error::RankFailed`] on every rank when one rank's shard or
+    /// local work fails (its rows' features on its device, a rank without
+    /// rows); otherwise the errors of [`QuantileParams::fit_xy`], the same
+    /// on every rank.
+    fn fit_sharded(&self, device: &Device, comm: &dyn Communicator, data: &ShardedSupervised) -> Result<QuantileRegression> {
+        let start = Instant::now();
+        let x = data.x();
+        check_start(comm, "PSD quantile parameters", self, self.validate(), x)?;
+        let n = x.total_rows();
+        let offset = order_statistic(comm, data.y().as_slice(), n / 2)?;
+        let centres = centres(comm, self.settings(), x)?;
+        self.fit_rows(device, x.local(), data.y(), offset, centres, Some((comm, n)), start)
     }
 }

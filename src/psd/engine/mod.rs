@@ -115,6 +115,57 @@ impl<L: DualLoss> BlockLoss for L {
     }
 }
 
+/// A loss that is a mean over samples, `L(u) = (1/n) sum_i l_i(u_i)`, with
+/// the number `n` of all samples given apart from the samples held, so
+/// that a block of the samples (a rank's, in a sharded fit) keeps the
+/// scale of all of them ([`SampleTerms`]). The regression losses compute
+/// through it for all their samples too (`n` = the samples held).
+pub(crate) trait MeanTerms {
+    /// Number of samples held.
+    fn samples(&self) -> usize;
+    /// Number of blocks B.
+    fn blocks(&self) -> usize;
+    /// `L(u)` for `n` samples in all.
+    fn value_of(&self, u: &DVector<f64>, n: usize) -> f64;
+    /// `L*(z)` for `n` samples in all.
+    fn conjugate_of(&self, z: &DVector<f64>, n: usize) -> f64;
+    /// `prox_{t L*}(v)` for `n` samples in all.
+    fn prox_conjugate_of(&self, v: &DVector<f64>, t: f64, n: usize) -> DVector<f64>;
+    /// The dual start for `n` samples in all (the loss's own primal guess).
+    fn dual_start_of(&self, n: usize) -> DVector<f64>;
+}
+
+/// The terms of a [`MeanTerms`] loss held here, scaled by the number
+/// `total` of all samples: the loss of a rank's block of samples in a
+/// sharded fit, or of all samples in one process.
+pub(crate) struct SampleTerms<'a, L> {
+    /// This block's terms.
+    pub(crate) loss: &'a L,
+    /// Samples over all ranks.
+    pub(crate) total: usize,
+}
+
+impl<L: MeanTerms> BlockLoss for SampleTerms<'_, L> {
+    fn samples(&self) -> usize {
+        self.loss.samples()
+    }
+    fn blocks(&self) -> usize {
+        self.loss.blocks()
+    }
+    fn value(&self, u: &DVector<f64>) -> f64 {
+        self.loss.value_of(u, self.total)
+    }
+    fn conjugate(&self, z: &DVector<f64>) -> f64 {
+        self.loss.conjugate_of(z, self.total)
+    }
+    fn prox_conjugate(&self, v: &DVector<f64>, t: f64) -> DVector<f64> {
+        self.loss.prox_conjugate_of(v, t, self.total)
+    }
+    fn dual_start(&self, _u0: &DVector<f64>) -> DVector<f64> {
+        self.loss.dual_start_of(self.total)
+    }
+}
+
 /// The linear part `w` of an [`EngineProblem`]: couplings `l_b` and weight `lambda_0 > 0`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LinearPart {
