@@ -47,7 +47,6 @@
 //! reduction, no extra collective).
 
 use std::cell::RefCell;
-use std::ops::Range;
 
 use faer::{MatMut, MatRef};
 use nalgebra::DMatrix;
@@ -59,7 +58,7 @@ use super::eigensolver::{largest_lanczos_on, largest_stored_on, Eigensolver, Lar
 use super::features::FittedFeatureMap;
 use super::model::{Eksvd, EksvdParams, Solver};
 use crate::data::MultiSource;
-use crate::distributed::{agree, Communicator, FitSharded, RowPartition, RowShard};
+use crate::distributed::{agree, CommRows, Communicator, FitSharded, RowPartition, RowShard};
 use crate::error::{Error, Result};
 use crate::linalg::RowSplit;
 use crate::Device;
@@ -241,7 +240,10 @@ fn solve_dual_sharded(comm: &dyn Communicator, device: &Device, partition: &RowP
         let solution = with_eigenvector_signs(dual_from_covariance(&features, &covariance)?);
         return Ok((features, solution));
     }
-    let rows = ShardedRows::new(comm, partition, n_sources);
+    // This rank's rows of the Dual's vectors (Q N rows, source blocks of N
+    // stacked): its block of each source.
+    let mine = partition.range(comm.rank());
+    let rows = CommRows::new(comm, order, (0..n_sources).map(|q| q * n + mine.start..q * n + mine.end).collect())?;
     let operator = ShardedCoupling::new(comm, device, &rows, local)?;
     let apply = |v: &DMatrix<f64>| operator.apply(v);
     let pairs = match *eig {
@@ -287,41 +289,6 @@ fn solve_dual_sharded(comm: &dyn Communicator, device: &Device, partition: &RowP
     Ok((full, DualSolution { eigenvalues: values, alphas }))
 }
 
-/// This rank's rows of the Dual's vectors (`Q N` rows, source blocks of
-/// `N` stacked): its block of each source, `q N + range(rank)`, with the
-/// communicator's sums.
-struct ShardedRows<'a> {
-    comm: &'a dyn Communicator,
-    order: usize,
-    ranges: Vec<Range<usize>>,
-}
-
-impl<'a> ShardedRows<'a> {
-    fn new(comm: &'a dyn Communicator, partition: &RowPartition, n_sources: usize) -> Self {
-        let (n, mine) = (partition.total(), partition.range(comm.rank()));
-        let ranges = (0..n_sources).map(|q| q * n + mine.start..q * n + mine.end).filter(|r| !r.is_empty()).collect();
-        ShardedRows { comm, order: n_sources * n, ranges }
-    }
-}
-
-impl RowSplit for ShardedRows<'_> {
-    fn order(&self) -> usize {
-        self.order
-    }
-    fn local_ranges(&self) -> &[Range<usize>] {
-        &self.ranges
-    }
-    fn processes(&self) -> usize {
-        self.comm.size()
-    }
-    fn sum(&self, values: &mut [f64]) -> Result<()> {
-        self.comm.sum(values)
-    }
-    fn gather(&self, values: &[f64]) -> Result<Vec<f64>> {
-        self.comm.all_gather_varcount(values, &vec![values.len(); self.comm.size()])
-    }
-}
-
 /// This rank's rows of `G_Q V` from its rows of `V` (`Q L x c`, its `L`
 /// rows of each source stacked) and of the features: one reduction of the
 /// `Phi_q^T V_q` and a failure flag, then this rank's rows of the product.
@@ -339,7 +306,7 @@ struct ShardedCoupling<'a> {
 }
 
 impl<'a> ShardedCoupling<'a> {
-    fn new(comm: &'a dyn Communicator, device: &'a Device, split: &ShardedRows<'_>, local: &'a [DMatrix<f64>]) -> Result<Self> {
+    fn new(comm: &'a dyn Communicator, device: &'a Device, split: &CommRows<'_>, local: &'a [DMatrix<f64>]) -> Result<Self> {
         let rows = agree(comm, FeatureRows::new(device, local))?;
         Ok(ShardedCoupling { comm, rows, n_sources: local.len(), local_rows: split.local_len() / local.len(), d_phi: local[0].ncols(), failure: RefCell::new(None) })
     }
