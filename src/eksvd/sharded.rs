@@ -20,31 +20,39 @@
 //! [`super::eigensolver`] on the operator `G_Q`, whose product through the
 //! features is `(G_Q V)_q = Phi_q (s - Phi_q^T V_q)` with
 //! `s = sum_p Phi_p^T V_p` (each `K_pq = Phi_p Phi_q^T` is applied without
-//! being formed). A product is a sum over rows followed by a row-wise map:
-//! each rank forms `Phi_q^(r)T V_q^(r)` for every source (`Q d_phi c`
-//! numbers, one reduction), then its rows `Phi_q^(r) (s - Phi_q^T V_q)` of
-//! `G_Q V`, and one all-gather gives the product's `Q N c` numbers to every
-//! rank. The feature and kernel work (`O(Q N d_phi c)` per product) is
-//! sharded; the Krylov basis is held whole on every rank, and every rank
-//! runs the same iteration (orthogonalisation, restarts, the projected
-//! eigenproblem) on the same numbers: one implementation of the iteration
-//! for one process and for many. The ranks must therefore run the same
-//! build with the same number of threads, so that they take the same steps;
-//! each product compares a digest of the ranks' blocks `V` and fails every
-//! rank with [`Error::ShardMismatch`] if they differ, instead of letting
-//! the ranks drift apart. With [`Eigensolver::Dense`] and `d_phi < N` the
-//! Dual takes the covariance route, as one process does.
+//! being formed), on vectors split by rows
+//! ([`crate::distributed::CommRows`]): each rank holds its rows of every
+//! source block of every Krylov vector (`Q L` of the `Q N` rows). A product
+//! is a sum over rows followed by a row-wise map: each rank forms
+//! `Phi_q^(r)T V_q^(r)` for every source, one reduction adds them with a
+//! failure flag (`Q d_phi c + 1` numbers), and each rank forms its own rows
+//! `Phi_q^(r) (s - Phi_q^T V_q)` of `G_Q V`; nothing of length `N` crosses.
+//! The iteration's inner products (orthogonalisation, norms, the
+//! Rayleigh-Ritz projections, restarts' Ritz vectors) are each a partial
+//! over the rank's rows and one reduction
+//! ([`crate::linalg::symmetric_operator_largest_on`]); the projected
+//! problems are solved on every rank on the same bits, and a digest of
+//! each is compared ([`Error::ShardMismatch`] if the ranks' builds give
+//! different bits). With [`Eigensolver::Dense`] and `d_phi < N` the Dual
+//! takes the covariance route, as one process does; otherwise the same
+//! split vectors run the stored path's block solver, its dense fallback
+//! assembled from the gathered features on every rank.
 //!
 //! **The model** holds every training row's features and dual variables
-//! (the same type as [`EksvdParams::fit`] returns): they are gathered once
-//! (`Q N d_phi` numbers), and every rank takes rank 0's eigenpairs (one
-//! broadcast), so the models are identical on every rank.
+//! (the same type as [`EksvdParams::fit`] returns): they are gathered once,
+//! after the solve (one all-gather of `Q N (d_phi + k)` numbers; the
+//! eigenvalues are the same bits on every rank already), so the models are
+//! identical on every rank. The covariance route broadcasts rank 0's
+//! solution.
 //!
 //! **Failures.** The parameters and the sources' shapes are compared first
 //! ([`Error::ShardMismatch`]); a rank whose local work fails (its device,
 //! its rows) makes every rank return the same [`Error::RankFailed`], also
-//! from inside an eigensolver product (a flag travels with the product's
-//! reduction, no extra collective).
+//! from inside an eigensolver product: a failure before the product's
+//! reduction travels with it as a flag; one after it (this rank's rows of
+//! the product) leaves zeros in those rows and travels with the next
+//! product's flag, or with the agreement that follows the solver (no
+//! extra collective per product).
 
 use std::cell::RefCell;
 
