@@ -33,10 +33,18 @@
 //! - eKSVD Dual, matrix-free (Q sources of N samples each, `d_phi`
 //!   features, block of b vectors, f64): per block product, through the
 //!   features, `Phi_q^T V_q` and `Phi_q (s - Phi_q^T V_q)` for every source,
-//!   `4 Q (N/P) d_phi b` flops reading the features twice; then the
-//!   product's rows of every rank all-gathered (every rank holds the whole
-//!   Krylov basis and runs the same iteration on it). Memory: the features
-//!   of its rows and the whole basis.
+//!   `4 Q (N/P) d_phi b` flops reading the features twice. The Krylov
+//!   vectors are split by rows like the features: per product one sum of
+//!   the `Q d_phi b` projections and a flag, then the block Lanczos's
+//!   inner products over the rank's rows, each one sum: `V^T W` twice
+//!   (`(c + b) b` values, `c + b` the basis columns: 56 and 64, below `64
+//!   P` values, so all-gathered), the block's column norms and two `b x b`
+//!   Grams (CholQR2), and every other product (one Rayleigh-Ritz step per
+//!   restart of two blocks) a digest of the projected eigenproblem: 5.5
+//!   small collectives. The basis work on the rank's rows (`O((N/P) m b)`
+//!   per product, on the host) is not in the computation here. Memory:
+//!   the features of its rows and its rows of the basis (`k + b + 5 b = 64`
+//!   columns and the residual block).
 //!
 //! **Communication** (Hockney: `alpha + bytes / beta` per message), of the
 //! collectives the sharded fits call per iteration: a sum of `s` values
@@ -281,13 +289,13 @@ impl Method {
                 Shard {
                     setup: device_seconds(card, 2.0 * q * rows * d_phi * 100.0, f64p, H200_KERNEL_MATRIX_EFFICIENCY, 8.0 * q * rows * d_phi),
                     compute: device_seconds(card, flops, f64p, H200_PRODUCT_EFFICIENCY, 2.0 * 8.0 * q * rows * d_phi),
-                    // Per block product: the sums Phi_q^T V_q (Q d_phi b
-                    // values) and the product's rows all-gathered (4
-                    // collectives per product measured).
-                    traffic: Traffic { sum_values: q * d_phi * b, sums: 1.0, small: 2.0, gathered_values: q * n * b, ..Default::default() },
-                    // The features of this rank's rows and the whole
-                    // Krylov basis (restarted at 60 + k block columns).
-                    memory: 8.0 * q * rows * d_phi + 8.0 * q * n * b * (ITERATIONS_EKSVD + k) / b,
+                    // Per block product: the sum of Phi_q^T V_q (Q d_phi b
+                    // values) and a flag, and the iteration's inner
+                    // products over the rank's rows (module docs).
+                    traffic: Traffic { sum_values: q * d_phi * b + 1.0, sums: 1.0, small: 5.5, ..Default::default() },
+                    // The features of this rank's rows and its rows of
+                    // the basis (k + 6 b columns and the residual block).
+                    memory: 8.0 * q * rows * d_phi + 8.0 * q * rows * (k + 7.0 * b),
                 }
             }
         }

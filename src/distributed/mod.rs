@@ -50,12 +50,14 @@ mod communicator;
 mod csv;
 #[cfg(feature = "mpi")]
 mod mpi;
+mod rows;
 mod shard;
 mod threads;
 
 pub use communicator::{agree, CommStats, Communicator, SingleProcess};
 #[cfg(feature = "mpi")]
 pub use self::mpi::Mpi;
+pub use rows::CommRows;
 pub use shard::{gather_rows, gather_vector, local_vector, order_statistic, RowOutputs, RowPartition, RowShard, ShardedOutput, ShardedSupervised};
 pub use threads::{ThreadGroup, ThreadRank};
 

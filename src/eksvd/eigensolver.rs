@@ -5,6 +5,12 @@
 //! eKSVD retains the eigenpairs with the largest **positive** eigenvalues
 //! (`lambda = 1/gamma > 0`); both paths return them in descending order and
 //! fail with a typed error when fewer than asked for are positive.
+//!
+//! The operator paths also run on vectors split by rows over ranks
+//! ([`largest_lanczos_on`], [`largest_stored_on`], with a
+//! [`RowSplit`]): the same solver, each inner product summed over the
+//! ranks; the eigenvectors come back as this rank's rows, their signs
+//! fixed over the whole vectors.
 
 use faer::{MatMut, MatRef};
 use nalgebra::{DMatrix, DVector};
@@ -12,8 +18,7 @@ use nalgebra::{DMatrix, DVector};
 use crate::data::check_shape;
 use crate::error::Result;
 use crate::error::Error;
-use crate::linalg::sign_of_largest;
-use crate::linalg::{faer_mut, symmetric_eigen_largest_with, symmetric_operator_largest, symmetric_operator_largest_within_budget, TopEigenSettings};
+use crate::linalg::{faer_mut, local_rows_of, symmetric_eigen_largest_with, symmetric_operator_largest_on, symmetric_operator_largest_within_budget_on, AllRows, RowSplit, TopEigenSettings};
 
 /// Eigenvalues at or below this fraction of the largest magnitude count as
 /// zero, not positive (rounding in a rank-deficient coupling matrix).
@@ -73,8 +78,10 @@ pub struct LargestEigenpairs {
 }
 
 /// Keeps the `k` largest of `values` (ascending input with vectors as
-/// columns), checks positivity against `scale` and fixes signs.
-fn retain_largest_positive(values: &[f64], vectors: &DMatrix<f64>, order: &[usize], k: usize, scale: f64) -> Result<LargestEigenpairs> {
+/// columns: this rank's rows of `rows`), checks positivity against `scale`
+/// and fixes signs (the entry of largest magnitude of each whole vector
+/// positive, the first such entry on ties: [`crate::linalg::sign_of_largest`]).
+fn retain_largest_positive<R: RowSplit + ?Sized>(rows: &R, values: &[f64], vectors: &DMatrix<f64>, order: &[usize], k: usize, scale: f64) -> Result<LargestEigenpairs> {
     let threshold = POSITIVE_EIGENVALUE_TOLERANCE * scale;
     let available = order.iter().take_while(|&&i| values[i] > threshold).count();
     if available == 0 {
@@ -83,12 +90,36 @@ fn retain_largest_positive(values: &[f64], vectors: &DMatrix<f64>, order: &[usiz
     if available < k {
         return Err(Error::TooFewPositiveEigenvalues { requested: k, available });
     }
+    // Each column's first entry of largest magnitude here, with its global
+    // row, then over the ranks (one gather of 3 k numbers).
+    let mut best = Vec::with_capacity(3 * k);
+    for &i in order.iter().take(k) {
+        let (mut value, mut row) = (0.0f64, f64::INFINITY);
+        let mut l = 0;
+        for range in rows.local_ranges() {
+            for g in range.clone() {
+                let x = vectors[(l, i)];
+                if x.abs() > value.abs() {
+                    (value, row) = (x, g as f64);
+                }
+                l += 1;
+            }
+        }
+        best.extend([value.abs(), value, row]);
+    }
+    let all = rows.gather(&best)?;
     let n = vectors.nrows();
     let mut out = DMatrix::zeros(n, k);
     for (j, &i) in order.iter().take(k).enumerate() {
-        let col = vectors.column(i);
-        let sign = sign_of_largest(col.as_slice());
-        out.column_mut(j).copy_from(&(col * sign));
+        let (mut abs, mut value, mut row) = (0.0f64, 0.0f64, f64::INFINITY);
+        for p in all.chunks(3 * k) {
+            let c = &p[3 * j..3 * j + 3];
+            if c[0] > abs || (c[0] == abs && c[0] > 0.0 && c[2] < row) {
+                (abs, value, row) = (c[0], c[1], c[2]);
+            }
+        }
+        let sign = if value < 0.0 { -1.0 } else { 1.0 };
+        out.column_mut(j).copy_from(&(vectors.column(i) * sign));
     }
     Ok(LargestEigenpairs { values: DVector::from_iterator(k, order.iter().take(k).map(|&i| values[i])), vectors: out })
 }
@@ -129,7 +160,7 @@ pub fn largest_dense(a: &DMatrix<f64>, k: usize) -> Result<LargestEigenpairs> {
     let top = symmetric_eigen_largest_with(a, k, &TopEigenSettings { min_ratio: DENSE_MIN_RATIO, ..TopEigenSettings::default() })?;
     log::debug!("largest_dense: n = {}, k = {k}, block Lanczos {} ({} restarts)", a.nrows(), top.partial, top.restarts);
     let order: Vec<usize> = (0..k).rev().collect();
-    retain_largest_positive(top.eigen.eigenvalues.as_slice(), &top.eigen.eigenvectors, &order, k, top.norm_estimate)
+    retain_largest_positive(&AllRows::new(a.nrows()), top.eigen.eigenvalues.as_slice(), &top.eigen.eigenvectors, &order, k, top.norm_estimate)
 }
 
 /// The `k` largest positive eigenpairs of a stored symmetric matrix of order
@@ -143,14 +174,38 @@ where
     F: FnMut(MatRef<'_, f64>, MatMut<'_, f64>) -> Result<()>,
     D: FnOnce() -> Result<DMatrix<f64>>,
 {
+    largest_stored_on(&AllRows::new(n), k, apply, frobenius, dense)
+}
+
+/// [`largest_stored`] on vectors split by rows over ranks (collective on
+/// the ranks of `rows`): `apply` maps this rank's rows of `V` to its rows
+/// of `A V`, the eigenvectors are this rank's rows; `dense()` (the whole
+/// matrix, on every rank) is decomposed on every rank, and its
+/// decomposition compared across the ranks ([`Error::ShardMismatch`]).
+pub fn largest_stored_on<R, F, D>(rows: &R, k: usize, apply: F, frobenius: f64, dense: D) -> Result<LargestEigenpairs>
+where
+    R: RowSplit + ?Sized,
+    F: FnMut(MatRef<'_, f64>, MatMut<'_, f64>) -> Result<()>,
+    D: FnOnce() -> Result<DMatrix<f64>>,
+{
+    let n = rows.order();
     check_k(k, n)?;
-    match symmetric_operator_largest_within_budget(n, k, apply, frobenius, &TopEigenSettings::default())? {
+    match symmetric_operator_largest_within_budget_on(rows, k, apply, frobenius, &TopEigenSettings::default())? {
         Some(top) => {
             log::debug!("largest_stored: n = {n}, k = {k}, block Lanczos ({} restarts)", top.restarts);
             let order: Vec<usize> = (0..k).rev().collect();
-            retain_largest_positive(top.eigen.eigenvalues.as_slice(), &top.eigen.eigenvectors, &order, k, top.norm_estimate)
+            retain_largest_positive(rows, top.eigen.eigenvalues.as_slice(), &top.eigen.eigenvectors, &order, k, top.norm_estimate)
         }
-        None => largest_dense(&dense()?, k),
+        None => {
+            let pairs = dense().and_then(|a| largest_dense(&a, k));
+            let mut words = pairs.as_ref().ok().map(|p| p.values.iter().chain(p.vectors.iter()).copied());
+            crate::linalg::check_replicated(rows, "the dense eigenproblem on every rank (the same build is needed)", words.as_mut().map(|w| w as &mut dyn Iterator<Item = f64>))?;
+            let mut pairs = pairs?;
+            if rows.processes() > 1 {
+                pairs.vectors = local_rows_of(rows, &pairs.vectors);
+            }
+            Ok(pairs)
+        }
     }
 }
 
@@ -167,15 +222,32 @@ where
 /// repeated eigenvalue among the wanted ones is found. `seed` fixes the
 /// random start block. Small
 /// problems (the basis not below `n`) are solved densely from `A I`.
-pub fn largest_lanczos<F>(n: usize, k: usize, mut apply: F, tolerance: f64, max_restarts: usize, seed: u64) -> Result<LargestEigenpairs>
+pub fn largest_lanczos<F>(n: usize, k: usize, apply: F, tolerance: f64, max_restarts: usize, seed: u64) -> Result<LargestEigenpairs>
 where
     F: FnMut(&DMatrix<f64>) -> Result<DMatrix<f64>>,
 {
+    largest_lanczos_on(&AllRows::new(n), k, apply, tolerance, max_restarts, seed)
+}
+
+/// [`largest_lanczos`] on vectors split by rows over ranks (collective on
+/// the ranks of `rows`; [`crate::linalg::symmetric_operator_largest_on`]):
+/// `apply` maps this rank's rows of `V` to its rows of `A V` and the
+/// eigenvectors are this rank's rows, their signs fixed over the whole
+/// vectors. Every rank gets the same eigenvalues. The memory checked is
+/// this rank's rows of the basis; a non-finite product entry is reported
+/// on every rank once the summed projections see it.
+pub fn largest_lanczos_on<R, F>(rows: &R, k: usize, mut apply: F, tolerance: f64, max_restarts: usize, seed: u64) -> Result<LargestEigenpairs>
+where
+    R: RowSplit + ?Sized,
+    F: FnMut(&DMatrix<f64>) -> Result<DMatrix<f64>>,
+{
+    let n = rows.order();
+    let whole = rows.processes() == 1;
     check_k(k, n)?;
     Eigensolver::Lanczos { tolerance, max_restarts }.validate()?;
-    // At least the k wanted vectors and one block of 8 are held (n x (k + 8));
+    // At least the k wanted vectors and one block of 8 are held (rows x (k + 8));
     // a basis whose size overflows is rejected as a parameter below.
-    if let Some(entries) = n.checked_mul(k.saturating_add(8)) {
+    if let Some(entries) = rows.local_len().checked_mul(k.saturating_add(8)) {
         crate::memory::check_host::<f64>(entries, "Lanczos basis")?;
     }
     // The library's block shape (blocks of 8, a basis of about 3.5 k
@@ -189,17 +261,19 @@ where
         let av = apply(&v)?;
         check_shape("rows of the operator's A V", v.nrows(), av.nrows())?;
         check_shape("columns of the operator's A V", v.ncols(), av.ncols())?;
-        if let Some(i) = av.iter().position(|x| !x.is_finite()) {
+        // On one process the entry is named here; over ranks every rank
+        // sees it in the next summed projection (the solver's check).
+        if let Some(i) = av.iter().position(|x| !x.is_finite()).filter(|_| whole) {
             return Err(Error::Overflow { what: "the operator's product A V", row: i % av.nrows(), col: i / av.nrows() });
         }
         products += v.ncols();
         out.copy_from(MatRef::from_column_major_slice(av.as_slice(), av.nrows(), av.ncols()));
         Ok(())
     };
-    let top = symmetric_operator_largest(n, k, operator, &settings)?;
+    let top = symmetric_operator_largest_on(rows, k, operator, &settings)?;
     log::debug!("largest_lanczos: n = {n}, k = {k}: {products} product columns, {} restarts", top.restarts);
     let order: Vec<usize> = (0..k).rev().collect();
-    retain_largest_positive(top.eigen.eigenvalues.as_slice(), &top.eigen.eigenvectors, &order, k, top.norm_estimate)
+    retain_largest_positive(rows, top.eigen.eigenvalues.as_slice(), &top.eigen.eigenvectors, &order, k, top.norm_estimate)
 }
 
 #[cfg(test)]

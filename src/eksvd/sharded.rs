@@ -20,44 +20,55 @@
 //! [`super::eigensolver`] on the operator `G_Q`, whose product through the
 //! features is `(G_Q V)_q = Phi_q (s - Phi_q^T V_q)` with
 //! `s = sum_p Phi_p^T V_p` (each `K_pq = Phi_p Phi_q^T` is applied without
-//! being formed). A product is a sum over rows followed by a row-wise map:
-//! each rank forms `Phi_q^(r)T V_q^(r)` for every source (`Q d_phi c`
-//! numbers, one reduction), then its rows `Phi_q^(r) (s - Phi_q^T V_q)` of
-//! `G_Q V`, and one all-gather gives the product's `Q N c` numbers to every
-//! rank. The feature and kernel work (`O(Q N d_phi c)` per product) is
-//! sharded; the Krylov basis is held whole on every rank, and every rank
-//! runs the same iteration (orthogonalisation, restarts, the projected
-//! eigenproblem) on the same numbers: one implementation of the iteration
-//! for one process and for many. The ranks must therefore run the same
-//! build with the same number of threads, so that they take the same steps;
-//! each product compares a digest of the ranks' blocks `V` and fails every
-//! rank with [`Error::ShardMismatch`] if they differ, instead of letting
-//! the ranks drift apart. With [`Eigensolver::Dense`] and `d_phi < N` the
-//! Dual takes the covariance route, as one process does.
+//! being formed), on vectors split by rows
+//! ([`crate::distributed::CommRows`]): each rank holds its rows of every
+//! source block of every Krylov vector (`Q L` of the `Q N` rows). A product
+//! is a sum over rows followed by a row-wise map: each rank forms
+//! `Phi_q^(r)T V_q^(r)` for every source, one reduction adds them with a
+//! failure flag (`Q d_phi c + 1` numbers), and each rank forms its own rows
+//! `Phi_q^(r) (s - Phi_q^T V_q)` of `G_Q V`; nothing of length `N` crosses.
+//! The iteration's inner products (orthogonalisation, norms, the
+//! Rayleigh-Ritz projections, restarts' Ritz vectors) are each a partial
+//! over the rank's rows and one reduction
+//! ([`crate::linalg::symmetric_operator_largest_on`]); the projected
+//! problems are solved on every rank on the same bits, and a digest of
+//! each is compared ([`Error::ShardMismatch`] if the ranks' builds give
+//! different bits). With [`Eigensolver::Dense`] and `d_phi < N` the Dual
+//! takes the covariance route, as one process does; otherwise the same
+//! split vectors run the stored path's block solver, its dense fallback
+//! assembled from the gathered features on every rank.
 //!
 //! **The model** holds every training row's features and dual variables
-//! (the same type as [`EksvdParams::fit`] returns): they are gathered once
-//! (`Q N d_phi` numbers), and every rank takes rank 0's eigenpairs (one
-//! broadcast), so the models are identical on every rank.
+//! (the same type as [`EksvdParams::fit`] returns): they are gathered once,
+//! after the solve (one all-gather of `Q N (d_phi + k)` numbers; the
+//! eigenvalues are the same bits on every rank already), so the models are
+//! identical on every rank. The covariance route broadcasts rank 0's
+//! solution.
 //!
 //! **Failures.** The parameters and the sources' shapes are compared first
 //! ([`Error::ShardMismatch`]); a rank whose local work fails (its device,
 //! its rows) makes every rank return the same [`Error::RankFailed`], also
-//! from inside an eigensolver product (a flag travels with the product's
-//! reduction, no extra collective).
+//! from inside an eigensolver product: a failure before the product's
+//! reduction travels with it as a flag; one after it (this rank's rows of
+//! the product) leaves zeros in those rows and travels with the next
+//! product's flag, or with the agreement that follows the solver (no
+//! extra collective per product).
+
+use std::cell::RefCell;
 
 use faer::{MatMut, MatRef};
-use nalgebra::{DMatrix, DVector};
+use nalgebra::DMatrix;
 
 use super::coupling::{frobenius_from_grams, CouplingMatrix, FeatureRows};
 use super::covariance::{covariance_of, solve_covariance_from_grams, CovarianceSolution};
 use super::dual::{dual_from_covariance, with_eigenvector_signs, DualSolution};
-use super::eigensolver::{largest_lanczos, largest_stored, Eigensolver, LargestEigenpairs};
+use super::eigensolver::{largest_lanczos_on, largest_stored_on, Eigensolver, LargestEigenpairs};
 use super::features::FittedFeatureMap;
 use super::model::{Eksvd, EksvdParams, Solver};
 use crate::data::MultiSource;
-use crate::distributed::{agree, Communicator, FitSharded, RowPartition, RowShard};
+use crate::distributed::{agree, CommRows, Communicator, FitSharded, RowPartition, RowShard};
 use crate::error::{Error, Result};
+use crate::linalg::RowSplit;
 use crate::Device;
 
 /// Paired sources sharded by rows: one [`RowShard`] per source, all over
@@ -181,8 +192,7 @@ impl FitSharded<ShardedSources> for EksvdParams {
                 (features, solution, covariance.weights)
             }
             Solver::Dual(eig) => {
-                let features = gather_rows(comm, partition, &[], &local)?.1;
-                let solution = solve_dual_sharded(comm, device, partition, &local, &features, k, &eig, seed)?;
+                let (features, solution) = solve_dual_sharded(comm, device, partition, &local, k, &eig, seed)?;
                 let weights = solution.primal_weights(&features)?;
                 (features, solution, weights)
             }
@@ -223,21 +233,28 @@ fn summed_grams(comm: &dyn Communicator, device: &Device, local: &[DMatrix<f64>]
 }
 
 /// The Dual of Eq. 4 on this rank's rows of the features, `local`
-/// (module docs); `features` are all rows, gathered.
+/// (module docs): the features of all rows, gathered, and the solution.
 #[allow(clippy::too_many_arguments)]
-fn solve_dual_sharded(comm: &dyn Communicator, device: &Device, partition: &RowPartition, local: &[DMatrix<f64>], features: &[DMatrix<f64>], k: usize, eig: &Eigensolver, seed: u64) -> Result<DualSolution> {
+fn solve_dual_sharded(comm: &dyn Communicator, device: &Device, partition: &RowPartition, local: &[DMatrix<f64>], k: usize, eig: &Eigensolver, seed: u64) -> Result<(Vec<DMatrix<f64>>, DualSolution)> {
     eig.validate()?;
     let (n_sources, n, d) = (local.len(), partition.total(), local[0].ncols());
     let order = n_sources * n;
-    let operator = ShardedCoupling::new(comm, device, partition, local)?;
+    if matches!(eig, Eigensolver::Dense) && n_sources * d < order && k <= n_sources * d {
+        // G_Q has rank at most Q d_phi: its nonzero eigenpairs are those of
+        // the covariance form (Theorem 3.2), as for one process.
+        let grams = summed_grams(comm, device, local)?;
+        let covariance = same_on_every_rank(comm, agree_redundant(comm, solve_covariance_from_grams(&grams, k, &Eigensolver::Dense, seed))?)?;
+        let features = gather_rows(comm, partition, &[], local)?.1;
+        let solution = with_eigenvector_signs(dual_from_covariance(&features, &covariance)?);
+        return Ok((features, solution));
+    }
+    // This rank's rows of the Dual's vectors (Q N rows, source blocks of N
+    // stacked): its block of each source.
+    let mine = partition.range(comm.rank());
+    let rows = CommRows::new(comm, order, (0..n_sources).map(|q| q * n + mine.start..q * n + mine.end).collect())?;
+    let operator = ShardedCoupling::new(comm, device, &rows, local)?;
+    let apply = |v: &DMatrix<f64>| operator.apply(v);
     let pairs = match *eig {
-        Eigensolver::Dense if n_sources * d < order && k <= n_sources * d => {
-            // G_Q has rank at most Q d_phi: its nonzero eigenpairs are those
-            // of the covariance form (Theorem 3.2), as for one process.
-            let grams = summed_grams(comm, device, local)?;
-            let covariance = same_on_every_rank(comm, agree_redundant(comm, solve_covariance_from_grams(&grams, k, &Eigensolver::Dense, seed))?)?;
-            return Ok(with_eigenvector_signs(dual_from_covariance(features, &covariance)?));
-        }
         Eigensolver::Dense => {
             let frobenius = frobenius_from_grams(&summed_grams(comm, device, local)?);
             if !frobenius.is_finite() {
@@ -246,52 +263,72 @@ fn solve_dual_sharded(comm: &dyn Communicator, device: &Device, partition: &RowP
             let apply = |v: MatRef<'_, f64>, mut out: MatMut<'_, f64>| -> Result<()> {
                 let mut owned = DMatrix::<f64>::zeros(v.nrows(), v.ncols());
                 crate::linalg::faer_mut(&mut owned).copy_from(v);
-                out.copy_from(crate::linalg::faer_ref(&operator.apply(&owned)?));
+                out.copy_from(crate::linalg::faer_ref(&apply(&owned)?));
                 Ok(())
             };
             // The dense matrix (only if the block solver gives up) from the
             // gathered features, on every rank.
-            let dense = || -> Result<DMatrix<f64>> { CouplingMatrix::from_features(features.to_vec())?.assemble(device) };
-            agree_redundant(comm, largest_stored(order, k, apply, frobenius, dense))?
+            let dense = || -> Result<DMatrix<f64>> {
+                let features = gather_rows(comm, partition, &[], local)?.1;
+                CouplingMatrix::from_features(features)?.assemble(device)
+            };
+            largest_stored_on(&rows, k, apply, frobenius, dense)
         }
         Eigensolver::Lanczos { tolerance, max_restarts } => {
-            // The solver's memory check, agreed on before the products start
-            // (a rank short of memory must not leave the others in a product).
-            if let Some(entries) = order.checked_mul(k.saturating_add(8)) {
+            // The solver's memory check (this rank's rows of the basis),
+            // agreed on before the products start (a rank short of memory
+            // must not leave the others in a product).
+            if let Some(entries) = rows.local_len().checked_mul(k.saturating_add(8)) {
                 agree(comm, crate::memory::check_host::<f64>(entries, "Lanczos basis"))?;
             }
-            agree_redundant(comm, largest_lanczos(order, k, |v| operator.apply(v), tolerance, max_restarts, seed))?
+            largest_lanczos_on(&rows, k, apply, tolerance, max_restarts, seed)
         }
     };
-    let LargestEigenpairs { values, vectors } = same_on_every_rank_pairs(comm, pairs)?;
-    let alphas = (0..n_sources).map(|q| vectors.rows(q * n, n).into_owned()).collect();
-    Ok(DualSolution { eigenvalues: values, alphas })
+    // A rank whose last product failed after its reduction says so now.
+    agree(comm, operator.take_failure())?;
+    let LargestEigenpairs { values, vectors } = agree_redundant(comm, pairs)?;
+    // This rank's rows of the features and of each source's alpha, then
+    // every row of both (one all-gather).
+    let l = rows.local_len() / n_sources;
+    let mut blocks: Vec<DMatrix<f64>> = local.to_vec();
+    blocks.extend((0..n_sources).map(|q| vectors.rows(q * l, l).into_owned()));
+    let mut full = gather_rows(comm, partition, &[], &blocks)?.1;
+    let alphas = full.split_off(n_sources);
+    Ok((full, DualSolution { eigenvalues: values, alphas }))
 }
 
-/// `G_Q V` for whole vectors `V` (`Q N x c`, source blocks of `N` rows
-/// stacked) from this rank's rows of the features: one reduction of the
-/// `Phi_q^T V_q`, this rank's rows of the product, one all-gather.
+/// This rank's rows of `G_Q V` from its rows of `V` (`Q L x c`, its `L`
+/// rows of each source stacked) and of the features: one reduction of the
+/// `Phi_q^T V_q` and a failure flag, then this rank's rows of the product.
+/// A rank whose rows of the product fail (after the reduction) returns
+/// zeros and keeps the error: the next product's flag, or
+/// [`ShardedCoupling::take_failure`] after the solver, makes every rank
+/// fail with it.
 struct ShardedCoupling<'a> {
     comm: &'a dyn Communicator,
-    partition: &'a RowPartition,
     rows: FeatureRows<'a>,
     n_sources: usize,
+    local_rows: usize,
     d_phi: usize,
+    failure: RefCell<Option<Error>>,
 }
 
 impl<'a> ShardedCoupling<'a> {
-    fn new(comm: &'a dyn Communicator, device: &'a Device, partition: &'a RowPartition, local: &'a [DMatrix<f64>]) -> Result<Self> {
+    fn new(comm: &'a dyn Communicator, device: &'a Device, split: &CommRows<'_>, local: &'a [DMatrix<f64>]) -> Result<Self> {
         let rows = agree(comm, FeatureRows::new(device, local))?;
-        Ok(ShardedCoupling { comm, partition, rows, n_sources: local.len(), d_phi: local[0].ncols() })
+        Ok(ShardedCoupling { comm, rows, n_sources: local.len(), local_rows: split.local_len() / local.len(), d_phi: local[0].ncols(), failure: RefCell::new(None) })
     }
 
     fn apply(&self, v: &DMatrix<f64>) -> Result<DMatrix<f64>> {
-        let (comm, n, c, d) = (self.comm, self.partition.total(), v.ncols(), self.d_phi);
-        crate::data::check_shape("rows of V vs the order of G_Q", self.n_sources * n, v.nrows())?;
-        let mine = self.partition.range(comm.rank());
-        let parts: Vec<DMatrix<f64>> = (0..self.n_sources).map(|q| v.rows(q * n + mine.start, mine.len()).into_owned()).collect();
-        // s: this rank's Phi_q^T V_q, and a failure flag, summed over the ranks.
-        let projected = self.rows.project(&parts);
+        let (comm, l, c, d) = (self.comm, self.local_rows, v.ncols(), self.d_phi);
+        crate::data::check_shape("rows of V vs this rank's rows of G_Q", self.n_sources * l, v.nrows())?;
+        let parts: Vec<DMatrix<f64>> = (0..self.n_sources).map(|q| v.rows(q * l, l).into_owned()).collect();
+        // s: this rank's Phi_q^T V_q, and a failure flag (this product's or
+        // an earlier one's), summed over the ranks.
+        let projected = match self.failure.borrow_mut().take() {
+            Some(earlier) => Err(earlier),
+            None => self.rows.project(&parts),
+        };
         let mut sums = vec![0.0; self.n_sources * d * c + 1];
         match &projected {
             Ok(p) => sums[1..].iter_mut().zip(p.iter().flat_map(|m| m.iter())).for_each(|(o, &x)| *o = x),
@@ -302,26 +339,21 @@ impl<'a> ShardedCoupling<'a> {
             return failed_somewhere(comm, projected.map(|_| ()));
         }
         let projected: Vec<DMatrix<f64>> = sums[1..].chunks(d * c).map(|s| DMatrix::from_column_slice(d, c, s)).collect();
-        // This rank's rows of G V, gathered with a flag and a digest of V.
-        let out = self.rows.expand(&projected);
-        let (digest_hi, digest_lo) = digest(v);
-        let flag = if out.is_ok() { 0.0 } else { 1.0 };
-        let blocks = match &out {
-            Ok(blocks) => blocks.clone(),
-            Err(_) => (0..self.n_sources).map(|_| DMatrix::zeros(mine.len(), c)).collect(),
-        };
-        let (extras, full) = gather_rows(comm, self.partition, &[flag, digest_hi, digest_lo], &blocks)?;
-        if extras.chunks(3).any(|e| e[0] != 0.0) {
-            return failed_somewhere(comm, out.map(|_| ()));
+        let mut out = DMatrix::zeros(self.n_sources * l, c);
+        match self.rows.expand(&projected) {
+            Ok(blocks) => {
+                for (q, block) in blocks.iter().enumerate() {
+                    out.rows_mut(q * l, l).copy_from(block);
+                }
+            }
+            Err(e) => *self.failure.borrow_mut() = Some(e),
         }
-        if let Some(rank) = extras.chunks(3).position(|e| e[1..] != extras[1..3]) {
-            return Err(Error::ShardMismatch { what: "the ranks' Krylov vectors (same build and thread count needed)", rank });
-        }
-        let mut result = DMatrix::zeros(self.n_sources * n, c);
-        for (q, block) in full.iter().enumerate() {
-            result.rows_mut(q * n, n).copy_from(block);
-        }
-        Ok(result)
+        Ok(out)
+    }
+
+    /// The failure of this rank's rows of the last product, if any.
+    fn take_failure(&self) -> Result<()> {
+        self.failure.borrow_mut().take().map_or(Ok(()), Err)
     }
 }
 
@@ -330,16 +362,6 @@ impl<'a> ShardedCoupling<'a> {
 fn failed_somewhere<T>(comm: &dyn Communicator, local: Result<()>) -> Result<T> {
     agree(comm, local)?;
     Err(Error::NotAvailable("a rank's share of the product"))
-}
-
-/// Two exact 26-bit words of an FNV-1a digest of the bits of `v`.
-fn digest(v: &DMatrix<f64>) -> (f64, f64) {
-    let mut h: u64 = 0xcbf29ce484222325;
-    for x in v.iter() {
-        h ^= x.to_bits();
-        h = h.wrapping_mul(0x100000001b3);
-    }
-    (((h >> 38) & 0x3ff_ffff) as f64, ((h >> 12) & 0x3ff_ffff) as f64)
 }
 
 /// The outcome of work every rank repeats on the same numbers (the small
@@ -375,19 +397,6 @@ fn same_on_every_rank(comm: &dyn Communicator, mut s: CovarianceSolution) -> Res
         at += len;
     }
     Ok(s)
-}
-
-/// Rank 0's eigenpairs on every rank (one broadcast).
-fn same_on_every_rank_pairs(comm: &dyn Communicator, mut pairs: LargestEigenpairs) -> Result<LargestEigenpairs> {
-    if comm.size() == 1 {
-        return Ok(pairs);
-    }
-    let k = pairs.values.len();
-    let mut flat: Vec<f64> = pairs.values.iter().chain(pairs.vectors.iter()).copied().collect();
-    comm.broadcast(0, &mut flat)?;
-    pairs.values = DVector::from_column_slice(&flat[..k]);
-    pairs.vectors.copy_from_slice(&flat[k..]);
-    Ok(pairs)
 }
 
 /// Blocks sharded by rows like `partition` (`blocks[j]`: this rank's rows x

@@ -29,10 +29,35 @@
 //! The same solver runs on operators known only through block products
 //! ([`symmetric_operator_largest`], [`SymmetricOperator`]): eKSVD's
 //! matrix-free Dual and its Lanczos solvers, with narrow blocks.
+//!
+//! **Vectors split by rows** ([`RowSplit`]). The basis, the blocks and the
+//! products may be held by rows over several processes, each holding some
+//! rows of every vector ([`symmetric_operator_largest_on`]). Every inner
+//! product of the iteration (the block Gram-Schmidt coefficients `V^T W`,
+//! the Gram matrices and column norms of the block orthonormalisation, the
+//! true residuals' norms, the breakdown scale) is this process's partial
+//! sum over its rows followed by one [`RowSplit::sum`], which gives every
+//! process the same bits; the projected problems (`T`, its
+//! eigendecomposition, the restart's Ritz coefficients) are then solved
+//! identically on every process, and everything of length `n` stays on its
+//! rows (`V Y`, `W - V H`). A digest of each projected eigendecomposition is
+//! compared across processes ([`Error::ShardMismatch`] if they differ, as
+//! with different builds), so that the processes never take different
+//! branches. On one process ([`AllRows`]) every sum is the identity and the
+//! arithmetic is the single-process solver's, bit for bit. The random blocks
+//! (the start, and replacements at a breakdown) are drawn from the seed in
+//! row order on one process; over several, entry `(i, j)` is a function of
+//! the seed, the global row `i` and `j` (uniform on `[-1, 1)`), so that each
+//! process draws only its rows and the Krylov space does not depend on how
+//! the rows are split. Small problems formed as `A I` are added up from the
+//! processes' rows (one sum of `n^2` numbers) and decomposed on every
+//! process.
+
+use std::ops::Range;
 
 use faer::{Accum, MatMut, MatRef, Par};
 use nalgebra::{DMatrix, DVector};
-use rand::{rngs::StdRng, SeedableRng};
+use rand::{rngs::StdRng, RngCore, SeedableRng};
 use rand_distr::{Distribution, StandardNormal};
 
 use super::{check_dim, check_matrix, clear_upper_simd_state, faer_mut, faer_ref, symmetric_eigen, SymmetricEigen};
@@ -113,6 +138,138 @@ pub struct LargestSymmetricEigen {
     pub block_products: usize,
 }
 
+/// How the rows of the block solver's `n`-vectors are held (module docs):
+/// all on this process ([`AllRows`]), or some of them, the others on
+/// processes that run the same solve on the same operator at the same time
+/// (a sharded fit's ranks).
+pub trait RowSplit {
+    /// The order `n`: rows of a whole vector.
+    fn order(&self) -> usize;
+    /// The rows held here, as increasing, disjoint ranges of `0..n`; a
+    /// vector's rows here are these rows in this order.
+    fn local_ranges(&self) -> &[Range<usize>];
+    /// Number of processes the rows are split over (1: all rows are here).
+    fn processes(&self) -> usize;
+    /// `values` summed element-wise over the processes, every process
+    /// passing the same length and getting the same bits (the identity on
+    /// one process).
+    fn sum(&self, values: &mut [f64]) -> Result<()>;
+    /// Every process's `values` (the same length on each), concatenated in
+    /// process order, on every process.
+    fn gather(&self, values: &[f64]) -> Result<Vec<f64>>;
+
+    /// Number of rows held here.
+    fn local_len(&self) -> usize {
+        self.local_ranges().iter().map(|r| r.len()).sum()
+    }
+}
+
+/// All `n` rows on this process: every sum and gather is the identity.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AllRows {
+    rows: [Range<usize>; 1],
+}
+
+impl AllRows {
+    /// The rows `0..n`.
+    pub fn new(n: usize) -> Self {
+        AllRows { rows: [0..n] }
+    }
+}
+
+impl RowSplit for AllRows {
+    fn order(&self) -> usize {
+        self.rows[0].end
+    }
+    fn local_ranges(&self) -> &[Range<usize>] {
+        &self.rows
+    }
+    fn processes(&self) -> usize {
+        1
+    }
+    #[inline]
+    fn sum(&self, _values: &mut [f64]) -> Result<()> {
+        Ok(())
+    }
+    fn gather(&self, values: &[f64]) -> Result<Vec<f64>> {
+        Ok(values.to_vec())
+    }
+}
+
+/// `sqrt` of this process's `partial` sum of squares summed over the processes.
+fn summed_sqrt<R: RowSplit + ?Sized>(rows: &R, partial: f64) -> Result<f64> {
+    let mut v = [partial];
+    rows.sum(&mut v)?;
+    Ok(v[0].sqrt())
+}
+
+/// This process's rows of an `n x cols` random block. On one process the
+/// entries are standard normal draws from `rng` in column-major order; over
+/// several, one word of `rng` (the same on every process) keys a hash of
+/// each entry's global row and column, uniform on `[-1, 1)`, so that each
+/// process draws only its rows and `rng` stays the same everywhere.
+fn random_rows<R: RowSplit + ?Sized>(rows: &R, cols: usize, rng: &mut StdRng) -> DMatrix<f64> {
+    let local = rows.local_len();
+    if rows.processes() == 1 {
+        return DMatrix::<f64>::from_fn(local, cols, |_, _| StandardNormal.sample(rng));
+    }
+    let key = rng.next_u64();
+    let mut out = DMatrix::<f64>::zeros(local, cols);
+    for j in 0..cols {
+        let column = split_mix(key ^ split_mix(j as u64));
+        let mut l = 0;
+        for range in rows.local_ranges() {
+            for g in range.clone() {
+                let bits = split_mix(column ^ g as u64);
+                out[(l, j)] = (bits >> 11) as f64 * (2.0 / (1u64 << 53) as f64) - 1.0;
+                l += 1;
+            }
+        }
+    }
+    out
+}
+
+/// SplitMix64's output function (Steele, Lea & Flood 2014).
+fn split_mix(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// Checks that every process computed the same bits in a step it repeats
+/// on the same numbers (a projected eigenproblem): `words` is the step's
+/// result (`None`: it failed); [`Error::ShardMismatch`] on every process,
+/// naming the lowest process that differs from process 0, if they differ.
+/// One gather of two words; nothing on one process.
+pub(crate) fn check_replicated<R: RowSplit + ?Sized>(rows: &R, what: &'static str, words: Option<&mut dyn Iterator<Item = f64>>) -> Result<()> {
+    if rows.processes() == 1 {
+        return Ok(());
+    }
+    let mine = match words {
+        Some(values) => {
+            let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+            for x in values {
+                h ^= x.to_bits();
+                h = h.wrapping_mul(0x0000_0100_0000_01b3);
+            }
+            [((h >> 38) & 0x3ff_ffff) as f64, ((h >> 12) & 0x3ff_ffff) as f64]
+        }
+        None => [-1.0, -1.0],
+    };
+    let all = rows.gather(&mine)?;
+    match all.chunks(2).position(|w| w != &all[..2]) {
+        Some(rank) => Err(Error::ShardMismatch { what, rank }),
+        None => Ok(()),
+    }
+}
+
+/// [`check_replicated`] on an eigendecomposition.
+fn check_replicated_eigen<R: RowSplit + ?Sized>(rows: &R, evd: &Result<SymmetricEigen>) -> Result<()> {
+    let mut words = evd.as_ref().ok().map(|e| e.eigenvalues.iter().chain(e.eigenvectors.iter()).copied());
+    check_replicated(rows, "the projected eigenproblem on every rank (the same build is needed)", words.as_mut().map(|w| w as &mut dyn Iterator<Item = f64>))
+}
+
 /// The `k` largest eigenpairs `A u = lambda u` of the symmetric matrix `a`
 /// (only the lower triangle is read), eigenvalues ascending, with
 /// [`TopEigenSettings::default`]. The block solver's pairs have residuals
@@ -140,7 +297,7 @@ pub fn symmetric_eigen_largest_with(a: &DMatrix<f64>, k: usize, settings: &TopEi
         let full = mirrored(a);
         let frobenius = full.iter().map(|x| x * x).sum::<f64>().sqrt();
         let mut product = DenseSymmetric(&full);
-        if let BlockOutcome::Converged(found) = block_lanczos_widening(n, &mut product, Some(frobenius), k, shape, settings, true, None)? {
+        if let BlockOutcome::Converged(found) = block_lanczos_widening(&AllRows::new(n), &mut product, Some(frobenius), k, shape, settings, true, None)? {
             return Ok(found);
         }
     }
@@ -156,10 +313,19 @@ pub fn symmetric_eigen_largest_with(a: &DMatrix<f64>, k: usize, settings: &TopEi
 ///
 /// Errors: as [`symmetric_operator_largest`], except non-convergence, which
 /// is `Ok(None)`.
-pub fn symmetric_operator_largest_within_budget<A: SymmetricOperator>(n: usize, k: usize, mut a: A, frobenius: f64, settings: &TopEigenSettings) -> Result<Option<LargestSymmetricEigen>> {
+pub fn symmetric_operator_largest_within_budget<A: SymmetricOperator>(n: usize, k: usize, a: A, frobenius: f64, settings: &TopEigenSettings) -> Result<Option<LargestSymmetricEigen>> {
+    symmetric_operator_largest_within_budget_on(&AllRows::new(n), k, a, frobenius, settings)
+}
+
+/// [`symmetric_operator_largest_within_budget`] on vectors split by rows
+/// (module docs): `a` maps this process's rows of `V` to its rows of
+/// `A V`, and the eigenvectors returned are this process's rows. Every
+/// process of `rows` must call it with the same arguments (collective).
+pub fn symmetric_operator_largest_within_budget_on<R: RowSplit + ?Sized, A: SymmetricOperator>(rows: &R, k: usize, mut a: A, frobenius: f64, settings: &TopEigenSettings) -> Result<Option<LargestSymmetricEigen>> {
+    let n = rows.order();
     check_arguments(n, k, settings)?;
     let Some(shape) = BlockShape::new(n, k, settings) else { return Ok(None) };
-    match block_lanczos_widening(n, &mut a, Some(frobenius), k, shape, settings, true, None)? {
+    match block_lanczos_widening(rows, &mut a, Some(frobenius), k, shape, settings, true, None)? {
         BlockOutcome::Converged(found) => Ok(Some(found)),
         BlockOutcome::Stopped { .. } | BlockOutcome::TooWide => Ok(None),
     }
@@ -195,7 +361,7 @@ pub fn symmetric_operator_largest_from<A: SymmetricOperator>(n: usize, k: usize,
         return Ok(None);
     }
     let shape = BlockShape { b, keep: k, m };
-    match block_lanczos(n, &mut a, Some(frobenius), k, shape, settings, true, Some((start, floor)))? {
+    match block_lanczos(&AllRows::new(n), &mut a, Some(frobenius), k, shape, settings, true, Some((start, floor)))? {
         BlockOutcome::Converged(found) => Ok(Some(found)),
         BlockOutcome::Stopped { .. } | BlockOutcome::TooWide => Ok(None),
     }
@@ -216,31 +382,89 @@ pub fn symmetric_operator_largest_from<A: SymmetricOperator>(n: usize, k: usize,
 /// tolerance outside `(0, 1)`, or a basis too large for memory;
 /// [`Error::EigenNotConverged`] after `max_restarts` restarts; what
 /// the operator returns.
-pub fn symmetric_operator_largest<A: SymmetricOperator>(n: usize, k: usize, mut a: A, settings: &TopEigenSettings) -> Result<LargestSymmetricEigen> {
+pub fn symmetric_operator_largest<A: SymmetricOperator>(n: usize, k: usize, a: A, settings: &TopEigenSettings) -> Result<LargestSymmetricEigen> {
+    symmetric_operator_largest_on(&AllRows::new(n), k, a, settings)
+}
+
+/// [`symmetric_operator_largest`] on vectors split by rows over processes
+/// (module docs): `a` maps this process's rows of `V` (`rows.local_len()`
+/// rows, in the order of `rows.local_ranges()`) to its rows of `A V`, and
+/// the eigenvectors returned are this process's rows. Every inner product
+/// is one [`RowSplit::sum`]; every process of `rows` must call it with the
+/// same arguments (collective), and they all return the same eigenvalues,
+/// or the same error when it comes from the iteration. The memory checked
+/// is this process's rows of the basis.
+///
+/// Errors: those of [`symmetric_operator_largest`]; [`Error::Overflow`]
+/// when a product has a non-finite entry on some process (seen in the
+/// summed projections); [`Error::ShardMismatch`] when the processes'
+/// projected problems differ; what `rows` returns.
+pub fn symmetric_operator_largest_on<R: RowSplit + ?Sized, A: SymmetricOperator>(rows: &R, k: usize, mut a: A, settings: &TopEigenSettings) -> Result<LargestSymmetricEigen> {
+    let n = rows.order();
+    let local = rows.local_len();
     check_arguments(n, k, settings)?;
     let too_large = |what: &str| Error::InvalidParameter { name: "n", reason: format!("{what} for n = {n}, k = {k} does not fit in memory") };
-    let fits = |cols: usize| n.checked_mul(cols).is_some_and(|len| len <= isize::MAX as usize / std::mem::size_of::<f64>());
+    let fits = |len: usize, cols: usize| len.checked_mul(cols).is_some_and(|len| len <= isize::MAX as usize / std::mem::size_of::<f64>());
     let shape = BlockShape::new(n, k, &TopEigenSettings { min_ratio: 1, ..*settings });
     if let Some(shape) = shape {
-        if !fits(shape.m + shape.b) {
+        if !fits(local, shape.m + shape.b) {
             return Err(too_large("a Lanczos basis"));
         }
-        match block_lanczos_widening(n, &mut a, None, k, shape, settings, false, None)? {
+        match block_lanczos_widening(rows, &mut a, None, k, shape, settings, false, None)? {
             BlockOutcome::Converged(found) => return Ok(found),
             BlockOutcome::Stopped { converged, restarts } => return Err(Error::EigenNotConverged { converged, requested: k, restarts }),
             BlockOutcome::TooWide => {}
         }
     }
     // The basis (or a widened one) does not fit next to n: A I, densely.
-    if !fits(n) {
+    if !fits(n, n) {
         return Err(too_large("the matrix A I"));
     }
-    let mut full = DMatrix::<f64>::zeros(n, n);
-    let identity = DMatrix::<f64>::identity(n, n);
-    a.apply(faer_ref(&identity), faer_mut(&mut full))?;
+    // This process's rows of I, then of A I, summed into the whole A I.
+    let mut identity = DMatrix::<f64>::zeros(local, n);
+    let mut l = 0;
+    for range in rows.local_ranges() {
+        for g in range.clone() {
+            identity[(l, g)] = 1.0;
+            l += 1;
+        }
+    }
+    let mut mine = DMatrix::<f64>::zeros(local, n);
+    a.apply(faer_ref(&identity), faer_mut(&mut mine))?;
+    let full = if rows.processes() == 1 {
+        mine
+    } else {
+        let mut full = DMatrix::<f64>::zeros(n, n);
+        let mut l = 0;
+        for range in rows.local_ranges() {
+            for g in range.clone() {
+                full.row_mut(g).copy_from(&mine.row(l));
+                l += 1;
+            }
+        }
+        rows.sum(full.as_mut_slice())?;
+        full
+    };
     check_matrix("the operator's A I", &full)?;
     let symmetric = (&full + full.transpose()) * 0.5;
-    full_top(&symmetric, k)
+    let top = full_top(&symmetric, k);
+    check_replicated_eigen(rows, &top.as_ref().map(|t| t.eigen.clone()).map_err(Clone::clone))?;
+    let mut top = top?;
+    if rows.processes() > 1 {
+        top.eigen.eigenvectors = local_rows_of(rows, &top.eigen.eigenvectors);
+    }
+    Ok(top)
+}
+
+/// This process's rows (`rows.local_ranges()`) of the whole `n`-row `m`.
+pub(crate) fn local_rows_of<R: RowSplit + ?Sized>(rows: &R, m: &DMatrix<f64>) -> DMatrix<f64> {
+    let mut out = DMatrix::<f64>::zeros(rows.local_len(), m.ncols());
+    let mut l = 0;
+    for range in rows.local_ranges() {
+        out.rows_mut(l, range.len()).copy_from(&m.rows(range.start, range.len()));
+        l += range.len();
+    }
+    out
 }
 
 /// `k` in `1..=n` and the tolerance in `(0, 1)`.
@@ -301,11 +525,12 @@ fn largest_cluster(values: &[f64], gap: f64) -> usize {
 /// equal converged values may hide further copies of an eigenvalue (see the
 /// module documentation). Two values count as equal within `1e-9 ||A||`.
 #[allow(clippy::too_many_arguments)]
-fn block_lanczos_widening<A: SymmetricOperator>(n: usize, a: &mut A, frobenius: Option<f64>, k: usize, shape: BlockShape, s: &TopEigenSettings, budgeted: bool, start: Option<(&DMatrix<f64>, f64)>) -> Result<BlockOutcome> {
+fn block_lanczos_widening<R: RowSplit + ?Sized, A: SymmetricOperator>(rows: &R, a: &mut A, frobenius: Option<f64>, k: usize, shape: BlockShape, s: &TopEigenSettings, budgeted: bool, start: Option<(&DMatrix<f64>, f64)>) -> Result<BlockOutcome> {
+    let n = rows.order();
     let mut settings = *s;
     let mut shape = shape;
     loop {
-        let outcome = block_lanczos(n, a, frobenius, k, shape, &settings, budgeted, start)?;
+        let outcome = block_lanczos(rows, a, frobenius, k, shape, &settings, budgeted, start)?;
         let BlockOutcome::Converged(found) = &outcome else { return Ok(outcome) };
         let cluster = largest_cluster(found.eigen.eigenvalues.as_slice(), 1e-9 * found.norm_estimate);
         if cluster < shape.b || shape.b >= k {
@@ -349,29 +574,27 @@ fn dot(x: &[f64], y: &[f64]) -> f64 {
     x.iter().zip(y).map(|(a, b)| a * b).sum()
 }
 
-fn norm(x: &[f64]) -> f64 {
-    dot(x, x).sqrt()
-}
-
 /// Two passes of classical Gram-Schmidt of the columns of `w` against the
-/// first `cols` columns of `basis` (matrix products); returns the
-/// coefficients `V^T w` of both passes summed (`cols x w.ncols()`).
-fn block_orthogonalise(basis: &DMatrix<f64>, cols: usize, w: &mut DMatrix<f64>) -> DMatrix<f64> {
+/// first `cols` columns of `basis` (matrix products, each `V^T w` summed
+/// over the processes); returns the coefficients `V^T w` of both passes
+/// summed (`cols x w.ncols()`).
+fn block_orthogonalise<R: RowSplit + ?Sized>(rows: &R, basis: &DMatrix<f64>, cols: usize, w: &mut DMatrix<f64>) -> Result<DMatrix<f64>> {
     let n = basis.nrows();
     let bw = w.ncols();
     let mut total = DMatrix::<f64>::zeros(cols, bw);
     if cols == 0 {
-        return total;
+        return Ok(total);
     }
     let v = faer_ref(basis).subcols(0, cols);
     let mut h = DMatrix::<f64>::zeros(cols, bw);
     for _ in 0..2 {
         gemm(faer_mut(&mut h), Accum::Replace, v.transpose(), faer_ref(w), 1.0);
+        rows.sum(h.as_mut_slice())?;
         gemm(faer_mut(w), Accum::Add, v, faer_ref(&h), -1.0);
         total += &h;
     }
     debug_assert_eq!(w.nrows(), n);
-    total
+    Ok(total)
 }
 
 /// Orthonormalises the columns of `w` (already orthogonal to the first
@@ -380,11 +603,11 @@ fn block_orthogonalise(basis: &DMatrix<f64>, cols: usize, w: &mut DMatrix<f64>) 
 /// cancels to below `breakdown` (an invariant subspace) is replaced by a
 /// random unit vector orthogonal to the basis and to the earlier columns,
 /// with `R[c, c] = 0`: its coupling to the Krylov space is zero.
-fn orthonormalise_block(basis: &DMatrix<f64>, cols: usize, w: &mut DMatrix<f64>, breakdown: f64, rng: &mut StdRng) -> DMatrix<f64> {
-    if let Some(r) = cholesky_qr2(w, breakdown) {
-        return r;
+fn orthonormalise_block<R: RowSplit + ?Sized>(rows: &R, basis: &DMatrix<f64>, cols: usize, w: &mut DMatrix<f64>, breakdown: f64, rng: &mut StdRng) -> Result<DMatrix<f64>> {
+    if let Some(r) = cholesky_qr2(rows, w, breakdown)? {
+        return Ok(r);
     }
-    gram_schmidt_block(basis, cols, w, breakdown, rng)
+    gram_schmidt_block(rows, basis, cols, w, breakdown, rng)
 }
 
 /// Cholesky QR applied twice (CholQR2: `G = W^T W = R^T R`, `W <- W R^{-1}`,
@@ -395,11 +618,13 @@ fn orthonormalise_block(basis: &DMatrix<f64>, cols: usize, w: &mut DMatrix<f64>,
 /// (the equilibrated block's condition number above about `1e3`: its
 /// rounding-level components along the basis would be amplified by that
 /// much), or when a factorisation fails; the Gram-Schmidt path then decides.
-fn cholesky_qr2(w: &mut DMatrix<f64>, breakdown: f64) -> Option<DMatrix<f64>> {
+fn cholesky_qr2<R: RowSplit + ?Sized>(rows: &R, w: &mut DMatrix<f64>, breakdown: f64) -> Result<Option<DMatrix<f64>>> {
     let b = w.ncols();
-    let scales: Vec<f64> = w.column_iter().map(|c| c.norm()).collect();
+    let mut scales: Vec<f64> = w.column_iter().map(|c| c.norm_squared()).collect();
+    rows.sum(&mut scales)?;
+    scales.iter_mut().for_each(|d| *d = d.sqrt());
     if scales.iter().any(|&d| !(d > breakdown)) {
-        return None;
+        return Ok(None);
     }
     let mut r_total = DMatrix::<f64>::from_diagonal(&DVector::from_column_slice(&scales));
     let mut q = w.clone();
@@ -409,18 +634,20 @@ fn cholesky_qr2(w: &mut DMatrix<f64>, breakdown: f64) -> Option<DMatrix<f64>> {
     for _ in 0..2 {
         let mut g = DMatrix::<f64>::zeros(b, b);
         gemm(faer_mut(&mut g), Accum::Replace, faer_ref(&q).transpose(), faer_ref(&q), 1.0);
+        rows.sum(g.as_mut_slice())?;
         let g = (&g + g.transpose()) * 0.5;
-        let l = g.cholesky()?.unpack();
+        let Some(l) = g.cholesky() else { return Ok(None) };
+        let l = l.unpack();
         let diag = l.diagonal();
         let (lo, hi) = diag.iter().fold((f64::INFINITY, 0.0f64), |(lo, hi), &d| (lo.min(d), hi.max(d)));
         if !(lo > 1e-3 * hi) {
-            return None;
+            return Ok(None);
         }
         // Q <- Q L^{-T}: solve L X^T = Q^T, i.e. X = Q L^{-T}, through
         // the explicit (well-conditioned) inverse and one product.
         let mut l_inv = DMatrix::<f64>::identity(b, b);
         if !l.solve_lower_triangular_mut(&mut l_inv) {
-            return None;
+            return Ok(None);
         }
         let mut next = DMatrix::<f64>::zeros(q.nrows(), b);
         gemm(faer_mut(&mut next), Accum::Replace, faer_ref(&q), faer_ref(&l_inv).transpose(), 1.0);
@@ -428,31 +655,32 @@ fn cholesky_qr2(w: &mut DMatrix<f64>, breakdown: f64) -> Option<DMatrix<f64>> {
         r_total = l.transpose() * r_total;
     }
     *w = q;
-    Some(r_total)
+    Ok(Some(r_total))
 }
 
 /// Column-by-column modified Gram-Schmidt with reorthogonalisation and
-/// random replacement of cancelled columns (see [`orthonormalise_block`]).
-fn gram_schmidt_block(basis: &DMatrix<f64>, cols: usize, w: &mut DMatrix<f64>, breakdown: f64, rng: &mut StdRng) -> DMatrix<f64> {
-    let n = w.nrows();
+/// random replacement of cancelled columns (see [`orthonormalise_block`]);
+/// each inner product summed over the processes.
+fn gram_schmidt_block<R: RowSplit + ?Sized>(rows: &R, basis: &DMatrix<f64>, cols: usize, w: &mut DMatrix<f64>, breakdown: f64, rng: &mut StdRng) -> Result<DMatrix<f64>> {
+    let n = rows.order();
     let b = w.ncols();
     let mut r = DMatrix::<f64>::zeros(b, b);
     for c in 0..b {
-        let before = norm(w.column(c).as_slice());
+        let before = summed_norm(rows, w.column(c).as_slice())?;
         for _ in 0..2 {
             for l in 0..c {
-                let h = dot(w.column(l).as_slice(), w.column(c).as_slice());
+                let h = summed_dot(rows, w.column(l).as_slice(), w.column(c).as_slice())?;
                 r[(l, c)] += h;
                 let (ql, mut wc) = w.columns_range_pair_mut(l, c);
                 wc.axpy(-h, &ql, 1.0);
             }
         }
-        let mut after = norm(w.column(c).as_slice());
+        let mut after = summed_norm(rows, w.column(c).as_slice())?;
         if after > breakdown && after < 1e-3 * before {
             // Heavy cancellation: rounding may have reintroduced directions
             // of the basis; one more pass against it and the block.
-            reorthogonalise_column(basis, cols, w, c);
-            after = norm(w.column(c).as_slice());
+            reorthogonalise_column(rows, basis, cols, w, c)?;
+            after = summed_norm(rows, w.column(c).as_slice())?;
         }
         if after > breakdown {
             r[(c, c)] = after;
@@ -462,12 +690,10 @@ fn gram_schmidt_block(basis: &DMatrix<f64>, cols: usize, w: &mut DMatrix<f64>, b
             // A random vector is orthogonal to n - 1 < cols + c columns
             // with probability zero of failure; the loop is bounded anyway.
             for _ in 0..8 {
-                for i in 0..n {
-                    w[(i, c)] = StandardNormal.sample(rng);
-                }
-                reorthogonalise_column(basis, cols, w, c);
-                reorthogonalise_column(basis, cols, w, c);
-                fresh = norm(w.column(c).as_slice());
+                w.column_mut(c).copy_from(&random_rows(rows, 1, rng));
+                reorthogonalise_column(rows, basis, cols, w, c)?;
+                reorthogonalise_column(rows, basis, cols, w, c)?;
+                fresh = summed_norm(rows, w.column(c).as_slice())?;
                 if fresh > 1e-8 * (n as f64).sqrt() {
                     break;
                 }
@@ -476,28 +702,42 @@ fn gram_schmidt_block(basis: &DMatrix<f64>, cols: usize, w: &mut DMatrix<f64>, b
             w.column_mut(c).scale_mut(1.0 / fresh.max(f64::MIN_POSITIVE));
         }
     }
-    r
+    Ok(r)
+}
+
+/// `x . y` over all processes' rows.
+fn summed_dot<R: RowSplit + ?Sized>(rows: &R, x: &[f64], y: &[f64]) -> Result<f64> {
+    let mut v = [dot(x, y)];
+    rows.sum(&mut v)?;
+    Ok(v[0])
+}
+
+/// `||x||` over all processes' rows.
+fn summed_norm<R: RowSplit + ?Sized>(rows: &R, x: &[f64]) -> Result<f64> {
+    summed_sqrt(rows, dot(x, x))
 }
 
 /// One Gram-Schmidt pass of column `c` of `w` against the first `cols`
 /// basis columns and the columns `0..c` of `w` (coefficients dropped: they
 /// are rounding-level).
-fn reorthogonalise_column(basis: &DMatrix<f64>, cols: usize, w: &mut DMatrix<f64>, c: usize) {
+fn reorthogonalise_column<R: RowSplit + ?Sized>(rows: &R, basis: &DMatrix<f64>, cols: usize, w: &mut DMatrix<f64>, c: usize) -> Result<()> {
     if cols > 0 {
         let v = faer_ref(basis).subcols(0, cols);
         let mut h = DMatrix::<f64>::zeros(cols, 1);
         let mut wc = w.column(c).into_owned();
         let wc_ref = MatRef::from_column_major_slice(wc.as_slice(), wc.len(), 1);
         gemm(faer_mut(&mut h), Accum::Replace, v.transpose(), wc_ref, 1.0);
+        rows.sum(h.as_mut_slice())?;
         let wc_mut = MatMut::from_column_major_slice_mut(wc.as_mut_slice(), w.nrows(), 1);
         gemm(wc_mut, Accum::Add, v, faer_ref(&h), -1.0);
         w.column_mut(c).copy_from(&wc);
     }
     for l in 0..c {
-        let h = dot(w.column(l).as_slice(), w.column(c).as_slice());
+        let h = summed_dot(rows, w.column(l).as_slice(), w.column(c).as_slice())?;
         let (ql, mut wc) = w.columns_range_pair_mut(l, c);
         wc.axpy(-h, &ql, 1.0);
     }
+    Ok(())
 }
 
 /// How a block Lanczos run ended.
@@ -561,20 +801,27 @@ where
 /// true ones are computed (one product with `k` columns); if they miss
 /// `100 tolerance ||A||`, the run goes on as if not converged.
 #[allow(clippy::too_many_arguments)]
-fn block_lanczos<A: SymmetricOperator>(n: usize, a: &mut A, frobenius: Option<f64>, k: usize, shape: BlockShape, s: &TopEigenSettings, budgeted: bool, start: Option<(&DMatrix<f64>, f64)>) -> Result<BlockOutcome> {
+fn block_lanczos<R: RowSplit + ?Sized, A: SymmetricOperator>(rows: &R, a: &mut A, frobenius: Option<f64>, k: usize, shape: BlockShape, s: &TopEigenSettings, budgeted: bool, start: Option<(&DMatrix<f64>, f64)>) -> Result<BlockOutcome> {
     let BlockShape { b, keep, m } = shape;
+    let n = rows.order();
     let mut rng = StdRng::seed_from_u64(s.seed);
-    let mut basis = DMatrix::<f64>::zeros(n, m + b);
+    let mut basis = DMatrix::<f64>::zeros(rows.local_len(), m + b);
     let floor = start.map_or(f64::NEG_INFINITY, |(_, floor)| floor);
     let mut w = match start.map(|(v, _)| v) {
-        Some(v) => DMatrix::<f64>::from_fn(n, b, |i, j| if j < v.ncols() { v[(i, j)] } else { StandardNormal.sample(&mut rng) }),
-        None => DMatrix::<f64>::from_fn(n, b, |_, _| StandardNormal.sample(&mut rng)),
+        Some(v) => {
+            let extra = random_rows(rows, b - v.ncols(), &mut rng);
+            let mut w = DMatrix::<f64>::zeros(v.nrows(), b);
+            w.columns_mut(0, v.ncols()).copy_from(v);
+            w.columns_mut(v.ncols(), b - v.ncols()).copy_from(&extra);
+            w
+        }
+        None => random_rows(rows, b, &mut rng),
     };
     // A random block is far from breakdown: any positive threshold will do
     // before the scale of A is known (a start block's dependent columns are
     // replaced by random ones).
-    let start_breakdown = f64::MIN_POSITIVE.max(1e-12 * w.norm());
-    orthonormalise_block(&basis, 0, &mut w, start_breakdown, &mut rng);
+    let start_breakdown = f64::MIN_POSITIVE.max(1e-12 * summed_sqrt(rows, w.norm_squared())?);
+    orthonormalise_block(rows, &basis, 0, &mut w, start_breakdown, &mut rng)?;
     basis.columns_mut(0, b).copy_from(&w);
     // Cancellation to below this is an invariant subspace (about
     // 10 eps ||A||_F, above rounding and far below any residual we accept).
@@ -595,11 +842,19 @@ fn block_lanczos<A: SymmetricOperator>(n: usize, a: &mut A, frobenius: Option<f6
         while cols + b <= limit {
             a.apply(faer_ref(&basis).subcols(cols, b), faer_mut(&mut w))?;
             columns += b as f64;
-            let threshold = *breakdown.get_or_insert_with(|| {
-                let estimate = w.norm() * (n as f64 / b as f64).sqrt();
-                1e-14 * estimate.max(f64::MIN_POSITIVE)
-            });
-            let h = block_orthogonalise(&basis, cols + b, &mut w);
+            let threshold = match breakdown {
+                Some(threshold) => threshold,
+                None => {
+                    let estimate = summed_sqrt(rows, w.norm_squared())? * (n as f64 / b as f64).sqrt();
+                    *breakdown.insert(1e-14 * estimate.max(f64::MIN_POSITIVE))
+                }
+            };
+            let h = block_orthogonalise(rows, &basis, cols + b, &mut w)?;
+            // A non-finite entry of the product on any process reaches
+            // every process's summed coefficients.
+            if let Some(i) = h.iter().position(|x| !x.is_finite()) {
+                return Err(Error::Overflow { what: "the operator's product A V (its projection on the basis)", row: i % h.nrows(), col: i / h.nrows() });
+            }
             for j in 0..b {
                 for i in 0..cols {
                     t[(i, cols + j)] = h[(i, j)];
@@ -609,12 +864,14 @@ fn block_lanczos<A: SymmetricOperator>(n: usize, a: &mut A, frobenius: Option<f6
                     t[(cols + i, cols + j)] = 0.5 * (h[(cols + i, j)] + h[(cols + j, i)]);
                 }
             }
-            r_last = orthonormalise_block(&basis, cols + b, &mut w, threshold, &mut rng);
+            r_last = orthonormalise_block(rows, &basis, cols + b, &mut w, threshold, &mut rng)?;
             basis.columns_mut(cols + b, b).copy_from(&w);
             cols += b;
         }
         let tc = t.view((0, 0), (cols, cols)).into_owned();
-        let evd = symmetric_eigen(&tc)?;
+        let evd = symmetric_eigen(&tc);
+        check_replicated_eigen(rows, &evd)?;
+        let evd = evd?;
         let theta = evd.eigenvalues.as_slice();
         anorm = theta.iter().fold(anorm, |mx, v| mx.max(v.abs()));
         let y_last = evd.eigenvectors.view((cols - b, cols - k), (b, k));
@@ -624,7 +881,7 @@ fn block_lanczos<A: SymmetricOperator>(n: usize, a: &mut A, frobenius: Option<f6
         if worst <= s.tolerance * anorm {
             let vectors = matmul_basis(&basis, cols, &evd.eigenvectors.columns(cols - k, k).into_owned());
             let eigenvalues = DVector::from_column_slice(&theta[cols - k..]);
-            if true_residuals_within(a, &vectors, &eigenvalues, floor, 100.0 * s.tolerance * anorm)? {
+            if true_residuals_within(rows, a, &vectors, &eigenvalues, floor, 100.0 * s.tolerance * anorm)? {
                 let eigen = SymmetricEigen { eigenvalues, eigenvectors: vectors };
                 break BlockOutcome::Converged(LargestSymmetricEigen { eigen, norm_estimate: anorm, partial: true, restarts, block_products: (columns / b as f64) as usize });
             }
@@ -655,10 +912,12 @@ fn block_lanczos<A: SymmetricOperator>(n: usize, a: &mut A, frobenius: Option<f6
 }
 
 /// Whether every pair `(lambda_j, u_j)` with `lambda_j > floor` has `||A u_j - lambda_j u_j|| <= bound`.
-fn true_residuals_within<A: SymmetricOperator>(a: &mut A, vectors: &DMatrix<f64>, values: &DVector<f64>, floor: f64, bound: f64) -> Result<bool> {
+fn true_residuals_within<R: RowSplit + ?Sized, A: SymmetricOperator>(rows: &R, a: &mut A, vectors: &DMatrix<f64>, values: &DVector<f64>, floor: f64, bound: f64) -> Result<bool> {
     let mut av = DMatrix::<f64>::zeros(vectors.nrows(), vectors.ncols());
     a.apply(faer_ref(vectors), faer_mut(&mut av))?;
-    Ok((0..vectors.ncols()).filter(|&j| values[j] > floor).all(|j| (av.column(j) - vectors.column(j) * values[j]).norm() <= bound))
+    let mut squares: Vec<f64> = (0..vectors.ncols()).map(|j| (av.column(j) - vectors.column(j) * values[j]).norm_squared()).collect();
+    rows.sum(&mut squares)?;
+    Ok((0..vectors.ncols()).filter(|&j| values[j] > floor).all(|j| squares[j].sqrt() <= bound))
 }
 
 /// Whether to go on after a restart: `columns` block-product columns done,
@@ -858,7 +1117,8 @@ mod tests {
         let w0 = DMatrix::<f64>::from_fn(90, 12, |_, _| StandardNormal.sample(&mut rng));
         for chol in [true, false] {
             let mut w = w0.clone();
-            let r = if chol { cholesky_qr2(&mut w, 1e-14).expect("well conditioned") } else { gram_schmidt_block(&basis, 0, &mut w, 1e-14, &mut rng) };
+            let rows = AllRows::new(90);
+            let r = if chol { cholesky_qr2(&rows, &mut w, 1e-14).unwrap().expect("well conditioned") } else { gram_schmidt_block(&rows, &basis, 0, &mut w, 1e-14, &mut rng).unwrap() };
             assert!((&w * &r - &w0).norm() <= 1e-12 * w0.norm(), "Q R = W ({chol})");
             assert!((w.transpose() * &w - DMatrix::<f64>::identity(12, 12)).norm() <= 1e-13, "Q^T Q = I ({chol})");
             for i in 0..12 {
@@ -871,7 +1131,7 @@ mod tests {
         let mut w = w0.clone();
         let c0 = w.column(0).into_owned();
         w.column_mut(5).copy_from(&(c0 * 2.0 + w0.column(3) * 1e-6));
-        assert!(cholesky_qr2(&mut w.clone(), 1e-14).is_none());
+        assert!(cholesky_qr2(&AllRows::new(90), &mut w.clone(), 1e-14).unwrap().is_none());
     }
 
     /// The dense `a` as a [`SymmetricOperator`] that counts its product columns.

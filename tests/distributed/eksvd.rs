@@ -6,8 +6,10 @@
 //! eigenvalues and projection scores agree to `1e-9` relative. The Lanczos
 //! Dual converges to `1e-10 max |lambda|` from products whose sums over rows
 //! are added in another order: the same eigenvalues to `1e-8` relative and
-//! the same eigenvectors, compared up to sign, to `1e-6` relative. With one
-//! rank every path does one process's arithmetic: the same bits.
+//! the same eigenvectors, compared up to sign, to `1e-6` relative (on more
+//! than one rank its random start block differs from one process's as
+//! well: a hash of the global row, so that each rank draws only its rows).
+//! With one rank every path does one process's arithmetic: the same bits.
 
 use gramian::distributed::{Communicator, FitSharded, RowShard, ThreadGroup};
 use gramian::eksvd::{Eigensolver, Eksvd, EksvdParams, FeatureMap, ShardedSources, Solver};
@@ -99,6 +101,83 @@ fn covariance_and_dual_fits_match_one_process_on_1_2_and_3_ranks() {
             assert!(vectors <= vector_tol, "{solver:?}, {ranks} ranks: projections differ by {vectors:e}");
             assert_eq!(models[0].solver(), solver);
         }
+    }
+}
+
+/// Every rank's model of a sharded fit on `counts.len()` threads, rank `r`
+/// holding `counts[r]` consecutive rows.
+fn fit_on_counts(counts: &[usize], params: &EksvdParams, data: &MultiSource, device: &Device) -> Vec<Eksvd> {
+    ThreadGroup::run(counts.len(), |comm| {
+        let start: usize = counts[..comm.rank()].iter().sum();
+        let shards = data.sources().iter().map(|x| RowShard::new(comm, x.rows(start, counts[comm.rank()]).into_owned())).collect::<Result<Vec<_>, _>>()?;
+        params.fit_sharded(device, comm, &ShardedSources::new(shards)?)
+    })
+    .unwrap()
+    .into_iter()
+    .map(|r| r.unwrap())
+    .collect()
+}
+
+#[test]
+fn dual_fits_on_uneven_rows_match_one_process() {
+    // The Lanczos Dual (101 rows, 36 features) and the Dense Dual through
+    // the operator (20 rows, 24 features: Q d_phi >= Q N, the stored path's
+    // dense fallback), on 1, 2 and 3 ranks with uneven rows; tolerances of
+    // the module docs.
+    let cpu = Device::cpu();
+    let cases = [(101usize, 12usize, lanczos(), vec![vec![101], vec![30, 71], vec![52, 9, 40]]), (20, 24, Solver::Dual(Eigensolver::Dense), vec![vec![20], vec![13, 7], vec![2, 11, 7]])];
+    for (n, dim, solver, splits) in cases {
+        let data = sources(n);
+        let p = EksvdParams::new(3).feature_map(FeatureMap::random_fourier(0.5, dim).unwrap()).solver(solver).seed(5);
+        let single = p.fit(&cpu, &data).unwrap();
+        for counts in splits {
+            let models = fit_on_counts(&counts, &p, &data, &cpu);
+            assert_same_models(&models);
+            let (values, vectors) = differences(&single, &models[0], &data);
+            assert!(values <= 1e-8, "{solver:?}, rows {counts:?}: eigenvalues differ by {values:e}");
+            assert!(vectors <= 1e-6, "{solver:?}, rows {counts:?}: projections differ by {vectors:e}");
+            if counts.len() == 1 {
+                assert_eq!(models[0].eigenvalues(), single.eigenvalues(), "{solver:?}: one rank is one process");
+            }
+        }
+    }
+}
+
+#[test]
+fn a_lanczos_product_communicates_the_same_bytes_at_any_row_count() {
+    // The Krylov vectors stay on their rows: a product sums Q d_phi c
+    // numbers and a flag, the iteration's inner products are sums of basis
+    // sizes; nothing grows with N. The same fit at N = 90 and N = 180 on 2
+    // ranks, stopped after the first basis (max_restarts 0 and a tolerance
+    // no basis of 50 columns meets, so that both sizes take the same
+    // steps and stop before the model's rows are gathered): the same
+    // collectives and the same bytes.
+    let run = |n: usize| {
+        let mut rng = common::rng();
+        let x: Vec<DMatrix<f64>> = (0..3).map(|_| DMatrix::from_fn(n, 4, |_, _| rng.random_range(-1.0..1.0))).collect();
+        let data = MultiSource::paired(x).unwrap();
+        let p = EksvdParams::new(10).feature_map(FeatureMap::random_fourier(2.0, 40).unwrap()).solver(Solver::Dual(Eigensolver::Lanczos { tolerance: 1e-15, max_restarts: 0 })).seed(2);
+        ThreadGroup::run(2, |comm| {
+            let shards = ShardedSources::from_full(comm, &data)?;
+            let before = comm.stats();
+            let fit = p.fit_sharded(&Device::cpu(), comm, &shards);
+            assert!(matches!(fit, Err(Error::EigenNotConverged { restarts: 0, .. })), "N = {n}: {fit:?}");
+            Ok::<_, Error>(comm.stats().since(&before))
+        })
+        .unwrap()
+        .into_iter()
+        .map(|s| s.unwrap())
+        .collect::<Vec<_>>()
+    };
+    let (small, large) = (run(90), run(180));
+    for r in 0..2 {
+        assert_eq!(small[r].collectives, large[r].collectives, "rank {r}: collectives");
+        assert_eq!(small[r].bytes_sent, large[r].bytes_sent, "rank {r}: bytes sent");
+        assert_eq!(small[r].bytes_received, large[r].bytes_received, "rank {r}: bytes received");
+        // Each of the 7 products (6 blocks of 8, the start's and the
+        // basis's) moves its 3 x 40 x 8 sums; the whole 270-row basis
+        // block of one product alone would be more than a quarter of it.
+        assert!(small[r].bytes_received < 7 * 8 * (3 * 40 * 8 + 1) * 2 + 8 * 40_000, "rank {r}: {} bytes", small[r].bytes_received);
     }
 }
 
