@@ -53,7 +53,7 @@ impl FitSharded<RowShard> for DensityParams {
         let x = data.local();
         agree(
             comm,
-            self.validate().and_then(|_| self.base_measure_ref().check_dimension(data.ncols())).and_then(|_| {
+            self.validate().and_then(|_| self.settings().check_device(device)).and_then(|_| self.base_measure_ref().check_dimension(data.ncols())).and_then(|_| {
                 if x.nrows() == 0 {
                     return Err(Error::Empty { what: "this rank's rows of a sharded PSD fit", rows: 0, cols: x.ncols() });
                 }
