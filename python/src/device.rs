@@ -44,34 +44,11 @@ pub fn device_description(py: Python<'_>, device: &str) -> PyResult<String> {
 }
 
 /// The GPU adapters the graphics APIs report, in the order `device="gpu"`
-/// prefers them (discrete, integrated, virtual, software): for each, a
-/// tuple `(name, backend, device_type, driver, software)`. Searched as the
-/// library does: Vulkan, Metal and DX12, or the backends `WGPU_BACKEND`
-/// names. An empty list where there is no adapter.
+/// prefers them ([`gramian::gpu::adapters`]: discrete, integrated, virtual,
+/// software): for each, a tuple `(name, backend, device_type, driver,
+/// software, float64)` with the backend in lower case (e.g. "vulkan"). An
+/// empty list where there is no adapter.
 #[pyfunction]
-pub fn adapters(py: Python<'_>) -> Vec<(String, String, String, String, bool)> {
-    py.detach(|| {
-        let mut descriptor = wgpu::InstanceDescriptor::new_without_display_handle_from_env();
-        if std::env::var_os("WGPU_BACKEND").is_none() {
-            descriptor.backends = wgpu::Backends::PRIMARY;
-        }
-        let instance = wgpu::Instance::new(descriptor);
-        let mut infos: Vec<wgpu::AdapterInfo> = pollster::block_on(instance.enumerate_adapters(wgpu::Backends::all())).iter().map(|a| a.get_info()).collect();
-        let rank = |t: wgpu::DeviceType| match t {
-            wgpu::DeviceType::DiscreteGpu => 0,
-            wgpu::DeviceType::IntegratedGpu => 1,
-            wgpu::DeviceType::VirtualGpu => 2,
-            wgpu::DeviceType::Other => 3,
-            wgpu::DeviceType::Cpu => 4,
-        };
-        infos.sort_by_key(|i| rank(i.device_type));
-        infos
-            .into_iter()
-            .map(|i| {
-                let name = i.name.to_lowercase();
-                let software = i.device_type == wgpu::DeviceType::Cpu || name.contains("llvmpipe") || name.contains("lavapipe") || name.contains("swiftshader");
-                (i.name.clone(), i.backend.to_string(), format!("{:?}", i.device_type), format!("{} {}", i.driver, i.driver_info).trim().to_string(), software)
-            })
-            .collect()
-    })
+pub fn adapters(py: Python<'_>) -> Vec<(String, String, String, String, bool, bool)> {
+    py.detach(|| gramian::gpu::adapters().into_iter().map(|a| (a.name, a.backend.to_lowercase(), a.device_type, a.driver, a.is_software, a.supports_f64)).collect())
 }
