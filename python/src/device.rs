@@ -8,7 +8,7 @@
 
 use std::sync::{Mutex, OnceLock};
 
-use gramian::Device;
+use gramian::{Device, WorkingPrecision};
 use pyo3::prelude::*;
 
 use crate::errors;
@@ -33,6 +33,18 @@ pub fn resolve(py: Python<'_>, name: &str) -> PyResult<Device> {
             Ok(device)
         }),
         other => Err(errors::invalid(py, format!("device must be 'auto', 'cpu' or 'gpu', got {other:?}"))),
+    }
+}
+
+/// The `precision` argument of the estimators: `"auto"`, `"float32"` or
+/// `"float64"` ([`WorkingPrecision`]; a fit resolves it against its device
+/// with [`Device::working_precision`]).
+pub fn working_precision(py: Python<'_>, name: &str) -> PyResult<WorkingPrecision> {
+    match name {
+        "auto" => Ok(WorkingPrecision::Auto),
+        "float32" => Ok(WorkingPrecision::F32),
+        "float64" => Ok(WorkingPrecision::F64),
+        other => Err(errors::invalid(py, format!("precision must be 'auto', 'float32' or 'float64', got {other:?}"))),
     }
 }
 
