@@ -34,14 +34,14 @@ impl Precision {
 ///   the PSD models use `f64` on such a GPU and compute on the host
 ///   otherwise.
 /// - [`WorkingPrecision::F64`]: `f64` arithmetic on the device; a GPU
-///   without `SHADER_F64` is [`crate::Error::Unsupported`] at fit.
+///   without `SHADER_F64` is `Unsupported` at fit.
 /// - [`WorkingPrecision::F32`]: the GPU work in `f32` where the method
 ///   supports it (eKSVD's feature maps and products, mklaren's and the
 ///   low-rank ridges' kernel columns through the read-back path, the
 ///   full-kernel ridge's kernel matrices); the methods that need `f64` (the
 ///   PSD models and their baselines, whose duality-gap certificate and
 ///   Newton steps need the digits) reject it with
-///   [`crate::Error::InvalidParameter`] from their `validate`.
+///   `InvalidParameter` from their `validate`.
 ///
 /// On the CPU every fit computes in `f64` whatever the setting (the CPU
 /// path's arithmetic is `f64`; `F32` there changes nothing).
@@ -55,16 +55,4 @@ pub enum WorkingPrecision {
     F32,
     /// `f64` device arithmetic, required.
     F64,
-}
-
-impl WorkingPrecision {
-    /// `Ok` unless `self` is [`WorkingPrecision::F32`], which a method that
-    /// needs `f64` rejects: [`crate::Error::InvalidParameter`] (`precision`)
-    /// naming `method` and `why`.
-    pub fn require_f64(self, method: &str, why: &str) -> crate::error::Result<()> {
-        match self {
-            WorkingPrecision::F32 => Err(crate::error::Error::InvalidParameter { name: "precision", reason: format!("{method} computes in f64 ({why}); float32 is not supported, use auto or float64") }),
-            _ => Ok(()),
-        }
-    }
 }

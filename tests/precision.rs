@@ -49,7 +49,7 @@ fn three_sources() -> MultiSource {
 fn eksvd_in_f32_on_a_gpu_agrees_with_f64() {
     let Some(gpu) = common::gpu_device(GpuOptions::default()) else { return };
     let data = three_sources();
-    for solver in [Solver::Covariance(Eigensolver::Dense), Solver::Dual(Eigensolver::Lanczos { tolerance: 1e-10, max_restarts: 200 })] {
+    for solver in [Solver::Covariance(Eigensolver::Dense), Solver::Dual(Eigensolver::Lanczos { tolerance: 1e-5, max_restarts: 200 })] {
         let params = EksvdParams::new(3).feature_map(FeatureMap::random_fourier(0.4, 32).unwrap()).solver(solver).seed(2);
         let reference = params.clone().fit(&Device::cpu(), &data).unwrap();
         let mut bytes = Vec::new();
@@ -64,8 +64,11 @@ fn eksvd_in_f32_on_a_gpu_agrees_with_f64() {
             // f32: features of unit-scale entries from sums of 5-7 terms and
             // Grams of 120 rows carry relative errors of about 120 * 6e-8;
             // the well-separated top eigenvalues move by as much. 1e-4
-            // leaves a margin; f64 agrees with the CPU to 1e-9.
-            let tolerance = if setting == WorkingPrecision::F32 { 1e-4 } else { 1e-9 };
+            // leaves a margin. f64 agrees with the CPU to 1e-8 (the
+            // Lanczos residual of 1e-5 bounds the eigenvalue error by its
+            // square). The Lanczos tolerance sits above f32's accuracy of
+            // the products, which a tighter one could not reach.
+            let tolerance = if setting == WorkingPrecision::F32 { 1e-4 } else { 1e-8 };
             for (k, (a, b)) in model.eigenvalues().iter().zip(reference.eigenvalues().iter()).enumerate() {
                 assert!((a - b).abs() <= tolerance * b.abs(), "{solver:?} {setting:?}: eigenvalue {k}: {a} against {b}");
             }

@@ -274,7 +274,13 @@ impl PsdSettings {
         check_positive("sigma", self.sigma)?;
         self.regularisation.check(terms)?;
         self.solver.validate()?;
-        self.precision.require_f64("PSD models and their baselines", "the duality-gap certificate of the dual solvers, the Newton steps of the baselines and the closed-form integrals of Prop. 4 need the digits")
+        if self.precision == WorkingPrecision::F32 {
+            return Err(Error::InvalidParameter {
+                name: "precision",
+                reason: "PSD models and their baselines compute in f64 (the duality-gap certificate of the dual solvers, the Newton steps of the baselines and the closed-form integrals of Prop. 4 need the digits); float32 is not supported, use auto or float64".into(),
+            });
+        }
+        Ok(())
     }
 
     /// The working precision against the fit's device: `F64` on a GPU
