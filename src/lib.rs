@@ -113,7 +113,7 @@ pub use error::{Error, Memory};
 pub use input::{AsMatrix, AsVector, ColMajor, RowMajor};
 pub use gpu::{DeviceCounters, GpuContext, GpuOptions, TransferStats};
 pub use linalg::MatrixProduct;
-pub use precision::Precision;
+pub use precision::{Precision, WorkingPrecision};
 pub use operator::KernelOperator;
 pub use resident::DeviceMatrix;
 pub use kernel::Kernel;
@@ -134,5 +134,5 @@ pub mod prelude {
     pub use crate::io::{Format, SavedModel};
     pub use crate::mklaren::{Mklaren, MklarenParams};
     pub use crate::psd::{BaseMeasure, DensityParams, HeteroscedasticParams, HeteroscedasticRegression, PsdDensity, QuantileParams, QuantileRegression, Regularisation, SolverOptions};
-    pub use crate::{Device, DeviceMatrix, Labelled, MultiSource, Kernel, KernelOperator, MatrixProduct, Precision};
+    pub use crate::{Device, DeviceMatrix, Labelled, MultiSource, Kernel, KernelOperator, MatrixProduct, Precision, WorkingPrecision};
 }

@@ -28,7 +28,7 @@ use crate::gpu::{DeviceCounters, ElementwiseMap, GpuContext, GpuMatrix, KernelCo
 use crate::input::{AsMatrix, AsVector};
 use crate::kernel::{self, Kernel};
 use crate::linalg::{self, MatrixProduct, Real};
-use crate::precision::Precision;
+use crate::precision::{Precision, WorkingPrecision};
 
 /// A matrix held by a [`Device`]: GPU buffers on a GPU, a shared host matrix
 /// on the CPU. Cheap to clone; [`DeviceMatrix::rows`] views share storage.
@@ -207,6 +207,39 @@ impl Device {
     /// need the digits (duality-gap certificates, Cholesky factors).
     pub fn best_precision(&self) -> Precision {
         if self.supports(Precision::F64) { Precision::F64 } else { Precision::F32 }
+    }
+
+    /// The precision of the device matrices of a fit that asked for
+    /// `setting` ([`WorkingPrecision`]): `Auto` is [`Self::best_precision`];
+    /// `F64` is `f64`; `F32` is `f32` on a GPU and `f64` on the CPU, whose
+    /// arithmetic is `f64` whatever the setting.
+    ///
+    /// Errors: [`Error::Unsupported`] for `F64` on a GPU without
+    /// `SHADER_F64`.
+    pub fn working_precision(&self, setting: WorkingPrecision) -> Result<Precision> {
+        match setting {
+            WorkingPrecision::Auto => Ok(self.best_precision()),
+            WorkingPrecision::F64 if self.supports(Precision::F64) => Ok(Precision::F64),
+            WorkingPrecision::F64 => Err(Error::Unsupported(format!("precision float64 needs f64 arithmetic on the device, and {} has no SHADER_F64 (use auto or float32, or the CPU)", self.describe()))),
+            WorkingPrecision::F32 if self.is_gpu() => Ok(Precision::F32),
+            WorkingPrecision::F32 => Ok(Precision::F64),
+        }
+    }
+
+    /// `K(X, Z)` (n x m) on the host for a fit that asked for `setting`:
+    /// `Auto` is [`Device::kernel_matrix`] (`f32` inside on a GPU); an
+    /// explicit precision computes it from X and Z resident in
+    /// [`Self::working_precision`] on a GPU, and on the CPU in `f64`.
+    ///
+    /// Errors: those of [`Device::kernel_matrix`] and
+    /// [`Self::working_precision`].
+    pub(crate) fn kernel_matrix_in(&self, kernel: &Kernel, x: &DMatrix<f64>, z: &DMatrix<f64>, setting: WorkingPrecision) -> Result<DMatrix<f64>> {
+        let precision = self.working_precision(setting)?;
+        if setting == WorkingPrecision::Auto || !self.is_gpu() {
+            return self.kernel_matrix(kernel, x, z);
+        }
+        let (xd, zd) = (self.upload(x, precision)?, self.upload(z, precision)?);
+        self.to_host(&self.resident_kernel_matrix(kernel, &xd, &zd)?)
     }
 
     /// Bytes and work moved since the device was opened or last reset

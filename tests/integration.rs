@@ -33,6 +33,8 @@ mod estimator_options;
 mod inputs;
 #[path = "layout.rs"]
 mod layout;
+#[path = "precision.rs"]
+mod precision;
 #[path = "properties.rs"]
 mod properties;
 #[path = "resident.rs"]

@@ -214,8 +214,10 @@ def devices():
     adapters : list of dict
         One per adapter, with keys ``name``, ``backend`` (e.g. "vulkan"),
         ``device_type`` ("DiscreteGpu", "IntegratedGpu", "VirtualGpu",
-        "Cpu" or "Other"), ``driver`` and ``software`` (a software
-        rasteriser such as Mesa's llvmpipe). Empty without an adapter.
+        "Cpu" or "Other"), ``driver``, ``software`` (a software
+        rasteriser such as Mesa's llvmpipe) and ``float64`` (whether the
+        adapter has 64-bit floats in shaders, so ``precision="float64"``
+        runs there). Empty without an adapter.
     """
-    keys = ("name", "backend", "device_type", "driver", "software")
+    keys = ("name", "backend", "device_type", "driver", "software", "float64")
     return [dict(zip(keys, adapter)) for adapter in _core.adapters()]

@@ -9,7 +9,7 @@ from sklearn.utils import check_array
 from sklearn.utils.validation import check_is_fitted
 
 from . import _core
-from ._compute import _csr
+from ._compute import _check_precision, _csr
 from ._kernels import scale_gamma
 from ._validation import check_device, check_positive, seed_from
 
@@ -64,6 +64,14 @@ class EKSVD(TransformerMixin, BaseEstimator):
     random_state : int, RandomState instance or None, default=None
         Draws of the random feature maps.
     device : {"auto", "cpu", "gpu"}, default="auto"
+    precision : {"auto", "float32", "float64"}, default="auto"
+        Working precision of the fit's device work (the feature maps, the
+        covariance Grams, the Lanczos products and the later transforms):
+        "auto" uses 64-bit floats on a GPU that has them and 32-bit floats
+        otherwise; "float32" runs that work in 32-bit floats on a GPU;
+        "float64" requires 64-bit floats
+        (:class:`~gramian.exceptions.DeviceError` on a GPU without them).
+        On the CPU the fit computes in float64 whatever the setting.
 
     Attributes
     ----------
@@ -77,7 +85,7 @@ class EKSVD(TransformerMixin, BaseEstimator):
 
     _n_sources = None  # any number >= 2
 
-    def __init__(self, n_components=2, *, feature_map="linear", gamma="scale", n_features=100, n_landmarks=None, solver="dual", random_state=None, device="auto"):
+    def __init__(self, n_components=2, *, feature_map="linear", gamma="scale", n_features=100, n_landmarks=None, solver="dual", random_state=None, device="auto", precision="auto"):
         self.n_components = n_components
         self.feature_map = feature_map
         self.gamma = gamma
@@ -86,6 +94,7 @@ class EKSVD(TransformerMixin, BaseEstimator):
         self.solver = solver
         self.random_state = random_state
         self.device = device
+        self.precision = precision
 
     def _sources(self, Xs, *, fitting, accept_sparse=False):
         if isinstance(Xs, np.ndarray) and Xs.ndim == 2 or not hasattr(Xs, "__len__"):
@@ -137,7 +146,7 @@ class EKSVD(TransformerMixin, BaseEstimator):
             raise ValueError(f"solver must be 'dual' or 'covariance', got {self.solver!r}")
         check_device(self.device)
         maps = [self._map(X) for X in Xs]
-        self.model_ = _core.fit_eksvd(_core_sources(Xs), n_components, maps, self.solver == "covariance", seed_from(self.random_state), self.device)
+        self.model_ = _core.fit_eksvd(_core_sources(Xs), n_components, maps, self.solver == "covariance", seed_from(self.random_state), self.device, _check_precision(self.precision))
         self.eigenvalues_ = self.model_.eigenvalues
         self.n_views_ = len(Xs)
         self.n_features_in_ = [X.shape[1] for X in Xs]
@@ -204,6 +213,9 @@ class NeuralEKSVD(ClassifierMixin, TransformerMixin, BaseEstimator):
     random_state : int, RandomState instance or None, default=None
         Initialisation, minibatches and the validation split.
     device : {"auto", "cpu", "gpu"}, default="auto"
+    precision : {"auto", "float32", "float64"}, default="auto"
+        The networks train in 32-bit floats on every device: "auto" and
+        "float32" are that, and "float64" raises ``ValueError``.
 
     Attributes
     ----------
@@ -215,7 +227,7 @@ class NeuralEKSVD(ClassifierMixin, TransformerMixin, BaseEstimator):
     n_features_in_ : list of int
     """
 
-    def __init__(self, n_components=16, *, hidden=(256,), d_phi=128, eta=1.0, learning_rate=1e-3, batch_size=128, max_epochs=100, patience=20, validation_fraction=0.2, random_state=None, device="auto"):
+    def __init__(self, n_components=16, *, hidden=(256,), d_phi=128, eta=1.0, learning_rate=1e-3, batch_size=128, max_epochs=100, patience=20, validation_fraction=0.2, random_state=None, device="auto", precision="auto"):
         self.n_components = n_components
         self.hidden = hidden
         self.d_phi = d_phi
@@ -227,6 +239,7 @@ class NeuralEKSVD(ClassifierMixin, TransformerMixin, BaseEstimator):
         self.validation_fraction = validation_fraction
         self.random_state = random_state
         self.device = device
+        self.precision = precision
 
     _sources = EKSVD._sources
     _n_sources = None
@@ -276,7 +289,7 @@ class NeuralEKSVD(ClassifierMixin, TransformerMixin, BaseEstimator):
             train, held = train_test_split(rows, test_size=fraction, stratify=labels, random_state=state)
             validation = ([np.ascontiguousarray(X[held]) for X in Xs], [int(v) for v in labels[held]])
             Xs, labels = [np.ascontiguousarray(X[train]) for X in Xs], labels[train]
-        self.model_ = _core.fit_neural_eksvd(Xs, [int(v) for v in labels], validation, network, self.device)
+        self.model_ = _core.fit_neural_eksvd(Xs, [int(v) for v in labels], validation, network, self.device, _check_precision(self.precision))
         self.gamma_ = self.model_.gamma
         self.n_views_ = len(Xs)
         self.n_features_in_ = [X.shape[1] for X in Xs]

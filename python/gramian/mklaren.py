@@ -9,6 +9,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from . import _core
 from ._kernels import resolve, scale_gamma
+from ._compute import _check_precision
 from ._validation import check_device, check_positive, seed_from, validate_data
 
 #: The default kernels: three Gaussian kernels, ``gamma`` 0.1, 1 and 10
@@ -161,6 +162,14 @@ class Mklaren(_MultiKernelRegressor):
     device : {"auto", "cpu", "gpu"}, default="auto"
         Where kernel columns are computed: "auto" uses a hardware GPU if one
         is present and otherwise the CPU; "gpu" any GPU adapter.
+    precision : {"auto", "float32", "float64"}, default="auto"
+        Working precision of the kernel columns on a GPU: "auto" holds the
+        inputs in 64-bit floats where the GPU has them (the Cholesky steps
+        then run on the device); "float32" computes the kernel columns in
+        32-bit floats and reads them back for the steps on the host;
+        "float64" requires 64-bit floats
+        (:class:`~gramian.exceptions.DeviceError` on a GPU without them).
+        On the CPU the fit computes in float64 whatever the setting.
 
     Attributes
     ----------
@@ -201,12 +210,13 @@ class Mklaren(_MultiKernelRegressor):
     (5,)
     """
 
-    def __init__(self, kernels=None, rank=40, lookahead=10, alpha=0.0, device="auto"):
+    def __init__(self, kernels=None, rank=40, lookahead=10, alpha=0.0, device="auto", precision="auto"):
         self.kernels = kernels
         self.rank = rank
         self.lookahead = lookahead
         self.alpha = alpha
         self.device = device
+        self.precision = precision
 
     def _check_params(self, n):
         return (
@@ -217,7 +227,7 @@ class Mklaren(_MultiKernelRegressor):
 
     def _fit(self, Xs, y, params, device):
         rank, lookahead, alpha = params
-        return _core.fit_mklaren(Xs, y, self.kernels_, rank, lookahead, alpha, device)
+        return _core.fit_mklaren(Xs, y, self.kernels_, rank, lookahead, alpha, device, _check_precision(self.precision))
 
     def _fitted_constant(self):
         self.rank_, self.kernel_weights_, self.order_ = 0, np.zeros(len(self.kernels_)), []
@@ -261,6 +271,14 @@ class LowRankRidge(_MultiKernelRegressor):
     random_state : int, RandomState instance or None, default=None
         Landmarks of ``"nystrom"`` (kernel ``q`` uses seed ``+ q``).
     device : {"auto", "cpu", "gpu"}, default="auto"
+    precision : {"auto", "float32", "float64"}, default="auto"
+        Working precision of the kernel columns on a GPU: "auto" holds the
+        inputs in 64-bit floats where the GPU has them (the Cholesky steps
+        then run on the device); "float32" computes the kernel columns in
+        32-bit floats and reads them back for the steps on the host;
+        "float64" requires 64-bit floats
+        (:class:`~gramian.exceptions.DeviceError` on a GPU without them).
+        On the CPU the fit computes in float64 whatever the setting.
 
     Attributes
     ----------
@@ -275,7 +293,7 @@ class LowRankRidge(_MultiKernelRegressor):
     n_features_in_ : int, or list of int with several inputs
     """
 
-    def __init__(self, method="icd", *, kernels=None, rank=40, alpha=1e-3, lookahead=10, kappa=0.5, random_state=None, device="auto"):
+    def __init__(self, method="icd", *, kernels=None, rank=40, alpha=1e-3, lookahead=10, kappa=0.5, random_state=None, device="auto", precision="auto"):
         self.method = method
         self.kernels = kernels
         self.rank = rank
@@ -284,6 +302,7 @@ class LowRankRidge(_MultiKernelRegressor):
         self.kappa = kappa
         self.random_state = random_state
         self.device = device
+        self.precision = precision
 
     def _check_params(self, n):
         if self.method not in LOW_RANK_METHODS:
@@ -296,7 +315,7 @@ class LowRankRidge(_MultiKernelRegressor):
 
     def _fit(self, Xs, y, params, device):
         rank, alpha, seed, lookahead, kappa = params
-        return _core.fit_low_rank(Xs, y, self.kernels_, self.method, rank, alpha, seed, lookahead, kappa, device)
+        return _core.fit_low_rank(Xs, y, self.kernels_, self.method, rank, alpha, seed, lookahead, kappa, device, _check_precision(self.precision))
 
     def _fitted_constant(self):
         self.coef_ = np.zeros(0)
@@ -344,6 +363,14 @@ class MultipleKernelRidge(_MultiKernelRegressor):
     alpha : float, default=1.0
         Ridge penalty, >= 0.
     device : {"auto", "cpu", "gpu"}, default="auto"
+    precision : {"auto", "float32", "float64"}, default="auto"
+        Working precision of the kernel columns on a GPU: "auto" holds the
+        inputs in 64-bit floats where the GPU has them (the Cholesky steps
+        then run on the device); "float32" computes the kernel columns in
+        32-bit floats and reads them back for the steps on the host;
+        "float64" requires 64-bit floats
+        (:class:`~gramian.exceptions.DeviceError` on a GPU without them).
+        On the CPU the fit computes in float64 whatever the setting.
 
     Attributes
     ----------
@@ -357,11 +384,12 @@ class MultipleKernelRidge(_MultiKernelRegressor):
     n_features_in_ : int, or list of int with several inputs
     """
 
-    def __init__(self, combination="uniform", *, kernels=None, alpha=1.0, device="auto"):
+    def __init__(self, combination="uniform", *, kernels=None, alpha=1.0, device="auto", precision="auto"):
         self.combination = combination
         self.kernels = kernels
         self.alpha = alpha
         self.device = device
+        self.precision = precision
 
     def _check_params(self, n):
         if self.combination not in COMBINATIONS:
@@ -369,7 +397,7 @@ class MultipleKernelRidge(_MultiKernelRegressor):
         return check_positive("alpha", self.alpha, allow_zero=True)
 
     def _fit(self, Xs, y, alpha, device):
-        return _core.fit_full_kernel(Xs, y, self.kernels_, self.combination, alpha, device)
+        return _core.fit_full_kernel(Xs, y, self.kernels_, self.combination, alpha, device, _check_precision(self.precision))
 
     def _fitted_constant(self):
         self.weights_, self.dual_coef_ = np.zeros(len(self.kernels_)), np.zeros(0)

@@ -8,6 +8,7 @@ from sklearn.base import BaseEstimator, DensityMixin, RegressorMixin
 from sklearn.utils.validation import check_is_fitted
 
 from . import _core
+from ._compute import _check_precision
 from ._validation import check_device, check_positive, seed_from, validate_data
 
 
@@ -114,6 +115,13 @@ class PSDDensity(_PSDParams, DensityMixin, BaseEstimator):
         10-D experiment of the PSD-models paper, App. E, uses ``s = 5``).
     device : {"auto", "cpu", "gpu"}, default="auto"
         Where the features and model values are computed.
+    precision : {"auto", "float32", "float64"}, default="auto"
+        These models compute in 64-bit floats (the duality-gap certificate
+        of the solver needs the digits): "auto" uses them on a GPU that has
+        them and the host otherwise; "float64" requires them
+        (:class:`~gramian.exceptions.DeviceError` on a GPU without them);
+        "float32" raises ``ValueError``. On the CPU the fit computes in
+        float64.
 
     Attributes
     ----------
@@ -136,7 +144,7 @@ class PSDDensity(_PSDParams, DensityMixin, BaseEstimator):
     True
     """
 
-    def __init__(self, bandwidth="scott", *, trace_penalty=1e-3, quadratic_penalty=1e-4, n_centres=None, tol=1e-6, max_iter=20000, random_state=None, base_measure=None, device="auto"):
+    def __init__(self, bandwidth="scott", *, trace_penalty=1e-3, quadratic_penalty=1e-4, n_centres=None, tol=1e-6, max_iter=20000, random_state=None, base_measure=None, device="auto", precision="auto"):
         self.bandwidth = bandwidth
         self.trace_penalty = trace_penalty
         self.quadratic_penalty = quadratic_penalty
@@ -146,6 +154,7 @@ class PSDDensity(_PSDParams, DensityMixin, BaseEstimator):
         self.random_state = random_state
         self.base_measure = base_measure
         self.device = device
+        self.precision = precision
 
     def fit(self, X, y=None):
         """Fits the density to the rows of ``X``.
@@ -165,7 +174,7 @@ class PSDDensity(_PSDParams, DensityMixin, BaseEstimator):
         trace = check_positive("trace_penalty", self.trace_penalty, allow_zero=True)
         quadratic = check_positive("quadratic_penalty", self.quadratic_penalty)
         base = _base_measure(self.base_measure, X.shape[1])
-        self.model_ = _core.fit_density(X, sigma, trace, quadratic, self._solver(), base, self.device)
+        self.model_ = _core.fit_density(X, sigma, trace, quadratic, self._solver(), base, self.device, _check_precision(self.precision))
         self.n_iter_ = self.model_.iterations
         return self
 
@@ -291,7 +300,7 @@ class PSDQuantileRegressor(_PSDParams, RegressorMixin, BaseEstimator):
     n_features_in_ : int
     """
 
-    def __init__(self, quantiles=(0.1, 0.5, 0.9), *, bandwidth="scott", linear_penalty=1e-3, trace_penalty=1e-3, quadratic_penalty=1e-4, n_centres=None, tol=1e-6, max_iter=20000, random_state=None, device="auto"):
+    def __init__(self, quantiles=(0.1, 0.5, 0.9), *, bandwidth="scott", linear_penalty=1e-3, trace_penalty=1e-3, quadratic_penalty=1e-4, n_centres=None, tol=1e-6, max_iter=20000, random_state=None, device="auto", precision="auto"):
         self.quantiles = quantiles
         self.bandwidth = bandwidth
         self.linear_penalty = linear_penalty
@@ -302,6 +311,7 @@ class PSDQuantileRegressor(_PSDParams, RegressorMixin, BaseEstimator):
         self.max_iter = max_iter
         self.random_state = random_state
         self.device = device
+        self.precision = precision
 
     def _penalties(self):
         return (
@@ -326,7 +336,7 @@ class PSDQuantileRegressor(_PSDParams, RegressorMixin, BaseEstimator):
         y = np.ascontiguousarray(y, dtype=np.float64)
         sigma = self._check_common(X)
         self._scalar, self.quantiles_ = _levels(self.quantiles)
-        self.model_ = _core.fit_quantiles(X, y, self.quantiles_, sigma, self._penalties(), self._solver(), self.device)
+        self.model_ = _core.fit_quantiles(X, y, self.quantiles_, sigma, self._penalties(), self._solver(), self.device, _check_precision(self.precision))
         self.n_iter_ = self.model_.iterations
         return self
 
@@ -392,7 +402,7 @@ class PSDHeteroscedasticRegressor(_PSDParams, RegressorMixin, BaseEstimator):
     n_features_in_ : int
     """
 
-    def __init__(self, bandwidth="scott", *, linear_penalty=1e-3, trace_penalty=1e-3, quadratic_penalty=1e-3, n_centres=None, tol=1e-6, max_iter=20000, random_state=None, device="auto"):
+    def __init__(self, bandwidth="scott", *, linear_penalty=1e-3, trace_penalty=1e-3, quadratic_penalty=1e-3, n_centres=None, tol=1e-6, max_iter=20000, random_state=None, device="auto", precision="auto"):
         self.bandwidth = bandwidth
         self.linear_penalty = linear_penalty
         self.trace_penalty = trace_penalty
@@ -402,6 +412,7 @@ class PSDHeteroscedasticRegressor(_PSDParams, RegressorMixin, BaseEstimator):
         self.max_iter = max_iter
         self.random_state = random_state
         self.device = device
+        self.precision = precision
 
     _penalties = PSDQuantileRegressor._penalties
 
@@ -421,7 +432,7 @@ class PSDHeteroscedasticRegressor(_PSDParams, RegressorMixin, BaseEstimator):
         X, y = validate_data(self, X, y, y_numeric=True, ensure_min_samples=2)
         y = np.ascontiguousarray(y, dtype=np.float64)
         sigma = self._check_common(X)
-        self.model_ = _core.fit_heteroscedastic(X, y, sigma, self._penalties(), self._solver(), self.device)
+        self.model_ = _core.fit_heteroscedastic(X, y, sigma, self._penalties(), self._solver(), self.device, _check_precision(self.precision))
         self.n_iter_ = self.model_.iterations
         return self
 
@@ -492,6 +503,13 @@ class BaselineDensity(_BaselineParams, DensityMixin, BaseEstimator):
     random_state : int, RandomState instance or None, default=None
         GLM's Monte Carlo samples.
     device : {"auto", "cpu", "gpu"}, default="auto"
+    precision : {"auto", "float32", "float64"}, default="auto"
+        These models compute in 64-bit floats (the duality-gap certificate
+        of the solver needs the digits): "auto" uses them on a GPU that has
+        them and the host otherwise; "float64" requires them
+        (:class:`~gramian.exceptions.DeviceError` on a GPU without them);
+        "float32" raises ``ValueError``. On the CPU the fit computes in
+        float64.
 
     Attributes
     ----------
@@ -502,7 +520,7 @@ class BaselineDensity(_BaselineParams, DensityMixin, BaseEstimator):
     n_features_in_ : int
     """
 
-    def __init__(self, kind="ncm", *, bandwidth="scott", alpha=1e-3, n_monte_carlo=10000, base_measure=None, tol=None, max_iter=None, random_state=None, device="auto"):
+    def __init__(self, kind="ncm", *, bandwidth="scott", alpha=1e-3, n_monte_carlo=10000, base_measure=None, tol=None, max_iter=None, random_state=None, device="auto", precision="auto"):
         self.kind = kind
         self.bandwidth = bandwidth
         self.alpha = alpha
@@ -512,6 +530,7 @@ class BaselineDensity(_BaselineParams, DensityMixin, BaseEstimator):
         self.max_iter = max_iter
         self.random_state = random_state
         self.device = device
+        self.precision = precision
 
     def fit(self, X, y=None):
         """Fits the density to the rows of ``X``.
@@ -524,7 +543,7 @@ class BaselineDensity(_BaselineParams, DensityMixin, BaseEstimator):
         sigma, solver = self._check_baseline(X)
         alpha = check_positive("alpha", self.alpha)
         mc = (check_positive("n_monte_carlo", self.n_monte_carlo, integer=True), seed_from(self.random_state))
-        self.model_ = _core.fit_baseline_density(X, self.kind, sigma, alpha, solver, mc, _base_measure(self.base_measure, X.shape[1]), self.device)
+        self.model_ = _core.fit_baseline_density(X, self.kind, sigma, alpha, solver, mc, _base_measure(self.base_measure, X.shape[1]), self.device, _check_precision(self.precision))
         self.coef_ = self.model_.coefficients
         return self
 
@@ -569,6 +588,13 @@ class BaselineQuantileRegressor(_BaselineParams, RegressorMixin, BaseEstimator):
     random_state : int, RandomState instance or None, default=None
         GLM's starting points.
     device : {"auto", "cpu", "gpu"}, default="auto"
+    precision : {"auto", "float32", "float64"}, default="auto"
+        These models compute in 64-bit floats (the duality-gap certificate
+        of the solver needs the digits): "auto" uses them on a GPU that has
+        them and the host otherwise; "float64" requires them
+        (:class:`~gramian.exceptions.DeviceError` on a GPU without them);
+        "float32" raises ``ValueError``. On the CPU the fit computes in
+        float64.
 
     Attributes
     ----------
@@ -579,7 +605,7 @@ class BaselineQuantileRegressor(_BaselineParams, RegressorMixin, BaseEstimator):
     n_features_in_ : int
     """
 
-    def __init__(self, kind="ncm", quantiles=(0.1, 0.5, 0.9), *, bandwidth="scott", linear_penalty=1e-3, quadratic_penalty=1e-3, smoothing=1e-3, n_restarts=5, tol=None, max_iter=None, random_state=None, device="auto"):
+    def __init__(self, kind="ncm", quantiles=(0.1, 0.5, 0.9), *, bandwidth="scott", linear_penalty=1e-3, quadratic_penalty=1e-3, smoothing=1e-3, n_restarts=5, tol=None, max_iter=None, random_state=None, device="auto", precision="auto"):
         self.kind = kind
         self.quantiles = quantiles
         self.bandwidth = bandwidth
@@ -591,6 +617,7 @@ class BaselineQuantileRegressor(_BaselineParams, RegressorMixin, BaseEstimator):
         self.max_iter = max_iter
         self.random_state = random_state
         self.device = device
+        self.precision = precision
 
     def fit(self, X, y):
         """Fits the quantile curves.
@@ -606,7 +633,7 @@ class BaselineQuantileRegressor(_BaselineParams, RegressorMixin, BaseEstimator):
         penalties = (check_positive("linear_penalty", self.linear_penalty), check_positive("quadratic_penalty", self.quadratic_penalty))
         restarts = (check_positive("n_restarts", self.n_restarts, integer=True), seed_from(self.random_state))
         smoothing = check_positive("smoothing", self.smoothing)
-        self.model_ = _core.fit_baseline_quantiles(X, y, self.kind, self.quantiles_, sigma, penalties, smoothing, restarts, solver, self.device)
+        self.model_ = _core.fit_baseline_quantiles(X, y, self.kind, self.quantiles_, sigma, penalties, smoothing, restarts, solver, self.device, _check_precision(self.precision))
         self.n_iter_ = self.model_.iterations
         return self
 
@@ -637,7 +664,7 @@ class BaselineHeteroscedasticRegressor(_BaselineParams, RegressorMixin, BaseEsti
     n_features_in_ : int
     """
 
-    def __init__(self, kind="ncm", *, bandwidth="scott", linear_penalty=1e-3, quadratic_penalty=1e-3, n_restarts=5, tol=None, max_iter=None, random_state=None, device="auto"):
+    def __init__(self, kind="ncm", *, bandwidth="scott", linear_penalty=1e-3, quadratic_penalty=1e-3, n_restarts=5, tol=None, max_iter=None, random_state=None, device="auto", precision="auto"):
         self.kind = kind
         self.bandwidth = bandwidth
         self.linear_penalty = linear_penalty
@@ -647,6 +674,7 @@ class BaselineHeteroscedasticRegressor(_BaselineParams, RegressorMixin, BaseEsti
         self.max_iter = max_iter
         self.random_state = random_state
         self.device = device
+        self.precision = precision
 
     def fit(self, X, y):
         """Fits the conditional mean and variance.
@@ -660,7 +688,7 @@ class BaselineHeteroscedasticRegressor(_BaselineParams, RegressorMixin, BaseEsti
         sigma, solver = self._check_baseline(X)
         penalties = (check_positive("linear_penalty", self.linear_penalty), check_positive("quadratic_penalty", self.quadratic_penalty))
         restarts = (check_positive("n_restarts", self.n_restarts, integer=True), seed_from(self.random_state))
-        self.model_ = _core.fit_baseline_heteroscedastic(X, y, self.kind, sigma, penalties, restarts, solver, self.device)
+        self.model_ = _core.fit_baseline_heteroscedastic(X, y, self.kind, sigma, penalties, restarts, solver, self.device, _check_precision(self.precision))
         self.n_iter_ = self.model_.iterations
         return self
 

@@ -8,7 +8,7 @@
 
 use std::sync::{Mutex, OnceLock};
 
-use gramian::Device;
+use gramian::{Device, WorkingPrecision};
 use pyo3::prelude::*;
 
 use crate::errors;
@@ -36,6 +36,18 @@ pub fn resolve(py: Python<'_>, name: &str) -> PyResult<Device> {
     }
 }
 
+/// The `precision` argument of the estimators: `"auto"`, `"float32"` or
+/// `"float64"` ([`WorkingPrecision`]; a fit resolves it against its device
+/// with [`Device::working_precision`]).
+pub fn working_precision(py: Python<'_>, name: &str) -> PyResult<WorkingPrecision> {
+    match name {
+        "auto" => Ok(WorkingPrecision::Auto),
+        "float32" => Ok(WorkingPrecision::F32),
+        "float64" => Ok(WorkingPrecision::F64),
+        other => Err(errors::invalid(py, format!("precision must be 'auto', 'float32' or 'float64', got {other:?}"))),
+    }
+}
+
 /// A one-line description of the device `device` resolves to (adapter name
 /// and backend for a GPU, "CPU ..." otherwise).
 #[pyfunction]
@@ -44,34 +56,11 @@ pub fn device_description(py: Python<'_>, device: &str) -> PyResult<String> {
 }
 
 /// The GPU adapters the graphics APIs report, in the order `device="gpu"`
-/// prefers them (discrete, integrated, virtual, software): for each, a
-/// tuple `(name, backend, device_type, driver, software)`. Searched as the
-/// library does: Vulkan, Metal and DX12, or the backends `WGPU_BACKEND`
-/// names. An empty list where there is no adapter.
+/// prefers them ([`gramian::gpu::adapters`]: discrete, integrated, virtual,
+/// software): for each, a tuple `(name, backend, device_type, driver,
+/// software, float64)` with the backend in lower case (e.g. "vulkan"). An
+/// empty list where there is no adapter.
 #[pyfunction]
-pub fn adapters(py: Python<'_>) -> Vec<(String, String, String, String, bool)> {
-    py.detach(|| {
-        let mut descriptor = wgpu::InstanceDescriptor::new_without_display_handle_from_env();
-        if std::env::var_os("WGPU_BACKEND").is_none() {
-            descriptor.backends = wgpu::Backends::PRIMARY;
-        }
-        let instance = wgpu::Instance::new(descriptor);
-        let mut infos: Vec<wgpu::AdapterInfo> = pollster::block_on(instance.enumerate_adapters(wgpu::Backends::all())).iter().map(|a| a.get_info()).collect();
-        let rank = |t: wgpu::DeviceType| match t {
-            wgpu::DeviceType::DiscreteGpu => 0,
-            wgpu::DeviceType::IntegratedGpu => 1,
-            wgpu::DeviceType::VirtualGpu => 2,
-            wgpu::DeviceType::Other => 3,
-            wgpu::DeviceType::Cpu => 4,
-        };
-        infos.sort_by_key(|i| rank(i.device_type));
-        infos
-            .into_iter()
-            .map(|i| {
-                let name = i.name.to_lowercase();
-                let software = i.device_type == wgpu::DeviceType::Cpu || name.contains("llvmpipe") || name.contains("lavapipe") || name.contains("swiftshader");
-                (i.name.clone(), i.backend.to_string(), format!("{:?}", i.device_type), format!("{} {}", i.driver, i.driver_info).trim().to_string(), software)
-            })
-            .collect()
-    })
+pub fn adapters(py: Python<'_>) -> Vec<(String, String, String, String, bool, bool)> {
+    py.detach(|| gramian::gpu::adapters().into_iter().map(|a| (a.name, a.backend.to_lowercase(), a.device_type, a.driver, a.is_software, a.supports_f64)).collect())
 }

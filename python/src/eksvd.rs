@@ -54,14 +54,15 @@ pub struct EksvdModel {
 /// (at least 2, the same number of rows), one feature map per source, the
 /// dual (`covariance = false`) or covariance formulation, dense eigensolver.
 #[pyfunction]
-pub fn fit_eksvd(py: Python<'_>, xs: Vec<SourceArg<'_>>, n_components: usize, maps: Vec<MapSpec>, covariance: bool, seed: u64, device: &str) -> PyResult<EksvdModel> {
+pub fn fit_eksvd(py: Python<'_>, xs: Vec<SourceArg<'_>>, n_components: usize, maps: Vec<MapSpec>, covariance: bool, seed: u64, device: &str, precision: &str) -> PyResult<EksvdModel> {
     let dev = device::resolve(py, device)?;
+    let wp = device::working_precision(py, precision)?;
     let sources = xs.iter().enumerate().map(|(q, x)| source(py, &format!("Xs[{q}]"), x)).collect::<PyResult<Vec<_>>>()?;
     let inner = errors::run(py, || {
         let maps = maps.iter().map(feature_map).collect::<Result<Vec<_>, _>>()?;
         let solver = if covariance { Solver::Covariance(Eigensolver::Dense) } else { Solver::Dual(Eigensolver::Dense) };
         let data = MultiSource::paired(sources)?;
-        EksvdParams::new(n_components).feature_maps(maps).solver(solver).seed(seed).fit(&dev, &data)
+        EksvdParams::new(n_components).precision(wp).feature_maps(maps).solver(solver).seed(seed).fit(&dev, &data)
     })?;
     Ok(EksvdModel { inner })
 }

@@ -54,14 +54,15 @@ pub struct MklarenModel {
 /// model is fitted again at the rank reached.
 #[pyfunction]
 #[allow(clippy::too_many_arguments)]
-pub fn fit_mklaren(py: Python<'_>, xs: Vec<PyReadonlyArray2<'_, f64>>, y: PyReadonlyArray1<'_, f64>, kernels: Vec<KernelSpec>, rank: usize, lookahead: usize, lambda: f64, device: &str) -> PyResult<MklarenModel> {
+pub fn fit_mklaren(py: Python<'_>, xs: Vec<PyReadonlyArray2<'_, f64>>, y: PyReadonlyArray1<'_, f64>, kernels: Vec<KernelSpec>, rank: usize, lookahead: usize, lambda: f64, device: &str, precision: &str) -> PyResult<MklarenModel> {
     let kernels = kernel_list(py, &kernels)?;
     let dev = device::resolve(py, device)?;
+    let wp = device::working_precision(py, precision)?;
     let inputs = views(py, &xs)?;
     let ys = convert::vector(py, "y", &y)?;
     let inner = errors::run(py, || {
         let refs: Vec<&RowMajor<'_, f64>> = inputs.iter().collect();
-        let fit = |rank: usize| MklarenParams::new(rank).lookahead(lookahead).lambda(lambda).kernels(&kernels).fit_inputs(&dev, &refs, ys);
+        let fit = |rank: usize| MklarenParams::new(rank).precision(wp).lookahead(lookahead).lambda(lambda).kernels(&kernels).fit_inputs(&dev, &refs, ys);
         match fit(rank) {
             Err(Error::RankDeficient { reached, .. }) if reached >= 1 => fit(reached),
             other => other,
@@ -125,7 +126,7 @@ pub struct LowRankModel {
 /// standardised factors.
 #[pyfunction]
 #[allow(clippy::too_many_arguments)]
-pub fn fit_low_rank(py: Python<'_>, xs: Vec<PyReadonlyArray2<'_, f64>>, y: PyReadonlyArray1<'_, f64>, kernels: Vec<KernelSpec>, method: &str, rank_per_kernel: usize, lambda: f64, seed: u64, lookahead: usize, kappa: f64, device: &str) -> PyResult<LowRankModel> {
+pub fn fit_low_rank(py: Python<'_>, xs: Vec<PyReadonlyArray2<'_, f64>>, y: PyReadonlyArray1<'_, f64>, kernels: Vec<KernelSpec>, method: &str, rank_per_kernel: usize, lambda: f64, seed: u64, lookahead: usize, kappa: f64, device: &str, precision: &str) -> PyResult<LowRankModel> {
     let kernels = kernel_list(py, &kernels)?;
     let method = match method {
         "icd" => LowRankMethod::Icd,
@@ -134,12 +135,13 @@ pub fn fit_low_rank(py: Python<'_>, xs: Vec<PyReadonlyArray2<'_, f64>>, y: PyRea
         other => return Err(errors::invalid(py, format!("method must be 'icd', 'nystrom' or 'csi', got {other:?}"))),
     };
     let dev = device::resolve(py, device)?;
+    let wp = device::working_precision(py, precision)?;
     let inputs = views(py, &xs)?;
     let ys = convert::vector(py, "y", &y)?;
     let inner = errors::run(py, || {
         let mats = dense(&inputs)?;
         let refs: Vec<&DMatrix<f64>> = mats.iter().collect();
-        LowRankRidgeParams::new(method, rank_per_kernel).kernels(&kernels).lambda(lambda).fit_inputs(&dev, &refs, &DVector::from_column_slice(ys))
+        LowRankRidgeParams::new(method, rank_per_kernel).precision(wp).kernels(&kernels).lambda(lambda).fit_inputs(&dev, &refs, &DVector::from_column_slice(ys))
     })?;
     Ok(LowRankModel { inner })
 }
@@ -209,7 +211,7 @@ pub struct FullKernelModel {
 /// `"align"`, `"alignf"`, `"alignfc"`) of the full kernel matrices.
 #[pyfunction]
 #[allow(clippy::too_many_arguments)]
-pub fn fit_full_kernel(py: Python<'_>, xs: Vec<PyReadonlyArray2<'_, f64>>, y: PyReadonlyArray1<'_, f64>, kernels: Vec<KernelSpec>, combination: &str, lambda: f64, device: &str) -> PyResult<FullKernelModel> {
+pub fn fit_full_kernel(py: Python<'_>, xs: Vec<PyReadonlyArray2<'_, f64>>, y: PyReadonlyArray1<'_, f64>, kernels: Vec<KernelSpec>, combination: &str, lambda: f64, device: &str, precision: &str) -> PyResult<FullKernelModel> {
     let kernels = kernel_list(py, &kernels)?;
     let combination = match combination {
         "uniform" => KernelCombination::Uniform,
@@ -219,12 +221,13 @@ pub fn fit_full_kernel(py: Python<'_>, xs: Vec<PyReadonlyArray2<'_, f64>>, y: Py
         other => return Err(errors::invalid(py, format!("combination must be 'uniform', 'align', 'alignf' or 'alignfc', got {other:?}"))),
     };
     let dev = device::resolve(py, device)?;
+    let wp = device::working_precision(py, precision)?;
     let inputs = views(py, &xs)?;
     let ys = convert::vector(py, "y", &y)?;
     let inner = errors::run(py, || {
         let mats = dense(&inputs)?;
         let refs: Vec<&DMatrix<f64>> = mats.iter().collect();
-        FullKernelRidgeParams::new(combination).kernels(&kernels).lambda(lambda).fit_inputs(&dev, &refs, &DVector::from_column_slice(ys))
+        FullKernelRidgeParams::new(combination).precision(wp).kernels(&kernels).lambda(lambda).fit_inputs(&dev, &refs, &DVector::from_column_slice(ys))
     })?;
     Ok(FullKernelModel { inner })
 }

@@ -33,8 +33,9 @@ fn paired(py: Python<'_>, what: &str, xs: &[PyReadonlyArray2<'_, f64>]) -> PyRes
 /// batch size, max epochs, patience, seed)`.
 #[pyfunction]
 #[allow(clippy::type_complexity)]
-pub fn fit_neural_eksvd(py: Python<'_>, xs: Vec<PyReadonlyArray2<'_, f64>>, labels: Vec<usize>, validation: Option<(Vec<PyReadonlyArray2<'_, f64>>, Vec<usize>)>, network: (usize, Vec<usize>, usize, f64, f64, usize, usize, usize, u64), device: &str) -> PyResult<NeuralEksvdModel> {
+pub fn fit_neural_eksvd(py: Python<'_>, xs: Vec<PyReadonlyArray2<'_, f64>>, labels: Vec<usize>, validation: Option<(Vec<PyReadonlyArray2<'_, f64>>, Vec<usize>)>, network: (usize, Vec<usize>, usize, f64, f64, usize, usize, usize, u64), device: &str, precision: &str) -> PyResult<NeuralEksvdModel> {
     let dev = device::resolve(py, device)?;
+    let wp = device::working_precision(py, precision)?;
     let train = Labelled::new(paired(py, "Xs", &xs)?, labels).map_err(|e| errors::to_py(py, e))?;
     let validation = match validation {
         Some((vx, vy)) => Some(Labelled::new(paired(py, "validation Xs", &vx)?, vy).map_err(|e| errors::to_py(py, e))?),
@@ -42,7 +43,7 @@ pub fn fit_neural_eksvd(py: Python<'_>, xs: Vec<PyReadonlyArray2<'_, f64>>, labe
     };
     let (components, hidden, d_phi, eta, learning_rate, batch_size, max_epochs, patience, seed) = network;
     let inner = errors::run(py, || {
-        let params = NeuralEksvdParams::new(components).hidden(hidden).d_phi(d_phi).eta(eta).learning_rate(learning_rate).batch_size(batch_size).max_epochs(max_epochs).patience(patience).seed(seed);
+        let params = NeuralEksvdParams::new(components).precision(wp).hidden(hidden).d_phi(d_phi).eta(eta).learning_rate(learning_rate).batch_size(batch_size).max_epochs(max_epochs).patience(patience).seed(seed);
         match &validation {
             Some(v) => params.fit_with_validation(&dev, &train, v),
             None => params.fit(&dev, &train),

@@ -51,12 +51,13 @@ fn base_measure(base: Base) -> Result<BaseMeasure, Error> {
 /// measure `base` and the regulariser `trace tr(A) + quadratic/2 ||A||_F^2`.
 #[pyfunction]
 #[allow(clippy::too_many_arguments)]
-pub fn fit_density(py: Python<'_>, x: PyReadonlyArray2<'_, f64>, sigma: f64, trace: f64, quadratic: f64, solver: Solver, base: Base, device: &str) -> PyResult<DensityModel> {
+pub fn fit_density(py: Python<'_>, x: PyReadonlyArray2<'_, f64>, sigma: f64, trace: f64, quadratic: f64, solver: Solver, base: Base, device: &str, precision: &str) -> PyResult<DensityModel> {
     let dev = device::resolve(py, device)?;
+    let wp = device::working_precision(py, precision)?;
     let xm = convert::matrix(py, "X", &x)?;
     let (tolerance, max_iterations, nystrom) = solver;
     let inner = errors::run(py, || {
-        let mut params = DensityParams::new(Kernel::gaussian_with_width(sigma)?)?.regularisation(Regularisation::new().trace(trace).quadratic(quadratic)).solver(options(tolerance, max_iterations, 2)).base_measure(base_measure(base)?);
+        let mut params = DensityParams::new(Kernel::gaussian_with_width(sigma)?)?.precision(wp).regularisation(Regularisation::new().trace(trace).quadratic(quadratic)).solver(options(tolerance, max_iterations, 2)).base_measure(base_measure(base)?);
         if let Some((m, seed)) = nystrom {
             params = params.nystrom(m, seed);
         }
@@ -123,13 +124,14 @@ pub struct QuantileModel {
 /// (0, 1)) with a Gaussian kernel of width `sigma`.
 #[pyfunction]
 #[allow(clippy::too_many_arguments)]
-pub fn fit_quantiles(py: Python<'_>, x: PyReadonlyArray2<'_, f64>, y: PyReadonlyArray1<'_, f64>, levels: Vec<f64>, sigma: f64, penalties: (f64, f64, f64), solver: Solver, device: &str) -> PyResult<QuantileModel> {
+pub fn fit_quantiles(py: Python<'_>, x: PyReadonlyArray2<'_, f64>, y: PyReadonlyArray1<'_, f64>, levels: Vec<f64>, sigma: f64, penalties: (f64, f64, f64), solver: Solver, device: &str, precision: &str) -> PyResult<QuantileModel> {
     let dev = device::resolve(py, device)?;
+    let wp = device::working_precision(py, precision)?;
     let (xm, ys) = (convert::matrix(py, "X", &x)?, convert::vector(py, "y", &y)?);
     let (linear, trace, quadratic) = penalties;
     let (tolerance, max_iterations, nystrom) = solver;
     let inner = errors::run(py, || {
-        let mut params = QuantileParams::new(Kernel::gaussian_with_width(sigma)?, &levels)?.regularisation(Regularisation::new().linear(linear).trace(trace).quadratic(quadratic)).solver(options(tolerance, max_iterations, 10));
+        let mut params = QuantileParams::new(Kernel::gaussian_with_width(sigma)?, &levels)?.precision(wp).regularisation(Regularisation::new().linear(linear).trace(trace).quadratic(quadratic)).solver(options(tolerance, max_iterations, 10));
         if let Some((m, seed)) = nystrom {
             params = params.nystrom(m, seed);
         }
@@ -174,13 +176,14 @@ pub struct HeteroscedasticModel {
 
 /// Fits the conditional mean and variance with a Gaussian kernel of width `sigma`.
 #[pyfunction]
-pub fn fit_heteroscedastic(py: Python<'_>, x: PyReadonlyArray2<'_, f64>, y: PyReadonlyArray1<'_, f64>, sigma: f64, penalties: (f64, f64, f64), solver: Solver, device: &str) -> PyResult<HeteroscedasticModel> {
+pub fn fit_heteroscedastic(py: Python<'_>, x: PyReadonlyArray2<'_, f64>, y: PyReadonlyArray1<'_, f64>, sigma: f64, penalties: (f64, f64, f64), solver: Solver, device: &str, precision: &str) -> PyResult<HeteroscedasticModel> {
     let dev = device::resolve(py, device)?;
+    let wp = device::working_precision(py, precision)?;
     let (xm, ys) = (convert::matrix(py, "X", &x)?, convert::vector(py, "y", &y)?);
     let (linear, trace, quadratic) = penalties;
     let (tolerance, max_iterations, nystrom) = solver;
     let inner = errors::run(py, || {
-        let mut params = HeteroscedasticParams::new(Kernel::gaussian_with_width(sigma)?)?.regularisation(Regularisation::new().linear(linear).trace(trace).quadratic(quadratic)).solver(options(tolerance, max_iterations, 10));
+        let mut params = HeteroscedasticParams::new(Kernel::gaussian_with_width(sigma)?)?.precision(wp).regularisation(Regularisation::new().linear(linear).trace(trace).quadratic(quadratic)).solver(options(tolerance, max_iterations, 10));
         if let Some((m, seed)) = nystrom {
             params = params.nystrom(m, seed);
         }
@@ -253,12 +256,13 @@ pub struct BaselineDensityModel {
 /// and the base measure `base`.
 #[pyfunction]
 #[allow(clippy::too_many_arguments)]
-pub fn fit_baseline_density(py: Python<'_>, x: PyReadonlyArray2<'_, f64>, kind: &str, sigma: f64, lambda: f64, solver: Option<(f64, usize)>, monte_carlo: (usize, u64), base: Base, device: &str) -> PyResult<BaselineDensityModel> {
+pub fn fit_baseline_density(py: Python<'_>, x: PyReadonlyArray2<'_, f64>, kind: &str, sigma: f64, lambda: f64, solver: Option<(f64, usize)>, monte_carlo: (usize, u64), base: Base, device: &str, precision: &str) -> PyResult<BaselineDensityModel> {
     let kind = baseline_kind(py, kind)?;
     let dev = device::resolve(py, device)?;
+    let wp = device::working_precision(py, precision)?;
     let xm = convert::matrix(py, "X", &x)?;
     let inner = errors::run(py, || {
-        let mut params = BaselineParams::new(kind, Kernel::gaussian_with_width(sigma)?)?.regularisation(Regularisation::new().quadratic(lambda)).monte_carlo(monte_carlo.0, monte_carlo.1).base_measure(base_measure(base)?);
+        let mut params = BaselineParams::new(kind, Kernel::gaussian_with_width(sigma)?)?.precision(wp).regularisation(Regularisation::new().quadratic(lambda)).monte_carlo(monte_carlo.0, monte_carlo.1).base_measure(base_measure(base)?);
         if let Some((tolerance, max_iterations)) = solver {
             params = params.solver(options(tolerance, max_iterations, 1));
         }
@@ -311,12 +315,13 @@ pub struct BaselineQuantileModel {
 /// `(tolerance, max_iterations)` (`None`: the library's defaults).
 #[pyfunction]
 #[allow(clippy::too_many_arguments)]
-pub fn fit_baseline_quantiles(py: Python<'_>, x: PyReadonlyArray2<'_, f64>, y: PyReadonlyArray1<'_, f64>, kind: &str, levels: Vec<f64>, sigma: f64, penalties: (f64, f64), smoothing: f64, restarts: (usize, u64), solver: Option<(f64, usize)>, device: &str) -> PyResult<BaselineQuantileModel> {
+pub fn fit_baseline_quantiles(py: Python<'_>, x: PyReadonlyArray2<'_, f64>, y: PyReadonlyArray1<'_, f64>, kind: &str, levels: Vec<f64>, sigma: f64, penalties: (f64, f64), smoothing: f64, restarts: (usize, u64), solver: Option<(f64, usize)>, device: &str, precision: &str) -> PyResult<BaselineQuantileModel> {
     let kind = baseline_kind(py, kind)?;
     let dev = device::resolve(py, device)?;
+    let wp = device::working_precision(py, precision)?;
     let (xm, ys) = (convert::matrix(py, "X", &x)?, convert::vector(py, "y", &y)?);
     let inner = errors::run(py, || {
-        let mut params = BaselineQuantileParams::new(kind, Kernel::gaussian_with_width(sigma)?, &levels)?.regularisation(Regularisation::new().linear(penalties.0).quadratic(penalties.1)).smoothing(smoothing).restarts(restarts.0, restarts.1);
+        let mut params = BaselineQuantileParams::new(kind, Kernel::gaussian_with_width(sigma)?, &levels)?.precision(wp).regularisation(Regularisation::new().linear(penalties.0).quadratic(penalties.1)).smoothing(smoothing).restarts(restarts.0, restarts.1);
         if let Some((tolerance, max_iterations)) = solver {
             params = params.solver(options(tolerance, max_iterations, 1));
         }
@@ -365,12 +370,13 @@ pub struct BaselineHeteroscedasticModel {
 /// `(tolerance, max_iterations)` (`None`: the library's defaults).
 #[pyfunction]
 #[allow(clippy::too_many_arguments)]
-pub fn fit_baseline_heteroscedastic(py: Python<'_>, x: PyReadonlyArray2<'_, f64>, y: PyReadonlyArray1<'_, f64>, kind: &str, sigma: f64, penalties: (f64, f64), restarts: (usize, u64), solver: Option<(f64, usize)>, device: &str) -> PyResult<BaselineHeteroscedasticModel> {
+pub fn fit_baseline_heteroscedastic(py: Python<'_>, x: PyReadonlyArray2<'_, f64>, y: PyReadonlyArray1<'_, f64>, kind: &str, sigma: f64, penalties: (f64, f64), restarts: (usize, u64), solver: Option<(f64, usize)>, device: &str, precision: &str) -> PyResult<BaselineHeteroscedasticModel> {
     let kind = baseline_kind(py, kind)?;
     let dev = device::resolve(py, device)?;
+    let wp = device::working_precision(py, precision)?;
     let (xm, ys) = (convert::matrix(py, "X", &x)?, convert::vector(py, "y", &y)?);
     let inner = errors::run(py, || {
-        let mut params = BaselineHeteroscedasticParams::new(kind, Kernel::gaussian_with_width(sigma)?)?.regularisation(Regularisation::new().linear(penalties.0).quadratic(penalties.1)).restarts(restarts.0, restarts.1);
+        let mut params = BaselineHeteroscedasticParams::new(kind, Kernel::gaussian_with_width(sigma)?)?.precision(wp).regularisation(Regularisation::new().linear(penalties.0).quadratic(penalties.1)).restarts(restarts.0, restarts.1);
         if let Some((tolerance, max_iterations)) = solver {
             params = params.solver(options(tolerance, max_iterations, 1));
         }

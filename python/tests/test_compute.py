@@ -176,9 +176,13 @@ def test_gpu_precisions(gpu, rng):
 
 def test_devices_lists_the_adapters(gpu):
     adapters = gramian.devices()
-    assert adapters and set(adapters[0]) == {"name", "backend", "device_type", "driver", "software"}
+    assert adapters and set(adapters[0]) == {"name", "backend", "device_type", "driver", "software", "float64"}
     # device="gpu" opens the first one.
     assert adapters[0]["name"] in gramian.device_info(gpu)
+    assert adapters[0]["float64"] == gramian.supports_precision("float64", gpu)
+    # Hardware adapters before software ones.
+    flags = [a["software"] for a in adapters]
+    assert flags == sorted(flags)
 
 
 def _sparse_data(rng, rows, cols, density=0.3):

@@ -17,6 +17,7 @@ use crate::linalg::{faer_ref, matmul_acc, matmul_thin, matmul_thin_aware, matmul
 use faer::reborrow::ReborrowMut;
 use faer::{Accum, MatMut, MatRef, Par};
 use crate::resident::DeviceMatrix;
+use crate::precision::Precision;
 use crate::sparse::CsrMatrix;
 use crate::{Device, Kernel};
 
@@ -290,7 +291,7 @@ impl CouplingMatrix {
         let mut out: Vec<DMatrix<f64>> = self.sizes.iter().map(|&s| DMatrix::zeros(s, c)).collect();
         match &self.blocks {
             Blocks::Features(f) => {
-                let rows = FeatureRows::new(&Device::Cpu, f)?;
+                let rows = FeatureRows::new(&Device::Cpu, f, Precision::F64)?;
                 out = rows.expand(&rows.project(&parts)?)?;
             }
             Blocks::Precomputed(b) => {
@@ -356,21 +357,23 @@ pub(crate) fn frobenius_from_grams(grams: &[DMatrix<f64>]) -> f64 {
 /// ranks), and [`FeatureRows::expand`], the rows of `G_Q V`.
 pub(crate) struct FeatureRows<'a> {
     device: &'a Device,
+    /// The precision of the resident features and of the products.
+    precision: Precision,
     host: &'a [DMatrix<f64>],
     /// On a GPU: each non-empty `Phi_q` uploaded once.
     resident: Option<Vec<Option<DeviceMatrix>>>,
 }
 
 impl<'a> FeatureRows<'a> {
-    /// The features (the same `d_phi` for all), uploaded when `device` is a GPU.
-    pub(crate) fn new(device: &'a Device, features: &'a [DMatrix<f64>]) -> Result<Self> {
+    /// The features (the same `d_phi` for all), uploaded in `precision` when
+    /// `device` is a GPU.
+    pub(crate) fn new(device: &'a Device, features: &'a [DMatrix<f64>], precision: Precision) -> Result<Self> {
         let resident = if device.is_gpu() {
-            let precision = device.best_precision();
             Some(features.iter().map(|phi| if phi.nrows() == 0 { Ok(None) } else { device.upload(phi, precision).map(Some) }).collect::<std::result::Result<_, _>>()?)
         } else {
             None
         };
-        Ok(FeatureRows { device, host: features, resident })
+        Ok(FeatureRows { device, precision, host: features, resident })
     }
 
     /// `Phi_q^T V_q` (`d_phi x c`) for the row blocks `parts[q]` of `V`.
@@ -386,7 +389,7 @@ impl<'a> FeatureRows<'a> {
                 Ok(self.host.par_iter().zip(parts).map(|(phi, vq)| if phi.nrows() == 0 { DMatrix::zeros(d, vq.ncols()) } else { matmul_tn_thin(phi, vq) }).collect())
             }
             Some(resident) => {
-                let (device, precision) = (self.device, self.device.best_precision());
+                let (device, precision) = (self.device, self.precision);
                 resident
                     .iter()
                     .zip(parts)
@@ -414,7 +417,7 @@ impl<'a> FeatureRows<'a> {
                 Ok(self.host.par_iter().zip(projected).map(|(phi, pq)| if phi.nrows() == 0 { DMatrix::zeros(0, c) } else { matmul_thin(phi, &(&total - pq)) }).collect())
             }
             Some(resident) => {
-                let (device, precision) = (self.device, self.device.best_precision());
+                let (device, precision) = (self.device, self.precision);
                 resident
                     .iter()
                     .zip(projected)
@@ -435,6 +438,7 @@ impl<'a> FeatureRows<'a> {
 pub struct ResidentCoupling<'a> {
     coupling: &'a CouplingMatrix,
     device: &'a Device,
+    precision: Precision,
     resident: Option<ResidentBlocks<'a>>,
 }
 
@@ -444,20 +448,26 @@ enum ResidentBlocks<'a> {
 }
 
 impl CouplingMatrix {
-    /// Prepares `G_Q V` products on `device` (see [`ResidentCoupling`]).
-    /// Precomputed blocks stay on the host (they are host matrices already),
-    /// and sparse sources too (their products run on the CPU).
+    /// Prepares `G_Q V` products on `device` (see [`ResidentCoupling`]), in
+    /// [`Device::best_precision`]. Precomputed blocks stay on the host (they
+    /// are host matrices already), and sparse sources too (their products
+    /// run on the CPU).
     pub fn on_device<'a>(&'a self, device: &'a Device) -> Result<ResidentCoupling<'a>> {
-        let precision = device.best_precision();
+        self.on_device_in(device, device.best_precision())
+    }
+
+    /// [`CouplingMatrix::on_device`] with the resident data and the products
+    /// in `precision` (a fit's [`Device::working_precision`]).
+    pub(crate) fn on_device_in<'a>(&'a self, device: &'a Device, precision: Precision) -> Result<ResidentCoupling<'a>> {
         let resident = match (&self.blocks, device.is_gpu()) {
             (_, false) | (Blocks::Precomputed(_), _) | (Blocks::SparseKernelFunction { .. }, _) => None,
-            (Blocks::Features(f), true) => Some(ResidentBlocks::Features(FeatureRows::new(device, f)?)),
+            (Blocks::Features(f), true) => Some(ResidentBlocks::Features(FeatureRows::new(device, f, precision)?)),
             (Blocks::KernelFunction { kernel, sources }, true) => Some(ResidentBlocks::KernelFunction {
                 kernel: *kernel,
                 sources: sources.iter().map(|x| device.upload(x, precision)).collect::<std::result::Result<_, _>>()?,
             }),
         };
-        Ok(ResidentCoupling { coupling: self, device, resident })
+        Ok(ResidentCoupling { coupling: self, device, precision, resident })
     }
 }
 
@@ -486,7 +496,7 @@ impl ResidentCoupling<'_> {
             }
             ResidentBlocks::KernelFunction { kernel, sources } => (kernel, sources),
         };
-        let precision = device.best_precision();
+        let precision = self.precision;
         let vd = device.upload(v, precision)?;
         let parts: Vec<DeviceMatrix> = (0..n).map(|q| vd.rows(g.offset(q), g.sizes[q])).collect::<std::result::Result<_, _>>()?;
         let out = device.zeros(g.order(), c, precision)?;

@@ -18,6 +18,7 @@ use crate::data::{check_shape, check_source_matrix};
 use crate::error::Result;
 use crate::error::Error;
 use crate::linalg::{matmul_thin, matmul_tn, symmetric_eigen};
+use crate::precision::Precision;
 use crate::Device;
 use crate::MatrixProduct;
 
@@ -37,16 +38,23 @@ pub struct CovarianceSolution {
 /// GPU each `Phi_q` goes up once, in `f64` where the adapter has it, and only
 /// the `d_phi x d_phi` Gram comes back).
 pub fn covariances(device: &Device, features: &[DMatrix<f64>]) -> Result<Vec<DMatrix<f64>>> {
-    check_features(features)?;
-    features.iter().map(|phi| covariance_of(device, phi)).collect()
+    covariances_in(device, device.best_precision(), features)
 }
 
-/// `Phi^T Phi` of one feature matrix on `device` (see [`covariances`]).
-pub(crate) fn covariance_of(device: &Device, phi: &DMatrix<f64>) -> Result<DMatrix<f64>> {
+/// [`covariances`] with each `Phi_q` held and multiplied in `precision` on a
+/// GPU (a fit's [`Device::working_precision`]).
+fn covariances_in(device: &Device, precision: Precision, features: &[DMatrix<f64>]) -> Result<Vec<DMatrix<f64>>> {
+    check_features(features)?;
+    features.iter().map(|phi| covariance_of(device, precision, phi)).collect()
+}
+
+/// `Phi^T Phi` of one feature matrix on `device`, in `precision` on a GPU
+/// (see [`covariances`]).
+pub(crate) fn covariance_of(device: &Device, precision: Precision, phi: &DMatrix<f64>) -> Result<DMatrix<f64>> {
     if !device.is_gpu() {
         return device.gram(phi);
     }
-    let resident = device.upload(phi, device.best_precision())?;
+    let resident = device.upload(phi, precision)?;
     let c = device.to_host(&device.resident_matmul(&resident, &resident, MatrixProduct::AtB)?)?;
     Ok((&c + c.transpose()) * 0.5)
 }
@@ -125,11 +133,17 @@ fn covariance_factor(c: &DMatrix<f64>) -> Result<DMatrix<f64>> {
 /// `w_q = (1/(Q-1)) sum_{p != q} F_p^T u_p` (that is `A F^T u`,
 /// scaled as documented on [`CovarianceSolution`]).
 pub fn solve_covariance(device: &Device, features: &[DMatrix<f64>], n_components: usize, solver: &Eigensolver, seed: u64) -> Result<CovarianceSolution> {
+    solve_covariance_in(device, device.best_precision(), features, n_components, solver, seed)
+}
+
+/// [`solve_covariance`] with the Gram matrices formed in `precision` on a
+/// GPU (a fit's [`Device::working_precision`]).
+pub(crate) fn solve_covariance_in(device: &Device, precision: Precision, features: &[DMatrix<f64>], n_components: usize, solver: &Eigensolver, seed: u64) -> Result<CovarianceSolution> {
     solver.validate()?;
     check_features(features)?;
     // The host problem's size before any device work.
     check_problem_size(features.len(), features[0].ncols())?;
-    let cov = covariances(device, features)?;
+    let cov = covariances_in(device, precision, features)?;
     solve_covariance_from_grams(&cov, n_components, solver, seed)
 }
 

@@ -11,6 +11,7 @@ use crate::data::{check_shape, check_source_matrix};
 use crate::error::Result;
 use crate::error::Error;
 use crate::linalg::{matmul, matmul_acc, matmul_tn};
+use crate::precision::Precision;
 use crate::Device;
 
 /// The retained solutions of Eq. 4: eigenvalues `lambda_k` (descending,
@@ -35,6 +36,13 @@ pub struct DualSolution {
 /// [`Eigensolver::Lanczos`] only applies it (`G_Q` is never stored when it
 /// comes from features or a kernel function). `seed` fixes the Lanczos start.
 pub fn solve_dual(device: &Device, coupling: &CouplingMatrix, n_components: usize, solver: &Eigensolver, seed: u64) -> Result<DualSolution> {
+    solve_dual_in(device, device.best_precision(), coupling, n_components, solver, seed)
+}
+
+/// [`solve_dual`] with the resident features, inputs and products (the
+/// covariance form's Gram matrices, the Lanczos products) in `precision` on
+/// a GPU (a fit's [`Device::working_precision`]).
+pub(crate) fn solve_dual_in(device: &Device, precision: Precision, coupling: &CouplingMatrix, n_components: usize, solver: &Eigensolver, seed: u64) -> Result<DualSolution> {
     solver.validate()?;
     let pairs = match *solver {
         Eigensolver::Dense if coupling.covariance_form_order().is_some_and(|order| n_components <= order) => {
@@ -44,7 +52,7 @@ pub fn solve_dual(device: &Device, coupling: &CouplingMatrix, n_components: usiz
             // components than Q d_phi: the paths below, which say how many
             // are positive.)
             let features = coupling.features().ok_or(Error::NotAvailable("features of the coupling matrix"))?;
-            let covariance = super::covariance::solve_covariance(device, features, n_components, &Eigensolver::Dense, seed)?;
+            let covariance = super::covariance::solve_covariance_in(device, precision, features, n_components, &Eigensolver::Dense, seed)?;
             return Ok(with_eigenvector_signs(dual_from_covariance(features, &covariance)?));
         }
         Eigensolver::Dense if coupling.factored_product_is_cheaper() => {
@@ -83,7 +91,7 @@ pub fn solve_dual(device: &Device, coupling: &CouplingMatrix, n_components: usiz
         }
         Eigensolver::Lanczos { tolerance, max_restarts } => {
             // Sources (or features) go to the device once for the whole solve.
-            let resident = coupling.on_device(device)?;
+            let resident = coupling.on_device_in(device, precision)?;
             largest_lanczos(coupling.order(), n_components, |v| resident.apply(v), tolerance, max_restarts, seed)?
         }
     };

@@ -19,6 +19,7 @@ use crate::error::Result;
 use crate::error::Error;
 use crate::gpu::MatrixProduct;
 use crate::nystrom::NystromMap;
+use crate::precision::WorkingPrecision;
 use crate::resident::DeviceMatrix;
 use crate::{Device, Kernel};
 
@@ -146,7 +147,7 @@ impl FeatureMap {
         let k_mm = crate::sparse::kernel_matrix_sparse_cpu(kernel, &points, &points)?;
         let scaled_eigenvectors = nystrom_scaled_eigenvectors(&k_mm, NYSTROM_RANK_TOLERANCE_F64, *dim, source_index)?;
         let landmarks = crate::sparse::densify(&points)?;
-        Ok(FittedFeatureMap { device: device.clone(), input_dim: x.ncols(), kind: Fitted::Nystrom { kernel: *kernel, landmarks, scaled_eigenvectors } })
+        Ok(FittedFeatureMap { device: device.clone(), input_dim: x.ncols(), kind: Fitted::Nystrom { kernel: *kernel, landmarks, scaled_eigenvectors }, precision: WorkingPrecision::Auto })
     }
 
     /// The training rows (of `n`) the fit reads: the Nystrom landmarks,
@@ -188,7 +189,7 @@ impl FeatureMap {
                 Fitted::Projection(w.clone())
             }
         };
-        Ok(FittedFeatureMap { device: device.clone(), input_dim: d, kind })
+        Ok(FittedFeatureMap { device: device.clone(), input_dim: d, kind, precision: WorkingPrecision::Auto })
     }
 }
 
@@ -255,9 +256,20 @@ pub struct FittedFeatureMap {
     /// Not saved: a loaded model is on the CPU.
     #[cfg_attr(feature = "serde", serde(skip, default = "crate::Device::cpu"))]
     device: Device,
+    /// The working precision of the fit that made the map (not saved: a
+    /// loaded map is on the CPU, which computes in `f64`).
+    #[cfg_attr(feature = "serde", serde(skip))]
+    precision: WorkingPrecision,
 }
 
 impl FittedFeatureMap {
+    /// The map computing its device work in `precision` (the setting of
+    /// the fit, [`crate::eksvd::EksvdParams::precision`]).
+    pub(crate) fn in_precision(mut self, precision: WorkingPrecision) -> Self {
+        self.precision = precision;
+        self
+    }
+
     /// Input dimension `d_q`.
     pub fn input_dim(&self) -> usize {
         self.input_dim
@@ -306,8 +318,9 @@ impl FittedFeatureMap {
 
     /// `Phi = phi(X)` (`n x d_phi`) for rows `x` (`n x d_q`); products and
     /// kernel matrices run on the map's device (on a GPU through
-    /// [`FittedFeatureMap::transform_resident`], in `f64` where the adapter
-    /// has it: X goes up once, `Phi` comes back).
+    /// [`FittedFeatureMap::transform_resident`], in the working precision of
+    /// the fit that made the map, [`Device::working_precision`]: by default
+    /// `f64` where the adapter has it; X goes up once, `Phi` comes back).
     ///
     /// Sparse rows ([`AsMatrix::as_csr`]) are mapped on the CPU on every
     /// device, without densifying them (see [`FittedFeatureMap::transform_sparse`]).
@@ -355,7 +368,7 @@ impl FittedFeatureMap {
         crate::linalg::check_matrix("x", x)?;
         check_shape("columns of new data vs the fitted feature map's input dimension", self.input_dim, x.ncols())?;
         if device.is_gpu() && !matches!(self.kind, Fitted::Linear) {
-            let xd = device.upload(x, device.best_precision())?;
+            let xd = device.upload(x, device.working_precision(self.precision)?)?;
             return device.to_host(&self.transform_resident_on(device, &xd)?);
         }
         Ok(match &self.kind {

@@ -5,8 +5,8 @@
 use nalgebra::{DMatrix, DVector};
 
 use super::coupling::CouplingMatrix;
-use super::covariance::solve_covariance;
-use super::dual::{solve_dual, DualSolution};
+use super::covariance::solve_covariance_in;
+use super::dual::{solve_dual, solve_dual_in, DualSolution};
 use super::eigensolver::Eigensolver;
 use crate::input::AsMatrix;
 use crate::data::{check_shape, check_source_matrix};
@@ -18,6 +18,7 @@ use crate::data::MultiSource;
 use crate::gpu::MatrixProduct;
 use crate::resident::DeviceMatrix;
 use crate::linalg::matmul;
+use crate::precision::WorkingPrecision;
 use crate::Device;
 
 /// Which formulation finds the components.
@@ -38,13 +39,36 @@ pub struct EksvdParams {
     feature_maps: Vec<FeatureMap>,
     solver: Solver,
     seed: u64,
+    #[cfg_attr(feature = "serde", serde(default))]
+    precision: WorkingPrecision,
 }
 
 impl EksvdParams {
     /// `n_components` components; defaults: linear feature maps, dense dual
-    /// solver, seed 0.
+    /// solver, seed 0, [`WorkingPrecision::Auto`].
     pub fn new(n_components: usize) -> Self {
-        EksvdParams { n_components, feature_maps: vec![FeatureMap::Linear], solver: Solver::Dual(Eigensolver::Dense), seed: 0 }
+        EksvdParams { n_components, feature_maps: vec![FeatureMap::Linear], solver: Solver::Dual(Eigensolver::Dense), seed: 0, precision: WorkingPrecision::Auto }
+    }
+
+    /// The working precision of the fit's device work ([`WorkingPrecision`],
+    /// resolved by [`Device::working_precision`]): the feature maps
+    /// (`Phi_q = phi(X_q)` on the device), the covariance form's Gram
+    /// matrices `Phi_q^T Phi_q` (Eq. 8), the Lanczos products
+    /// `G_Q V` (Eq. 4) and, after the fit, the model's transforms. `F32`
+    /// runs them in `f32` on a GPU; `F64` needs an adapter with
+    /// `SHADER_F64` ([`Error::Unsupported`] at fit otherwise); on the CPU
+    /// the fit computes in `f64` whatever the setting. The kernel matrix of
+    /// a Nystrom map's landmarks and the dense dual solver's stored blocks
+    /// are host-matrix operations ([`Device::kernel_matrix`],
+    /// [`Device::matmul`]: `f32` inside on a GPU) whatever the setting.
+    pub fn precision(mut self, precision: WorkingPrecision) -> Self {
+        self.precision = precision;
+        self
+    }
+
+    /// The working precision set ([`EksvdParams::precision`]).
+    pub fn precision_setting(&self) -> WorkingPrecision {
+        self.precision
     }
 
     /// The same kind of feature map for every source (each fitted on its own source).
@@ -124,8 +148,9 @@ impl EksvdParams {
     /// to rounding.
     pub fn fit(&self, device: &Device, data: &MultiSource) -> Result<Eksvd> {
         self.validate_for(data.n_sources())?;
+        device.working_precision(self.precision)?;
         let maps: Vec<FittedFeatureMap> = (0..data.n_sources())
-            .map(|q| self.map_for(q).fit(device, data.input(q), q, self.seed.wrapping_add(q as u64)))
+            .map(|q| self.map_for(q).fit(device, data.input(q), q, self.seed.wrapping_add(q as u64)).map(|m| m.in_precision(self.precision)))
             .collect::<Result<_>>()?;
         let features: Vec<DMatrix<f64>> = maps.iter().enumerate().map(|(q, m)| m.transform(data.input(q))).collect::<Result<_>>()?;
         let mut fitted = self.fit_features(device, features)?;
@@ -139,24 +164,25 @@ impl EksvdParams {
     /// [`Eksvd::transform_features`].
     pub fn fit_features(&self, device: &Device, features: Vec<DMatrix<f64>>) -> Result<Eksvd> {
         self.validate_for(features.len())?;
+        let precision = device.working_precision(self.precision)?;
         let (features, eigenvalues, weights, alphas) = match &self.solver {
             Solver::Dual(eig) => {
                 let coupling = CouplingMatrix::from_features(features)?;
                 let features = coupling.features().expect("built from features").to_vec();
-                let solution = solve_dual(device, &coupling, self.n_components, eig, self.seed)?;
+                let solution = solve_dual_in(device, precision, &coupling, self.n_components, eig, self.seed)?;
                 let weights = solution.primal_weights(&features)?;
                 (features, solution.eigenvalues, weights, solution.alphas)
             }
             Solver::Covariance(eig) => {
                 // The covariance solver checks the features as the coupling
                 // matrix would (count, finiteness, equal widths), without a copy.
-                let solution = solve_covariance(device, &features, self.n_components, eig, self.seed)?;
+                let solution = solve_covariance_in(device, precision, &features, self.n_components, eig, self.seed)?;
                 // alpha^(q) = (Q-1) gamma Phi_q w_q (Eq. 5).
                 let alphas = super::dual::dual_from_covariance(&features, &solution)?.alphas;
                 (features, solution.eigenvalues, solution.weights, alphas)
             }
         };
-        Ok(Eksvd { device: device.clone(), maps: None, features, eigenvalues, weights, alphas, solver: self.solver })
+        Ok(Eksvd { device: device.clone(), maps: None, features, eigenvalues, weights, alphas, solver: self.solver, precision: self.precision })
     }
 }
 
@@ -175,7 +201,13 @@ impl EksvdParams {
 impl Eksvd {
     /// The model from its parts (shapes as [`EksvdParams::fit_features`] produces them).
     pub(super) fn from_parts(device: &Device, maps: Option<Vec<FittedFeatureMap>>, features: Vec<DMatrix<f64>>, solution: DualSolution, weights: Vec<DMatrix<f64>>, solver: Solver) -> Self {
-        Eksvd { device: device.clone(), maps, features, eigenvalues: solution.eigenvalues, weights, alphas: solution.alphas, solver }
+        Eksvd { device: device.clone(), maps, features, eigenvalues: solution.eigenvalues, weights, alphas: solution.alphas, solver, precision: WorkingPrecision::Auto }
+    }
+
+    /// The model transforming in `precision` (its fit's setting).
+    pub(super) fn in_precision(mut self, precision: WorkingPrecision) -> Self {
+        self.precision = precision;
+        self
     }
 }
 
@@ -201,6 +233,10 @@ pub struct Eksvd {
     /// Not saved: a loaded model is on the CPU.
     #[cfg_attr(feature = "serde", serde(skip, default = "crate::Device::cpu"))]
     device: Device,
+    /// The fit's working precision, for the transforms (not saved: a loaded
+    /// model is on the CPU, which computes in `f64`).
+    #[cfg_attr(feature = "serde", serde(skip))]
+    precision: WorkingPrecision,
 }
 
 #[cfg(feature = "serde")]
@@ -390,11 +426,11 @@ impl Eksvd {
     }
 
     /// Projection scores (primal form) of new raw rows `x` of source `q`
-    /// (on a GPU: [`Eksvd::transform_resident`] in `f64` where the
-    /// adapter has it, X up once, the scores back). Sparse rows
-    /// ([`AsMatrix::as_csr`]) are mapped on the CPU without densifying
-    /// ([`FittedFeatureMap::transform_sparse`]), then projected on the
-    /// model's device.
+    /// (on a GPU: [`Eksvd::transform_resident`] in the fit's working
+    /// precision, [`EksvdParams::precision`], X up once, the scores back).
+    /// Sparse rows ([`AsMatrix::as_csr`]) are mapped on the CPU without
+    /// densifying ([`FittedFeatureMap::transform_sparse`]), then projected on
+    /// the model's device.
     pub fn transform_source(&self, q: usize, x: &(impl AsMatrix<Elem = f64> + ?Sized)) -> Result<DMatrix<f64>> {
         if x.as_csr().is_some() {
             let phi = self.features_of(q, x)?;
@@ -405,7 +441,7 @@ impl Eksvd {
         let device = &self.device;
         if device.is_gpu() && self.maps.is_some() {
             crate::linalg::check_matrix("x", x)?;
-            let xd = device.upload(x, device.best_precision())?;
+            let xd = device.upload(x, device.working_precision(self.precision)?)?;
             return device.to_host(&self.transform_resident(q, &xd)?);
         }
         if matches!(device, Device::Cpu) {
@@ -508,6 +544,17 @@ impl KsvdParams {
     pub fn seed(mut self, seed: u64) -> Self {
         self.inner = self.inner.seed(seed);
         self
+    }
+
+    /// The working precision (see [`EksvdParams::precision`]).
+    pub fn precision(mut self, precision: WorkingPrecision) -> Self {
+        self.inner = self.inner.precision(precision);
+        self
+    }
+
+    /// The working precision set ([`KsvdParams::precision`]).
+    pub fn precision_setting(&self) -> WorkingPrecision {
+        self.inner.precision_setting()
     }
 
     /// Checks the parameters (the data are checked by `fit`); `fit` calls it

@@ -69,6 +69,7 @@ use crate::data::MultiSource;
 use crate::distributed::{agree, CommRows, Communicator, FitSharded, RowPartition, RowShard};
 use crate::error::{Error, Result};
 use crate::linalg::RowSplit;
+use crate::precision::Precision;
 use crate::Device;
 
 /// Paired sources sharded by rows: one [`RowShard`] per source, all over
@@ -166,6 +167,7 @@ impl FitSharded<ShardedSources> for EksvdParams {
         comm.check_same("the sharded sources", &data.describe())?;
         self.validate_for(data.n_sources())?;
         let seed = self.seed_value();
+        let precision = agree(comm, device.working_precision(self.precision_setting()))?;
         let maps = fit_maps(self, device, comm, data, seed)?;
         let d_phi = maps[0].output_dim();
         let local: Vec<DMatrix<f64>> = agree(
@@ -184,7 +186,7 @@ impl FitSharded<ShardedSources> for EksvdParams {
         let solver = self.solver_value();
         let (features, solution, weights) = match solver {
             Solver::Covariance(eig) => {
-                let grams = summed_grams(comm, device, &local)?;
+                let grams = summed_grams(comm, device, precision, &local)?;
                 let covariance = same_on_every_rank(comm, agree_redundant(comm, solve_covariance_from_grams(&grams, k, &eig, seed))?)?;
                 let features = gather_rows(comm, partition, &[], &local)?.1;
                 // alpha^(q) = (Q-1) gamma Phi_q w_q (Eq. 5), row-wise.
@@ -192,12 +194,12 @@ impl FitSharded<ShardedSources> for EksvdParams {
                 (features, solution, covariance.weights)
             }
             Solver::Dual(eig) => {
-                let (features, solution) = solve_dual_sharded(comm, device, partition, &local, k, &eig, seed)?;
+                let (features, solution) = solve_dual_sharded(comm, device, precision, partition, &local, k, &eig, seed)?;
                 let weights = solution.primal_weights(&features)?;
                 (features, solution, weights)
             }
         };
-        Ok(Eksvd::from_parts(device, Some(maps), features, solution, weights, solver))
+        Ok(Eksvd::from_parts(device, Some(maps), features, solution, weights, solver).in_precision(self.precision_setting()))
     }
 }
 
@@ -213,7 +215,7 @@ fn fit_maps(params: &EksvdParams, device: &Device, comm: &dyn Communicator, data
             Some(rows) => Some(shard.rows(comm, &rows)?),
             None => None,
         };
-        fitted.push(map.fit_on_landmarks(device, shard.ncols(), points, q, seed_q));
+        fitted.push(map.fit_on_landmarks(device, shard.ncols(), points, q, seed_q).map(|m| m.in_precision(params.precision_setting())));
     }
     agree(comm, fitted.into_iter().collect())
 }
@@ -223,26 +225,28 @@ fn check_feature_width(q: usize, d_phi: usize, found: usize) -> Result<()> {
 }
 
 /// `C_qq = Phi_q^T Phi_q` summed over the ranks: each rank's Gram matrices
-/// on its device, then one reduction of `Q d_phi^2` numbers.
-fn summed_grams(comm: &dyn Communicator, device: &Device, local: &[DMatrix<f64>]) -> Result<Vec<DMatrix<f64>>> {
+/// on its device (in `precision` on a GPU), then one reduction of
+/// `Q d_phi^2` numbers.
+fn summed_grams(comm: &dyn Communicator, device: &Device, precision: Precision, local: &[DMatrix<f64>]) -> Result<Vec<DMatrix<f64>>> {
     let d = local[0].ncols();
-    let grams: Vec<DMatrix<f64>> = agree(comm, local.iter().map(|phi| if phi.nrows() == 0 { Ok(DMatrix::zeros(d, d)) } else { covariance_of(device, phi) }).collect())?;
+    let grams: Vec<DMatrix<f64>> = agree(comm, local.iter().map(|phi| if phi.nrows() == 0 { Ok(DMatrix::zeros(d, d)) } else { covariance_of(device, precision, phi) }).collect())?;
     let mut flat: Vec<f64> = grams.iter().flat_map(|c| c.iter().copied()).collect();
     comm.sum(&mut flat)?;
     Ok(flat.chunks(d * d).map(|c| DMatrix::from_column_slice(d, d, c)).collect())
 }
 
 /// The Dual of Eq. 4 on this rank's rows of the features, `local`
-/// (module docs): the features of all rows, gathered, and the solution.
+/// (module docs), the resident products in `precision` on a GPU: the
+/// features of all rows, gathered, and the solution.
 #[allow(clippy::too_many_arguments)]
-fn solve_dual_sharded(comm: &dyn Communicator, device: &Device, partition: &RowPartition, local: &[DMatrix<f64>], k: usize, eig: &Eigensolver, seed: u64) -> Result<(Vec<DMatrix<f64>>, DualSolution)> {
+fn solve_dual_sharded(comm: &dyn Communicator, device: &Device, precision: Precision, partition: &RowPartition, local: &[DMatrix<f64>], k: usize, eig: &Eigensolver, seed: u64) -> Result<(Vec<DMatrix<f64>>, DualSolution)> {
     eig.validate()?;
     let (n_sources, n, d) = (local.len(), partition.total(), local[0].ncols());
     let order = n_sources * n;
     if matches!(eig, Eigensolver::Dense) && n_sources * d < order && k <= n_sources * d {
         // G_Q has rank at most Q d_phi: its nonzero eigenpairs are those of
         // the covariance form (Theorem 3.2), as for one process.
-        let grams = summed_grams(comm, device, local)?;
+        let grams = summed_grams(comm, device, precision, local)?;
         let covariance = same_on_every_rank(comm, agree_redundant(comm, solve_covariance_from_grams(&grams, k, &Eigensolver::Dense, seed))?)?;
         let features = gather_rows(comm, partition, &[], local)?.1;
         let solution = with_eigenvector_signs(dual_from_covariance(&features, &covariance)?);
@@ -252,11 +256,11 @@ fn solve_dual_sharded(comm: &dyn Communicator, device: &Device, partition: &RowP
     // stacked): its block of each source.
     let mine = partition.range(comm.rank());
     let rows = CommRows::new(comm, order, (0..n_sources).map(|q| q * n + mine.start..q * n + mine.end).collect())?;
-    let operator = ShardedCoupling::new(comm, device, &rows, local)?;
+    let operator = ShardedCoupling::new(comm, device, precision, &rows, local)?;
     let apply = |v: &DMatrix<f64>| operator.apply(v);
     let pairs = match *eig {
         Eigensolver::Dense => {
-            let frobenius = frobenius_from_grams(&summed_grams(comm, device, local)?);
+            let frobenius = frobenius_from_grams(&summed_grams(comm, device, precision, local)?);
             if !frobenius.is_finite() {
                 return Err(Error::Overflow { what: "Frobenius norm of the coupling matrix", row: 0, col: 0 });
             }
@@ -314,8 +318,8 @@ struct ShardedCoupling<'a> {
 }
 
 impl<'a> ShardedCoupling<'a> {
-    fn new(comm: &'a dyn Communicator, device: &'a Device, split: &CommRows<'_>, local: &'a [DMatrix<f64>]) -> Result<Self> {
-        let rows = agree(comm, FeatureRows::new(device, local))?;
+    fn new(comm: &'a dyn Communicator, device: &'a Device, precision: Precision, split: &CommRows<'_>, local: &'a [DMatrix<f64>]) -> Result<Self> {
+        let rows = agree(comm, FeatureRows::new(device, local, precision))?;
         Ok(ShardedCoupling { comm, rows, n_sources: local.len(), local_rows: split.local_len() / local.len(), d_phi: local[0].ncols(), failure: RefCell::new(None) })
     }
 

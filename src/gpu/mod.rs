@@ -141,6 +141,65 @@ pub struct AdapterSummary {
     pub max_binding_bytes: u64,
 }
 
+/// One GPU adapter as the graphics APIs report it ([`adapters`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AdapterInfo {
+    /// The adapter's name, e.g. "NVIDIA H200" or "llvmpipe (LLVM 15.0.6, 256 bits)".
+    pub name: String,
+    /// Graphics API backend, e.g. "Vulkan".
+    pub backend: String,
+    /// Kind of device: "DiscreteGpu", "IntegratedGpu", "VirtualGpu",
+    /// "Cpu" (a software rasteriser) or "Other".
+    pub device_type: String,
+    /// Driver name and version information (may be empty).
+    pub driver: String,
+    /// True for software rasterisers (lavapipe/llvmpipe, SwiftShader), which
+    /// [`crate::Device::auto`] passes over unless asked for.
+    pub is_software: bool,
+    /// Whether the adapter has `SHADER_F64` (device matrices and arithmetic
+    /// in `f64`, [`crate::Precision::F64`]).
+    pub supports_f64: bool,
+}
+
+/// The GPU adapters the graphics APIs report, in the order
+/// [`GpuContext::new`] ranks them (discrete, integrated, virtual, other,
+/// software; within a kind Vulkan, Metal and DX12 first), so that the
+/// position of an adapter is its [`GpuOptions::adapter`]
+/// index when software adapters are accepted. Searched as
+/// [`GpuContext::new`] searches: Vulkan, Metal and DX12, or the backends
+/// `WGPU_BACKEND` names. Opens no device; empty where there is no adapter.
+pub fn adapters() -> Vec<AdapterInfo> {
+    let instance = wgpu::Instance::new(instance_descriptor());
+    let mut found = pollster::block_on(instance.enumerate_adapters(wgpu::Backends::all()));
+    found.sort_by_key(|a| adapter_rank(&a.get_info()));
+    found
+        .iter()
+        .map(|a| {
+            let info = a.get_info();
+            AdapterInfo {
+                name: info.name.clone(),
+                backend: format!("{:?}", info.backend),
+                device_type: format!("{:?}", info.device_type),
+                driver: format!("{} {}", info.driver, info.driver_info).trim().to_string(),
+                is_software: is_software(&info),
+                supports_f64: a.features().contains(wgpu::Features::SHADER_F64),
+            }
+        })
+        .collect()
+}
+
+/// The instance descriptor of every adapter search: the backends of the
+/// environment (`WGPU_BACKEND`), or Vulkan, Metal and DX12 where it names
+/// none (compute needs no GL, whose EGL probe logs errors on machines
+/// without a GPU; `WGPU_BACKEND=gl` still opts in).
+fn instance_descriptor() -> wgpu::InstanceDescriptor {
+    let mut descriptor = wgpu::InstanceDescriptor::new_without_display_handle_from_env();
+    if std::env::var_os("WGPU_BACKEND").is_none() {
+        descriptor.backends = wgpu::Backends::PRIMARY;
+    }
+    descriptor
+}
+
 /// Distinguishes contexts, so that a matrix of one device is never used on another.
 static NEXT_CONTEXT_ID: AtomicU64 = AtomicU64::new(1);
 
@@ -278,13 +337,7 @@ impl GpuContext {
     /// Errors: [`Error::NoGpuAdapter`] when no acceptable adapter
     /// exists, [`Error::Gpu`] when the device cannot be opened.
     pub fn new(options: &GpuOptions) -> Result<Self> {
-        let mut descriptor = wgpu::InstanceDescriptor::new_without_display_handle_from_env();
-        if std::env::var_os("WGPU_BACKEND").is_none() {
-            // Compute needs no GL: its EGL probe logs errors on machines
-            // without a GPU. `WGPU_BACKEND=gl` still opts in.
-            descriptor.backends = wgpu::Backends::PRIMARY;
-        }
-        let instance = wgpu::Instance::new(descriptor);
+        let instance = wgpu::Instance::new(instance_descriptor());
         let mut adapters = pollster::block_on(instance.enumerate_adapters(wgpu::Backends::all()));
         adapters.retain(|a| options.allow_software || !is_software(&a.get_info()));
         adapters.sort_by_key(|a| adapter_rank(&a.get_info()));

@@ -149,11 +149,19 @@ pub struct KernelColumns<'a> {
 }
 
 impl<'a> KernelColumns<'a> {
-    /// Prepares the columns of `kernel` on the rows of `x`.
+    /// Prepares the columns of `kernel` on the rows of `x` (on a GPU, X
+    /// uploaded in [`Device::best_precision`]).
     pub fn new(device: &'a Device, kernel: Kernel, x: &'a DMatrix<f64>) -> Result<Self, Error> {
+        Self::new_in(device, kernel, x, device.best_precision())
+    }
+
+    /// [`KernelColumns::new`] with X held in `precision` on a GPU (a fit's
+    /// [`Device::working_precision`]): `f64` keeps the resident Cholesky
+    /// steps of ICD, `f32` computes the columns in `f32` and reads them back.
+    pub(crate) fn new_in(device: &'a Device, kernel: Kernel, x: &'a DMatrix<f64>, precision: crate::precision::Precision) -> Result<Self, Error> {
         let resident = if device.is_gpu() {
             check_matrix("x", x)?;
-            Some(device.upload(x, device.best_precision())?)
+            Some(device.upload(x, precision)?)
         } else {
             None
         };
@@ -199,8 +207,15 @@ impl<'a> KernelColumns<'a> {
     }
 
     /// Inputs `xs` on `device`, each distinct matrix uploaded once (matrices
-    /// are the same input when they are the same object): `None` on the CPU.
+    /// are the same input when they are the same object), in
+    /// [`Device::best_precision`]: `None` on the CPU.
     pub fn upload_inputs(device: &Device, xs: &[&DMatrix<f64>]) -> Result<Vec<Option<DeviceMatrix>>, Error> {
+        Self::upload_inputs_in(device, xs, device.best_precision())
+    }
+
+    /// [`KernelColumns::upload_inputs`] in `precision` (a fit's
+    /// [`Device::working_precision`]).
+    pub(crate) fn upload_inputs_in(device: &Device, xs: &[&DMatrix<f64>], precision: crate::precision::Precision) -> Result<Vec<Option<DeviceMatrix>>, Error> {
         if !device.is_gpu() {
             return Ok(vec![None; xs.len()]);
         }
@@ -209,7 +224,7 @@ impl<'a> KernelColumns<'a> {
             let earlier = (0..q).find(|&p| std::ptr::eq(xs[p], *x));
             out.push(Some(match earlier {
                 Some(p) => out[p].clone().expect("uploaded above"),
-                None => device.upload(*x, device.best_precision())?,
+                None => device.upload(*x, precision)?,
             }));
         }
         Ok(out)

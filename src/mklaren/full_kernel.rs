@@ -8,6 +8,7 @@ use crate::input::AsMatrix;
 use crate::error::Error;
 use super::{centred_target, check_lambda, inputs_per_kernel};
 use crate::linalg::{faer_mut, faer_ref};
+use crate::precision::WorkingPrecision;
 use crate::{Device, Kernel};
 
 /// How the kernel weights `mu` are chosen. With centred kernels
@@ -33,12 +34,30 @@ pub struct FullKernelRidgeParams {
     kernels: Vec<Kernel>,
     combination: KernelCombination,
     lambda: f64,
+    precision: WorkingPrecision,
 }
 
 impl FullKernelRidgeParams {
     /// `combination` of the kernels; `lambda = 1`.
     pub fn new(combination: KernelCombination) -> Self {
-        FullKernelRidgeParams { kernels: Vec::new(), combination, lambda: 1.0 }
+        FullKernelRidgeParams { kernels: Vec::new(), combination, lambda: 1.0, precision: WorkingPrecision::Auto }
+    }
+
+    /// The working precision of the kernel matrices on a GPU
+    /// ([`Device::working_precision`]): `Auto` builds them with the
+    /// host-matrix [`Device::kernel_matrix_symmetric`] (`f32` inside), an
+    /// explicit precision from the inputs resident in it (`F64` on an
+    /// adapter without `SHADER_F64` is [`Error::Unsupported`] at fit). The
+    /// weights and the Cholesky solve are `f64` on the host, and on the CPU
+    /// the whole fit is `f64`, whatever the setting.
+    pub fn precision(mut self, precision: WorkingPrecision) -> Self {
+        self.precision = precision;
+        self
+    }
+
+    /// The working precision set ([`FullKernelRidgeParams::precision`]).
+    pub fn precision_setting(&self) -> WorkingPrecision {
+        self.precision
     }
 
     /// The kernels `k_1 .. k_p` (at least one; checked at fit), each on
@@ -95,7 +114,15 @@ impl FullKernelRidgeParams {
         // One n x n matrix per kernel, their centred copies (alignment) and the system.
         let squares = kernels.len().saturating_mul(2).saturating_add(1);
         crate::memory::check_host::<f64>(crate::memory::entries(n, n, "full-kernel ridge")?.saturating_mul(squares), "full-kernel ridge (kernel matrices and system)")?;
-        let matrices: Vec<DMatrix<f64>> = kernels.iter().zip(&xs).map(|(k, x)| device.kernel_matrix_symmetric(k, x)).collect::<Result<_, _>>()?;
+        device.working_precision(self.precision)?;
+        let matrices: Vec<DMatrix<f64>> = kernels
+            .iter()
+            .zip(&xs)
+            .map(|(k, x)| match self.precision {
+                WorkingPrecision::Auto => device.kernel_matrix_symmetric(k, x),
+                setting => device.kernel_matrix_in(k, x, x, setting).map(|m| (&m + m.transpose()) * 0.5),
+            })
+            .collect::<Result<_, _>>()?;
         let mut weights = alignment_weights(self.combination, &matrices, &yc)?;
         let total: f64 = weights.iter().map(|w| w.abs()).sum();
         if !(total > 0.0) {

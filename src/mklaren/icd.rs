@@ -9,7 +9,7 @@ use super::columns::{KernelColumns, ROW_CHUNK};
 use crate::input::AsMatrix;
 use crate::error::Error;
 use crate::linalg::{self, check_matrix};
-use crate::precision::Precision;
+use crate::precision::{Precision, WorkingPrecision};
 use crate::resident::DeviceMatrix;
 use crate::{Device, Kernel};
 
@@ -345,13 +345,25 @@ impl FactorTransform {
 pub struct IcdParams {
     pub(super) rank: usize,
     pub(super) tolerance: f64,
+    pub(super) precision: WorkingPrecision,
 }
 
 impl IcdParams {
     /// At most `rank` columns, valid in `1..=n` for n samples (checked at
     /// fit); default tolerance `1e-12`.
     pub fn new(rank: usize) -> Self {
-        IcdParams { rank, tolerance: 1e-12 }
+        IcdParams { rank, tolerance: 1e-12, precision: WorkingPrecision::Auto }
+    }
+
+    /// The working precision of the kernel columns on a GPU
+    /// ([`Device::working_precision`]): `Auto` and `F64` hold X in `f64`
+    /// where the adapter has it and run the Cholesky steps on the device
+    /// (Eq. 1-3); `F32` computes each column in `f32` and reads it back for
+    /// the host steps. On the CPU the decomposition is `f64` whatever the
+    /// setting.
+    pub fn precision(mut self, precision: WorkingPrecision) -> Self {
+        self.precision = precision;
+        self
     }
 
     /// Stop when the largest residual diagonal `max_i d_i` is below
@@ -386,7 +398,7 @@ impl IcdParams {
         let x = x.as_matrix()?;
         let x = &*x;
         self.validate()?;
-        let cols = KernelColumns::new(device, *kernel, x)?;
+        let cols = KernelColumns::new_in(device, *kernel, x, device.working_precision(self.precision)?)?;
         if self.rank > cols.n() {
             return Err(Error::RankTooLarge { rank: self.rank, n: cols.n() });
         }
@@ -478,6 +490,12 @@ impl IcdFactor {
 ///
 /// Errors: empty or repeated pivot list, a pivot out of range, invalid inputs.
 pub fn nystrom(device: &Device, kernel: &Kernel, x: &DMatrix<f64>, pivots: &[usize]) -> Result<NystromFactor, Error> {
+    nystrom_in(device, kernel, x, pivots, WorkingPrecision::Auto)
+}
+
+/// [`nystrom`] with `K(:, A)` in the working precision `setting`
+/// ([`Device::working_precision`]; `Auto`: as [`nystrom`]).
+pub(crate) fn nystrom_in(device: &Device, kernel: &Kernel, x: &DMatrix<f64>, pivots: &[usize], setting: WorkingPrecision) -> Result<NystromFactor, Error> {
     check_matrix("x", x)?;
     kernel.validate()?;
     if pivots.is_empty() {
@@ -493,7 +511,7 @@ pub fn nystrom(device: &Device, kernel: &Kernel, x: &DMatrix<f64>, pivots: &[usi
         }
     }
     let pivot_rows = x.select_rows(pivots);
-    let c = device.kernel_matrix(kernel, x, &pivot_rows)?;
+    let c = device.kernel_matrix_in(kernel, x, &pivot_rows, setting)?;
     let m = pivots.len();
     let w = DMatrix::from_fn(m, m, |a, b| 0.5 * (c[(pivots[a], b)] + c[(pivots[b], a)]));
     let transform = crate::nystrom::NystromMap::eigen(&w, 1e-12, None)?;

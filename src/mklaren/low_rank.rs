@@ -7,9 +7,10 @@ use super::columns::KernelColumns;
 use super::csi::csi_decomposition;
 use crate::input::AsMatrix;
 use crate::error::Error;
-use super::icd::{nystrom, FactorTransform, IcdParams};
+use super::icd::{nystrom_in, FactorTransform, IcdParams};
 use super::{centred_target, check_lambda, inputs_per_kernel};
 use crate::distributed::{agree, Communicator, SingleProcess};
+use crate::precision::WorkingPrecision;
 use crate::{Device, Kernel};
 
 /// How each kernel is approximated.
@@ -38,12 +39,29 @@ pub struct LowRankRidgeParams {
     method: LowRankMethod,
     rank_per_kernel: usize,
     lambda: f64,
+    precision: WorkingPrecision,
 }
 
 impl LowRankRidgeParams {
     /// `method` at rank `rank_per_kernel` for every kernel; `lambda = 0`.
     pub fn new(method: LowRankMethod, rank_per_kernel: usize) -> Self {
-        LowRankRidgeParams { kernels: Vec::new(), method, rank_per_kernel, lambda: 0.0 }
+        LowRankRidgeParams { kernels: Vec::new(), method, rank_per_kernel, lambda: 0.0, precision: WorkingPrecision::Auto }
+    }
+
+    /// The working precision of the kernel columns on a GPU
+    /// ([`Device::working_precision`]): ICD as [`IcdParams::precision`],
+    /// CSI's columns held in it, Nystrom's `K(:, A)` computed in it (`Auto`:
+    /// the host-matrix [`Device::kernel_matrix`], `f32` inside). `F64` on
+    /// an adapter without `SHADER_F64` is [`Error::Unsupported`] at fit; on
+    /// the CPU the fit is `f64` whatever the setting.
+    pub fn precision(mut self, precision: WorkingPrecision) -> Self {
+        self.precision = precision;
+        self
+    }
+
+    /// The working precision set ([`LowRankRidgeParams::precision`]).
+    pub fn precision_setting(&self) -> WorkingPrecision {
+        self.precision
     }
 
     /// The kernels `k_1 .. k_p` (at least one; checked at fit), each on
@@ -113,22 +131,23 @@ impl LowRankRidgeParams {
             return Err(Error::RankTooLarge { rank: self.rank_per_kernel, n });
         }
         let (yc, target_mean) = centred_target(y, n)?;
+        let precision = device.working_precision(self.precision)?;
         let mut transforms = Vec::with_capacity(kernels.len());
         let mut factors = Vec::with_capacity(kernels.len());
         for (q, kernel) in kernels.iter().enumerate() {
             let (g, t) = match self.method {
                 LowRankMethod::Icd => {
-                    let f = IcdParams::new(self.rank_per_kernel).fit(device, kernel, xs[q])?;
+                    let f = IcdParams::new(self.rank_per_kernel).precision(self.precision).fit(device, kernel, xs[q])?;
                     (f.factor().clone(), f.transform().clone())
                 }
                 LowRankMethod::Nystrom { seed } => {
-                    let f = nystrom(device, kernel, xs[q], &crate::nystrom::landmark_indices(n, self.rank_per_kernel, seed.wrapping_add(q as u64))?)?;
+                    let f = nystrom_in(device, kernel, xs[q], &crate::nystrom::landmark_indices(n, self.rank_per_kernel, seed.wrapping_add(q as u64))?, self.precision)?;
                     (f.factor().clone(), f.transform().clone())
                 }
                 LowRankMethod::Csi { lookahead, kappa } => {
                     // At most n look-ahead columns exist: clamp before the `+ 1`.
                     let lookahead = lookahead.min(n);
-                    let cols = KernelColumns::new(device, *kernel, xs[q])?.with_cache(lookahead + 1);
+                    let cols = KernelColumns::new_in(device, *kernel, xs[q], precision)?.with_cache(lookahead + 1);
                     let state = csi_decomposition(&cols, &yc, self.rank_per_kernel, lookahead, kappa)?;
                     (state.factor(), state.transform(*kernel, xs[q]))
                 }

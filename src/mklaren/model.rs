@@ -13,6 +13,7 @@ use super::icd::{argmax, CholeskyState};
 use super::tall::{columns_of, row_chunks, row_quadratic_forms, tall_tr_mul, tall_tr_mul_cols};
 use super::{centred_target, check_lambda, inputs_per_kernel};
 use crate::linalg::{faer_mut, faer_ref};
+use crate::precision::WorkingPrecision;
 use crate::{Device, Kernel};
 
 /// Parameters of mklaren: total rank K, look-ahead delta, ridge lambda.
@@ -22,6 +23,7 @@ pub struct MklarenParams {
     pub(super) rank: usize,
     pub(super) lookahead: usize,
     pub(super) lambda: f64,
+    pub(super) precision: WorkingPrecision,
 }
 
 impl MklarenParams {
@@ -31,7 +33,25 @@ impl MklarenParams {
     /// look-ahead `delta = 10`, `lambda = 0` (plain least squares at the end
     /// of the path).
     pub fn new(rank: usize) -> Self {
-        MklarenParams { kernels: Vec::new(), rank, lookahead: 10, lambda: 0.0 }
+        MklarenParams { kernels: Vec::new(), rank, lookahead: 10, lambda: 0.0, precision: WorkingPrecision::Auto }
+    }
+
+    /// The working precision of the kernel columns on a GPU
+    /// ([`Device::working_precision`]): `Auto` and `F64` hold the inputs in
+    /// `f64` where the adapter has it and run the Cholesky steps of each
+    /// kernel's look-ahead (Eq. 2-3) on the device; `F32` computes the
+    /// kernel columns in `f32` and reads them back for the host steps
+    /// (`F64` on an adapter without `SHADER_F64` is
+    /// [`Error::Unsupported`] at fit). On the CPU the fit is `f64`
+    /// whatever the setting.
+    pub fn precision(mut self, precision: WorkingPrecision) -> Self {
+        self.precision = precision;
+        self
+    }
+
+    /// The working precision set ([`MklarenParams::precision`]).
+    pub fn precision_setting(&self) -> WorkingPrecision {
+        self.precision
     }
 
     /// The kernels `k_1 .. k_p` (at least one; checked at fit), each on
@@ -155,7 +175,7 @@ impl MklarenParams {
         let aug = n + rank;
 
         // On a GPU each distinct input goes up once for the whole fit.
-        let resident = KernelColumns::upload_inputs(device, &xs)?;
+        let resident = KernelColumns::upload_inputs_in(device, &xs, device.working_precision(self.precision)?)?;
         // At most n look-ahead columns exist: clamp before the `+ 1`.
         let delta = self.lookahead.min(n);
         // Each distinct input's norms once, and on the CPU its statistic

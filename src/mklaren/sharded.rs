@@ -384,7 +384,7 @@ impl FitSharded<ShardedSupervised> for MklarenParams {
             if nl == 0 {
                 return kernels.iter().map(|k| KernelColumns::for_rows(device, *k, local)).collect::<Result<Vec<_>>>();
             }
-            let resident = KernelColumns::upload_inputs(device, &xs)?;
+            let resident = KernelColumns::upload_inputs_in(device, &xs, device.working_precision(self.precision)?)?;
             let shared = SharedInput::for_inputs(&xs, 0)?;
             (0..p).map(|q| KernelColumns::on_input(device, kernels[q], shared[q].clone(), resident[q].clone())).collect::<Result<Vec<_>>>()
         })())?;

@@ -141,6 +141,7 @@ impl BaselineParams {
         let x = x.as_matrix()?;
         let x = &*x;
         self.validate()?;
+        self.settings.check_device(device)?;
         check_matrix("x", x)?;
         self.base.check_dimension(x.ncols())?;
         if self.kind == BaselineKind::Glm {

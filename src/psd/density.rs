@@ -126,6 +126,7 @@ impl DensityParams {
         let x = x.as_matrix()?;
         let x = &*x;
         self.validate()?;
+        self.settings.check_device(device)?;
         check_matrix("x", x)?;
         self.base.check_dimension(x.ncols())?;
         let start = std::time::Instant::now();

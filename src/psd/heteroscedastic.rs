@@ -403,6 +403,7 @@ impl HeteroscedasticParams {
         let y = y.as_vector()?;
         let y = &*y;
         self.validate()?;
+        self.settings.check_device(device)?;
         let (y_mean, y_sd) = target_moments(x, y)?;
         let start = Instant::now();
         let centres = self.settings.centres(x)?;

@@ -21,6 +21,8 @@ use crate::kernel::Kernel;
 
 use super::error::{check_nonnegative, check_positive};
 use crate::error::Error;
+use crate::precision::WorkingPrecision;
+use crate::Device;
 
 /// Regularisation weights of a PSD model or baseline (table in the module
 /// docs). Built by name, starting from no penalty:
@@ -212,6 +214,7 @@ pub struct PsdSettings {
     pub(crate) regularisation: Regularisation,
     pub(crate) solver: SolverOptions,
     pub(crate) nystrom: Option<(usize, u64)>,
+    pub(crate) precision: WorkingPrecision,
 }
 
 impl PsdSettings {
@@ -233,7 +236,7 @@ impl PsdSettings {
                 })
             }
         };
-        Ok(PsdSettings { sigma, regularisation, solver, nystrom: None })
+        Ok(PsdSettings { sigma, regularisation, solver, nystrom: None, precision: WorkingPrecision::Auto })
     }
 
     /// The width `sigma` of the Gaussian kernel ([`Kernel::gaussian_width`]).
@@ -258,12 +261,33 @@ impl PsdSettings {
         self.nystrom
     }
 
-    /// Checks the width, the weights against the terms the estimator has, and
-    /// the solver options.
+    /// The working precision set (see the `precision` builder of the
+    /// params types).
+    pub fn precision(&self) -> WorkingPrecision {
+        self.precision
+    }
+
+    /// Checks the width, the weights against the terms the estimator has,
+    /// the solver options, and the working precision: `F32` is
+    /// [`Error::InvalidParameter`] (these models compute in `f64`).
     pub(crate) fn validate(&self, terms: Terms) -> Result<(), Error> {
         check_positive("sigma", self.sigma)?;
         self.regularisation.check(terms)?;
-        self.solver.validate()
+        self.solver.validate()?;
+        if self.precision == WorkingPrecision::F32 {
+            return Err(Error::InvalidParameter {
+                name: "precision",
+                reason: "PSD models and their baselines compute in f64 (the duality-gap certificate of the dual solvers, the Newton steps of the baselines and the closed-form integrals of Prop. 4 need the digits); float32 is not supported, use auto or float64".into(),
+            });
+        }
+        Ok(())
+    }
+
+    /// The working precision against the fit's device: `F64` on a GPU
+    /// without `SHADER_F64` is [`Error::Unsupported`]
+    /// ([`Device::working_precision`]).
+    pub(crate) fn check_device(&self, device: &Device) -> Result<(), Error> {
+        device.working_precision(self.precision).map(|_| ())
     }
 
     /// The centres of the model: every row of `x`, or the `m` Nystrom rows
@@ -303,6 +327,18 @@ macro_rules! shared_builders {
         /// The regularisation weights (see [`crate::psd::Regularisation`]).
         pub fn regularisation_weights(&self) -> crate::psd::Regularisation {
             self.settings.regularisation
+        }
+
+        /// The working precision ([`crate::WorkingPrecision`]). These models
+        /// compute in `f64`: `Auto` (the default) uses `f64` on a GPU where
+        /// the adapter has `SHADER_F64` and the host otherwise; `F64`
+        /// requires it (a GPU without it is [`crate::Error::Unsupported`] at
+        /// fit); `F32` is [`crate::Error::InvalidParameter`] from
+        /// `validate` (the duality-gap certificate needs the digits). On
+        /// the CPU the fit is `f64`.
+        pub fn precision(mut self, precision: crate::WorkingPrecision) -> Self {
+            self.settings.precision = precision;
+            self
         }
     };
 }

@@ -106,6 +106,7 @@ impl QuantileParams {
         let y = y.as_vector()?;
         let y = &*y;
         self.validate()?;
+        self.settings.check_device(device)?;
         check_matrix("x", x)?;
         check_dim("length of y vs rows of x", x.nrows(), y.len())?;
         linalg::check_finite("y", &DMatrix::from_column_slice(y.len(), 1, y.as_slice()))?;

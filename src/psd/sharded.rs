@@ -119,7 +119,7 @@ impl FitSharded<RowShard> for DensityParams {
     /// every rank.
     fn fit_sharded(&self, device: &Device, comm: &dyn Communicator, data: &RowShard) -> Result<PsdDensity> {
         let start = Instant::now();
-        check_start(comm, "PSD density parameters", self, self.validate().and_then(|_| self.base_measure_ref().check_dimension(data.ncols())), data)?;
+        check_start(comm, "PSD density parameters", self, self.validate().and_then(|_| self.settings().check_device(device)).and_then(|_| self.base_measure_ref().check_dimension(data.ncols())), data)?;
         let centres = centres(comm, self.settings(), data)?;
         self.fit_rows(device, data.local(), &centres, Some((comm, data.offset(), data.total_rows())), start)
     }
@@ -147,7 +147,7 @@ impl FitSharded<ShardedSupervised> for HeteroscedasticParams {
     /// every rank.
     fn fit_sharded(&self, device: &Device, comm: &dyn Communicator, data: &ShardedSupervised) -> Result<HeteroscedasticRegression> {
         let x = data.x();
-        check_start(comm, "PSD heteroscedastic parameters", self, self.validate(), x)?;
+        check_start(comm, "PSD heteroscedastic parameters", self, self.validate().and_then(|_| self.settings().check_device(device)), x)?;
         let n = x.total_rows();
         let moments = target_moments_over(comm, data.y(), n)?;
         let start = Instant::now();
@@ -178,7 +178,7 @@ impl FitSharded<ShardedSupervised> for QuantileParams {
     fn fit_sharded(&self, device: &Device, comm: &dyn Communicator, data: &ShardedSupervised) -> Result<QuantileRegression> {
         let start = Instant::now();
         let x = data.x();
-        check_start(comm, "PSD quantile parameters", self, self.validate(), x)?;
+        check_start(comm, "PSD quantile parameters", self, self.validate().and_then(|_| self.settings().check_device(device)), x)?;
         let n = x.total_rows();
         let offset = order_statistic(comm, data.y().as_slice(), n / 2)?;
         let centres = centres(comm, self.settings(), x)?;

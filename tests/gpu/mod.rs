@@ -1,5 +1,6 @@
 //! The GPU engine: every shader variant and resident operation against the CPU, long rows, counters, the cost model, tensor-core arithmetic emulated on the host.
 
+mod adapters;
 mod cost;
 mod counters;
 mod long_rows;

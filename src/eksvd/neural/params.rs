@@ -35,6 +35,7 @@ pub struct NeuralEksvdParams {
     pub(super) progress: bool,
     pub(super) divergence_factor: f64,
     pub(super) graph_replay: bool,
+    pub(super) precision: crate::WorkingPrecision,
 }
 
 impl NeuralEksvdParams {
@@ -67,6 +68,7 @@ impl NeuralEksvdParams {
             progress: false,
             divergence_factor: 1e6,
             graph_replay: true,
+            precision: crate::WorkingPrecision::Auto,
         }
     }
 
@@ -196,6 +198,15 @@ impl NeuralEksvdParams {
         self
     }
 
+    /// The working precision ([`crate::WorkingPrecision`]). The networks
+    /// train in `f32` on both of burn's backends (Flex on the CPU, Wgpu on
+    /// a GPU): `Auto` (the default) and `F32` are that; `F64` is
+    /// [`Error::InvalidParameter`] from [`NeuralEksvdParams::validate`].
+    pub fn precision(mut self, precision: crate::WorkingPrecision) -> Self {
+        self.precision = precision;
+        self
+    }
+
     /// Checks the settings that do not depend on the data.
     ///
     /// Errors: [`Error::InvalidParameter`] naming the setting: `components`,
@@ -203,7 +214,8 @@ impl NeuralEksvdParams {
     /// `input_noise` negative or not finite, `learning_rate` not finite and
     /// positive, `weight_averaging` or `dropout` outside `[0, 1)`,
     /// `gamma_init` not finite and positive, `batch_size` or `max_epochs`
-    /// of 0, `divergence_factor` not above 1.
+    /// of 0, `divergence_factor` not above 1, `precision`
+    /// [`crate::WorkingPrecision::F64`].
     pub fn validate(&self) -> Result<()> {
         let bad = |name: &'static str, reason: String| Err(Error::InvalidParameter { name, reason });
         if self.components == 0 {
@@ -244,6 +256,9 @@ impl NeuralEksvdParams {
         }
         if !(self.divergence_factor > 1.0) {
             return bad("divergence_factor", format!("must be > 1, got {}", self.divergence_factor));
+        }
+        if self.precision == crate::WorkingPrecision::F64 {
+            return bad("precision", "the networks train in f32 on burn's backends; float64 is not supported, use auto or float32".into());
         }
         Ok(())
     }

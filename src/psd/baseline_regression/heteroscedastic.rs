@@ -77,6 +77,7 @@ impl BaselineHeteroscedasticParams {
     /// The training problem on `(x, y)` (validated), for inspection and tests.
     pub fn problem(&self, device: &Device, x: &DMatrix<f64>, y: &DVector<f64>) -> Result<HeteroscedasticBaselineProblem, Error> {
         self.validate()?;
+        self.settings.check_device(device)?;
         let (y_mean, y_sd) = target_moments(x, y)?;
         let loss = GaussianNaturalLoss { targets: y.map(|v| (v - y_mean) / y_sd) };
         let centres = self.settings.centres(x)?;

@@ -108,6 +108,7 @@ impl BaselineQuantileParams {
     /// The training problem on `(x, y)` (validated), for inspection and tests.
     pub fn problem(&self, device: &Device, x: &DMatrix<f64>, y: &DVector<f64>) -> Result<QuantileBaselineProblem, Error> {
         self.validate()?;
+        self.settings.check_device(device)?;
         let (_, y_sd) = target_moments(x, y)?;
         let n = x.nrows();
         let mut sorted: Vec<f64> = y.iter().copied().collect();
