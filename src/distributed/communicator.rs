@@ -350,6 +350,26 @@ pub(crate) fn check_root(root: usize, size: usize) -> Result<()> {
     Ok(())
 }
 
+/// A rank's local work, agreed on with the others in a sharded fit
+/// ([`agree`]: a failure on one rank is [`Error::RankFailed`] on every
+/// rank); in one process (`None`) the result itself.
+pub(crate) fn agreed<T>(comm: Option<&dyn Communicator>, local: Result<T>) -> Result<T> {
+    match comm {
+        Some(comm) => agree(comm, local),
+        None => local,
+    }
+}
+
+/// Whether `resident` holds on every rank (a sharded PSD fit takes the
+/// route of its `[M_q]_+` only when the training features are resident
+/// on every rank); in one process `resident` itself. Collective.
+pub(crate) fn same_route(comm: Option<&dyn Communicator>, resident: bool) -> Result<bool> {
+    match comm {
+        Some(comm) => Ok(comm.sum_scalar(f64::from(u8::from(!resident)))? == 0.0),
+        None => Ok(resident),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

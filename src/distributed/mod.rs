@@ -55,6 +55,7 @@ mod shard;
 mod threads;
 
 pub use communicator::{agree, CommStats, Communicator, SingleProcess};
+pub(crate) use communicator::{agreed, same_route};
 #[cfg(feature = "mpi")]
 pub use self::mpi::Mpi;
 pub use rows::CommRows;

@@ -26,7 +26,7 @@ use crate::device::Device;
 use crate::linalg::{self, check_matrix};
 
 use super::dual::DualProblem;
-use super::sharded::{agreed, same_route};
+use crate::distributed::{agreed, same_route};
 use super::features::TrainingFeatures;
 use super::options::{SolverOptions, SolverReport};
 use crate::error::Error;

@@ -421,8 +421,8 @@ impl HeteroscedasticParams {
         let total = shard.map_or(x.nrows(), |(_, n)| n);
         let targets = GaussianNaturalLoss { targets: y.map(|v| (v - y_mean) / y_sd) };
         let loss = SampleTerms { loss: &targets, total };
-        let features = super::sharded::agreed(comm, EmpiricalFeatures::new(&centres, self.settings.sigma))?;
-        let p = super::sharded::agreed(comm, features.features_with_constant(device, x))?;
+        let features = crate::distributed::agreed(comm, EmpiricalFeatures::new(&centres, self.settings.sigma))?;
+        let p = crate::distributed::agreed(comm, features.features_with_constant(device, x))?;
         let setup = start.elapsed().as_secs_f64();
         // Blocks (theta, eta): the PSD part is theta, the linear part eta.
         let problem = EngineProblem {

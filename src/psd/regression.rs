@@ -133,9 +133,9 @@ impl QuantileParams {
         let c = k / 2;
         let targets = PinballLoss { targets: y.add_scalar(-offset), levels: self.levels.clone() };
         let loss = SampleTerms { loss: &targets, total: n };
-        let features = super::sharded::agreed(comm, EmpiricalFeatures::new(&centres, self.settings.sigma))?;
-        let training = super::sharded::agreed(comm, TrainingFeatures::new(&features, device, x, || features.features(device, x)))?;
-        let resident = super::sharded::same_route(comm, matches!(training, TrainingFeatures::Resident(_)))?;
+        let features = crate::distributed::agreed(comm, EmpiricalFeatures::new(&centres, self.settings.sigma))?;
+        let training = crate::distributed::agreed(comm, TrainingFeatures::new(&features, device, x, || features.features(device, x)))?;
+        let resident = crate::distributed::same_route(comm, matches!(training, TrainingFeatures::Resident(_)))?;
         let setup = start.elapsed().as_secs_f64();
         // A PSD part per level i != c, moving the levels j >= i (above the
         // middle, +1) or j <= i (below, -1); the linear part moves all levels.

@@ -52,25 +52,6 @@ use super::heteroscedastic::{target_moments_over, HeteroscedasticParams, Heteros
 use super::options::PsdSettings;
 use super::regression::{QuantileParams, QuantileRegression};
 
-/// A rank's local work, agreed on with the others in a sharded fit
-/// ([`agree`]: a failure on one rank is [`Error::RankFailed`] on every
-/// rank); in one process (`None`) the result itself.
-pub(super) fn agreed<T>(comm: Option<&dyn Communicator>, local: Result<T>) -> Result<T> {
-    match comm {
-        Some(comm) => agree(comm, local),
-        None => local,
-    }
-}
-
-/// Whether the training features are resident on every rank (the route of
-/// `[M_q]_+` must be the same on every rank); in one process `resident`.
-pub(super) fn same_route(comm: Option<&dyn Communicator>, resident: bool) -> Result<bool> {
-    match comm {
-        Some(comm) => Ok(comm.sum_scalar(f64::from(u8::from(!resident)))? == 0.0),
-        None => Ok(resident),
-    }
-}
-
 /// The checks every sharded PSD fit starts with: the parameters are the
 /// same on every rank (`what`, their `Debug` text; else
 /// [`Error::ShardMismatch`]), and the parameter check `checks` and this
