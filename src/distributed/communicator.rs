@@ -269,14 +269,9 @@ pub(crate) fn segment(n: usize, parts: usize, r: usize) -> std::ops::Range<usize
     start..start + base + usize::from(r < extra)
 }
 
-/// A 128-bit FNV-1a digest of `text`, as four exact `f64` words.
+/// The digest of `text`'s bytes ([`crate::linalg::digest`]).
 fn fingerprint(text: &str) -> [f64; 4] {
-    let mut h: u128 = 0x6c62272e07bb014262b821756295c58d;
-    for b in text.bytes() {
-        h ^= u128::from(b);
-        h = h.wrapping_mul(0x0000000001000000000000000000013B);
-    }
-    std::array::from_fn(|i| ((h >> (32 * i)) & 0xffff_ffff) as f64)
+    crate::linalg::digest(text.bytes().map(u64::from))
 }
 
 /// One process, rank 0 of 1: every collective is the identity.

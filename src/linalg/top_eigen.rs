@@ -237,28 +237,33 @@ fn split_mix(x: u64) -> u64 {
     z ^ (z >> 31)
 }
 
+/// A 128-bit FNV-1a digest of `words` (each xored in whole), as four exact
+/// `f64` words: what processes compare to find out whether they hold the
+/// same bits (a description, a replicated result).
+pub(crate) fn digest(words: impl IntoIterator<Item = u64>) -> [f64; 4] {
+    let mut h: u128 = 0x6c62272e07bb014262b821756295c58d;
+    for w in words {
+        h ^= u128::from(w);
+        h = h.wrapping_mul(0x0000000001000000000000000000013B);
+    }
+    std::array::from_fn(|i| ((h >> (32 * i)) & 0xffff_ffff) as f64)
+}
+
 /// Checks that every process computed the same bits in a step it repeats
 /// on the same numbers (a projected eigenproblem): `words` is the step's
 /// result (`None`: it failed); [`Error::ShardMismatch`] on every process,
 /// naming the lowest process that differs from process 0, if they differ.
-/// One gather of two words; nothing on one process.
+/// One gather of four words ([`digest`]); nothing on one process.
 pub(crate) fn check_replicated<R: RowSplit + ?Sized>(rows: &R, what: &'static str, words: Option<&mut dyn Iterator<Item = f64>>) -> Result<()> {
     if rows.processes() == 1 {
         return Ok(());
     }
     let mine = match words {
-        Some(values) => {
-            let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-            for x in values {
-                h ^= x.to_bits();
-                h = h.wrapping_mul(0x0000_0100_0000_01b3);
-            }
-            [((h >> 38) & 0x3ff_ffff) as f64, ((h >> 12) & 0x3ff_ffff) as f64]
-        }
-        None => [-1.0, -1.0],
+        Some(values) => digest(values.map(f64::to_bits)),
+        None => [-1.0; 4],
     };
     let all = rows.gather(&mine)?;
-    match all.chunks(2).position(|w| w != &all[..2]) {
+    match all.chunks(4).position(|w| w != &all[..4]) {
         Some(rank) => Err(Error::ShardMismatch { what, rank }),
         None => Ok(()),
     }
