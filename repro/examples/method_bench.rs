@@ -19,7 +19,8 @@
 //! (`gramian::gpu::cost`) predicts for the same fit on that card from the
 //! fit's counters and its host time here (wall less blocked, divided by
 //! `--host-speed`), and, where the H200 run (`repro/results/h200-2026-12-04-methods*.txt`)
-//! timed the same fit, the ratio predicted / measured. With `--predict` the
+//! timed the same fit, the ratio predicted / measured (with `measured`, the
+//! ratio to this run's own fit: the model checked on the adapter at hand). With `--predict` the
 //! tuner is off (default variants: the counters' flops and bytes do not
 //! depend on the variant, and no tuning time enters the host time). The GPU is any adapter, software
 //! ones included (`Device::gpu`); without one only CPU rows are printed.
@@ -321,7 +322,13 @@ fn main() {
                         let host = cost::host_seconds(seconds, &counters, args.host_speed).expect("host seconds");
                         let p = cost::predict(card, &counters, host).expect("prediction");
                         let logged = if card.name.contains("H200") { H200_LOGGED.iter().find(|l| l.0 == *method && l.1 == *n) } else { None };
-                        let versus = logged.map_or("no H200 row".to_string(), |l| format!("predicted / measured H200 {:.3} s = {:.2}", l.2, p.total() / l.2));
+                        let versus = if args.predict.as_deref() == Some("measured") {
+                            // The profile of this adapter: the model against this very fit.
+                            let here = (seconds - first_use).max(1e-9);
+                            format!("predicted / measured here {here:.3} s = {:.2}", p.total() / here)
+                        } else {
+                            logged.map_or("no H200 row".to_string(), |l| format!("predicted / measured H200 {:.3} s = {:.2}", l.2, p.total() / l.2))
+                        };
                         println!(
                             "| {method} | {n} | {} (predicted) | {:.3} | device {:.3} / dispatch {:.3} / waits {:.3} / link {:.3} / host {:.3} | | | | | | | | {versus} |",
                             card.name,

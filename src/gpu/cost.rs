@@ -8,13 +8,20 @@
 //! # The model
 //!
 //! For every shape class `c` (with its precision's peak `P`) with `N_c`
-//! dispatches, `F_c` flops and `B_c` minimum bytes, the device time is
+//! dispatches, `F_c` flops, `B_c` minimum bytes and `E_c` kernel
+//! evaluations, the device time is
 //!
 //! ```text
-//! T_c = max(F_c / (eta_c P), B_c / BW) + N_c o
+//! T_c = max(F_c / (eta_c P), B_c / BW, E_c / R) + N_c o
 //! ```
 //!
-//! with `eta_c` the class's efficiency, `BW` the memory bandwidth and `o`
+//! with `F_c` and `E_c` the work of the launched workgroups (whole tiles,
+//! [`DispatchCounters::launched_flops`]; the minimum work where a counter
+//! set built by hand has none), `eta_c` the class's efficiency, `BW` the memory bandwidth, `R` the
+//! rate of kernel-function evaluations in the class's precision (the
+//! transcendental part of an entry, e.g. the `exp` of an RBF kernel: in
+//! `f64` a polynomial in the shaders, so that at a small feature depth the
+//! evaluations, not the inner products, bound a kernel matvec), and `o`
 //! the per-dispatch overhead (dispatches of one class are taken together:
 //! their arithmetic intensities are alike). The predicted time is
 //!
@@ -41,7 +48,7 @@
 
 use std::time::Instant;
 
-use super::counters::{DeviceCounters, ShapeKind};
+use super::counters::{DeviceCounters, DispatchCounters, ShapeKind};
 use super::plan::{Operand, ProductFlags};
 use super::problem::KernelCode;
 use super::GpuContext;
@@ -69,6 +76,21 @@ pub const H200_WEIGHTED_GRAM_EFFICIENCY: f64 = 0.30;
 /// flop or three per element moved), so the bandwidth term decides; not
 /// timed alone in the H200 run.
 pub const H200_STREAMING_EFFICIENCY: f64 = 0.10;
+/// Kernel-function evaluations per second in `f64` on an H200: the eKSVD
+/// Dual of the H200 run at 3 x 100,000 samples (`repro/results/h200-2026-12-04-methods-eksvd.txt`:
+/// 15 Lanczos products of `6 N^2` RBF evaluations each at feature depth 4,
+/// 9.0e11 evaluations in 42.996 s, of which waits, transfers and the host's
+/// Lanczos work take under 0.1 s): 2.1e10 per second. At that depth the
+/// inner products are 28 flops an entry (2.7 s at the matvec efficiency),
+/// so the evaluations decide; at depth 256 (the tuned matvec and kernel
+/// matrix rows, 1.3-1.4e10 entries per second) the flops do.
+pub const H200_F64_EVALUATION_RATE: f64 = 2.1e10;
+/// Kernel-function evaluations per second in `f32` on an H200: not timed
+/// at a small depth; the throughput of the special-function units that an
+/// `f32` `exp` runs on (132 SMs x 16 `ex2` per clock x 1.98 GHz), about
+/// 300 times the `f64` rate. The f32 rows of the H200 run (depth 256) are
+/// flop-bound below it.
+pub const H200_F32_EVALUATION_RATE: f64 = 132.0 * 16.0 * 1.98e9;
 /// Latency of one blocking wait (submit, fence, map) on an H200 under
 /// Vulkan: not in the logs; a typical figure for a discrete GPU.
 pub const H200_WAIT_LATENCY: f64 = 50e-6;
@@ -95,6 +117,11 @@ pub struct CardProfile {
     pub wait_latency: f64,
     /// Seconds of overhead per dispatch.
     pub dispatch_overhead: f64,
+    /// Kernel-function evaluations per second in `f32`.
+    pub f32_evaluations: f64,
+    /// Kernel-function evaluations per second in `f64` (0 where it computes
+    /// no f64).
+    pub f64_evaluations: f64,
     /// Fraction of the peak each shape class reaches, in the order of
     /// [`ShapeKind::ALL`].
     pub efficiency: [f64; 6],
@@ -112,12 +139,15 @@ impl CardProfile {
             link_bandwidth: PCIE5_LINK_BANDWIDTH,
             wait_latency: H200_WAIT_LATENCY,
             dispatch_overhead: H200_DISPATCH_OVERHEAD,
+            f32_evaluations: H200_F32_EVALUATION_RATE,
+            f64_evaluations: H200_F64_EVALUATION_RATE,
             efficiency: hopper_efficiency(),
         }
     }
 
     /// NVIDIA H100 SXM: 67 TFLOP/s f32, 34 f64, 3.35 TB/s HBM3, PCIe Gen5
-    /// host link, the H200's efficiencies.
+    /// host link, the H200's efficiencies and evaluation rates (the same
+    /// SMs at the same clock).
     pub fn h100() -> Self {
         CardProfile { name: "NVIDIA H100 SXM".into(), f32_flops: 67e12, f64_flops: 34e12, memory_bandwidth: 3.35e12, ..Self::h200() }
     }
@@ -137,6 +167,14 @@ impl CardProfile {
         self.efficiency[ShapeKind::ALL.iter().position(|&k| k == kind).unwrap_or(0)]
     }
 
+    /// Kernel-function evaluations per second in `precision`.
+    pub fn evaluation_rate(&self, precision: Precision) -> f64 {
+        match precision {
+            Precision::F32 => self.f32_evaluations,
+            Precision::F64 => self.f64_evaluations,
+        }
+    }
+
     /// The peak FLOP/s of `precision`.
     pub fn peak(&self, precision: Precision) -> f64 {
         match precision {
@@ -148,7 +186,8 @@ impl CardProfile {
     /// Measures the current adapter: times a 512^3 f32 product (the f32
     /// peak, product efficiency 1), an RBF kernel matrix of the same shape
     /// (the kernel-matrix and matvec efficiencies relative to it), the same
-    /// in f64 where the adapter has it, a row reduction over 16 MiB (the
+    /// in f64 where the adapter has it, an RBF kernel matrix of 512 x 512
+    /// at depth 4 in each precision (the evaluation rates), a row reduction over 16 MiB (the
     /// memory bandwidth), an upload and a download of 16 MiB (the host
     /// link, their waits subtracted), repeated one-element downloads (the
     /// wait latency) and 64 one-workgroup dispatches (the dispatch
@@ -162,6 +201,8 @@ impl CardProfile {
     }
 
     fn measure_uncounted(ctx: &GpuContext) -> Result<Self> {
+        let linear = KernelCode::of(&Kernel::Linear);
+        let rbf = KernelCode { kind: 1, gamma: 1e-3, coef0: 0.0, degree: 0 };
         let best = |f: &mut dyn FnMut() -> Result<()>| -> Result<f64> {
             f()?;
             let mut t = f64::INFINITY;
@@ -173,23 +214,26 @@ impl CardProfile {
             Ok(t.max(1e-9))
         };
         let n = 512;
-        let product_rate = |precision: Precision, code: KernelCode| -> Result<f64> {
-            let a = ctx.upload(&vec![0.5; n * n], n, n, precision)?;
+        let product_time = |precision: Precision, code: KernelCode, depth: usize| -> Result<f64> {
+            let a = ctx.upload(&vec![0.5; n * depth], n, depth, precision)?;
             let c = ctx.zeros(n, n, precision)?;
-            let t = best(&mut || {
+            best(&mut || {
                 let mut plan = Vec::new();
                 ctx.plan_product(code, Operand::plain(&a), Operand::plain(&a), &c, ProductFlags::default(), &mut plan)?;
                 ctx.run_plan(plan)?;
                 ctx.synchronize()
-            })?;
-            let per = if code.is_distance() { 3.0 } else { 2.0 };
-            Ok(per * (n * n * n) as f64 / t)
+            })
         };
-        let linear = KernelCode::of(&Kernel::Linear);
-        let rbf = KernelCode { kind: 1, gamma: 1e-3, coef0: 0.0, degree: 0 };
+        let product_rate = |precision: Precision, code: KernelCode| -> Result<f64> {
+            let per = if code.is_distance() { 3.0 } else { 2.0 };
+            Ok(per * (n * n * n) as f64 / product_time(precision, code, n)?)
+        };
+        let evaluation_rate = |precision: Precision| -> Result<f64> { Ok((n * n) as f64 / product_time(precision, rbf, 4)?) };
         let f32_flops = product_rate(Precision::F32, linear)?;
         let kernel = product_rate(Precision::F32, rbf)? / f32_flops;
         let f64_flops = if ctx.supports(Precision::F64) { product_rate(Precision::F64, linear)? } else { 0.0 };
+        let f32_evaluations = evaluation_rate(Precision::F32)?;
+        let f64_evaluations = if ctx.supports(Precision::F64) { evaluation_rate(Precision::F64)? } else { 0.0 };
         // Bandwidth: sums of the rows of a 16 MiB f32 matrix.
         let (rows, cols) = (4096, 1024);
         let x = ctx.upload(&vec![1.0; rows * cols], rows, cols, Precision::F32)?;
@@ -233,6 +277,8 @@ impl CardProfile {
             link_bandwidth,
             wait_latency,
             dispatch_overhead,
+            f32_evaluations,
+            f64_evaluations,
             efficiency: [1.0, kernel, 1.0, kernel, 1.0, 1.0],
         })
     }
@@ -246,7 +292,7 @@ fn hopper_efficiency() -> [f64; 6] {
 /// A predicted time and its parts, in seconds (see the module docs).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Prediction {
-    /// Device work: `sum_c max(F_c / (eta_c P), B_c / BW)`.
+    /// Device work: `sum_c max(F_c / (eta_c P), B_c / BW, E_c / R)`.
     pub device: f64,
     /// Dispatch overheads: dispatches x overhead.
     pub dispatch: f64,
@@ -263,6 +309,12 @@ impl Prediction {
     pub fn total(&self) -> f64 {
         self.device + self.dispatch + self.waits + self.link + self.host
     }
+}
+
+/// The flops and kernel evaluations of the launched workgroups, or the
+/// minimum ones where `c` has none (a counter set built by hand).
+fn launched(c: &DispatchCounters) -> (u64, u64) {
+    (if c.launched_flops > 0 { c.launched_flops } else { c.flops }, if c.launched_evaluations > 0 { c.launched_evaluations } else { c.kernel_evaluations })
 }
 
 /// Host seconds of a run that took `wall_seconds` with `counters`: the wall
@@ -284,8 +336,8 @@ pub fn host_seconds(wall_seconds: f64, counters: &DeviceCounters, host_speed: f6
 /// The predicted time on `card` of the work in `counters`, with
 /// `host_seconds` of host work (see [`host_seconds`]). Errors:
 /// [`Error::InvalidParameter`] for a profile with a rate that is not
-/// finite and positive where the counters need it (an f64 peak of 0 with
-/// f64 work), or a negative host time.
+/// finite and positive where the counters need it (an f64 peak or
+/// evaluation rate of 0 with f64 work), or a negative host time.
 pub fn predict(card: &CardProfile, counters: &DeviceCounters, host_seconds: f64) -> Result<Prediction> {
     let bad = |name: &'static str, v: f64| Error::InvalidParameter { name, reason: format!("{} has {v}; a finite positive rate is needed", card.name) };
     let positive = |v: f64| v.is_finite() && v > 0.0;
@@ -304,15 +356,23 @@ pub fn predict(card: &CardProfile, counters: &DeviceCounters, host_seconds: f64)
     }
     let mut p = Prediction { host: host_seconds, ..Prediction::default() };
     for (kind, precision, c) in counters.classes() {
+        let (flops, kernel_evaluations) = launched(&c);
         let rate = card.peak(precision) * card.efficiency_of(kind);
-        let compute = if c.flops == 0 {
+        let compute = if flops == 0 {
             0.0
         } else if positive(rate) {
-            c.flops as f64 / rate
+            flops as f64 / rate
         } else {
             return Err(bad(if precision == Precision::F64 { "f64_flops x efficiency" } else { "f32_flops x efficiency" }, rate));
         };
-        p.device += compute.max(c.bytes as f64 / card.memory_bandwidth);
+        let evaluations = if kernel_evaluations == 0 {
+            0.0
+        } else if positive(card.evaluation_rate(precision)) {
+            kernel_evaluations as f64 / card.evaluation_rate(precision)
+        } else {
+            return Err(bad(if precision == Precision::F64 { "f64_evaluations" } else { "f32_evaluations" }, card.evaluation_rate(precision)));
+        };
+        p.device += compute.max(c.bytes as f64 / card.memory_bandwidth).max(evaluations);
         p.dispatch += c.dispatches as f64 * card.dispatch_overhead;
     }
     p.waits = counters.waits as f64 * card.wait_latency;

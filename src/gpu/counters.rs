@@ -27,7 +27,12 @@
 //!
 //! The minimum bytes read every operand once and write the output once
 //! (what a perfect cache would move); `workgroups` is the product of the
-//! dispatch's grid. A kernel function's own arithmetic (an `exp`, a power)
+//! dispatch's grid. The tiled classes (products, weighted Grams, kernel
+//! matrices, matvecs) also count the work of whole tiles
+//! (`launched_flops`, `launched_evaluations`: the table's figures times
+//! `ceil(r / t_r) t_r ceil(c / t_c) t_c / (r c)` for the variant's `t_r x
+//! t_c` tile, and the flops times `ceil(k / k_c) k_c / k` for its depth
+//! chunk `k_c`): what the device computes, against what the result needs. A kernel function's own arithmetic (an `exp`, a power)
 //! is not in the flops; the kernel evaluations count it.
 //!
 //! # Waits and allocations
@@ -151,6 +156,16 @@ pub struct DispatchCounters {
     /// Entries of a kernel matrix evaluated (the kernel function applied),
     /// stored or fused into a matvec.
     pub kernel_evaluations: u64,
+    /// The flops the launched workgroups perform: [`Self::flops`] with
+    /// the padding of whole tiles (the output's rows and columns rounded up
+    /// to the variant's tile, the depth to its depth chunk), which a
+    /// workgroup computes whether or not the entries are stored. Equal to
+    /// `flops` for the classes without tiles.
+    pub launched_flops: u64,
+    /// The kernel evaluations the launched workgroups perform, tile padding
+    /// included (a kernel column of n entries by a 64 x 64 tile evaluates
+    /// 64 times as many).
+    pub launched_evaluations: u64,
 }
 
 impl DispatchCounters {
@@ -162,6 +177,8 @@ impl DispatchCounters {
             flops: self.flops + other.flops,
             bytes: self.bytes + other.bytes,
             kernel_evaluations: self.kernel_evaluations + other.kernel_evaluations,
+            launched_flops: self.launched_flops + other.launched_flops,
+            launched_evaluations: self.launched_evaluations + other.launched_evaluations,
         }
     }
 
@@ -172,6 +189,8 @@ impl DispatchCounters {
             flops: self.flops.saturating_sub(earlier.flops),
             bytes: self.bytes.saturating_sub(earlier.bytes),
             kernel_evaluations: self.kernel_evaluations.saturating_sub(earlier.kernel_evaluations),
+            launched_flops: self.launched_flops.saturating_sub(earlier.launched_flops),
+            launched_evaluations: self.launched_evaluations.saturating_sub(earlier.launched_evaluations),
         }
     }
 }
@@ -335,7 +354,19 @@ pub(super) fn dispatch_work(d: &Dispatch) -> (ShapeKind, DispatchCounters) {
             }
         }
     };
-    (kind, DispatchCounters { dispatches: 1, workgroups, flops, bytes, kernel_evaluations: evaluations })
+    // Tiled pipelines compute whole tiles: rows and columns rounded up to
+    // the tile, the depth to the depth chunk.
+    let (launched_flops, launched_evaluations) = match d.pipeline {
+        PipelineKind::Product | PipelineKind::Matvec if r > 0 && c > 0 => {
+            let v = &CATALOGUE[d.variant & 0xffff];
+            let (tr, tc, kc) = (v.tile_rows() as u64, v.tile_cols() as u64, (v.kc as u64).max(1));
+            let area = (r.div_ceil(tr) * tr) as f64 * (c.div_ceil(tc) * tc) as f64 / (r * c) as f64;
+            let depth = if k > 0 { (k.div_ceil(kc) * kc) as f64 / k as f64 } else { 1.0 };
+            ((flops as f64 * area * depth).round() as u64, (evaluations as f64 * area).round() as u64)
+        }
+        _ => (flops, evaluations),
+    };
+    (kind, DispatchCounters { dispatches: 1, workgroups, flops, bytes, kernel_evaluations: evaluations, launched_flops, launched_evaluations })
 }
 
 #[derive(Default)]
@@ -345,23 +376,28 @@ struct ClassAtomics {
     flops: AtomicU64,
     bytes: AtomicU64,
     evaluations: AtomicU64,
+    launched_flops: AtomicU64,
+    launched_evaluations: AtomicU64,
 }
 
 impl ClassAtomics {
-    fn all(&self) -> [&AtomicU64; 5] {
-        [&self.dispatches, &self.workgroups, &self.flops, &self.bytes, &self.evaluations]
+    fn all(&self) -> [&AtomicU64; 7] {
+        [&self.dispatches, &self.workgroups, &self.flops, &self.bytes, &self.evaluations, &self.launched_flops, &self.launched_evaluations]
+    }
+    fn values(c: &DispatchCounters) -> [u64; 7] {
+        [c.dispatches, c.workgroups, c.flops, c.bytes, c.kernel_evaluations, c.launched_flops, c.launched_evaluations]
     }
     fn load(&self) -> DispatchCounters {
-        let [d, w, f, b, e] = self.all().map(|a| a.load(Ordering::Relaxed));
-        DispatchCounters { dispatches: d, workgroups: w, flops: f, bytes: b, kernel_evaluations: e }
+        let [d, w, f, b, e, lf, le] = self.all().map(|a| a.load(Ordering::Relaxed));
+        DispatchCounters { dispatches: d, workgroups: w, flops: f, bytes: b, kernel_evaluations: e, launched_flops: lf, launched_evaluations: le }
     }
     fn store(&self, c: &DispatchCounters) {
-        for (a, v) in self.all().into_iter().zip([c.dispatches, c.workgroups, c.flops, c.bytes, c.kernel_evaluations]) {
+        for (a, v) in self.all().into_iter().zip(Self::values(c)) {
             a.store(v, Ordering::Relaxed);
         }
     }
     fn add(&self, c: &DispatchCounters) {
-        for (a, v) in self.all().into_iter().zip([c.dispatches, c.workgroups, c.flops, c.bytes, c.kernel_evaluations]) {
+        for (a, v) in self.all().into_iter().zip(Self::values(c)) {
             a.fetch_add(v, Ordering::Relaxed);
         }
     }

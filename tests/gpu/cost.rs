@@ -7,7 +7,8 @@ use gramian::gpu::{DeviceCounters, ShapeKind};
 use gramian::{Error, Precision};
 
 /// A card with round numbers: 1 TFLOP/s f32, 0.5 f64, 1 TB/s memory,
-/// 10 GB/s link, 1 ms per wait, 10 us per dispatch.
+/// 10 GB/s link, 1 ms per wait, 10 us per dispatch, 1e10 kernel
+/// evaluations per second in f32 and 1e9 in f64.
 fn card() -> CardProfile {
     CardProfile {
         name: "round".into(),
@@ -17,6 +18,8 @@ fn card() -> CardProfile {
         link_bandwidth: 1e10,
         wait_latency: 1e-3,
         dispatch_overhead: 1e-5,
+        f32_evaluations: 1e10,
+        f64_evaluations: 1e9,
         efficiency: [0.5, 0.25, 0.5, 0.25, 0.1, 0.1],
     }
 }
@@ -24,9 +27,9 @@ fn card() -> CardProfile {
 fn counters() -> DeviceCounters {
     let mut c = DeviceCounters::default();
     // Compute-bound: 1e12 / (0.25 x 1e12) = 4 s (bytes 1e9 / 1e12 = 1 ms).
-    *c.class_mut(ShapeKind::KernelMatrix, Precision::F32) = gramian::gpu::DispatchCounters { dispatches: 10, workgroups: 100, flops: 1_000_000_000_000, bytes: 1_000_000_000, kernel_evaluations: 5 };
+    *c.class_mut(ShapeKind::KernelMatrix, Precision::F32) = gramian::gpu::DispatchCounters { dispatches: 10, workgroups: 100, flops: 1_000_000_000_000, bytes: 1_000_000_000, kernel_evaluations: 5, launched_flops: 0, launched_evaluations: 0 };
     // Memory-bound: 2e9 / 1e12 = 2 ms (flops 1e6 / (0.1 x 0.5e12) = 20 us).
-    *c.class_mut(ShapeKind::RowReduce, Precision::F64) = gramian::gpu::DispatchCounters { dispatches: 90, workgroups: 90, flops: 1_000_000, bytes: 2_000_000_000, kernel_evaluations: 0 };
+    *c.class_mut(ShapeKind::RowReduce, Precision::F64) = gramian::gpu::DispatchCounters { dispatches: 90, workgroups: 90, flops: 1_000_000, bytes: 2_000_000_000, kernel_evaluations: 0, launched_flops: 0, launched_evaluations: 0 };
     c.waits = 7;
     c.transfers.host_to_device_bytes = 3_000_000_000;
     c.transfers.device_to_host_bytes = 1_000_000_000;
@@ -53,6 +56,44 @@ fn the_model_adds_up_as_documented() {
     assert!(close(p.total(), 4.002 + 1e-3 + 7e-3 + 0.4001 + 0.5), "{}", p.total());
     // No work: the host time alone.
     assert_eq!(predict(&card(), &DeviceCounters::default(), 0.0).unwrap().total(), 0.0);
+}
+
+/// A class whose kernel evaluations take longer than its flops and bytes
+/// is bounded by them (`E / R`), in the rate of its precision; a profile
+/// without an f64 evaluation rate cannot predict f64 evaluations.
+#[test]
+fn kernel_evaluations_bound_a_class_at_their_rate() {
+    let mut c = DeviceCounters::default();
+    // 1e9 flops / (0.25 x 0.5e12) = 8 ms; 1e6 bytes: 1 us; 1e8 f64
+    // evaluations / 1e9 per second = 100 ms.
+    *c.class_mut(ShapeKind::Matvec, Precision::F64) = gramian::gpu::DispatchCounters { dispatches: 1, workgroups: 1, flops: 1_000_000_000, bytes: 1_000_000, kernel_evaluations: 100_000_000, launched_flops: 0, launched_evaluations: 0 };
+    let p = predict(&card(), &c, 0.0).unwrap();
+    assert!(close(p.device, 0.1), "{p:?}");
+    // The same in f32: 1e8 / 1e10 = 10 ms against 1e9 / (0.25 x 1e12) = 4 ms.
+    let mut c32 = DeviceCounters::default();
+    *c32.class_mut(ShapeKind::Matvec, Precision::F32) = c.class(ShapeKind::Matvec, Precision::F64);
+    assert!(close(predict(&card(), &c32, 0.0).unwrap().device, 0.01));
+    // Few evaluations: the flops decide again.
+    c.class_mut(ShapeKind::Matvec, Precision::F64).kernel_evaluations = 1_000_000;
+    assert!(close(predict(&card(), &c, 0.0).unwrap().device, 8e-3));
+    let no_rate = CardProfile { f64_evaluations: 0.0, ..card() };
+    assert!(matches!(predict(&no_rate, &c, 0.0), Err(Error::InvalidParameter { .. })));
+    // The H200 preset's f64 rate reproduces the eKSVD Dual row it was
+    // fitted to: 15 Lanczos products of 6 N^2 evaluations at N = 10^5, 43.0 s.
+    let mut dual = DeviceCounters::default();
+    let products = 15u64;
+    let n = 100_000u64;
+    *dual.class_mut(ShapeKind::Matvec, Precision::F64) = gramian::gpu::DispatchCounters {
+        dispatches: 6 * products,
+        workgroups: 0,
+        flops: products * 6 * n * n * (3 * 4 + 2 * 8),
+        bytes: products * 6 * 8 * (n * 4 + n * 8),
+        kernel_evaluations: products * 6 * n * n,
+        launched_flops: 0,
+        launched_evaluations: 0,
+    };
+    let t = predict(&CardProfile::h200(), &dual, 0.0).unwrap().total();
+    assert!((t / 42.996 - 1.0).abs() < 0.01, "predicted {t} s against 42.996 s measured");
 }
 
 #[test]

@@ -68,6 +68,15 @@ fn one_kernel_matrix_counts_exactly() {
     assert_eq!(k.flops, 3 * n64 * m64 * d64);
     assert_eq!(k.bytes, 4 * (n64 * d64 + m64 * d64 + n64 * m64));
     assert_eq!(k.workgroups, (n.div_ceil(tr) * m.div_ceil(tc)) as u64);
+    // Whole tiles: the rows and columns rounded up to the tile.
+    let kc = match &gpu {
+        Device::Gpu(ctx) => ctx.product_variants().into_iter().find(|v| v.precision == Precision::F32).unwrap().kc as u64,
+        Device::Cpu => unreachable!(),
+    };
+    let padded = (n.div_ceil(tr) * tr * m.div_ceil(tc) * tc) as u64;
+    assert_eq!(k.launched_evaluations, padded);
+    let launched = 3.0 * (padded * d64.div_ceil(kc) * kc) as f64;
+    assert!((k.launched_flops as f64 - launched).abs() <= 1.0, "{} vs {launched}", k.launched_flops);
     assert_eq!(first.total(), k, "only the kernel matrix ran");
     assert_eq!(first.classes().len(), 1);
     assert_eq!(first.waits, 1, "one read-back");
