@@ -11,7 +11,9 @@
 #   5. run the per-method CPU-vs-GPU benchmark (repro/examples/method_bench,
 #      --preset h200: eKSVD Dual matrix-free sum N = 10^6, mklaren n = 10^7,
 #      PSD density n = 10^6 on 1000 centres; CPU rows up to n = 10^5) when
-#      GPU_METHOD_BIN names it (or cargo builds it), output in $OUT/methods.txt,
+#      GPU_METHOD_BIN names it (or cargo builds it), output in $OUT/methods.txt;
+#      GPU_METHOD_ARGS defaults to --predict measured (the cost model's
+#      prediction from a profile of this card beside every GPU row),
 #   6. time every product-shader variant at the benchmark shapes
 #      (repro/examples/gpu_variants --preset h200: RBF 32768^2 x 256 f32, product
 #      8192^3 f32, fused matvec 32768^2 x 256 with 1 and 8 vectors, RBF and
@@ -208,7 +210,10 @@ fi
 if [ -n "${GPU_METHOD_BIN:-}" ]; then
   echo "== per-method CPU vs GPU (preset ${GPU_METHOD_PRESET:-h200})"
   # Bounded: the CPU rows stop at --cpu-limit; every row prints as it ends.
-  timeout "${GPU_METHOD_TIMEOUT:-480}" "$GPU_METHOD_BIN" --preset "${GPU_METHOD_PRESET:-h200}" ${GPU_METHOD_ARGS:-} 2>&1 | tee "$OUT/methods.txt"
+  # With --predict measured (the default) each GPU row is followed by the
+  # cost model's prediction from a profile measured on this card and its
+  # ratio to the row: the model checked on the card itself.
+  timeout "${GPU_METHOD_TIMEOUT:-480}" "$GPU_METHOD_BIN" --preset "${GPU_METHOD_PRESET:-h200}" ${GPU_METHOD_ARGS:---predict measured} 2>&1 | tee "$OUT/methods.txt"
   [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
   mkdir -p repro/results && cp "$OUT/methods.txt" "repro/results/methods-$(date +%Y-%m-%d-%H%M).txt" 2>/dev/null || true
 fi
