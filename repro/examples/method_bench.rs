@@ -25,6 +25,21 @@
 //! depend on the variant, and no tuning time enters the host time). The GPU is any adapter, software
 //! ones included (`Device::gpu`); without one only CPU rows are printed.
 //!
+//! `--extrapolate 100000,1000000` (with `--predict`) adds, per method, a
+//! predicted row at each of those n from the method's GPU rows, for sizes
+//! too large to run on the adapter at hand (a software one): every counter
+//! of a row and its host time are divided by the row's iterations (PSD:
+//! FISTA iterations; eKSVD: blocking waits, one per Lanczos product; mklaren
+//! and ICD: the fit, whose K steps do not depend on n), the quotient is
+//! taken as the power law `a n^p` through the two largest GPU rows, `p`
+//! clamped into `[0, 2]` (exact for work constant, linear or quadratic in
+//! n: a step's waits, a kernel column, a Lanczos product's kernel
+//! evaluations), evaluated at the target n and
+//! multiplied by the iterations the H200 run took at that n where it ran it
+//! (PSD 26, eKSVD 17 at 3 x 10^4 and 15 at 3 x 10^5), else by those of the
+//! largest row. It is a model of the counters as much as of the card: the
+//! row says it is extrapolated.
+//!
 //! What each method fits:
 //! - eKSVD: the Dual solver, matrix-free (Lanczos over a kernel-function
 //!   coupling, RBF, Q = 3 sources of N each, 4 components); result compared:
@@ -48,7 +63,8 @@ use gramian::eksvd::{solve_dual, CouplingMatrix, Eigensolver};
 use gramian::MultiSource;
 use gramian::mklaren::{IcdParams, MklarenParams};
 use gramian::psd::{BaseMeasure, DensityParams, SolverOptions};
-use gramian::gpu::{cost, DeviceCounters};
+use gramian::gpu::{cost, DeviceCounters, ShapeKind};
+use gramian::Precision;
 use gramian::{Device, Kernel};
 use nalgebra::{DMatrix, DVector};
 use rand::{rngs::StdRng, Rng, SeedableRng};
@@ -87,6 +103,11 @@ struct Args {
     /// (divides the measured host time of each fit).
     #[arg(long, default_value_t = 1.0)]
     host_speed: f64,
+    /// With `--predict`: also predict each method at these n (comma-separated;
+    /// eKSVD: samples in all) from its GPU rows, extrapolated (needs at least
+    /// two GPU sizes of the method; see the module docs).
+    #[arg(long, value_delimiter = ',')]
+    extrapolate: Option<Vec<usize>>,
 }
 
 /// The H200 run's GPU and CPU fit seconds (`repro/results/h200-2026-12-04-methods.txt`
@@ -150,8 +171,69 @@ fn gaussian(rng: &mut StdRng, rows: usize, cols: usize, std: f64) -> DMatrix<f64
 
 /// What a job returns: its result to compare, the breakdown column, and,
 /// where the job times its fit apart from its other work, the fit's seconds
-/// and device counters (otherwise the row is the whole job).
-type Outcome = (Vec<f64>, String, Option<(f64, DeviceCounters)>);
+/// and device counters (otherwise the row is the whole job), and the fit's
+/// iterations where they vary with the data (PSD), for `--extrapolate`.
+type Outcome = (Vec<f64>, String, Option<(f64, DeviceCounters)>, Option<usize>);
+
+/// FISTA iterations of the H200 run's PSD density fits and Lanczos products
+/// of its eKSVD Dual fits (by method and n), for `--extrapolate`.
+const H200_ITERATIONS: &[(&str, usize, usize)] = &[
+    ("PSD density (m=1000)", 100_000, 26),
+    ("PSD density (m=1000)", 1_000_000, 26),
+    ("eKSVD dual (Q=3, Lanczos)", 30_000, 17),
+    ("eKSVD dual (Q=3, Lanczos)", 300_000, 15),
+];
+
+/// A GPU row kept for `--extrapolate`: n, its counters, host seconds and
+/// iterations.
+struct Measured {
+    n: usize,
+    counters: DeviceCounters,
+    host: f64,
+    iterations: f64,
+}
+
+/// The value at `x` of the power law `a x^p` through `(x1, y1)` and
+/// `(x2, y2)`, the exponent clamped into `[0, 2]` (0 where either value is
+/// 0: the larger value, as a constant).
+fn power_law_through((x1, y1): (f64, f64), (x2, y2): (f64, f64), x: f64) -> f64 {
+    if y1 <= 0.0 || y2 <= 0.0 {
+        return y1.max(y2);
+    }
+    let p = ((y2 / y1).ln() / (x2 / x1).ln()).clamp(0.0, 2.0);
+    y2 * (x / x2).powf(p)
+}
+
+/// Counters and host seconds at `n` for `iterations`, from the
+/// per-iteration power law through the two largest of `rows` (sorted by
+/// n), each counter at least 0.
+fn extrapolate(rows: &[Measured], n: usize, iterations: f64) -> (DeviceCounters, f64) {
+    let (a, b) = (&rows[rows.len() - 2], &rows[rows.len() - 1]);
+    let at = |f: &dyn Fn(&Measured) -> f64| -> f64 { (power_law_through((a.n as f64, f(a) / a.iterations), (b.n as f64, f(b) / b.iterations), n as f64) * iterations).max(0.0) };
+    let whole = |f: &dyn Fn(&Measured) -> u64| -> u64 { at(&|m| f(m) as f64).round() as u64 };
+    let mut c = DeviceCounters::default();
+    c.waits = whole(&|m| m.counters.waits);
+    c.transfers.host_to_device_bytes = whole(&|m| m.counters.transfers.host_to_device_bytes);
+    c.transfers.device_to_host_bytes = whole(&|m| m.counters.transfers.device_to_host_bytes);
+    c.transfers.descriptor_bytes = whole(&|m| m.counters.transfers.descriptor_bytes);
+    c.transfers.dispatches = whole(&|m| m.counters.transfers.dispatches);
+    c.allocations = whole(&|m| m.counters.allocations);
+    c.allocated_bytes = whole(&|m| m.counters.allocated_bytes);
+    for kind in ShapeKind::ALL {
+        for precision in [Precision::F32, Precision::F64] {
+            let class = |m: &Measured| m.counters.class(kind, precision);
+            let e = c.class_mut(kind, precision);
+            e.dispatches = whole(&|m| class(m).dispatches);
+            e.workgroups = whole(&|m| class(m).workgroups);
+            e.flops = whole(&|m| class(m).flops);
+            e.bytes = whole(&|m| class(m).bytes);
+            e.kernel_evaluations = whole(&|m| class(m).kernel_evaluations);
+            e.launched_flops = whole(&|m| class(m).launched_flops);
+            e.launched_evaluations = whole(&|m| class(m).launched_evaluations);
+        }
+    }
+    (c, at(&|m| m.host))
+}
 
 fn fit_eksvd(device: &Device, n: usize) -> Result<Outcome, String> {
     let mut rng = StdRng::seed_from_u64(11);
@@ -160,7 +242,7 @@ fn fit_eksvd(device: &Device, n: usize) -> Result<Outcome, String> {
     let data = MultiSource::paired(sources).map_err(|e| e.to_string())?;
     let coupling = CouplingMatrix::from_kernel(Kernel::rbf(0.25).map_err(|e| e.to_string())?, &data).map_err(|e| e.to_string())?;
     let solution = solve_dual(device, &coupling, 4, &Eigensolver::Lanczos { tolerance: 1e-8, max_restarts: 200 }, 5).map_err(|e| e.to_string())?;
-    Ok((solution.eigenvalues.as_slice().to_vec(), "-".into(), None))
+    Ok((solution.eigenvalues.as_slice().to_vec(), "-".into(), None, None))
 }
 
 fn fit_mklaren(device: &Device, n: usize, d: usize) -> Result<Outcome, String> {
@@ -176,7 +258,7 @@ fn fit_mklaren(device: &Device, n: usize, d: usize) -> Result<Outcome, String> {
     let start = Instant::now();
     let predictions = model.predict_inputs(&[&x, &x]).map_err(|e| e.to_string())?;
     let breakdown = format!("predict {:.3} (not in the fit)", start.elapsed().as_secs_f64());
-    Ok((predictions.as_slice().to_vec(), breakdown, Some(fit)))
+    Ok((predictions.as_slice().to_vec(), breakdown, Some(fit), None))
 }
 
 fn fit_icd(device: &Device, n: usize, d: usize) -> Result<Outcome, String> {
@@ -187,7 +269,7 @@ fn fit_icd(device: &Device, n: usize, d: usize) -> Result<Outcome, String> {
     let start = Instant::now();
     let factor = IcdParams::new(20).fit(device, &kernel, &x).map_err(|e| e.to_string())?;
     let fit = (start.elapsed().as_secs_f64(), device.device_counters().since(&before));
-    Ok((vec![factor.residual_diagonal().sum(), factor.factor().norm()], format!("rank {}", factor.rank()), Some(fit)))
+    Ok((vec![factor.residual_diagonal().sum(), factor.factor().norm()], format!("rank {}", factor.rank()), Some(fit), None))
 }
 
 fn fit_psd(device: &Device, n: usize, centres: usize) -> Result<Outcome, String> {
@@ -201,7 +283,7 @@ fn fit_psd(device: &Device, n: usize, centres: usize) -> Result<Outcome, String>
     let r = fitted.report();
     let other = r.seconds_total - r.seconds_setup - r.seconds_eigen - r.seconds_products;
     let breakdown = format!("setup {:.2} / products {:.2} / eigen {:.2} / other {:.2} ({} it)", r.seconds_setup, r.seconds_products, r.seconds_eigen, other, r.iterations);
-    Ok((vec![r.primal], breakdown, None))
+    Ok((vec![r.primal], breakdown, None, Some(r.iterations)))
 }
 
 fn main() {
@@ -267,6 +349,7 @@ fn main() {
         }
     }
     let mut rows: Vec<Row> = Vec::new();
+    let mut measured: std::collections::BTreeMap<&str, Vec<Measured>> = std::collections::BTreeMap::new();
     let mut failures = 0;
     println!();
     println!("| method | n | device | fit s | breakdown (s) | H2D MB | D2H MB | dispatches | waits (blocked s) | GFLOP | kernel evals | allocations (MB) | max rel. diff vs CPU |");
@@ -284,7 +367,7 @@ fn main() {
             let outcome = job(device);
             let job_seconds = start.elapsed().as_secs_f64();
             match outcome {
-                Ok((result, breakdown, fit_alone)) => {
+                Ok((result, breakdown, fit_alone, iterations)) => {
                     let (seconds, counters) = fit_alone.unwrap_or_else(|| (job_seconds, device.device_counters()));
                     let diff = match (&cpu_result, device.is_gpu()) {
                         (_, false) => "reference".to_string(),
@@ -320,6 +403,12 @@ fn main() {
                     );
                     if let (Some(card), true) = (&card, device.is_gpu()) {
                         let host = cost::host_seconds(seconds, &counters, args.host_speed).expect("host seconds");
+                        let iterations = match (*method, iterations) {
+                            (_, Some(i)) => i as f64,
+                            (m, None) if m.starts_with("eKSVD") => counters.waits.max(1) as f64,
+                            _ => 1.0,
+                        };
+                        measured.entry(*method).or_default().push(Measured { n: *n, counters, host, iterations });
                         let p = cost::predict(card, &counters, host).expect("prediction");
                         let logged = if card.name.contains("H200") { H200_LOGGED.iter().find(|l| l.0 == *method && l.1 == *n) } else { None };
                         let versus = if args.predict.as_deref() == Some("measured") {
@@ -349,6 +438,36 @@ fn main() {
                     failures += 1;
                     println!("| {method} | {n} | {label} | failed: {e} | | | | | | | | | |");
                 }
+            }
+        }
+    }
+    if let (Some(card), Some(targets)) = (&card, &args.extrapolate) {
+        println!();
+        println!("| method | n | predicted on | s | breakdown (s) | from the GPU rows at n = | iterations |");
+        println!("|---|---|---|---|---|---|---|");
+        for (method, list) in measured.iter_mut() {
+            list.sort_by_key(|m| m.n);
+            if list.len() < 2 {
+                println!("| {method} | - | {} | - | needs two GPU sizes, has {} | | |", card.name, list.len());
+                continue;
+            }
+            for &n in targets {
+                let iterations = H200_ITERATIONS.iter().find(|l| l.0 == *method && l.1 == n).map_or(list[list.len() - 1].iterations, |l| l.2 as f64);
+                let (counters, host) = extrapolate(list, n, iterations);
+                let p = cost::predict(card, &counters, host).expect("prediction");
+                let from: Vec<String> = list[list.len() - 2..].iter().map(|m| m.n.to_string()).collect();
+                println!(
+                    "| {method} | {n} | {} (extrapolated) | {:.3} | device {:.3} / dispatch {:.3} / waits {:.3} ({}) / link {:.3} / host {:.3} | {} | {iterations} |",
+                    card.name,
+                    p.total(),
+                    p.device,
+                    p.dispatch,
+                    p.waits,
+                    counters.waits,
+                    p.link,
+                    p.host,
+                    from.join(", "),
+                );
             }
         }
     }

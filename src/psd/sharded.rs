@@ -54,15 +54,18 @@ use super::regression::{QuantileParams, QuantileRegression};
 
 /// The checks every sharded PSD fit starts with: the parameters are the
 /// same on every rank (`what`, their `Debug` text; else
-/// [`Error::ShardMismatch`]), and the parameter check `checks` and this
-/// rank's holding rows are agreed on (a failure on one rank,
+/// [`Error::ShardMismatch`]); then their own check `validation`, which
+/// therefore fails alike on every rank and is returned as it is (e.g.
+/// [`Error::InvalidParameter`]); then the checks of this rank's device and
+/// shard `local` and its holding rows, agreed on (a failure on one rank,
 /// [`Error::RankFailed`] on every rank). Collective.
-fn check_start(comm: &dyn Communicator, what: &'static str, params: &dyn std::fmt::Debug, checks: Result<()>, x: &RowShard) -> Result<()> {
+fn check_start(comm: &dyn Communicator, what: &'static str, params: &dyn std::fmt::Debug, validation: Result<()>, local: Result<()>, x: &RowShard) -> Result<()> {
     comm.check_same(what, &format!("{params:?}"))?;
+    validation?;
     let rows = x.local().nrows();
     agree(
         comm,
-        checks.and_then(|_| {
+        local.and_then(|_| {
             if rows == 0 {
                 return Err(Error::Empty { what: "this rank's rows of a sharded PSD fit", rows: 0, cols: x.ncols() });
             }
@@ -94,13 +97,15 @@ impl FitSharded<RowShard> for DensityParams {
     /// `[M]_+` stay on the host).
     ///
     /// Errors: [`Error::ShardMismatch`] when the parameters differ between
-    /// ranks; [`Error::RankFailed`] on every rank when one rank's shard or
+    /// ranks; invalid parameters as in the single-process fit
+    /// ([`Error::InvalidParameter`]), on every rank;
+    /// [`Error::RankFailed`] on every rank when one rank's shard or
     /// local work fails (its rows' features on its device, a rank without
     /// rows); otherwise the errors of [`DensityParams::fit`], the same on
     /// every rank.
     fn fit_sharded(&self, device: &Device, comm: &dyn Communicator, data: &RowShard) -> Result<PsdDensity> {
         let start = Instant::now();
-        check_start(comm, "PSD density parameters", self, self.validate().and_then(|_| self.settings().check_device(device)).and_then(|_| self.base_measure_ref().check_dimension(data.ncols())), data)?;
+        check_start(comm, "PSD density parameters", self, self.validate(), self.settings().check_device(device).and_then(|_| self.base_measure_ref().check_dimension(data.ncols())), data)?;
         let centres = centres(comm, self.settings(), data)?;
         self.fit_rows(device, data.local(), &centres, Some((comm, data.offset(), data.total_rows())), start)
     }
@@ -121,14 +126,16 @@ impl FitSharded<ShardedSupervised> for HeteroscedasticParams {
     /// [`HeteroscedasticParams::fit_xy`].
     ///
     /// Errors: [`Error::ShardMismatch`] when the parameters differ between
-    /// ranks; [`Error::RankFailed`] on every rank when one rank's shard or
+    /// ranks; invalid parameters as in the single-process fit
+    /// ([`Error::InvalidParameter`]), on every rank;
+    /// [`Error::RankFailed`] on every rank when one rank's shard or
     /// local work fails (its rows' features on its device, a rank without
     /// rows); otherwise the errors of [`HeteroscedasticParams::fit_xy`]
     /// (fewer than 2 samples, constant targets, not converged), the same on
     /// every rank.
     fn fit_sharded(&self, device: &Device, comm: &dyn Communicator, data: &ShardedSupervised) -> Result<HeteroscedasticRegression> {
         let x = data.x();
-        check_start(comm, "PSD heteroscedastic parameters", self, self.validate().and_then(|_| self.settings().check_device(device)), x)?;
+        check_start(comm, "PSD heteroscedastic parameters", self, self.validate(), self.settings().check_device(device), x)?;
         let n = x.total_rows();
         let moments = target_moments_over(comm, data.y(), n)?;
         let start = Instant::now();
@@ -152,14 +159,16 @@ impl FitSharded<ShardedSupervised> for QuantileParams {
     /// `M_q` and `[M_q]_+` stay on the host).
     ///
     /// Errors: [`Error::ShardMismatch`] when the parameters differ between
-    /// ranks; [`Error::RankFailed`] on every rank when one rank's shard or
+    /// ranks; invalid parameters as in the single-process fit
+    /// ([`Error::InvalidParameter`]), on every rank;
+    /// [`Error::RankFailed`] on every rank when one rank's shard or
     /// local work fails (its rows' features on its device, a rank without
     /// rows); otherwise the errors of [`QuantileParams::fit_xy`], the same
     /// on every rank.
     fn fit_sharded(&self, device: &Device, comm: &dyn Communicator, data: &ShardedSupervised) -> Result<QuantileRegression> {
         let start = Instant::now();
         let x = data.x();
-        check_start(comm, "PSD quantile parameters", self, self.validate().and_then(|_| self.settings().check_device(device)), x)?;
+        check_start(comm, "PSD quantile parameters", self, self.validate(), self.settings().check_device(device), x)?;
         let n = x.total_rows();
         let offset = order_statistic(comm, data.y().as_slice(), n / 2)?;
         let centres = centres(comm, self.settings(), x)?;

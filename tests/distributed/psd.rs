@@ -101,6 +101,14 @@ fn a_nan_in_one_shard_or_other_parameters_fail_every_rank() {
     for r in out {
         assert!(matches!(r, Err(Error::ShardMismatch { rank: 2, .. })), "{r:?}");
     }
+    // The same invalid parameters on every rank: the single-process error,
+    // on every rank.
+    let bad = params(0.6).solver(SolverOptions::default().max_iterations(0));
+    assert!(matches!(bad.fit(&Device::Cpu, &x), Err(Error::InvalidParameter { .. })));
+    let out = ThreadGroup::run(3, |c| bad.fit_sharded(&Device::Cpu, c, &RowShard::from_full(c, &x)?)).unwrap();
+    for r in out {
+        assert!(matches!(r, Err(Error::InvalidParameter { name: "max_iterations/check_every", .. })), "{r:?}");
+    }
 }
 
 #[test]
