@@ -132,3 +132,38 @@ fn the_weighted_gram_counts_half_the_flops_of_the_full_product() {
         }
     }
 }
+
+/// A weighted Gram over a long depth is split over it (split-K) while its
+/// triangle has fewer workgroups than the fill target of 8 per SM of a
+/// 132-SM card: r = 130 in tiles of 64 is a triangle of 6 tiles, and
+/// n = 8192 = 4 x 2048 samples give 4 chunks of at least 2048, so 4
+/// dispatches of 6 workgroups and one reduction of the 4 partials; the flops
+/// are the triangle's, the result the CPU's.
+#[test]
+fn a_long_weighted_gram_is_split_over_the_depth_and_counted() {
+    let Some(gpu) = gpu_device(GpuOptions::default()) else { return };
+    if !gpu.supports(Precision::F64) {
+        return;
+    }
+    let (tr, tc) = f64_tiles(&gpu);
+    let (n, r) = (8192usize, 130usize);
+    let (elements, tiles) = triangle(r, tr, tc);
+    let mut rng = rng();
+    let phi = DMatrix::from_fn(n, r, |_, _| rng.random_range(-1.0..1.0));
+    let w = DVector::from_fn(n, |_, _| rng.random_range(0.0..1.0));
+    let (pd, wd) = (gpu.upload(&phi, Precision::F64).unwrap(), gpu.upload_vector(&w, Precision::F64).unwrap());
+    gpu.reset_device_counters();
+    let got = gpu.to_host(&gpu.resident_weighted_gram(&pd, &wd).unwrap()).unwrap();
+    let c = gpu.device_counters();
+    let g = c.class(ShapeKind::WeightedGram, Precision::F64);
+    let chunks = ((8 * 132) / tiles as usize).min(n / 2048) as u64;
+    assert_eq!((g.dispatches, g.workgroups, g.flops), (chunks, chunks * tiles, 3 * n as u64 * elements), "{c:?}");
+    assert_eq!(c.class(ShapeKind::RowReduce, Precision::F64).dispatches, 1, "{c:?}");
+    let (want, bound) = reference(&phi, &w);
+    for j in 0..r {
+        for i in 0..r {
+            assert!((got[(i, j)] - want[(i, j)]).abs() <= 1e-12 * bound[(i, j)], "entry ({i}, {j})");
+            assert_eq!(got[(i, j)], got[(j, i)]);
+        }
+    }
+}
