@@ -624,7 +624,7 @@ mod tests {
             for bi in 0..r.div_ceil(tr) {
                 for bj in 0..r.div_ceil(tc) {
                     let (rows, cols) = ((bi * tr..((bi + 1) * tr).min(r)), (bj * tc..((bj + 1) * tc).min(r)));
-                    if cols.start <= rows.end - 1 {
+                    if cols.start < rows.end {
                         tiles += 1;
                         elements += (rows.len() * cols.len()) as u64;
                     }
