@@ -446,9 +446,10 @@ impl Device {
     /// The weighted Gram `Phi^T diag(w) Phi` (r x r) of resident features
     /// Phi (n x r, samples as rows) and weights w (n x 1): `P diag(w) P^T`
     /// with `P = Phi^T`, the PSD dual's `M(alpha)` (psd paper Eq. 10). On a
-    /// GPU only the output tiles on and below the diagonal are computed,
-    /// each element written at both of its places (about half the flops of
-    /// the full product; the result exactly symmetric; see `gpu::plan`).
+    /// GPU, with the output in one buffer and a SIMT product variant, only
+    /// the output tiles on and below the diagonal are computed, each element
+    /// written at both of its places (about half the flops of the full
+    /// product, the result exactly symmetric); otherwise the full product.
     pub fn resident_weighted_gram(&self, phi: &DeviceMatrix, w: &DeviceMatrix) -> Result<DeviceMatrix> {
         let out = self.zeros(phi.ncols(), phi.ncols(), phi.precision())?;
         self.resident_weighted_gram_into(phi, w, &out, false)?;
