@@ -37,6 +37,9 @@ const KIND_SIGMOID: u32 = 4u;
 const FLAG_ACCUMULATE: u32 = 1u;
 const FLAG_APPLY: u32 = 2u;
 const FLAG_WEIGHTED: u32 = 4u;
+// Only the tiles on and below the diagonal, each stored at (i, j) and (j, i)
+// (`product.wgsl`; the SIMT product variants only).
+const FLAG_LOWER: u32 = 16u;
 
 fn kernel_of_statistic(p: Problem, s: T) -> T {
     switch p.kind {

@@ -1,5 +1,30 @@
 // The product entry point of a variant, compiled after `product_tile.wgsl`
 // (the tile machinery; see its header): one TR x TC tile of C per workgroup.
+//
+// LOWER problems (a symmetric C = A' A'^T, rows = cols: the weighted Gram)
+// run only the tiles that hold an element on or below the diagonal, row
+// band by row band: workgroup x number t of the grid is tile column t of the
+// first band with fewer than t tiles before it (`lower_tile`). An invocation
+// stores its elements (i, j) with j <= i at (i, j) and at (j, i), so C comes
+// out whole and exactly symmetric, at about half the product's work.
+
+// Row band and tile column of workgroup `t` of a LOWER problem: band `b`
+// holds the tiles whose first column is at most its last row, at most all
+// tile columns. Past the last band: a band beyond the rows (the workgroup
+// leaves).
+fn lower_tile(p: Problem, t: u32) -> vec2<u32> {
+    let bands = (p.rows + TR - 1u) / TR;
+    let columns = (p.cols + TC - 1u) / TC;
+    var left = t;
+    for (var b = 0u; b < bands; b++) {
+        let here = min(((b + 1u) * TR + TC - 1u) / TC, columns);
+        if (left < here) {
+            return vec2<u32>(b, left);
+        }
+        left -= here;
+    }
+    return vec2<u32>(bands, 0u);
+}
 
 @compute @workgroup_size(@@WX@@, @@WY@@, 1)
 fn main(
@@ -8,8 +33,13 @@ fn main(
     @builtin(local_invocation_index) li: u32,
 ) {
     let p = problems[wg.z];
-    let row0 = wg.y * TR;
-    let col0 = wg.x * TC;
+    let lower = (p.flags & FLAG_LOWER) != 0u;
+    var tile = vec2<u32>(wg.y, wg.x);
+    if (lower) {
+        tile = lower_tile(p, wg.x);
+    }
+    let row0 = tile.x * TR;
+    let col0 = tile.y * TC;
     // Whole workgroup leaves together (uniform), before any barrier.
     if (row0 >= p.rows || col0 >= p.cols) {
         return;
@@ -30,10 +60,14 @@ fn main(
         for (var q = 0u; q < RN; q++) {
             let qu = q / UNIT;
             let gc = col0 + (@@UCOL@@) * UNIT + q % UNIT;
-            if (gc >= p.cols) {
+            if (gc >= p.cols || (lower && gc > gr)) {
                 break;
             }
-            store_c(p, gr, gc, statistic_of(p, distance, gr, gc, @@ACC_AT@@, @@NA_AT@@, @@NB_AT@@));
+            let value = statistic_of(p, distance, gr, gc, @@ACC_AT@@, @@NA_AT@@, @@NB_AT@@);
+            store_c(p, gr, gc, value);
+            if (lower && gc < gr) {
+                store_c(p, gc, gr, value);
+            }
         }
     }
 }

@@ -445,7 +445,11 @@ impl Device {
 
     /// The weighted Gram `Phi^T diag(w) Phi` (r x r) of resident features
     /// Phi (n x r, samples as rows) and weights w (n x 1): `P diag(w) P^T`
-    /// with `P = Phi^T`, the PSD dual's `M(alpha)` (psd paper Eq. 10).
+    /// with `P = Phi^T`, the PSD dual's `M(alpha)` (psd paper Eq. 10). On a
+    /// GPU, with the output in one buffer and a SIMT product variant, only
+    /// the output tiles on and below the diagonal are computed, each element
+    /// written at both of its places (about half the flops of the full
+    /// product, the result exactly symmetric); otherwise the full product.
     pub fn resident_weighted_gram(&self, phi: &DeviceMatrix, w: &DeviceMatrix) -> Result<DeviceMatrix> {
         let out = self.zeros(phi.ncols(), phi.ncols(), phi.precision())?;
         self.resident_weighted_gram_into(phi, w, &out, false)?;
@@ -471,7 +475,7 @@ impl Device {
             Some(ctx) => {
                 let pg = phi.gpu()?;
                 let mut plan = Vec::new();
-                ctx.plan_product(KernelCode::of(&Kernel::Linear), Operand::transposed(pg), Operand::transposed(pg), out.gpu()?, ProductFlags { accumulate, weights: Some(w.gpu()?), ..ProductFlags::default() }, &mut plan)?;
+                ctx.plan_product(KernelCode::of(&Kernel::Linear), Operand::transposed(pg), Operand::transposed(pg), out.gpu()?, ProductFlags { accumulate, weights: Some(w.gpu()?), lower: true, ..ProductFlags::default() }, &mut plan)?;
                 ctx.run_plan(plan)
             }
         }

@@ -20,6 +20,7 @@
 //! |---|---|---|---|
 //! | product `C (+)= A' B'^T` (`r x k` by `k x c`; the linear kernel) | `2 r c k` | `e (r k + c k + r c [+ r c when accumulating])` | 0 |
 //! | weighted Gram `C (+)= A' diag(w) B'^T` | `3 r c k` | the product's `+ e k` | 0 |
+//! | a triangle of either (`C` symmetric, `A' = B'`, `r = c`; tiles of `t_r x t_c`) | `3 E k` (weighted) or `2 E k`, `E` the elements of the tiles on and below the diagonal (`sum_b rows_b min(ceil((b + 1) t_r / t_c) t_c, c)` over the bands `b` of tile rows; `~ r^2 / 2`) | as the full one | 0 |
 //! | kernel matrix `C = f(s(A', B'))`, `s` a squared distance (RBF, Laplacian) or an inner product (polynomial, sigmoid) | `3 r c k` (distance) or `2 r c k` (inner) | as the product | `r c` on the piece that applies `f` (the last depth chunk), else 0 |
 //! | fused kernel matvec `P = K(X, Z) V` (`r x k` by `c x k`, V `c x v`, `s` partial slots) | the kernel matrix's `+ 2 r c v` | `e (r k + c k + c v + s r v)` | `r c` |
 //! | row reduction `out_i (+)= sum_j x_ij` (or `x_ij^2`), `r x c` | `r c` (sums) or `2 r c` (squares) | `e (r c + r [+ r when accumulating])` | 0 |
@@ -50,7 +51,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
 
-use super::plan::{Dispatch, PipelineKind};
+use super::plan::{lower_tile_elements, Dispatch, PipelineKind, FLAG_LOWER};
 use super::problem::{Reduce, FLAG_ACCUMULATE, FLAG_APPLY, FLAG_WEIGHTED};
 use super::variants::{CATALOGUE, PAIR_KEY};
 use super::GpuContext;
@@ -308,10 +309,17 @@ pub(super) fn dispatch_work(d: &Dispatch) -> (ShapeKind, DispatchCounters) {
         PipelineKind::Product => {
             let accumulate = if p.flags & FLAG_ACCUMULATE != 0 { r * c } else { 0 };
             let base = r * k + c * k + r * c + accumulate;
+            // A triangle computes the elements of its tiles on and below the diagonal.
+            let computed = if p.flags & FLAG_LOWER != 0 {
+                let v = &CATALOGUE[d.variant & 0xffff];
+                lower_tile_elements(r as usize, c as usize, v.tile_rows(), v.tile_cols())
+            } else {
+                r * c
+            };
             if p.flags & FLAG_WEIGHTED != 0 {
-                (ShapeKind::WeightedGram, 3 * r * c * k, e * (base + k), 0)
+                (ShapeKind::WeightedGram, 3 * computed * k, e * (base + k), 0)
             } else if p.kind == 0 {
-                (ShapeKind::Product, 2 * r * c * k, e * base, 0)
+                (ShapeKind::Product, 2 * computed * k, e * base, 0)
             } else {
                 let evaluations = if p.flags & FLAG_APPLY != 0 { r * c } else { 0 };
                 (ShapeKind::KernelMatrix, statistic * r * c * k, e * base, evaluations)

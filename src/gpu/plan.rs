@@ -11,6 +11,16 @@
 //! operands. It cuts the problem at every row block boundary of its operands
 //! and of the output, at the workgroup grid limit, and the depth into chunks
 //! within [`LOOP_BUDGET`], and records one dispatch per piece.
+//!
+//! A symmetric output `C = A' diag(w) A'^T` (the weighted Gram, with
+//! [`ProductFlags::lower`]) runs as a **triangle**: only the output tiles
+//! that hold an element on or below the diagonal, one workgroup each on a
+//! one-dimensional grid ([`FLAG_LOWER`], `shaders/product.wgsl`), each
+//! element `(i, j)`, `j <= i`, stored at `(i, j)` and `(j, i)`: for `r x r`
+//! in tiles of side `t`, `T (T + 1) / 2` of the `T^2` tiles (`T = r / t`),
+//! about half the flops, and the result exactly symmetric. Long depths over
+//! few tiles are split (split-K, `plan_split_depth`); a weighted product is
+//! split until it fills a card of 132 SMs ([`SPLIT_FILL_WORKGROUPS`]).
 
 use bytemuck::Zeroable;
 
@@ -186,9 +196,38 @@ pub(super) fn cuts(len: usize, mut inner: Vec<usize>, max_span: usize) -> Vec<us
     inner
 }
 
+/// Problem flag of a triangle (`shaders/problem.wgsl`): the workgroups of
+/// the grid's x dimension are the output tiles on and below the diagonal,
+/// band by band of tile rows ([`lower_tiles`]), and each element `(i, j)`
+/// with `j <= i` is stored at `(i, j)` and `(j, i)`.
+pub(crate) const FLAG_LOWER: u32 = 16;
+
+/// Tiles of a `rows x cols` output in tiles of `tile_rows x tile_cols`
+/// that hold an element on or below the diagonal: band `b` of tile rows
+/// holds the tile columns that start at or before its last row.
+pub(crate) fn lower_tiles(rows: usize, cols: usize, tile_rows: usize, tile_cols: usize) -> usize {
+    let columns = cols.div_ceil(tile_cols.max(1));
+    (0..rows.div_ceil(tile_rows.max(1))).map(|b| ((b + 1) * tile_rows).div_ceil(tile_cols.max(1)).min(columns)).sum()
+}
+
+/// Elements of the tiles of [`lower_tiles`] within the output (what the
+/// triangle's workgroups compute, the diagonal tiles whole).
+pub(crate) fn lower_tile_elements(rows: usize, cols: usize, tile_rows: usize, tile_cols: usize) -> u64 {
+    let (tr, tc) = (tile_rows.max(1), tile_cols.max(1));
+    let columns = cols.div_ceil(tc);
+    (0..rows.div_ceil(tr)).map(|b| ((rows - b * tr).min(tr) * (((b + 1) * tr).div_ceil(tc).min(columns) * tc).min(cols)) as u64).sum()
+}
+
 /// What a product computes besides `f(s(A', B'))`.
 #[derive(Clone, Copy, Default)]
 pub(crate) struct ProductFlags<'a> {
+    /// The output is symmetric: `A'` and `B'` are the same operand (the
+    /// same matrix, read the same way). Planned as a triangle
+    /// ([`FLAG_LOWER`]) where the variant is a SIMT one, the output square
+    /// in one row block and within one grid, and the weights the only
+    /// difference between the operands' reads; otherwise as the full
+    /// product (the same result, twice the work).
+    pub(crate) lower: bool,
     /// Add to what `out` holds (only for the linear kind).
     pub(crate) accumulate: bool,
     /// Weights over the depth: `A' diag(w) B'^T` (a depth x 1 matrix).
@@ -266,6 +305,33 @@ impl GpuContext {
         // the statistic in out, the last applies the kernel function.
         let depth_cuts = cuts(depth, depth_cuts, v.max_product_depth(&code));
         let out_cols = out.ncols();
+        let triangle = flags.lower
+            && std::ptr::eq(a.m, b.m)
+            && a.transposed == b.transposed
+            && rows == cols
+            && !v.is_cooperative()
+            && row_cuts == [0, rows]
+            && col_cuts == [0, cols]
+            && rows.div_ceil(v.tile_rows()) <= LOOP_BUDGET
+            && lower_tiles(rows, cols, v.tile_rows(), v.tile_cols()) <= self.max_workgroups as usize;
+        if triangle {
+            let o = out.locate(0);
+            let chunks = depth_cuts.len() - 1;
+            for (t, ck) in depth_cuts.windows(2).enumerate() {
+                let (k0, k1) = (ck[0], ck[1]);
+                let accumulate = t > 0 || flags.accumulate || flags.continued;
+                if self.plan_split_depth(variant, code, a, b, out, flags, true, (0, rows), (0, cols), (k0, k1), accumulate, plan)? {
+                    continue;
+                }
+                let mut bits = if accumulate { FLAG_ACCUMULATE } else { 0 };
+                if t + 1 == chunks && !flags.open {
+                    bits |= FLAG_APPLY;
+                }
+                let target = (out.buffer(o.block), o.local_row * out_cols, out_cols);
+                plan.push(Self::lowered(variant, Self::product_piece(variant, code, precision, a, b, flags.weights, (0, rows), (0, cols), (k0, k1), target, bits)));
+            }
+            return Ok(());
+        }
         for ri in row_cuts.windows(2) {
             let (i0, i1) = (ri[0], ri[1]);
             let o = out.locate(i0);
@@ -275,7 +341,7 @@ impl GpuContext {
                 for (t, ck) in depth_cuts.windows(2).enumerate() {
                     let (k0, k1) = (ck[0], ck[1]);
                     let accumulate = t > 0 || flags.accumulate || flags.continued;
-                    if self.plan_split_depth(variant, code, a, b, out, flags, (i0, i1), (j0, j1), (k0, k1), accumulate, plan)? {
+                    if self.plan_split_depth(variant, code, a, b, out, flags, false, (i0, i1), (j0, j1), (k0, k1), accumulate, plan)? {
                         continue;
                     }
                     let mut bits = if accumulate { FLAG_ACCUMULATE } else { 0 };
@@ -288,6 +354,16 @@ impl GpuContext {
             }
         }
         Ok(())
+    }
+
+    /// `d` (a square piece of a product by `variant`) as a triangle: only
+    /// its tiles on and below the diagonal, on a one-dimensional grid
+    /// ([`FLAG_LOWER`]).
+    fn lowered(variant: usize, mut d: Dispatch) -> Dispatch {
+        let v = &CATALOGUE[variant];
+        d.problem.flags |= FLAG_LOWER;
+        d.grid = [lower_tiles(d.problem.rows as usize, d.problem.cols as usize, v.tile_rows(), v.tile_cols()) as u32, 1, 1];
+        d
     }
 
     /// The dispatch of one piece of a product: rows `i0..i1` of A', rows
@@ -346,20 +422,25 @@ impl GpuContext {
     /// grid of a few workgroups would leave most of a GPU idle. The depth is
     /// cut into chunks that write stacked partial products into a scratch
     /// matrix in one dispatch each, then one row-reduction dispatch sums the
-    /// partials into the output (adding to it with `accumulate`). Returns
-    /// false (nothing recorded) when the piece does not call for it.
+    /// partials into the output (adding to it with `accumulate`). A plain
+    /// product is split below [`SPLIT_BELOW_TILES`] tiles, towards
+    /// [`SPLIT_TARGET_WORKGROUPS`]; a weighted one (the weighted Gram, its
+    /// tiles those of the triangle with `triangle`) below and towards
+    /// [`SPLIT_FILL_WORKGROUPS`]. Returns false (nothing recorded) when the
+    /// piece does not call for it.
     #[allow(clippy::too_many_arguments)]
-    fn plan_split_depth(&self, variant: usize, code: KernelCode, a: Operand<'_>, b: Operand<'_>, out: &GpuMatrix, flags: ProductFlags<'_>, (i0, i1): (usize, usize), (j0, j1): (usize, usize), (k0, k1): (usize, usize), accumulate: bool, plan: &mut Vec<Dispatch>) -> Result<bool> {
+    fn plan_split_depth(&self, variant: usize, code: KernelCode, a: Operand<'_>, b: Operand<'_>, out: &GpuMatrix, flags: ProductFlags<'_>, triangle: bool, (i0, i1): (usize, usize), (j0, j1): (usize, usize), (k0, k1): (usize, usize), accumulate: bool, plan: &mut Vec<Dispatch>) -> Result<bool> {
         let precision = out.precision();
         let v = &CATALOGUE[variant];
         let (rows, cols, len) = (i1 - i0, j1 - j0, k1 - k0);
-        let tiles = rows.div_ceil(v.tile_rows()) * cols.div_ceil(v.tile_cols());
+        let tiles = if triangle { lower_tiles(rows, cols, v.tile_rows(), v.tile_cols()) } else { rows.div_ceil(v.tile_rows()) * cols.div_ceil(v.tile_cols()) };
+        let (below, target) = if flags.weights.is_some() { (SPLIT_FILL_WORKGROUPS, SPLIT_FILL_WORKGROUPS) } else { (SPLIT_BELOW_TILES, SPLIT_TARGET_WORKGROUPS) };
         let elements = rows * cols;
         let fits = (self.max_binding_bytes as usize) / (elements * precision.bytes()).max(1);
-        if code.kind != 0 || j0 != 0 || j1 != out.ncols() || tiles >= SPLIT_BELOW_TILES || len < 2 * SPLIT_MIN_DEPTH || elements > self.max_workgroups as usize * 64 {
+        if code.kind != 0 || j0 != 0 || j1 != out.ncols() || tiles >= below || len < 2 * SPLIT_MIN_DEPTH || elements > self.max_workgroups as usize * 64 {
             return Ok(false);
         }
-        let wanted = (SPLIT_TARGET_WORKGROUPS / tiles).min(len / SPLIT_MIN_DEPTH).min(fits).min(SPLIT_MAX_CHUNKS);
+        let wanted = (target / tiles).min(len / SPLIT_MIN_DEPTH).min(fits).min(SPLIT_MAX_CHUNKS);
         if wanted < 2 {
             return Ok(false);
         }
@@ -371,7 +452,8 @@ impl GpuContext {
         for s in 0..chunks {
             let (ks, ke) = (k0 + s * chunk, (k0 + (s + 1) * chunk).min(k1));
             let target = (partial.buffer(0), s * elements, cols);
-            plan.push(Self::product_piece(variant, code, precision, a, b, flags.weights, (i0, i1), (j0, j1), (ks, ke), target, FLAG_APPLY));
+            let piece = Self::product_piece(variant, code, precision, a, b, flags.weights, (i0, i1), (j0, j1), (ks, ke), target, FLAG_APPLY);
+            plan.push(if triangle { Self::lowered(variant, piece) } else { piece });
         }
         // out[e] (+)= sum_s partial[s, e] over the elements e of the piece
         // (full rows of out, so contiguous from the piece's first row).
@@ -520,6 +602,11 @@ const SPLIT_TARGET_WORKGROUPS: usize = 256;
 const SPLIT_MIN_DEPTH: usize = 2048;
 /// and at most this many chunks.
 const SPLIT_MAX_CHUNKS: usize = 64;
+/// Workgroups a weighted product (the weighted Gram) is split towards, and
+/// below which it is split: eight per SM of a 132-SM card (H100 and H200
+/// SXM), so that the triangle of a `1000 x 1000` Gram (136 tiles of 64)
+/// over `10^5` samples runs as 7 chunks, 952 workgroups, instead of 136.
+pub(crate) const SPLIT_FILL_WORKGROUPS: usize = 8 * 132;
 
 
 #[cfg(test)]
@@ -527,6 +614,56 @@ mod tests {
     use super::*;
     use crate::gpu::problem::FLAG_VEC4;
     use crate::gpu::variants::index_of;
+
+    /// The triangle's tile count and elements: every tile with an element
+    /// on or below the diagonal, counted against a brute-force scan.
+    #[test]
+    fn lower_tiles_are_the_tiles_that_reach_the_diagonal() {
+        for (r, tr, tc) in [(1usize, 64usize, 64usize), (64, 64, 64), (65, 64, 64), (1000, 64, 64), (300, 64, 128), (300, 128, 64), (7, 4, 4)] {
+            let (mut tiles, mut elements) = (0, 0u64);
+            for bi in 0..r.div_ceil(tr) {
+                for bj in 0..r.div_ceil(tc) {
+                    let (rows, cols) = ((bi * tr..((bi + 1) * tr).min(r)), (bj * tc..((bj + 1) * tc).min(r)));
+                    if cols.start < rows.end {
+                        tiles += 1;
+                        elements += (rows.len() * cols.len()) as u64;
+                    }
+                }
+            }
+            assert_eq!((lower_tiles(r, r, tr, tc), lower_tile_elements(r, r, tr, tc)), (tiles, elements), "r = {r}, tiles {tr} x {tc}");
+        }
+        assert_eq!(lower_tiles(1000, 1000, 64, 64), 136);
+    }
+
+    /// The weighted Gram of a 1000 x 1000 output over a long depth runs as
+    /// the triangle (136 of 256 tiles of 64) split over the depth until it
+    /// fills a card of 132 SMs: 7 chunks of 952 workgroups in all, and one
+    /// reduction. (Planned only: the depth is 7 x 2048, which gives the
+    /// same 7 chunks as 10^5.)
+    #[test]
+    fn a_long_weighted_gram_is_split_until_it_fills_the_card() {
+        let Some(ctx) = super::super::test_context() else { return };
+        let variant = index_of("f32-64x64-b4x4-k16-v1-direct").expect("a 64 x 64 variant");
+        let (n, r) = (7 * SPLIT_MIN_DEPTH, 1000);
+        let phi = ctx.zeros(n, r, Precision::F32).unwrap();
+        let w = ctx.zeros(n, 1, Precision::F32).unwrap();
+        let out = ctx.zeros(r, r, Precision::F32).unwrap();
+        let linear = KernelCode { kind: 0, gamma: 0.0, coef0: 0.0, degree: 0 };
+        for (lower, tiles) in [(true, 136u32), (false, 256)] {
+            let mut plan = Vec::new();
+            ctx.plan_product_with(variant, linear, Operand::transposed(&phi), Operand::transposed(&phi), &out, ProductFlags { weights: Some(&w), lower, ..ProductFlags::default() }, &mut plan).unwrap();
+            let products: Vec<&Dispatch> = plan.iter().filter(|d| d.pipeline == PipelineKind::Product).collect();
+            let chunks = (SPLIT_FILL_WORKGROUPS / tiles as usize).min(7) as u32;
+            assert_eq!(products.len() as u32, chunks, "lower {lower}");
+            for d in &products {
+                assert_eq!(d.problem.flags & FLAG_LOWER != 0, lower);
+                assert_eq!(d.grid.iter().product::<u32>(), tiles);
+            }
+            let workgroups: u32 = products.iter().map(|d| d.grid.iter().product::<u32>()).sum();
+            assert!(workgroups >= 4 * 132, "lower {lower}: {workgroups} workgroups");
+            assert_eq!(plan.iter().filter(|d| d.pipeline == PipelineKind::RowReduce).count(), 1);
+        }
+    }
 
     /// A variant with vec4 global loads gets `FLAG_VEC4` on exactly the
     /// dispatches whose rows allow it (unit column strides, offsets, row

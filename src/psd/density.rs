@@ -83,10 +83,10 @@ impl DensityParams {
     }
 
     /// How the dual computes each `[M]_+` (default
-    /// [`PositivePartRoute::Auto`]: on a GPU with `f64`, at least
-    /// [`super::positive_part::POLAR_MIN_ORDER`] features and fewer than
-    /// [`super::positive_part::POLAR_SAMPLES_PER_ORDER`] samples per feature
-    /// the polar route, so that `M` and `[M]_+` stay on the device; otherwise
+    /// [`PositivePartRoute::Auto`]: on a GPU with `f64` the polar route where
+    /// the cost model of the card predicts it cheaper
+    /// ([`super::positive_part::polar_is_cheaper`]), so that `M` and `[M]_+`
+    /// stay on the device; otherwise
     /// the eigenpairs above 0 of a fresh tridiagonalisation, the fastest on
     /// the CPU problems of BENCHMARKS.md; [`PositivePartRoute::Partial`] for the certified,
     /// warm-started partial eigensolver of [`super::positive_part`]).
@@ -165,7 +165,8 @@ impl DensityParams {
         let problem = DualProblem { features: training.view(device), integral: Some(&w), loss: &loss, lambda1: self.settings.regularisation.trace, lambda2: self.settings.regularisation.quadratic };
         // The route must be the same on every rank: resident only if every rank's features are.
         let resident = same_route(comm, matches!(training, TrainingFeatures::Resident(_)))?;
-        let eigen_solver = self.positive_part.solver(resident, total, features.rank());
+        let card = if resident { super::positive_part::card_profile(device) } else { None };
+        let eigen_solver = self.positive_part.solver(card.as_ref(), total, features.rank());
         let solution = problem.solve_sharded(&self.settings.solver, eigen_solver, comm)?;
         let model = PsdModel::from_feature_operator(&features, &solution.a)?;
         let mut report = solution.report;

@@ -55,6 +55,9 @@ use faer::Side;
 use nalgebra::DMatrix;
 
 use crate::device::Device;
+use crate::gpu::cost::CardProfile;
+use crate::gpu::ShapeKind;
+use crate::precision::Precision;
 use crate::linalg;
 use crate::resident::DeviceMatrix;
 
@@ -163,9 +166,10 @@ impl PartMatrix {
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub enum PositivePartRoute {
     /// [`PositivePartRoute::Polar`] where the features are resident on a
-    /// device (a GPU with `f64`), of order `r >= POLAR_MIN_ORDER`, and
-    /// `n < POLAR_SAMPLES_PER_ORDER r` ([`POLAR_MIN_ORDER`],
-    /// [`POLAR_SAMPLES_PER_ORDER`]); [`PositivePartRoute::Eigen`] otherwise.
+    /// device (a GPU with `f64`) and the cost model of that device's card
+    /// predicts the polar route cheaper than the host's eigendecomposition
+    /// ([`polar_is_cheaper`]); [`PositivePartRoute::Eigen`] otherwise (on
+    /// the host always).
     #[default]
     Auto,
     /// The eigenpairs above 0 of a fresh tridiagonalisation
@@ -179,35 +183,90 @@ pub enum PositivePartRoute {
     Polar,
 }
 
-/// Where [`PositivePartRoute::Auto`] stops taking the polar route on a
-/// device: below `n = 30 r` samples for features of order `r`. Per
-/// evaluation the polar route adds, on the device, the model values from a
-/// dense `[M]_+` (`2 n r^2` flops instead of `2 n r k` for `k` positive
-/// eigenvalues) and its sign iteration (about `134 r^3` flops at the
-/// default tolerance, [`super::polar`]); it saves the host's
-/// eigendecomposition and the read-back of `M` (`8 r^2` bytes). With the
-/// cost model's H200 profile (`gramian::gpu::cost`: f64 products at 30 %
-/// of 33.5 TFLOP/s, about `1e13` flop/s) and the 16-core host's 20 ms per
-/// eigendecomposition at `r = 1000` (`~2e-11 r^3` s), the polar route is
-/// the cheaper one while `2 n r (r - k) + 134 r^3 < ~2e2 r^3`, that is
-/// `n < ~30 r` for `k` small next to `r`.
-pub const POLAR_SAMPLES_PER_ORDER: usize = 30;
+/// Seconds per `r^3` of one host eigendecomposition of order `r` (the
+/// tridiagonalisation and the wanted pairs of
+/// [`PositivePartSolver::full_only`]) on the 16-core host of the H200 run:
+/// `repro/results/h200-2026-12-04-methods.txt` logs 5.14 s of eigen over
+/// the 26 iterations of the GPU density fit at `m = 1000`, `n = 10^5`
+/// (5.09 s in the CPU fit), at 1.5 to 2 decompositions per iteration
+/// (39 to 52): 0.10 to 0.13 s each at `r = 1000`, so `1e-10 r^3` s.
+pub const HOST_EIGEN_SECONDS_PER_CUBE: f64 = 1e-10;
 
-/// The smallest order `r` at which [`PositivePartRoute::Auto`] takes the
-/// polar route on a device: its ~130 dispatches and four blocking waits
-/// per `[M]_+` (about 0.85 ms at the cost model's H200 overheads of 5 us
-/// per dispatch and 50 us per wait) and its `134 r^3` flops
-/// (`~1.3e-11 r^3` s) must stay below the host's eigendecomposition
-/// (`~2e-11 r^3` s, the estimate of [`POLAR_SAMPLES_PER_ORDER`]), which
-/// holds from `r ~ 500` on.
-pub const POLAR_MIN_ORDER: usize = 500;
+/// Flops of the polar route's sign iteration per `r^3` at the default
+/// tolerance ([`super::polar`]).
+pub const POLAR_FLOPS_PER_CUBE: f64 = 134.0;
+
+/// Dispatches of one polar `[M]_+` on a device (its matrix products,
+/// combinations and norms, [`super::polar`]).
+pub const POLAR_DISPATCHES: f64 = 130.0;
+
+/// Blocking waits of one polar `[M]_+` on a device (its norms and traces).
+pub const POLAR_WAITS: f64 = 4.0;
+
+/// The cost model's profile of the card behind `device` for the route of
+/// [`PositivePartRoute::Auto`]: the preset whose name the adapter's name
+/// carries (`H100`, `H200`; [`CardProfile::preset`]), else the H200's,
+/// the card the cost model's efficiencies are fitted to (a software
+/// adapter then takes the route an H200 would). `None` on the host.
+pub fn card_profile(device: &Device) -> Option<CardProfile> {
+    match device {
+        Device::Cpu => None,
+        Device::Gpu(ctx) => {
+            let name = ctx.adapter().name.to_ascii_uppercase();
+            Some(if name.contains("H100") { CardProfile::h100() } else { CardProfile::h200() })
+        }
+    }
+}
+
+/// Predicted seconds of one evaluation's `[M]_+` and model values on
+/// `card` by the polar route and by the eigendecomposition route, for
+/// `samples` training points `n` and features of order `r`: the polar
+/// route computes the sign iteration (`134 r^3` flops,
+/// [`POLAR_FLOPS_PER_CUBE`]) and the model values from a dense `[M]_+`
+/// (`2 n r^2` flops) at the card's f64 product rate (`f64_flops` times the
+/// product efficiency), with [`POLAR_DISPATCHES`] dispatches and
+/// [`POLAR_WAITS`] waits; the eigendecomposition route reads `M` back
+/// (`8 r^2` bytes over the host link, one wait) and decomposes it on the
+/// host ([`HOST_EIGEN_SECONDS_PER_CUBE`] `r^3`); its model values
+/// (`2 n r k` flops for `k` positive eigenvalues) are taken as free (`k`
+/// small next to `r`), which only favours it. The weighted Gram that forms
+/// `M` is the same on both routes and left out.
+pub fn route_seconds(card: &CardProfile, samples: usize, order: usize) -> (f64, f64) {
+    let (n, r) = (samples as f64, order as f64);
+    let rate = card.peak(Precision::F64) * card.efficiency_of(ShapeKind::Product);
+    let polar = if rate > 0.0 && rate.is_finite() {
+        (2.0 * n * r * r + POLAR_FLOPS_PER_CUBE * r * r * r) / rate + POLAR_DISPATCHES * card.dispatch_overhead + POLAR_WAITS * card.wait_latency
+    } else {
+        f64::INFINITY
+    };
+    let eigen = HOST_EIGEN_SECONDS_PER_CUBE * r * r * r + 8.0 * r * r / card.link_bandwidth + card.wait_latency;
+    (polar, eigen)
+}
+
+/// Whether [`PositivePartRoute::Auto`] takes the polar route for features
+/// resident on `card`: [`route_seconds`] predicts it cheaper.
+///
+/// With the H200 profile (f64 products at 30 % of 33.5 TFLOP/s, `1.0e13`
+/// flop/s; 5 us per dispatch, 50 us per wait, 50 GB/s) at `r = 1000`: the
+/// polar route costs `(2 n 10^6 + 1.34e11) / 1.0e13 s + 0.85 ms`, the
+/// eigendecomposition route `0.1 s + 0.2 ms`; the polar route is the
+/// cheaper one below `n ~ 4.3e5` (`n < ~435 r` for large `r`): 34 ms against
+/// 100 ms at `n = 10^5`, 213 ms against 100 ms at `n = 10^6` (there the
+/// eigendecomposition route). Its fixed cost (`134 r^3` flops, 0.85 ms of
+/// dispatches and waits) stays above the host's `1e-10 r^3` s below
+/// `r ~ 220`, where the eigendecomposition route is taken at any `n`.
+pub fn polar_is_cheaper(card: &CardProfile, samples: usize, order: usize) -> bool {
+    let (polar, eigen) = route_seconds(card, samples, order);
+    polar < eigen
+}
 
 impl PositivePartRoute {
     /// The solver of this route for `samples` training points with features
-    /// of order `order`, resident on a device or not.
-    pub fn solver(self, resident_features: bool, samples: usize, order: usize) -> PositivePartSolver {
+    /// of order `order`, resident on the device whose card profile is
+    /// `card` ([`card_profile`]), or on the host (`None`).
+    pub fn solver(self, card: Option<&CardProfile>, samples: usize, order: usize) -> PositivePartSolver {
         match self {
-            PositivePartRoute::Auto if resident_features && order >= POLAR_MIN_ORDER && samples < POLAR_SAMPLES_PER_ORDER.saturating_mul(order) => PositivePartSolver::polar(),
+            PositivePartRoute::Auto if card.is_some_and(|card| polar_is_cheaper(card, samples, order)) => PositivePartSolver::polar(),
             PositivePartRoute::Auto | PositivePartRoute::Eigen => PositivePartSolver::full_only(),
             PositivePartRoute::Partial => PositivePartSolver::new(),
             PositivePartRoute::Polar => PositivePartSolver::polar(),

@@ -152,7 +152,7 @@ impl QuantileParams {
         };
         // On a GPU with f64 the features stay on the device, and M_q and
         // [M_q]_+ too where the polar route is the cheaper one.
-        let solution = problem.solve_sharded(&self.settings.solver, self.positive_part.solver(resident, n, features.rank()), comm)?;
+        let solution = problem.solve_sharded(&self.settings.solver, self.positive_part.solver((if resident { super::positive_part::card_profile(device) } else { None }).as_ref(), n, features.rank()), comm)?;
         let mut models = Vec::with_capacity(part_levels.len());
         for (&i, a) in part_levels.iter().zip(solution.parts.iter()) {
             models.push((i, PsdModel::from_feature_operator(&features, a)?));

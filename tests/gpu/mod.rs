@@ -8,3 +8,4 @@ mod methods;
 mod tensor_core_split;
 mod variants;
 mod vs_cpu;
+mod weighted_gram;

@@ -107,3 +107,42 @@ fn partial_positive_part_handles_no_positive_eigenvalue_and_a_basis_of_wrong_siz
     assert_eq!(route, Route::Full);
     assert!(pp.values.is_empty());
 }
+
+/// The route of `PositivePartRoute::Auto` for given (device, n, r): on the
+/// host always the eigendecomposition; on a GPU the polar route where the
+/// card's cost model predicts it cheaper. With the H200 profile the
+/// crossing at r = 1000 is at n ~ 4.3e5 (34 ms against 100 ms at
+/// n = 1e5, 213 ms against 100 ms at n = 1e6), and below r ~ 220 the
+/// eigendecomposition is taken at any n.
+#[test]
+fn auto_route_follows_the_cost_model_of_the_card() {
+    use gramian::gpu::cost::CardProfile;
+    use gramian::psd::positive_part::{card_profile, polar_is_cheaper, route_seconds};
+    use gramian::psd::PositivePartRoute;
+    let h200 = CardProfile::h200();
+    let auto = |card: Option<&CardProfile>, n: usize, r: usize| PositivePartRoute::Auto.solver(card, n, r).is_polar();
+    // (n, r, polar on an H200)
+    for (n, r, polar) in [(100_000, 1000, true), (1_000_000, 1000, false), (400_000, 1000, true), (470_000, 1000, false), (2000, 500, true), (2000, 200, false), (600, 250, true), (200, 30, false), (10_000_000, 5000, false), (1_000_000, 5000, true)] {
+        assert_eq!(auto(Some(&h200), n, r), polar, "n = {n}, r = {r}: {:?}", route_seconds(&h200, n, r));
+        assert_eq!(polar_is_cheaper(&h200, n, r), polar);
+        // The host keeps the eigendecomposition.
+        assert!(!auto(None, n, r), "host, n = {n}, r = {r}");
+    }
+    // At n = 1e5, r = 1000: the figures of the doc comment.
+    let (polar, eigen) = route_seconds(&h200, 100_000, 1000);
+    assert!((polar - 0.0342).abs() < 1e-3 && (eigen - 0.1002).abs() < 1e-3, "{polar} {eigen}");
+    // A card without f64 never takes the polar route.
+    let no_f64 = CardProfile { f64_flops: 0.0, ..CardProfile::h200() };
+    assert!(!auto(Some(&no_f64), 2000, 1000));
+    // The explicit routes ignore the card.
+    assert!(PositivePartRoute::Polar.solver(None, 10, 10).is_polar());
+    assert!(!PositivePartRoute::Eigen.solver(Some(&h200), 100_000, 1000).is_polar());
+    // The host has no card; a GPU adapter that is not an H100 takes the H200's profile.
+    assert!(card_profile(&gramian::Device::Cpu).is_none());
+    if let Some(gpu) = common::gpu_device(gramian::GpuOptions::default()) {
+        let card = card_profile(&gpu).expect("a GPU has a card profile");
+        let gramian::Device::Gpu(ctx) = &gpu else { unreachable!() };
+        let expected = if ctx.adapter().name.to_ascii_uppercase().contains("H100") { CardProfile::h100() } else { CardProfile::h200() };
+        assert_eq!(card, expected);
+    }
+}
