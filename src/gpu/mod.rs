@@ -222,6 +222,8 @@ pub struct GpuContext {
     /// The partials of the last arg-max (`icd`), reused while the next one
     /// has as many blocks in the same precision; held for a whole arg-max.
     pub(crate) argmax_partials: Mutex<Option<GpuMatrix>>,
+    /// The fused kernel matvec's partial sums, reused across matvecs.
+    pub(crate) matvec_scratch: matvec::MatvecScratch,
     pub(crate) max_binding_bytes: u64,
     pub(crate) max_buffer_bytes: u64,
     pub(crate) max_workgroups: u32,
@@ -425,6 +427,7 @@ impl GpuContext {
             queue,
             pipelines,
             scratch: Mutex::new(buffers::Scratch::default()),
+            matvec_scratch: matvec::MatvecScratch::default(),
             argmax_partials: Mutex::new(None),
             max_binding_bytes,
             max_buffer_bytes: limits.max_buffer_size,

@@ -142,6 +142,52 @@ fn a_pair_matvec_evaluates_each_kernel_entry_once() {
     assert_eq!(counts.allocations, 1, "the partial sums");
 }
 
+/// Repeated pair matvecs into the same outputs allocate nothing after the
+/// first: the partial sums are reused, grown once for a larger product in
+/// between; what the larger one left in them changes no bit of the
+/// smaller one's result, which matches the CPU's f64 pair matvec (to
+/// `1e-12` relative in f64: sums of a few hundred products of kernel values
+/// in `[0, 1]` and entries in `[-1, 1]`; `1e-4` in f32).
+#[test]
+fn repeated_pair_matvecs_allocate_nothing_after_the_first() {
+    let Some(gpu) = device() else { return };
+    let precision = gpu.best_precision();
+    let kernel = Kernel::rbf(0.5).unwrap();
+    let (d, c) = (3usize, 8usize);
+    let pair = |n: usize, m: usize, x: &DMatrix<f64>, z: &DMatrix<f64>, vw: &DMatrix<f64>| {
+        let (xs, zs, vws) = (gpu.upload(x, precision).unwrap(), gpu.upload(z, precision).unwrap(), gpu.upload(vw, precision).unwrap());
+        let out = gpu.zeros(n + m, c, precision).unwrap();
+        let (v, w) = (vws.rows(0, m).unwrap(), vws.rows(m, n).unwrap());
+        let (o, ot) = (out.rows(0, n).unwrap(), out.rows(n, m).unwrap());
+        move |gpu: &Device| {
+            gpu.resident_kernel_matvec_pair_into(&kernel, &xs, &zs, &v, &w, &o, &ot, false).unwrap();
+            gpu.to_host(&out).unwrap()
+        }
+    };
+    let (n, m) = (150usize, 110usize);
+    let (x, z, vw) = (uniform(n, d), uniform(m, d), uniform(m + n, c));
+    let small = pair(n, m, &x, &z, &vw);
+    let large = pair(4 * n, 3 * m, &uniform(4 * n, d), &uniform(3 * m, d), &uniform(3 * m + 4 * n, c));
+    let first = counted(&gpu, || drop(small(&gpu)));
+    assert_eq!(first.allocations, 1, "the partial sums, once: {first:?}");
+    let fresh = small(&gpu);
+    large(&gpu);
+    for _ in 0..3 {
+        let mut again = None;
+        let counts = counted(&gpu, || again = Some(small(&gpu)));
+        assert_eq!(counts.allocations, 0, "nothing allocated: {counts:?}");
+        assert!(counts.scratch_reuses >= 1, "the partial sums reused: {counts:?}");
+        assert_eq!(counts.transfers.host_to_device_bytes, 0);
+        assert_eq!(again.unwrap(), fresh, "the same bits as before");
+    }
+    let (kv, ktw) = gramian::kernel::kernel_matvec_pair_cpu(&kernel, &x, &z, &vw.rows(0, m).into_owned(), &vw.rows(m, n).into_owned()).unwrap();
+    let tolerance = if precision == Precision::F64 { 1e-12 } else { 1e-4 };
+    for (got, want) in [(fresh.rows(0, n), &kv), (fresh.rows(n, m), &ktw)] {
+        let error = (got - want).amax() / want.amax();
+        assert!(error <= tolerance, "relative error {error:e}");
+    }
+}
+
 #[test]
 fn products_reductions_and_maps_count_by_their_formulas() {
     let Some(gpu) = device() else { return };
