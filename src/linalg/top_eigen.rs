@@ -4,11 +4,17 @@
 //! problems", Numer. Algorithms 47, 2008), all heavy work in faer matrix
 //! products.
 //!
-//! One file: the restarts are not a layer over a Lanczos core but the same
-//! loop ([`block_lanczos`] extends the basis and restarts it in one pass
-//! over one basis layout), and the block orthogonalisation it calls is a few
-//! small functions on that layout; the rest is the public entry points and
-//! tests.
+//! The restarts are not a layer over a Lanczos core but the same loop
+//! ([`block_lanczos_in`] extends the basis and restarts it in one pass), and
+//! the loop is written once over where the `n`-vectors live
+//! ([`KrylovBasis`]: the basis, the current block and its product, and the
+//! few operations on them): [`HostKrylov`] holds them in host memory (the
+//! block orthogonalisation is a few small functions on that layout), and
+//! the `device` submodule ([`device::DeviceKrylov`]) resident on a GPU for
+//! operators whose products run there, where a block product moves only
+//! projected coefficients between host and device. The projected problems
+//! (`T`, its eigendecomposition, the Ritz coefficients) are host matrices
+//! either way; the rest is the public entry points and tests.
 //!
 //! A full decomposition costs `O(n^3)` in a tridiagonalisation that is
 //! memory-bound for half of its flops; the top `k` need only products
