@@ -474,4 +474,23 @@ mod tests {
         assert_eq!((step.allocations, step.waits), (0, 2), "{step:?}");
         assert!(first.allocations > 0 && first.allocations == second.allocations, "the solver's buffers, once per solve: {first:?}");
     }
+
+    /// Order 40: the basis (51 columns) does not fit, `A I` is formed
+    /// through host round trips and decomposed densely: the exact top
+    /// eigenvalues to rounding.
+    #[test]
+    fn a_small_operator_is_decomposed_densely() {
+        let Some(device) = gpu() else { return };
+        let ctx = device.context().expect("a GPU");
+        let (n, k) = (40usize, 3usize);
+        let d: Vec<f64> = (0..n).map(|i| (i as f64 * 0.37).sin()).collect();
+        let repeated = vec![ctx.upload(&d.iter().flat_map(|&x| std::iter::repeat_n(x, n)).collect::<Vec<_>>(), n, n, Precision::F64).unwrap()];
+        let got = symmetric_operator_largest_resident(&device, n, k, Diagonal { ctx, repeated }, &TopEigenSettings::default()).unwrap();
+        assert!(!got.partial);
+        let mut exact = d.clone();
+        exact.sort_by(|a, b| a.total_cmp(b));
+        for j in 0..k {
+            assert!((got.eigen.eigenvalues[j] - exact[n - k + j]).abs() <= 1e-12, "eigenvalue {j}: {} vs {}", got.eigen.eigenvalues[j], exact[n - k + j]);
+        }
+    }
 }
