@@ -89,6 +89,11 @@ impl DeviceMatrix {
         }
     }
 
+    /// A GPU matrix (or view) as a device matrix.
+    pub(crate) fn from_gpu(g: GpuMatrix) -> DeviceMatrix {
+        DeviceMatrix { repr: Repr::Gpu(g) }
+    }
+
     /// A CPU-held matrix of `precision`: `F32` values are rounded to `f32`,
     /// as a GPU would store them.
     fn host(mut m: DMatrix<f64>, precision: Precision) -> DeviceMatrix {
@@ -129,7 +134,8 @@ impl DeviceMatrix {
         }
     }
 
-    fn gpu(&self) -> Result<&GpuMatrix> {
+    /// The GPU matrix of a GPU-held view.
+    pub(crate) fn gpu(&self) -> Result<&GpuMatrix> {
         match &self.repr {
             Repr::Gpu(g) => Ok(g),
             Repr::Host { .. } => Err(Error::DeviceMismatch),
@@ -190,7 +196,8 @@ fn check_form(a: (usize, usize), b: (usize, usize), form: MatrixProduct) -> Resu
 }
 
 impl Device {
-    fn context(&self) -> Option<&GpuContext> {
+    /// The GPU context (`None` on the CPU).
+    pub(crate) fn context(&self) -> Option<&GpuContext> {
         match self {
             Device::Cpu => None,
             Device::Gpu(ctx) => Some(ctx),

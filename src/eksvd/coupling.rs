@@ -12,7 +12,7 @@ use crate::data::{check_shape, check_source_matrix};
 use crate::error::Result;
 use crate::error::Error;
 use crate::data::MultiSource;
-use crate::gpu::MatrixProduct;
+use crate::gpu::{ElementwiseMap, MatrixProduct};
 use crate::linalg::{faer_ref, matmul_acc, matmul_thin, matmul_thin_aware, matmul_tn, matmul_tn_thin};
 use faer::reborrow::ReborrowMut;
 use faer::{Accum, MatMut, MatRef, Par};
@@ -498,17 +498,57 @@ impl ResidentCoupling<'_> {
         };
         let precision = self.precision;
         let vd = device.upload(v, precision)?;
-        let parts: Vec<DeviceMatrix> = (0..n).map(|q| vd.rows(g.offset(q), g.sizes[q])).collect::<std::result::Result<_, _>>()?;
         let out = device.zeros(g.order(), c, precision)?;
-        // Each pair's kernel entries once, for K_pq V_q and K_pq^T V_p,
-        // added into the zeroed output.
+        self.add_pair_products(kernel, sources, &vd, &out, true)?;
+        device.to_host(&out)
+    }
+
+    /// Whether products of resident blocks ([`Self::apply_resident`]) run
+    /// here: a kernel function's sources resident on a GPU.
+    pub(crate) fn products_resident(&self) -> bool {
+        matches!(self.resident, Some(ResidentBlocks::KernelFunction { .. }))
+    }
+
+    /// The precision of the resident sources and of the products.
+    pub(crate) fn precision(&self) -> Precision {
+        self.precision
+    }
+
+    /// `out (+)= G_Q V` for resident `V` and `out` (`sum N_q x c`, the
+    /// sources' rows in order): each pair's kernel entries once, for
+    /// `K_pq V_q` and `K_pq^T V_p` (the fused pair matvec), added into
+    /// `out` (which is zeroed first unless `accumulate`).
+    fn add_pair_products(&self, kernel: &Kernel, sources: &[DeviceMatrix], v: &DeviceMatrix, out: &DeviceMatrix, accumulate: bool) -> Result<()> {
+        let (g, device) = (self.coupling, self.device);
+        let n = g.n_sources();
+        check_shape("rows of V vs the order of G_Q", g.order(), v.nrows())?;
+        check_shape("rows of the output vs the order of G_Q", g.order(), out.nrows())?;
+        check_shape("columns of the output vs the columns of V", v.ncols(), out.ncols())?;
+        if !accumulate {
+            // out = 0 V, without an allocation.
+            let ctx = device.context().ok_or(Error::DeviceMismatch)?;
+            let mut plan = Vec::new();
+            ctx.plan_elementwise(ElementwiseMap::Shift { alpha: 0.0, gamma: 0.0 }, v.gpu()?, v.gpu()?, out.gpu()?, &mut plan)?;
+            ctx.run_plan(plan)?;
+        }
+        let parts: Vec<DeviceMatrix> = (0..n).map(|q| v.rows(g.offset(q), g.sizes[q])).collect::<std::result::Result<_, _>>()?;
         let outs: Vec<DeviceMatrix> = (0..n).map(|q| out.rows(g.offset(q), g.sizes[q])).collect::<std::result::Result<_, _>>()?;
         for p in 0..n {
             for q in (p + 1)..n {
                 device.resident_kernel_matvec_pair_into(kernel, &sources[p], &sources[q], &parts[q], &parts[p], &outs[p], &outs[q], true)?;
             }
         }
-        device.to_host(&out)
+        Ok(())
+    }
+}
+
+impl crate::linalg::ResidentSymmetricOperator for &ResidentCoupling<'_> {
+    /// `out = G_Q V` on the GPU (a kernel function's resident sources).
+    fn apply_resident(&mut self, v: &DeviceMatrix, out: &DeviceMatrix) -> Result<()> {
+        match &self.resident {
+            Some(ResidentBlocks::KernelFunction { kernel, sources }) => self.add_pair_products(kernel, sources, v, out, false),
+            _ => Err(Error::NotAvailable("resident products of the coupling matrix")),
+        }
     }
 }
 

@@ -18,7 +18,8 @@ use nalgebra::{DMatrix, DVector};
 use crate::data::check_shape;
 use crate::error::Result;
 use crate::error::Error;
-use crate::linalg::{faer_mut, local_rows_of, symmetric_eigen_largest_with, symmetric_operator_largest_on, symmetric_operator_largest_within_budget_on, AllRows, RowSplit, TopEigenSettings};
+use crate::Device;
+use crate::linalg::{faer_mut, local_rows_of, symmetric_eigen_largest_with, symmetric_operator_largest_resident, ResidentSymmetricOperator, symmetric_operator_largest_on, symmetric_operator_largest_within_budget_on, AllRows, RowSplit, TopEigenSettings};
 
 /// Eigenvalues at or below this fraction of the largest magnitude count as
 /// zero, not positive (rounding in a rank-deficient coupling matrix).
@@ -274,6 +275,22 @@ where
     log::debug!("largest_lanczos: n = {n}, k = {k}: {products} product columns, {} restarts", top.restarts);
     let order: Vec<usize> = (0..k).rev().collect();
     retain_largest_positive(rows, top.eigen.eigenvalues.as_slice(), &top.eigen.eigenvectors, &order, k, top.norm_estimate)
+}
+
+/// [`largest_lanczos`] for an operator whose products run on the GPU
+/// `device` (`f64`): the same block Lanczos with its Krylov basis resident
+/// there ([`crate::linalg::symmetric_operator_largest_resident`]), so that
+/// a product moves only the projected coefficients between host and device.
+/// The same pairs as [`largest_lanczos`] on the same products, to the
+/// tolerance (the products' rounding differs).
+pub(crate) fn largest_lanczos_resident<O: ResidentSymmetricOperator>(device: &Device, n: usize, k: usize, apply: O, tolerance: f64, max_restarts: usize, seed: u64) -> Result<LargestEigenpairs> {
+    check_k(k, n)?;
+    Eigensolver::Lanczos { tolerance, max_restarts }.validate()?;
+    let settings = TopEigenSettings { tolerance, max_restarts, seed, ..TopEigenSettings::default() };
+    let top = symmetric_operator_largest_resident(device, n, k, apply, &settings)?;
+    log::debug!("largest_lanczos_resident: n = {n}, k = {k}: {} block products, {} restarts", top.block_products, top.restarts);
+    let order: Vec<usize> = (0..k).rev().collect();
+    retain_largest_positive(&AllRows::new(n), top.eigen.eigenvalues.as_slice(), &top.eigen.eigenvectors, &order, k, top.norm_estimate)
 }
 
 #[cfg(test)]

@@ -42,10 +42,11 @@
 //! poll after mapping a read-back buffer (every download), and
 //! [`GpuContext::synchronize`]. Error scopes are resolved on the host and
 //! are not waits. An allocation is one device matrix created (uploads,
-//! outputs, the scratch partial sums of split products and matvecs); the
-//! reused scratch buffers (dispatch descriptors, read-back staging) count a
-//! buffer created when they grow and a reuse when they serve a request as
-//! they are.
+//! outputs, the scratch partial sums of split products); the reused
+//! scratch buffers (dispatch descriptors, read-back staging) count a buffer
+//! created when they grow and a reuse when they serve a request as they
+//! are, and the fused matvec's reused partial sums an allocation when they
+//! grow and a reuse otherwise.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;

@@ -8,8 +8,21 @@
 //! each kernel entry (the cross-source blocks of eKSVD's coupling, where
 //! `K_qp = K_pq^T`): the fused shader's PAIR form, or one K tile applied
 //! both ways.
+//!
+//! The fused shader's partial sums live in one buffer per precision kept by
+//! the context ([`MatvecScratch`]): allocated at the first matvec, grown (to
+//! the next power of two within a binding) when a larger one comes, and
+//! otherwise reused, so that repeated products (a Krylov solver's) allocate
+//! nothing. Every slot a dispatch's reductions read is written by that
+//! dispatch, so what an earlier product left there is never read. A plan
+//! uses the buffer from its matvec dispatch to its reductions in one
+//! submission; [`GpuContext::kernel_matvec_into`] and
+//! [`GpuContext::kernel_matvec_pair_into`] hold the scratch's run lock
+//! from planning to submission, so that no other thread's matvec writes the
+//! buffer in between even where a long plan takes several submissions.
 
 use std::collections::HashMap;
+use std::sync::Mutex;
 
 use super::buffers::GpuMatrix;
 use super::plan::{cuts, Dispatch, Operand, PipelineKind, ProductFlags};
@@ -18,6 +31,16 @@ use super::variants::{self, Op, ShapeClass, CATALOGUE, PAIR_KEY};
 use super::{GpuContext, LOOP_BUDGET};
 use crate::error::{Error, Result};
 use crate::kernel::Kernel;
+use crate::precision::Precision;
+
+/// The fused kernel matvec's reused partial-sums buffers (module docs).
+#[derive(Default)]
+pub(crate) struct MatvecScratch {
+    /// One buffer per precision (`f32`, `f64`), an `elements x 1` matrix.
+    partials: Mutex<[Option<GpuMatrix>; 2]>,
+    /// Held by a matvec from planning to submission.
+    runs: Mutex<()>,
+}
 
 impl GpuContext {
     /// Records the fused kernel matvec `out (+)= K(X, Z) V` (V with at most
@@ -131,7 +154,7 @@ impl GpuContext {
         // Partial slots for the most demanding piece.
         let column_slots = |rows: usize, cols: usize| if pair.is_some() { rows.div_ceil(tr) * cols } else { 0 };
         let slot_rows = row_cuts.windows(2).flat_map(|r| col_cuts.windows(2).map(move |cj| (r[1] - r[0], cj[1] - cj[0]))).map(|(rows, cols)| splits_for(rows, cols) * slots * rows + column_slots(rows, cols)).max().unwrap_or(1);
-        let partial = self.zeros(slot_rows, c, precision)?;
+        let partial = self.matvec_partials(slot_rows * c, precision)?;
         debug_assert_eq!(partial.storage.blocks.len(), 1);
         let key = variant | (mv << 16) | if pair.is_some() { PAIR_KEY } else { 0 };
         for (piece, ri) in row_cuts.windows(2).enumerate() {
@@ -208,6 +231,22 @@ impl GpuContext {
         Ok(true)
     }
 
+    /// The partial-sums buffer of the fused matvec, at least `elements`
+    /// long in `precision`: the context's, or a larger one allocated in its
+    /// place (module docs); a reuse is counted as a scratch reuse.
+    fn matvec_partials(&self, elements: usize, precision: Precision) -> Result<GpuMatrix> {
+        let mut held = self.matvec_scratch.partials.lock().map_err(|_| Error::Gpu("matvec scratch lock poisoned".into()))?;
+        let slot = &mut held[matches!(precision, Precision::F64) as usize];
+        if let Some(p) = slot.as_ref().filter(|p| p.nrows() >= elements) {
+            self.counters.count_scratch(true);
+            return Ok(p.clone());
+        }
+        let within = (self.max_binding_bytes as usize / precision.bytes()).max(elements);
+        let p = self.zeros(elements.max(1).next_power_of_two().min(within), 1, precision)?;
+        *slot = Some(p.clone());
+        Ok(p)
+    }
+
     /// `out (+)= K(X, Z) V` on resident matrices (checked shapes, one
     /// precision): the fused shader for V of at most [`MATVEC_MAX_COLUMNS`]
     /// columns where rows are short enough for it, else tiles of K (at most
@@ -217,6 +256,7 @@ impl GpuContext {
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn kernel_matvec_into(&self, code: KernelCode, x: &GpuMatrix, z: &GpuMatrix, v: &GpuMatrix, out: &GpuMatrix, accumulate: bool) -> Result<()> {
         if v.ncols() <= MATVEC_MAX_COLUMNS {
+            let _run = self.matvec_scratch.runs.lock().map_err(|_| Error::Gpu("matvec scratch lock poisoned".into()))?;
             let mut plan = Vec::new();
             if self.plan_kernel_matvec(code, x, z, v, out, accumulate, &mut plan)? {
                 return self.run_plan(plan);
@@ -232,6 +272,7 @@ impl GpuContext {
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn kernel_matvec_pair_into(&self, code: KernelCode, x: &GpuMatrix, z: &GpuMatrix, v: &GpuMatrix, w: &GpuMatrix, out: &GpuMatrix, out_t: &GpuMatrix, accumulate: bool, accumulate_t: bool) -> Result<()> {
         if v.ncols() <= MATVEC_MAX_COLUMNS {
+            let _run = self.matvec_scratch.runs.lock().map_err(|_| Error::Gpu("matvec scratch lock poisoned".into()))?;
             let mut plan = Vec::new();
             if self.plan_kernel_matvec_pair(code, x, z, v, w, out, out_t, accumulate, accumulate_t, &mut plan)? {
                 return self.run_plan(plan);

@@ -21,7 +21,8 @@
 //! reductions and maps), `matvec` (the kernel matvec), `submit` (running
 //! plans, error scopes), `pipelines` (shader compilation and the pipeline
 //! cache), `variants` and `tuner` (product variants and the choice between
-//! them), `host` (host-matrix operations).
+//! them), `host` (host-matrix operations), `write` (host values written
+//! into existing device matrices).
 
 mod buffers;
 pub mod cost;
@@ -35,6 +36,7 @@ mod problem;
 mod submit;
 mod tuner;
 mod variants;
+mod write;
 
 pub use buffers::GpuMatrix;
 pub use counters::{DeviceCounters, DispatchCounters, ShapeKind, TransferStats};
@@ -42,7 +44,7 @@ pub use crate::linalg::MatrixProduct;
 pub use tuner::{TunedChoice, TuningMode, TUNE_BUDGET, TUNE_CACHE_ENV, TUNE_ENV, VARIANT_ENV};
 pub use variants::{Core, DistanceForm, LaneLayout, ProductVariant, CATALOGUE};
 pub(crate) use matvec::MATVEC_MAX_COLUMNS;
-pub(crate) use plan::{ElementwiseMap, Operand, ProductFlags};
+pub(crate) use plan::{Dispatch, ElementwiseMap, Operand, ProductFlags};
 pub(crate) use problem::KernelCode;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -222,6 +224,8 @@ pub struct GpuContext {
     /// The partials of the last arg-max (`icd`), reused while the next one
     /// has as many blocks in the same precision; held for a whole arg-max.
     pub(crate) argmax_partials: Mutex<Option<GpuMatrix>>,
+    /// The fused kernel matvec's partial sums, reused across matvecs.
+    pub(crate) matvec_scratch: matvec::MatvecScratch,
     pub(crate) max_binding_bytes: u64,
     pub(crate) max_buffer_bytes: u64,
     pub(crate) max_workgroups: u32,
@@ -425,6 +429,7 @@ impl GpuContext {
             queue,
             pipelines,
             scratch: Mutex::new(buffers::Scratch::default()),
+            matvec_scratch: matvec::MatvecScratch::default(),
             argmax_partials: Mutex::new(None),
             max_binding_bytes,
             max_buffer_bytes: limits.max_buffer_size,

@@ -4,11 +4,17 @@
 //! problems", Numer. Algorithms 47, 2008), all heavy work in faer matrix
 //! products.
 //!
-//! One file: the restarts are not a layer over a Lanczos core but the same
-//! loop ([`block_lanczos`] extends the basis and restarts it in one pass
-//! over one basis layout), and the block orthogonalisation it calls is a few
-//! small functions on that layout; the rest is the public entry points and
-//! tests.
+//! The restarts are not a layer over a Lanczos core but the same loop
+//! ([`block_lanczos_in`] extends the basis and restarts it in one pass), and
+//! the loop is written once over where the `n`-vectors live
+//! ([`KrylovBasis`]: the basis, the current block and its product, and the
+//! few operations on them): [`HostKrylov`] holds them in host memory (the
+//! block orthogonalisation is a few small functions on that layout), and
+//! the `device` submodule ([`device::DeviceKrylov`]) resident on a GPU for
+//! operators whose products run there, where a block product moves only
+//! projected coefficients between host and device. The projected problems
+//! (`T`, its eigendecomposition, the Ritz coefficients) are host matrices
+//! either way; the rest is the public entry points and tests.
 //!
 //! A full decomposition costs `O(n^3)` in a tridiagonalisation that is
 //! memory-bound for half of its flops; the top `k` need only products
@@ -59,6 +65,10 @@ use faer::{Accum, MatMut, MatRef, Par};
 use nalgebra::{DMatrix, DVector};
 use rand::{rngs::StdRng, RngCore, SeedableRng};
 use rand_distr::{Distribution, StandardNormal};
+
+mod device;
+
+pub(crate) use device::ResidentSymmetricOperator;
 
 use super::{check_dim, check_matrix, clear_upper_simd_state, faer_mut, faer_ref, symmetric_eigen, SymmetricEigen};
 use crate::error::{Error, Result};
@@ -422,6 +432,17 @@ pub fn symmetric_operator_largest_on<R: RowSplit + ?Sized, A: SymmetricOperator>
         }
     }
     // The basis (or a widened one) does not fit next to n: A I, densely.
+    dense_from_operator(rows, k, &mut a)
+}
+
+/// The `k` largest pairs of the operator `a` from `A I` (this process's
+/// rows of it, summed into the whole matrix), decomposed densely on every
+/// process ([`full_top`]); the eigenvectors are this process's rows.
+fn dense_from_operator<R: RowSplit + ?Sized, A: SymmetricOperator>(rows: &R, k: usize, a: &mut A) -> Result<LargestSymmetricEigen> {
+    let n = rows.order();
+    let local = rows.local_len();
+    let too_large = |what: &str| Error::InvalidParameter { name: "n", reason: format!("{what} for n = {n}, k = {k} does not fit in memory") };
+    let fits = |len: usize, cols: usize| len.checked_mul(cols).is_some_and(|len| len <= isize::MAX as usize / std::mem::size_of::<f64>());
     if !fits(n, n) {
         return Err(too_large("the matrix A I"));
     }
@@ -459,6 +480,35 @@ pub fn symmetric_operator_largest_on<R: RowSplit + ?Sized, A: SymmetricOperator>
         top.eigen.eigenvectors = local_rows_of(rows, &top.eigen.eigenvectors);
     }
     Ok(top)
+}
+
+/// [`symmetric_operator_largest`] for an operator whose products run on
+/// the GPU `device`, with the Krylov basis, its blocks and their products
+/// resident there in `f64` ([`device::DeviceKrylov`]): per block product
+/// only the projected coefficients (`O(b m)` numbers) come back and
+/// `b x b` factors go up, so nothing of length `n` crosses, and nothing is
+/// allocated after the first product. The iteration, its decisions and its
+/// projected problems are the host solver's ([`block_lanczos_in`]); the
+/// numbers differ from it by the rounding of the device products. Small
+/// orders (the basis not below `n`) take `A I` through host round trips.
+///
+/// Errors: those of [`symmetric_operator_largest`]; [`Error::Unsupported`]
+/// on the CPU or a GPU without `f64`.
+pub(crate) fn symmetric_operator_largest_resident<O: ResidentSymmetricOperator>(device: &crate::device::Device, n: usize, k: usize, mut a: O, settings: &TopEigenSettings) -> Result<LargestSymmetricEigen> {
+    let rows = AllRows::new(n);
+    check_arguments(n, k, settings)?;
+    if let Some(shape) = BlockShape::new(n, k, &TopEigenSettings { min_ratio: 1, ..*settings }) {
+        let outcome = widening(n, k, shape, settings, |shape, settings| {
+            let mut basis = device::DeviceKrylov::new(device, &mut a, n, shape.b, shape.m)?;
+            block_lanczos_in(&rows, &mut basis, None, k, shape, settings, false, None)
+        })?;
+        match outcome {
+            BlockOutcome::Converged(found) => return Ok(found),
+            BlockOutcome::Stopped { converged, restarts } => return Err(Error::EigenNotConverged { converged, requested: k, restarts }),
+            BlockOutcome::TooWide => {}
+        }
+    }
+    dense_from_operator(&rows, k, &mut device::HostBridge { device, a: &mut a })
 }
 
 /// This process's rows (`rows.local_ranges()`) of the whole `n`-row `m`.
@@ -531,11 +581,17 @@ fn largest_cluster(values: &[f64], gap: f64) -> usize {
 /// module documentation). Two values count as equal within `1e-9 ||A||`.
 #[allow(clippy::too_many_arguments)]
 fn block_lanczos_widening<R: RowSplit + ?Sized, A: SymmetricOperator>(rows: &R, a: &mut A, frobenius: Option<f64>, k: usize, shape: BlockShape, s: &TopEigenSettings, budgeted: bool, start: Option<(&DMatrix<f64>, f64)>) -> Result<BlockOutcome> {
-    let n = rows.order();
+    widening(rows.order(), k, shape, s, |shape, settings| block_lanczos(rows, a, frobenius, k, shape, settings, budgeted, start))
+}
+
+/// Runs `solve` with `shape`, then again with twice the block (up to `k`)
+/// while a cluster of `b` or more equal converged values may hide further
+/// copies of an eigenvalue ([`block_lanczos_widening`]).
+fn widening(n: usize, k: usize, shape: BlockShape, s: &TopEigenSettings, mut solve: impl FnMut(BlockShape, &TopEigenSettings) -> Result<BlockOutcome>) -> Result<BlockOutcome> {
     let mut settings = *s;
     let mut shape = shape;
     loop {
-        let outcome = block_lanczos(rows, a, frobenius, k, shape, &settings, budgeted, start)?;
+        let outcome = solve(shape, &settings)?;
         let BlockOutcome::Converged(found) = &outcome else { return Ok(outcome) };
         let cluster = largest_cluster(found.eigen.eigenvalues.as_slice(), 1e-9 * found.norm_estimate);
         if cluster < shape.b || shape.b >= k {
@@ -640,20 +696,7 @@ fn cholesky_qr2<R: RowSplit + ?Sized>(rows: &R, w: &mut DMatrix<f64>, breakdown:
         let mut g = DMatrix::<f64>::zeros(b, b);
         gemm(faer_mut(&mut g), Accum::Replace, faer_ref(&q).transpose(), faer_ref(&q), 1.0);
         rows.sum(g.as_mut_slice())?;
-        let g = (&g + g.transpose()) * 0.5;
-        let Some(l) = g.cholesky() else { return Ok(None) };
-        let l = l.unpack();
-        let diag = l.diagonal();
-        let (lo, hi) = diag.iter().fold((f64::INFINITY, 0.0f64), |(lo, hi), &d| (lo.min(d), hi.max(d)));
-        if !(lo > 1e-3 * hi) {
-            return Ok(None);
-        }
-        // Q <- Q L^{-T}: solve L X^T = Q^T, i.e. X = Q L^{-T}, through
-        // the explicit (well-conditioned) inverse and one product.
-        let mut l_inv = DMatrix::<f64>::identity(b, b);
-        if !l.solve_lower_triangular_mut(&mut l_inv) {
-            return Ok(None);
-        }
+        let Some((l, l_inv)) = gram_factor(&g) else { return Ok(None) };
         let mut next = DMatrix::<f64>::zeros(q.nrows(), b);
         gemm(faer_mut(&mut next), Accum::Replace, faer_ref(&q), faer_ref(&l_inv).transpose(), 1.0);
         q = next;
@@ -661,6 +704,28 @@ fn cholesky_qr2<R: RowSplit + ?Sized>(rows: &R, w: &mut DMatrix<f64>, breakdown:
     }
     *w = q;
     Ok(Some(r_total))
+}
+
+/// One pass of CholQR2 on the host ([`cholesky_qr2`]) or a device: from
+/// the Gram matrix `g = Q^T Q` of the column-equilibrated block `Q`
+/// (symmetrised here), its Cholesky factor `L` and `L^{-1}`, so that
+/// `Q <- Q L^{-T}` (the explicit, well-conditioned inverse applied in one
+/// product) orthonormalises `Q`. `None` when the factorisation fails or
+/// the diagonal of `L` has a ratio below `1e-3` (see [`cholesky_qr2`]).
+fn gram_factor(g: &DMatrix<f64>) -> Option<(DMatrix<f64>, DMatrix<f64>)> {
+    let b = g.nrows();
+    let g = (g + g.transpose()) * 0.5;
+    let l = g.cholesky()?.unpack();
+    let diag = l.diagonal();
+    let (lo, hi) = diag.iter().fold((f64::INFINITY, 0.0f64), |(lo, hi), &d| (lo.min(d), hi.max(d)));
+    if !(lo > 1e-3 * hi) {
+        return None;
+    }
+    let mut l_inv = DMatrix::<f64>::identity(b, b);
+    if !l.solve_lower_triangular_mut(&mut l_inv) {
+        return None;
+    }
+    Some((l, l_inv))
 }
 
 /// Column-by-column modified Gram-Schmidt with reorthogonalisation and
@@ -789,7 +854,112 @@ where
     }
 }
 
-/// Thick-restart block Lanczos on the symmetric operator `a` of order `n`.
+/// Where the block solver's `n`-vectors live and how the few operations
+/// on them run: the basis `V` (`m + b` columns), the block `W` of the
+/// iteration and the operator `A` that maps a basis block into `W`. The
+/// iteration ([`block_lanczos_in`]) is written once over this; only the
+/// projected problems (`T`, its eigendecomposition, the Ritz
+/// coefficients, `b x b` factors) are host matrices. [`HostKrylov`] holds
+/// this process's rows of the vectors in host memory; [`device::DeviceKrylov`]
+/// holds all rows resident on a GPU.
+trait KrylovBasis {
+    /// Sets `W` to the start block: `start` (its columns, then random ones up
+    /// to `b`), or a random block ([`random_rows`]).
+    fn draw_start(&mut self, rng: &mut StdRng, start: Option<&DMatrix<f64>>) -> Result<()>;
+    /// `W = A V_j` for the block `V_j` of `b` columns at basis column `at`
+    /// (always the block stored last).
+    fn apply_block(&mut self, at: usize) -> Result<()>;
+    /// `||W||_F` over all rows.
+    fn block_norm(&mut self) -> Result<f64>;
+    /// Two passes of block Gram-Schmidt of `W` against the first `cols`
+    /// basis columns ([`block_orthogonalise`]); the coefficients `V^T W` of
+    /// both passes summed (`cols x b`).
+    fn orthogonalise(&mut self, cols: usize) -> Result<DMatrix<f64>>;
+    /// Orthonormalises `W = Q R` ([`orthonormalise_block`], `W` orthogonal
+    /// to the first `cols` basis columns), stores `Q` as the basis block at
+    /// column `cols` and returns `R` (`b x b`).
+    fn orthonormalise_into(&mut self, cols: usize, breakdown: f64, rng: &mut StdRng) -> Result<DMatrix<f64>>;
+    /// The Ritz vectors `V_c Y` (`c = cols`; this process's rows, on the
+    /// host) when every pair with value above `floor` has a true residual
+    /// `||A u_j - lambda_j u_j|| <= bound`, else `None`.
+    fn converged_vectors(&mut self, cols: usize, y: &DMatrix<f64>, values: &DVector<f64>, floor: f64, bound: f64) -> Result<Option<DMatrix<f64>>>;
+    /// The thick restart: basis columns `0..keep` become `V_c Y`
+    /// (`Y` is `cols x keep`), columns `keep..keep + b` the residual block
+    /// at column `cols`.
+    fn restart(&mut self, cols: usize, keep: usize, y: &DMatrix<f64>) -> Result<()>;
+}
+
+/// [`KrylovBasis`] in host memory: this process's rows of the basis and of
+/// `W` (faer matrices), every inner product summed over the processes of
+/// `rows`, `A` a [`SymmetricOperator`] on the same rows.
+struct HostKrylov<'a, R: RowSplit + ?Sized, A: SymmetricOperator> {
+    rows: &'a R,
+    a: &'a mut A,
+    basis: DMatrix<f64>,
+    w: DMatrix<f64>,
+    b: usize,
+}
+
+impl<'a, R: RowSplit + ?Sized, A: SymmetricOperator> HostKrylov<'a, R, A> {
+    /// A basis of `columns` columns and blocks of `b`, all zero.
+    fn new(rows: &'a R, a: &'a mut A, columns: usize, b: usize) -> Self {
+        let local = rows.local_len();
+        HostKrylov { rows, a, basis: DMatrix::zeros(local, columns), w: DMatrix::zeros(local, b), b }
+    }
+}
+
+impl<R: RowSplit + ?Sized, A: SymmetricOperator> KrylovBasis for HostKrylov<'_, R, A> {
+    fn draw_start(&mut self, rng: &mut StdRng, start: Option<&DMatrix<f64>>) -> Result<()> {
+        let b = self.b;
+        self.w = match start {
+            Some(v) => {
+                let extra = random_rows(self.rows, b - v.ncols(), rng);
+                let mut w = DMatrix::<f64>::zeros(v.nrows(), b);
+                w.columns_mut(0, v.ncols()).copy_from(v);
+                w.columns_mut(v.ncols(), b - v.ncols()).copy_from(&extra);
+                w
+            }
+            None => random_rows(self.rows, b, rng),
+        };
+        Ok(())
+    }
+    fn apply_block(&mut self, at: usize) -> Result<()> {
+        self.a.apply(faer_ref(&self.basis).subcols(at, self.b), faer_mut(&mut self.w))
+    }
+    fn block_norm(&mut self) -> Result<f64> {
+        summed_sqrt(self.rows, self.w.norm_squared())
+    }
+    fn orthogonalise(&mut self, cols: usize) -> Result<DMatrix<f64>> {
+        block_orthogonalise(self.rows, &self.basis, cols, &mut self.w)
+    }
+    fn orthonormalise_into(&mut self, cols: usize, breakdown: f64, rng: &mut StdRng) -> Result<DMatrix<f64>> {
+        let r = orthonormalise_block(self.rows, &self.basis, cols, &mut self.w, breakdown, rng)?;
+        self.basis.columns_mut(cols, self.b).copy_from(&self.w);
+        Ok(r)
+    }
+    fn converged_vectors(&mut self, cols: usize, y: &DMatrix<f64>, values: &DVector<f64>, floor: f64, bound: f64) -> Result<Option<DMatrix<f64>>> {
+        let vectors = matmul_basis(&self.basis, cols, y);
+        Ok(true_residuals_within(self.rows, self.a, &vectors, values, floor, bound)?.then_some(vectors))
+    }
+    fn restart(&mut self, cols: usize, keep: usize, y: &DMatrix<f64>) -> Result<()> {
+        let kept = matmul_basis(&self.basis, cols, y);
+        let residual_block = self.basis.columns(cols, self.b).into_owned();
+        self.basis.columns_mut(0, keep).copy_from(&kept);
+        self.basis.columns_mut(keep, self.b).copy_from(&residual_block);
+        Ok(())
+    }
+}
+
+/// Thick-restart block Lanczos on the symmetric operator `a` of order `n`
+/// with the vectors in host memory ([`HostKrylov`], [`block_lanczos_in`]).
+#[allow(clippy::too_many_arguments)]
+fn block_lanczos<R: RowSplit + ?Sized, A: SymmetricOperator>(rows: &R, a: &mut A, frobenius: Option<f64>, k: usize, shape: BlockShape, s: &TopEigenSettings, budgeted: bool, start: Option<(&DMatrix<f64>, f64)>) -> Result<BlockOutcome> {
+    let mut basis = HostKrylov::new(rows, a, shape.m + shape.b, shape.b);
+    block_lanczos_in(rows, &mut basis, frobenius, k, shape, s, budgeted, start)
+}
+
+/// Thick-restart block Lanczos on the symmetric operator of order `n`
+/// held by `basis` (with its vectors).
 /// `frobenius` is `||A||_F` when known (a stored matrix); otherwise it is
 /// estimated from the first block product (`E ||A V||_F^2 = (b / n)
 /// ||A||_F^2` for a random orthonormal `n x b` block `V`). It only sets the
@@ -806,28 +976,17 @@ where
 /// true ones are computed (one product with `k` columns); if they miss
 /// `100 tolerance ||A||`, the run goes on as if not converged.
 #[allow(clippy::too_many_arguments)]
-fn block_lanczos<R: RowSplit + ?Sized, A: SymmetricOperator>(rows: &R, a: &mut A, frobenius: Option<f64>, k: usize, shape: BlockShape, s: &TopEigenSettings, budgeted: bool, start: Option<(&DMatrix<f64>, f64)>) -> Result<BlockOutcome> {
+fn block_lanczos_in<R: RowSplit + ?Sized, K: KrylovBasis>(rows: &R, basis: &mut K, frobenius: Option<f64>, k: usize, shape: BlockShape, s: &TopEigenSettings, budgeted: bool, start: Option<(&DMatrix<f64>, f64)>) -> Result<BlockOutcome> {
     let BlockShape { b, keep, m } = shape;
     let n = rows.order();
     let mut rng = StdRng::seed_from_u64(s.seed);
-    let mut basis = DMatrix::<f64>::zeros(rows.local_len(), m + b);
     let floor = start.map_or(f64::NEG_INFINITY, |(_, floor)| floor);
-    let mut w = match start.map(|(v, _)| v) {
-        Some(v) => {
-            let extra = random_rows(rows, b - v.ncols(), &mut rng);
-            let mut w = DMatrix::<f64>::zeros(v.nrows(), b);
-            w.columns_mut(0, v.ncols()).copy_from(v);
-            w.columns_mut(v.ncols(), b - v.ncols()).copy_from(&extra);
-            w
-        }
-        None => random_rows(rows, b, &mut rng),
-    };
+    basis.draw_start(&mut rng, start.map(|(v, _)| v))?;
     // A random block is far from breakdown: any positive threshold will do
     // before the scale of A is known (a start block's dependent columns are
     // replaced by random ones).
-    let start_breakdown = f64::MIN_POSITIVE.max(1e-12 * summed_sqrt(rows, w.norm_squared())?);
-    orthonormalise_block(rows, &basis, 0, &mut w, start_breakdown, &mut rng)?;
-    basis.columns_mut(0, b).copy_from(&w);
+    let start_breakdown = f64::MIN_POSITIVE.max(1e-12 * basis.block_norm()?);
+    basis.orthonormalise_into(0, start_breakdown, &mut rng)?;
     // Cancellation to below this is an invariant subspace (about
     // 10 eps ||A||_F, above rounding and far below any residual we accept).
     let mut breakdown = frobenius.map(|f| 1e-14 * f.max(f64::MIN_POSITIVE));
@@ -845,16 +1004,16 @@ fn block_lanczos<R: RowSplit + ?Sized, A: SymmetricOperator>(rows: &R, a: &mut A
         // Extend by whole blocks up to `limit` columns; the block at `cols` is
         // orthonormal and orthogonal to the columns before it.
         while cols + b <= limit {
-            a.apply(faer_ref(&basis).subcols(cols, b), faer_mut(&mut w))?;
+            basis.apply_block(cols)?;
             columns += b as f64;
             let threshold = match breakdown {
                 Some(threshold) => threshold,
                 None => {
-                    let estimate = summed_sqrt(rows, w.norm_squared())? * (n as f64 / b as f64).sqrt();
+                    let estimate = basis.block_norm()? * (n as f64 / b as f64).sqrt();
                     *breakdown.insert(1e-14 * estimate.max(f64::MIN_POSITIVE))
                 }
             };
-            let h = block_orthogonalise(rows, &basis, cols + b, &mut w)?;
+            let h = basis.orthogonalise(cols + b)?;
             // A non-finite entry of the product on any process reaches
             // every process's summed coefficients.
             if let Some(i) = h.iter().position(|x| !x.is_finite()) {
@@ -869,8 +1028,7 @@ fn block_lanczos<R: RowSplit + ?Sized, A: SymmetricOperator>(rows: &R, a: &mut A
                     t[(cols + i, cols + j)] = 0.5 * (h[(cols + i, j)] + h[(cols + j, i)]);
                 }
             }
-            r_last = orthonormalise_block(rows, &basis, cols + b, &mut w, threshold, &mut rng)?;
-            basis.columns_mut(cols + b, b).copy_from(&w);
+            r_last = basis.orthonormalise_into(cols + b, threshold, &mut rng)?;
             cols += b;
         }
         let tc = t.view((0, 0), (cols, cols)).into_owned();
@@ -884,9 +1042,8 @@ fn block_lanczos<R: RowSplit + ?Sized, A: SymmetricOperator>(rows: &R, a: &mut A
         let norms: Vec<f64> = residuals.column_iter().map(|c| c.norm()).collect();
         let worst = norms.iter().zip(&theta[cols - k..]).filter(|&(_, &t)| t > floor).fold(0.0f64, |w, (&r, _)| w.max(r));
         if worst <= s.tolerance * anorm {
-            let vectors = matmul_basis(&basis, cols, &evd.eigenvectors.columns(cols - k, k).into_owned());
             let eigenvalues = DVector::from_column_slice(&theta[cols - k..]);
-            if true_residuals_within(rows, a, &vectors, &eigenvalues, floor, 100.0 * s.tolerance * anorm)? {
+            if let Some(vectors) = basis.converged_vectors(cols, &evd.eigenvectors.columns(cols - k, k).into_owned(), &eigenvalues, floor, 100.0 * s.tolerance * anorm)? {
                 let eigen = SymmetricEigen { eigenvalues, eigenvectors: vectors };
                 break BlockOutcome::Converged(LargestSymmetricEigen { eigen, norm_estimate: anorm, partial: true, restarts, block_products: (columns / b as f64) as usize });
             }
@@ -902,10 +1059,7 @@ fn block_lanczos<R: RowSplit + ?Sized, A: SymmetricOperator>(rows: &R, a: &mut A
             break BlockOutcome::Stopped { converged, restarts };
         }
         restarts += 1;
-        let kept = matmul_basis(&basis, cols, &evd.eigenvectors.columns(cols - keep, keep).into_owned());
-        let residual_block = basis.columns(cols, b).into_owned();
-        basis.columns_mut(0, keep).copy_from(&kept);
-        basis.columns_mut(keep, b).copy_from(&residual_block);
+        basis.restart(cols, keep, &evd.eigenvectors.columns(cols - keep, keep).into_owned())?;
         t.fill(0.0);
         for j in 0..keep {
             t[(j, j)] = theta[cols - keep + j];

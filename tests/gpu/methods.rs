@@ -135,37 +135,46 @@ fn mklaren_gpu_fit_chooses_the_cpu_pivots_at_two_sizes() {
     }
 }
 
+/// The matrix-free Dual on a GPU (in f64 its Krylov basis resident there)
+/// against the CPU's, on fresh random sources: an RBF coupling (a decaying
+/// spectrum) and a linear kernel on 2-D inputs (`G_Q` of rank at most 6,
+/// two of its eigenvalues positive, below the block of 8: every block
+/// product meets an invariant subspace, and the device's CholQR2 hands the
+/// block to the host's Gram-Schmidt).
+/// Both runs stop at true residuals within `100 * 1e-10 max |lambda|`, so
+/// each eigenvalue is within that of the exact one: `1e-8` relative; the
+/// dual variables (eigenvectors, compared up to sign over all sources) are
+/// within the residual over the gap to the rest of the spectrum: `1e-6`
+/// relative. In f32 (an adapter without f64) the products' rounding
+/// decides: `1e-4` and `1e-3`.
 #[test]
-fn matrix_free_dual_eksvd_on_the_gpu_matches_the_cpu_and_uploads_each_source_once() {
+fn matrix_free_dual_eksvd_on_the_gpu_matches_the_cpu() {
     let Some(gpu) = gpu_device(GpuOptions::default()) else { return };
+    let f64_products = gpu.supports(gramian::Precision::F64);
+    let (values_tolerance, vectors_tolerance) = if f64_products { (1e-8, 1e-6) } else { (1e-4, 1e-3) };
     let mut rng = rng();
-    let (n, d) = (120, 3);
-    let shared = gaussian_matrix(&mut rng, n, d);
-    let sources: Vec<DMatrix<f64>> = (0..3).map(|_| &shared + gaussian_matrix(&mut rng, n, d) * 0.3).collect();
-    let data = MultiSource::paired(sources).unwrap();
-    let coupling = CouplingMatrix::from_kernel(Kernel::rbf(0.3).unwrap(), &data).unwrap();
-    let solver = Eigensolver::Lanczos { tolerance: 1e-10, max_restarts: 300 };
-    let cpu = solve_dual(&Device::Cpu, &coupling, 3, &solver, 7).unwrap();
-    gpu.reset_transfer_stats();
-    let fitted = solve_dual(&gpu, &coupling, 3, &solver, 7).unwrap();
-    let stats = gpu.transfer_stats();
-    for k in 0..3 {
-        let (a, b) = (cpu.eigenvalues[k], fitted.eigenvalues[k]);
-        assert!((a - b).abs() <= 1e-8 * a.abs(), "eigenvalue {k}: cpu {a} gpu {b}");
-        let (u, v) = (&cpu.alphas[0].column(k), &fitted.alphas[0].column(k));
-        let sign = if u.dot(v) < 0.0 { -1.0 } else { 1.0 };
-        assert!((u - v * sign).amax() <= 1e-6 * u.amax(), "component {k} differs");
+    for (kernel, n, d, components) in [(Kernel::rbf(0.3).unwrap(), 120, 3, 3), (Kernel::Linear, 70, 2, 2)] {
+        let shared = gaussian_matrix(&mut rng, n, d);
+        let sources: Vec<DMatrix<f64>> = (0..3).map(|_| &shared + gaussian_matrix(&mut rng, n, d) * 0.3).collect();
+        let data = MultiSource::paired(sources).unwrap();
+        let coupling = CouplingMatrix::from_kernel(kernel, &data).unwrap();
+        let solver = Eigensolver::Lanczos { tolerance: 1e-10, max_restarts: 300 };
+        let cpu = solve_dual(&Device::Cpu, &coupling, components, &solver, 7).unwrap();
+        gpu.reset_transfer_stats();
+        let fitted = solve_dual(&gpu, &coupling, components, &solver, 7).unwrap();
+        let stats = gpu.transfer_stats();
+        for k in 0..components {
+            let (a, b) = (cpu.eigenvalues[k], fitted.eigenvalues[k]);
+            assert!((a - b).abs() <= values_tolerance * cpu.eigenvalues[0], "{kernel:?} eigenvalue {k}: cpu {a} gpu {b}");
+            let stack = |alphas: &[DMatrix<f64>]| DVector::from_iterator(3 * n, alphas.iter().flat_map(|a| a.column(k).iter().copied().collect::<Vec<_>>()));
+            let (u, v) = (stack(&cpu.alphas), stack(&fitted.alphas));
+            let sign = if u.dot(&v) < 0.0 { -1.0 } else { 1.0 };
+            assert!((&u - &v * sign).amax() <= vectors_tolerance * u.amax(), "{kernel:?} component {k} differs by {:e}", (&u - &v * sign).amax() / u.amax());
+        }
+        // The sources go up once (and the Krylov start block, or each
+        // block where the products are in f32).
+        assert!(stats.host_to_device_bytes >= (3 * n * d * 8) as u64, "{stats:?}");
     }
-    // Uploads: the 3 sources once, then one Krylov block (at most 8
-    // columns of the order 3 n) per product.
-    let sources_bytes = (3 * n * d * 8) as u64;
-    let products = stats.uploads - 3;
-    assert!(products >= 1);
-    let column_bytes = (3 * n * 8) as u64;
-    let krylov_bytes = stats.host_to_device_bytes - sources_bytes;
-    assert_eq!(krylov_bytes % column_bytes, 0, "{stats:?}");
-    let columns = krylov_bytes / column_bytes;
-    assert!(columns >= products && columns <= 8 * products, "{columns} columns in {products} products: {stats:?}");
 }
 
 #[test]
