@@ -129,6 +129,11 @@ impl DeviceMatrix {
         }
     }
 
+    /// The GPU matrix of a GPU-held device matrix ([`Error::DeviceMismatch`] on the CPU).
+    pub(crate) fn gpu_matrix(&self) -> Result<&GpuMatrix> {
+        self.gpu()
+    }
+
     fn gpu(&self) -> Result<&GpuMatrix> {
         match &self.repr {
             Repr::Gpu(g) => Ok(g),

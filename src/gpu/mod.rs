@@ -29,6 +29,7 @@ pub mod counters;
 mod host;
 mod icd;
 mod matvec;
+pub(crate) mod mklaren;
 mod pipelines;
 mod plan;
 mod problem;
@@ -42,7 +43,7 @@ pub use crate::linalg::MatrixProduct;
 pub use tuner::{TunedChoice, TuningMode, TUNE_BUDGET, TUNE_CACHE_ENV, TUNE_ENV, VARIANT_ENV};
 pub use variants::{Core, DistanceForm, LaneLayout, ProductVariant, CATALOGUE};
 pub(crate) use matvec::MATVEC_MAX_COLUMNS;
-pub(crate) use plan::{ElementwiseMap, Operand, ProductFlags};
+pub(crate) use plan::{Dispatch, ElementwiseMap, Operand, ProductFlags};
 pub(crate) use problem::KernelCode;
 
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -173,6 +173,10 @@ impl MklarenParams {
         let rank = self.rank;
         let scale = 1.0 / (1.0 + self.lambda).sqrt();
         let aug = n + rank;
+        // On a GPU with `f64`: every O(n) part of a step on the device.
+        if let Some(model) = super::device::fit(self, device, &xs, &yc, target_mean)? {
+            return Ok(model);
+        }
 
         // On a GPU each distinct input goes up once for the whole fit.
         let resident = KernelColumns::upload_inputs_in(device, &xs, device.working_precision(self.precision)?)?;
@@ -283,23 +287,6 @@ impl MklarenParams {
         take_step(1.0, &direction, &weights, &mut fit, &mut residual, &mut beta);
         path.push(beta.clone());
 
-        // Eq. 18: beta = R^{-1} Q^T mu from the thin QR of H.
-        let mut rhs = DMatrix::from_column_slice(aug, 1, fit.as_slice());
-        faer_ref(&h).qr().solve_lstsq_in_place(faer_mut(&mut rhs));
-        crate::linalg::clear_upper_simd_state(true);
-        let coefficients = DVector::from_fn(rank, |i, _| rhs[(i, 0)]);
-        if coefficients.iter().chain(fit.iter()).any(|v| !v.is_finite()) {
-            return Err(Error::Singular("least-squares system of the selected columns (Eq. 18) has no finite solution (degenerate LAR path)"));
-        }
-
-        let mut kernel_weights = DVector::<f64>::zeros(kernels.len());
-        for q in 0..kernels.len() {
-            let mut contribution = DVector::<f64>::zeros(n);
-            for (l, _) in selected.iter().enumerate().filter(|(_, s)| s.kernel == q) {
-                contribution.axpy(coefficients[l], &h.column(l).rows(0, n), 1.0);
-            }
-            kernel_weights[q] = contribution.norm();
-        }
         let computed: Vec<usize> = states.iter().map(|st| st.cols.computed()).collect();
         let passes: usize = (0..shared.len()).filter(|&q| (0..q).all(|p| !std::sync::Arc::ptr_eq(&shared[p], &shared[q]))).map(|q| shared[q].passes()).sum();
         log::debug!(
@@ -307,19 +294,60 @@ impl MklarenParams {
             computed.iter().sum::<usize>()
         );
         let transforms = states.iter().map(|st| st.chol.transform(st.cols.kernel(), st.cols.data())).collect();
-        let training_fit = fit.rows(0, n).map(|v| v + target_mean);
-        Ok(Mklaren { device: device.clone(),
-            kernels: kernels.to_vec(),
-            transforms,
-            selected,
-            coefficients,
-            path,
-            kernel_weights,
-            target_mean,
-            scale,
-            training_fit,
-        })
+        assemble(device, kernels, transforms, selected, &h, &fit, path, target_mean, scale)
     }
+}
+
+/// The fitted model from the end of the LAR path: the coefficients of Eq.
+/// 18 (`beta = R^{-1} Q^T mu` from the thin QR of the augmented `H`, n + K
+/// rows, and the final fit `mu`), each kernel's weight `||H_q beta_q||` over
+/// the n training rows, and the training predictions.
+///
+/// Errors: [`Error::Singular`] where the least-squares system has no finite
+/// solution.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn assemble(
+    device: &Device,
+    kernels: &[Kernel],
+    transforms: Vec<super::icd::FactorTransform>,
+    selected: Vec<SelectedColumn>,
+    h: &DMatrix<f64>,
+    fit: &DVector<f64>,
+    path: Vec<DVector<f64>>,
+    target_mean: f64,
+    scale: f64,
+) -> Result<Mklaren, Error> {
+    let (aug, rank) = h.shape();
+    let n = aug - rank;
+    // Eq. 18: beta = R^{-1} Q^T mu from the thin QR of H.
+    let mut rhs = DMatrix::from_column_slice(aug, 1, fit.as_slice());
+    faer_ref(h).qr().solve_lstsq_in_place(faer_mut(&mut rhs));
+    crate::linalg::clear_upper_simd_state(true);
+    let coefficients = DVector::from_fn(rank, |i, _| rhs[(i, 0)]);
+    if coefficients.iter().chain(fit.iter()).any(|v| !v.is_finite()) {
+        return Err(Error::Singular("least-squares system of the selected columns (Eq. 18) has no finite solution (degenerate LAR path)"));
+    }
+
+    let mut kernel_weights = DVector::<f64>::zeros(kernels.len());
+    for q in 0..kernels.len() {
+        let mut contribution = DVector::<f64>::zeros(n);
+        for (l, _) in selected.iter().enumerate().filter(|(_, s)| s.kernel == q) {
+            contribution.axpy(coefficients[l], &h.column(l).rows(0, n), 1.0);
+        }
+        kernel_weights[q] = contribution.norm();
+    }
+    let training_fit = fit.rows(0, n).map(|v| v + target_mean);
+    Ok(Mklaren { device: device.clone(),
+        kernels: kernels.to_vec(),
+        transforms,
+        selected,
+        coefficients,
+        path,
+        kernel_weights,
+        target_mean,
+        scale,
+        training_fit,
+    })
 }
 
 /// The better of two `(candidate, kernel)` pairs ([`Candidate::better_than`],
