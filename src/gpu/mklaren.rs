@@ -180,6 +180,13 @@ impl GpuContext {
         Ok(())
     }
 
+    /// Numbers of a scratch that holds the partial sums of any split depth
+    /// of a linear product with up to `elements` outputs
+    /// ([`super::ProductFlags::split_partials`]).
+    pub(crate) fn split_partials_len(elements: usize) -> usize {
+        super::plan::SPLIT_MAX_CHUNKS * elements.max(1)
+    }
+
     /// Partials (4 numbers per workgroup) a block reduction of `rows` rows writes.
     pub(crate) fn mklaren_partials(rows: usize) -> usize {
         4 * rows.div_ceil(MKLAREN_WORKGROUP).max(1)

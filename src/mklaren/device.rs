@@ -130,6 +130,8 @@ struct Shared {
     h: GpuMatrix,
     htru: GpuMatrix,
     w: GpuMatrix,
+    /// The partial sums of the products over n rows (split depth).
+    split: GpuMatrix,
 }
 
 fn kernel_base(rank: usize, q: usize) -> usize {
@@ -140,10 +142,11 @@ fn linear() -> KernelCode {
     KernelCode::of(&Kernel::Linear)
 }
 
-/// Records `out = A' B'^T` of the product form `form` (linear).
-fn product(ctx: &GpuContext, a: &GpuMatrix, b: &GpuMatrix, form: MatrixProduct, out: &GpuMatrix, plan: &mut Vec<crate::gpu::Dispatch>) -> Result<(), Error> {
+/// Records `out = A' B'^T` of the product form `form` (linear), the
+/// partial sums of a split depth in `split`.
+fn product(ctx: &GpuContext, sh: &Shared, a: &GpuMatrix, b: &GpuMatrix, form: MatrixProduct, out: &GpuMatrix, plan: &mut Vec<crate::gpu::Dispatch>) -> Result<(), Error> {
     let (oa, ob) = Operand::of_product(a, b, form);
-    ctx.plan_product(linear(), oa, ob, out, ProductFlags::default(), plan)
+    ctx.plan_product(linear(), oa, ob, out, ProductFlags { split_partials: Some(&sh.split), ..ProductFlags::default() }, plan)
 }
 
 /// Fits on the GPU of `device` where it takes this path (a GPU with `f64`
@@ -251,8 +254,11 @@ fn shared(ctx: &GpuContext, kernels: &[KernelBuffers<'_>], n: usize, rank: usize
         h: ctx.zeros(aug, rank, f64p)?,
         htru: ctx.zeros(rank, 2, f64p)?,
         w: ctx.zeros(rank + 1, 1, f64p)?,
+        // The largest outputs of a product over n rows: F^T F (C x C) and
+        // H^T [r u] (K x 2).
+        split: ctx.zeros(GpuContext::split_partials_len((cc * cc).max(2 * rank)), 1, f64p)?,
     };
-    let all = [&sh.st, &sh.ones, &sh.frow, &sh.kcol, &sh.pcol, &sh.gsel, &sh.partials, &sh.ru, &sh.fit, &sh.hvec, &sh.uvec, &sh.h, &sh.htru, &sh.w];
+    let all = [&sh.st, &sh.ones, &sh.frow, &sh.kcol, &sh.pcol, &sh.gsel, &sh.partials, &sh.ru, &sh.fit, &sh.hvec, &sh.uvec, &sh.h, &sh.htru, &sh.w, &sh.split];
     if !all.iter().all(|m| ctx.mklaren_operand(m)) {
         return Ok(None);
     }
@@ -308,7 +314,7 @@ fn plan_refresh(ctx: &GpuContext, sh: &Shared, kb: &KernelBuffers<'_>, base: usi
         icd.work = (6.0 * n as f64, 5 * n as u64);
         ctx.plan_mklaren(&icd, &sh.st, plan)?;
     }
-    product(ctx, &kb.f, &kb.f, MatrixProduct::AtB, &kb.ftf, plan)?;
+    product(ctx, sh, &kb.f, &kb.f, MatrixProduct::AtB, &kb.ftf, plan)?;
     let mut norms = MklarenJob::new(Mode::CandidateNorm, n);
     norms.a = Some((&kb.f, 0, cc));
     norms.e = Some(&kb.ftf);
@@ -344,7 +350,7 @@ fn plan_pivot_column(ctx: &GpuContext, sh: &Shared, kb: &KernelBuffers<'_>, pivo
     gf.predicate = predicate;
     ctx.plan_mklaren(&gf, &sh.st, plan)?;
     ctx.plan_product(KernelCode::of(&kb.kernel), Operand::plain(&kb.xd), Operand::plain(&kb.xrow), &sh.kcol, ProductFlags::default(), plan)?;
-    product(ctx, &kb.f, &sh.frow, MatrixProduct::ABt, &sh.pcol, plan)
+    product(ctx, sh, &kb.f, &sh.frow, MatrixProduct::ABt, &sh.pcol, plan)
 }
 
 /// Records the scores of kernel `q` (Eq. 14-16, 11) and its best candidate
@@ -352,7 +358,7 @@ fn plan_pivot_column(ctx: &GpuContext, sh: &Shared, kb: &KernelBuffers<'_>, pivo
 #[allow(clippy::too_many_arguments)]
 fn plan_scores(ctx: &GpuContext, sh: &Shared, kb: &KernelBuffers<'_>, base: usize, n: usize, scale: f64, first: bool, plan: &mut Vec<crate::gpu::Dispatch>) -> Result<(), Error> {
     let cc = kb.f.ncols();
-    product(ctx, &kb.f, &sh.ru.rows_view(0, n)?, MatrixProduct::AtB, &kb.ftru, plan)?;
+    product(ctx, sh, &kb.f, &sh.ru.rows_view(0, n)?, MatrixProduct::AtB, &kb.ftru, plan)?;
     let mut score = MklarenJob::new(Mode::Score, n);
     score.a = Some((&kb.f, 0, cc));
     score.b = Some((&kb.dq, 0, 4));
@@ -396,7 +402,7 @@ fn run(ctx: &GpuContext, device: &Device, params: &MklarenParams, kernels: &mut 
             active.a = Some((&sh.w, rank, 1));
             active.o = Some((&sh.st, ACTIVE, 1));
             ctx.plan_mklaren(&active, &sh.st, &mut plan)?;
-            product(ctx, &sh.h, &sh.w.rows_view(0, rank)?, MatrixProduct::AB, &sh.uvec, &mut plan)?;
+            product(ctx, sh, &sh.h, &sh.w.rows_view(0, rank)?, MatrixProduct::AB, &sh.uvec, &mut plan)?;
             let mut copy = MklarenJob::new(Mode::Copy, aug);
             copy.a = Some((&sh.uvec, 0, 1));
             copy.o = Some((&sh.ru, 1, 2));
@@ -437,7 +443,7 @@ fn run(ctx: &GpuContext, device: &Device, params: &MklarenParams, kernels: &mut 
             }
         }
         // (5) h (Eq. 4-5, augmented), the LAR step (Eq. 8, 11), H^T h, H^T r.
-        product(ctx, &sh.gsel, &sh.ones, MatrixProduct::AtB, &sh.st.rows_view(SUM, 1)?, &mut plan)?;
+        product(ctx, sh, &sh.gsel, &sh.ones, MatrixProduct::AtB, &sh.st.rows_view(SUM, 1)?, &mut plan)?;
         let mut centre = MklarenJob::new(Mode::Elementwise, aug);
         centre.a = Some((&sh.gsel, 0, 1));
         centre.o = Some((&sh.hvec, 0, 1));
@@ -445,14 +451,14 @@ fn run(ctx: &GpuContext, device: &Device, params: &MklarenParams, kernels: &mut 
         centre.words = (0, n as u32);
         ctx.plan_mklaren(&centre, &sh.st, &mut plan)?;
         let hn = sh.hvec.rows_view(0, n)?;
-        product(ctx, &hn, &hn, MatrixProduct::AtB, &sh.st.rows_view(NORM2, 1)?, &mut plan)?;
+        product(ctx, sh, &hn, &hn, MatrixProduct::AtB, &sh.st.rows_view(NORM2, 1)?, &mut plan)?;
         let mut scaled = MklarenJob::new(Mode::Elementwise, aug);
         scaled.o = Some((&sh.hvec, 0, 1));
         scaled.slots = (slot(NORM2), l as u32);
         scaled.words = (1, n as u32);
         scaled.scalars = (scale, params.lambda.sqrt() * scale);
         ctx.plan_mklaren(&scaled, &sh.st, &mut plan)?;
-        product(ctx, &sh.ru, &sh.hvec, MatrixProduct::AtB, &sh.st.rows_view(DOTS, 2)?, &mut plan)?;
+        product(ctx, sh, &sh.ru, &sh.hvec, MatrixProduct::AtB, &sh.st.rows_view(DOTS, 2)?, &mut plan)?;
         let mut step = MklarenJob::new(Mode::Small, 1);
         step.words = (0, (l == 0) as u32);
         ctx.plan_mklaren(&step, &sh.st, &mut plan)?;
@@ -463,7 +469,7 @@ fn run(ctx: &GpuContext, device: &Device, params: &MklarenParams, kernels: &mut 
         lar.words = (2, n as u32);
         lar.work = (4.0 * aug as f64, 5 * aug as u64);
         ctx.plan_mklaren(&lar, &sh.st, &mut plan)?;
-        product(ctx, &sh.ru, &sh.hvec, MatrixProduct::AtB, &sh.st.rows_view(DOTS_AFTER, 2)?, &mut plan)?;
+        product(ctx, sh, &sh.ru, &sh.hvec, MatrixProduct::AtB, &sh.st.rows_view(DOTS_AFTER, 2)?, &mut plan)?;
         let mut sign = MklarenJob::new(Mode::Small, 1);
         sign.words = (1, 0);
         ctx.plan_mklaren(&sign, &sh.st, &mut plan)?;
@@ -473,8 +479,8 @@ fn run(ctx: &GpuContext, device: &Device, params: &MklarenParams, kernels: &mut 
         column.slots = (slot(SIGN), NO_SLOT);
         column.words = (3, n as u32);
         ctx.plan_mklaren(&column, &sh.st, &mut plan)?;
-        product(ctx, &sh.h, &sh.hvec, MatrixProduct::AtB, &sh.st.rows_view(HEAD, rank)?, &mut plan)?;
-        product(ctx, &sh.h, &sh.ru, MatrixProduct::AtB, &sh.htru, &mut plan)?;
+        product(ctx, sh, &sh.h, &sh.hvec, MatrixProduct::AtB, &sh.st.rows_view(HEAD, rank)?, &mut plan)?;
+        product(ctx, sh, &sh.h, &sh.ru, MatrixProduct::AtB, &sh.htru, &mut plan)?;
         let mut corr = MklarenJob::new(Mode::Copy, rank);
         corr.a = Some((&sh.htru, 0, 2));
         corr.o = Some((&sh.st, HEAD + rank, 1));
