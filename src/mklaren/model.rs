@@ -36,14 +36,15 @@ impl MklarenParams {
         MklarenParams { kernels: Vec::new(), rank, lookahead: 10, lambda: 0.0, precision: WorkingPrecision::Auto }
     }
 
-    /// The working precision of the kernel columns on a GPU
+    /// The working precision of the fit on a GPU
     /// ([`Device::working_precision`]): `Auto` and `F64` hold the inputs in
-    /// `f64` where the adapter has it and run the Cholesky steps of each
-    /// kernel's look-ahead (Eq. 2-3) on the device; `F32` computes the
-    /// kernel columns in `f32` and reads them back for the host steps
-    /// (`F64` on an adapter without `SHADER_F64` is
-    /// [`Error::Unsupported`] at fit). On the CPU the fit is `f64`
-    /// whatever the setting.
+    /// `f64` where the adapter has it and run every O(n) part of a pivot
+    /// step on the device (look-ahead, scores, Cholesky column, LAR update;
+    /// one blocking wait per step, see [`MklarenParams::fit_inputs`]); `F32`
+    /// computes the kernel columns in `f32` and reads them back for the host
+    /// steps (`F64` on an adapter without `SHADER_F64` is
+    /// [`Error::Unsupported`] at fit). On the CPU the fit is `f64` whatever
+    /// the setting.
     pub fn precision(mut self, precision: WorkingPrecision) -> Self {
         self.precision = precision;
         self
@@ -124,12 +125,25 @@ impl MklarenParams {
     /// equal, as LAR keeps them; the step is `mu += t u`, `t` in [0, 1], where
     /// `t = 1` is the least-squares fit on the active columns.
     ///
-    /// Kernel columns are computed on `device` (one column at a time; never a
-    /// full kernel matrix; the last delta + 1 columns of each kernel are
-    /// cached, since the look-ahead block is mostly recomputed on the same
-    /// pivots). Memory is O(n (d + K + p delta)).
+    /// On a GPU in `f64` (with look-ahead delta <= 128 and every buffer in
+    /// one binding) the whole step runs on the device and the host waits once
+    /// per step for O(K) numbers: the pivots of the look-ahead, the
+    /// candidates' scores and their arg-min over the kernels, the exact
+    /// Cholesky column and the LAR update never leave it; the host solves
+    /// the (l x l) system of the LAR weights and sends them back (K + 1
+    /// numbers); `H`, the fit and each kernel's factor rows at its pivots
+    /// come down once at the end. The sums are the host fit's terms in
+    /// another order (about 1e-16 relative), so the kernels and pivots are
+    /// the host fit's unless two candidates tie to within that. Memory on the device
+    /// is O(n (d + K + p (delta + K))).
     ///
-    /// Every O(n) part of a step is a few blocked passes over row chunks,
+    /// Elsewhere kernel columns are computed on `device` (one column at a
+    /// time; never a full kernel matrix; on a GPU in `f32` the last
+    /// delta + 1 columns of each kernel are cached, since the look-ahead
+    /// block is mostly recomputed on the same pivots). Memory is
+    /// O(n (d + K + p delta)).
+    ///
+    /// On the host every O(n) part of a step is a few blocked passes over row chunks,
     /// the chunks in parallel: one fused pass per Cholesky column (Eq. 2-3:
     /// combination of the earlier columns, scaling, residual diagonal and the
     /// next greedy pivot of the look-ahead), one for the look-ahead Gram
