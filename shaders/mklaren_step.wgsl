@@ -201,7 +201,7 @@ fn score(r: u32, lid: u32, w: u32) {
         let tol = job.s0;
         let dr = b[job.b_off + r * job.b_rs];
         let cn = b[job.b_off + r * job.b_rs + 2u];
-        let floor_ = T(1e-10) * st[base + 5u];
+        let floor_ = T(1e-10) * max(st[base + 5u], T(0.0));
         if (st[base + 3u] > tol && dr > tol && cn > floor_) {
             var bv0 = T(0.0);
             var bv1 = T(0.0);

@@ -75,6 +75,11 @@ use crate::{Device, Kernel};
 /// ones fit on the host.
 pub(crate) const MAX_DEVICE_LOOKAHEAD: usize = 128;
 
+/// The most columns `F_q = [B_q | 1 | G_q]` the device path takes (delta +
+/// 1 + K): the look-ahead's Gram matrix is formed as `F^T F` (C^2 outputs
+/// over n rows); larger fits take the host path.
+pub(crate) const MAX_DEVICE_COLUMNS: usize = 256;
+
 /// Numbers of `st` read back before `H^T h` and `H^T r`.
 const HEAD: usize = 16;
 /// Numbers of `st` per kernel, from [`kernel_base`].
@@ -151,8 +156,8 @@ fn product(ctx: &GpuContext, sh: &Shared, a: &GpuMatrix, b: &GpuMatrix, form: Ma
 
 /// Fits on the GPU of `device` where it takes this path (a GPU with `f64`
 /// working precision, every buffer within one binding, at most
-/// [`MAX_DEVICE_LOOKAHEAD`] look-ahead columns); `None` elsewhere (the host
-/// path fits).
+/// [`MAX_DEVICE_LOOKAHEAD`] look-ahead columns and [`MAX_DEVICE_COLUMNS`]
+/// columns of `F`); `None` elsewhere (the host path fits).
 ///
 /// Errors: [`Error::RankDeficient`] when no candidate is left or a chosen
 /// column is constant; [`Error::NonFinite`] when a device step meets NaN or
@@ -165,7 +170,7 @@ pub(super) fn fit(params: &MklarenParams, device: &Device, xs: &[&DMatrix<f64>],
     let n = xs[0].nrows();
     let rank = params.rank;
     let delta = params.lookahead.min(n);
-    if delta > MAX_DEVICE_LOOKAHEAD || n.div_ceil(crate::gpu::mklaren::MKLAREN_WORKGROUP) > ctx.max_workgroups as usize || n >= (1 << 31) / 8 {
+    if delta > MAX_DEVICE_LOOKAHEAD || delta + 1 + rank > MAX_DEVICE_COLUMNS || n.div_ceil(crate::gpu::mklaren::MKLAREN_WORKGROUP) > ctx.max_workgroups as usize || n >= (1 << 31) / 8 {
         return Ok(None);
     }
     let Some(mut kernels) = prepare(ctx, device, params, xs, delta)? else { return Ok(None) };

@@ -125,8 +125,8 @@ impl MklarenParams {
     /// equal, as LAR keeps them; the step is `mu += t u`, `t` in [0, 1], where
     /// `t = 1` is the least-squares fit on the active columns.
     ///
-    /// On a GPU in `f64` (with look-ahead delta <= 128 and every buffer in
-    /// one binding) the whole step runs on the device and the host waits once
+    /// On a GPU in `f64` (with look-ahead delta <= 128, delta + 1 + K <= 256
+    /// and every buffer in one binding) the whole step runs on the device and the host waits once
     /// per step for O(K) numbers: the pivots of the look-ahead, the
     /// candidates' scores and their arg-min over the kernels, the exact
     /// Cholesky column and the LAR update never leave it; the host solves
