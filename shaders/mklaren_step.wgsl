@@ -40,6 +40,13 @@
 //               c = st[9], a = st[10] at the active correlation st[15],
 //               capped at 1 (0 where w13 = 1: the first step); w12 = 1:
 //               st[7] = the sign of st[13].
+//  10 dots:     partial sums of
+//               out(i, j) = sum_r a[a_off + r a_rs + i] b[b_off + r b_rs + j]
+//               (i < w12, j < w13) over chunks of w14 of the `rows` rows:
+//               o[o_off + chunk w12 w13 + i w13 + j];
+//  11 dotsum:   out(i, j) = the sum over w14 chunks of those partials (a,
+//               from a_off), written at o[o_off + i o_rs + j].
+// Modes 10 and 11 count invocations on a 2-D grid (id = x + y 256 groups_x).
 // Where a mode has a predicate (pred_slot not NONE), it runs only where
 // st[pred_slot] == pred_value. A key (key0, key1, index) is better than
 // another when it is valid (index >= 0) and smaller in that order: the
@@ -269,9 +276,47 @@ fn combine(lid: u32) {
     }
 }
 
+fn dots(id: u32) {
+    let entries = job.w12 * job.w13;
+    let chunks = (job.rows + job.w14 - 1u) / job.w14;
+    if (id >= entries * chunks) {
+        return;
+    }
+    let e = id % entries;
+    let i = e / job.w13;
+    let j = e % job.w13;
+    let r0 = (id / entries) * job.w14;
+    let r1 = min(r0 + job.w14, job.rows);
+    var s = T(0.0);
+    for (var r = r0; r < r1; r++) {
+        s = s + a[job.a_off + r * job.a_rs + i] * b[job.b_off + r * job.b_rs + j];
+    }
+    o[job.o_off + id] = s;
+}
+
+fn dotsum(id: u32) {
+    let entries = job.w12 * job.w13;
+    if (id >= entries) {
+        return;
+    }
+    var s = T(0.0);
+    for (var c = 0u; c < job.w14; c++) {
+        s = s + a[job.a_off + c * entries + id];
+    }
+    o[job.o_off + (id / job.w13) * job.o_rs + id % job.w13] = s;
+}
+
 @compute @workgroup_size(256, 1, 1)
-fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wg: vec3<u32>) {
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     let r = gid.x;
+    if (job.mode == 10u) {
+        dots(gid.x + gid.y * nwg.x * 256u);
+        return;
+    }
+    if (job.mode == 11u) {
+        dotsum(gid.x + gid.y * nwg.x * 256u);
+        return;
+    }
     if (job.mode == 1u) {
         argblock(r, lid, wg.x);
         return;

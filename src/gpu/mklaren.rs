@@ -40,6 +40,8 @@ pub(crate) enum MklarenMode {
     Kernels = 7,
     Elementwise = 8,
     Small = 9,
+    Dots = 10,
+    DotSum = 11,
 }
 
 /// One job of `mklaren_step.wgsl`: the words its header names, the two
@@ -59,6 +61,8 @@ pub(crate) struct MklarenJob<'a> {
     pub(crate) slots: (u32, u32),
     pub(crate) predicate: Option<(u32, u32)>,
     pub(crate) words: (u32, u32),
+    /// Words 14 and 15.
+    pub(crate) more_words: (u32, u32),
     pub(crate) scalars: (f64, f64),
     /// Flops and numbers moved, for the counters.
     pub(crate) work: (f64, u64),
@@ -67,7 +71,7 @@ pub(crate) struct MklarenJob<'a> {
 impl<'a> MklarenJob<'a> {
     /// A job of `mode` over `rows` with no operands, no predicate and zero words.
     pub(crate) fn new(mode: MklarenMode, rows: usize) -> Self {
-        MklarenJob { mode, rows, a: None, b: None, c: None, e: None, o: None, slots: (NO_SLOT, NO_SLOT), predicate: None, words: (0, 0), scalars: (0.0, 0.0), work: (rows as f64, 2 * rows as u64) }
+        MklarenJob { mode, rows, a: None, b: None, c: None, e: None, o: None, slots: (NO_SLOT, NO_SLOT), predicate: None, words: (0, 0), more_words: (0, 0), scalars: (0.0, 0.0), work: (rows as f64, 2 * rows as u64) }
     }
 }
 
@@ -131,25 +135,34 @@ impl GpuContext {
         let (o_off, o_rs, ob) = strided(job.o)?;
         let (cb, eb) = (plain(job.c)?, plain(job.e)?);
         let (pred_slot, pred_value) = job.predicate.unwrap_or((NO_SLOT, 0));
-        let words: [u32; 16] = [job.mode as u32, word(job.rows, "rows")?, a_off, a_rs, b_off, b_rs, o_off, o_rs, job.slots.0, job.slots.1, pred_slot, pred_value, job.words.0, job.words.1, 0, 0];
+        let words: [u32; 16] = [job.mode as u32, word(job.rows, "rows")?, a_off, a_rs, b_off, b_rs, o_off, o_rs, job.slots.0, job.slots.1, pred_slot, pred_value, job.words.0, job.words.1, job.more_words.0, job.more_words.1];
         let mut problem = Problem::zeroed();
         bytemuck::cast_slice_mut::<Problem, u32>(std::slice::from_mut(&mut problem))[..16].copy_from_slice(&words);
         // Not read by the shader: the work, for the counters.
         problem.u_off = job.work.1.min(u32::MAX as u64) as u32;
         problem.gamma = job.work.0 as f32;
-        let groups = match job.mode {
+        let entries = job.words.0 as usize * job.words.1 as usize;
+        let invocations = match job.mode {
             MklarenMode::Combine | MklarenMode::Kernels | MklarenMode::Small => 1,
-            _ => job.rows.div_ceil(MKLAREN_WORKGROUP).max(1),
+            MklarenMode::Dots => entries * job.rows.div_ceil((job.more_words.0 as usize).max(1)),
+            MklarenMode::DotSum => entries,
+            _ => job.rows,
         };
-        if groups > self.max_workgroups as usize {
-            return Err(Error::InvalidParameter { name: "rows", reason: format!("{} rows need more workgroups than the adapter's {}", job.rows, self.max_workgroups) });
+        let groups = invocations.div_ceil(MKLAREN_WORKGROUP).max(1);
+        let max = self.max_workgroups as usize;
+        let grid = match job.mode {
+            MklarenMode::Dots | MklarenMode::DotSum if groups > max => [max, groups.div_ceil(max)],
+            _ => [groups, 1],
+        };
+        if grid[0] > max || grid[1] > max {
+            return Err(Error::InvalidParameter { name: "rows", reason: format!("{invocations} invocations need more workgroups than the adapter's {max}") });
         }
         plan.push(Dispatch {
             problem,
             precision: Precision::F64,
             buffers: vec![ab, bb, cb, eb, ob, st_buffer.clone()],
             weights: None,
-            grid: [groups as u32, 1, 1],
+            grid: [grid[0] as u32, grid[1] as u32, 1],
             pipeline: PipelineKind::Mklaren,
             variant: 0,
             params: job.scalars,
@@ -178,13 +191,6 @@ impl GpuContext {
         let (b0, buffer) = base(m)?;
         self.write_counted(buffer, (b0 * 8) as u64, bytemuck::cast_slice(values));
         Ok(())
-    }
-
-    /// Numbers of a scratch that holds the partial sums of any split depth
-    /// of a linear product with up to `elements` outputs
-    /// ([`super::ProductFlags::split_partials`]).
-    pub(crate) fn split_partials_len(elements: usize) -> usize {
-        super::plan::SPLIT_MAX_CHUNKS * elements.max(1)
     }
 
     /// Partials (4 numbers per workgroup) a block reduction of `rows` rows writes.

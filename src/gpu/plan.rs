@@ -201,11 +201,6 @@ pub(crate) struct ProductFlags<'a> {
     /// More of the depth follows in a later product: the kernel function is
     /// not applied yet.
     pub(crate) open: bool,
-    /// A scratch matrix (in one buffer from its start, of the product's
-    /// precision, not an operand) for the partial sums of a split depth: used
-    /// where it holds them all, so that nothing is allocated; otherwise the
-    /// partials are allocated per product.
-    pub(crate) split_partials: Option<&'a GpuMatrix>,
 }
 
 impl GpuContext {
@@ -372,13 +367,7 @@ impl GpuContext {
         }
         let chunk = len.div_ceil(wanted);
         let chunks = len.div_ceil(chunk);
-        let scratch = flags.split_partials.filter(|s| {
-            s.precision() == precision && s.locate(0).local_row == 0 && s.block_breaks().is_empty() && s.nrows() * s.ncols() >= chunks * elements && !s.same_storage(out) && !s.same_storage(a.m) && !s.same_storage(b.m)
-        });
-        let partial = match scratch {
-            Some(s) => s.clone(),
-            None => self.zeros(chunks * rows, cols, precision)?,
-        };
+        let partial = self.zeros(chunks * rows, cols, precision)?;
         debug_assert_eq!(partial.storage.blocks.len(), 1);
         let o = out.locate(i0);
         for s in 0..chunks {
@@ -532,7 +521,7 @@ const SPLIT_TARGET_WORKGROUPS: usize = 256;
 /// with chunks of at least this depth,
 const SPLIT_MIN_DEPTH: usize = 2048;
 /// and at most this many chunks.
-pub(super) const SPLIT_MAX_CHUNKS: usize = 64;
+const SPLIT_MAX_CHUNKS: usize = 64;
 
 
 #[cfg(test)]

@@ -28,7 +28,9 @@
 //!    F F(i,:)^T` by the product engine, and the Cholesky column (Eq. 2-3)
 //!    reading i and `d_i` from `st` (a column of zeros where `d_i` is at the
 //!    tolerance, as the host's look-ahead stops there). Then `F^T F` (so
-//!    `B^T B`, `B^T 1` and n), and per row the candidate norm
+//!    `B^T B`, `B^T 1` and n; like every sum over the rows, partial sums
+//!    per chunk of rows and one more dispatch that adds the chunks), and
+//!    per row the candidate norm
 //!    `||P B z_i||^2 = z_i^T (B^T B - B^T 1 1^T B / n) z_i` (Eq. 14) and its
 //!    maximum (the norm floor `1e-10 max`).
 //! 3. Scores (Eq. 15-16, 11): per kernel `F^T [r u]` (so `B^T r`, `B^T u`,
@@ -133,9 +135,8 @@ struct Shared {
     hvec: GpuMatrix,
     uvec: GpuMatrix,
     h: GpuMatrix,
-    htru: GpuMatrix,
     w: GpuMatrix,
-    /// The partial sums of the products over n rows (split depth).
+    /// The partial sums of the column products over n rows ([`plan_dots`]).
     split: GpuMatrix,
 }
 
@@ -147,11 +148,47 @@ fn linear() -> KernelCode {
     KernelCode::of(&Kernel::Linear)
 }
 
-/// Records `out = A' B'^T` of the product form `form` (linear), the
-/// partial sums of a split depth in `split`.
-fn product(ctx: &GpuContext, sh: &Shared, a: &GpuMatrix, b: &GpuMatrix, form: MatrixProduct, out: &GpuMatrix, plan: &mut Vec<crate::gpu::Dispatch>) -> Result<(), Error> {
+/// Records `out = A' B'^T` of the product form `form` (linear; the
+/// products over a short depth: `H w`, `F F(i,:)^T`).
+fn product(ctx: &GpuContext, a: &GpuMatrix, b: &GpuMatrix, form: MatrixProduct, out: &GpuMatrix, plan: &mut Vec<crate::gpu::Dispatch>) -> Result<(), Error> {
     let (oa, ob) = Operand::of_product(a, b, form);
-    ctx.plan_product(linear(), oa, ob, out, ProductFlags { split_partials: Some(&sh.split), ..ProductFlags::default() }, plan)
+    ctx.plan_product(linear(), oa, ob, out, ProductFlags::default(), plan)
+}
+
+/// Rows per chunk of the sums over `rows` rows ([`plan_dots`]): at most 64
+/// chunks up to 2 million rows, at most 32000 rows a chunk.
+fn dot_chunk(rows: usize) -> usize {
+    rows.div_ceil(64).clamp(256, 32000)
+}
+
+/// Records `out(i, j) = sum_r A(r, i) B(r, j)` over `rows` rows for the `ca`
+/// columns of A from `a.1` (row stride `a.2`) and the `cb` of B, written at
+/// `o.1 + i o.2 + j` of `o.0`: partial sums per chunk of rows, one
+/// invocation per entry and chunk, then one per entry adds the chunks (two
+/// dispatches, the partials in `split`).
+#[allow(clippy::too_many_arguments)]
+fn plan_dots(ctx: &GpuContext, sh: &Shared, a: (&GpuMatrix, usize, usize, usize), b: (&GpuMatrix, usize, usize, usize), rows: usize, o: (&GpuMatrix, usize, usize), plan: &mut Vec<crate::gpu::Dispatch>) -> Result<(), Error> {
+    let chunk = dot_chunk(rows);
+    let chunks = rows.div_ceil(chunk);
+    let entries = a.3 * b.3;
+    if entries * chunks > sh.split.nrows() {
+        return Err(Error::InvalidParameter { name: "rows", reason: format!("{entries} sums over {chunks} chunks exceed the scratch of {}", sh.split.nrows()) });
+    }
+    let mut dots = MklarenJob::new(Mode::Dots, rows);
+    dots.a = Some((a.0, a.1, a.2));
+    dots.b = Some((b.0, b.1, b.2));
+    dots.o = Some((&sh.split, 0, 1));
+    dots.words = (a.3 as u32, b.3 as u32);
+    dots.more_words = (chunk as u32, 0);
+    dots.work = (2.0 * (rows * entries) as f64, (rows * (a.3 + b.3) + entries * chunks) as u64);
+    ctx.plan_mklaren(&dots, &sh.st, plan)?;
+    let mut sum = MklarenJob::new(Mode::DotSum, entries);
+    sum.a = Some((&sh.split, 0, 1));
+    sum.o = Some(o);
+    sum.words = (a.3 as u32, b.3 as u32);
+    sum.more_words = (chunks as u32, 0);
+    sum.work = ((entries * chunks) as f64, (entries * (chunks + 1)) as u64);
+    ctx.plan_mklaren(&sum, &sh.st, plan)
 }
 
 /// Fits on the GPU of `device` where it takes this path (a GPU with `f64`
@@ -257,13 +294,11 @@ fn shared(ctx: &GpuContext, kernels: &[KernelBuffers<'_>], n: usize, rank: usize
         hvec: ctx.zeros(aug, 1, f64p)?,
         uvec: ctx.zeros(aug, 1, f64p)?,
         h: ctx.zeros(aug, rank, f64p)?,
-        htru: ctx.zeros(rank, 2, f64p)?,
         w: ctx.zeros(rank + 1, 1, f64p)?,
-        // The largest outputs of a product over n rows: F^T F (C x C) and
-        // H^T [r u] (K x 2).
-        split: ctx.zeros(GpuContext::split_partials_len((cc * cc).max(2 * rank)), 1, f64p)?,
+        // The most sums over rows: F^T F (C x C), F^T [r u] (C x 2), H^T h (K).
+        split: ctx.zeros((cc * cc).max(2 * cc).max(rank) * aug.div_ceil(dot_chunk(aug)), 1, f64p)?,
     };
-    let all = [&sh.st, &sh.ones, &sh.frow, &sh.kcol, &sh.pcol, &sh.gsel, &sh.partials, &sh.ru, &sh.fit, &sh.hvec, &sh.uvec, &sh.h, &sh.htru, &sh.w, &sh.split];
+    let all = [&sh.st, &sh.ones, &sh.frow, &sh.kcol, &sh.pcol, &sh.gsel, &sh.partials, &sh.ru, &sh.fit, &sh.hvec, &sh.uvec, &sh.h, &sh.w, &sh.split];
     if !all.iter().all(|m| ctx.mklaren_operand(m)) {
         return Ok(None);
     }
@@ -319,7 +354,7 @@ fn plan_refresh(ctx: &GpuContext, sh: &Shared, kb: &KernelBuffers<'_>, base: usi
         icd.work = (6.0 * n as f64, 5 * n as u64);
         ctx.plan_mklaren(&icd, &sh.st, plan)?;
     }
-    product(ctx, sh, &kb.f, &kb.f, MatrixProduct::AtB, &kb.ftf, plan)?;
+    plan_dots(ctx, sh, (&kb.f, 0, cc, cc), (&kb.f, 0, cc, cc), n, (&kb.ftf, 0, cc), plan)?;
     let mut norms = MklarenJob::new(Mode::CandidateNorm, n);
     norms.a = Some((&kb.f, 0, cc));
     norms.e = Some(&kb.ftf);
@@ -355,7 +390,7 @@ fn plan_pivot_column(ctx: &GpuContext, sh: &Shared, kb: &KernelBuffers<'_>, pivo
     gf.predicate = predicate;
     ctx.plan_mklaren(&gf, &sh.st, plan)?;
     ctx.plan_product(KernelCode::of(&kb.kernel), Operand::plain(&kb.xd), Operand::plain(&kb.xrow), &sh.kcol, ProductFlags::default(), plan)?;
-    product(ctx, sh, &kb.f, &sh.frow, MatrixProduct::ABt, &sh.pcol, plan)
+    product(ctx, &kb.f, &sh.frow, MatrixProduct::ABt, &sh.pcol, plan)
 }
 
 /// Records the scores of kernel `q` (Eq. 14-16, 11) and its best candidate
@@ -363,7 +398,7 @@ fn plan_pivot_column(ctx: &GpuContext, sh: &Shared, kb: &KernelBuffers<'_>, pivo
 #[allow(clippy::too_many_arguments)]
 fn plan_scores(ctx: &GpuContext, sh: &Shared, kb: &KernelBuffers<'_>, base: usize, n: usize, scale: f64, first: bool, plan: &mut Vec<crate::gpu::Dispatch>) -> Result<(), Error> {
     let cc = kb.f.ncols();
-    product(ctx, sh, &kb.f, &sh.ru.rows_view(0, n)?, MatrixProduct::AtB, &kb.ftru, plan)?;
+    plan_dots(ctx, sh, (&kb.f, 0, cc, cc), (&sh.ru, 0, 2, 2), n, (&kb.ftru, 0, 2), plan)?;
     let mut score = MklarenJob::new(Mode::Score, n);
     score.a = Some((&kb.f, 0, cc));
     score.b = Some((&kb.dq, 0, 4));
@@ -407,7 +442,7 @@ fn run(ctx: &GpuContext, device: &Device, params: &MklarenParams, kernels: &mut 
             active.a = Some((&sh.w, rank, 1));
             active.o = Some((&sh.st, ACTIVE, 1));
             ctx.plan_mklaren(&active, &sh.st, &mut plan)?;
-            product(ctx, sh, &sh.h, &sh.w.rows_view(0, rank)?, MatrixProduct::AB, &sh.uvec, &mut plan)?;
+            product(ctx, &sh.h, &sh.w.rows_view(0, rank)?, MatrixProduct::AB, &sh.uvec, &mut plan)?;
             let mut copy = MklarenJob::new(Mode::Copy, aug);
             copy.a = Some((&sh.uvec, 0, 1));
             copy.o = Some((&sh.ru, 1, 2));
@@ -448,22 +483,21 @@ fn run(ctx: &GpuContext, device: &Device, params: &MklarenParams, kernels: &mut 
             }
         }
         // (5) h (Eq. 4-5, augmented), the LAR step (Eq. 8, 11), H^T h, H^T r.
-        product(ctx, sh, &sh.gsel, &sh.ones, MatrixProduct::AtB, &sh.st.rows_view(SUM, 1)?, &mut plan)?;
+        plan_dots(ctx, sh, (&sh.gsel, 0, 1, 1), (&sh.ones, 0, 1, 1), n, (&sh.st, SUM, 1), &mut plan)?;
         let mut centre = MklarenJob::new(Mode::Elementwise, aug);
         centre.a = Some((&sh.gsel, 0, 1));
         centre.o = Some((&sh.hvec, 0, 1));
         centre.slots = (slot(SUM), NO_SLOT);
         centre.words = (0, n as u32);
         ctx.plan_mklaren(&centre, &sh.st, &mut plan)?;
-        let hn = sh.hvec.rows_view(0, n)?;
-        product(ctx, sh, &hn, &hn, MatrixProduct::AtB, &sh.st.rows_view(NORM2, 1)?, &mut plan)?;
+        plan_dots(ctx, sh, (&sh.hvec, 0, 1, 1), (&sh.hvec, 0, 1, 1), n, (&sh.st, NORM2, 1), &mut plan)?;
         let mut scaled = MklarenJob::new(Mode::Elementwise, aug);
         scaled.o = Some((&sh.hvec, 0, 1));
         scaled.slots = (slot(NORM2), l as u32);
         scaled.words = (1, n as u32);
         scaled.scalars = (scale, params.lambda.sqrt() * scale);
         ctx.plan_mklaren(&scaled, &sh.st, &mut plan)?;
-        product(ctx, sh, &sh.ru, &sh.hvec, MatrixProduct::AtB, &sh.st.rows_view(DOTS, 2)?, &mut plan)?;
+        plan_dots(ctx, sh, (&sh.ru, 0, 2, 2), (&sh.hvec, 0, 1, 1), aug, (&sh.st, DOTS, 1), &mut plan)?;
         let mut step = MklarenJob::new(Mode::Small, 1);
         step.words = (0, (l == 0) as u32);
         ctx.plan_mklaren(&step, &sh.st, &mut plan)?;
@@ -474,7 +508,7 @@ fn run(ctx: &GpuContext, device: &Device, params: &MklarenParams, kernels: &mut 
         lar.words = (2, n as u32);
         lar.work = (4.0 * aug as f64, 5 * aug as u64);
         ctx.plan_mklaren(&lar, &sh.st, &mut plan)?;
-        product(ctx, sh, &sh.ru, &sh.hvec, MatrixProduct::AtB, &sh.st.rows_view(DOTS_AFTER, 2)?, &mut plan)?;
+        plan_dots(ctx, sh, (&sh.ru, 0, 2, 2), (&sh.hvec, 0, 1, 1), aug, (&sh.st, DOTS_AFTER, 1), &mut plan)?;
         let mut sign = MklarenJob::new(Mode::Small, 1);
         sign.words = (1, 0);
         ctx.plan_mklaren(&sign, &sh.st, &mut plan)?;
@@ -484,12 +518,8 @@ fn run(ctx: &GpuContext, device: &Device, params: &MklarenParams, kernels: &mut 
         column.slots = (slot(SIGN), NO_SLOT);
         column.words = (3, n as u32);
         ctx.plan_mklaren(&column, &sh.st, &mut plan)?;
-        product(ctx, sh, &sh.h, &sh.hvec, MatrixProduct::AtB, &sh.st.rows_view(HEAD, rank)?, &mut plan)?;
-        product(ctx, sh, &sh.h, &sh.ru, MatrixProduct::AtB, &sh.htru, &mut plan)?;
-        let mut corr = MklarenJob::new(Mode::Copy, rank);
-        corr.a = Some((&sh.htru, 0, 2));
-        corr.o = Some((&sh.st, HEAD + rank, 1));
-        ctx.plan_mklaren(&corr, &sh.st, &mut plan)?;
+        plan_dots(ctx, sh, (&sh.h, 0, rank, rank), (&sh.hvec, 0, 1, 1), aug, (&sh.st, HEAD, 1), &mut plan)?;
+        plan_dots(ctx, sh, (&sh.h, 0, rank, rank), (&sh.ru, 0, 2, 1), aug, (&sh.st, HEAD + rank, 1), &mut plan)?;
         ctx.run_plan(plan)?;
 
         // The step's one wait.
