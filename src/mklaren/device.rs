@@ -42,7 +42,9 @@
 //! 4. Exact column: every kernel's Cholesky step runs predicated on "this
 //!    kernel was chosen" (`st`), so the host need not know the kernel yet:
 //!    the chosen kernel's step writes `g` and updates its `d`; `g` is copied
-//!    into its `G`.
+//!    into its `G`. (The kernel column and `p` of every other kernel are
+//!    computed too and not used: p - 1 columns a step, the price of not
+//!    waiting for the choice.)
 //! 5. LAR (Eq. 4-5, 8, 11): `h = s (g - mean) / ||g - mean|| (1 + lambda)^{-1/2}`
 //!    with `sqrt(lambda) (1 + lambda)^{-1/2}` in augmented row n + l, `c =
 //!    h^T r`, `a = h^T u`, `t = min(step(C, c, a), 1)`, `mu += t u`, `r -=
