@@ -352,6 +352,10 @@ pub(super) fn dispatch_work(d: &Dispatch) -> (ShapeKind, DispatchCounters) {
             let r = bytemuck::cast_slice::<_, u32>(bytemuck::bytes_of(&d.problem))[0] as u64;
             (ShapeKind::Elementwise, 5 * r, e * 5 * r, 0)
         }
+        PipelineKind::Mklaren => {
+            // The job's estimate (`gpu::mklaren`): flops in `gamma`, numbers moved in `u_off`.
+            (ShapeKind::Elementwise, p.gamma.max(0.0) as u64, e * p.u_off as u64, 0)
+        }
         PipelineKind::Elementwise => {
             let words: &[u32] = bytemuck::cast_slice(bytemuck::bytes_of(&d.problem));
             let (r, c, mode) = (words[0] as u64, words[1] as u64, words[5]);

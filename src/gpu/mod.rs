@@ -13,7 +13,8 @@
 //! tile; nothing is ever bound beyond the limit.
 //!
 //! Modules, by concern: `icd` (the device steps of an incomplete Cholesky
-//! decomposition: the arg-max pivot, the fused column), `buffers` (storage, allocation, upload, download,
+//! decomposition: the arg-max pivot, the fused column), `mklaren` (the
+//! device steps of mklaren's fit, whose pivots stay on the device), `buffers` (storage, allocation, upload, download,
 //! scratch buffers), [`counters`] ([`TransferStats`], [`DeviceCounters`]: what
 //! was moved, waited for, allocated and computed), [`cost`] (a card's cost
 //! model over those counters), `problem` (the
@@ -30,6 +31,7 @@ pub mod counters;
 mod host;
 mod icd;
 mod matvec;
+pub(crate) mod mklaren;
 mod pipelines;
 mod plan;
 mod problem;

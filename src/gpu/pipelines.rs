@@ -22,6 +22,14 @@ pub(crate) struct Pipelines {
     pub(crate) elementwise_f64: Option<wgpu::ComputePipeline>,
     pub(crate) icd_column_f32: wgpu::ComputePipeline,
     pub(crate) icd_column_f64: Option<wgpu::ComputePipeline>,
+    /// mklaren's device steps (`f64` only; `None` without `SHADER_F64`).
+    pub(crate) mklaren_f64: Option<wgpu::ComputePipeline>,
+}
+
+/// The WGSL of mklaren's device steps: the `f64` prelude and
+/// `shaders/mklaren_step.wgsl`.
+pub(crate) fn mklaren_source() -> String {
+    format!("{}\n{}", prelude(Precision::F64), include_str!("../../shaders/mklaren_step.wgsl"))
 }
 
 /// `shaders/prelude_f32.wgsl` / `prelude_f64.wgsl`: the scalar type T and
@@ -121,6 +129,7 @@ pub(crate) fn build_pipelines(device: &wgpu::Device, f64_shaders: bool, variant_
         elementwise_f64: f64_shaders.then(|| compile(device, "elementwise f64", &format!("{f64p}\n{ELEMENTWISE}"), Checks::Bounds)),
         icd_column_f32: compile(device, "icd_column f32", &format!("{f32p}\n{ICD_COLUMN}"), Checks::Bounds),
         icd_column_f64: f64_shaders.then(|| compile(device, "icd_column f64", &format!("{f64p}\n{ICD_COLUMN}"), Checks::Bounds)),
+        mklaren_f64: f64_shaders.then(|| compile(device, "mklaren_step f64", &mklaren_source(), Checks::Bounds)),
     }
 }
 
@@ -136,6 +145,8 @@ impl GpuContext {
             (PipelineKind::Elementwise, Precision::F64) => self.pipelines.elementwise_f64.clone().ok_or_else(missing),
             (PipelineKind::IcdColumn, Precision::F32) => Ok(self.pipelines.icd_column_f32.clone()),
             (PipelineKind::IcdColumn, Precision::F64) => self.pipelines.icd_column_f64.clone().ok_or_else(missing),
+            (PipelineKind::Mklaren, Precision::F64) => self.pipelines.mklaren_f64.clone().ok_or_else(missing),
+            (PipelineKind::Mklaren, Precision::F32) => Err(missing()),
         }
     }
 

@@ -142,7 +142,7 @@ impl Dispatch {
                     reach.push(("the column sums", column_top, &self.buffers[2]));
                 }
             }
-            PipelineKind::RowReduce | PipelineKind::Elementwise | PipelineKind::IcdColumn => {}
+            PipelineKind::RowReduce | PipelineKind::Elementwise | PipelineKind::IcdColumn | PipelineKind::Mklaren => {}
         }
         for (what, last, buffer) in reach {
             if let Some(last) = last {
@@ -164,6 +164,8 @@ pub(super) enum PipelineKind {
     Elementwise,
     /// The fused Cholesky column of `icd_column.wgsl`.
     IcdColumn,
+    /// A step of mklaren on the device (`mklaren_step.wgsl`, `f64` only).
+    Mklaren,
 }
 
 /// The element-wise maps of `elementwise.wgsl`.

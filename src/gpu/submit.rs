@@ -109,6 +109,12 @@ impl GpuContext {
                                 }
                             }
                         }
+                        (PipelineKind::Mklaren, _) => {
+                            // Sixteen words, then the two scalars in f64.
+                            dst[..64].copy_from_slice(&bytemuck::bytes_of(&d.problem)[..64]);
+                            dst[64..72].copy_from_slice(&d.params.0.to_le_bytes());
+                            dst[72..80].copy_from_slice(&d.params.1.to_le_bytes());
+                        }
                         _ => dst[..std::mem::size_of::<Problem>()].copy_from_slice(bytemuck::bytes_of(&d.problem)),
                     }
                 }
@@ -132,6 +138,7 @@ impl GpuContext {
                             (PipelineKind::RowReduce, _) => std::mem::size_of::<Reduce>(),
                             (PipelineKind::Elementwise | PipelineKind::IcdColumn, Precision::F64) => 48,
                             (PipelineKind::Elementwise | PipelineKind::IcdColumn, Precision::F32) => 36,
+                            (PipelineKind::Mklaren, _) => 80,
                         } as u64;
                         let desc = wgpu::BindingResource::Buffer(wgpu::BufferBinding { buffer: descriptors, offset: (i * align) as u64, size: NonZeroU64::new(desc_size) });
                         fn whole(b: &wgpu::Buffer) -> wgpu::BindingResource<'_> {

@@ -25,6 +25,7 @@
 
 mod columns;
 mod csi;
+mod device;
 mod fitted;
 mod full_kernel;
 mod icd;

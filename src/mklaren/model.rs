@@ -36,14 +36,15 @@ impl MklarenParams {
         MklarenParams { kernels: Vec::new(), rank, lookahead: 10, lambda: 0.0, precision: WorkingPrecision::Auto }
     }
 
-    /// The working precision of the kernel columns on a GPU
+    /// The working precision of the fit on a GPU
     /// ([`Device::working_precision`]): `Auto` and `F64` hold the inputs in
-    /// `f64` where the adapter has it and run the Cholesky steps of each
-    /// kernel's look-ahead (Eq. 2-3) on the device; `F32` computes the
-    /// kernel columns in `f32` and reads them back for the host steps
-    /// (`F64` on an adapter without `SHADER_F64` is
-    /// [`Error::Unsupported`] at fit). On the CPU the fit is `f64`
-    /// whatever the setting.
+    /// `f64` where the adapter has it and run every O(n) part of a pivot
+    /// step on the device (look-ahead, scores, Cholesky column, LAR update;
+    /// one blocking wait per step, see [`MklarenParams::fit_inputs`]); `F32`
+    /// computes the kernel columns in `f32` and reads them back for the host
+    /// steps (`F64` on an adapter without `SHADER_F64` is
+    /// [`Error::Unsupported`] at fit). On the CPU the fit is `f64` whatever
+    /// the setting.
     pub fn precision(mut self, precision: WorkingPrecision) -> Self {
         self.precision = precision;
         self
@@ -124,12 +125,25 @@ impl MklarenParams {
     /// equal, as LAR keeps them; the step is `mu += t u`, `t` in [0, 1], where
     /// `t = 1` is the least-squares fit on the active columns.
     ///
-    /// Kernel columns are computed on `device` (one column at a time; never a
-    /// full kernel matrix; the last delta + 1 columns of each kernel are
-    /// cached, since the look-ahead block is mostly recomputed on the same
-    /// pivots). Memory is O(n (d + K + p delta)).
+    /// On a GPU in `f64` (with look-ahead delta <= 128, delta + 1 + K <= 256
+    /// and every buffer in one binding) the whole step runs on the device and the host waits once
+    /// per step for O(K) numbers: the pivots of the look-ahead, the
+    /// candidates' scores and their arg-min over the kernels, the exact
+    /// Cholesky column and the LAR update never leave it; the host solves
+    /// the (l x l) system of the LAR weights and sends them back (K + 1
+    /// numbers); `H`, the fit and each kernel's factor rows at its pivots
+    /// come down once at the end. The sums are the host fit's terms in
+    /// another order (about 1e-16 relative), so the kernels and pivots are
+    /// the host fit's unless two candidates tie to within that. Memory on the device
+    /// is O(n (d + K + p (delta + K))).
     ///
-    /// Every O(n) part of a step is a few blocked passes over row chunks,
+    /// Elsewhere kernel columns are computed on `device` (one column at a
+    /// time; never a full kernel matrix; on a GPU in `f32` the last
+    /// delta + 1 columns of each kernel are cached, since the look-ahead
+    /// block is mostly recomputed on the same pivots). Memory is
+    /// O(n (d + K + p delta)).
+    ///
+    /// On the host every O(n) part of a step is a few blocked passes over row chunks,
     /// the chunks in parallel: one fused pass per Cholesky column (Eq. 2-3:
     /// combination of the earlier columns, scaling, residual diagonal and the
     /// next greedy pivot of the look-ahead), one for the look-ahead Gram
@@ -173,6 +187,10 @@ impl MklarenParams {
         let rank = self.rank;
         let scale = 1.0 / (1.0 + self.lambda).sqrt();
         let aug = n + rank;
+        // On a GPU with `f64`: every O(n) part of a step on the device.
+        if let Some(model) = super::device::fit(self, device, &xs, &yc, target_mean)? {
+            return Ok(model);
+        }
 
         // On a GPU each distinct input goes up once for the whole fit.
         let resident = KernelColumns::upload_inputs_in(device, &xs, device.working_precision(self.precision)?)?;
@@ -283,23 +301,6 @@ impl MklarenParams {
         take_step(1.0, &direction, &weights, &mut fit, &mut residual, &mut beta);
         path.push(beta.clone());
 
-        // Eq. 18: beta = R^{-1} Q^T mu from the thin QR of H.
-        let mut rhs = DMatrix::from_column_slice(aug, 1, fit.as_slice());
-        faer_ref(&h).qr().solve_lstsq_in_place(faer_mut(&mut rhs));
-        crate::linalg::clear_upper_simd_state(true);
-        let coefficients = DVector::from_fn(rank, |i, _| rhs[(i, 0)]);
-        if coefficients.iter().chain(fit.iter()).any(|v| !v.is_finite()) {
-            return Err(Error::Singular("least-squares system of the selected columns (Eq. 18) has no finite solution (degenerate LAR path)"));
-        }
-
-        let mut kernel_weights = DVector::<f64>::zeros(kernels.len());
-        for q in 0..kernels.len() {
-            let mut contribution = DVector::<f64>::zeros(n);
-            for (l, _) in selected.iter().enumerate().filter(|(_, s)| s.kernel == q) {
-                contribution.axpy(coefficients[l], &h.column(l).rows(0, n), 1.0);
-            }
-            kernel_weights[q] = contribution.norm();
-        }
         let computed: Vec<usize> = states.iter().map(|st| st.cols.computed()).collect();
         let passes: usize = (0..shared.len()).filter(|&q| (0..q).all(|p| !std::sync::Arc::ptr_eq(&shared[p], &shared[q]))).map(|q| shared[q].passes()).sum();
         log::debug!(
@@ -307,19 +308,60 @@ impl MklarenParams {
             computed.iter().sum::<usize>()
         );
         let transforms = states.iter().map(|st| st.chol.transform(st.cols.kernel(), st.cols.data())).collect();
-        let training_fit = fit.rows(0, n).map(|v| v + target_mean);
-        Ok(Mklaren { device: device.clone(),
-            kernels: kernels.to_vec(),
-            transforms,
-            selected,
-            coefficients,
-            path,
-            kernel_weights,
-            target_mean,
-            scale,
-            training_fit,
-        })
+        assemble(device, kernels, transforms, selected, &h, &fit, path, target_mean, scale)
     }
+}
+
+/// The fitted model from the end of the LAR path: the coefficients of Eq.
+/// 18 (`beta = R^{-1} Q^T mu` from the thin QR of the augmented `H`, n + K
+/// rows, and the final fit `mu`), each kernel's weight `||H_q beta_q||` over
+/// the n training rows, and the training predictions.
+///
+/// Errors: [`Error::Singular`] where the least-squares system has no finite
+/// solution.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn assemble(
+    device: &Device,
+    kernels: &[Kernel],
+    transforms: Vec<super::icd::FactorTransform>,
+    selected: Vec<SelectedColumn>,
+    h: &DMatrix<f64>,
+    fit: &DVector<f64>,
+    path: Vec<DVector<f64>>,
+    target_mean: f64,
+    scale: f64,
+) -> Result<Mklaren, Error> {
+    let (aug, rank) = h.shape();
+    let n = aug - rank;
+    // Eq. 18: beta = R^{-1} Q^T mu from the thin QR of H.
+    let mut rhs = DMatrix::from_column_slice(aug, 1, fit.as_slice());
+    faer_ref(h).qr().solve_lstsq_in_place(faer_mut(&mut rhs));
+    crate::linalg::clear_upper_simd_state(true);
+    let coefficients = DVector::from_fn(rank, |i, _| rhs[(i, 0)]);
+    if coefficients.iter().chain(fit.iter()).any(|v| !v.is_finite()) {
+        return Err(Error::Singular("least-squares system of the selected columns (Eq. 18) has no finite solution (degenerate LAR path)"));
+    }
+
+    let mut kernel_weights = DVector::<f64>::zeros(kernels.len());
+    for q in 0..kernels.len() {
+        let mut contribution = DVector::<f64>::zeros(n);
+        for (l, _) in selected.iter().enumerate().filter(|(_, s)| s.kernel == q) {
+            contribution.axpy(coefficients[l], &h.column(l).rows(0, n), 1.0);
+        }
+        kernel_weights[q] = contribution.norm();
+    }
+    let training_fit = fit.rows(0, n).map(|v| v + target_mean);
+    Ok(Mklaren { device: device.clone(),
+        kernels: kernels.to_vec(),
+        transforms,
+        selected,
+        coefficients,
+        path,
+        kernel_weights,
+        target_mean,
+        scale,
+        training_fit,
+    })
 }
 
 /// The better of two `(candidate, kernel)` pairs ([`Candidate::better_than`],
