@@ -201,8 +201,6 @@ impl GpuContext {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-
     /// The shader through naga as wgpu's Vulkan backend takes it (WGSL front
     /// end, validation with `f64`, SPIR-V 1.6 with and without bounds
     /// checks): its modes' workgroup barriers in uniform control flow and

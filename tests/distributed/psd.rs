@@ -64,7 +64,10 @@ fn sharded_density_matches_the_single_process_fit() {
         .unwrap();
         let fits: Vec<PsdDensity> = fits.into_iter().map(|r| r.unwrap()).collect();
         compare(&fits, &single, &test, 1e-2);
-        assert!((fits[0].integral().unwrap() - 1.0).abs() < 1e-10);
+        // The fit is normalised to tr(A W) = 1; recomputing that trace sums
+        // 24^2 products of both signs, whose rounding reaches 1.1e-10 on some
+        // samples (the one-process fit's as well).
+        assert!((fits[0].integral().unwrap() - 1.0).abs() < 1e-9, "integral {:e} off 1 on {ranks} ranks; one process {:e}", fits[0].integral().unwrap() - 1.0, single.integral().unwrap() - 1.0);
     }
 }
 
