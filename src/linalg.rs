@@ -33,7 +33,7 @@ mod thin;
 pub use thin::{matmul_thin, matmul_thin_aware, matmul_tn_thin};
 mod tridiag;
 pub use top_eigen::{symmetric_eigen_largest, symmetric_eigen_largest_with, symmetric_operator_largest, symmetric_operator_largest_from, symmetric_operator_largest_on, symmetric_operator_largest_within_budget, symmetric_operator_largest_within_budget_on, AllRows, DenseSymmetric, LargestSymmetricEigen, RowSplit, SymmetricOperator, TopEigenSettings};
-pub(crate) use top_eigen::{check_replicated, digest, local_rows_of, symmetric_operator_largest_resident, ResidentSymmetricOperator};
+pub(crate) use top_eigen::{block_lanczos_in, check_arguments, check_replicated, dense_from_operator, digest, gram_factor, gram_schmidt_block, local_rows_of, random_rows, widening, BlockOutcome, BlockShape, KrylovBasis};
 
 mod sealed {
     pub trait Sealed {}

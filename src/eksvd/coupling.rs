@@ -542,7 +542,7 @@ impl ResidentCoupling<'_> {
     }
 }
 
-impl crate::linalg::ResidentSymmetricOperator for &ResidentCoupling<'_> {
+impl super::krylov::ResidentSymmetricOperator for &ResidentCoupling<'_> {
     /// `out = G_Q V` on the GPU (a kernel function's resident sources).
     fn apply_resident(&mut self, v: &DeviceMatrix, out: &DeviceMatrix) -> Result<()> {
         match &self.resident {

@@ -19,7 +19,8 @@ use crate::data::check_shape;
 use crate::error::Result;
 use crate::error::Error;
 use crate::Device;
-use crate::linalg::{faer_mut, local_rows_of, symmetric_eigen_largest_with, symmetric_operator_largest_resident, ResidentSymmetricOperator, symmetric_operator_largest_on, symmetric_operator_largest_within_budget_on, AllRows, RowSplit, TopEigenSettings};
+use super::krylov::{symmetric_operator_largest_resident, ResidentSymmetricOperator};
+use crate::linalg::{faer_mut, local_rows_of, symmetric_eigen_largest_with, symmetric_operator_largest_on, symmetric_operator_largest_within_budget_on, AllRows, RowSplit, TopEigenSettings};
 
 /// Eigenvalues at or below this fraction of the largest magnitude count as
 /// zero, not positive (rounding in a rank-deficient coupling matrix).
@@ -279,7 +280,7 @@ where
 
 /// [`largest_lanczos`] for an operator whose products run on the GPU
 /// `device` (`f64`): the same block Lanczos with its Krylov basis resident
-/// there ([`crate::linalg::symmetric_operator_largest_resident`]), so that
+/// there ([`super::krylov::symmetric_operator_largest_resident`]), so that
 /// a product moves only the projected coefficients between host and device.
 /// The same pairs as [`largest_lanczos`] on the same products, to the
 /// tolerance (the products' rounding differs).

@@ -40,6 +40,7 @@ pub mod covariance;
 pub mod dual;
 pub mod eigensolver;
 pub mod features;
+mod krylov;
 pub mod model;
 #[cfg(feature = "neural")]
 pub mod neural;

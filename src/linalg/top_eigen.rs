@@ -10,7 +10,7 @@
 //! ([`KrylovBasis`]: the basis, the current block and its product, and the
 //! few operations on them): [`HostKrylov`] holds them in host memory (the
 //! block orthogonalisation is a few small functions on that layout), and
-//! the `device` submodule ([`device::DeviceKrylov`]) resident on a GPU for
+//! `DeviceKrylov` of the eKSVD solver (`eksvd::krylov`) resident on a GPU for
 //! operators whose products run there, where a block product moves only
 //! projected coefficients between host and device. The projected problems
 //! (`T`, its eigendecomposition, the Ritz coefficients) are host matrices
@@ -66,9 +66,7 @@ use nalgebra::{DMatrix, DVector};
 use rand::{rngs::StdRng, RngCore, SeedableRng};
 use rand_distr::{Distribution, StandardNormal};
 
-mod device;
 
-pub(crate) use device::ResidentSymmetricOperator;
 
 use super::{check_dim, check_matrix, clear_upper_simd_state, faer_mut, faer_ref, symmetric_eigen, SymmetricEigen};
 use crate::error::{Error, Result};
@@ -218,7 +216,7 @@ fn summed_sqrt<R: RowSplit + ?Sized>(rows: &R, partial: f64) -> Result<f64> {
 /// several, one word of `rng` (the same on every process) keys a hash of
 /// each entry's global row and column, uniform on `[-1, 1)`, so that each
 /// process draws only its rows and `rng` stays the same everywhere.
-fn random_rows<R: RowSplit + ?Sized>(rows: &R, cols: usize, rng: &mut StdRng) -> DMatrix<f64> {
+pub(crate) fn random_rows<R: RowSplit + ?Sized>(rows: &R, cols: usize, rng: &mut StdRng) -> DMatrix<f64> {
     let local = rows.local_len();
     if rows.processes() == 1 {
         return DMatrix::<f64>::from_fn(local, cols, |_, _| StandardNormal.sample(rng));
@@ -438,7 +436,7 @@ pub fn symmetric_operator_largest_on<R: RowSplit + ?Sized, A: SymmetricOperator>
 /// The `k` largest pairs of the operator `a` from `A I` (this process's
 /// rows of it, summed into the whole matrix), decomposed densely on every
 /// process ([`full_top`]); the eigenvectors are this process's rows.
-fn dense_from_operator<R: RowSplit + ?Sized, A: SymmetricOperator>(rows: &R, k: usize, a: &mut A) -> Result<LargestSymmetricEigen> {
+pub(crate) fn dense_from_operator<R: RowSplit + ?Sized, A: SymmetricOperator>(rows: &R, k: usize, a: &mut A) -> Result<LargestSymmetricEigen> {
     let n = rows.order();
     let local = rows.local_len();
     let too_large = |what: &str| Error::InvalidParameter { name: "n", reason: format!("{what} for n = {n}, k = {k} does not fit in memory") };
@@ -482,35 +480,6 @@ fn dense_from_operator<R: RowSplit + ?Sized, A: SymmetricOperator>(rows: &R, k: 
     Ok(top)
 }
 
-/// [`symmetric_operator_largest`] for an operator whose products run on
-/// the GPU `device`, with the Krylov basis, its blocks and their products
-/// resident there in `f64` ([`device::DeviceKrylov`]): per block product
-/// only the projected coefficients (`O(b m)` numbers) come back and
-/// `b x b` factors go up, so nothing of length `n` crosses, and nothing is
-/// allocated after the first product. The iteration, its decisions and its
-/// projected problems are the host solver's ([`block_lanczos_in`]); the
-/// numbers differ from it by the rounding of the device products. Small
-/// orders (the basis not below `n`) take `A I` through host round trips.
-///
-/// Errors: those of [`symmetric_operator_largest`]; [`Error::Unsupported`]
-/// on the CPU or a GPU without `f64`.
-pub(crate) fn symmetric_operator_largest_resident<O: ResidentSymmetricOperator>(device: &crate::device::Device, n: usize, k: usize, mut a: O, settings: &TopEigenSettings) -> Result<LargestSymmetricEigen> {
-    let rows = AllRows::new(n);
-    check_arguments(n, k, settings)?;
-    if let Some(shape) = BlockShape::new(n, k, &TopEigenSettings { min_ratio: 1, ..*settings }) {
-        let outcome = widening(n, k, shape, settings, |shape, settings| {
-            let mut basis = device::DeviceKrylov::new(device, &mut a, n, shape.b, shape.m)?;
-            block_lanczos_in(&rows, &mut basis, None, k, shape, settings, false, None)
-        })?;
-        match outcome {
-            BlockOutcome::Converged(found) => return Ok(found),
-            BlockOutcome::Stopped { converged, restarts } => return Err(Error::EigenNotConverged { converged, requested: k, restarts }),
-            BlockOutcome::TooWide => {}
-        }
-    }
-    dense_from_operator(&rows, k, &mut device::HostBridge { device, a: &mut a })
-}
-
 /// This process's rows (`rows.local_ranges()`) of the whole `n`-row `m`.
 pub(crate) fn local_rows_of<R: RowSplit + ?Sized>(rows: &R, m: &DMatrix<f64>) -> DMatrix<f64> {
     let mut out = DMatrix::<f64>::zeros(rows.local_len(), m.ncols());
@@ -523,7 +492,7 @@ pub(crate) fn local_rows_of<R: RowSplit + ?Sized>(rows: &R, m: &DMatrix<f64>) ->
 }
 
 /// `k` in `1..=n` and the tolerance in `(0, 1)`.
-fn check_arguments(n: usize, k: usize, settings: &TopEigenSettings) -> Result<()> {
+pub(crate) fn check_arguments(n: usize, k: usize, settings: &TopEigenSettings) -> Result<()> {
     if k == 0 || k > n {
         return Err(Error::InvalidParameter { name: "k", reason: format!("must be in 1..={n}, got {k}") });
     }
@@ -544,14 +513,14 @@ fn full_top(a: &DMatrix<f64>, k: usize) -> Result<LargestSymmetricEigen> {
 /// Sizes of the block solver: block `b`, columns kept at a restart `keep`,
 /// largest basis `m` (`keep + b <= m`, `m + b <= n`).
 #[derive(Debug, Clone, Copy)]
-struct BlockShape {
-    b: usize,
+pub(crate) struct BlockShape {
+    pub(crate) b: usize,
     keep: usize,
-    m: usize,
+    pub(crate) m: usize,
 }
 
 impl BlockShape {
-    fn new(n: usize, k: usize, s: &TopEigenSettings) -> Option<Self> {
+    pub(crate) fn new(n: usize, k: usize, s: &TopEigenSettings) -> Option<Self> {
         let b = s.block.max(1);
         let first = k.checked_add(b)?;
         let derived = k.checked_mul(5)?.div_ceil(2).max(32).div_ceil(b);
@@ -587,7 +556,7 @@ fn block_lanczos_widening<R: RowSplit + ?Sized, A: SymmetricOperator>(rows: &R, 
 /// Runs `solve` with `shape`, then again with twice the block (up to `k`)
 /// while a cluster of `b` or more equal converged values may hide further
 /// copies of an eigenvalue ([`block_lanczos_widening`]).
-fn widening(n: usize, k: usize, shape: BlockShape, s: &TopEigenSettings, mut solve: impl FnMut(BlockShape, &TopEigenSettings) -> Result<BlockOutcome>) -> Result<BlockOutcome> {
+pub(crate) fn widening(n: usize, k: usize, shape: BlockShape, s: &TopEigenSettings, mut solve: impl FnMut(BlockShape, &TopEigenSettings) -> Result<BlockOutcome>) -> Result<BlockOutcome> {
     let mut settings = *s;
     let mut shape = shape;
     loop {
@@ -712,7 +681,7 @@ fn cholesky_qr2<R: RowSplit + ?Sized>(rows: &R, w: &mut DMatrix<f64>, breakdown:
 /// `Q <- Q L^{-T}` (the explicit, well-conditioned inverse applied in one
 /// product) orthonormalises `Q`. `None` when the factorisation fails or
 /// the diagonal of `L` has a ratio below `1e-3` (see [`cholesky_qr2`]).
-fn gram_factor(g: &DMatrix<f64>) -> Option<(DMatrix<f64>, DMatrix<f64>)> {
+pub(crate) fn gram_factor(g: &DMatrix<f64>) -> Option<(DMatrix<f64>, DMatrix<f64>)> {
     let b = g.nrows();
     let g = (g + g.transpose()) * 0.5;
     let l = g.cholesky()?.unpack();
@@ -731,7 +700,7 @@ fn gram_factor(g: &DMatrix<f64>) -> Option<(DMatrix<f64>, DMatrix<f64>)> {
 /// Column-by-column modified Gram-Schmidt with reorthogonalisation and
 /// random replacement of cancelled columns (see [`orthonormalise_block`]);
 /// each inner product summed over the processes.
-fn gram_schmidt_block<R: RowSplit + ?Sized>(rows: &R, basis: &DMatrix<f64>, cols: usize, w: &mut DMatrix<f64>, breakdown: f64, rng: &mut StdRng) -> Result<DMatrix<f64>> {
+pub(crate) fn gram_schmidt_block<R: RowSplit + ?Sized>(rows: &R, basis: &DMatrix<f64>, cols: usize, w: &mut DMatrix<f64>, breakdown: f64, rng: &mut StdRng) -> Result<DMatrix<f64>> {
     let n = rows.order();
     let b = w.ncols();
     let mut r = DMatrix::<f64>::zeros(b, b);
@@ -811,7 +780,7 @@ fn reorthogonalise_column<R: RowSplit + ?Sized>(rows: &R, basis: &DMatrix<f64>, 
 }
 
 /// How a block Lanczos run ended.
-enum BlockOutcome {
+pub(crate) enum BlockOutcome {
     /// Every wanted pair met the tolerance, checked on true residuals.
     Converged(LargestSymmetricEigen),
     /// Stopped by the restart limit or the work budget.
@@ -860,9 +829,9 @@ where
 /// iteration ([`block_lanczos_in`]) is written once over this; only the
 /// projected problems (`T`, its eigendecomposition, the Ritz
 /// coefficients, `b x b` factors) are host matrices. [`HostKrylov`] holds
-/// this process's rows of the vectors in host memory; [`device::DeviceKrylov`]
-/// holds all rows resident on a GPU.
-trait KrylovBasis {
+/// this process's rows of the vectors in host memory; `DeviceKrylov`
+/// (`eksvd::krylov`) holds all rows resident on a GPU.
+pub(crate) trait KrylovBasis {
     /// Sets `W` to the start block: `start` (its columns, then random ones up
     /// to `b`), or a random block ([`random_rows`]).
     fn draw_start(&mut self, rng: &mut StdRng, start: Option<&DMatrix<f64>>) -> Result<()>;
@@ -976,7 +945,7 @@ fn block_lanczos<R: RowSplit + ?Sized, A: SymmetricOperator>(rows: &R, a: &mut A
 /// true ones are computed (one product with `k` columns); if they miss
 /// `100 tolerance ||A||`, the run goes on as if not converged.
 #[allow(clippy::too_many_arguments)]
-fn block_lanczos_in<R: RowSplit + ?Sized, K: KrylovBasis>(rows: &R, basis: &mut K, frobenius: Option<f64>, k: usize, shape: BlockShape, s: &TopEigenSettings, budgeted: bool, start: Option<(&DMatrix<f64>, f64)>) -> Result<BlockOutcome> {
+pub(crate) fn block_lanczos_in<R: RowSplit + ?Sized, K: KrylovBasis>(rows: &R, basis: &mut K, frobenius: Option<f64>, k: usize, shape: BlockShape, s: &TopEigenSettings, budgeted: bool, start: Option<(&DMatrix<f64>, f64)>) -> Result<BlockOutcome> {
     let BlockShape { b, keep, m } = shape;
     let n = rows.order();
     let mut rng = StdRng::seed_from_u64(s.seed);

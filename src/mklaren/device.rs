@@ -66,7 +66,6 @@ use nalgebra::{DMatrix, DVector};
 
 use super::fitted::{Mklaren, SelectedColumn};
 use super::icd::FactorTransform;
-use super::model::{assemble, MklarenParams};
 use crate::error::Error;
 use crate::gpu::mklaren::{MklarenJob, MklarenMode as Mode, NO_SLOT};
 use crate::gpu::{GpuContext, GpuMatrix, KernelCode, Operand, ProductFlags};
@@ -193,6 +192,20 @@ fn plan_dots(ctx: &GpuContext, sh: &Shared, a: (&GpuMatrix, usize, usize, usize)
     ctx.plan_mklaren(&sum, &sh.st, plan)
 }
 
+/// What the device fit takes of [`super::MklarenParams`] (checked there).
+pub(super) struct Settings<'a> {
+    /// The kernels.
+    pub(super) kernels: &'a [Kernel],
+    /// Total rank K.
+    pub(super) rank: usize,
+    /// Look-ahead delta.
+    pub(super) lookahead: usize,
+    /// Ridge lambda.
+    pub(super) lambda: f64,
+    /// The working precision asked for.
+    pub(super) precision: crate::precision::WorkingPrecision,
+}
+
 /// Fits on the GPU of `device` where it takes this path (a GPU with `f64`
 /// working precision, every buffer within one binding, at most
 /// [`MAX_DEVICE_LOOKAHEAD`] look-ahead columns and [`MAX_DEVICE_COLUMNS`]
@@ -201,7 +214,7 @@ fn plan_dots(ctx: &GpuContext, sh: &Shared, a: (&GpuMatrix, usize, usize, usize)
 /// Errors: [`Error::RankDeficient`] when no candidate is left or a chosen
 /// column is constant; [`Error::NonFinite`] when a device step meets NaN or
 /// an infinity; those of the device.
-pub(super) fn fit(params: &MklarenParams, device: &Device, xs: &[&DMatrix<f64>], yc: &DVector<f64>, target_mean: f64) -> Result<Option<Mklaren>, Error> {
+pub(super) fn fit(params: &Settings<'_>, device: &Device, xs: &[&DMatrix<f64>], yc: &DVector<f64>, target_mean: f64) -> Result<Option<Mklaren>, Error> {
     let Device::Gpu(ctx) = device else { return Ok(None) };
     if device.working_precision(params.precision)? != Precision::F64 {
         return Ok(None);
@@ -219,7 +232,7 @@ pub(super) fn fit(params: &MklarenParams, device: &Device, xs: &[&DMatrix<f64>],
 
 /// Each kernel's buffers (each distinct input uploaded once), or `None`
 /// where a buffer would span several bindings.
-fn prepare<'x>(ctx: &GpuContext, device: &Device, params: &MklarenParams, xs: &[&'x DMatrix<f64>], delta: usize) -> Result<Option<Vec<KernelBuffers<'x>>>, Error> {
+fn prepare<'x>(ctx: &GpuContext, device: &Device, params: &Settings<'_>, xs: &[&'x DMatrix<f64>], delta: usize) -> Result<Option<Vec<KernelBuffers<'x>>>, Error> {
     let n = xs[0].nrows();
     let cc = delta + 1 + params.rank;
     let f64p = Precision::F64;
@@ -423,7 +436,7 @@ fn plan_scores(ctx: &GpuContext, sh: &Shared, kb: &KernelBuffers<'_>, base: usiz
 
 /// The fit's K steps and the model (see the module docs).
 #[allow(clippy::too_many_arguments)]
-fn run(ctx: &GpuContext, device: &Device, params: &MklarenParams, kernels: &mut [KernelBuffers<'_>], sh: &Shared, n: usize, delta: usize, target_mean: f64) -> Result<Mklaren, Error> {
+fn run(ctx: &GpuContext, device: &Device, params: &Settings<'_>, kernels: &mut [KernelBuffers<'_>], sh: &Shared, n: usize, delta: usize, target_mean: f64) -> Result<Mklaren, Error> {
     let rank = params.rank;
     let aug = n + rank;
     let p = kernels.len();
@@ -584,5 +597,5 @@ fn run(ctx: &GpuContext, device: &Device, params: &MklarenParams, kernels: &mut 
         };
         transforms.push(FactorTransform::from_pivots(kb.kernel, kb.x.select_rows(&kb.pivots), &g_at_pivots));
     }
-    assemble(device, &params.kernels, transforms, selected, &h, &fit, path, target_mean, scale)
+    Mklaren::assemble(device, params.kernels, transforms, selected, &h, &fit, path, target_mean, scale)
 }

@@ -2,11 +2,13 @@
 //! transforms of Eq. 21 and the LAR coefficients, and prediction
 //! `mean(y) + H* beta` on new samples.
 
+use faer::prelude::SolveLstsq;
 use nalgebra::{DMatrix, DVector};
 
 use super::icd::FactorTransform;
 use super::inputs_per_kernel;
 use crate::error::Error;
+use crate::linalg::{faer_mut, faer_ref};
 use crate::input::AsMatrix;
 use crate::{Device, Kernel};
 
@@ -183,4 +185,58 @@ crate::estimator::on_device!(Mklaren);
 /// Each input as a dense matrix (borrowed where it already is one).
 pub(super) fn convert_inputs<'a, X: AsMatrix<Elem = f64> + ?Sized>(inputs: &[&'a X]) -> Result<Vec<std::borrow::Cow<'a, DMatrix<f64>>>, Error> {
     inputs.iter().map(|&x| x.as_matrix()).collect()
+}
+
+impl Mklaren {
+    /// The fitted model from the end of the LAR path: the coefficients of Eq.
+    /// 18 (`beta = R^{-1} Q^T mu` from the thin QR of the augmented `H`, n + K
+    /// rows, and the final fit `mu`), each kernel's weight `||H_q beta_q||` over
+    /// the n training rows, and the training predictions.
+    ///
+    /// Errors: [`Error::Singular`] where the least-squares system has no finite
+    /// solution.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn assemble(
+        device: &Device,
+        kernels: &[Kernel],
+        transforms: Vec<super::icd::FactorTransform>,
+        selected: Vec<SelectedColumn>,
+        h: &DMatrix<f64>,
+        fit: &DVector<f64>,
+        path: Vec<DVector<f64>>,
+        target_mean: f64,
+        scale: f64,
+    ) -> Result<Mklaren, Error> {
+        let (aug, rank) = h.shape();
+        let n = aug - rank;
+        // Eq. 18: beta = R^{-1} Q^T mu from the thin QR of H.
+        let mut rhs = DMatrix::from_column_slice(aug, 1, fit.as_slice());
+        faer_ref(h).qr().solve_lstsq_in_place(faer_mut(&mut rhs));
+        crate::linalg::clear_upper_simd_state(true);
+        let coefficients = DVector::from_fn(rank, |i, _| rhs[(i, 0)]);
+        if coefficients.iter().chain(fit.iter()).any(|v| !v.is_finite()) {
+            return Err(Error::Singular("least-squares system of the selected columns (Eq. 18) has no finite solution (degenerate LAR path)"));
+        }
+    
+        let mut kernel_weights = DVector::<f64>::zeros(kernels.len());
+        for q in 0..kernels.len() {
+            let mut contribution = DVector::<f64>::zeros(n);
+            for (l, _) in selected.iter().enumerate().filter(|(_, s)| s.kernel == q) {
+                contribution.axpy(coefficients[l], &h.column(l).rows(0, n), 1.0);
+            }
+            kernel_weights[q] = contribution.norm();
+        }
+        let training_fit = fit.rows(0, n).map(|v| v + target_mean);
+        Ok(Mklaren { device: device.clone(),
+            kernels: kernels.to_vec(),
+            transforms,
+            selected,
+            coefficients,
+            path,
+            kernel_weights,
+            target_mean,
+            scale,
+            training_fit,
+        })
+    }
 }

@@ -1,7 +1,6 @@
 //! The mklaren algorithm: LAR-guided simultaneous incomplete Cholesky
 //! decomposition of several kernels (Eq. 4-21).
 
-use faer::prelude::SolveLstsq;
 use nalgebra::{DMatrix, DVector};
 use rayon::prelude::*;
 
@@ -12,7 +11,6 @@ use super::fitted::{convert_inputs, Mklaren, SelectedColumn};
 use super::icd::{argmax, CholeskyState};
 use super::tall::{columns_of, row_chunks, row_quadratic_forms, tall_tr_mul, tall_tr_mul_cols};
 use super::{centred_target, check_lambda, inputs_per_kernel};
-use crate::linalg::{faer_mut, faer_ref};
 use crate::precision::WorkingPrecision;
 use crate::{Device, Kernel};
 
@@ -188,7 +186,7 @@ impl MklarenParams {
         let scale = 1.0 / (1.0 + self.lambda).sqrt();
         let aug = n + rank;
         // On a GPU with `f64`: every O(n) part of a step on the device.
-        if let Some(model) = super::device::fit(self, device, &xs, &yc, target_mean)? {
+        if let Some(model) = super::device::fit(&super::device::Settings { kernels: &self.kernels, rank: self.rank, lookahead: self.lookahead, lambda: self.lambda, precision: self.precision }, device, &xs, &yc, target_mean)? {
             return Ok(model);
         }
 
@@ -308,60 +306,8 @@ impl MklarenParams {
             computed.iter().sum::<usize>()
         );
         let transforms = states.iter().map(|st| st.chol.transform(st.cols.kernel(), st.cols.data())).collect();
-        assemble(device, kernels, transforms, selected, &h, &fit, path, target_mean, scale)
+        Mklaren::assemble(device, kernels, transforms, selected, &h, &fit, path, target_mean, scale)
     }
-}
-
-/// The fitted model from the end of the LAR path: the coefficients of Eq.
-/// 18 (`beta = R^{-1} Q^T mu` from the thin QR of the augmented `H`, n + K
-/// rows, and the final fit `mu`), each kernel's weight `||H_q beta_q||` over
-/// the n training rows, and the training predictions.
-///
-/// Errors: [`Error::Singular`] where the least-squares system has no finite
-/// solution.
-#[allow(clippy::too_many_arguments)]
-pub(super) fn assemble(
-    device: &Device,
-    kernels: &[Kernel],
-    transforms: Vec<super::icd::FactorTransform>,
-    selected: Vec<SelectedColumn>,
-    h: &DMatrix<f64>,
-    fit: &DVector<f64>,
-    path: Vec<DVector<f64>>,
-    target_mean: f64,
-    scale: f64,
-) -> Result<Mklaren, Error> {
-    let (aug, rank) = h.shape();
-    let n = aug - rank;
-    // Eq. 18: beta = R^{-1} Q^T mu from the thin QR of H.
-    let mut rhs = DMatrix::from_column_slice(aug, 1, fit.as_slice());
-    faer_ref(h).qr().solve_lstsq_in_place(faer_mut(&mut rhs));
-    crate::linalg::clear_upper_simd_state(true);
-    let coefficients = DVector::from_fn(rank, |i, _| rhs[(i, 0)]);
-    if coefficients.iter().chain(fit.iter()).any(|v| !v.is_finite()) {
-        return Err(Error::Singular("least-squares system of the selected columns (Eq. 18) has no finite solution (degenerate LAR path)"));
-    }
-
-    let mut kernel_weights = DVector::<f64>::zeros(kernels.len());
-    for q in 0..kernels.len() {
-        let mut contribution = DVector::<f64>::zeros(n);
-        for (l, _) in selected.iter().enumerate().filter(|(_, s)| s.kernel == q) {
-            contribution.axpy(coefficients[l], &h.column(l).rows(0, n), 1.0);
-        }
-        kernel_weights[q] = contribution.norm();
-    }
-    let training_fit = fit.rows(0, n).map(|v| v + target_mean);
-    Ok(Mklaren { device: device.clone(),
-        kernels: kernels.to_vec(),
-        transforms,
-        selected,
-        coefficients,
-        path,
-        kernel_weights,
-        target_mean,
-        scale,
-        training_fit,
-    })
 }
 
 /// The better of two `(candidate, kernel)` pairs ([`Candidate::better_than`],

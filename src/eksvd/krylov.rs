@@ -1,6 +1,6 @@
 //! The block solver's vectors resident on a GPU ([`DeviceKrylov`]), for
 //! operators whose products run there ([`ResidentSymmetricOperator`]): the
-//! iteration is the host solver's ([`super::block_lanczos_in`]), only where
+//! iteration is the host solver's ([`crate::linalg::block_lanczos_in`]), only where
 //! its `n`-vectors live and how their products run differ.
 //!
 //! **Layout.** The basis is held transposed, `V^T` (`(m + b) x n`
@@ -35,9 +35,9 @@
 //! So a product moves `(2 c + b) b + b^2` numbers down and `3 b^2` up, with
 //! two waits, whatever `n`. The decisions are the host solver's: the same
 //! breakdown threshold on the column norms and the same factor test
-//! ([`super::gram_factor`]); where CholQR2 declines, `W` and the basis are
+//! ([`crate::linalg::gram_factor`]); where CholQR2 declines, `W` and the basis are
 //! read back and the host's column-by-column Gram-Schmidt
-//! ([`super::gram_schmidt_block`]) answers, its `Q` written back (rare: an
+//! ([`crate::linalg::gram_schmidt_block`]) answers, its `Q` written back (rare: an
 //! invariant subspace or a nearly dependent block).
 //!
 //! **Convergence and restart.** The Ritz vectors `V_c Y` are formed on the
@@ -54,7 +54,7 @@
 use nalgebra::{DMatrix, DVector};
 use rand::rngs::StdRng;
 
-use super::{gram_factor, gram_schmidt_block, random_rows, AllRows, KrylovBasis, SymmetricOperator};
+use crate::linalg::{block_lanczos_in, check_arguments, dense_from_operator, gram_factor, gram_schmidt_block, random_rows, widening, AllRows, BlockOutcome, BlockShape, KrylovBasis, LargestSymmetricEigen, SymmetricOperator, TopEigenSettings};
 use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::gpu::{ElementwiseMap, GpuContext, GpuMatrix, KernelCode, Operand, ProductFlags};
@@ -395,11 +395,41 @@ impl<O: ResidentSymmetricOperator> SymmetricOperator for HostBridge<'_, O> {
     }
 }
 
+/// [`symmetric_operator_largest`] for an operator whose products run on
+/// the GPU `device`, with the Krylov basis, its blocks and their products
+/// resident there in `f64` ([`DeviceKrylov`]): per block product
+/// only the projected coefficients (`O(b m)` numbers) come back and
+/// `b x b` factors go up, so nothing of length `n` crosses, and nothing is
+/// allocated after the first product. The iteration, its decisions and its
+/// projected problems are the host solver's ([`block_lanczos_in`]); the
+/// numbers differ from it by the rounding of the device products. Small
+/// orders (the basis not below `n`) take `A I` through host round trips.
+///
+/// Errors: those of [`symmetric_operator_largest`]; [`Error::Unsupported`]
+/// on the CPU or a GPU without `f64`.
+pub(crate) fn symmetric_operator_largest_resident<O: ResidentSymmetricOperator>(device: &Device, n: usize, k: usize, mut a: O, settings: &TopEigenSettings) -> Result<LargestSymmetricEigen> {
+    let rows = AllRows::new(n);
+    check_arguments(n, k, settings)?;
+    if let Some(shape) = BlockShape::new(n, k, &TopEigenSettings { min_ratio: 1, ..*settings }) {
+        let outcome = widening(n, k, shape, settings, |shape, settings| {
+            let mut basis = DeviceKrylov::new(device, &mut a, n, shape.b, shape.m)?;
+            block_lanczos_in(&rows, &mut basis, None, k, shape, settings, false, None)
+        })?;
+        match outcome {
+            BlockOutcome::Converged(found) => return Ok(found),
+            BlockOutcome::Stopped { converged, restarts } => return Err(Error::EigenNotConverged { converged, requested: k, restarts }),
+            BlockOutcome::TooWide => {}
+        }
+    }
+    dense_from_operator(&rows, k, &mut HostBridge { device, a: &mut a })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::gpu::GpuOptions;
-    use crate::linalg::top_eigen::{symmetric_operator_largest, symmetric_operator_largest_resident, TopEigenSettings};
+    use super::symmetric_operator_largest_resident;
+    use crate::linalg::{symmetric_operator_largest, TopEigenSettings};
     use faer::{MatMut, MatRef};
 
     /// `A = diag(d)` on the device: `A V = d o V` by one element-wise
