@@ -29,7 +29,8 @@
 //! predicted row at each of those n from the method's GPU rows, for sizes
 //! too large to run on the adapter at hand (a software one): every counter
 //! of a row and its host time are divided by the row's iterations (PSD:
-//! FISTA iterations; eKSVD: blocking waits, one per Lanczos product; mklaren
+//! FISTA iterations; eKSVD: Lanczos products, `3 N^2` kernel evaluations
+//! each for N samples per source; mklaren
 //! and ICD: the fit, whose K steps do not depend on n), the quotient is
 //! taken as the power law `a n^p` through the two largest GPU rows, `p`
 //! clamped into `[0, 2]` (exact for work constant, linear or quadratic in
@@ -405,7 +406,8 @@ fn main() {
                         let host = cost::host_seconds(seconds, &counters, args.host_speed).expect("host seconds");
                         let iterations = match (*method, iterations) {
                             (_, Some(i)) => i as f64,
-                            (m, None) if m.starts_with("eKSVD") => counters.waits.max(1) as f64,
+                            // Each Lanczos product evaluates the 3 pairs' N^2 entries once.
+                            (m, None) if m.starts_with("eKSVD") => (counters.total().kernel_evaluations as f64 / (3.0 * (*n as f64 / 3.0).powi(2))).max(1.0),
                             _ => 1.0,
                         };
                         measured.entry(*method).or_default().push(Measured { n: *n, counters, host, iterations });
