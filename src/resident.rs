@@ -165,7 +165,7 @@ const TRANSPOSE_ROWS: usize = 1024;
 
 /// `x` (column-major) as a row-major `f64` vector, the device layout: row
 /// strips of [`TRANSPOSE_ROWS`] transposed in parallel.
-fn row_major<T: Real>(x: &DMatrix<T>) -> Vec<f64> {
+pub(crate) fn row_major<T: Real>(x: &DMatrix<T>) -> Vec<f64> {
     use rayon::prelude::*;
     let (rows, cols) = x.shape();
     let mut out = vec![0.0; rows * cols];

@@ -61,7 +61,7 @@ use crate::gpu::{ElementwiseMap, GpuContext, GpuMatrix, KernelCode, Operand, Pro
 use crate::kernel::Kernel;
 use crate::linalg::faer_ref;
 use crate::precision::Precision;
-use crate::resident::DeviceMatrix;
+use crate::resident::{row_major, DeviceMatrix};
 
 /// Longest piece of the rows of `V` in one product (module docs): below the
 /// depth from which the product engine cuts a product's depth into
@@ -130,11 +130,6 @@ pub(crate) struct DeviceKrylov<'a, O: ResidentSymmetricOperator> {
 /// A linear product `out (+)= A' B'^T` recorded into `plan`.
 fn product(ctx: &GpuContext, a: Operand<'_>, b: Operand<'_>, out: &GpuMatrix, accumulate: bool, plan: &mut Vec<crate::gpu::Dispatch>) -> Result<()> {
     ctx.plan_product(KernelCode::of(&Kernel::Linear), a, b, out, ProductFlags { accumulate, ..ProductFlags::default() }, plan)
-}
-
-/// `m` in the device layout (row-major).
-fn row_major(m: &DMatrix<f64>) -> Vec<f64> {
-    m.transpose().as_slice().to_vec()
 }
 
 impl<'a, O: ResidentSymmetricOperator> DeviceKrylov<'a, O> {

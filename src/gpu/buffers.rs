@@ -4,7 +4,8 @@
 //! and row gathers, and the reused scratch buffers (dispatch descriptors,
 //! read-back staging).
 //!
-//! Data cross between host and device only in [`GpuContext::upload`] and
+//! Data cross between host and device only in [`GpuContext::upload`] (and
+//! the writes into existing matrices of `write.rs`) and
 //! [`GpuContext::download`] (and the descriptors of each submission), and
 //! every crossing is counted ([`super::TransferStats`]), as are allocations
 //! and the waits for read-backs ([`super::DeviceCounters`]).
@@ -12,7 +13,6 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use rayon::prelude::*;
 
 use super::GpuContext;
 use crate::error::{Error, Result};
@@ -287,22 +287,7 @@ impl GpuContext {
             return Err(Error::DimensionMismatch { what: "elements of a row-major matrix", expected: len, found: row_major.len() });
         }
         let m = self.zeros(rows, cols, precision)?;
-        self.counters.count_matrix_upload();
-        self.checked(|| {
-            for (b, buf) in m.storage.blocks.iter().enumerate() {
-                let r0 = b * m.storage.block_rows;
-                let r1 = (r0 + m.storage.block_rows).min(rows);
-                let part = &row_major[r0 * cols..r1 * cols];
-                match precision {
-                    Precision::F64 => self.write_counted(buf, 0, bytemuck::cast_slice(part)),
-                    Precision::F32 => {
-                        let v: Vec<f32> = part.par_iter().with_min_len(1 << 14).map(|&x| x as f32).collect();
-                        self.write_counted(buf, 0, bytemuck::cast_slice(&v));
-                    }
-                }
-            }
-            Ok(())
-        })?;
+        self.write_rows(&m, row_major)?;
         Ok(m)
     }
 

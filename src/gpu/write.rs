@@ -1,7 +1,10 @@
-//! Host values written into device matrices that already exist: small
-//! coefficient matrices of an iteration whose device buffers are allocated
-//! once and written each step. A write is counted as one upload of its
+//! Host values written into device matrices that already exist: every
+//! upload (a new matrix, then written), and small coefficient matrices of
+//! an iteration whose device buffers are allocated once and written each
+//! step. A write is counted as one upload of its
 //! bytes ([`super::TransferStats`]) and allocates nothing.
+
+use rayon::prelude::*;
 
 use super::buffers::GpuMatrix;
 use super::GpuContext;
@@ -36,7 +39,7 @@ impl GpuContext {
                 match m.precision() {
                     Precision::F64 => self.write_counted(m.buffer(s.block), offset, bytemuck::cast_slice(part)),
                     Precision::F32 => {
-                        let v: Vec<f32> = part.iter().map(|&x| x as f32).collect();
+                        let v: Vec<f32> = part.par_iter().with_min_len(1 << 14).map(|&x| x as f32).collect();
                         self.write_counted(m.buffer(s.block), offset, bytemuck::cast_slice(&v));
                     }
                 }
