@@ -55,8 +55,14 @@
 //! sign, the sums that give the mean and the norm) and `H^T h`, `H^T r`
 //! (2K numbers). The host keeps `H^T H`, solves the l x l system for the
 //! weights `w = (H_A^T H_A)^{-1} H_A^T r` and the path of `beta` as the host
-//! fit does, and writes `w` and `C = max |H_A^T r|` (K + 1 numbers). `H`,
-//! `mu` and the rows of `G` at the pivots come down once at the end.
+//! fit does, and writes `w` and `C = max |H_A^T r|` (K + 1 numbers).
+//!
+//! # The end
+//!
+//! The last step (t = 1) on the device; Eq. 18 by CholQR2 of the resident
+//! `H` ([`least_squares`]: `K (K + 1)` numbers down) and the kernel weights
+//! `||H_q beta_q||` (p numbers down); then `mu` (n numbers, the training
+//! predictions) and the rows of `G` at the pivots. `H` never crosses.
 //!
 //! The path takes the same kernels and pivots as the host fit: the scores
 //! are the same sums in another order (about 1e-16 relative), so only
@@ -64,7 +70,7 @@
 
 use nalgebra::{DMatrix, DVector};
 
-use super::fitted::{Mklaren, SelectedColumn};
+use super::fitted::{Assembled, Mklaren, SelectedColumn};
 use super::icd::FactorTransform;
 use crate::error::Error;
 use crate::gpu::mklaren::{MklarenJob, MklarenMode as Mode, NO_SLOT};
@@ -139,6 +145,14 @@ struct Shared {
     w: GpuMatrix,
     /// The partial sums of the column products over n rows ([`plan_dots`]).
     split: GpuMatrix,
+    /// Eq. 18 at the end: `R1^{-1}` (K x K), `Q1 = H R1^{-1}`, the
+    /// coefficients per kernel (K x p), `H_n` times them (n x p), and the
+    /// sums read back (`Q1^T Q1`, `Q1^T mu`, the p squared weights).
+    rinv: GpuMatrix,
+    q1: GpuMatrix,
+    coef: GpuMatrix,
+    contrib: GpuMatrix,
+    sums: GpuMatrix,
 }
 
 fn kernel_base(rank: usize, q: usize) -> usize {
@@ -237,6 +251,7 @@ fn prepare<'x>(ctx: &GpuContext, device: &Device, params: &Settings<'_>, xs: &[&
     let cc = delta + 1 + params.rank;
     let f64p = Precision::F64;
     let mut uploaded: Vec<(*const DMatrix<f64>, GpuMatrix)> = Vec::new();
+    let mut norms: Vec<(*const DMatrix<f64>, Vec<f64>)> = Vec::new();
     let mut out = Vec::with_capacity(xs.len());
     for (q, x) in xs.iter().enumerate() {
         let kernel = params.kernels[q];
@@ -249,8 +264,22 @@ fn prepare<'x>(ctx: &GpuContext, device: &Device, params: &Settings<'_>, xs: &[&
                 m
             }
         };
-        let diagonal = kernel.diagonal_from_sq_norms(&crate::kernel::row_squared_norms(x))?;
-        let top = diagonal.iter().fold(0.0f64, |a, &b| a.max(b));
+        // diag(K): 1 for a distance-based kernel (filled on the device),
+        // else from the rows' squared norms (once per distinct input).
+        let diagonal = if kernel.is_distance_based() {
+            None
+        } else {
+            let sq = match norms.iter().find(|(k, _)| *k == key) {
+                Some((_, v)) => v.clone(),
+                None => {
+                    let v = crate::kernel::row_squared_norms(x);
+                    norms.push((key, v.clone()));
+                    v
+                }
+            };
+            Some(kernel.diagonal_from_sq_norms(&sq)?)
+        };
+        let top = diagonal.as_ref().map_or(1.0, |d| d.iter().fold(0.0f64, |a, &b| a.max(b)));
         let kb = KernelBuffers {
             kernel,
             x,
@@ -268,11 +297,20 @@ fn prepare<'x>(ctx: &GpuContext, device: &Device, params: &Settings<'_>, xs: &[&
             return Ok(None);
         }
         // d = diag(K) into column 0 of D, ones into column delta of F.
-        let d = ctx.upload(diagonal.as_slice(), n, 1, f64p)?;
         let mut plan = Vec::new();
         let st = ctx.zeros(1, 1, f64p)?;
         let mut copy = MklarenJob::new(Mode::Copy, n);
-        copy.a = Some((&d, 0, 1));
+        let d = match &diagonal {
+            Some(diagonal) => Some(ctx.upload(diagonal.as_slice(), n, 1, f64p)?),
+            None => None,
+        };
+        match &d {
+            Some(d) => copy.a = Some((d, 0, 1)),
+            None => {
+                copy.words = (1, 0);
+                copy.scalars = (1.0, 0.0);
+            }
+        }
         copy.o = Some((&kb.dq, 0, 4));
         ctx.plan_mklaren(&copy, &st, &mut plan)?;
         let mut fill = MklarenJob::new(Mode::Copy, n);
@@ -312,8 +350,13 @@ fn shared(ctx: &GpuContext, kernels: &[KernelBuffers<'_>], n: usize, rank: usize
         w: ctx.zeros(rank + 1, 1, f64p)?,
         // The most sums over rows: F^T F (C x C), F^T [r u] (C x 2), H^T h (K).
         split: ctx.zeros((cc * cc).max(2 * cc).max(rank) * aug.div_ceil(dot_chunk(aug)), 1, f64p)?,
+        rinv: ctx.zeros(rank, rank, f64p)?,
+        q1: ctx.zeros(aug, rank, f64p)?,
+        coef: ctx.zeros(rank, kernels.len(), f64p)?,
+        contrib: ctx.zeros(n, kernels.len(), f64p)?,
+        sums: ctx.zeros(rank * (rank + 1) + kernels.len(), 1, f64p)?,
     };
-    let all = [&sh.st, &sh.ones, &sh.frow, &sh.kcol, &sh.pcol, &sh.gsel, &sh.partials, &sh.ru, &sh.fit, &sh.hvec, &sh.uvec, &sh.h, &sh.w, &sh.split];
+    let all = [&sh.st, &sh.ones, &sh.frow, &sh.kcol, &sh.pcol, &sh.gsel, &sh.partials, &sh.ru, &sh.fit, &sh.hvec, &sh.uvec, &sh.h, &sh.w, &sh.split, &sh.rinv, &sh.q1, &sh.coef, &sh.contrib, &sh.sums];
     if !all.iter().all(|m| ctx.mklaren_operand(m)) {
         return Ok(None);
     }
@@ -576,16 +619,34 @@ fn run(ctx: &GpuContext, device: &Device, params: &Settings<'_>, kernels: &mut [
             ctx.mklaren_write(&sh.w, &wv)?;
         }
     }
-    // Once at the end: H, the fit, and G at the pivots.
-    let h = DMatrix::from_row_slice(aug, rank, &ctx.download(&sh.h)?);
-    let mut fit = DVector::from_vec(ctx.download(&sh.fit)?);
-    // Last step: gamma = C / A, the least-squares fit (t = 1).
-    let direction = &h * &weights;
-    fit.axpy(1.0, &direction, 1.0);
+    // Last step: gamma = C / A, the least-squares fit (t = 1): u = H w,
+    // mu += u, on the device.
+    wv.iter_mut().for_each(|x| *x = 0.0);
+    wv[..rank].copy_from_slice(weights.as_slice());
+    ctx.mklaren_write(&sh.w, &wv)?;
+    ctx.mklaren_write(&sh.st.rows_view(STEP, 1)?, &[1.0])?;
+    let mut plan = Vec::new();
+    product(ctx, &sh.h, &sh.w.rows_view(0, rank)?, MatrixProduct::AB, &sh.uvec, &mut plan)?;
+    let mut copy = MklarenJob::new(Mode::Copy, aug);
+    copy.a = Some((&sh.uvec, 0, 1));
+    copy.o = Some((&sh.ru, 1, 2));
+    ctx.plan_mklaren(&copy, &sh.st, &mut plan)?;
+    let mut last = MklarenJob::new(Mode::Elementwise, aug);
+    last.a = Some((&sh.ru, 0, 2));
+    last.o = Some((&sh.fit, 0, 1));
+    last.slots = (slot(STEP), NO_SLOT);
+    last.words = (2, n as u32);
+    last.work = (4.0 * aug as f64, 5 * aug as u64);
+    ctx.plan_mklaren(&last, &sh.st, &mut plan)?;
     for (b, w) in beta.iter_mut().zip(weights.iter()) {
         *b += w;
     }
     path.push(beta.clone());
+    // Once at the end: Eq. 18 and the kernel weights on the device, then
+    // the fit and G at the pivots.
+    let coefficients = least_squares(ctx, sh, &hth, aug, plan)?;
+    let kernel_weights = kernel_weights(ctx, sh, &coefficients, &selected, n)?;
+    let fit = DVector::from_vec(ctx.download(&sh.fit.rows_view(0, n)?)?);
     let mut transforms = Vec::with_capacity(p);
     for kb in kernels.iter() {
         let j = kb.pivots.len();
@@ -597,5 +658,59 @@ fn run(ctx: &GpuContext, device: &Device, params: &Settings<'_>, kernels: &mut [
         };
         transforms.push(FactorTransform::from_pivots(kb.kernel, kb.x.select_rows(&kb.pivots), &g_at_pivots));
     }
-    Mklaren::assemble(device, params.kernels, transforms, selected, &h, &fit, path, target_mean, scale)
+    let parts = Assembled { transforms, selected, coefficients, kernel_weights, fit, path };
+    Mklaren::from_parts(device, params.kernels, parts, target_mean, scale)
+}
+
+/// Eq. 18, `beta = R^{-1} Q^T mu` from the thin QR `H = Q R` of the
+/// augmented `H` ((n + K) x K, resident), by CholQR2: `R1` is the Cholesky
+/// factor of `H^T H` (the host has it from the steps' reads), `Q1 = H
+/// R1^{-1}` on the device, then `Q1^T Q1 = R2^T R2` and `Q1^T mu` come down
+/// (K (K + 1) numbers, one wait), and `R = R2 R1`, `Q^T mu = R2^{-T} Q1^T
+/// mu`. The second pass restores the orthogonality the first loses to
+/// `cond(H)^2` (as Householder's QR, to `cond(H) eps` while `cond(H)^2 eps
+/// < 1`). `plan` holds work recorded before (the fit's last step).
+///
+/// Errors: [`Error::Singular`] where a Cholesky factor does not exist.
+fn least_squares(ctx: &GpuContext, sh: &Shared, hth: &DMatrix<f64>, aug: usize, mut plan: Vec<crate::gpu::Dispatch>) -> Result<DVector<f64>, Error> {
+    let rank = hth.nrows();
+    let singular = Error::Singular("least-squares system of the selected columns (Eq. 18) has no finite solution (degenerate LAR path)");
+    let l1 = hth.clone().cholesky().ok_or(singular.clone())?.unpack();
+    // R1^{-1} = (L1^{-1})^T, row-major: row i holds column i of L1^{-1}.
+    let l1_inv = l1.solve_lower_triangular(&DMatrix::identity(rank, rank)).ok_or(singular.clone())?;
+    ctx.write_rows(&sh.rinv, l1_inv.as_slice())?;
+    product(ctx, &sh.h, &sh.rinv, MatrixProduct::AB, &sh.q1, &mut plan)?;
+    plan_dots(ctx, sh, (&sh.q1, 0, rank, rank), (&sh.q1, 0, rank, rank), aug, (&sh.sums, 0, rank), &mut plan)?;
+    plan_dots(ctx, sh, (&sh.q1, 0, rank, rank), (&sh.fit, 0, 1, 1), aug, (&sh.sums, rank * rank, 1), &mut plan)?;
+    ctx.run_plan(plan)?;
+    let v = ctx.download(&sh.sums.rows_view(0, rank * (rank + 1))?)?;
+    let g2 = DMatrix::from_row_slice(rank, rank, &v[..rank * rank]);
+    let l2 = g2.cholesky().ok_or(singular.clone())?.unpack();
+    let qtmu = DVector::from_column_slice(&v[rank * rank..]);
+    // beta = R1^{-1} R2^{-1} R2^{-T} Q1^T mu, R_i = L_i^T.
+    let y = l2.solve_lower_triangular(&qtmu).ok_or(singular.clone())?;
+    let z = l2.tr_solve_lower_triangular(&y).ok_or(singular.clone())?;
+    l1.tr_solve_lower_triangular(&z).ok_or(singular)
+}
+
+/// Each kernel's weight `||H_q beta_q||` over the n training rows: `H_n C`
+/// on the device, with column q of C the coefficients of kernel q's
+/// columns (zero elsewhere), and the squared column norms read back (p
+/// numbers, one wait).
+fn kernel_weights(ctx: &GpuContext, sh: &Shared, coefficients: &DVector<f64>, selected: &[SelectedColumn], n: usize) -> Result<DVector<f64>, Error> {
+    let (rank, p) = (coefficients.len(), sh.coef.ncols());
+    let mut c = vec![0.0; rank * p];
+    for (l, s) in selected.iter().enumerate() {
+        c[l * p + s.kernel] = coefficients[l];
+    }
+    ctx.write_rows(&sh.coef, &c)?;
+    let mut plan = Vec::new();
+    product(ctx, &sh.h.rows_view(0, n)?, &sh.coef, MatrixProduct::AB, &sh.contrib, &mut plan)?;
+    let base = rank * (rank + 1);
+    for q in 0..p {
+        plan_dots(ctx, sh, (&sh.contrib, q, p, 1), (&sh.contrib, q, p, 1), n, (&sh.sums, base + q, 1), &mut plan)?;
+    }
+    ctx.run_plan(plan)?;
+    let squares = ctx.download(&sh.sums.rows_view(base, p)?)?;
+    Ok(DVector::from_iterator(p, squares.into_iter().map(|v| v.max(0.0).sqrt())))
 }

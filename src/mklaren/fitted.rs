@@ -188,10 +188,11 @@ pub(super) fn convert_inputs<'a, X: AsMatrix<Elem = f64> + ?Sized>(inputs: &[&'a
 }
 
 impl Mklaren {
-    /// The fitted model from the end of the LAR path: the coefficients of Eq.
-    /// 18 (`beta = R^{-1} Q^T mu` from the thin QR of the augmented `H`, n + K
-    /// rows, and the final fit `mu`), each kernel's weight `||H_q beta_q||` over
-    /// the n training rows, and the training predictions.
+    /// The fitted model from the end of the LAR path with `H` and `mu` on
+    /// the host: the coefficients of Eq. 18 (`beta = R^{-1} Q^T mu` from the
+    /// thin Householder QR of the augmented `H`, n + K rows, and the final
+    /// fit `mu`), each kernel's weight `||H_q beta_q||` over the n training
+    /// rows, and the training predictions.
     ///
     /// Errors: [`Error::Singular`] where the least-squares system has no finite
     /// solution.
@@ -209,24 +210,35 @@ impl Mklaren {
     ) -> Result<Mklaren, Error> {
         let (aug, rank) = h.shape();
         let n = aug - rank;
-        // Eq. 18: beta = R^{-1} Q^T mu from the thin QR of H.
         let mut rhs = DMatrix::from_column_slice(aug, 1, fit.as_slice());
         faer_ref(h).qr().solve_lstsq_in_place(faer_mut(&mut rhs));
         crate::linalg::clear_upper_simd_state(true);
         let coefficients = DVector::from_fn(rank, |i, _| rhs[(i, 0)]);
+        let mut kernel_weights = DVector::<f64>::zeros(kernels.len());
+        if coefficients.iter().all(|v| v.is_finite()) {
+            for q in 0..kernels.len() {
+                let mut contribution = DVector::<f64>::zeros(n);
+                for (l, _) in selected.iter().enumerate().filter(|(_, s)| s.kernel == q) {
+                    contribution.axpy(coefficients[l], &h.column(l).rows(0, n), 1.0);
+                }
+                kernel_weights[q] = contribution.norm();
+            }
+        }
+        let parts = Assembled { transforms, selected, coefficients, kernel_weights, fit: fit.rows(0, n).into_owned(), path };
+        Mklaren::from_parts(device, kernels, parts, target_mean, scale)
+    }
+
+    /// The fitted model from the coefficients of Eq. 18 and the kernel
+    /// weights, however computed.
+    ///
+    /// Errors: [`Error::Singular`] where a coefficient or a fitted value is
+    /// not finite.
+    pub(super) fn from_parts(device: &Device, kernels: &[Kernel], parts: Assembled, target_mean: f64, scale: f64) -> Result<Mklaren, Error> {
+        let Assembled { transforms, selected, coefficients, kernel_weights, fit, path } = parts;
         if coefficients.iter().chain(fit.iter()).any(|v| !v.is_finite()) {
             return Err(Error::Singular("least-squares system of the selected columns (Eq. 18) has no finite solution (degenerate LAR path)"));
         }
-    
-        let mut kernel_weights = DVector::<f64>::zeros(kernels.len());
-        for q in 0..kernels.len() {
-            let mut contribution = DVector::<f64>::zeros(n);
-            for (l, _) in selected.iter().enumerate().filter(|(_, s)| s.kernel == q) {
-                contribution.axpy(coefficients[l], &h.column(l).rows(0, n), 1.0);
-            }
-            kernel_weights[q] = contribution.norm();
-        }
-        let training_fit = fit.rows(0, n).map(|v| v + target_mean);
+        let training_fit = fit.map(|v| v + target_mean);
         Ok(Mklaren { device: device.clone(),
             kernels: kernels.to_vec(),
             transforms,
@@ -239,4 +251,20 @@ impl Mklaren {
             training_fit,
         })
     }
+}
+
+/// What a fit hands to [`Mklaren::from_parts`].
+pub(super) struct Assembled {
+    /// Each kernel's map from inputs to its Cholesky columns.
+    pub(super) transforms: Vec<super::icd::FactorTransform>,
+    /// The selected columns, in the order taken.
+    pub(super) selected: Vec<SelectedColumn>,
+    /// `beta` of Eq. 18.
+    pub(super) coefficients: DVector<f64>,
+    /// `||H_q beta_q||` over the n training rows, per kernel.
+    pub(super) kernel_weights: DVector<f64>,
+    /// The final fit `mu` on the n training rows (centred).
+    pub(super) fit: DVector<f64>,
+    /// `beta` after each LAR step.
+    pub(super) path: Vec<DVector<f64>>,
 }

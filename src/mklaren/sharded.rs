@@ -42,7 +42,7 @@ use faer::prelude::SolveLstsq;
 use nalgebra::{DMatrix, DVector};
 
 use super::columns::{KernelColumns, SharedInput};
-use super::fitted::{Mklaren, SelectedColumn};
+use super::fitted::{Assembled, Mklaren, SelectedColumn};
 use super::icd::{argmax, cholesky_update, CholeskyState, FactorTransform, IcdFactor, IcdParams};
 use super::low_rank::{stack, standardised_ridge, LowRankMethod, LowRankRidge, LowRankRidgeParams};
 use super::model::{better_candidate, step_length, take_step, Candidate, KernelState, MklarenParams};
@@ -535,10 +535,6 @@ impl FitSharded<ShardedSupervised> for MklarenParams {
         faer_ref(&lhs).qr().solve_lstsq_in_place(faer_mut(&mut rhs));
         crate::linalg::clear_upper_simd_state(true);
         let coefficients = DVector::from_fn(rank, |i, _| rhs[(i, 0)]);
-        if coefficients.iter().chain(fit.iter()).any(|v| !v.is_finite()) {
-            return Err(Error::Singular("least-squares system of the selected columns (Eq. 18) has no finite solution (degenerate LAR path)"));
-        }
-
         let mut kernel_weights: Vec<f64> = (0..p)
             .map(|q| {
                 let mut contribution = DVector::<f64>::zeros(nl);
@@ -551,20 +547,10 @@ impl FitSharded<ShardedSupervised> for MklarenParams {
         comm.sum(&mut kernel_weights)?;
         let kernel_weights = DVector::from_iterator(p, kernel_weights.into_iter().map(f64::sqrt));
         let transforms = kernels.iter().zip(&logs).map(|(k, log)| log.transform(*k, x.ncols())).collect();
-        let local_fit: Vec<f64> = fit.rows(0, nl).iter().map(|v| v + target_mean).collect();
-        let training_fit = gather_vector(comm, x.partition(), &local_fit)?;
-        Ok(Mklaren {
-            device: device.clone(),
-            kernels: kernels.to_vec(),
-            transforms,
-            selected,
-            coefficients,
-            path,
-            kernel_weights,
-            target_mean,
-            scale,
-            training_fit,
-        })
+        // The coefficients are the same on every rank and the fit is gathered
+        // to all, so a non-finite value fails every rank alike.
+        let fit = gather_vector(comm, x.partition(), &fit.as_slice()[..nl])?;
+        Mklaren::from_parts(device, kernels, Assembled { transforms, selected, coefficients, kernel_weights, fit, path }, target_mean, scale)
     }
 }
 

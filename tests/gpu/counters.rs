@@ -243,9 +243,9 @@ fn print(what: &str, n: usize, c: &DeviceCounters) {
 }
 
 /// A whole mklaren fit on a GPU with `f64` at n = 200 and 400: one wait per
-/// pivot step and the reads at the end (H, the fit, each used kernel's G at
-/// its pivots); up, X once, each kernel's diagonal, the starting residual
-/// and per step the weights; kernel columns: the look-ahead's delta per
+/// pivot step and the reads at the end (Eq. 18's sums, the kernel weights,
+/// the fit, each used kernel's G at its pivots); the numbers each way of
+/// `methods::mklaren_traffic`; kernel columns: the look-ahead's delta per
 /// refreshed kernel and one exact column per kernel per step (the exact
 /// step runs on every kernel, predicated on the device's choice); the same
 /// dispatches, submissions and allocations at both sizes.
@@ -271,11 +271,10 @@ fn mklaren_counters_at_two_sizes() {
     };
     let ((small, used_small), (large, used_large)) = (fit(200), fit(400));
     for (n, c, used) in [(200usize, &small, used_small), (400usize, &large, used_large)] {
-        assert_eq!(c.waits as usize, rank + 2 + used, "{c:?}");
-        let up = n * d + p * n + 2 * (n + rank) + (rank - 1) * (rank + 1);
+        assert_eq!(c.waits as usize, rank + 3 + used, "{c:?}");
+        let (up, down) = super::methods::mklaren_traffic(n, d, rank, lookahead, p);
         assert_eq!(c.transfers.host_to_device_bytes as usize, 8 * up, "{c:?}");
-        assert_eq!(c.transfers.uploads, 1 + p as u64 + 1, "X, the diagonals, the residual: {c:?}");
-        let down = rank * (16 + 2 * rank) + (n + rank) * (rank + 1) + rank * (lookahead + 1 + rank);
+        assert_eq!(c.transfers.uploads, 4, "X, the residual, R1^(-1) and the coefficients: {c:?}");
         assert_eq!(c.transfers.device_to_host_bytes as usize, 8 * down, "{c:?}");
         let columns = p * lookahead + (rank - 1) * lookahead + rank * p;
         assert_eq!(c.total().kernel_evaluations as usize, n * columns, "{c:?}");
@@ -336,12 +335,15 @@ fn icd_counters_per_pivot_step_at_two_sizes() {
 /// One mklaren pivot step on a GPU with `f64` (rank K+1 minus rank K, two
 /// RBF kernels, n = 2000 and 16000): exactly one blocking wait; down, the
 /// step's state and `H^T h`, `H^T r` (8 (16 + 2K) bytes, under 1 KiB) and,
-/// at the end, one more column and row of H and of the pivots' rows of G;
-/// up, the weights (K + 1 numbers a step) and two more rows of the starting
-/// residual; no allocation more; one plan and one read (two submissions);
-/// delta + p kernel columns. The fits choose the CPU's columns. (The
-/// dispatches grow with n only where the product engine splits a sum over
-/// the rows into more chunks, within the same submission.)
+/// at the end, one more row and column of the sums of Eq. 18 (`Q1^T Q1`,
+/// `Q1^T mu`) and of the pivots' rows of G: nothing of length n more; up,
+/// the weights (K + 1 numbers a step), two more rows of the starting
+/// residual, and at the end one more row and column of `R1^{-1}` and one
+/// more row of the coefficients per kernel; no allocation more; one plan
+/// and one read (two submissions); delta + p kernel columns. The fits
+/// choose the CPU's columns. (The dispatches grow with n only where the
+/// product engine splits a sum over the rows into more chunks, within the
+/// same submission.)
 #[test]
 fn mklaren_counters_per_pivot_step_at_two_sizes() {
     use gramian::mklaren::MklarenParams;
@@ -385,17 +387,21 @@ fn mklaren_counters_per_pivot_step_at_two_sizes() {
         let (t, k) = (c.transfers, k as u64);
         assert_eq!(c.waits, 1, "one wait per step: {c:?}");
         // Every step reads 16 + 2K numbers: K steps of 2 more, and one step
-        // of 16 + 2(K + 1); then H one column and one row larger, and one
-        // more row of G at the pivots (C = delta + 1 + K columns), each row
-        // one column wider.
+        // of 16 + 2(K + 1); then the K (K + 1) sums of Eq. 18 one row and
+        // one column larger (2K + 2), and one more row of G at the pivots
+        // (C = delta + 1 + K columns), each row one column wider; the fit
+        // and the p kernel weights as long as before.
         let head = 8 * (16 + 2 * (k + 1));
         assert!(head <= 1024);
-        let end = 8 * ((n as u64 + 2 * k + 2) + (delta as u64 + 2 + 2 * k));
+        let end = 8 * ((2 * k + 2) + (delta as u64 + 2 + 2 * k));
         assert_eq!(t.device_to_host_bytes, 8 * 2 * k + head + end, "n = {n}: {c:?}");
         // Up: the weights and the active correlation of the step (K + 2
         // numbers now, every earlier step's one more), and the starting
-        // residual and direction two numbers longer.
-        assert_eq!(t.host_to_device_bytes, 8 * ((k + 2) + (k - 1) + 2), "n = {n}: {c:?}");
+        // residual and direction two numbers longer; at the end the last
+        // weights one longer, R1^{-1} (2K + 1 more) and one more row of the
+        // p coefficients per kernel.
+        let p = kernels.len() as u64;
+        assert_eq!(t.host_to_device_bytes, 8 * ((k + 2) + (k - 1) + 2 + 1 + (2 * k + 1) + p), "n = {n}: {c:?}");
         assert_eq!(t.uploads, 0, "n = {n}: {c:?}");
         assert_eq!(c.allocations, 0, "buffers sized once per fit: {c:?}");
         // One plan and one read: two submissions. The look-ahead of the

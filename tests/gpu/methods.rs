@@ -80,6 +80,22 @@ fn psd_density_fit_on_the_gpu_matches_the_cpu_and_moves_o_n_per_iteration() {
     assert!(stats.device_to_host_bytes <= (iterations + 10) * per_iteration_bound);
 }
 
+/// The numbers a device mklaren fit with `p` RBF kernels on one input
+/// (n x d, rank K, look-ahead delta) moves: up, X once (the kernels share
+/// it; their diagonals are 1, filled on the device), the starting residual
+/// and direction (n + K rows), per step after the first the LAR weights and
+/// the active correlation (K + 1 numbers), then the last weights (K + 1),
+/// the step length 1, `R1^{-1}` (K^2) and the coefficients per kernel (K p)
+/// of Eq. 18; down, per step the 16 numbers of the step's state and `H^T
+/// h`, `H^T r` (2K), at the end `Q1^T Q1` and `Q1^T mu` (K (K + 1)), the p
+/// kernel weights, the fit (n) and G at each kernel's pivots (K rows of C =
+/// delta + 1 + K columns in all).
+pub(crate) fn mklaren_traffic(n: usize, d: usize, rank: usize, delta: usize, p: usize) -> (usize, usize) {
+    let up = n * d + 2 * (n + rank) + (rank - 1) * (rank + 1) + (rank + 1) + 1 + rank * rank + rank * p;
+    let down = rank * (16 + 2 * rank) + rank * (rank + 1) + p + n + rank * (delta + 1 + rank);
+    (up, down)
+}
+
 #[test]
 fn mklaren_fit_on_the_gpu_matches_the_cpu_and_uploads_x_once() {
     let Some(gpu) = gpu_device(GpuOptions::default()) else { return };
@@ -93,16 +109,8 @@ fn mklaren_fit_on_the_gpu_matches_the_cpu_and_uploads_x_once() {
     gpu.reset_transfer_stats();
     let fitted = params.fit_inputs(&gpu, &[&x, &x], &y).unwrap();
     let stats = gpu.transfer_stats();
-    // Up: X once (both kernels read it), each kernel's diagonal, the
-    // starting residual and direction (n + K rows), then per step after the
-    // first the LAR weights and the active correlation (K + 1 numbers).
-    // Down: per step the 16 numbers of the step's state and H^T h, H^T r
-    // (2K), at the end H, the fit and G at each kernel's pivots (C = 4 + 1
-    // + 12 columns).
-    let (rank, kernel_count, cols) = (12usize, 2usize, 4 + 1 + 12);
-    let up = n * d + kernel_count * n + 2 * (n + rank) + (rank - 1) * (rank + 1);
+    let (up, down) = mklaren_traffic(n, d, 12, 4, kernels.len());
     assert_eq!(stats.host_to_device_bytes, (8 * up) as u64, "{stats:?}");
-    let down = rank * (16 + 2 * rank) + (n + rank) * (rank + 1) + rank * cols;
     assert_eq!(stats.device_to_host_bytes, (8 * down) as u64, "{stats:?}");
     let (pc, pg) = (cpu.predict_inputs(&[&x, &x]).unwrap(), fitted.predict_inputs(&[&x, &x]).unwrap());
     let err = (&pc - &pg).amax() / pc.amax();
@@ -116,7 +124,7 @@ fn mklaren_fit_on_the_gpu_matches_the_cpu_and_uploads_x_once() {
 /// GPU fit = CPU fit at n = 2000 and n = 16000: the same columns (kernel
 /// and pivot, in order) and the training predictions within 1e-8 relative
 /// (max-norm); X goes up once, one wait per pivot step, and O(n) numbers
-/// come down only at the end (H and the fit).
+/// come down only at the end (the fit).
 #[test]
 fn mklaren_gpu_fit_chooses_the_cpu_pivots_at_two_sizes() {
     let Some(gpu) = gpu_device(GpuOptions::default()) else { return };
@@ -136,14 +144,12 @@ fn mklaren_gpu_fit_chooses_the_cpu_pivots_at_two_sizes() {
         let (pc, pg) = (cpu.training_fit(), fitted.training_fit());
         let err = (pc - pg).amax() / pc.amax();
         assert!(err <= 1e-8, "n = {n}: training predictions differ by {err:e} (relative)");
-        // One wait per step, then H, the fit and each used kernel's G at
-        // its pivots; up: X once, the diagonals, the starting residual, the
-        // weights per step (see the test above).
+        // One wait per step, then Eq. 18, the kernel weights, the fit and
+        // each used kernel's G at its pivots ([`mklaren_traffic`]).
         let used = (0..kernels.len()).filter(|&q| fitted.order().iter().any(|s| s.kernel == q)).count();
-        assert_eq!(c.waits as usize, rank + 2 + used, "n = {n}: {c:?}");
-        let up = n * d + kernels.len() * n + 2 * (n + rank) + (rank - 1) * (rank + 1);
+        assert_eq!(c.waits as usize, rank + 3 + used, "n = {n}: {c:?}");
+        let (up, down) = mklaren_traffic(n, d, rank, lookahead, kernels.len());
         assert_eq!(c.transfers.host_to_device_bytes, (8 * up) as u64, "n = {n}: {c:?}");
-        let down = rank * (16 + 2 * rank) + (n + rank) * (rank + 1) + rank * (lookahead + 1 + rank);
         assert_eq!(c.transfers.device_to_host_bytes, (8 * down) as u64, "n = {n}: {c:?}");
     }
 }
