@@ -45,7 +45,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     let start = row_ptr[row];
     let end = row_ptr[row + 1u];
     let distance = p.kind == KIND_RBF || p.kind == KIND_LAPLACIAN;
-    let active = j < p.cols;
+    let in_range = j < p.cols;
     var s = T(0.0);
     var inside = T(0.0);
     for (var base = start; base < end; base += SPARSE_GROUP) {
@@ -56,7 +56,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         }
         workgroupBarrier();
         let count = min(SPARSE_GROUP, end - base);
-        if (active) {
+        if (in_range) {
             for (var t = 0u; t < count; t++) {
                 let v = staged_val[t];
                 let z = b[p.b_off + j * p.b_rs + staged_col[t] * p.b_cs];
@@ -71,7 +71,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         }
         workgroupBarrier();
     }
-    if (!active) {
+    if (!in_range) {
         return;
     }
     if (distance) {
