@@ -97,9 +97,11 @@
 //!   kernel matrices and matvecs;
 //! - eKSVD's `fit`, `transform_source` and `transform_paired`.
 //!
-//! The sparse work runs on the CPU on every [`Device`](crate::Device) (as
-//! the sparse kernels do); the dense features it produces go to the device
-//! as any dense features do.
+//! The sparse kernels and the coupling run on the CPU on every
+//! [`Device`](crate::Device); eKSVD's feature maps of sparse rows run on the
+//! GPU when the device is one (the CSR arrays go up,
+//! [`crate::gpu::GpuContext::upload_csr`]) and on the CPU otherwise; the
+//! dense features they produce go to the solver as any dense features do.
 
 use std::any::Any;
 use std::borrow::Cow;

@@ -30,7 +30,9 @@
 //! The computation runs on the CPU on every [`Device`](crate::Device): the
 //! device methods [`Device::kernel_matrix_sparse`](crate::Device::kernel_matrix_sparse)
 //! and [`Device::kernel_matvec_sparse`](crate::Device::kernel_matvec_sparse) call the
-//! functions here.
+//! functions here. The GPU engine holds its own CSR operand
+//! ([`crate::gpu::GpuCsr`]: `X B` and `K(X, Z)` for dense `B`, `Z` on the
+//! device), which eKSVD's feature maps of sparse rows use on a GPU.
 
 pub use nalgebra_sparse::CsrMatrix;
 

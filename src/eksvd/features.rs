@@ -322,8 +322,8 @@ impl FittedFeatureMap {
     /// the fit that made the map, [`Device::working_precision`]: by default
     /// `f64` where the adapter has it; X goes up once, `Phi` comes back).
     ///
-    /// Sparse rows ([`AsMatrix::as_csr`]) are mapped on the CPU on every
-    /// device, without densifying them (see [`FittedFeatureMap::transform_sparse`]).
+    /// Sparse rows ([`AsMatrix::as_csr`]) are mapped without densifying
+    /// them, on the map's device (see [`FittedFeatureMap::transform_sparse`]).
     pub fn transform(&self, x: &(impl AsMatrix<Elem = f64> + ?Sized)) -> Result<DMatrix<f64>> {
         if let Some(csr) = x.as_csr() {
             return self.transform_sparse(csr);
@@ -333,21 +333,37 @@ impl FittedFeatureMap {
         self.transform_on(&self.device, x)
     }
 
-    /// `Phi = phi(X)` (`n x d_phi`) for sparse rows `x` (`n x d_q`, CSR), on
-    /// the CPU in `f64`: random Fourier features and projections from the
-    /// sparse-times-dense product `X Omega` / `X W`
-    /// ([`crate::sparse::csr_times_dense`], O(nnz(X) d_phi)); Nystrom
-    /// features `k(X, L) diag(s_k)^{-1/2} U_k` with `k(X, L)` from
+    /// `Phi = phi(X)` (`n x d_phi`) for sparse rows `x` (`n x d_q`, CSR):
+    /// random Fourier features and projections from the sparse-times-dense
+    /// product `X Omega` / `X W` (O(nnz(X) d_phi)); Nystrom features
+    /// `k(X, L) diag(s_k)^{-1/2} U_k` with `k(X, L)` from sparse inner
+    /// products against the landmarks (O(nnz(X) L)); the linear map's
+    /// features are the rows, densified.
+    ///
+    /// On a GPU these run on the device in the working precision of the fit
+    /// ([`Device::working_precision`]): X goes up as its CSR arrays
+    /// ([`crate::gpu::GpuContext::upload_csr`]), the map's parameters go up,
+    /// `X Omega` / `X W` or `k(X, L)` and the rest of the map are computed
+    /// there, and `Phi` comes back. A matrix the device cannot hold as CSR
+    /// ([`Error::TooLargeForGpu`]: a row of more than
+    /// [`crate::gpu::SPARSE_MAX_ROW_NNZ`] non-zeros, arrays beyond a buffer
+    /// binding) takes the CPU path, which computes in `f64`
+    /// ([`crate::sparse::csr_times_dense`],
     /// [`crate::sparse::kernel_matrix_sparse_cpu`] against the landmarks
-    /// (converted to CSR, O(L d_q)); the linear map's features are the rows,
-    /// densified. Equal to the dense transform of the dense copy up to the
-    /// summation order (about `1e-15` relative).
+    /// converted to CSR): equal to the dense transform of the dense copy up
+    /// to the summation order (about `1e-15` relative).
     ///
     /// Errors: empty or non-finite `x`, a column count other than
     /// [`FittedFeatureMap::input_dim`], `OutOfMemory` for the output.
     pub fn transform_sparse(&self, x: &CsrMatrix<f64>) -> Result<DMatrix<f64>> {
         crate::sparse::check_csr("x", x)?;
         check_shape("columns of new data vs the fitted feature map's input dimension", self.input_dim, x.ncols())?;
+        if let (Some(ctx), false) = (self.device.context(), matches!(self.kind, Fitted::Linear)) {
+            match self.transform_sparse_on_gpu(ctx, x) {
+                Err(Error::TooLargeForGpu { .. }) => {}
+                done => return done,
+            }
+        }
         match &self.kind {
             Fitted::Linear => crate::sparse::densify(x),
             Fitted::RandomFourier { frequencies, phases } => {
@@ -361,6 +377,29 @@ impl FittedFeatureMap {
             }
             Fitted::Projection(w) => crate::sparse::csr_times_dense(x, w),
         }
+    }
+
+    /// [`FittedFeatureMap::transform_sparse`] on the GPU of `ctx` (the map's
+    /// device; not the linear map).
+    fn transform_sparse_on_gpu(&self, ctx: &crate::gpu::GpuContext, x: &CsrMatrix<f64>) -> Result<DMatrix<f64>> {
+        let device = &self.device;
+        let precision = device.working_precision(self.precision)?;
+        let xs = ctx.upload_csr(x, precision)?;
+        let up = |m: &DMatrix<f64>| device.upload(m, precision).and_then(|d| d.gpu().cloned());
+        let phi = match &self.kind {
+            Fitted::Linear => return crate::sparse::densify(x),
+            Fitted::RandomFourier { frequencies, phases } => {
+                let z = DeviceMatrix::from_gpu(ctx.sparse_times_dense(&xs, &up(frequencies)?)?);
+                let row = DMatrix::from_row_slice(1, phases.len(), phases.as_slice());
+                device.resident_cosine_features(&z, &device.upload(&row, precision)?, (2.0 / phases.len() as f64).sqrt())?
+            }
+            Fitted::Nystrom { kernel, landmarks, scaled_eigenvectors } => {
+                let k = DeviceMatrix::from_gpu(ctx.sparse_kernel_matrix(kernel, &xs, &up(landmarks)?)?);
+                device.resident_matmul(&k, &device.upload(scaled_eigenvectors, precision)?, MatrixProduct::AB)?
+            }
+            Fitted::Projection(w) => DeviceMatrix::from_gpu(ctx.sparse_times_dense(&xs, &up(w)?)?),
+        };
+        crate::linalg::finite_result("features of sparse rows", device.to_host(&phi)?)
     }
 
     /// [`FittedFeatureMap::transform`] on `device`.

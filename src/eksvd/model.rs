@@ -141,10 +141,11 @@ impl EksvdParams {
     /// Fits the feature maps on `data` (each source on its own rows), then
     /// solves Eq. 4 or Eq. 8. Kernel, Gram and product matrices run on `device`.
     ///
-    /// Sparse (CSR) sources are mapped without densifying them, on the CPU
-    /// on every device ([`FeatureMap::fit`], [`FittedFeatureMap::transform`]);
-    /// their features `Phi_q` (dense, `N_q x d_phi`) then go to the solver
-    /// as any features do. The result equals the fit on the dense copies up
+    /// Sparse (CSR) sources are mapped without densifying them
+    /// ([`FeatureMap::fit`], [`FittedFeatureMap::transform_sparse`]: on a
+    /// GPU the sparse products and kernel matrices run on the device, on
+    /// the CPU in `f64`); their features `Phi_q` (dense, `N_q x d_phi`) then
+    /// go to the solver as any features do. The result equals the fit on the dense copies up
     /// to rounding.
     pub fn fit(&self, device: &Device, data: &MultiSource) -> Result<Eksvd> {
         self.validate_for(data.n_sources())?;
@@ -428,9 +429,9 @@ impl Eksvd {
     /// Projection scores (primal form) of new raw rows `x` of source `q`
     /// (on a GPU: [`Eksvd::transform_resident`] in the fit's working
     /// precision, [`EksvdParams::precision`], X up once, the scores back).
-    /// Sparse rows ([`AsMatrix::as_csr`]) are mapped on the CPU without
-    /// densifying ([`FittedFeatureMap::transform_sparse`]), then projected on
-    /// the model's device.
+    /// Sparse rows ([`AsMatrix::as_csr`]) are mapped without densifying
+    /// ([`FittedFeatureMap::transform_sparse`], on the model's device), then
+    /// projected on the model's device.
     pub fn transform_source(&self, q: usize, x: &(impl AsMatrix<Elem = f64> + ?Sized)) -> Result<DMatrix<f64>> {
         if x.as_csr().is_some() {
             let phi = self.features_of(q, x)?;

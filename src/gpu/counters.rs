@@ -23,6 +23,8 @@
 //! | a triangle of either (`C` symmetric, `A' = B'`, `r = c`; tiles of `t_r x t_c`) | `3 E k` (weighted) or `2 E k`, `E` the elements of the tiles on and below the diagonal (`sum_b rows_b min(ceil((b + 1) t_r / t_c) t_c, c)` over the bands `b` of tile rows; `~ r^2 / 2`) | as the full one | 0 |
 //! | kernel matrix `C = f(s(A', B'))`, `s` a squared distance (RBF, Laplacian) or an inner product (polynomial, sigmoid) | `3 r c k` (distance) or `2 r c k` (inner) | as the product | `r c` on the piece that applies `f` (the last depth chunk), else 0 |
 //! | fused kernel matvec `P = K(X, Z) V` (`r x k` by `c x k`, V `c x v`, `s` partial slots) | the kernel matrix's `+ 2 r c v` | `e (r k + c k + c v + s r v)` | `r c` |
+//! | sparse product `Y = X B` or linear kernel `<x_i, z_j>` (CSR `X`, `r` rows, `k` columns, `nnz` non-zeros; `c` output columns): a product | `2 nnz c` | `e nnz + 4 nnz + 4 (r + 1)` (the CSR arrays) `+ e (c k + r c)` | 0 |
+//! | sparse kernel matrix `f(s(X, Z))`: a kernel matrix | `5 nnz c` (distance: a difference and two fused multiply-adds) or `2 nnz c` (inner) | the sparse product's, `+ e c` for the norms of `Z` (distance) | `r c` |
 //! | row reduction `out_i (+)= sum_j x_ij` (or `x_ij^2`), `r x c` | `r c` (sums) or `2 r c` (squares) | `e (r c + r [+ r when accumulating])` | 0 |
 //! | element-wise map over `r x c` | `r c` (Hadamard), `3 r c` (cosine features: add, cosine, scale; a combination `alpha x + beta y`) or `2 r c` (a shift `alpha x + gamma I`) | `e 3 r c` (Hadamard, combination), `e (2 r c + c)` (cosine features) or `e 2 r c` (shift) | 0 |
 //!
@@ -351,6 +353,19 @@ pub(super) fn dispatch_work(d: &Dispatch) -> (ShapeKind, DispatchCounters) {
             // k, p and d read, d and a column of G written; 5 flops a row.
             let r = bytemuck::cast_slice::<_, u32>(bytemuck::bytes_of(&d.problem))[0] as u64;
             (ShapeKind::Elementwise, 5 * r, e * 5 * r, 0)
+        }
+        PipelineKind::Sparse => {
+            // A CSR X against D: `a_rs` holds the non-zeros of the rows.
+            let nnz = p.a_rs as u64;
+            let csr = e * nnz + 4 * nnz + 4 * (r + 1);
+            let dense = e * (c * k + r * c);
+            if p.kind == 0 {
+                (ShapeKind::Product, 2 * nnz * c, csr + dense, 0)
+            } else if distance {
+                (ShapeKind::KernelMatrix, 5 * nnz * c, csr + dense + e * c, r * c)
+            } else {
+                (ShapeKind::KernelMatrix, 2 * nnz * c, csr + dense, r * c)
+            }
         }
         PipelineKind::Mklaren => {
             // The job's estimate (`gpu::mklaren`): flops in `gamma`, numbers moved in `u_off`.

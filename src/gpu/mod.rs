@@ -23,7 +23,8 @@
 //! plans, error scopes), `pipelines` (shader compilation and the pipeline
 //! cache), `variants` and `tuner` (product variants and the choice between
 //! them), `host` (host-matrix operations), `write` (host values written
-//! into existing device matrices).
+//! into existing device matrices), `sparse` (CSR matrices on the device
+//! and their products with dense ones).
 
 mod buffers;
 pub mod cost;
@@ -35,12 +36,14 @@ pub(crate) mod mklaren;
 mod pipelines;
 mod plan;
 mod problem;
+mod sparse;
 mod submit;
 mod tuner;
 mod variants;
 mod write;
 
 pub use buffers::GpuMatrix;
+pub use sparse::{GpuCsr, SPARSE_MAX_ROW_NNZ};
 pub use counters::{DeviceCounters, DispatchCounters, ShapeKind, TransferStats};
 pub use crate::linalg::MatrixProduct;
 pub use tuner::{TunedChoice, TuningMode, TUNE_BUDGET, TUNE_CACHE_ENV, TUNE_ENV, VARIANT_ENV};

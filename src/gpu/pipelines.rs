@@ -24,6 +24,15 @@ pub(crate) struct Pipelines {
     pub(crate) icd_column_f64: Option<wgpu::ComputePipeline>,
     /// mklaren's device steps (`f64` only; `None` without `SHADER_F64`).
     pub(crate) mklaren_f64: Option<wgpu::ComputePipeline>,
+    /// Products of a CSR matrix with a dense one.
+    pub(crate) sparse_f32: wgpu::ComputePipeline,
+    pub(crate) sparse_f64: Option<wgpu::ComputePipeline>,
+}
+
+/// The WGSL of the sparse-dense products in `precision`: the prelude,
+/// `problem.wgsl` with scalar operands, and `shaders/sparse_product.wgsl`.
+pub(crate) fn sparse_source(precision: Precision) -> String {
+    format!("{}\n{}\n{}", prelude(precision), variants::ProductVariant::scalar_problem_source(), include_str!("../../shaders/sparse_product.wgsl"))
 }
 
 /// The WGSL of mklaren's device steps: the `f64` prelude and
@@ -130,6 +139,8 @@ pub(crate) fn build_pipelines(device: &wgpu::Device, f64_shaders: bool, variant_
         icd_column_f32: compile(device, "icd_column f32", &format!("{f32p}\n{ICD_COLUMN}"), Checks::Bounds),
         icd_column_f64: f64_shaders.then(|| compile(device, "icd_column f64", &format!("{f64p}\n{ICD_COLUMN}"), Checks::Bounds)),
         mklaren_f64: f64_shaders.then(|| compile(device, "mklaren_step f64", &mklaren_source(), Checks::Bounds)),
+        sparse_f32: compile(device, "sparse_product f32", &sparse_source(Precision::F32), Checks::Bounds),
+        sparse_f64: f64_shaders.then(|| compile(device, "sparse_product f64", &sparse_source(Precision::F64), Checks::Bounds)),
     }
 }
 
@@ -147,6 +158,8 @@ impl GpuContext {
             (PipelineKind::IcdColumn, Precision::F64) => self.pipelines.icd_column_f64.clone().ok_or_else(missing),
             (PipelineKind::Mklaren, Precision::F64) => self.pipelines.mklaren_f64.clone().ok_or_else(missing),
             (PipelineKind::Mklaren, Precision::F32) => Err(missing()),
+            (PipelineKind::Sparse, Precision::F32) => Ok(self.pipelines.sparse_f32.clone()),
+            (PipelineKind::Sparse, Precision::F64) => self.pipelines.sparse_f64.clone().ok_or_else(missing),
         }
     }
 

@@ -142,6 +142,16 @@ impl Dispatch {
                     reach.push(("the column sums", column_top, &self.buffers[2]));
                 }
             }
+            PipelineKind::Sparse => {
+                // The dense operand at b_off + j b_rs + k b_cs, the output,
+                // the norms of the distance kernels; the CSR arrays are
+                // checked at upload and the shader is built with bounds checks.
+                reach.push(("D", top(p.b_off, &[(p.cols, p.b_rs), (p.depth, p.b_cs)]), &self.buffers[1]));
+                reach.push(("the output", top(p.c_off, &[(p.rows, p.c_rs), (p.cols, p.c_cs)]), &self.buffers[2]));
+                if p.kind == 1 || p.kind == 2 {
+                    reach.push(("the norms", top(p.w_off, &[(p.cols, 1)]), &self.buffers[3]));
+                }
+            }
             PipelineKind::RowReduce | PipelineKind::Elementwise | PipelineKind::IcdColumn | PipelineKind::Mklaren => {}
         }
         for (what, last, buffer) in reach {
@@ -166,6 +176,8 @@ pub(super) enum PipelineKind {
     IcdColumn,
     /// A step of mklaren on the device (`mklaren_step.wgsl`, `f64` only).
     Mklaren,
+    /// A product of a CSR matrix with a dense one (`sparse_product.wgsl`).
+    Sparse,
 }
 
 /// The element-wise maps of `elementwise.wgsl`.

@@ -90,7 +90,7 @@ impl GpuContext {
                 for (i, d) in part.iter().enumerate() {
                     let dst = &mut bytes[i * align..];
                     match (d.pipeline, d.precision) {
-                        (PipelineKind::Product | PipelineKind::Matvec, Precision::F64) => {
+                        (PipelineKind::Product | PipelineKind::Matvec | PipelineKind::Sparse, Precision::F64) => {
                             let words: [u32; 17] = bytemuck::cast_slice::<Problem, u32>(std::slice::from_ref(&d.problem))[..17].try_into().expect("17 words");
                             let p = ProblemF64 { words, pad: 0, gamma: d.params.0, coef0: d.params.1 };
                             dst[..std::mem::size_of::<ProblemF64>()].copy_from_slice(bytemuck::bytes_of(&p));
@@ -133,8 +133,8 @@ impl GpuContext {
                         }
                         let layout = &layouts[&key].1;
                         let desc_size = match (d.pipeline, d.precision) {
-                            (PipelineKind::Product | PipelineKind::Matvec, Precision::F64) => std::mem::size_of::<ProblemF64>(),
-                            (PipelineKind::Product | PipelineKind::Matvec, Precision::F32) => std::mem::size_of::<Problem>(),
+                            (PipelineKind::Product | PipelineKind::Matvec | PipelineKind::Sparse, Precision::F64) => std::mem::size_of::<ProblemF64>(),
+                            (PipelineKind::Product | PipelineKind::Matvec | PipelineKind::Sparse, Precision::F32) => std::mem::size_of::<Problem>(),
                             (PipelineKind::RowReduce, _) => std::mem::size_of::<Reduce>(),
                             (PipelineKind::Elementwise | PipelineKind::IcdColumn, Precision::F64) => 48,
                             (PipelineKind::Elementwise | PipelineKind::IcdColumn, Precision::F32) => 36,

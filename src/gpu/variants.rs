@@ -416,6 +416,13 @@ impl ProductVariant {
         }
     }
 
+    /// `problem.wgsl` with A and B bound as arrays of scalars: the
+    /// descriptor, the bindings and the kernel function, for the shaders
+    /// built outside the product template (`sparse_product.wgsl`).
+    pub(crate) fn scalar_problem_source() -> String {
+        Self::fill(include_str!("../../shaders/problem.wgsl").to_string(), &[("OPERAND", "T".into()), ("AT", "[idx]".into())])
+    }
+
     /// The directives a module of this variant starts with.
     pub(crate) fn enables(&self) -> &'static str {
         match self.core {

@@ -4,8 +4,9 @@
 //! Dual solver (dense eigensolver and Lanczos) and the Covariance solver,
 //! scores of sparse test sources, the kernel-function coupling on sparse
 //! rows (every kernel), on the CPU and on the GPU (`GRAMIAN_REQUIRE_GPU=1`
-//! makes a missing adapter a failure); and the typed errors of bad sparse
-//! sources. Data: fresh seeds, entries uniform in [-1, 1) with density 5 %.
+//! makes a missing adapter a failure); sparse fits on the GPU (feature maps
+//! of sparse rows on the device) against the same fits on the CPU; and the
+//! typed errors of bad sparse sources. Data: fresh seeds, entries uniform in [-1, 1) with density 5 %.
 //!
 //! Tolerances. CPU: the sparse and dense paths differ only in the summation
 //! order of inner products (about `1e-15` relative), so eigenvalues agree
@@ -14,9 +15,9 @@
 //! compared (up to sign, relative Frobenius error per component) to
 //! `1e-6` for components whose relative gap is at least `1e-4`
 //! (Lanczos converges to `1e-10` residuals). GPU: the dense path builds
-//! kernels and products in the device precision (`f32` on most adapters)
-//! while the sparse maps run on the CPU in `f64`: eigenvalues to `1e-4`,
-//! scores to `1e-2` for gaps of at least `1e-2`.
+//! kernels and products in the device precision (`f32` on most adapters),
+//! as the sparse maps do on the device (and the CPU fit in `f64`):
+//! eigenvalues to `1e-4`, scores to `1e-2` for gaps of at least `1e-2`.
 
 use gramian::eksvd::{solve_dual, CouplingMatrix, DualSolution, Eigensolver, EksvdParams, FeatureMap, Solver};
 use gramian::gpu::GpuOptions;
@@ -148,6 +149,44 @@ fn sparse_sources_fit_as_their_dense_copies_on_the_cpu() {
 fn sparse_sources_fit_as_their_dense_copies_on_the_gpu() {
     let Some(gpu) = common::gpu_device(GpuOptions::default()) else { return };
     sparse_fit_equals_dense_fit(&gpu, &GPU);
+}
+
+/// A sparse fit on the GPU (its feature maps of sparse rows on the device:
+/// `X Omega`, `X W`, `k(X, L)` from the CSR arrays) against the same sparse
+/// fit on the CPU, with the GPU tolerances; the device's counters show the
+/// Nystrom kernel matrices of the sparse rows ran there (the engine's own
+/// tests count the sparse products).
+#[test]
+fn sparse_fits_on_the_gpu_equal_the_cpu() {
+    use gramian::gpu::ShapeKind;
+    let Some(gpu) = common::gpu_device(GpuOptions::default()) else { return };
+    let Device::Gpu(ctx) = &gpu else { panic!("gpu_device returned the CPU") };
+    let mut rng = common::rng();
+    let (n, n_test, d) = (60usize, 25usize, 40usize);
+    let train: Vec<DMatrix<f64>> = (0..3).map(|_| random_sparse(&mut rng, n, d)).collect();
+    let test: Vec<DMatrix<f64>> = (0..3).map(|_| random_sparse(&mut rng, n_test, d)).collect();
+    let (_, train_sparse) = paired_sets(&train, None);
+    let (_, test_sparse) = paired_sets(&test, None);
+    let precision = gpu.best_precision();
+    let mut compared = 0;
+    for map in maps(d, &mut rng) {
+        let nonlinear_nystrom = matches!(map, FeatureMap::Nystrom { kernel, .. } if kernel != Kernel::linear());
+        for solver in solvers() {
+            let what = format!("{map:?} {solver:?}");
+            let params = EksvdParams::new(3).feature_map(map.clone()).solver(solver).seed(11);
+            let on_cpu = params.fit(&Device::cpu(), &train_sparse).unwrap_or_else(|e| panic!("{what}: CPU fit: {e}"));
+            ctx.reset_device_counters();
+            let on_gpu = params.fit(&gpu, &train_sparse).unwrap_or_else(|e| panic!("{what}: GPU fit: {e}"));
+            let evaluations = ctx.device_counters().class(ShapeKind::KernelMatrix, precision).kernel_evaluations;
+            if nonlinear_nystrom {
+                // k(X_q, L_q) of every source (n x 24 each) is the fit's only kernel matrix.
+                assert!(evaluations >= 3 * (n * 24) as u64, "{what}: {evaluations} kernel evaluations on the device");
+            }
+            let (scores_gpu, scores_cpu) = (on_gpu.transform_paired(&test_sparse).unwrap(), on_cpu.transform_paired(&test_sparse).unwrap());
+            compared += assert_same_solution(&what, on_gpu.eigenvalues(), on_cpu.eigenvalues(), &scores_gpu, &scores_cpu, &GPU);
+        }
+    }
+    assert!(compared > 0, "no component had a gap to compare its scores");
 }
 
 fn stacked(solution: &DualSolution) -> DMatrix<f64> {

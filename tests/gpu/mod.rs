@@ -1,10 +1,11 @@
-//! The GPU engine: every shader variant and resident operation against the CPU, long rows, counters, the cost model, tensor-core arithmetic emulated on the host.
+//! The GPU engine: every shader variant and resident operation against the CPU, long rows, the CSR operand, counters, the cost model, tensor-core arithmetic emulated on the host.
 
 mod adapters;
 mod cost;
 mod counters;
 mod long_rows;
 mod methods;
+mod sparse;
 mod tensor_core_split;
 mod variants;
 mod vs_cpu;
