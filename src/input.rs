@@ -95,7 +95,14 @@
 //! - eKSVD's kernel-function coupling ([`CouplingMatrix::from_kernel`](crate::eksvd::CouplingMatrix::from_kernel))
 //!   with any sparse source: blocks and products `K_pq V` from the sparse
 //!   kernel matrices and matvecs;
-//! - eKSVD's `fit`, `transform_source` and `transform_paired`.
+//! - eKSVD's `fit`, `transform_source` and `transform_paired`;
+//! - mklaren ([`MklarenParams::fit_inputs`](crate::mklaren::MklarenParams::fit_inputs)),
+//!   incomplete Cholesky ([`IcdParams::fit`](crate::mklaren::IcdParams::fit))
+//!   and the stacked low-rank baselines ([`LowRankRidgeParams::fit_inputs`](crate::mklaren::LowRankRidgeParams::fit_inputs):
+//!   ICD, Nystrom, CSI): kernel columns and diagonals from the sparse rows'
+//!   inner products and squared norms, the pivots' rows kept dense in the
+//!   fitted transforms; their predictions and transforms of sparse rows
+//!   ([`FactorTransform::apply`](crate::mklaren::FactorTransform::apply)).
 //!
 //! The sparse kernels and the coupling run on the CPU on every
 //! [`Device`](crate::Device); eKSVD's feature maps of sparse rows run on the

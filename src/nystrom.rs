@@ -172,6 +172,21 @@ pub fn features(device: &Device, kernel: &Kernel, landmarks: &DMatrix<f64>, w: &
     device.matmul(&k, w, MatrixProduct::AB)
 }
 
+/// [`features`] of sparse rows `x` (CSR, n x d), on the CPU in `f64` on
+/// every device: `K(X, Z)` from sparse inner products
+/// ([`crate::sparse::kernel_matrix_sparse_cpu`], the landmarks as CSR) times
+/// `W`; `X` is never densified.
+///
+/// Errors: non-finite or empty `x`, columns of `x` unlike those of `Z`, rows
+/// of `w` unlike the landmarks, a non-finite result.
+pub fn features_sparse(kernel: &Kernel, landmarks: &DMatrix<f64>, w: &DMatrix<f64>, x: &crate::sparse::CsrMatrix<f64>) -> Result<DMatrix<f64>> {
+    crate::sparse::check_csr("x", x)?;
+    linalg::check_dim("columns of x vs the landmarks", landmarks.ncols(), x.ncols())?;
+    linalg::check_dim("rows of w vs the landmarks", landmarks.nrows(), w.nrows())?;
+    let k = crate::sparse::kernel_matrix_sparse_cpu(kernel, x, &crate::sparse::CsrMatrix::from(landmarks))?;
+    linalg::finite_result("Nystrom features", linalg::matmul(&k, w))
+}
+
 /// [`features`] for resident `X` (n x d), left on `device` in X's precision:
 /// the landmarks and `W` go up, nothing comes back.
 pub fn features_resident(device: &Device, kernel: &Kernel, landmarks: &DMatrix<f64>, w: &DMatrix<f64>, x: &DeviceMatrix) -> Result<DeviceMatrix> {

@@ -36,6 +36,8 @@
 
 pub use nalgebra_sparse::CsrMatrix;
 
+use std::borrow::Cow;
+
 use faer::MatRef;
 use nalgebra::DMatrix;
 use rayon::prelude::*;
@@ -154,18 +156,19 @@ fn merged_squared_distance<T: Real>(ai: &[usize], av: &[T], bi: &[usize], bv: &[
     s
 }
 
-/// Squared row norms of `X` and `Z` for the distance-based kernels (empty otherwise).
-struct SparseNorms<T> {
-    x: Vec<T>,
-    z: Vec<T>,
+/// Squared row norms of `X` and `Z` for the distance-based kernels (empty
+/// otherwise), computed here or borrowed from the caller.
+struct SparseNorms<'a, T: Clone> {
+    x: Cow<'a, [T]>,
+    z: Cow<'a, [T]>,
 }
 
-impl<T: Real> SparseNorms<T> {
+impl<T: Real> SparseNorms<'_, T> {
     fn new(kernel: &Kernel, x: &CsrMatrix<T>, z: &CsrMatrix<T>) -> Self {
         if kernel.is_distance_based() {
-            SparseNorms { x: sparse_row_squared_norms(x), z: sparse_row_squared_norms(z) }
+            SparseNorms { x: Cow::Owned(sparse_row_squared_norms(x)), z: Cow::Owned(sparse_row_squared_norms(z)) }
         } else {
-            SparseNorms { x: Vec::new(), z: Vec::new() }
+            SparseNorms { x: Cow::Owned(Vec::new()), z: Cow::Owned(Vec::new()) }
         }
     }
 }
@@ -174,10 +177,11 @@ impl<T: Real> SparseNorms<T> {
 /// leading dimension `rows` (`dst.len() = rows cols`): the inner products by
 /// gather against the scattered row of `Z` (`scratch`: length d, all zero on
 /// entry and on return), the squared distance for RBF/Laplacian (near
-/// duplicates merged), then `k` by [`kernel::apply_to_statistics`].
+/// duplicates merged), then, where `apply`, `k` by
+/// [`kernel::apply_to_statistics`] (otherwise the tile holds the statistic).
 /// Returns whether every entry is finite.
 #[allow(clippy::too_many_arguments)]
-fn fill_sparse_tile<T: Real>(kernel: &Kernel, x: &CsrMatrix<T>, z: &CsrMatrix<T>, norms: &SparseNorms<T>, r0: usize, rows: usize, c0: usize, dst: &mut [T], scratch: &mut [T]) -> bool {
+fn fill_sparse_tile<T: Real>(kernel: &Kernel, x: &CsrMatrix<T>, z: &CsrMatrix<T>, norms: &SparseNorms<'_, T>, r0: usize, rows: usize, c0: usize, dst: &mut [T], scratch: &mut [T], apply: bool) -> bool {
     let two = T::one() + T::one();
     let near = T::from_f64_lossy(NEAR_DUPLICATE);
     let mut finite = true;
@@ -207,7 +211,9 @@ fn fill_sparse_tile<T: Real>(kernel: &Kernel, x: &CsrMatrix<T>, z: &CsrMatrix<T>
                 };
             }
         }
-        kernel::apply_to_statistics(kernel, col);
+        if apply {
+            kernel::apply_to_statistics(kernel, col);
+        }
         finite &= col.iter().all(|v| v.is_finite());
     }
     finite
@@ -240,7 +246,7 @@ pub fn kernel_matrix_sparse_cpu<T: Real>(kernel: &Kernel, x: &CsrMatrix<T>, z: &
     let chunk = crate::memory::entries(n, MATRIX_BLOCK_COLS, "kernel matrix")?;
     let block = |(b, dst): (usize, &mut [T])| {
         let mut scratch = vec![T::zero(); d];
-        fill_sparse_tile(kernel, x, z, &norms, 0, n, b * MATRIX_BLOCK_COLS, dst, &mut scratch)
+        fill_sparse_tile(kernel, x, z, &norms, 0, n, b * MATRIX_BLOCK_COLS, dst, &mut scratch, true)
     };
     let finite = if x.nnz().saturating_mul(m) < PARALLEL_WORK {
         k.as_mut_slice().chunks_mut(chunk).enumerate().map(block).fold(true, |a, b| a & b)
@@ -279,7 +285,7 @@ pub fn kernel_matvec_sparse_cpu<T: Real>(kernel: &Kernel, x: &CsrMatrix<T>, z: &
             let cols = MATVEC_TILE.min(m - c0);
             let tile = &mut buf[..rows * cols];
             // Non-finite entries reach the output, checked below.
-            fill_sparse_tile(kernel, x, z, &norms, r0, rows, c0, tile, &mut scratch);
+            fill_sparse_tile(kernel, x, z, &norms, r0, rows, c0, tile, &mut scratch, true);
             T::faer_matmul_seq_add(linalg::faer_mut(&mut acc), MatRef::from_column_major_slice(tile, rows, cols), linalg::faer_ref(v).subrows(c0, cols));
             linalg::clear_upper_simd_state(false);
         }
@@ -292,6 +298,43 @@ pub fn kernel_matvec_sparse_cpu<T: Real>(kernel: &Kernel, x: &CsrMatrix<T>, z: &
         out.rows_mut(r0, part.nrows()).copy_from(&part);
     }
     linalg::finite_result("kernel matrix-vector product", out)
+}
+
+/// Rows of `X` per task of [`statistic_column_sparse`] (at least).
+const COLUMN_ROW_CHUNK: usize = 8192;
+
+/// The statistic of `kernel` between every row of a sparse `X` and its row
+/// `i` (`i < n`, checked by the caller), written into `out` (n entries):
+/// `||x_k - x_i||^2` (RBF, Laplacian) or `<x_k, x_i>` (the others), the
+/// first two steps of the tile of [`kernel_matrix_sparse_cpu`] (so `k`
+/// applied to it by [`kernel::apply_to_statistics`] gives the bits of
+/// column `i` of `K(X, X)`), from the squared row norms `x_sq_norms` the
+/// caller keeps (read for the distance-based kernels only). O(nnz(X) + d)
+/// per block of rows; the rows split between the threads.
+///
+/// Errors: `DimensionMismatch` for an `out` or a norm list (distance-based
+/// kernels) of other than n entries; `IndexOutOfRange` for `i >= n`.
+pub(crate) fn statistic_column_sparse(kernel: &Kernel, x: &CsrMatrix<f64>, x_sq_norms: &[f64], i: usize, out: &mut [f64]) -> Result<()> {
+    let (n, d) = (x.nrows(), x.ncols());
+    check_dim("length of the statistic column", n, out.len())?;
+    if kernel.is_distance_based() {
+        check_dim("squared row norms of x", n, x_sq_norms.len())?;
+    }
+    if i >= n {
+        return Err(Error::IndexOutOfRange { what: "rows of x", index: i, len: n });
+    }
+    let norms = SparseNorms { x: Cow::Borrowed(x_sq_norms), z: Cow::Borrowed(x_sq_norms) };
+    let rows_per_task = n.div_ceil(rayon::current_num_threads().max(1)).max(COLUMN_ROW_CHUNK);
+    let block = |(b, dst): (usize, &mut [f64])| {
+        let mut scratch = vec![0.0; d];
+        fill_sparse_tile(kernel, x, x, &norms, b * rows_per_task, dst.len(), i, dst, &mut scratch, false);
+    };
+    if x.nnz() < PARALLEL_WORK {
+        out.chunks_mut(rows_per_task).enumerate().for_each(block);
+    } else {
+        out.par_chunks_mut(rows_per_task).enumerate().for_each(block);
+    }
+    Ok(())
 }
 
 #[cfg(test)]

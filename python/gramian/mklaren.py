@@ -3,13 +3,14 @@ low-rank ridge with ICD, Nystrom or CSI factors, and kernel ridge on a
 combination of full kernels)."""
 
 import numpy as np
+import scipy.sparse as sp
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils import check_array, check_consistent_length
 from sklearn.utils.validation import check_is_fitted
 
 from . import _core
 from ._kernels import resolve, scale_gamma
-from ._compute import _check_precision
+from ._compute import _check_precision, _csr
 from ._validation import check_device, check_positive, seed_from, validate_data
 
 #: The default kernels: three Gaussian kernels, ``gamma`` 0.1, 1 and 10
@@ -27,13 +28,27 @@ def _ndim(x):
 def _is_multi_input(X):
     """Whether ``X`` is a list of 2-D inputs (one per kernel) rather than one
     array-like (a list of rows has 1-D elements)."""
-    return isinstance(X, (list, tuple)) and len(X) > 0 and all(_ndim(x) == 2 for x in X)
+    return isinstance(X, (list, tuple)) and len(X) > 0 and all(sp.issparse(x) or _ndim(x) == 2 for x in X)
+
+
+def _core_inputs(Xs):
+    """The inputs as the extension takes them: dense arrays as they are,
+    sparse matrices as the parts of a canonical CSR matrix (kept sparse)."""
+    return [_csr(X, f"X[{q}]") if sp.issparse(X) else X for q, X in enumerate(Xs)]
 
 
 class _MultiKernelRegressor(RegressorMixin, BaseEstimator):
     """What mklaren and its baselines share: the kernels, one input shared by
     every kernel or one input per kernel, a constant target predicted as
     the constant."""
+
+    #: Whether scipy sparse inputs (CSR, CSC) are accepted and kept sparse.
+    _accept_sparse = False
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = self._accept_sparse
+        return tags
 
     def _resolve_kernels(self, Xs):
         if self.kernels is None:
@@ -49,9 +64,11 @@ class _MultiKernelRegressor(RegressorMixin, BaseEstimator):
         return [resolve(spec, Xs[q if len(Xs) > 1 else 0]) for q, spec in enumerate(specs)]
 
     def _inputs(self, X, y=None, *, fitting):
-        """The inputs as a list of C-contiguous float64 arrays (and ``y``)."""
+        """The inputs as a list of C-contiguous float64 arrays, or float64
+        CSR/CSC matrices where the estimator accepts them (and ``y``)."""
+        sparse = ["csr", "csc"] if self._accept_sparse else False
         if _is_multi_input(X):
-            Xs = [check_array(x, dtype=np.float64, order="C", input_name=f"X[{q}]") for q, x in enumerate(X)]
+            Xs = [check_array(x, accept_sparse=sparse, dtype=np.float64, order="C", input_name=f"X[{q}]") for q, x in enumerate(X)]
             if fitting:
                 y = check_array(y, ensure_2d=False, dtype=np.float64, input_name="y")
                 if y.ndim != 1:
@@ -72,10 +89,10 @@ class _MultiKernelRegressor(RegressorMixin, BaseEstimator):
         if not fitting and getattr(self, "n_inputs_", 1) != 1:
             raise ValueError(f"{type(self).__name__} was fitted on {self.n_inputs_} inputs (a list, one per kernel); predict needs the same")
         if fitting:
-            X, y = validate_data(self, X, y, y_numeric=True, ensure_min_samples=2)
+            X, y = validate_data(self, X, y, y_numeric=True, ensure_min_samples=2, accept_sparse=sparse)
             self.n_inputs_ = 1
             return [X], np.ascontiguousarray(y, dtype=np.float64)
-        return [validate_data(self, X, reset=False)]
+        return [validate_data(self, X, reset=False, accept_sparse=sparse)]
 
     def fit(self, X, y):
         """Fits the model.
@@ -121,7 +138,7 @@ class _MultiKernelRegressor(RegressorMixin, BaseEstimator):
         Xs = self._inputs(X, fitting=False)
         if self.model_ is None:
             return np.full(Xs[0].shape[0], self.constant_)
-        return self.model_.predict(Xs)
+        return self.model_.predict(_core_inputs(Xs))
 
     def _fitted_constant(self):
         pass
@@ -139,6 +156,12 @@ class Mklaren(_MultiKernelRegressor):
     (ridge) least-squares fit on the selected columns (Eq. 18); new samples
     are predicted through the stored transform (Eq. 21). Memory and time are
     linear in the number of samples: no kernel matrix is formed.
+
+    Inputs may be scipy sparse matrices (CSR or CSC, converted to CSR), in
+    ``fit`` and ``predict``: they are never densified. Each kernel column
+    comes from sparse inner products on the CPU, whatever ``device`` (a fit
+    with a sparse input runs on the host), and the model keeps only the
+    pivots' rows dense.
 
     Parameters
     ----------
@@ -208,7 +231,16 @@ class Mklaren(_MultiKernelRegressor):
     >>> model = Mklaren(kernels=["rbf", "rbf"], rank=20, device="cpu").fit([X[:, :1], X[:, 1:]], y)
     >>> model.predict([X[:5, :1], X[:5, 1:]]).shape
     (5,)
+
+    Sparse inputs stay sparse:
+
+    >>> import scipy.sparse as sp
+    >>> Xs = sp.random(300, 1000, density=0.01, format="csr", random_state=0)
+    >>> Mklaren(kernels=["linear", "rbf"], rank=10, device="cpu").fit(Xs, y).predict(Xs[:5]).shape
+    (5,)
     """
+
+    _accept_sparse = True
 
     def __init__(self, kernels=None, rank=40, lookahead=10, alpha=0.0, device="auto", precision="auto"):
         self.kernels = kernels
@@ -227,7 +259,7 @@ class Mklaren(_MultiKernelRegressor):
 
     def _fit(self, Xs, y, params, device):
         rank, lookahead, alpha = params
-        return _core.fit_mklaren(Xs, y, self.kernels_, rank, lookahead, alpha, device, _check_precision(self.precision))
+        return _core.fit_mklaren(_core_inputs(Xs), y, self.kernels_, rank, lookahead, alpha, device, _check_precision(self.precision))
 
     def _fitted_constant(self):
         self.rank_, self.kernel_weights_, self.order_ = 0, np.zeros(len(self.kernels_)), []
@@ -251,6 +283,10 @@ class LowRankRidge(_MultiKernelRegressor):
     (``"nystrom"``) or Cholesky with side information (``"csi"``, Bach &
     Jordan 2005, with look-ahead); the factors are stacked, their columns
     standardised, and ``(F^T F + alpha I) beta = F^T (y - mean(y))`` solved.
+
+    Inputs may be scipy sparse matrices (CSR or CSC), as for
+    :class:`Mklaren`: the factors are computed from sparse inner products on
+    the CPU (the landmarks' rows kept dense), never densifying the input.
 
     Parameters
     ----------
@@ -293,6 +329,8 @@ class LowRankRidge(_MultiKernelRegressor):
     n_features_in_ : int, or list of int with several inputs
     """
 
+    _accept_sparse = True
+
     def __init__(self, method="icd", *, kernels=None, rank=40, alpha=1e-3, lookahead=10, kappa=0.5, random_state=None, device="auto", precision="auto"):
         self.method = method
         self.kernels = kernels
@@ -315,7 +353,7 @@ class LowRankRidge(_MultiKernelRegressor):
 
     def _fit(self, Xs, y, params, device):
         rank, alpha, seed, lookahead, kappa = params
-        return _core.fit_low_rank(Xs, y, self.kernels_, self.method, rank, alpha, seed, lookahead, kappa, device, _check_precision(self.precision))
+        return _core.fit_low_rank(_core_inputs(Xs), y, self.kernels_, self.method, rank, alpha, seed, lookahead, kappa, device, _check_precision(self.precision))
 
     def _fitted_constant(self):
         self.coef_ = np.zeros(0)
@@ -339,7 +377,7 @@ class LowRankRidge(_MultiKernelRegressor):
         Xs = self._inputs(X, fitting=False)
         if self.model_ is None:
             raise ValueError("the model was fitted to a constant target: it has no kernel factors")
-        return np.hstack([np.ascontiguousarray(g) for g in self.model_.factors(Xs)])
+        return np.hstack([np.ascontiguousarray(g) for g in self.model_.factors(_core_inputs(Xs))])
 
 
 COMBINATIONS = ("uniform", "align", "alignf", "alignfc")

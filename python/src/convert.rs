@@ -5,7 +5,7 @@
 //! [`RowMajor`] slice. Outputs are new arrays that own the library's
 //! column-major data (Fortran order, no copy).
 
-use gramian::RowMajor;
+use gramian::{AsMatrix, RowMajor};
 use nalgebra::{DMatrix, DVector};
 use numpy::ndarray::{Array1, Array2, ShapeBuilder};
 use numpy::{IntoPyArray, PyArray1, PyArray2, PyReadonlyArray1, PyReadonlyArray2};
@@ -18,6 +18,25 @@ pub fn matrix<'a>(py: Python<'_>, what: &str, a: &'a PyReadonlyArray2<'_, f64>) 
     let (rows, cols) = a.as_array().dim();
     let data = a.as_slice().map_err(|_| errors::invalid(py, format!("{what} must be a C-contiguous float64 array")))?;
     RowMajor::new(data, rows, cols).map_err(|e| errors::to_py(py, e))
+}
+
+/// One matrix input as the Python layer passes it (a source of eKSVD, an
+/// input of mklaren and its baselines): a C-contiguous `float64` array, or
+/// the parts of a canonical CSR matrix (kept sparse).
+#[derive(FromPyObject)]
+pub enum SourceArg<'py> {
+    /// Dense rows.
+    Dense(PyReadonlyArray2<'py, f64>),
+    /// `(indptr, indices, data, (rows, cols))`.
+    Sparse(crate::kernels::CsrParts<'py>),
+}
+
+/// The input `x` as a matrix input (dense rows borrowed, CSR checked and built).
+pub fn source<'a>(py: Python<'_>, what: &str, x: &'a SourceArg<'_>) -> PyResult<Box<dyn AsMatrix<Elem = f64> + Send + Sync + 'a>> {
+    Ok(match x {
+        SourceArg::Dense(a) => Box::new(matrix(py, what, a)?),
+        SourceArg::Sparse(parts) => Box::new(crate::kernels::csr(py, what, parts)?),
+    })
 }
 
 /// A 1-D contiguous array as a slice.

@@ -2,12 +2,12 @@
 
 use gramian::eksvd::{Eigensolver, Eksvd, EksvdParams, FeatureMap, Solver};
 use gramian::io::SavedModel;
-use gramian::{AsMatrix, Error, Kernel, MultiSource};
-use numpy::{PyArray1, PyArray2, PyReadonlyArray2};
+use gramian::{Error, Kernel, MultiSource};
+use numpy::{PyArray1, PyArray2};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyTuple};
 
-use crate::kernels::{self, CsrParts};
+use crate::convert::{source, SourceArg};
 use crate::{convert, device, errors};
 
 /// A feature map as the Python layer passes it, one per source:
@@ -24,24 +24,6 @@ fn feature_map(spec: &MapSpec) -> Result<FeatureMap, Error> {
         "nystrom" => FeatureMap::nystrom(Kernel::rbf(*gamma)?, *dim, *landmarks),
         _ => Err(Error::InvalidParameter { name: "feature_map", reason: format!("must be 'linear', 'rff' or 'nystrom', got {kind:?}") }),
     }
-}
-
-/// One source as the Python layer passes it: a C-contiguous `float64`
-/// array, or the parts of a canonical CSR matrix (kept sparse).
-#[derive(FromPyObject)]
-pub enum SourceArg<'py> {
-    /// Dense rows.
-    Dense(PyReadonlyArray2<'py, f64>),
-    /// `(indptr, indices, data, (rows, cols))`.
-    Sparse(CsrParts<'py>),
-}
-
-/// The source `x` as a matrix input (dense rows borrowed, CSR checked and built).
-fn source<'a>(py: Python<'_>, what: &str, x: &'a SourceArg<'_>) -> PyResult<Box<dyn AsMatrix<Elem = f64> + Send + Sync + 'a>> {
-    Ok(match x {
-        SourceArg::Dense(a) => Box::new(convert::matrix(py, what, a)?),
-        SourceArg::Sparse(parts) => Box::new(kernels::csr(py, what, parts)?),
-    })
 }
 
 /// A fitted eKSVD model (wrapped by `gramian.EKSVD`).

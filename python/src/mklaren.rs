@@ -6,12 +6,13 @@
 
 use gramian::io::SavedModel;
 use gramian::mklaren::{FullKernelRidge, FullKernelRidgeParams, KernelCombination, LowRankMethod, LowRankRidge, LowRankRidgeParams, Mklaren, MklarenParams};
-use gramian::{Error, Kernel, RowMajor};
+use gramian::{AsMatrix, Error, Kernel, RowMajor};
 use nalgebra::{DMatrix, DVector};
 use numpy::{PyArray1, PyArray2, PyReadonlyArray1, PyReadonlyArray2};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyTuple};
 
+use crate::convert::SourceArg;
 use crate::kernels::{self, KernelSpec};
 use crate::{convert, device, errors};
 
@@ -30,10 +31,26 @@ fn views<'a>(py: Python<'_>, xs: &'a [PyReadonlyArray2<'_, f64>]) -> PyResult<Ve
     xs.iter().enumerate().map(|(q, x)| convert::matrix(py, &format!("Xs[{q}]"), x)).collect()
 }
 
+/// A matrix input that crosses to the fit's thread.
+type Input<'a> = Box<dyn AsMatrix<Elem = f64> + Send + Sync + 'a>;
+
+/// The inputs of `xs`: dense rows as row-major views (no copy), CSR parts
+/// as sparse matrices (kept sparse by mklaren and the low-rank baselines).
+fn inputs<'a>(py: Python<'_>, xs: &'a [SourceArg<'_>]) -> PyResult<Vec<Input<'a>>> {
+    if xs.is_empty() {
+        return Err(errors::invalid(py, "Xs must hold at least one input"));
+    }
+    xs.iter().enumerate().map(|(q, x)| convert::source(py, &format!("Xs[{q}]"), x)).collect()
+}
+
+/// The inputs as the references a fit or a prediction takes.
+fn refs<'r>(inputs: &'r [Input<'_>]) -> Vec<&'r (dyn AsMatrix<Elem = f64> + Send + Sync + 'r)> {
+    inputs.iter().map(|x| &**x as &(dyn AsMatrix<Elem = f64> + Send + Sync)).collect()
+}
+
 /// The views as dense matrices (the baselines' fits and predictions take
 /// `DMatrix` inputs).
 fn dense(views: &[RowMajor<'_, f64>]) -> Result<Vec<DMatrix<f64>>, Error> {
-    use gramian::AsMatrix;
     views.iter().map(|v| v.as_matrix().map(|m| m.into_owned())).collect()
 }
 
@@ -54,14 +71,14 @@ pub struct MklarenModel {
 /// model is fitted again at the rank reached.
 #[pyfunction]
 #[allow(clippy::too_many_arguments)]
-pub fn fit_mklaren(py: Python<'_>, xs: Vec<PyReadonlyArray2<'_, f64>>, y: PyReadonlyArray1<'_, f64>, kernels: Vec<KernelSpec>, rank: usize, lookahead: usize, lambda: f64, device: &str, precision: &str) -> PyResult<MklarenModel> {
+pub fn fit_mklaren(py: Python<'_>, xs: Vec<SourceArg<'_>>, y: PyReadonlyArray1<'_, f64>, kernels: Vec<KernelSpec>, rank: usize, lookahead: usize, lambda: f64, device: &str, precision: &str) -> PyResult<MklarenModel> {
     let kernels = kernel_list(py, &kernels)?;
     let dev = device::resolve(py, device)?;
     let wp = device::working_precision(py, precision)?;
-    let inputs = views(py, &xs)?;
+    let inputs = inputs(py, &xs)?;
     let ys = convert::vector(py, "y", &y)?;
     let inner = errors::run(py, || {
-        let refs: Vec<&RowMajor<'_, f64>> = inputs.iter().collect();
+        let refs = refs(&inputs);
         let fit = |rank: usize| MklarenParams::new(rank).precision(wp).lookahead(lookahead).lambda(lambda).kernels(&kernels).fit_inputs(&dev, &refs, ys);
         match fit(rank) {
             Err(Error::RankDeficient { reached, .. }) if reached >= 1 => fit(reached),
@@ -81,12 +98,9 @@ pub fn load_mklaren(py: Python<'_>, data: &[u8]) -> PyResult<MklarenModel> {
 #[pymethods]
 impl MklarenModel {
     /// Predictions for the rows of `xs` (the inputs' layout of the fit).
-    fn predict<'py>(&self, py: Python<'py>, xs: Vec<PyReadonlyArray2<'py, f64>>) -> PyResult<Bound<'py, PyArray1<f64>>> {
-        let inputs = views(py, &xs)?;
-        let out = errors::run(py, || {
-            let refs: Vec<&RowMajor<'_, f64>> = inputs.iter().collect();
-            self.inner.predict_inputs(&refs)
-        })?;
+    fn predict<'py>(&self, py: Python<'py>, xs: Vec<SourceArg<'py>>) -> PyResult<Bound<'py, PyArray1<f64>>> {
+        let inputs = inputs(py, &xs)?;
+        let out = errors::run(py, || self.inner.predict_inputs(&refs(&inputs)))?;
         Ok(convert::to_numpy1(py, out))
     }
 
@@ -126,7 +140,7 @@ pub struct LowRankModel {
 /// standardised factors.
 #[pyfunction]
 #[allow(clippy::too_many_arguments)]
-pub fn fit_low_rank(py: Python<'_>, xs: Vec<PyReadonlyArray2<'_, f64>>, y: PyReadonlyArray1<'_, f64>, kernels: Vec<KernelSpec>, method: &str, rank_per_kernel: usize, lambda: f64, seed: u64, lookahead: usize, kappa: f64, device: &str, precision: &str) -> PyResult<LowRankModel> {
+pub fn fit_low_rank(py: Python<'_>, xs: Vec<SourceArg<'_>>, y: PyReadonlyArray1<'_, f64>, kernels: Vec<KernelSpec>, method: &str, rank_per_kernel: usize, lambda: f64, seed: u64, lookahead: usize, kappa: f64, device: &str, precision: &str) -> PyResult<LowRankModel> {
     let kernels = kernel_list(py, &kernels)?;
     let method = match method {
         "icd" => LowRankMethod::Icd,
@@ -136,13 +150,9 @@ pub fn fit_low_rank(py: Python<'_>, xs: Vec<PyReadonlyArray2<'_, f64>>, y: PyRea
     };
     let dev = device::resolve(py, device)?;
     let wp = device::working_precision(py, precision)?;
-    let inputs = views(py, &xs)?;
+    let inputs = inputs(py, &xs)?;
     let ys = convert::vector(py, "y", &y)?;
-    let inner = errors::run(py, || {
-        let mats = dense(&inputs)?;
-        let refs: Vec<&DMatrix<f64>> = mats.iter().collect();
-        LowRankRidgeParams::new(method, rank_per_kernel).precision(wp).kernels(&kernels).lambda(lambda).fit_inputs(&dev, &refs, &DVector::from_column_slice(ys))
-    })?;
+    let inner = errors::run(py, || LowRankRidgeParams::new(method, rank_per_kernel).precision(wp).kernels(&kernels).lambda(lambda).fit_inputs(&dev, &refs(&inputs), &DVector::from_column_slice(ys)))?;
     Ok(LowRankModel { inner })
 }
 
@@ -155,13 +165,9 @@ pub fn load_low_rank(py: Python<'_>, data: &[u8]) -> PyResult<LowRankModel> {
 #[pymethods]
 impl LowRankModel {
     /// Predictions for the rows of `xs`.
-    fn predict<'py>(&self, py: Python<'py>, xs: Vec<PyReadonlyArray2<'py, f64>>) -> PyResult<Bound<'py, PyArray1<f64>>> {
-        let inputs = views(py, &xs)?;
-        let out = errors::run(py, || {
-            let mats = dense(&inputs)?;
-            let refs: Vec<&DMatrix<f64>> = mats.iter().collect();
-            self.inner.predict_inputs(&refs)
-        })?;
+    fn predict<'py>(&self, py: Python<'py>, xs: Vec<SourceArg<'py>>) -> PyResult<Bound<'py, PyArray1<f64>>> {
+        let inputs = inputs(py, &xs)?;
+        let out = errors::run(py, || self.inner.predict_inputs(&refs(&inputs)))?;
         Ok(convert::to_numpy1(py, out))
     }
 
@@ -173,12 +179,12 @@ impl LowRankModel {
 
     /// Each kernel's factor `G_q* = K_q(X*, A_q) T_q` of the rows of `xs`
     /// (Eq. 21; `G_q G_q^T` approximates `K_q`), one array per kernel.
-    fn factors<'py>(&self, py: Python<'py>, xs: Vec<PyReadonlyArray2<'py, f64>>) -> PyResult<Vec<Bound<'py, PyArray2<f64>>>> {
-        let inputs = views(py, &xs)?;
+    fn factors<'py>(&self, py: Python<'py>, xs: Vec<SourceArg<'py>>) -> PyResult<Vec<Bound<'py, PyArray2<f64>>>> {
+        let inputs = inputs(py, &xs)?;
         let device = gramian::estimator::OnDevice::device(&self.inner).clone();
         let out = errors::run(py, || {
             let p = self.inner.transforms().len();
-            (0..p).map(|q| self.inner.transforms()[q].apply(&device, &inputs[if inputs.len() == 1 { 0 } else { q }])).collect::<Result<Vec<_>, _>>()
+            (0..p).map(|q| self.inner.transforms()[q].apply(&device, &*inputs[if inputs.len() == 1 { 0 } else { q }])).collect::<Result<Vec<_>, _>>()
         })?;
         Ok(out.into_iter().map(|g| convert::to_numpy2(py, g)).collect())
     }

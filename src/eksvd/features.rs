@@ -371,10 +371,7 @@ impl FittedFeatureMap {
                 cosine_features(&mut z, phases);
                 Ok(z)
             }
-            Fitted::Nystrom { kernel, landmarks, scaled_eigenvectors } => {
-                let k = crate::sparse::kernel_matrix_sparse_cpu(kernel, x, &CsrMatrix::from(landmarks))?;
-                crate::linalg::finite_result("Nystrom features", crate::linalg::matmul(&k, scaled_eigenvectors))
-            }
+            Fitted::Nystrom { kernel, landmarks, scaled_eigenvectors } => crate::nystrom::features_sparse(kernel, landmarks, scaled_eigenvectors, x),
             Fitted::Projection(w) => crate::sparse::csr_times_dense(x, w),
         }
     }

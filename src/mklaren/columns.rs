@@ -1,4 +1,5 @@
-//! Kernel columns computed on demand, never the full kernel matrix.
+//! Kernel columns computed on demand, never the full kernel matrix, on
+//! dense rows or on sparse (CSR) rows ([`Rows`]).
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -9,7 +10,80 @@ use nalgebra::DMatrix;
 use crate::kernel::row_squared_norms;
 use crate::linalg::{self, check_matrix};
 use crate::resident::DeviceMatrix;
+use crate::sparse::{self, CsrMatrix};
 use crate::{Error, Device, Kernel};
+
+/// The samples the kernel columns are computed on: a dense matrix or sparse
+/// rows (CSR), one sample per row. Sparse rows are never densified: their
+/// statistic columns come from [`crate::sparse`] on the CPU, on every
+/// device (a GPU fit on sparse rows takes the host path).
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Rows<'a> {
+    /// Dense rows.
+    Dense(&'a DMatrix<f64>),
+    /// Sparse rows.
+    Sparse(&'a CsrMatrix<f64>),
+}
+
+impl<'a> Rows<'a> {
+    /// Number of samples.
+    pub(crate) fn nrows(&self) -> usize {
+        match self {
+            Rows::Dense(x) => x.nrows(),
+            Rows::Sparse(x) => x.nrows(),
+        }
+    }
+
+    /// Number of features.
+    pub(crate) fn ncols(&self) -> usize {
+        match self {
+            Rows::Dense(x) => x.ncols(),
+            Rows::Sparse(x) => x.ncols(),
+        }
+    }
+
+    /// The dense matrix (`None` for sparse rows).
+    pub(crate) fn dense(&self) -> Option<&'a DMatrix<f64>> {
+        match self {
+            Rows::Dense(x) => Some(x),
+            Rows::Sparse(_) => None,
+        }
+    }
+
+    /// Whether both are the same object (the same input of several kernels).
+    pub(crate) fn same(&self, other: &Rows<'_>) -> bool {
+        match (self, other) {
+            (Rows::Dense(a), Rows::Dense(b)) => std::ptr::eq(*a, *b),
+            (Rows::Sparse(a), Rows::Sparse(b)) => std::ptr::eq(*a, *b),
+            _ => false,
+        }
+    }
+
+    /// Fails with `Empty` or `NonFinite` (at the first NaN or infinity).
+    pub(crate) fn check(&self, what: &'static str) -> Result<(), Error> {
+        match self {
+            Rows::Dense(x) => check_matrix(what, x),
+            Rows::Sparse(x) => sparse::check_csr(what, x),
+        }
+    }
+
+    /// The rows `idx` (below n, checked by the caller) as a dense matrix
+    /// (`idx.len() x d`): the pivots' rows a fitted transform keeps.
+    pub(crate) fn select_dense(&self, idx: &[usize]) -> Result<DMatrix<f64>, Error> {
+        match self {
+            Rows::Dense(x) => Ok(x.select_rows(idx)),
+            Rows::Sparse(x) => sparse::densify(&sparse::select_csr_rows(x, idx)),
+        }
+    }
+
+    /// `||x_k||^2` for every row.
+    fn squared_norms(&self) -> Vec<f64> {
+        match self {
+            Rows::Dense(x) => row_squared_norms(x),
+            Rows::Sparse(x) => sparse::sparse_row_squared_norms(x),
+        }
+    }
+}
 
 /// Rows handled per parallel task in the element-wise loops.
 pub(crate) const ROW_CHUNK: usize = 8192;
@@ -64,7 +138,7 @@ impl<K: PartialEq + Copy> ColumnCache<K> {
 /// statistic columns are cached by (pivot, kind), least recently used
 /// first out.
 pub(crate) struct SharedInput<'a> {
-    x: &'a DMatrix<f64>,
+    x: Rows<'a>,
     row_sq_norms: Vec<f64>,
     cache: ColumnCache<(usize, bool)>,
     /// Statistic columns computed (passes over X; cache hits not counted).
@@ -75,22 +149,22 @@ impl<'a> SharedInput<'a> {
     /// `x` with its squared row norms, keeping `capacity` statistic columns.
     ///
     /// Errors: empty or non-finite `x`.
-    pub(crate) fn new(x: &'a DMatrix<f64>, capacity: usize) -> Result<Self, Error> {
-        check_matrix("x", x)?;
-        Ok(SharedInput { x, row_sq_norms: row_squared_norms(x), cache: ColumnCache::new(capacity), passes: AtomicUsize::new(0) })
+    pub(crate) fn new(x: Rows<'a>, capacity: usize) -> Result<Self, Error> {
+        x.check("x")?;
+        Ok(SharedInput { x, row_sq_norms: x.squared_norms(), cache: ColumnCache::new(capacity), passes: AtomicUsize::new(0) })
     }
 
     /// One shared input per distinct matrix of `xs` (the same object is the
     /// same input), each keeping `capacity_per_kernel` statistic columns per
     /// kernel on it; entry q is kernel q's.
-    pub(crate) fn for_inputs(xs: &[&'a DMatrix<f64>], capacity_per_kernel: usize) -> Result<Vec<Arc<SharedInput<'a>>>, Error> {
+    pub(crate) fn for_inputs(xs: &[Rows<'a>], capacity_per_kernel: usize) -> Result<Vec<Arc<SharedInput<'a>>>, Error> {
         let mut out: Vec<Arc<SharedInput<'a>>> = Vec::with_capacity(xs.len());
         for (q, x) in xs.iter().enumerate() {
-            match (0..q).find(|&p| std::ptr::eq(xs[p], *x)) {
+            match (0..q).find(|&p| xs[p].same(x)) {
                 Some(p) => out.push(out[p].clone()),
                 None => {
-                    let users = xs.iter().filter(|y| std::ptr::eq(**y, *x)).count();
-                    out.push(Arc::new(SharedInput::new(x, users * capacity_per_kernel)?));
+                    let users = xs.iter().filter(|y| y.same(x)).count();
+                    out.push(Arc::new(SharedInput::new(*x, users * capacity_per_kernel)?));
                 }
             }
         }
@@ -105,12 +179,22 @@ impl<'a> SharedInput<'a> {
     /// The statistic of `kernel` against sample `i` (`i < n`, checked by the
     /// caller): `||x_k - x_i||^2` or `<x_k, x_i>` for every k, the first two
     /// steps of the core's fused kernel tile
-    /// ([`crate::kernel::statistic_matrix_with_norms`]), cached.
+    /// ([`crate::kernel::statistic_matrix_with_norms`]) or, on sparse rows,
+    /// of the sparse one ([`crate::sparse::statistic_column_sparse`]), cached.
     fn statistic_column(&self, kernel: &Kernel, i: usize) -> Result<Arc<Vec<f64>>, Error> {
         self.cache.get_or_compute((i, kernel.is_distance_based()), || {
             self.passes.fetch_add(1, Ordering::Relaxed);
-            let z = self.x.select_rows(&[i]);
-            Ok(crate::kernel::statistic_matrix_with_norms(kernel, self.x, &z, &self.row_sq_norms, &[self.row_sq_norms[i]])?.as_slice().to_vec())
+            match self.x {
+                Rows::Dense(x) => {
+                    let z = x.select_rows(&[i]);
+                    Ok(crate::kernel::statistic_matrix_with_norms(kernel, x, &z, &self.row_sq_norms, &[self.row_sq_norms[i]])?.as_slice().to_vec())
+                }
+                Rows::Sparse(x) => {
+                    let mut out = vec![0.0; x.nrows()];
+                    sparse::statistic_column_sparse(kernel, x, &self.row_sq_norms, i, &mut out)?;
+                    Ok(out)
+                }
+            }
         })
     }
 }
@@ -165,7 +249,17 @@ impl<'a> KernelColumns<'a> {
         } else {
             None
         };
-        Self::on_input(device, kernel, Arc::new(SharedInput::new(x, 0)?), resident)
+        Self::on_input(device, kernel, Arc::new(SharedInput::new(Rows::Dense(x), 0)?), resident)
+    }
+
+    /// The columns of `kernel` on `rows`: dense rows as
+    /// [`KernelColumns::new_in`], sparse rows on the CPU whatever the device
+    /// (nothing goes up; the device is kept for the callers' dense steps).
+    pub(crate) fn on_rows(device: &'a Device, kernel: Kernel, rows: Rows<'a>, precision: crate::precision::Precision) -> Result<Self, Error> {
+        match rows {
+            Rows::Dense(x) => Self::new_in(device, kernel, x, precision),
+            Rows::Sparse(_) => Self::on_input(device, kernel, Arc::new(SharedInput::new(rows, 0)?), None),
+        }
     }
 
     /// [`KernelColumns::new`], or for a block of no rows (a rank of a
@@ -175,7 +269,7 @@ impl<'a> KernelColumns<'a> {
             return Self::new(device, kernel, x);
         }
         kernel.validate()?;
-        let input = Arc::new(SharedInput { x, row_sq_norms: Vec::new(), cache: ColumnCache::new(0), passes: AtomicUsize::new(0) });
+        let input = Arc::new(SharedInput { x: Rows::Dense(x), row_sq_norms: Vec::new(), cache: ColumnCache::new(0), passes: AtomicUsize::new(0) });
         Ok(KernelColumns { device, kernel, input, resident: None, scratch: None, diagonal: Vec::new(), cache: ColumnCache::new(0), computed: AtomicUsize::new(0) })
     }
 
@@ -184,7 +278,7 @@ impl<'a> KernelColumns<'a> {
     ///
     /// Errors: a resident X whose shape differs from `x`'s.
     pub fn with_resident(device: &'a Device, kernel: Kernel, x: &'a DMatrix<f64>, resident: DeviceMatrix) -> Result<Self, Error> {
-        Self::on_input(device, kernel, Arc::new(SharedInput::new(x, 0)?), Some(resident))
+        Self::on_input(device, kernel, Arc::new(SharedInput::new(Rows::Dense(x), 0)?), Some(resident))
     }
 
     /// The columns of `kernel` on a shared input (its norms and, on the CPU,
@@ -246,8 +340,14 @@ impl<'a> KernelColumns<'a> {
         self.kernel
     }
 
-    /// The data matrix (rows are samples).
-    pub fn data(&self) -> &DMatrix<f64> {
+    /// The data matrix (rows are samples); `None` where the columns are
+    /// computed on sparse rows.
+    pub fn data(&self) -> Option<&DMatrix<f64>> {
+        self.input.x.dense()
+    }
+
+    /// The samples the columns are computed on.
+    pub(crate) fn rows(&self) -> Rows<'a> {
         self.input.x
     }
 
@@ -291,6 +391,9 @@ impl<'a> KernelColumns<'a> {
     pub(crate) fn column_against(&self, z: &DMatrix<f64>, out: &mut [f64]) -> Result<(), Error> {
         linalg::check_dim("length of the column buffer", self.n(), out.len())?;
         linalg::check_dim("columns of the sample", self.input.x.ncols(), z.ncols())?;
+        let Rows::Dense(x) = self.input.x else {
+            return Err(Error::Unsupported("kernel columns of sparse rows against a sample that is not one of them".into()));
+        };
         linalg::check_dim("rows of the sample", 1, z.nrows())?;
         if self.n() == 0 {
             return Ok(());
@@ -303,7 +406,7 @@ impl<'a> KernelColumns<'a> {
             out.copy_from_slice(self.device.to_host(&col)?.as_slice());
             return Ok(());
         }
-        let statistic = crate::kernel::statistic_matrix_with_norms(&self.kernel, self.input.x, z, &self.input.row_sq_norms, &row_squared_norms(z))?;
+        let statistic = crate::kernel::statistic_matrix_with_norms(&self.kernel, x, z, &self.input.row_sq_norms, &row_squared_norms(z))?;
         out.copy_from_slice(statistic.as_slice());
         crate::kernel::apply_to_statistics(&self.kernel, out);
         Ok(())
@@ -409,7 +512,7 @@ mod tests {
         let other = x.clone();
         let device = Device::Cpu;
         let kernels = [Kernel::rbf(0.7).unwrap(), Kernel::rbf(2.0).unwrap(), Kernel::laplacian(0.4).unwrap(), Kernel::polynomial(0.5, 1.0, 2).unwrap()];
-        let xs = [&x, &x, &x, &x, &other];
+        let xs = [&x, &x, &x, &x, &other].map(Rows::Dense);
         let shared = SharedInput::for_inputs(&xs, 2).unwrap();
         assert!(Arc::ptr_eq(&shared[0], &shared[3]) && !Arc::ptr_eq(&shared[0], &shared[4]));
         let cols: Vec<KernelColumns<'_>> = kernels.iter().enumerate().map(|(q, k)| KernelColumns::on_input(&device, *k, shared[q].clone(), None).unwrap()).collect();

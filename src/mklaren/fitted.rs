@@ -6,7 +6,8 @@ use faer::prelude::SolveLstsq;
 use nalgebra::{DMatrix, DVector};
 
 use super::icd::FactorTransform;
-use super::inputs_per_kernel;
+use super::columns::Rows;
+use super::rows_per_kernel;
 use crate::error::Error;
 use crate::linalg::{faer_mut, faer_ref};
 use crate::input::AsMatrix;
@@ -98,7 +99,9 @@ impl Mklaren {
     }
 
     /// Predictions for new rows `x` of the shared input (every kernel on
-    /// `x`; [`Mklaren::predict_inputs`] for one input per kernel).
+    /// `x`; [`Mklaren::predict_inputs`] for one input per kernel). Sparse
+    /// rows ([`AsMatrix::as_csr`]) are not densified: `K_q(*, A_q)` comes
+    /// from sparse inner products on the CPU ([`FactorTransform::apply`]).
     pub fn predict(&self, x: &(impl AsMatrix<Elem = f64> + ?Sized)) -> Result<DVector<f64>, Error> {
         self.predict_inputs(&[x])
     }
@@ -118,16 +121,16 @@ impl Mklaren {
 
     fn predict_with<X: AsMatrix<Elem = f64> + ?Sized>(&self, inputs: &[&X], beta: &DVector<f64>) -> Result<DVector<f64>, Error> {
         let device = &self.device;
-        let converted = convert_inputs(inputs)?;
-        let inputs: Vec<&DMatrix<f64>> = converted.iter().map(|x| &**x).collect();
-        let xs = inputs_per_kernel(&self.kernels, &inputs, None)?;
+        let converted = super::convert_inputs(inputs)?;
+        let inputs: Vec<Rows<'_>> = converted.iter().map(|x| x.rows()).collect();
+        let xs = rows_per_kernel(&self.kernels, &inputs, None)?;
         let t = xs[0].nrows();
         let mut out = DVector::from_element(t, self.target_mean);
         for (q, tr) in self.transforms.iter().enumerate() {
             if tr.pivot_rows().nrows() == 0 {
                 continue;
             }
-            let g = tr.apply(device, xs[q])?;
+            let g = tr.apply_rows(device, xs[q])?;
             for (l, s) in self.selected.iter().enumerate().filter(|(_, s)| s.kernel == q) {
                 let f = beta[l] * s.sign * self.scale / s.norm;
                 for (o, v) in out.iter_mut().zip(g.column(s.position).iter()) {
@@ -181,11 +184,6 @@ impl crate::io::SavedModel for Mklaren {
 }
 
 crate::estimator::on_device!(Mklaren);
-
-/// Each input as a dense matrix (borrowed where it already is one).
-pub(super) fn convert_inputs<'a, X: AsMatrix<Elem = f64> + ?Sized>(inputs: &[&'a X]) -> Result<Vec<std::borrow::Cow<'a, DMatrix<f64>>>, Error> {
-    inputs.iter().map(|&x| x.as_matrix()).collect()
-}
 
 impl Mklaren {
     /// The fitted model from the end of the LAR path with `H` and `mu` on

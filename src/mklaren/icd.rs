@@ -5,10 +5,10 @@
 use nalgebra::{DMatrix, DVector};
 use rayon::prelude::*;
 
-use super::columns::{KernelColumns, ROW_CHUNK};
+use super::columns::{KernelColumns, Rows, ROW_CHUNK};
 use crate::input::AsMatrix;
 use crate::error::Error;
-use crate::linalg::{self, check_matrix};
+use crate::linalg;
 use crate::precision::{Precision, WorkingPrecision};
 use crate::resident::DeviceMatrix;
 use crate::{Device, Kernel};
@@ -185,10 +185,10 @@ impl CholeskyState {
     }
 
     /// The out-of-sample transform of this decomposition (Eq. 21).
-    pub(crate) fn transform(&self, kernel: Kernel, x: &DMatrix<f64>) -> FactorTransform {
+    pub(crate) fn transform(&self, kernel: Kernel, x: Rows<'_>) -> Result<FactorTransform, Error> {
         let j = self.rank();
         let l = DMatrix::from_fn(j, j, |a, t| self.columns[t][self.pivots[a]]);
-        FactorTransform::from_pivots(kernel, x.select_rows(&self.pivots), &l)
+        Ok(FactorTransform::from_pivots(kernel, x.select_dense(&self.pivots)?, &l))
     }
 }
 
@@ -329,14 +329,28 @@ impl FactorTransform {
     /// built on `device`. On a GPU the samples, pivots and `T` go up once
     /// and the kernel matrix and the product run there (in `f64` where the
     /// adapter has it); only `G*` comes back.
+    ///
+    /// Sparse rows ([`AsMatrix::as_csr`]) stay sparse: `K(X*, A)` from
+    /// sparse inner products against the (dense) pivot rows, on the CPU on
+    /// every device ([`crate::nystrom::features_sparse`]).
     pub fn apply(&self, device: &Device, x: &(impl AsMatrix<Elem = f64> + ?Sized)) -> Result<DMatrix<f64>, Error> {
+        if let Some(csr) = x.as_csr() {
+            return self.apply_rows(device, Rows::Sparse(csr));
+        }
         let x = x.as_matrix()?;
-        let x = &*x;
+        self.apply_rows(device, Rows::Dense(&x))
+    }
+
+    /// [`FactorTransform::apply`] on dense or sparse rows.
+    pub(crate) fn apply_rows(&self, device: &Device, x: Rows<'_>) -> Result<DMatrix<f64>, Error> {
         if self.pivot_rows.nrows() == 0 {
-            check_matrix("x", x)?;
+            x.check("x")?;
             return Ok(DMatrix::zeros(x.nrows(), 0));
         }
-        crate::nystrom::features(device, &self.kernel, &self.pivot_rows, &self.transform, x)
+        match x {
+            Rows::Dense(x) => crate::nystrom::features(device, &self.kernel, &self.pivot_rows, &self.transform, x),
+            Rows::Sparse(x) => crate::nystrom::features_sparse(&self.kernel, &self.pivot_rows, &self.transform, x),
+        }
     }
 }
 
@@ -394,11 +408,22 @@ impl IcdParams {
     ///
     /// Errors: rank 0 or above n, negative or non-finite tolerance, empty or
     /// non-finite `x`, invalid kernel.
+    ///
+    /// Sparse rows ([`AsMatrix::as_csr`]) stay sparse: the columns come from
+    /// sparse inner products on the CPU on every device (the host steps),
+    /// and the transform keeps the pivots' rows dense.
     pub fn fit(&self, device: &Device, kernel: &Kernel, x: &(impl AsMatrix<Elem = f64> + ?Sized)) -> Result<IcdFactor, Error> {
+        if let Some(csr) = x.as_csr() {
+            return self.fit_rows(device, kernel, Rows::Sparse(csr));
+        }
         let x = x.as_matrix()?;
-        let x = &*x;
+        self.fit_rows(device, kernel, Rows::Dense(&x))
+    }
+
+    /// [`IcdParams::fit`] on dense or sparse rows.
+    pub(crate) fn fit_rows(&self, device: &Device, kernel: &Kernel, x: Rows<'_>) -> Result<IcdFactor, Error> {
         self.validate()?;
-        let cols = KernelColumns::new_in(device, *kernel, x, device.working_precision(self.precision)?)?;
+        let cols = KernelColumns::on_rows(device, *kernel, x, device.working_precision(self.precision)?)?;
         if self.rank > cols.n() {
             return Err(Error::RankTooLarge { rank: self.rank, n: cols.n() });
         }
@@ -425,7 +450,7 @@ impl IcdParams {
                 state
             }
         };
-        Ok(IcdFactor { device: device.clone(), factor: state.factor(), transform: state.transform(*kernel, x), pivots: state.pivots, residual_diagonal: DVector::from_vec(state.diag) })
+        Ok(IcdFactor { device: device.clone(), factor: state.factor(), transform: state.transform(*kernel, cols.rows())?, pivots: state.pivots, residual_diagonal: DVector::from_vec(state.diag) })
     }
 }
 
@@ -451,8 +476,6 @@ impl IcdFactor {
     /// Factors of new samples `G* = K(X*, A) T` (t x rank), computed on the
     /// device the factor was fitted on ([`FactorTransform::apply`]).
     pub fn apply(&self, x: &(impl AsMatrix<Elem = f64> + ?Sized)) -> Result<DMatrix<f64>, Error> {
-        let x = x.as_matrix()?;
-        let x = &*x;
         self.transform.apply(&self.device, x)
     }
 
@@ -490,13 +513,16 @@ impl IcdFactor {
 ///
 /// Errors: empty or repeated pivot list, a pivot out of range, invalid inputs.
 pub fn nystrom(device: &Device, kernel: &Kernel, x: &DMatrix<f64>, pivots: &[usize]) -> Result<NystromFactor, Error> {
-    nystrom_in(device, kernel, x, pivots, WorkingPrecision::Auto)
+    nystrom_in(device, kernel, Rows::Dense(x), pivots, WorkingPrecision::Auto)
 }
 
 /// [`nystrom`] with `K(:, A)` in the working precision `setting`
-/// ([`Device::working_precision`]; `Auto`: as [`nystrom`]).
-pub(crate) fn nystrom_in(device: &Device, kernel: &Kernel, x: &DMatrix<f64>, pivots: &[usize], setting: WorkingPrecision) -> Result<NystromFactor, Error> {
-    check_matrix("x", x)?;
+/// ([`Device::working_precision`]; `Auto`: as [`nystrom`]), on dense rows
+/// or on sparse rows (`K(:, A)` from sparse inner products on the CPU,
+/// [`crate::sparse::kernel_matrix_sparse_cpu`], the pivots' rows kept
+/// dense in the transform).
+pub(crate) fn nystrom_in(device: &Device, kernel: &Kernel, x: Rows<'_>, pivots: &[usize], setting: WorkingPrecision) -> Result<NystromFactor, Error> {
+    x.check("x")?;
     kernel.validate()?;
     if pivots.is_empty() {
         return Err(Error::InvalidParameter { name: "pivots", reason: "empty pivot set".into() });
@@ -510,8 +536,17 @@ pub(crate) fn nystrom_in(device: &Device, kernel: &Kernel, x: &DMatrix<f64>, piv
             return Err(Error::InvalidParameter { name: "pivots", reason: format!("pivot {p} repeated") });
         }
     }
-    let pivot_rows = x.select_rows(pivots);
-    let c = device.kernel_matrix_in(kernel, x, &pivot_rows, setting)?;
+    let (pivot_rows, c) = match x {
+        Rows::Dense(x) => {
+            let pivot_rows = x.select_rows(pivots);
+            let c = device.kernel_matrix_in(kernel, x, &pivot_rows, setting)?;
+            (pivot_rows, c)
+        }
+        Rows::Sparse(x) => {
+            let selected = crate::sparse::select_csr_rows(x, pivots);
+            (crate::sparse::densify(&selected)?, crate::sparse::kernel_matrix_sparse_cpu(kernel, x, &selected)?)
+        }
+    };
     let m = pivots.len();
     let w = DMatrix::from_fn(m, m, |a, b| 0.5 * (c[(pivots[a], b)] + c[(pivots[b], a)]));
     let transform = crate::nystrom::NystromMap::eigen(&w, 1e-12, None)?;
@@ -538,8 +573,6 @@ impl NystromFactor {
     /// Factors of new samples `G* = K(X*, A) T` (t x rank), computed on the
     /// device the factor was fitted on ([`FactorTransform::apply`]).
     pub fn apply(&self, x: &(impl AsMatrix<Elem = f64> + ?Sized)) -> Result<DMatrix<f64>, Error> {
-        let x = x.as_matrix()?;
-        let x = &*x;
         self.transform.apply(&self.device, x)
     }
 

@@ -3,12 +3,12 @@
 
 use nalgebra::{DMatrix, DVector};
 
-use super::columns::KernelColumns;
+use super::columns::{KernelColumns, Rows};
 use super::csi::csi_decomposition;
 use crate::input::AsMatrix;
 use crate::error::Error;
 use super::icd::{nystrom_in, FactorTransform, IcdParams};
-use super::{centred_target, check_lambda, inputs_per_kernel};
+use super::{centred_target, check_lambda, rows_per_kernel};
 use crate::distributed::{agree, Communicator, SingleProcess};
 use crate::precision::WorkingPrecision;
 use crate::{Device, Kernel};
@@ -119,13 +119,21 @@ impl LowRankRidgeParams {
     /// solves ridge regression `(F^T F + lambda I) beta = F^T (y - mean(y))`
     /// (`F^T F` on `device`).
     ///
+    /// Sparse inputs (CSR, [`AsMatrix::as_csr`]) are never densified: ICD
+    /// and CSI compute their kernel columns, and Nystrom its `K(:, A)`, from
+    /// sparse inner products on the CPU on every device (the factors and the
+    /// ridge system are dense, on `device`); the transforms keep the pivots'
+    /// rows dense.
+    ///
     /// Errors: invalid parameters (rank 0 or above n, kappa outside [0, 1],
     /// delta 0, lambda < 0), inputs that disagree on n, NaN/Inf, constant
     /// target, [`Error::Singular`] for `lambda = 0` on collinear factors.
-    pub fn fit_inputs(&self, device: &Device, inputs: &[&DMatrix<f64>], y: &DVector<f64>) -> Result<LowRankRidge, Error> {
+    pub fn fit_inputs<X: AsMatrix<Elem = f64> + ?Sized>(&self, device: &Device, inputs: &[&X], y: &DVector<f64>) -> Result<LowRankRidge, Error> {
         self.validate()?;
         let kernels: &[Kernel] = &self.kernels;
-        let xs = inputs_per_kernel(kernels, inputs, None)?;
+        let converted = super::convert_inputs(inputs)?;
+        let inputs: Vec<Rows<'_>> = converted.iter().map(|x| x.rows()).collect();
+        let xs = rows_per_kernel(kernels, &inputs, None)?;
         let n = xs[0].nrows();
         if self.rank_per_kernel > n {
             return Err(Error::RankTooLarge { rank: self.rank_per_kernel, n });
@@ -137,7 +145,7 @@ impl LowRankRidgeParams {
         for (q, kernel) in kernels.iter().enumerate() {
             let (g, t) = match self.method {
                 LowRankMethod::Icd => {
-                    let f = IcdParams::new(self.rank_per_kernel).precision(self.precision).fit(device, kernel, xs[q])?;
+                    let f = IcdParams::new(self.rank_per_kernel).precision(self.precision).fit_rows(device, kernel, xs[q])?;
                     (f.factor().clone(), f.transform().clone())
                 }
                 LowRankMethod::Nystrom { seed } => {
@@ -147,9 +155,9 @@ impl LowRankRidgeParams {
                 LowRankMethod::Csi { lookahead, kappa } => {
                     // At most n look-ahead columns exist: clamp before the `+ 1`.
                     let lookahead = lookahead.min(n);
-                    let cols = KernelColumns::new_in(device, *kernel, xs[q], precision)?.with_cache(lookahead + 1);
+                    let cols = KernelColumns::on_rows(device, *kernel, xs[q], precision)?.with_cache(lookahead + 1);
                     let state = csi_decomposition(&cols, &yc, self.rank_per_kernel, lookahead, kappa)?;
-                    (state.factor(), state.transform(*kernel, xs[q]))
+                    (state.factor(), state.transform(*kernel, cols.rows())?)
                 }
             };
             factors.push(g);
@@ -279,20 +287,22 @@ impl LowRankRidge {
     /// Predictions for new rows `x` of the shared input (every kernel on
     /// `x`; [`LowRankRidge::predict_inputs`] for one input per kernel).
     pub fn predict(&self, x: &(impl AsMatrix<Elem = f64> + ?Sized)) -> Result<DVector<f64>, Error> {
-        let x = x.as_matrix()?;
-        let x = &*x;
         self.predict_inputs(&[x])
     }
 
     /// Predictions for new samples (same input layout as in `fit`); kernel
-    /// values against the pivots are computed on the model's device.
-    pub fn predict_inputs(&self, inputs: &[&DMatrix<f64>]) -> Result<DVector<f64>, Error> {
+    /// values against the pivots are computed on the model's device (for
+    /// sparse rows from sparse inner products on the CPU,
+    /// [`FactorTransform::apply`]).
+    pub fn predict_inputs<X: AsMatrix<Elem = f64> + ?Sized>(&self, inputs: &[&X]) -> Result<DVector<f64>, Error> {
         let device = &self.device;
-        let xs = inputs_per_kernel(&self.kernels, inputs, None)?;
+        let converted = super::convert_inputs(inputs)?;
+        let inputs: Vec<Rows<'_>> = converted.iter().map(|x| x.rows()).collect();
+        let xs = rows_per_kernel(&self.kernels, &inputs, None)?;
         let mut out = DVector::from_element(xs[0].nrows(), self.target_mean);
         let mut c0 = 0;
         for (q, tr) in self.transforms.iter().enumerate() {
-            let g = tr.apply(device, xs[q])?;
+            let g = tr.apply_rows(device, xs[q])?;
             for t in 0..g.ncols() {
                 let j = c0 + t;
                 let f = self.coefficients[j] * self.scales[j];

@@ -22,6 +22,21 @@
 //! one data matrix shared by all kernels or one matrix per kernel (e.g. each
 //! kernel on its own feature subset, see [`select_columns`]); rows are
 //! samples, and every matrix must have the same number of rows.
+//!
+//! Sparse inputs ([`CsrMatrix`](crate::sparse::CsrMatrix), one sample per
+//! row, recognised by [`AsMatrix::as_csr`](crate::input::AsMatrix::as_csr))
+//! are never densified by [`MklarenParams::fit_inputs`], [`IcdParams::fit`]
+//! and the predictions and transforms of their models: the kernel diagonals
+//! come from the rows' squared norms, and each kernel column `K(:, i)` (the
+//! exact Cholesky steps and the look-ahead ICD) is `k` applied to the
+//! statistic column `||x_k - x_i||^2` or `<x_k, x_i>` of sparse inner
+//! products ([`crate::sparse`]), O(nnz(X)) per column, on the CPU on every
+//! device (a GPU fit with a sparse input takes the host path). A fitted
+//! transform keeps the pivots' rows dense (K x d numbers), and new sparse
+//! rows meet them through the sparse kernel matrix
+//! ([`crate::nystrom::features_sparse`]). A sparse input and its dense copy
+//! give the same kernel columns up to the summation order of the inner
+//! products (about `1e-15` relative).
 
 mod columns;
 mod csi;
@@ -48,8 +63,8 @@ pub use crate::distributed::ShardedSupervised;
 use crate::error::Error;
 use nalgebra::{DMatrix, DVector};
 
-use crate::linalg::check_matrix;
 use crate::Kernel;
+use columns::Rows;
 
 /// Columns `cols` of `x`, in that order: the input of a kernel that works on
 /// a feature subset.
@@ -76,12 +91,19 @@ pub(crate) fn inputs_per_kernel<'a>(
     inputs: &[&'a DMatrix<f64>],
     n: Option<usize>,
 ) -> Result<Vec<&'a DMatrix<f64>>, Error> {
+    let rows: Vec<Rows<'a>> = inputs.iter().map(|x| Rows::Dense(x)).collect();
+    Ok(rows_per_kernel(kernels, &rows, n)?.iter().filter_map(Rows::dense).collect())
+}
+
+/// [`inputs_per_kernel`] for dense or sparse inputs (sparse ones checked
+/// for empty and non-finite entries without densifying).
+pub(crate) fn rows_per_kernel<'a>(kernels: &[Kernel], inputs: &[Rows<'a>], n: Option<usize>) -> Result<Vec<Rows<'a>>, Error> {
     check_kernels(kernels)?;
     if inputs.len() != 1 && inputs.len() != kernels.len() {
         return Err(Error::InputCount { kernels: kernels.len(), inputs: inputs.len() });
     }
     for x in inputs {
-        check_matrix("inputs", x)?;
+        x.check("inputs")?;
     }
     let n = n.unwrap_or(inputs[0].nrows());
     for (q, x) in inputs.iter().enumerate() {
@@ -90,6 +112,38 @@ pub(crate) fn inputs_per_kernel<'a>(
         }
     }
     Ok((0..kernels.len()).map(|q| if inputs.len() == 1 { inputs[0] } else { inputs[q] }).collect())
+}
+
+/// An input of a fit or a prediction as the methods compute on it: sparse
+/// rows kept as they are, anything else as a dense matrix (borrowed where
+/// it already is one).
+pub(crate) enum Input<'a> {
+    /// A dense matrix.
+    Dense(std::borrow::Cow<'a, DMatrix<f64>>),
+    /// Sparse rows.
+    Sparse(&'a crate::sparse::CsrMatrix<f64>),
+}
+
+impl Input<'_> {
+    /// The rows to compute on.
+    pub(crate) fn rows(&self) -> Rows<'_> {
+        match self {
+            Input::Dense(x) => Rows::Dense(x),
+            Input::Sparse(x) => Rows::Sparse(x),
+        }
+    }
+}
+
+/// Each input as [`Input`]: CSR inputs ([`AsMatrix::as_csr`](crate::input::AsMatrix::as_csr)) sparse,
+/// the others dense (converted once where they are not a `DMatrix`).
+pub(crate) fn convert_inputs<'a, X: crate::input::AsMatrix<Elem = f64> + ?Sized>(inputs: &[&'a X]) -> Result<Vec<Input<'a>>, Error> {
+    inputs
+        .iter()
+        .map(|&x| match x.as_csr() {
+            Some(csr) => Ok(Input::Sparse(csr)),
+            None => x.as_matrix().map(Input::Dense),
+        })
+        .collect()
 }
 
 /// Checks the target against `n` samples and returns it centred with its mean.

@@ -4,13 +4,13 @@
 use nalgebra::{DMatrix, DVector};
 use rayon::prelude::*;
 
-use super::columns::{KernelColumns, SharedInput};
+use super::columns::{KernelColumns, Rows, SharedInput};
 use crate::input::{AsMatrix, AsVector};
 use crate::error::Error;
-use super::fitted::{convert_inputs, Mklaren, SelectedColumn};
+use super::fitted::{Mklaren, SelectedColumn};
 use super::icd::{argmax, CholeskyState};
 use super::tall::{columns_of, row_chunks, row_quadratic_forms, tall_tr_mul, tall_tr_mul_cols};
-use super::{centred_target, check_lambda, inputs_per_kernel};
+use super::{centred_target, check_lambda, rows_per_kernel};
 use crate::precision::WorkingPrecision;
 use crate::{Device, Kernel};
 
@@ -155,6 +155,13 @@ impl MklarenParams {
     /// to the lower kernel index however the work is split). The fit runs
     /// on a worker of rayon's pool, so a pass of a single chunk runs inline.
     ///
+    /// Sparse inputs (CSR, [`AsMatrix::as_csr`]) are never densified: their
+    /// kernel columns and diagonals come from sparse inner products on the
+    /// CPU on every device, and a fit with any sparse input runs every step
+    /// on the host (as on [`Device::Cpu`], whatever the device and the
+    /// precision setting; the model keeps `device` for its predictions of
+    /// dense rows). See the [module](super) for the cost.
+    ///
     /// Errors: invalid parameters, rank above n, inputs that disagree on n,
     /// NaN/Inf inputs or target, constant target, and
     /// [`Error::RankDeficient`] when the kernels run out of
@@ -164,8 +171,8 @@ impl MklarenParams {
         X: AsMatrix<Elem = f64> + ?Sized,
         Y: AsVector<Elem = f64> + ?Sized,
     {
-        let converted = convert_inputs(inputs)?;
-        let inputs: Vec<&DMatrix<f64>> = converted.iter().map(|x| &**x).collect();
+        let converted = super::convert_inputs(inputs)?;
+        let inputs: Vec<Rows<'_>> = converted.iter().map(|x| x.rows()).collect();
         let y = y.as_vector()?;
         // On a worker of the thread pool, the many short parallel passes of
         // a step run inline when they are a single chunk instead of each
@@ -173,10 +180,10 @@ impl MklarenParams {
         rayon::scope(|_| self.fit_on_pool(device, &inputs, &y))
     }
 
-    fn fit_on_pool(&self, device: &Device, inputs: &[&DMatrix<f64>], y: &DVector<f64>) -> Result<Mklaren, Error> {
+    fn fit_on_pool(&self, device: &Device, inputs: &[Rows<'_>], y: &DVector<f64>) -> Result<Mklaren, Error> {
         self.validate()?;
         let kernels: &[Kernel] = &self.kernels;
-        let xs = inputs_per_kernel(kernels, inputs, None)?;
+        let xs = rows_per_kernel(kernels, inputs, None)?;
         let n = xs[0].nrows();
         if self.rank > n {
             return Err(Error::RankTooLarge { rank: self.rank, n });
@@ -185,13 +192,23 @@ impl MklarenParams {
         let rank = self.rank;
         let scale = 1.0 / (1.0 + self.lambda).sqrt();
         let aug = n + rank;
+        // Dense inputs only (a sparse input runs every step on the host).
+        let dense: Option<Vec<&DMatrix<f64>>> = xs.iter().map(Rows::dense).collect();
         // On a GPU with `f64`: every O(n) part of a step on the device.
-        if let Some(model) = super::device::fit(&super::device::Settings { kernels: &self.kernels, rank: self.rank, lookahead: self.lookahead, lambda: self.lambda, precision: self.precision }, device, &xs, &yc, target_mean)? {
-            return Ok(model);
+        if let Some(dense) = &dense {
+            if let Some(model) = super::device::fit(&super::device::Settings { kernels: &self.kernels, rank: self.rank, lookahead: self.lookahead, lambda: self.lambda, precision: self.precision }, device, dense, &yc, target_mean)? {
+                return Ok(model);
+            }
         }
 
-        // On a GPU each distinct input goes up once for the whole fit.
-        let resident = KernelColumns::upload_inputs_in(device, &xs, device.working_precision(self.precision)?)?;
+        // On a GPU each distinct input goes up once for the whole fit; the
+        // columns of sparse inputs are computed on the CPU (as on
+        // `Device::Cpu`, with the shared statistic columns cached).
+        let on_device = device.is_gpu() && dense.is_some();
+        let resident = match &dense {
+            Some(dense) => KernelColumns::upload_inputs_in(device, dense, device.working_precision(self.precision)?)?,
+            None => vec![None; xs.len()],
+        };
         // At most n look-ahead columns exist: clamp before the `+ 1`.
         let delta = self.lookahead.min(n);
         // Each distinct input's norms once, and on the CPU its statistic
@@ -199,8 +216,8 @@ impl MklarenParams {
         // look-ahead is mostly recomputed on the same pivots, and kernels
         // on one input mostly pick the same pivots); on a GPU each kernel
         // caches its own delta + 1 columns.
-        let shared = SharedInput::for_inputs(&xs, if device.is_gpu() { 0 } else { delta + 1 })?;
-        let own_cache = if device.is_gpu() { delta + 1 } else { 0 };
+        let shared = SharedInput::for_inputs(&xs, if on_device { 0 } else { delta + 1 })?;
+        let own_cache = if on_device { delta + 1 } else { 0 };
         // The kernels' first look-ahead blocks, in parallel.
         let mut states = kernels
             .par_iter()
@@ -305,7 +322,7 @@ impl MklarenParams {
             "mklaren: n = {n}, rank {rank}: kernel columns computed per kernel {computed:?} (total {}), passes over the inputs {passes}",
             computed.iter().sum::<usize>()
         );
-        let transforms = states.iter().map(|st| st.chol.transform(st.cols.kernel(), st.cols.data())).collect();
+        let transforms = states.iter().map(|st| st.chol.transform(st.cols.kernel(), st.cols.rows())).collect::<Result<Vec<_>, Error>>()?;
         Mklaren::assemble(device, kernels, transforms, selected, &h, &fit, path, target_mean, scale)
     }
 }

@@ -385,7 +385,7 @@ impl FitSharded<ShardedSupervised> for MklarenParams {
                 return kernels.iter().map(|k| KernelColumns::for_rows(device, *k, local)).collect::<Result<Vec<_>>>();
             }
             let resident = KernelColumns::upload_inputs_in(device, &xs, device.working_precision(self.precision)?)?;
-            let shared = SharedInput::for_inputs(&xs, 0)?;
+            let shared = SharedInput::for_inputs(&xs.iter().map(|x| super::columns::Rows::Dense(x)).collect::<Vec<_>>(), 0)?;
             (0..p).map(|q| KernelColumns::on_input(device, kernels[q], shared[q].clone(), resident[q].clone())).collect::<Result<Vec<_>>>()
         })())?;
         let mut top: Vec<f64> = columns.iter().map(|c| c.diagonal().iter().fold(0.0f64, |a, &b| a.max(b))).collect();

@@ -1,3 +1,4 @@
 //! mklaren and its low-rank baselines.
 
 mod model;
+mod sparse;
