@@ -646,7 +646,7 @@ impl Device {
     /// `y >= 0` of one shape (the negative root of `s^2 - v s - c y / 4 = 0`,
     /// without cancellation), left on the device: the prox of the negative
     /// log-likelihood's conjugate with a step per entry
-    /// ([`crate::psd::NegativeLogLikelihood`]).
+    /// (the PSD density's loss).
     pub(crate) fn resident_negative_root(&self, v: &DeviceMatrix, y: &DeviceMatrix, c: f64) -> Result<DeviceMatrix> {
         linalg::check_dim("rows of a negative root's operands", v.nrows(), y.nrows())?;
         linalg::check_dim("columns of a negative root's operands", v.ncols(), y.ncols())?;
@@ -847,7 +847,7 @@ impl Device {
                     ElementwiseMap::Hadamard => xh.component_mul(&*yh),
                     ElementwiseMap::Combination { alpha, beta } => DMatrix::from_fn(xh.nrows(), xh.ncols(), |i, j| alpha * xh[(i, j)] + beta * yh[(i, j)]),
                     ElementwiseMap::Shift { alpha, gamma } => DMatrix::from_fn(xh.nrows(), xh.ncols(), |i, j| alpha * xh[(i, j)] + if i == j { gamma } else { 0.0 }),
-                    ElementwiseMap::NegativeRoot { scale } => xh.zip_map(&*yh, |v, y| crate::psd::loss::negative_root(v, scale * y)),
+                    ElementwiseMap::NegativeRoot { scale } => xh.zip_map(&*yh, |v, y| negative_root(v, scale * y)),
                     ElementwiseMap::Log { scale } => xh.map(|v| if scale * v > 0.0 { (scale * v).ln() } else { 0.0 }),
                     ElementwiseMap::Outside { scale } => xh.map(|v| if scale * v > 0.0 { 0.0 } else { 1.0 }),
                 };
@@ -903,6 +903,13 @@ fn round_to(precision: Precision, values: &mut [f64]) {
 
 /// Fails with `PrecisionMismatch` unless every operand has the first's
 /// precision (a GPU computes each operation in one precision).
+/// The negative root of `s^2 - x s - c/4 = 0`, `(x - sqrt(x^2 + c))/2`,
+/// written without cancellation for `x > 0` (the element-wise map of
+/// [`Device::resident_negative_root`] on the CPU).
+pub(crate) fn negative_root(x: f64, c: f64) -> f64 {
+    if x > 0.0 { -c / (2.0 * (x + (x * x + c).sqrt())) } else { 0.5 * (x - (x * x + c).sqrt()) }
+}
+
 fn check_precisions(operands: &[&DeviceMatrix]) -> Result<()> {
     let expected = operands[0].precision();
     match operands.iter().find(|m| m.precision() != expected) {

@@ -7,7 +7,7 @@ use nalgebra::DVector;
 
 use crate::device::Device;
 use crate::error::Error;
-use crate::resident::DeviceMatrix;
+use crate::resident::{negative_root, DeviceMatrix};
 
 /// A separable convex loss with a computable conjugate proximal operator.
 pub trait DualLoss {
@@ -129,11 +129,6 @@ impl ResidentLoss for NegativeLogLikelihood {
     }
 }
 
-/// The negative root of `s^2 - x s - c/4 = 0`, `(x - sqrt(x^2 + c))/2`,
-/// written without cancellation for `x > 0`.
-pub(crate) fn negative_root(x: f64, c: f64) -> f64 {
-    if x > 0.0 { -c / (2.0 * (x + (x * x + c).sqrt())) } else { 0.5 * (x - (x * x + c).sqrt()) }
-}
 
 /// A block of `rows` of the terms of `loss` (a rank's samples in a sharded
 /// fit): the same terms and scale (the loss's `n` is that of all samples),
