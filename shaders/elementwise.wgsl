@@ -7,7 +7,14 @@
 //   mode 2 (combination): out_ij = scale * x_ij + beta * y_ij;
 //   mode 3 (shift): out_ij = scale * x_ij + beta [i = j] (y is not read),
 //          with i counted from row0, the first row of this dispatch in the
-//          whole matrix (the polynomial steps of the PSD positive part).
+//          whole matrix (the polynomial steps of the PSD positive part);
+//   mode 4 (negative root): out_ij = (v - sqrt(v^2 + c)) / 2 for v = x_ij,
+//          c = scale * y_ij >= 0, written -c / (2 (v + sqrt(v^2 + c))) for
+//          v > 0 (no cancellation): the prox of the negative
+//          log-likelihood's conjugate with a step per entry (src/psd/loss.rs);
+//   mode 5 (log): out_ij = ln(scale * x_ij) where scale * x_ij > 0, else 0;
+//   mode 6 (outside): out_ij = 0 where scale * x_ij > 0, else 1 (NaN too):
+//          with mode 5, the sums of a log-likelihood and its domain check.
 // One invocation per element; x, y and out are within one binding each.
 
 struct Map {
@@ -41,6 +48,19 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
         out[job.out_off + e] = v * y[job.y_off + e];
     } else if (job.mode == 2u) {
         out[job.out_off + e] = job.scale * v + job.beta * y[job.y_off + e];
+    } else if (job.mode == 4u) {
+        let c = job.scale * y[job.y_off + e];
+        let root = tsqrt(v * v + c);
+        if (v > T(0.0)) {
+            out[job.out_off + e] = -c / (T(2.0) * (v + root));
+        } else {
+            out[job.out_off + e] = T(0.5) * (v - root);
+        }
+    } else if (job.mode == 5u) {
+        let w = job.scale * v;
+        out[job.out_off + e] = select(T(0.0), tlog(w), w > T(0.0));
+    } else if (job.mode == 6u) {
+        out[job.out_off + e] = select(T(1.0), T(0.0), job.scale * v > T(0.0));
     } else {
         var shift = T(0.0);
         if (job.row0 + e / job.cols == j) {

@@ -17,3 +17,7 @@ fn tsqrt(x: f32) -> f32 {
 fn tcos(x: f32) -> f32 {
     return cos(x);
 }
+
+fn tlog(x: f32) -> f32 {
+    return log(x);
+}

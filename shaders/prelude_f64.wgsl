@@ -111,3 +111,26 @@ fn tcos(x: f64) -> f64 {
         default: { return sr; }
     }
 }
+
+// ln(x) in f64 for x > 0 (Vulkan has no 64-bit log either): x is brought
+// into [1e-30, 1e30] by factors 2^-100 / 2^100 (exact; at most 11 of each
+// for finite x), the f32 log of that (absolute error below 1e-6) is refined
+// by one Halley step y + 2 (x - e^y) / (x + e^y) with `texp` (error cubed,
+// below 1e-17 beyond texp's own), and k 100 ln 2 is added back (rounding
+// of that below 2e-14 at the ends of the f64 range).
+fn tlog(x: f64) -> f64 {
+    var v = x;
+    var k = 0.0lf;
+    for (var i = 0; i < 12 && v > 1e30lf; i++) {
+        v = v * 7.888609052210118e-31lf;
+        k = k + 1.0lf;
+    }
+    for (var i = 0; i < 12 && v < 1e-30lf; i++) {
+        v = v * 1.2676506002282294e30lf;
+        k = k - 1.0lf;
+    }
+    let y0 = f64(log(f32(v)));
+    let e = texp(y0);
+    let y = y0 + 2.0lf * (v - e) / (v + e);
+    return y + k * 69.31471805599453lf;
+}

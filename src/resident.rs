@@ -642,6 +642,65 @@ impl Device {
         self.elementwise(ElementwiseMap::Shift { alpha: 1.0, gamma }, &combined, &combined)
     }
 
+    /// `(v - sqrt(v^2 + c y)) / 2` entry by entry of a resident `v` and
+    /// `y >= 0` of one shape (the negative root of `s^2 - v s - c y / 4 = 0`,
+    /// without cancellation), left on the device: the prox of the negative
+    /// log-likelihood's conjugate with a step per entry
+    /// (the PSD density's loss).
+    pub(crate) fn resident_negative_root(&self, v: &DeviceMatrix, y: &DeviceMatrix, c: f64) -> Result<DeviceMatrix> {
+        linalg::check_dim("rows of a negative root's operands", v.nrows(), y.nrows())?;
+        linalg::check_dim("columns of a negative root's operands", v.ncols(), y.ncols())?;
+        if !c.is_finite() {
+            return Err(Error::InvalidParameter { name: "c", reason: format!("must be finite, got {c}") });
+        }
+        self.elementwise(ElementwiseMap::NegativeRoot { scale: c }, v, y)
+    }
+
+    /// `ln(scale x)` entry by entry where `scale x > 0`, 0 elsewhere, with
+    /// the indicator of those other entries (1 there, else 0), left on
+    /// the device: with [`Self::resident_sums`], the sum of logs and how
+    /// many entries lie outside the domain.
+    pub(crate) fn resident_log(&self, x: &DeviceMatrix, scale: f64) -> Result<(DeviceMatrix, DeviceMatrix)> {
+        if !scale.is_finite() {
+            return Err(Error::InvalidParameter { name: "scale", reason: format!("must be finite, got {scale}") });
+        }
+        Ok((self.elementwise(ElementwiseMap::Log { scale }, x, x)?, self.elementwise(ElementwiseMap::Outside { scale }, x, x)?))
+    }
+
+    /// The sums of the entries of n x 1 resident vectors, brought back
+    /// together: on a GPU one submission and one blocking read of
+    /// `8 vectors.len()` bytes (`f64`), whatever the length of the vectors.
+    ///
+    /// Errors: a vector of more than one column, mixed precisions or
+    /// devices; [`Error::Overflow`] for a sum that is not finite.
+    pub(crate) fn resident_sums(&self, vectors: &[&DeviceMatrix]) -> Result<Vec<f64>> {
+        if vectors.is_empty() {
+            return Ok(Vec::new());
+        }
+        check_precisions(vectors)?;
+        for v in vectors {
+            linalg::check_dim("columns of a summed vector", 1, v.ncols())?;
+        }
+        let sums = match self.context() {
+            None => {
+                let mut out = Vec::with_capacity(vectors.len());
+                for v in vectors {
+                    out.push(v.host_view()?.sum());
+                }
+                DeviceMatrix::host(DMatrix::from_column_slice(out.len(), 1, &out), vectors[0].precision())
+            }
+            Some(ctx) => {
+                let gpus = vectors.iter().map(|v| v.gpu()).collect::<Result<Vec<_>>>()?;
+                let out = ctx.zeros(vectors.len(), 1, gpus[0].precision())?;
+                let mut plan = Vec::new();
+                ctx.plan_vector_sums(&gpus, &out, &mut plan)?;
+                ctx.run_plan(plan)?;
+                DeviceMatrix { repr: Repr::Gpu(out) }
+            }
+        };
+        Ok(self.to_host(&sums)?.as_slice().to_vec())
+    }
+
     /// Row sums `sum_k x_ik` (n x 1), left on the device.
     pub fn resident_row_sums(&self, x: &DeviceMatrix) -> Result<DeviceMatrix> {
         self.row_reduction(x, false)
@@ -788,6 +847,9 @@ impl Device {
                     ElementwiseMap::Hadamard => xh.component_mul(&*yh),
                     ElementwiseMap::Combination { alpha, beta } => DMatrix::from_fn(xh.nrows(), xh.ncols(), |i, j| alpha * xh[(i, j)] + beta * yh[(i, j)]),
                     ElementwiseMap::Shift { alpha, gamma } => DMatrix::from_fn(xh.nrows(), xh.ncols(), |i, j| alpha * xh[(i, j)] + if i == j { gamma } else { 0.0 }),
+                    ElementwiseMap::NegativeRoot { scale } => xh.zip_map(&*yh, |v, y| negative_root(v, scale * y)),
+                    ElementwiseMap::Log { scale } => xh.map(|v| if scale * v > 0.0 { (scale * v).ln() } else { 0.0 }),
+                    ElementwiseMap::Outside { scale } => xh.map(|v| if scale * v > 0.0 { 0.0 } else { 1.0 }),
                 };
                 Ok(DeviceMatrix::host(out, x.precision()))
             }
@@ -841,6 +903,13 @@ fn round_to(precision: Precision, values: &mut [f64]) {
 
 /// Fails with `PrecisionMismatch` unless every operand has the first's
 /// precision (a GPU computes each operation in one precision).
+/// The negative root of `s^2 - x s - c/4 = 0`, `(x - sqrt(x^2 + c))/2`,
+/// written without cancellation for `x > 0` (the element-wise map of
+/// [`Device::resident_negative_root`] on the CPU).
+pub(crate) fn negative_root(x: f64, c: f64) -> f64 {
+    if x > 0.0 { -c / (2.0 * (x + (x * x + c).sqrt())) } else { 0.5 * (x - (x * x + c).sqrt()) }
+}
+
 fn check_precisions(operands: &[&DeviceMatrix]) -> Result<()> {
     let expected = operands[0].precision();
     match operands.iter().find(|m| m.precision() != expected) {

@@ -180,6 +180,10 @@ pub(super) enum PipelineKind {
     Sparse,
 }
 
+/// Entries summed by one invocation in the first pass of
+/// [`GpuContext::plan_vector_sums`].
+pub(crate) const VECTOR_SUM_SPAN: usize = 256;
+
 /// The element-wise maps of `elementwise.wgsl`.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) enum ElementwiseMap {
@@ -191,6 +195,12 @@ pub(crate) enum ElementwiseMap {
     Combination { alpha: f64, beta: f64 },
     /// `out_ij = alpha x_ij + gamma [i = j]` (`y` is not read).
     Shift { alpha: f64, gamma: f64 },
+    /// `out_ij = (v - sqrt(v^2 + c)) / 2`, `v = x_ij`, `c = scale y_ij`.
+    NegativeRoot { scale: f64 },
+    /// `out_ij = ln(scale x_ij)` where `scale x_ij > 0`, else 0 (`y` is not read).
+    Log { scale: f64 },
+    /// `out_ij = 0` where `scale x_ij > 0`, else 1 (`y` is not read).
+    Outside { scale: f64 },
 }
 
 
@@ -486,6 +496,50 @@ impl GpuContext {
     }
 
 
+    /// Records `out[j] = sum_i v_j[i]` for n x 1 vectors `v_j` into a
+    /// k x 1 `out` (k = `vectors.len()`), in two passes per row block of a
+    /// vector: sums of [`VECTOR_SUM_SPAN`] consecutive entries in parallel
+    /// into a partial vector, then the partials in one invocation, added to
+    /// `out[j]` after the first block. A partial vector of
+    /// `ceil(n / VECTOR_SUM_SPAN)` entries per block is allocated here.
+    pub(crate) fn plan_vector_sums(&self, vectors: &[&GpuMatrix], out: &GpuMatrix, plan: &mut Vec<Dispatch>) -> Result<()> {
+        let mut operands: Vec<&GpuMatrix> = vectors.to_vec();
+        operands.push(out);
+        let precision = self.check_same(&operands)?;
+        if out.nrows() != vectors.len() || out.ncols() != 1 || out.block_breaks().len() > 0 {
+            return Err(Error::DimensionMismatch { what: "rows of the output of vector sums (k x 1, one block)", expected: vectors.len(), found: out.nrows() * out.ncols() });
+        }
+        for (j, v) in vectors.iter().enumerate() {
+            if v.ncols() != 1 {
+                return Err(Error::DimensionMismatch { what: "columns of a summed vector", expected: 1, found: v.ncols() });
+            }
+            if out.same_storage(v) {
+                return Err(Error::InvalidParameter { name: "out", reason: "vector sums may not write into a summed vector".into() });
+            }
+            let o = out.locate(j);
+            let row_cuts = cuts(v.nrows(), v.block_breaks(), usize::MAX);
+            for (piece, r) in row_cuts.windows(2).enumerate() {
+                let (i0, len) = (r[0], r[1] - r[0]);
+                let s = v.locate(i0);
+                let (full, tail) = (len / VECTOR_SUM_SPAN, len % VECTOR_SUM_SPAN);
+                let partials = full + usize::from(tail > 0);
+                let partial = self.zeros(partials, 1, precision)?;
+                debug_assert_eq!(partial.storage.blocks.len(), 1);
+                if full > 0 {
+                    let job = Reduce { rows: full as u32, cols: VECTOR_SUM_SPAN as u32, x_off: s.local_row as u32, x_rs: VECTOR_SUM_SPAN as u32, x_cs: 1, out_off: 0, mode: 1, accumulate: 0 };
+                    self.push_row_reduce(job, precision, [v.buffer(s.block), partial.buffer(0)], plan);
+                }
+                if tail > 0 {
+                    let job = Reduce { rows: 1, cols: tail as u32, x_off: (s.local_row + full * VECTOR_SUM_SPAN) as u32, x_rs: 0, x_cs: 1, out_off: full as u32, mode: 1, accumulate: 0 };
+                    self.push_row_reduce(job, precision, [v.buffer(s.block), partial.buffer(0)], plan);
+                }
+                let job = Reduce { rows: 1, cols: partials as u32, x_off: 0, x_rs: 0, x_cs: 1, out_off: o.local_row as u32, mode: 1, accumulate: u32::from(piece > 0) };
+                self.push_row_reduce(job, precision, [partial.buffer(0), out.buffer(o.block)], plan);
+            }
+        }
+        Ok(())
+    }
+
     /// Records `out[i] (+)= sum_k x_ik^2` (`squares`) or `sum_k x_ik`.
     pub(crate) fn plan_row_reduce(&self, x: &GpuMatrix, out: &GpuMatrix, squares: bool, accumulate: bool, plan: &mut Vec<Dispatch>) -> Result<()> {
         let precision = self.check_same(&[x, out])?;
@@ -579,6 +633,9 @@ impl GpuContext {
             ElementwiseMap::Hadamard => (1u32, 0.0, 0.0),
             ElementwiseMap::Combination { alpha, beta } => (2u32, alpha, beta),
             ElementwiseMap::Shift { alpha, gamma } => (3u32, alpha, gamma),
+            ElementwiseMap::NegativeRoot { scale } => (4u32, scale, 0.0),
+            ElementwiseMap::Log { scale } => (5u32, scale, 0.0),
+            ElementwiseMap::Outside { scale } => (6u32, scale, 0.0),
         };
         for r in row_cuts.windows(2) {
             let (i0, i1) = (r[0], r[1]);

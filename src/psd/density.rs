@@ -117,9 +117,14 @@ impl DensityParams {
     /// the features are built on the device and stay there, and every
     /// iteration's `P diag(alpha) P^T`, `[M]_+` (the polar route of
     /// [`Self::positive_part`], where it is the cheaper one) and model values run there in `f64`
-    /// ([`super::features::Features::Resident`]); per evaluation the dual
-    /// weights go up and the model values, norms and traces come down, and
-    /// the O(n) vector updates run on the CPU. On a GPU without `f64` the
+    /// ([`super::features::Features::Resident`]). With the polar route
+    /// FISTA's state (the dual point, the momentum point, the gradient) and
+    /// its O(n) vector updates stay there too: per iteration only scalars
+    /// and O(r) norms and traces come down, nothing of length n crosses
+    /// (the dual start goes up and the dual point comes down once per fit).
+    /// With the eigendecomposition route, per evaluation the dual weights go
+    /// up and the model values come down, and the O(n) vector updates run
+    /// on the CPU. On a GPU without `f64` the
     /// features are computed there in `f32` and the iterations on the CPU.
     /// On the CPU everything runs in `f64` on the CPU.
     pub fn fit(&self, device: &Device, x: &(impl AsMatrix<Elem = f64> + ?Sized)) -> Result<PsdDensity, Error> {

@@ -292,7 +292,9 @@ impl TrainingFeatures {
 /// `p_i^T A p_i` (n values come down). With the polar route of
 /// [`super::positive_part::PositivePartSolver::polar`] the engine keeps `M`
 /// and `[M]_+` on the device as well ([`super::polar`]: matrix products
-/// only), so an evaluation moves `O(n + r)` numbers; the eigendecomposition
+/// only), so an evaluation moves `O(n + r)` numbers, and where FISTA's
+/// state is resident too (the density) the weights and model values stay
+/// there and an iteration moves `O(r)` numbers; the eigendecomposition
 /// routes bring `M` to the host (`O(n + r^2)`), where dense symmetric
 /// eigensolvers run in `f64`.
 #[derive(Clone, Copy)]
@@ -368,16 +370,28 @@ impl Features<'_> {
         let wd = device.upload_vector(w, Precision::F64)?;
         device.resident_weighted_gram(phi, &wd)
     }
-    /// `p_i^T A p_i` for every sample i and a resident A (r x r) on the
-    /// device of resident features: `Phi A` and its row dots with `Phi` stay
-    /// there, n values come down; [`Error::InvalidParameter`] for host features.
-    pub(super) fn quadratic_forms_resident(&self, a: &DeviceMatrix) -> Result<DVector<f64>, Error> {
+    /// `P diag(w) P^T` (r x r) for weights `w` (n x 1) resident on the
+    /// device of resident features: nothing crosses.
+    pub(super) fn weighted_gram_of_resident(&self, w: &DeviceMatrix) -> Result<DeviceMatrix, Error> {
+        let Features::Resident { device, phi } = self else { return Err(host_features()) };
+        linalg::check_dim("weights vs samples", phi.nrows(), w.nrows())?;
+        device.resident_weighted_gram(phi, w)
+    }
+    /// `p_i^T A p_i` (n x 1) for every sample i and a resident A (r x r),
+    /// left on the device of resident features.
+    pub(super) fn quadratic_forms_on_device(&self, a: &DeviceMatrix) -> Result<DeviceMatrix, Error> {
         let Features::Resident { device, phi } = self else { return Err(host_features()) };
         linalg::check_dim("rows of A vs feature dimension", phi.ncols(), a.nrows())?;
         linalg::check_dim("columns of A vs feature dimension", phi.ncols(), a.ncols())?;
         let g = device.resident_matmul(phi, a, MatrixProduct::AB)?;
-        let dots = device.resident_row_sums(&device.resident_hadamard(&g, phi)?)?;
-        device.to_host_vector(&dots)
+        device.resident_row_sums(&device.resident_hadamard(&g, phi)?)
+    }
+    /// `p_i^T A p_i` for every sample i and a resident A (r x r) on the
+    /// device of resident features: `Phi A` and its row dots with `Phi` stay
+    /// there, n values come down; [`Error::InvalidParameter`] for host features.
+    pub(super) fn quadratic_forms_resident(&self, a: &DeviceMatrix) -> Result<DVector<f64>, Error> {
+        let Features::Resident { device, .. } = self else { return Err(host_features()) };
+        device.to_host_vector(&self.quadratic_forms_on_device(a)?)
     }
     /// `||V^T p_i||^2` for every sample i, V r x k.
     pub(super) fn projected_norms(&self, v: &DMatrix<f64>) -> Result<DVector<f64>, Error> {

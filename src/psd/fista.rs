@@ -30,9 +30,9 @@ const SHRINK_TO_GROW: f64 = 0.8;
 
 /// Outcome of [`minimise`].
 #[derive(Debug, Clone)]
-pub struct FistaOutcome {
+pub struct FistaOutcome<V = DVector<f64>> {
     /// Last iterate.
-    pub x: DVector<f64>,
+    pub x: V,
     /// Iterations done.
     pub iterations: usize,
     /// Last stopping-rule value (duality gap).
@@ -54,6 +54,48 @@ pub struct FistaSettings {
     pub tolerance: f64,
     /// Evaluate the gap every this many iterations.
     pub check_every: usize,
+}
+
+/// Where FISTA's vectors live and how its vector operations run: the
+/// host's `DVector` ([`HostSpace`]) or vectors resident on a device. The
+/// method itself ([`minimise_in`]) sees only these operations and scalars.
+pub trait FistaSpace {
+    /// An iterate, extrapolated point or gradient.
+    type Vector: Clone;
+    /// A failure of a vector operation.
+    type Error;
+    /// The extrapolated point `x + beta (x - x_prev)`.
+    fn extrapolate(&mut self, x: &Self::Vector, x_prev: &Self::Vector, beta: f64) -> Result<Self::Vector, Self::Error>;
+    /// The candidate `c = prox_{t g}(y - t grad)` with the inner products
+    /// `[<grad, c - y>, ||c - y||^2]` of the sufficient-decrease test and
+    /// `<y - c, c - x>` of the gradient restart criterion (`x` the current
+    /// iterate), computed together.
+    fn step(&mut self, y: &Self::Vector, grad: &Self::Vector, t: f64, x: &Self::Vector) -> Result<(Self::Vector, [f64; 3]), Self::Error>;
+}
+
+/// FISTA's vectors on the host: `prox(v, t)` is `prox_{t g}(v)`, and
+/// `sum(values)` replaces each of `values` by its sum over the ranks of a
+/// sharded solve (nothing in one process).
+pub struct HostSpace<P, S> {
+    /// `prox_{t g}`.
+    pub prox: P,
+    /// The sum over the ranks.
+    pub sum: S,
+}
+
+impl<P: Fn(&DVector<f64>, f64) -> DVector<f64>, S: FnMut(&mut [f64])> FistaSpace for HostSpace<P, S> {
+    type Vector = DVector<f64>;
+    type Error = std::convert::Infallible;
+    fn extrapolate(&mut self, x: &DVector<f64>, x_prev: &DVector<f64>, beta: f64) -> Result<DVector<f64>, Self::Error> {
+        Ok(x + (x - x_prev) * beta)
+    }
+    fn step(&mut self, y: &DVector<f64>, grad: &DVector<f64>, t: f64, x: &DVector<f64>) -> Result<(DVector<f64>, [f64; 3]), Self::Error> {
+        let cand = (self.prox)(&(y - grad * t), t);
+        let d = &cand - y;
+        let mut dots = [grad.dot(&d), d.norm_squared(), (y - &cand).dot(&(&cand - x))];
+        (self.sum)(&mut dots);
+        Ok((cand, dots))
+    }
 }
 
 /// Runs FISTA. `smooth(x, want_gradient)` returns `h(x)` and, when asked,
@@ -88,22 +130,40 @@ pub fn minimise_with_bound(
 /// [`minimise_with_bound`] on vectors sharded over ranks (each caller holds
 /// a block of the coordinates): `sum(values)` replaces each of `values` by
 /// its sum over the ranks, and is applied to the inner products of the
-/// method (`<grad h(y), x+ - y>` with `||x+ - y||^2`, one call per
-/// candidate, and the restart test's `<y - x+, x+ - x_k>`); the callbacks
+/// method (`<grad h(y), x+ - y>`, `||x+ - y||^2` and the restart test's
+/// `<y - x+, x+ - x_k>`, one call per candidate); the callbacks
 /// return values that are the same on every rank (`h`, `g`, the bound and
 /// the gap are sums over the ranks), so every rank takes the same steps.
 /// With one rank `sum` does nothing and this is [`minimise_with_bound`].
 #[allow(clippy::too_many_arguments)]
 pub fn minimise_with_bound_sharded(
-    mut smooth: impl FnMut(&DVector<f64>, bool) -> (f64, Option<DVector<f64>>),
-    mut remainder_bound: impl FnMut(&DVector<f64>, &DVector<f64>) -> Option<f64>,
+    smooth: impl FnMut(&DVector<f64>, bool) -> (f64, Option<DVector<f64>>),
+    remainder_bound: impl FnMut(&DVector<f64>, &DVector<f64>) -> Option<f64>,
     prox: impl Fn(&DVector<f64>, f64) -> DVector<f64>,
     nonsmooth: impl Fn(&DVector<f64>) -> f64,
-    mut gap: impl FnMut(&DVector<f64>) -> f64,
-    mut sum: impl FnMut(&mut [f64]),
+    gap: impl FnMut(&DVector<f64>) -> f64,
+    sum: impl FnMut(&mut [f64]),
     x0: DVector<f64>,
     settings: FistaSettings,
 ) -> FistaOutcome {
+    match minimise_in(HostSpace { prox, sum }, smooth, remainder_bound, nonsmooth, gap, x0, settings) {
+        Ok(outcome) => outcome,
+        Err(never) => match never {},
+    }
+}
+
+/// [`minimise_with_bound`] with the vectors and their operations in
+/// `space` (module docs); the callbacks are as there. Errors: the first
+/// failure of an operation of `space`.
+pub fn minimise_in<S: FistaSpace>(
+    mut space: S,
+    mut smooth: impl FnMut(&S::Vector, bool) -> (f64, Option<S::Vector>),
+    mut remainder_bound: impl FnMut(&S::Vector, &S::Vector) -> Option<f64>,
+    nonsmooth: impl Fn(&S::Vector) -> f64,
+    mut gap: impl FnMut(&S::Vector) -> f64,
+    x0: S::Vector,
+    settings: FistaSettings,
+) -> Result<FistaOutcome<S::Vector>, S::Error> {
     let mut x_prev = x0.clone();
     let mut x = x0;
     let mut theta = 1.0f64;
@@ -118,22 +178,18 @@ pub fn minimise_with_bound_sharded(
         // Try a longer step first; shrink until the sufficient-decrease test holds.
         let mut t_new = if grow { t / SHRINK_TO_GROW } else { t };
         // `h_new` is `None` when the step was accepted through the remainder bound.
-        let (x_new, y, h_new, theta_new) = loop {
+        let (x_new, h_new, direction, theta_new) = loop {
             let theta_new = (1.0 + (1.0 + 4.0 * theta * theta * t / t_new).sqrt()) / 2.0;
-            let y = &x + (&x - &x_prev) * ((theta - 1.0) / theta_new);
+            let y = space.extrapolate(&x, &x_prev, (theta - 1.0) / theta_new)?;
             let (hy, grad) = smooth(&y, true);
             let grad = grad.expect("gradient requested");
-            let cand = prox(&(&y - &grad * t_new), t_new);
-            let d = &cand - &y;
-            let mut dots = [grad.dot(&d), d.norm_squared()];
-            sum(&mut dots);
-            let [grad_d, d_squared] = dots;
+            let (cand, [grad_d, d_squared, direction]) = space.step(&y, &grad, t_new, &x)?;
             if let Some(rho) = remainder_bound(&y, &cand) {
                 let allowed = d_squared / (2.0 * t_new);
                 if rho <= allowed {
                     // Grow the next step only if the bound leaves room for it.
                     grow = rho <= SHRINK_TO_GROW * allowed;
-                    break (cand, y, None, theta_new);
+                    break (cand, None, direction, theta_new);
                 }
             }
             let (h_cand, _) = smooth(&cand, false);
@@ -141,7 +197,7 @@ pub fn minimise_with_bound_sharded(
             if h_cand <= bound + 8.0 * f64::EPSILON * hy.abs() || t_new < 1e-300 {
                 // Near the optimum the test is decided by round-off: stop growing the step.
                 grow = (h_cand - hy).abs() > 1e-9 * hy.abs();
-                break (cand, y, Some(h_cand), theta_new);
+                break (cand, Some(h_cand), direction, theta_new);
             }
             t_new *= 0.5;
         };
@@ -153,11 +209,7 @@ pub fn minimise_with_bound_sharded(
                 objective = obj_new.min(objective);
                 increased
             }
-            None => {
-                let mut direction = [(&y - &x_new).dot(&(&x_new - &x))];
-                sum(&mut direction);
-                direction[0] > 0.0
-            }
+            None => direction > 0.0,
         };
         if restart {
             // Adaptive restart: drop the momentum.
@@ -176,7 +228,7 @@ pub fn minimise_with_bound_sharded(
             }
         }
     }
-    FistaOutcome { x, iterations, gap: last_gap, gap_history: history, step: t }
+    Ok(FistaOutcome { x, iterations, gap: last_gap, gap_history: history, step: t })
 }
 
 #[cfg(test)]

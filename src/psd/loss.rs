@@ -5,6 +5,10 @@
 
 use nalgebra::DVector;
 
+use crate::device::Device;
+use crate::error::Error;
+use crate::resident::{negative_root, DeviceMatrix};
+
 /// A separable convex loss with a computable conjugate proximal operator.
 pub trait DualLoss {
     /// Number of terms n.
@@ -30,6 +34,33 @@ pub trait DualLoss {
     /// `alpha_i = l_i'(z_i)` (at the optimum, `alpha = grad L(f)`), which sets
     /// the scale of the dual variables right.
     fn dual_start(&self, z: &DVector<f64>) -> DVector<f64>;
+    /// The same loss on vectors resident on a device, where it provides
+    /// that (`None`, the default: the dual engine keeps FISTA's state on
+    /// the host).
+    fn resident(&self) -> Option<&dyn ResidentLoss> {
+        None
+    }
+}
+
+/// A loss whose conjugate's prox, conjugate and value run on vectors
+/// resident on a device (n x 1, `f64`), so that the dual engine's FISTA
+/// state stays there: the prox is element-wise, and the values are sums of
+/// element-wise terms (computed with one read-back of a few numbers, the
+/// terms of several sums together).
+pub trait ResidentLoss {
+    /// `s_i = prox_{t c_i l_i*}(v_i)` with a step `t c_i` per term (`c`
+    /// resident, the shape of `v`), left on the device.
+    fn prox_conjugate_resident(&self, device: &Device, v: &DeviceMatrix, c: &DeviceMatrix, t: f64) -> Result<DeviceMatrix, Error>;
+    /// Resident vectors whose sums give `L*(alpha)` ([`Self::conjugate_from_sums`]).
+    fn conjugate_terms(&self, device: &Device, alpha: &DeviceMatrix) -> Result<Vec<DeviceMatrix>, Error>;
+    /// `L*(alpha)` from the sums of [`Self::conjugate_terms`] (`+inf` outside the domain).
+    fn conjugate_from_sums(&self, sums: &[f64]) -> f64;
+    /// Resident vectors whose sums give `L(scale v)` ([`Self::value_from_sums`]).
+    fn value_terms(&self, device: &Device, v: &DeviceMatrix, scale: f64) -> Result<Vec<DeviceMatrix>, Error>;
+    /// `L(u)` from the sums of [`Self::value_terms`] (`+inf` outside the domain).
+    fn value_from_sums(&self, sums: &[f64]) -> f64;
+    /// `L(u / s)` from `value = L(u)`, for `s > 0`.
+    fn value_at_scale(&self, value: f64, s: f64) -> f64;
 }
 
 /// Negative log-likelihood `L(z) = -(1/n) sum_i log z_i` (Section 6, density estimation).
@@ -56,22 +87,48 @@ impl DualLoss for NegativeLogLikelihood {
     }
     fn prox_conjugate(&self, v: &DVector<f64>, t: f64) -> DVector<f64> {
         let c = 4.0 * t / self.n as f64;
-        v.map(|x| nll_prox_root(x, c))
+        v.map(|x| negative_root(x, c))
     }
     fn prox_conjugate_per_term(&self, v: &DVector<f64>, t: &DVector<f64>) -> Option<DVector<f64>> {
         let n = self.n as f64;
-        Some(v.zip_map(t, |x, ti| nll_prox_root(x, 4.0 * ti / n)))
+        Some(v.zip_map(t, |x, ti| negative_root(x, 4.0 * ti / n)))
     }
     fn dual_start(&self, z: &DVector<f64>) -> DVector<f64> {
         z.map(|v| -1.0 / (self.n as f64 * v.max(f64::MIN_POSITIVE)))
     }
+    fn resident(&self) -> Option<&dyn ResidentLoss> {
+        Some(self)
+    }
 }
 
-/// The negative root of `s^2 - x s - c/4 = 0`, `(x - sqrt(x^2 + c))/2`,
-/// written without cancellation for `x > 0`.
-fn nll_prox_root(x: f64, c: f64) -> f64 {
-    if x > 0.0 { -c / (2.0 * (x + (x * x + c).sqrt())) } else { 0.5 * (x - (x * x + c).sqrt()) }
+/// On a device: the prox is the negative root above with `c = 4 t c_i / n`
+/// (one element-wise pass); over the `n` terms, `L*(s) = -(n + sum_i
+/// ln(-n s_i)) / n` and `L(u) = -(1/n) sum_i ln u_i`, from the sums of the
+/// logs and of the indicators of the terms outside the domain; `L(u / s) =
+/// L(u) + ln s`.
+impl ResidentLoss for NegativeLogLikelihood {
+    fn prox_conjugate_resident(&self, device: &Device, v: &DeviceMatrix, c: &DeviceMatrix, t: f64) -> Result<DeviceMatrix, Error> {
+        device.resident_negative_root(v, c, 4.0 * t / self.n as f64)
+    }
+    fn conjugate_terms(&self, device: &Device, alpha: &DeviceMatrix) -> Result<Vec<DeviceMatrix>, Error> {
+        let (logs, outside) = device.resident_log(alpha, -(self.n as f64))?;
+        Ok(vec![logs, outside])
+    }
+    fn conjugate_from_sums(&self, sums: &[f64]) -> f64 {
+        if sums[1] > 0.0 { f64::INFINITY } else { -(self.n as f64 + sums[0]) / self.n as f64 }
+    }
+    fn value_terms(&self, device: &Device, v: &DeviceMatrix, scale: f64) -> Result<Vec<DeviceMatrix>, Error> {
+        let (logs, outside) = device.resident_log(v, scale)?;
+        Ok(vec![logs, outside])
+    }
+    fn value_from_sums(&self, sums: &[f64]) -> f64 {
+        if sums[1] > 0.0 { f64::INFINITY } else { -sums[0] / self.n as f64 }
+    }
+    fn value_at_scale(&self, value: f64, s: f64) -> f64 {
+        value + s.ln()
+    }
 }
+
 
 /// A block of `rows` of the terms of `loss` (a rank's samples in a sharded
 /// fit): the same terms and scale (the loss's `n` is that of all samples),
@@ -102,6 +159,10 @@ impl<L: DualLoss> DualLoss for SampleBlock<L> {
     }
     fn dual_start(&self, z: &DVector<f64>) -> DVector<f64> {
         self.loss.dual_start(z)
+    }
+    /// The loss's own when the block holds all its terms.
+    fn resident(&self) -> Option<&dyn ResidentLoss> {
+        if self.rows == self.loss.len() { self.loss.resident() } else { None }
     }
 }
 

@@ -528,24 +528,23 @@ fn psd_density_counters_at_two_sizes() {
 }
 
 /// What crosses between host and device per iteration of the GPU density
-/// fit on the polar route (M and `[M]_+` resident), exactly: the counters
-/// of a fit stopped after K2 iterations less those of the same fit stopped
-/// after K1 < K2 (both `NotConverged`: the set-up, the uploads of X, the
-/// centres, W and the metric's factor, is the same in both and cancels), at
-/// two sizes. Today, with `G` weighted Grams (new dual points whose `M` is
-/// not an affine combination of cached ones) and `V` model-value
-/// computations in those iterations:
+/// fit on the polar route, where `M`, `[M]_+` and FISTA's state (the dual
+/// point, the momentum point, the gradient, the metric) are resident,
+/// exactly: the counters of a fit stopped after K2 iterations less those of
+/// the same fit stopped after K1 < K2 (both `NotConverged`: the set-up, the
+/// uploads of X, the centres, W, the metric and the dual start, and the
+/// final read-back of z, are the same in both and cancel), at two sizes:
 ///
-/// - up: `8 n` bytes per weighted Gram (its weights `-d`, one upload) and
-///   nothing else: `8 n G` bytes;
-/// - down: every wait is one read-back, of `n` model values (`u`, `8 n`
-///   bytes: `V` of them) or of `r` numbers (norms, traces, row sums of
-///   `r x r` matrices: the others), so `8 n V + 8 r (waits - V)` bytes, and
-///   nothing `r x r` crosses;
-/// - `V` from the read-backs equals `V` from the products: each model-value
-///   computation is one `n x r` by `r x r` product (`2 n r^2` flops), every
-///   other product is one of the sign iteration's `r x r` by `r x r`
-///   (`2 r^3`).
+/// - up: nothing (no upload, no byte);
+/// - down: every wait is one read-back of `r` numbers (the polar route's
+///   norms and traces) or of at most 5 scalars (FISTA's inner products with
+///   the remainder bound and the restart criterion, the loss sums of an
+///   objective or a gap check), nothing of length `n`: at most `8 r` bytes
+///   per wait. The waits themselves follow the polar route's products,
+///   which depend on the spectrum of `M` (the data), not on `n`;
+/// - the weighted Grams are r x r over n, one dispatch each, exactly one
+///   per iteration (the candidate's `M`; the extrapolated point's is a
+///   combination of cached ones), their weights resident.
 #[test]
 fn psd_density_counters_per_iteration_at_two_sizes() {
     use gramian::psd::{BaseMeasure, DensityParams, PositivePartRoute, Regularisation, SolverOptions};
@@ -567,23 +566,13 @@ fn psd_density_counters_per_iteration_at_two_sizes() {
         let (n64, r, per) = (n as u64, m as u64, (k2 - k1) as f64);
         let t = c.transfers;
         let grams = c.class(ShapeKind::WeightedGram, Precision::F64);
-        let products = c.class(ShapeKind::Product, Precision::F64);
         eprintln!(
             "per iteration (n = {n}, r = {r}): {:.2} waits, {:.1} bytes up, {:.1} bytes down, {:.2} weighted Grams, {:.2} dispatches",
             c.waits as f64 / per, t.host_to_device_bytes as f64 / per, t.device_to_host_bytes as f64 / per, grams.dispatches as f64 / per, t.dispatches as f64 / per
         );
-        // The weighted Grams are r x r over n (one dispatch each: r below a tile).
-        assert!(grams.dispatches > 0, "{c:?}");
+        assert_eq!(grams.dispatches, (k2 - k1) as u64, "{c:?}");
         assert_eq!(grams.flops, 3 * n64 * r * r * grams.dispatches, "{c:?}");
-        // Up: the weights of each weighted Gram, 8 n bytes, and nothing else.
-        assert_eq!((t.uploads, t.host_to_device_bytes), (grams.dispatches, 8 * n64 * grams.dispatches), "{c:?}");
-        // Products: V model-value products (2 n r^2) and the rest r x r x r (2 r^3).
-        let per_r2 = products.flops / (2 * r * r);
-        assert_eq!(products.flops % (2 * r * r), 0);
-        assert_eq!((per_r2 - r * products.dispatches) % (n64 - r), 0, "{c:?}");
-        let v = (per_r2 - r * products.dispatches) / (n64 - r);
-        assert!(v > 0, "{c:?}");
-        // Down: V read-backs of n values, every other wait r values; nothing r x r.
-        assert_eq!(t.device_to_host_bytes, 8 * n64 * v + 8 * r * (c.waits - v), "V = {v}: {c:?}");
+        assert_eq!((t.uploads, t.host_to_device_bytes), (0, 0), "{c:?}");
+        assert!(c.waits > 0 && t.device_to_host_bytes <= 8 * r * c.waits, "{c:?}");
     }
 }

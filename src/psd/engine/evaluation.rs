@@ -602,10 +602,15 @@ impl<'a, L: BlockLoss + ?Sized> EngineProblem<'a, L> {
     pub(super) fn gaps(&self, z: &DVector<f64>, mu: f64, state: &mut State<'_>) -> Result<(f64, f64, f64), Error> {
         let ev = self.evaluate(z, mu, state)?;
         let terms = self.loss_terms(z, &ev, true, state)?;
-        let dual = self.dual_value(&terms, mu, &ev);
+        Ok(self.gaps_of(&ev, &terms, mu))
+    }
+
+    /// [`Self::gaps`] from the evaluation and the loss terms (`plain` = `L(u)`).
+    pub(super) fn gaps_of(&self, ev: &Evaluation, terms: &LossTerms, mu: f64) -> (f64, f64, f64) {
+        let dual = self.dual_value(terms, mu, ev);
         let allowance = self.dense_allowance(&ev.pps);
-        let gap = self.primal(&terms, &ev) + dual + allowance;
+        let gap = self.primal(terms, ev) + dual + allowance;
         let penalised = terms.plain + self.regulariser(&ev.pps, 1.0) + ev.linear_energy + if self.integral.is_some() { mu * (ev.trace_aw - 1.0) } else { 0.0 };
-        Ok((gap, penalised + dual + allowance, ev.trace_aw))
+        (gap, penalised + dual + allowance, ev.trace_aw)
     }
 }

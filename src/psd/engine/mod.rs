@@ -42,9 +42,12 @@
 //! an affine combination of cached matrices, gap checks that reuse the
 //! candidate's `[M_q]_+`, and for the integral constraint the multiplier
 //! secant of [`super::dual`] (solves at fixed `mu` left once the side of the
-//! root is certain). The duality gap is the stopping rule. Nystrom
-//! compression is the caller's choice of centres for `P`: the cost per
-//! iteration is `O(Q (n r^2 + r^3))` for `Q` parts.
+//! root is certain). The duality gap is the stopping rule. With resident
+//! features, the polar route and a loss that runs on the device (the
+//! density), FISTA's state stays on the device as well (`resident.rs`:
+//! nothing of length `n` crosses per iteration). Nystrom compression is
+//! the caller's choice of centres for `P`: the cost per iteration is
+//! `O(Q (n r^2 + r^3))` for `Q` parts.
 
 use std::time::Instant;
 
@@ -57,12 +60,14 @@ use super::options::{SolverOptions, SolverReport};
 use super::error::{check_nonnegative, check_positive};
 use crate::error::Error;
 use super::fista::{self, FistaSettings};
-use super::loss::DualLoss;
+use super::loss::{DualLoss, ResidentLoss};
 use super::positive_part::{PartMatrix, PositivePartSolver, PositivePartStats};
 
 mod evaluation;
+mod resident;
 
 use evaluation::{MatrixCache, PartState, State};
+use resident::{ResidentPoint, ResidentSetting};
 
 /// A convex loss of `B` blocks of `n` values, separable over the samples
 /// (jointly convex across the blocks of one sample), with the conjugate and
@@ -89,6 +94,11 @@ pub trait BlockLoss {
     /// A dual starting point, given the model values `u0` of the primal guess
     /// `A_q = s_0 I` (`s_0 = 1/tr W` with an integral, else 1), `w = 0`.
     fn dual_start(&self, u0: &DVector<f64>) -> DVector<f64>;
+    /// The loss on resident vectors (one block), where it provides that
+    /// (`None`, the default: FISTA's state stays on the host).
+    fn resident(&self) -> Option<&dyn ResidentLoss> {
+        None
+    }
 }
 
 impl<L: DualLoss> BlockLoss for L {
@@ -112,6 +122,9 @@ impl<L: DualLoss> BlockLoss for L {
     }
     fn dual_start(&self, u0: &DVector<f64>) -> DVector<f64> {
         DualLoss::dual_start(self, u0)
+    }
+    fn resident(&self) -> Option<&dyn ResidentLoss> {
+        DualLoss::resident(self)
     }
 }
 
@@ -316,18 +329,13 @@ impl<'a, L: BlockLoss + ?Sized> EngineProblem<'a, L> {
                 values.fill(f64::NAN);
             }
         };
-        let w_norm = self.integral.map_or(0.0, |w| w.norm());
-        let leave_when_far = self.integral.is_some();
+        let stop = self.stopping_rule(options);
         let gap = |z: &DVector<f64>| -> f64 {
             let mut st = cell.borrow_mut();
             match self.gaps(z, mu, &mut st) {
-                Ok((g, inner, c)) => {
-                    gaps_seen.borrow_mut().push(g);
-                    if g <= options.tolerance || (leave_when_far && w_norm * (2.0 * inner.max(0.0) / self.lambda2).sqrt() <= 0.5 * (c - 1.0).abs()) {
-                        0.0
-                    } else {
-                        inner
-                    }
+                Ok(gaps) => {
+                    gaps_seen.borrow_mut().push(gaps.0);
+                    stop(gaps)
                 }
                 Err(e) => {
                     record(e);
@@ -369,6 +377,24 @@ impl<'a, L: BlockLoss + ?Sized> EngineProblem<'a, L> {
         Ok(outcome)
     }
 
+    /// What FISTA's stopping rule sees at fixed `mu` for the gaps
+    /// `(gap, penalised gap, tr(A W))` of [`Self::gaps`]: 0 once the gap is
+    /// within the tolerance, or with an integral once the penalised gap
+    /// shows that `tr(A W)` stays far from 1 (the solve at this `mu` is
+    /// left, see [`super::dual`]); otherwise the penalised gap.
+    fn stopping_rule(&self, options: &SolverOptions) -> impl Fn((f64, f64, f64)) -> f64 {
+        let w_norm = self.integral.map_or(0.0, |w| w.norm());
+        let leave_when_far = self.integral.is_some();
+        let (tolerance, lambda2) = (options.tolerance, self.lambda2);
+        move |(g, inner, c)| {
+            if g <= tolerance || (leave_when_far && w_norm * (2.0 * inner.max(0.0) / lambda2).sqrt() <= 0.5 * (c - 1.0).abs()) {
+                0.0
+            } else {
+                inner
+            }
+        }
+    }
+
     /// Solves the dual with the default `[M]_+` computation
     /// ([`PositivePartSolver::full_only`]: each `[M]_+` from the eigenpairs
     /// above 0).
@@ -401,6 +427,13 @@ impl<'a, L: BlockLoss + ?Sized> EngineProblem<'a, L> {
     /// Errors: as [`Self::solve_with`], the same on every rank; a failure of
     /// one rank's local work is [`Error::RankFailed`] on every rank.
     pub(crate) fn solve_sharded(&self, options: &SolverOptions, eigen_solver: PositivePartSolver, comm: Option<&dyn crate::distributed::Communicator>) -> Result<EngineSolution, Error> {
+        self.solve_placed(options, eigen_solver, comm, true)
+    }
+
+    /// [`Self::solve_sharded`]; `device_state` lets FISTA's state live on
+    /// the features' device where the problem allows it (`resident.rs`),
+    /// otherwise it stays on the host.
+    fn solve_placed(&self, options: &SolverOptions, eigen_solver: PositivePartSolver, comm: Option<&dyn crate::distributed::Communicator>, device_state: bool) -> Result<EngineSolution, Error> {
         let comm = comm.filter(|c| c.size() > 1);
         match comm {
             Some(comm) => crate::distributed::agree(comm, self.validate())?,
@@ -461,6 +494,12 @@ impl<'a, L: BlockLoss + ?Sized> EngineProblem<'a, L> {
         }
         let mut z = self.loss.dual_start(&u0);
         check_dim("length of the loss's dual start", u0.len(), z.len())?;
+        // FISTA's state on the device where the problem allows (resident::ResidentSetting::new).
+        let setting = if device_state { ResidentSetting::new(self, &state, metric.as_ref())? } else { None };
+        let mut point = match &setting {
+            Some(s) => Some(ResidentPoint::new(s.device.upload_vector(&z, crate::precision::Precision::F64)?)),
+            None => None,
+        };
         let mut mu = if self.integral.is_some() { 1.0 } else { 0.0 };
         let mut iterations = 0;
         let mut history = Vec::new();
@@ -471,14 +510,28 @@ impl<'a, L: BlockLoss + ?Sized> EngineProblem<'a, L> {
         let inner_tol = if self.integral.is_some() { 0.25 * options.tolerance } else { options.tolerance };
         loop {
             let budget = options.max_iterations - iterations;
-            let outcome = self.solve_at(z, mu, step, metric.as_ref(), inner_tol, options, budget, &mut state, &mut history, iterations)?;
-            iterations += outcome.iterations;
-            z = outcome.x;
-            step = outcome.step;
+            match (&setting, point.take()) {
+                (Some(s), Some(p)) => {
+                    // A fresh point: what was computed at it belongs to the previous mu.
+                    let outcome = self.solve_at_resident(s, ResidentPoint::new(p.z), mu, step, inner_tol, options, budget, &mut state, &mut history, iterations)?;
+                    iterations += outcome.iterations;
+                    point = Some(outcome.x);
+                    step = outcome.step;
+                }
+                _ => {
+                    let outcome = self.solve_at(z, mu, step, metric.as_ref(), inner_tol, options, budget, &mut state, &mut history, iterations)?;
+                    iterations += outcome.iterations;
+                    z = outcome.x;
+                    step = outcome.step;
+                }
+            }
             if self.integral.is_none() {
                 break;
             }
-            let (gap, _, c) = self.gaps(&z, mu, &mut state)?;
+            let (gap, _, c) = match (&setting, &point) {
+                (Some(s), Some(p)) => self.resident_gaps(s, p, mu, &mut state)?,
+                _ => self.gaps(&z, mu, &mut state)?,
+            };
             if gap <= options.tolerance || iterations >= options.max_iterations {
                 break;
             }
@@ -510,8 +563,18 @@ impl<'a, L: BlockLoss + ?Sized> EngineProblem<'a, L> {
                 _ => secant,
             };
         }
-        let ev = self.evaluate(&z, mu, &mut state)?;
-        let terms = self.loss_terms(&z, &ev, false, &mut state)?;
+        let (ev, terms) = match (&setting, &point) {
+            (Some(s), Some(p)) => {
+                let (ev, terms) = self.resident_terms(s, p, mu, &mut state)?;
+                z = s.device.to_host_vector(&p.z)?;
+                (ev, terms)
+            }
+            _ => {
+                let ev = self.evaluate(&z, mu, &mut state)?;
+                let terms = self.loss_terms(&z, &ev, false, &mut state)?;
+                (ev, terms)
+            }
+        };
         let primal = self.primal(&terms, &ev);
         let dual_value = self.dual_value(&terms, mu, &ev);
         let gap_now = primal + dual_value + self.dense_allowance(&ev.pps);
