@@ -921,6 +921,99 @@ fn check_precisions(operands: &[&DeviceMatrix]) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rand::rngs::StdRng;
+    use rand::{Rng, SeedableRng};
+
+    /// A GPU with `f64` (software ones included), `None` (skipped) without
+    /// one unless `GRAMIAN_REQUIRE_GPU=1`.
+    fn gpu() -> Option<Device> {
+        match Device::gpu_with(&crate::GpuOptions { allow_software: true, ..Default::default() }) {
+            Ok(d) if d.supports(Precision::F64) => Some(d),
+            Ok(_) | Err(_) if std::env::var("GRAMIAN_REQUIRE_GPU").as_deref() == Ok("1") => panic!("GRAMIAN_REQUIRE_GPU=1 but no GPU adapter with f64"),
+            _ => {
+                eprintln!("SKIPPED: no GPU adapter with f64");
+                None
+            }
+        }
+    }
+
+    fn seed() -> u64 {
+        let seed = std::env::var("GRAMIAN_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(rand::random);
+        eprintln!("test seed: {seed} (replay with GRAMIAN_TEST_SEED={seed})");
+        seed
+    }
+
+    /// The device's `ln` (the shaders' `tlog`: range reduction by 2^100, an
+    /// `f32` log, one Halley step) against the host's on fresh values over
+    /// the whole positive `f64` range, subnormals and values next to 1
+    /// included: within 4e-16 max(1, |ln x|) (a few roundings of the step;
+    /// next to 1, `ln x` is small and the error absolute). Entries outside
+    /// the domain give 0 and the indicator 1.
+    #[test]
+    fn device_log_matches_the_host_over_the_f64_range() {
+        let Some(gpu) = gpu() else { return };
+        let mut rng = StdRng::seed_from_u64(seed());
+        let mut values: Vec<f64> = (0..2000).map(|_| 10f64.powf(rng.random_range(-323.0..308.0))).collect();
+        values.extend((0..200).map(|_| 1.0 + rng.random_range(-1e-3..1e-3)));
+        values.extend([f64::MIN_POSITIVE, 5e-324, 1.0, f64::MAX, 2.0, 0.5, 0.0, -1.0, -1e-300]);
+        for scale in [1.0, 0.25] {
+            let x = gpu.upload_vector(&DVector::from_vec(values.clone()), Precision::F64).unwrap();
+            let (log, outside) = gpu.resident_log(&x, scale).unwrap();
+            let (log, outside) = (gpu.to_host_vector(&log).unwrap(), gpu.to_host_vector(&outside).unwrap());
+            for (i, &v) in values.iter().enumerate() {
+                let sv = scale * v;
+                if sv > 0.0 {
+                    let want = sv.ln();
+                    assert!((log[i] - want).abs() <= 4e-16 * want.abs().max(1.0), "ln({sv:e}): device {} host {want}", log[i]);
+                    assert_eq!(outside[i], 0.0, "{sv:e} is in the domain");
+                } else {
+                    assert_eq!((log[i], outside[i]), (0.0, 1.0), "{sv:e} is outside the domain");
+                }
+            }
+        }
+    }
+
+    /// The device's negative root against [`negative_root`] on fresh
+    /// values of both signs and magnitudes from 1e-8 to 1e8: within 1e-14
+    /// relative (the same formulas, the square root rounded once more or
+    /// less).
+    #[test]
+    fn device_negative_root_matches_the_host() {
+        let Some(gpu) = gpu() else { return };
+        let mut rng = StdRng::seed_from_u64(seed());
+        let n = 1000;
+        let v: Vec<f64> = (0..n).map(|_| rng.random_range(-1.0..1.0) * 10f64.powf(rng.random_range(-8.0..8.0))).collect();
+        let y: Vec<f64> = (0..n).map(|_| 10f64.powf(rng.random_range(-8.0..8.0))).collect();
+        let c = 0.7;
+        let (vd, yd) = (gpu.upload_vector(&DVector::from_vec(v.clone()), Precision::F64).unwrap(), gpu.upload_vector(&DVector::from_vec(y.clone()), Precision::F64).unwrap());
+        let got = gpu.to_host_vector(&gpu.resident_negative_root(&vd, &yd, c).unwrap()).unwrap();
+        for i in 0..n {
+            let want = negative_root(v[i], c * y[i]);
+            assert!((got[i] - want).abs() <= 1e-14 * want.abs(), "v {} y {}: device {} host {want}", v[i], y[i], got[i]);
+        }
+    }
+
+    /// The sums of several resident vectors in one read, at lengths around
+    /// the reduction's workgroup of 256 and one of many workgroups, against
+    /// the host's sums within 1e-14 of the sum of magnitudes; a sum that
+    /// overflows is [`Error::Overflow`].
+    #[test]
+    fn device_sums_of_several_vectors_match_the_host() {
+        let Some(gpu) = gpu() else { return };
+        let mut rng = StdRng::seed_from_u64(seed());
+        for n in [1usize, 255, 256, 257, 70_001] {
+            let vs: Vec<DVector<f64>> = (0..3).map(|k| DVector::from_fn(n, |_, _| rng.random_range(-1.0..1.0) * 10f64.powi(k))).collect();
+            let ds: Vec<DeviceMatrix> = vs.iter().map(|v| gpu.upload_vector(v, Precision::F64).unwrap()).collect();
+            let got = gpu.resident_sums(&ds.iter().collect::<Vec<_>>()).unwrap();
+            assert_eq!(got.len(), 3);
+            for (g, v) in got.iter().zip(&vs) {
+                let bound = 1e-14 * v.iter().map(|x| x.abs()).sum::<f64>();
+                assert!((g - v.sum()).abs() <= bound, "n = {n}: device {g} host {}", v.sum());
+            }
+        }
+        let big = gpu.upload_vector(&DVector::from_element(4, f64::MAX), Precision::F64).unwrap();
+        assert!(matches!(gpu.resident_sums(&[&big]), Err(Error::Overflow { .. })));
+    }
 
     /// The parallel transpose equals the element-by-element one, for
     /// strips that do and do not divide the rows.
