@@ -3,7 +3,8 @@
 //!
 //! # What lives where
 //!
-//! Per kernel q (C = delta + 1 + K columns): `F_q = [B_q | 1 | G_q]` (n x C;
+//! Each distinct input X goes up once, as stored (column-major), and is laid
+//! out as rows on the device ([`upload_rows`]). Per kernel q (C = delta + 1 + K columns): `F_q = [B_q | 1 | G_q]` (n x C;
 //! the look-ahead block of Eq. 12-13, a column of ones, the exact Cholesky
 //! columns), `D_q` (n x 4: the exact residual diagonal `d`, the look-ahead's
 //! copy of it, the candidate norms), `F_q^T F_q` and `F_q^T [r u]`. Shared:
@@ -239,14 +240,14 @@ pub(super) fn fit(params: &Settings<'_>, device: &Device, xs: &[&DMatrix<f64>], 
     if delta > MAX_DEVICE_LOOKAHEAD || delta + 1 + rank > MAX_DEVICE_COLUMNS || n.div_ceil(crate::gpu::mklaren::MKLAREN_WORKGROUP) > ctx.max_workgroups as usize || n >= (1 << 31) / 8 {
         return Ok(None);
     }
-    let Some(mut kernels) = prepare(ctx, device, params, xs, delta)? else { return Ok(None) };
+    let Some(mut kernels) = prepare(ctx, params, xs, delta)? else { return Ok(None) };
     let Some(sh) = shared(ctx, &kernels, n, rank, yc)? else { return Ok(None) };
     run(ctx, device, params, &mut kernels, &sh, n, delta, target_mean).map(Some)
 }
 
 /// Each kernel's buffers (each distinct input uploaded once), or `None`
 /// where a buffer would span several bindings.
-fn prepare<'x>(ctx: &GpuContext, device: &Device, params: &Settings<'_>, xs: &[&'x DMatrix<f64>], delta: usize) -> Result<Option<Vec<KernelBuffers<'x>>>, Error> {
+fn prepare<'x>(ctx: &GpuContext, params: &Settings<'_>, xs: &[&'x DMatrix<f64>], delta: usize) -> Result<Option<Vec<KernelBuffers<'x>>>, Error> {
     let n = xs[0].nrows();
     let cc = delta + 1 + params.rank;
     let f64p = Precision::F64;
@@ -258,11 +259,13 @@ fn prepare<'x>(ctx: &GpuContext, device: &Device, params: &Settings<'_>, xs: &[&
         let key = *x as *const DMatrix<f64>;
         let xd = match uploaded.iter().find(|(k, _)| *k == key) {
             Some((_, m)) => m.clone(),
-            None => {
-                let m = device.upload(*x, f64p)?.gpu()?.clone();
-                uploaded.push((key, m.clone()));
-                m
-            }
+            None => match upload_rows(ctx, x)? {
+                Some(m) => {
+                    uploaded.push((key, m.clone()));
+                    m
+                }
+                None => return Ok(None),
+            },
         };
         // diag(K): 1 for a distance-based kernel (filled on the device),
         // else from the rows' squared norms (once per distinct input).
@@ -322,6 +325,32 @@ fn prepare<'x>(ctx: &GpuContext, device: &Device, params: &Settings<'_>, xs: &[&
         out.push(kb);
     }
     Ok(Some(out))
+}
+
+/// X (n x d) on the device as the rows the kernel columns read: sent as
+/// it is stored (column-major, so the rows of `X^T`: a copy, no transpose
+/// on the host), then laid out by d strided copies on the device; `None`
+/// where either layout would span several bindings.
+fn upload_rows(ctx: &GpuContext, x: &DMatrix<f64>) -> Result<Option<GpuMatrix>, Error> {
+    crate::linalg::check_matrix("uploaded matrix", x)?;
+    let (n, d) = x.shape();
+    let f64p = Precision::F64;
+    let xt = ctx.zeros(d, n, f64p)?;
+    let rows = ctx.zeros(n, d, f64p)?;
+    if !ctx.mklaren_operand(&xt) || !ctx.mklaren_operand(&rows) {
+        return Ok(None);
+    }
+    ctx.write_rows(&xt, x.as_slice())?;
+    let st = ctx.zeros(1, 1, f64p)?;
+    let mut plan = Vec::with_capacity(d);
+    for k in 0..d {
+        let mut copy = MklarenJob::new(Mode::Copy, n);
+        copy.a = Some((&xt, k * n, 1));
+        copy.o = Some((&rows, k, d));
+        ctx.plan_mklaren(&copy, &st, &mut plan)?;
+    }
+    ctx.run_plan(plan)?;
+    Ok(Some(rows))
 }
 
 /// The shared buffers: the residual starts at the centred target, all else
