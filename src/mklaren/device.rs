@@ -529,11 +529,7 @@ fn run(ctx: &GpuContext, device: &Device, params: &Settings<'_>, kernels: &mut [
             active.a = Some((&sh.w, rank, 1));
             active.o = Some((&sh.st, ACTIVE, 1));
             ctx.plan_mklaren(&active, &sh.st, &mut plan)?;
-            product(ctx, &sh.h, &sh.w.rows_view(0, rank)?, MatrixProduct::AB, &sh.uvec, &mut plan)?;
-            let mut copy = MklarenJob::new(Mode::Copy, aug);
-            copy.a = Some((&sh.uvec, 0, 1));
-            copy.o = Some((&sh.ru, 1, 2));
-            ctx.plan_mklaren(&copy, &sh.st, &mut plan)?;
+            plan_direction(ctx, sh, rank, aug, &mut plan)?;
         }
         // (2) Look-ahead blocks of the kernels whose decomposition changed.
         for &q in &stale {
@@ -588,13 +584,7 @@ fn run(ctx: &GpuContext, device: &Device, params: &Settings<'_>, kernels: &mut [
         let mut step = MklarenJob::new(Mode::Small, 1);
         step.words = (0, (l == 0) as u32);
         ctx.plan_mklaren(&step, &sh.st, &mut plan)?;
-        let mut lar = MklarenJob::new(Mode::Elementwise, aug);
-        lar.a = Some((&sh.ru, 0, 2));
-        lar.o = Some((&sh.fit, 0, 1));
-        lar.slots = (slot(STEP), NO_SLOT);
-        lar.words = (2, n as u32);
-        lar.work = (4.0 * aug as f64, 5 * aug as u64);
-        ctx.plan_mklaren(&lar, &sh.st, &mut plan)?;
+        plan_lar_update(ctx, sh, n, aug, &mut plan)?;
         plan_dots(ctx, sh, (&sh.ru, 0, 2, 2), (&sh.hvec, 0, 1, 1), aug, (&sh.st, DOTS_AFTER, 1), &mut plan)?;
         let mut sign = MklarenJob::new(Mode::Small, 1);
         sign.words = (1, 0);
@@ -655,18 +645,8 @@ fn run(ctx: &GpuContext, device: &Device, params: &Settings<'_>, kernels: &mut [
     ctx.mklaren_write(&sh.w, &wv)?;
     ctx.mklaren_write(&sh.st.rows_view(STEP, 1)?, &[1.0])?;
     let mut plan = Vec::new();
-    product(ctx, &sh.h, &sh.w.rows_view(0, rank)?, MatrixProduct::AB, &sh.uvec, &mut plan)?;
-    let mut copy = MklarenJob::new(Mode::Copy, aug);
-    copy.a = Some((&sh.uvec, 0, 1));
-    copy.o = Some((&sh.ru, 1, 2));
-    ctx.plan_mklaren(&copy, &sh.st, &mut plan)?;
-    let mut last = MklarenJob::new(Mode::Elementwise, aug);
-    last.a = Some((&sh.ru, 0, 2));
-    last.o = Some((&sh.fit, 0, 1));
-    last.slots = (slot(STEP), NO_SLOT);
-    last.words = (2, n as u32);
-    last.work = (4.0 * aug as f64, 5 * aug as u64);
-    ctx.plan_mklaren(&last, &sh.st, &mut plan)?;
+    plan_direction(ctx, sh, rank, aug, &mut plan)?;
+    plan_lar_update(ctx, sh, n, aug, &mut plan)?;
     for (b, w) in beta.iter_mut().zip(weights.iter()) {
         *b += w;
     }
@@ -689,6 +669,28 @@ fn run(ctx: &GpuContext, device: &Device, params: &Settings<'_>, kernels: &mut [
     }
     let parts = Assembled { transforms, selected, coefficients, kernel_weights, fit, path };
     Mklaren::from_parts(device, params.kernels, parts, target_mean, scale)
+}
+
+/// The LAR direction `u = H w` from the weights in `w`, copied into the
+/// second column of `[r u]`.
+fn plan_direction(ctx: &GpuContext, sh: &Shared, rank: usize, aug: usize, plan: &mut Vec<crate::gpu::Dispatch>) -> Result<(), Error> {
+    product(ctx, &sh.h, &sh.w.rows_view(0, rank)?, MatrixProduct::AB, &sh.uvec, plan)?;
+    let mut copy = MklarenJob::new(Mode::Copy, aug);
+    copy.a = Some((&sh.uvec, 0, 1));
+    copy.o = Some((&sh.ru, 1, 2));
+    ctx.plan_mklaren(&copy, &sh.st, plan)
+}
+
+/// The LAR update (Eq. 8) with the step length `t` in `st`: `mu += t u`,
+/// `r -= t u`.
+fn plan_lar_update(ctx: &GpuContext, sh: &Shared, n: usize, aug: usize, plan: &mut Vec<crate::gpu::Dispatch>) -> Result<(), Error> {
+    let mut lar = MklarenJob::new(Mode::Elementwise, aug);
+    lar.a = Some((&sh.ru, 0, 2));
+    lar.o = Some((&sh.fit, 0, 1));
+    lar.slots = (slot(STEP), NO_SLOT);
+    lar.words = (2, n as u32);
+    lar.work = (4.0 * aug as f64, 5 * aug as u64);
+    ctx.plan_mklaren(&lar, &sh.st, plan)
 }
 
 /// Eq. 18, `beta = R^{-1} Q^T mu` from the thin QR `H = Q R` of the
