@@ -48,9 +48,11 @@
 //!
 //! **Communication** (Hockney: `alpha + bytes / beta` per message), of the
 //! collectives the sharded fits call per iteration: a sum of `s` values
-//! (`Communicator::sum`: reduce-scatter and all-gather, `2 (P - 1)` messages
-//! and `2 (P - 1) / P` of the bytes each way; arrays below `64 P` values
-//! all-gathered, `ceil(log2 P)` rounds), an arg-max (a small all-gather),
+//! (`Communicator::sum`: reduce-scatter by recursive halving and
+//! all-gather by recursive doubling, `2 log2 p'` messages with `p'` the
+//! largest power of two up to `P`, two more otherwise, and `2 (p' - 1) / p'`
+//! of the bytes each way (the fold of the extra ranks moves the whole array
+//! twice); arrays below `64 P` values all-gathered, `ceil(log2 P)` rounds), an arg-max (a small all-gather),
 //! broadcasts (`ceil(log2 P)` rounds), all-gathers of sharded vectors (`(P - 1)/P`
 //! of the whole). Each reduced array also crosses the host link twice
 //! (down before, up after: the reductions run on host memory). Network:
@@ -148,7 +150,9 @@ fn communication(t: &Traffic, c: &Cluster, card: &CardProfile) -> f64 {
     let l = c.link();
     let pf = p as f64;
     let rounds = log2_ceil(p);
-    let sums = t.sums * (2.0 * (pf - 1.0) * l.alpha + 2.0 * (pf - 1.0) / pf * 8.0 * t.sum_values / l.beta + 2.0 * 8.0 * t.sum_values / card.link_bandwidth);
+    let p2 = (1usize << (usize::BITS - 1 - p.leading_zeros())) as f64;
+    let (fold_messages, fold_values) = if p2 < pf { (2.0, 2.0 * t.sum_values) } else { (0.0, 0.0) };
+    let sums = t.sums * ((2.0 * p2.log2() + fold_messages) * l.alpha + (2.0 * (p2 - 1.0) / p2 * t.sum_values + fold_values) * 8.0 / l.beta + 2.0 * 8.0 * t.sum_values / card.link_bandwidth);
     let small = t.small * rounds * l.alpha;
     let broadcasts = t.broadcasts * rounds * l.alpha + rounds * 8.0 * t.broadcast_values / l.beta;
     let gathers = if t.gathered_values > 0.0 { rounds * l.alpha + (pf - 1.0) / pf * 8.0 * t.gathered_values / l.beta + 8.0 * t.gathered_values / card.link_bandwidth } else { 0.0 };

@@ -3,13 +3,19 @@
 //! and the collectives the fits use, built on them once.
 //!
 //! **Sums in a fixed order.** [`Communicator::sum`] adds the ranks'
-//! contributions left to right in rank order, `((x_0 + x_1) + x_2) + ..`,
-//! on every rank, whatever the arrival order: a reduce-scatter (each rank
-//! receives every rank's piece of one segment by an all-to-all and adds them
-//! in rank order) followed by an all-gather of the summed segments, so the
-//! bytes moved per rank are `2 (P - 1) / P` of the array, as in a ring
-//! all-reduce. Results are the same bits on every rank and on every run with
-//! the same number of ranks.
+//! contributions in one fixed tree, whatever the arrival order: with `p'`
+//! the largest power of two up to `P`, rank `r + p'` is first added to rank
+//! `r` (`y_r = x_r + x_{r+p'}`), then the halves are added pairwise,
+//! `z_j = y_j + y_{j+p'/2}`, and so on down to one value
+//! (`tree_sum`). Large arrays take Rabenseifner's schedule: a
+//! reduce-scatter by recursive halving (round `k` exchanges half of the
+//! remaining segment with the rank `p' / 2^k` away and adds, the lower
+//! rank's partial first) and an all-gather by recursive doubling, so a sum
+//! costs `2 log2 p'` messages (two more when `P` is not a power of two) and
+//! `2 (p' - 1) / p'` of the array each way, as a ring all-reduce moves but
+//! with logarithmic latency. Small arrays are all-gathered and added in
+//! the same tree. Results are the same bits on every rank and on every run
+//! with the same number of ranks.
 //!
 //! **Failures.** A rank whose local work failed must still take part in the
 //! next collective, or the others would wait forever. [`agree`] is that
@@ -100,6 +106,25 @@ pub trait Communicator {
     /// Traffic so far.
     fn stats(&self) -> CommStats;
 
+    /// Every rank calls this together: this rank sends `send` to `partner`
+    /// and receives `receive_len` values from it (pairs must be mutual); a
+    /// rank with `None` takes no part in this round. The default runs one
+    /// all-to-all with a single non-empty piece; backends with
+    /// point-to-point messages send just the pair's.
+    fn send_receive(&self, partner: Option<usize>, send: &[f64], receive_len: usize) -> Result<Vec<f64>> {
+        let p = self.size();
+        let mut send_counts = vec![0; p];
+        let mut recv_counts = vec![0; p];
+        if let Some(q) = partner {
+            check_root(q, p)?;
+            send_counts[q] = send.len();
+            recv_counts[q] = receive_len;
+        } else if !send.is_empty() || receive_len != 0 {
+            return Err(Error::DimensionMismatch { what: "values exchanged without a partner", expected: 0, found: send.len().max(receive_len) });
+        }
+        self.all_to_all_varcount(send, &send_counts, &recv_counts)
+    }
+
     /// Every rank's `n`, in rank order (each below `2^53`).
     fn gather_counts(&self, n: usize) -> Result<Vec<usize>> {
         let ones = vec![1; self.size()];
@@ -107,8 +132,8 @@ pub trait Communicator {
         Ok(all.into_iter().map(|v| v as usize).collect())
     }
 
-    /// Element-wise sum over the ranks, in rank order (module docs): every
-    /// rank passes the same length and gets the same bits.
+    /// Element-wise sum over the ranks in the fixed tree of the module
+    /// docs: every rank passes the same length and gets the same bits.
     fn sum(&self, values: &mut [f64]) -> Result<()> {
         let p = self.size();
         let n = values.len();
@@ -116,26 +141,73 @@ pub trait Communicator {
             return Ok(());
         }
         if n < 64 * p {
-            // Small: gather everything, add in rank order.
+            // Small: gather everything, add in the tree.
             let all = self.all_gather_varcount(values, &vec![n; p])?;
+            let mut column = vec![0.0; p];
             for (i, v) in values.iter_mut().enumerate() {
-                *v = (0..p).fold(0.0, |acc, r| if r == 0 { all[i] } else { acc + all[r * n + i] });
+                column.iter_mut().enumerate().for_each(|(r, c)| *c = all[r * n + i]);
+                *v = tree_sum(&mut column);
             }
             return Ok(());
         }
-        // Reduce-scatter: segment r of every rank to rank r ...
-        let segments: Vec<usize> = (0..p).map(|r| segment(n, p, r).len()).collect();
-        let mine = segment(n, p, self.rank());
-        let pieces = self.all_to_all_varcount(values, &segments, &vec![mine.len(); p])?;
-        let mut reduced = pieces[..mine.len()].to_vec();
-        for r in 1..p {
-            for (o, &v) in reduced.iter_mut().zip(&pieces[r * mine.len()..(r + 1) * mine.len()]) {
-                *o += v;
+        let rank = self.rank();
+        let p2 = 1usize << (usize::BITS - 1 - p.leading_zeros());
+        let extra = p - p2;
+        // Fold rank r + p' into rank r.
+        let fold_partner = if rank < extra { Some(rank + p2) } else if rank >= p2 { Some(rank - p2) } else { None };
+        let folding = fold_partner.filter(|_| rank >= p2);
+        let received = if extra > 0 { self.send_receive(fold_partner, if folding.is_some() { values } else { &[] }, if rank < extra { n } else { 0 })? } else { Vec::new() };
+        if rank < extra {
+            values.iter_mut().zip(&received).for_each(|(v, &x)| *v += x);
+        }
+        if rank < p2 {
+            // Reduce-scatter by recursive halving: block b of n / p' ends on rank b.
+            let block = |b: usize| segment(n, p2, b);
+            let span = |first: usize, count: usize| block(first).start..block(first + count - 1).end;
+            let mut first = 0;
+            let mut dist = p2 / 2;
+            while dist > 0 {
+                let partner = rank ^ dist;
+                let upper = rank & dist != 0;
+                let (keep, give) = if upper { (first + dist, first) } else { (first, first + dist) };
+                let (keep, give) = (span(keep, dist), span(give, dist));
+                let theirs = self.send_receive(Some(partner), &values[give], keep.len())?;
+                for (v, &x) in values[keep.clone()].iter_mut().zip(&theirs) {
+                    *v = if rank < partner { *v + x } else { x + *v };
+                }
+                if upper {
+                    first += dist;
+                }
+                dist /= 2;
+            }
+            debug_assert_eq!(first, rank);
+            // All-gather by recursive doubling.
+            let mut dist = 1;
+            while dist < p2 {
+                let partner = rank ^ dist;
+                let theirs_first = first ^ dist;
+                let (mine, theirs) = (span(first, dist), span(theirs_first, dist));
+                let got = self.send_receive(Some(partner), &values[mine], theirs.len())?;
+                values[theirs].copy_from_slice(&got);
+                first = first.min(theirs_first);
+                dist *= 2;
+            }
+        } else {
+            // Idle in the 2 log2 p' rounds (collective where the backend's
+            // exchange is).
+            for _ in 0..2 * p2.trailing_zeros() {
+                self.send_receive(None, &[], 0)?;
             }
         }
-        // ... then every summed segment to every rank.
-        let all = self.all_gather_varcount(&reduced, &segments)?;
-        values.copy_from_slice(&all);
+        // Unfold: rank r sends the sum back to rank r + p'.
+        if extra == 0 {
+            return Ok(());
+        }
+        let sending = rank < extra;
+        let back = self.send_receive(fold_partner, if sending { values } else { &[] }, if rank >= p2 { n } else { 0 })?;
+        if rank >= p2 {
+            values.copy_from_slice(&back);
+        }
         Ok(())
     }
 
@@ -267,6 +339,27 @@ pub(crate) fn segment(n: usize, parts: usize, r: usize) -> std::ops::Range<usize
     let extra = n % parts;
     let start = r * base + r.min(extra);
     start..start + base + usize::from(r < extra)
+}
+
+/// The ranks' values added in the fixed tree of [`Communicator::sum`]:
+/// `x_r + x_{r+p'}` for the ranks past the largest power of two `p'`, then
+/// `y_j + y_{j+h}` with `h` halving down to one (`values` is overwritten).
+pub(crate) fn tree_sum(values: &mut [f64]) -> f64 {
+    let p = values.len();
+    if p == 0 {
+        return 0.0;
+    }
+    let mut h = 1usize << (usize::BITS - 1 - p.leading_zeros());
+    for r in 0..p - h {
+        values[r] += values[r + h];
+    }
+    while h > 1 {
+        h /= 2;
+        for j in 0..h {
+            values[j] += values[j + h];
+        }
+    }
+    values[0]
 }
 
 /// The digest of `text`'s bytes ([`crate::linalg::digest`]).

@@ -21,8 +21,8 @@
 //!
 //! **Communicators** ([`Communicator`]): MPI ([`Mpi`], feature `mpi`), the
 //! threads of one process ([`ThreadGroup`], no MPI needed: tests, several
-//! GPUs of one machine), or one process ([`SingleProcess`]). Sums are in
-//! rank order ([`Communicator::sum`]): the same bits on every rank and on
+//! GPUs of one machine), or one process ([`SingleProcess`]). Sums add in
+//! one fixed tree ([`Communicator::sum`]): the same bits on every rank and on
 //! every run; a different number of ranks changes only the rounding of the
 //! partial sums.
 //!

@@ -166,6 +166,31 @@ impl Communicator for Mpi {
         }
         Ok(())
     }
+    fn send_receive(&self, partner: Option<usize>, send: &[f64], receive_len: usize) -> Result<Vec<f64>> {
+        let Some(partner) = partner else {
+            if !send.is_empty() || receive_len != 0 {
+                return Err(Error::DimensionMismatch { what: "values exchanged without a partner", expected: 0, found: send.len().max(receive_len) });
+            }
+            return Ok(Vec::new());
+        };
+        check_root(partner, self.size())?;
+        let started = Instant::now();
+        let process = self.world.process_at_rank(partner as i32);
+        let mut out = vec![0.0; receive_len];
+        // The same number of pieces on both sides: the partner sends what
+        // this rank receives and receives what it sends.
+        let k_rounds = rounds(send.len().max(receive_len));
+        for k in 0..k_rounds {
+            let (s, r) = (piece(send.len(), k_rounds, k), piece(receive_len, k_rounds, k));
+            let status = mpi::point_to_point::send_receive_into(&send[s], &process, &mut out[r.clone()], &process);
+            let got = status.count(<f64 as mpi::datatype::Equivalence>::equivalent_datatype()) as usize;
+            if got != r.len() {
+                return Err(Error::DimensionMismatch { what: "values received from the partner rank", expected: r.len(), found: got });
+            }
+        }
+        self.counters.record(send.len(), receive_len, started);
+        Ok(out)
+    }
     fn stats(&self) -> CommStats {
         self.counters.read()
     }

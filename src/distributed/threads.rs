@@ -208,26 +208,50 @@ mod tests {
     use crate::distributed::agree;
 
     #[test]
-    fn sums_are_in_rank_order_and_identical_on_every_rank() {
-        for p in 1..5 {
-            for n in [1, 7, 300, 1000] {
+    fn sums_follow_the_fixed_tree_and_are_identical_on_every_rank() {
+        // Values with bits below each other's rounding, so that any other
+        // order of the additions gives other bits.
+        let value = |i: usize, r: usize| ((i * 31 + r * 17) % 13) as f64 * 0.1 + 1e-17 * (r * r + 1) as f64 + if r % 2 == 1 { 1e16 } else { 0.0 };
+        for p in 1..8 {
+            for n in [1, 7, 300, 1000, 64 * p + 3] {
                 let out = ThreadGroup::run(p, |c| {
-                    let mut v: Vec<f64> = (0..n).map(|i| ((i * 31 + c.rank() * 17) % 13) as f64 * 0.1 + 1e-17 * c.rank() as f64).collect();
+                    let mut v: Vec<f64> = (0..n).map(|i| value(i, c.rank())).collect();
+                    let before = c.stats();
                     c.sum(&mut v).unwrap();
-                    v
+                    (v, c.stats().since(&before))
                 })
                 .unwrap();
                 for i in 0..n {
-                    let expected = (0..p).fold(0.0, |a, r| {
-                        let x = ((i * 31 + r * 17) % 13) as f64 * 0.1 + 1e-17 * r as f64;
-                        if r == 0 { x } else { a + x }
-                    });
-                    for v in &out {
+                    let mut column: Vec<f64> = (0..p).map(|r| value(i, r)).collect();
+                    let expected = crate::distributed::communicator::tree_sum(&mut column);
+                    for (v, _) in &out {
                         assert_eq!(v[i].to_bits(), expected.to_bits(), "p {p} n {n} i {i}");
                     }
                 }
+                if p > 1 && n >= 64 * p {
+                    // Rabenseifner: 2 log2 p' rounds, 2 more past a power of two.
+                    let p2 = 1usize << (usize::BITS - 1 - p.leading_zeros());
+                    let rounds = 2 * p2.trailing_zeros() as u64 + if p2 == p { 0 } else { 2 };
+                    for (_, stats) in &out {
+                        assert_eq!(stats.collectives, rounds, "p {p} n {n}");
+                    }
+                    // Rank p' - 1 (which folds nothing in) sends 2 (p' - 1) / p'
+                    // of the array, to within the blocks' rounding.
+                    let sent = out[p2 - 1].1.bytes_sent as f64 / 8.0;
+                    let ideal = 2.0 * (p2 - 1) as f64 / p2 as f64 * n as f64;
+                    assert!((sent - ideal).abs() <= 2.0 * p2 as f64, "p {p} n {n}: sent {sent}, ideal {ideal}");
+                }
             }
         }
+    }
+
+    #[test]
+    fn the_tree_adds_in_its_stated_order() {
+        let mut v = [1.0, 2.0, 4.0];
+        assert_eq!(crate::distributed::communicator::tree_sum(&mut v), (1.0 + 4.0) + 2.0);
+        let mut v = [1e16, 1.0, -1e16, 1.0, 1.0];
+        // ((x0 + x4) + x2) + (x1 + x3)
+        assert_eq!(crate::distributed::communicator::tree_sum(&mut v), ((1e16 + 1.0) + -1e16) + (1.0 + 1.0));
     }
 
     #[test]

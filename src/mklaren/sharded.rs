@@ -29,7 +29,7 @@
 //! gathered and stacked with the augmentation rows, solved once.
 //!
 //! The arithmetic of a sum over rows changes with the number of ranks (the
-//! partial sums are added in rank order), so mklaren's scores, and the
+//! partial sums are added in one fixed order), so mklaren's scores, and the
 //! model's numbers, agree with the single process to rounding; candidates
 //! whose scores tie to rounding could be ordered differently.
 //!

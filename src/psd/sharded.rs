@@ -34,7 +34,7 @@
 //! all targets ([`crate::distributed::order_statistic`]: a bisection on
 //! the bits of `f64`, at most 64 sums of one count).
 //!
-//! Sums over the ranks add in rank order, so the fit is the single-process
+//! Sums over the ranks add in one fixed order, so the fit is the single-process
 //! fit up to the rounding of the partial sums (which changes with the
 //! number of ranks, not from run to run). Every rank must hold rows: a rank
 //! without rows fails every rank with [`Error::RankFailed`].
