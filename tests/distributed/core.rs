@@ -80,7 +80,7 @@ fn one_process_is_the_identity() {
 }
 
 #[test]
-fn large_sums_take_the_reduce_scatter_path_with_the_same_bits() {
+fn large_sums_take_the_recursive_halving_path_with_the_tree_s_bits() {
     let mut rng = common::rng();
     let parts: Vec<Vec<f64>> = (0..3).map(|_| (0..5000).map(|_| rng.random_range(-1.0..1.0)).collect()).collect();
     let out = ThreadGroup::run(3, |c| {
@@ -90,7 +90,8 @@ fn large_sums_take_the_reduce_scatter_path_with_the_same_bits() {
     })
     .unwrap();
     for i in 0..5000 {
-        let expected = (parts[0][i] + parts[1][i]) + parts[2][i];
+        // Three ranks: rank 2 folds into rank 0, then ranks 0 and 1 add.
+        let expected = (parts[0][i] + parts[2][i]) + parts[1][i];
         assert!(out.iter().all(|v| v[i].to_bits() == expected.to_bits()));
     }
 }

@@ -231,7 +231,7 @@ fn ranks_on_a_gpu_fit_the_cpu_model() {
 /// The stacked low-rank ridge baselines (ICD and Nystrom factors) on 1, 2
 /// and 3 ranks against the single-process fit: the same factors (the same
 /// pivots, the same landmarks), and coefficients and predictions within
-/// 1e-9 (the column sums, norms and `F^T F` are added in rank order).
+/// 1e-9 (the column sums, norms and `F^T F` are added in one fixed order).
 #[test]
 fn low_rank_ridge_baselines_match_the_single_process_fit() {
     use gramian::mklaren::{LowRankMethod, LowRankRidgeParams};

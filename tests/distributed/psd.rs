@@ -1,7 +1,7 @@
 //! Sharded PSD fits (density, heteroscedastic and quantile regression)
 //! against single-process fits.
 //!
-//! The ranks sum `P diag(alpha) P^T` and the dual's scalars in rank order,
+//! The ranks sum `P diag(alpha) P^T` and the dual's scalars in one fixed order,
 //! so a sharded fit differs from the single-process fit of all rows by the
 //! rounding of those partial sums only. On most data that leaves the same
 //! iterations and a relative difference of the model below `1e-8`; on some
