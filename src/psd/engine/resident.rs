@@ -28,8 +28,9 @@
 //! four read-backs at `y` (`||M||_F`, `||M^2||_F`, `tr P` and `||P||_F`,
 //! the extrapolation recorded before the first, the products of the steps
 //! before the third) and the step's one (the gradient, the prox, the inner
-//! products and `M(c)` before it), each one submission and one wait for
-//! the read itself; an evaluation of `h` at the candidate (when the
+//! products and `M(c)` before it), each one submission of what was
+//! recorded before it, then the read-back's copy (a second submission) and
+//! its wait; an evaluation of `h` at the candidate (when the
 //! remainder bound fails) adds the polar route's four at `c` and the loss
 //! sums', a gap check one. The outputs come from the workspace's pool,
 //! which hands a matrix out again once no point, cache or pending
