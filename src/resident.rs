@@ -30,6 +30,9 @@ use crate::kernel::{self, Kernel};
 use crate::linalg::{self, MatrixProduct, Real};
 use crate::precision::{Precision, WorkingPrecision};
 
+mod workspace;
+pub use workspace::Workspace;
+
 /// A matrix held by a [`Device`]: GPU buffers on a GPU, a shared host matrix
 /// on the CPU. Cheap to clone; [`DeviceMatrix::rows`] views share storage.
 #[derive(Clone, Debug)]
@@ -647,6 +650,7 @@ impl Device {
     /// without cancellation), left on the device: the prox of the negative
     /// log-likelihood's conjugate with a step per entry
     /// (the PSD density's loss).
+    #[cfg(test)]
     pub(crate) fn resident_negative_root(&self, v: &DeviceMatrix, y: &DeviceMatrix, c: f64) -> Result<DeviceMatrix> {
         linalg::check_dim("rows of a negative root's operands", v.nrows(), y.nrows())?;
         linalg::check_dim("columns of a negative root's operands", v.ncols(), y.ncols())?;
@@ -660,6 +664,7 @@ impl Device {
     /// the indicator of those other entries (1 there, else 0), left on
     /// the device: with [`Self::resident_sums`], the sum of logs and how
     /// many entries lie outside the domain.
+    #[cfg(test)]
     pub(crate) fn resident_log(&self, x: &DeviceMatrix, scale: f64) -> Result<(DeviceMatrix, DeviceMatrix)> {
         if !scale.is_finite() {
             return Err(Error::InvalidParameter { name: "scale", reason: format!("must be finite, got {scale}") });
@@ -673,7 +678,7 @@ impl Device {
     ///
     /// Errors: a vector of more than one column, mixed precisions or
     /// devices; [`Error::Overflow`] for a sum that is not finite.
-    pub(crate) fn resident_sums(&self, vectors: &[&DeviceMatrix]) -> Result<Vec<f64>> {
+    pub fn resident_sums(&self, vectors: &[&DeviceMatrix]) -> Result<Vec<f64>> {
         if vectors.is_empty() {
             return Ok(Vec::new());
         }
@@ -904,8 +909,8 @@ fn round_to(precision: Precision, values: &mut [f64]) {
 /// Fails with `PrecisionMismatch` unless every operand has the first's
 /// precision (a GPU computes each operation in one precision).
 /// The negative root of `s^2 - x s - c/4 = 0`, `(x - sqrt(x^2 + c))/2`,
-/// written without cancellation for `x > 0` (the element-wise map of
-/// [`Device::resident_negative_root`] on the CPU).
+/// written without cancellation for `x > 0` (the negative-root map of
+/// the element-wise maps on the CPU).
 pub(crate) fn negative_root(x: f64, c: f64) -> f64 {
     if x > 0.0 { -c / (2.0 * (x + (x * x + c).sqrt())) } else { 0.5 * (x - (x * x + c).sqrt()) }
 }

@@ -110,6 +110,11 @@ impl GpuMatrix {
     pub(crate) fn same_storage(&self, other: &GpuMatrix) -> bool {
         Arc::ptr_eq(&self.storage, &other.storage)
     }
+    /// Whether this handle is the only one to its storage (no clone or
+    /// row view of it exists): a pool may then hand the storage out again.
+    pub(crate) fn is_sole_handle(&self) -> bool {
+        Arc::strong_count(&self.storage) == 1
+    }
     /// Whether the two share storage and some of their rows.
     pub(crate) fn overlaps(&self, other: &GpuMatrix) -> bool {
         self.same_storage(other) && self.row0 < other.row0 + other.rows && other.row0 < self.row0 + self.rows

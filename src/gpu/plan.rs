@@ -262,6 +262,10 @@ pub(crate) struct ProductFlags<'a> {
     /// More of the depth follows in a later product: the kernel function is
     /// not applied yet.
     pub(crate) open: bool,
+    /// Where a split product's partial products go (`plan_split_depth`):
+    /// a `rows x cols` matrix of the precision from this (a pool's, one
+    /// block) instead of a new allocation.
+    pub(crate) scratch: Option<&'a dyn Fn(usize, usize, Precision) -> Result<GpuMatrix>>,
 }
 
 impl GpuContext {
@@ -470,8 +474,13 @@ impl GpuContext {
         }
         let chunk = len.div_ceil(wanted);
         let chunks = len.div_ceil(chunk);
-        let partial = self.zeros(chunks * rows, cols, precision)?;
-        debug_assert_eq!(partial.storage.blocks.len(), 1);
+        let partial = match flags.scratch {
+            Some(scratch) => scratch(chunks * rows, cols, precision)?,
+            None => self.zeros(chunks * rows, cols, precision)?,
+        };
+        if partial.storage.blocks.len() != 1 || partial.locate(0).local_row != 0 || partial.nrows() != chunks * rows || partial.ncols() != cols || partial.precision() != precision {
+            return Err(Error::DimensionMismatch { what: "partial products of a split product (one whole block)", expected: chunks * elements, found: partial.nrows() * partial.ncols() });
+        }
         let o = out.locate(i0);
         for s in 0..chunks {
             let (ks, ke) = (k0 + s * chunk, (k0 + (s + 1) * chunk).min(k1));
@@ -503,6 +512,37 @@ impl GpuContext {
     /// `out[j]` after the first block. A partial vector of
     /// `ceil(n / VECTOR_SUM_SPAN)` entries per block is allocated here.
     pub(crate) fn plan_vector_sums(&self, vectors: &[&GpuMatrix], out: &GpuMatrix, plan: &mut Vec<Dispatch>) -> Result<()> {
+        self.plan_vector_sums_with(vectors, out, plan, |partials, precision| Ok((self.zeros(partials, 1, precision)?, 0)))
+    }
+
+    /// The entries of the partial vector of [`Self::plan_vector_sums_into`]
+    /// for `vectors`.
+    pub(crate) fn vector_sum_partials(vectors: &[&GpuMatrix]) -> usize {
+        vectors.iter().map(|v| cuts(v.nrows(), v.block_breaks(), usize::MAX).windows(2).map(|r| (r[1] - r[0]).div_ceil(VECTOR_SUM_SPAN)).sum::<usize>()).sum()
+    }
+
+    /// [`Self::plan_vector_sums`] with the partial sums in `partial` (one
+    /// block, at least [`Self::vector_sum_partials`] entries, not one of
+    /// the vectors or `out`): nothing is allocated.
+    pub(crate) fn plan_vector_sums_into(&self, vectors: &[&GpuMatrix], out: &GpuMatrix, partial: &GpuMatrix, plan: &mut Vec<Dispatch>) -> Result<()> {
+        let needed = Self::vector_sum_partials(vectors);
+        if partial.ncols() != 1 || partial.nrows() < needed || !partial.block_breaks().is_empty() || partial.locate(0).local_row != 0 {
+            return Err(Error::DimensionMismatch { what: "entries of the partial sums of vector sums (one block)", expected: needed, found: partial.nrows() * partial.ncols() });
+        }
+        if partial.same_storage(out) || vectors.iter().any(|v| v.same_storage(partial)) {
+            return Err(Error::InvalidParameter { name: "partial", reason: "the partial sums may not share storage with a summed vector or the output".into() });
+        }
+        let mut next = 0;
+        self.plan_vector_sums_with(vectors, out, plan, |partials, _| {
+            let at = next;
+            next += partials;
+            Ok((partial.clone(), at))
+        })
+    }
+
+    /// [`Self::plan_vector_sums`] with `partial_for(entries, precision)`
+    /// giving the partial vector of each piece and the offset of its entries.
+    fn plan_vector_sums_with(&self, vectors: &[&GpuMatrix], out: &GpuMatrix, plan: &mut Vec<Dispatch>, mut partial_for: impl FnMut(usize, Precision) -> Result<(GpuMatrix, usize)>) -> Result<()> {
         let mut operands: Vec<&GpuMatrix> = vectors.to_vec();
         operands.push(out);
         let precision = self.check_same(&operands)?;
@@ -523,17 +563,17 @@ impl GpuContext {
                 let s = v.locate(i0);
                 let (full, tail) = (len / VECTOR_SUM_SPAN, len % VECTOR_SUM_SPAN);
                 let partials = full + usize::from(tail > 0);
-                let partial = self.zeros(partials, 1, precision)?;
+                let (partial, at) = partial_for(partials, precision)?;
                 debug_assert_eq!(partial.storage.blocks.len(), 1);
                 if full > 0 {
-                    let job = Reduce { rows: full as u32, cols: VECTOR_SUM_SPAN as u32, x_off: s.local_row as u32, x_rs: VECTOR_SUM_SPAN as u32, x_cs: 1, out_off: 0, mode: 1, accumulate: 0 };
+                    let job = Reduce { rows: full as u32, cols: VECTOR_SUM_SPAN as u32, x_off: s.local_row as u32, x_rs: VECTOR_SUM_SPAN as u32, x_cs: 1, out_off: at as u32, mode: 1, accumulate: 0 };
                     self.push_row_reduce(job, precision, [v.buffer(s.block), partial.buffer(0)], plan);
                 }
                 if tail > 0 {
-                    let job = Reduce { rows: 1, cols: tail as u32, x_off: (s.local_row + full * VECTOR_SUM_SPAN) as u32, x_rs: 0, x_cs: 1, out_off: full as u32, mode: 1, accumulate: 0 };
+                    let job = Reduce { rows: 1, cols: tail as u32, x_off: (s.local_row + full * VECTOR_SUM_SPAN) as u32, x_rs: 0, x_cs: 1, out_off: (at + full) as u32, mode: 1, accumulate: 0 };
                     self.push_row_reduce(job, precision, [v.buffer(s.block), partial.buffer(0)], plan);
                 }
-                let job = Reduce { rows: 1, cols: partials as u32, x_off: 0, x_rs: 0, x_cs: 1, out_off: o.local_row as u32, mode: 1, accumulate: u32::from(piece > 0) };
+                let job = Reduce { rows: 1, cols: partials as u32, x_off: at as u32, x_rs: 0, x_cs: 1, out_off: o.local_row as u32, mode: 1, accumulate: u32::from(piece > 0) };
                 self.push_row_reduce(job, precision, [partial.buffer(0), out.buffer(o.block)], plan);
             }
         }

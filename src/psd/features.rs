@@ -349,6 +349,14 @@ impl Features<'_> {
             Features::Resident { device, .. } => Some(device),
         }
     }
+    /// The resident features Phi (n x r); [`Error::InvalidParameter`] for
+    /// host features.
+    pub(super) fn resident_phi(&self) -> Result<&DeviceMatrix, Error> {
+        match self {
+            Features::Host(_) => Err(host_features()),
+            Features::Resident { phi, .. } => Ok(phi),
+        }
+    }
     /// `P diag(w) P^T` (r x r).
     pub(super) fn weighted_gram(&self, w: &DVector<f64>) -> Result<DMatrix<f64>, Error> {
         match self {
@@ -369,13 +377,6 @@ impl Features<'_> {
         linalg::check_dim("weights vs samples", phi.nrows(), w.len())?;
         let wd = device.upload_vector(w, Precision::F64)?;
         device.resident_weighted_gram(phi, &wd)
-    }
-    /// `P diag(w) P^T` (r x r) for weights `w` (n x 1) resident on the
-    /// device of resident features: nothing crosses.
-    pub(super) fn weighted_gram_of_resident(&self, w: &DeviceMatrix) -> Result<DeviceMatrix, Error> {
-        let Features::Resident { device, phi } = self else { return Err(host_features()) };
-        linalg::check_dim("weights vs samples", phi.nrows(), w.nrows())?;
-        device.resident_weighted_gram(phi, w)
     }
     /// `p_i^T A p_i` (n x 1) for every sample i and a resident A (r x r),
     /// left on the device of resident features.

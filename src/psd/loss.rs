@@ -5,9 +5,8 @@
 
 use nalgebra::DVector;
 
-use crate::device::Device;
 use crate::error::Error;
-use crate::resident::{negative_root, DeviceMatrix};
+use crate::resident::{negative_root, DeviceMatrix, Workspace};
 
 /// A separable convex loss with a computable conjugate proximal operator.
 pub trait DualLoss {
@@ -48,15 +47,17 @@ pub trait DualLoss {
 /// element-wise terms (computed with one read-back of a few numbers, the
 /// terms of several sums together).
 pub trait ResidentLoss {
-    /// `s_i = prox_{t c_i l_i*}(v_i)` with a step `t c_i` per term (`c`
-    /// resident, the shape of `v`), left on the device.
-    fn prox_conjugate_resident(&self, device: &Device, v: &DeviceMatrix, c: &DeviceMatrix, t: f64) -> Result<DeviceMatrix, Error>;
-    /// Resident vectors whose sums give `L*(alpha)` ([`Self::conjugate_from_sums`]).
-    fn conjugate_terms(&self, device: &Device, alpha: &DeviceMatrix) -> Result<Vec<DeviceMatrix>, Error>;
+    /// `out_i = prox_{t c_i l_i*}(v_i)` with a step `t c_i` per term (`c`
+    /// resident, the shape of `v` and `out`), recorded in `workspace`.
+    fn prox_conjugate_resident(&self, workspace: &Workspace<'_>, v: &DeviceMatrix, c: &DeviceMatrix, t: f64, out: &DeviceMatrix) -> Result<(), Error>;
+    /// Resident vectors whose sums give `L*(alpha)` ([`Self::conjugate_from_sums`]),
+    /// recorded in `workspace` (outputs from its pool).
+    fn conjugate_terms(&self, workspace: &Workspace<'_>, alpha: &DeviceMatrix) -> Result<Vec<DeviceMatrix>, Error>;
     /// `L*(alpha)` from the sums of [`Self::conjugate_terms`] (`+inf` outside the domain).
     fn conjugate_from_sums(&self, sums: &[f64]) -> f64;
-    /// Resident vectors whose sums give `L(scale v)` ([`Self::value_from_sums`]).
-    fn value_terms(&self, device: &Device, v: &DeviceMatrix, scale: f64) -> Result<Vec<DeviceMatrix>, Error>;
+    /// Resident vectors whose sums give `L(scale v)` ([`Self::value_from_sums`]),
+    /// recorded in `workspace` (outputs from its pool).
+    fn value_terms(&self, workspace: &Workspace<'_>, v: &DeviceMatrix, scale: f64) -> Result<Vec<DeviceMatrix>, Error>;
     /// `L(u)` from the sums of [`Self::value_terms`] (`+inf` outside the domain).
     fn value_from_sums(&self, sums: &[f64]) -> f64;
     /// `L(u / s)` from `value = L(u)`, for `s > 0`.
@@ -107,19 +108,17 @@ impl DualLoss for NegativeLogLikelihood {
 /// logs and of the indicators of the terms outside the domain; `L(u / s) =
 /// L(u) + ln s`.
 impl ResidentLoss for NegativeLogLikelihood {
-    fn prox_conjugate_resident(&self, device: &Device, v: &DeviceMatrix, c: &DeviceMatrix, t: f64) -> Result<DeviceMatrix, Error> {
-        device.resident_negative_root(v, c, 4.0 * t / self.n as f64)
+    fn prox_conjugate_resident(&self, workspace: &Workspace<'_>, v: &DeviceMatrix, c: &DeviceMatrix, t: f64, out: &DeviceMatrix) -> Result<(), Error> {
+        workspace.negative_root_into(v, c, 4.0 * t / self.n as f64, out)
     }
-    fn conjugate_terms(&self, device: &Device, alpha: &DeviceMatrix) -> Result<Vec<DeviceMatrix>, Error> {
-        let (logs, outside) = device.resident_log(alpha, -(self.n as f64))?;
-        Ok(vec![logs, outside])
+    fn conjugate_terms(&self, workspace: &Workspace<'_>, alpha: &DeviceMatrix) -> Result<Vec<DeviceMatrix>, Error> {
+        log_terms(workspace, alpha, -(self.n as f64))
     }
     fn conjugate_from_sums(&self, sums: &[f64]) -> f64 {
         if sums[1] > 0.0 { f64::INFINITY } else { -(self.n as f64 + sums[0]) / self.n as f64 }
     }
-    fn value_terms(&self, device: &Device, v: &DeviceMatrix, scale: f64) -> Result<Vec<DeviceMatrix>, Error> {
-        let (logs, outside) = device.resident_log(v, scale)?;
-        Ok(vec![logs, outside])
+    fn value_terms(&self, workspace: &Workspace<'_>, v: &DeviceMatrix, scale: f64) -> Result<Vec<DeviceMatrix>, Error> {
+        log_terms(workspace, v, scale)
     }
     fn value_from_sums(&self, sums: &[f64]) -> f64 {
         if sums[1] > 0.0 { f64::INFINITY } else { -sums[0] / self.n as f64 }
@@ -129,6 +128,14 @@ impl ResidentLoss for NegativeLogLikelihood {
     }
 }
 
+/// The logs `ln(scale x_i)` and the indicators of the entries outside
+/// their domain, recorded in `workspace`.
+fn log_terms(workspace: &Workspace<'_>, x: &DeviceMatrix, scale: f64) -> Result<Vec<DeviceMatrix>, Error> {
+    let logs = workspace.take(x.nrows(), x.ncols(), x.precision())?;
+    let outside = workspace.take(x.nrows(), x.ncols(), x.precision())?;
+    workspace.log_into(x, scale, &logs, &outside)?;
+    Ok(vec![logs, outside])
+}
 
 /// A block of `rows` of the terms of `loss` (a rank's samples in a sharded
 /// fit): the same terms and scale (the loss's `n` is that of all samples),

@@ -50,7 +50,9 @@
 //! **Products.** The iteration is written once over [`SymmetricProducts`]:
 //! [`HostProducts`] (faer's products on host matrices) and
 //! [`DeviceProducts`] (resident `f64` matrices of a [`Device`]; per call
-//! only norms and the trace, `O(r)` numbers, come back).
+//! only norms and the trace, `O(r)` numbers, come back), and
+//! `WorkspaceProducts` (the same operations recorded in a workspace:
+//! outputs from its pool, one submission per read-back).
 //!
 //! The result is a dense matrix, not eigenpairs: its eigenvalues for the
 //! negative eigenvalues of `M` are at most `0` and at least minus the bound,
@@ -71,7 +73,7 @@ use crate::device::Device;
 use crate::error::Error;
 use crate::linalg;
 use crate::precision::Precision;
-use crate::resident::DeviceMatrix;
+use crate::resident::{DeviceMatrix, Workspace};
 
 /// Ratio of the geometric pieces of `[0, 1]` in the a-priori bound (the
 /// bound uses each piece's upper end, so it is loose by at most this factor
@@ -450,6 +452,52 @@ impl SymmetricProducts for DeviceProducts<'_> {
     }
 }
 
+/// [`SymmetricProducts`] on resident `f64` matrices recorded in a
+/// [`Workspace`]: the operations and arithmetic of [`DeviceProducts`], the
+/// outputs from the workspace's pool, and the products and combinations
+/// between two read-backs in one submission.
+pub(crate) struct WorkspaceProducts<'w, 'd> {
+    /// Where the operations are recorded.
+    pub(crate) workspace: &'w Workspace<'d>,
+}
+
+impl SymmetricProducts for WorkspaceProducts<'_, '_> {
+    type Matrix = DeviceMatrix;
+    fn product(&self, a: &DeviceMatrix, b: &DeviceMatrix) -> Result<DeviceMatrix, Error> {
+        let out = self.workspace.take(a.nrows(), b.ncols(), a.precision())?;
+        self.workspace.matmul_into(a, b, linalg::MatrixProduct::AB, &out)?;
+        Ok(out)
+    }
+    fn combine(&self, alpha: f64, x: &DeviceMatrix, beta: f64, y: Option<&DeviceMatrix>, gamma: f64) -> Result<DeviceMatrix, Error> {
+        let out = self.workspace.take(x.nrows(), x.ncols(), x.precision())?;
+        match y {
+            Some(y) => self.workspace.combine_into(alpha, x, beta, y, gamma, &out)?,
+            None => self.workspace.combine_into(alpha, x, 0.0, x, gamma, &out)?,
+        }
+        Ok(out)
+    }
+    fn frobenius(&self, x: &DeviceMatrix) -> Result<f64, Error> {
+        let norms = self.workspace.take(x.nrows(), 1, x.precision())?;
+        self.workspace.row_reduction_into(x, true, &norms)?;
+        Ok(self.workspace.read_vector(&norms)?.sum().sqrt())
+    }
+    fn trace(&self, x: &DeviceMatrix) -> Result<f64, Error> {
+        let identity = self.combine(0.0, x, 0.0, None, 1.0)?;
+        let diagonal = self.workspace.take(x.nrows(), x.ncols(), x.precision())?;
+        self.workspace.hadamard_into(x, &identity, &diagonal)?;
+        let sums = self.workspace.take(x.nrows(), 1, x.precision())?;
+        self.workspace.row_reduction_into(&diagonal, false, &sums)?;
+        Ok(self.workspace.read_vector(&sums)?.sum())
+    }
+    fn symmetrise(&self, x: DeviceMatrix) -> Result<DeviceMatrix, Error> {
+        // As DeviceProducts: used as computed.
+        Ok(x)
+    }
+    fn order(&self, x: &DeviceMatrix) -> usize {
+        x.nrows()
+    }
+}
+
 /// `[M]_+` from [`positive_part_polar`]: the dense matrix `P_k` and what
 /// the dual needs of it. On a device `P_k` is not symmetrised: its
 /// antisymmetric part is rounding, which cancels in quadratic forms
@@ -574,6 +622,27 @@ pub fn positive_part_polar_resident_with_norm(device: &Device, m: &DeviceMatrix,
     polar_with_norm(&DeviceProducts { device }, m, frobenius, StepFamily::ScaledCubic, tolerance)
 }
 
+/// [`resident_frobenius`] recorded in `workspace` (what is pending there
+/// is submitted with it).
+///
+/// Errors: those of the device.
+pub(crate) fn resident_frobenius_in(workspace: &Workspace<'_>, m: &DeviceMatrix) -> Result<f64, Error> {
+    WorkspaceProducts { workspace }.frobenius(m)
+}
+
+/// [`positive_part_polar_resident_with_norm`] recorded in `workspace`
+/// ([`WorkspaceProducts`]): the same steps and arithmetic, the outputs
+/// from its pool.
+///
+/// Errors: those of [`positive_part_polar_resident`].
+pub(crate) fn positive_part_polar_in(workspace: &Workspace<'_>, m: &DeviceMatrix, frobenius: f64, tolerance: f64) -> Result<PolarPart<DeviceMatrix>, Error> {
+    if m.precision() != Precision::F64 {
+        return Err(Error::PrecisionMismatch { expected: Precision::F64, found: m.precision() });
+    }
+    linalg::check_dim("columns of m vs its rows", m.nrows(), m.ncols())?;
+    polar_with_norm(&WorkspaceProducts { workspace }, m, frobenius, StepFamily::ScaledCubic, tolerance)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -632,3 +701,4 @@ mod tests {
         assert!(scaled.products < cubic.products && scaled.products < quintic.products, "{} vs {} and {}", scaled.products, cubic.products, quintic.products);
     }
 }
+

@@ -59,7 +59,7 @@ use crate::gpu::cost::CardProfile;
 use crate::gpu::ShapeKind;
 use crate::precision::Precision;
 use crate::linalg;
-use crate::resident::DeviceMatrix;
+use crate::resident::{DeviceMatrix, Workspace};
 
 use crate::error::Error;
 
@@ -439,17 +439,28 @@ impl PositivePartSolver {
     /// [`polar::positive_part_polar_resident`]; [`Error::IllConditioned`]
     /// when `||M||_F` is not finite (a product left the range of `f64`).
     pub fn compute_part_resident(&mut self, device: &Device, m: &DeviceMatrix) -> Result<(PartMatrix, Route), Error> {
+        self.compute_part_in(&Workspace::new(device), m)
+    }
+
+    /// [`Self::compute_part_resident`] with the polar route's operations
+    /// recorded in `workspace` (its outputs from the workspace's pool, one
+    /// submission per read-back; what is pending there is submitted first).
+    ///
+    /// Errors: those of [`Self::compute_part_resident`].
+    pub(crate) fn compute_part_in(&mut self, workspace: &Workspace<'_>, m: &DeviceMatrix) -> Result<(PartMatrix, Route), Error> {
+        let device = workspace.device();
         if !self.polar {
+            workspace.flush()?;
             return self.compute_part(&device.to_host(m).map_err(|e| match e {
                 Error::Overflow { .. } => Error::IllConditioned { what: "PSD dual", reason: "M = -P diag(d) P^T - mu W - lambda_1 I has a non-finite entry: the dual iterates left the range of f64".into() },
                 e => e,
             })?);
         }
-        let frobenius = polar::resident_frobenius(device, m)?;
+        let frobenius = polar::resident_frobenius_in(workspace, m)?;
         if !frobenius.is_finite() {
             return Err(Error::IllConditioned { what: "PSD dual", reason: format!("||M||_F = {frobenius} for M = -P diag(d) P^T - mu W - lambda_1 I: the dual iterates left the range of f64") });
         }
-        let part = polar::positive_part_polar_resident_with_norm(device, m, frobenius, self.tolerance)?;
+        let part = polar::positive_part_polar_in(workspace, m, frobenius, self.tolerance)?;
         self.stats.polar += 1;
         let products = part.products;
         Ok((PartMatrix::Resident(part), Route::Polar { products }))

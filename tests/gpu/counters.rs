@@ -544,7 +544,14 @@ fn psd_density_counters_at_two_sizes() {
 ///   which depend on the spectrum of `M` (the data), not on `n`;
 /// - the weighted Grams are r x r over n, one dispatch each, exactly one
 ///   per iteration (the candidate's `M`; the extrapolated point's is a
-///   combination of cached ones), their weights resident.
+///   combination of cached ones), their weights resident;
+/// - allocations: none at either size (every output and scratch of an
+///   iteration is a matrix of the resident solve's workspace pool, which
+///   has filled by iteration K1);
+/// - submissions: every one is the work recorded before a read-back or the
+///   read-back's copy, two per wait, whatever `n`; the waits per iteration
+///   are at most [`PSD_WAITS_PER_ITERATION`] (they depend on the data, which
+///   decide where the remainder bound fails, not on `n`).
 #[test]
 fn psd_density_counters_per_iteration_at_two_sizes() {
     use gramian::psd::{BaseMeasure, DensityParams, PositivePartRoute, Regularisation, SolverOptions};
@@ -574,5 +581,17 @@ fn psd_density_counters_per_iteration_at_two_sizes() {
         assert_eq!(grams.flops, 3 * n64 * r * r * grams.dispatches, "{c:?}");
         assert_eq!((t.uploads, t.host_to_device_bytes), (0, 0), "{c:?}");
         assert!(c.waits > 0 && t.device_to_host_bytes <= 8 * r * c.waits, "{c:?}");
+        eprintln!("per iteration (n = {n}): {:.2} allocations, {:.2} submissions, {:.2} waits", c.allocations as f64 / per, t.submissions as f64 / per, c.waits as f64 / per);
+        assert_eq!(c.allocations, 0, "{c:?}");
+        assert_eq!(t.submissions, 2 * c.waits, "{c:?}");
+        assert!(c.waits <= PSD_WAITS_PER_ITERATION * (k2 - k1) as u64, "{c:?}");
     }
 }
+
+/// Read-backs (waits) of an iteration of the resident density fit with one
+/// candidate (one weighted Gram per iteration, asserted above), at most:
+/// the polar route's four at the extrapolated point and the step's one;
+/// where the remainder bound fails, the polar route's four at the candidate
+/// and the loss sums' one (its objective); a gap check one. Independent of
+/// `n` and of the polar route's number of steps.
+const PSD_WAITS_PER_ITERATION: u64 = 4 + 1 + 4 + 1 + 1;

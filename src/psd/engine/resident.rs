@@ -19,6 +19,25 @@
 //! of element-wise terms (logs for the density), read back with the other
 //! scalars of a gap check (`tr(A W)`) in one wait. The polar route's own
 //! read-backs are `O(r)` numbers ([`super::super::polar`]).
+//!
+//! **Recording.** Every device operation of the solve (the extrapolation,
+//! `M`, the polar route's products, the gradient, the prox, the inner
+//! products and the loss terms) writes into a matrix of the setting's
+//! [`Workspace`] and is recorded there, not submitted: the work between two
+//! read-backs is one submission. Per candidate that is the polar route's
+//! four read-backs at `y` (`||M||_F`, `||M^2||_F`, `tr P` and `||P||_F`,
+//! the extrapolation recorded before the first, the products of the steps
+//! before the third) and the step's one (the gradient, the prox, the inner
+//! products and `M(c)` before it), each one submission of what was
+//! recorded before it, then the read-back's copy (a second submission) and
+//! its wait; an evaluation of `h` at the candidate (when the
+//! remainder bound fails) adds the polar route's four at `c` and the loss
+//! sums', a gap check one. The outputs come from the workspace's pool,
+//! which hands a matrix out again once no point, cache or pending
+//! temporary holds it: the pool fills during the first iterations (the
+//! points FISTA keeps, their `M`, `[M]_+` and gradients, and the
+//! temporaries of one candidate) and an iteration after that allocates no
+//! device memory.
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -28,8 +47,9 @@ use nalgebra::DVector;
 
 use crate::device::Device;
 use crate::error::Error;
+use crate::linalg::MatrixProduct;
 use crate::precision::Precision;
-use crate::resident::DeviceMatrix;
+use crate::resident::{DeviceMatrix, Workspace};
 
 use super::super::fista::{self, FistaOutcome, FistaSettings, FistaSpace};
 use super::super::loss::ResidentLoss;
@@ -76,6 +96,9 @@ pub(super) struct ResidentSetting<'d> {
     /// `1/D` (n x 1).
     pub(super) inverse_metric: DeviceMatrix,
     pub(super) loss: &'d dyn ResidentLoss,
+    /// Where every operation of the solve is recorded, its outputs from
+    /// the workspace's pool (module docs).
+    pub(super) workspace: Workspace<'d>,
 }
 
 impl<'d> ResidentSetting<'d> {
@@ -92,52 +115,67 @@ impl<'d> ResidentSetting<'d> {
             metric: device.upload_vector(metric, Precision::F64)?,
             inverse_metric: device.upload_vector(&metric.map(|d| 1.0 / d), Precision::F64)?,
             loss,
+            workspace: Workspace::new(device),
         }))
     }
 }
 
 impl<'a, L: BlockLoss + ?Sized> EngineProblem<'a, L> {
-    /// `M(z)` at a resident point (cached there).
-    fn resident_m(&self, point: &ResidentPoint, mu: f64, state: &mut State<'_>) -> Result<DeviceMatrix, Error> {
+    /// `M(z)` at a resident point (cached there), recorded in the workspace.
+    fn resident_m(&self, setting: &ResidentSetting<'_>, point: &ResidentPoint, mu: f64, state: &mut State<'_>) -> Result<DeviceMatrix, Error> {
         if let Some(m) = &point.cache.borrow().m {
             return Ok(m.clone());
         }
         let start = Instant::now();
-        let device = self.resident_device()?;
-        let g = self.features.weighted_gram_of_resident(&point.z)?;
-        let m = match &state.integral_resident {
-            Some(w) => device.resident_combine(-1.0, &g, -mu, w, -self.lambda1)?,
-            None => device.resident_combine(-1.0, &g, 0.0, &g, -self.lambda1)?,
-        };
+        let ws = &setting.workspace;
+        let phi = self.features.resident_phi()?;
+        let (r, precision) = (phi.ncols(), point.z.precision());
+        let g = ws.take(r, r, precision)?;
+        ws.weighted_gram_into(phi, &point.z, &g)?;
+        let m = ws.take(r, r, precision)?;
+        match &state.integral_resident {
+            Some(w) => ws.combine_into(-1.0, &g, -mu, w, -self.lambda1, &m)?,
+            None => ws.combine_into(-1.0, &g, 0.0, &g, -self.lambda1, &m)?,
+        }
         point.cache.borrow_mut().m = Some(m.clone());
         state.products += start.elapsed().as_secs_f64();
         Ok(m)
     }
 
     /// `[M(z)]_+` at a resident point (cached there).
-    fn resident_part(&self, point: &ResidentPoint, mu: f64, state: &mut State<'_>) -> Result<PartMatrix, Error> {
+    fn resident_part(&self, setting: &ResidentSetting<'_>, point: &ResidentPoint, mu: f64, state: &mut State<'_>) -> Result<PartMatrix, Error> {
         if let Some(pp) = &point.cache.borrow().pp {
             return Ok(pp.clone());
         }
-        let m = self.resident_m(point, mu, state)?;
+        let m = self.resident_m(setting, point, mu, state)?;
         let start = Instant::now();
-        let (pp, _) = state.parts[0].eigen_solver.compute_part_resident(self.resident_device()?, &m)?;
+        let (pp, _) = state.parts[0].eigen_solver.compute_part_in(&setting.workspace, &m)?;
         state.eigen += start.elapsed().as_secs_f64();
         point.cache.borrow_mut().pp = Some(pp.clone());
         Ok(pp)
     }
 
-    /// The gradient `-u` (n x 1) at a resident point (cached there).
-    fn resident_gradient(&self, point: &ResidentPoint, mu: f64, state: &mut State<'_>) -> Result<DeviceMatrix, Error> {
+    /// The gradient `-u` (n x 1, `u_i = p_i^T A p_i` from `Phi A` and its
+    /// row dots with `Phi`) at a resident point (cached there), recorded
+    /// in the workspace.
+    fn resident_gradient(&self, setting: &ResidentSetting<'_>, point: &ResidentPoint, mu: f64, state: &mut State<'_>) -> Result<DeviceMatrix, Error> {
         if let Some(g) = &point.cache.borrow().gradient {
             return Ok(g.clone());
         }
-        let pp = self.resident_part(point, mu, state)?;
+        let pp = self.resident_part(setting, point, mu, state)?;
         let PartMatrix::Resident(part) = &pp else { return Err(Error::InvalidParameter { name: "positive part", reason: "the resident solve needs the polar route's resident [M]_+".into() }) };
         let start = Instant::now();
-        let device = self.resident_device()?;
-        let f = self.features.quadratic_forms_on_device(&part.matrix)?;
-        let g = device.resident_combine(-1.0 / self.lambda2, &f, 0.0, &f, 0.0)?;
+        let ws = &setting.workspace;
+        let phi = self.features.resident_phi()?;
+        let (n, r, precision) = (phi.nrows(), phi.ncols(), point.z.precision());
+        let phi_a = ws.take(n, r, precision)?;
+        ws.matmul_into(phi, &part.matrix, MatrixProduct::AB, &phi_a)?;
+        let products = ws.take(n, r, precision)?;
+        ws.hadamard_into(&phi_a, phi, &products)?;
+        let forms = ws.take(n, 1, precision)?;
+        ws.row_reduction_into(&products, false, &forms)?;
+        let g = ws.take(n, 1, precision)?;
+        ws.combine_into(-1.0 / self.lambda2, &forms, 0.0, &forms, 0.0, &g)?;
         point.cache.borrow_mut().gradient = Some(g.clone());
         state.products += start.elapsed().as_secs_f64();
         Ok(g)
@@ -147,20 +185,27 @@ impl<'a, L: BlockLoss + ?Sized> EngineProblem<'a, L> {
     /// `u` empty: the model values stay on the device) and the loss terms
     /// (`L(u)` as `plain`), from one read-back of the loss sums and `tr(A W)`.
     pub(super) fn resident_terms(&self, setting: &ResidentSetting<'_>, point: &ResidentPoint, mu: f64, state: &mut State<'_>) -> Result<(Evaluation, LossTerms), Error> {
-        let pp = self.resident_part(point, mu, state)?;
-        let gradient = self.resident_gradient(point, mu, state)?;
-        let device = setting.device;
-        let conjugate = setting.loss.conjugate_terms(device, &point.z)?;
-        let value = setting.loss.value_terms(device, &gradient, -1.0)?;
+        let pp = self.resident_part(setting, point, mu, state)?;
+        let gradient = self.resident_gradient(setting, point, mu, state)?;
+        let ws = &setting.workspace;
+        let conjugate = setting.loss.conjugate_terms(ws, &point.z)?;
+        let value = setting.loss.value_terms(ws, &gradient, -1.0)?;
         let mut vectors: Vec<&DeviceMatrix> = conjugate.iter().chain(value.iter()).collect();
         let trace_terms = match (&state.integral_resident, &pp) {
-            (Some(w), PartMatrix::Resident(part)) => Some(device.resident_row_sums(&device.resident_hadamard(&part.matrix, w)?)?),
+            (Some(w), PartMatrix::Resident(part)) => {
+                let (r, precision) = (part.matrix.nrows(), part.matrix.precision());
+                let products = ws.take(r, r, precision)?;
+                ws.hadamard_into(&part.matrix, w, &products)?;
+                let rows = ws.take(r, 1, precision)?;
+                ws.row_reduction_into(&products, false, &rows)?;
+                Some(rows)
+            }
             _ => None,
         };
         if let Some(t) = &trace_terms {
             vectors.push(t);
         }
-        let sums = device.resident_sums(&vectors)?;
+        let sums = ws.sums(&vectors)?;
         let (conjugate_sums, rest) = sums.split_at(conjugate.len());
         let (value_sums, trace) = rest.split_at(value.len());
         let trace_aw = trace.first().map_or(0.0, |t| t / self.lambda2);
@@ -203,9 +248,9 @@ impl<'a, L: BlockLoss + ?Sized> EngineProblem<'a, L> {
         };
         let smooth = |y: &ResidentPoint, want_gradient: bool| -> (f64, Option<ResidentPoint>) {
             let mut st = cell.borrow_mut();
-            let out = self.resident_part(y, mu, &mut st).and_then(|pp| {
+            let out = self.resident_part(setting, y, mu, &mut st).and_then(|pp| {
                 let value = self.psd_energy(std::slice::from_ref(&pp));
-                let gradient = if want_gradient { Some(ResidentPoint::new(self.resident_gradient(y, mu, &mut st)?)) } else { None };
+                let gradient = if want_gradient { Some(ResidentPoint::new(self.resident_gradient(setting, y, mu, &mut st)?)) } else { None };
                 Ok((value, gradient))
             });
             out.unwrap_or_else(|e| {
@@ -215,7 +260,7 @@ impl<'a, L: BlockLoss + ?Sized> EngineProblem<'a, L> {
         };
         let remainder_bound = |y: &ResidentPoint, x: &ResidentPoint| x.cache.borrow().remainder.filter(|&(id, _)| id == y.id()).map(|(_, rho)| rho);
         let nonsmooth = |x: &ResidentPoint| {
-            let out = setting.loss.conjugate_terms(setting.device, &x.z).and_then(|terms| setting.device.resident_sums(&terms.iter().collect::<Vec<_>>()));
+            let out = setting.loss.conjugate_terms(&setting.workspace, &x.z).and_then(|terms| setting.workspace.sums(&terms.iter().collect::<Vec<_>>()));
             match out {
                 Ok(sums) => setting.loss.conjugate_from_sums(&sums),
                 Err(e) => {
@@ -241,6 +286,9 @@ impl<'a, L: BlockLoss + ?Sized> EngineProblem<'a, L> {
         let space = ResidentSpace { problem: self, setting, mu, state: &cell, failure: &failure };
         let settings = FistaSettings { initial_step: step, max_iterations: budget, tolerance: inner_tol, check_every: options.check_every };
         let outcome = fista::minimise_in(space, smooth, remainder_bound, nonsmooth, gap, z0, settings);
+        // What is still recorded (a gradient or candidate never read) is
+        // submitted, so that the points handed out are written.
+        setting.workspace.flush()?;
         if let Some(e) = failure.borrow_mut().take() {
             return Err(e);
         }
@@ -280,12 +328,15 @@ impl<L: BlockLoss + ?Sized> FistaSpace for ResidentSpace<'_, '_, '_, '_, L> {
         if beta == 0.0 {
             return Ok(x.clone());
         }
-        let device = self.setting.device;
-        let y = ResidentPoint::new(device.resident_combine(1.0 + beta, &x.z, -beta, &x_prev.z, 0.0)?);
+        let ws = &self.setting.workspace;
+        let y = ResidentPoint::new(ws.take(x.z.nrows(), 1, x.z.precision())?);
+        ws.combine_into(1.0 + beta, &x.z, -beta, &x_prev.z, 0.0, &y.z)?;
         let ms = (x.cache.borrow().m.clone(), x_prev.cache.borrow().m.clone());
         if let (Some(mx), Some(mp)) = ms {
             let start = Instant::now();
-            y.cache.borrow_mut().m = Some(device.resident_combine(1.0 + beta, &mx, -beta, &mp, 0.0)?);
+            let m = ws.take(mx.nrows(), mx.ncols(), mx.precision())?;
+            ws.combine_into(1.0 + beta, &mx, -beta, &mp, 0.0, &m)?;
+            y.cache.borrow_mut().m = Some(m);
             self.state.borrow_mut().products += start.elapsed().as_secs_f64();
         }
         Ok(y)
@@ -293,23 +344,39 @@ impl<L: BlockLoss + ?Sized> FistaSpace for ResidentSpace<'_, '_, '_, '_, L> {
 
     fn step(&mut self, y: &ResidentPoint, grad: &ResidentPoint, t: f64, x: &ResidentPoint) -> Result<(ResidentPoint, [f64; 3]), Error> {
         self.check()?;
-        let (device, s) = (self.setting.device, self.setting);
+        let s = self.setting;
+        let ws = &s.workspace;
+        let (n, precision) = (y.z.nrows(), y.z.precision());
+        let vector = || ws.take(n, 1, precision);
         // c = prox_{(t/D) L*}(y - (t/D) grad).
-        let scaled = device.resident_hadamard(&grad.z, &s.inverse_metric)?;
-        let v = device.resident_combine(1.0, &y.z, -t, &scaled, 0.0)?;
-        let cand = ResidentPoint::new(s.loss.prox_conjugate_resident(device, &v, &s.inverse_metric, t)?);
-        let d = device.resident_combine(1.0, &cand.z, -1.0, &y.z, 0.0)?;
-        let grad_d = device.resident_hadamard(&grad.z, &d)?;
-        let d_metric = device.resident_hadamard(&d, &s.metric)?;
-        let d_squared = device.resident_hadamard(&d, &d_metric)?;
+        let scaled = vector()?;
+        ws.hadamard_into(&grad.z, &s.inverse_metric, &scaled)?;
+        let v = vector()?;
+        ws.combine_into(1.0, &y.z, -t, &scaled, 0.0, &v)?;
+        let cand = ResidentPoint::new(vector()?);
+        s.loss.prox_conjugate_resident(ws, &v, &s.inverse_metric, t, &cand.z)?;
+        let d = vector()?;
+        ws.combine_into(1.0, &cand.z, -1.0, &y.z, 0.0, &d)?;
+        let grad_d = vector()?;
+        ws.hadamard_into(&grad.z, &d, &grad_d)?;
+        let d_metric = vector()?;
+        ws.hadamard_into(&d, &s.metric, &d_metric)?;
+        let d_squared = vector()?;
+        ws.hadamard_into(&d, &d_metric, &d_squared)?;
         // <y - c, c - x>_D = -<D d, c - x>.
-        let direction = device.resident_hadamard(&d_metric, &device.resident_combine(-1.0, &cand.z, 1.0, &x.z, 0.0)?)?;
+        let from_cand = vector()?;
+        ws.combine_into(-1.0, &cand.z, 1.0, &x.z, 0.0, &from_cand)?;
+        let direction = vector()?;
+        ws.hadamard_into(&d_metric, &from_cand, &direction)?;
         let mut st = self.state.borrow_mut();
-        let m_c = self.problem.resident_m(&cand, self.mu, &mut st)?;
-        let m_y = self.problem.resident_m(y, self.mu, &mut st)?;
+        let m_c = self.problem.resident_m(s, &cand, self.mu, &mut st)?;
+        let m_y = self.problem.resident_m(s, y, self.mu, &mut st)?;
         let start = Instant::now();
-        let distance = device.resident_row_squared_norms(&device.resident_combine(1.0, &m_c, -1.0, &m_y, 0.0)?)?;
-        let sums = device.resident_sums(&[&grad_d, &d_squared, &direction, &distance])?;
+        let difference = ws.take(m_c.nrows(), m_c.ncols(), precision)?;
+        ws.combine_into(1.0, &m_c, -1.0, &m_y, 0.0, &difference)?;
+        let distance = ws.take(m_c.nrows(), 1, precision)?;
+        ws.row_reduction_into(&difference, true, &distance)?;
+        let sums = ws.sums(&[&grad_d, &d_squared, &direction, &distance])?;
         st.products += start.elapsed().as_secs_f64();
         cand.cache.borrow_mut().remainder = Some((y.id(), sums[3] / (2.0 * self.problem.lambda2)));
         Ok((cand, [sums[0], sums[1], sums[2]]))
