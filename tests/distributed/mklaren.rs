@@ -261,14 +261,149 @@ fn low_rank_ridge_baselines_match_the_single_process_fit() {
             }
         }
     }
-    // CSI scores candidates against the whole residual: not on sharded rows.
-    let params = LowRankRidgeParams::new(LowRankMethod::Csi { lookahead: 3, kappa: 0.5 }, 4).kernels(&kernels);
-    let out = ThreadGroup::run(2, |comm| {
+}
+
+fn low_rank_on_blocks(blocks: &[std::ops::Range<usize>], device: impl Fn(usize) -> Device + Sync, params: &gramian::mklaren::LowRankRidgeParams, x: &DMatrix<f64>, y: &DVector<f64>) -> Vec<Result<gramian::mklaren::LowRankRidge, Error>> {
+    ThreadGroup::run(blocks.len(), |comm| {
+        let rows = blocks[comm.rank()].clone();
+        let shard = RowShard::new(comm, x.rows(rows.start, rows.len()).into_owned())?;
+        let data = ShardedSupervised::new(comm, shard, y.rows(rows.start, rows.len()).into_owned())?;
+        params.fit_sharded(&device(comm.rank()), comm, &data)
+    })
+    .unwrap()
+}
+
+/// Blocks of `n` rows over `p` ranks as `RowShard::from_full` splits them.
+fn even_blocks(n: usize, p: usize) -> Vec<std::ops::Range<usize>> {
+    let partition = gramian::distributed::RowPartition::even(n, p).unwrap();
+    (0..p).map(|r| partition.range(r)).collect()
+}
+
+/// The CSI ridge baseline (Bach & Jordan 2005) on 1, 2 and 3 ranks (101
+/// rows: uneven blocks; and blocks of 60, 0 and 41 rows) against the
+/// single-process fit, over look-aheads and weights `kappa` (0: the
+/// prediction gain alone, 1: the approximation gain alone): the same
+/// pivots in the same order (the samples at the pivots, bit for bit), and
+/// coefficients, training fit and predictions within 1e-9 (the scores' and
+/// the basis' sums over rows are added in rank order, which moves them by
+/// rounding, about 1e-15 relative, and the ridge solution by that times
+/// its conditioning). On one rank the fit is the single process's, bit for
+/// bit (the same row-wise code, sums of one part). Every rank's model is the
+/// same, bit for bit.
+#[test]
+fn csi_ridge_matches_the_single_process_fit() {
+    use gramian::mklaren::{LowRankMethod, LowRankRidgeParams};
+    let (x, y) = regression(101);
+    let test = common::random_matrix(&mut common::rng(), 20, 3);
+    let kernels = [Kernel::rbf(1.5).unwrap(), Kernel::rbf(0.3).unwrap(), Kernel::polynomial(0.5, 1.0, 2).unwrap()];
+    for (lookahead, kappa, rank) in [(3, 0.5, 8), (1, 0.0, 6), (6, 1.0, 10), (4, 0.9, 12)] {
+        let params = LowRankRidgeParams::new(LowRankMethod::Csi { lookahead, kappa }, rank).kernels(&kernels).lambda(1e-3);
+        let single = params.fit(&Device::Cpu, &Supervised::new(x.clone(), y.clone()).unwrap()).unwrap();
+        let expected = single.predict(&test).unwrap();
+        let mut layouts: Vec<Vec<std::ops::Range<usize>>> = (1..=3).map(|p| even_blocks(101, p)).collect();
+        layouts.push(vec![0..60, 60..60, 60..101]);
+        for blocks in layouts {
+            let what = format!("delta {lookahead}, kappa {kappa}, blocks {blocks:?}");
+            let out: Vec<_> = low_rank_on_blocks(&blocks, |_| Device::Cpu, &params, &x, &y).into_iter().map(|m| m.unwrap()).collect();
+            let m = &out[0];
+            for (a, b) in m.transforms().iter().zip(single.transforms()) {
+                assert_eq!(a.pivot_rows(), b.pivot_rows(), "{what}: pivots");
+            }
+            assert_eq!(m.transforms().len(), single.transforms().len());
+            let coef = (m.coefficients() - single.coefficients()).amax();
+            let fit = (m.training_fit() - single.training_fit()).amax();
+            let pred = (m.predict(&test).unwrap() - &expected).amax();
+            eprintln!("CSI, {what}: coefficients {coef:.2e}, training fit {fit:.2e}, predictions {pred:.2e}");
+            assert!(coef <= 1e-9 && fit <= 1e-9 && pred <= 1e-9, "{what}: {coef:e} {fit:e} {pred:e}");
+            if blocks.len() == 1 {
+                assert_eq!(m.coefficients(), single.coefficients(), "{what}: one rank, the same bits");
+                for (a, b) in m.transforms().iter().zip(single.transforms()) {
+                    assert_eq!(a.matrix(), b.matrix(), "{what}: one rank, the same transform");
+                }
+            }
+            for other in &out[1..] {
+                assert_eq!(other.coefficients(), m.coefficients());
+                assert_eq!(other.training_fit(), m.training_fit());
+                for (a, b) in other.transforms().iter().zip(m.transforms()) {
+                    assert_eq!(a.matrix(), b.matrix());
+                    assert_eq!(a.pivot_rows(), b.pivot_rows());
+                }
+            }
+        }
+    }
+}
+
+/// CSI stops where no candidate is left (a linear kernel on 3 features has
+/// rank 3, asked for 7): the sharded fit stops at the same step as the
+/// single process, with the same pivots.
+#[test]
+fn csi_stops_early_on_every_rank_alike() {
+    use gramian::mklaren::{LowRankMethod, LowRankRidgeParams};
+    let (x, y) = regression(41);
+    let params = LowRankRidgeParams::new(LowRankMethod::Csi { lookahead: 2, kappa: 0.5 }, 7).kernels(&[Kernel::linear()]).lambda(1e-3);
+    let single = params.fit(&Device::Cpu, &Supervised::new(x.clone(), y.clone()).unwrap()).unwrap();
+    let columns = single.transforms()[0].pivot_rows().nrows();
+    assert!(columns < 7, "{columns} columns");
+    for p in 1..=3 {
+        for m in low_rank_on_blocks(&even_blocks(41, p), |_| Device::Cpu, &params, &x, &y) {
+            let m = m.unwrap();
+            assert_eq!(m.transforms()[0].pivot_rows(), single.transforms()[0].pivot_rows(), "{p} ranks");
+            assert!((m.training_fit() - single.training_fit()).amax() <= 1e-9, "{p} ranks");
+        }
+    }
+}
+
+/// CSI with a NaN in one rank's targets or rows, or a `kappa` that differs
+/// on one rank, fails every rank with the same typed error (no hang).
+#[test]
+fn csi_bad_shards_and_mismatched_parameters_fail_every_rank() {
+    use gramian::mklaren::{LowRankMethod, LowRankRidgeParams};
+    let (x, y) = regression(31);
+    let kernels = [Kernel::rbf(1.0).unwrap()];
+    let params = |kappa| LowRankRidgeParams::new(LowRankMethod::Csi { lookahead: 3, kappa }, 4).kernels(&kernels).lambda(1e-3);
+    let out = ThreadGroup::run(3, |comm| {
+        let shard = RowShard::from_full(comm, &x)?;
+        let rows = shard.partition().range(comm.rank());
+        let mut local_y = y.rows(rows.start, rows.len()).into_owned();
+        if comm.rank() == 1 {
+            local_y[0] = f64::NAN;
+        }
+        let data = ShardedSupervised::new(comm, shard, local_y)?;
+        params(0.5).fit_sharded(&Device::Cpu, comm, &data)
+    })
+    .unwrap();
+    for r in out {
+        assert!(matches!(r, Err(Error::RankFailed { rank: 1, invalid_input: true, .. })), "{r:?}");
+    }
+    let out = ThreadGroup::run(3, |comm| {
+        let full = RowShard::from_full(comm, &x)?;
+        let rows = full.partition().range(comm.rank());
+        let mut local = full.local().clone();
+        if comm.rank() == 2 {
+            local[(0, 1)] = f64::INFINITY;
+        }
+        let data = ShardedSupervised::new(comm, RowShard::new(comm, local)?, y.rows(rows.start, rows.len()).into_owned())?;
+        params(0.5).fit_sharded(&Device::Cpu, comm, &data)
+    })
+    .unwrap();
+    for r in out {
+        assert!(matches!(r, Err(Error::RankFailed { rank: 2, invalid_input: true, .. })), "{r:?}");
+    }
+    let out = ThreadGroup::run(3, |comm| {
         let shard = RowShard::from_full(comm, &x)?;
         let rows = shard.partition().range(comm.rank());
         let data = ShardedSupervised::new(comm, shard, y.rows(rows.start, rows.len()).into_owned())?;
-        params.fit_sharded(&Device::Cpu, comm, &data)
+        params(if comm.rank() == 1 { 0.4 } else { 0.5 }).fit_sharded(&Device::Cpu, comm, &data)
     })
     .unwrap();
-    assert!(out.iter().all(|r| matches!(r, Err(Error::Unsupported(_)))));
+    for r in out {
+        assert!(matches!(r, Err(Error::ShardMismatch { rank: 1, .. })), "{r:?}");
+    }
+    // The same invalid parameters on every rank: the plain error everywhere.
+    for (kappa, rank) in [(1.5, 4), (0.5, 40)] {
+        let bad = LowRankRidgeParams::new(LowRankMethod::Csi { lookahead: 3, kappa }, rank).kernels(&kernels);
+        for r in low_rank_on_blocks(&even_blocks(31, 2), |_| Device::Cpu, &bad, &x, &y) {
+            assert!(matches!(r, Err(Error::InvalidParameter { name: "kappa", .. }) | Err(Error::RankTooLarge { rank: 40, n: 31 })), "{r:?}");
+        }
+    }
 }
