@@ -282,7 +282,9 @@ fn even_blocks(n: usize, p: usize) -> Vec<std::ops::Range<usize>> {
 /// The CSI ridge baseline (Bach & Jordan 2005) on 1, 2 and 3 ranks (101
 /// rows: uneven blocks; and blocks of 60, 0 and 41 rows) against the
 /// single-process fit, over look-aheads and weights `kappa` (0: the
-/// prediction gain alone, 1: the approximation gain alone): the same
+/// prediction gain alone, 1: the approximation gain alone; not look-ahead
+/// 1 with kappa 0, where every candidate's score is `v^2 / C` and the
+/// pivot is decided by rounding): the same
 /// pivots in the same order (the samples at the pivots, bit for bit), and
 /// coefficients, training fit and predictions within 1e-9 (the scores' and
 /// the basis' sums over rows are added in rank order, which moves them by
@@ -296,7 +298,7 @@ fn csi_ridge_matches_the_single_process_fit() {
     let (x, y) = regression(101);
     let test = common::random_matrix(&mut common::rng(), 20, 3);
     let kernels = [Kernel::rbf(1.5).unwrap(), Kernel::rbf(0.3).unwrap(), Kernel::polynomial(0.5, 1.0, 2).unwrap()];
-    for (lookahead, kappa, rank) in [(3, 0.5, 8), (1, 0.0, 6), (6, 1.0, 10), (4, 0.9, 12)] {
+    for (lookahead, kappa, rank) in [(3, 0.5, 8), (2, 0.0, 6), (1, 0.3, 6), (6, 1.0, 10), (4, 0.9, 12)] {
         let params = LowRankRidgeParams::new(LowRankMethod::Csi { lookahead, kappa }, rank).kernels(&kernels).lambda(1e-3);
         let single = params.fit(&Device::Cpu, &Supervised::new(x.clone(), y.clone()).unwrap()).unwrap();
         let expected = single.predict(&test).unwrap();
