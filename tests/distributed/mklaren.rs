@@ -1,4 +1,5 @@
-//! Sharded incomplete Cholesky and mklaren fits against single-process fits.
+//! Sharded incomplete Cholesky, mklaren and low-rank ridge (ICD, Nystrom,
+//! CSI) fits against single-process fits.
 
 use gramian::distributed::{local_vector, Communicator, FitSharded, RowShard, ThreadGroup};
 use gramian::estimator::Supervised;
@@ -224,6 +225,22 @@ fn ranks_on_a_gpu_fit_the_cpu_model() {
     let empty = Device::gpu_with(&GpuOptions { allow_software: true, max_device_bytes: Some(0), ..Default::default() }).unwrap();
     let out = icd_on_ranks(2, |r| if r == 1 { empty.clone() } else { gpu.clone() }, &params, kernel, &x);
     for r in out {
+        assert!(matches!(r, Err(Error::RankFailed { rank: 1, invalid_input: false, .. })), "{r:?}");
+    }
+    // CSI on GPU ranks against the single-process fit on the same GPU: the
+    // same pivots, the training fit within 1e-4 (the host-matrix Gram
+    // `F^T F` is `f32` on a GPU, summed per rank).
+    use gramian::mklaren::{LowRankMethod, LowRankRidgeParams};
+    let csi = LowRankRidgeParams::new(LowRankMethod::Csi { lookahead: 3, kappa: 0.5 }, 6).kernels(&[kernel, Kernel::rbf(0.3).unwrap()]).lambda(1e-3);
+    let single = csi.fit(&gpu, &Supervised::new(x.clone(), y.clone()).unwrap()).unwrap();
+    for m in low_rank_on_blocks(&even_blocks(61, 2), |_| gpu.clone(), &csi, &x, &y) {
+        let m = m.unwrap();
+        for (a, b) in m.transforms().iter().zip(single.transforms()) {
+            assert_eq!(a.pivot_rows(), b.pivot_rows());
+        }
+        assert!((m.training_fit() - single.training_fit()).amax() <= 1e-4);
+    }
+    for r in low_rank_on_blocks(&even_blocks(61, 2), |r| if r == 1 { empty.clone() } else { gpu.clone() }, &csi, &x, &y) {
         assert!(matches!(r, Err(Error::RankFailed { rank: 1, invalid_input: false, .. })), "{r:?}");
     }
 }
