@@ -691,16 +691,19 @@ fn centred_target_sharded(comm: &dyn Communicator, y: &DVector<f64>, n: usize) -
 /// `n` rows as one process draws them, their samples gathered, `K(A, A)`
 /// from rank 0's device broadcast and the map `T = K(A, A)^{-1/2}` computed
 /// by every rank, this rank's `K(X_r, A) T` on its device; CSI: the
-/// single-process steps of CSI (Bach & Jordan 2005) on this rank's rows, module
-/// docs), then the standardised ridge system with its column sums, norms,
-/// `F^T F` and `F^T y` summed over the ranks.
+/// single-process steps of CSI (Bach & Jordan 2005) on this rank's rows,
+/// as the module docs say), then the standardised ridge system with its
+/// column sums, norms, `F^T F` and `F^T y` summed over the ranks.
 ///
 /// Agreement with the single process: ICD and Nystrom give the same
-/// factors (on the CPU the same bits); CSI the same pivots while no two
-/// candidates' scores tie to rounding (on one rank the same bits), its
-/// factor to the rounding that the scores' sums over rows bring into the
-/// basis and residual. Coefficients and predictions agree to rounding of
-/// the sums over rows (about `1e-10` on well-conditioned problems).
+/// factors (on the CPU the same bits). CSI gives the same pivots, and so on
+/// the CPU the same factor bits, while no two candidates' scores tie to
+/// rounding (its scores' sums over rows are added in rank order; on one
+/// rank the whole fit has the single process's bits); where scores tie
+/// exactly (look-ahead 1 with `kappa = 0`, or a residual kernel of rank 1,
+/// whose candidates all score the same) rounding picks the pivot, on one
+/// process as on several. Coefficients and predictions agree to rounding
+/// of the sums over rows (about `1e-10` on well-conditioned problems).
 impl FitSharded<ShardedSupervised> for LowRankRidgeParams {
     type Fitted = LowRankRidge;
 
