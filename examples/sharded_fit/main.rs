@@ -69,13 +69,14 @@ pub struct Outcome {
     pub difference: Option<(f64, f64)>,
 }
 
-const METHODS: [&str; 8] = ["icd", "mklaren", "nystrom", "psd-density", "psd-heteroscedastic", "psd-quantile", "eksvd-dual", "eksvd-covariance"];
+const METHODS: [&str; 9] = ["icd", "mklaren", "nystrom", "csi", "psd-density", "psd-heteroscedastic", "psd-quantile", "eksvd-dual", "eksvd-covariance"];
 
 fn run_method(method: &str, case: &Case) -> gramian::error::Result<Outcome> {
     match method {
         "icd" => mklaren::icd(case),
         "mklaren" => mklaren::mklaren(case),
         "nystrom" => mklaren::nystrom(case),
+        "csi" => mklaren::csi(case),
         "psd-density" => psd::density(case),
         "psd-heteroscedastic" => psd::heteroscedastic(case),
         "psd-quantile" => psd::quantile(case),

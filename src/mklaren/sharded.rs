@@ -1,4 +1,5 @@
-//! Incomplete Cholesky and mklaren on rows sharded over ranks
+//! Incomplete Cholesky, mklaren and the low-rank ridge baselines (ICD,
+//! Nystrom, CSI) on rows sharded over ranks
 //! ([`crate::distributed`]): the same pivots, factor and model a single
 //! process finds on all rows.
 //!
@@ -28,10 +29,23 @@
 //! (Eq. 18) is a tall-skinny QR: each rank's `R` of `[H_rank | mu_rank]`,
 //! gathered and stacked with the augmentation rows, solved once.
 //!
+//! **CSI** (Bach & Jordan 2005, module `csi`) runs the single-process
+//! steps on each rank's rows, its `Q` (the centred orthonormal basis) and
+//! residual of the target sharded by rows like `G`. Per step: the
+//! look-ahead block `B` (`delta` Cholesky steps, as mklaren's); the column
+//! sums of `B`, `B^T B`, `Q^T B`, `B^T r`, `1^T r`, `||r||^2` and `tr(D)` in
+//! one sum; the largest prediction denominator (the floor) in one maximum;
+//! each rank's best score on its rows, then the best over the ranks by the
+//! arg-max with ties to the lower row (the single process's choice); the
+//! step on that pivot; then the new column's mean, the two Gram-Schmidt
+//! passes `Q^T P g`, and `||(I - Q Q^T) P g||^2` with its product with `r`,
+//! one sum each.
+//!
 //! The arithmetic of a sum over rows changes with the number of ranks (the
 //! partial sums are added in one fixed order), so mklaren's scores, and the
-//! model's numbers, agree with the single process to rounding; candidates
-//! whose scores tie to rounding could be ordered differently.
+//! model's numbers, agree with the single process to rounding (as do CSI's
+//! scores); candidates whose scores tie to rounding could be ordered
+//! differently.
 //!
 //! The kernel columns are computed on each rank's device by
 //! [`KernelColumns`] against the broadcast pivot sample; the Cholesky
@@ -42,6 +56,7 @@ use faer::prelude::SolveLstsq;
 use nalgebra::{DMatrix, DVector};
 
 use super::columns::{KernelColumns, SharedInput};
+use super::csi::{csi_steps, CsiRows};
 use super::fitted::{Assembled, Mklaren, SelectedColumn};
 use super::icd::{argmax, cholesky_update, CholeskyState, FactorTransform, IcdFactor, IcdParams};
 use super::low_rank::{stack, standardised_ridge, LowRankMethod, LowRankRidge, LowRankRidgeParams};
@@ -50,6 +65,7 @@ use super::tall::{row_quadratic_forms, tall_tr_mul};
 use crate::distributed::{agree, gather_vector, Communicator, FitSharded, RowShard, ShardedSupervised};
 use crate::error::{Error, Result};
 use crate::linalg::{faer_mut, faer_ref};
+use crate::precision::WorkingPrecision;
 use crate::{Device, Kernel};
 
 /// One kernel on sharded rows: the data of a sharded incomplete Cholesky
@@ -255,29 +271,42 @@ impl FitSharded<KernelShard> for IcdParams {
     }
 }
 
-/// Recomputes a kernel's look-ahead block (Eq. 12-13: `delta` plain ICD
-/// steps on a copy of its state) on this rank's rows, and the candidate
-/// norms (Eq. 14) with `B^T B` and `B^T 1` summed over the ranks.
-fn refresh(comm: &dyn Communicator, x: &RowShard, st: &mut KernelState<'_>) -> Result<()> {
-    let n = x.total_rows();
-    let nl = st.chol.diag.len();
-    let mut diag = st.chol.diag.clone();
-    let mut local_pivots = st.chol.pivots.clone();
-    let mut block = vec![0.0; nl * st.delta];
+/// Up to `delta` look-ahead columns (Eq. 12-13: plain ICD steps continuing
+/// from `chol` without changing it) on this rank's rows, stopping where the
+/// largest residual diagonal over all rows falls to `tolerance`: this
+/// rank's rows of the block `B`, and the outcome of its last local kernel
+/// column for the next collective to carry (`pending` is the outcome of
+/// the local work before, carried by the first arg-max). Collective.
+fn sharded_lookahead(comm: &dyn Communicator, x: &RowShard, cols: &KernelColumns<'_>, chol: &CholeskyState, delta: usize, tolerance: f64, pending: Result<()>) -> Result<(DMatrix<f64>, Result<()>)> {
+    let nl = chol.diag.len();
+    let delta = delta.min(x.total_rows());
+    let mut diag = chol.diag.clone();
+    let mut local_pivots = chol.pivots.clone();
+    let mut block = vec![0.0; nl * delta];
     let mut done = 0;
-    let mut pending = Ok(());
-    while done < st.delta {
+    let mut pending = pending;
+    while done < delta {
         let (best, i) = global_argmax(comm, &diag, x.offset(), std::mem::replace(&mut pending, Ok(())))?;
-        if !(best > st.tolerance) {
+        if !(best > tolerance) {
             break;
         }
         let (before, rest) = block.split_at_mut(done * nl);
-        let previous: Vec<&[f64]> = st.chol.columns.iter().map(|c| c.as_slice()).chain((0..done).map(|t| &before[t * nl..(t + 1) * nl])).collect();
-        pending = sharded_cholesky_column(comm, x, &st.cols, &previous, &mut local_pivots, &mut diag, i, &mut rest[..nl])?.1;
+        let previous: Vec<&[f64]> = chol.columns.iter().map(|c| c.as_slice()).chain((0..done).map(|t| &before[t * nl..(t + 1) * nl])).collect();
+        pending = sharded_cholesky_column(comm, x, cols, &previous, &mut local_pivots, &mut diag, i, &mut rest[..nl])?.1;
         done += 1;
     }
     block.truncate(nl * done);
-    let b = DMatrix::from_vec(nl, done, block);
+    Ok((DMatrix::from_vec(nl, done, block), pending))
+}
+
+/// Recomputes a kernel's look-ahead block ([`sharded_lookahead`]) on this
+/// rank's rows, and the candidate norms (Eq. 14) with `B^T B` and `B^T 1`
+/// summed over the ranks.
+fn refresh(comm: &dyn Communicator, x: &RowShard, st: &mut KernelState<'_>) -> Result<()> {
+    let n = x.total_rows();
+    let nl = st.chol.diag.len();
+    let (b, pending) = sharded_lookahead(comm, x, &st.cols, &st.chol, st.delta, st.tolerance, Ok(()))?;
+    let done = b.ncols();
     let btb = tall_tr_mul(&b, &b);
     let mut sums: Vec<f64> = btb.as_slice().to_vec();
     sums.extend((0..done).map(|t| b.column(t).sum()));
@@ -554,6 +583,94 @@ impl FitSharded<ShardedSupervised> for MklarenParams {
     }
 }
 
+/// CSI's rows ([`CsiRows`]) on this rank: its rows of `G`, `d` and the
+/// kernel columns, the pivots' log, and the outcome of the local work not
+/// yet carried by a collective. The look-ahead and the steps are
+/// [`sharded_lookahead`] and [`sharded_cholesky_column`]; the sums and
+/// maxima carry the outcome as a flag, so a failure on one rank fails
+/// every rank alike.
+struct CsiShard<'c, 'a> {
+    comm: &'c dyn Communicator,
+    x: &'c RowShard,
+    cols: KernelColumns<'a>,
+    chol: CholeskyState,
+    log: PivotLog,
+    pending: Result<()>,
+}
+
+impl CsiShard<'_, '_> {
+    fn take_pending(&mut self) -> Result<()> {
+        std::mem::replace(&mut self.pending, Ok(()))
+    }
+}
+
+impl CsiRows for CsiShard<'_, '_> {
+    fn total_rows(&self) -> usize {
+        self.x.total_rows()
+    }
+
+    fn diag(&self) -> &[f64] {
+        &self.chol.diag
+    }
+
+    fn lookahead(&mut self, delta: usize, tolerance: f64) -> Result<DMatrix<f64>> {
+        let pending = self.take_pending();
+        let (b, pending) = sharded_lookahead(self.comm, self.x, &self.cols, &self.chol, delta, tolerance, pending)?;
+        self.pending = pending;
+        Ok(b)
+    }
+
+    fn step(&mut self, pivot: usize) -> Result<Vec<f64>> {
+        let mut g = vec![0.0; self.chol.diag.len()];
+        let previous: Vec<&[f64]> = self.chol.columns.iter().map(|c| c.as_slice()).collect();
+        let (row, column) = sharded_cholesky_column(self.comm, self.x, &self.cols, &previous, &mut self.chol.pivots, &mut self.chol.diag, pivot, &mut g)?;
+        let earlier = self.take_pending();
+        self.pending = earlier.and(column);
+        self.chol.columns.push(g.clone());
+        self.log.push(pivot, row);
+        Ok(g)
+    }
+
+    fn sum(&mut self, values: &mut Vec<f64>) -> Result<()> {
+        let pending = self.take_pending();
+        sum_checked(self.comm, values, pending)
+    }
+
+    fn max(&mut self, values: &mut Vec<f64>) -> Result<()> {
+        let pending = self.take_pending();
+        values.push(if pending.is_err() { 1.0 } else { 0.0 });
+        self.comm.max(values)?;
+        if values.pop() != Some(0.0) {
+            return Err(failure(self.comm, pending));
+        }
+        Ok(())
+    }
+
+    fn best(&mut self, local: Option<(f64, usize)>) -> Result<Option<usize>> {
+        let pending = self.take_pending();
+        let (scores, row) = match local {
+            Some((score, i)) => (vec![score], i),
+            None => (Vec::new(), 0),
+        };
+        let (score, pivot) = global_argmax(self.comm, &scores, self.x.offset() + row, pending)?;
+        Ok((score > f64::NEG_INFINITY).then_some(pivot))
+    }
+}
+
+/// CSI (Bach & Jordan 2005, module `csi`) of one kernel on this rank's
+/// rows, with the centred target `yc` on them: this rank's rows of `G` and
+/// the out-of-sample transform (Eq. 21), the same on every rank.
+#[allow(clippy::too_many_arguments)]
+fn csi_sharded(comm: &dyn Communicator, device: &Device, x: &RowShard, kernel: Kernel, precision: WorkingPrecision, yc: &DVector<f64>, rank: usize, lookahead: usize, kappa: f64) -> Result<(DMatrix<f64>, FactorTransform)> {
+    let local = x.local();
+    let cols = agree(comm, (|| if local.nrows() == 0 { KernelColumns::for_rows(device, kernel, local) } else { KernelColumns::new_in(device, kernel, local, device.working_precision(precision)?) })())?;
+    let chol = CholeskyState { columns: Vec::new(), pivots: Vec::new(), diag: cols.diagonal().to_vec() };
+    let mut rows = CsiShard { comm, x, cols, chol, log: PivotLog::default(), pending: Ok(()) };
+    csi_steps(&mut rows, yc, rank, lookahead.min(x.total_rows()), kappa)?;
+    agree(comm, rows.take_pending())?;
+    Ok((rows.chol.factor(), rows.log.transform(kernel, x.ncols())))
+}
+
 /// The target's mean over all ranks and this rank's centred block; a
 /// target constant to rounding is [`Error::ConstantTarget`] on every rank
 /// (the test of the single-process fit, on the reduced extremes).
@@ -573,9 +690,20 @@ fn centred_target_sharded(comm: &dyn Communicator, y: &DVector<f64>, n: usize) -
 /// the sharded decomposition above; Nystrom: the landmarks drawn over all
 /// `n` rows as one process draws them, their samples gathered, `K(A, A)`
 /// from rank 0's device broadcast and the map `T = K(A, A)^{-1/2}` computed
-/// by every rank, this rank's `K(X_r, A) T` on its device), then the standardised ridge system with its
-/// column sums, norms, `F^T F` and `F^T y` summed over the ranks. CSI is
-/// not available on sharded rows ([`Error::Unsupported`]).
+/// by every rank, this rank's `K(X_r, A) T` on its device; CSI: the
+/// single-process steps of CSI (Bach & Jordan 2005) on this rank's rows,
+/// as the module docs say), then the standardised ridge system with its
+/// column sums, norms, `F^T F` and `F^T y` summed over the ranks.
+///
+/// Agreement with the single process: ICD and Nystrom give the same
+/// factors (on the CPU the same bits). CSI gives the same pivots, and so on
+/// the CPU the same factor bits, while no two candidates' scores tie to
+/// rounding (its scores' sums over rows are added in rank order; on one
+/// rank the whole fit has the single process's bits); where scores tie
+/// exactly (look-ahead 1 with `kappa = 0`, or a residual kernel of rank 1,
+/// whose candidates all score the same) rounding picks the pivot, on one
+/// process as on several. Coefficients and predictions agree to rounding
+/// of the sums over rows (about `1e-10` on well-conditioned problems).
 impl FitSharded<ShardedSupervised> for LowRankRidgeParams {
     type Fitted = LowRankRidge;
 
@@ -618,7 +746,11 @@ impl FitSharded<ShardedSupervised> for LowRankRidgeParams {
                     factors.push(crate::linalg::matmul(&c, &map));
                     transforms.push(FactorTransform::new(*kernel, pivot_rows, map));
                 }
-                LowRankMethod::Csi { .. } => return Err(Error::Unsupported("CSI on sharded rows (its pivots score the whole residual)".into())),
+                LowRankMethod::Csi { lookahead, kappa } => {
+                    let (g, transform) = csi_sharded(comm, device, x, *kernel, self.precision_setting(), &yc, rank, lookahead, kappa)?;
+                    factors.push(g);
+                    transforms.push(transform);
+                }
             }
         }
         let mut stacked = stack(&factors, nl);
