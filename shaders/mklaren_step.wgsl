@@ -16,9 +16,7 @@
 //               st: w12 = 0 (an arg-max): st[slot0] = index, st[slot0 + 1] =
 //               value (and the same at slot1 unless NONE); w12 = 1 (a
 //               candidate): st[slot0 .. slot0 + 3] = (key0, key1, index).
-//   4 gather:   o[o_off + j] = a[a_off + p a_rs + j] for j < w12 or
-//               w13 <= j < w13 + o_rs (else 0), p = st[slot0]; and
-//               st[slot1] = b[b_off + p b_rs] unless slot1 is NONE.
+//   4 (none)
 //   5 icd:      a Cholesky column (Eq. 2-3) with the pivot p = st[slot0] and
 //               d_p = st[slot1]: k = a[a_off + r], q = b[b_off + r], d =
 //               c[w12 + r w13] (in place), g = o[o_off + r o_rs];
@@ -351,17 +349,6 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(local_invocation
                 v = a[job.a_off + r * job.a_rs];
             }
             o[job.o_off + r * job.o_rs] = v;
-        }
-        case 4u: {
-            let p = u32(max(st[job.slot0], T(0.0)));
-            var v = T(0.0);
-            if (r < job.w12 || (r >= job.w13 && r < job.w13 + job.o_rs)) {
-                v = a[job.a_off + p * job.a_rs + r];
-            }
-            o[job.o_off + r] = v;
-            if (r == 0u && job.slot1 != NONE) {
-                st[job.slot1] = b[job.b_off + p * job.b_rs];
-            }
         }
         case 5u: {
             let p = u32(max(st[job.slot0], T(0.0)));

@@ -1,8 +1,7 @@
 //! Planning of mklaren's device steps (`shaders/mklaren_step.wgsl`, whose
 //! header states what every mode computes): copies, block arg-max and
-//! arg-min reductions with their device-side combine, the row gather and
-//! the Cholesky column whose pivot is read from a small device state vector,
-//! the look-ahead candidate norms and scores (Eq. 14-16), the LAR step of
+//! arg-min reductions with their device-side combine, the Cholesky column
+//! whose pivot is read from a small device state vector, the look-ahead candidate norms and scores (Eq. 14-16), the LAR step of
 //! Eq. 11 and the element-wise parts of the LAR update (Eq. 4-5, 8), and the
 //! narrow products a pivot step needs: the kernel column `k(X, x_i)` of the
 //! pivot `i` read from the state ([`MklarenJob::kernel_column`]) and a tall
@@ -38,7 +37,6 @@ pub(crate) enum MklarenMode {
     ArgBlock = 1,
     Score = 2,
     Combine = 3,
-    Gather = 4,
     Icd = 5,
     CandidateNorm = 6,
     Kernels = 7,
