@@ -1,5 +1,6 @@
 // The device steps of mklaren (src/gpu/mklaren.rs, src/mklaren/device.rs),
-// after a precision prelude (T = f64). One module, the step chosen by
+// after a precision prelude (T = f64) and the kernel function
+// (`kernel_function.wgsl`). One module, the step chosen by
 // job.mode; every mode binds the same six buffers (a, b, c, e, o and the
 // state vector st; a mode that needs fewer binds st in their place, so all
 // are read_write). Pivots, kernel choices and step lengths never go through
@@ -15,9 +16,7 @@
 //               st: w12 = 0 (an arg-max): st[slot0] = index, st[slot0 + 1] =
 //               value (and the same at slot1 unless NONE); w12 = 1 (a
 //               candidate): st[slot0 .. slot0 + 3] = (key0, key1, index).
-//   4 gather:   o[o_off + j] = a[a_off + p a_rs + j] for j < w12 or
-//               w13 <= j < w13 + o_rs (else 0), p = st[slot0]; and
-//               st[slot1] = b[b_off + p b_rs] unless slot1 is NONE.
+//   4 (none)
 //   5 icd:      a Cholesky column (Eq. 2-3) with the pivot p = st[slot0] and
 //               d_p = st[slot1]: k = a[a_off + r], q = b[b_off + r], d =
 //               c[w12 + r w13] (in place), g = o[o_off + r o_rs];
@@ -46,6 +45,17 @@
 //               o[o_off + chunk w12 w13 + i w13 + j];
 //  11 dotsum:   out(i, j) = the sum over w14 chunks of those partials (a,
 //               from a_off), written at o[o_off + i o_rs + j].
+//  12 kcol:    the kernel column of pivot p = st[slot0] against every row:
+//               o[o_off + r o_rs] = k(x_r, x_p), x_r the w12 numbers at
+//               a[a_off + r a_rs], k of kind w13 (degree w14, gamma s0,
+//               coef0 s1) applied to ||x_r - x_p||^2 (RBF, Laplacian) or
+//               x_r^T x_p; and st[slot1] = b[b_off + p b_rs] unless slot1 is
+//               NONE. Row p of X is read where it lies: no gather.
+//  13 rowdot:   a tall matrix times a short vector, the vector row p of b
+//               (p = st[slot0], 0 where slot0 is NONE):
+//               o[o_off + r o_rs] = sum_j a[a_off + r a_rs + j] b[b_off + p b_rs + j]
+//               over j < w12 and w13 <= j < w13 + w14 (e.g. p = F F(i,:)^T
+//               over the columns computed, or u = H w).
 // Modes 10 and 11 count invocations on a 2-D grid (id = x + y 256 groups_x).
 // Where a mode has a predicate (pred_slot not NONE), it runs only where
 // st[pred_slot] == pred_value. A key (key0, key1, index) is better than
@@ -340,17 +350,6 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(local_invocation
             }
             o[job.o_off + r * job.o_rs] = v;
         }
-        case 4u: {
-            let p = u32(max(st[job.slot0], T(0.0)));
-            var v = T(0.0);
-            if (r < job.w12 || (r >= job.w13 && r < job.w13 + job.o_rs)) {
-                v = a[job.a_off + p * job.a_rs + r];
-            }
-            o[job.o_off + r] = v;
-            if (r == 0u && job.slot1 != NONE) {
-                st[job.slot1] = b[job.b_off + p * job.b_rs];
-            }
-        }
         case 5u: {
             let p = u32(max(st[job.slot0], T(0.0)));
             let dp = st[job.slot1];
@@ -443,6 +442,42 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(local_invocation
                 a[r] = v;
                 o[job.o_off + r * job.o_rs] = v;
             }
+        }
+        case 12u: {
+            let p = u32(max(st[job.slot0], T(0.0)));
+            let xr = job.a_off + r * job.a_rs;
+            let xp = job.a_off + p * job.a_rs;
+            var s = T(0.0);
+            if (job.w13 == KIND_RBF || job.w13 == KIND_LAPLACIAN) {
+                for (var k = 0u; k < job.w12; k++) {
+                    let t = a[xr + k] - a[xp + k];
+                    s = s + t * t;
+                }
+            } else {
+                for (var k = 0u; k < job.w12; k++) {
+                    s = s + a[xr + k] * a[xp + k];
+                }
+            }
+            o[job.o_off + r * job.o_rs] = kernel_value(job.w13, job.s0, job.s1, job.w14, s);
+            if (r == 0u && job.slot1 != NONE) {
+                st[job.slot1] = b[job.b_off + p * job.b_rs];
+            }
+        }
+        case 13u: {
+            var p = 0u;
+            if (job.slot0 != NONE) {
+                p = u32(max(st[job.slot0], T(0.0)));
+            }
+            let ar = job.a_off + r * job.a_rs;
+            let bp = job.b_off + p * job.b_rs;
+            var s = T(0.0);
+            for (var j = 0u; j < job.w12; j++) {
+                s = s + a[ar + j] * b[bp + j];
+            }
+            for (var j = job.w13; j < job.w13 + job.w14; j++) {
+                s = s + a[ar + j] * b[bp + j];
+            }
+            o[job.o_off + r * job.o_rs] = s;
         }
         case 9u: {
             if (r != 0u) {

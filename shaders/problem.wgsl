@@ -1,9 +1,9 @@
 // Shared by the product shaders (compiled after a precision prelude that
-// defines T, texp, ttanh, tsqrt): the problem descriptor (std430; element
-// offsets and strides of A, B and C, flags, the kernel, the weights'
-// offset), the bindings, the operand loads and the output epilogue shared by
-// every tiling, the expanded distance form with its fallback, and the kernel
-// function applied to the statistic.
+// defines T, texp, ttanh, tsqrt, and after `kernel_function.wgsl`): the
+// problem descriptor (std430; element offsets and strides of A, B and C,
+// flags, the kernel, the weights' offset), the bindings, the operand loads
+// and the output epilogue shared by every tiling, the expanded distance
+// form with its fallback, and the kernel function applied to the statistic.
 
 struct Problem {
     rows: u32,
@@ -28,12 +28,6 @@ struct Problem {
     coef0: T,
 }
 
-const KIND_LINEAR: u32 = 0u;
-const KIND_RBF: u32 = 1u;
-const KIND_LAPLACIAN: u32 = 2u;
-const KIND_POLYNOMIAL: u32 = 3u;
-const KIND_SIGMOID: u32 = 4u;
-
 const FLAG_ACCUMULATE: u32 = 1u;
 const FLAG_APPLY: u32 = 2u;
 const FLAG_WEIGHTED: u32 = 4u;
@@ -41,34 +35,10 @@ const FLAG_WEIGHTED: u32 = 4u;
 // (`product.wgsl`; the SIMT product variants only).
 const FLAG_LOWER: u32 = 16u;
 
+// The kernel function (`kernel_function.wgsl`, compiled before this file)
+// with the problem's kind and parameters.
 fn kernel_of_statistic(p: Problem, s: T) -> T {
-    switch p.kind {
-        case KIND_RBF: {
-            return texp(-p.gamma * s);
-        }
-        case KIND_LAPLACIAN: {
-            return texp(-p.gamma * tsqrt(max(s, T(0.0))));
-        }
-        case KIND_POLYNOMIAL: {
-            // base^degree by squaring: at most 32 passes of the loop,
-            // whatever the degree (see LOOP_BUDGET in src/gpu/mod.rs).
-            var base = p.gamma * s + p.coef0;
-            var r = T(1.0);
-            for (var e = p.degree; e != 0u; e = e >> 1u) {
-                if ((e & 1u) != 0u) {
-                    r = r * base;
-                }
-                base = base * base;
-            }
-            return r;
-        }
-        case KIND_SIGMOID: {
-            return ttanh(p.gamma * s + p.coef0);
-        }
-        default: {
-            return s;
-        }
-    }
+    return kernel_value(p.kind, p.gamma, p.coef0, p.degree, s);
 }
 
 @group(0) @binding(0) var<storage, read> problems: array<Problem>;

@@ -26,6 +26,7 @@
 //! | sparse product `Y = X B` or linear kernel `<x_i, z_j>` (CSR `X`, `r` rows, `k` columns, `nnz` non-zeros; `c` output columns): a product | `2 nnz c` | `e nnz + 4 nnz + 4 (r + 1)` (the CSR arrays) `+ e (c k + r c)` | 0 |
 //! | sparse kernel matrix `f(s(X, Z))`: a kernel matrix | `5 nnz c` (distance: a difference and two fused multiply-adds) or `2 nnz c` (inner) | the sparse product's, `+ e c` for the norms of `Z` (distance) | `r c` |
 //! | row reduction `out_i (+)= sum_j x_ij` (or `x_ij^2`), `r x c` | `r c` (sums) or `2 r c` (squares) | `e (r c + r [+ r when accumulating])` | 0 |
+//! | a mklaren step (`gpu::mklaren`): a kernel column `k(X, x_p)` (`r x k`) is a kernel matrix of one column; any other step element-wise | the job's own count (a kernel column: `3 r k` or `2 r k`; a row product over `m` columns: `2 r m`) | `e` times the job's numbers moved (a kernel column: `r k + k + r`; a row product: `r m + m + r`) | `r` (a kernel column), else 0 |
 //! | element-wise map over `r x c` | `r c` (Hadamard), `3 r c` (cosine features: add, cosine, scale; a combination `alpha x + beta y`) or `2 r c` (a shift `alpha x + gamma I`) | `e 3 r c` (Hadamard, combination), `e (2 r c + c)` (cosine features) or `e 2 r c` (shift) | 0 |
 //!
 //! The minimum bytes read every operand once and write the output once
@@ -368,8 +369,11 @@ pub(super) fn dispatch_work(d: &Dispatch) -> (ShapeKind, DispatchCounters) {
             }
         }
         PipelineKind::Mklaren => {
-            // The job's estimate (`gpu::mklaren`): flops in `gamma`, numbers moved in `u_off`.
-            (ShapeKind::Elementwise, p.gamma.max(0.0) as u64, e * p.u_off as u64, 0)
+            // The job's estimate (`gpu::mklaren`): flops in `gamma`, numbers
+            // moved in `u_off`, kernel evaluations in `coef0` (a kernel column).
+            let evaluations = p.coef0.max(0.0) as u64;
+            let kind = if evaluations > 0 { ShapeKind::KernelMatrix } else { ShapeKind::Elementwise };
+            (kind, p.gamma.max(0.0) as u64, e * p.u_off as u64, evaluations)
         }
         PipelineKind::Elementwise => {
             let words: &[u32] = bytemuck::cast_slice(bytemuck::bytes_of(&d.problem));

@@ -1,10 +1,13 @@
 //! Planning of mklaren's device steps (`shaders/mklaren_step.wgsl`, whose
 //! header states what every mode computes): copies, block arg-max and
-//! arg-min reductions with their device-side combine, the row gather and
-//! the Cholesky column whose pivot is read from a small device state vector,
-//! the look-ahead candidate norms and scores (Eq. 14-16), the LAR step of
-//! Eq. 11 and the element-wise parts of the LAR update (Eq. 4-5, 8). The
-//! fit that strings them together is `crate::mklaren::device`.
+//! arg-min reductions with their device-side combine, the Cholesky column
+//! whose pivot is read from a small device state vector, the look-ahead candidate norms and scores (Eq. 14-16), the LAR step of
+//! Eq. 11 and the element-wise parts of the LAR update (Eq. 4-5, 8), and the
+//! narrow products a pivot step needs: the kernel column `k(X, x_i)` of the
+//! pivot `i` read from the state ([`MklarenJob::kernel_column`]) and a tall
+//! matrix times a short vector ([`MklarenJob::row_dot`], `F F(i,:)^T` and
+//! `H w`), one invocation per output row, each row of the tall operand read
+//! once. The fit that strings them together is `crate::mklaren::device`.
 //!
 //! Every operand is an `f64` device matrix held in one buffer (the fit
 //! checks that before it takes this path); offsets are element offsets from
@@ -15,8 +18,8 @@ use bytemuck::Zeroable;
 
 use super::buffers::GpuMatrix;
 use super::plan::{Dispatch, PipelineKind};
-use super::problem::Problem;
-use super::GpuContext;
+use super::problem::{KernelCode, Problem};
+use super::{GpuContext, LOOP_BUDGET};
 use crate::error::{Error, Result};
 use crate::precision::Precision;
 
@@ -34,7 +37,6 @@ pub(crate) enum MklarenMode {
     ArgBlock = 1,
     Score = 2,
     Combine = 3,
-    Gather = 4,
     Icd = 5,
     CandidateNorm = 6,
     Kernels = 7,
@@ -42,6 +44,8 @@ pub(crate) enum MklarenMode {
     Small = 9,
     Dots = 10,
     DotSum = 11,
+    KernelColumn = 12,
+    RowDot = 13,
 }
 
 /// One job of `mklaren_step.wgsl`: the words its header names, the two
@@ -66,12 +70,49 @@ pub(crate) struct MklarenJob<'a> {
     pub(crate) scalars: (f64, f64),
     /// Flops and numbers moved, for the counters.
     pub(crate) work: (f64, u64),
+    /// Kernel-function evaluations, for the counters.
+    pub(crate) evaluations: u64,
 }
 
 impl<'a> MklarenJob<'a> {
     /// A job of `mode` over `rows` with no operands, no predicate and zero words.
     pub(crate) fn new(mode: MklarenMode, rows: usize) -> Self {
-        MklarenJob { mode, rows, a: None, b: None, c: None, e: None, o: None, slots: (NO_SLOT, NO_SLOT), predicate: None, words: (0, 0), more_words: (0, 0), scalars: (0.0, 0.0), work: (rows as f64, 2 * rows as u64) }
+        MklarenJob { mode, rows, a: None, b: None, c: None, e: None, o: None, slots: (NO_SLOT, NO_SLOT), predicate: None, words: (0, 0), more_words: (0, 0), scalars: (0.0, 0.0), work: (rows as f64, 2 * rows as u64), evaluations: 0 }
+    }
+
+    /// Mode 12 over `rows` rows: `o(r) = k(x_r, x_p)` with `x_r` the `dim`
+    /// numbers at `x.1 + r x.2` of `x.0` and the pivot `p = st[pivot]`; the
+    /// counted work is the true one (the statistic's `2 dim` or `3 dim`
+    /// flops a row, `rows dim + dim + rows` numbers, `rows` evaluations).
+    pub(crate) fn kernel_column(code: KernelCode, x: (&'a GpuMatrix, usize, usize), dim: usize, pivot: u32, o: (&'a GpuMatrix, usize, usize), rows: usize) -> Self {
+        let mut job = MklarenJob::new(MklarenMode::KernelColumn, rows);
+        job.a = Some(x);
+        job.o = Some(o);
+        job.slots = (pivot, NO_SLOT);
+        job.words = (dim as u32, code.kind);
+        job.more_words = (code.degree, 0);
+        job.scalars = (code.gamma, code.coef0);
+        let statistic = if code.is_distance() { 3 } else { 2 };
+        job.work = ((statistic * rows * dim) as f64, (rows * dim + dim + rows) as u64);
+        job.evaluations = rows as u64;
+        job
+    }
+
+    /// Mode 13 over `rows` rows: `o(r) = sum_j a(r, j) b(p, j)` over the
+    /// columns `j < front` and `back.0 <= j < back.0 + back.1` (rows of `a`
+    /// and `b` at their offsets and strides), `p = st[pivot]` or 0 where
+    /// `pivot` is [`NO_SLOT`]; the counted work is the true one.
+    pub(crate) fn row_dot(a: (&'a GpuMatrix, usize, usize), b: (&'a GpuMatrix, usize, usize), front: usize, back: (usize, usize), pivot: u32, o: (&'a GpuMatrix, usize, usize), rows: usize) -> Self {
+        let mut job = MklarenJob::new(MklarenMode::RowDot, rows);
+        job.a = Some(a);
+        job.b = Some(b);
+        job.o = Some(o);
+        job.slots = (pivot, NO_SLOT);
+        job.words = (front as u32, back.0 as u32);
+        job.more_words = (back.1 as u32, 0);
+        let m = front + back.1;
+        job.work = ((2 * rows * m) as f64, (rows * m + m + rows) as u64);
+        job
     }
 }
 
@@ -134,6 +175,16 @@ impl GpuContext {
         let (b_off, b_rs, bb) = strided(job.b)?;
         let (o_off, o_rs, ob) = strided(job.o)?;
         let (cb, eb) = (plain(job.c)?, plain(job.e)?);
+        // The one loop of modes 12 and 13 takes a pass per column (and a
+        // pass to leave each loop): within the budget of LOOP_BUDGET.
+        let columns = match job.mode {
+            MklarenMode::KernelColumn => job.words.0 as usize,
+            MklarenMode::RowDot => job.words.0 as usize + job.more_words.0 as usize,
+            _ => 0,
+        };
+        if columns + 2 > LOOP_BUDGET {
+            return Err(Error::InvalidParameter { name: "columns", reason: format!("{columns} columns exceed a mklaren step's loop budget of {LOOP_BUDGET}") });
+        }
         let (pred_slot, pred_value) = job.predicate.unwrap_or((NO_SLOT, 0));
         let words: [u32; 16] = [job.mode as u32, word(job.rows, "rows")?, a_off, a_rs, b_off, b_rs, o_off, o_rs, job.slots.0, job.slots.1, pred_slot, pred_value, job.words.0, job.words.1, job.more_words.0, job.more_words.1];
         let mut problem = Problem::zeroed();
@@ -141,6 +192,7 @@ impl GpuContext {
         // Not read by the shader: the work, for the counters.
         problem.u_off = job.work.1.min(u32::MAX as u64) as u32;
         problem.gamma = job.work.0 as f32;
+        problem.coef0 = job.evaluations as f32;
         let entries = job.words.0 as usize * job.words.1 as usize;
         let invocations = match job.mode {
             MklarenMode::Combine | MklarenMode::Kernels | MklarenMode::Small => 1,
@@ -201,6 +253,132 @@ impl GpuContext {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+    use crate::gpu::counters::ShapeKind;
+    use crate::Kernel;
+    use nalgebra::DMatrix;
+
+    /// The seed of a randomized test: `GRAMIAN_TEST_SEED`, else random
+    /// (printed, to replay a failure).
+    fn seed() -> u64 {
+        let seed = std::env::var("GRAMIAN_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(rand::random);
+        eprintln!("test seed: {seed} (replay with GRAMIAN_TEST_SEED={seed})");
+        seed
+    }
+
+    /// A tiny deterministic generator: uniform in [-1, 1).
+    fn uniform(seed: &mut u64) -> f64 {
+        *seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        2.0 * ((*seed >> 11) as f64 / (1u64 << 53) as f64) - 1.0
+    }
+
+    fn close(got: &[f64], want: &[f64], tol: f64, what: &str) {
+        assert_eq!(got.len(), want.len(), "{what}");
+        for (i, (g, w)) in got.iter().zip(want).enumerate() {
+            assert!((g - w).abs() <= tol * w.abs().max(1.0), "{what}: row {i}: {g:e} vs {w:e}");
+        }
+    }
+
+    /// Modes 12 and 13 against a CPU `f64` reference on fresh random inputs
+    /// (n not a multiple of the workgroup's 256, d not a multiple of 4): the
+    /// kernel column of the pivot read from the state for every kernel
+    /// mklaren takes (RBF, Laplacian, linear, polynomial), with `d_p` copied
+    /// to its slot and the counted work the true one (n evaluations, `n d + d
+    /// + n + 1` numbers); the masked product `F F(p,:)^T` at the pivot and a
+    /// plain `H w` into a strided column; a predicate that does not hold
+    /// leaves the output as it was. Tolerance `1e-12 max(1, |ref|)`: the
+    /// statistic (at most 13 terms) differs from the reference by a few
+    /// roundings at most (an FMA, the order of the sum), amplified at most
+    /// by the polynomial's degree 3 and `exp`'s relative error; a wrong
+    /// row, column, mask or pivot moves entries by O(1).
+    #[test]
+    fn narrow_kernel_column_and_row_products_match_the_cpu() {
+        let Some(ctx) = super::super::test_context() else { return };
+        if !ctx.supports(Precision::F64) {
+            return;
+        }
+        let mut s = seed();
+        let f64p = Precision::F64;
+        let kernels = [Kernel::Rbf { gamma: 0.9 }, Kernel::Laplacian { gamma: 0.7 }, Kernel::Linear, Kernel::Polynomial { gamma: 0.5, coef0: 1.0, degree: 3 }];
+        for &(n, d) in &[(1usize, 1usize), (300, 3), (1000, 7), (2049, 13)] {
+            let x = DMatrix::from_fn(n, d, |_, _| uniform(&mut s));
+            let pivot = ((uniform(&mut s) + 1.0) * 0.5 * n as f64) as usize % n;
+            let xrows: Vec<f64> = (0..n).flat_map(|i| x.row(i).iter().copied().collect::<Vec<_>>()).collect();
+            let xd = ctx.upload(&xrows, n, d, f64p).unwrap();
+            // st: slot 3 the pivot, slot 5 a predicate's value, slot 6 d_p.
+            let st = ctx.upload(&[0.0, 0.0, 0.0, pivot as f64, 0.0, 1.0, 0.0, 0.0], 8, 1, f64p).unwrap();
+            let dq: Vec<f64> = (0..4 * n).map(|_| uniform(&mut s)).collect();
+            let dqd = ctx.upload(&dq, n, 4, f64p).unwrap();
+            let z: Vec<f64> = x.row(pivot).iter().copied().collect();
+            for kernel in kernels {
+                let out = ctx.upload(&vec![7.0; n], n, 1, f64p).unwrap();
+                // Not holding (st[5] = 1): nothing written.
+                let mut idle = MklarenJob::kernel_column(KernelCode::of(&kernel), (&xd, 0, d), d, 3, (&out, 0, 1), n);
+                idle.predicate = Some((5, 0));
+                let mut plan = Vec::new();
+                ctx.plan_mklaren(&idle, &st, &mut plan).unwrap();
+                ctx.run_plan(plan).unwrap();
+                assert!(ctx.download(&out).unwrap().iter().all(|&v| v == 7.0), "{kernel:?}: a predicated column ran");
+                let mut job = MklarenJob::kernel_column(KernelCode::of(&kernel), (&xd, 0, d), d, 3, (&out, 0, 1), n);
+                job.b = Some((&dqd, 0, 4));
+                job.slots.1 = 6;
+                job.work.1 += 1;
+                job.predicate = Some((5, 1));
+                let mut plan = Vec::new();
+                ctx.plan_mklaren(&job, &st, &mut plan).unwrap();
+                ctx.reset_device_counters();
+                ctx.run_plan(plan).unwrap();
+                let c = ctx.device_counters().class(ShapeKind::KernelMatrix, f64p);
+                assert_eq!((c.dispatches, c.kernel_evaluations, c.bytes), (1, n as u64, 8 * (n * d + d + n + 1) as u64), "{kernel:?}: counters {c:?}");
+                let want = crate::kernel::kernel_column_cpu(&kernel, &x, &z).unwrap();
+                close(&ctx.download(&out).unwrap(), want.as_slice(), 1e-12, &format!("{kernel:?}, n = {n}, d = {d}, pivot {pivot}"));
+                assert_eq!(ctx.download(&st).unwrap()[6], dq[4 * pivot], "d_p");
+            }
+            // p = F F(p,:)^T over the columns [0, 3) and [5, 7) of F (n x 9).
+            let cc = 9;
+            let f: Vec<f64> = (0..n * cc).map(|_| uniform(&mut s)).collect();
+            let fd = ctx.upload(&f, n, cc, f64p).unwrap();
+            let out = ctx.zeros(n, 1, f64p).unwrap();
+            let job = MklarenJob::row_dot((&fd, 0, cc), (&fd, 0, cc), 3, (5, 2), 3, (&out, 0, 1), n);
+            let mut plan = Vec::new();
+            ctx.plan_mklaren(&job, &st, &mut plan).unwrap();
+            ctx.reset_device_counters();
+            ctx.run_plan(plan).unwrap();
+            let c = ctx.device_counters().class(ShapeKind::Elementwise, f64p);
+            assert_eq!((c.dispatches, c.flops, c.bytes), (1, (2 * 5 * n) as u64, 8 * (5 * n + 5 + n) as u64), "row product counters {c:?}");
+            let want: Vec<f64> = (0..n).map(|r| [0, 1, 2, 5, 6].iter().map(|&j| f[r * cc + j] * f[pivot * cc + j]).sum()).collect();
+            close(&ctx.download(&out).unwrap(), &want, 1e-12, &format!("F F(p,:)^T, n = {n}"));
+            // u = H w (no pivot: the vector's row 0) into column 1 of an n x 2 matrix.
+            let w: Vec<f64> = (0..cc).map(|_| uniform(&mut s)).collect();
+            let wd = ctx.upload(&w, cc, 1, f64p).unwrap();
+            let ru = ctx.upload(&vec![5.0; 2 * n], n, 2, f64p).unwrap();
+            let job = MklarenJob::row_dot((&fd, 0, cc), (&wd, 0, 0), cc, (0, 0), NO_SLOT, (&ru, 1, 2), n);
+            let mut plan = Vec::new();
+            ctx.plan_mklaren(&job, &st, &mut plan).unwrap();
+            ctx.run_plan(plan).unwrap();
+            let got = ctx.download(&ru).unwrap();
+            assert!(got.iter().step_by(2).all(|&v| v == 5.0), "H w wrote outside its column");
+            let want: Vec<f64> = (0..n).map(|r| (0..cc).map(|j| f[r * cc + j] * w[j]).sum()).collect();
+            close(&got.iter().skip(1).step_by(2).copied().collect::<Vec<_>>(), &want, 1e-12, &format!("H w, n = {n}"));
+        }
+    }
+
+    /// A kernel column whose loop would exceed the loop budget is refused
+    /// when planned (a typed error), never run short.
+    #[test]
+    fn a_kernel_column_beyond_the_loop_budget_is_refused() {
+        let Some(ctx) = super::super::test_context() else { return };
+        if !ctx.supports(Precision::F64) {
+            return;
+        }
+        let f64p = Precision::F64;
+        let (x, out, st) = (ctx.zeros(1, LOOP_BUDGET, f64p).unwrap(), ctx.zeros(1, 1, f64p).unwrap(), ctx.zeros(4, 1, f64p).unwrap());
+        let job = MklarenJob::kernel_column(KernelCode::of(&Kernel::Linear), (&x, 0, LOOP_BUDGET), LOOP_BUDGET, 0, (&out, 0, 1), 1);
+        assert!(matches!(ctx.plan_mklaren(&job, &st, &mut Vec::new()), Err(Error::InvalidParameter { .. })));
+        let job = MklarenJob::kernel_column(KernelCode::of(&Kernel::Linear), (&x, 0, LOOP_BUDGET), LOOP_BUDGET - 2, 0, (&out, 0, 1), 1);
+        assert!(ctx.plan_mklaren(&job, &st, &mut Vec::new()).is_ok());
+    }
+
     /// The shader through naga as wgpu's Vulkan backend takes it (WGSL front
     /// end, validation with `f64`, SPIR-V 1.6 with and without bounds
     /// checks): its modes' workgroup barriers in uniform control flow and

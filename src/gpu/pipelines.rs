@@ -35,10 +35,10 @@ pub(crate) fn sparse_source(precision: Precision) -> String {
     format!("{}\n{}\n{}", prelude(precision), variants::ProductVariant::scalar_problem_source(), include_str!("../../shaders/sparse_product.wgsl"))
 }
 
-/// The WGSL of mklaren's device steps: the `f64` prelude and
-/// `shaders/mklaren_step.wgsl`.
+/// The WGSL of mklaren's device steps: the `f64` prelude, the kernel
+/// function (`shaders/kernel_function.wgsl`) and `shaders/mklaren_step.wgsl`.
 pub(crate) fn mklaren_source() -> String {
-    format!("{}\n{}", prelude(Precision::F64), include_str!("../../shaders/mklaren_step.wgsl"))
+    format!("{}\n{}\n{}", prelude(Precision::F64), include_str!("../../shaders/kernel_function.wgsl"), include_str!("../../shaders/mklaren_step.wgsl"))
 }
 
 /// `shaders/prelude_f32.wgsl` / `prelude_f64.wgsl`: the scalar type T and

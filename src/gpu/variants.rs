@@ -404,10 +404,10 @@ impl ProductVariant {
         }
     }
 
-    /// `problem.wgsl` for this variant: A and B bound as arrays of scalars,
+    /// `kernel_function.wgsl` and `problem.wgsl` for this variant: A and B bound as arrays of scalars,
     /// or with [`Self::vec4_loads`] of vec4, followed by `vec4_loads.wgsl`.
     pub(crate) fn problem_source(&self) -> String {
-        const PROBLEM: &str = include_str!("../../shaders/problem.wgsl");
+        const PROBLEM: &str = concat!(include_str!("../../shaders/kernel_function.wgsl"), "\n", include_str!("../../shaders/problem.wgsl"));
         const VEC4_LOADS: &str = include_str!("../../shaders/vec4_loads.wgsl");
         if self.vec4_loads {
             Self::fill(format!("{PROBLEM}\n{VEC4_LOADS}"), &[("OPERAND", "vec4<T>".into()), ("AT", "[idx / 4u][idx % 4u]".into())])
@@ -416,11 +416,11 @@ impl ProductVariant {
         }
     }
 
-    /// `problem.wgsl` with A and B bound as arrays of scalars: the
+    /// `kernel_function.wgsl` and `problem.wgsl` with A and B bound as arrays of scalars: the
     /// descriptor, the bindings and the kernel function, for the shaders
     /// built outside the product template (`sparse_product.wgsl`).
     pub(crate) fn scalar_problem_source() -> String {
-        Self::fill(include_str!("../../shaders/problem.wgsl").to_string(), &[("OPERAND", "T".into()), ("AT", "[idx]".into())])
+        Self::fill(concat!(include_str!("../../shaders/kernel_function.wgsl"), "\n", include_str!("../../shaders/problem.wgsl")).to_string(), &[("OPERAND", "T".into()), ("AT", "[idx]".into())])
     }
 
     /// The directives a module of this variant starts with.

@@ -24,11 +24,12 @@
 //!    delta greedy ICD steps, each: the pivot `i = argmax d` (block arg-max
 //!    per workgroup, then one workgroup combines the blocks on the device:
 //!    the first maximum, as a sequential scan; NaN or an infinity raises a
-//!    flag in `st`), row i of X and of F gathered into 1-row buffers (the
-//!    row of F masked to the columns already computed), `K(:, i)` and `p =
-//!    F F(i,:)^T` by the product engine, and the Cholesky column (Eq. 2-3)
-//!    reading i and `d_i` from `st` (a column of zeros where `d_i` is at the
-//!    tolerance, as the host's look-ahead stops there). Then `F^T F` (so
+//!    flag in `st`), the kernel column `K(:, i)` and `p = F F(i,:)^T` (over
+//!    the columns of F already computed), each one narrow dispatch that
+//!    reads i from `st` and row i of X or F where it lies (one invocation
+//!    per row of X or F, each row read once), and the Cholesky column
+//!    (Eq. 2-3) reading i and `d_i` from `st` (a column of zeros where `d_i`
+//!    is at the tolerance, as the host's look-ahead stops there). Then `F^T F` (so
 //!    `B^T B`, `B^T 1` and n; like every sum over the rows, partial sums
 //!    per chunk of rows and one more dispatch that adds the chunks), and
 //!    per row the candidate norm
@@ -42,10 +43,9 @@
 //!    kernel), exactly the total order of the host's candidates.
 //! 4. Exact column: every kernel's Cholesky step runs predicated on "this
 //!    kernel was chosen" (`st`), so the host need not know the kernel yet:
-//!    the chosen kernel's step writes `g` and updates its `d`; `g` is copied
-//!    into its `G`. (The kernel column and `p` of every other kernel are
-//!    computed too and not used: p - 1 columns a step, the price of not
-//!    waiting for the choice.)
+//!    the chosen kernel's step (its kernel column, `p`, `d_i` into `st`, the
+//!    Cholesky column) writes `g` and updates its `d`; `g` is copied into
+//!    its `G`. Every other kernel's dispatches are recorded and do nothing.
 //! 5. LAR (Eq. 4-5, 8, 11): `h = s (g - mean) / ||g - mean|| (1 + lambda)^{-1/2}`
 //!    with `sqrt(lambda) (1 + lambda)^{-1/2}` in augmented row n + l, `c =
 //!    h^T r`, `a = h^T u`, `t = min(step(C, c, a), 1)`, `mu += t u`, `r -=
@@ -118,7 +118,6 @@ struct KernelBuffers<'x> {
     kernel: Kernel,
     x: &'x DMatrix<f64>,
     xd: GpuMatrix,
-    xrow: GpuMatrix,
     f: GpuMatrix,
     dq: GpuMatrix,
     ftf: GpuMatrix,
@@ -133,7 +132,6 @@ struct KernelBuffers<'x> {
 struct Shared {
     st: GpuMatrix,
     ones: GpuMatrix,
-    frow: GpuMatrix,
     kcol: GpuMatrix,
     pcol: GpuMatrix,
     gsel: GpuMatrix,
@@ -141,7 +139,6 @@ struct Shared {
     ru: GpuMatrix,
     fit: GpuMatrix,
     hvec: GpuMatrix,
-    uvec: GpuMatrix,
     h: GpuMatrix,
     w: GpuMatrix,
     /// The partial sums of the column products over n rows ([`plan_dots`]).
@@ -165,7 +162,7 @@ fn linear() -> KernelCode {
 }
 
 /// Records `out = A' B'^T` of the product form `form` (linear; the
-/// products over a short depth: `H w`, `F F(i,:)^T`).
+/// products of the end with K output columns: `H R1^{-1}`, `H_n C`).
 fn product(ctx: &GpuContext, a: &GpuMatrix, b: &GpuMatrix, form: MatrixProduct, out: &GpuMatrix, plan: &mut Vec<crate::gpu::Dispatch>) -> Result<(), Error> {
     let (oa, ob) = Operand::of_product(a, b, form);
     ctx.plan_product(linear(), oa, ob, out, ProductFlags::default(), plan)
@@ -207,6 +204,11 @@ fn plan_dots(ctx: &GpuContext, sh: &Shared, a: (&GpuMatrix, usize, usize, usize)
     ctx.plan_mklaren(&sum, &sh.st, plan)
 }
 
+/// The most features (columns of X) the device path takes: a kernel
+/// column's invocation loops over them within the shader loop budget;
+/// wider inputs take the host path.
+pub(crate) const MAX_DEVICE_FEATURES: usize = crate::gpu::LOOP_BUDGET - 2;
+
 /// What the device fit takes of [`super::MklarenParams`] (checked there).
 pub(super) struct Settings<'a> {
     /// The kernels.
@@ -223,8 +225,8 @@ pub(super) struct Settings<'a> {
 
 /// Fits on the GPU of `device` where it takes this path (a GPU with `f64`
 /// working precision, every buffer within one binding, at most
-/// [`MAX_DEVICE_LOOKAHEAD`] look-ahead columns and [`MAX_DEVICE_COLUMNS`]
-/// columns of `F`); `None` elsewhere (the host path fits).
+/// [`MAX_DEVICE_LOOKAHEAD`] look-ahead columns, [`MAX_DEVICE_COLUMNS`]
+/// columns of `F` and [`MAX_DEVICE_FEATURES`] features); `None` elsewhere (the host path fits).
 ///
 /// Errors: [`Error::RankDeficient`] when no candidate is left or a chosen
 /// column is constant; [`Error::NonFinite`] when a device step meets NaN or
@@ -237,7 +239,7 @@ pub(super) fn fit(params: &Settings<'_>, device: &Device, xs: &[&DMatrix<f64>], 
     let n = xs[0].nrows();
     let rank = params.rank;
     let delta = params.lookahead.min(n);
-    if delta > MAX_DEVICE_LOOKAHEAD || delta + 1 + rank > MAX_DEVICE_COLUMNS || n.div_ceil(crate::gpu::mklaren::MKLAREN_WORKGROUP) > ctx.max_workgroups as usize || n >= (1 << 31) / 8 {
+    if delta > MAX_DEVICE_LOOKAHEAD || delta + 1 + rank > MAX_DEVICE_COLUMNS || xs.iter().any(|x| x.ncols() > MAX_DEVICE_FEATURES) || n.div_ceil(crate::gpu::mklaren::MKLAREN_WORKGROUP) > ctx.max_workgroups as usize || n >= (1 << 31) / 8 {
         return Ok(None);
     }
     let Some(mut kernels) = prepare(ctx, params, xs, delta)? else { return Ok(None) };
@@ -286,7 +288,6 @@ fn prepare<'x>(ctx: &GpuContext, params: &Settings<'_>, xs: &[&'x DMatrix<f64>],
         let kb = KernelBuffers {
             kernel,
             x,
-            xrow: ctx.zeros(1, x.ncols(), f64p)?,
             f: ctx.zeros(n, cc, f64p)?,
             dq: ctx.zeros(n, 4, f64p)?,
             ftf: ctx.zeros(cc, cc, f64p)?,
@@ -296,7 +297,7 @@ fn prepare<'x>(ctx: &GpuContext, params: &Settings<'_>, xs: &[&'x DMatrix<f64>],
             pivots: Vec::new(),
             xd,
         };
-        if ![&kb.xd, &kb.xrow, &kb.f, &kb.dq, &kb.ftf, &kb.ftru].iter().all(|m| ctx.mklaren_operand(m)) {
+        if ![&kb.xd, &kb.f, &kb.dq, &kb.ftf, &kb.ftru].iter().all(|m| ctx.mklaren_operand(m)) {
             return Ok(None);
         }
         // d = diag(K) into column 0 of D, ones into column delta of F.
@@ -366,7 +367,6 @@ fn shared(ctx: &GpuContext, kernels: &[KernelBuffers<'_>], n: usize, rank: usize
     let sh = Shared {
         st: ctx.zeros(kernel_base(rank, kernels.len()), 1, f64p)?,
         ones: ctx.zeros(n, 1, f64p)?,
-        frow: ctx.zeros(1, cc, f64p)?,
         kcol: ctx.zeros(n, 1, f64p)?,
         pcol: ctx.zeros(n, 1, f64p)?,
         gsel: ctx.zeros(n, 1, f64p)?,
@@ -374,7 +374,6 @@ fn shared(ctx: &GpuContext, kernels: &[KernelBuffers<'_>], n: usize, rank: usize
         ru: ctx.upload(&ru, aug, 2, f64p)?,
         fit: ctx.zeros(aug, 1, f64p)?,
         hvec: ctx.zeros(aug, 1, f64p)?,
-        uvec: ctx.zeros(aug, 1, f64p)?,
         h: ctx.zeros(aug, rank, f64p)?,
         w: ctx.zeros(rank + 1, 1, f64p)?,
         // The most sums over rows: F^T F (C x C), F^T [r u] (C x 2), H^T h (K).
@@ -385,7 +384,7 @@ fn shared(ctx: &GpuContext, kernels: &[KernelBuffers<'_>], n: usize, rank: usize
         contrib: ctx.zeros(n, kernels.len(), f64p)?,
         sums: ctx.zeros(rank * (rank + 1) + kernels.len(), 1, f64p)?,
     };
-    let all = [&sh.st, &sh.ones, &sh.frow, &sh.kcol, &sh.pcol, &sh.gsel, &sh.partials, &sh.ru, &sh.fit, &sh.hvec, &sh.uvec, &sh.h, &sh.w, &sh.split, &sh.rinv, &sh.q1, &sh.coef, &sh.contrib, &sh.sums];
+    let all = [&sh.st, &sh.ones, &sh.kcol, &sh.pcol, &sh.gsel, &sh.partials, &sh.ru, &sh.fit, &sh.hvec, &sh.h, &sh.w, &sh.split, &sh.rinv, &sh.q1, &sh.coef, &sh.contrib, &sh.sums];
     if !all.iter().all(|m| ctx.mklaren_operand(m)) {
         return Ok(None);
     }
@@ -453,31 +452,25 @@ fn plan_refresh(ctx: &GpuContext, sh: &Shared, kb: &KernelBuffers<'_>, base: usi
 }
 
 /// Records the kernel column and the combination `p = F F(i,:)^T` of the
-/// pivot `i = st[pivot]` into `kcol` and `pcol`: row i of X and of F
-/// (masked to the look-ahead columns before `t` and the exact columns
-/// before `j`) gathered first. With a `predicate` (the exact step: this
-/// kernel was chosen) the gathers run only where it holds, and `d_i` goes
-/// to its slot of `st`.
+/// pivot `i = st[pivot]` into `kcol` and `pcol`, two narrow dispatches that
+/// read row i of X and of F where they lie: F masked to the look-ahead
+/// columns before `t` and the exact columns before `j`. With a `predicate`
+/// (the exact step: this kernel was chosen) both run only where it holds,
+/// and `d_i` goes to its slot of `st`.
 fn plan_pivot_column(ctx: &GpuContext, sh: &Shared, kb: &KernelBuffers<'_>, pivot: u32, predicate: Option<(u32, u32)>, (t, j): (usize, usize), plan: &mut Vec<crate::gpu::Dispatch>) -> Result<(), Error> {
-    let cc = kb.f.ncols();
+    let (n, cc) = (kb.f.nrows(), kb.f.ncols());
     let dim = kb.xd.ncols();
-    let mut gx = MklarenJob::new(Mode::Gather, dim);
-    gx.a = Some((&kb.xd, 0, dim));
-    gx.o = Some((&kb.xrow, 0, 0));
-    gx.slots = (pivot, NO_SLOT);
-    gx.words = (dim as u32, 0);
-    gx.predicate = predicate;
-    ctx.plan_mklaren(&gx, &sh.st, plan)?;
-    let mut gf = MklarenJob::new(Mode::Gather, cc);
-    gf.a = Some((&kb.f, 0, cc));
-    gf.o = Some((&sh.frow, 0, j));
-    gf.slots = (pivot, if predicate.is_some() { slot(D_PIVOT) } else { NO_SLOT });
-    gf.b = Some((&kb.dq, 0, 4));
-    gf.words = (t as u32, (kb.delta + 1) as u32);
-    gf.predicate = predicate;
-    ctx.plan_mklaren(&gf, &sh.st, plan)?;
-    ctx.plan_product(KernelCode::of(&kb.kernel), Operand::plain(&kb.xd), Operand::plain(&kb.xrow), &sh.kcol, ProductFlags::default(), plan)?;
-    product(ctx, &kb.f, &sh.frow, MatrixProduct::ABt, &sh.pcol, plan)
+    let mut column = MklarenJob::kernel_column(KernelCode::of(&kb.kernel), (&kb.xd, 0, dim), dim, pivot, (&sh.kcol, 0, 1), n);
+    column.predicate = predicate;
+    if predicate.is_some() {
+        column.b = Some((&kb.dq, 0, 4));
+        column.slots.1 = slot(D_PIVOT);
+        column.work.1 += 1;
+    }
+    ctx.plan_mklaren(&column, &sh.st, plan)?;
+    let mut combination = MklarenJob::row_dot((&kb.f, 0, cc), (&kb.f, 0, cc), t, (kb.delta + 1, j), pivot, (&sh.pcol, 0, 1), n);
+    combination.predicate = predicate;
+    ctx.plan_mklaren(&combination, &sh.st, plan)
 }
 
 /// Records the scores of kernel `q` (Eq. 14-16, 11) and its best candidate
@@ -671,14 +664,11 @@ fn run(ctx: &GpuContext, device: &Device, params: &Settings<'_>, kernels: &mut [
     Mklaren::from_parts(device, params.kernels, parts, target_mean, scale)
 }
 
-/// The LAR direction `u = H w` from the weights in `w`, copied into the
-/// second column of `[r u]`.
+/// The LAR direction `u = H w` from the weights in `w`, written into the
+/// second column of `[r u]` (one narrow dispatch, each row of H read once).
 fn plan_direction(ctx: &GpuContext, sh: &Shared, rank: usize, aug: usize, plan: &mut Vec<crate::gpu::Dispatch>) -> Result<(), Error> {
-    product(ctx, &sh.h, &sh.w.rows_view(0, rank)?, MatrixProduct::AB, &sh.uvec, plan)?;
-    let mut copy = MklarenJob::new(Mode::Copy, aug);
-    copy.a = Some((&sh.uvec, 0, 1));
-    copy.o = Some((&sh.ru, 1, 2));
-    ctx.plan_mklaren(&copy, &sh.st, plan)
+    let direction = MklarenJob::row_dot((&sh.h, 0, rank), (&sh.w, 0, 0), rank, (0, 0), NO_SLOT, (&sh.ru, 1, 2), aug);
+    ctx.plan_mklaren(&direction, &sh.st, plan)
 }
 
 /// The LAR update (Eq. 8) with the step length `t` in `st`: `mu += t u`,
