@@ -106,6 +106,8 @@ pub mod precision;
 pub mod psd;
 pub mod resident;
 pub mod sparse;
+#[cfg(test)]
+mod test_support;
 
 pub use data::{Labelled, MultiSource};
 pub use device::Device;

@@ -929,24 +929,7 @@ mod tests {
     use rand::rngs::StdRng;
     use rand::{Rng, SeedableRng};
 
-    /// A GPU with `f64` (software ones included), `None` (skipped) without
-    /// one unless `GRAMIAN_REQUIRE_GPU=1`.
-    fn gpu() -> Option<Device> {
-        match Device::gpu_with(&crate::GpuOptions { allow_software: true, ..Default::default() }) {
-            Ok(d) if d.supports(Precision::F64) => Some(d),
-            Ok(_) | Err(_) if std::env::var("GRAMIAN_REQUIRE_GPU").as_deref() == Ok("1") => panic!("GRAMIAN_REQUIRE_GPU=1 but no GPU adapter with f64"),
-            _ => {
-                eprintln!("SKIPPED: no GPU adapter with f64");
-                None
-            }
-        }
-    }
-
-    fn seed() -> u64 {
-        let seed = std::env::var("GRAMIAN_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(rand::random);
-        eprintln!("test seed: {seed} (replay with GRAMIAN_TEST_SEED={seed})");
-        seed
-    }
+    use crate::test_support::{f64_gpu as gpu, seed};
 
     /// The device's `ln` (the shaders' `tlog`: range reduction by 2^100, an
     /// `f32` log, one Halley step) against the host's on fresh values over

@@ -258,13 +258,7 @@ mod tests {
     use crate::Kernel;
     use nalgebra::DMatrix;
 
-    /// The seed of a randomized test: `GRAMIAN_TEST_SEED`, else random
-    /// (printed, to replay a failure).
-    fn seed() -> u64 {
-        let seed = std::env::var("GRAMIAN_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(rand::random);
-        eprintln!("test seed: {seed} (replay with GRAMIAN_TEST_SEED={seed})");
-        seed
-    }
+    use crate::test_support::seed;
 
     /// A tiny deterministic generator: uniform in [-1, 1).
     fn uniform(seed: &mut u64) -> f64 {

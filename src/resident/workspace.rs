@@ -295,20 +295,12 @@ mod tests {
 
     use super::*;
 
+    use crate::test_support::seed;
+
     fn devices() -> Vec<Device> {
         let mut out = vec![Device::Cpu];
-        match Device::gpu_with(&crate::GpuOptions { allow_software: true, ..Default::default() }) {
-            Ok(d) if d.supports(Precision::F64) => out.push(d),
-            Ok(_) | Err(_) if std::env::var("GRAMIAN_REQUIRE_GPU").as_deref() == Ok("1") => panic!("GRAMIAN_REQUIRE_GPU=1 but no GPU adapter with f64"),
-            _ => eprintln!("SKIPPED on a GPU: no GPU adapter with f64"),
-        }
+        out.extend(crate::test_support::f64_gpu());
         out
-    }
-
-    fn seed() -> u64 {
-        let seed = std::env::var("GRAMIAN_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(rand::random);
-        eprintln!("test seed: {seed} (replay with GRAMIAN_TEST_SEED={seed})");
-        seed
     }
 
     /// Recorded operations give exactly what the device's own calls give
