@@ -85,10 +85,10 @@ if [ -z "$BIN" ]; then
     BIN=target/release/examples/compute_table
     GPU_METHOD_BIN=${GPU_METHOD_BIN:-target/release/examples/method_bench}
     GPU_VARIANTS_BIN=${GPU_VARIANTS_BIN:-target/release/examples/gpu_variants}
-    TEST_BINS=$(cargo test --release --no-run -p gramian --test integration --message-format=json 2>/dev/null | python3 -c 'import sys, json
+    TEST_BINS=$(cargo test --release --no-run -p gramian --lib --test integration --message-format=json 2>/dev/null | python3 -c 'import sys, json
 for l in sys.stdin:
     m = json.loads(l)
-    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["kind"] == ["test"]:
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["profile"]["test"]:
         print(m["executable"])')
   else
     echo "no cargo here and GPU_CHECK_BIN unset: nothing to run" >&2
@@ -101,12 +101,13 @@ export GRAMIAN_REQUIRE_GPU=1 RUST_LOG=${RUST_LOG:-info}
 echo "== GPU vs CPU tests (GRAMIAN_REQUIRE_GPU=1)"
 for t in $TEST_BINS; do
   echo "-- $(basename "$t")"
-  # One integration binary holds every test file as a module: run the GPU ones.
+  # The library's unit tests and the integration binary (every test file
+  # as a module): run the GPU ones.
   # --nocapture: a failure's message is printed when it happens, not in the
   # summary at the end, which a run cut by a time limit never reaches (on
   # 2026-12-04 two H200 failures came back without their messages).
   # shellcheck disable=SC2086
-  if ! timeout "${GPU_TEST_TIMEOUT:-300}" "$t" --test-threads=1 --nocapture ${GPU_TEST_FILTER:-gpu::vs_cpu:: resident:: gpu::methods:: gpu::weighted_gram:: gpu::sparse:: gpu::counters:: gpu::variants:: eksvd::gpu:: gpu::long_rows:: adversarial::limits::} 2>&1 | tee -a "$OUT/tests.txt" | grep -E '^test |test result|panicked|SKIPPED'; then status=1; fi
+  if ! timeout "${GPU_TEST_TIMEOUT:-300}" "$t" --test-threads=1 --nocapture ${GPU_TEST_FILTER:-gpu::vs_cpu:: resident:: gpu::methods:: gpu::weighted_gram:: gpu::sparse:: gpu::counters:: gpu::variants:: eksvd::gpu:: gpu::long_rows:: adversarial::limits:: gpu::mklaren::} 2>&1 | tee -a "$OUT/tests.txt" | grep -E '^test |test result|panicked|SKIPPED'; then status=1; fi
   [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 done
 

@@ -4,7 +4,9 @@
 # git; carry it, and .gl/ for the Vulkan loader, to the device):
 #   .gpu-bin/compute_table, .gpu-bin/method_bench,
 #   .gpu-bin/gpu_variants                           (release examples)
-#   .gpu-bin/tests/integration                      (release test binary; gpu-check runs its GPU modules)
+#   .gpu-bin/tests/integration, .gpu-bin/tests/gramian
+#                                                   (release test binaries, integration and unit;
+#                                                    gpu-check runs their GPU modules)
 #   .gpu-bin/eksvd_neural_bench, .gpu-bin/mfeat/     (Neural eKSVD benchmark,
 #                                                     feature `neural`; UCI data)
 #   .gpu-bin/eksvd_neural_bench_notune              (the same without burn's autotune)
@@ -20,8 +22,8 @@
 # ones, then PyTorch), and the per-method fits at n = 10^5 (eKSVD 3 x 10^4)
 # and mklaren at 10^6:
 #   GPU_CHECK_BIN=none \
-#   GPU_TEST_BINS=.gpu-bin/tests/integration GPU_TEST_TIMEOUT=120 \
-#   GPU_TEST_FILTER="resident:: gpu::methods:: gpu::vs_cpu:: eksvd::gpu:: gpu::long_rows:: adversarial::limits:: gpu::variants::the_tuner gpu::variants::the_cooperative gpu::variants::expanded gpu::variants::every_variant_gives" \
+#   GPU_TEST_BINS=".gpu-bin/tests/integration .gpu-bin/tests/gramian" GPU_TEST_TIMEOUT=120 \
+#   GPU_TEST_FILTER="resident:: gpu::mklaren:: gpu::counters:: gpu::methods:: gpu::vs_cpu:: eksvd::gpu:: gpu::long_rows:: adversarial::limits:: gpu::variants::the_tuner gpu::variants::the_cooperative gpu::variants::expanded gpu::variants::every_variant_gives" \
 #   GPU_VARIANTS_BIN=.gpu-bin/gpu_variants GPU_VARIANTS_TIMEOUT=120 GPU_TORCH_TIMEOUT=60 \
 #   GPU_VARIANTS_ARGS="--only coop,-pad,-g4,s8x8-k16-v4-expanded-db,f64-64x64-s4x4-k16-v4-direct --reps 3" \
 #   GPU_METHOD_BIN=.gpu-bin/method_bench GPU_METHOD_TIMEOUT=110 \
@@ -50,10 +52,10 @@ target=${CARGO_TARGET_DIR:-target}
 cargo build --release -p gramian-repro --example compute_table --example method_bench --example gpu_variants
 mkdir -p .gpu-bin/tests
 cp "$target"/release/examples/compute_table "$target"/release/examples/method_bench "$target"/release/examples/gpu_variants .gpu-bin/
-cargo test --release --no-run -p gramian --test integration --message-format=json 2>/dev/null | python3 -c 'import sys, json
+cargo test --release --no-run -p gramian --lib --test integration --message-format=json 2>/dev/null | python3 -c 'import sys, json
 for l in sys.stdin:
     m = json.loads(l)
-    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["kind"] == ["test"]:
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["profile"]["test"]:
         print(m["executable"])' | while read -r t; do cp "$t" ".gpu-bin/tests/$(basename "$t" | sed 's/-[0-9a-f]*$//')"; done
 strip .gpu-bin/compute_table .gpu-bin/method_bench .gpu-bin/gpu_variants .gpu-bin/tests/* 2>/dev/null || true
 if [ "${GPU_PREPARE_NEURAL:-1}" != 0 ]; then
