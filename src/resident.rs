@@ -929,7 +929,21 @@ mod tests {
     use rand::rngs::StdRng;
     use rand::{Rng, SeedableRng};
 
-    use crate::test_support::{f64_gpu as gpu, seed};
+    use crate::test_support::seed;
+
+    /// A GPU with `f64` (software ones included); `None` (the test's GPU
+    /// part skipped) without one, unless `GRAMIAN_REQUIRE_GPU=1`, where
+    /// that fails.
+    pub(super) fn gpu() -> Option<Device> {
+        match Device::gpu_with(&crate::GpuOptions { allow_software: true, ..Default::default() }) {
+            Ok(d) if d.supports(Precision::F64) => Some(d),
+            Ok(_) | Err(_) if std::env::var("GRAMIAN_REQUIRE_GPU").as_deref() == Ok("1") => panic!("GRAMIAN_REQUIRE_GPU=1 but no GPU adapter with f64"),
+            _ => {
+                eprintln!("SKIPPED on a GPU: no GPU adapter with f64");
+                None
+            }
+        }
+    }
 
     /// The device's `ln` (the shaders' `tlog`: range reduction by 2^100, an
     /// `f32` log, one Halley step) against the host's on fresh values over

@@ -299,7 +299,7 @@ mod tests {
 
     fn devices() -> Vec<Device> {
         let mut out = vec![Device::Cpu];
-        out.extend(crate::test_support::f64_gpu());
+        out.extend(super::super::tests::gpu());
         out
     }
 
