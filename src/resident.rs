@@ -468,14 +468,7 @@ impl Device {
 
     /// `out (+)= Phi^T diag(w) Phi` into an existing resident r x r output.
     pub fn resident_weighted_gram_into(&self, phi: &DeviceMatrix, w: &DeviceMatrix, out: &DeviceMatrix, accumulate: bool) -> Result<()> {
-        linalg::check_dim("rows of the weights vs rows of phi", phi.nrows(), w.nrows())?;
-        check_precisions(&[phi, w, out])?;
-        linalg::check_dim("columns of the weights", 1, w.ncols())?;
-        linalg::check_dim("rows of the output vs columns of phi", phi.ncols(), out.nrows())?;
-        linalg::check_dim("columns of the output vs columns of phi", phi.ncols(), out.ncols())?;
-        if out.same_storage(phi) || out.same_storage(w) {
-            return Err(Error::InvalidParameter { name: "out", reason: "the output of a weighted Gram may not share storage with an operand".into() });
-        }
+        check_weighted_gram(phi, w, out)?;
         match self.context() {
             None => {
                 let (ph, wh) = (phi.host_view()?, w.host_view()?);
@@ -913,6 +906,21 @@ fn round_to(precision: Precision, values: &mut [f64]) {
 /// the element-wise maps on the CPU).
 pub(crate) fn negative_root(x: f64, c: f64) -> f64 {
     if x > 0.0 { -c / (2.0 * (x + (x * x + c).sqrt())) } else { 0.5 * (x - (x * x + c).sqrt()) }
+}
+
+/// The shapes, precisions and storage of `out = Phi^T diag(w) Phi`: `w`
+/// one column with `Phi`'s rows, `out` square of `Phi`'s columns and
+/// sharing storage with neither operand.
+pub(crate) fn check_weighted_gram(phi: &DeviceMatrix, w: &DeviceMatrix, out: &DeviceMatrix) -> Result<()> {
+    linalg::check_dim("rows of the weights vs rows of phi", phi.nrows(), w.nrows())?;
+    check_precisions(&[phi, w, out])?;
+    linalg::check_dim("columns of the weights", 1, w.ncols())?;
+    linalg::check_dim("rows of the output vs columns of phi", phi.ncols(), out.nrows())?;
+    linalg::check_dim("columns of the output vs columns of phi", phi.ncols(), out.ncols())?;
+    if out.same_storage(phi) || out.same_storage(w) {
+        return Err(Error::InvalidParameter { name: "out", reason: "the output of a weighted Gram may not share storage with an operand".into() });
+    }
+    Ok(())
 }
 
 fn check_precisions(operands: &[&DeviceMatrix]) -> Result<()> {

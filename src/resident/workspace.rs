@@ -205,14 +205,7 @@ impl<'d> Workspace<'d> {
     /// `out = Phi^T diag(w) Phi` ([`Device::resident_weighted_gram_into`],
     /// not accumulating).
     pub(crate) fn weighted_gram_into(&self, phi: &DeviceMatrix, w: &DeviceMatrix, out: &DeviceMatrix) -> Result<()> {
-        linalg::check_dim("rows of the weights vs rows of phi", phi.nrows(), w.nrows())?;
-        check_precisions(&[phi, w, out])?;
-        linalg::check_dim("columns of the weights", 1, w.ncols())?;
-        linalg::check_dim("rows of the output vs columns of phi", phi.ncols(), out.nrows())?;
-        linalg::check_dim("columns of the output vs columns of phi", phi.ncols(), out.ncols())?;
-        if out.same_storage(phi) || out.same_storage(w) {
-            return Err(Error::InvalidParameter { name: "out", reason: "the output of a weighted Gram may not share storage with an operand".into() });
-        }
+        super::check_weighted_gram(phi, w, out)?;
         self.record(
             |ctx, plan| {
                 let pg = phi.gpu()?;
