@@ -69,7 +69,7 @@ pub struct Outcome {
     pub difference: Option<(f64, f64)>,
 }
 
-const METHODS: [&str; 9] = ["icd", "mklaren", "nystrom", "csi", "psd-density", "psd-heteroscedastic", "psd-quantile", "eksvd-dual", "eksvd-covariance"];
+const METHODS: [&str; 10] = ["icd", "mklaren", "nystrom", "csi", "psd-density", "psd-heteroscedastic", "psd-quantile", "eksvd-dual", "eksvd-covariance", "eksvd-kernel-dual"];
 
 fn run_method(method: &str, case: &Case) -> gramian::error::Result<Outcome> {
     match method {
@@ -82,6 +82,7 @@ fn run_method(method: &str, case: &Case) -> gramian::error::Result<Outcome> {
         "psd-quantile" => psd::quantile(case),
         "eksvd-dual" => eksvd::dual(case),
         "eksvd-covariance" => eksvd::covariance(case),
+        "eksvd-kernel-dual" => eksvd::kernel_dual(case),
         other => Err(Error::InvalidParameter { name: "--method", reason: format!("unknown method {other:?}") }),
     }
 }

@@ -45,6 +45,17 @@
 //!   per product, on the host) is not in the computation here. Memory:
 //!   the features of its rows and its rows of the basis (`k + b + 5 b = 64`
 //!   columns and the residual block).
+//! - eKSVD Dual on one kernel function (Q sources of N samples each, RBF,
+//!   `d = 4`, block of b vectors, f64; `eksvd::sharded::kernel`): per block
+//!   product each rank evaluates its rows of every upper block once,
+//!   `Q (Q-1)/2 (N/P) N` entries, at the card's f64 evaluation rate or as
+//!   the pair matvec's `4 b` flops an entry (both products from each
+//!   entry) at the matvec efficiency, whichever is longer. The Krylov block is all-gathered (`Q N b` values) and each
+//!   rank's shares of the transposed products go to their rows' owners in
+//!   one all-to-all (`Q N b` values, `(P - 1)/P` of them leaving each rank),
+//!   both crossing the host link; the inner products as above (5.5 small
+//!   collectives). Memory: every source's inputs (gathered once), the
+//!   gathered block and the shares, and the rank's rows of the basis.
 //!
 //! **Communication** (Hockney: `alpha + bytes / beta` per message), of the
 //! collectives the sharded fits call per iteration: a sum of `s` values
@@ -54,7 +65,8 @@
 //! of the bytes each way (the fold of the extra ranks moves the whole array
 //! twice); arrays below `64 P` values all-gathered, `ceil(log2 P)` rounds), an arg-max (a small all-gather),
 //! broadcasts (`ceil(log2 P)` rounds), all-gathers of sharded vectors (`(P - 1)/P`
-//! of the whole). Each reduced array also crosses the host link twice
+//! of the whole), all-to-alls (`P - 1` messages, `(P - 1)/P` of the array
+//! out and in). Each reduced array also crosses the host link twice
 //! (down before, up after: the reductions run on host memory). Network:
 //! inside a node MPI shared memory, `alpha = 1 us`, `beta = 25 GB/s`;
 //! across nodes one 400 Gb/s NDR InfiniBand port per GPU, `alpha = 5 us`,
@@ -62,7 +74,7 @@
 //! figures). Iteration counts are those of the single-device fits
 //! (`ITERATIONS_*`: the measured runs named there); sharding does not change them.
 
-use gramian::gpu::cost::{CardProfile, H200_KERNEL_MATRIX_EFFICIENCY, H200_PRODUCT_EFFICIENCY, H200_WEIGHTED_GRAM_EFFICIENCY};
+use gramian::gpu::cost::{CardProfile, H200_KERNEL_MATRIX_EFFICIENCY, H200_MATVEC_EFFICIENCY, H200_PRODUCT_EFFICIENCY, H200_WEIGHTED_GRAM_EFFICIENCY};
 
 /// PSD density: FISTA iterations to the default gap at m = 1000 centres,
 /// n = 10^5 and 10^6 alike (`repro/results/h200-2026-12-04-methods.txt`: 26 it).
@@ -135,6 +147,8 @@ struct Traffic {
     broadcast_values: f64,
     /// Values of all-gathered sharded vectors (the whole vectors' length).
     gathered_values: f64,
+    /// Values of all-to-all exchanges (the whole arrays' length).
+    exchanged_values: f64,
 }
 
 fn log2_ceil(p: usize) -> f64 {
@@ -156,7 +170,8 @@ fn communication(t: &Traffic, c: &Cluster, card: &CardProfile) -> f64 {
     let small = t.small * rounds * l.alpha;
     let broadcasts = t.broadcasts * rounds * l.alpha + rounds * 8.0 * t.broadcast_values / l.beta;
     let gathers = if t.gathered_values > 0.0 { rounds * l.alpha + (pf - 1.0) / pf * 8.0 * t.gathered_values / l.beta + 8.0 * t.gathered_values / card.link_bandwidth } else { 0.0 };
-    sums + small + broadcasts + gathers
+    let exchanges = if t.exchanged_values > 0.0 { (pf - 1.0) * l.alpha + (pf - 1.0) / pf * 8.0 * t.exchanged_values / l.beta + 8.0 * t.exchanged_values / card.link_bandwidth } else { 0.0 };
+    sums + small + broadcasts + gathers + exchanges
 }
 
 /// Seconds of `flops` at `efficiency` of `peak`, or of `bytes` at the
@@ -174,6 +189,8 @@ enum Method {
     Mklaren,
     /// eKSVD Dual: Q = 3 sources of N each, d = 100, block 8, k = 16.
     EksvdDual,
+    /// eKSVD Dual on one RBF kernel: Q = 3 sources of N each, d = 4, block 8, k = 16.
+    EksvdKernelDual,
     /// PSD heteroscedastic regression: m = 500 centres, d = 10.
     PsdHeteroscedastic,
     /// PSD quantile regression: 3 levels, m = 500 centres, d = 10.
@@ -190,13 +207,14 @@ struct Shard {
 }
 
 impl Method {
-    const ALL: [Method; 5] = [Method::PsdDensity, Method::PsdHeteroscedastic, Method::PsdQuantile, Method::Mklaren, Method::EksvdDual];
+    const ALL: [Method; 6] = [Method::PsdDensity, Method::PsdHeteroscedastic, Method::PsdQuantile, Method::Mklaren, Method::EksvdDual, Method::EksvdKernelDual];
 
     fn name(self) -> &'static str {
         match self {
             Method::PsdDensity => "PSD density (m = 1000, d = 10)",
             Method::Mklaren => "mklaren (2 RBF, rank 20, delta 10, d = 10)",
             Method::EksvdDual => "eKSVD Dual (Q = 3, 1000 Nystrom features, block 8, N per source)",
+            Method::EksvdKernelDual => "eKSVD Dual (Q = 3, exact RBF kernel, d = 4, block 8, N per source)",
             Method::PsdHeteroscedastic => "PSD heteroscedastic (m = 500, d = 10)",
             Method::PsdQuantile => "PSD quantile (3 levels, m = 500, d = 10)",
         }
@@ -207,6 +225,7 @@ impl Method {
         match self {
             Method::PsdDensity | Method::Mklaren | Method::PsdHeteroscedastic | Method::PsdQuantile => 1e9,
             Method::EksvdDual => 1e8 / 3.0,
+            Method::EksvdKernelDual => 1e6,
         }
     }
 
@@ -214,7 +233,7 @@ impl Method {
         match self {
             Method::PsdDensity => ITERATIONS_PSD,
             Method::Mklaren => 20.0,
-            Method::EksvdDual => ITERATIONS_EKSVD,
+            Method::EksvdDual | Method::EksvdKernelDual => ITERATIONS_EKSVD,
             Method::PsdHeteroscedastic => ITERATIONS_HETEROSCEDASTIC,
             Method::PsdQuantile => ITERATIONS_QUANTILE,
         }
@@ -300,6 +319,22 @@ impl Method {
                     // The features of this rank's rows and its rows of
                     // the basis (k + 6 b columns and the residual block).
                     memory: 8.0 * q * rows * d_phi + 8.0 * q * rows * (k + 7.0 * b),
+                }
+            }
+            Method::EksvdKernelDual => {
+                let (q, d, b, k) = (3.0f64, 4.0f64, 8.0f64, 16.0f64);
+                let entries = q * (q - 1.0) / 2.0 * rows * n;
+                let evaluations = entries / card.f64_evaluations;
+                let products = device_seconds(card, 4.0 * b * entries, f64p, H200_MATVEC_EFFICIENCY, 8.0 * q * n * (d + 2.0 * b));
+                Shard {
+                    setup: 0.0,
+                    compute: evaluations.max(products),
+                    // Per block product: the block all-gathered, the shares
+                    // exchanged, and the inner products' small sums.
+                    traffic: Traffic { gathered_values: q * n * b, exchanged_values: q * n * b, small: 5.5, ..Default::default() },
+                    // The gathered inputs, block and shares, and this
+                    // rank's rows of the basis.
+                    memory: 8.0 * q * n * (d + 2.0 * b) + 8.0 * q * rows * (k + 7.0 * b),
                 }
             }
         }

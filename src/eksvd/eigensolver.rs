@@ -126,7 +126,7 @@ fn retain_largest_positive<R: RowSplit + ?Sized>(rows: &R, values: &[f64], vecto
     Ok(LargestEigenpairs { values: DVector::from_iterator(k, order.iter().take(k).map(|&i| values[i])), vectors: out })
 }
 
-fn check_k(k: usize, n: usize) -> Result<()> {
+pub(crate) fn check_k(k: usize, n: usize) -> Result<()> {
     if n == 0 {
         return Err(Error::InvalidParameter { name: "n", reason: "the operator dimension must be >= 1, got 0".into() });
     }

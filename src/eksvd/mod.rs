@@ -53,7 +53,7 @@ pub use dual::{solve_dual, DualSolution};
 pub use eigensolver::{Eigensolver, LargestEigenpairs};
 pub use features::{FeatureMap, FittedFeatureMap};
 pub use model::{ksvd_from_kernel, Eksvd, EksvdParams, Ksvd, KsvdParams, Solver};
-pub use sharded::ShardedSources;
+pub use sharded::{solve_dual_sharded, ShardedSources};
 
 /// Former name of [`Eksvd`], the fitted eKSVD model.
 pub type FittedEksvd = Eksvd;

@@ -12,7 +12,7 @@
 //! With one rank every path does one process's arithmetic: the same bits.
 
 use gramian::distributed::{Communicator, FitSharded, RowShard, ThreadGroup};
-use gramian::eksvd::{Eigensolver, Eksvd, EksvdParams, FeatureMap, ShardedSources, Solver};
+use gramian::eksvd::{solve_dual, solve_dual_sharded, CouplingMatrix, DualSolution, Eigensolver, Eksvd, EksvdParams, FeatureMap, ShardedSources, Solver};
 use gramian::{Device, Error, GpuOptions, Kernel, MultiSource};
 use nalgebra::DMatrix;
 use rand::Rng;
@@ -334,4 +334,165 @@ fn a_device_that_fails_at_any_step_fails_every_rank_alike() {
         }
     }
     assert!(failures > 0, "no budget made rank 1 fail");
+}
+
+/// Three paired sources of `n` rows on one input space (width 3), smooth in
+/// a shared latent variable: the coupling of an RBF kernel has a decaying
+/// spectrum.
+fn shared_space_sources(n: usize) -> MultiSource {
+    let mut rng = common::rng();
+    let t: Vec<f64> = (0..n).map(|_| rng.random_range(-1.0..1.0)).collect();
+    let views: Vec<DMatrix<f64>> = [1.0, 1.5, 0.7].iter().map(|&s| DMatrix::from_fn(n, 3, |i, j| (s * (j as f64 + 1.0) * t[i]).sin() + 0.1 * rng.random_range(-1.0..1.0))).collect();
+    MultiSource::paired(views).unwrap()
+}
+
+/// Every rank's kernel-Dual solution on `counts.len()` threads, rank `r`
+/// holding `counts[r]` consecutive rows of every source.
+fn kernel_dual_on(counts: &[usize], kernel: Kernel, data: &MultiSource, k: usize, solver: &Eigensolver, device: &Device) -> Vec<DualSolution> {
+    ThreadGroup::run(counts.len(), |comm| {
+        let start: usize = counts[..comm.rank()].iter().sum();
+        let shards = data.sources().iter().map(|x| RowShard::new(comm, x.rows(start, counts[comm.rank()]).into_owned())).collect::<Result<Vec<_>, _>>()?;
+        solve_dual_sharded(device, comm, kernel, &ShardedSources::new(shards)?, k, solver, 9)
+    })
+    .unwrap()
+    .into_iter()
+    .map(|r| r.unwrap())
+    .collect()
+}
+
+/// Eigenvalue and stacked-alpha differences of `got` to `want` (relative,
+/// the alphas up to sign per component).
+fn dual_differences(want: &DualSolution, got: &DualSolution) -> (f64, f64) {
+    let values = (&want.eigenvalues - &got.eigenvalues).amax() / want.eigenvalues[0];
+    let stack = |s: &DualSolution| {
+        let rows: usize = s.alphas.iter().map(|a| a.nrows()).sum();
+        let mut m = DMatrix::zeros(rows, s.n_components());
+        let mut at = 0;
+        for a in &s.alphas {
+            m.rows_mut(at, a.nrows()).copy_from(a);
+            at += a.nrows();
+        }
+        m
+    };
+    (values, up_to_sign(&stack(want), &stack(got)))
+}
+
+#[test]
+fn kernel_dual_matches_one_process_on_1_2_and_3_ranks() {
+    // The Lanczos Dual converges to 1e-10 max |lambda| from products whose
+    // sums are added in another order (the shares of K_pq^T V_p arrive by
+    // rank): eigenvalues to 1e-8 relative, the unit alphas up to sign to
+    // 1e-6. The Dense Dual's stored rows give the block solver the same
+    // products: the same tolerances. Uneven rows, and a rank without rows.
+    let cpu = Device::cpu();
+    let kernel = Kernel::rbf(0.8).unwrap();
+    for (n, solver) in [(97usize, Eigensolver::Lanczos { tolerance: 1e-10, max_restarts: 200 }), (61, Eigensolver::Dense)] {
+        let data = shared_space_sources(n);
+        let single = solve_dual(&cpu, &CouplingMatrix::from_kernel(kernel, &data).unwrap(), 4, &solver, 9).unwrap();
+        for counts in [vec![n], vec![n / 2, n - n / 2], vec![n / 5, 0, n - n / 5], vec![10, n - 30, 20]] {
+            let solutions = kernel_dual_on(&counts, kernel, &data, 4, &solver, &cpu);
+            for s in &solutions[1..] {
+                assert_eq!(s.eigenvalues, solutions[0].eigenvalues, "{solver:?}, rows {counts:?}: every rank the same bits");
+                assert_eq!(s.alphas, solutions[0].alphas, "{solver:?}, rows {counts:?}: every rank the same bits");
+            }
+            let (values, vectors) = dual_differences(&single, &solutions[0]);
+            assert!(values <= 1e-8, "{solver:?}, rows {counts:?}: eigenvalues differ by {values:e}");
+            assert!(vectors <= 1e-6, "{solver:?}, rows {counts:?}: alphas differ by {vectors:e}");
+            // Eq. 4 itself: G_Q alpha = lambda alpha on all rows.
+            let coupling = CouplingMatrix::from_kernel(kernel, &data).unwrap();
+            let g = coupling.assemble(&cpu).unwrap();
+            let mut stacked = DMatrix::zeros(coupling.order(), 4);
+            for q in 0..3 {
+                stacked.rows_mut(q * n, n).copy_from(&solutions[0].alphas[q]);
+            }
+            let residual = (&g * &stacked - &stacked * DMatrix::from_diagonal(&solutions[0].eigenvalues)).amax() / solutions[0].eigenvalues[0];
+            assert!(residual <= 1e-8, "{solver:?}, rows {counts:?}: residual of Eq. 4 {residual:e}");
+        }
+    }
+}
+
+#[test]
+fn a_kernel_dual_product_evaluates_each_entry_once_and_sends_the_vectors_twice() {
+    // On 2 ranks each product all-gathers V and sends each rank's shares to
+    // the other: per product and rank about 2 Q N c / P numbers received,
+    // never the inputs again. The same fit at N = 60 and 120, stopped after
+    // the first basis (as in the features test above): the bytes scale
+    // with N, the collectives do not.
+    let run = |n: usize| {
+        let data = shared_space_sources(n);
+        ThreadGroup::run(2, |comm| {
+            let shards = ShardedSources::from_full(comm, &data)?;
+            let before = comm.stats();
+            let fit = solve_dual_sharded(&Device::cpu(), comm, Kernel::rbf(2.0)?, &shards, 10, &Eigensolver::Lanczos { tolerance: 1e-15, max_restarts: 0 }, 2);
+            assert!(matches!(fit, Err(Error::EigenNotConverged { restarts: 0, .. })), "N = {n}: {fit:?}");
+            Ok::<_, Error>(comm.stats().since(&before))
+        })
+        .unwrap()
+        .into_iter()
+        .map(|s| s.unwrap())
+        .collect::<Vec<_>>()
+    };
+    let (small, large) = (run(60), run(120));
+    for r in 0..2 {
+        assert_eq!(small[r].collectives, large[r].collectives, "rank {r}: collectives");
+        let (a, b) = (small[r].bytes_received as f64, large[r].bytes_received as f64);
+        // Inputs once (3 N 3 / 2 numbers from the other rank), then per
+        // product column 2 x 3 N / 2 numbers, plus the solver's small sums.
+        assert!(b > 1.6 * a && b < 2.2 * a, "rank {r}: {a} then {b} bytes received");
+    }
+}
+
+#[test]
+fn kernel_dual_ranks_on_a_gpu_match_one_process() {
+    let Some(gpu) = common::gpu_device(GpuOptions::default()) else { return };
+    let data = shared_space_sources(83);
+    let kernel = Kernel::rbf(0.8).unwrap();
+    let solver = Eigensolver::Lanczos { tolerance: 1e-10, max_restarts: 200 };
+    let single = solve_dual(&Device::cpu(), &CouplingMatrix::from_kernel(kernel, &data).unwrap(), 3, &solver, 9).unwrap();
+    let solutions = kernel_dual_on(&[40, 43], kernel, &data, 3, &solver, &gpu);
+    assert_eq!(solutions[0].alphas, solutions[1].alphas);
+    // f32 kernel entries where the adapter lacks f64.
+    let (values, vectors) = dual_differences(&single, &solutions[0]);
+    let (value_tol, vector_tol) = if gpu.best_precision() == gramian::Precision::F64 { (1e-8, 1e-6) } else { (1e-4, 1e-3) };
+    assert!(values <= value_tol && vectors <= vector_tol, "eigenvalues {values:e}, alphas {vectors:e}");
+    // A rank whose device holds nothing, or a little: every rank fails alike.
+    for budget in [0u64, 4_000, 9_000] {
+        let out = ThreadGroup::run(2, |comm| {
+            let device = if comm.rank() == 1 { Device::gpu_with(&GpuOptions { allow_software: true, max_device_bytes: Some(budget), ..Default::default() })? } else { gpu.clone() };
+            solve_dual_sharded(&device, comm, kernel, &ShardedSources::from_full(comm, &data)?, 3, &solver, 9).map(|s| s.eigenvalues)
+        })
+        .unwrap();
+        for r in &out {
+            assert!(matches!(r, Err(Error::RankFailed { rank: 1, invalid_input: false, .. })), "budget {budget}: {r:?}");
+        }
+        assert_eq!(out[0], out[1], "budget {budget}");
+    }
+}
+
+#[test]
+fn kernel_dual_bad_inputs_fail_every_rank_alike() {
+    let data = shared_space_sources(30);
+    let solver = Eigensolver::lanczos();
+    // Another kernel width on rank 1.
+    let out = ThreadGroup::run(3, |comm| {
+        let kernel = Kernel::rbf(if comm.rank() == 1 { 0.9 } else { 0.8 })?;
+        solve_dual_sharded(&Device::cpu(), comm, kernel, &ShardedSources::from_full(comm, &data)?, 3, &solver, 9)
+    })
+    .unwrap();
+    for r in out {
+        assert!(matches!(r, Err(Error::ShardMismatch { rank: 1, .. })), "{r:?}");
+    }
+    // Sources of different widths: no shared input space.
+    let wide = sources(30);
+    let out = ThreadGroup::run(2, |comm| solve_dual_sharded(&Device::cpu(), comm, Kernel::rbf(0.8)?, &ShardedSources::from_full(comm, &wide)?, 3, &solver, 9)).unwrap();
+    for r in out {
+        assert!(matches!(r, Err(Error::ShapeMismatch { .. })), "{r:?}");
+    }
+    // Too many components, none, and a bad solver setting: every rank the same type.
+    for (k, solver) in [(91usize, solver), (0, solver), (2, Eigensolver::Lanczos { tolerance: -1.0, max_restarts: 3 })] {
+        let out = ThreadGroup::run(2, |comm| solve_dual_sharded(&Device::cpu(), comm, Kernel::rbf(0.8)?, &ShardedSources::from_full(comm, &data)?, k, &solver, 9)).unwrap();
+        for r in out {
+            assert!(matches!(r, Err(Error::InvalidParameter { .. })), "k = {k}, {solver:?}: {r:?}");
+        }
+    }
 }

@@ -45,6 +45,9 @@
 //! identical on every rank. The covariance route broadcasts rank 0's
 //! solution.
 //!
+//! **A kernel function** on a shared input space (`K_pq = k(X_p, X_q)`, no
+//! feature map): [`solve_dual_sharded`] (the module [`kernel`]'s docs).
+//!
 //! **Failures.** The parameters and the sources' shapes are compared first
 //! ([`Error::ShardMismatch`]); a rank whose local work fails (its device,
 //! its rows) makes every rank return the same [`Error::RankFailed`], also
@@ -53,6 +56,8 @@
 //! the product) leaves zeros in those rows and travels with the next
 //! product's flag, or with the agreement that follows the solver (no
 //! extra collective per product).
+
+pub mod kernel;
 
 use std::cell::RefCell;
 
@@ -71,6 +76,8 @@ use crate::error::{Error, Result};
 use crate::linalg::RowSplit;
 use crate::precision::Precision;
 use crate::Device;
+
+pub use kernel::solve_dual_sharded;
 
 /// Paired sources sharded by rows: one [`RowShard`] per source, all over
 /// one [`RowPartition`] (rank `r` holds the same global rows of every
@@ -194,7 +201,7 @@ impl FitSharded<ShardedSources> for EksvdParams {
                 (features, solution, covariance.weights)
             }
             Solver::Dual(eig) => {
-                let (features, solution) = solve_dual_sharded(comm, device, precision, partition, &local, k, &eig, seed)?;
+                let (features, solution) = solve_dual_on_features(comm, device, precision, partition, &local, k, &eig, seed)?;
                 let weights = solution.primal_weights(&features)?;
                 (features, solution, weights)
             }
@@ -239,7 +246,7 @@ fn summed_grams(comm: &dyn Communicator, device: &Device, precision: Precision, 
 /// (module docs), the resident products in `precision` on a GPU: the
 /// features of all rows, gathered, and the solution.
 #[allow(clippy::too_many_arguments)]
-fn solve_dual_sharded(comm: &dyn Communicator, device: &Device, precision: Precision, partition: &RowPartition, local: &[DMatrix<f64>], k: usize, eig: &Eigensolver, seed: u64) -> Result<(Vec<DMatrix<f64>>, DualSolution)> {
+fn solve_dual_on_features(comm: &dyn Communicator, device: &Device, precision: Precision, partition: &RowPartition, local: &[DMatrix<f64>], k: usize, eig: &Eigensolver, seed: u64) -> Result<(Vec<DMatrix<f64>>, DualSolution)> {
     eig.validate()?;
     let (n_sources, n, d) = (local.len(), partition.total(), local[0].ncols());
     let order = n_sources * n;
