@@ -8,6 +8,7 @@
 
 use nalgebra::DMatrix;
 
+use super::eigensolver::ProductCost;
 use crate::data::{check_shape, check_source_matrix};
 use crate::error::Result;
 use crate::error::Error;
@@ -193,6 +194,16 @@ impl CouplingMatrix {
             _ => pairs.iter().map(|&(p, q)| self.block(device, p, q)).collect::<Result<_>>()?,
         };
         Ok(pairs.into_iter().zip(upper).map(|((p, q), k)| (p, q, k)).collect())
+    }
+
+    /// How a product `G_Q V` costs with the columns of `V`: once per
+    /// product for a kernel function (each kernel entry evaluated once,
+    /// whatever the width), per column for features and stored blocks.
+    pub fn product_cost(&self) -> ProductCost {
+        match &self.blocks {
+            Blocks::KernelFunction { .. } | Blocks::SparseKernelFunction { .. } => ProductCost::PerBlock,
+            Blocks::Features(_) | Blocks::Precomputed(_) => ProductCost::PerColumn,
+        }
     }
 
     /// Whether a product `G_Q V` through the features costs fewer

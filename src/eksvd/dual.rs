@@ -6,7 +6,7 @@ use nalgebra::{DMatrix, DVector};
 use super::coupling::CouplingMatrix;
 use faer::{MatMut, MatRef};
 
-use super::eigensolver::{largest_lanczos, largest_lanczos_resident, largest_stored, Eigensolver};
+use super::eigensolver::{largest_lanczos_for, largest_lanczos_resident, largest_stored, Eigensolver};
 use crate::data::{check_shape, check_source_matrix};
 use crate::error::Result;
 use crate::error::Error;
@@ -95,9 +95,9 @@ pub(crate) fn solve_dual_in(device: &Device, precision: Precision, coupling: &Co
             if resident.products_resident() && resident.precision() == Precision::F64 {
                 // A kernel function's products on a GPU in f64: the Krylov
                 // basis stays there too.
-                largest_lanczos_resident(device, coupling.order(), n_components, &resident, tolerance, max_restarts, seed)?
+                largest_lanczos_resident(device, coupling.order(), n_components, &resident, tolerance, max_restarts, seed, coupling.product_cost())?
             } else {
-                largest_lanczos(coupling.order(), n_components, |v| resident.apply(v), tolerance, max_restarts, seed)?
+                largest_lanczos_for(coupling.order(), n_components, |v| resident.apply(v), tolerance, max_restarts, seed, coupling.product_cost())?
             }
         }
     };

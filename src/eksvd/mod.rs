@@ -50,7 +50,7 @@ pub mod sharded;
 pub use coupling::CouplingMatrix;
 pub use covariance::{solve_covariance, CovarianceSolution};
 pub use dual::{solve_dual, DualSolution};
-pub use eigensolver::{Eigensolver, LargestEigenpairs};
+pub use eigensolver::{Eigensolver, LargestEigenpairs, ProductCost};
 pub use features::{FeatureMap, FittedFeatureMap};
 pub use model::{ksvd_from_kernel, Eksvd, EksvdParams, Ksvd, KsvdParams, Solver};
 pub use sharded::{solve_dual_sharded, ShardedSources};

@@ -411,34 +411,76 @@ fn kernel_dual_matches_one_process_on_1_2_and_3_ranks() {
     }
 }
 
+/// `inner`, recording each all-gather's and all-to-all's received length
+/// and each sum's length (a sum's own messages are not recorded).
+struct Recording<'a> {
+    inner: &'a dyn Communicator,
+    calls: std::cell::RefCell<Vec<(&'static str, usize)>>,
+}
+
+impl Communicator for Recording<'_> {
+    fn rank(&self) -> usize {
+        self.inner.rank()
+    }
+    fn size(&self) -> usize {
+        self.inner.size()
+    }
+    fn all_gather_varcount(&self, local: &[f64], counts: &[usize]) -> Result<Vec<f64>, Error> {
+        let out = self.inner.all_gather_varcount(local, counts)?;
+        self.calls.borrow_mut().push(("all-gather", out.len()));
+        Ok(out)
+    }
+    fn all_to_all_varcount(&self, send: &[f64], send_counts: &[usize], recv_counts: &[usize]) -> Result<Vec<f64>, Error> {
+        let out = self.inner.all_to_all_varcount(send, send_counts, recv_counts)?;
+        self.calls.borrow_mut().push(("all-to-all", out.len()));
+        Ok(out)
+    }
+    fn broadcast(&self, root: usize, values: &mut [f64]) -> Result<(), Error> {
+        self.inner.broadcast(root, values)
+    }
+    fn stats(&self) -> gramian::distributed::CommStats {
+        self.inner.stats()
+    }
+    fn sum(&self, values: &mut [f64]) -> Result<(), Error> {
+        self.calls.borrow_mut().push(("sum", values.len()));
+        self.inner.sum(values)
+    }
+}
+
 #[test]
-fn a_kernel_dual_product_evaluates_each_entry_once_and_sends_the_vectors_twice() {
-    // On 2 ranks each product all-gathers V and sends each rank's shares to
-    // the other: per product and rank about 2 Q N c / P numbers received,
-    // never the inputs again. The same fit at N = 60 and 120, stopped after
-    // the first basis (as in the features test above): the bytes scale
-    // with N, the collectives do not.
-    let run = |n: usize| {
-        let data = shared_space_sources(n);
-        ThreadGroup::run(2, |comm| {
-            let shards = ShardedSources::from_full(comm, &data)?;
-            let before = comm.stats();
-            let fit = solve_dual_sharded(&Device::cpu(), comm, Kernel::rbf(2.0)?, &shards, 10, &Eigensolver::Lanczos { tolerance: 1e-15, max_restarts: 0 }, 2);
-            assert!(matches!(fit, Err(Error::EigenNotConverged { restarts: 0, .. })), "N = {n}: {fit:?}");
-            Ok::<_, Error>(comm.stats().since(&before))
-        })
-        .unwrap()
-        .into_iter()
-        .map(|s| s.unwrap())
-        .collect::<Vec<_>>()
-    };
-    let (small, large) = (run(60), run(120));
-    for r in 0..2 {
-        assert_eq!(small[r].collectives, large[r].collectives, "rank {r}: collectives");
-        let (a, b) = (small[r].bytes_received as f64, large[r].bytes_received as f64);
-        // Inputs once (3 N 3 / 2 numbers from the other rank), then per
-        // product column 2 x 3 N / 2 numbers, plus the solver's small sums.
-        assert!(b > 1.6 * a && b < 2.2 * a, "rank {r}: {a} then {b} bytes received");
+fn a_kernel_dual_product_gathers_the_block_and_exchanges_the_shares() {
+    // Per product: one all-gather of the Krylov block (Q N c numbers on
+    // every rank), then one all-to-all bringing each rank its rows of the
+    // other ranks' shares and a flag (P (1 + Q L c)); the inputs are
+    // gathered once before the solve and the alphas once after it; nothing
+    // else of length Q N crosses (the Lanczos sums are basis-sized).
+    let (n, counts) = (101usize, [40usize, 61]);
+    let data = shared_space_sources(n);
+    let calls = ThreadGroup::run(2, |comm| {
+        let start: usize = counts[..comm.rank()].iter().sum();
+        let shards = data.sources().iter().map(|x| RowShard::new(comm, x.rows(start, counts[comm.rank()]).into_owned())).collect::<Result<Vec<_>, _>>()?;
+        let recording = Recording { inner: comm, calls: Default::default() };
+        let solution = solve_dual_sharded(&Device::cpu(), &recording, Kernel::rbf(0.8)?, &ShardedSources::new(shards)?, 4, &Eigensolver::lanczos(), 9)?;
+        assert_eq!(solution.alphas[0].nrows(), n);
+        Ok::<_, Error>(recording.calls.into_inner())
+    })
+    .unwrap();
+    for (r, calls) in calls.into_iter().enumerate() {
+        let calls = calls.unwrap();
+        let large: Vec<(&str, usize)> = calls.iter().copied().filter(|&(kind, len)| kind != "sum" && len >= 3 * n).collect();
+        // The inputs (3 sources of width 3), then products, then the alphas (k = 4).
+        assert_eq!(large[0], ("all-gather", 3 * n * 3), "rank {r}: {large:?}");
+        assert_eq!(*large.last().unwrap(), ("all-gather", 3 * n * 4), "rank {r}");
+        let products = &large[1..large.len() - 1];
+        assert!(products.len() >= 4 && products.len() % 2 == 0, "rank {r}: {products:?}");
+        for pair in products.chunks(2) {
+            let (("all-gather", gathered), ("all-to-all", exchanged)) = (pair[0], pair[1]) else { panic!("rank {r}: {pair:?}") };
+            assert_eq!(gathered % (3 * n), 0, "rank {r}");
+            let c = gathered / (3 * n);
+            assert_eq!(exchanged, 2 * (1 + 3 * counts[r] * c), "rank {r}: {c} columns");
+        }
+        // Every all-to-all is a product's.
+        assert_eq!(calls.iter().filter(|c| c.0 == "all-to-all").count(), products.len() / 2, "rank {r}");
     }
 }
 

@@ -23,8 +23,9 @@
 //! a product gives the same bits on every run.
 //!
 //! **Eigensolvers.** [`Eigensolver::Lanczos`]: the block Lanczos on split
-//! vectors ([`largest_lanczos_on`]), its inner products reduced, `G_Q`
-//! never stored. [`Eigensolver::Dense`]: each rank stores its rows
+//! vectors ([`largest_lanczos_on_for`]) in blocks of 32 (a product's cost is
+//! its kernel entries: [`ProductCost::PerBlock`]), its inner products
+//! reduced, `G_Q` never stored. [`Eigensolver::Dense`]: each rank stores its rows
 //! `K_pq(R_r, :)` of the upper blocks (a `P`-th of what one process stores)
 //! for the block solver of [`largest_stored_on`], with `||G_Q||_F^2 =
 //! 2 sum_{p<q} ||K_pq||_F^2` summed over the ranks; the dense matrix,
@@ -47,7 +48,7 @@ use crate::data::{check_shape, MultiSource};
 use crate::distributed::{agree, CommRows, Communicator, RowPartition};
 use crate::eksvd::coupling::CouplingMatrix;
 use crate::eksvd::dual::DualSolution;
-use crate::eksvd::eigensolver::{check_k, largest_lanczos_on, largest_stored_on, Eigensolver, LargestEigenpairs};
+use crate::eksvd::eigensolver::{check_k, largest_lanczos_on_for, largest_stored_on, Eigensolver, LargestEigenpairs, ProductCost};
 use crate::error::{Error, Result};
 use crate::linalg::{matmul_acc, matmul_tn, RowSplit};
 use crate::precision::Precision;
@@ -108,12 +109,12 @@ pub fn solve_dual_sharded(device: &Device, comm: &dyn Communicator, kernel: Kern
             largest_stored_on(&rows, n_components, apply, frobenius, dense)
         }
         Eigensolver::Lanczos { tolerance, max_restarts } => {
-            if let Some(entries) = rows.local_len().checked_mul(n_components.saturating_add(8)) {
+            if let Some(entries) = rows.local_len().checked_mul(n_components.saturating_add(32)) {
                 agree(comm, crate::memory::check_host::<f64>(entries, "Lanczos basis"))?;
             }
             let local = agree(comm, LocalRows::evaluated(device, kernel, &inputs, mine.clone()))?;
             let operator = ShardedKernelCoupling { comm, partition, mine, n_sources, local };
-            largest_lanczos_on(&rows, n_components, |v| operator.apply(v), tolerance, max_restarts, seed)
+            largest_lanczos_on_for(&rows, n_components, |v| operator.apply(v), tolerance, max_restarts, seed, ProductCost::PerBlock)
         }
     };
     let LargestEigenpairs { values, vectors } = agree_redundant(comm, pairs)?;
