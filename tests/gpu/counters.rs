@@ -602,10 +602,11 @@ fn psd_density_counters_per_iteration_at_two_sizes() {
 /// bound's difference and its norms, the model values' three, the linear
 /// part's two products), a few per evaluation against the polar route's
 /// dozens of dispatches per `[M_q]_+` (`2k + 1` products, the
-/// combinations, norms and trace). So the allocations are at most a fifth
-/// of the dispatches (about a tenth measured on lavapipe); an allocation
-/// per output of the polar route, as a workspace per `[M_q]_+` makes, puts
-/// them at more than half.
+/// combinations, norms and trace). So the allocations are at most an
+/// eighth of the dispatches: about a tenth measured on lavapipe (0.092 to
+/// 0.096 over seeds), where a workspace per `[M_q]_+` (an allocation per
+/// output of the polar route, the same dispatches) puts them at about a
+/// sixth (0.166 to 0.174, 30 allocations per iteration more at r = 30).
 #[test]
 fn psd_quantile_counters_per_iteration_at_two_sizes() {
     use gramian::psd::{PositivePartRoute, QuantileParams, Regularisation, SolverOptions};
@@ -628,7 +629,7 @@ fn psd_quantile_counters_per_iteration_at_two_sizes() {
         let grams = c.class(ShapeKind::WeightedGram, Precision::F64);
         eprintln!("quantile per iteration (n = {n}): {} allocations, {} uploads, {} weighted Grams, {} dispatches over {} iterations", c.allocations, t.uploads, grams.dispatches, t.dispatches, k2 - k1);
         assert!(grams.dispatches > 0 && t.uploads > 0, "{c:?}");
-        assert!(5 * c.allocations <= t.dispatches, "{} allocations in {} dispatches: {c:?}", c.allocations, t.dispatches);
+        assert!(8 * c.allocations <= t.dispatches, "{} allocations in {} dispatches: {c:?}", c.allocations, t.dispatches);
     }
 }
 
