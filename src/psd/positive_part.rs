@@ -106,8 +106,8 @@ pub enum PartMatrix {
     /// A dense matrix within `bound` of `[M]_+` in the Frobenius norm
     /// ([`super::polar`]).
     Dense(PolarPart<DMatrix<f64>>),
-    /// The same as [`PartMatrix::Dense`], resident on a device
-    /// ([`PositivePartSolver::compute_part_resident`]).
+    /// The same as [`PartMatrix::Dense`], resident on a device (the polar
+    /// route on a resident `M`).
     Resident(PolarPart<DeviceMatrix>),
 }
 
@@ -431,22 +431,16 @@ impl PositivePartSolver {
     }
 
     /// [`PositivePartSolver::compute_part`] for a symmetric `f64` matrix
-    /// resident on `device`. The polar route keeps `M` and `[M]_+` there
-    /// (only norms and traces, `O(r)` numbers, come back); the other routes
-    /// bring `M` to the host first.
+    /// resident on the device of `workspace`. The polar route keeps `M` and
+    /// `[M]_+` there (only norms and traces, `O(r)` numbers, come back),
+    /// its operations recorded in `workspace` (its outputs from the
+    /// workspace's pool, one submission per read-back; what is pending
+    /// there is submitted first); the other routes bring `M` to the host
+    /// first.
     ///
     /// Errors: those of [`PositivePartSolver::compute_part`] and of
     /// [`polar::positive_part_polar_resident`]; [`Error::IllConditioned`]
     /// when `||M||_F` is not finite (a product left the range of `f64`).
-    pub fn compute_part_resident(&mut self, device: &Device, m: &DeviceMatrix) -> Result<(PartMatrix, Route), Error> {
-        self.compute_part_in(&Workspace::new(device), m)
-    }
-
-    /// [`Self::compute_part_resident`] with the polar route's operations
-    /// recorded in `workspace` (its outputs from the workspace's pool, one
-    /// submission per read-back; what is pending there is submitted first).
-    ///
-    /// Errors: those of [`Self::compute_part_resident`].
     pub(crate) fn compute_part_in(&mut self, workspace: &Workspace<'_>, m: &DeviceMatrix) -> Result<(PartMatrix, Route), Error> {
         let device = workspace.device();
         if !self.polar {

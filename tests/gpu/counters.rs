@@ -588,6 +588,51 @@ fn psd_density_counters_per_iteration_at_two_sizes() {
     }
 }
 
+/// The quantile regression on a GPU with `f64` on the polar route keeps
+/// FISTA's state on the host (three blocks and a linear part) but `M_q`
+/// and `[M_q]_+` on the device, the polar route's operations recorded in
+/// the fit's one workspace: per iteration (the counters of a fit stopped
+/// after K2 iterations less those of the same fit stopped after K1 < K2,
+/// as above), at two sizes, the polar route allocates nothing (its outputs
+/// and scratch come from the workspace's pool, filled by iteration K1).
+/// What still allocates are the host-state path's own device calls: the
+/// uploads (each `d_q` of a fresh `M_q`, the linear part's `s` and `w`) and
+/// the outputs of the calls outside the workspace (`M_q`'s weighted Gram
+/// and shift, the affine combination of cached `M_q`, the remainder
+/// bound's difference and its norms, the model values' three, the linear
+/// part's two products), a few per evaluation against the polar route's
+/// dozens of dispatches per `[M_q]_+` (`2k + 1` products, the
+/// combinations, norms and trace). So the allocations are at most an
+/// eighth of the dispatches: about a tenth measured on lavapipe (0.092 to
+/// 0.096 over seeds), where a workspace per `[M_q]_+` (an allocation per
+/// output of the polar route, the same dispatches) puts them at about a
+/// sixth (0.166 to 0.174, 30 allocations per iteration more at r = 30).
+#[test]
+fn psd_quantile_counters_per_iteration_at_two_sizes() {
+    use gramian::psd::{PositivePartRoute, QuantileParams, Regularisation, SolverOptions};
+    let Some(gpu) = device() else { return };
+    let (m, (k1, k2)) = (30usize, (6usize, 12usize));
+    for n in [211usize, 409] {
+        let x = uniform(n, 1) * 0.5;
+        let y = DVector::from_fn(n, |i, _| (3.0 * x[(i, 0)]).sin() + 0.3 * x[(i, 0)] * x[(i, 0)]);
+        let fit = |iterations: usize| {
+            let params = QuantileParams::new(Kernel::gaussian_with_width(0.3).unwrap(), &[0.2, 0.5, 0.8]).unwrap()
+                .regularisation(Regularisation::new().linear(1e-2).trace(1e-3).quadratic(1e-4))
+                .nystrom(m, 3)
+                .positive_part(PositivePartRoute::Polar)
+                .solver(SolverOptions { tolerance: 1e-14, max_iterations: iterations, check_every: 2 });
+            counted(&gpu, || assert!(matches!(params.fit_xy(&gpu, &x, &y), Err(gramian::Error::NotConverged { .. }))))
+        };
+        let c = fit(k2).since(&fit(k1));
+        print("quantile per iteration", n, &c);
+        let t = c.transfers;
+        let grams = c.class(ShapeKind::WeightedGram, Precision::F64);
+        eprintln!("quantile per iteration (n = {n}): {} allocations, {} uploads, {} weighted Grams, {} dispatches over {} iterations", c.allocations, t.uploads, grams.dispatches, t.dispatches, k2 - k1);
+        assert!(grams.dispatches > 0 && t.uploads > 0, "{c:?}");
+        assert!(8 * c.allocations <= t.dispatches, "{} allocations in {} dispatches: {c:?}", c.allocations, t.dispatches);
+    }
+}
+
 /// Read-backs (waits) of an iteration of the resident density fit with one
 /// candidate (one weighted Gram per iteration, asserted above), at most:
 /// the polar route's four at the extrapolated point and the step's one;

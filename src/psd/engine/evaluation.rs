@@ -11,7 +11,7 @@ use crate::device::Device;
 use crate::distributed::{agree, Communicator};
 use crate::error::Error;
 use crate::linalg;
-use crate::resident::DeviceMatrix;
+use crate::resident::{DeviceMatrix, Workspace};
 
 use super::super::positive_part::{PartMatrix, PositivePartSolver};
 use super::{BlockLoss, EngineProblem};
@@ -55,6 +55,11 @@ pub(super) struct State<'c> {
     pub(super) resident: bool,
     /// `W` on that device, uploaded once.
     pub(super) integral_resident: Option<DeviceMatrix>,
+    /// The fit's one workspace on that device (with `resident`): the polar
+    /// route's operations are recorded there, its outputs from the pool, so
+    /// that once the pool has filled an evaluation of `[M_q]_+` allocates
+    /// no device memory; FISTA's resident state (`resident.rs`) uses it too.
+    pub(super) workspace: Option<&'c Workspace<'c>>,
     /// The ranks of a sharded solve (`None` in one process): each holds a
     /// block of the samples, and every sum over samples goes through
     /// [`State::reduce`].
@@ -361,7 +366,13 @@ impl<'a, L: BlockLoss + ?Sized> EngineProblem<'a, L> {
         let start = Instant::now();
         let (pp, _) = match &m {
             DualMatrix::Host(m) => state.parts[q].eigen_solver.compute_part(m)?,
-            DualMatrix::Resident(m) => state.parts[q].eigen_solver.compute_part_resident(self.resident_device()?, m)?,
+            DualMatrix::Resident(m) => {
+                let workspace = state.workspace.ok_or_else(|| Error::InvalidParameter { name: "features", reason: "resident dual matrices need the fit's device workspace".into() })?;
+                let part = state.parts[q].eigen_solver.compute_part_in(workspace, m)?;
+                // The part is read by the device's own calls next: what is still recorded is submitted.
+                workspace.flush()?;
+                part
+            }
         };
         state.eigen += start.elapsed().as_secs_f64();
         let recent = &mut state.parts[q].recent;

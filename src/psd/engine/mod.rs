@@ -54,6 +54,7 @@ use std::time::Instant;
 use nalgebra::{DMatrix, DVector};
 
 use crate::linalg::{self, check_dim};
+use crate::resident::Workspace;
 
 use super::features::Features;
 use super::options::{SolverOptions, SolverReport};
@@ -448,12 +449,15 @@ impl<'a, L: BlockLoss + ?Sized> EngineProblem<'a, L> {
             (true, Some(w), Some(device)) => Some(device.upload(w, crate::precision::Precision::F64)?),
             _ => None,
         };
+        // One workspace for the fit's resident operations (its pool outlives the state).
+        let workspace = self.features.device().filter(|_| resident).map(Workspace::new);
         let mut state = State {
             parts: (0..self.parts.len()).map(|_| PartState { eigen_solver: eigen_solver.clone(), m_cache: MatrixCache::default(), recent: Vec::new() }).collect(),
             eigen: 0.0,
             products: 0.0,
             resident,
             integral_resident,
+            workspace: workspace.as_ref(),
             comm,
             deferred: None,
         };

@@ -97,15 +97,16 @@ pub(super) struct ResidentSetting<'d> {
     pub(super) inverse_metric: DeviceMatrix,
     pub(super) loss: &'d dyn ResidentLoss,
     /// Where every operation of the solve is recorded, its outputs from
-    /// the workspace's pool (module docs).
-    pub(super) workspace: Workspace<'d>,
+    /// the workspace's pool (module docs): the fit's workspace
+    /// ([`State::workspace`]).
+    pub(super) workspace: &'d Workspace<'d>,
 }
 
 impl<'d> ResidentSetting<'d> {
     /// The setting where the problem takes the resident path (module
     /// docs), `D` and `1/D` uploaded once; `None` elsewhere.
-    pub(super) fn new<L: BlockLoss + ?Sized>(problem: &'d EngineProblem<'_, L>, state: &State<'_>, metric: Option<&DVector<f64>>) -> Result<Option<Self>, Error> {
-        let (Some(metric), Some(loss), Some(device)) = (metric, problem.loss.resident(), problem.features.device()) else { return Ok(None) };
+    pub(super) fn new<L: BlockLoss + ?Sized>(problem: &'d EngineProblem<'_, L>, state: &State<'d>, metric: Option<&DVector<f64>>) -> Result<Option<Self>, Error> {
+        let (Some(metric), Some(loss), Some(device), Some(workspace)) = (metric, problem.loss.resident(), problem.features.device(), state.workspace) else { return Ok(None) };
         let one_part = problem.parts.len() == 1 && problem.parts[0] == [1.0];
         if !(state.resident && one_part && problem.linear.is_none() && problem.loss.blocks() == 1) {
             return Ok(None);
@@ -115,7 +116,7 @@ impl<'d> ResidentSetting<'d> {
             metric: device.upload_vector(metric, Precision::F64)?,
             inverse_metric: device.upload_vector(&metric.map(|d| 1.0 / d), Precision::F64)?,
             loss,
-            workspace: Workspace::new(device),
+            workspace,
         }))
     }
 }
@@ -127,7 +128,7 @@ impl<'a, L: BlockLoss + ?Sized> EngineProblem<'a, L> {
             return Ok(m.clone());
         }
         let start = Instant::now();
-        let ws = &setting.workspace;
+        let ws = setting.workspace;
         let phi = self.features.resident_phi()?;
         let (r, precision) = (phi.ncols(), point.z.precision());
         let g = ws.take(r, r, precision)?;
@@ -149,7 +150,7 @@ impl<'a, L: BlockLoss + ?Sized> EngineProblem<'a, L> {
         }
         let m = self.resident_m(setting, point, mu, state)?;
         let start = Instant::now();
-        let (pp, _) = state.parts[0].eigen_solver.compute_part_in(&setting.workspace, &m)?;
+        let (pp, _) = state.parts[0].eigen_solver.compute_part_in(setting.workspace, &m)?;
         state.eigen += start.elapsed().as_secs_f64();
         point.cache.borrow_mut().pp = Some(pp.clone());
         Ok(pp)
@@ -165,7 +166,7 @@ impl<'a, L: BlockLoss + ?Sized> EngineProblem<'a, L> {
         let pp = self.resident_part(setting, point, mu, state)?;
         let PartMatrix::Resident(part) = &pp else { return Err(Error::InvalidParameter { name: "positive part", reason: "the resident solve needs the polar route's resident [M]_+".into() }) };
         let start = Instant::now();
-        let ws = &setting.workspace;
+        let ws = setting.workspace;
         let phi = self.features.resident_phi()?;
         let (n, r, precision) = (phi.nrows(), phi.ncols(), point.z.precision());
         let phi_a = ws.take(n, r, precision)?;
@@ -187,7 +188,7 @@ impl<'a, L: BlockLoss + ?Sized> EngineProblem<'a, L> {
     pub(super) fn resident_terms(&self, setting: &ResidentSetting<'_>, point: &ResidentPoint, mu: f64, state: &mut State<'_>) -> Result<(Evaluation, LossTerms), Error> {
         let pp = self.resident_part(setting, point, mu, state)?;
         let gradient = self.resident_gradient(setting, point, mu, state)?;
-        let ws = &setting.workspace;
+        let ws = setting.workspace;
         let conjugate = setting.loss.conjugate_terms(ws, &point.z)?;
         let value = setting.loss.value_terms(ws, &gradient, -1.0)?;
         let mut vectors: Vec<&DeviceMatrix> = conjugate.iter().chain(value.iter()).collect();
@@ -260,7 +261,7 @@ impl<'a, L: BlockLoss + ?Sized> EngineProblem<'a, L> {
         };
         let remainder_bound = |y: &ResidentPoint, x: &ResidentPoint| x.cache.borrow().remainder.filter(|&(id, _)| id == y.id()).map(|(_, rho)| rho);
         let nonsmooth = |x: &ResidentPoint| {
-            let out = setting.loss.conjugate_terms(&setting.workspace, &x.z).and_then(|terms| setting.workspace.sums(&terms.iter().collect::<Vec<_>>()));
+            let out = setting.loss.conjugate_terms(setting.workspace, &x.z).and_then(|terms| setting.workspace.sums(&terms.iter().collect::<Vec<_>>()));
             match out {
                 Ok(sums) => setting.loss.conjugate_from_sums(&sums),
                 Err(e) => {
@@ -328,7 +329,7 @@ impl<L: BlockLoss + ?Sized> FistaSpace for ResidentSpace<'_, '_, '_, '_, L> {
         if beta == 0.0 {
             return Ok(x.clone());
         }
-        let ws = &self.setting.workspace;
+        let ws = self.setting.workspace;
         let y = ResidentPoint::new(ws.take(x.z.nrows(), 1, x.z.precision())?);
         ws.combine_into(1.0 + beta, &x.z, -beta, &x_prev.z, 0.0, &y.z)?;
         let ms = (x.cache.borrow().m.clone(), x_prev.cache.borrow().m.clone());
@@ -345,7 +346,7 @@ impl<L: BlockLoss + ?Sized> FistaSpace for ResidentSpace<'_, '_, '_, '_, L> {
     fn step(&mut self, y: &ResidentPoint, grad: &ResidentPoint, t: f64, x: &ResidentPoint) -> Result<(ResidentPoint, [f64; 3]), Error> {
         self.check()?;
         let s = self.setting;
-        let ws = &s.workspace;
+        let ws = s.workspace;
         let (n, precision) = (y.z.nrows(), y.z.precision());
         let vector = || ws.take(n, 1, precision);
         // c = prox_{(t/D) L*}(y - (t/D) grad).
