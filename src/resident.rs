@@ -566,6 +566,14 @@ impl Device {
     /// storage with an operand.
     #[allow(clippy::too_many_arguments)]
     pub fn resident_kernel_matvec_pair_into(&self, kernel: &Kernel, x: &DeviceMatrix, z: &DeviceMatrix, v: &DeviceMatrix, w: &DeviceMatrix, out: &DeviceMatrix, out_t: &DeviceMatrix, accumulate: bool) -> Result<()> {
+        self.resident_kernel_matvec_pair_reusing(kernel, x, z, v, w, out, out_t, accumulate, &mut crate::gpu::KernelTiles::new())
+    }
+
+    /// [`Device::resident_kernel_matvec_pair_into`] with the scratch tiles
+    /// of K (where V has more columns than the fused shader takes) from
+    /// `tiles`, kept there for the caller's next product.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn resident_kernel_matvec_pair_reusing(&self, kernel: &Kernel, x: &DeviceMatrix, z: &DeviceMatrix, v: &DeviceMatrix, w: &DeviceMatrix, out: &DeviceMatrix, out_t: &DeviceMatrix, accumulate: bool, tiles: &mut crate::gpu::KernelTiles) -> Result<()> {
         Self::check_kernel_pair(kernel, x, z)?;
         check_precisions(&[x, z, v, w, out, out_t])?;
         linalg::check_dim("rows of v vs rows of z", z.nrows(), v.nrows())?;
@@ -592,7 +600,7 @@ impl Device {
                 host_write(out, kv, accumulate)?;
                 host_write(out_t, ktw, accumulate)
             }
-            Some(ctx) => ctx.kernel_matvec_pair_into(KernelCode::of(kernel), x.gpu()?, z.gpu()?, v.gpu()?, w.gpu()?, out.gpu()?, out_t.gpu()?, accumulate, accumulate),
+            Some(ctx) => ctx.kernel_matvec_pair_into(KernelCode::of(kernel), x.gpu()?, z.gpu()?, v.gpu()?, w.gpu()?, out.gpu()?, out_t.gpu()?, accumulate, accumulate, tiles),
         }
     }
 

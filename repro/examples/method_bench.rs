@@ -288,6 +288,9 @@ fn fit_psd(device: &Device, n: usize, centres: usize) -> Result<Outcome, String>
 }
 
 fn main() {
+    // RUST_LOG=gramian=debug: the solvers' iteration counts (e.g. the
+    // Lanczos block products).
+    env_logger::init();
     let args = Args::parse();
     let mut p = preset(&args.preset);
     if let Some(n) = &args.eksvd_n {

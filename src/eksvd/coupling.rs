@@ -451,6 +451,10 @@ pub struct ResidentCoupling<'a> {
     device: &'a Device,
     precision: Precision,
     resident: Option<ResidentBlocks<'a>>,
+    /// Scratch tiles of the kernel blocks for products wider than the fused
+    /// shader takes: allocated by the first such product, reused by the
+    /// others, freed with the coupling.
+    tiles: std::cell::RefCell<crate::gpu::KernelTiles>,
 }
 
 enum ResidentBlocks<'a> {
@@ -478,7 +482,7 @@ impl CouplingMatrix {
                 sources: sources.iter().map(|x| device.upload(x, precision)).collect::<std::result::Result<_, _>>()?,
             }),
         };
-        Ok(ResidentCoupling { coupling: self, device, precision, resident })
+        Ok(ResidentCoupling { coupling: self, device, precision, resident, tiles: Default::default() })
     }
 }
 
@@ -544,9 +548,10 @@ impl ResidentCoupling<'_> {
         }
         let parts: Vec<DeviceMatrix> = (0..n).map(|q| v.rows(g.offset(q), g.sizes[q])).collect::<std::result::Result<_, _>>()?;
         let outs: Vec<DeviceMatrix> = (0..n).map(|q| out.rows(g.offset(q), g.sizes[q])).collect::<std::result::Result<_, _>>()?;
+        let mut tiles = self.tiles.borrow_mut();
         for p in 0..n {
             for q in (p + 1)..n {
-                device.resident_kernel_matvec_pair_into(kernel, &sources[p], &sources[q], &parts[q], &parts[p], &outs[p], &outs[q], true)?;
+                device.resident_kernel_matvec_pair_reusing(kernel, &sources[p], &sources[q], &parts[q], &parts[p], &outs[p], &outs[q], true, &mut tiles)?;
             }
         }
         Ok(())

@@ -301,7 +301,7 @@ where
     if let Some(entries) = rows.local_len().checked_mul(k.saturating_add(settings.block)) {
         crate::memory::check_host::<f64>(entries, "Lanczos basis")?;
     }
-    let mut products = 0usize;
+    let (mut products, mut blocks) = (0usize, 0usize);
     let operator = |v: MatRef<'_, f64>, mut out: MatMut<'_, f64>| -> Result<()> {
         let mut v_owned = DMatrix::<f64>::zeros(v.nrows(), v.ncols());
         faer_mut(&mut v_owned).copy_from(v);
@@ -315,11 +315,12 @@ where
             return Err(Error::Overflow { what: "the operator's product A V", row: i % av.nrows(), col: i / av.nrows() });
         }
         products += v.ncols();
+        blocks += 1;
         out.copy_from(MatRef::from_column_major_slice(av.as_slice(), av.nrows(), av.ncols()));
         Ok(())
     };
     let top = symmetric_operator_largest_on(rows, k, operator, &settings)?;
-    log::debug!("largest_lanczos: n = {n}, k = {k}: {products} product columns, {} restarts", top.restarts);
+    log::debug!("largest_lanczos: n = {n}, k = {k}: {blocks} block products, {products} product columns, {} restarts", top.restarts);
     let order: Vec<usize> = (0..k).rev().collect();
     retain_largest_positive(rows, top.eigen.eigenvalues.as_slice(), &top.eigen.eigenvectors, &order, k, top.norm_estimate)
 }
@@ -412,6 +413,7 @@ mod tests {
             20,
             |v| {
                 products += v.ncols();
+        blocks += 1;
                 Ok(&a * v)
             },
             1e-10,

@@ -262,15 +262,17 @@ impl GpuContext {
                 return self.run_plan(plan);
             }
         }
-        self.tiled_kernel_matvec(code, x, z, v, out, accumulate, None)
+        self.tiled_kernel_matvec(code, x, z, v, out, accumulate, None, &mut KernelTiles::new())
     }
 
     /// The pair matvec `out (+)= K(X, Z) V`, `out_t (+)= K(X, Z)^T W` on
     /// resident matrices, each kernel entry evaluated once: the fused
     /// shader's pair form where it takes the job, else each tile of K
-    /// applied both ways (as [`Self::kernel_matvec_into`]).
+    /// applied both ways (as [`Self::kernel_matvec_into`]), the tiles taken
+    /// from `tiles` (and left there for the next call: a caller that
+    /// multiplies many times keeps them).
     #[allow(clippy::too_many_arguments)]
-    pub(crate) fn kernel_matvec_pair_into(&self, code: KernelCode, x: &GpuMatrix, z: &GpuMatrix, v: &GpuMatrix, w: &GpuMatrix, out: &GpuMatrix, out_t: &GpuMatrix, accumulate: bool, accumulate_t: bool) -> Result<()> {
+    pub(crate) fn kernel_matvec_pair_into(&self, code: KernelCode, x: &GpuMatrix, z: &GpuMatrix, v: &GpuMatrix, w: &GpuMatrix, out: &GpuMatrix, out_t: &GpuMatrix, accumulate: bool, accumulate_t: bool, tiles: &mut KernelTiles) -> Result<()> {
         if v.ncols() <= MATVEC_MAX_COLUMNS {
             let _run = self.matvec_scratch.runs.lock().map_err(|_| Error::Gpu("matvec scratch lock poisoned".into()))?;
             let mut plan = Vec::new();
@@ -280,13 +282,14 @@ impl GpuContext {
         }
         self.check_same(&[x, z, v, w, out, out_t])?;
         check_pair_shapes(x, z, v, w, out, out_t)?;
-        self.tiled_kernel_matvec(code, x, z, v, out, accumulate, Some(PairOutput { w, out_t, accumulate_t }))
+        self.tiled_kernel_matvec(code, x, z, v, out, accumulate, Some(PairOutput { w, out_t, accumulate_t }), tiles)
     }
 
     /// The kernel matvec (and with `pair` its pair form) through tiles of K
     /// in scratch matrices multiplied into the outputs by the product engine.
     #[allow(clippy::too_many_arguments)]
-    fn tiled_kernel_matvec(&self, code: KernelCode, x: &GpuMatrix, z: &GpuMatrix, v: &GpuMatrix, out: &GpuMatrix, accumulate: bool, pair: Option<PairOutput<'_>>) -> Result<()> {
+    #[allow(clippy::too_many_arguments)]
+    fn tiled_kernel_matvec(&self, code: KernelCode, x: &GpuMatrix, z: &GpuMatrix, v: &GpuMatrix, out: &GpuMatrix, accumulate: bool, pair: Option<PairOutput<'_>>, tiles: &mut KernelTiles) -> Result<()> {
         let (n, m) = (x.nrows(), z.nrows());
         let precision = x.precision();
         let eb = precision.bytes();
@@ -294,7 +297,6 @@ impl GpuContext {
         let bc = m.min(MATVEC_BLOCK).min((binding / eb).max(1));
         let br = n.min(MATVEC_BLOCK).min((binding / (eb * bc)).max(1));
         let linear = KernelCode::of(&Kernel::Linear);
-        let mut tiles: HashMap<(usize, usize), GpuMatrix> = HashMap::new();
         let mut plan = Vec::new();
         for r0 in (0..n).step_by(br) {
             let tr = br.min(n - r0);
@@ -304,11 +306,11 @@ impl GpuContext {
                 let tc = bc.min(m - c0);
                 let zc = z.rows_view(c0, tc)?;
                 let vc = v.rows_view(c0, tc)?;
-                let tile = match tiles.get(&(tr, tc)) {
+                let tile = match tiles.get(&(tr, tc, precision)) {
                     Some(t) => t.clone(),
                     None => {
                         let t = self.zeros(tr, tc, precision)?;
-                        tiles.insert((tr, tc), t.clone());
+                        tiles.insert((tr, tc, precision), t.clone());
                         t
                     }
                 };
@@ -337,6 +339,10 @@ fn check_pair_shapes(x: &GpuMatrix, z: &GpuMatrix, v: &GpuMatrix, w: &GpuMatrix,
     }
     Ok(())
 }
+
+/// Scratch tiles of K for the tiled kernel matvec, by rows, columns and
+/// precision: one per tile shape, reused by every call given the same map.
+pub(crate) type KernelTiles = HashMap<(usize, usize, Precision), GpuMatrix>;
 
 /// The second output of the pair matvec: `out_t (+)= K^T w`.
 pub(super) struct PairOutput<'a> {

@@ -48,7 +48,7 @@ pub use counters::{DeviceCounters, DispatchCounters, ShapeKind, TransferStats};
 pub use crate::linalg::MatrixProduct;
 pub use tuner::{TunedChoice, TuningMode, TUNE_BUDGET, TUNE_CACHE_ENV, TUNE_ENV, VARIANT_ENV};
 pub use variants::{Core, DistanceForm, LaneLayout, ProductVariant, CATALOGUE};
-pub(crate) use matvec::MATVEC_MAX_COLUMNS;
+pub(crate) use matvec::{KernelTiles, MATVEC_MAX_COLUMNS};
 pub(crate) use plan::{Dispatch, ElementwiseMap, Operand, ProductFlags};
 pub(crate) use problem::KernelCode;
 
