@@ -23,7 +23,7 @@
 //! a product gives the same bits on every run.
 //!
 //! **Eigensolvers.** [`Eigensolver::Lanczos`]: the block Lanczos on split
-//! vectors ([`largest_lanczos_on_for`]) in blocks of 32 (a product's cost is
+//! vectors ([`largest_lanczos_on_for`]) in blocks of 40 (a product's cost is
 //! its kernel entries: [`ProductCost::PerBlock`]), its inner products
 //! reduced, `G_Q` never stored. [`Eigensolver::Dense`]: each rank stores its rows
 //! `K_pq(R_r, :)` of the upper blocks (a `P`-th of what one process stores)
@@ -109,7 +109,7 @@ pub fn solve_dual_sharded(device: &Device, comm: &dyn Communicator, kernel: Kern
             largest_stored_on(&rows, n_components, apply, frobenius, dense)
         }
         Eigensolver::Lanczos { tolerance, max_restarts } => {
-            if let Some(entries) = rows.local_len().checked_mul(n_components.saturating_add(32)) {
+            if let Some(entries) = rows.local_len().checked_mul(n_components.saturating_add(40)) {
                 agree(comm, crate::memory::check_host::<f64>(entries, "Lanczos basis"))?;
             }
             let local = agree(comm, LocalRows::evaluated(device, kernel, &inputs, mine.clone()))?;
