@@ -414,7 +414,6 @@ mod tests {
             20,
             |v| {
                 products += v.ncols();
-        blocks += 1;
                 Ok(&a * v)
             },
             1e-10,
