@@ -36,6 +36,13 @@ fn shard(case: &Case, x: &DMatrix<f64>) -> gramian::error::Result<RowShard> {
     Ok(shard)
 }
 
+/// This rank's shard of `x` ([`shard`]) with its block of the targets.
+fn supervised(case: &Case, x: &DMatrix<f64>, y: &DVector<f64>) -> gramian::error::Result<ShardedSupervised> {
+    let shard = shard(case, x)?;
+    let rows = shard.partition().range(case.comm.rank());
+    ShardedSupervised::new(case.comm, shard, y.rows(rows.start, rows.len()).into_owned())
+}
+
 /// The kernel width: another one on rank 1 with `--fail mismatch`.
 fn gamma(case: &Case, gamma: f64) -> f64 {
     if case.fails_here(Fail::Mismatch) {
@@ -76,9 +83,7 @@ pub fn mklaren(case: &Case) -> gramian::error::Result<Outcome> {
     let (x, y) = data(case);
     let kernels = [Kernel::rbf(gamma(case, 0.5))?, Kernel::rbf(4.0)?, Kernel::polynomial(0.5, 1.0, 2)?];
     let params = MklarenParams::new(12).kernels(&kernels).lookahead(5).lambda(0.01);
-    let shard = shard(case, &x)?;
-    let rows = shard.partition().range(case.comm.rank());
-    let data = ShardedSupervised::new(case.comm, shard, y.rows(rows.start, rows.len()).into_owned())?;
+    let data = supervised(case, &x, &y)?;
     let before = case.comm.stats();
     let start = Instant::now();
     let fitted = params.fit_sharded(case.device, case.comm, &data)?;
@@ -104,9 +109,7 @@ pub fn nystrom(case: &Case) -> gramian::error::Result<Outcome> {
     let (x, y) = data(case);
     let kernels = [Kernel::rbf(gamma(case, 1.5))?, Kernel::rbf(0.3)?];
     let params = LowRankRidgeParams::new(LowRankMethod::Nystrom { seed: case.seed }, 20).kernels(&kernels).lambda(1e-3);
-    let shard = shard(case, &x)?;
-    let rows = shard.partition().range(case.comm.rank());
-    let data = ShardedSupervised::new(case.comm, shard, y.rows(rows.start, rows.len()).into_owned())?;
+    let data = supervised(case, &x, &y)?;
     let before = case.comm.stats();
     let start = Instant::now();
     let fitted = params.fit_sharded(case.device, case.comm, &data)?;
@@ -132,9 +135,7 @@ pub fn csi(case: &Case) -> gramian::error::Result<Outcome> {
     let (x, y) = data(case);
     let kernels = [Kernel::rbf(gamma(case, 1.5))?, Kernel::rbf(0.3)?];
     let params = LowRankRidgeParams::new(LowRankMethod::Csi { lookahead: 5, kappa: 0.5 }, 15).kernels(&kernels).lambda(1e-3);
-    let shard = shard(case, &x)?;
-    let rows = shard.partition().range(case.comm.rank());
-    let data = ShardedSupervised::new(case.comm, shard, y.rows(rows.start, rows.len()).into_owned())?;
+    let data = supervised(case, &x, &y)?;
     let before = case.comm.stats();
     let start = Instant::now();
     let fitted = params.fit_sharded(case.device, case.comm, &data)?;

@@ -6,7 +6,7 @@ use nalgebra::{DMatrix, DVector};
 use super::coupling::CouplingMatrix;
 use faer::{MatMut, MatRef};
 
-use super::eigensolver::{largest_lanczos_for, largest_lanczos_resident, largest_stored, Eigensolver};
+use super::eigensolver::{largest_lanczos_for, largest_lanczos_resident, largest_stored, on_views, Eigensolver};
 use crate::data::{check_shape, check_source_matrix};
 use crate::error::Result;
 use crate::error::Error;
@@ -65,12 +65,7 @@ pub(crate) fn solve_dual_in(device: &Device, precision: Precision, coupling: &Co
             if !frobenius.is_finite() {
                 return Err(Error::Overflow { what: "Frobenius norm of the coupling matrix", row: 0, col: 0 });
             }
-            let apply = |v: MatRef<'_, f64>, mut out: MatMut<'_, f64>| -> Result<()> {
-                let mut v_owned = DMatrix::<f64>::zeros(v.nrows(), v.ncols());
-                crate::linalg::faer_mut(&mut v_owned).copy_from(v);
-                out.copy_from(crate::linalg::faer_ref(&coupling.apply(&Device::Cpu, &v_owned)?));
-                Ok(())
-            };
+            let apply = on_views(|v| coupling.apply(&Device::Cpu, v));
             largest_stored(coupling.order(), n_components, apply, frobenius, || coupling.assemble(device))?
         }
         Eigensolver::Dense => {

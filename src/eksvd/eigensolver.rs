@@ -96,6 +96,25 @@ impl ProductCost {
             ProductCost::PerBlock => TopEigenSettings { block: 40, extra_blocks: 5, ..base },
         }
     }
+
+    /// Columns per block of the Lanczos solver for this cost.
+    pub(crate) fn block(self) -> usize {
+        self.settings(0.5, 0, 0).block
+    }
+}
+
+/// `apply` (on an owned matrix) as the operator the stored-matrix solvers
+/// take, on faer views: `out = apply(v)`.
+pub(crate) fn on_views<F>(mut apply: F) -> impl FnMut(MatRef<'_, f64>, MatMut<'_, f64>) -> Result<()>
+where
+    F: FnMut(&DMatrix<f64>) -> Result<DMatrix<f64>>,
+{
+    move |v: MatRef<'_, f64>, mut out: MatMut<'_, f64>| {
+        let mut owned = DMatrix::<f64>::zeros(v.nrows(), v.ncols());
+        faer_mut(&mut owned).copy_from(v);
+        out.copy_from(crate::linalg::faer_ref(&apply(&owned)?));
+        Ok(())
+    }
 }
 
 /// The `k` largest positive eigenvalues (descending) and their orthonormal

@@ -38,9 +38,9 @@
 //! [`Error::RankFailed`]: inside a product the failure travels as a flag
 //! with the rank's shares, in the all-to-all every product makes anyway.
 
+use std::cell::RefCell;
 use std::ops::Range;
 
-use faer::{MatMut, MatRef};
 use nalgebra::DMatrix;
 
 use super::{agree_redundant, failed_somewhere, gather_rows, ShardedSources};
@@ -48,7 +48,7 @@ use crate::data::{check_shape, MultiSource};
 use crate::distributed::{agree, CommRows, Communicator, RowPartition};
 use crate::eksvd::coupling::CouplingMatrix;
 use crate::eksvd::dual::DualSolution;
-use crate::eksvd::eigensolver::{check_k, largest_lanczos_on_for, largest_stored_on, Eigensolver, LargestEigenpairs, ProductCost};
+use crate::eksvd::eigensolver::{check_k, largest_lanczos_on_for, largest_stored_on, on_views, Eigensolver, LargestEigenpairs, ProductCost};
 use crate::error::{Error, Result};
 use crate::linalg::{matmul_acc, matmul_tn, RowSplit};
 use crate::precision::Precision;
@@ -99,22 +99,18 @@ pub fn solve_dual_sharded(device: &Device, comm: &dyn Communicator, kernel: Kern
                 return Err(Error::Overflow { what: "Frobenius norm of the coupling matrix", row: 0, col: 0 });
             }
             let operator = ShardedKernelCoupling { comm, partition, mine, n_sources, local: rows_of_blocks };
-            let apply = |v: MatRef<'_, f64>, mut out: MatMut<'_, f64>| -> Result<()> {
-                let mut owned = DMatrix::<f64>::zeros(v.nrows(), v.ncols());
-                crate::linalg::faer_mut(&mut owned).copy_from(v);
-                out.copy_from(crate::linalg::faer_ref(&operator.apply(&owned)?));
-                Ok(())
-            };
+            let apply = on_views(|v| operator.apply(v));
             let dense = || CouplingMatrix::from_kernel(kernel, &MultiSource::paired(inputs.clone())?)?.assemble(device);
             largest_stored_on(&rows, n_components, apply, frobenius, dense)
         }
         Eigensolver::Lanczos { tolerance, max_restarts } => {
-            if let Some(entries) = rows.local_len().checked_mul(n_components.saturating_add(40)) {
+            let cost = ProductCost::PerBlock;
+            if let Some(entries) = rows.local_len().checked_mul(n_components.saturating_add(cost.block())) {
                 agree(comm, crate::memory::check_host::<f64>(entries, "Lanczos basis"))?;
             }
             let local = agree(comm, LocalRows::evaluated(device, kernel, &inputs, mine.clone()))?;
             let operator = ShardedKernelCoupling { comm, partition, mine, n_sources, local };
-            largest_lanczos_on_for(&rows, n_components, |v| operator.apply(v), tolerance, max_restarts, seed, ProductCost::PerBlock)
+            largest_lanczos_on_for(&rows, n_components, |v| operator.apply(v), tolerance, max_restarts, seed, cost)
         }
     };
     let LargestEigenpairs { values, vectors } = agree_redundant(comm, pairs)?;
@@ -198,8 +194,9 @@ enum LocalRows<'a> {
     /// source and the gathered inputs.
     Host { kernel: Kernel, mine: Vec<DMatrix<f64>>, inputs: &'a [DMatrix<f64>] },
     /// Evaluated in every product on a GPU, from the gathered inputs
-    /// uploaded once (the rank's rows are views of them).
-    Resident { device: &'a Device, precision: Precision, kernel: Kernel, inputs: Vec<DeviceMatrix>, rows: Range<usize> },
+    /// uploaded once (the rank's rows are views of them), with the scratch
+    /// tiles of K of products wider than the fused shader kept for the solve.
+    Resident { device: &'a Device, precision: Precision, kernel: Kernel, inputs: Vec<DeviceMatrix>, rows: Range<usize>, tiles: RefCell<crate::gpu::KernelTiles> },
 }
 
 impl<'a> LocalRows<'a> {
@@ -221,7 +218,7 @@ impl<'a> LocalRows<'a> {
         if device.is_gpu() {
             let precision = device.best_precision();
             let inputs = inputs.iter().map(|x| device.upload(x, precision)).collect::<Result<_>>()?;
-            return Ok(LocalRows::Resident { device, precision, kernel, inputs, rows: mine });
+            return Ok(LocalRows::Resident { device, precision, kernel, inputs, rows: mine, tiles: Default::default() });
         }
         let mine = inputs.iter().map(|x| x.rows(mine.start, mine.len()).into_owned()).collect();
         Ok(LocalRows::Host { kernel, mine, inputs })
@@ -261,15 +258,16 @@ impl<'a> LocalRows<'a> {
                     shares[q] += ktv;
                 }
             }
-            LocalRows::Resident { device, precision, kernel, inputs, rows } => {
+            LocalRows::Resident { device, precision, kernel, inputs, rows, tiles } => {
                 let (device, precision) = (*device, *precision);
                 let uploaded: Vec<DeviceMatrix> = full.iter().map(|f| device.upload(f, precision)).collect::<Result<_>>()?;
                 let direct_out: Vec<DeviceMatrix> = (0..n_sources).map(|_| device.zeros(l, c, precision)).collect::<Result<_>>()?;
                 let shares_out: Vec<DeviceMatrix> = full.iter().map(|f| device.zeros(f.nrows(), c, precision)).collect::<Result<_>>()?;
+                let mut tiles = tiles.borrow_mut();
                 for (p, q) in pairs {
                     let x_p = inputs[p].rows(rows.start, l)?;
                     let v_p = uploaded[p].rows(rows.start, l)?;
-                    device.resident_kernel_matvec_pair_into(kernel, &x_p, &inputs[q], &uploaded[q], &v_p, &direct_out[p], &shares_out[q], true)?;
+                    device.resident_kernel_matvec_pair_reusing(kernel, &x_p, &inputs[q], &uploaded[q], &v_p, &direct_out[p], &shares_out[q], true, &mut tiles)?;
                 }
                 direct = direct_out.iter().map(|m| device.to_host(m)).collect::<Result<_>>()?;
                 shares = shares_out.iter().map(|m| device.to_host(m)).collect::<Result<_>>()?;

@@ -61,13 +61,12 @@ pub mod kernel;
 
 use std::cell::RefCell;
 
-use faer::{MatMut, MatRef};
 use nalgebra::DMatrix;
 
 use super::coupling::{frobenius_from_grams, CouplingMatrix, FeatureRows};
 use super::covariance::{covariance_of, solve_covariance_from_grams, CovarianceSolution};
 use super::dual::{dual_from_covariance, with_eigenvector_signs, DualSolution};
-use super::eigensolver::{largest_lanczos_on, largest_stored_on, Eigensolver, LargestEigenpairs};
+use super::eigensolver::{largest_lanczos_on, largest_stored_on, on_views, Eigensolver, LargestEigenpairs};
 use super::features::FittedFeatureMap;
 use super::model::{Eksvd, EksvdParams, Solver};
 use crate::data::MultiSource;
@@ -271,12 +270,7 @@ fn solve_dual_on_features(comm: &dyn Communicator, device: &Device, precision: P
             if !frobenius.is_finite() {
                 return Err(Error::Overflow { what: "Frobenius norm of the coupling matrix", row: 0, col: 0 });
             }
-            let apply = |v: MatRef<'_, f64>, mut out: MatMut<'_, f64>| -> Result<()> {
-                let mut owned = DMatrix::<f64>::zeros(v.nrows(), v.ncols());
-                crate::linalg::faer_mut(&mut owned).copy_from(v);
-                out.copy_from(crate::linalg::faer_ref(&apply(&owned)?));
-                Ok(())
-            };
+            let apply = on_views(apply);
             // The dense matrix (only if the block solver gives up) from the
             // gathered features, on every rank.
             let dense = || -> Result<DMatrix<f64>> {
