@@ -25,6 +25,10 @@ const SLOT_STAGING: usize = 1;
 /// Number of scratch slots.
 pub(crate) const SLOT_COUNT: usize = 2;
 
+/// Bytes of a host write from which its copy into staging memory is split
+/// over the thread pool, and the size of each part ([`GpuContext::write_counted`]).
+pub(crate) const PARALLEL_WRITE_BYTES: usize = 1 << 20;
+
 /// Buffers reused across calls; each grows (to the next power of two, within
 /// the adapter's limits) and is never shrunk.
 #[derive(Default)]
@@ -213,9 +217,28 @@ impl GpuContext {
         }
     }
 
+    /// Writes `data` into `buffer` at `offset` (counted as one upload). A
+    /// write of at least [`PARALLEL_WRITE_BYTES`] is copied into its staging
+    /// memory by the thread pool in chunks of that size (the copy, and the
+    /// first touch of fresh staging pages, is host work that grows with the
+    /// data); a smaller one by the calling thread.
     pub(crate) fn write_counted(&self, buffer: &wgpu::Buffer, offset: u64, data: &[u8]) {
+        use rayon::prelude::*;
         self.counters.count_upload(data.len() as u64);
-        self.queue.write_buffer(buffer, offset, data);
+        let size = wgpu::BufferSize::new(data.len() as u64);
+        let view = match size {
+            Some(size) if data.len() >= PARALLEL_WRITE_BYTES => self.queue.write_buffer_with(buffer, offset, size),
+            _ => None,
+        };
+        let Some(mut view) = view else {
+            self.queue.write_buffer(buffer, offset, data);
+            return;
+        };
+        let (whole, mut rest) = view.slice(..).into_chunks::<PARALLEL_WRITE_BYTES>();
+        let whole: Vec<wgpu::WriteOnly<'_, [u8; PARALLEL_WRITE_BYTES]>> = whole.into_iter().collect();
+        let split = whole.len() * PARALLEL_WRITE_BYTES;
+        whole.into_par_iter().zip(data[..split].par_chunks_exact(PARALLEL_WRITE_BYTES)).for_each(|(chunk, part)| wgpu::WriteOnly::<'_, [u8]>::from(chunk).copy_from_slice(part));
+        rest.copy_from_slice(&data[split..]);
     }
 
     pub(super) fn check_supported(&self, precision: Precision) -> Result<()> {

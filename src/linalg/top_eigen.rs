@@ -64,7 +64,6 @@ use std::ops::Range;
 use faer::{Accum, MatMut, MatRef, Par};
 use nalgebra::{DMatrix, DVector};
 use rand::{rngs::StdRng, RngCore, SeedableRng};
-use rand_distr::{Distribution, StandardNormal};
 
 
 
@@ -211,29 +210,24 @@ fn summed_sqrt<R: RowSplit + ?Sized>(rows: &R, partial: f64) -> Result<f64> {
     Ok(v[0].sqrt())
 }
 
-/// This process's rows of an `n x cols` random block. On one process the
-/// entries are standard normal draws from `rng` in column-major order; over
-/// several, one word of `rng` (the same on every process) keys a hash of
-/// each entry's global row and column, uniform on `[-1, 1)`, so that each
-/// process draws only its rows and `rng` stays the same everywhere.
+/// This process's rows of an `n x cols` random block: one word of `rng`
+/// keys a hash of each entry's global row and column, uniform on
+/// `[-1, 1)`. So each process draws only its rows, `rng` advances by one
+/// word everywhere, and the block has the same bits whatever the split of
+/// the rows (one process or several); the columns are drawn in parallel.
 pub(crate) fn random_rows<R: RowSplit + ?Sized>(rows: &R, cols: usize, rng: &mut StdRng) -> DMatrix<f64> {
+    use rayon::prelude::*;
     let local = rows.local_len();
-    if rows.processes() == 1 {
-        return DMatrix::<f64>::from_fn(local, cols, |_, _| StandardNormal.sample(rng));
-    }
     let key = rng.next_u64();
+    let ranges = rows.local_ranges();
     let mut out = DMatrix::<f64>::zeros(local, cols);
-    for j in 0..cols {
-        let column = split_mix(key ^ split_mix(j as u64));
-        let mut l = 0;
-        for range in rows.local_ranges() {
-            for g in range.clone() {
-                let bits = split_mix(column ^ g as u64);
-                out[(l, j)] = (bits >> 11) as f64 * (2.0 / (1u64 << 53) as f64) - 1.0;
-                l += 1;
-            }
+    out.as_mut_slice().par_chunks_mut(local.max(1)).enumerate().for_each(|(j, column)| {
+        let column_key = split_mix(key ^ split_mix(j as u64));
+        for (value, g) in column.iter_mut().zip(ranges.iter().flat_map(|r| r.clone())) {
+            let bits = split_mix(column_key ^ g as u64);
+            *value = (bits >> 11) as f64 * (2.0 / (1u64 << 53) as f64) - 1.0;
         }
-    }
+    });
     out
 }
 
@@ -1082,6 +1076,7 @@ fn matmul_basis(basis: &DMatrix<f64>, cols: usize, y: &DMatrix<f64>) -> DMatrix<
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rand_distr::{Distribution, StandardNormal};
 
     fn wigner(n: usize, seed: u64) -> DMatrix<f64> {
         let mut rng = StdRng::seed_from_u64(seed);

@@ -227,6 +227,7 @@ pub(super) struct Settings<'a> {
 /// working precision, every buffer within one binding, at most
 /// [`MAX_DEVICE_LOOKAHEAD`] look-ahead columns, [`MAX_DEVICE_COLUMNS`]
 /// columns of `F` and [`MAX_DEVICE_FEATURES`] features); `None` elsewhere (the host path fits).
+/// The inputs `xs` are finite, checked by the caller.
 ///
 /// Errors: [`Error::RankDeficient`] when no candidate is left or a chosen
 /// column is constant; [`Error::NonFinite`] when a device step meets NaN or
@@ -331,9 +332,9 @@ fn prepare<'x>(ctx: &GpuContext, params: &Settings<'_>, xs: &[&'x DMatrix<f64>],
 /// X (n x d) on the device as the rows the kernel columns read: sent as
 /// it is stored (column-major, so the rows of `X^T`: a copy, no transpose
 /// on the host), then laid out by d strided copies on the device; `None`
-/// where either layout would span several bindings.
+/// where either layout would span several bindings. `x` is finite (the
+/// fit's inputs are checked once, where they enter: `rows_per_kernel`).
 fn upload_rows(ctx: &GpuContext, x: &DMatrix<f64>) -> Result<Option<GpuMatrix>, Error> {
-    crate::linalg::check_matrix("uploaded matrix", x)?;
     let (n, d) = x.shape();
     let f64p = Precision::F64;
     let xt = ctx.zeros(d, n, f64p)?;

@@ -40,6 +40,33 @@ fn uniform(rows: usize, cols: usize) -> DMatrix<f64> {
     DMatrix::from_fn(rows, cols, |_, _| r.random_range(-1.0..1.0))
 }
 
+/// An upload of several MiB (copied into staging memory in parallel parts
+/// of 1 MiB and a remainder) arrives whole: the same bits in `f64`, each
+/// value rounded once in `f32`; one upload of exactly its bytes.
+#[test]
+fn a_large_upload_arrives_whole_and_counts_once() {
+    let Some(gpu) = device() else { return };
+    // 1237 x 331 values: 3.3 MB in f64 (3 whole parts and a remainder),
+    // 1.6 MB in f32 (1 part and a remainder).
+    let x = uniform(1237, 331);
+    for precision in [Precision::F32, Precision::F64] {
+        if !gpu.supports(precision) {
+            continue;
+        }
+        let before = gpu.device_counters();
+        let on = gpu.upload(&x, precision).unwrap();
+        let c = gpu.device_counters().since(&before);
+        assert_eq!(c.transfers.host_to_device_bytes, (x.len() * precision.bytes()) as u64, "{precision:?}");
+        assert_eq!(c.transfers.uploads, 1, "{precision:?}");
+        let back = gpu.to_host(&on).unwrap();
+        let expected = match precision {
+            Precision::F64 => x.clone(),
+            Precision::F32 => x.map(|v| v as f32 as f64),
+        };
+        assert!(back.iter().zip(expected.iter()).all(|(a, b)| a.to_bits() == b.to_bits()), "{precision:?}: an uploaded value differs");
+    }
+}
+
 #[test]
 fn one_kernel_matrix_counts_exactly() {
     let Some(gpu) = device() else { return };
