@@ -455,10 +455,22 @@ pub fn check_nonempty<T: Real>(what: &'static str, m: &DMatrix<T>) -> Result<()>
     Ok(())
 }
 
+/// The position of the first NaN or infinity in `values`: blocks of
+/// values tested without a branch per value (in parallel from a million
+/// values on), then the first failing block searched.
+fn first_non_finite<T: Real>(values: &[T]) -> Option<usize> {
+    use rayon::prelude::*;
+    const BLOCK: usize = 1 << 14;
+    let clean = |block: &[T]| block.iter().fold(true, |ok, v| ok & v.is_finite());
+    let block = if values.len() >= 1 << 20 { values.par_chunks(BLOCK).position_first(|b| !clean(b)) } else { values.chunks(BLOCK).position(|b| !clean(b)) }?;
+    let start = block * BLOCK;
+    values[start..].iter().position(|v| !v.is_finite()).map(|i| start + i)
+}
+
 /// Fails with [`Error::NonFinite`] at the first NaN or infinite entry.
 pub fn check_finite<T: Real>(what: &'static str, m: &DMatrix<T>) -> Result<()> {
     let rows = m.nrows().max(1);
-    if let Some(pos) = m.as_slice().iter().position(|v| !v.is_finite()) {
+    if let Some(pos) = first_non_finite(m.as_slice()) {
         return Err(Error::NonFinite { what, row: pos % rows, col: pos / rows });
     }
     Ok(())
@@ -469,7 +481,7 @@ pub fn check_finite<T: Real>(what: &'static str, m: &DMatrix<T>) -> Result<()> {
 /// (not as a non-finite input).
 pub fn check_overflow<T: Real>(what: &'static str, m: &DMatrix<T>) -> Result<()> {
     let rows = m.nrows().max(1);
-    if let Some(pos) = m.as_slice().iter().position(|v| !v.is_finite()) {
+    if let Some(pos) = first_non_finite(m.as_slice()) {
         return Err(Error::Overflow { what, row: pos % rows, col: pos / rows });
     }
     Ok(())
@@ -586,6 +598,29 @@ pub(crate) fn sign_of_largest(v: &[f64]) -> f64 {
 mod tests {
     use super::*;
     use super::eigen::{symmetric_eigen_blocked, symmetric_eigenvalues_blocked, symmetric_eigenvalues_faer};
+
+    /// The first NaN or infinity is found at its exact position on both
+    /// sides of the parallel switch, in the first, a middle and the last
+    /// block, with a later one present; clean values give none.
+    #[test]
+    fn the_first_non_finite_value_is_found_where_it_is() {
+        for len in [5usize, 40_000, (1 << 20) + 12_345] {
+            let clean: Vec<f64> = (0..len).map(|i| (i as f64 * 0.37).sin()).collect();
+            assert_eq!(first_non_finite(&clean), None);
+            for at in [0, len / 2, len - 1] {
+                for bad in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
+                    let mut v = clean.clone();
+                    v[at] = bad;
+                    if at + 1 < len {
+                        v[len - 1] = f64::NAN;
+                    }
+                    assert_eq!(first_non_finite(&v), Some(at), "len {len}, at {at}, {bad}");
+                }
+            }
+        }
+        let m = DMatrix::<f32>::from_fn(3, 4, |i, j| if (i, j) == (2, 1) { f32::NAN } else { 1.0 });
+        assert!(matches!(check_finite("m", &m), Err(Error::NonFinite { row: 2, col: 1, .. })));
+    }
 
     #[test]
     fn weighted_gram_matches_the_full_product() {

@@ -17,7 +17,8 @@
 //! `--predict h200` (or `h100`, or `measured`: a profile timed on the
 //! adapter at hand) adds, after each GPU row, the time the cost model
 //! (`gramian::gpu::cost`) predicts for the same fit on that card from the
-//! fit's counters and its host time here (wall less blocked, divided by
+//! fit's counters and its host time here (wall less blocked and less the
+//! release of device matrices, which the card's profile prices; divided by
 //! `--host-speed`), and, where the H200 run (`repro/results/h200-2026-12-04-methods*.txt`)
 //! timed the same fit, the ratio predicted / measured (with `measured`, the
 //! ratio to this run's own fit: the model checked on the adapter at hand). With `--predict` the
@@ -218,6 +219,8 @@ fn extrapolate(rows: &[Measured], n: usize, iterations: f64) -> (DeviceCounters,
     c.transfers.dispatches = whole(&|m| m.counters.transfers.dispatches);
     c.allocations = whole(&|m| m.counters.allocations);
     c.allocated_bytes = whole(&|m| m.counters.allocated_bytes);
+    c.releases = whole(&|m| m.counters.releases);
+    c.released_bytes = whole(&|m| m.counters.released_bytes);
     for kind in ShapeKind::ALL {
         for precision in [Precision::F32, Precision::F64] {
             let class = |m: &Measured| m.counters.class(kind, precision);
@@ -422,7 +425,7 @@ fn main() {
                             logged.map_or("no H200 row".to_string(), |l| format!("predicted / measured H200 {:.3} s = {:.2}", l.2, p.total() / l.2))
                         };
                         println!(
-                            "| {method} | {n} | {} (predicted) | {:.3} | device {:.3} / dispatch {:.3} / waits {:.3} / link {:.3} / host {:.3} | | | | | | | | {versus} |",
+                            "| {method} | {n} | {} (predicted) | {:.3} | device {:.3} / dispatch {:.3} / waits {:.3} / link {:.3} / host {:.3} / releases {:.3} | | | | | | | | {versus} |",
                             card.name,
                             p.total(),
                             p.device,
@@ -430,6 +433,7 @@ fn main() {
                             p.waits,
                             p.link,
                             p.host,
+                            p.release,
                         );
                         for (kind, precision, c) in counters.classes() {
                             println!("|  |  | {} {precision:?} | | {} dispatches, {} workgroups, {:.3} GFLOP, {:.2} MB, {} kernel evals | | | | | | | | |", kind.name(), c.dispatches, c.workgroups, c.flops as f64 / 1e9, mb(c.bytes), c.kernel_evaluations);
@@ -460,7 +464,7 @@ fn main() {
                 let p = cost::predict(card, &counters, host).expect("prediction");
                 let from: Vec<String> = list[list.len() - 2..].iter().map(|m| m.n.to_string()).collect();
                 println!(
-                    "| {method} | {n} | {} (extrapolated) | {:.3} | device {:.3} / dispatch {:.3} / waits {:.3} ({}) / link {:.3} / host {:.3} | {} | {iterations} |",
+                    "| {method} | {n} | {} (extrapolated) | {:.3} | device {:.3} / dispatch {:.3} / waits {:.3} ({}) / link {:.3} / host {:.3} / releases {:.3} | {} | {iterations} |",
                     card.name,
                     p.total(),
                     p.device,
@@ -469,6 +473,7 @@ fn main() {
                     counters.waits,
                     p.link,
                     p.host,
+                    p.release,
                     from.join(", "),
                 );
             }

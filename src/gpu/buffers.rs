@@ -55,11 +55,14 @@ pub(super) struct Storage {
     /// Bytes charged to the context's device-memory ledger, returned on drop.
     pub(super) bytes: u64,
     pub(super) ledger: Arc<AtomicU64>,
+    /// Where the release of the buffers is counted.
+    pub(super) released: Arc<super::counters::Releases>,
 }
 
 impl Drop for Storage {
     fn drop(&mut self) {
         self.ledger.fetch_sub(self.bytes, Ordering::Relaxed);
+        self.released.release(std::mem::take(&mut self.blocks), self.bytes);
     }
 }
 
@@ -305,7 +308,7 @@ impl GpuContext {
             }
         };
         self.counters.count_allocation(total, blocks.len() as u64);
-        Ok(GpuMatrix { storage: Arc::new(Storage { blocks, block_rows, rows, cols, precision, context: self.id, bytes: total, ledger: self.allocated.clone() }), row0: 0, rows })
+        Ok(GpuMatrix { storage: Arc::new(Storage { blocks, block_rows, rows, cols, precision, context: self.id, bytes: total, ledger: self.allocated.clone(), released: self.counters.released.clone() }), row0: 0, rows })
     }
 
     /// Uploads a row-major matrix given as `f64` values, stored in `precision`.

@@ -32,9 +32,15 @@
 //! with `W` the blocking waits and `lambda` the latency of one, `U`, `D`
 //! and `S` the bytes uploaded, downloaded and of dispatch descriptors, `L`
 //! the host link's bandwidth, and `H` the host time: the measured wall time
-//! of the run less the time blocked in waits, divided by a host-speed factor
+//! of the run less the time blocked in waits, the first-use time and the
+//! time spent releasing device matrices, divided by a host-speed factor
 //! (how many times faster the card's host is than the one that measured).
-//! The model overlaps nothing: host, transfers and device work add up.
+//! Releases are priced apart, `X rho + Y / beta` for `X` matrices of `Y`
+//! bytes, with the card's latency `rho` per release and its release
+//! bandwidth `beta` (a software adapter's device memory is host memory,
+//! unmapped page by page as a matrix is released; a card's is not, and
+//! its presets have no per-byte cost). The model overlaps nothing: host,
+//! transfers and device work add up.
 //!
 //! # Presets
 //!
@@ -97,6 +103,10 @@ pub const H200_WAIT_LATENCY: f64 = 50e-6;
 /// Overhead of one dispatch (bind, launch) on an H200 under Vulkan: not in
 /// the logs; a typical figure for a discrete GPU.
 pub const H200_DISPATCH_OVERHEAD: f64 = 5e-6;
+/// Host seconds to release one device matrix on an H200 under Vulkan
+/// (`vkFreeMemory` of device-local memory, which touches no host pages):
+/// not in the logs; a conservative figure for a discrete GPU.
+pub const H200_RELEASE_LATENCY: f64 = 100e-6;
 /// Effective host-link bandwidth of PCIe Gen5 x16 (bytes per second).
 pub const PCIE5_LINK_BANDWIDTH: f64 = 50e9;
 
@@ -125,6 +135,11 @@ pub struct CardProfile {
     /// Fraction of the peak each shape class reaches, in the order of
     /// [`ShapeKind::ALL`].
     pub efficiency: [f64; 6],
+    /// Host seconds to release one device matrix.
+    pub release_latency: f64,
+    /// Host seconds per byte of a released device matrix (0 where releasing
+    /// touches no host pages, as on a card).
+    pub release_per_byte: f64,
 }
 
 impl CardProfile {
@@ -142,6 +157,8 @@ impl CardProfile {
             f32_evaluations: H200_F32_EVALUATION_RATE,
             f64_evaluations: H200_F64_EVALUATION_RATE,
             efficiency: hopper_efficiency(),
+            release_latency: H200_RELEASE_LATENCY,
+            release_per_byte: 0.0,
         }
     }
 
@@ -269,6 +286,21 @@ impl CardProfile {
             ctx.synchronize()
         })?;
         let dispatch_overhead = (t - wait_latency).max(0.0) / dispatches as f64;
+        // Releases: a one-element matrix and a 16 MiB one, each written
+        // first (its memory in use), timed as they are dropped.
+        let release_time = |rows: usize, cols: usize| -> Result<f64> {
+            let mut t = f64::INFINITY;
+            for _ in 0..3 {
+                let m = ctx.upload(&host[..rows * cols], rows, cols, Precision::F32)?;
+                ctx.synchronize()?;
+                let before = ctx.counters.snapshot();
+                drop(m);
+                t = t.min(ctx.counters.snapshot().since(&before).release_seconds());
+            }
+            Ok(t)
+        };
+        let release_latency = release_time(1, 1)?;
+        let release_per_byte = (release_time(rows, cols)? - release_latency).max(0.0) / (4 * rows * cols) as f64;
         Ok(CardProfile {
             name: ctx.adapter().name.clone(),
             f32_flops,
@@ -280,6 +312,8 @@ impl CardProfile {
             f32_evaluations,
             f64_evaluations,
             efficiency: [1.0, kernel, 1.0, kernel, 1.0, 1.0],
+            release_latency,
+            release_per_byte,
         })
     }
 }
@@ -300,14 +334,17 @@ pub struct Prediction {
     pub waits: f64,
     /// Host-device traffic over the link.
     pub link: f64,
-    /// Host time: wall less blocked, over the host-speed factor.
+    /// Host time: wall less blocked, first use and releases, over the
+    /// host-speed factor.
     pub host: f64,
+    /// Releases of device matrices on the card.
+    pub release: f64,
 }
 
 impl Prediction {
     /// The predicted time: the sum of the parts.
     pub fn total(&self) -> f64 {
-        self.device + self.dispatch + self.waits + self.link + self.host
+        self.device + self.dispatch + self.waits + self.link + self.host + self.release
     }
 }
 
@@ -318,8 +355,10 @@ fn launched(c: &DispatchCounters) -> (u64, u64) {
 }
 
 /// Host seconds of a run that took `wall_seconds` with `counters`: the wall
-/// time less the time blocked in waits and the first-use time (tuning and
-/// shader compilation, [`DeviceCounters::first_use_seconds`]; not below 0), divided by
+/// time less the time blocked in waits, the first-use time (tuning and
+/// shader compilation, [`DeviceCounters::first_use_seconds`]) and the time
+/// spent releasing device matrices ([`DeviceCounters::release_seconds`],
+/// priced apart by [`predict`]); not below 0, divided by
 /// `host_speed` (how many times faster the predicted card's host is).
 /// Errors: [`Error::InvalidParameter`] for a wall time or speed that is not
 /// finite and positive (a wall time of 0 is allowed).
@@ -330,7 +369,7 @@ pub fn host_seconds(wall_seconds: f64, counters: &DeviceCounters, host_speed: f6
     if !host_speed.is_finite() || host_speed <= 0.0 {
         return Err(Error::InvalidParameter { name: "host_speed", reason: format!("must be finite and positive, got {host_speed}") });
     }
-    Ok((wall_seconds - counters.blocked_seconds() - counters.first_use_seconds()).max(0.0) / host_speed)
+    Ok((wall_seconds - counters.blocked_seconds() - counters.first_use_seconds() - counters.release_seconds()).max(0.0) / host_speed)
 }
 
 /// The predicted time on `card` of the work in `counters`, with
@@ -349,7 +388,7 @@ pub fn predict(card: &CardProfile, counters: &DeviceCounters, host_seconds: f64)
             return Err(bad(name, v));
         }
     }
-    for (name, v) in [("wait_latency", card.wait_latency), ("dispatch_overhead", card.dispatch_overhead)] {
+    for (name, v) in [("wait_latency", card.wait_latency), ("dispatch_overhead", card.dispatch_overhead), ("release_latency", card.release_latency), ("release_per_byte", card.release_per_byte)] {
         if !v.is_finite() || v < 0.0 {
             return Err(bad(name, v));
         }
@@ -376,6 +415,7 @@ pub fn predict(card: &CardProfile, counters: &DeviceCounters, host_seconds: f64)
         p.dispatch += c.dispatches as f64 * card.dispatch_overhead;
     }
     p.waits = counters.waits as f64 * card.wait_latency;
+    p.release = counters.releases as f64 * card.release_latency + counters.released_bytes as f64 * card.release_per_byte;
     let t = &counters.transfers;
     p.link = (t.host_to_device_bytes + t.device_to_host_bytes + t.descriptor_bytes) as f64 / card.link_bandwidth;
     Ok(p)

@@ -52,7 +52,7 @@
 //! grow and a reuse otherwise.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use super::plan::{lower_tile_elements, Dispatch, PipelineKind, FLAG_LOWER};
@@ -237,6 +237,15 @@ pub struct DeviceCounters {
     /// Nanoseconds spent compiling them: with [`Self::tuning_nanos`], the
     /// once-per-process time inside the first calls that later calls do not pay.
     pub compile_nanos: u64,
+    /// Device matrices released (their storage dropped).
+    pub releases: u64,
+    /// Bytes of the device matrices released.
+    pub released_bytes: u64,
+    /// Nanoseconds the host spent releasing them. On a software adapter,
+    /// whose device memory is host memory, this grows with the bytes (the
+    /// pages are unmapped on the releasing thread); [`super::cost`] prices
+    /// releases with the card's own costs instead.
+    pub release_nanos: u64,
     classes: [DispatchCounters; CLASSES],
 }
 
@@ -277,6 +286,11 @@ impl DeviceCounters {
         self.tuning_nanos.saturating_add(self.compile_nanos) as f64 * 1e-9
     }
 
+    /// [`Self::release_nanos`] in seconds.
+    pub fn release_seconds(&self) -> f64 {
+        self.release_nanos as f64 * 1e-9
+    }
+
     /// The counts of `self` less those of `earlier` (an earlier snapshot of
     /// the same context: the work done in between).
     pub fn since(&self, earlier: &DeviceCounters) -> DeviceCounters {
@@ -296,6 +310,9 @@ impl DeviceCounters {
             tuning_nanos: self.tuning_nanos.saturating_sub(earlier.tuning_nanos),
             compilations: self.compilations.saturating_sub(earlier.compilations),
             compile_nanos: self.compile_nanos.saturating_sub(earlier.compile_nanos),
+            releases: self.releases.saturating_sub(earlier.releases),
+            released_bytes: self.released_bytes.saturating_sub(earlier.released_bytes),
+            release_nanos: self.release_nanos.saturating_sub(earlier.release_nanos),
             classes,
         }
     }
@@ -473,7 +490,29 @@ pub(crate) struct Counters {
     tuning_nanos: AtomicU64,
     compilations: AtomicU64,
     compile_nanos: AtomicU64,
+    /// Releases of device matrices, shared with their storage.
+    pub(crate) released: Arc<Releases>,
     classes: [ClassAtomics; CLASSES],
+}
+
+/// Device matrices released, their bytes and the host time it took,
+/// counted by the storage as it drops.
+#[derive(Default)]
+pub(crate) struct Releases {
+    count: AtomicU64,
+    bytes: AtomicU64,
+    nanos: AtomicU64,
+}
+
+impl Releases {
+    /// Drops `blocks` (the buffers of a matrix of `bytes`), timed.
+    pub(crate) fn release(&self, blocks: Vec<wgpu::Buffer>, bytes: u64) {
+        let start = Instant::now();
+        drop(blocks);
+        self.nanos.fetch_add(start.elapsed().as_nanos().min(u64::MAX as u128) as u64, Ordering::Relaxed);
+        self.count.fetch_add(1, Ordering::Relaxed);
+        self.bytes.fetch_add(bytes, Ordering::Relaxed);
+    }
 }
 
 impl Counters {
@@ -554,6 +593,9 @@ impl Counters {
             tuning_nanos: self.tuning_nanos.load(Ordering::Relaxed),
             compilations: self.compilations.load(Ordering::Relaxed),
             compile_nanos: self.compile_nanos.load(Ordering::Relaxed),
+            releases: self.released.count.load(Ordering::Relaxed),
+            released_bytes: self.released.bytes.load(Ordering::Relaxed),
+            release_nanos: self.released.nanos.load(Ordering::Relaxed),
             classes: std::array::from_fn(|i| self.classes[i].load()),
         }
     }
@@ -587,6 +629,9 @@ impl Counters {
         self.tuning_nanos.store(s.tuning_nanos, Ordering::Relaxed);
         self.compilations.store(s.compilations, Ordering::Relaxed);
         self.compile_nanos.store(s.compile_nanos, Ordering::Relaxed);
+        self.released.count.store(s.releases, Ordering::Relaxed);
+        self.released.bytes.store(s.released_bytes, Ordering::Relaxed);
+        self.released.nanos.store(s.release_nanos, Ordering::Relaxed);
         for (a, c) in self.classes.iter().zip(&s.classes) {
             a.store(c);
         }

@@ -8,7 +8,8 @@ use gramian::{Error, Precision};
 
 /// A card with round numbers: 1 TFLOP/s f32, 0.5 f64, 1 TB/s memory,
 /// 10 GB/s link, 1 ms per wait, 10 us per dispatch, 1e10 kernel
-/// evaluations per second in f32 and 1e9 in f64.
+/// evaluations per second in f32 and 1e9 in f64, 2 ms per released matrix
+/// and 1 ms per released GB.
 fn card() -> CardProfile {
     CardProfile {
         name: "round".into(),
@@ -21,6 +22,8 @@ fn card() -> CardProfile {
         f32_evaluations: 1e10,
         f64_evaluations: 1e9,
         efficiency: [0.5, 0.25, 0.5, 0.25, 0.1, 0.1],
+        release_latency: 2e-3,
+        release_per_byte: 1e-12,
     }
 }
 
@@ -35,6 +38,9 @@ fn counters() -> DeviceCounters {
     c.transfers.device_to_host_bytes = 1_000_000_000;
     c.transfers.descriptor_bytes = 1_000_000;
     c.blocked_nanos = 250_000_000;
+    c.releases = 5;
+    c.released_bytes = 1_000_000_000;
+    c.release_nanos = 100_000_000;
     c
 }
 
@@ -45,15 +51,21 @@ fn close(a: f64, b: f64) -> bool {
 #[test]
 fn the_model_adds_up_as_documented() {
     let c = counters();
+    // Less blocked (0.25 s) and released (0.1 s), over the host speed.
     let host = host_seconds(1.25, &c, 2.0).unwrap();
-    assert!(close(host, 0.5), "(1.25 - 0.25) / 2 = {host}");
+    assert!(close(host, 0.45), "(1.25 - 0.25 - 0.1) / 2 = {host}");
     let p = predict(&card(), &c, host).unwrap();
     assert!(close(p.device, 4.0 + 2e-3), "{p:?}");
     assert!(close(p.dispatch, 100.0 * 1e-5), "{p:?}");
     assert!(close(p.waits, 7e-3), "{p:?}");
     assert!(close(p.link, 4.001e9 / 1e10), "{p:?}");
-    assert!(close(p.host, 0.5));
-    assert!(close(p.total(), 4.002 + 1e-3 + 7e-3 + 0.4001 + 0.5), "{}", p.total());
+    assert!(close(p.host, 0.45));
+    // 5 releases x 2 ms + 1 GB x 1 ms per GB.
+    assert!(close(p.release, 0.011), "{p:?}");
+    assert!(close(p.total(), 4.002 + 1e-3 + 7e-3 + 0.4001 + 0.45 + 0.011), "{}", p.total());
+    // The presets release at a latency per matrix and nothing per byte.
+    let h200 = predict(&CardProfile::h200(), &c, 0.0).unwrap();
+    assert!(close(h200.release, 5.0 * gramian::gpu::cost::H200_RELEASE_LATENCY), "{h200:?}");
     // No work: the host time alone.
     assert_eq!(predict(&card(), &DeviceCounters::default(), 0.0).unwrap().total(), 0.0);
 }
@@ -125,6 +137,8 @@ fn the_presets_and_bad_profiles() {
     assert!(matches!(predict(&no_f64, &c, 0.0), Err(Error::InvalidParameter { .. })));
     let no_link = CardProfile { link_bandwidth: f64::NAN, ..card() };
     assert!(matches!(predict(&no_link, &c, 0.0), Err(Error::InvalidParameter { .. })));
+    let negative_release = CardProfile { release_per_byte: -1.0, ..card() };
+    assert!(matches!(predict(&negative_release, &c, 0.0), Err(Error::InvalidParameter { .. })));
     assert!(matches!(predict(&card(), &c, -1.0), Err(Error::InvalidParameter { .. })));
     assert!(matches!(host_seconds(f64::INFINITY, &c, 1.0), Err(Error::InvalidParameter { .. })));
     assert!(matches!(host_seconds(1.0, &c, 0.0), Err(Error::InvalidParameter { .. })));
@@ -139,6 +153,7 @@ fn measuring_the_current_adapter_gives_a_usable_profile() {
     let p = CardProfile::measure(&ctx).unwrap();
     assert_eq!(ctx.device_counters(), before, "calibration is not counted");
     assert!(p.f32_flops > 0.0 && p.memory_bandwidth > 0.0 && p.link_bandwidth > 0.0 && p.wait_latency > 0.0, "{p:?}");
+    assert!(p.release_latency.is_finite() && p.release_latency >= 0.0 && p.release_per_byte.is_finite() && p.release_per_byte >= 0.0, "{p:?}");
     assert!(predict(&p, &counters(), 0.0).is_ok() || p.f64_flops == 0.0);
     eprintln!("{p:?}");
 }

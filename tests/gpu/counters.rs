@@ -42,7 +42,8 @@ fn uniform(rows: usize, cols: usize) -> DMatrix<f64> {
 
 /// An upload of several MiB (copied into staging memory in parallel parts
 /// of 1 MiB and a remainder) arrives whole: the same bits in `f64`, each
-/// value rounded once in `f32`; one upload of exactly its bytes.
+/// value rounded once in `f32`; one upload of exactly its bytes, and one
+/// release of them.
 #[test]
 fn a_large_upload_arrives_whole_and_counts_once() {
     let Some(gpu) = device() else { return };
@@ -64,6 +65,15 @@ fn a_large_upload_arrives_whole_and_counts_once() {
             Precision::F32 => x.map(|v| v as f32 as f64),
         };
         assert!(back.iter().zip(expected.iter()).all(|(a, b)| a.to_bits() == b.to_bits()), "{precision:?}: an uploaded value differs");
+        // A clone shares the storage: the matrix is released once, with
+        // its bytes, when the last handle goes.
+        let copy = on.clone();
+        let before = gpu.device_counters();
+        drop(on);
+        assert_eq!(gpu.device_counters().since(&before).releases, 0);
+        drop(copy);
+        let r = gpu.device_counters().since(&before);
+        assert_eq!((r.releases, r.released_bytes), (1, (x.len() * precision.bytes()) as u64), "{precision:?}");
     }
 }
 
