@@ -7,7 +7,8 @@
 //! scores read back in one transfer; early stopping on validation macro-F1
 //! or validation cross-entropy keeping the best epoch's network; optional
 //! weight averaging; on a GPU, steps and evaluations replayed from captured
-//! graphs (see `replay`).
+//! graphs (see `replay`); on the CPU, the first layers from the
+//! minibatches' non-zeros, updated on the host (see `sparse_first`).
 
 use std::cell::RefCell;
 use std::time::Instant;
@@ -24,6 +25,7 @@ use super::model::{NeuralEksvdNet, NeuralWeights};
 use super::optimizer::InPlaceAdamW;
 use super::params::{EarlyStopping, LearningRateSchedule, NeuralEksvdParams};
 use super::replay::{capture_step, check_replay, deep_copy, kernel_profiling_on, DeviceCursor, StepSettings, StepState, CAPTURE_STEPS};
+use super::sparse_first::SparseFirstLayers;
 use super::resident::{queue_evaluation, read_passes, Evaluation, EvaluationOutputs, HostData, ResidentData};
 use super::Result;
 use crate::data::{check_shape, macro_f1, Labelled, MultiSource};
@@ -88,7 +90,12 @@ params.validate()?;
     // per-epoch loss); each epoch uploads its permutation (n integers)
     // and every minibatch is gathered on the device. Per epoch, the
     // loss and the validation scores come back in one read each.
-    let resident = host.upload(&ad_device);
+    // On the CPU without input noise, the first layers are computed from
+    // the minibatches' non-zeros and updated on the host
+    // (`sparse_first`); the steps then read the training set there, and
+    // it is not uploaded for them.
+    let sparse = params.sparse_first_layer && !gramian_device.is_gpu() && params.input_noise == 0.0;
+    let resident = (!sparse).then(|| host.upload(&ad_device));
     let resident_eval = host.upload(&device);
     let resident_validation = validation_host.as_ref().map(|h| h.upload(&device));
     if params.dropout > 0.0 || params.input_noise > 0.0 {
@@ -110,6 +117,7 @@ params.validate()?;
         log::info!("Neural eKSVD: CubeCL's profiling logger is on, which graph capture cannot record; training with eager steps");
         replayable = false;
     }
+    let mut sparse_first = sparse.then(|| SparseFirstLayers::new(&host, &model.net, params.weight_decay));
     let net = model.net.clone().fork(&ad_device).train();
     let state = RefCell::new(StepState { net: Some(net), optim: InPlaceAdamW::new(params.weight_decay, &device, replayable) });
     let cursor = RefCell::new(DeviceCursor::new(n, params.batch_size, &ad_device, replayable));
@@ -123,7 +131,7 @@ params.validate()?;
     let settings = StepSettings { n_samples: n, eta: params.eta, learning_rate: params.learning_rate, dropout: params.dropout };
     let mut graph = None;
     let gather = |idx: Tensor<1, Int>| {
-        let (x, one_hot) = resident.gather(idx);
+        let (x, one_hot) = resident.as_ref().expect("the training set on the device").gather(idx);
         (x, one_hot.expect("labelled"))
     };
 
@@ -184,6 +192,15 @@ params.validate()?;
         }
         for start in (done * params.batch_size..n).step_by(params.batch_size) {
             let len = params.batch_size.min(n - start);
+            if let Some(first) = sparse_first.as_mut() {
+                let rows = &order[start..start + len];
+                let one_hot = host.one_hot_rows(rows, &ad_device).expect("labelled");
+                let rate = params.schedule.rate(params.learning_rate, step, total_steps);
+                let grads = state.borrow_mut().step_after_first(first.forward(rows, &ad_device), one_hot, StepSettings { learning_rate: rate, ..settings });
+                first.step(rows, &grads, rate);
+                step += 1;
+                continue;
+            }
             let (mut x, one_hot) = gather(cursor.borrow().slice(start, len));
             if params.input_noise > 0.0 {
                 x = x.into_iter().map(|x| x.clone() + x.random_like(Distribution::Normal(0.0, params.input_noise))).collect();
@@ -199,6 +216,9 @@ params.validate()?;
                 evaluation_graph = None;
                 replayable = false;
             }
+        }
+        if let Some(first) = &sparse_first {
+            first.write_into(state.borrow_mut().net.as_mut().expect("a network between steps"));
         }
         // The steps are queued asynchronously on GPU backends: wait for
         // them, so that `seconds` is the epoch's work, not its queueing.

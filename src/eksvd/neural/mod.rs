@@ -66,6 +66,7 @@ mod params;
 pub mod placement;
 mod replay;
 mod resident;
+mod sparse_first;
 
 pub use loss::{cross_entropy, objective_from_squared_scores, objective_per_component, LossTensors, LossValues};
 pub use model::{Activation, Architecture, NeuralEksvdNet, NeuralWeights, StackedDense};

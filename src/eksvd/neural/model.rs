@@ -449,8 +449,33 @@ impl NeuralEksvdNet {
     pub fn stacked_features(&self, xs: Vec<Tensor<2>>, p: f64) -> Tensor<3> {
         assert_eq!(xs.len(), self.first.len(), "one input per source");
         let pre: Vec<Tensor<2>> = xs.into_iter().zip(&self.first).map(|(x, layer)| layer.forward(x)).collect();
+        self.features_after_first(pre, p)
+    }
+
+    /// [`NeuralEksvdNet::stacked_features`] from the first layer's outputs
+    /// before its activation, `X_q A_q + b_q` (one `[B, h_1]` tensor per
+    /// source, computed elsewhere: the sparse first layer of a CPU fit).
+    pub(crate) fn features_after_first(&self, pre: Vec<Tensor<2>>, p: f64) -> Tensor<3> {
         let h = self.activate(Tensor::stack::<3>(pre, 0), 0, self.layers.len() + 1, p);
         self.deeper(h, self.layers.iter().map(|l| (l.weight.val(), l.bias.val())).collect(), p)
+    }
+
+    /// The first layer `(A_q, b_q)` of source `q` as row-major f32
+    /// (`d_q x h_1` and `h_1`).
+    pub(crate) fn first_layer_f32(&self, q: usize) -> (Vec<f32>, Vec<f32>) {
+        (tensor_to_f32(self.first[q].weight.val()), tensor_to_f32(self.first[q].bias.val()))
+    }
+
+    /// Writes the first layer of source `q` (row-major f32 `A_q`,
+    /// `d_q x h_1`, and `b_q`), keeping the parameters' identities.
+    pub(crate) fn set_first_layer_f32(&mut self, q: usize, weight: &[f32], bias: &[f32]) {
+        let layer = &mut self.first[q];
+        let dims = layer.weight.dims();
+        let device = layer.weight.device();
+        let w = Tensor::<2>::from_data(TensorData::new(weight.to_vec(), dims), &device);
+        let b = Tensor::<1>::from_data(TensorData::new(bias.to_vec(), [bias.len()]), &device);
+        layer.weight = replaced(&layer.weight, w);
+        layer.bias = replaced(&layer.bias, b);
     }
 
     /// The scores `E_q = phi_q(X_q) W_q` of every source at once
@@ -458,6 +483,12 @@ impl NeuralEksvdNet {
     /// [`NeuralEksvdNet::stacked_features`].
     pub fn stacked_scores(&self, xs: Vec<Tensor<2>>, p: f64) -> Tensor<3> {
         self.stacked_features(xs, p).matmul(self.projections.val())
+    }
+
+    /// [`NeuralEksvdNet::stacked_scores`] from the first layer's outputs
+    /// before its activation (see [`NeuralEksvdNet::features_after_first`]).
+    pub(crate) fn scores_after_first(&self, pre: Vec<Tensor<2>>, p: f64) -> Tensor<3> {
+        self.features_after_first(pre, p).matmul(self.projections.val())
     }
 
     /// `phi_q(x)` for rows `x` of source `q` (`n x d_q` -> `n x d_phi`).
@@ -523,6 +554,12 @@ impl NeuralEksvdNet {
             activation: self.activation,
         }
     }
+}
+
+/// `param` holding `value` (same identity; tracked for gradients where
+/// `param` was).
+fn replaced<const D: usize>(param: &Param<Tensor<D>>, value: Tensor<D>) -> Param<Tensor<D>> {
+    param.clone().map(|old| if old.is_require_grad() { value.require_grad() } else { value })
 }
 
 /// The entries of a tensor in row-major order, as f32.

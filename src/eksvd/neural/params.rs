@@ -35,6 +35,7 @@ pub struct NeuralEksvdParams {
     pub(super) progress: bool,
     pub(super) divergence_factor: f64,
     pub(super) graph_replay: bool,
+    pub(super) sparse_first_layer: bool,
     pub(super) precision: crate::WorkingPrecision,
 }
 
@@ -45,7 +46,8 @@ impl NeuralEksvdParams {
     /// patience 20 epochs, no dropout, no input noise, early stopping on validation
     /// macro-F1, a constant learning rate, no weight averaging,
     /// `gamma_init = 1`, seed 0, no progress bar, divergence
-    /// factor `1e6`, replayed steps on a GPU where they apply.
+    /// factor `1e6`, replayed steps on a GPU where they apply, the first
+    /// layer from the inputs' non-zeros on the CPU where it applies.
     pub fn new(components: usize) -> Self {
         NeuralEksvdParams {
             components,
@@ -68,6 +70,7 @@ impl NeuralEksvdParams {
             progress: false,
             divergence_factor: 1e6,
             graph_replay: true,
+            sparse_first_layer: true,
             precision: crate::WorkingPrecision::Auto,
         }
     }
@@ -120,6 +123,20 @@ impl NeuralEksvdParams {
     /// eager ones, and the fit falls back to eager runs if they disagree.
     pub fn graph_replay(mut self, on: bool) -> Self {
         self.graph_replay = on;
+        self
+    }
+
+    /// Whether a CPU fit computes the first layer of every feature map from
+    /// the non-zeros of its minibatch and updates that layer on the host
+    /// (default `true`; see `eksvd::neural::sparse_first` in the source):
+    /// `X_B A_q + b_q` and the gradient `X_B^T G` cost `O(nnz(X_B) h_1)`
+    /// instead of `O(|B| d_q h_1)`, and the layer's AdamW update is one pass
+    /// over its weights. It applies on the CPU without input noise (noise
+    /// fills the inputs); elsewhere, and with `false`, the first layer is a
+    /// dense product in burn. Both train the same network up to f32
+    /// rounding (the sums run in another order).
+    pub fn sparse_first_layer(mut self, on: bool) -> Self {
+        self.sparse_first_layer = on;
         self
     }
 

@@ -53,14 +53,20 @@ impl HostData {
     /// upload each).
     pub(super) fn upload(&self, device: &Device) -> ResidentData {
         let xs = self.sources.iter().zip(&self.dims).map(|(rows, &d)| Tensor::from_data(TensorData::new(rows.clone(), [self.n, d]), device)).collect();
-        let one_hot = self.labels.as_ref().map(|labels| {
-            let mut one_hot = vec![0f32; self.n * self.n_classes];
-            for (r, &l) in labels.iter().enumerate() {
-                one_hot[r * self.n_classes + l] = 1.0;
+        let all: Vec<usize> = (0..self.n).collect();
+        ResidentData { n: self.n, xs, one_hot: self.one_hot_rows(&all, device) }
+    }
+
+    /// The one-hot labels of the samples `rows` (`[rows.len(), C]` on
+    /// `device`), if labelled.
+    pub(super) fn one_hot_rows(&self, rows: &[usize], device: &Device) -> Option<Tensor<2>> {
+        self.labels.as_ref().map(|labels| {
+            let mut one_hot = vec![0f32; rows.len() * self.n_classes];
+            for (i, &r) in rows.iter().enumerate() {
+                one_hot[i * self.n_classes + labels[r]] = 1.0;
             }
-            Tensor::from_data(TensorData::new(one_hot, [self.n, self.n_classes]), device)
-        });
-        ResidentData { n: self.n, xs, one_hot }
+            Tensor::from_data(TensorData::new(one_hot, [rows.len(), self.n_classes]), device)
+        })
     }
 }
 
