@@ -4,13 +4,16 @@
 //! whose pivot is read from a small device state vector, the look-ahead candidate norms and scores (Eq. 14-16), the LAR step of
 //! Eq. 11 and the element-wise parts of the LAR update (Eq. 4-5, 8), and the
 //! narrow products a pivot step needs: the kernel column `k(X, x_i)` of the
-//! pivot `i` read from the state ([`MklarenJob::kernel_column`]) and a tall
+//! pivot `i` read from the state ([`MklarenJob::kernel_column`]; of a CSR
+//! `X`, [`MklarenJob::sparse_kernel_column`], one merge of each row's
+//! non-zeros with the pivot's) and a tall
 //! matrix times a short vector ([`MklarenJob::row_dot`], `F F(i,:)^T` and
 //! `H w`), one invocation per output row, each row of the tall operand read
 //! once. The fit that strings them together is `crate::mklaren::device`.
 //!
 //! Every operand is an `f64` device matrix held in one buffer (the fit
-//! checks that before it takes this path); offsets are element offsets from
+//! checks that before it takes this path), or a CSR matrix of `f64` values
+//! ([`GpuCsr`], each array one buffer); offsets are element offsets from
 //! the operand's first row. Nothing here reads back or allocates: the
 //! dispatches are recorded into a plan that the caller runs.
 
