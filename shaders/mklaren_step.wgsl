@@ -1,9 +1,9 @@
 // The device steps of mklaren (src/gpu/mklaren.rs, src/mklaren/device.rs),
 // after a precision prelude (T = f64) and the kernel function
 // (`kernel_function.wgsl`). One module, the step chosen by
-// job.mode; every mode binds the same six buffers (a, b, c, e, o and the
-// state vector st; a mode that needs fewer binds st in their place, so all
-// are read_write). Pivots, kernel choices and step lengths never go through
+// job.mode; every mode binds the same eight buffers (a, b, c, e, o, the
+// state vector st, and a CSR matrix's row pointers and column indices; a
+// mode that needs fewer binds st in their place, so all are read_write). Pivots, kernel choices and step lengths never go through
 // the host: they are read from st, where earlier dispatches wrote them.
 //
 // Modes (rows: invocations, one per row unless said):
@@ -56,6 +56,20 @@
 //               o[o_off + r o_rs] = sum_j a[a_off + r a_rs + j] b[b_off + p b_rs + j]
 //               over j < w12 and w13 <= j < w13 + w14 (e.g. p = F F(i,:)^T
 //               over the columns computed, or u = H w).
+//  14 skcol:    mode 12 on a CSR X (values in a, row pointers and column
+//               indices in csr_row_ptr, csr_col_idx; rows = n): one merge of
+//               the sorted column indices of rows r and p = st[slot0] gives
+//               the inner product <x_r, x_p> (the products of the shared
+//               columns, in column order) and the merged squared distance
+//               m = sum over the union of (x_rc - x_pc)^2; for RBF and
+//               Laplacian the statistic is s = max(||x_r||^2 + ||x_p||^2 -
+//               2 <x_r, x_p>, 0) with the squared norms c[r], c[p], or m
+//               where s <= 1e-4 (||x_r||^2 + ||x_p||^2) (a near duplicate:
+//               the CPU's sparse statistic, src/sparse.rs), else s = <x_r,
+//               x_p>. o[o_off + r o_rs] = k(s) (kind w13, degree w14), the
+//               d_p copy as mode 12. Each pass of the merge advances at
+//               least one row: at most nnz(x_r) + nnz(x_p) passes, capped at
+//               w15 (twice the longest row, within the loop budget).
 // Modes 10 and 11 count invocations on a 2-D grid (id = x + y 256 groups_x).
 // Where a mode has a predicate (pred_slot not NONE), it runs only where
 // st[pred_slot] == pred_value. A key (key0, key1, index) is better than
@@ -92,6 +106,8 @@ struct Job {
 @group(0) @binding(4) var<storage, read_write> e: array<T>;
 @group(0) @binding(5) var<storage, read_write> o: array<T>;
 @group(0) @binding(6) var<storage, read_write> st: array<T>;
+@group(0) @binding(7) var<storage, read_write> csr_row_ptr: array<u32>;
+@group(0) @binding(8) var<storage, read_write> csr_col_idx: array<u32>;
 
 const NONE: u32 = 0xffffffffu;
 // The largest finite f64; a LAR step with no positive solution is this
@@ -456,6 +472,57 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(local_invocation
             } else {
                 for (var k = 0u; k < job.w12; k++) {
                     s = s + a[xr + k] * a[xp + k];
+                }
+            }
+            o[job.o_off + r * job.o_rs] = kernel_value(job.w13, job.s0, job.s1, job.w14, s);
+            if (r == 0u && job.slot1 != NONE) {
+                st[job.slot1] = b[job.b_off + p * job.b_rs];
+            }
+        }
+        case 14u: {
+            let p = min(u32(max(st[job.slot0], T(0.0))), job.rows - 1u);
+            let r1 = csr_row_ptr[r + 1u];
+            let p1 = csr_row_ptr[p + 1u];
+            var i = csr_row_ptr[r];
+            var j = csr_row_ptr[p];
+            let passes = min((r1 - i) + (p1 - j), job.w15);
+            var dot = T(0.0);
+            var merged = T(0.0);
+            for (var t = 0u; t < passes; t++) {
+                var cr = NONE;
+                if (i < r1) {
+                    cr = csr_col_idx[i];
+                }
+                var cp = NONE;
+                if (j < p1) {
+                    cp = csr_col_idx[j];
+                }
+                if (cr == NONE && cp == NONE) {
+                    break;
+                }
+                var diff = T(0.0);
+                if (cr < cp) {
+                    diff = a[i];
+                    i = i + 1u;
+                } else if (cp < cr) {
+                    diff = -a[j];
+                    j = j + 1u;
+                } else {
+                    let u = a[i];
+                    let v = a[j];
+                    dot = dot + u * v;
+                    diff = u - v;
+                    i = i + 1u;
+                    j = j + 1u;
+                }
+                merged = merged + diff * diff;
+            }
+            var s = dot;
+            if (job.w13 == KIND_RBF || job.w13 == KIND_LAPLACIAN) {
+                let both = c[r] + c[p];
+                s = max(both - T(2.0) * dot, T(0.0));
+                if (s <= T(1e-4) * both) {
+                    s = merged;
                 }
             }
             o[job.o_off + r * job.o_rs] = kernel_value(job.w13, job.s0, job.s1, job.w14, s);

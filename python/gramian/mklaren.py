@@ -159,9 +159,10 @@ class Mklaren(_MultiKernelRegressor):
 
     Inputs may be scipy sparse matrices (CSR or CSC, converted to CSR), in
     ``fit`` and ``predict``: they are never densified. Each kernel column
-    comes from sparse inner products on the CPU, whatever ``device`` (a fit
-    with a sparse input runs on the host), and the model keeps only the
-    pivots' rows dense.
+    comes from sparse inner products: on the GPU in a fit on a GPU with
+    ``f64`` (the CSR arrays go up once), elsewhere on the CPU (and the
+    predictions of sparse rows on the CPU); the model keeps only the pivots'
+    rows dense.
 
     Parameters
     ----------

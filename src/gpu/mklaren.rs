@@ -4,13 +4,16 @@
 //! whose pivot is read from a small device state vector, the look-ahead candidate norms and scores (Eq. 14-16), the LAR step of
 //! Eq. 11 and the element-wise parts of the LAR update (Eq. 4-5, 8), and the
 //! narrow products a pivot step needs: the kernel column `k(X, x_i)` of the
-//! pivot `i` read from the state ([`MklarenJob::kernel_column`]) and a tall
+//! pivot `i` read from the state ([`MklarenJob::kernel_column`]; of a CSR
+//! `X`, [`MklarenJob::sparse_kernel_column`], one merge of each row's
+//! non-zeros with the pivot's) and a tall
 //! matrix times a short vector ([`MklarenJob::row_dot`], `F F(i,:)^T` and
 //! `H w`), one invocation per output row, each row of the tall operand read
 //! once. The fit that strings them together is `crate::mklaren::device`.
 //!
 //! Every operand is an `f64` device matrix held in one buffer (the fit
-//! checks that before it takes this path); offsets are element offsets from
+//! checks that before it takes this path), or a CSR matrix of `f64` values
+//! ([`GpuCsr`], each array one buffer); offsets are element offsets from
 //! the operand's first row. Nothing here reads back or allocates: the
 //! dispatches are recorded into a plan that the caller runs.
 
@@ -19,6 +22,7 @@ use bytemuck::Zeroable;
 use super::buffers::GpuMatrix;
 use super::plan::{Dispatch, PipelineKind};
 use super::problem::{KernelCode, Problem};
+use super::sparse::GpuCsr;
 use super::{GpuContext, LOOP_BUDGET};
 use crate::error::{Error, Result};
 use crate::precision::Precision;
@@ -46,6 +50,7 @@ pub(crate) enum MklarenMode {
     DotSum = 11,
     KernelColumn = 12,
     RowDot = 13,
+    SparseKernelColumn = 14,
 }
 
 /// One job of `mklaren_step.wgsl`: the words its header names, the two
@@ -62,6 +67,9 @@ pub(crate) struct MklarenJob<'a> {
     pub(crate) c: Option<&'a GpuMatrix>,
     pub(crate) e: Option<&'a GpuMatrix>,
     pub(crate) o: Option<(&'a GpuMatrix, usize, usize)>,
+    /// A CSR operand (mode 14): its values bound as `a`, its row pointers
+    /// and column indices beside the operands.
+    pub(crate) csr: Option<&'a GpuCsr>,
     pub(crate) slots: (u32, u32),
     pub(crate) predicate: Option<(u32, u32)>,
     pub(crate) words: (u32, u32),
@@ -77,7 +85,7 @@ pub(crate) struct MklarenJob<'a> {
 impl<'a> MklarenJob<'a> {
     /// A job of `mode` over `rows` with no operands, no predicate and zero words.
     pub(crate) fn new(mode: MklarenMode, rows: usize) -> Self {
-        MklarenJob { mode, rows, a: None, b: None, c: None, e: None, o: None, slots: (NO_SLOT, NO_SLOT), predicate: None, words: (0, 0), more_words: (0, 0), scalars: (0.0, 0.0), work: (rows as f64, 2 * rows as u64), evaluations: 0 }
+        MklarenJob { mode, rows, a: None, b: None, c: None, e: None, o: None, csr: None, slots: (NO_SLOT, NO_SLOT), predicate: None, words: (0, 0), more_words: (0, 0), scalars: (0.0, 0.0), work: (rows as f64, 2 * rows as u64), evaluations: 0 }
     }
 
     /// Mode 12 over `rows` rows: `o(r) = k(x_r, x_p)` with `x_r` the `dim`
@@ -94,6 +102,38 @@ impl<'a> MklarenJob<'a> {
         job.scalars = (code.gamma, code.coef0);
         let statistic = if code.is_distance() { 3 } else { 2 };
         job.work = ((statistic * rows * dim) as f64, (rows * dim + dim + rows) as u64);
+        job.evaluations = rows as u64;
+        job
+    }
+
+    /// Mode 14 over the rows of the CSR `x`: `o(r) = k(x_r, x_p)` with the
+    /// pivot `p = st[pivot]`, the statistic from one merge of the two rows'
+    /// sorted column indices (`<x_r, x_p>`, and for RBF and Laplacian
+    /// `||x_r||^2 + ||x_p||^2 - 2 <x_r, x_p>` from the squared row norms
+    /// `norms` (n x 1), clamped at 0, near duplicates from the merged
+    /// differences). The merge makes at most `nnz(x_r) + nnz(x_p) <= 2
+    /// longest` passes (`longest`: the non-zeros of `x`'s longest row). The
+    /// counted work: `rows` evaluations; the numbers moved are the three
+    /// arrays of `x` once (index words counted as half a number), the pivot's
+    /// row, the norms (distance kernels) and the output; the flops count the
+    /// pivot's row at the mean row length (the host does not know the
+    /// pivot): `2 nnz(x)` merged entries at 1 flop each (the inner product
+    /// over the shared columns) or 3 (the merged differences as well), and 6
+    /// a row for the statistic.
+    pub(crate) fn sparse_kernel_column(code: KernelCode, x: &'a GpuCsr, norms: &'a GpuMatrix, pivot: u32, o: (&'a GpuMatrix, usize, usize)) -> Self {
+        let rows = x.nrows();
+        let longest = x.longest_row();
+        let mut job = MklarenJob::new(MklarenMode::SparseKernelColumn, rows);
+        job.csr = Some(x);
+        job.c = Some(norms);
+        job.o = Some(o);
+        job.slots = (pivot, NO_SLOT);
+        job.words = (0, code.kind);
+        job.more_words = (code.degree, (2 * longest).min(u32::MAX as usize) as u32);
+        job.scalars = (code.gamma, code.coef0);
+        let (nnz, mean) = (x.nnz(), x.nnz().div_ceil(rows.max(1)));
+        let per_entry = if code.is_distance() { 3 } else { 1 };
+        job.work = ((per_entry * 2 * nnz + 6 * rows) as f64, (nnz + nnz.div_ceil(2) + (rows + 1).div_ceil(2) + mean + mean.div_ceil(2) + rows + if code.is_distance() { rows } else { 0 }) as u64);
         job.evaluations = rows as u64;
         job
     }
@@ -171,15 +211,33 @@ impl GpuContext {
                 }
             }
         };
-        let (a_off, a_rs, ab) = strided(job.a)?;
+        let (a_off, a_rs, ab) = match job.csr {
+            None => strided(job.a)?,
+            Some(x) => {
+                if x.context_id() != self.id {
+                    return Err(Error::DeviceMismatch);
+                }
+                if x.precision() != Precision::F64 {
+                    return Err(Error::Unsupported("mklaren's device steps on an f32 sparse matrix".into()));
+                }
+                (0, 0, x.arrays()[2].clone())
+            }
+        };
+        // The CSR arrays (row pointers, column indices), or the state in their place.
+        let [rp, ci] = match job.csr {
+            Some(x) => [x.arrays()[0].clone(), x.arrays()[1].clone()],
+            None => [st_buffer.clone(), st_buffer.clone()],
+        };
         let (b_off, b_rs, bb) = strided(job.b)?;
         let (o_off, o_rs, ob) = strided(job.o)?;
         let (cb, eb) = (plain(job.c)?, plain(job.e)?);
         // The one loop of modes 12 and 13 takes a pass per column (and a
-        // pass to leave each loop): within the budget of LOOP_BUDGET.
+        // pass to leave each loop), mode 14's merge at most w15 passes:
+        // within the budget of LOOP_BUDGET.
         let columns = match job.mode {
             MklarenMode::KernelColumn => job.words.0 as usize,
             MklarenMode::RowDot => job.words.0 as usize + job.more_words.0 as usize,
+            MklarenMode::SparseKernelColumn => job.more_words.1 as usize,
             _ => 0,
         };
         if columns + 2 > LOOP_BUDGET {
@@ -212,7 +270,7 @@ impl GpuContext {
         plan.push(Dispatch {
             problem,
             precision: Precision::F64,
-            buffers: vec![ab, bb, cb, eb, ob, st_buffer.clone()],
+            buffers: vec![ab, bb, cb, eb, ob, st_buffer.clone(), rp, ci],
             weights: None,
             grid: [grid[0] as u32, grid[1] as u32, 1],
             pipeline: PipelineKind::Mklaren,
@@ -354,6 +412,80 @@ mod tests {
             assert!(got.iter().step_by(2).all(|&v| v == 5.0), "H w wrote outside its column");
             let want: Vec<f64> = (0..n).map(|r| (0..cc).map(|j| f[r * cc + j] * w[j]).sum()).collect();
             close(&got.iter().skip(1).step_by(2).copied().collect::<Vec<_>>(), &want, 1e-12, &format!("H w, n = {n}"));
+        }
+    }
+
+    /// Mode 14 (the kernel column of a CSR X) against the CPU's sparse
+    /// statistic column with `k` applied (`crate::sparse`) on fresh random
+    /// rows of 5 % non-zeros with continuous values, for every kernel
+    /// (RBF, Laplacian, linear, polynomial, sigmoid), with an empty row, a
+    /// copy of the pivot's row (the near-duplicate branch: 0 exactly) and
+    /// an empty pivot; `d_p` copied to its slot, a predicate that does not
+    /// hold leaves the output as it was, one kernel-matrix dispatch of n
+    /// evaluations. Tolerance `1e-12 max(1, |ref|)`: the same inner products
+    /// in the same column order (an FMA may round once less), amplified at
+    /// most by the polynomial's degree 3 and `exp`'s relative error; a wrong
+    /// row, column, pivot or branch moves entries by O(1).
+    #[test]
+    fn sparse_kernel_column_matches_the_cpu() {
+        let Some(ctx) = super::super::test_context() else { return };
+        if !ctx.supports(Precision::F64) {
+            return;
+        }
+        let mut s = seed();
+        let f64p = Precision::F64;
+        let kernels = [Kernel::Rbf { gamma: 0.3 }, Kernel::Laplacian { gamma: 0.4 }, Kernel::Linear, Kernel::Polynomial { gamma: 0.5, coef0: 1.0, degree: 3 }, Kernel::Sigmoid { gamma: 0.2, coef0: 0.1 }];
+        for &(n, d) in &[(1usize, 1usize), (300, 40), (1000, 200)] {
+            let mut x = DMatrix::from_fn(n, d, |_, _| if uniform(&mut s).abs() < 0.05 { uniform(&mut s) } else { 0.0 });
+            let pivot = ((uniform(&mut s) + 1.0) * 0.5 * n as f64) as usize % n;
+            if n > 2 {
+                // Row 0 empty, row 1 a copy of the pivot's row.
+                x.row_mut(0).fill(0.0);
+                let p = x.row(pivot).into_owned();
+                x.row_mut(1).copy_from(&p);
+            }
+            for empty_pivot in [false, true] {
+                let mut x = x.clone();
+                if empty_pivot {
+                    x.row_mut(pivot).fill(0.0);
+                }
+                let csr = crate::sparse::CsrMatrix::from(&x);
+                let norms = crate::sparse::sparse_row_squared_norms(&csr);
+                let xd = ctx.upload_csr(&csr, f64p).unwrap();
+                let nd = ctx.upload(&norms, n, 1, f64p).unwrap();
+                let st = ctx.upload(&[0.0, 0.0, 0.0, pivot as f64, 0.0, 1.0, 0.0, 0.0], 8, 1, f64p).unwrap();
+                let dq: Vec<f64> = (0..4 * n).map(|_| uniform(&mut s)).collect();
+                let dqd = ctx.upload(&dq, n, 4, f64p).unwrap();
+                for kernel in kernels {
+                    let what = format!("{kernel:?}, n = {n}, d = {d}, pivot {pivot}, empty pivot {empty_pivot}");
+                    let out = ctx.upload(&vec![7.0; n], n, 1, f64p).unwrap();
+                    let mut idle = MklarenJob::sparse_kernel_column(KernelCode::of(&kernel), &xd, &nd, 3, (&out, 0, 1));
+                    idle.predicate = Some((5, 0));
+                    let mut plan = Vec::new();
+                    ctx.plan_mklaren(&idle, &st, &mut plan).unwrap();
+                    ctx.run_plan(plan).unwrap();
+                    assert!(ctx.download(&out).unwrap().iter().all(|&v| v == 7.0), "{what}: a predicated column ran");
+                    let mut job = MklarenJob::sparse_kernel_column(KernelCode::of(&kernel), &xd, &nd, 3, (&out, 0, 1));
+                    job.b = Some((&dqd, 0, 4));
+                    job.slots.1 = 6;
+                    job.predicate = Some((5, 1));
+                    let mut plan = Vec::new();
+                    ctx.plan_mklaren(&job, &st, &mut plan).unwrap();
+                    ctx.reset_device_counters();
+                    ctx.run_plan(plan).unwrap();
+                    let c = ctx.device_counters().class(ShapeKind::KernelMatrix, f64p);
+                    assert_eq!((c.dispatches, c.kernel_evaluations), (1, n as u64), "{what}: counters {c:?}");
+                    let mut want = vec![0.0; n];
+                    crate::sparse::statistic_column_sparse(&kernel, &csr, &norms, pivot, &mut want).unwrap();
+                    crate::kernel::apply_to_statistics(&kernel, &mut want);
+                    let got = ctx.download(&out).unwrap();
+                    close(&got, &want, 1e-12, &what);
+                    if n > 2 && !empty_pivot && kernel.is_distance_based() {
+                        assert_eq!(got[1], 1.0, "{what}: the pivot's copy");
+                    }
+                    assert_eq!(ctx.download(&st).unwrap()[6], dq[4 * pivot], "{what}: d_p");
+                }
+            }
         }
     }
 

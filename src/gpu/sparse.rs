@@ -111,6 +111,22 @@ impl GpuCsr {
     pub fn bytes(&self) -> u64 {
         csr_bytes(self.rows, self.nnz, self.precision)
     }
+
+    /// Non-zeros of the longest row.
+    pub fn longest_row(&self) -> usize {
+        self.row_offsets.windows(2).map(|w| (w[1] - w[0]) as usize).max().unwrap_or(0)
+    }
+
+    /// The three arrays (row pointers, column indices, values), for the
+    /// shaders that bind them beside their own operands.
+    pub(crate) fn arrays(&self) -> [&wgpu::Buffer; 3] {
+        [&self.row_ptr, &self.col_idx, &self.values]
+    }
+
+    /// The id of the context that holds it.
+    pub(crate) fn context_id(&self) -> u64 {
+        self.context
+    }
 }
 
 fn csr_bytes(rows: usize, nnz: usize, precision: Precision) -> u64 {

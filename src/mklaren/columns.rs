@@ -15,8 +15,9 @@ use crate::{Error, Device, Kernel};
 
 /// The samples the kernel columns are computed on: a dense matrix or sparse
 /// rows (CSR), one sample per row. Sparse rows are never densified: their
-/// statistic columns come from [`crate::sparse`] on the CPU, on every
-/// device (a GPU fit on sparse rows takes the host path).
+/// statistic columns here come from [`crate::sparse`] on the CPU, on every
+/// device (mklaren's device fit, `super::device`, computes its own on the
+/// GPU).
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Rows<'a> {
     /// Dense rows.
@@ -77,7 +78,7 @@ impl<'a> Rows<'a> {
     }
 
     /// `||x_k||^2` for every row.
-    fn squared_norms(&self) -> Vec<f64> {
+    pub(super) fn squared_norms(&self) -> Vec<f64> {
         match self {
             Rows::Dense(x) => row_squared_norms(x),
             Rows::Sparse(x) => sparse::sparse_row_squared_norms(x),

@@ -3,8 +3,11 @@
 //!
 //! # What lives where
 //!
-//! Each distinct input X goes up once, as stored (column-major), and is laid
-//! out as rows on the device ([`upload_rows`]). Per kernel q (C = delta + 1 + K columns): `F_q = [B_q | 1 | G_q]` (n x C;
+//! Each distinct input X goes up once: a dense one as stored (column-major),
+//! laid out as rows on the device ([`upload_rows`]); a sparse one (CSR) as
+//! its three arrays ([`GpuContext::upload_csr`], `12 nnz + 4 (n + 1)`
+//! bytes, never the n x d dense copy) with its squared row norms `||x_k||^2`
+//! (n numbers, computed once on the host as the host fit does). Per kernel q (C = delta + 1 + K columns): `F_q = [B_q | 1 | G_q]` (n x C;
 //! the look-ahead block of Eq. 12-13, a column of ones, the exact Cholesky
 //! columns), `D_q` (n x 4: the exact residual diagonal `d`, the look-ahead's
 //! copy of it, the candidate norms), `F_q^T F_q` and `F_q^T [r u]`. Shared:
@@ -27,7 +30,12 @@
 //!    flag in `st`), the kernel column `K(:, i)` and `p = F F(i,:)^T` (over
 //!    the columns of F already computed), each one narrow dispatch that
 //!    reads i from `st` and row i of X or F where it lies (one invocation
-//!    per row of X or F, each row read once), and the Cholesky column
+//!    per row of X or F, each row read once; on sparse rows each
+//!    invocation merges its row's sorted column indices with the pivot's,
+//!    at most `nnz_k + nnz_i <= 2 MAX_DEVICE_ROW_NNZ` passes, into
+//!    `<x_k, x_i>` and, for RBF and Laplacian, `||x_k||^2 + ||x_i||^2 - 2
+//!    <x_k, x_i>` clamped at 0, near duplicates from the merged differences:
+//!    the statistic of the CPU's sparse columns, [`crate::sparse`]), and the Cholesky column
 //!    (Eq. 2-3) reading i and `d_i` from `st` (a column of zeros where `d_i`
 //!    is at the tolerance, as the host's look-ahead stops there). Then `F^T F` (so
 //!    `B^T B`, `B^T 1` and n; like every sum over the rows, partial sums
@@ -63,7 +71,11 @@
 //! The last step (t = 1) on the device; Eq. 18 by CholQR2 of the resident
 //! `H` ([`least_squares`]: `K (K + 1)` numbers down) and the kernel weights
 //! `||H_q beta_q||` (p numbers down); then `mu` (n numbers, the training
-//! predictions) and the rows of `G` at the pivots. `H` never crosses.
+//! predictions) and the rows of `G` at the pivots. `H` never crosses. The
+//! transforms keep the pivots' rows dense, taken from the host's input (a
+//! sparse one's pivot rows densified, K x d numbers); predictions of new
+//! sparse rows run on the CPU ([`FactorTransform`]), those of dense rows on
+//! the model's device.
 //!
 //! The path takes the same kernels and pivots as the host fit: the scores
 //! are the same sums in another order (about 1e-16 relative), so only
@@ -71,11 +83,12 @@
 
 use nalgebra::{DMatrix, DVector};
 
+use super::columns::Rows;
 use super::fitted::{Assembled, Mklaren, SelectedColumn};
 use super::icd::FactorTransform;
 use crate::error::Error;
 use crate::gpu::mklaren::{MklarenJob, MklarenMode as Mode, NO_SLOT};
-use crate::gpu::{GpuContext, GpuMatrix, KernelCode, Operand, ProductFlags};
+use crate::gpu::{GpuContext, GpuCsr, GpuMatrix, KernelCode, Operand, ProductFlags};
 use crate::linalg::MatrixProduct;
 use crate::precision::Precision;
 use crate::{Device, Kernel};
@@ -113,11 +126,20 @@ fn slot(s: usize) -> u32 {
     s as u32
 }
 
+/// An input on the device, as the kernel columns read it.
+#[derive(Clone)]
+enum DeviceRows {
+    /// Dense rows (n x d, row-major: [`upload_rows`]).
+    Dense(GpuMatrix),
+    /// CSR rows with their squared norms (n x 1).
+    Sparse(GpuCsr, GpuMatrix),
+}
+
 /// One kernel's device state.
 struct KernelBuffers<'x> {
     kernel: Kernel,
-    x: &'x DMatrix<f64>,
-    xd: GpuMatrix,
+    x: Rows<'x>,
+    xd: DeviceRows,
     f: GpuMatrix,
     dq: GpuMatrix,
     ftf: GpuMatrix,
@@ -204,10 +226,16 @@ fn plan_dots(ctx: &GpuContext, sh: &Shared, a: (&GpuMatrix, usize, usize, usize)
     ctx.plan_mklaren(&sum, &sh.st, plan)
 }
 
-/// The most features (columns of X) the device path takes: a kernel
-/// column's invocation loops over them within the shader loop budget;
-/// wider inputs take the host path.
+/// The most features (columns of X) the device path takes for a dense
+/// input: a kernel column's invocation loops over them within the shader
+/// loop budget; wider inputs take the host path.
 pub(crate) const MAX_DEVICE_FEATURES: usize = crate::gpu::LOOP_BUDGET - 2;
+
+/// The most non-zeros a row of a sparse input may hold on the device path:
+/// a kernel column's invocation merges its row with the pivot's, at most
+/// `2 MAX_DEVICE_ROW_NNZ` passes and one to leave the loop, within the
+/// shader loop budget; inputs with a longer row take the host path.
+pub(crate) const MAX_DEVICE_ROW_NNZ: usize = (crate::gpu::LOOP_BUDGET - 2) / 2;
 
 /// What the device fit takes of [`super::MklarenParams`] (checked there).
 pub(super) struct Settings<'a> {
@@ -226,13 +254,15 @@ pub(super) struct Settings<'a> {
 /// Fits on the GPU of `device` where it takes this path (a GPU with `f64`
 /// working precision, every buffer within one binding, at most
 /// [`MAX_DEVICE_LOOKAHEAD`] look-ahead columns, [`MAX_DEVICE_COLUMNS`]
-/// columns of `F` and [`MAX_DEVICE_FEATURES`] features); `None` elsewhere (the host path fits).
-/// The inputs `xs` are finite, checked by the caller.
+/// columns of `F`, dense inputs of at most [`MAX_DEVICE_FEATURES`] features
+/// and sparse ones of at most [`MAX_DEVICE_ROW_NNZ`] non-zeros a row, each
+/// within the sizes [`GpuContext::upload_csr`] takes); `None` elsewhere
+/// (the host path fits). The inputs `xs` are finite, checked by the caller.
 ///
 /// Errors: [`Error::RankDeficient`] when no candidate is left or a chosen
 /// column is constant; [`Error::NonFinite`] when a device step meets NaN or
 /// an infinity; those of the device.
-pub(super) fn fit(params: &Settings<'_>, device: &Device, xs: &[&DMatrix<f64>], yc: &DVector<f64>, target_mean: f64) -> Result<Option<Mklaren>, Error> {
+pub(super) fn fit(params: &Settings<'_>, device: &Device, xs: &[Rows<'_>], yc: &DVector<f64>, target_mean: f64) -> Result<Option<Mklaren>, Error> {
     let Device::Gpu(ctx) = device else { return Ok(None) };
     if device.working_precision(params.precision)? != Precision::F64 {
         return Ok(None);
@@ -240,7 +270,7 @@ pub(super) fn fit(params: &Settings<'_>, device: &Device, xs: &[&DMatrix<f64>], 
     let n = xs[0].nrows();
     let rank = params.rank;
     let delta = params.lookahead.min(n);
-    if delta > MAX_DEVICE_LOOKAHEAD || delta + 1 + rank > MAX_DEVICE_COLUMNS || xs.iter().any(|x| x.ncols() > MAX_DEVICE_FEATURES) || n.div_ceil(crate::gpu::mklaren::MKLAREN_WORKGROUP) > ctx.max_workgroups as usize || n >= (1 << 31) / 8 {
+    if delta > MAX_DEVICE_LOOKAHEAD || delta + 1 + rank > MAX_DEVICE_COLUMNS || xs.iter().any(too_wide) || n.div_ceil(crate::gpu::mklaren::MKLAREN_WORKGROUP) > ctx.max_workgroups as usize || n >= (1 << 31) / 8 {
         return Ok(None);
     }
     let Some(mut kernels) = prepare(ctx, params, xs, delta)? else { return Ok(None) };
@@ -248,47 +278,61 @@ pub(super) fn fit(params: &Settings<'_>, device: &Device, xs: &[&DMatrix<f64>], 
     run(ctx, device, params, &mut kernels, &sh, n, delta, target_mean).map(Some)
 }
 
-/// Each kernel's buffers (each distinct input uploaded once), or `None`
-/// where a buffer would span several bindings.
-fn prepare<'x>(ctx: &GpuContext, params: &Settings<'_>, xs: &[&'x DMatrix<f64>], delta: usize) -> Result<Option<Vec<KernelBuffers<'x>>>, Error> {
+/// Whether the kernel columns of `x` would loop beyond the shader loop
+/// budget (more than [`MAX_DEVICE_FEATURES`] features dense, more than
+/// [`MAX_DEVICE_ROW_NNZ`] non-zeros in a sparse row).
+fn too_wide(x: &Rows<'_>) -> bool {
+    match x {
+        Rows::Dense(x) => x.ncols() > MAX_DEVICE_FEATURES,
+        Rows::Sparse(x) => x.row_offsets().windows(2).any(|w| w[1] - w[0] > MAX_DEVICE_ROW_NNZ),
+    }
+}
+
+/// Each kernel's buffers (each distinct input uploaded once, its squared
+/// row norms computed once), or `None` where a buffer would span several
+/// bindings.
+fn prepare<'x>(ctx: &GpuContext, params: &Settings<'_>, xs: &[Rows<'x>], delta: usize) -> Result<Option<Vec<KernelBuffers<'x>>>, Error> {
     let n = xs[0].nrows();
     let cc = delta + 1 + params.rank;
     let f64p = Precision::F64;
-    let mut uploaded: Vec<(*const DMatrix<f64>, GpuMatrix)> = Vec::new();
-    let mut norms: Vec<(*const DMatrix<f64>, Vec<f64>)> = Vec::new();
+    let mut uploaded: Vec<(Rows<'x>, DeviceRows)> = Vec::new();
+    let mut norms: Vec<(Rows<'x>, Vec<f64>)> = Vec::new();
     let mut out = Vec::with_capacity(xs.len());
     for (q, x) in xs.iter().enumerate() {
         let kernel = params.kernels[q];
-        let key = *x as *const DMatrix<f64>;
-        let xd = match uploaded.iter().find(|(k, _)| *k == key) {
+        // ||x_k||^2 once per distinct input where it is needed: for the
+        // diagonal of the kernels that are not distance-based, and on the
+        // device for the kernel columns of sparse rows.
+        let sparse = matches!(x, Rows::Sparse(_));
+        let sq = if sparse || !kernel.is_distance_based() {
+            match norms.iter().find(|(k, _)| k.same(x)) {
+                Some((_, v)) => v.clone(),
+                None => {
+                    let v = x.squared_norms();
+                    norms.push((*x, v.clone()));
+                    v
+                }
+            }
+        } else {
+            Vec::new()
+        };
+        let xd = match uploaded.iter().find(|(k, _)| k.same(x)) {
             Some((_, m)) => m.clone(),
-            None => match upload_rows(ctx, x)? {
+            None => match upload_input(ctx, x, &sq)? {
                 Some(m) => {
-                    uploaded.push((key, m.clone()));
+                    uploaded.push((*x, m.clone()));
                     m
                 }
                 None => return Ok(None),
             },
         };
         // diag(K): 1 for a distance-based kernel (filled on the device),
-        // else from the rows' squared norms (once per distinct input).
-        let diagonal = if kernel.is_distance_based() {
-            None
-        } else {
-            let sq = match norms.iter().find(|(k, _)| *k == key) {
-                Some((_, v)) => v.clone(),
-                None => {
-                    let v = crate::kernel::row_squared_norms(x);
-                    norms.push((key, v.clone()));
-                    v
-                }
-            };
-            Some(kernel.diagonal_from_sq_norms(&sq)?)
-        };
+        // else from the rows' squared norms.
+        let diagonal = if kernel.is_distance_based() { None } else { Some(kernel.diagonal_from_sq_norms(&sq)?) };
         let top = diagonal.as_ref().map_or(1.0, |d| d.iter().fold(0.0f64, |a, &b| a.max(b)));
         let kb = KernelBuffers {
             kernel,
-            x,
+            x: *x,
             f: ctx.zeros(n, cc, f64p)?,
             dq: ctx.zeros(n, 4, f64p)?,
             ftf: ctx.zeros(cc, cc, f64p)?,
@@ -298,7 +342,10 @@ fn prepare<'x>(ctx: &GpuContext, params: &Settings<'_>, xs: &[&'x DMatrix<f64>],
             pivots: Vec::new(),
             xd,
         };
-        if ![&kb.xd, &kb.f, &kb.dq, &kb.ftf, &kb.ftru].iter().all(|m| ctx.mklaren_operand(m)) {
+        let rows = match &kb.xd {
+            DeviceRows::Dense(m) | DeviceRows::Sparse(_, m) => m,
+        };
+        if ![rows, &kb.f, &kb.dq, &kb.ftf, &kb.ftru].iter().all(|m| ctx.mklaren_operand(m)) {
             return Ok(None);
         }
         // d = diag(K) into column 0 of D, ones into column delta of F.
@@ -327,6 +374,26 @@ fn prepare<'x>(ctx: &GpuContext, params: &Settings<'_>, xs: &[&'x DMatrix<f64>],
         out.push(kb);
     }
     Ok(Some(out))
+}
+
+/// An input on the device as the kernel columns read it: dense rows by
+/// [`upload_rows`]; sparse rows as their CSR arrays
+/// ([`GpuContext::upload_csr`], never the n x d dense copy) and their
+/// squared norms `sq` (n numbers, unread for dense rows); `None` where a buffer would span several
+/// bindings or the CSR arrays exceed the sizes the device takes.
+fn upload_input(ctx: &GpuContext, x: &Rows<'_>, sq: &[f64]) -> Result<Option<DeviceRows>, Error> {
+    match x {
+        Rows::Dense(x) => Ok(upload_rows(ctx, x)?.map(DeviceRows::Dense)),
+        Rows::Sparse(x) => {
+            let csr = match ctx.upload_csr(x, Precision::F64) {
+                Ok(csr) => csr,
+                Err(Error::TooLargeForGpu { .. }) => return Ok(None),
+                Err(e) => return Err(e),
+            };
+            let norms = ctx.upload(sq, sq.len(), 1, Precision::F64)?;
+            Ok(Some(DeviceRows::Sparse(csr, norms)))
+        }
+    }
 }
 
 /// X (n x d) on the device as the rows the kernel columns read: sent as
@@ -460,8 +527,14 @@ fn plan_refresh(ctx: &GpuContext, sh: &Shared, kb: &KernelBuffers<'_>, base: usi
 /// and `d_i` goes to its slot of `st`.
 fn plan_pivot_column(ctx: &GpuContext, sh: &Shared, kb: &KernelBuffers<'_>, pivot: u32, predicate: Option<(u32, u32)>, (t, j): (usize, usize), plan: &mut Vec<crate::gpu::Dispatch>) -> Result<(), Error> {
     let (n, cc) = (kb.f.nrows(), kb.f.ncols());
-    let dim = kb.xd.ncols();
-    let mut column = MklarenJob::kernel_column(KernelCode::of(&kb.kernel), (&kb.xd, 0, dim), dim, pivot, (&sh.kcol, 0, 1), n);
+    let code = KernelCode::of(&kb.kernel);
+    let mut column = match &kb.xd {
+        DeviceRows::Dense(xd) => {
+            let dim = xd.ncols();
+            MklarenJob::kernel_column(code, (xd, 0, dim), dim, pivot, (&sh.kcol, 0, 1), n)
+        }
+        DeviceRows::Sparse(csr, norms) => MklarenJob::sparse_kernel_column(code, csr, norms, pivot, (&sh.kcol, 0, 1)),
+    };
     column.predicate = predicate;
     if predicate.is_some() {
         column.b = Some((&kb.dq, 0, 4));
@@ -659,7 +732,7 @@ fn run(ctx: &GpuContext, device: &Device, params: &Settings<'_>, kernels: &mut [
             let rows = DMatrix::from_row_slice(j, kb.f.ncols(), &ctx.download(&ctx.gather_rows(&kb.f, &kb.pivots)?)?);
             rows.columns(kb.delta + 1, j).into_owned()
         };
-        transforms.push(FactorTransform::from_pivots(kb.kernel, kb.x.select_rows(&kb.pivots), &g_at_pivots));
+        transforms.push(FactorTransform::from_pivots(kb.kernel, kb.x.select_dense(&kb.pivots)?, &g_at_pivots));
     }
     let parts = Assembled { transforms, selected, coefficients, kernel_weights, fit, path };
     Mklaren::from_parts(device, params.kernels, parts, target_mean, scale)

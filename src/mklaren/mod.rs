@@ -30,8 +30,11 @@
 //! come from the rows' squared norms, and each kernel column `K(:, i)` (the
 //! exact Cholesky steps and the look-ahead ICD) is `k` applied to the
 //! statistic column `||x_k - x_i||^2` or `<x_k, x_i>` of sparse inner
-//! products ([`crate::sparse`]), O(nnz(X)) per column, on the CPU on every
-//! device (a GPU fit with a sparse input takes the host path). A fitted
+//! products, O(nnz(X)) per column: in a GPU fit in `f64` on the device (one
+//! merge of each row's sorted column indices with the pivot's, the rows'
+//! squared norms uploaded once with the CSR arrays), elsewhere on the CPU
+//! ([`crate::sparse`]; also a GPU fit whose input has a row beyond the
+//! device's loop budget). Predictions of sparse rows run on the CPU. A fitted
 //! transform keeps the pivots' rows dense (K x d numbers), and new sparse
 //! rows meet them through the sparse kernel matrix
 //! ([`crate::nystrom::features_sparse`]). A sparse input and its dense copy

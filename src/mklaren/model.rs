@@ -133,7 +133,11 @@ impl MklarenParams {
     /// come down once at the end. The sums are the host fit's terms in
     /// another order (about 1e-16 relative), so the kernels and pivots are
     /// the host fit's unless two candidates tie to within that. Memory on the device
-    /// is O(n (d + K + p (delta + K))).
+    /// is O(n (d + K + p (delta + K))), with `nnz(X)` in place of `n d` for a
+    /// sparse input. Sparse inputs (at most 16383 non-zeros a row) take this
+    /// path too: X goes up once as its CSR arrays with its squared row norms,
+    /// and a kernel column is one dispatch that merges each row's non-zeros
+    /// with the pivot's.
     ///
     /// Elsewhere kernel columns are computed on `device` (one column at a
     /// time; never a full kernel matrix; on a GPU in `f32` the last
@@ -156,11 +160,12 @@ impl MklarenParams {
     /// on a worker of rayon's pool, so a pass of a single chunk runs inline.
     ///
     /// Sparse inputs (CSR, [`AsMatrix::as_csr`]) are never densified: their
-    /// kernel columns and diagonals come from sparse inner products on the
-    /// CPU on every device, and a fit with any sparse input runs every step
-    /// on the host (as on [`Device::Cpu`], whatever the device and the
-    /// precision setting; the model keeps `device` for its predictions of
-    /// dense rows). See the [module](super) for the cost.
+    /// kernel columns and diagonals come from sparse inner products, on the
+    /// device in the device fit above, and on the CPU wherever the host path
+    /// fits (a CPU, a GPU in `f32`, or a row beyond the device's loop
+    /// budget: every step then runs on the host, as on [`Device::Cpu`]; the
+    /// model keeps `device` for its predictions of dense rows). See the
+    /// [module](super) for the cost.
     ///
     /// Errors: invalid parameters, rank above n, inputs that disagree on n,
     /// NaN/Inf inputs or target, constant target, and
@@ -192,14 +197,14 @@ impl MklarenParams {
         let rank = self.rank;
         let scale = 1.0 / (1.0 + self.lambda).sqrt();
         let aug = n + rank;
-        // Dense inputs only (a sparse input runs every step on the host).
-        let dense: Option<Vec<&DMatrix<f64>>> = xs.iter().map(Rows::dense).collect();
-        // On a GPU with `f64`: every O(n) part of a step on the device.
-        if let Some(dense) = &dense {
-            if let Some(model) = super::device::fit(&super::device::Settings { kernels: &self.kernels, rank: self.rank, lookahead: self.lookahead, lambda: self.lambda, precision: self.precision }, device, dense, &yc, target_mean)? {
-                return Ok(model);
-            }
+        // On a GPU with `f64`: every O(n) part of a step on the device,
+        // dense and sparse inputs alike.
+        if let Some(model) = super::device::fit(&super::device::Settings { kernels: &self.kernels, rank: self.rank, lookahead: self.lookahead, lambda: self.lambda, precision: self.precision }, device, &xs, &yc, target_mean)? {
+            return Ok(model);
         }
+        // The host path. Dense inputs only go up to a GPU (the kernel
+        // columns of sparse ones are computed on the CPU).
+        let dense: Option<Vec<&DMatrix<f64>>> = xs.iter().map(Rows::dense).collect();
 
         // On a GPU each distinct input goes up once for the whole fit; the
         // columns of sparse inputs are computed on the CPU (as on

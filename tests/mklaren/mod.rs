@@ -2,3 +2,4 @@
 
 mod model;
 mod sparse;
+mod sparse_device;

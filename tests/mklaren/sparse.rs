@@ -1,9 +1,10 @@
 //! mklaren and incomplete Cholesky on sparse (CSR) inputs against the same
 //! fits on their dense copies: every kernel (RBF, Laplacian, linear,
 //! polynomial), one shared input and one input per kernel, predictions and
-//! factors of sparse and dense test rows, on the CPU and on a GPU (where a
-//! sparse input takes the host path: `GRAMIAN_REQUIRE_GPU=1` makes a
-//! missing adapter a failure); and the typed errors of bad sparse inputs.
+//! factors of sparse and dense test rows, on the CPU and on a GPU (with
+//! `f64` both mklaren fits run on the device: `GRAMIAN_REQUIRE_GPU=1` makes
+//! a missing adapter a failure); and the typed errors of bad sparse inputs.
+//! The device fit of sparse rows against the CPU fit: `sparse_device.rs`.
 //!
 //! Data: fresh seeds, each entry non-zero with probability 5 %, the
 //! non-zeros uniform on the grid `k / 16`, `k = +-1 .. +-16`. On that grid
@@ -124,12 +125,15 @@ fn sparse_mklaren_fits_as_its_dense_copy_on_the_cpu() {
 }
 
 #[test]
-fn sparse_mklaren_on_a_gpu_takes_the_host_path() {
+fn sparse_mklaren_on_a_gpu_fits_as_its_dense_copy_on_the_gpu() {
     let Some(gpu) = common::gpu_device(GpuOptions::default()) else { return };
-    // The host path: the CPU's dense fit is the reference (the device's own
-    // dense fit sums its LAR steps in another order, so it may break the
-    // linear kernel's exact ties otherwise).
-    sparse_mklaren_equals_dense(&gpu, &Device::cpu());
+    // The reference is the dense fit on the same device: with `f64` both
+    // run on the device, whose kernel columns of the sparse rows (a merge
+    // of the non-zeros) and of the dense ones (sums over all d features)
+    // are exact on the grid, and the same steps follow; without `f64` both
+    // take the host path. (The CPU's fit sums the LAR steps in another
+    // order, which may break the linear kernel's exact ties.)
+    sparse_mklaren_equals_dense(&gpu, &gpu);
 }
 
 /// ICD on sparse rows equals ICD on their dense copy: the same pivots,
