@@ -25,6 +25,10 @@
 //! tuner is off (default variants: the counters' flops and bytes do not
 //! depend on the variant, and no tuning time enters the host time). The GPU is any adapter, software
 //! ones included (`Device::gpu`); without one only CPU rows are printed.
+//! On a software adapter with few cores, hold its device work to one core
+//! (`LP_NUM_THREADS=1` for lavapipe) when the host time matters: its
+//! threads otherwise take the fit thread's core while it records the next
+//! work, and that time counts as host time.
 //!
 //! `--extrapolate 100000,1000000` (with `--predict`) adds, per method, a
 //! predicted row at each of those n from the method's GPU rows, for sizes

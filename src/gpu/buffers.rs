@@ -44,6 +44,26 @@ fn slot_usage(slot: usize) -> wgpu::BufferUsages {
     }
 }
 
+/// Device matrices released, their bytes and the host time it took,
+/// counted by the storage as it drops.
+#[derive(Default)]
+pub(crate) struct Releases {
+    pub(super) count: AtomicU64,
+    pub(super) bytes: AtomicU64,
+    pub(super) nanos: AtomicU64,
+}
+
+impl Releases {
+    /// Drops `blocks` (the buffers of a matrix of `bytes`), timed.
+    pub(crate) fn release(&self, blocks: Vec<wgpu::Buffer>, bytes: u64) {
+        let start = std::time::Instant::now();
+        drop(blocks);
+        self.nanos.fetch_add(start.elapsed().as_nanos().min(u64::MAX as u128) as u64, Ordering::Relaxed);
+        self.count.fetch_add(1, Ordering::Relaxed);
+        self.bytes.fetch_add(bytes, Ordering::Relaxed);
+    }
+}
+
 pub(super) struct Storage {
     /// Row blocks: block `b` holds rows `b * block_rows ..`.
     pub(super) blocks: Vec<wgpu::Buffer>,
@@ -56,7 +76,7 @@ pub(super) struct Storage {
     pub(super) bytes: u64,
     pub(super) ledger: Arc<AtomicU64>,
     /// Where the release of the buffers is counted.
-    pub(super) released: Arc<super::counters::Releases>,
+    pub(super) released: Arc<Releases>,
 }
 
 impl Drop for Storage {

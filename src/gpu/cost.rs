@@ -26,7 +26,7 @@
 //! their arithmetic intensities are alike). The predicted time is
 //!
 //! ```text
-//! T = sum_c T_c + W lambda + (U + D + S) / L + H
+//! T = sum_c T_c + W lambda + (U + D + S) / L + H + X rho + Y sigma
 //! ```
 //!
 //! with `W` the blocking waits and `lambda` the latency of one, `U`, `D`
@@ -35,9 +35,9 @@
 //! of the run less the time blocked in waits, the first-use time and the
 //! time spent releasing device matrices, divided by a host-speed factor
 //! (how many times faster the card's host is than the one that measured).
-//! Releases are priced apart, `X rho + Y / beta` for `X` matrices of `Y`
-//! bytes, with the card's latency `rho` per release and its release
-//! bandwidth `beta` (a software adapter's device memory is host memory,
+//! Releases are priced apart, `X rho + Y sigma` for `X` matrices of `Y`
+//! bytes, with the card's latency `rho` per release and its time `sigma`
+//! per released byte (a software adapter's device memory is host memory,
 //! unmapped page by page as a matrix is released; a card's is not, and
 //! its presets have no per-byte cost). The model overlaps nothing: host,
 //! transfers and device work add up.

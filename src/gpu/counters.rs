@@ -491,28 +491,8 @@ pub(crate) struct Counters {
     compilations: AtomicU64,
     compile_nanos: AtomicU64,
     /// Releases of device matrices, shared with their storage.
-    pub(crate) released: Arc<Releases>,
+    pub(crate) released: Arc<super::buffers::Releases>,
     classes: [ClassAtomics; CLASSES],
-}
-
-/// Device matrices released, their bytes and the host time it took,
-/// counted by the storage as it drops.
-#[derive(Default)]
-pub(crate) struct Releases {
-    count: AtomicU64,
-    bytes: AtomicU64,
-    nanos: AtomicU64,
-}
-
-impl Releases {
-    /// Drops `blocks` (the buffers of a matrix of `bytes`), timed.
-    pub(crate) fn release(&self, blocks: Vec<wgpu::Buffer>, bytes: u64) {
-        let start = Instant::now();
-        drop(blocks);
-        self.nanos.fetch_add(start.elapsed().as_nanos().min(u64::MAX as u128) as u64, Ordering::Relaxed);
-        self.count.fetch_add(1, Ordering::Relaxed);
-        self.bytes.fetch_add(bytes, Ordering::Relaxed);
-    }
 }
 
 impl Counters {
