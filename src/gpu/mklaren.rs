@@ -318,6 +318,11 @@ mod tests {
 
     use crate::test_support::seed;
 
+    /// The test context where it computes in `f64`.
+    fn f64_context() -> Option<GpuContext> {
+        super::super::test_context().filter(|ctx| ctx.supports(Precision::F64))
+    }
+
     /// A tiny deterministic generator: uniform in [-1, 1).
     fn uniform(seed: &mut u64) -> f64 {
         *seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
@@ -345,10 +350,7 @@ mod tests {
     /// row, column, mask or pivot moves entries by O(1).
     #[test]
     fn narrow_kernel_column_and_row_products_match_the_cpu() {
-        let Some(ctx) = super::super::test_context() else { return };
-        if !ctx.supports(Precision::F64) {
-            return;
-        }
+        let Some(ctx) = f64_context() else { return };
         let mut s = seed();
         let f64p = Precision::F64;
         let kernels = [Kernel::Rbf { gamma: 0.9 }, Kernel::Laplacian { gamma: 0.7 }, Kernel::Linear, Kernel::Polynomial { gamma: 0.5, coef0: 1.0, degree: 3 }];
@@ -428,10 +430,7 @@ mod tests {
     /// row, column, pivot or branch moves entries by O(1).
     #[test]
     fn sparse_kernel_column_matches_the_cpu() {
-        let Some(ctx) = super::super::test_context() else { return };
-        if !ctx.supports(Precision::F64) {
-            return;
-        }
+        let Some(ctx) = f64_context() else { return };
         let mut s = seed();
         let f64p = Precision::F64;
         let kernels = [Kernel::Rbf { gamma: 0.3 }, Kernel::Laplacian { gamma: 0.4 }, Kernel::Linear, Kernel::Polynomial { gamma: 0.5, coef0: 1.0, degree: 3 }, Kernel::Sigmoid { gamma: 0.2, coef0: 0.1 }];
@@ -493,10 +492,7 @@ mod tests {
     /// when planned (a typed error), never run short.
     #[test]
     fn a_kernel_column_beyond_the_loop_budget_is_refused() {
-        let Some(ctx) = super::super::test_context() else { return };
-        if !ctx.supports(Precision::F64) {
-            return;
-        }
+        let Some(ctx) = f64_context() else { return };
         let f64p = Precision::F64;
         let (x, out, st) = (ctx.zeros(1, LOOP_BUDGET, f64p).unwrap(), ctx.zeros(1, 1, f64p).unwrap(), ctx.zeros(4, 1, f64p).unwrap());
         let job = MklarenJob::kernel_column(KernelCode::of(&Kernel::Linear), (&x, 0, LOOP_BUDGET), LOOP_BUDGET, 0, (&out, 0, 1), 1);
