@@ -79,6 +79,8 @@ pub struct GpuCsr {
     /// The row pointers, also kept on the host (the counters read the
     /// non-zeros of each dispatch's rows).
     row_offsets: Arc<[u32]>,
+    /// Non-zeros of the longest row.
+    longest: usize,
     context: u64,
     _charge: Arc<Charge>,
 }
@@ -114,7 +116,7 @@ impl GpuCsr {
 
     /// Non-zeros of the longest row.
     pub fn longest_row(&self) -> usize {
-        self.row_offsets.windows(2).map(|w| (w[1] - w[0]) as usize).max().unwrap_or(0)
+        self.longest
     }
 
     /// The three arrays (row pointers, column indices, values), for the
@@ -157,7 +159,8 @@ impl GpuContext {
             return Err(too_large("row pointers of a sparse matrix (u32: a count, not bytes)", nnz.max(rows) as u64, u32_limit));
         }
         let offsets = x.row_offsets();
-        if let Some(longest) = offsets.windows(2).map(|w| w[1] - w[0]).max().filter(|&l| l > SPARSE_MAX_ROW_NNZ) {
+        let longest = offsets.windows(2).map(|w| w[1] - w[0]).max().unwrap_or(0);
+        if longest > SPARSE_MAX_ROW_NNZ {
             let e = precision.bytes() as u64;
             return Err(too_large("non-zeros of one row of a sparse matrix (the loop budget of one shader invocation)", longest as u64 * e, SPARSE_MAX_ROW_NNZ as u64 * e));
         }
@@ -199,7 +202,7 @@ impl GpuContext {
             Ok(buffers)
         })?;
         self.counters.count_allocation(total, 3);
-        Ok(GpuCsr { row_ptr: row_ptr_buf, col_idx: col_idx_buf, values: values_buf, rows, cols, nnz, precision, row_offsets: row_ptr.into(), context: self.id, _charge: charge })
+        Ok(GpuCsr { row_ptr: row_ptr_buf, col_idx: col_idx_buf, values: values_buf, rows, cols, nnz, precision, row_offsets: row_ptr.into(), longest, context: self.id, _charge: charge })
     }
 
     /// `Y = X B` (n x c) for a CSR `X` (n x d) and a dense `B` (d x c) on
