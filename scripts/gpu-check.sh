@@ -47,12 +47,12 @@
 # the Neural eKSVD step first; step 7 ends with a PyTorch reference (the
 # same network, loss and batches, eager) when PyTorch is present.
 # GPU_CHECK_BIN=none skips steps 3-4.
-# Budget on an H200: tests 2-3 min, variants up to 4 min plus PyTorch up to
-# 4 min, methods up to 8 min (GPU_METHOD_TIMEOUT), Neural eKSVD up to 5 min
-# (GPU_NEURAL_TIMEOUT) plus its warm and no-autotune reruns: more than one 10-minute
-# device call with everything on; run it in two calls (e.g. unset
-# GPU_METHOD_BIN in the first, GPU_VARIANTS_BIN and GPU_TEST_BINS in the
-# second) or lower the timeouts. Results also go to $OUT (default /tmp/gpu-check).
+# One call stays within GPU_CHECK_BUDGET seconds (default 540): every step's
+# timeout is cut to what is left of it (less 10 s), and a step with under
+# 20 s left, or given a timeout of 0, is skipped with a line saying so. The steps' own timeouts (each
+# GPU_*_TIMEOUT) bound them within that. The one-call plan for what is
+# pending is at the head of scripts/gpu-prepare.sh.
+# Results also go to $OUT (default /tmp/gpu-check).
 #
 # Vulkan loader: where the image lacks it, bring Debian's packages along in
 # .gl/ (apt-get download libvulkan1 libegl1 libglvnd0 libopengl0 libgl1
@@ -62,6 +62,24 @@ cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/gpu-check}
 mkdir -p "$OUT"
 status=0
+deadline=$((SECONDS + ${GPU_CHECK_BUDGET:-540}))
+# The timeout for a step that asks for $1 seconds: at most what is left of
+# the call's budget, less 10 s for the steps' output; 0 (skip the step)
+# when it asks for 0 s or under 20 s are left.
+budget() {
+  local left=$((deadline - SECONDS - 10))
+  if [ "$1" -le 0 ] || [ "$left" -lt 20 ]; then echo 0; elif [ "$1" -lt "$left" ]; then echo "$1"; else echo "$left"; fi
+}
+# Runs "$@" under `timeout $1` as cut by `budget`, or skips it, saying so
+# on stderr: status 0 when it asked for 0 s, 124 (a timeout's) when the
+# call's budget is spent.
+bounded() {
+  local t
+  if [ "$1" -le 0 ]; then shift; echo "skipped (a timeout of 0 asked for): $*" >&2; return 0; fi
+  t=$(budget "$1"); shift
+  if [ "$t" -eq 0 ]; then echo "skipped (the call's budget of ${GPU_CHECK_BUDGET:-540} s is spent): $*" >&2; return 124; fi
+  timeout "$t" "$@"
+}
 
 # NVIDIA's Vulkan ICD (libGLX_nvidia.so.0) needs the Vulkan loader and glvnd.
 if ! ldconfig -p | grep -q 'libvulkan.so.1' || ! ldconfig -p | grep -q 'libGLdispatch.so.0'; then
@@ -107,7 +125,7 @@ for t in $TEST_BINS; do
   # summary at the end, which a run cut by a time limit never reaches (on
   # 2026-12-04 two H200 failures came back without their messages).
   # shellcheck disable=SC2086
-  if ! timeout "${GPU_TEST_TIMEOUT:-300}" "$t" --test-threads=1 --nocapture ${GPU_TEST_FILTER:-gpu::vs_cpu:: resident:: gpu::methods:: gpu::weighted_gram:: gpu::sparse:: gpu::counters:: gpu::variants:: eksvd::gpu:: gpu::long_rows:: adversarial::limits:: gpu::mklaren:: distributed::eksvd::kernel_dual_ranks_on_a_gpu} 2>&1 | tee -a "$OUT/tests.txt" | grep -E '^test |test result|panicked|SKIPPED'; then status=1; fi
+  if ! bounded "${GPU_TEST_TIMEOUT:-300}" "$t" --test-threads=1 --nocapture ${GPU_TEST_FILTER:-gpu::vs_cpu:: resident:: gpu::methods:: gpu::weighted_gram:: gpu::sparse:: gpu::counters:: gpu::variants:: eksvd::gpu:: gpu::long_rows:: adversarial::limits:: gpu::mklaren:: distributed::eksvd::kernel_dual_ranks_on_a_gpu} 2>&1 | tee -a "$OUT/tests.txt" | grep -E '^test |test result|panicked|SKIPPED'; then status=1; fi
   [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 done
 
@@ -120,47 +138,47 @@ if [ -n "${GPU_NEURAL_BIN:-}" ]; then
   # process below autotunes from nothing, as a fresh machine does, and the
   # rerun after it finds the results stored.
   export CUBECL_ENVIRONMENT="gpu-check-$(date +%Y%m%d-%H%M%S)"
-  timeout "${GPU_NEURAL_TIMEOUT:-300}" "$GPU_NEURAL_BIN" --backend wgpu --samples 30000 --epochs 5 ${mfeat_args[@]+"${mfeat_args[@]}"} ${GPU_NEURAL_ARGS:-} 2>&1 | tee "$OUT/neural.txt"
+  bounded "${GPU_NEURAL_TIMEOUT:-300}" "$GPU_NEURAL_BIN" --backend wgpu --samples 30000 --epochs 5 ${mfeat_args[@]+"${mfeat_args[@]}"} ${GPU_NEURAL_ARGS:-} 2>&1 | tee "$OUT/neural.txt"
   [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
   # The replayed rows again in a new process: with `persistence` its
   # autotune results come from the cache the first process wrote (epoch 1,
   # the UCI fit's setup: a second run's start-up on this machine).
   echo "== the same, replayed, in a second process (autotune results cached on disk where built with burn/persistence)"
-  timeout "${GPU_NEURAL_WARM_TIMEOUT:-240}" "$GPU_NEURAL_BIN" --backend wgpu --samples 30000 --epochs 5 --replay on ${mfeat_args[@]+"${mfeat_args[@]}"} ${GPU_NEURAL_ARGS:-} 2>&1 | tee -a "$OUT/neural.txt"
+  bounded "${GPU_NEURAL_WARM_TIMEOUT:-240}" "$GPU_NEURAL_BIN" --backend wgpu --samples 30000 --epochs 5 --replay on ${mfeat_args[@]+"${mfeat_args[@]}"} ${GPU_NEURAL_ARGS:-} 2>&1 | tee -a "$OUT/neural.txt"
   [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
   # The same GPU rows from the build without burn's matmul autotuning
   # (scripts/gpu-prepare.sh): what autotuning costs at start-up (epoch 1,
   # the UCI fit's setup) against what it gains per step, on this card.
   if [ -n "${GPU_NEURAL_NOTUNE_BIN:-}" ]; then
     echo "== the same, burn fusion without autotune"
-    timeout "${GPU_NEURAL_NOTUNE_TIMEOUT:-240}" "$GPU_NEURAL_NOTUNE_BIN" --backend wgpu --samples 30000 --epochs 5 --replay on ${mfeat_args[@]+"${mfeat_args[@]}"} ${GPU_NEURAL_ARGS:-} 2>&1 | tee -a "$OUT/neural.txt"
+    bounded "${GPU_NEURAL_NOTUNE_TIMEOUT:-240}" "$GPU_NEURAL_NOTUNE_BIN" --backend wgpu --samples 30000 --epochs 5 --replay on ${mfeat_args[@]+"${mfeat_args[@]}"} ${GPU_NEURAL_ARGS:-} 2>&1 | tee -a "$OUT/neural.txt"
     [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
   fi
   # The host CPU's rows in a process of their own: after a GPU run, the GPU
   # runtime's threads (cubecl's device streams wait by spinning) share the
   # cores with the CPU backend's (its epochs 12-25 % slower on lavapipe).
-  timeout "${GPU_NEURAL_CPU_TIMEOUT:-240}" "$GPU_NEURAL_BIN" --backend cpu --samples 30000 --cpu-epochs 2 ${mfeat_args[@]+"${mfeat_args[@]}"} ${GPU_NEURAL_ARGS:-} 2>&1 | tee -a "$OUT/neural.txt"
+  bounded "${GPU_NEURAL_CPU_TIMEOUT:-240}" "$GPU_NEURAL_BIN" --backend cpu --samples 30000 --cpu-epochs 2 ${mfeat_args[@]+"${mfeat_args[@]}"} ${GPU_NEURAL_ARGS:-} 2>&1 | tee -a "$OUT/neural.txt"
   [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
   # The same epochs in batches of 4096 (8 steps instead of 30; the target is
   # judged at 1024, this row shows how far a step's fixed cost dominates).
   echo "== Neural eKSVD on the GPU alone, batches of 4096"
-  timeout "${GPU_NEURAL_LARGE_TIMEOUT:-120}" "$GPU_NEURAL_BIN" --backend wgpu --samples 30000 --epochs 5 --batch 4096 2>&1 | tee -a "$OUT/neural.txt"
+  bounded "${GPU_NEURAL_LARGE_TIMEOUT:-120}" "$GPU_NEURAL_BIN" --backend wgpu --samples 30000 --epochs 5 --batch 4096 2>&1 | tee -a "$OUT/neural.txt"
   mkdir -p repro/results && cp "$OUT/neural.txt" "repro/results/neural-$(date +%Y-%m-%d-%H%M).txt" 2>/dev/null || true
   if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
     echo "== PyTorch reference: the same network, loss and batches (eager, f32, TF32 off), seconds per epoch"
-    timeout "${GPU_TORCH_NEURAL_TIMEOUT:-120}" python3 scripts/torch_neural_reference.py --device cuda --samples 30000 --batches 1024,4096 2>&1 | tee "$OUT/torch-neural.txt"
+    bounded "${GPU_TORCH_NEURAL_TIMEOUT:-120}" python3 scripts/torch_neural_reference.py --device cuda --samples 30000 --batches 1024,4096 2>&1 | tee "$OUT/torch-neural.txt"
   fi
 fi
 
 if [ -n "${GPU_VARIANTS_BIN:-}" ]; then
   echo "== product-shader variants and the tuner (preset ${GPU_VARIANTS_PRESET:-h200})"
   # A fresh tuning cache in $OUT: the tuner's choices are made on this card.
-  GRAMIAN_TUNE_CACHE="$OUT/tuning.tsv" timeout "${GPU_VARIANTS_TIMEOUT:-240}" "$GPU_VARIANTS_BIN" --preset "${GPU_VARIANTS_PRESET:-h200}" --require-gpu ${GPU_VARIANTS_ARGS:-} 2>&1 | tee "$OUT/variants.txt"
+  GRAMIAN_TUNE_CACHE="$OUT/tuning.tsv" bounded "${GPU_VARIANTS_TIMEOUT:-240}" "$GPU_VARIANTS_BIN" --preset "${GPU_VARIANTS_PRESET:-h200}" --require-gpu ${GPU_VARIANTS_ARGS:-} 2>&1 | tee "$OUT/variants.txt"
   [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
   mkdir -p repro/results && cp "$OUT/variants.txt" "repro/results/variants-$(date +%Y-%m-%d-%H%M).txt" 2>/dev/null || true
   if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
     echo "== PyTorch at the variant shapes, and gramian's best variant / PyTorch"
-    timeout "${GPU_TORCH_TIMEOUT:-240}" python3 - "$OUT/variants.txt" <<'PY' 2>&1 | tee "$OUT/torch-variants.txt"
+    bounded "${GPU_TORCH_TIMEOUT:-240}" python3 - "$OUT/variants.txt" <<'PY' 2>&1 | tee "$OUT/torch-variants.txt"
 import re, sys, time, torch
 best = {}
 for line in open(sys.argv[1]):
@@ -214,19 +232,19 @@ if [ -n "${GPU_METHOD_BIN:-}" ]; then
   # With --predict measured (the default) each GPU row is followed by the
   # cost model's prediction from a profile measured on this card and its
   # ratio to the row: the model checked on the card itself.
-  timeout "${GPU_METHOD_TIMEOUT:-480}" "$GPU_METHOD_BIN" --preset "${GPU_METHOD_PRESET:-h200}" ${GPU_METHOD_ARGS:---predict measured} 2>&1 | tee "$OUT/methods.txt"
+  bounded "${GPU_METHOD_TIMEOUT:-480}" "$GPU_METHOD_BIN" --preset "${GPU_METHOD_PRESET:-h200}" ${GPU_METHOD_ARGS:---predict measured} 2>&1 | tee "$OUT/methods.txt"
   [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
   mkdir -p repro/results && cp "$OUT/methods.txt" "repro/results/methods-$(date +%Y-%m-%d-%H%M).txt" 2>/dev/null || true
 fi
 
 [ "$BIN" = none ] && exit $status
 echo "== compute table (preset h200)"
-"$BIN" --preset h200 --require-gpu 2>&1 | tee "$OUT/table.txt"
+bounded "${GPU_TABLE_TIMEOUT:-240}" "$BIN" --preset h200 --require-gpu 2>&1 | tee "$OUT/table.txt"
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 
 if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
   echo "== PyTorch reference: exp(-gamma * cdist(X, X)^2), f32, output on the GPU"
-  python3 - "$OUT/table.txt" <<'PY' | tee "$OUT/torch.txt"
+  bounded "${GPU_TORCH_TABLE_TIMEOUT:-120}" python3 - "$OUT/table.txt" <<'PY' | tee "$OUT/torch.txt"
 import re, sys, time, torch
 n, d = 32768, 256
 g = 1.0 / d

@@ -13,25 +13,28 @@
 # Then, on the device (carry .gl and .gpu-pack; see the end of this script):
 #   for f in .gl/*.deb; do dpkg -x $f /; done; ldconfig;
 #   python3 -c "import tarfile; tarfile.open('.gpu-pack/bins.tar.xz').extractall('.gpu-bin')";
-# With 15 minutes of device time in all, the plan for the next card (each
-# call under 10 minutes; the timeouts bound every step). Call 1: the
-# GPU tests without the two that compile every SIMT variant (the tuner test
-# checks the cooperative variants against the CPU), the variants at the
-# benchmark shapes (the cooperative ones, kernel matrices, products and
-# fused matvecs; the padded ones, those with vec4 global loads and the best SIMT
-# ones, then PyTorch), and the per-method fits at n = 10^5 (eKSVD 3 x 10^4)
-# and mklaren at 10^6:
+# The plan for the next card: one call under 10 minutes (gpu-check.sh holds
+# the whole call to GPU_CHECK_BUDGET, 540 s by default, and cuts each step's
+# timeout to what is left). It measures what is pending: the GPU tests of
+# the device-resident fits and their counters (without the two that
+# compile every SIMT variant), Neural eKSVD's epochs at N = 30,000 on the
+# card (replayed steps, the library's default) and on its host's cores
+# with PyTorch eager on the same card, and the per-method fits at n = 10^5
+# and 10^6 (eKSVD: 3 x 10^4 and 3 x 10^5) with the cost model's H200
+# prediction beside each GPU row (its error on this card: "predicted /
+# measured here") and the host's CPU rows where they take seconds:
 #   GPU_CHECK_BIN=none \
-#   GPU_TEST_BINS=".gpu-bin/tests/integration .gpu-bin/tests/gramian" GPU_TEST_TIMEOUT=120 \
-#   GPU_TEST_FILTER="resident:: gpu::mklaren:: gpu::counters:: gpu::methods:: gpu::vs_cpu:: eksvd::gpu:: gpu::long_rows:: adversarial::limits:: gpu::variants::the_tuner gpu::variants::the_cooperative gpu::variants::expanded gpu::variants::every_variant_gives" \
-#   GPU_VARIANTS_BIN=.gpu-bin/gpu_variants GPU_VARIANTS_TIMEOUT=120 GPU_TORCH_TIMEOUT=60 \
-#   GPU_VARIANTS_ARGS="--only coop,-pad,-g4,s8x8-k16-v4-expanded-db,f64-64x64-s4x4-k16-v4-direct --reps 3" \
-#   GPU_METHOD_BIN=.gpu-bin/method_bench GPU_METHOD_TIMEOUT=110 \
-#   GPU_METHOD_ARGS="--eksvd-n 30000 --mklaren-n 100000,1000000 --psd-n 100000" OUT=$OUT bash scripts/gpu-check.sh
-# Call 2 (on the warm machine), the Neural eKSVD step, about 5-8 min with
-# its warm-cache rerun (GPU_PREPARE_NEURAL=1, the default, builds it):
-#   GPU_CHECK_BIN=none GPU_NEURAL_BIN=.gpu-bin/eksvd_neural_bench GPU_NEURAL_NOTUNE_BIN=.gpu-bin/eksvd_neural_bench_notune \
-#   GPU_NEURAL_MFEAT=.gpu-bin/mfeat OUT=$OUT bash scripts/gpu-check.sh
+#   GPU_TEST_BINS=".gpu-bin/tests/integration .gpu-bin/tests/gramian" GPU_TEST_TIMEOUT=100 \
+#   GPU_TEST_FILTER="resident:: gpu::mklaren:: gpu::counters:: gpu::methods:: mklaren::sparse_device:: psd::polar::engine eksvd::gpu:: gpu::long_rows::" \
+#   GPU_NEURAL_BIN=.gpu-bin/eksvd_neural_bench GPU_NEURAL_TIMEOUT=130 GPU_NEURAL_WARM_TIMEOUT=1 \
+#   GPU_NEURAL_CPU_TIMEOUT=50 GPU_NEURAL_LARGE_TIMEOUT=0 GPU_TORCH_NEURAL_TIMEOUT=60 \
+#   GPU_METHOD_BIN=.gpu-bin/method_bench GPU_METHOD_TIMEOUT=180 \
+#   GPU_METHOD_ARGS="--predict h200 --methods mklaren,eksvd,psd --mklaren-n 100000,1000000 --eksvd-n 10000,100000 --psd-n 100000,1000000 --cpu-methods mklaren,eksvd --extrapolate 100000,1000000" \
+#   OUT=$OUT bash scripts/gpu-check.sh
+# (A timeout of 0 skips a step.)
+# The shader variants (step 6) and the Neural eKSVD warm-cache and
+# no-autotune reruns are not pending; GPU_VARIANTS_BIN and
+# GPU_NEURAL_NOTUNE_BIN run them in a call of their own.
 # (On 2026-12-04 the H200 failed resident::f64_exponential_is_accurate_over_the_whole_range
 # and gpu::methods::mklaren_fit_on_the_gpu_matches_the_cpu_and_uploads_x_once;
 # gpu-check.sh now prints each failure's message as it happens.)

@@ -9,7 +9,8 @@
 //! cargo run --release -p gramian-repro --example method_bench -- --preset h200    # large n on a real GPU
 //! ```
 //! `--methods eksvd,mklaren,psd` picks methods; `--cpu-limit N` skips CPU
-//! fits above n = N (their rows say so). Every row also gives the device
+//! fits above n = N and `--cpu-methods mklaren,eksvd` the CPU fits of the
+//! other methods (their rows say so). Every row also gives the device
 //! counters of the fit (blocking waits, GFLOP, kernel evaluations, device
 //! allocations; `gramian::gpu::counters`), and the fit's first-use time
 //! (tuning and shader compilation, paid once per process) apart.
@@ -20,8 +21,9 @@
 //! fit's counters and its host time here (wall less blocked and less the
 //! release of device matrices, which the card's profile prices; divided by
 //! `--host-speed`), and, where the H200 run (`repro/results/h200-2026-12-04-methods*.txt`)
-//! timed the same fit, the ratio predicted / measured (with `measured`, the
-//! ratio to this run's own fit: the model checked on the adapter at hand). With `--predict` the
+//! timed the same fit, the ratio predicted / measured (with `measured`, or
+//! when the adapter at hand is the card predicted, also the ratio to this
+//! run's own fit: the model checked on the adapter at hand). With `--predict` the
 //! tuner is off (default variants: the counters' flops and bytes do not
 //! depend on the variant, and no tuning time enters the host time). The GPU is any adapter, software
 //! ones included (`Device::gpu`); without one only CPU rows are printed.
@@ -37,14 +39,19 @@
 //! FISTA iterations; eKSVD: Lanczos products, `3 N^2` kernel evaluations
 //! each for N samples per source; mklaren
 //! and ICD: the fit, whose K steps do not depend on n), the quotient is
-//! taken as the power law `a n^p` through the two largest GPU rows, `p`
-//! clamped into `[0, 2]` (exact for work constant, linear or quadratic in
-//! n: a step's waits, a kernel column, a Lanczos product's kernel
-//! evaluations), evaluated at the target n and
+//! continued through the two largest GPU rows: as the line `a + b n` where
+//! it grows at most linearly between them, else as the power law `a n^p`
+//! with `p <= 2` (exact for a constant part plus one linear in n, as a
+//! step's waits and kernel columns or an iteration's fixed `r x r` work
+//! and its weighted Gram, and for work quadratic in n, as a Lanczos
+//! product's kernel evaluations), evaluated at the target n and
 //! multiplied by the iterations the H200 run took at that n where it ran it
 //! (PSD 26, eKSVD 17 at 3 x 10^4 and 15 at 3 x 10^5), else by those of the
 //! largest row. It is a model of the counters as much as of the card: the
-//! row says it is extrapolated.
+//! row says it is extrapolated. Each such row also gives the H200 run's
+//! 16-core host time for the same fit (logged, or the logged time scaled by
+//! the CPU's growth in n measured here between the method's two largest
+//! CPU rows) and its ratio to the prediction.
 //!
 //! What each method fits:
 //! - eKSVD: the Dual solver, matrix-free (Lanczos over a kernel-function
@@ -88,6 +95,10 @@ struct Args {
     /// Largest n for which the CPU fit is run (default: the preset's).
     #[arg(long)]
     cpu_limit: Option<usize>,
+    /// Methods whose CPU fits run (comma-separated subset of `--methods`;
+    /// default: all of them): the others print GPU rows only.
+    #[arg(long, value_delimiter = ',')]
+    cpu_methods: Option<Vec<String>>,
     /// Override the preset's eKSVD sizes (samples per source, comma-separated).
     #[arg(long, value_delimiter = ',')]
     eksvd_n: Option<Vec<usize>>,
@@ -197,14 +208,22 @@ struct Measured {
     iterations: f64,
 }
 
-/// The value at `x` of the power law `a x^p` through `(x1, y1)` and
-/// `(x2, y2)`, the exponent clamped into `[0, 2]` (0 where either value is
-/// 0: the larger value, as a constant).
-fn power_law_through((x1, y1): (f64, f64), (x2, y2): (f64, f64), x: f64) -> f64 {
+/// The value at `x > x2 > x1` of the growth through `(x1, y1)` and
+/// `(x2, y2)`: where `y` grows at most linearly (`y2 / y1 <= x2 / x1`), the
+/// line `a + b x` through both points (exact for a constant part plus one
+/// linear in n, as a step's fixed work and its columns of length n; never
+/// below `y2` when `y2 >= y1`), else the power law `a x^p` through them
+/// with `p` clamped to at most 2 (exact for work quadratic in n, as a
+/// Lanczos product's kernel evaluations). Where either value is 0: the
+/// larger value, as a constant.
+fn growth_through((x1, y1): (f64, f64), (x2, y2): (f64, f64), x: f64) -> f64 {
     if y1 <= 0.0 || y2 <= 0.0 {
         return y1.max(y2);
     }
-    let p = ((y2 / y1).ln() / (x2 / x1).ln()).clamp(0.0, 2.0);
+    if y2 / y1 <= x2 / x1 {
+        return y2.max(y2 + (y2 - y1) / (x2 - x1) * (x - x2));
+    }
+    let p = ((y2 / y1).ln() / (x2 / x1).ln()).min(2.0);
     y2 * (x / x2).powf(p)
 }
 
@@ -213,7 +232,7 @@ fn power_law_through((x1, y1): (f64, f64), (x2, y2): (f64, f64), x: f64) -> f64 
 /// n), each counter at least 0.
 fn extrapolate(rows: &[Measured], n: usize, iterations: f64) -> (DeviceCounters, f64) {
     let (a, b) = (&rows[rows.len() - 2], &rows[rows.len() - 1]);
-    let at = |f: &dyn Fn(&Measured) -> f64| -> f64 { (power_law_through((a.n as f64, f(a) / a.iterations), (b.n as f64, f(b) / b.iterations), n as f64) * iterations).max(0.0) };
+    let at = |f: &dyn Fn(&Measured) -> f64| -> f64 { (growth_through((a.n as f64, f(a) / a.iterations), (b.n as f64, f(b) / b.iterations), n as f64) * iterations).max(0.0) };
     let whole = |f: &dyn Fn(&Measured) -> u64| -> u64 { at(&|m| f(m) as f64).round() as u64 };
     let mut c = DeviceCounters::default();
     c.waits = whole(&|m| m.counters.waits);
@@ -239,6 +258,26 @@ fn extrapolate(rows: &[Measured], n: usize, iterations: f64) -> (DeviceCounters,
         }
     }
     (c, at(&|m| m.host))
+}
+
+/// The H200 run's 16-core host fit of `method` at `n`: the logged time
+/// where the run timed that n, else the logged time at its n scaled by the
+/// growth of the CPU fit between them here ([`growth_through`] this run's
+/// two largest CPU rows of the method, both at most the logged n), with how
+/// it was obtained.
+fn host_reference(rows: &[Row], method: &str, n: usize) -> Option<(f64, String)> {
+    let logged: Vec<(usize, f64)> = H200_LOGGED.iter().filter(|l| l.0 == method).filter_map(|l| l.3.map(|cpu| (l.1, cpu))).collect();
+    if let Some(&(_, cpu)) = logged.iter().find(|l| l.0 == n) {
+        return Some((cpu, "logged".into()));
+    }
+    let &(at, cpu) = logged.first()?;
+    let mut here: Vec<&Row> = rows.iter().filter(|r| r.method == method && r.device == "cpu").collect();
+    here.sort_by_key(|r| r.n);
+    here.retain(|r| r.n <= at);
+    let [.., a, b] = here.as_slice() else { return None };
+    let (a, b) = ((a.n as f64, a.seconds), (b.n as f64, b.seconds));
+    let growth = growth_through(a, b, n as f64) / growth_through(a, b, at as f64);
+    Some((cpu * growth, format!("logged at {at} x {growth:.2}, the CPU's growth here from {} to {}", a.0, b.0)))
 }
 
 fn fit_eksvd(device: &Device, n: usize) -> Result<Outcome, String> {
@@ -311,6 +350,8 @@ fn main() {
     }
     let cpu_limit = args.cpu_limit.unwrap_or(p.cpu_limit);
     let methods: Vec<&str> = args.methods.split(',').map(str::trim).collect();
+    // A job's method name starts with its `--methods` key's word (PSD, mklaren, ICD, eKSVD).
+    let cpu_method = |name: &str| args.cpu_methods.as_ref().is_none_or(|list| list.iter().any(|m| name.to_lowercase().starts_with(m.trim())));
     let gpu = match Device::gpu() {
         Ok(d) => Some(d),
         Err(e) => {
@@ -325,6 +366,15 @@ fn main() {
             _ => panic!("--predict measured needs a GPU adapter"),
         },
         Some(name) => Some(cost::CardProfile::preset(name).unwrap_or_else(|e| panic!("{e}"))),
+    };
+    // Whether the card predicted is the (hardware) adapter at hand: the
+    // profile's model ("H200" of "NVIDIA H200") in the adapter's name.
+    let on_the_card = match (&card, &gpu) {
+        (Some(card), Some(Device::Gpu(ctx))) => {
+            let model = card.name.split_whitespace().nth(1).unwrap_or(&card.name);
+            args.predict.as_deref() != Some("measured") && !ctx.adapter().is_software && ctx.adapter().name.contains(model)
+        }
+        _ => false,
     };
     if let (Some(card), Some(Device::Gpu(ctx))) = (&card, &gpu) {
         ctx.set_tuning_mode(gramian::gpu::TuningMode::Off).expect("tuning mode");
@@ -369,6 +419,10 @@ fn main() {
             let label = if device.is_gpu() { "gpu" } else { "cpu" };
             if !device.is_gpu() && *n > cpu_limit {
                 println!("| {method} | {n} | cpu | skipped (n > --cpu-limit {cpu_limit}) | | | | | | | | | |");
+                continue;
+            }
+            if !device.is_gpu() && !cpu_method(method) {
+                println!("| {method} | {n} | cpu | skipped (not in --cpu-methods) | | | | | | | | | |");
                 continue;
             }
             device.reset_transfer_stats();
@@ -426,7 +480,14 @@ fn main() {
                             let here = (seconds - first_use).max(1e-9);
                             format!("predicted / measured here {here:.3} s = {:.2}", p.total() / here)
                         } else {
-                            logged.map_or("no H200 row".to_string(), |l| format!("predicted / measured H200 {:.3} s = {:.2}", l.2, p.total() / l.2))
+                            let logged = logged.map_or("no H200 row".to_string(), |l| format!("predicted / measured H200 {:.3} s = {:.2}", l.2, p.total() / l.2));
+                            if on_the_card {
+                                // The preset's card is the adapter at hand: its error on this very fit as well.
+                                let here = (seconds - first_use).max(1e-9);
+                                format!("predicted / measured here {here:.3} s = {:.2}; {logged}", p.total() / here)
+                            } else {
+                                logged
+                            }
                         };
                         println!(
                             "| {method} | {n} | {} (predicted) | {:.3} | device {:.3} / dispatch {:.3} / waits {:.3} / link {:.3} / host {:.3} / releases {:.3} | | | | | | | | {versus} |",
@@ -454,8 +515,8 @@ fn main() {
     }
     if let (Some(card), Some(targets)) = (&card, &args.extrapolate) {
         println!();
-        println!("| method | n | predicted on | s | breakdown (s) | from the GPU rows at n = | iterations |");
-        println!("|---|---|---|---|---|---|---|");
+        println!("| method | n | predicted on | s | breakdown (s) | from the GPU rows at n = | iterations | H200 host, 16 cores (s) | host / predicted |");
+        println!("|---|---|---|---|---|---|---|---|---|");
         for (method, list) in measured.iter_mut() {
             list.sort_by_key(|m| m.n);
             if list.len() < 2 {
@@ -467,8 +528,12 @@ fn main() {
                 let (counters, host) = extrapolate(list, n, iterations);
                 let p = cost::predict(card, &counters, host).expect("prediction");
                 let from: Vec<String> = list[list.len() - 2..].iter().map(|m| m.n.to_string()).collect();
+                let (reference, ratio) = match host_reference(&rows, method, n) {
+                    Some((s, how)) => (format!("{s:.3} ({how})"), format!("{:.1}", s / p.total())),
+                    None => ("-".into(), "-".into()),
+                };
                 println!(
-                    "| {method} | {n} | {} (extrapolated) | {:.3} | device {:.3} / dispatch {:.3} / waits {:.3} ({}) / link {:.3} / host {:.3} / releases {:.3} | {} | {iterations} |",
+                    "| {method} | {n} | {} (extrapolated) | {:.3} | device {:.3} / dispatch {:.3} / waits {:.3} ({}) / link {:.3} / host {:.3} / releases {:.3} | {} | {iterations} | {reference} | {ratio} |",
                     card.name,
                     p.total(),
                     p.device,
