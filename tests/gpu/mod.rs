@@ -1,8 +1,9 @@
-//! The GPU engine: every shader variant and resident operation against the CPU, long rows, the CSR operand, counters, the cost model, tensor-core arithmetic emulated on the host.
+//! The GPU engine: every shader variant and resident operation against the CPU, long rows, the CSR operand, counters, the cost model, tensor-core arithmetic emulated on the host, fits interrupted by device memory.
 
 mod adapters;
 mod cost;
 mod counters;
+mod faults;
 mod long_rows;
 mod methods;
 mod sparse;
