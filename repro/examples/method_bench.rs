@@ -110,6 +110,11 @@ struct Args {
     /// Override the preset's PSD density sizes (n, comma-separated; the preset's centres).
     #[arg(long, value_delimiter = ',')]
     psd_n: Option<Vec<usize>>,
+    /// Stops each PSD fit after this many FISTA iterations (its row then
+    /// gives the first iterations' counters, for `--extrapolate` where a
+    /// whole fit is too slow for the adapter at hand).
+    #[arg(long)]
+    psd_iterations: Option<usize>,
     /// A GPU result further than this (relative, max-norm) from its CPU
     /// result fails the run. The GPU fits compute in f64 where the adapter
     /// has it; 1e-6 leaves room for the different summation orders.
@@ -325,14 +330,23 @@ fn fit_icd(device: &Device, n: usize, d: usize) -> Result<Outcome, String> {
     Ok((vec![factor.residual_diagonal().sum(), factor.factor().norm()], format!("rank {}", factor.rank()), Some(fit), None))
 }
 
-fn fit_psd(device: &Device, n: usize, centres: usize) -> Result<Outcome, String> {
+/// The PSD density's fit on `n` samples and `centres` Nystrom centres, to
+/// its gap (at most 500 iterations) or, with `iterations`, stopped after
+/// that many (a row of the first iterations' counters for
+/// `--extrapolate`; compared: the iterations and the gap where it stopped,
+/// which the CPU and GPU fits reach alike).
+fn fit_psd(device: &Device, n: usize, centres: usize, iterations: Option<usize>) -> Result<Outcome, String> {
     let mut rng = StdRng::seed_from_u64(13);
     let d = 10;
     let normal = Normal::new(0.0, 0.4).expect("valid std");
     let x = DMatrix::from_fn(n, d, |i, j| normal.sample(&mut rng) + if j == 0 { if i % 2 == 0 { 2.0 } else { -2.0 } } else { 0.0 });
     let base = BaseMeasure::isotropic_gaussian(d, 5.0).map_err(|e| e.to_string())?;
-    let params = DensityParams::new(gramian::Kernel::gaussian_with_width(1.0).map_err(|e| e.to_string())?).map_err(|e| e.to_string())?.regularisation(Regularisation::new().trace(1e-3).quadratic(1e-4)).base_measure(base).nystrom(centres, 1).solver(SolverOptions { tolerance: 1e-6, max_iterations: 500, check_every: 2 });
-    let fitted = params.fit(device, &x).map_err(|e| e.to_string())?;
+    let params = DensityParams::new(gramian::Kernel::gaussian_with_width(1.0).map_err(|e| e.to_string())?).map_err(|e| e.to_string())?.regularisation(Regularisation::new().trace(1e-3).quadratic(1e-4)).base_measure(base).nystrom(centres, 1).solver(SolverOptions { tolerance: 1e-6, max_iterations: iterations.unwrap_or(500), check_every: 2 });
+    let fitted = match (params.fit(device, &x), iterations) {
+        (Ok(f), _) => f,
+        (Err(gramian::Error::NotConverged { iterations: done, gap, .. }), Some(_)) => return Ok((vec![done as f64, gap], format!("stopped at {done} iterations, gap {gap:.3e}"), None, Some(done))),
+        (Err(e), _) => return Err(e.to_string()),
+    };
     let r = fitted.report();
     let other = r.seconds_total - r.seconds_setup - r.seconds_eigen - r.seconds_products;
     let breakdown = format!("setup {:.2} / products {:.2} / eigen {:.2} / other {:.2} ({} it)", r.seconds_setup, r.seconds_products, r.seconds_eigen, other, r.iterations);
@@ -395,9 +409,10 @@ fn main() {
     let mut jobs: Vec<Job> = Vec::new();
     // Cheapest GPU work first, so that a run stopped by a time limit has
     // printed every row before the largest eKSVD solve.
+    let psd_iterations = args.psd_iterations;
     if methods.contains(&"psd") {
         for &(n, m) in &p.psd {
-            jobs.push(if m >= 1000 { ("PSD density (m=1000)", n, Box::new(move |d| fit_psd(d, n, m))) } else { ("PSD density (Nystrom)", n, Box::new(move |d| fit_psd(d, n, m))) });
+            jobs.push(if m >= 1000 { ("PSD density (m=1000)", n, Box::new(move |d| fit_psd(d, n, m, psd_iterations))) } else { ("PSD density (Nystrom)", n, Box::new(move |d| fit_psd(d, n, m, psd_iterations))) });
         }
     }
     if methods.contains(&"mklaren") {
