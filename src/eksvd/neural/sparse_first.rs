@@ -33,15 +33,14 @@ use crate::sparse::CsrMatrix;
 /// Rows of `A_q` per parallel piece of [`SparseFirstLayers::step`].
 const PIECE_ROWS: usize = 128;
 
-/// One source's training rows, first layer, AdamW moments and gradient
-/// accumulators (row-major f32).
+/// One source's training rows, first layer, AdamW moments and the bias's
+/// gradient accumulator (row-major f32).
 struct SourceLayer {
     x: CsrMatrix<f32>,
     weight: Vec<f32>,
     bias: Vec<f32>,
     moments_weight: (Vec<f32>, Vec<f32>),
     moments_bias: (Vec<f32>, Vec<f32>),
-    grad_weight: Vec<f32>,
     grad_bias: Vec<f32>,
 }
 
@@ -90,7 +89,6 @@ impl SparseFirstLayers {
                     x: csr_of_rows(rows, host.n, d),
                     moments_weight: (zeros(weight.len()), zeros(weight.len())),
                     moments_bias: (zeros(bias.len()), zeros(bias.len())),
-                    grad_weight: zeros(weight.len()),
                     grad_bias: zeros(bias.len()),
                     weight,
                     bias,
@@ -155,7 +153,11 @@ impl SparseFirstLayers {
         self.sources.par_iter_mut().zip(grads).for_each(|(s, g)| {
             let x = &s.x;
             let (m, v) = (&mut s.moments_weight.0, &mut s.moments_weight.1);
-            s.weight.par_chunks_mut(piece).zip(m.par_chunks_mut(piece)).zip(v.par_chunks_mut(piece)).zip(s.grad_weight.par_chunks_mut(piece)).enumerate().for_each(|(k, (((p, m), v), acc))| {
+            // Each piece's gradient is summed in a scratch of one piece
+            // (zero between pieces: AdamW zeroes what it reads), which
+            // stays in cache, instead of a gradient of all of `A_q`.
+            s.weight.par_chunks_mut(piece).zip(m.par_chunks_mut(piece)).zip(v.par_chunks_mut(piece)).enumerate().for_each_init(|| vec![0f32; piece], |scratch, (k, ((p, m), v))| {
+                let acc = &mut scratch[..p.len()];
                 let columns = k * PIECE_ROWS..k * PIECE_ROWS + p.len() / h;
                 for (gi, &r) in g.chunks_exact(h).zip(rows) {
                     let row = x.row(r);
