@@ -322,7 +322,7 @@ impl ResidentLoss for PinballLoss {
     }
 }
 
-/// The data of the resident pinball loss ([`PinballLoss::upload`]).
+/// The data of the resident pinball loss (its [`ResidentLoss::upload`]).
 fn pinball_data(data: &[DeviceMatrix]) -> Result<[&DeviceMatrix; 3], Error> {
     match data {
         [y, bounds, levels] => Ok([y, bounds, levels]),
