@@ -14,7 +14,14 @@
 //          log-likelihood's conjugate with a step per entry (src/psd/loss.rs);
 //   mode 5 (log): out_ij = ln(scale * x_ij) where scale * x_ij > 0, else 0;
 //   mode 6 (outside): out_ij = 0 where scale * x_ij > 0, else 1 (NaN too):
-//          with mode 5, the sums of a log-likelihood and its domain check.
+//          with mode 5, the sums of a log-likelihood and its domain check;
+//   mode 7 (box): out_ij = lo_j where x_ij < lo_j, hi_j where x_ij > hi_j,
+//          else x_ij (NaN stays), y the 2 x cols rows lo and hi: the prox
+//          of the pinball loss's conjugate (src/psd/regression.rs);
+//   mode 8 (outside box): out_ij = 0 where lo_j - beta <= x_ij <= hi_j +
+//          beta, else 1 (NaN too), y as in mode 7: its domain check;
+//   mode 9 (pinball): out_ij = max(y_j x_ij, (y_j - 1) x_ij), y a row of
+//          levels: the pinball loss of the residual x_ij.
 // One invocation per element; x, y and out are within one binding each.
 
 struct Map {
@@ -61,6 +68,24 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
         out[job.out_off + e] = select(T(0.0), tlog(w), w > T(0.0));
     } else if (job.mode == 6u) {
         out[job.out_off + e] = select(T(1.0), T(0.0), job.scale * v > T(0.0));
+    } else if (job.mode == 7u) {
+        let lo = y[job.y_off + j];
+        let hi = y[job.y_off + job.cols + j];
+        var c = v;
+        if (v < lo) {
+            c = lo;
+        } else if (v > hi) {
+            c = hi;
+        }
+        out[job.out_off + e] = c;
+    } else if (job.mode == 8u) {
+        let inside = v >= y[job.y_off + j] - job.beta && v <= y[job.y_off + job.cols + j] + job.beta;
+        out[job.out_off + e] = select(T(1.0), T(0.0), inside);
+    } else if (job.mode == 9u) {
+        let tau = y[job.y_off + j];
+        let a = tau * v;
+        let b = (tau - T(1.0)) * v;
+        out[job.out_off + e] = select(b, a, a > b);
     } else {
         var shift = T(0.0);
         if (job.row0 + e / job.cols == j) {

@@ -856,6 +856,12 @@ impl Device {
                     ElementwiseMap::NegativeRoot { scale } => xh.zip_map(&*yh, |v, y| negative_root(v, scale * y)),
                     ElementwiseMap::Log { scale } => xh.map(|v| if scale * v > 0.0 { (scale * v).ln() } else { 0.0 }),
                     ElementwiseMap::Outside { scale } => xh.map(|v| if scale * v > 0.0 { 0.0 } else { 1.0 }),
+                    ElementwiseMap::Box => DMatrix::from_fn(xh.nrows(), xh.ncols(), |i, j| clip(xh[(i, j)], yh[(0, j)], yh[(1, j)])),
+                    ElementwiseMap::OutsideBox { slack } => DMatrix::from_fn(xh.nrows(), xh.ncols(), |i, j| {
+                        let v = xh[(i, j)];
+                        if v >= yh[(0, j)] - slack && v <= yh[(1, j)] + slack { 0.0 } else { 1.0 }
+                    }),
+                    ElementwiseMap::Pinball => DMatrix::from_fn(xh.nrows(), xh.ncols(), |i, j| pinball(yh[(0, j)], xh[(i, j)])),
                 };
                 Ok(DeviceMatrix::host(out, x.precision()))
             }
@@ -905,6 +911,25 @@ fn round_to(precision: Precision, values: &mut [f64]) {
             *v = *v as f32 as f64;
         }
     }
+}
+
+/// `v` clipped to `[lo, hi]`, NaN kept: the map `elementwise.wgsl` computes
+/// (the prox of the pinball loss's conjugate).
+pub(crate) fn clip(v: f64, lo: f64, hi: f64) -> f64 {
+    if v < lo {
+        lo
+    } else if v > hi {
+        hi
+    } else {
+        v
+    }
+}
+
+/// The pinball loss `rho_tau(r) = max(tau r, (tau - 1) r)` as
+/// `elementwise.wgsl` computes it.
+pub(crate) fn pinball(tau: f64, r: f64) -> f64 {
+    let (a, b) = (tau * r, (tau - 1.0) * r);
+    if a > b { a } else { b }
 }
 
 /// Fails with `PrecisionMismatch` unless every operand has the first's

@@ -201,6 +201,27 @@ pub(crate) enum ElementwiseMap {
     Log { scale: f64 },
     /// `out_ij = 0` where `scale x_ij > 0`, else 1 (`y` is not read).
     Outside { scale: f64 },
+    /// `out_ij = x_ij` clipped to `[lo_j, hi_j]` (NaN stays), `y` the
+    /// 2 x cols rows `lo` and `hi`.
+    Box,
+    /// `out_ij = 0` where `lo_j - slack <= x_ij <= hi_j + slack`, else 1
+    /// (NaN too), `y` as for [`ElementwiseMap::Box`].
+    OutsideBox { slack: f64 },
+    /// `out_ij = max(tau_j x_ij, (tau_j - 1) x_ij)`, `y` the 1 x cols row of `tau`.
+    Pinball,
+}
+
+impl ElementwiseMap {
+    /// The rows of the second operand where it is read per column (a
+    /// `rows x cols` block of rows of per-column values), `None` where it
+    /// has the shape of the first.
+    pub(crate) fn operand_rows(&self) -> Option<usize> {
+        match self {
+            ElementwiseMap::CosineFeatures { .. } | ElementwiseMap::Pinball => Some(1),
+            ElementwiseMap::Box | ElementwiseMap::OutsideBox { .. } => Some(2),
+            _ => None,
+        }
+    }
 }
 
 
@@ -652,13 +673,17 @@ impl GpuContext {
         if out.nrows() != rows || out.ncols() != cols {
             return Err(Error::DimensionMismatch { what: "shape of an element-wise map's output", expected: rows * cols, found: out.nrows() * out.ncols() });
         }
-        let y_is_row = matches!(map, ElementwiseMap::CosineFeatures { .. });
-        let (want_rows, want_cols) = if y_is_row { (1, cols) } else { (rows, cols) };
+        let y_rows = map.operand_rows();
+        let y_is_row = y_rows.is_some();
+        let (want_rows, want_cols) = (y_rows.unwrap_or(rows), cols);
         if y.nrows() != want_rows || y.ncols() != want_cols {
             return Err(Error::DimensionMismatch { what: "shape of an element-wise map's second operand", expected: want_rows * want_cols, found: y.nrows() * y.ncols() });
         }
         if out.same_storage(x) || out.same_storage(y) {
             return Err(Error::InvalidParameter { name: "out", reason: "an element-wise map may not write into an operand".into() });
+        }
+        if y_is_row && y.locate(want_rows - 1).block != y.locate(0).block {
+            return Err(Error::InvalidParameter { name: "y", reason: "the rows of per-column values of an element-wise map must lie in one buffer".into() });
         }
         let mut breaks = x.block_breaks();
         breaks.extend(out.block_breaks());
@@ -676,6 +701,9 @@ impl GpuContext {
             ElementwiseMap::NegativeRoot { scale } => (4u32, scale, 0.0),
             ElementwiseMap::Log { scale } => (5u32, scale, 0.0),
             ElementwiseMap::Outside { scale } => (6u32, scale, 0.0),
+            ElementwiseMap::Box => (7u32, 0.0, 0.0),
+            ElementwiseMap::OutsideBox { slack } => (8u32, 0.0, slack),
+            ElementwiseMap::Pinball => (9u32, 0.0, 0.0),
         };
         for r in row_cuts.windows(2) {
             let (i0, i1) = (r[0], r[1]);

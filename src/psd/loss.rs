@@ -5,6 +5,7 @@
 
 use nalgebra::DVector;
 
+use crate::device::Device;
 use crate::error::Error;
 use crate::resident::{negative_root, DeviceMatrix, Workspace};
 
@@ -42,25 +43,35 @@ pub trait DualLoss {
 }
 
 /// A loss whose conjugate's prox, conjugate and value run on vectors
-/// resident on a device (n x 1, `f64`), so that the dual engine's FISTA
-/// state stays there: the prox is element-wise, and the values are sums of
-/// element-wise terms (computed with one read-back of a few numbers, the
-/// terms of several sums together).
+/// resident on a device (`n x B`, `f64`: block `b` is column `b`), so that
+/// the dual engine's FISTA state stays there: the prox is element-wise, and
+/// the values are sums of element-wise terms (computed with one read-back
+/// of a few numbers, the terms of several sums together). What the loss
+/// needs on the device (its targets, bounds or levels) is uploaded once
+/// ([`Self::upload`]) and handed to every call as `data`.
 pub trait ResidentLoss {
-    /// `out_i = prox_{t c_i l_i*}(v_i)` with a step `t c_i` per term (`c`
-    /// resident, the shape of `v` and `out`), recorded in `workspace`.
-    fn prox_conjugate_resident(&self, workspace: &Workspace<'_>, v: &DeviceMatrix, c: &DeviceMatrix, t: f64, out: &DeviceMatrix) -> Result<(), Error>;
-    /// Resident vectors whose sums give `L*(alpha)` ([`Self::conjugate_from_sums`]),
-    /// recorded in `workspace` (outputs from its pool).
-    fn conjugate_terms(&self, workspace: &Workspace<'_>, alpha: &DeviceMatrix) -> Result<Vec<DeviceMatrix>, Error>;
+    /// The loss's data on `device`, uploaded once per solve (none by default).
+    fn upload(&self, device: &Device) -> Result<Vec<DeviceMatrix>, Error> {
+        let _ = device;
+        Ok(Vec::new())
+    }
+    /// `out_ij = prox_{t c_ij l_ij*}(v_ij)` with a step `t c_ij` per term
+    /// (`c` resident, the shape of `v` and `out`), recorded in `workspace`.
+    fn prox_conjugate_resident(&self, workspace: &Workspace<'_>, data: &[DeviceMatrix], v: &DeviceMatrix, c: &DeviceMatrix, t: f64, out: &DeviceMatrix) -> Result<(), Error>;
+    /// Resident `n x 1` vectors whose sums give `L*(alpha)`
+    /// ([`Self::conjugate_from_sums`]), recorded in `workspace` (outputs
+    /// from its pool).
+    fn conjugate_terms(&self, workspace: &Workspace<'_>, data: &[DeviceMatrix], alpha: &DeviceMatrix) -> Result<Vec<DeviceMatrix>, Error>;
     /// `L*(alpha)` from the sums of [`Self::conjugate_terms`] (`+inf` outside the domain).
     fn conjugate_from_sums(&self, sums: &[f64]) -> f64;
-    /// Resident vectors whose sums give `L(scale v)` ([`Self::value_from_sums`]),
-    /// recorded in `workspace` (outputs from its pool).
-    fn value_terms(&self, workspace: &Workspace<'_>, v: &DeviceMatrix, scale: f64) -> Result<Vec<DeviceMatrix>, Error>;
+    /// Resident `n x 1` vectors whose sums give `L(scale v)`
+    /// ([`Self::value_from_sums`]), recorded in `workspace` (outputs from
+    /// its pool).
+    fn value_terms(&self, workspace: &Workspace<'_>, data: &[DeviceMatrix], v: &DeviceMatrix, scale: f64) -> Result<Vec<DeviceMatrix>, Error>;
     /// `L(u)` from the sums of [`Self::value_terms`] (`+inf` outside the domain).
     fn value_from_sums(&self, sums: &[f64]) -> f64;
-    /// `L(u / s)` from `value = L(u)`, for `s > 0`.
+    /// `L(u / s)` from `value = L(u)`, for `s > 0` (the integral
+    /// constraint's feasible scale).
     fn value_at_scale(&self, value: f64, s: f64) -> f64;
 }
 
@@ -108,16 +119,16 @@ impl DualLoss for NegativeLogLikelihood {
 /// logs and of the indicators of the terms outside the domain; `L(u / s) =
 /// L(u) + ln s`.
 impl ResidentLoss for NegativeLogLikelihood {
-    fn prox_conjugate_resident(&self, workspace: &Workspace<'_>, v: &DeviceMatrix, c: &DeviceMatrix, t: f64, out: &DeviceMatrix) -> Result<(), Error> {
+    fn prox_conjugate_resident(&self, workspace: &Workspace<'_>, _data: &[DeviceMatrix], v: &DeviceMatrix, c: &DeviceMatrix, t: f64, out: &DeviceMatrix) -> Result<(), Error> {
         workspace.negative_root_into(v, c, 4.0 * t / self.n as f64, out)
     }
-    fn conjugate_terms(&self, workspace: &Workspace<'_>, alpha: &DeviceMatrix) -> Result<Vec<DeviceMatrix>, Error> {
+    fn conjugate_terms(&self, workspace: &Workspace<'_>, _data: &[DeviceMatrix], alpha: &DeviceMatrix) -> Result<Vec<DeviceMatrix>, Error> {
         log_terms(workspace, alpha, -(self.n as f64))
     }
     fn conjugate_from_sums(&self, sums: &[f64]) -> f64 {
         if sums[1] > 0.0 { f64::INFINITY } else { -(self.n as f64 + sums[0]) / self.n as f64 }
     }
-    fn value_terms(&self, workspace: &Workspace<'_>, v: &DeviceMatrix, scale: f64) -> Result<Vec<DeviceMatrix>, Error> {
+    fn value_terms(&self, workspace: &Workspace<'_>, _data: &[DeviceMatrix], v: &DeviceMatrix, scale: f64) -> Result<Vec<DeviceMatrix>, Error> {
         log_terms(workspace, v, scale)
     }
     fn value_from_sums(&self, sums: &[f64]) -> f64 {

@@ -18,8 +18,9 @@
 //! and gradient `-q_j(x_i)` in `alpha_j`. This is the configuration of the
 //! engine of [`super::engine`] with one block per level, a PSD part per gap
 //! (couplings `+-1` on the levels it moves) and the linear part on all levels
-//! ([`PinballLoss`]); Nystrom centres with [`QuantileParams::nystrom`]. The
-//! duality gap stops it.
+//! ([`PinballLoss`], whose prox, conjugate and value also run on a device:
+//! the clip per level, sums of element-wise terms); Nystrom centres with
+//! [`QuantileParams::nystrom`]. The duality gap stops it.
 
 use nalgebra::{DMatrix, DVector};
 
@@ -31,6 +32,9 @@ use super::features::TrainingFeatures;
 use super::positive_part::PositivePartRoute;
 use super::options::{SolverOptions, SolverReport};
 use super::engine::{BlockLoss, EngineProblem, LinearPart, SampleTerms, MeanTerms};
+use super::loss::ResidentLoss;
+use crate::precision::Precision;
+use crate::resident::{DeviceMatrix, Workspace};
 use crate::error::Error;
 use super::features::EmpiricalFeatures;
 use super::model::PsdModel;
@@ -95,8 +99,10 @@ impl QuantileParams {
     /// On a GPU with `f64` X is uploaded once, the features are built and
     /// stay on the device, and each iteration's `P diag(d_q) P^T` and model
     /// values run there, with `[M_q]_+` too where the polar route is the
-    /// cheaper one ([`super::positive_part::PositivePartRoute::Auto`]);
-    /// elsewhere everything runs on the CPU.
+    /// cheaper one ([`super::positive_part::PositivePartRoute::Auto`]), and
+    /// then FISTA's state as well (the dual blocks, the gradient, the prox:
+    /// nothing of length `n` crosses per iteration); elsewhere everything
+    /// runs on the CPU.
     ///
     /// Errors: invalid parameters or levels, empty/NaN/mismatched input,
     /// [`Error::NotConverged`] with the gap reached.
@@ -198,6 +204,9 @@ impl BlockLoss for PinballLoss {
     fn dual_start(&self, _u0: &DVector<f64>) -> DVector<f64> {
         self.dual_start_of(self.targets.len())
     }
+    fn resident(&self) -> Option<&dyn ResidentLoss> {
+        Some(self)
+    }
 }
 
 /// The terms held, scaled by the number `n` of all samples (a rank's
@@ -247,6 +256,85 @@ impl MeanTerms for PinballLoss {
     fn dual_start_of(&self, _all: usize) -> DVector<f64> {
         DVector::zeros(self.targets.len() * self.levels.len())
     }
+    fn resident_all(&self) -> Option<&dyn ResidentLoss> {
+        Some(self)
+    }
+}
+
+/// Slack of the boxes `[-tau/n, (1 - tau)/n]` in the conjugate's domain check.
+const BOX_SLACK: f64 = 1e-15;
+
+/// On a device, for all `n` samples (`n x K`, level `j` in column `j`),
+/// with the data `[Y, bounds, levels]`: the targets repeated in every
+/// column (`n x K`), the boxes' ends (`2 x K`: `-tau_j/n` and `(1 -
+/// tau_j)/n`) and the levels (`1 x K`). The prox is the clip of `v - t c o
+/// Y` to the boxes; `L*(z) = sum z o Y` (with the count of entries outside
+/// the boxes, `+inf` when there is one) and `L(u) = (1/n) sum_ij
+/// rho_{tau_j}(y_i - u_ij)`, each a row sum over the levels and a sum
+/// over the samples.
+impl ResidentLoss for PinballLoss {
+    fn upload(&self, device: &Device) -> Result<Vec<DeviceMatrix>, Error> {
+        let (n, k) = (self.targets.len(), self.levels.len());
+        let nf = n as f64;
+        let y = DMatrix::from_fn(n, k, |i, _| self.targets[i]);
+        let bounds = DMatrix::from_fn(2, k, |e, j| if e == 0 { -self.levels[j] / nf } else { (1.0 - self.levels[j]) / nf });
+        let levels = DMatrix::from_row_slice(1, k, &self.levels);
+        [y, bounds, levels].iter().map(|m| device.upload(m, Precision::F64)).collect()
+    }
+    fn prox_conjugate_resident(&self, workspace: &Workspace<'_>, data: &[DeviceMatrix], v: &DeviceMatrix, c: &DeviceMatrix, t: f64, out: &DeviceMatrix) -> Result<(), Error> {
+        let [y, bounds, _] = pinball_data(data)?;
+        let (rows, cols, precision) = (v.nrows(), v.ncols(), v.precision());
+        let scaled = workspace.take(rows, cols, precision)?;
+        workspace.hadamard_into(c, y, &scaled)?;
+        let shifted = workspace.take(rows, cols, precision)?;
+        workspace.combine_into(1.0, v, -t, &scaled, 0.0, &shifted)?;
+        workspace.clip_into(&shifted, bounds, out)
+    }
+    fn conjugate_terms(&self, workspace: &Workspace<'_>, data: &[DeviceMatrix], alpha: &DeviceMatrix) -> Result<Vec<DeviceMatrix>, Error> {
+        let [y, bounds, _] = pinball_data(data)?;
+        let (rows, cols, precision) = (alpha.nrows(), alpha.ncols(), alpha.precision());
+        let products = workspace.take(rows, cols, precision)?;
+        workspace.hadamard_into(alpha, y, &products)?;
+        let outside = workspace.take(rows, cols, precision)?;
+        workspace.outside_box_into(alpha, bounds, BOX_SLACK, &outside)?;
+        [products, outside].iter().map(|m| sample_sums(workspace, m)).collect()
+    }
+    fn conjugate_from_sums(&self, sums: &[f64]) -> f64 {
+        if sums[1] > 0.0 { f64::INFINITY } else { sums[0] }
+    }
+    fn value_terms(&self, workspace: &Workspace<'_>, data: &[DeviceMatrix], v: &DeviceMatrix, scale: f64) -> Result<Vec<DeviceMatrix>, Error> {
+        let [y, _, levels] = pinball_data(data)?;
+        let (rows, cols, precision) = (v.nrows(), v.ncols(), v.precision());
+        let residuals = workspace.take(rows, cols, precision)?;
+        workspace.combine_into(1.0, y, -scale, v, 0.0, &residuals)?;
+        let losses = workspace.take(rows, cols, precision)?;
+        workspace.pinball_into(&residuals, levels, &losses)?;
+        Ok(vec![sample_sums(workspace, &losses)?])
+    }
+    fn value_from_sums(&self, sums: &[f64]) -> f64 {
+        sums[0] / self.targets.len() as f64
+    }
+    /// `+inf`: the pinball loss of `u / s` does not follow from that of
+    /// `u` (the engine takes an integral constraint only without a linear
+    /// part, which quantile regression has, so this is never asked).
+    fn value_at_scale(&self, _value: f64, _s: f64) -> f64 {
+        f64::INFINITY
+    }
+}
+
+/// The data of the resident pinball loss (its [`ResidentLoss::upload`]).
+fn pinball_data(data: &[DeviceMatrix]) -> Result<[&DeviceMatrix; 3], Error> {
+    match data {
+        [y, bounds, levels] => Ok([y, bounds, levels]),
+        _ => Err(Error::InvalidParameter { name: "data", reason: format!("the resident pinball loss takes its three uploaded matrices, got {}", data.len()) }),
+    }
+}
+
+/// The row sums (over the levels) of an `n x K` matrix, recorded in `workspace`.
+fn sample_sums(workspace: &Workspace<'_>, m: &DeviceMatrix) -> Result<DeviceMatrix, Error> {
+    let out = workspace.take(m.nrows(), 1, m.precision())?;
+    workspace.row_reduction_into(m, false, &out)?;
+    Ok(out)
 }
 
 /// Quantile levels must be non-empty, in `(0, 1)` and strictly increasing.

@@ -113,10 +113,11 @@ impl<'d> Workspace<'d> {
     /// with neither.
     pub(crate) fn elementwise_into(&self, map: ElementwiseMap, x: &DeviceMatrix, y: &DeviceMatrix, out: &DeviceMatrix) -> Result<()> {
         check_precisions(&[x, y, out])?;
-        if !matches!(map, ElementwiseMap::CosineFeatures { .. }) {
-            linalg::check_dim("rows of an element-wise map's operands", x.nrows(), y.nrows())?;
-            linalg::check_dim("columns of an element-wise map's operands", x.ncols(), y.ncols())?;
+        match map.operand_rows() {
+            None => linalg::check_dim("rows of an element-wise map's operands", x.nrows(), y.nrows())?,
+            Some(rows) => linalg::check_dim("rows of an element-wise map's per-column values", rows, y.nrows())?,
         }
+        linalg::check_dim("columns of an element-wise map's operands", x.ncols(), y.ncols())?;
         linalg::check_dim("rows of an element-wise map's output", x.nrows(), out.nrows())?;
         linalg::check_dim("columns of an element-wise map's output", x.ncols(), out.ncols())?;
         if out.same_storage(x) || out.same_storage(y) {
@@ -181,6 +182,33 @@ impl<'d> Workspace<'d> {
         }
         self.elementwise_into(ElementwiseMap::Log { scale }, x, x, logs)?;
         self.elementwise_into(ElementwiseMap::Outside { scale }, x, x, outside)
+    }
+
+    /// `out_ij = x_ij` clipped to `[lo_j, hi_j]` (NaN kept), `bounds` the
+    /// 2 x cols rows `lo` and `hi` (the prox of the pinball loss's conjugate).
+    ///
+    /// Errors: those of the element-wise maps.
+    pub(crate) fn clip_into(&self, x: &DeviceMatrix, bounds: &DeviceMatrix, out: &DeviceMatrix) -> Result<()> {
+        self.elementwise_into(ElementwiseMap::Box, x, bounds, out)
+    }
+
+    /// `out_ij = 0` where `lo_j - slack <= x_ij <= hi_j + slack`, else 1
+    /// (NaN too), `bounds` as for [`Self::clip_into`].
+    ///
+    /// Errors: a non-finite `slack`; those of the element-wise maps.
+    pub(crate) fn outside_box_into(&self, x: &DeviceMatrix, bounds: &DeviceMatrix, slack: f64, out: &DeviceMatrix) -> Result<()> {
+        if !slack.is_finite() {
+            return Err(Error::InvalidParameter { name: "slack", reason: format!("must be finite, got {slack}") });
+        }
+        self.elementwise_into(ElementwiseMap::OutsideBox { slack }, x, bounds, out)
+    }
+
+    /// `out_ij = max(tau_j r_ij, (tau_j - 1) r_ij)`, `levels` the 1 x cols
+    /// row of `tau` (the pinball loss of the residuals `r`).
+    ///
+    /// Errors: those of the element-wise maps.
+    pub(crate) fn pinball_into(&self, r: &DeviceMatrix, levels: &DeviceMatrix, out: &DeviceMatrix) -> Result<()> {
+        self.elementwise_into(ElementwiseMap::Pinball, r, levels, out)
     }
 
     /// `out = op(A, B)` ([`Device::resident_matmul_into`], not accumulating).
@@ -302,6 +330,45 @@ mod tests {
     /// CPU), and a loop that releases its outputs each round allocates only
     /// in its first round: the pool holds as many matrices after ten rounds
     /// as after one, and the device counted no allocation after the first.
+    /// The pinball loss's maps (clip to per-column boxes, the indicator of
+    /// entries outside them, the pinball terms) on every device against the
+    /// host functions they are written after, exactly (one comparison or a
+    /// product and a maximum per entry: no rounding to differ), on entries
+    /// inside, outside and on the ends of the boxes.
+    #[test]
+    fn pinball_maps_match_the_host_functions() {
+        let mut rng = StdRng::seed_from_u64(seed());
+        let (n, k) = (300usize, 3usize);
+        let bounds_host = DMatrix::from_fn(2, k, |e, j| if e == 0 { -(0.2 + 0.3 * j as f64) / n as f64 } else { (0.8 - 0.3 * j as f64) / n as f64 });
+        let levels_host = DMatrix::from_fn(1, k, |_, j| 0.2 + 0.3 * j as f64);
+        let mut x_host = DMatrix::from_fn(n, k, |_, _| rng.random_range(-2.0..2.0) / n as f64);
+        x_host[(0, 0)] = bounds_host[(0, 0)];
+        x_host[(1, 1)] = bounds_host[(1, 1)];
+        for device in devices() {
+            let p = Precision::F64;
+            let (x, bounds, levels) = (device.upload(&x_host, p).unwrap(), device.upload(&bounds_host, p).unwrap(), device.upload(&levels_host, p).unwrap());
+            let ws = Workspace::new(&device);
+            let (clipped, outside, losses) = (ws.take(n, k, p).unwrap(), ws.take(n, k, p).unwrap(), ws.take(n, k, p).unwrap());
+            ws.clip_into(&x, &bounds, &clipped).unwrap();
+            ws.outside_box_into(&x, &bounds, 1e-15, &outside).unwrap();
+            ws.pinball_into(&x, &levels, &losses).unwrap();
+            ws.flush().unwrap();
+            let (c, o, l) = (device.to_host(&clipped).unwrap(), device.to_host(&outside).unwrap(), device.to_host(&losses).unwrap());
+            for i in 0..n {
+                for j in 0..k {
+                    let v = x_host[(i, j)];
+                    let (lo, hi) = (bounds_host[(0, j)], bounds_host[(1, j)]);
+                    let want = super::super::clip(v, lo, hi);
+                    assert_eq!(c[(i, j)], want, "clip at ({i}, {j})");
+                    assert_eq!(o[(i, j)], if v >= lo - 1e-15 && v <= hi + 1e-15 { 0.0 } else { 1.0 }, "outside at ({i}, {j})");
+                    let want = super::super::pinball(levels_host[(0, j)], v);
+                    assert_eq!(l[(i, j)], want, "pinball at ({i}, {j})");
+                }
+            }
+            assert!(o.iter().any(|&v| v == 1.0) && o.iter().any(|&v| v == 0.0), "entries inside and outside the boxes");
+        }
+    }
+
     #[test]
     fn recorded_operations_match_the_device_calls_and_reuse_their_outputs() {
         let mut rng = StdRng::seed_from_u64(seed());

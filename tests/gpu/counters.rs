@@ -629,50 +629,92 @@ fn psd_density_counters_per_iteration_at_two_sizes() {
     }
 }
 
-/// The quantile regression on a GPU with `f64` on the polar route keeps
-/// FISTA's state on the host (three blocks and a linear part) but `M_q`
-/// and `[M_q]_+` on the device, the polar route's operations recorded in
-/// the fit's one workspace: per iteration (the counters of a fit stopped
-/// after K2 iterations less those of the same fit stopped after K1 < K2,
-/// as above), at two sizes, the polar route allocates nothing (its outputs
-/// and scratch come from the workspace's pool, filled by iteration K1).
-/// What still allocates are the host-state path's own device calls: the
-/// uploads (each `d_q` of a fresh `M_q`, the linear part's `s` and `w`) and
-/// the outputs of the calls outside the workspace (`M_q`'s weighted Gram
-/// and shift, the affine combination of cached `M_q`, the remainder
-/// bound's difference and its norms, the model values' three, the linear
-/// part's two products), a few per evaluation against the polar route's
-/// dozens of dispatches per `[M_q]_+` (`2k + 1` products, the
-/// combinations, norms and trace). So the allocations are at most an
-/// eighth of the dispatches: about a tenth measured on lavapipe (0.092 to
-/// 0.096 over seeds), where a workspace per `[M_q]_+` (an allocation per
-/// output of the polar route, the same dispatches) puts them at about a
-/// sixth (0.166 to 0.174, 30 allocations per iteration more at r = 30).
+/// What crosses per iteration of the quantile regression's dual on a GPU
+/// with `f64` on the polar route, where `M_q`, `[M_q]_+` and FISTA's state
+/// (three blocks as the columns of `n x 3` matrices, two PSD parts with
+/// couplings `-1` and `+1`, the linear part on all levels) are resident:
+/// the counters of a fit stopped after K2 iterations less those of the same
+/// fit stopped after K1 < K2 (as for the density above), at two sizes
+/// whose problems are the same: the samples of the smaller one each taken
+/// twice (the mean pinball loss is the same function of the curves, the
+/// dual point at `2n` is the one at `n` halved and duplicated, the step
+/// halved, so FISTA takes the same decisions, on the same centres):
+///
+/// - up: nothing at either size;
+/// - down: the same bytes per iteration at both sizes (every wait reads
+///   `O(r)` numbers: the polar route's norms and traces, FISTA's inner
+///   products with the two parts' and the linear part's remainder terms,
+///   the linear energy, the loss sums of an objective or a gap check),
+///   at most `8 r` bytes per wait, and the same waits;
+/// - weighted Grams: one per PSD part and candidate, the same at both sizes;
+/// - allocations: none (the workspace's pool has filled by iteration K1 =
+///   20; before that, a shape first needed late, such as the scratch of a
+///   sum over more vectors, still allocates); submissions: two per wait;
+/// - waits: at most [`PSD_QUANTILE_WAITS_PER_CANDIDATE`] per candidate (one
+///   per iteration, more where backtracking shortens the step) and one gap
+///   check per iteration.
 #[test]
 fn psd_quantile_counters_per_iteration_at_two_sizes() {
-    use gramian::psd::{PositivePartRoute, QuantileParams, Regularisation, SolverOptions};
+    use gramian::psd::engine::{EngineProblem, LinearPart};
+    use gramian::psd::features::{EmpiricalFeatures, Features};
+    use gramian::psd::positive_part::PositivePartSolver;
+    use gramian::psd::regression::PinballLoss;
+    use gramian::psd::SolverOptions;
     let Some(gpu) = device() else { return };
-    let (m, (k1, k2)) = (30usize, (6usize, 12usize));
-    for n in [211usize, 409] {
-        let x = uniform(n, 1) * 0.5;
+    let (m, (k1, k2), parts) = (30usize, (20usize, 26usize), 2u64);
+    let small = uniform(211, 1) * 0.5;
+    let centres = small.rows(0, m).into_owned();
+    let features = EmpiricalFeatures::new(&centres, 0.3).unwrap();
+    let mut per_size = Vec::new();
+    for copies in [1usize, 2] {
+        let n = copies * small.nrows();
+        let x = DMatrix::from_fn(n, 1, |i, _| small[(i % small.nrows(), 0)]);
         let y = DVector::from_fn(n, |i, _| (3.0 * x[(i, 0)]).sin() + 0.3 * x[(i, 0)] * x[(i, 0)]);
+        let loss = PinballLoss { targets: y, levels: vec![0.2, 0.5, 0.8] };
+        let phi = features.resident_features(&gpu, &gpu.upload(&x, Precision::F64).unwrap()).unwrap();
         let fit = |iterations: usize| {
-            let params = QuantileParams::new(Kernel::gaussian_with_width(0.3).unwrap(), &[0.2, 0.5, 0.8]).unwrap()
-                .regularisation(Regularisation::new().linear(1e-2).trace(1e-3).quadratic(1e-4))
-                .nystrom(m, 3)
-                .positive_part(PositivePartRoute::Polar)
-                .solver(SolverOptions { tolerance: 1e-14, max_iterations: iterations, check_every: 2 });
-            counted(&gpu, || assert!(matches!(params.fit_xy(&gpu, &x, &y), Err(gramian::Error::NotConverged { .. }))))
+            let problem = EngineProblem {
+                features: Features::Resident { device: &gpu, phi: &phi },
+                parts: vec![vec![-1.0, 0.0, 0.0], vec![0.0, 0.0, 1.0]],
+                linear: Some(LinearPart { coupling: vec![1.0; 3], lambda0: 1e-2 }),
+                integral: None,
+                loss: &loss,
+                lambda1: 1e-3,
+                lambda2: 1e-4,
+            };
+            let options = SolverOptions { tolerance: 1e-14, max_iterations: iterations, check_every: 2 };
+            counted(&gpu, || assert!(matches!(problem.solve_with(&options, PositivePartSolver::polar()), Err(gramian::Error::NotConverged { .. }))))
         };
         let c = fit(k2).since(&fit(k1));
         print("quantile per iteration", n, &c);
+        let (r, per) = (m as u64, (k2 - k1) as f64);
         let t = c.transfers;
         let grams = c.class(ShapeKind::WeightedGram, Precision::F64);
-        eprintln!("quantile per iteration (n = {n}): {} allocations, {} uploads, {} weighted Grams, {} dispatches over {} iterations", c.allocations, t.uploads, grams.dispatches, t.dispatches, k2 - k1);
-        assert!(grams.dispatches > 0 && t.uploads > 0, "{c:?}");
-        assert!(8 * c.allocations <= t.dispatches, "{} allocations in {} dispatches: {c:?}", c.allocations, t.dispatches);
+        eprintln!(
+            "quantile per iteration (n = {n}, r = {r}): {:.2} waits, {:.1} bytes up, {:.1} bytes down, {:.2} weighted Grams, {:.2} dispatches, {:.2} allocations",
+            c.waits as f64 / per, t.host_to_device_bytes as f64 / per, t.device_to_host_bytes as f64 / per, grams.dispatches as f64 / per, t.dispatches as f64 / per, c.allocations as f64 / per
+        );
+        assert_eq!((t.uploads, t.host_to_device_bytes), (0, 0), "{c:?}");
+        assert!(c.waits > 0 && t.device_to_host_bytes <= 8 * r * c.waits, "{c:?}");
+        assert!(grams.dispatches >= parts * (k2 - k1) as u64 && grams.dispatches % parts == 0, "{c:?}");
+        assert_eq!(c.allocations, 0, "{c:?}");
+        assert_eq!(t.submissions, 2 * c.waits, "{c:?}");
+        // One candidate per iteration but where backtracking shortened the step.
+        let candidates = grams.dispatches / parts;
+        assert!(c.waits <= PSD_QUANTILE_WAITS_PER_CANDIDATE * candidates + (k2 - k1) as u64, "{c:?}");
+        per_size.push((c.waits, t.device_to_host_bytes, grams.dispatches));
     }
+    assert_eq!(per_size[0], per_size[1], "(waits, bytes down, weighted Grams) at n and 2n");
 }
+
+/// Read-backs (waits) per candidate of the resident quantile fit, for its
+/// two PSD parts and the linear part, at most: the polar route's four per
+/// part at the extrapolated point, the linear energy's one there and the
+/// step's one; where the remainder bound fails, the polar route's four per
+/// part at the candidate, the linear energy's and the loss sums' one (the
+/// objective of an accepted candidate). A gap check adds one per iteration
+/// at most. Independent of `n`.
+const PSD_QUANTILE_WAITS_PER_CANDIDATE: u64 = 2 * 4 + 1 + 1 + 2 * 4 + 1 + 1;
 
 /// Read-backs (waits) of an iteration of the resident density fit with one
 /// candidate (one weighted Gram per iteration, asserted above), at most:

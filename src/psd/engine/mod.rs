@@ -44,8 +44,8 @@
 //! secant of [`super::dual`] (solves at fixed `mu` left once the side of the
 //! root is certain). The duality gap is the stopping rule. With resident
 //! features, the polar route and a loss that runs on the device (the
-//! density), FISTA's state stays on the device as well (`resident.rs`:
-//! nothing of length `n` crosses per iteration). Nystrom compression is
+//! density and quantile regression), FISTA's state stays on the device as
+//! well (`resident.rs`: nothing of length `n` crosses per iteration). Nystrom compression is
 //! the caller's choice of centres for `P`: the cost per iteration is
 //! `O(Q (n r^2 + r^3))` for `Q` parts.
 
@@ -95,8 +95,9 @@ pub trait BlockLoss {
     /// A dual starting point, given the model values `u0` of the primal guess
     /// `A_q = s_0 I` (`s_0 = 1/tr W` with an integral, else 1), `w = 0`.
     fn dual_start(&self, u0: &DVector<f64>) -> DVector<f64>;
-    /// The loss on resident vectors (one block), where it provides that
-    /// (`None`, the default: FISTA's state stays on the host).
+    /// The loss on resident vectors (`n x B`, block `b` in column `b`),
+    /// where it provides that (`None`, the default: FISTA's state stays on
+    /// the host).
     fn resident(&self) -> Option<&dyn ResidentLoss> {
         None
     }
@@ -147,6 +148,11 @@ pub(crate) trait MeanTerms {
     fn prox_conjugate_of(&self, v: &DVector<f64>, t: f64, n: usize) -> DVector<f64>;
     /// The dual start for `n` samples in all (the loss's own primal guess).
     fn dual_start_of(&self, n: usize) -> DVector<f64>;
+    /// The loss of all its samples held here on resident vectors, where it
+    /// provides that (`None`, the default).
+    fn resident_all(&self) -> Option<&dyn ResidentLoss> {
+        None
+    }
 }
 
 /// The terms of a [`MeanTerms`] loss held here, scaled by the number
@@ -177,6 +183,10 @@ impl<L: MeanTerms> BlockLoss for SampleTerms<'_, L> {
     }
     fn dual_start(&self, _u0: &DVector<f64>) -> DVector<f64> {
         self.loss.dual_start_of(self.total)
+    }
+    /// The loss's own when the samples held are all of them.
+    fn resident(&self) -> Option<&dyn ResidentLoss> {
+        if self.total == self.loss.samples() { self.loss.resident_all() } else { None }
     }
 }
 
@@ -501,7 +511,7 @@ impl<'a, L: BlockLoss + ?Sized> EngineProblem<'a, L> {
         // FISTA's state on the device where the problem allows (resident::ResidentSetting::new).
         let setting = if device_state { ResidentSetting::new(self, &state, metric.as_ref())? } else { None };
         let mut point = match &setting {
-            Some(s) => Some(ResidentPoint::new(s.device.upload_vector(&z, crate::precision::Precision::F64)?)),
+            Some(s) => Some(s.upload_point(&z)?),
             None => None,
         };
         let mut mu = if self.integral.is_some() { 1.0 } else { 0.0 };
@@ -569,8 +579,9 @@ impl<'a, L: BlockLoss + ?Sized> EngineProblem<'a, L> {
         }
         let (ev, terms) = match (&setting, &point) {
             (Some(s), Some(p)) => {
-                let (ev, terms) = self.resident_terms(s, p, mu, &mut state)?;
-                z = s.device.to_host_vector(&p.z)?;
+                let (mut ev, terms) = self.resident_terms(s, p, mu, &mut state)?;
+                ev.w = self.resident_linear_weights(s, p, &mut state)?;
+                z = s.download_point(p)?;
                 (ev, terms)
             }
             _ => {
