@@ -31,7 +31,7 @@
 //! (`LP_NUM_THREADS=1` for lavapipe) when the host time matters: its
 //! threads otherwise take the fit thread's core while it records the next
 //! work, and that time counts as host time; on a shared machine, `--repeat
-//! 3` keeps the fastest of three runs of each GPU fit (the counters do not
+//! 3` keeps the fastest of three runs of each fit (the counters do not
 //! change between runs, other programs' interference only adds time).
 //!
 //! `--extrapolate 100000,1000000` (with `--predict`) adds, per method, a
@@ -127,10 +127,10 @@ struct Args {
     /// (divides the measured host time of each fit).
     #[arg(long, default_value_t = 1.0)]
     host_speed: f64,
-    /// Runs each GPU fit this many times and keeps the fastest (its time,
+    /// Runs each fit this many times and keeps the fastest (its time,
     /// breakdown and counters; the counters are the same each time): the
-    /// host part measured with the least interference of other work on a
-    /// shared machine.
+    /// CPU fits and the GPU fits' host part measured with the least
+    /// interference of other work on a shared machine.
     #[arg(long, default_value_t = 1)]
     repeat: usize,
     /// With `--predict`: also predict each method at these n (comma-separated;
@@ -450,7 +450,7 @@ fn main() {
             }
             let mut fastest: Option<(Outcome, f64, DeviceCounters)> = None;
             let mut failed = None;
-            for _ in 0..if device.is_gpu() { args.repeat.max(1) } else { 1 } {
+            for _ in 0..args.repeat.max(1) {
                 device.reset_transfer_stats();
                 let start = Instant::now();
                 let outcome = job(device);
