@@ -98,59 +98,54 @@ impl SparseFirstLayers {
         SparseFirstLayers { sources, width, weight_decay, steps: 0 }
     }
 
-    /// `Z_q = X_q,B A_q + b_q` of the training rows `rows` for every source
-    /// (`[|B|, h_1]` on `device`, tracked for gradients). `A_q` is read in
-    /// pieces of [`PIECE_ROWS`] rows, each piece for every row of the
-    /// minibatch before the next (the rows a minibatch touches are then
-    /// read in order, not at random); each `z_i` still sums its
+    /// `Z_q = X_q,B A_q + b_q` of the training rows `rows` for every source,
+    /// stacked (`[Q, |B|, h_1]` on `device`, tracked for gradients). `A_q`
+    /// is read in pieces of [`PIECE_ROWS`] rows, each piece for every row
+    /// of the minibatch before the next (the rows a minibatch touches are
+    /// then read in order, not at random); each `z_i` still sums its
     /// non-zeros in column order.
-    pub(crate) fn forward(&self, rows: &[usize], device: &Device) -> Vec<Tensor<2>> {
+    pub(crate) fn forward(&self, rows: &[usize], device: &Device) -> Tensor<3> {
         let h = self.width;
-        let outputs: Vec<Vec<f32>> = self
-            .sources
-            .par_iter()
-            .map(|s| {
-                let mut z = vec![0f32; rows.len() * h];
-                // Per minibatch row, the next of its non-zeros to add.
-                let mut next = vec![0usize; rows.len()];
-                for (k, piece) in s.weight.chunks(PIECE_ROWS * h).enumerate() {
-                    let end = k * PIECE_ROWS + piece.len() / h;
-                    for ((zi, &r), at) in z.chunks_exact_mut(h).zip(rows).zip(next.iter_mut()) {
-                        let row = s.x.row(r);
-                        let (cols, values) = (row.col_indices(), row.values());
-                        while *at < cols.len() && cols[*at] < end {
-                            let (c, x) = (cols[*at] - k * PIECE_ROWS, values[*at]);
-                            for (z, &a) in zi.iter_mut().zip(&piece[c * h..(c + 1) * h]) {
-                                *z += x * a;
-                            }
-                            *at += 1;
+        let mut stacked = vec![0f32; self.sources.len() * rows.len() * h];
+        stacked.par_chunks_mut(rows.len() * h).zip(&self.sources).for_each(|(z, s)| {
+            // Per minibatch row, the next of its non-zeros to add.
+            let mut next = vec![0usize; rows.len()];
+            for (k, piece) in s.weight.chunks(PIECE_ROWS * h).enumerate() {
+                let end = k * PIECE_ROWS + piece.len() / h;
+                for ((zi, &r), at) in z.chunks_exact_mut(h).zip(rows).zip(next.iter_mut()) {
+                    let row = s.x.row(r);
+                    let (cols, values) = (row.col_indices(), row.values());
+                    while *at < cols.len() && cols[*at] < end {
+                        let (c, x) = (cols[*at] - k * PIECE_ROWS, values[*at]);
+                        for (z, &a) in zi.iter_mut().zip(&piece[c * h..(c + 1) * h]) {
+                            *z += x * a;
                         }
+                        *at += 1;
                     }
                 }
-                for zi in z.chunks_exact_mut(h) {
-                    for (z, &b) in zi.iter_mut().zip(&s.bias) {
-                        *z += b;
-                    }
+            }
+            for zi in z.chunks_exact_mut(h) {
+                for (z, &b) in zi.iter_mut().zip(&s.bias) {
+                    *z += b;
                 }
-                z
-            })
-            .collect();
-        outputs.into_iter().map(|z| Tensor::<2>::from_data(TensorData::new(z, [rows.len(), h]), device).require_grad()).collect()
+            }
+        });
+        Tensor::<3>::from_data(TensorData::new(stacked, [self.sources.len(), rows.len(), h]), device).require_grad()
     }
 
     /// The gradients `X_q,B^T G_q` and `sum_i g_i` of the rows `rows` from
-    /// `dL/dZ_q` (`grads[q]`, row-major `[|B|, h_1]`), then one AdamW step
+    /// `dL/dZ_q` (`grads`, row-major `[Q, |B|, h_1]`), then one AdamW step
     /// of every first layer at learning rate `lr`. The rows of each `A_q`
     /// are taken in pieces of [`PIECE_ROWS`] on rayon's threads, each
     /// piece's gradient summed and its update made while the piece is in
     /// cache; every entry's sum runs over the minibatch in its order, so
     /// the result does not depend on the split.
-    pub(crate) fn step(&mut self, rows: &[usize], grads: &[Vec<f32>], lr: f64) {
+    pub(crate) fn step(&mut self, rows: &[usize], grads: &[f32], lr: f64) {
         self.steps += 1;
         let h = self.width;
         let (t, weight_decay) = (self.steps, self.weight_decay);
         let piece = PIECE_ROWS * h;
-        self.sources.par_iter_mut().zip(grads).for_each(|(s, g)| {
+        self.sources.par_iter_mut().zip(grads.par_chunks(rows.len() * h)).for_each(|(s, g)| {
             let x = &s.x;
             let (m, v) = (&mut s.moments_weight.0, &mut s.moments_weight.1);
             // Each piece's gradient is summed in a scratch of one piece
