@@ -22,7 +22,7 @@ use rand::SeedableRng;
 use super::fitted::NeuralEksvd;
 use super::history::{EpochRecord, TrainingHistory};
 use super::model::{NeuralEksvdNet, NeuralWeights};
-use super::optimizer::InPlaceAdamW;
+use super::optimizer::{HostAdamW, InPlaceAdamW};
 use super::params::{EarlyStopping, LearningRateSchedule, NeuralEksvdParams};
 use super::replay::{capture_step, check_replay, deep_copy, kernel_profiling_on, DeviceCursor, StepSettings, StepState, CAPTURE_STEPS};
 use super::sparse_first::SparseFirstLayers;
@@ -117,7 +117,9 @@ params.validate()?;
         log::info!("Neural eKSVD: CubeCL's profiling logger is on, which graph capture cannot record; training with eager steps");
         replayable = false;
     }
-    let mut sparse_first = sparse.then(|| SparseFirstLayers::new(&host, &model.net, params.weight_decay));
+    // With the sparse first layer, the other parameters are stepped on the
+    // host too (`HostAdamW`, burn's AdamW exactly).
+    let mut sparse_first = sparse.then(|| (SparseFirstLayers::new(&host, &model.net, params.weight_decay), HostAdamW::new(params.weight_decay)));
     let net = model.net.clone().fork(&ad_device).train();
     let state = RefCell::new(StepState { net: Some(net), optim: InPlaceAdamW::new(params.weight_decay, &device, replayable) });
     let cursor = RefCell::new(DeviceCursor::new(n, params.batch_size, &ad_device, replayable));
@@ -192,11 +194,11 @@ params.validate()?;
         }
         for start in (done * params.batch_size..n).step_by(params.batch_size) {
             let len = params.batch_size.min(n - start);
-            if let Some(first) = sparse_first.as_mut() {
+            if let Some((first, optim)) = sparse_first.as_mut() {
                 let rows = &order[start..start + len];
                 let one_hot = host.one_hot_rows(rows, &ad_device).expect("labelled");
                 let rate = params.schedule.rate(params.learning_rate, step, total_steps);
-                let grads = state.borrow_mut().step_after_first(first.forward(rows, &ad_device), one_hot, StepSettings { learning_rate: rate, ..settings });
+                let grads = state.borrow_mut().step_after_first(first.forward(rows, &ad_device), one_hot, StepSettings { learning_rate: rate, ..settings }, optim);
                 first.step(rows, &grads, rate);
                 step += 1;
                 continue;
@@ -217,7 +219,7 @@ params.validate()?;
                 replayable = false;
             }
         }
-        if let Some(first) = &sparse_first {
+        if let Some((first, _)) = &sparse_first {
             first.write_into(state.borrow_mut().net.as_mut().expect("a network between steps"));
         }
         // The steps are queued asynchronously on GPU backends: wait for

@@ -449,14 +449,15 @@ impl NeuralEksvdNet {
     pub fn stacked_features(&self, xs: Vec<Tensor<2>>, p: f64) -> Tensor<3> {
         assert_eq!(xs.len(), self.first.len(), "one input per source");
         let pre: Vec<Tensor<2>> = xs.into_iter().zip(&self.first).map(|(x, layer)| layer.forward(x)).collect();
-        self.features_after_first(pre, p)
+        self.features_after_first(Tensor::stack::<3>(pre, 0), p)
     }
 
     /// [`NeuralEksvdNet::stacked_features`] from the first layer's outputs
-    /// before its activation, `X_q A_q + b_q` (one `[B, h_1]` tensor per
-    /// source, computed elsewhere: the sparse first layer of a CPU fit).
-    pub(crate) fn features_after_first(&self, pre: Vec<Tensor<2>>, p: f64) -> Tensor<3> {
-        let h = self.activate(Tensor::stack::<3>(pre, 0), 0, self.layers.len() + 1, p);
+    /// before its activation, `X_q A_q + b_q` stacked over the sources
+    /// (`[Q, B, h_1]`, computed elsewhere: the sparse first layer of a CPU
+    /// fit).
+    pub(crate) fn features_after_first(&self, pre: Tensor<3>, p: f64) -> Tensor<3> {
+        let h = self.activate(pre, 0, self.layers.len() + 1, p);
         self.deeper(h, self.layers.iter().map(|l| (l.weight.val(), l.bias.val())).collect(), p)
     }
 
@@ -487,7 +488,7 @@ impl NeuralEksvdNet {
 
     /// [`NeuralEksvdNet::stacked_scores`] from the first layer's outputs
     /// before its activation (see [`NeuralEksvdNet::features_after_first`]).
-    pub(crate) fn scores_after_first(&self, pre: Vec<Tensor<2>>, p: f64) -> Tensor<3> {
+    pub(crate) fn scores_after_first(&self, pre: Tensor<3>, p: f64) -> Tensor<3> {
         self.features_after_first(pre, p).matmul(self.projections.val())
     }
 

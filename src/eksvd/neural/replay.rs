@@ -37,7 +37,7 @@ use burn::tensor::{capture, Device, Graph, Int, Tensor, TensorData};
 
 use super::loss::{cross_entropy, objective_per_component, padded_cross_entropy, padded_objective_per_component, LossTensors, PaddedRows};
 use super::model::{tensor_to_f32, NeuralEksvdNet};
-use super::optimizer::{own_copy, update, InPlaceAdamW};
+use super::optimizer::{own_copy, update, HostAdamW, InPlaceAdamW};
 
 /// The network and optimizer a fit trains, behind the [`RefCell`] that the
 /// captured step and the eager steps share.
@@ -79,19 +79,20 @@ impl StepState {
 
 impl StepState {
     /// One Adam step as [`StepState::step`] from the first layer's outputs
-    /// before their activation (`pre`, one tracked `[B, h_1]` tensor per
-    /// source, computed outside the network: `sparse_first`), every row
-    /// counting; the network's first layers are left as they are. Returns
-    /// `dL/dZ_q` of every source, row-major.
-    pub(crate) fn step_after_first(&mut self, pre: Vec<Tensor<2>>, one_hot: Tensor<2>, s: StepSettings) -> Vec<Vec<f32>> {
+    /// before their activation (`pre`, `[Q, B, h_1]` stacked over the
+    /// sources and tracked, computed outside the network: `sparse_first`),
+    /// every row counting, with the network's other parameters stepped by
+    /// `optim` on the host; the network's first layers are left as they
+    /// are. Returns `dL/dZ` (`[Q, B, h_1]`, row-major).
+    pub(crate) fn step_after_first(&mut self, pre: Tensor<3>, one_hot: Tensor<2>, s: StepSettings, optim: &mut HostAdamW) -> Vec<f32> {
         let net = self.net.take().expect("a step runs on a network");
         let scores = net.scores_after_first(pre.clone(), s.dropout);
         let objective = objective_per_component(net.projections(), scores.clone(), net.gamma(), s.n_samples);
         let loss = LossTensors::new(objective, cross_entropy(net.logits(scores), one_hot), s.eta);
         let grads = loss.total.backward();
-        let first: Vec<Vec<f32>> = pre.iter().map(|z| tensor_to_f32(z.grad(&grads).expect("the first layer's outputs are tracked"))).collect();
+        let first = tensor_to_f32(pre.grad(&grads).expect("the first layer's outputs are tracked"));
         let mut grads = GradientsParams::from_grads(grads, &net);
-        self.net = Some(self.optim.step(s.learning_rate, net, &mut grads));
+        self.net = Some(optim.step(s.learning_rate, net, &mut grads));
         first
     }
 }

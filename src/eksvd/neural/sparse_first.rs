@@ -71,6 +71,104 @@ fn csr_of_rows(rows: &[f32], n: usize, d: usize) -> CsrMatrix<f32> {
     CsrMatrix::try_from_csr_data(n, d, offsets, cols, values).expect("sorted, in-range column indices")
 }
 
+/// Whether the CPU has AVX (checked at run time): the `#[inline(always)]`
+/// loops of [`forward_source`] and [`accumulate_piece`] then run in copies
+/// compiled for it, vectorised 8 entries wide with the same products and
+/// sums (none fused) in the same order, so the same values.
+fn has_avx() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    return std::arch::is_x86_feature_detected!("avx");
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
+/// [`forward_source`], compiled for AVX where `avx` (from [`has_avx`]).
+fn forward_source_on(avx: bool, s: &SourceLayer, rows: &[usize], z: &mut [f32], h: usize) {
+    #[cfg(target_arch = "x86_64")]
+    if avx {
+        // Safety: the CPU has AVX (`has_avx`).
+        return unsafe { forward_source_avx(s, rows, z, h) };
+    }
+    let _ = avx;
+    forward_source(s, rows, z, h)
+}
+
+/// [`accumulate_piece`], compiled for AVX where `avx` (from [`has_avx`]).
+fn accumulate_piece_on(avx: bool, x: &CsrMatrix<f32>, rows: &[usize], g: &[f32], columns: std::ops::Range<usize>, acc: &mut [f32], h: usize) {
+    #[cfg(target_arch = "x86_64")]
+    if avx {
+        // Safety: the CPU has AVX (`has_avx`).
+        return unsafe { accumulate_piece_avx(x, rows, g, columns, acc, h) };
+    }
+    let _ = avx;
+    accumulate_piece(x, rows, g, columns, acc, h)
+}
+
+/// [`forward_source`] compiled for AVX.
+///
+/// Safety: the CPU must have AVX.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx")]
+unsafe fn forward_source_avx(s: &SourceLayer, rows: &[usize], z: &mut [f32], h: usize) {
+    forward_source(s, rows, z, h)
+}
+
+/// [`accumulate_piece`] compiled for AVX.
+///
+/// Safety: the CPU must have AVX.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx")]
+unsafe fn accumulate_piece_avx(x: &CsrMatrix<f32>, rows: &[usize], g: &[f32], columns: std::ops::Range<usize>, acc: &mut [f32], h: usize) {
+    accumulate_piece(x, rows, g, columns, acc, h)
+}
+
+/// `Z_q` of the rows `rows` of source `s` (the module header's `z_i`,
+/// written to the zeroed row-major `[|B|, h]` `z`), by pieces of
+/// [`PIECE_ROWS`] rows of `A_q`.
+#[inline(always)]
+fn forward_source(s: &SourceLayer, rows: &[usize], z: &mut [f32], h: usize) {
+    // Per minibatch row, the next of its non-zeros to add.
+    let mut next = vec![0usize; rows.len()];
+    for (k, piece) in s.weight.chunks(PIECE_ROWS * h).enumerate() {
+        let end = k * PIECE_ROWS + piece.len() / h;
+        for ((zi, &r), at) in z.chunks_exact_mut(h).zip(rows).zip(next.iter_mut()) {
+            let row = s.x.row(r);
+            let (cols, values) = (row.col_indices(), row.values());
+            while *at < cols.len() && cols[*at] < end {
+                let (c, x) = (cols[*at] - k * PIECE_ROWS, values[*at]);
+                for (z, &a) in zi.iter_mut().zip(&piece[c * h..(c + 1) * h]) {
+                    *z += x * a;
+                }
+                *at += 1;
+            }
+        }
+    }
+    for zi in z.chunks_exact_mut(h) {
+        for (z, &b) in zi.iter_mut().zip(&s.bias) {
+            *z += b;
+        }
+    }
+}
+
+/// `X_q,B^T G_q` at the columns `columns` of `x` (a piece of `A_q`'s
+/// rows), added to the row-major `acc` (`|columns| x h`) from the rows
+/// `rows` of `x` and `dL/dZ_q` (`g`, row-major `[|B|, h]`), each entry's
+/// sum over the minibatch in its order.
+#[inline(always)]
+fn accumulate_piece(x: &CsrMatrix<f32>, rows: &[usize], g: &[f32], columns: std::ops::Range<usize>, acc: &mut [f32], h: usize) {
+    for (gi, &r) in g.chunks_exact(h).zip(rows) {
+        let row = x.row(r);
+        let cols = row.col_indices();
+        let (from, to) = (cols.partition_point(|&c| c < columns.start), cols.partition_point(|&c| c < columns.end));
+        for (&c, &xv) in cols[from..to].iter().zip(&row.values()[from..to]) {
+            let c = c - columns.start;
+            for (a, &gv) in acc[c * h..(c + 1) * h].iter_mut().zip(gi) {
+                *a += xv * gv;
+            }
+        }
+    }
+}
+
 impl SparseFirstLayers {
     /// The training rows of `host` in CSR and the first layers of `net`
     /// (its starting weights), with zero moments.
@@ -98,59 +196,34 @@ impl SparseFirstLayers {
         SparseFirstLayers { sources, width, weight_decay, steps: 0 }
     }
 
-    /// `Z_q = X_q,B A_q + b_q` of the training rows `rows` for every source
-    /// (`[|B|, h_1]` on `device`, tracked for gradients). `A_q` is read in
-    /// pieces of [`PIECE_ROWS`] rows, each piece for every row of the
-    /// minibatch before the next (the rows a minibatch touches are then
-    /// read in order, not at random); each `z_i` still sums its
+    /// `Z_q = X_q,B A_q + b_q` of the training rows `rows` for every source,
+    /// stacked (`[Q, |B|, h_1]` on `device`, tracked for gradients). `A_q`
+    /// is read in pieces of [`PIECE_ROWS`] rows, each piece for every row
+    /// of the minibatch before the next (the rows a minibatch touches are
+    /// then read in order, not at random); each `z_i` still sums its
     /// non-zeros in column order.
-    pub(crate) fn forward(&self, rows: &[usize], device: &Device) -> Vec<Tensor<2>> {
+    pub(crate) fn forward(&self, rows: &[usize], device: &Device) -> Tensor<3> {
         let h = self.width;
-        let outputs: Vec<Vec<f32>> = self
-            .sources
-            .par_iter()
-            .map(|s| {
-                let mut z = vec![0f32; rows.len() * h];
-                // Per minibatch row, the next of its non-zeros to add.
-                let mut next = vec![0usize; rows.len()];
-                for (k, piece) in s.weight.chunks(PIECE_ROWS * h).enumerate() {
-                    let end = k * PIECE_ROWS + piece.len() / h;
-                    for ((zi, &r), at) in z.chunks_exact_mut(h).zip(rows).zip(next.iter_mut()) {
-                        let row = s.x.row(r);
-                        let (cols, values) = (row.col_indices(), row.values());
-                        while *at < cols.len() && cols[*at] < end {
-                            let (c, x) = (cols[*at] - k * PIECE_ROWS, values[*at]);
-                            for (z, &a) in zi.iter_mut().zip(&piece[c * h..(c + 1) * h]) {
-                                *z += x * a;
-                            }
-                            *at += 1;
-                        }
-                    }
-                }
-                for zi in z.chunks_exact_mut(h) {
-                    for (z, &b) in zi.iter_mut().zip(&s.bias) {
-                        *z += b;
-                    }
-                }
-                z
-            })
-            .collect();
-        outputs.into_iter().map(|z| Tensor::<2>::from_data(TensorData::new(z, [rows.len(), h]), device).require_grad()).collect()
+        let mut stacked = vec![0f32; self.sources.len() * rows.len() * h];
+        let avx = has_avx();
+        stacked.par_chunks_mut(rows.len() * h).zip(&self.sources).for_each(|(z, s)| forward_source_on(avx, s, rows, z, h));
+        Tensor::<3>::from_data(TensorData::new(stacked, [self.sources.len(), rows.len(), h]), device).require_grad()
     }
 
     /// The gradients `X_q,B^T G_q` and `sum_i g_i` of the rows `rows` from
-    /// `dL/dZ_q` (`grads[q]`, row-major `[|B|, h_1]`), then one AdamW step
+    /// `dL/dZ_q` (`grads`, row-major `[Q, |B|, h_1]`), then one AdamW step
     /// of every first layer at learning rate `lr`. The rows of each `A_q`
     /// are taken in pieces of [`PIECE_ROWS`] on rayon's threads, each
     /// piece's gradient summed and its update made while the piece is in
     /// cache; every entry's sum runs over the minibatch in its order, so
     /// the result does not depend on the split.
-    pub(crate) fn step(&mut self, rows: &[usize], grads: &[Vec<f32>], lr: f64) {
+    pub(crate) fn step(&mut self, rows: &[usize], grads: &[f32], lr: f64) {
         self.steps += 1;
         let h = self.width;
         let (t, weight_decay) = (self.steps, self.weight_decay);
         let piece = PIECE_ROWS * h;
-        self.sources.par_iter_mut().zip(grads).for_each(|(s, g)| {
+        let avx = has_avx();
+        self.sources.par_iter_mut().zip(grads.par_chunks(rows.len() * h)).for_each(|(s, g)| {
             let x = &s.x;
             let (m, v) = (&mut s.moments_weight.0, &mut s.moments_weight.1);
             // Each piece's gradient is summed in a scratch of one piece
@@ -159,17 +232,7 @@ impl SparseFirstLayers {
             s.weight.par_chunks_mut(piece).zip(m.par_chunks_mut(piece)).zip(v.par_chunks_mut(piece)).enumerate().for_each_init(|| vec![0f32; piece], |scratch, (k, ((p, m), v))| {
                 let acc = &mut scratch[..p.len()];
                 let columns = k * PIECE_ROWS..k * PIECE_ROWS + p.len() / h;
-                for (gi, &r) in g.chunks_exact(h).zip(rows) {
-                    let row = x.row(r);
-                    let cols = row.col_indices();
-                    let (from, to) = (cols.partition_point(|&c| c < columns.start), cols.partition_point(|&c| c < columns.end));
-                    for (&c, &xv) in cols[from..to].iter().zip(&row.values()[from..to]) {
-                        let c = c - columns.start;
-                        for (a, &gv) in acc[c * h..(c + 1) * h].iter_mut().zip(gi) {
-                            *a += xv * gv;
-                        }
-                    }
-                }
+                accumulate_piece_on(avx, x, rows, g, columns, acc, h);
                 adamw_on_host(p, m, v, acc, t, lr, weight_decay);
             });
             for gi in g.chunks_exact(h).take(rows.len()) {
