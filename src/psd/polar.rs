@@ -370,6 +370,16 @@ pub trait SymmetricProducts {
     fn frobenius(&self, x: &Self::Matrix) -> Result<f64, Error>;
     /// `tr X`.
     fn trace(&self, x: &Self::Matrix) -> Result<f64, Error>;
+    /// `(||X||_F, ||Y||_F)`, as [`Self::frobenius`] of each (where the
+    /// numbers come back from a device: both in one read-back).
+    fn frobenius_pair(&self, x: &Self::Matrix, y: &Self::Matrix) -> Result<(f64, f64), Error> {
+        Ok((self.frobenius(x)?, self.frobenius(y)?))
+    }
+    /// `(tr X, ||X||_F)`, as [`Self::trace`] and [`Self::frobenius`] (where
+    /// the numbers come back from a device: both in one read-back).
+    fn trace_and_frobenius(&self, x: &Self::Matrix) -> Result<(f64, f64), Error> {
+        Ok((self.trace(x)?, self.frobenius(x)?))
+    }
     /// `(X + X^T) / 2`, or `X` as it is where a transpose costs a product
     /// (the result is then symmetric to rounding only).
     fn symmetrise(&self, x: Self::Matrix) -> Result<Self::Matrix, Error>;
@@ -482,12 +492,25 @@ impl SymmetricProducts for WorkspaceProducts<'_, '_> {
         Ok(self.workspace.read_vector(&norms)?.sum().sqrt())
     }
     fn trace(&self, x: &DeviceMatrix) -> Result<f64, Error> {
-        let identity = self.combine(0.0, x, 0.0, None, 1.0)?;
-        let diagonal = self.workspace.take(x.nrows(), x.ncols(), x.precision())?;
-        self.workspace.hadamard_into(x, &identity, &diagonal)?;
         let sums = self.workspace.take(x.nrows(), 1, x.precision())?;
-        self.workspace.row_reduction_into(&diagonal, false, &sums)?;
+        self.diagonal_into(x, &sums)?;
         Ok(self.workspace.read_vector(&sums)?.sum())
+    }
+    fn frobenius_pair(&self, x: &DeviceMatrix, y: &DeviceMatrix) -> Result<(f64, f64), Error> {
+        let (r, s) = (x.nrows(), y.nrows());
+        let both = self.workspace.take(r + s, 1, x.precision())?;
+        self.workspace.row_reduction_into(x, true, &both.rows(0, r)?)?;
+        self.workspace.row_reduction_into(y, true, &both.rows(r, s)?)?;
+        let v = self.workspace.read_vector(&both)?;
+        Ok((v.rows(0, r).sum().sqrt(), v.rows(r, s).sum().sqrt()))
+    }
+    fn trace_and_frobenius(&self, x: &DeviceMatrix) -> Result<(f64, f64), Error> {
+        let r = x.nrows();
+        let both = self.workspace.take(2 * r, 1, x.precision())?;
+        self.diagonal_into(x, &both.rows(0, r)?)?;
+        self.workspace.row_reduction_into(x, true, &both.rows(r, r)?)?;
+        let v = self.workspace.read_vector(&both)?;
+        Ok((v.rows(0, r).sum(), v.rows(r, r).sum().sqrt()))
     }
     fn symmetrise(&self, x: DeviceMatrix) -> Result<DeviceMatrix, Error> {
         // As DeviceProducts: used as computed.
@@ -495,6 +518,16 @@ impl SymmetricProducts for WorkspaceProducts<'_, '_> {
     }
     fn order(&self, x: &DeviceMatrix) -> usize {
         x.nrows()
+    }
+}
+
+impl WorkspaceProducts<'_, '_> {
+    /// The diagonal of `x` (r x r) into `out` (r x 1), recorded.
+    fn diagonal_into(&self, x: &DeviceMatrix, out: &DeviceMatrix) -> Result<(), Error> {
+        let identity = self.combine(0.0, x, 0.0, None, 1.0)?;
+        let diagonal = self.workspace.take(x.nrows(), x.ncols(), x.precision())?;
+        self.workspace.hadamard_into(x, &identity, &diagonal)?;
+        self.workspace.row_reduction_into(&diagonal, false, out)
     }
 }
 
@@ -535,21 +568,49 @@ pub fn positive_part_polar<B: SymmetricProducts>(products: &B, m: &B::Matrix, fa
     polar_with_norm(products, m, frobenius, family, tolerance)
 }
 
-/// [`positive_part_polar`] with `||M||_F` already known.
-fn polar_with_norm<B: SymmetricProducts>(products: &B, m: &B::Matrix, frobenius: f64, family: StepFamily, tolerance: f64) -> Result<PolarPart<B::Matrix>, Error> {
+/// The checks of the polar route's arguments: a tolerance in `(0, 1)` and
+/// a finite `||M||_F`.
+fn check_polar(frobenius: f64, tolerance: f64) -> Result<(), Error> {
     if !(tolerance > 0.0 && tolerance < 1.0) {
         return Err(Error::InvalidParameter { name: "tolerance", reason: format!("must be in (0, 1), got {tolerance}") });
     }
-    let r = products.order(m);
     if !frobenius.is_finite() {
         return Err(Error::InvalidParameter { name: "m", reason: format!("its Frobenius norm is {frobenius} (non-finite or overflowing entries)") });
     }
+    Ok(())
+}
+
+/// [`positive_part_polar`] with `||M||_F` already known.
+fn polar_with_norm<B: SymmetricProducts>(products: &B, m: &B::Matrix, frobenius: f64, family: StepFamily, tolerance: f64) -> Result<PolarPart<B::Matrix>, Error> {
+    check_polar(frobenius, tolerance)?;
     if frobenius == 0.0 {
         return Ok(PolarPart { matrix: products.combine(0.0, m, 0.0, None, 0.0)?, trace: 0.0, frobenius_squared: 0.0, steps: 0, products: 0, bound: 0.0 });
     }
     let m2 = products.product(m, m)?;
+    let square = products.frobenius(&m2)?;
+    polar_steps(products, m, m2, frobenius, square, family, tolerance)
+}
+
+/// [`positive_part_polar`] with `||M||_F` and `||M^2||_F` read together
+/// ([`SymmetricProducts::frobenius_pair`]: one read-back on a device),
+/// `M^2` computed first.
+fn polar_with_square<B: SymmetricProducts>(products: &B, m: &B::Matrix, family: StepFamily, tolerance: f64) -> Result<PolarPart<B::Matrix>, Error> {
+    check_polar(0.0, tolerance)?;
+    let m2 = products.product(m, m)?;
+    let (frobenius, square) = products.frobenius_pair(m, &m2)?;
+    check_polar(frobenius, tolerance)?;
+    if frobenius == 0.0 {
+        return Ok(PolarPart { matrix: products.combine(0.0, m, 0.0, None, 0.0)?, trace: 0.0, frobenius_squared: 0.0, steps: 0, products: 0, bound: 0.0 });
+    }
+    polar_steps(products, m, m2, frobenius, square, family, tolerance)
+}
+
+/// The steps of the module docs from `M`, `M^2`, `||M||_F > 0` and
+/// `||M^2||_F`.
+fn polar_steps<B: SymmetricProducts>(products: &B, m: &B::Matrix, m2: B::Matrix, frobenius: f64, square: f64, family: StepFamily, tolerance: f64) -> Result<PolarPart<B::Matrix>, Error> {
+    let r = products.order(m);
     // ||M||_2^2 <= ||M^2||_F, less the rounding of the computed square.
-    let square = products.frobenius(&m2)? + 2.0 * r as f64 * f64::EPSILON * frobenius * frobenius;
+    let square = square + 2.0 * r as f64 * f64::EPSILON * frobenius * frobenius;
     let scale = (square.sqrt() * (1.0 + 4.0 * f64::EPSILON)).min(frobenius * (1.0 + 4.0 * f64::EPSILON));
     let spectrum = Spectrum { order: r, frobenius, scale };
     let chosen = cached_plan(&spectrum, family, tolerance).ok_or_else(|| Error::InvalidParameter {
@@ -575,8 +636,7 @@ fn polar_with_norm<B: SymmetricProducts>(products: &B, m: &B::Matrix, frobenius:
     }
     let mx = products.product(m, &x)?;
     let p = products.symmetrise(products.combine(0.5, m, 0.5, Some(&mx), 0.0)?)?;
-    let trace = products.trace(&p)?;
-    let norm = products.frobenius(&p)?;
+    let (trace, norm) = products.trace_and_frobenius(&p)?;
     Ok(PolarPart { matrix: p, trace, frobenius_squared: norm * norm, steps: count, products: chosen.products, bound: chosen.relative_bound * frobenius })
 }
 
@@ -622,25 +682,18 @@ pub fn positive_part_polar_resident_with_norm(device: &Device, m: &DeviceMatrix,
     polar_with_norm(&DeviceProducts { device }, m, frobenius, StepFamily::ScaledCubic, tolerance)
 }
 
-/// [`resident_frobenius`] recorded in `workspace` (what is pending there
-/// is submitted with it).
-///
-/// Errors: those of the device.
-pub(crate) fn resident_frobenius_in(workspace: &Workspace<'_>, m: &DeviceMatrix) -> Result<f64, Error> {
-    WorkspaceProducts { workspace }.frobenius(m)
-}
-
-/// [`positive_part_polar_resident_with_norm`] recorded in `workspace`
+/// [`positive_part_polar_resident`] recorded in `workspace`
 /// ([`WorkspaceProducts`]): the same steps and arithmetic, the outputs
-/// from its pool.
+/// from its pool; `||M||_F` and `||M^2||_F` come back in one read-back,
+/// `tr P_k` and `||P_k||_F` in another.
 ///
 /// Errors: those of [`positive_part_polar_resident`].
-pub(crate) fn positive_part_polar_in(workspace: &Workspace<'_>, m: &DeviceMatrix, frobenius: f64, tolerance: f64) -> Result<PolarPart<DeviceMatrix>, Error> {
+pub(crate) fn positive_part_polar_in(workspace: &Workspace<'_>, m: &DeviceMatrix, tolerance: f64) -> Result<PolarPart<DeviceMatrix>, Error> {
     if m.precision() != Precision::F64 {
         return Err(Error::PrecisionMismatch { expected: Precision::F64, found: m.precision() });
     }
     linalg::check_dim("columns of m vs its rows", m.nrows(), m.ncols())?;
-    polar_with_norm(&WorkspaceProducts { workspace }, m, frobenius, StepFamily::ScaledCubic, tolerance)
+    polar_with_square(&WorkspaceProducts { workspace }, m, StepFamily::ScaledCubic, tolerance)
 }
 
 #[cfg(test)]

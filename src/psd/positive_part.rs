@@ -450,11 +450,11 @@ impl PositivePartSolver {
                 e => e,
             })?);
         }
-        let frobenius = polar::resident_frobenius_in(workspace, m)?;
-        if !frobenius.is_finite() {
-            return Err(Error::IllConditioned { what: "PSD dual", reason: format!("||M||_F = {frobenius} for M = -P diag(d) P^T - mu W - lambda_1 I: the dual iterates left the range of f64") });
-        }
-        let part = polar::positive_part_polar_in(workspace, m, frobenius, self.tolerance)?;
+        let part = polar::positive_part_polar_in(workspace, m, self.tolerance).map_err(|e| match e {
+            // The only argument error left: a non-finite ||M||_F.
+            Error::InvalidParameter { name: "m", reason } => Error::IllConditioned { what: "PSD dual", reason: format!("{reason}, for M = -P diag(d) P^T - mu W - lambda_1 I: the dual iterates left the range of f64") },
+            e => e,
+        })?;
         self.stats.polar += 1;
         let products = part.products;
         Ok((PartMatrix::Resident(part), Route::Polar { products }))

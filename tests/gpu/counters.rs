@@ -577,11 +577,11 @@ fn psd_density_counters_at_two_sizes() {
 /// final read-back of z, are the same in both and cancel), at two sizes:
 ///
 /// - up: nothing (no upload, no byte);
-/// - down: every wait is one read-back of `r` numbers (the polar route's
-///   norms and traces) or of at most 5 scalars (FISTA's inner products with
-///   the remainder bound and the restart criterion, the loss sums of an
-///   objective or a gap check), nothing of length `n`: at most `8 r` bytes
-///   per wait. The waits themselves follow the polar route's products,
+/// - down: every wait is one read-back of `2 r` numbers (the polar route's
+///   row sums for `||M||_F` and `||M^2||_F`, or for `tr P` and `||P||_F`)
+///   or of at most 5 scalars (FISTA's inner products with the remainder
+///   bound and the restart criterion, the loss sums of an objective or a
+///   gap check), nothing of length `n`: at most `16 r` bytes per wait. The waits themselves follow the polar route's products,
 ///   which depend on the spectrum of `M` (the data), not on `n`;
 /// - the weighted Grams are r x r over n, one dispatch each, exactly one
 ///   per iteration (the candidate's `M`; the extrapolated point's is a
@@ -621,7 +621,7 @@ fn psd_density_counters_per_iteration_at_two_sizes() {
         assert_eq!(grams.dispatches, (k2 - k1) as u64, "{c:?}");
         assert_eq!(grams.flops, 3 * n64 * r * r * grams.dispatches, "{c:?}");
         assert_eq!((t.uploads, t.host_to_device_bytes), (0, 0), "{c:?}");
-        assert!(c.waits > 0 && t.device_to_host_bytes <= 8 * r * c.waits, "{c:?}");
+        assert!(c.waits > 0 && t.device_to_host_bytes <= 16 * r * c.waits, "{c:?}");
         eprintln!("per iteration (n = {n}): {:.2} allocations, {:.2} submissions, {:.2} waits", c.allocations as f64 / per, t.submissions as f64 / per, c.waits as f64 / per);
         assert_eq!(c.allocations, 0, "{c:?}");
         assert_eq!(t.submissions, 2 * c.waits, "{c:?}");
@@ -645,7 +645,7 @@ fn psd_density_counters_per_iteration_at_two_sizes() {
 ///   `O(r)` numbers: the polar route's norms and traces, FISTA's inner
 ///   products with the two parts' and the linear part's remainder terms,
 ///   the linear energy, the loss sums of an objective or a gap check),
-///   at most `8 r` bytes per wait, and the same waits;
+///   at most `16 r` bytes per wait, and the same waits;
 /// - weighted Grams: one per PSD part and candidate, the same at both sizes;
 /// - allocations: none (the workspace's pool has filled by iteration K1 =
 ///   20; before that, a shape first needed late, such as the scratch of a
@@ -695,7 +695,7 @@ fn psd_quantile_counters_per_iteration_at_two_sizes() {
             c.waits as f64 / per, t.host_to_device_bytes as f64 / per, t.device_to_host_bytes as f64 / per, grams.dispatches as f64 / per, t.dispatches as f64 / per, c.allocations as f64 / per
         );
         assert_eq!((t.uploads, t.host_to_device_bytes), (0, 0), "{c:?}");
-        assert!(c.waits > 0 && t.device_to_host_bytes <= 8 * r * c.waits, "{c:?}");
+        assert!(c.waits > 0 && t.device_to_host_bytes <= 16 * r * c.waits, "{c:?}");
         assert!(grams.dispatches >= parts * (k2 - k1) as u64 && grams.dispatches % parts == 0, "{c:?}");
         assert_eq!(c.allocations, 0, "{c:?}");
         assert_eq!(t.submissions, 2 * c.waits, "{c:?}");
@@ -708,18 +708,20 @@ fn psd_quantile_counters_per_iteration_at_two_sizes() {
 }
 
 /// Read-backs (waits) per candidate of the resident quantile fit, for its
-/// two PSD parts and the linear part, at most: the polar route's four per
-/// part at the extrapolated point, the linear energy's one there and the
-/// step's one; where the remainder bound fails, the polar route's four per
-/// part at the candidate, the linear energy's and the loss sums' one (the
-/// objective of an accepted candidate). A gap check adds one per iteration
-/// at most. Independent of `n`.
-const PSD_QUANTILE_WAITS_PER_CANDIDATE: u64 = 2 * 4 + 1 + 1 + 2 * 4 + 1 + 1;
+/// two PSD parts and the linear part, at most: the polar route's two per
+/// part at the extrapolated point (`||M||_F` with `||M^2||_F`, then `tr P`
+/// with `||P||_F`), the linear energy's one there and the step's one; where
+/// the remainder bound fails, the polar route's two per part at the
+/// candidate, the linear energy's and the loss sums' one (the objective of
+/// an accepted candidate). A gap check adds one per iteration at most.
+/// Independent of `n`.
+const PSD_QUANTILE_WAITS_PER_CANDIDATE: u64 = 2 * 2 + 1 + 1 + 2 * 2 + 1 + 1;
 
 /// Read-backs (waits) of an iteration of the resident density fit with one
 /// candidate (one weighted Gram per iteration, asserted above), at most:
-/// the polar route's four at the extrapolated point and the step's one;
-/// where the remainder bound fails, the polar route's four at the candidate
-/// and the loss sums' one (its objective); a gap check one. Independent of
-/// `n` and of the polar route's number of steps.
-const PSD_WAITS_PER_ITERATION: u64 = 4 + 1 + 4 + 1 + 1;
+/// the polar route's two at the extrapolated point (`||M||_F` with
+/// `||M^2||_F`, then `tr P` with `||P||_F`) and the step's one; where the
+/// remainder bound fails, the polar route's two at the candidate and the
+/// loss sums' one (its objective); a gap check one. Independent of `n` and
+/// of the polar route's number of steps.
+const PSD_WAITS_PER_ITERATION: u64 = 2 + 1 + 2 + 1 + 1;

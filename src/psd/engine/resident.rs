@@ -38,14 +38,14 @@
 //! products and the loss terms) writes into a matrix of the setting's
 //! [`Workspace`] and is recorded there, not submitted: the work between two
 //! read-backs is one submission. Per candidate that is the polar route's
-//! four read-backs per PSD part at `y` (`||M||_F`, `||M^2||_F`, `tr P` and `||P||_F`,
-//! the extrapolation recorded before the first, the products of the steps
-//! before the third) and the step's one (the gradient, the prox, the inner
+//! two read-backs per PSD part at `y` (`||M||_F` with `||M^2||_F`, the
+//! extrapolation and `M^2` recorded before it; `tr P` with `||P||_F`, the
+//! products of the steps before it) and the step's one (the gradient, the prox, the inner
 //! products and `M(c)` before it), each one submission of what was
 //! recorded before it, then the read-back's copy (a second submission) and
 //! its wait, and with a linear part the linear energy's one at `y`;
 //! an evaluation of `h` at the candidate (when the remainder bound fails)
-//! adds the polar route's four per part at `c`, the linear energy's and
+//! adds the polar route's two per part at `c`, the linear energy's and
 //! the loss sums', a gap check one. The outputs come from the workspace's pool,
 //! which hands a matrix out again once no point, cache or pending
 //! temporary holds it: the pool fills during the first iterations (the
