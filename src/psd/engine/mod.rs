@@ -66,6 +66,9 @@ use super::positive_part::{PartMatrix, PositivePartSolver, PositivePartStats};
 
 mod evaluation;
 mod resident;
+/// The resident solve's test helpers, for the regressions' tests.
+#[cfg(test)]
+pub(in crate::psd) use resident::tests as resident_tests;
 
 use evaluation::{MatrixCache, PartState, State};
 use resident::{ResidentPoint, ResidentSetting};
@@ -444,7 +447,7 @@ impl<'a, L: BlockLoss + ?Sized> EngineProblem<'a, L> {
     /// [`Self::solve_sharded`]; `device_state` lets FISTA's state live on
     /// the features' device where the problem allows it (`resident.rs`),
     /// otherwise it stays on the host.
-    fn solve_placed(&self, options: &SolverOptions, eigen_solver: PositivePartSolver, comm: Option<&dyn crate::distributed::Communicator>, device_state: bool) -> Result<EngineSolution, Error> {
+    pub(in crate::psd) fn solve_placed(&self, options: &SolverOptions, eigen_solver: PositivePartSolver, comm: Option<&dyn crate::distributed::Communicator>, device_state: bool) -> Result<EngineSolution, Error> {
         let comm = comm.filter(|c| c.size() > 1);
         match comm {
             Some(comm) => crate::distributed::agree(comm, self.validate())?,

@@ -598,8 +598,8 @@ impl<L: BlockLoss + ?Sized> FistaSpace for ResidentSpace<'_, '_, '_, '_, L> {
 }
 
 #[cfg(test)]
-mod tests {
-    use nalgebra::{DMatrix, DVector};
+pub(in crate::psd) mod tests {
+    use nalgebra::DMatrix;
     use rand::rngs::StdRng;
     use rand::{Rng, SeedableRng};
     use rand_distr::{Distribution, Normal};
@@ -612,12 +612,12 @@ mod tests {
     use crate::psd::loss::NegativeLogLikelihood;
     use crate::psd::options::SolverOptions;
     use crate::psd::positive_part::PositivePartSolver;
-    use crate::psd::regression::PinballLoss;
     use crate::GpuOptions;
 
-    use super::super::{EngineProblem, EngineSolution, LinearPart};
+    use super::super::{EngineProblem, EngineSolution};
 
-    fn gpu() -> Option<Device> {
+    /// A GPU device with `f64` (a failure under `GRAMIAN_REQUIRE_GPU=1`).
+    pub(in crate::psd) fn gpu() -> Option<Device> {
         match Device::gpu_with(&GpuOptions { allow_software: true, ..Default::default() }) {
             Ok(d) if d.supports(Precision::F64) => Some(d),
             Ok(_) | Err(_) if std::env::var("GRAMIAN_REQUIRE_GPU").as_deref() == Ok("1") => panic!("GRAMIAN_REQUIRE_GPU=1 but no GPU adapter with f64"),
@@ -707,67 +707,4 @@ mod tests {
             }
         }
     }
-
-    /// The quantile regression of App. E (levels 0.25, 0.5, 0.75, n = 40,
-    /// every sample a centre, the engine problem `QuantileParams` builds):
-    /// FISTA with its state on the device against FISTA with its state on
-    /// the host on the same resident features, and against the CPU `f64`
-    /// fit. Tolerances: the iterations within the polar-route tests' slack
-    /// (25 % + 5: the gradient `-sum_q f_q c_q^T / lambda_2 - eta l^T` is
-    /// summed in another order than the host's, and a backtracking or restart
-    /// decision within round-off changes the path); every fit certified, the
-    /// primal objectives within the sum of the gaps; the fitted `(A_q, w)`
-    /// within what the gaps certify (the primal is `lambda_2`-strongly convex
-    /// in each `A_q` and `lambda_0`-strongly in `w`, so `sum_q lambda_2
-    /// ||A_q - A_q*||_F^2 + lambda_0 ||w - w*||^2 <= 2 gap` for each fit),
-    /// plus `1e-9` relative for the projection of the dense parts onto the
-    /// PSD cone. With its state on the device the fit uploads nothing per
-    /// iteration (its uploads are the set-up's, fewer than a tenth of the
-    /// iterations); with it on the host every iteration uploads.
-    #[test]
-    fn quantile_device_state_matches_the_host_state_and_the_cpu_optimum() {
-        let Some(gpu) = gpu() else { return };
-        let mut rng = StdRng::seed_from_u64(11);
-        let n = 40;
-        let x = DMatrix::from_fn(n, 1, |_, _| if rng.random::<bool>() { rng.random_range(0.0..1.0 / 3.0) } else { rng.random_range(2.0 / 3.0..1.0) });
-        let normal = Normal::new(0.0, 1.0).unwrap();
-        let y = DVector::from_fn(n, |i, _| {
-            let t = x[(i, 0)];
-            (if t <= 1.0 / 3.0 { 1.0 / 3.0 - t } else { t - 2.0 / 3.0 }) * normal.sample(&mut rng)
-        });
-        let mut sorted: Vec<f64> = y.iter().copied().collect();
-        sorted.sort_by(f64::total_cmp);
-        let loss = PinballLoss { targets: y.add_scalar(-sorted[n / 2]), levels: vec![0.25, 0.5, 0.75] };
-        let (lambda0, lambda2) = (1e-2, 1e-4);
-        let problem = |features| EngineProblem { features, parts: vec![vec![-1.0, 0.0, 0.0], vec![0.0, 0.0, 1.0]], linear: Some(LinearPart { coupling: vec![1.0; 3], lambda0 }), integral: None, loss: &loss, lambda1: 1e-3, lambda2 };
-        let options = SolverOptions { tolerance: 1e-5, max_iterations: 50_000, check_every: 5 };
-        let features = EmpiricalFeatures::new(&x, 0.15).unwrap();
-        let phi = features.resident_features(&gpu, &gpu.upload(&x, Precision::F64).unwrap()).unwrap();
-        let resident = Features::Resident { device: &gpu, phi: &phi };
-        let solve = |features, device_state| {
-            let before = gpu.transfer_stats();
-            let solution = problem(features).solve_placed(&options, PositivePartSolver::polar(), None, device_state).unwrap();
-            (solution, gpu.transfer_stats().since(&before).uploads)
-        };
-        let (on_device, device_uploads) = solve(resident, true);
-        let (on_host, host_uploads) = solve(resident, false);
-        let host_features = features.features(&Device::Cpu, &x).unwrap();
-        let cpu = problem(Features::Host(&host_features)).solve_placed(&options, PositivePartSolver::polar(), None, false).unwrap();
-        let rd = &on_device.report;
-        eprintln!("quantile: iterations device {} host {} cpu {}; gaps {:e} {:e} {:e}; primal {} {} {}; uploads device {device_uploads} host {host_uploads}", rd.iterations, on_host.report.iterations, cpu.report.iterations, rd.gap, on_host.report.gap, cpu.report.gap, rd.primal, on_host.report.primal, cpu.report.primal);
-        assert!(10 * device_uploads < rd.iterations as u64 && host_uploads >= on_host.report.iterations as u64, "uploads: {device_uploads} with the state on the device, {host_uploads} on the host");
-        for (name, other) in [("host state", &on_host), ("cpu", &cpu)] {
-            let ro = &other.report;
-            assert!(rd.iterations.abs_diff(ro.iterations) <= ro.iterations / 4 + 5, "vs {name}: iterations {} vs {}", rd.iterations, ro.iterations);
-            assert!(rd.gap <= options.tolerance && ro.gap <= options.tolerance, "vs {name}: gaps {:e} {:e}", rd.gap, ro.gap);
-            assert!((rd.primal - ro.primal).abs() <= rd.gap + ro.gap + 1e-12 * rd.primal.abs(), "vs {name}: primal {} vs {}", rd.primal, ro.primal);
-            let distance = (on_device.parts.iter().zip(&other.parts).map(|(a, b)| lambda2 * (a - b).norm_squared()).sum::<f64>() + lambda0 * (&on_device.linear - &other.linear).norm_squared()).sqrt();
-            let size = (other.parts.iter().map(|a| lambda2 * a.norm_squared()).sum::<f64>() + lambda0 * other.linear.norm_squared()).sqrt();
-            let certified = (2.0 * rd.gap.max(0.0)).sqrt() + (2.0 * ro.gap.max(0.0)).sqrt() + 1e-9 * size;
-            eprintln!("quantile vs {name}: weighted distance of (A_q, w) {distance:e} (certified {certified:e}, size {size:e})");
-            assert!(distance <= certified, "vs {name}: (A_q, w) {distance:e} apart, certified {certified:e}");
-            assert_eq!(on_device.z.len(), 3 * n);
-        }
-    }
 }
-
